@@ -1,0 +1,1 @@
+"""Device-agnostic component interfaces and the step protocol. No torch at module top."""

@@ -1,0 +1,81 @@
+"""The step-level execution protocol (spec document 003) that the batched sampler drives.
+
+A pipeline splits one request's render into four calls:
+- `prepare_encode(state)`: once per request: encode prompts, draw initial latents, set timesteps,
+  make a private scheduler copy.
+- `denoise_step(states)`: one transformer forward over a batch the sampler assembled; it never
+  advances a step. Returns one noise prediction per state, in order.
+- `step_scheduler(state, noise_pred)`: the only place a request's step advances.
+- `post_decode(state)`: decode the finished latents into the request's output.
+
+Optional capabilities are separate protocols checked at run time (`supports_*` helpers below).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any, Protocol, TypeGuard, runtime_checkable
+
+
+@runtime_checkable
+class StepState(Protocol):
+    """Per-request state. Owned by its pipeline; the sampler reads only these fields."""
+
+    @property
+    def step_index(self) -> int:
+        """Steps completed so far."""
+        ...
+
+    @property
+    def step_count(self) -> int: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def batch_key(self) -> Hashable:
+        """States with equal keys (same model, dtype, CFG mode) may share one `denoise_step`."""
+        ...
+
+    @property
+    def tokens(self) -> int:
+        """Image tokens this request adds to a forward (its cost in the batch token budget)."""
+        ...
+
+
+@runtime_checkable
+class StepPipeline(Protocol):
+    def prepare_encode(self, state: Any, /) -> Any: ...
+
+    def denoise_step(self, states: Sequence[Any], /) -> Sequence[Any]: ...
+
+    def step_scheduler(self, state: Any, noise_pred: Any, /) -> None: ...
+
+    def post_decode(self, state: Any, /) -> Any: ...
+
+
+@runtime_checkable
+class SupportsComponentModules(Protocol):
+    """Declares which submodules are DiT, encoders, VAE and always-resident (dotted paths)."""
+
+    _dit_modules: list[str]
+    _encoder_modules: list[str]
+    _vae_modules: list[str]
+    _resident_modules: list[str]
+
+
+@runtime_checkable
+class SupportsChunkedVAEDecode(Protocol):
+    """A VAE that decodes in chunks and says which value range its floats occupy."""
+
+    chunk_value_range: tuple[float, float]
+
+    def decode_chunks(self, latents: Any, /) -> Any: ...
+
+
+def supports_component_modules(obj: object) -> TypeGuard[SupportsComponentModules]:
+    return isinstance(obj, SupportsComponentModules)
+
+
+def supports_chunked_vae_decode(obj: object) -> TypeGuard[SupportsChunkedVAEDecode]:
+    return isinstance(obj, SupportsChunkedVAEDecode)

@@ -1,0 +1,128 @@
+"""All configuration, read from `INLINE_*` environment variables (launchers map flags onto them).
+
+`Config.from_env()` is the only place the environment is read; everything else takes a `Config`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inline_core.errors import InvalidRequest
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise InvalidRequest(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def _float(env: Mapping[str, str], name: str, default: float | None) -> float | None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise InvalidRequest(f"{name} must be a number, got {raw!r}") from exc
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    raw = env.get(name)
+    return Path(raw).expanduser() if raw else None
+
+
+@dataclass(frozen=True)
+class Config:
+    models_dir: Path = Path("models")
+    data_dir: Path = Path(".inline")
+    host: str = "127.0.0.1"
+    port: int = 8848
+    frontend_root: Path | None = None
+    # Device
+    profile: str | None = None  # gpu-max | lowvram | cpu; None = auto-detect
+    vram_budget_gb: float | None = None
+    allow_cpu_offload: bool = False
+    parallel: str | None = None  # e.g. "ulysses=2"
+    # Access
+    api_token: str | None = None
+    allow_insecure: bool = False
+    cors_origins: tuple[str, ...] = ()
+    # Limits
+    max_upload_mb: int = 256
+    max_graph_nodes: int = 2000
+    max_body_mb: int = 16
+    max_queue: int = 1000
+    max_retries: int = 2
+    # Sampler
+    max_batch: int | None = None
+    batch_token_budget: int | None = None
+    # Model overrides (Z-Image)
+    zimage_overrides: dict[str, Path] = field(default_factory=dict[str, Path])
+
+    @property
+    def is_loopback(self) -> bool:
+        return self.host in LOOPBACK_HOSTS
+
+    @property
+    def runs_db(self) -> Path:
+        return self.data_dir / "runs.db"
+
+    @property
+    def takes_dir(self) -> Path:
+        return self.data_dir / "takes"
+
+    @property
+    def assets_dir(self) -> Path:
+        return self.data_dir / "assets"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if env is None else env
+        overrides: dict[str, Path] = {}
+        for key, name in (
+            ("model", "INLINE_ZIMAGE_MODEL"),
+            ("vae", "INLINE_ZIMAGE_VAE"),
+            ("text_encoder", "INLINE_ZIMAGE_TEXT_ENCODER"),
+        ):
+            value = _path(env, name)
+            if value is not None:
+                overrides[key] = value
+        raw_origins = env.get("INLINE_CORS_ORIGINS", "").split(",")
+        origins = tuple(o.strip() for o in raw_origins if o.strip())
+        max_batch_raw = env.get("INLINE_MAX_BATCH")
+        budget_raw = env.get("INLINE_BATCH_TOKEN_BUDGET")
+        return cls(
+            models_dir=_path(env, "INLINE_MODELS_DIR") or Path("models"),
+            data_dir=_path(env, "INLINE_DATA_DIR") or Path(".inline"),
+            host=env.get("INLINE_HOST") or "127.0.0.1",
+            port=_int(env, "INLINE_PORT", 8848),
+            frontend_root=_path(env, "INLINE_FRONTEND_ROOT"),
+            profile=env.get("INLINE_PROFILE") or None,
+            vram_budget_gb=_float(env, "INLINE_VRAM_BUDGET_GB", None),
+            allow_cpu_offload=_flag(env, "INLINE_ALLOW_CPU_OFFLOAD"),
+            parallel=env.get("INLINE_PARALLEL") or None,
+            api_token=env.get("INLINE_API_TOKEN") or None,
+            allow_insecure=_flag(env, "INLINE_ALLOW_INSECURE"),
+            cors_origins=origins,
+            max_upload_mb=_int(env, "INLINE_MAX_UPLOAD_MB", 256),
+            max_graph_nodes=_int(env, "INLINE_MAX_GRAPH_NODES", 2000),
+            max_body_mb=_int(env, "INLINE_MAX_BODY_MB", 16),
+            max_queue=_int(env, "INLINE_MAX_QUEUE", 1000),
+            max_retries=_int(env, "INLINE_MAX_RETRIES", 2),
+            max_batch=_int(env, "INLINE_MAX_BATCH", 0) if max_batch_raw else None,
+            batch_token_budget=_int(env, "INLINE_BATCH_TOKEN_BUDGET", 0) if budget_raw else None,
+            zimage_overrides=overrides,
+        )

@@ -1,0 +1,1 @@
+"""The graph engine: schema, descriptors, registry, validation, ordering and execution."""

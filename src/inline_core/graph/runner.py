@@ -1,0 +1,79 @@
+"""Node runners: the behaviour half of a node, and the services they may be handed.
+
+A runner receives a `NodeCall` (validated params with defaults merged and seeds resolved, plus the
+values on its input ports) and returns a `NodeResult` (values for its output ports, and any takes it
+wrote). Runners never pick a device and never run a denoise loop: model runners lower to components
+and submit a `SampleJob` to the sampler.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from inline_core.runtime.context import ExecutionContext
+from inline_core.takes import MediaRef, Take
+
+
+@dataclass(frozen=True)
+class NodeCall:
+    ctx: ExecutionContext
+    node_id: str
+    params: Mapping[str, Any]
+    # port -> value; a `multiple` port gets a list of values, an unwired optional port is absent.
+    inputs: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    outputs: Mapping[str, Any]
+    takes: tuple[Take, ...] = field(default_factory=tuple[Take, ...])
+
+
+class CatalogView(Protocol):
+    """What the graph layer needs of the model catalog (implemented in `models/catalog.py`)."""
+
+    def options(self, category: str) -> list[str]:
+        """File/folder names a picker for `category` may choose from."""
+        ...
+
+    def identity(self, category: str, name: str) -> str:
+        """A string that changes when the named file is replaced (for cache keys)."""
+        ...
+
+    def path(self, category: str, name: str) -> Path:
+        """The on-disk path of a listed entry (the name is checked against the listing)."""
+        ...
+
+
+class MediaResolver(Protocol):
+    """Finds the bytes behind a `{"ref": "asset"|"take", "id"}` param."""
+
+    def resolve(self, ref: MediaRef) -> Path:
+        """Path of the referenced file; raises `NotFound` when there is none."""
+        ...
+
+
+class NodeRunner(ABC):
+    """Base of every runner. Subclasses implement `run`; the hooks below have safe defaults."""
+
+    # False for nodes whose output must never be reused across runs.
+    cacheable: bool = True
+
+    @abstractmethod
+    def run(self, call: NodeCall) -> NodeResult:
+        """Execute the node. Raise `Cancelled` (via `ctx.cancel`) to stop at a step boundary."""
+
+    def check(self, node_id: str, params: Mapping[str, Any]) -> None:
+        """Submit-time readiness check beyond param types (e.g. model files present).
+
+        Raise an `InlineError` (such as `ModelMissing`) to refuse the run with a 422.
+        """
+        return None
+
+    def cache_identity(self, params: Mapping[str, Any]) -> str:
+        """Extra cache-key material: the identity of files this node reads beyond its params."""
+        return ""

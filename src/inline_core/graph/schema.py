@@ -1,0 +1,186 @@
+"""The typed graph: port kinds, nodes, edges, and the JSON parser.
+
+A graph is `{"schemaVersion": 1, "nodes": [{"id", "type", "params", "inputs"}]}` where each input is
+`{"from": <node id>, "output": <port>}` or a list of them. The target is not part of the graph.
+Every malformed shape raises `InvalidGraph` naming the node it found it in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, cast
+
+from inline_core.errors import InvalidGraph
+
+SCHEMA_VERSION_MIN = 1
+SCHEMA_VERSION_MAX = 1
+MAX_ID_LENGTH = 128
+
+
+class PortKind(StrEnum):
+    IMAGE = "image"
+    IMAGES = "image[]"
+    VIDEO = "video"
+    AUDIO = "audio"
+    TEXT = "text"
+    MASK = "mask"
+    MODEL = "model"
+    VAE = "vae"
+    TEXT_ENCODER = "text-encoder"
+    CONDITIONING = "conditioning"
+    LATENT = "latent"
+
+
+# Output kind -> input kinds it may feed besides its own.
+_COERCIONS: dict[PortKind, frozenset[PortKind]] = {
+    PortKind.IMAGE: frozenset({PortKind.IMAGES}),
+}
+
+
+def port_satisfies(output: PortKind, input_kind: PortKind) -> bool:
+    """Whether an output of kind `output` may be wired into an input of kind `input_kind`."""
+    return output == input_kind or input_kind in _COERCIONS.get(output, frozenset())
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str  # the upstream node id ("from" in JSON)
+    output: str  # the upstream node's output port
+
+    def to_json(self) -> dict[str, str]:
+        return {"from": self.source, "output": self.output}
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str
+    type: str
+    params: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    # port -> edges; a port written as a single edge in JSON holds a one-element tuple
+    inputs: Mapping[str, tuple[Edge, ...]] = field(default_factory=dict[str, tuple[Edge, ...]])
+    # ports written as a list in JSON (so they serialize back the same way)
+    list_inputs: frozenset[str] = frozenset()
+
+    def to_json(self) -> dict[str, Any]:
+        inputs: dict[str, Any] = {}
+        for port, edges in self.inputs.items():
+            if port in self.list_inputs:
+                inputs[port] = [e.to_json() for e in edges]
+            else:
+                inputs[port] = edges[0].to_json()
+        return {"id": self.id, "type": self.type, "params": dict(self.params), "inputs": inputs}
+
+
+@dataclass(frozen=True)
+class Graph:
+    nodes: tuple[Node, ...]
+    schema_version: int = SCHEMA_VERSION_MAX
+
+    def node(self, node_id: str) -> Node:
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(node_id)
+
+    @property
+    def by_id(self) -> dict[str, Node]:
+        return {n.id: n for n in self.nodes}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schemaVersion": self.schema_version, "nodes": [n.to_json() for n in self.nodes]}
+
+
+def _edge(raw: object, node_id: str, port: str) -> Edge:
+    if not isinstance(raw, Mapping):
+        raise InvalidGraph(
+            f"input {port!r} must be an edge {{'from', 'output'}} or a list of edges",
+            node_id=node_id,
+        )
+    edge = cast(Mapping[str, object], raw)
+    source, output = edge.get("from"), edge.get("output")
+    if not isinstance(source, str) or not source:
+        raise InvalidGraph(f"input {port!r}: 'from' must be a node id", node_id=node_id)
+    if not isinstance(output, str) or not output:
+        raise InvalidGraph(f"input {port!r}: 'output' must be a port name", node_id=node_id)
+    extra = set(edge) - {"from", "output"}
+    if extra:
+        raise InvalidGraph(f"input {port!r}: unknown edge keys {sorted(extra)}", node_id=node_id)
+    return Edge(source, output)
+
+
+def _node(raw: object, index: int) -> Node:
+    if not isinstance(raw, Mapping):
+        raise InvalidGraph(f"nodes[{index}] must be an object")
+    obj = cast(Mapping[str, object], raw)
+    node_id = obj.get("id")
+    if not isinstance(node_id, str) or not node_id or len(node_id) > MAX_ID_LENGTH:
+        raise InvalidGraph(f"nodes[{index}].id must be a non-empty string of at most "
+                           f"{MAX_ID_LENGTH} characters")
+    node_type = obj.get("type")
+    if not isinstance(node_type, str) or not node_type:
+        raise InvalidGraph("'type' must be a non-empty string", node_id=node_id)
+    params = obj.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping):
+        raise InvalidGraph("'params' must be an object", node_id=node_id)
+    raw_inputs = obj.get("inputs", {})
+    if raw_inputs is None:
+        raw_inputs = {}
+    if not isinstance(raw_inputs, Mapping):
+        raise InvalidGraph("'inputs' must be an object", node_id=node_id)
+    extra = set(obj) - {"id", "type", "params", "inputs", "title", "position", "meta"}
+    if extra:
+        raise InvalidGraph(f"unknown node keys {sorted(extra)}", node_id=node_id)
+    inputs: dict[str, tuple[Edge, ...]] = {}
+    list_inputs: set[str] = set()
+    for port, value in cast(Mapping[object, object], raw_inputs).items():
+        if not isinstance(port, str) or not port:
+            raise InvalidGraph("input port names must be non-empty strings", node_id=node_id)
+        if isinstance(value, list):
+            items = cast(list[object], value)
+            if not items:
+                raise InvalidGraph(f"input {port!r} is an empty list of edges", node_id=node_id)
+            inputs[port] = tuple(_edge(e, node_id, port) for e in items)
+            list_inputs.add(port)
+        else:
+            inputs[port] = (_edge(value, node_id, port),)
+    return Node(
+        id=node_id,
+        type=node_type,
+        params=dict(cast(Mapping[str, Any], params)),
+        inputs=inputs,
+        list_inputs=frozenset(list_inputs),
+    )
+
+
+def parse_graph(raw: object, *, max_nodes: int | None = None) -> Graph:
+    """Parse a graph's JSON value. Raises `InvalidGraph` for any malformed shape."""
+    if not isinstance(raw, Mapping):
+        raise InvalidGraph("graph must be an object with 'schemaVersion' and 'nodes'")
+    obj = cast(Mapping[str, object], raw)
+    version = obj.get("schemaVersion", SCHEMA_VERSION_MAX)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise InvalidGraph("'schemaVersion' must be an integer")
+    if not SCHEMA_VERSION_MIN <= version <= SCHEMA_VERSION_MAX:
+        raise InvalidGraph(
+            f"schemaVersion {version} is not supported "
+            f"(this server reads {SCHEMA_VERSION_MIN}..{SCHEMA_VERSION_MAX})"
+        )
+    raw_nodes = obj.get("nodes")
+    if not isinstance(raw_nodes, list):
+        raise InvalidGraph("'nodes' must be a list")
+    node_list = cast(list[object], raw_nodes)
+    if not node_list:
+        raise InvalidGraph("graph has no nodes")
+    if max_nodes is not None and len(node_list) > max_nodes:
+        raise InvalidGraph(f"graph has {len(node_list)} nodes; the limit is {max_nodes}")
+    nodes = tuple(_node(n, i) for i, n in enumerate(node_list))
+    seen: set[str] = set()
+    for n in nodes:
+        if n.id in seen:
+            raise InvalidGraph("duplicate node id", node_id=n.id)
+        seen.add(n.id)
+    return Graph(nodes=nodes, schema_version=version)

@@ -1,0 +1,153 @@
+"""The model catalog: a scan of the ComfyUI-style category folders under the models root.
+
+Each category lists weight files (recursively, by relative path) and model folders (a diffusers
+snapshot with `model_index.json`, or an HF folder with `config.json`). The scan is repeated when it
+is older than `ttl_s`, so a file dropped in, removed or replaced shows up without a restart, and the
+fingerprint (folded into the registry version) changes with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from inline_core.errors import NotFound
+
+CATEGORIES = (
+    "diffusion_models",
+    "vae",
+    "text_encoders",
+    "loras",
+    "controlnet",
+    "checkpoints",
+    "clip_vision",
+    "upscale_models",
+    "embeddings",
+)
+WEIGHT_SUFFIXES = frozenset({".safetensors", ".sft", ".ckpt", ".pt", ".pth", ".bin", ".gguf"})
+FOLDER_MARKERS = ("model_index.json", "config.json")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    category: str
+    name: str  # relative to the category folder, with forward slashes
+    path: Path
+    is_folder: bool
+    size: int
+    mtime_ns: int
+
+    @property
+    def identity(self) -> str:
+        return f"{self.category}/{self.name}:{self.size}:{self.mtime_ns}"
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def _folder_stats(folder: Path) -> tuple[int, int]:
+    size, mtime = 0, 0
+    for dirpath, _dirs, files in os.walk(folder):
+        for f in files:
+            try:
+                st = os.stat(os.path.join(dirpath, f))
+            except OSError:
+                continue
+            size += st.st_size
+            mtime = max(mtime, st.st_mtime_ns)
+    return size, mtime
+
+
+def _scan_category(root: Path, category: str) -> list[CatalogEntry]:
+    base = root / category
+    if not base.is_dir():
+        return []
+    entries: list[CatalogEntry] = []
+
+    def walk(folder: Path, prefix: str) -> None:
+        try:
+            children = sorted(folder.iterdir())
+        except OSError:
+            return
+        for child in children:
+            if child.name.startswith("."):
+                continue
+            if not _inside(child, root):  # a symlink pointing out of the models root
+                continue
+            name = f"{prefix}{child.name}"
+            if child.is_dir():
+                if any((child / m).is_file() for m in FOLDER_MARKERS):
+                    size, mtime = _folder_stats(child)
+                    entries.append(CatalogEntry(category, name, child, True, size, mtime))
+                else:
+                    walk(child, name + "/")
+            elif child.suffix.lower() in WEIGHT_SUFFIXES:
+                st = child.stat()
+                entries.append(
+                    CatalogEntry(category, name, child, False, st.st_size, st.st_mtime_ns)
+                )
+
+    walk(base, "")
+    return entries
+
+
+class Catalog:
+    def __init__(self, root: Path, ttl_s: float = 1.0) -> None:
+        self.root = root
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._entries: dict[str, list[CatalogEntry]] = {}
+        self._scanned_at = -1.0
+
+    def _fresh(self) -> dict[str, list[CatalogEntry]]:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._scanned_at > self.ttl_s:
+                self._entries = {c: _scan_category(self.root, c) for c in CATEGORIES}
+                self._scanned_at = now
+            return self._entries
+
+    def rescan(self) -> None:
+        with self._lock:
+            self._scanned_at = -1.0
+
+    def entries(self, category: str) -> list[CatalogEntry]:
+        return list(self._fresh().get(category, []))
+
+    def entry(self, category: str, name: str) -> CatalogEntry:
+        for e in self._fresh().get(category, []):
+            if e.name == name:
+                return e
+        raise NotFound(f"no model {name!r} in {category}/ (models root {self.root})")
+
+    # CatalogView
+    def options(self, category: str) -> list[str]:
+        return [e.name for e in self.entries(category)]
+
+    def identity(self, category: str, name: str) -> str:
+        return self.entry(category, name).identity
+
+    def path(self, category: str, name: str) -> Path:
+        return self.entry(category, name).path
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for category, entries in sorted(self._fresh().items()):
+            for e in entries:
+                h.update(f"{category}\0{e.identity}\0".encode())
+        return h.hexdigest()[:16]
+
+    def to_json(self) -> dict[str, list[dict[str, object]]]:
+        return {
+            c: [{"name": e.name, "folder": e.is_folder, "bytes": e.size} for e in es]
+            for c, es in sorted(self._fresh().items())
+        }

@@ -1,0 +1,1 @@
+"""Run-time services a node sees: context, cancellation, progress, take storage."""

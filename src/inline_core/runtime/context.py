@@ -1,0 +1,56 @@
+"""`ExecutionContext`: what a node runner sees of the run it is part of."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from PIL import Image, PngImagePlugin
+
+from inline_core.media import MediaKind
+from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.progress import EventSink, NodeReporter, RunEvent
+from inline_core.runtime.store import TakeStore
+from inline_core.takes import Take
+
+
+def _drop(_event: RunEvent) -> None:
+    return None
+
+
+@dataclass
+class ExecutionContext:
+    run_id: str
+    takes: TakeStore
+    cancel: CancelToken = field(default_factory=CancelToken)
+    events: EventSink = _drop
+    # The graph JSON and target, embedded in PNG takes so a take can be re-rendered.
+    graph_json: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    target: str = ""
+
+    def reporter(self, node_id: str) -> NodeReporter:
+        return NodeReporter(self.run_id, node_id, self.events)
+
+    def save_image(
+        self, node_id: str, image: Image.Image, params: Mapping[str, Any], index: int = 0
+    ) -> Take:
+        """Encode `image` as a PNG take carrying the graph and params in its text chunks."""
+        info = PngImagePlugin.PngInfo()
+        info.add_text("inline:params", json.dumps(dict(params), sort_keys=True, default=str))
+        info.add_text("inline:graph", json.dumps(dict(self.graph_json), sort_keys=True))
+        info.add_text("inline:target", self.target or node_id)
+        info.add_text("inline:node", node_id)
+        buf = io.BytesIO()
+        image.save(buf, format="PNG", pnginfo=info)
+        return self.takes.write(
+            run_id=self.run_id,
+            node_id=node_id,
+            index=index,
+            kind=MediaKind.IMAGE,
+            data=buf.getvalue(),
+            suffix=".png",
+            params=params,
+        )

@@ -1,0 +1,97 @@
+"""Run events (what the websocket streams) and the per-node progress reporter.
+
+Events are plain frozen dataclasses; `server/serialize.py` turns them into contract JSON.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from inline_core.takes import Take
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    run_id: str
+
+
+@dataclass(frozen=True)
+class NodeStarted:
+    run_id: str
+    node_id: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    run_id: str
+    node_id: str
+    phase: str  # loading | encode | sample | decode | save | run
+    fraction: float  # of this node, 0..1
+    step: int | None = None
+    step_count: int | None = None
+    eta_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class NodeDone:
+    run_id: str
+    node_id: str
+    cached: bool
+    takes: tuple[Take, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeFailed:
+    run_id: str
+    node_id: str
+    message: str
+
+
+RunEvent = RunStarted | NodeStarted | Progress | NodeDone | NodeFailed
+
+
+class EventSink(Protocol):
+    def __call__(self, event: RunEvent, /) -> None: ...
+
+
+@dataclass
+class NodeReporter:
+    """Reports one node's progress. Phases are weighted slices of the node's fraction."""
+
+    run_id: str
+    node_id: str
+    sink: EventSink
+    # Share of the node's progress each phase covers; unknown phases count as a point.
+    weights: dict[str, tuple[float, float]] = field(
+        default_factory=lambda: {
+            "loading": (0.0, 0.1),
+            "encode": (0.1, 0.15),
+            "sample": (0.15, 0.9),
+            "decode": (0.9, 0.97),
+            "save": (0.97, 1.0),
+        }
+    )
+    _step_started: float | None = None
+    _first_step_at: float | None = None
+
+    def phase(self, name: str, fraction_in_phase: float = 0.0) -> None:
+        lo, hi = self.weights.get(name, (0.0, 1.0))
+        frac = lo + (hi - lo) * max(0.0, min(1.0, fraction_in_phase))
+        if name == "sample" and fraction_in_phase == 0.0:
+            self._first_step_at = time.perf_counter()
+        self.sink(Progress(self.run_id, self.node_id, name, frac))
+
+    def step(self, step: int, step_count: int, phase: str = "sample") -> None:
+        """Report that `step` of `step_count` steps has finished (1-based)."""
+        now = time.perf_counter()
+        if self._first_step_at is None:
+            self._first_step_at = now
+        eta_ms: int | None = None
+        if step > 0:
+            per_step = (now - self._first_step_at) / step
+            eta_ms = int(per_step * (step_count - step) * 1000)
+        lo, hi = self.weights.get(phase, (0.0, 1.0))
+        frac = lo + (hi - lo) * (step / step_count if step_count else 1.0)
+        self.sink(Progress(self.run_id, self.node_id, phase, frac, step, step_count, eta_ms))

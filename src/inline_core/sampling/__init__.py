@@ -1,0 +1,1 @@
+"""The seam between the graph and the accelerator: `SampleJob` -> `BatchedSampler`. Torch-free."""

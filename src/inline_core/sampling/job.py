@@ -1,0 +1,49 @@
+"""`SampleJob`: one request's denoise, as a model runner hands it to the sampler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from inline_core.components.step import StepPipeline
+from inline_core.runtime.cancel import CancelToken
+
+
+def _ignore_phase(_phase: str) -> None:
+    return None
+
+
+def _ignore_step(_step: int, _count: int) -> None:
+    return None
+
+
+@dataclass
+class SampleJob:
+    """A request for the sampler: the pipeline to drive and the request's initial state.
+
+    The sampler calls `pipeline.prepare_encode(state)`, then steps it (possibly in a batch with
+    other jobs), then `pipeline.post_decode(state)`, and resolves the job's future with that output.
+    """
+
+    pipeline: StepPipeline
+    state: Any
+    cancel: CancelToken = field(default_factory=CancelToken)
+    on_phase: Callable[[str], None] = _ignore_phase  # "encode" | "sample" | "decode"
+    on_step: Callable[[int, int], None] = _ignore_step  # (steps done, step count)
+    label: str = ""
+
+
+class BatchedSampler(Protocol):
+    def run(self, job: SampleJob) -> Any:
+        """Run `job` to completion on the calling thread's behalf and return `post_decode`'s output.
+
+        Raises `Cancelled` if the job's token fires, or the pipeline's exception if it fails.
+        """
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """Active and queued jobs and the limits in force (served in `/v1/health`)."""
+        ...
+
+    def close(self) -> None: ...
