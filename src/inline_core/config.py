@@ -126,3 +126,23 @@ class Config:
             batch_token_budget=_int(env, "INLINE_BATCH_TOKEN_BUDGET", 0) if budget_raw else None,
             zimage_overrides=overrides,
         )
+
+
+def exposure_check(config: Config) -> tuple[str | None, str | None]:
+    """(refusal, warning) for the bind address: a non-loopback bind needs a token.
+
+    Without one, starting is refused unless the user explicitly allowed it, and then every start
+    warns.
+    """
+    if config.is_loopback or config.api_token:
+        return None, None
+    if config.allow_insecure:
+        return None, (
+            f"WARNING: listening on {config.host} with no API token: anyone who can reach this "
+            "port can run jobs and read takes. Set --token / INLINE_API_TOKEN."
+        )
+    return (
+        f"refusing to listen on {config.host} without an API token: pass --token (or set "
+        "INLINE_API_TOKEN), or --insecure to accept the risk",
+        None,
+    )

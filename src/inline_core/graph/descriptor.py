@@ -20,6 +20,7 @@ class ParamWidget(StrEnum):
     BOOLEAN = "boolean"
     SELECT = "select"
     SEED = "seed"
+    MEDIA = "media"  # a stored media reference: {"ref": "asset" | "take", "id": ...}
 
 
 SEED_MAX = 2**63 - 1

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Create ./.venv (if needed) and install the project with the given extras.
+#   scripts/bootstrap-venv.sh [EXTRAS]      e.g. "server,zimage" (default) or "dev,zimage"
+# torch is installed first, pinned, so the extras resolve against it instead of letting pip pick
+# a multi-GB build on its own. Override the pin with INLINE_TORCH_SPEC (e.g. a CUDA index URL
+# build, or "skip" to keep what is installed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-server,zimage}"
+python="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+  .venv/bin/python -m pip install --quiet --upgrade pip
+fi
+pip() { .venv/bin/python -m pip "$@"; }
+torch_spec="${INLINE_TORCH_SPEC:-torch==2.13.0}"
+if [[ ",$extras," == *",zimage,"* || ",$extras," == *",parallel,"* ]] && [ "$torch_spec" != "skip" ]; then
+  if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
+    echo "installing $torch_spec ..."
+    pip install --quiet "$torch_spec"
+  fi
+fi
+echo "installing inline-core[$extras] ..."
+pip install --quiet -e ".[$extras]"

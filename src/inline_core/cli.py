@@ -1,0 +1,141 @@
+"""The `inline-core` command: serve (the default) plus a few tools.
+
+    inline-core [serve flags]          start the server (same flags as webui.sh and main.py)
+    inline-core kit --out models/      write tiny random-weight Z-Image models (tests, demo)
+    inline-core download ...           explicitly download real weights into models/
+    inline-core import-comfy FILE      convert a ComfyUI workflow into an Inline Core graph
+
+Serve flags only set `INLINE_*` environment variables; `Config.from_env()` reads them, so the env,
+the flags and the launchers can never disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+
+def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, description="Run the Inline Core render server (/v1 HTTP + websocket)."
+    )
+    net = p.add_argument_group("networking")
+    net.add_argument("--host", help="bind address (default 127.0.0.1)")
+    net.add_argument(
+        "--listen", action="store_true", help="bind 0.0.0.0 (needs --token or --insecure)"
+    )
+    net.add_argument("--port", type=int, help="port (default 8848)")
+    net.add_argument("--token", help="API token every request must carry (INLINE_API_TOKEN)")
+    net.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow listening beyond loopback without a token (warns on every start)",
+    )
+    net.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        help="allow this browser origin (repeatable), e.g. the desktop app's",
+    )
+    paths = p.add_argument_group("paths")
+    paths.add_argument("--models-dir", help="models root to scan (default ./models)")
+    paths.add_argument("--data-dir", help="runs database and takes (default ./.inline)")
+    paths.add_argument(
+        "--front-end-root", help="serve a local frontend build (a dir with index.html) at /"
+    )
+    dev = p.add_argument_group("device and memory")
+    dev.add_argument("--profile", choices=["gpu-max", "lowvram", "cpu"], help="device profile")
+    dev.add_argument("--lowvram", action="store_true", help="shortcut for --profile lowvram")
+    dev.add_argument("--cpu", action="store_true", help="shortcut for --profile cpu")
+    dev.add_argument("--vram-budget", type=float, help="usable VRAM in GB")
+    dev.add_argument(
+        "--allow-cpu-offload", action="store_true", help="opt into CPU offload (slow, saves VRAM)"
+    )
+    dev.add_argument(
+        "--multi-gpu",
+        "--parallel",
+        dest="parallel",
+        help="split one image across ranks, e.g. ulysses=2 (degrees multiply to the rank count)",
+    )
+    batch = p.add_argument_group("batching")
+    batch.add_argument("--max-batch", type=int, help="requests per forward (1 turns batching off)")
+    batch.add_argument("--batch-token-budget", type=int, help="image tokens per forward")
+    return p
+
+
+def apply_serve_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> None:
+    """Map parsed flags onto INLINE_* variables (the flags win over what the env had)."""
+    target = os.environ if env is None else env
+    values: dict[str, str | None] = {
+        "INLINE_HOST": "0.0.0.0" if args.listen else None,
+        "INLINE_PORT": str(args.port) if args.port else None,
+        "INLINE_API_TOKEN": args.token,
+        "INLINE_ALLOW_INSECURE": "1" if args.insecure else None,
+        "INLINE_CORS_ORIGINS": ",".join(args.cors_origin) if args.cors_origin else None,
+        "INLINE_MODELS_DIR": args.models_dir,
+        "INLINE_DATA_DIR": args.data_dir,
+        "INLINE_FRONTEND_ROOT": args.front_end_root,
+        "INLINE_PROFILE": args.profile
+        or ("lowvram" if args.lowvram else None)
+        or ("cpu" if args.cpu else None),
+        "INLINE_VRAM_BUDGET_GB": str(args.vram_budget) if args.vram_budget else None,
+        "INLINE_ALLOW_CPU_OFFLOAD": "1" if args.allow_cpu_offload else None,
+        "INLINE_PARALLEL": args.parallel,
+        "INLINE_MAX_BATCH": str(args.max_batch) if args.max_batch else None,
+        "INLINE_BATCH_TOKEN_BUDGET": str(args.batch_token_budget)
+        if args.batch_token_budget
+        else None,
+    }
+    if args.host:  # an explicit --host wins over --listen
+        values["INLINE_HOST"] = args.host
+    for key, value in values.items():
+        if value is not None:
+            target[key] = value
+
+
+def serve_main(argv: Sequence[str], prog: str = "inline-core") -> int:
+    args = build_serve_parser(prog).parse_args(list(argv))
+    apply_serve_args(args)
+    # Imported after the env is set; the server stack never imports torch at start-up.
+    from inline_core.config import Config
+    from inline_core.errors import InlineError
+    from inline_core.server.__main__ import serve
+
+    try:
+        config = Config.from_env()
+    except InlineError as exc:
+        print(f"inline-core: {exc.message}", file=sys.stderr)
+        return 2
+    return serve(config)
+
+
+def _tool(module: str) -> Callable[[Sequence[str]], int]:
+    def run(argv: Sequence[str]) -> int:
+        import importlib
+
+        main = importlib.import_module(module).main
+        return int(main(list(argv)) or 0)
+
+    return run
+
+
+TOOLS: dict[str, Callable[[Sequence[str]], int]] = {
+    "kit": _tool("inline_core.models.zimage.kit"),
+    "download": _tool("inline_core.models.zimage.download"),
+    "import-comfy": _tool("inline_core.importer.cli"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in TOOLS:
+        return TOOLS[args[0]](args[1:])
+    if args and args[0] == "serve":
+        args = args[1:]
+    return serve_main(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""The node output cache: outputs of earlier runs, reused when a node's content key matches.
+
+A node's key covers everything its outputs depend on: its type, its normalised params, the keys of
+the nodes it reads (with which output of each, per input port), the identity its runner reports,
+and the identity of every catalog file a model picker names (so replacing a file misses). Media
+references are covered by their ids, which name immutable, content-addressed bytes.
+
+Outputs are stored by reference (engine handles such as loaded models can be large), so runners
+must treat their input values as read-only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from inline_core.errors import ModelMissing, NotFound
+from inline_core.graph.descriptor import NodeDescriptor, ParamWidget
+from inline_core.graph.runner import CatalogView
+
+_KEY_VERSION = "inline-node-cache/1"
+
+# input port -> (upstream node's key, upstream output port) per edge, in edge order
+UpstreamKeys = Mapping[str, Sequence[tuple[str, str]]]
+
+
+def _file_identities(
+    descriptor: NodeDescriptor, params: Mapping[str, Any], catalog: CatalogView
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for spec in descriptor.params:
+        name = params.get(spec.name)
+        if spec.options_from is None or not isinstance(name, str):
+            continue
+        try:
+            out[spec.name] = catalog.identity(spec.options_from, name)
+        except NotFound as exc:
+            raise ModelMissing(
+                f"model {name!r} is no longer in {spec.options_from}/: {exc.message}"
+            ) from exc
+    return out
+
+
+def _media_ids(descriptor: NodeDescriptor, params: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for spec in descriptor.params:
+        value = params.get(spec.name)
+        if spec.widget == ParamWidget.MEDIA and isinstance(value, Mapping):
+            ref = cast(Mapping[str, object], value)
+            out[spec.name] = f"{ref.get('ref')}:{ref.get('id')}"
+    return out
+
+
+def key_for(
+    descriptor: NodeDescriptor,
+    params: Mapping[str, Any],
+    upstream: UpstreamKeys,
+    catalog: CatalogView,
+    runner_identity: str = "",
+) -> str:
+    """The content key of a node's outputs. Raises `ModelMissing` if a picked file vanished."""
+    material = {
+        "v": _KEY_VERSION,
+        "type": descriptor.type,
+        "params": dict(params),
+        "upstream": {port: [list(e) for e in edges] for port, edges in sorted(upstream.items())},
+        "runner": runner_identity,
+        "files": _file_identities(descriptor, params, catalog),
+        "media": _media_ids(descriptor, params),
+    }
+    encoded = json.dumps(material, sort_keys=True, separators=(",", ":"), default=repr)
+    return "nk_" + hashlib.sha256(encoded.encode()).hexdigest()
+
+
+class NodeCache:
+    """A thread-safe LRU of node outputs, bounded by entry count."""
+
+    def __init__(self, max_entries: int = 64) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        with self._lock:
+            outputs = self._entries.get(key)
+            if outputs is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return outputs
+
+    def put(self, key: str, outputs: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._entries[key] = dict(outputs)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._entries

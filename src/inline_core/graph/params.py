@@ -1,0 +1,189 @@
+"""Param validation: check a node's params against its descriptor and normalise them.
+
+Normalised params have every declared param present (defaults merged), integer numbers as `int`,
+other numbers as `float`, media references as `{"ref", "id"}`. Normalising is idempotent, so a
+stored graph validates again to the same params after a restart.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from inline_core.errors import InvalidGraph
+from inline_core.graph.descriptor import SEED_MAX, NodeDescriptor, ParamSpec, ParamWidget
+from inline_core.graph.runner import CatalogView
+from inline_core.takes import MediaRef
+
+MEDIA_REFS = ("asset", "take")
+MAX_MEDIA_ID_LENGTH = 128
+# Drawn seeds stay within a JavaScript number's exact integers, so a client that reads a take's
+# params and sends the seed back sends the same seed. Clients may still pass any seed to SEED_MAX.
+DRAWN_SEED_MAX = 2**53 - 1
+_LISTED_OPTIONS = 12  # how many allowed values an error message lists
+
+
+def _allowed(values: Sequence[str]) -> str:
+    shown = ", ".join(repr(v) for v in values[:_LISTED_OPTIONS])
+    more = len(values) - _LISTED_OPTIONS
+    return f"{shown}, ... ({more} more)" if more > 0 else shown
+
+
+def _fail(node_id: str, spec: ParamSpec, problem: str) -> InvalidGraph:
+    return InvalidGraph(f"param {spec.name!r} {problem}", node_id=node_id)
+
+
+def _text(spec: ParamSpec, node_id: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise _fail(node_id, spec, f"must be a string, got {type(value).__name__}")
+    if spec.max_length is not None and len(value) > spec.max_length:
+        raise _fail(node_id, spec, f"is {len(value)} characters; the limit is {spec.max_length}")
+    return value
+
+
+def _whole(value: float) -> int | None:
+    return int(value) if math.isfinite(value) and value.is_integer() else None
+
+
+def _number(spec: ParamSpec, node_id: str, value: object) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(node_id, spec, f"must be a number, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _fail(node_id, spec, "must be a finite number")
+    number: int | float
+    if spec.integer:
+        whole = value if isinstance(value, int) else _whole(value)
+        if whole is None:
+            raise _fail(node_id, spec, f"must be a whole number, got {value!r}")
+        number = whole
+    else:
+        number = float(value)
+    if spec.minimum is not None and number < spec.minimum:
+        raise _fail(node_id, spec, f"must be at least {spec.minimum:g}, got {number!r}")
+    if spec.maximum is not None and number > spec.maximum:
+        raise _fail(node_id, spec, f"must be at most {spec.maximum:g}, got {number!r}")
+    # A whole step on an integer param is a hard constraint (e.g. sizes in multiples of 16);
+    # fractional steps are only how far a slider moves.
+    step = spec.step
+    if spec.integer and step is not None and step > 1 and float(step).is_integer():
+        base = int(spec.minimum) if spec.minimum is not None else 0
+        if (int(number) - base) % int(step) != 0:
+            raise _fail(node_id, spec, f"must be a multiple of {int(step)}, got {number!r}")
+    return number
+
+
+def _select(spec: ParamSpec, node_id: str, value: object, catalog: CatalogView) -> str:
+    if not isinstance(value, str):
+        raise _fail(node_id, spec, f"must be a string, got {type(value).__name__}")
+    if spec.options_from is not None:
+        listed = catalog.options(spec.options_from)
+        if value not in listed:
+            if not listed:
+                raise _fail(
+                    node_id,
+                    spec,
+                    f"names {value!r}, but there are no models in {spec.options_from}/",
+                )
+            raise _fail(
+                node_id,
+                spec,
+                f"names {value!r}, which is not in {spec.options_from}/; "
+                f"choose one of {_allowed(listed)}",
+            )
+    elif spec.options and value not in spec.options:
+        raise _fail(node_id, spec, f"is {value!r}; choose one of {_allowed(spec.options)}")
+    return value
+
+
+def _seed(spec: ParamSpec, node_id: str, value: object) -> int:
+    seed: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        seed = value
+    elif isinstance(value, float):
+        seed = _whole(value)
+    if seed is None or not -1 <= seed <= SEED_MAX:
+        raise _fail(node_id, spec, f"must be -1 (random) or a whole number 0..{SEED_MAX}")
+    return seed
+
+
+def _media(spec: ParamSpec, node_id: str, value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise _fail(node_id, spec, 'must be an object {"ref": "asset" | "take", "id": ...}')
+    ref_obj = cast(Mapping[str, object], value)
+    extra = set(ref_obj) - {"ref", "id"}
+    if extra:
+        raise _fail(node_id, spec, f"has unknown keys {sorted(extra)}")
+    ref, ref_id = ref_obj.get("ref"), ref_obj.get("id")
+    if ref not in MEDIA_REFS:
+        raise _fail(node_id, spec, f"'ref' must be one of {', '.join(MEDIA_REFS)}, got {ref!r}")
+    if not isinstance(ref_id, str) or not ref_id or len(ref_id) > MAX_MEDIA_ID_LENGTH:
+        raise _fail(
+            node_id, spec, f"'id' must be a non-empty string of at most {MAX_MEDIA_ID_LENGTH} chars"
+        )
+    return {"ref": cast(str, ref), "id": ref_id}
+
+
+def _check_value(spec: ParamSpec, node_id: str, value: object, catalog: CatalogView) -> Any:
+    match spec.widget:
+        case ParamWidget.TEXT | ParamWidget.TEXTAREA:
+            return _text(spec, node_id, value)
+        case ParamWidget.NUMBER:
+            return _number(spec, node_id, value)
+        case ParamWidget.BOOLEAN:
+            if not isinstance(value, bool):
+                raise _fail(node_id, spec, f"must be true or false, got {type(value).__name__}")
+            return value
+        case ParamWidget.SELECT:
+            return _select(spec, node_id, value, catalog)
+        case ParamWidget.SEED:
+            return _seed(spec, node_id, value)
+        case ParamWidget.MEDIA:
+            return _media(spec, node_id, value)
+
+
+def normalize_params(
+    descriptor: NodeDescriptor, node_id: str, params: Mapping[str, Any], catalog: CatalogView
+) -> dict[str, Any]:
+    """Validate `params` for a node of `descriptor`'s type; return them normalised.
+
+    Raises `InvalidGraph` naming the node and the param for an unknown param, a missing required
+    one, or a value of the wrong type or out of range. A `null` value means "use the default".
+    """
+    known = {spec.name for spec in descriptor.params}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        allowed = ", ".join(sorted(known)) or "none"
+        raise InvalidGraph(
+            f"unknown params {unknown} for {descriptor.type} (it takes: {allowed})",
+            node_id=node_id,
+        )
+    out: dict[str, Any] = {}
+    for spec in descriptor.params:
+        value = params.get(spec.name)
+        if value is None:
+            value = spec.default
+        if value is None:
+            if spec.required:
+                raise _fail(node_id, spec, "is required")
+            out[spec.name] = None
+            continue
+        out[spec.name] = _check_value(spec, node_id, value, catalog)
+    return out
+
+
+def resolve_seeds(
+    descriptor: NodeDescriptor, params: Mapping[str, Any], rng: random.Random
+) -> dict[str, Any]:
+    """Replace each seed of -1 (random) with a drawn seed, so the stored graph reproduces."""
+    out = dict(params)
+    for spec in descriptor.params:
+        if spec.widget == ParamWidget.SEED and out.get(spec.name) == -1:
+            out[spec.name] = rng.randint(0, DRAWN_SEED_MAX)
+    return out
+
+
+def media_ref(value: Mapping[str, Any]) -> MediaRef:
+    """The `MediaRef` behind a normalised media param."""
+    return MediaRef(ref="take" if value["ref"] == "take" else "asset", id=str(value["id"]))

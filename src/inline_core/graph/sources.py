@@ -1,0 +1,94 @@
+"""Source nodes: where curated inputs enter a graph (`input/text`, `input/image`).
+
+They are the closure boundary: a client feeds text or an image in as a source node, so nothing
+upstream of it is recomputed. Hidden from the add-node menu; they write no takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from PIL import Image
+
+from inline_core.errors import InvalidGraph, InvalidRequest, NotFound
+from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
+from inline_core.graph.params import media_ref
+from inline_core.graph.registry import Registry
+from inline_core.graph.runner import MediaResolver, NodeCall, NodeResult, NodeRunner
+from inline_core.graph.schema import PortKind
+
+MAX_TEXT_LENGTH = 100_000
+
+INPUT_TEXT = NodeDescriptor(
+    type="input/text",
+    title="Text",
+    category="input",
+    icon="type",
+    hidden=True,
+    params=(ParamSpec("text", ParamWidget.TEXTAREA, default="", max_length=MAX_TEXT_LENGTH),),
+    outputs=(PortSpec("text", PortKind.TEXT),),
+    description="A piece of text, such as a prompt.",
+)
+
+INPUT_IMAGE = NodeDescriptor(
+    type="input/image",
+    title="Image",
+    category="input",
+    icon="image",
+    hidden=True,
+    params=(ParamSpec("asset", ParamWidget.MEDIA, required=True, label="Image"),),
+    outputs=(PortSpec("image", PortKind.IMAGE),),
+    description="An uploaded asset or an earlier take, as an RGB image.",
+)
+
+
+class TextSource(NodeRunner):
+    def run(self, call: NodeCall) -> NodeResult:
+        return NodeResult(outputs={"text": str(call.params["text"])})
+
+
+def _ref_param(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    return cast(Mapping[str, Any], params["asset"])
+
+
+def open_rgb(path: Path, what: str) -> Image.Image:
+    """Open an image file fully (so a truncated file fails here, not downstream) as RGB."""
+    try:
+        with Image.open(path) as probe:
+            probe.verify()  # checks the file's structure; the image must be reopened after it
+        with Image.open(path) as image:
+            image.load()
+            return image.convert("RGB")
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise InvalidRequest(f"{what} is not a readable image: {exc}") from exc
+
+
+class ImageSource(NodeRunner):
+    def __init__(self, media: MediaResolver) -> None:
+        self.media = media
+
+    def check(self, node_id: str, params: Mapping[str, Any]) -> None:
+        # Refuse a graph that names media we do not have at submit, not when the node runs.
+        ref = media_ref(_ref_param(params))
+        try:
+            self.media.resolve(ref)
+        except NotFound as exc:
+            raise InvalidGraph(f"param 'asset': {exc.message}", node_id=node_id) from exc
+
+    def cache_identity(self, params: Mapping[str, Any]) -> str:
+        # Assets and takes are immutable and named by content or run, so the id is the identity.
+        ref = media_ref(_ref_param(params))
+        return f"{ref.ref}:{ref.id}"
+
+    def run(self, call: NodeCall) -> NodeResult:
+        ref = media_ref(_ref_param(call.params))
+        path = self.media.resolve(ref)
+        image = open_rgb(path, f"{ref.ref} {ref.id!r}")
+        return NodeResult(outputs={"image": image})
+
+
+def register_sources(registry: Registry, media: MediaResolver) -> None:
+    registry.register(INPUT_TEXT, TextSource())
+    registry.register(INPUT_IMAGE, ImageSource(media))

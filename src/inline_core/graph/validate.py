@@ -1,0 +1,141 @@
+"""Submit-time validation: is this graph well formed, well typed and runnable for this target?
+
+Structure (node types, ports, edges, kinds, fan-in, cycles) is checked for the whole graph. Params,
+required inputs and runner readiness are checked only for the target's upstream closure: a client's
+graph may hold nodes it is not running now, and those must not block this run. Every error names
+the node it is about.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+from inline_core.errors import InlineError, InvalidGraph, InvalidRequest, ModelMissing
+from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.graph.params import normalize_params, resolve_seeds
+from inline_core.graph.registry import Registry
+from inline_core.graph.runner import CatalogView, NodeRunner
+from inline_core.graph.schema import Graph, Node, port_satisfies
+from inline_core.graph.topo import topological_order, upstream_closure
+
+__all__ = ["ValidatedGraph", "normalize_params", "runner_for", "validate_graph"]
+
+
+@dataclass(frozen=True)
+class ValidatedGraph:
+    # Params normalised: defaults merged, types coerced, seeds resolved (closure nodes only).
+    graph: Graph
+    target: str
+    # The target's upstream closure in a stable topological order.
+    order: tuple[str, ...]
+
+
+def runner_for(registry: Registry, descriptor: NodeDescriptor, node_id: str) -> NodeRunner:
+    """The node's runner, or the error that says why this server cannot run it."""
+    runner = registry.runner(descriptor.type)
+    if runner is not None:
+        return runner
+    if descriptor.unavailable_reason is not None:
+        # Usually a missing extra (e.g. torch): model_missing tells the client what to install.
+        raise ModelMissing(
+            f"node type {descriptor.type} cannot run here: {descriptor.unavailable_reason}",
+            node_id=node_id,
+        )
+    raise InvalidGraph(
+        f"node type {descriptor.type} cannot run here: no runner registered", node_id=node_id
+    )
+
+
+def _descriptors(graph: Graph, registry: Registry) -> dict[str, NodeDescriptor]:
+    out: dict[str, NodeDescriptor] = {}
+    for node in graph.nodes:
+        if node.type not in registry:
+            raise InvalidGraph(f"unknown node type {node.type!r}", node_id=node.id)
+        out[node.id] = registry.descriptor(node.type)
+    return out
+
+
+def _check_inputs(node: Node, descriptors: dict[str, NodeDescriptor]) -> None:
+    descriptor = descriptors[node.id]
+    for port_name, edges in node.inputs.items():
+        port = descriptor.input(port_name)
+        if port is None:
+            known = ", ".join(p.name for p in descriptor.inputs) or "none"
+            raise InvalidGraph(
+                f"unknown input {port_name!r} for {descriptor.type} (its inputs: {known})",
+                node_id=node.id,
+            )
+        if len(edges) > 1 and not port.multiple:
+            raise InvalidGraph(
+                f"input {port_name!r} takes one edge, got {len(edges)}", node_id=node.id
+            )
+        for edge in edges:
+            source = descriptors.get(edge.source)
+            if source is None:
+                raise InvalidGraph(
+                    f"input {port_name!r} comes from missing node {edge.source!r}", node_id=node.id
+                )
+            output = source.output(edge.output)
+            if output is None:
+                known = ", ".join(p.name for p in source.outputs) or "none"
+                raise InvalidGraph(
+                    f"input {port_name!r}: node {edge.source!r} ({source.type}) has no output "
+                    f"{edge.output!r} (its outputs: {known})",
+                    node_id=node.id,
+                )
+            if not port_satisfies(output.kind, port.kind):
+                raise InvalidGraph(
+                    f"input {port_name!r} expects {port.kind.value}, but {edge.source!r}."
+                    f"{edge.output} gives {output.kind.value}",
+                    node_id=node.id,
+                )
+
+
+def _check_required_inputs(node: Node, descriptor: NodeDescriptor) -> None:
+    for port in descriptor.inputs:
+        if not port.optional and port.name not in node.inputs:
+            raise InvalidGraph(f"required input {port.name!r} is not connected", node_id=node.id)
+
+
+def validate_graph(
+    graph: Graph,
+    target: str,
+    registry: Registry,
+    catalog: CatalogView,
+    *,
+    rng: random.Random | None = None,
+) -> ValidatedGraph:
+    """Check `graph` for running `target`; return it normalised with its execution order.
+
+    Raises `InvalidRequest` for a target that is not a node, `InvalidGraph` for anything wrong
+    with the graph, and whatever a runner's `check` raises (e.g. `ModelMissing`).
+    """
+    by_id = graph.by_id
+    if target not in by_id:
+        raise InvalidRequest(f"target {target!r} is not a node of the graph")
+    descriptors = _descriptors(graph, registry)
+    for node in graph.nodes:
+        _check_inputs(node, descriptors)
+    topological_order(graph, by_id)  # a cycle anywhere makes the graph invalid
+    order = topological_order(graph, upstream_closure(graph, target))
+
+    draw = rng if rng is not None else random.SystemRandom()
+    normalised: dict[str, Node] = {}
+    for node_id in order:
+        node, descriptor = by_id[node_id], descriptors[node_id]
+        _check_required_inputs(node, descriptor)
+        params = normalize_params(descriptor, node_id, node.params, catalog)
+        normalised[node_id] = replace(node, params=resolve_seeds(descriptor, params, draw))
+
+    for node_id in order:
+        runner = runner_for(registry, descriptors[node_id], node_id)
+        try:
+            runner.check(node_id, normalised[node_id].params)
+        except InlineError as exc:
+            if exc.node_id is None:
+                exc.node_id = node_id
+            raise
+
+    nodes = tuple(normalised.get(n.id, n) for n in graph.nodes)
+    return ValidatedGraph(graph=replace(graph, nodes=nodes), target=target, order=order)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Start Inline Core. Sets up ./.venv on first use, then serves /v1 on 127.0.0.1:8848.
+#
+#   ./webui.sh                          loopback, port 8848
+#   ./webui.sh --listen --token SECRET  all interfaces (a token is required there)
+#   ./webui.sh --port 9000 --lowvram    other port, tight-VRAM profile
+#   ./webui.sh --multi-gpu ulysses=2    split one image across 2 ranks
+#   ./webui.sh --install --extra zimage set up ./.venv with the given extras, then exit
+#   ./webui.sh --help                   every server flag
+#
+# Launcher-only flags: --install (set up and exit), --extra LIST (extras to install, default
+# "server,zimage"; "server" alone gives a torch-free core), --skip-install (never touch .venv).
+set -euo pipefail
+cd "$(dirname "$0")"
+extras="server,zimage"
+install_only=0
+skip_install=0
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --install) install_only=1 ;;
+    --skip-install) skip_install=1 ;;
+    --extra) shift; extras="server,${1:?--extra needs a value}" ;;
+    --extra=*) extras="server,${1#--extra=}" ;;
+    *) args+=("$1") ;;
+  esac
+  shift
+done
+if [ "$skip_install" = 0 ]; then
+  if [ "$install_only" = 1 ] || ! .venv/bin/python -c "import inline_core, fastapi" >/dev/null 2>&1; then
+    scripts/bootstrap-venv.sh "$extras"
+  fi
+fi
+[ "$install_only" = 1 ] && { echo "ready: ./webui.sh to start"; exit 0; }
+exec .venv/bin/python -m inline_core.cli "${args[@]+"${args[@]}"}"
