@@ -16,11 +16,13 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from inline_core.errors import ModelMissing, NotFound
 from inline_core.graph.descriptor import NodeDescriptor, ParamWidget
 from inline_core.graph.runner import CatalogView
+from inline_core.takes import Take
 
 _KEY_VERSION = "inline-node-cache/1"
 
@@ -76,31 +78,42 @@ def key_for(
     return "nk_" + hashlib.sha256(encoded.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class CacheEntry:
+    outputs: Mapping[str, Any]
+    # Takes the node wrote when it ran; a hit in a later run re-issues them under that run.
+    takes: tuple[Take, ...] = ()
+
+
 class NodeCache:
-    """A thread-safe LRU of node outputs, bounded by entry count."""
+    """A thread-safe LRU of node outputs (and the takes they produced), bounded by entry count."""
 
     def __init__(self, max_entries: int = 64) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self.max_entries = max_entries
         self._lock = threading.Lock()
-        self._entries: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
+        self._entries: OrderedDict[str, CacheEntry] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
     def get(self, key: str) -> Mapping[str, Any] | None:
+        entry = self.get_entry(key)
+        return None if entry is None else entry.outputs
+
+    def get_entry(self, key: str) -> CacheEntry | None:
         with self._lock:
-            outputs = self._entries.get(key)
-            if outputs is None:
+            entry = self._entries.get(key)
+            if entry is None:
                 self.misses += 1
                 return None
             self._entries.move_to_end(key)
             self.hits += 1
-            return outputs
+            return entry
 
-    def put(self, key: str, outputs: Mapping[str, Any]) -> None:
+    def put(self, key: str, outputs: Mapping[str, Any], takes: tuple[Take, ...] = ()) -> None:
         with self._lock:
-            self._entries[key] = dict(outputs)
+            self._entries[key] = CacheEntry(dict(outputs), takes)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)

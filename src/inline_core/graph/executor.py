@@ -8,6 +8,7 @@ from upstream outputs, reuses cached outputs when the node's content key matches
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -66,10 +67,15 @@ class Executor:
             descriptor = self.registry.descriptor(node.type)
             runner = runner_for(self.registry, descriptor, node.id)
             key = self._key(node, descriptor, runner, done)
-            cached = self.cache.get(key) if self.cache is not None and key is not None else None
+            cached = (
+                self.cache.get_entry(key) if self.cache is not None and key is not None else None
+            )
             if cached is not None:
-                ctx.events(NodeDone(ctx.run_id, node.id, cached=True))
-                return _Executed(descriptor, cached, key), ()
+                reissued = tuple(
+                    _reissue(take, ctx, node.id, i) for i, take in enumerate(cached.takes)
+                )
+                ctx.events(NodeDone(ctx.run_id, node.id, cached=True, takes=reissued))
+                return _Executed(descriptor, cached.outputs, key), reissued
             inputs = _gather_inputs(node, descriptor, done)
             result = runner.run(NodeCall(ctx, node.id, node.params, inputs))
             _check_outputs(descriptor, result)
@@ -85,7 +91,7 @@ class Executor:
             ctx.events(NodeFailed(ctx.run_id, node.id, failure.message))
             raise failure from exc
         if self.cache is not None and key is not None:
-            self.cache.put(key, result.outputs)
+            self.cache.put(key, result.outputs, result.takes)
         ctx.events(NodeDone(ctx.run_id, node.id, cached=False, takes=result.takes))
         return _Executed(descriptor, result.outputs, key), result.takes
 
@@ -151,3 +157,20 @@ def _check_outputs(descriptor: NodeDescriptor, result: NodeResult) -> None:
     missing = [p.name for p in descriptor.outputs if p.name not in result.outputs]
     if missing:
         raise RunFailed(f"{descriptor.type} produced no value for outputs {missing}")
+
+
+def _reissue(take: Take, ctx: ExecutionContext, node_id: str, index: int) -> Take:
+    """A cache hit still gives this run its own take (same bytes, new id): regenerating adds a
+    take and never points one run at another run's file."""
+    with open(take.path, "rb") as f:
+        data = f.read()
+    suffix = os.path.splitext(take.path)[1]
+    return ctx.takes.write(
+        run_id=ctx.run_id,
+        node_id=node_id,
+        index=index,
+        kind=take.kind,
+        data=data,
+        suffix=suffix,
+        params=take.params,
+    )

@@ -84,9 +84,7 @@ def _find_cycle(graph: Graph, left: set[str]) -> list[str]:
     while current not in index:
         index[current] = len(path)
         path.append(current)
-        current = min(
-            (s for s in _sources(by_id[current]) if s in left), key=position.__getitem__
-        )
+        current = min((s for s in _sources(by_id[current]) if s in left), key=position.__getitem__)
     cycle = [*path[index[current] :], current]
     cycle.reverse()
     return cycle

@@ -1,0 +1,145 @@
+"""The low-level primitive vocabulary: a decomposed diffusion graph, as ComfyUI spells it.
+
+Loaders produce engine handles (`model`, `vae`, `text-encoder`), which flow through encode, sample
+and decode as typed sockets; only `vae/decode` makes media. These are descriptors only: served and
+type-checked from the start (hidden from the add-node menu), with runners registered for them by
+the model work that implements them. Until then a graph that would run one is refused at submit.
+"""
+
+from __future__ import annotations
+
+from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
+from inline_core.graph.registry import Registry
+from inline_core.graph.schema import PortKind
+
+
+def _file_picker(category: str) -> ParamSpec:
+    return ParamSpec("file", ParamWidget.SELECT, required=True, options_from=category)
+
+
+def _size(name: str) -> ParamSpec:
+    # Latent sides are image sides / 8, and DiT patches are 2x2 latents: multiples of 16.
+    return ParamSpec(
+        name, ParamWidget.NUMBER, 1024, minimum=64, maximum=4096, step=16, integer=True
+    )
+
+
+LOAD_DIFFUSION_MODEL = NodeDescriptor(
+    type="load/diffusion-model",
+    title="Load diffusion model",
+    category="loaders",
+    icon="cpu",
+    hidden=True,
+    params=(_file_picker("diffusion_models"),),
+    outputs=(PortSpec("model", PortKind.MODEL),),
+)
+
+LOAD_VAE = NodeDescriptor(
+    type="load/vae",
+    title="Load VAE",
+    category="loaders",
+    icon="cpu",
+    hidden=True,
+    params=(_file_picker("vae"),),
+    outputs=(PortSpec("vae", PortKind.VAE),),
+)
+
+LOAD_TEXT_ENCODER = NodeDescriptor(
+    type="load/text-encoder",
+    title="Load text encoder",
+    category="loaders",
+    icon="cpu",
+    hidden=True,
+    params=(_file_picker("text_encoders"),),
+    outputs=(PortSpec("text_encoder", PortKind.TEXT_ENCODER),),
+)
+
+ENCODE_TEXT = NodeDescriptor(
+    type="encode/text",
+    title="Encode text",
+    category="conditioning",
+    icon="type",
+    hidden=True,
+    inputs=(
+        PortSpec("text_encoder", PortKind.TEXT_ENCODER),
+        PortSpec("prompt", PortKind.TEXT),
+    ),
+    outputs=(PortSpec("conditioning", PortKind.CONDITIONING),),
+)
+
+LATENT_EMPTY = NodeDescriptor(
+    type="latent/empty",
+    title="Empty latent",
+    category="latent",
+    icon="square",
+    hidden=True,
+    params=(
+        _size("width"),
+        _size("height"),
+        ParamSpec("batch", ParamWidget.NUMBER, 1, minimum=1, maximum=16, step=1, integer=True),
+    ),
+    outputs=(PortSpec("latent", PortKind.LATENT),),
+)
+
+SAMPLE = NodeDescriptor(
+    type="sample",
+    title="Sample",
+    category="sampling",
+    icon="sparkles",
+    hidden=True,
+    inputs=(
+        PortSpec("model", PortKind.MODEL),
+        PortSpec("positive", PortKind.CONDITIONING),
+        PortSpec("negative", PortKind.CONDITIONING, optional=True),
+        PortSpec("latent", PortKind.LATENT),
+    ),
+    params=(
+        ParamSpec("steps", ParamWidget.NUMBER, 8, minimum=1, maximum=200, step=1, integer=True),
+        ParamSpec("cfg", ParamWidget.NUMBER, 1.0, minimum=0.0, maximum=30.0, step=0.1),
+        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=("euler",)),
+        ParamSpec("scheduler", ParamWidget.SELECT, "simple", options=("simple",)),
+        ParamSpec("seed", ParamWidget.SEED, -1),
+        ParamSpec("denoise", ParamWidget.NUMBER, 1.0, minimum=0.0, maximum=1.0, step=0.01),
+    ),
+    outputs=(PortSpec("latent", PortKind.LATENT),),
+)
+
+VAE_DECODE = NodeDescriptor(
+    type="vae/decode",
+    title="VAE decode",
+    category="latent",
+    icon="image",
+    hidden=True,
+    output_kind="image",
+    inputs=(PortSpec("vae", PortKind.VAE), PortSpec("latent", PortKind.LATENT)),
+    outputs=(PortSpec("image", PortKind.IMAGE),),
+)
+
+VAE_ENCODE = NodeDescriptor(
+    type="vae/encode",
+    title="VAE encode",
+    category="latent",
+    icon="square",
+    hidden=True,
+    inputs=(PortSpec("vae", PortKind.VAE), PortSpec("image", PortKind.IMAGE)),
+    outputs=(PortSpec("latent", PortKind.LATENT),),
+)
+
+PRIMITIVE_DESCRIPTORS: tuple[NodeDescriptor, ...] = (
+    LOAD_DIFFUSION_MODEL,
+    LOAD_VAE,
+    LOAD_TEXT_ENCODER,
+    ENCODE_TEXT,
+    LATENT_EMPTY,
+    SAMPLE,
+    VAE_DECODE,
+    VAE_ENCODE,
+)
+
+
+def register_primitive_descriptors(registry: Registry) -> None:
+    """Serve the primitives without runners. A type already registered (a model family that
+    registered a runner for it first) is left as it is, so the order of registration is free."""
+    for descriptor in PRIMITIVE_DESCRIPTORS:
+        if descriptor.type not in registry:
+            registry.register(descriptor)
