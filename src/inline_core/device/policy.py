@@ -1,0 +1,281 @@
+"""The device policy: the one place a device, dtype, offload, memory saving or split is chosen.
+
+Every decision is a pure function of a `HardwareDescription` and explicit `DeviceSettings`, so
+each profile is tested from hand-written hardware. Components ask `placement(role)` and obey.
+
+The policy prefers the GPU: under `lowvram` the weights stay resident on it and VAE tiling and
+slicing, attention slicing and int8 weights do the saving. CPU offload happens only when the user
+allows it (`INLINE_ALLOW_CPU_OFFLOAD=1`), and only under `lowvram`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inline_core.config import Config
+from inline_core.device.hardware import HardwareDescription
+from inline_core.device.profile import Profile, choose_profile, resolve_profile
+from inline_core.device.split import (
+    ModelParallelSupport,
+    ParallelSpec,
+    check_ranks,
+    choose_split,
+)
+from inline_core.errors import InvalidRequest
+
+__all__ = [
+    "ROLES",
+    "DevicePolicy",
+    "DeviceSettings",
+    "Placement",
+    "Profile",
+    "choose_profile",
+    "compute_dtype",
+    "make_placement",
+    "memory_budget_mb",
+    "vram_budget_mb",
+]
+
+ROLES: tuple[str, ...] = ("text_encoder", "denoiser", "vae")
+
+# Of the VRAM budget, this much stays free for activations (at least 1 GiB, or 10%).
+ACTIVATION_RESERVE_MB = 1024
+ACTIVATION_RESERVE_SHARE = 0.10
+# Share of RAM resident models may take when they live in RAM (cpu profile, or CPU offload):
+# the rest is left to the OS, the server and activations.
+RAM_SHARE = 0.70
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and how one component runs. `device` is a torch device string ("cuda" means the
+    current CUDA device, so the same placement holds inside each worker rank)."""
+
+    device: str
+    dtype: str  # a torch dtype name: "bfloat16" | "float16" | "float32"
+    offload: bool = False  # enable_model_cpu_offload(): weights rest in RAM between uses
+    vae_tiling: bool = False
+    vae_slicing: bool = False
+    attention_slicing: bool = False
+    quantize: str | None = None  # "int8" weights, or None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "device": self.device,
+            "dtype": self.dtype,
+            "offload": self.offload,
+            "vaeTiling": self.vae_tiling,
+            "vaeSlicing": self.vae_slicing,
+            "attentionSlicing": self.attention_slicing,
+            "quantize": self.quantize,
+        }
+
+
+def compute_dtype(hw: HardwareDescription, profile: Profile, *, fp16_safe: bool = True) -> str:
+    """The working precision.
+
+    CPU: float32 (bf16 matmuls are no faster on the CPUs we measured and lose precision).
+    CUDA/ROCm: bfloat16 when every GPU has it (compute capability >= 8 on NVIDIA), else float16.
+    MPS: float16, Apple GPUs' fast half type.
+    A model whose activations overflow float16 (Z-Image's diffusers transformer does) passes
+    `fp16_safe=False` and gets bfloat16 where supported, else float32.
+    """
+    if profile is Profile.CPU or not hw.gpus:
+        return "float32"
+    bf16 = all(gpu.supports_bf16 for gpu in hw.gpus)
+    if hw.backend == "mps" and fp16_safe:
+        return "float16"
+    if bf16:
+        return "bfloat16"
+    return "float16" if fp16_safe else "float32"
+
+
+def make_placement(
+    role: str,
+    hw: HardwareDescription,
+    profile: Profile,
+    *,
+    allow_cpu_offload: bool = False,
+    fp16_safe: bool = True,
+) -> Placement:
+    """The placement of one component role under a profile."""
+    if role not in ROLES:
+        raise ValueError(f"unknown component role {role!r}; roles: {', '.join(ROLES)}")
+    if profile is Profile.CPU:
+        return Placement(device="cpu", dtype="float32")
+    if not hw.gpus:
+        raise ValueError(f"profile {profile.value} needs a GPU")
+    dtype = compute_dtype(hw, profile, fp16_safe=fp16_safe)
+    if role == "vae" and dtype == "float16":
+        # VAE decoders are known to overflow in float16; the VAE is small, so float32 is cheap.
+        dtype = "float32"
+    if profile is Profile.GPU_MAX:
+        return Placement(device=hw.backend, dtype=dtype)
+    return Placement(
+        device=hw.backend,
+        dtype=dtype,
+        offload=offload_enabled(hw, profile, allow_cpu_offload),
+        vae_tiling=role == "vae",
+        vae_slicing=role == "vae",
+        attention_slicing=role == "denoiser",
+        quantize="int8" if role in ("denoiser", "text_encoder") else None,
+    )
+
+
+def offload_enabled(hw: HardwareDescription, profile: Profile, allow_cpu_offload: bool) -> bool:
+    """Offload only when allowed, only under lowvram, and only on CUDA: Apple GPUs share memory
+    with the CPU, so moving weights to "cpu" there frees nothing."""
+    return allow_cpu_offload and profile is Profile.LOWVRAM and hw.backend == "cuda"
+
+
+def vram_budget_mb(
+    hw: HardwareDescription, profile: Profile, vram_budget_gb: float | None = None
+) -> int:
+    """Usable VRAM: the stated budget if any, else the smallest GPU's memory; 0 on the CPU."""
+    if profile is Profile.CPU or not hw.gpus:
+        return 0
+    if vram_budget_gb is not None:
+        return int(vram_budget_gb * 1024)
+    return hw.smallest_gpu_mb
+
+
+def memory_budget_mb(
+    hw: HardwareDescription, profile: Profile, vram_mb: int, *, offload: bool = False
+) -> int:
+    """How much resident model memory the residency cache may keep.
+
+    On a GPU: the VRAM budget less a reserve for activations. Where weights live in RAM (cpu
+    profile, or CPU offload): a share of RAM.
+    """
+    if profile is Profile.CPU or offload:
+        return int(hw.ram_mb * RAM_SHARE)
+    reserve = max(ACTIVATION_RESERVE_MB, int(vram_mb * ACTIVATION_RESERVE_SHARE))
+    return max(0, vram_mb - reserve)
+
+
+@dataclass(frozen=True)
+class DeviceSettings:
+    """The user's explicit device choices (`INLINE_PROFILE`, `INLINE_VRAM_BUDGET_GB`,
+    `INLINE_ALLOW_CPU_OFFLOAD`, `INLINE_PARALLEL`). None means "decide from the hardware"."""
+
+    profile: Profile | None = None
+    vram_budget_gb: float | None = None
+    allow_cpu_offload: bool = False
+    parallel: ParallelSpec | None = None  # ParallelSpec() (from "off") forbids a split
+
+    def __post_init__(self) -> None:
+        if self.vram_budget_gb is not None and not self.vram_budget_gb > 0:
+            raise InvalidRequest(
+                f"INLINE_VRAM_BUDGET_GB must be a positive number of GB, got {self.vram_budget_gb}"
+            )
+
+    @classmethod
+    def from_config(cls, config: Config) -> DeviceSettings:
+        return cls(
+            profile=Profile.parse(config.profile) if config.profile else None,
+            vram_budget_gb=config.vram_budget_gb,
+            allow_cpu_offload=config.allow_cpu_offload,
+            parallel=ParallelSpec.parse(config.parallel) if config.parallel else None,
+        )
+
+
+class DevicePolicy:
+    """Decisions for one machine and one set of settings, computed once at construction.
+
+    Construction validates an explicit split's rank count (a startup error, `InvalidRequest`);
+    whether the model family supports it is checked by `split_for`.
+    """
+
+    def __init__(
+        self, hardware: HardwareDescription, settings: DeviceSettings | None = None
+    ) -> None:
+        self._hardware = hardware
+        self._settings = settings if settings is not None else DeviceSettings()
+        s = self._settings
+        stated_mb = None if s.vram_budget_gb is None else int(s.vram_budget_gb * 1024)
+        self._profile, self._note = resolve_profile(hardware, s.profile, stated_mb)
+        self._vram_budget_mb = vram_budget_mb(hardware, self._profile, s.vram_budget_gb)
+        self._offload = offload_enabled(hardware, self._profile, s.allow_cpu_offload)
+        self._memory_budget_mb = memory_budget_mb(
+            hardware, self._profile, self._vram_budget_mb, offload=self._offload
+        )
+        self._placements = {role: self._make(role, fp16_safe=True) for role in ROLES}
+        if s.parallel is not None:
+            check_ranks(s.parallel, hardware, self._profile)
+
+    @property
+    def hardware(self) -> HardwareDescription:
+        return self._hardware
+
+    @property
+    def settings(self) -> DeviceSettings:
+        return self._settings
+
+    @property
+    def profile(self) -> Profile:
+        return self._profile
+
+    @property
+    def kind(self) -> str:
+        """Where models run: "cuda", "mps" or "cpu"."""
+        return "cpu" if self._profile is Profile.CPU else self._hardware.backend
+
+    @property
+    def vram_budget_mb(self) -> int:
+        return self._vram_budget_mb
+
+    @property
+    def memory_budget_mb(self) -> int:
+        return self._memory_budget_mb
+
+    @property
+    def note(self) -> str | None:
+        """Why a requested profile was not used, if it was not."""
+        return self._note
+
+    def placement(self, role: str, *, fp16_safe: bool = True) -> Placement:
+        """Placement of a component role ("text_encoder", "denoiser", "vae").
+
+        `fp16_safe=False` is for models whose activations overflow float16; they get bfloat16
+        or float32 instead. Unknown roles raise ValueError.
+        """
+        if fp16_safe and role in self._placements:
+            return self._placements[role]
+        return self._make(role, fp16_safe=fp16_safe)
+
+    def split_for(self, support: ModelParallelSupport) -> ParallelSpec | None:
+        """The split for a model family, or None to run in process. An explicit
+        `INLINE_PARALLEL` the family cannot run raises `InvalidRequest` naming what it can."""
+        return choose_split(self._hardware, support, self._settings.parallel, profile=self._profile)
+
+    def describe(self) -> dict[str, object]:
+        """The `device` object of /v1/health (camelCase)."""
+        hw = self._hardware
+        parallel = self._settings.parallel
+        body: dict[str, object] = {
+            "kind": self.kind,
+            "profile": self._profile.value,
+            "vramBudgetMb": self._vram_budget_mb,
+            "memoryBudgetMb": self._memory_budget_mb,
+            "dtype": self._placements["denoiser"].dtype,
+            "allowCpuOffload": self._settings.allow_cpu_offload,
+            "offload": self._offload,
+            "parallel": None if parallel is None else str(parallel),
+            "gpus": [gpu.to_json() for gpu in hw.gpus],
+            "nvlink": hw.nvlink,
+            "ramMb": hw.ram_mb,
+            "cpuCount": hw.cpu_count,
+            "placements": {role: p.to_json() for role, p in self._placements.items()},
+        }
+        if self._note is not None:
+            body["note"] = self._note
+        return body
+
+    def _make(self, role: str, *, fp16_safe: bool) -> Placement:
+        return make_placement(
+            role,
+            self._hardware,
+            self._profile,
+            allow_cpu_offload=self._settings.allow_cpu_offload,
+            fp16_safe=fp16_safe,
+        )
