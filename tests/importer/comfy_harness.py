@@ -1,0 +1,58 @@
+"""Real objects for the importer tests: a media folder, a stand-in runner, a graph checker."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from inline_core.errors import NotFound
+from inline_core.graph.registry import Registry
+from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+from inline_core.graph.schema import parse_graph
+from inline_core.graph.validate import ValidatedGraph, validate_graph
+from inline_core.importer import ImportResult
+from inline_core.models.catalog import Catalog
+from inline_core.takes import MediaRef
+
+MODEL_FILES = {
+    "diffusion_models": ["z_image_turbo_bf16.safetensors"],
+    "text_encoders": ["qwen_3_4b.safetensors"],
+    "vae": ["ae.safetensors"],
+}
+
+
+class FolderMedia:
+    """A MediaResolver over files named by asset id in one folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def resolve(self, ref: MediaRef) -> Path:
+        path = self.root / ref.id
+        if not ref.id or not path.is_file():
+            raise NotFound(f"no {ref.ref} {ref.id!r}")
+        return path
+
+
+class PrimitiveNotRunHere(NodeRunner):
+    """Stands in where no primitive runner is registered, so validation can reach its end.
+    These tests validate imported graphs; they never execute them."""
+
+    def run(self, call: NodeCall) -> NodeResult:
+        raise AssertionError(f"{call.node_id}: importer tests do not run primitives")
+
+
+class Checker:
+    def __init__(self, registry: Registry, catalog: Catalog) -> None:
+        self.registry = registry
+        self.catalog = catalog
+
+    def validate(self, result: ImportResult) -> ValidatedGraph:
+        """The imported graph survives its JSON round trip and validates for its target."""
+        body = result.to_json()
+        assert set(body) == {"graph", "target", "skipped", "warnings"}
+        graph = parse_graph(body["graph"])
+        assert graph.to_json() == body["graph"]
+        return validate_graph(
+            graph, body["target"], self.registry, self.catalog, rng=random.Random(0)
+        )
