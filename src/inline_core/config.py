@@ -66,6 +66,10 @@ class Config:
     max_body_mb: int = 16
     max_queue: int = 1000
     max_retries: int = 2
+    # Runs executing at once (their GPU work is grouped by the batched sampler)
+    run_workers: int = 4
+    # Extra node packs: "module:function" callables taking the registry (INLINE_PLUGINS)
+    plugins: tuple[str, ...] = ()
     # Sampler
     max_batch: int | None = None
     batch_token_budget: int | None = None
@@ -102,6 +106,7 @@ class Config:
                 overrides[key] = value
         raw_origins = env.get("INLINE_CORS_ORIGINS", "").split(",")
         origins = tuple(o.strip() for o in raw_origins if o.strip())
+        plugins = tuple(p.strip() for p in env.get("INLINE_PLUGINS", "").split(",") if p.strip())
         max_batch_raw = env.get("INLINE_MAX_BATCH")
         budget_raw = env.get("INLINE_BATCH_TOKEN_BUDGET")
         return cls(
@@ -122,6 +127,8 @@ class Config:
             max_body_mb=_int(env, "INLINE_MAX_BODY_MB", 16),
             max_queue=_int(env, "INLINE_MAX_QUEUE", 1000),
             max_retries=_int(env, "INLINE_MAX_RETRIES", 2),
+            run_workers=max(1, _int(env, "INLINE_RUN_WORKERS", 4)),
+            plugins=plugins,
             max_batch=_int(env, "INLINE_MAX_BATCH", 0) if max_batch_raw else None,
             batch_token_budget=_int(env, "INLINE_BATCH_TOKEN_BUDGET", 0) if budget_raw else None,
             zimage_overrides=overrides,

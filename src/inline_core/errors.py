@@ -90,3 +90,21 @@ class Cancelled(InlineError):
 
     code = "cancelled"
     status = 409
+
+
+class Unavailable(InlineError):
+    """The service cannot take the work now (e.g. the sampler was closed at shutdown)."""
+
+    code = "unavailable"
+    status = 503
+
+
+class RangeNotSatisfiable(InlineError):
+    """A `Range` header that names no bytes of the file (answered 416 with its size)."""
+
+    code = "range_not_satisfiable"
+    status = 416
+
+    def __init__(self, message: str, *, size: int) -> None:
+        super().__init__(message)
+        self.size = size

@@ -1,0 +1,1 @@
+"""The `/v1` HTTP + websocket server: routes, the run manager, the durable run store, assets."""

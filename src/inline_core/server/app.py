@@ -1,0 +1,70 @@
+"""`create_app(config)`: the FastAPI application, composed from the server's parts.
+
+Middleware, outermost first: CORS (so even errors carry CORS headers), the internal-error guard
+(500 envelope, never a traceback), the token gate. Routes: the `/v1` API, its websocket, and
+optionally a frontend build behind them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware.cors import CORSMiddleware
+
+from inline_core import __version__
+from inline_core.config import Config
+from inline_core.server import routes, websocket
+from inline_core.server.access import TokenGate
+from inline_core.server.bootstrap import Services, build_services
+from inline_core.server.frontend import mount_frontend
+from inline_core.server.http_errors import InternalErrors, install_error_handlers
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_TIMEOUT_S = 3.0
+
+
+def create_app(config: Config, services: Services | None = None) -> FastAPI:
+    """The app. `services` defaults to `build_services(config)`; they start with the app's
+    lifespan and stop (running runs queued again) when it ends."""
+    built = services if services is not None else build_services(config)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncGenerator[None]:
+        built.start()
+        log.info("inline-core %s serving; data in %s", __version__, config.data_dir)
+        try:
+            yield
+        finally:
+            await run_in_threadpool(built.close, SHUTDOWN_TIMEOUT_S)
+
+    app = FastAPI(
+        title="Inline Core",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.services = built
+    install_error_handlers(app)
+    app.include_router(routes.router)
+    app.include_router(websocket.router)
+    if config.frontend_root is not None:
+        mount_frontend(app, config.frontend_root)
+
+    if config.api_token:
+        app.add_middleware(TokenGate, token=config.api_token)
+    app.add_middleware(InternalErrors)
+    if config.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(config.cors_origins),
+            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type", "If-None-Match", "Range"],
+            expose_headers=["ETag", "Retry-After", "Content-Range", "Location"],
+        )
+    return app

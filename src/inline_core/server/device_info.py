@@ -1,0 +1,84 @@
+"""The `device` object of `/v1/health`, without putting torch on the start-up path.
+
+GPU detection imports torch (seconds), so it runs on a background thread after start-up; until it
+finishes, health says `"kind": "detecting"`. With `INLINE_PROFILE=cpu` nothing needs torch and the
+answer is immediate.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from inline_core.config import Config
+from inline_core.errors import InlineError
+
+log = logging.getLogger(__name__)
+
+
+def _cpu_description(config: Config) -> dict[str, Any]:
+    import psutil
+
+    from inline_core.device import DevicePolicy, DeviceSettings, HardwareDescription
+
+    ram_mb = int(psutil.virtual_memory().total) // (1024 * 1024)
+    hardware = HardwareDescription.cpu_only(ram_mb=ram_mb, cpu_count=os.cpu_count() or 1)
+    return dict(DevicePolicy(hardware, DeviceSettings.from_config(config)).describe())
+
+
+def _detected_description(config: Config) -> dict[str, Any]:
+    from inline_core.device import policy_from_config
+
+    return dict(policy_from_config(config).describe())
+
+
+class DeviceInfo:
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._lock = threading.Lock()
+        budget = config.vram_budget_gb
+        self._body: dict[str, Any] = {
+            "kind": "detecting",
+            "profile": config.profile or "auto",
+            "vramBudgetMb": None if budget is None else int(budget * 1024),
+            "detected": False,
+        }
+        self._started = False
+
+    def start(self) -> None:
+        """Describe the device: at once for the cpu profile, else on a background thread."""
+        if self._started:
+            return
+        self._started = True
+        if (self._config.profile or "").strip().lower() == "cpu":
+            self._describe(_cpu_description)
+            return
+        threading.Thread(
+            target=self._describe,
+            args=(_detected_description,),
+            name="device-detect",
+            daemon=True,
+        ).start()
+
+    def _describe(self, how: Callable[[Config], dict[str, Any]]) -> None:
+        try:
+            body = dict(how(self._config))
+        except InlineError as exc:  # a bad INLINE_PROFILE / INLINE_PARALLEL: say so in health
+            with self._lock:
+                self._body = {**self._body, "kind": "unknown", "error": exc.message}
+            return
+        except Exception:
+            log.exception("device detection failed")
+            with self._lock:
+                self._body = {**self._body, "kind": "unknown"}
+            return
+        body["detected"] = True
+        with self._lock:
+            self._body = body
+
+    def to_json(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._body)

@@ -1,0 +1,118 @@
+"""`LiveRun`: the in-memory state of a queued or running run, and the events it streams.
+
+The manager owns one per run it has accepted and not yet finished, and serialises access to it
+with its own lock. Applying a runtime event updates the node's state and yields the wire event to
+fan out.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+
+from inline_core.graph.validate import ValidatedGraph
+from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.progress import NodeDone, NodeFailed, NodeStarted, Progress, RunEvent
+from inline_core.server import serialize
+from inline_core.server.events import Subscriber, WireEvent
+from inline_core.server.run_state import NodeState, NodeStatus, RunRecord, RunStatus
+from inline_core.takes import Take
+
+
+@dataclass(eq=False)
+class LiveRun:
+    record: RunRecord  # as accepted (or recovered); the fields below are its live overlay
+    validated: ValidatedGraph | None  # None after a restart: validated again before it runs
+    status: RunStatus
+    nodes: dict[str, NodeState]
+    attempts: int
+    started_at: float | None = None
+    token: CancelToken = field(default_factory=CancelToken)
+    subscribers: list[Subscriber] = field(default_factory=list[Subscriber])
+    takes: dict[str, Take] = field(default_factory=dict[str, Take])
+    finished: threading.Event = field(default_factory=threading.Event)
+    _fraction_sum: float = 0.0
+
+    @classmethod
+    def accepted(cls, record: RunRecord, validated: ValidatedGraph | None) -> LiveRun:
+        return cls(
+            record=record,
+            validated=validated,
+            status=record.status,
+            nodes=dict(record.nodes),
+            attempts=record.attempts,
+            started_at=record.started_at,
+            _fraction_sum=sum(n.fraction for n in record.nodes.values()),
+        )
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def fraction(self) -> float:
+        return self._fraction_sum / len(self.nodes) if self.nodes else 0.0
+
+    def snapshot(self) -> RunRecord:
+        return replace(
+            self.record,
+            status=self.status,
+            nodes=dict(self.nodes),
+            attempts=self.attempts,
+            started_at=self.started_at,
+            fraction=self.fraction,
+        )
+
+    def take_list(self) -> list[Take]:
+        return sorted(self.takes.values(), key=lambda t: (t.created_at, t.id))
+
+    def reset_nodes(self) -> dict[str, NodeState]:
+        self.nodes = {k: NodeState() for k in self.nodes}
+        self._fraction_sum = 0.0
+        return dict(self.nodes)
+
+    def _set(self, node_id: str, state: NodeState) -> None:
+        old = self.nodes.get(node_id)
+        self._fraction_sum += state.fraction - (old.fraction if old is not None else 0.0)
+        self.nodes[node_id] = state
+
+    def apply(self, event: RunEvent) -> WireEvent | None:
+        """Fold a runtime event into the node states; return what subscribers should hear."""
+        if isinstance(event, NodeStarted):
+            node = NodeState(NodeStatus.RUNNING, 0.0, phase="run")
+        elif isinstance(event, Progress):
+            node = NodeState(
+                NodeStatus.RUNNING,
+                max(0.0, min(1.0, event.fraction)),
+                phase=event.phase,
+                step=event.step,
+                step_count=event.step_count,
+                eta_ms=event.eta_ms,
+            )
+        elif isinstance(event, NodeDone):
+            status = NodeStatus.CACHED if event.cached else NodeStatus.DONE
+            self._set(event.node_id, NodeState(status, 1.0))
+            for take in event.takes:
+                if take.run_id == self.id:
+                    self.takes[take.id] = take
+            return serialize.node_done_event(
+                self.id, event.node_id, event.cached, event.takes, self.fraction
+            )
+        elif isinstance(event, NodeFailed):
+            old = self.nodes.get(event.node_id, NodeState())
+            node = replace(old, state=NodeStatus.ERROR, eta_ms=None)
+        else:  # RunStarted: the manager announces the run itself
+            return None
+        if event.node_id not in self.nodes:
+            return None  # a node outside the closure; nothing to report
+        self._set(event.node_id, node)
+        return serialize.progress_event(self.id, event.node_id, node, self.fraction)
+
+    def final_nodes(self) -> dict[str, NodeState]:
+        """Node states to store with a terminal status: nothing is left `running`."""
+        out: dict[str, NodeState] = {}
+        for node_id, node in self.nodes.items():
+            if node.state == NodeStatus.RUNNING:
+                node = replace(node, state=NodeStatus.QUEUED, eta_ms=None)
+            out[node_id] = node
+        return out

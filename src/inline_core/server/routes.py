@@ -1,0 +1,221 @@
+"""The `/v1` HTTP routes. Each one reads the request, asks a service, and shapes the answer with
+`serialize`; errors are raised as `InlineError`s and become envelopes in `http_errors`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import anyio
+from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from inline_core import __version__
+from inline_core.errors import InvalidRequest, NotFound
+from inline_core.graph.schema import SCHEMA_VERSION_MAX, SCHEMA_VERSION_MIN
+from inline_core.media import mime_for_suffix
+from inline_core.server import serialize
+from inline_core.server.bootstrap import Services
+from inline_core.server.byte_ranges import parse_range
+from inline_core.server.http_io import (
+    MB,
+    declared_length,
+    etag_matches,
+    json_response,
+    quoted,
+    read_json_object,
+)
+
+router = APIRouter(prefix="/v1")
+
+DEFAULT_LIST = 50
+MAX_LIST = 500
+CHUNK = 256 * 1024
+
+
+# The routes read their bodies themselves (bounded, streamed); these describe them in OpenAPI.
+RUN_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["graph", "target"],
+                    "properties": {
+                        "graph": {
+                            "type": "object",
+                            "required": ["nodes"],
+                            "properties": {
+                                "schemaVersion": {"type": "integer"},
+                                "nodes": {"type": "array", "items": {"type": "object"}},
+                            },
+                        },
+                        "target": {"type": "string"},
+                        "clientRunId": {"type": "string"},
+                    },
+                }
+            }
+        },
+    }
+}
+ASSET_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+
+
+def services(request: Request) -> Services:
+    return cast(Services, request.app.state.services)
+
+
+# ---- health and models -------------------------------------------------------------------------
+
+
+@router.get("/health")
+async def health(request: Request) -> Response:
+    s = services(request)
+    body = serialize.health_json(
+        version=__version__,
+        schema_min=SCHEMA_VERSION_MIN,
+        schema_max=SCHEMA_VERSION_MAX,
+        registry_version=s.registry_version(),
+        device=s.device.to_json(),
+        runs=s.manager.stats(),
+        store=s.runs.stats(),
+        sampler=s.sampler.stats() if s.sampler is not None else None,
+    )
+    return json_response(body)
+
+
+@router.get("/models")
+async def models(request: Request) -> Response:
+    s = services(request)
+    version = s.registry_version()
+    headers = {"ETag": quoted(version), "Cache-Control": "no-cache"}
+    if etag_matches(request, version):
+        return Response(status_code=304, headers=headers)
+    body = serialize.models_json(version, s.registry.descriptors(), s.catalog, s.catalog.to_json())
+    return json_response(body, headers=headers)
+
+
+@router.get("/models/{node_type:path}")
+async def model(request: Request, node_type: str) -> Response:
+    s = services(request)
+    if node_type not in s.registry:
+        raise NotFound(f"no node type {node_type!r}")
+    return json_response(serialize.descriptor_json(s.registry.descriptor(node_type), s.catalog))
+
+
+# ---- runs --------------------------------------------------------------------------------------
+
+
+@router.post("/runs", openapi_extra=RUN_BODY)
+async def submit_run(request: Request) -> Response:
+    s = services(request)
+    body = await read_json_object(request, s.config.max_body_mb * MB)
+    if "graph" not in body:
+        raise InvalidRequest("the body must be {graph, target, clientRunId?}: 'graph' is missing")
+    if "target" not in body:
+        raise InvalidRequest("the body must be {graph, target, clientRunId?}: 'target' is missing")
+    record, created = await s.manager.submit_async(
+        body["graph"], body["target"], body.get("clientRunId")
+    )
+    headers = {"Location": f"/v1/runs/{record.id}"}
+    return json_response(serialize.submitted_json(record), 201 if created else 200, headers)
+
+
+@router.get("/runs")
+async def list_runs(request: Request) -> Response:
+    raw = request.query_params.get("limit")
+    limit = DEFAULT_LIST
+    if raw is not None:
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIST:
+            raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_LIST}")
+        limit = int(raw)
+    runs = services(request).manager.list_runs(limit)
+    return json_response({"runs": [serialize.run_list_item(r, pos) for r, pos in runs]})
+
+
+@router.get("/runs/{run_id}")
+async def get_run(request: Request, run_id: str) -> Response:
+    record, takes = services(request).manager.get(run_id)
+    return json_response(serialize.run_json(record, takes))
+
+
+@router.delete("/runs/{run_id}")
+def cancel_run(request: Request, run_id: str) -> Response:
+    # A plain def: it may wait (briefly) for a running run to reach its next step boundary.
+    record = services(request).manager.cancel(run_id)
+    return json_response(serialize.submitted_json(record))
+
+
+# ---- takes and assets --------------------------------------------------------------------------
+
+
+@router.get("/takes/{take_id}")
+async def get_take(request: Request, take_id: str) -> Response:
+    take = services(request).runs.get_take(take_id)
+    if take is None:
+        raise NotFound(f"no take {take_id!r}")
+    return json_response(serialize.take_json(take))
+
+
+async def _file_chunks(path: str, first: int, length: int) -> AsyncIterator[bytes]:
+    async with await anyio.open_file(path, "rb") as f:
+        await f.seek(first)
+        left = length
+        while left > 0:
+            chunk = await f.read(min(CHUNK, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+            yield chunk
+
+
+@router.get("/takes/{take_id}/bytes")
+async def take_bytes(request: Request, take_id: str) -> Response:
+    s = services(request)
+    take = s.runs.get_take(take_id)
+    if take is None:
+        raise NotFound(f"no take {take_id!r}")
+    path = s.media.take_path(take_id)
+    headers = {
+        "ETag": quoted(take.hash),
+        "Accept-Ranges": "bytes",
+        # A take never changes once written.
+        "Cache-Control": "public, max-age=31536000, immutable",
+    }
+    if etag_matches(request, take.hash):
+        return Response(status_code=304, headers=headers)
+    size = os.stat(path).st_size
+    media_type = mime_for_suffix(path.suffix)
+    span = parse_range(request.headers.get("range"), size)
+    if span is None:
+        headers["Content-Length"] = str(size)
+        return StreamingResponse(_file_chunks(str(path), 0, size), 200, headers, media_type)
+    first, last = span
+    headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+    headers["Content-Length"] = str(last - first + 1)
+    chunks = _file_chunks(str(path), first, last - first + 1)
+    return StreamingResponse(chunks, 206, headers, media_type)
+
+
+@router.post("/assets", openapi_extra=ASSET_BODY)
+async def upload_asset(request: Request) -> Response:
+    s = services(request)
+    declared_length(request, s.assets.max_bytes, "the upload")
+    upload = s.assets.begin()
+    try:
+        async for chunk in request.stream():
+            upload.write(chunk)  # refuses (413) the moment the limit is crossed
+        asset = await run_in_threadpool(upload.finish)  # fsync off the event loop
+    except BaseException:
+        upload.abort()
+        raise
+    return json_response(serialize.asset_json(asset), 201)

@@ -1,0 +1,215 @@
+"""Every JSON shape of the `/v1` contract (camelCase on the wire), in one place.
+
+Times are ISO 8601 in UTC with milliseconds (`2025-01-31T12:00:00.000Z`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.graph.runner import CatalogView
+from inline_core.server.assets import Asset
+from inline_core.server.events import WireEvent
+from inline_core.server.run_state import NodeState, RunRecord, RunStatus
+from inline_core.server.run_store import RunSummary
+from inline_core.takes import Take
+
+API_VERSION = "v1"
+
+
+def timestamp(epoch_s: float | None) -> str | None:
+    if epoch_s is None:
+        return None
+    moment = datetime.fromtimestamp(epoch_s, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def error_body(code: str, message: str, node_id: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if node_id is not None:
+        body["nodeId"] = node_id
+    return body
+
+
+def error_envelope(code: str, message: str, node_id: str | None = None) -> dict[str, Any]:
+    return {"error": error_body(code, message, node_id)}
+
+
+def take_json(take: Take) -> dict[str, Any]:
+    return {
+        "id": take.id,
+        "runId": take.run_id,
+        "nodeId": take.node_id,
+        "kind": take.kind.value,
+        "uri": take.uri,
+        "hash": take.hash,
+        "params": take.params,
+        "createdAt": timestamp(take.created_at),
+    }
+
+
+def nodes_json(nodes: Mapping[str, NodeState]) -> dict[str, Any]:
+    return {node_id: state.to_json() for node_id, state in nodes.items()}
+
+
+def run_json(run: RunRecord, takes: Iterable[Take]) -> dict[str, Any]:
+    return {
+        "runId": run.id,
+        "clientRunId": run.client_run_id,
+        "status": run.status.value,
+        "target": run.target,
+        "fraction": round(run.fraction, 4),
+        "nodes": nodes_json(run.nodes),
+        "takes": [take_json(t) for t in takes],
+        "error": run.error,
+        "attempts": run.attempts,
+        "createdAt": timestamp(run.created_at),
+        "startedAt": timestamp(run.started_at),
+        "finishedAt": timestamp(run.finished_at),
+        "graph": run.graph,
+    }
+
+
+def submitted_json(run: RunRecord) -> dict[str, Any]:
+    """The answer to `POST /v1/runs` and `DELETE /v1/runs/{id}`."""
+    return {"runId": run.id, "status": run.status.value}
+
+
+def run_list_item(run: RunSummary, queue_position: int | None) -> dict[str, Any]:
+    """`queuePosition`: 1 for the next run to start, 0 while running, null once finished."""
+    return {
+        "runId": run.id,
+        "status": run.status.value,
+        "target": run.target,
+        "fraction": round(run.fraction, 4),
+        "queuePosition": queue_position,
+        "createdAt": timestamp(run.created_at),
+    }
+
+
+def descriptor_json(descriptor: NodeDescriptor, catalog: CatalogView) -> dict[str, Any]:
+    """A descriptor with each model picker's options filled in from the catalog."""
+    out = descriptor.to_json()
+    pickers = {p.name: p.options_from for p in descriptor.params if p.options_from is not None}
+    if pickers:
+        for param in out["params"]:
+            category = pickers.get(param["name"])
+            if category is not None:
+                param["options"] = catalog.options(category)
+    return out
+
+
+def models_json(
+    registry_version: str,
+    descriptors: Iterable[NodeDescriptor],
+    catalog: CatalogView,
+    catalog_listing: Mapping[str, Any],
+) -> dict[str, Any]:
+    return {
+        "registryVersion": registry_version,
+        "models": [descriptor_json(d, catalog) for d in descriptors],
+        "catalog": catalog_listing,
+    }
+
+
+def asset_json(asset: Asset) -> dict[str, Any]:
+    return {
+        "id": asset.id,
+        "kind": asset.kind.value,
+        "bytes": asset.size,
+        "contentType": asset.content_type,
+    }
+
+
+def health_json(
+    *,
+    version: str,
+    schema_min: int,
+    schema_max: int,
+    registry_version: str,
+    device: Mapping[str, Any],
+    runs: Mapping[str, int],
+    store: Mapping[str, float],
+    sampler: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "ok": True,
+        "apiVersion": API_VERSION,
+        "version": version,
+        "schemaVersions": {"min": schema_min, "max": schema_max},
+        "registryVersion": registry_version,
+        "device": dict(device),
+        "runs": dict(runs),
+        "store": dict(store),
+    }
+    if sampler is not None:
+        out["sampler"] = dict(sampler)
+    return out
+
+
+# ---- websocket events ---------------------------------------------------------------------------
+
+
+def snapshot_event(run: RunRecord, takes: Iterable[Take]) -> WireEvent:
+    return WireEvent(
+        "snapshot", {"type": "snapshot", "runId": run.id, "state": run_json(run, takes)}
+    )
+
+
+def run_started_event(run_id: str, attempt: int) -> WireEvent:
+    return WireEvent("run_started", {"type": "run_started", "runId": run_id, "attempt": attempt})
+
+
+def progress_event(run_id: str, node_id: str, node: NodeState, run_fraction: float) -> WireEvent:
+    body: dict[str, Any] = {
+        "type": "progress",
+        "runId": run_id,
+        "nodeId": node_id,
+        "state": node.state.value,
+        "phase": node.phase,
+        "fraction": round(node.fraction, 4),
+        "step": node.step,
+        "stepCount": node.step_count,
+        "etaMs": node.eta_ms,
+        "runFraction": round(run_fraction, 4),
+    }
+    return WireEvent("progress", body, node_id=node_id)
+
+
+def node_done_event(
+    run_id: str, node_id: str, cached: bool, takes: Iterable[Take], run_fraction: float
+) -> WireEvent:
+    body: dict[str, Any] = {
+        "type": "node_done",
+        "runId": run_id,
+        "nodeId": node_id,
+        "cached": cached,
+        "takes": [take_json(t) for t in takes],
+        "runFraction": round(run_fraction, 4),
+    }
+    return WireEvent("node_done", body, node_id=node_id)
+
+
+def terminal_event(run: RunRecord, takes: Iterable[Take]) -> WireEvent:
+    """The one event that ends a run's stream: run_done, error or cancelled."""
+    if run.status == RunStatus.DONE:
+        body: dict[str, Any] = {
+            "type": "run_done",
+            "runId": run.id,
+            "status": run.status.value,
+            "takes": [take_json(t) for t in takes],
+        }
+        return WireEvent("run_done", body)
+    if run.status == RunStatus.ERROR:
+        error = run.error or error_body("internal", "the run failed")
+        body = {"type": "error", "runId": run.id, "status": run.status.value, "error": error}
+        if "nodeId" in error:
+            body["nodeId"] = error["nodeId"]
+        return WireEvent("error", body)
+    if run.status == RunStatus.CANCELLED:
+        body = {"type": "cancelled", "runId": run.id, "status": run.status.value}
+        return WireEvent("cancelled", body)
+    raise ValueError(f"run {run.id} is {run.status.value}, not finished")

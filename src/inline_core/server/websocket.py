@@ -1,0 +1,62 @@
+"""`/v1/runs/{id}/events`: a snapshot of the run, then its events, then exactly one terminal event.
+
+The socket is fed from the run's `Subscriber`; a slow reader only makes its own buffer coalesce.
+The handler also watches for the client leaving, so an abandoned socket is dropped at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import cast
+
+from fastapi import APIRouter
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from inline_core.errors import InlineError
+from inline_core.server.bootstrap import Services
+from inline_core.server.events import WireEvent
+from inline_core.server.http_errors import inline_error_response
+
+router = APIRouter(prefix="/v1")
+
+
+async def _client_left(websocket: WebSocket) -> None:
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+
+
+@router.websocket("/runs/{run_id}/events")
+async def run_events(websocket: WebSocket, run_id: str) -> None:
+    manager = cast(Services, websocket.app.state.services).manager
+    try:
+        snapshot, subscriber = manager.subscribe(run_id, asyncio.get_running_loop())
+    except InlineError as exc:
+        if "websocket.http.response" in websocket.scope.get("extensions", {}):
+            await websocket.send_denial_response(inline_error_response(exc))
+        else:
+            await websocket.close(code=4000 + exc.status, reason=exc.message[:120])
+        return
+    left: asyncio.Task[None] | None = None
+    try:
+        await websocket.accept()
+        await websocket.send_text(snapshot.text())
+        left = asyncio.create_task(_client_left(websocket))
+        while True:
+            following = asyncio.create_task(subscriber.next())
+            await asyncio.wait({following, left}, return_when=asyncio.FIRST_COMPLETED)
+            if not following.done():
+                following.cancel()
+                return  # the client went away
+            event: WireEvent | None = following.result()
+            if event is None:
+                break
+            await websocket.send_text(event.text())
+        await websocket.close(code=1000)
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        return  # the socket closed under us; nothing to tell anyone
+    finally:
+        if left is not None:
+            left.cancel()
+        manager.unsubscribe(run_id, subscriber)

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # the test plugin and helpers live next to this file
+    sys.path.insert(0, str(HERE))
+
+from server_support import PLUGIN  # noqa: E402
+
+from inline_core.config import Config  # noqa: E402
+from inline_core.server.app import create_app  # noqa: E402
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    return Config(
+        models_dir=tmp_path / "models",
+        data_dir=tmp_path / "data",
+        profile="cpu",
+        plugins=(PLUGIN,),
+        run_workers=2,
+    )
+
+
+@pytest.fixture
+def client(config: Config) -> Iterator[TestClient]:
+    with TestClient(create_app(config)) as c:
+        yield c

@@ -1,0 +1,65 @@
+"""Test-only nodes, loaded into the server through `INLINE_PLUGINS=server_nodes:register`.
+
+- `test/slow`: sleeps `steps` x `delay` seconds in small cancellable steps, reporting progress,
+  then writes one PNG take whose colour comes from its seed (so a re-run reproduces its bytes).
+- `test/boom`: raises an ordinary exception, as a buggy runner would.
+"""
+
+from __future__ import annotations
+
+from PIL import Image
+
+from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
+from inline_core.graph.registry import Registry
+from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+from inline_core.graph.schema import PortKind
+
+SLOW = NodeDescriptor(
+    type="test/slow",
+    title="Slow (test)",
+    category="test",
+    output_kind="image",
+    inputs=(PortSpec("text", PortKind.TEXT, optional=True),),
+    outputs=(PortSpec("image", PortKind.IMAGE),),
+    params=(
+        ParamSpec("steps", ParamWidget.NUMBER, 5, minimum=1, maximum=1_000_000, integer=True),
+        ParamSpec("delay", ParamWidget.NUMBER, 0.01, minimum=0.0, maximum=10.0),
+        ParamSpec("seed", ParamWidget.SEED, -1),
+    ),
+)
+
+BOOM = NodeDescriptor(
+    type="test/boom",
+    title="Boom (test)",
+    category="test",
+    inputs=(PortSpec("text", PortKind.TEXT, optional=True),),
+    outputs=(PortSpec("image", PortKind.IMAGE),),
+)
+
+
+class SlowRunner(NodeRunner):
+    cacheable = False
+
+    def run(self, call: NodeCall) -> NodeResult:
+        steps = int(call.params["steps"])
+        delay = float(call.params["delay"])
+        reporter = call.ctx.reporter(call.node_id)
+        for step in range(1, steps + 1):
+            call.ctx.cancel.wait(delay)
+            call.ctx.cancel.raise_if_cancelled()
+            reporter.step(step, steps)
+        seed = int(call.params["seed"])
+        colour = (seed % 251, (seed // 251) % 251, (seed // 63001) % 251)
+        image = Image.new("RGB", (8, 8), colour)
+        take = call.ctx.save_image(call.node_id, image, call.params)
+        return NodeResult(outputs={"image": image}, takes=(take,))
+
+
+class BoomRunner(NodeRunner):
+    def run(self, call: NodeCall) -> NodeResult:
+        raise RuntimeError("boom: this test node always fails")
+
+
+def register(registry: Registry) -> None:
+    registry.register(SLOW, SlowRunner())
+    registry.register(BOOM, BoomRunner())

@@ -1,0 +1,145 @@
+"""Helpers for the server tests: graphs, polling, and a real server process on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parents[1] / "src"
+PLUGIN = "server_nodes:register"
+T = TypeVar("T")
+
+
+def text_graph(text: str = "hello") -> dict[str, Any]:
+    node = {"id": "t", "type": "input/text", "params": {"text": text}}
+    return {"schemaVersion": 1, "nodes": [node]}
+
+
+def slow_graph(steps: int = 5, delay: float = 0.01, seed: int = -1) -> dict[str, Any]:
+    return {
+        "schemaVersion": 1,
+        "nodes": [
+            {"id": "p", "type": "input/text", "params": {"text": "a prompt"}},
+            {
+                "id": "s",
+                "type": "test/slow",
+                "params": {"steps": steps, "delay": delay, "seed": seed},
+                "inputs": {"text": {"from": "p", "output": "text"}},
+            },
+        ],
+    }
+
+
+def boom_graph() -> dict[str, Any]:
+    return {"schemaVersion": 1, "nodes": [{"id": "b", "type": "test/boom"}]}
+
+
+def wait_until(
+    probe: Callable[[], T | None], what: str, timeout: float = 30.0, interval: float = 0.02
+) -> T:
+    """Poll `probe` until it returns something other than None (a liveness bound, not a timing
+    assertion: the timeout is far above what any healthy run needs)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LiveServer:
+    """`python -m inline_core.server` as a child process on 127.0.0.1."""
+
+    data_dir: Path
+    models_dir: Path
+    env: dict[str, str] = field(default_factory=dict[str, str])
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_base(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.port = free_port()
+        env = dict(os.environ)
+        env.update(
+            {
+                "INLINE_DATA_DIR": str(self.data_dir),
+                "INLINE_MODELS_DIR": str(self.models_dir),
+                "INLINE_PORT": str(self.port),
+                "INLINE_HOST": "127.0.0.1",
+                "INLINE_PROFILE": "cpu",
+                "INLINE_PLUGINS": PLUGIN,
+                "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]),
+            }
+        )
+        env.update(self.env)
+        self.starts += 1
+        log = (self.data_dir.parent / f"server-{self.starts}.log").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "inline_core.server"], env=env, stdout=log, stderr=log
+        )
+        log.close()
+
+        def ready() -> bool | None:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited with {self.proc.returncode}: {self.log()}")
+            try:
+                return httpx.get(self.base + "/v1/health", timeout=1.0).status_code == 200 or None
+            except httpx.HTTPError:
+                return None
+
+        wait_until(ready, "the server to answer /v1/health", interval=0.05)
+
+    def log(self) -> str:
+        path = self.data_dir.parent / f"server-{self.starts}.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        """Signal the server and wait for it to exit; returns its exit status."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"server did not exit after signal {sig}: {self.log()}") from None
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=20)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=20)
