@@ -30,6 +30,7 @@ CATEGORIES = (
 )
 WEIGHT_SUFFIXES = frozenset({".safetensors", ".sft", ".ckpt", ".pt", ".pth", ".bin", ".gguf"})
 FOLDER_MARKERS = ("model_index.json", "config.json")
+MAX_DEPTH = 16  # folder levels below a category that are scanned
 
 
 @dataclass(frozen=True)
@@ -47,16 +48,23 @@ class CatalogEntry:
 
 
 def _inside(path: Path, root: Path) -> bool:
+    """Whether `path`, every link followed, lies under `root` (False for a broken link or loop)."""
     try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
+        path.resolve(strict=True).relative_to(root.resolve())
+    except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
         return False
     return True
 
 
-def _folder_stats(folder: Path) -> tuple[int, int]:
+def _folder_stats(folder: Path, root: Path) -> tuple[int, int] | None:
+    """(bytes, newest mtime) of a model folder; None if any link inside it leads out of `root`
+    (a loader would follow it) or is broken."""
     size, mtime = 0, 0
-    for dirpath, _dirs, files in os.walk(folder):
+    for dirpath, dirs, files in os.walk(folder):
+        for name in (*dirs, *files):
+            entry = Path(dirpath) / name
+            if entry.is_symlink() and not _inside(entry, root):
+                return None
         for f in files:
             try:
                 st = os.stat(os.path.join(dirpath, f))
@@ -73,28 +81,39 @@ def _scan_category(root: Path, category: str) -> list[CatalogEntry]:
         return []
     entries: list[CatalogEntry] = []
 
+    visited: set[Path] = set()  # real folders already walked: a linked folder is walked once
+
     def walk(folder: Path, prefix: str) -> None:
         try:
+            real = folder.resolve(strict=True)
+            if real in visited or prefix.count("/") >= MAX_DEPTH:
+                return
+            visited.add(real)
             children = sorted(folder.iterdir())
-        except OSError:
+        except (OSError, RuntimeError):
             return
         for child in children:
             if child.name.startswith("."):
                 continue
-            if not _inside(child, root):  # a symlink pointing out of the models root
+            if not _inside(child, root):  # a symlink out of the models root, broken or looping
                 continue
             name = f"{prefix}{child.name}"
-            if child.is_dir():
-                if any((child / m).is_file() for m in FOLDER_MARKERS):
-                    size, mtime = _folder_stats(child)
-                    entries.append(CatalogEntry(category, name, child, True, size, mtime))
-                else:
-                    walk(child, name + "/")
-            elif child.suffix.lower() in WEIGHT_SUFFIXES:
-                st = child.stat()
-                entries.append(
-                    CatalogEntry(category, name, child, False, st.st_size, st.st_mtime_ns)
-                )
+            try:
+                if child.is_dir():
+                    if any((child / m).is_file() for m in FOLDER_MARKERS):
+                        stats = _folder_stats(child, root)
+                        if stats is not None:
+                            size, mtime = stats
+                            entries.append(CatalogEntry(category, name, child, True, size, mtime))
+                    else:
+                        walk(child, name + "/")
+                elif child.suffix.lower() in WEIGHT_SUFFIXES:
+                    st = child.stat()
+                    entries.append(
+                        CatalogEntry(category, name, child, False, st.st_size, st.st_mtime_ns)
+                    )
+            except OSError:  # removed while we looked, or unreadable: not listed this time
+                continue
 
     walk(base, "")
     return entries

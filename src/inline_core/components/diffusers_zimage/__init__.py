@@ -1,0 +1,1 @@
+"""Z-Image components over diffusers/transformers building blocks (imports torch)."""

@@ -1,0 +1,63 @@
+"""The FLUX autoencoder Z-Image decodes with (latents normalised by scaling and shift factors)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import torch
+from diffusers.image_processor import VaeImageProcessor
+from PIL import Image
+from torch import nn
+
+from inline_core.components.diffusers_zimage.placement import OffloadSwap, PlacementLike
+from inline_core.components.interfaces import Latents
+
+
+class FluxVAE:
+    def __init__(self, autoencoder: nn.Module, placement: PlacementLike, swap: OffloadSwap) -> None:
+        self.autoencoder = autoencoder
+        self.placement = placement
+        self.swap = swap
+        self.device = torch.device(placement.device)
+        config = cast(Any, autoencoder).config
+        self._spatial_factor = 2 ** (len(config.block_out_channels) - 1)
+        self._latent_channels = int(config.latent_channels)
+        self.scaling_factor = float(config.scaling_factor)
+        self.shift_factor = float(config.shift_factor or 0.0)
+        # Z-Image patchifies latents 2x2, so images are multiples of twice the VAE factor.
+        self.processor = VaeImageProcessor(vae_scale_factor=self._spatial_factor * 2)
+        vae = cast(Any, autoencoder)
+        if placement.vae_tiling:
+            vae.enable_tiling()
+        if placement.vae_slicing:
+            vae.enable_slicing()
+
+    @property
+    def spatial_factor(self) -> int:
+        return self._spatial_factor
+
+    @property
+    def latent_channels(self) -> int:
+        return self._latent_channels
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.autoencoder.parameters()).dtype
+
+    def encode(self, image: Any, generator: Any, /) -> Latents:
+        """Encode an RGB PIL image at the output size, sampling the posterior with `generator`."""
+        pixels: torch.Tensor = cast(Any, self.processor).preprocess(cast(Image.Image, image))
+        pixels = pixels.to(device=self.device, dtype=self.dtype)
+        with self.swap.use(self.autoencoder, self.placement):
+            dist = cast(Any, self.autoencoder).encode(pixels).latent_dist
+            raw: torch.Tensor = dist.sample(generator)
+        latents = (raw - self.shift_factor) * self.scaling_factor
+        return Latents(latents, tuple(latents.shape))
+
+    def decode(self, latents: Latents, /) -> Any:
+        x = cast(torch.Tensor, latents.value).to(self.dtype)
+        x = (x / self.scaling_factor) + self.shift_factor
+        with self.swap.use(self.autoencoder, self.placement):
+            image = cast(Any, self.autoencoder).decode(x, return_dict=False)[0]
+        images = cast(list[Image.Image], self.processor.postprocess(image, output_type="pil"))
+        return images[0]

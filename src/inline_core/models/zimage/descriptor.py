@@ -1,0 +1,70 @@
+"""The `alibaba/z-image-turbo` node: what a client draws and the validator checks (torch-free)."""
+
+from __future__ import annotations
+
+from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
+from inline_core.graph.schema import PortKind
+
+NODE_TYPE = "alibaba/z-image-turbo"
+MAX_PROMPT_CHARS = 20_000
+
+ZIMAGE_DESCRIPTOR = NodeDescriptor(
+    type=NODE_TYPE,
+    title="Z-Image Turbo",
+    category="image/generate",
+    icon="sparkles",
+    source="core",
+    output_kind="image",
+    inputs=(
+        PortSpec("prompt", PortKind.TEXT),
+        PortSpec("image", PortKind.IMAGE, optional=True, label="Image (img2img)"),
+    ),
+    outputs=(PortSpec("image", PortKind.IMAGE),),
+    params=(
+        ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
+        ParamSpec(
+            "width",
+            ParamWidget.NUMBER,
+            default=1024,
+            minimum=64,
+            maximum=4096,
+            step=16,
+            integer=True,
+        ),
+        ParamSpec(
+            "height",
+            ParamWidget.NUMBER,
+            default=1024,
+            minimum=64,
+            maximum=4096,
+            step=16,
+            integer=True,
+        ),
+        ParamSpec("steps", ParamWidget.NUMBER, default=8, minimum=1, maximum=100, integer=True),
+        ParamSpec("guidance", ParamWidget.NUMBER, default=0.0, minimum=0.0, maximum=20.0, step=0.1),
+        ParamSpec(
+            "strength",
+            ParamWidget.NUMBER,
+            default=0.6,
+            minimum=0.0,
+            maximum=1.0,
+            step=0.01,
+            label="Strength (img2img)",
+        ),
+        ParamSpec("seed", ParamWidget.SEED, default=-1),
+        ParamSpec(
+            "model",
+            ParamWidget.SELECT,
+            default=None,
+            options_from="diffusion_models",
+            label="Diffusion model (empty: auto)",
+        ),
+    ),
+    description=(
+        "Text to image, or image to image when an image is wired in (strength sets how much "
+        "changes; the image is resized to width x height). Guidance above 0 turns on "
+        "classifier-free guidance with the negative prompt."
+    ),
+)
+
+EXTRA_HINT = "install the zimage extra: pip install 'inline-core[zimage]'"

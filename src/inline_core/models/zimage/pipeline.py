@@ -1,0 +1,258 @@
+"""Z-Image as a step pipeline (spec 003): the four calls the batched sampler drives.
+
+`prepare_encode` draws the noise, encodes the prompts and builds the request's private schedule;
+`denoise_step` runs one transformer forward for a batch of requests (each with its own prompt,
+size, timestep and step count); `step_scheduler` advances one request; `post_decode` decodes it.
+The arithmetic mirrors diffusers' `ZImagePipeline` / `ZImageImg2ImgPipeline` so the pixels match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import torch
+from PIL import Image
+
+from inline_core.components.diffusers_zimage.denoiser import ZImageDenoiser
+from inline_core.components.diffusers_zimage.libs import vector_norm
+from inline_core.components.diffusers_zimage.scheduler import FlowMatchSchedule, img2img_start
+from inline_core.components.diffusers_zimage.text_encoder import QwenPromptEncoder
+from inline_core.components.diffusers_zimage.vae import FluxVAE
+from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.errors import InvalidRequest
+from inline_core.models.zimage.wire import request_kwargs, request_to_remote
+from inline_core.parallel.remote import PipelineSpec, RemoteRequest
+
+
+@dataclass(eq=False)
+class ZImageRequest:
+    """One render's state (implements `components.step.StepState`)."""
+
+    prompt: str
+    width: int
+    height: int
+    steps: int
+    guidance: float
+    seed: int
+    negative_prompt: str = ""
+    image: Image.Image | None = None  # img2img source; resized to width x height
+    strength: float = 0.6
+    cfg_truncation: float = 1.0
+    cfg_normalization: float = 0.0
+    model_key: Hashable = ""  # set by the pipeline: which denoiser, dtype and device
+    step_index: int = 0
+    schedule: FlowMatchSchedule | None = None
+    latents: Latents | None = None
+    positive: Conditioning | None = None
+    negative: Conditioning | None = None
+
+    @property
+    def cfg(self) -> bool:
+        return self.guidance > 0
+
+    @property
+    def step_count(self) -> int:
+        if self.schedule is not None:
+            return self.schedule.step_count
+        if self.image is None:
+            return self.steps
+        return self.steps - img2img_start(self.steps, self.strength)
+
+    @property
+    def done(self) -> bool:
+        return self.schedule is not None and self.step_index >= self.step_count
+
+    @property
+    def batch_key(self) -> Hashable:
+        return ("zimage", self.model_key, self.cfg)
+
+    @property
+    def image_tokens(self) -> int:
+        return (self.height // 16) * (self.width // 16)
+
+    @property
+    def tokens(self) -> int:
+        # With guidance a request puts two sequences (positive and negative) into the forward.
+        return self.image_tokens * (2 if self.cfg else 1)
+
+    def guidance_at(self, index: int) -> float:
+        """The guidance scale of step `index` (0 past the CFG truncation point)."""
+        if not self.cfg or self.schedule is None:
+            return 0.0
+        if self.cfg_truncation <= 1 and self.schedule.t_norms[index] > self.cfg_truncation:
+            return 0.0
+        return self.guidance
+
+
+class ZImageStepPipeline:
+    """Drives one loaded Z-Image stack; requests of the same pipeline may share a forward."""
+
+    _dit_modules = ["denoiser.transformer"]
+    _encoder_modules = ["text_encoder.model"]
+    _vae_modules = ["vae.autoencoder"]
+    _resident_modules: list[str] = []
+
+    def __init__(
+        self,
+        *,
+        text_encoder: QwenPromptEncoder,
+        denoiser: ZImageDenoiser,
+        vae: FluxVAE,
+        scheduler_config: Mapping[str, Any],
+        model_key: Hashable,
+        serial_phases: bool = False,
+        remote: PipelineSpec | None = None,
+    ) -> None:
+        self.text_encoder = text_encoder
+        self.denoiser = denoiser
+        self.vae = vae
+        self.scheduler_config = dict(scheduler_config)
+        self.model_key = model_key
+        # With CPU offload, encode/decode swap modules on the device: run them between steps.
+        self.serial_phases = serial_phases
+        # How a worker group's ranks rebuild this pipeline (None: not built from files).
+        self.remote = remote
+
+    def request(self, **kwargs: Any) -> ZImageRequest:
+        """A new request state bound to this pipeline's model (validates sizes and strength)."""
+        return new_request(self.model_key, self.vae.spatial_factor, **kwargs)
+
+    # -- worker group (parallel.remote.RemotePipeline) -------------------------------------------
+
+    def remote_spec(self) -> PipelineSpec:
+        if self.remote is None:
+            raise InvalidRequest(
+                "this Z-Image pipeline was not loaded from model files, so a worker group "
+                "cannot rebuild it"
+            )
+        return self.remote
+
+    def remote_request(self, state: ZImageRequest, /) -> RemoteRequest:
+        return request_to_remote(state)
+
+    def state_from_remote(self, request: RemoteRequest, /) -> ZImageRequest:
+        return self.request(**request_kwargs(request))
+
+    # -- step protocol ---------------------------------------------------------------------------
+
+    def prepare_encode(self, state: ZImageRequest, /) -> ZImageRequest:
+        with torch.inference_mode():
+            self._prepare(state)
+        return state
+
+    def _prepare(self, state: ZImageRequest) -> None:
+        device = self.denoiser.device
+        generator = torch.Generator("cpu").manual_seed(state.seed)
+        h = 2 * (state.height // (self.vae.spatial_factor * 2))
+        w = 2 * (state.width // (self.vae.spatial_factor * 2))
+        shape = (1, self.denoiser.in_channels, h, w)
+        noise: torch.Tensor | None = None
+        if state.image is None:
+            # Drawn first, before anything else consumes the generator (as the pipeline does).
+            noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(device)
+        state.positive = self.text_encoder.encode(state.prompt)
+        if state.cfg:
+            state.negative = self.text_encoder.encode(state.negative_prompt)
+        strength = state.strength if state.image is not None else None
+        schedule = FlowMatchSchedule.create(
+            self.scheduler_config, state.steps, (h // 2) * (w // 2), device, strength
+        )
+        state.schedule = schedule
+        if noise is not None:
+            state.latents = Latents(noise, shape)
+            return
+        source = cast(Image.Image, state.image).convert("RGB")
+        if source.size != (state.width, state.height):
+            source = source.resize((state.width, state.height), Image.Resampling.LANCZOS)
+        encoded = cast(torch.Tensor, self.vae.encode(source, generator).value).to(device)
+        # img2img draws its noise after the VAE sampled the posterior, in the prompt's dtype.
+        noise_dtype = cast(torch.Tensor, state.positive.value).dtype
+        noise = torch.randn(shape, generator=generator, dtype=noise_dtype).to(device)
+        start = schedule.scale_noise(encoded.to(noise_dtype), noise)
+        state.latents = Latents(start, shape)
+
+    def denoise_step(self, states: Sequence[ZImageRequest], /) -> list[torch.Tensor]:
+        with torch.inference_mode():
+            return self._denoise(states)
+
+    def _denoise(self, states: Sequence[ZImageRequest]) -> list[torch.Tensor]:
+        latents: list[Latents] = []
+        timesteps: list[torch.Tensor] = []
+        conds: list[Conditioning] = []
+        guided: list[int] = []  # indexes into `states` that also run their negative prompt
+        for i, s in enumerate(states):
+            schedule, lat = _prepared(s)
+            latents.append(lat)
+            timesteps.append(schedule.model_timestep(s.step_index))
+            conds.append(cast(Conditioning, s.positive))
+            if s.guidance_at(s.step_index) > 0:
+                guided.append(i)
+        # Negatives follow all positives, as in the pipeline's `prompt_embeds + negative_embeds`.
+        for i in guided:
+            s = states[i]
+            latents.append(cast(Latents, s.latents))
+            timesteps.append(cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index))
+            conds.append(cast(Conditioning, s.negative))
+        out = self.denoiser.predict(latents, timesteps, conds)
+        negatives = dict(zip(guided, out[len(states) :], strict=True))
+        preds: list[torch.Tensor] = []
+        for i, s in enumerate(states):
+            pos = out[i].float()
+            if i in negatives:
+                pred = _guide(
+                    pos, negatives[i].float(), s.guidance_at(s.step_index), s.cfg_normalization
+                )
+            else:
+                pred = pos
+            preds.append(-pred.unsqueeze(0).squeeze(2))
+        return preds
+
+    def step_scheduler(self, state: ZImageRequest, noise_pred: Any, /) -> None:
+        schedule, lat = _prepared(state)
+        with torch.inference_mode():
+            state.latents = schedule.step(state.step_index, noise_pred, lat)
+        state.step_index += 1
+
+    def post_decode(self, state: ZImageRequest, /) -> Image.Image:
+        _schedule, lat = _prepared(state)
+        with torch.inference_mode():
+            image = cast(Image.Image, self.vae.decode(lat))
+        # Release the request's tensors now; the state object may outlive the render.
+        state.latents = state.positive = state.negative = None
+        return image
+
+
+def new_request(model_key: Hashable, spatial_factor: int, **kwargs: Any) -> ZImageRequest:
+    """A request state for a model whose VAE has `spatial_factor` (validates size and strength)."""
+    state = ZImageRequest(**kwargs, model_key=model_key)
+    multiple = spatial_factor * 2  # the transformer patchifies latents 2x2
+    if state.width % multiple or state.height % multiple:
+        raise InvalidRequest(f"width and height must be multiples of {multiple}")
+    if state.step_count < 1:
+        raise InvalidRequest(
+            f"strength {state.strength} leaves no step to run out of {state.steps}; "
+            "raise the strength or the steps"
+        )
+    return state
+
+
+def _prepared(state: ZImageRequest) -> tuple[FlowMatchSchedule, Latents]:
+    if state.schedule is None or state.latents is None:
+        raise RuntimeError("prepare_encode has not run for this request")
+    return state.schedule, state.latents
+
+
+def _guide(
+    pos: torch.Tensor, neg: torch.Tensor, scale: float, normalization: float
+) -> torch.Tensor:
+    """Z-Image's guidance: `pos + scale * (pos - neg)`, optionally norm-capped."""
+    pred = pos + scale * (pos - neg)
+    if normalization > 0.0:
+        ori_norm = vector_norm(pos)
+        new_norm = vector_norm(pred)
+        max_norm = ori_norm * normalization
+        if new_norm > max_norm:
+            pred = pred * (max_norm / new_norm)
+    return pred

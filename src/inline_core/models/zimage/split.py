@@ -1,0 +1,29 @@
+"""What Z-Image can be split across ranks with (torch-free; the device package knows no models).
+
+xDiT splits Z-Image with Ulysses and Ring sequence parallelism only (it has no PipeFusion for it),
+and so does cache-dit's context parallelism. Ulysses shards attention heads, so its degree must
+divide the transformer's heads: read from the model's own files, 30 for Z-Image Turbo.
+"""
+
+from __future__ import annotations
+
+from inline_core.device.split import ModelParallelSupport
+from inline_core.models.zimage.facts import transformer_heads
+from inline_core.models.zimage.resolve import ZImageSources
+
+FAMILY = "z-image"
+SPLIT_METHODS = frozenset({"ulysses", "ring"})
+TURBO_HEADS = 30  # Z-Image Turbo: 3840 wide, 128 per head
+
+
+def parallel_support(heads: int | None = None) -> ModelParallelSupport:
+    """The family's support; `heads` of the model at hand (Turbo's when not known)."""
+    return ModelParallelSupport(
+        family=FAMILY, methods=SPLIT_METHODS, heads=TURBO_HEADS if heads is None else heads
+    )
+
+
+def support_for(sources: ZImageSources | None) -> ModelParallelSupport:
+    """The support of the model these sources name (its heads read from its files)."""
+    heads = None if sources is None else transformer_heads(sources.transformer)
+    return parallel_support(heads)

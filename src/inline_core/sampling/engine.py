@@ -1,0 +1,221 @@
+"""`StepEngine`: the one thread that owns the accelerator and steps every active job.
+
+Data moves one way: `enqueue` -> incoming -> (admit) active -> (next_group) one `denoise_step` ->
+each job's `step_scheduler` -> finished jobs resolve their tickets. At every boundary the loop
+admits new tickets, drops cancelled ones and runs one group. It sleeps on a condition variable only
+when there is nothing to do, so a lone job pays no polling latency.
+
+Failures stay where they belong: an exception in `denoise_step` fails that group's jobs, one in a
+job's own `step_scheduler`, callbacks, `prepare_encode` or `post_decode` fails only that job; the
+loop itself keeps going, and when it stops (close, or a bug) every ticket still held is failed, so
+no caller waits forever.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from inline_core.errors import Cancelled, RunFailed, Unavailable
+from inline_core.sampling.job import SampleJob
+from inline_core.sampling.limits import BatchLimits
+from inline_core.sampling.scheduler import next_group
+from inline_core.sampling.ticket import Ticket
+
+
+@dataclass
+class EngineCounters:
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    forwards: int = 0
+    batched_forwards: int = 0  # forwards that carried more than one job
+    jobs_forwarded: int = 0  # sum of group sizes (mean batch = jobs_forwarded / forwards)
+
+
+class StepEngine:
+    def __init__(self, limits: BatchLimits, *, name: str = "inline-step-loop") -> None:
+        self.limits = limits
+        self._name = name
+        self._cond = threading.Condition()
+        self._incoming: deque[Ticket] = deque()
+        self._active: list[Ticket] = []
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._seq = itertools.count()
+        self._iteration = 0
+        self.counters = EngineCounters()
+
+    # -- called from any thread -------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def enqueue(
+        self, job: SampleJob, state: Any, *, encode_on_loop: bool, decode_on_loop: bool
+    ) -> Ticket:
+        """Hand a job to the loop; its ticket's future resolves with the sampled state (or, with
+        `decode_on_loop`, with `post_decode`'s output)."""
+        with self._cond:
+            if self._closed:
+                raise Unavailable("the sampler is closed")
+            ticket = Ticket(
+                job=job,
+                state=state,
+                seq=next(self._seq),
+                encode_on_loop=encode_on_loop,
+                decode_on_loop=decode_on_loop,
+            )
+            self._incoming.append(ticket)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return ticket
+
+    def counts(self) -> tuple[int, int]:
+        """(incoming, active) right now."""
+        with self._cond:
+            return len(self._incoming), len(self._active)
+
+    def close(self, timeout: float | None = 60.0) -> None:
+        """Stop the loop after the forward in flight; every job still held fails `Unavailable`."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        # The loop fails what it holds as it exits; this covers a loop stuck in a forward.
+        with self._cond:
+            leftovers = [*self._incoming, *self._active]
+            self._incoming.clear()
+            self._active.clear()
+        for ticket in leftovers:
+            ticket.fail(Unavailable("the sampler was closed before this job finished"))
+
+    # -- the loop thread --------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._incoming and not self._active and not self._closed:
+                        self._cond.wait()
+                    if self._closed:
+                        return
+                    admitted = list(self._incoming)
+                    self._incoming.clear()
+                try:
+                    self._admit(admitted)
+                    self._drop_cancelled()
+                    if self._active:
+                        self._iteration += 1
+                        self._forward(next_group(self._active, self.limits))
+                except Exception as exc:  # a fault outside any one job: fail what is held, go on
+                    with self._cond:
+                        held = [*admitted, *self._active]
+                        self._active.clear()
+                    for ticket in held:
+                        self._fail(ticket, exc)
+        finally:
+            with self._cond:
+                self._closed = True
+                leftovers = [*self._incoming, *self._active]
+                self._incoming.clear()
+                self._active.clear()
+            for ticket in leftovers:
+                ticket.fail(Unavailable("the sampler stopped before this job finished"))
+
+    def _admit(self, tickets: list[Ticket]) -> None:
+        for ticket in tickets:
+            job = ticket.job
+            if job.cancel.cancelled:
+                self._cancel(ticket)
+                continue
+            try:
+                if ticket.encode_on_loop:
+                    job.on_phase("encode")
+                    prepared = job.pipeline.prepare_encode(ticket.state)
+                    ticket.state = ticket.state if prepared is None else prepared
+                ticket.read_shape()
+                job.on_phase("sample")
+                done = bool(ticket.state.done)
+            except Exception as exc:
+                self._fail(ticket, exc)
+                continue
+            ticket.last_served = self._iteration
+            if done:  # zero steps to take (e.g. strength 0): straight to the output
+                self._finish(ticket)
+                continue
+            with self._cond:
+                self._active.append(ticket)
+
+    def _drop_cancelled(self) -> None:
+        cancelled = [t for t in self._active if t.job.cancel.cancelled]
+        for ticket in cancelled:
+            self._remove(ticket)
+            self._cancel(ticket)
+
+    def _forward(self, group: list[Ticket]) -> None:
+        counters = self.counters
+        counters.forwards += 1
+        counters.jobs_forwarded += len(group)
+        if len(group) > 1:
+            counters.batched_forwards += 1
+        pipeline = group[0].pipeline
+        try:
+            predictions = list(pipeline.denoise_step([t.state for t in group]))
+            if len(predictions) != len(group):
+                raise RunFailed(
+                    f"denoise_step returned {len(predictions)} predictions for {len(group)} jobs"
+                )
+        except Exception as exc:  # the whole group shared the forward, so the whole group fails
+            for ticket in group:
+                self._remove(ticket)
+                self._fail(ticket, exc)
+            return
+        for ticket, prediction in zip(group, predictions, strict=True):
+            ticket.last_served = self._iteration
+            state = ticket.state
+            try:
+                pipeline.step_scheduler(state, prediction)
+                ticket.job.on_step(int(state.step_index), int(state.step_count))
+                done = bool(state.done)
+            except Exception as exc:
+                self._remove(ticket)
+                self._fail(ticket, exc)
+                continue
+            if done:
+                self._remove(ticket)
+                self._finish(ticket)
+
+    def _finish(self, ticket: Ticket) -> None:
+        if not ticket.decode_on_loop:
+            if ticket.resolve(ticket.state):
+                self.counters.completed += 1
+            return
+        try:
+            ticket.job.on_phase("decode")
+            output = ticket.pipeline.post_decode(ticket.state)
+        except Exception as exc:
+            self._fail(ticket, exc)
+            return
+        if ticket.resolve(output):
+            self.counters.completed += 1
+
+    def _remove(self, ticket: Ticket) -> None:
+        with self._cond:
+            self._active.remove(ticket)
+
+    def _fail(self, ticket: Ticket, exc: BaseException) -> None:
+        if ticket.fail(exc):
+            self.counters.failed += 1
+
+    def _cancel(self, ticket: Ticket) -> None:
+        if ticket.fail(Cancelled(ticket.job.cancel.reason)):
+            self.counters.cancelled += 1

@@ -1,0 +1,66 @@
+"""How many jobs may share one forward: `max_batch` and the image-token budget, per device.
+
+`max_batch` caps the jobs in one `denoise_step` (1 turns batching off). `token_budget` caps the
+padded size of one forward, `len(group) * max(state.tokens)` (see `scheduler.py`), so that a large
+image is not slowed down by small ones riding along; a single job over the budget still runs, alone.
+
+Defaults come from measurements (`bench/batching_forward.py`, results in `bench/results/`): one
+Z-Image transformer forward over k requests against k separate forwards.
+- CPU (2 shared cores, torch CPU, one intra-op thread): batching pays while a forward is dominated
+  by per-call and weight-traffic cost, i.e. few tokens. Tiny model fp32: 1.9x (k=2) to 5x (k=16)
+  at 64 px (16 tokens each), 2.25x at 4 x 128 px (256 padded tokens), 1.7x at 2 x 256 px (512),
+  0.86x at 2 x 512 px (2048). The ~110M "mid" model, closer to a real one in compute per token:
+  1.65-1.7x at 2-4 x 64 px, 1.4x (fp32) / 1.76x (bf16) at 4 x 128 px (256 tokens), but only
+  1.07x at 2 x 256 px (512) and 1.06x at 4 x 256 px (1024), and the real pipeline measured 1.05x
+  for a 256 px pair: within noise, and through the server it measured as slower as often as
+  faster. So 256 padded tokens: every measured group within it gained at least 1.4x, and past it
+  a compute-bound model gains nothing. `max_batch` 16: sixteen 64 px renders fit and the tiny
+  model still gained from 8 to 16.
+- CUDA: vLLM-Omni measured two concurrent Z-Image requests on an H800 at +23% throughput at 512 px
+  (1024 image tokens each) and +8.5% at 1024 px (4096 each): batching still pays at two 1024 px
+  images, so the budget admits that much (not yet measured here: no GPU was lent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inline_core.errors import InvalidRequest
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    max_batch: int
+    token_budget: int
+
+    @property
+    def batching(self) -> bool:
+        return self.max_batch > 1
+
+
+# Measured on the development machine (2 CPU cores, torch CPU): see the module docstring.
+CPU_LIMITS = BatchLimits(max_batch=16, token_budget=256)
+# From vLLM-Omni's H800 figures (module docstring); re-measure with the GPU bench when lent one.
+CUDA_LIMITS = BatchLimits(max_batch=8, token_budget=8192)
+
+
+def default_limits(device: str = "cpu") -> BatchLimits:
+    """Defaults for a device description such as "cpu", "cuda", "cuda:0 NVIDIA H200", "mps"."""
+    kind = device.strip().lower()
+    if kind.startswith(("cuda", "gpu", "rocm", "hip")):
+        return CUDA_LIMITS
+    return CPU_LIMITS
+
+
+def resolve_limits(
+    max_batch: int | None = None, token_budget: int | None = None, device: str = "cpu"
+) -> BatchLimits:
+    """Explicit values (INLINE_MAX_BATCH, INLINE_BATCH_TOKEN_BUDGET) over the device defaults."""
+    defaults = default_limits(device)
+    batch = defaults.max_batch if max_batch is None else max_batch
+    budget = defaults.token_budget if token_budget is None else token_budget
+    if batch < 1:
+        raise InvalidRequest(f"INLINE_MAX_BATCH must be at least 1 (1 = off), got {batch}")
+    if budget < 1:
+        raise InvalidRequest(f"INLINE_BATCH_TOKEN_BUDGET must be at least 1, got {budget}")
+    return BatchLimits(max_batch=batch, token_budget=budget)

@@ -1,0 +1,105 @@
+"""Shared helpers for the Z-Image tests: render through the real runner and sampler."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from inline_core.config import Config
+from inline_core.device import policy_from_config
+from inline_core.graph.runner import NodeCall, NodeResult
+from inline_core.models.catalog import Catalog
+from inline_core.models.zimage.descriptor import ZIMAGE_DESCRIPTOR
+from inline_core.models.zimage.runner import ZImageRunner
+from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.file_store import FileTakeStore
+from inline_core.runtime.progress import RunEvent
+from inline_core.sampling.job import BatchedSampler
+
+Pixels = npt.NDArray[np.int16]
+_run_ids = itertools.count()
+
+
+def cpu_config(models_dir: Path, **overrides: Any) -> Config:
+    return Config(models_dir=models_dir, profile="cpu", **overrides)
+
+
+def make_runner(models_dir: Path, sampler: BatchedSampler, **overrides: Any) -> ZImageRunner:
+    config = cpu_config(models_dir, **overrides)
+    return ZImageRunner(
+        catalog=Catalog(models_dir, ttl_s=0.0),
+        config=config,
+        sampler=sampler,
+        policy=policy_from_config(config),
+    )
+
+
+def node_params(**overrides: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {p.name: p.default for p in ZIMAGE_DESCRIPTOR.params}
+    params.update(width=64, height=64, steps=4, seed=7)
+    params.update(overrides)
+    return params
+
+
+def render(
+    runner: ZImageRunner,
+    takes_dir: Path,
+    prompt: str = "a red fox in the snow",
+    *,
+    image: Image.Image | None = None,
+    cancel: CancelToken | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+    **params: Any,
+) -> NodeResult:
+    def events(event: RunEvent) -> None:
+        if on_event is not None:
+            on_event(event)
+
+    ctx = ExecutionContext(
+        run_id=f"run{next(_run_ids)}",
+        takes=FileTakeStore(takes_dir),
+        cancel=cancel or CancelToken(),
+        events=events,
+    )
+    inputs: dict[str, Any] = {"prompt": prompt}
+    if image is not None:
+        inputs["image"] = image
+    call = NodeCall(ctx=ctx, node_id="z", params=node_params(**params), inputs=inputs)
+    return runner.run(call)
+
+
+def take_pixels(result: NodeResult) -> Pixels:
+    (take,) = result.takes
+    with Image.open(take.path) as png:
+        return np.asarray(png.convert("RGB"), dtype=np.int16)
+
+
+def pixels(image: Image.Image) -> Pixels:
+    return np.asarray(image.convert("RGB"), dtype=np.int16)
+
+
+def max_diff(a: Pixels, b: Pixels) -> int:
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return int(np.abs(a - b).max())
+
+
+def reference_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
+    """ZImagePipeline arguments for the same render as `node_params(**params)`."""
+    import torch
+
+    p = node_params(**params)
+    return {
+        "width": p["width"],
+        "height": p["height"],
+        "num_inference_steps": p["steps"],
+        "guidance_scale": p["guidance"],
+        "negative_prompt": p["negative_prompt"] or None,
+        "generator": torch.Generator("cpu").manual_seed(p["seed"]),
+    }

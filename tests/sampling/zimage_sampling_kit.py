@@ -1,0 +1,82 @@
+"""Real tiny Z-Image pipelines for the sampler tests and the batching bench (imports torch).
+
+`load_pipeline` builds the kit's random-weight models into a folder and loads them the way the
+server does (catalog -> resolver -> engine). `Watched` wraps a real pipeline to record each
+forward's group and to park the loop in its first forward until a test releases it, so a test can
+queue several jobs and know they met; it changes no arithmetic.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from inline_core.config import Config
+from inline_core.device import policy_from_config
+from inline_core.models.catalog import Catalog
+from inline_core.models.zimage.kit import build_kit
+from inline_core.models.zimage.pipeline import ZImageRequest, ZImageStepPipeline
+from inline_core.models.zimage.runner import ZImageRunner
+from inline_core.sampling.job import BatchedSampler
+
+
+def load_pipeline(
+    models_dir: Path, sampler: BatchedSampler, size: str = "tiny", build: bool = True
+) -> ZImageStepPipeline:
+    if build:
+        build_kit(models_dir, size=size, layouts=("comfy",))
+    config = Config(models_dir=models_dir, profile="cpu")
+    runner = ZImageRunner(
+        catalog=Catalog(models_dir, ttl_s=0.0),
+        config=config,
+        sampler=sampler,
+        policy=policy_from_config(config),
+    )
+    sources = runner.resolver.resolve(None).require()
+    return runner.engine().pipeline_for(sources)
+
+
+def solo_render(pipeline: ZImageStepPipeline, state: ZImageRequest) -> Image.Image:
+    """The reference: one request driven through the four calls on its own, no sampler."""
+    state = pipeline.prepare_encode(state)
+    while not state.done:
+        (prediction,) = pipeline.denoise_step([state])
+        pipeline.step_scheduler(state, prediction)
+    return pipeline.post_decode(state)
+
+
+def pixels(image: Image.Image) -> npt.NDArray[np.int16]:
+    return np.asarray(image.convert("RGB"), dtype=np.int16)
+
+
+class Watched:
+    """A real pipeline, plus a record of each forward's group and a gate on the first forward."""
+
+    def __init__(self, inner: ZImageStepPipeline) -> None:
+        self.inner = inner
+        self.serial_phases = inner.serial_phases
+        self.release = threading.Event()
+        self.batches: list[tuple[int, ...]] = []  # seeds sharing each forward
+        self.before_forward: list[Callable[[Sequence[ZImageRequest]], object]] = []
+
+    def prepare_encode(self, state: ZImageRequest, /) -> ZImageRequest:
+        return self.inner.prepare_encode(state)
+
+    def denoise_step(self, states: Sequence[ZImageRequest], /) -> list[Any]:
+        self.batches.append(tuple(s.seed for s in states))
+        self.release.wait(30.0)
+        for hook in self.before_forward:
+            hook(states)
+        return list(self.inner.denoise_step(states))
+
+    def step_scheduler(self, state: ZImageRequest, noise_pred: Any, /) -> None:
+        self.inner.step_scheduler(state, noise_pred)
+
+    def post_decode(self, state: ZImageRequest, /) -> Image.Image:
+        return self.inner.post_decode(state)
