@@ -1,9 +1,10 @@
 """A Z-Image request as it crosses into the worker group: plain params plus raw blobs (torch-free).
 
-Only what a request is made of travels (prompt, size, steps, guidance, seed, img2img source and
-strength); every rank rebuilds the state with its own pipeline's `request()`, so prompt encoding,
-noise and schedule are computed there exactly as in process. The source image travels as raw
-pixels, not PNG, so it arrives bit for bit.
+Only what a request is made of travels (prompt, size, steps, guidance, seed, sampler and schedule,
+img2img source and strength); every rank rebuilds the state with its own pipeline's `request()`,
+so prompt encoding, noise and schedule are computed there exactly as in process. The source image
+travels as raw pixels, not PNG, so it arrives bit for bit. A request that carries tensors (encoded
+prompts, starting latents) is refused: those are the low-level nodes', which render in process.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
+from inline_core.errors import InvalidRequest
 from inline_core.parallel.protocol import Json
 from inline_core.parallel.remote import RemoteRequest, pack_image, unpack_image
 
@@ -25,6 +27,10 @@ def request_to_remote(state: ZImageRequest) -> RemoteRequest:
     """The request's inputs; a state already prepared or stepped cannot be sent."""
     if state.schedule is not None or state.step_index:
         raise ValueError("only a request that has not started can be sent to the worker group")
+    if state.start is not None or state.positive is not None or state.negative is not None:
+        raise InvalidRequest(
+            "a render from encoded prompts or starting latents cannot be split across ranks"
+        )
     params: dict[str, Json] = {
         "prompt": state.prompt,
         "negativePrompt": state.negative_prompt,
@@ -36,6 +42,11 @@ def request_to_remote(state: ZImageRequest) -> RemoteRequest:
         "strength": state.strength,
         "cfgTruncation": state.cfg_truncation,
         "cfgNormalization": state.cfg_normalization,
+        "sampler": state.sampler,
+        "sigmaSchedule": state.sigma_schedule,
+        "denoise": state.denoise,
+        "batchSize": state.batch_size,
+        "batchIndex": state.batch_index,
     }
     blobs: dict[str, bytes] = {}
     if state.image is not None:
@@ -63,6 +74,11 @@ def request_kwargs(request: RemoteRequest) -> dict[str, Any]:
         "strength": _float(p.get("strength", 0.6)),
         "cfg_truncation": _float(p.get("cfgTruncation", 1.0)),
         "cfg_normalization": _float(p.get("cfgNormalization", 0.0)),
+        "sampler": str(p.get("sampler") or "euler"),
+        "sigma_schedule": str(p.get("sigmaSchedule") or "simple"),
+        "denoise": _float(p.get("denoise", 1.0)),
+        "batch_size": _int(p.get("batchSize", 1)),
+        "batch_index": _int(p.get("batchIndex", 0)),
         "image": image,
     }
 

@@ -1,0 +1,167 @@
+"""The engines that split a DiT's forward across ranks; we never split by hand.
+
+- cache-dit context parallelism (`cache_dit.enable_cache(transformer, parallelism_config=...)`):
+  Ulysses and Ring, on CUDA and on CPU ranks over gloo. Hooks are added to the resident
+  transformer in place; no caching is enabled (no `cache_config`), so the output stays exact.
+- xDiT (`xfuser`), CUDA only: its Z-Image wrapper (USP: Ulysses and Ring; xDiT has no PipeFusion
+  for Z-Image) replaces the transformer. xfuser does not import on a CPU-only torch, so it is only
+  touched behind an import guard.
+
+`auto` picks xfuser on CUDA when it imports, else cache-dit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+from typing import Any, Protocol, cast
+
+from torch import nn
+
+from inline_core.device.split import ParallelSpec
+from inline_core.parallel.runner import WorkerContext
+
+log = logging.getLogger(__name__)
+
+SPLIT_METHODS = frozenset({"ulysses", "ring"})
+
+
+class SplitEngine(Protocol):
+    name: str
+
+    def before_job(self, state: Any) -> None:
+        """Tell the engine about the request about to run (xfuser keeps per-size state)."""
+        ...
+
+
+class NoSplit:
+    name = "none"
+
+    def before_job(self, state: Any) -> None:
+        return None
+
+
+class CacheDitSplit:
+    name = "cache-dit"
+
+    def __init__(self, dit: nn.Module, split: ParallelSpec) -> None:
+        import cache_dit
+
+        ulysses, ring = split.degree("ulysses"), split.degree("ring")
+        degrees: dict[str, Any] = {}  # an unset degree must stay None (cache-dit's default)
+        if ulysses > 1:
+            degrees["ulysses_size"] = ulysses
+        if ring > 1:
+            degrees["ring_size"] = ring
+        config = cache_dit.ParallelismConfig(**degrees)
+        cast(Any, cache_dit).enable_cache(dit, parallelism_config=config)
+
+    def before_job(self, state: Any) -> None:
+        return None
+
+
+class XFuserSplit:
+    """xDiT's Z-Image transformer wrapper around the resident modules (no weights copied)."""
+
+    name = "xfuser"
+
+    def __init__(self, pipeline: object, context: WorkerContext) -> None:
+        from xfuser import (  # pyright: ignore[reportMissingImports]
+            xFuserArgs,  # pyright: ignore[reportUnknownVariableType]
+        )
+        from xfuser.core.distributed import (  # pyright: ignore[reportMissingImports]
+            get_runtime_state,  # pyright: ignore[reportUnknownVariableType]
+            init_distributed_environment,  # pyright: ignore[reportUnknownVariableType]
+        )
+        from xfuser.model_executor.pipelines.pipeline_zimage import (  # pyright: ignore[reportMissingImports]
+            xFuserZImagePipeline,  # pyright: ignore[reportUnknownVariableType]
+        )
+
+        dit_path = _declared(pipeline, "_dit_modules")
+        vae_path = _declared(pipeline, "_vae_modules")
+        dit, vae = resolve_module(pipeline, dit_path), resolve_module(pipeline, vae_path)
+        split = context.split
+        # The process group already exists (the worker made it); this registers it as xDiT's
+        # world group, which its model-parallel groups are built from.
+        cast(Any, init_distributed_environment)()
+        args = cast(Any, xFuserArgs)(
+            model="z-image",
+            ulysses_degree=split.degree("ulysses"),
+            ring_degree=split.degree("ring"),
+        )
+        engine_config, _input_config = args.create_config()
+        engine_config.runtime_config.dtype = next(dit.parameters()).dtype
+        # xDiT wraps a diffusers pipeline; build one around our resident transformer and VAE.
+        diffusers = cast(Any, importlib.import_module("diffusers"))
+        shell = diffusers.ZImagePipeline(
+            scheduler=None, vae=vae, text_encoder=None, tokenizer=None, transformer=dit
+        )
+        cast(Any, xFuserZImagePipeline)(shell, engine_config)  # replaces shell.transformer
+        set_module(pipeline, dit_path, cast(nn.Module, shell.transformer))
+        self._runtime = cast(Any, get_runtime_state)
+
+    def before_job(self, state: Any) -> None:
+        # As xFuserZImagePipeline.__call__ does: the runtime state tracks the input size.
+        self._runtime().set_input_parameters(
+            height=int(getattr(state, "height", 0)) or None,
+            width=int(getattr(state, "width", 0)) or None,
+            batch_size=1,
+            num_inference_steps=int(getattr(state, "step_count", 0)) or None,
+            split_text_embed_in_sp=False,
+        )
+
+
+def choose_engine(context: WorkerContext) -> str:
+    if context.engine != "auto":
+        return context.engine
+    on_cuda = context.device.startswith("cuda")
+    return "xfuser" if on_cuda and importlib.util.find_spec("xfuser") is not None else "cache-dit"
+
+
+def apply_split(pipeline: object, context: WorkerContext) -> SplitEngine:
+    split = context.split
+    if not split.is_split:
+        return NoSplit()
+    unsupported = split.methods - SPLIT_METHODS
+    if unsupported:
+        raise ValueError(
+            f"split {split}: {', '.join(sorted(unsupported))} is not available for this model "
+            "(supported: ulysses, ring)"
+        )
+    if split.world_size != context.world_size:
+        raise ValueError(f"split {split} needs {split.world_size} ranks, got {context.world_size}")
+    engine = choose_engine(context)
+    if engine == "xfuser":
+        if not context.device.startswith("cuda"):
+            raise ValueError("the xfuser engine needs CUDA ranks; use cache-dit on CPU")
+        return XFuserSplit(pipeline, context)
+    return CacheDitSplit(resolve_module(pipeline, _declared(pipeline, "_dit_modules")), split)
+
+
+def _declared(pipeline: object, attribute: str) -> str:
+    """The one module path a pipeline declares under `attribute` (spec 003's `_dit_modules`...)."""
+    paths: object = getattr(pipeline, attribute, None)
+    if not isinstance(paths, list):
+        raise TypeError(f"{type(pipeline).__name__} does not declare {attribute}")
+    paths = cast(list[str], paths)
+    if len(paths) != 1:
+        raise TypeError(f"{type(pipeline).__name__}.{attribute} must name exactly one module")
+    return paths[0]
+
+
+def resolve_module(root: object, dotted: str) -> nn.Module:
+    target: object = root
+    for part in dotted.split("."):
+        target = getattr(target, part)
+    if not isinstance(target, nn.Module):
+        raise TypeError(f"{dotted} is a {type(target).__name__}, not a torch module")
+    return target
+
+
+def set_module(root: object, dotted: str, module: nn.Module) -> None:
+    parent_path, _, name = dotted.rpartition(".")
+    parent = root
+    for part in parent_path.split(".") if parent_path else ():
+        parent = getattr(parent, part)
+    setattr(parent, name, module)

@@ -1,0 +1,106 @@
+"""How a step pipeline and its requests cross into the worker group (torch-free).
+
+A pipeline that can run split implements `RemotePipeline`: it names a loader that rebuilds the same
+pipeline inside each rank from plain arguments (model paths, dtype), turns a request state into
+plain params plus raw blobs (`remote_request`), and turns them back (`state_from_remote`, called on
+the rebuilt pipeline). Outputs come back as raw arrays and are rebuilt into the type the in-process
+path returns (a PIL image, a numpy array, or a list of them), pixel for pixel.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast, runtime_checkable
+
+import numpy as np
+from PIL import Image
+
+from inline_core.parallel.protocol import Array, Json
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """How every rank rebuilds the pipeline: `resolve(loader)(device=<rank device>, **args)`."""
+
+    loader: str  # "package.module:function"
+    args: dict[str, Json] = field(default_factory=dict[str, Json])
+
+    @property
+    def key(self) -> str:
+        """Equal keys mean the same resident pipeline (a group holds exactly one)."""
+        return json.dumps({"loader": self.loader, "args": self.args}, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class RemoteRequest:
+    params: dict[str, Json] = field(default_factory=dict[str, Json])
+    blobs: dict[str, bytes] = field(default_factory=dict[str, bytes])
+
+
+@runtime_checkable
+class RemotePipeline(Protocol):
+    def remote_spec(self) -> PipelineSpec: ...
+
+    def remote_request(self, state: Any, /) -> RemoteRequest: ...
+
+    def state_from_remote(self, request: RemoteRequest, /) -> Any: ...
+
+
+# -- images and outputs --------------------------------------------------------------------------
+
+
+def pack_image(image: Image.Image) -> tuple[dict[str, Json], bytes]:
+    """An image as (mode and size, raw pixel bytes): exact, and no PNG encode on the hot path."""
+    return {"mode": image.mode, "size": [image.width, image.height]}, image.tobytes()
+
+
+def unpack_image(meta: Mapping[str, Json], data: bytes) -> Image.Image:
+    size = cast(list[int], meta["size"])
+    return Image.frombytes(str(meta["mode"]), (int(size[0]), int(size[1])), data)
+
+
+def encode_output(value: object) -> tuple[dict[str, Json], dict[str, Array]]:
+    """A pipeline output as (description, arrays); `decode_output` rebuilds it."""
+    arrays: dict[str, Array] = {}
+    description = _describe(value, arrays)
+    return cast(dict[str, Json], description), arrays
+
+
+def decode_output(meta: Json, arrays: Mapping[str, Array]) -> Any:
+    if not isinstance(meta, dict):
+        raise ValueError("malformed output description")
+    kind = meta.get("kind")
+    if kind == "list":
+        return [decode_output(item, arrays) for item in cast(list[Json], meta["items"])]
+    array = arrays[str(meta["array"])]
+    if kind == "image":
+        return unpack_image(meta, array.tobytes())
+    if kind == "ndarray":
+        return array.copy()  # writable, like the in-process result
+    if kind == "tensor":
+        import torch  # only a tensor output needs torch on this side
+
+        return torch.from_numpy(array.copy())  # pyright: ignore[reportUnknownMemberType]
+    raise ValueError(f"unknown output kind {kind!r}")
+
+
+def _describe(value: object, arrays: dict[str, Array]) -> Json:
+    name = f"output.{len(arrays)}"
+    if isinstance(value, Image.Image):
+        meta, data = pack_image(value)
+        arrays[name] = np.frombuffer(data, dtype=np.uint8)
+        return {"kind": "image", "array": name, **meta}
+    if isinstance(value, np.ndarray):
+        arrays[name] = cast(Array, value)
+        return {"kind": "ndarray", "array": name}
+    if isinstance(value, list | tuple):
+        items = cast(Sequence[object], value)
+        return {"kind": "list", "items": [_describe(item, arrays) for item in items]}
+    to_numpy = getattr(value, "numpy", None)
+    if callable(to_numpy) and hasattr(value, "detach"):  # a torch tensor, without importing torch
+        tensor = cast(Any, value).detach().cpu()
+        arrays[name] = cast(Array, tensor.numpy())
+        return {"kind": "tensor", "array": name}
+    raise TypeError(f"a {type(value).__name__} output cannot come back from the worker group")

@@ -1,0 +1,145 @@
+"""`ParallelSampler`: the `BatchedSampler` for a split placement; jobs run in the worker group.
+
+A model runner submits the same `SampleJob` it would give the in-process sampler; its pipeline must
+implement `RemotePipeline`. The group is started on the first job and holds that pipeline; a job
+for a different pipeline (other model files) restarts it with the new one. The job's phases, steps
+and cancel token cross the boundary, and the output comes back as the same type, pixel for pixel.
+A job that loses its group to a fault (a rank killed or hung) is retried once on a fresh group.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Protocol
+
+from inline_core.device.split import ParallelSpec
+from inline_core.errors import InvalidRequest, Unavailable
+from inline_core.parallel.config import GroupConfig
+from inline_core.parallel.group import WorkerGroup
+from inline_core.parallel.protocol import Json
+from inline_core.parallel.remote import PipelineSpec, RemotePipeline, decode_output
+from inline_core.parallel.runner import DEFAULT_RUNNER
+from inline_core.parallel.settings import RankSettings
+from inline_core.runtime.cancel import CancelToken
+
+
+class SampleJobLike(Protocol):
+    """The fields of `sampling.SampleJob` this sampler reads (`sampling` imports `parallel`, so
+    the job is described structurally here rather than imported)."""
+
+    @property
+    def pipeline(self) -> Any: ...
+
+    @property
+    def state(self) -> Any: ...
+
+    @property
+    def cancel(self) -> CancelToken: ...
+
+    @property
+    def on_phase(self) -> Callable[[str], None]: ...
+
+    @property
+    def on_step(self) -> Callable[[int, int], None]: ...
+
+
+class ParallelSampler:
+    def __init__(self, config: GroupConfig, *, retries: int = 1) -> None:
+        self.config = config
+        self.retries = retries
+        self._lock = threading.Lock()
+        self._group: WorkerGroup | None = None
+        self._spec_key: str | None = None
+        self._closed = False
+        self._in_flight = 0
+        self._completed = 0
+        self._failed = 0
+        self.last_meta: dict[int, dict[str, Json]] = {}  # each rank's debug counters, last job
+
+    @classmethod
+    def for_split(cls, split: ParallelSpec, *, cuda: bool, engine: str = "auto") -> ParallelSampler:
+        """The sampler for a split the device policy chose: NCCL ranks (one GPU each) on CUDA,
+        gloo CPU ranks otherwise (`INLINE_PROFILE=cpu INLINE_PARALLEL=ulysses=2`)."""
+        ranks = RankSettings(split=split, backend="nccl" if cuda else "gloo", engine=engine)
+        return cls(GroupConfig(ranks))
+
+    def run(self, job: SampleJobLike) -> Any:
+        """Run `job` in the worker group; blocks the calling thread like `StepLoopSampler.run`."""
+        pipeline = job.pipeline
+        if not isinstance(pipeline, RemotePipeline):
+            raise InvalidRequest(
+                f"{type(pipeline).__name__} cannot run split across ranks (no RemotePipeline)"
+            )
+        request = pipeline.remote_request(job.state)
+        group = self._group_for(pipeline.remote_spec())
+        with self._lock:
+            self._in_flight += 1
+        try:
+            reply = group.submit(
+                request.params,
+                request.blobs,
+                cancel=job.cancel,
+                on_phase=job.on_phase,
+                on_step=job.on_step,
+                retries=self.retries,
+            )
+        except BaseException:
+            with self._lock:
+                self._failed += 1
+            raise
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+        with self._lock:
+            self._completed += 1
+        self.last_meta = reply.meta
+        return decode_output(reply.meta[0].get("output"), reply.arrays)
+
+    def _group_for(self, spec: PipelineSpec) -> WorkerGroup:
+        with self._lock:
+            if self._closed:
+                raise Unavailable("the sampler is closed")
+            if self._group is not None and self._spec_key == spec.key:
+                return self._group
+            old, self._group = self._group, None
+        if old is not None:
+            old.close()  # one group holds the devices; a new pipeline needs a new group
+        ranks = replace(
+            self.config.ranks,
+            runner=DEFAULT_RUNNER,
+            runner_args={"loader": spec.loader, "loaderArgs": spec.args},
+        )
+        group = WorkerGroup(replace(self.config, ranks=ranks))
+        with self._lock:
+            self._group, self._spec_key = group, spec.key
+        return group
+
+    def start(self, spec: PipelineSpec) -> dict[str, Json]:
+        """Launch the group for `spec` ahead of the first job (e.g. at server start-up)."""
+        return self._group_for(spec).start()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def stats(self) -> dict[str, Any]:
+        group = self._group
+        with self._lock:
+            return {
+                "activeJobs": min(1, self._in_flight),  # the group runs one job at a time
+                "queuedJobs": max(0, self._in_flight - 1),
+                "completedJobs": self._completed,
+                "failedJobs": self._failed,
+                "retriedJobs": 0 if group is None else group.retried,
+                "closed": self._closed,
+                "group": None if group is None else group.stats(),
+            }
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            group, self._group = self._group, None
+        if group is not None:
+            group.close()

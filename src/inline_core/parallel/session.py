@@ -1,0 +1,369 @@
+"""One launched incarnation of the worker group, from `torchrun` to teardown.
+
+Threads: an acceptor (takes one authenticated connection per rank), a reader per rank (heartbeats,
+readiness, job progress and outcomes), and a monitor that applies every deadline. Any fault marks
+the session failed once; the monitor then kills the whole process tree and only afterwards fails
+the job in flight, so a caller that sees the error can rely on no rank being left running.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing import AuthenticationError
+from pathlib import Path
+
+import psutil
+
+import inline_core
+from inline_core.errors import InlineError
+from inline_core.parallel.config import GroupConfig
+from inline_core.parallel.errors import RemoteJobError, WorkerGroupError, WorkerStartError
+from inline_core.parallel.ipc import Channel, IpcServer
+from inline_core.parallel.launch import (
+    LaunchPlan,
+    is_running,
+    kill_tree,
+    launch,
+    read_tail,
+    summarize_failure,
+)
+from inline_core.parallel.protocol import (
+    Array,
+    Cancel,
+    Failure,
+    Hello,
+    Job,
+    Json,
+    Message,
+    Phase,
+    Progress,
+    Ready,
+    Result,
+    Shutdown,
+    StartFailed,
+)
+from inline_core.parallel.settings import ServerIdentity
+
+POLL_S = 0.05
+
+
+@dataclass
+class GroupReply:
+    """A finished job: rank 0's arrays, and each rank's metadata (debug counters included)."""
+
+    arrays: dict[str, Array]
+    meta: dict[int, dict[str, Json]]
+
+
+@dataclass
+class PendingJob:
+    job_id: int
+    world_size: int
+    on_phase: Callable[[str], None]
+    on_step: Callable[[int, int], None]
+    outcomes: dict[int, Result | Failure] = field(default_factory=dict[int, Result | Failure])
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None  # a group fault, or a callback that raised
+    first_failure_at: float | None = None
+    last_progress: float = field(default_factory=time.monotonic)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if error is not None and self.error is None:
+            self.error = error
+        self.done.set()
+
+
+class Session:
+    def __init__(self, config: GroupConfig) -> None:
+        self.config = config
+        self.world_size = config.nproc
+        self.ipc = IpcServer()
+        self.log_path = Path(self.ipc.directory) / "group.log"
+        self.channels: dict[int, Channel] = {}
+        self.pids: dict[int, int] = {}
+        self._procs: dict[int, psutil.Process] = {}
+        self.info: dict[str, Json] = {}
+        self.started_at = time.monotonic()
+        self.ready_at: float | None = None
+        self.connected_at: float | None = None  # when the last rank said hello
+        self.ready = threading.Event()
+        self.failed = threading.Event()  # a fault was seen (or close began)
+        self.torn_down = threading.Event()  # every process is gone
+        self.failure: str | None = None
+        self._out_of_step = False  # the fault was a job error that left the ranks out of step
+        self._start_failures: list[str] = []
+        self._start_failed_at: float | None = None
+        self._last_beat: dict[int, float] = {}
+        self._pending: PendingJob | None = None
+        self._closing = False
+        self._lock = threading.Lock()
+        self._readers: list[threading.Thread] = []
+        me = psutil.Process()
+        env = {
+            **config.env,
+            **self.ipc.env(),
+            **config.ranks.to_env(),
+            **ServerIdentity(me.pid, me.create_time()).to_env(),
+        }
+        env.setdefault("OMP_NUM_THREADS", str(config.rank_threads()))
+        env["PYTHONPATH"] = _python_path(env.get("PYTHONPATH") or os.environ.get("PYTHONPATH"))
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        plan = LaunchPlan(
+            nproc=self.world_size, env=env, log_path=self.log_path, python=config.python
+        )
+        try:
+            self.proc = launch(plan)
+        except OSError as exc:  # e.g. the configured interpreter does not exist
+            self.ipc.close()
+            raise WorkerStartError(f"could not launch torchrun: {exc}") from exc
+        self._acceptor = threading.Thread(target=self._accept, name="inline-accept", daemon=True)
+        self._monitor = threading.Thread(target=self._watch, name="inline-monitor", daemon=True)
+        self._acceptor.start()
+        self._monitor.start()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def wait_ready(self) -> None:
+        """Block until every rank holds the pipeline; raises `WorkerStartError` otherwise."""
+        while not self.ready.wait(POLL_S):
+            if self.failed.is_set():
+                self.torn_down.wait(30.0)
+                raise WorkerStartError(f"the worker group could not start: {self.failure}")
+
+    @property
+    def alive(self) -> bool:
+        return self.ready.is_set() and not self.failed.is_set()
+
+    def fail(self, reason: str) -> None:
+        """Record the first fault; the monitor tears the tree down, then fails the pending job."""
+        with self._lock:
+            if self.failure is not None or self._closing:
+                return
+            self.failure = reason
+        self.failed.set()
+
+    def close(self) -> None:
+        """Shut down cleanly: `Shutdown` to rank 0, then terminate/kill after the grace period."""
+        with self._lock:
+            already = self._closing or self.failure is not None
+            self._closing = True
+            self.failure = self.failure or "the worker group was closed"
+            pending = self._pending
+        if pending is not None:
+            pending.finish(WorkerGroupError("the worker group was closed while running this job"))
+        if not already:
+            leader = self.channels.get(0)
+            if leader is not None and self.ready.is_set():
+                try:
+                    leader.send(Shutdown())
+                    self.proc.wait(timeout=self.config.shutdown_grace_s)
+                except (OSError, ValueError, subprocess.TimeoutExpired):
+                    pass  # terminate/kill below
+            self.failed.set()
+            self._teardown(grace_s=1.0)
+        self.torn_down.wait(30.0)
+
+    def _teardown(self, grace_s: float = 0.0) -> None:
+        try:
+            kill_tree(self.proc, self.pids.values(), grace_s=grace_s)
+        finally:
+            for channel in list(self.channels.values()):
+                channel.close()
+            self.ipc.close()
+            self.torn_down.set()
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def submit(self, job: Job, pending: PendingJob) -> None:
+        with self._lock:
+            if self.failure is not None or self._closing:
+                raise WorkerGroupError(f"the worker group is down: {self.failure or 'closed'}")
+            self._pending = pending
+        try:
+            self.channels[0].send(job)
+        except (OSError, ValueError) as exc:
+            self.fail(f"could not send the job to rank 0: {exc}")
+
+    def cancel(self, job_id: int, reason: str) -> None:
+        try:
+            self.channels[0].send(Cancel(job_id, reason))
+        except (OSError, ValueError):
+            pass  # the group is going down; the fault path fails the job
+
+    def release(self, pending: PendingJob) -> None:
+        with self._lock:
+            if self._pending is pending:
+                self._pending = None
+
+    # -- threads -----------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        while len(self.channels) < self.world_size and not self.failed.is_set():
+            try:
+                channel = self.ipc.accept(timeout=POLL_S)
+            except (AuthenticationError, OSError, EOFError):
+                continue  # a peer without the key, or one that hung up mid-handshake
+            if channel is None:
+                continue
+            try:
+                hello = channel.recv(timeout=30.0)
+            except (EOFError, OSError):
+                channel.close()
+                continue
+            if not isinstance(hello, Hello) or hello.rank in self.channels:
+                channel.close()
+                continue
+            with self._lock:
+                self.channels[hello.rank] = channel
+                self.pids[hello.rank] = hello.pid
+                try:  # held, so a reused pid is never mistaken for the rank
+                    self._procs[hello.rank] = psutil.Process(hello.pid)
+                except psutil.Error:
+                    pass
+                self._last_beat[hello.rank] = time.monotonic()
+                if len(self.channels) == self.world_size:
+                    self.connected_at = time.monotonic()
+            reader = threading.Thread(
+                target=self._read,
+                args=(hello.rank, channel),
+                name=f"inline-group-rank{hello.rank}",
+                daemon=True,
+            )
+            self._readers.append(reader)
+            reader.start()
+
+    def _read(self, rank: int, channel: Channel) -> None:
+        while True:
+            try:
+                message = channel.recv(timeout=None)
+            except (EOFError, OSError, ValueError):
+                if self.ready.is_set():  # during start-up the monitor explains the exit
+                    self.fail(f"rank {rank} (pid {self.pids.get(rank)}) closed its connection")
+                return
+            self._last_beat[rank] = time.monotonic()
+            if message is not None:
+                self._dispatch(rank, message)
+
+    def _dispatch(self, rank: int, message: Message) -> None:
+        if isinstance(message, Ready):
+            self.info = message.info
+            self.ready_at = time.monotonic()
+            self.ready.set()
+        elif isinstance(message, StartFailed):
+            self._start_failures.append(message.message)
+            if self._start_failed_at is None:
+                self._start_failed_at = time.monotonic()
+        elif isinstance(message, Phase | Progress | Result | Failure):
+            pending = self._pending
+            if pending is None or pending.job_id != message.job_id:
+                return
+            if isinstance(message, Phase | Progress):
+                self._report(pending, message)
+            else:
+                self._record(pending, rank, message)
+
+    def _report(self, pending: PendingJob, message: Phase | Progress) -> None:
+        pending.last_progress = time.monotonic()
+        try:
+            if isinstance(message, Phase):
+                pending.on_phase(message.phase)
+            else:
+                pending.on_step(message.step, message.count)
+        except Exception as exc:  # the caller's callback failed: stop the job, report that
+            if pending.error is None:
+                pending.error = exc
+            self.cancel(pending.job_id, "a progress callback failed")
+
+    def _record(self, pending: PendingJob, rank: int, outcome: Result | Failure) -> None:
+        pending.outcomes[rank] = outcome
+        if isinstance(outcome, Failure) and pending.first_failure_at is None:
+            pending.first_failure_at = time.monotonic()
+        if len(pending.outcomes) == pending.world_size:
+            pending.finish()
+
+    def _watch(self) -> None:
+        while not self.failed.wait(POLL_S):
+            reason = self._check()
+            if reason is not None:
+                self.fail(reason)
+        with self._lock:
+            closing = self._closing
+        if closing:
+            return  # close() tears down and settles the job itself
+        self._teardown()
+        pending = self._pending
+        if pending is not None:
+            pending.finish(self._job_error(pending))
+
+    def _check(self) -> str | None:
+        now = time.monotonic()
+        code = self.proc.poll()
+        if code is not None:
+            return self._exit_reason(code)
+        if self._start_failed_at is not None:
+            # The ranks are leaving on purpose (they stop beating as they go); give the launcher
+            # a moment to exit with them, then take the tree down regardless.
+            if now - self._start_failed_at > self.config.error_grace_s + 5.0:
+                return "; ".join(self._start_failures)
+            return None
+        # During start-up a rank that gives up exits on purpose (after `StartFailed`); the
+        # launcher's exit, with the reasons the ranks sent, explains it better than its pid.
+        for rank, proc in list(self._procs.items()) if self.ready.is_set() else ():
+            if not is_running(proc):
+                return f"rank {rank} (pid {proc.pid}) died"
+        for rank, seen in list(self._last_beat.items()):
+            if now - seen > self.config.heartbeat_timeout_s:
+                return (
+                    f"rank {rank} (pid {self.pids.get(rank)}) sent no heartbeat for "
+                    f"{now - seen:.1f}s: it is hung or stopped"
+                )
+        if not self.ready.is_set() and now - self.started_at > self.config.start_timeout_s:
+            return f"not ready within {self.config.start_timeout_s:.0f}s"
+        pending = self._pending
+        if pending is not None and not pending.done.is_set():
+            step_limit = self.config.step_timeout_s
+            if step_limit is not None and now - pending.last_progress > step_limit:
+                return f"job {pending.job_id} made no progress for {step_limit:.0f}s: hung"
+            first = pending.first_failure_at
+            if first is not None and now - first > self.config.error_grace_s:
+                self._out_of_step = True
+                missing = sorted(set(range(self.world_size)) - set(pending.outcomes))
+                return (
+                    f"job {pending.job_id} failed on some ranks while ranks {missing} did not "
+                    "finish: the group is out of step"
+                )
+        return None
+
+    def _exit_reason(self, code: int) -> str:
+        for reader in self._readers:
+            reader.join(timeout=1.0)  # let StartFailed messages already sent arrive
+        if self._start_failures:
+            return "; ".join(self._start_failures)
+        tail = read_tail(self.log_path)
+        if not self.ready.is_set():
+            return f"torchrun exited with code {code} during start-up: {summarize_failure(tail)}"
+        return f"the group exited with code {code}: {summarize_failure(tail)}"
+
+    def _job_error(self, pending: PendingJob) -> InlineError:
+        failures = [o for o in pending.outcomes.values() if isinstance(o, Failure)]
+        if failures and self._out_of_step:  # the job's own error left the ranks out of step
+            first = failures[0]
+            return RemoteJobError(
+                f"{first.message} (the worker group was restarted: {self.failure})",
+                code=first.code,
+                status=first.status,
+            )
+        return WorkerGroupError(
+            f"the worker group failed during job {pending.job_id}: {self.failure}"
+        )
+
+
+def _python_path(existing: str | None) -> str:
+    """The ranks import this very `inline_core`, installed or not, ahead of anything else."""
+    source_root = str(Path(inline_core.__file__).resolve().parent.parent)
+    return os.pathsep.join([source_root, *([existing] if existing else [])])

@@ -1,0 +1,212 @@
+"""The torchrun entry of every rank: `python -m inline_core.parallel.worker`.
+
+Each rank connects to the server (its own authenticated socket: hello, heartbeats, its job
+outcome), joins the process group, loads the runner once and keeps it resident. Rank 0 also
+receives the jobs and shares each with the other ranks; then all ranks run it together.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+from datetime import timedelta
+from typing import Any
+
+import torch
+
+from inline_core.errors import Cancelled, InlineError
+from inline_core.parallel import torchdist
+from inline_core.parallel.collective import (
+    STOP,
+    TICK,
+    CancelFlags,
+    CollectiveControl,
+    Command,
+    share_command,
+)
+from inline_core.parallel.ipc import Channel, connect_from_env
+from inline_core.parallel.lifeline import Lifeline, orphaned_exit
+from inline_core.parallel.protocol import (
+    Cancel,
+    Failure,
+    Hello,
+    Job,
+    Json,
+    Ready,
+    Result,
+    Shutdown,
+    StartFailed,
+)
+from inline_core.parallel.runner import JobCancelled, JobRunner, WorkerContext, resolve
+from inline_core.parallel.settings import RankSettings, ServerIdentity
+
+GROUP_TIMEOUT = timedelta(minutes=30)
+
+
+def main() -> int:
+    rank = int(os.environ["RANK"])
+    world_size = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    settings = RankSettings.from_env()
+    # Connect before anything slow, so the server sees every rank early and can time it.
+    channel = connect_from_env()
+    channel.send(Hello(rank=rank, world_size=world_size, pid=os.getpid()))
+    lifeline = Lifeline(channel, rank, ServerIdentity.from_env(), settings.heartbeat_s)
+    lifeline.start()
+
+    device = "cpu"
+    if settings.backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = f"cuda:{local_rank}"
+    torchdist.init(settings.backend, GROUP_TIMEOUT)
+    # Control traffic stays on CPU (gloo) whatever the compute backend is.
+    control = torchdist.new_gloo_group() if settings.backend != "gloo" else None
+    context = WorkerContext(
+        rank=rank,
+        world_size=world_size,
+        local_rank=local_rank,
+        device=device,
+        split=settings.split,
+        engine=settings.engine,
+    )
+    runner, error = _load(context, settings)
+    if any(torchdist.all_gather_object(error, world_size, control)):
+        if error is not None:
+            channel.send(StartFailed(rank=rank, message=error))
+        _leave(lifeline, channel)
+        return 1
+    assert runner is not None
+    if rank == 0:
+        info: dict[str, Json] = {"worldSize": world_size, "backend": settings.backend}
+        info.update(runner.describe())
+        channel.send(Ready(info=info))
+        _serve_leader(runner, context, channel, control, settings.idle_tick_s)
+    else:
+        _serve_follower(runner, context, channel, control)
+    _leave(lifeline, channel)
+    return 0
+
+
+def _load(context: WorkerContext, settings: RankSettings) -> tuple[JobRunner | None, str | None]:
+    try:
+        factory = resolve(settings.runner)
+        runner: JobRunner = factory(context, settings.runner_args)
+        return runner, None
+    except Exception as exc:  # reported to the server as the reason the group cannot start
+        traceback.print_exc()
+        return None, f"rank {context.rank}: {type(exc).__name__}: {exc}"
+
+
+def _leave(lifeline: Lifeline, channel: Channel) -> None:
+    # A barrier first: a rank that tears its group down while a peer is still in a collective
+    # can make that peer abort at exit.
+    torchdist.barrier()
+    torchdist.destroy()
+    lifeline.stop()
+    channel.close()
+
+
+def _serve_leader(
+    runner: JobRunner, context: WorkerContext, channel: Channel, control: Any, idle_tick_s: float
+) -> None:
+    inbox: queue.Queue[Job | Shutdown] = queue.Queue()
+    flags = CancelFlags()
+    reader = threading.Thread(
+        target=_read_server, args=(channel, inbox, flags), name="inline-leader-inbox", daemon=True
+    )
+    reader.start()
+    while True:
+        try:
+            message = inbox.get(timeout=idle_tick_s)
+        except queue.Empty:
+            share_command(TICK, control)
+            continue
+        if isinstance(message, Shutdown):
+            share_command(STOP, control)
+            return
+        share_command(message, control)
+        _execute(message, runner, context, channel, control, flags)
+        flags.discard(message.job_id)
+
+
+def _serve_follower(runner: JobRunner, context: WorkerContext, channel: Channel, control: Any) -> (
+    None
+):
+    while True:
+        command: Command = share_command(None, control)
+        if command == STOP:
+            return
+        if isinstance(command, Job):
+            _execute(command, runner, context, channel, control, None)
+
+
+def _read_server(
+    channel: Channel, inbox: queue.Queue[Job | Shutdown], flags: CancelFlags
+) -> None:
+    while True:
+        try:
+            message = channel.recv()
+        except (EOFError, OSError):
+            orphaned_exit("the server closed the connection")
+            return
+        if isinstance(message, Cancel):
+            flags.add(message.job_id)
+        elif isinstance(message, Job | Shutdown):
+            inbox.put(message)
+            if isinstance(message, Shutdown):
+                return
+
+
+def _execute(
+    job: Job,
+    runner: JobRunner,
+    context: WorkerContext,
+    channel: Channel,
+    control: Any,
+    flags: CancelFlags | None,
+) -> None:
+    ctl = CollectiveControl(
+        job.job_id, rank=context.rank, group=control, channel=channel, flags=flags
+    )
+    began = time.perf_counter()
+    try:
+        output = runner.run(job.params, job.blobs, ctl)
+        ctl.finish()
+    except JobCancelled:
+        code, status = Cancelled.code, Cancelled.status
+        channel.send(Failure(job.job_id, context.rank, code, status, "cancelled"))
+        return
+    except InlineError as exc:
+        channel.send(Failure(job.job_id, context.rank, exc.code, exc.status, exc.message))
+        return
+    except Exception as exc:
+        traceback.print_exc()
+        message = f"{type(exc).__name__}: {exc}"
+        channel.send(Failure(job.job_id, context.rank, "run_failed", 500, message))
+        return
+    arrays = output.arrays if context.is_leader else {}
+    # The rank's own time for the job, and the part of it spent on control traffic (progress,
+    # cancel agreement), so the server can tell the group's overhead from the compute.
+    meta: dict[str, Json] = {
+        **output.meta,
+        "computeS": time.perf_counter() - began,
+        "controlS": ctl.seconds,
+    }
+    channel.send(Result(job.job_id, context.rank, meta=meta, arrays=arrays))
+
+
+def _exit(code: int) -> None:
+    """Leave without the interpreter's teardown: once the group is destroyed and the socket closed,
+    unwinding torch, diffusers and their thread pools only costs time (about 3 s a rank measured
+    here, which every shutdown and restart would wait for)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _exit(main())

@@ -1,0 +1,56 @@
+"""A light runner for the group's own tests: real collectives per step, no model to load.
+
+Loaded inside the ranks by dotted path (the tests put this folder on the ranks' PYTHONPATH). Each
+step all-reduces every rank's contribution, so a dead or stopped rank blocks the others exactly as
+it would inside a split transformer forward.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from inline_core.parallel.protocol import Json
+from inline_core.parallel.runner import JobControl, JobOutput, WorkerContext
+
+
+class CollectiveRunner:
+    def __init__(self, context: WorkerContext) -> None:
+        self.context = context
+
+    def describe(self) -> dict[str, Json]:
+        return {"runner": "collective", "pid": os.getpid()}
+
+    def run(
+        self, params: Mapping[str, Json], blobs: Mapping[str, bytes], control: JobControl
+    ) -> JobOutput:
+        steps = int(str(params.get("steps", 2)))
+        pause = float(str(params.get("stepS", 0.0)))
+        fail_rank = params.get("failRank")
+        control.phase("sample")
+        total = 0.0
+        for step in range(1, steps + 1):
+            if fail_rank in (self.context.rank, "all"):
+                raise ValueError(f"rank {self.context.rank} failed at step {step}")
+            value = torch.tensor([float(self.context.rank + 1)])
+            dist.all_reduce(value)  # pyright: ignore[reportUnknownMemberType]
+            total += float(value[0])
+            if pause:
+                time.sleep(pause)
+            control.step(step, steps)
+        payload = np.frombuffer(blobs.get("payload", b""), dtype=np.uint8)
+        return JobOutput(
+            meta={"rank": self.context.rank, "total": total, "pid": os.getpid()},
+            arrays={"echo": payload[::-1].copy(), "ranks": np.arange(self.context.world_size)},
+        )
+
+
+def load(context: WorkerContext, args: Mapping[str, Json]) -> CollectiveRunner:
+    if args.get("failToLoad"):
+        raise FileNotFoundError(f"no model at {args['failToLoad']}")
+    return CollectiveRunner(context)

@@ -1,0 +1,74 @@
+"""Helpers of the worker-group tests: 2 CPU ranks over gloo, process-table checks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+
+from inline_core.device.split import ParallelSpec
+from inline_core.parallel.config import GroupConfig
+from inline_core.parallel.group import WorkerGroup
+from inline_core.parallel.launch import is_running
+from inline_core.parallel.settings import RankSettings
+
+HERE = Path(__file__).resolve().parent
+SPLIT = ParallelSpec.parse("ulysses=2")  # what INLINE_PARALLEL=ulysses=2 asks for
+COLLECTIVE = "collective_runner:load"
+
+
+def group_config(runner: str = COLLECTIVE, **overrides: object) -> GroupConfig:
+    """Two gloo ranks; this folder on their PYTHONPATH so they can import the test runners."""
+    base = GroupConfig(
+        RankSettings(split=SPLIT, runner=runner, heartbeat_s=0.2),
+        heartbeat_timeout_s=3.0,
+        start_timeout_s=120.0,
+        env={"PYTHONPATH": str(HERE), "INLINE_PROFILE": "cpu"},
+    )
+    return replace(base, **overrides)  # pyright: ignore[reportArgumentType]
+
+
+def group_pids(group: WorkerGroup) -> list[int]:
+    pids = group.pids()
+    ranks: dict[int, int] = pids["ranks"]
+    launcher: int | None = pids["launcher"]
+    return [*ranks.values(), *([launcher] if launcher is not None else [])]
+
+
+def alive(pids: Iterable[int]) -> list[int]:
+    """The pids still running (a zombie waiting for its reaper counts as gone)."""
+    found: list[int] = []
+    for pid in pids:
+        try:
+            if is_running(psutil.Process(pid)):
+                found.append(pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def group_children() -> list[psutil.Process]:
+    """Processes of a worker group still below this test process."""
+    out: list[psutil.Process] = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if is_running(child) and ("torch.distributed.run" in cmd or "parallel.worker" in cmd):
+            out.append(child)
+    return out
+
+
+def wait_gone(pids: Iterable[int], timeout: float = 20.0) -> list[int]:
+    """Wait (bounded) for `pids` to exit; returns those still running at the deadline."""
+    pending = list(pids)
+    deadline = time.monotonic() + timeout
+    while pending and time.monotonic() < deadline:
+        pending = alive(pending)
+        if pending:
+            time.sleep(0.05)
+    return alive(pending)

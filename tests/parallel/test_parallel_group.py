@@ -1,0 +1,156 @@
+"""The worker group on 2 gloo ranks with a light collective runner, one group for the module (a
+start costs seconds; the tests run in file order): handshake, jobs, progress, cancellation and job
+errors on the first group; then the faults that take a group down (a rank out of step, a rank
+killed, a rank hung), each detected, torn down before the error is raised, and rebuilt by the next
+job, which is retried once on a fresh group; and a clean close of the last group.
+
+(Detection latency is measured in bench/parallel_overhead.py; tests assert behaviour, not time.)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+
+import pytest
+from parallel_support import alive, group_children, group_config, group_pids, wait_gone
+
+from inline_core.errors import Cancelled
+from inline_core.parallel.errors import RemoteJobError, WorkerGroupError
+from inline_core.parallel.group import WorkerGroup
+from inline_core.runtime.cancel import CancelToken
+
+
+@pytest.fixture(scope="module")
+def group() -> Iterator[WorkerGroup]:
+    g = WorkerGroup(group_config(heartbeat_timeout_s=2.0))
+    yield g
+    pids = group_pids(g)
+    g.close()
+    assert wait_gone(pids) == []
+    assert group_children() == []  # nothing of any group left below the test process
+
+
+def test_start_handshake_reports_every_rank(group: WorkerGroup) -> None:
+    info = group.start()
+    assert info["runner"] == "collective"
+    assert info["worldSize"] == 2 and info["backend"] == "gloo"
+    pids = group.pids()
+    assert sorted(pids["ranks"]) == [0, 1]
+    assert len(alive(group_pids(group))) == 3  # launcher + 2 ranks
+    assert group.start() == info and group.launches == 1  # started once, lazily
+
+
+def test_a_job_runs_on_every_rank_with_progress(group: WorkerGroup) -> None:
+    events: list[object] = []
+    reply = group.submit(
+        {"steps": 3},
+        {"payload": b"abcdef"},
+        on_phase=events.append,
+        on_step=lambda step, count: events.append((step, count)),
+    )
+    assert events == ["sample", (1, 3), (2, 3), (3, 3)]
+    # Each step all-reduced 1 + 2 across the two ranks.
+    assert reply.meta[0]["total"] == reply.meta[1]["total"] == 9.0
+    rank_pids = set(group.pids()["ranks"].values())
+    assert {int(str(reply.meta[r]["pid"])) for r in (0, 1)} == rank_pids
+    assert bytes(reply.arrays["echo"]) == b"fedcba"
+    assert reply.arrays["ranks"].tolist() == [0, 1]
+    assert isinstance(reply.meta[0]["computeS"], float)
+
+
+def test_cancel_reaches_every_rank_at_a_step(group: WorkerGroup) -> None:
+    token = CancelToken()
+    steps: list[int] = []
+
+    def on_step(step: int, count: int) -> None:
+        steps.append(step)
+        token.cancel("user cancelled")
+
+    before = group.pids()
+    with pytest.raises(Cancelled, match="user cancelled"):
+        group.submit({"steps": 200, "stepS": 0.05}, cancel=token, on_step=on_step)
+    assert 1 <= len(steps) < 200
+    # The group stays up and keeps the same ranks.
+    assert group.pids() == before
+    assert group.submit({"steps": 1}).meta[0]["total"] == 3.0
+
+
+def test_a_job_error_on_every_rank_keeps_the_group(group: WorkerGroup) -> None:
+    before = group.pids()
+    with pytest.raises(RemoteJobError, match="failed at step 1") as caught:
+        group.submit({"steps": 2, "failRank": "all"})
+    assert caught.value.code == "run_failed"
+    assert group.pids() == before
+    assert group.submit({"steps": 1}).meta[1]["total"] == 3.0
+
+
+def test_a_failing_callback_stops_the_job(group: WorkerGroup) -> None:
+    def on_step(step: int, count: int) -> None:
+        raise RuntimeError("reporter is gone")
+
+    with pytest.raises(RuntimeError, match="reporter is gone"):
+        group.submit({"steps": 100, "stepS": 0.05}, on_step=on_step)
+    assert group.submit({"steps": 1}).meta[0]["total"] == 3.0
+
+
+def test_an_error_on_one_rank_restarts_the_group(group: WorkerGroup) -> None:
+    old = group_pids(group)
+    # Rank 1 raises while rank 0 waits for it in the step's all-reduce: the ranks are out of step.
+    with pytest.raises(RemoteJobError, match="rank 1 failed at step 1") as caught:
+        group.submit({"steps": 3, "failRank": 1})
+    assert "restarted" in caught.value.message
+    assert alive(old) == []  # torn down before the error reached us
+    reply = group.submit({"steps": 2}, {"payload": b"xy"})
+    assert group.launches == 2
+    assert bytes(reply.arrays["echo"]) == b"yx"
+    assert set(group_pids(group)).isdisjoint(old)
+
+
+def test_a_killed_rank_fails_the_job_and_leaves_nothing(group: WorkerGroup) -> None:
+    group.start()  # the group rebuilt after the previous fault
+    old = group_pids(group)
+    rank1 = group.pids()["ranks"][1]
+
+    def on_step(step: int, count: int) -> None:
+        if step == 1:
+            os.kill(rank1, signal.SIGKILL)
+
+    with pytest.raises(WorkerGroupError) as caught:  # 200 steps of 50 ms: killed long before
+        group.submit({"steps": 200, "stepS": 0.05}, on_step=on_step)
+    assert caught.value.code == "worker_group_failed" and caught.value.status == 503
+    assert "rank 1" in caught.value.message or "exited" in caught.value.message
+    assert alive(old) == []
+    assert group_children() == []
+
+
+def test_a_hung_rank_is_found_and_its_job_retried_on_a_fresh_group(group: WorkerGroup) -> None:
+    stopped: list[int] = []
+    launches = group.launches
+
+    def on_step(step: int, count: int) -> None:
+        if step == 1 and not stopped:  # only in the first attempt
+            stopped.append(group.pids()["ranks"][1])
+            os.kill(stopped[0], signal.SIGSTOP)
+
+    reply = group.submit(
+        {"steps": 50, "stepS": 0.02}, {"payload": b"ok"}, on_step=on_step, retries=1
+    )
+    assert bytes(reply.arrays["echo"]) == b"ko"
+    assert reply.meta[0]["total"] == 150.0
+    assert group.retried == 1
+    assert group.launches == launches + 2  # the group the job found down, then its retry
+    failure = group.last_failure or ""
+    assert f"rank 1 (pid {stopped[0]}) sent no heartbeat" in failure
+    assert "hung or stopped" in failure
+    assert alive(stopped) == []  # the stopped rank too
+
+
+def test_close_stops_the_group_cleanly(group: WorkerGroup) -> None:
+    pids = group_pids(group)
+    assert len(alive(pids)) == 3
+    group.close()
+    assert group.last_exit_code == 0  # every rank left through the shutdown message
+    assert alive(pids) == []
+    assert group.stats()["state"] == "closed"

@@ -1,0 +1,123 @@
+"""Z-Image split across 2 gloo ranks by cache-dit (INLINE_PROFILE=cpu, INLINE_PARALLEL=ulysses=2),
+through the family's own hook (`models.zimage.remote`): the take equals the in-process take, and
+each rank's attention really saw half the tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from parallel_support import group_children, group_config
+from PIL import Image
+from zimage_support import kit_spec, load_spec, render_in_process
+
+from inline_core.errors import Cancelled
+from inline_core.models.zimage.kit import KitPaths
+from inline_core.models.zimage.pipeline import ZImageStepPipeline
+from inline_core.models.zimage.remote import LOADER, load_for_rank
+from inline_core.parallel.group import WorkerGroup
+from inline_core.parallel.probe import AttentionProbe
+from inline_core.parallel.runner import resolve
+from inline_core.parallel.sampler import ParallelSampler
+from inline_core.runtime.cancel import CancelToken
+from inline_core.sampling import SampleJob
+
+KW: dict[str, Any] = {"prompt": "a red fox", "width": 64, "height": 64, "steps": 4, "seed": 7}
+
+
+@pytest.fixture(scope="module")
+def local(kit: KitPaths) -> ZImageStepPipeline:
+    """The pipeline in this process, built by the very loader (and spec) the ranks use."""
+    spec = kit_spec(kit.root)
+    assert spec.loader == LOADER and resolve(spec.loader) is load_for_rank
+    pipeline = load_spec(spec)
+    assert pipeline.remote_spec() == spec  # rebuilt from plain values, it names itself the same
+    return pipeline
+
+
+@pytest.fixture(scope="module")
+def sampler() -> Iterator[ParallelSampler]:
+    s = ParallelSampler(group_config(), retries=1)
+    yield s
+    s.close()
+    assert group_children() == []
+
+
+def _in_process(pipe: ZImageStepPipeline, events: list[object], **kw: Any) -> Image.Image:
+    return render_in_process(pipe, group_config(), events, **kw)
+
+
+def _group(sampler: ParallelSampler) -> WorkerGroup:
+    group = sampler._group  # pyright: ignore[reportPrivateUsage]
+    assert group is not None
+    return group
+
+
+def test_split_take_equals_in_process_take(
+    local: ZImageStepPipeline, sampler: ParallelSampler
+) -> None:
+    probe = AttentionProbe(local.denoiser.transformer)
+    try:
+        local_events: list[object] = []
+        expected = _in_process(local, local_events, guidance=0.0, **KW)
+        whole = list(probe.first_forward)
+    finally:
+        probe.remove()
+    events: list[object] = []
+    job = SampleJob(
+        pipeline=local,
+        state=local.request(guidance=0.0, **KW),
+        on_phase=events.append,
+        on_step=lambda s, c: events.append((s, c)),
+    )
+    got = sampler.run(job)
+    assert isinstance(got, Image.Image)
+    assert (got.mode, got.size) == (expected.mode, expected.size)
+    assert np.array_equal(np.asarray(got), np.asarray(expected))  # the same pixels, exactly
+    assert events == local_events == ["encode", "sample", (1, 4), (2, 4), (3, 4), (4, 4), "decode"]
+    # A real split: every attention layer of every rank saw half of what one process sees.
+    meta = sampler.last_meta
+    assert whole and all(n % 2 == 0 for n in whole)
+    for rank in (0, 1):
+        assert meta[rank]["engine"] == "cache-dit"
+        assert meta[rank]["attentionTokens"] == [n // 2 for n in whole]
+        assert meta[rank]["forwards"] == 4
+
+
+def test_img2img_with_guidance_equals_in_process(
+    local: ZImageStepPipeline, sampler: ParallelSampler
+) -> None:
+    source = Image.fromarray(
+        np.random.default_rng(3).integers(0, 255, (64, 64, 3), dtype=np.uint8)
+    )
+    kw = {**KW, "guidance": 2.5, "negative_prompt": "blurry", "image": source, "strength": 0.75}
+    expected = _in_process(local, [], **kw)
+    got = sampler.run(SampleJob(pipeline=local, state=local.request(**kw)))
+    assert np.array_equal(np.asarray(got), np.asarray(expected))
+    # With guidance the forward carries the positive and the negative sequence; both were split.
+    assert len(sampler.last_meta[1]["attentionTokens"]) > 0  # pyright: ignore[reportArgumentType]
+
+
+def test_cancel_crosses_into_the_group(
+    local: ZImageStepPipeline, sampler: ParallelSampler
+) -> None:
+    token = CancelToken()
+    steps: list[int] = []
+
+    def on_step(step: int, count: int) -> None:
+        steps.append(step)
+        token.cancel("cancelled by the client")
+
+    job = SampleJob(
+        pipeline=local,
+        state=local.request(guidance=0.0, **{**KW, "steps": 40}),
+        cancel=token,
+        on_step=on_step,
+    )
+    before = _group(sampler).pids()
+    with pytest.raises(Cancelled, match="cancelled by the client"):
+        sampler.run(job)
+    assert 1 <= len(steps) < 40
+    assert _group(sampler).pids() == before  # the group stays resident

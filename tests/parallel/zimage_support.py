@@ -1,0 +1,62 @@
+"""Z-Image in the worker-group tests: the pipeline the ranks load, rendered in process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+
+from inline_core.config import Config
+from inline_core.device import Placement
+from inline_core.models.catalog import Catalog
+from inline_core.models.zimage.pipeline import ZImageStepPipeline
+from inline_core.models.zimage.remote import rank_spec
+from inline_core.models.zimage.resolve import ZImageResolver
+from inline_core.parallel.config import GroupConfig
+from inline_core.parallel.remote import PipelineSpec
+from inline_core.parallel.runner import resolve
+from inline_core.sampling import SampleJob, StepLoopSampler
+
+
+def kit_spec(models_dir: Path) -> PipelineSpec:
+    """How the ranks rebuild the kit's stack on CPU (what the server sends them)."""
+    config = Config(models_dir=models_dir, profile="cpu")
+    sources = ZImageResolver(Catalog(models_dir), config).resolve().require()
+    return rank_spec(sources, [Placement("cpu", "float32")] * 3)
+
+
+def load_spec(spec: PipelineSpec) -> ZImageStepPipeline:
+    """The pipeline in this process, built by the loader the spec names, as each rank does."""
+    pipeline = resolve(spec.loader)(device="cpu", **spec.args)
+    assert isinstance(pipeline, ZImageStepPipeline)
+    return pipeline
+
+
+def rank_threads(config: GroupConfig) -> int:
+    """Torch threads of each CPU rank (OMP_NUM_THREADS passes through when set)."""
+    return int(os.environ.get("OMP_NUM_THREADS") or config.rank_threads())
+
+
+def render_in_process(
+    pipe: ZImageStepPipeline, config: GroupConfig, events: list[object] | None = None, **kw: Any
+) -> Image.Image:
+    """The in-process take at the ranks' thread count: oneDNN's float reductions depend on the
+    thread count (2 threads vs 1 moves an occasional pixel by 1 with or without a split)."""
+    seen: list[object] = [] if events is None else events
+    loop = StepLoopSampler()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(rank_threads(config))
+    try:
+        job = SampleJob(
+            pipeline=pipe,
+            state=pipe.request(**kw),
+            on_phase=seen.append,
+            on_step=lambda s, c: seen.append((s, c)),
+        )
+        return loop.run(job)
+    finally:
+        torch.set_num_threads(threads)
+        loop.close()
