@@ -56,12 +56,22 @@ def test_sd_txt2img_checkpoint(catalog: Catalog, checker: Checker) -> None:
 
 def test_sampler_and_scheduler_map_to_the_nearest_offered(catalog: Catalog) -> None:
     workflow = zimage_api()
-    workflow["3"]["inputs"].update(sampler_name="dpmpp_2m_sde_gpu", scheduler="karras")
+    workflow["3"]["inputs"].update(sampler_name="dpmpp_2m_sde_gpu", scheduler="beta")
     result = import_comfy(workflow, catalog)
     params = nodes_of(result.to_json())["c3"]["params"]
-    assert (params["sampler"], params["scheduler"]) == ("euler", "simple")
-    assert any("sampler 'dpmpp_2m_sde_gpu'" in w and "'euler'" in w for w in result.warnings)
-    assert any("scheduler 'karras'" in w for w in result.warnings)
+    assert (params["sampler"], params["scheduler"]) == ("dpmpp_2m", "karras")
+    assert any("sampler 'dpmpp_2m_sde_gpu'" in w and "'dpmpp_2m'" in w for w in result.warnings)
+    assert any("scheduler 'beta'" in w and "'karras'" in w for w in result.warnings)
+    # A name we offer maps onto itself, without a warning; ComfyUI's uni_pc (bh1) onto bh2.
+    workflow["3"]["inputs"].update(sampler_name="heun", scheduler="exponential")
+    result = import_comfy(workflow, catalog)
+    params = nodes_of(result.to_json())["c3"]["params"]
+    assert (params["sampler"], params["scheduler"]) == ("heun", "exponential")
+    assert result.warnings == []
+    workflow["3"]["inputs"].update(sampler_name="uni_pc")
+    assert nodes_of(import_comfy(workflow, catalog).to_json())["c3"]["params"]["sampler"] == (
+        "uni_pc_bh2"
+    )
 
 
 def test_values_are_fitted_to_our_ranges(catalog: Catalog, checker: Checker) -> None:

@@ -1,9 +1,13 @@
 """The low-level primitive vocabulary: a decomposed diffusion graph, as ComfyUI spells it.
 
 Loaders produce engine handles (`model`, `vae`, `text-encoder`), which flow through encode, sample
-and decode as typed sockets; only `vae/decode` makes media. These are descriptors only: served and
-type-checked from the start (hidden from the add-node menu), with runners registered for them by
-the model work that implements them. Until then a graph that would run one is refused at submit.
+and decode as typed sockets; only `vae/decode` makes media. The descriptors are served and
+type-checked by every install (hidden from the add-node menu); a model family registers runners
+for them (Z-Image: `models/zimage/primitives/`). Without one, a graph that would run a primitive is
+refused at submit.
+
+`sample` counts cfg as ComfyUI does (1 is no guidance) and offers the samplers and sigma schedules
+that work on flow-matching models, under ComfyUI's names.
 """
 
 from __future__ import annotations
@@ -11,6 +15,11 @@ from __future__ import annotations
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.registry import Registry
 from inline_core.graph.schema import PortKind
+
+# Samplers and schedules a flow-matching model can use, under ComfyUI's names (the Z-Image runner
+# implements exactly these; `euler` + `simple` is the model's own render).
+FLOW_SAMPLERS = ("euler", "heun", "dpmpp_2m", "uni_pc_bh2")
+FLOW_SCHEDULES = ("simple", "karras", "exponential")
 
 
 def _file_picker(category: str) -> ParamSpec:
@@ -95,9 +104,10 @@ SAMPLE = NodeDescriptor(
     ),
     params=(
         ParamSpec("steps", ParamWidget.NUMBER, 8, minimum=1, maximum=200, step=1, integer=True),
-        ParamSpec("cfg", ParamWidget.NUMBER, 1.0, minimum=0.0, maximum=30.0, step=0.1),
-        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=("euler",)),
-        ParamSpec("scheduler", ParamWidget.SELECT, "simple", options=("simple",)),
+        # ComfyUI's count: uncond + cfg * (cond - uncond); 1 is no guidance.
+        ParamSpec("cfg", ParamWidget.NUMBER, 1.0, minimum=1.0, maximum=30.0, step=0.1),
+        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=FLOW_SAMPLERS),
+        ParamSpec("scheduler", ParamWidget.SELECT, "simple", options=FLOW_SCHEDULES),
         ParamSpec("seed", ParamWidget.SEED, -1),
         ParamSpec("denoise", ParamWidget.NUMBER, 1.0, minimum=0.0, maximum=1.0, step=0.01),
     ),

@@ -44,7 +44,7 @@ _SAMPLER_RELATIVES: dict[str, tuple[str, ...]] = {
     "seeds_3": ("seeds_2", "dpmpp_sde"),
     "sa_solver": ("dpmpp_2m_sde", "dpmpp_2m"),
     "ddim": ("euler",),
-    "uni_pc": ("unipc", "dpmpp_2m"),
+    "uni_pc": ("uni_pc_bh2", "unipc", "dpmpp_2m"),
     "uni_pc_bh2": ("uni_pc", "unipc", "dpmpp_2m"),
 }
 

@@ -52,7 +52,7 @@ class Workflow:
 def node_sort_key(node_id: str) -> tuple[tuple[int, int, str], ...]:
     """Numeric order for ComfyUI ids ("9" < "10" < "57:3"), text order for anything else."""
     return tuple(
-        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in node_id.split(":")
+        (0, int(part), "") if part.isdecimal() else (1, 0, part) for part in node_id.split(":")
     )
 
 

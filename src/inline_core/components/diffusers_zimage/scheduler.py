@@ -4,7 +4,8 @@ Each request gets its own copy of the scheduler (steps advance per request, so r
 different steps can share a forward). The math follows `ZImagePipeline` and
 `ZImageImg2ImgPipeline`: sigmas `linspace(1, 1/N, N)` (the turbo schedule does not end at 0), `mu`
 from the image token count, the transformer fed `(1000 - t) / 1000`, img2img starting at
-`N - int(N * strength)`.
+`N - int(N * strength)`. The low-level `sample` node may pick another sampler and sigma schedule
+(`flow_samplers.py`) and ComfyUI's `denoise`; the defaults are the pipeline's own.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from typing import Any, cast
 
 import torch
 
-from inline_core.components.diffusers_zimage.libs import diffusers, module, to_floats
+from inline_core.components.diffusers_zimage.flow_samplers import (
+    denoise_window,
+    model_sigmas,
+    sampler_scheduler,
+)
+from inline_core.components.diffusers_zimage.libs import module, to_floats
 from inline_core.components.interfaces import Latents
 
 
@@ -40,20 +46,24 @@ class FlowMatchSchedule:
         image_seq_len: int,
         device: torch.device,
         strength: float | None = None,
+        *,
+        sampler: str = "euler",
+        schedule: str = "simple",
+        denoise: float = 1.0,
     ) -> FlowMatchSchedule:
-        lib = diffusers()
-        scheduler = lib.FlowMatchEulerDiscreteScheduler.from_config(dict(config))
-        cfg = scheduler.config
+        """`strength` is img2img as diffusers counts it (skip the first steps of N); `denoise`
+        is ComfyUI's (run the last N steps of a longer schedule)."""
         calculate_shift = module("diffusers.pipelines.z_image.pipeline_z_image").calculate_shift
         mu: float = calculate_shift(
             image_seq_len,
-            cfg.get("base_image_seq_len", 256),
-            cfg.get("max_image_seq_len", 4096),
-            cfg.get("base_shift", 0.5),
-            cfg.get("max_shift", 1.15),
+            config.get("base_image_seq_len", 256),
+            config.get("max_image_seq_len", 4096),
+            config.get("base_shift", 0.5),
+            config.get("max_shift", 1.15),
         )
-        sigmas = to_floats(torch.linspace(1.0, 1 / steps, steps))
-        scheduler.set_timesteps(sigmas=sigmas, device=device, mu=mu)
+        total, first = denoise_window(steps, denoise)
+        sigmas = model_sigmas(config, total, mu, schedule)[first:]
+        scheduler = sampler_scheduler(sampler, sigmas, device)
         timesteps = cast(torch.Tensor, scheduler.timesteps)
         begin = 0
         if strength is not None:
@@ -79,3 +89,10 @@ class FlowMatchSchedule:
         """img2img's starting point: the encoded image noised to the first timestep."""
         t = self.timesteps[:1].repeat(image_latents.shape[0])
         return cast(torch.Tensor, self.scheduler.scale_noise(image_latents, t, noise))
+
+    def noised(self, latents: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """`latents` noised to the first sigma this schedule visits, by the flow forward process
+        `sigma * noise + (1 - sigma) * x` (for any sampler; not all of them have `scale_noise`)."""
+        begin = int(self.scheduler.begin_index or 0)
+        sigma = cast(torch.Tensor, self.scheduler.sigmas)[begin].to(latents.device, latents.dtype)
+        return sigma * noise + (1.0 - sigma) * latents

