@@ -62,12 +62,14 @@ class Config:
     cors_origins: tuple[str, ...] = ()
     # Limits
     max_upload_mb: int = 256
+    # Width x height of an uploaded or opened image (a decompression-bomb guard): 8192 x 8192.
+    max_image_pixels: int = 8192 * 8192
     max_graph_nodes: int = 2000
     max_body_mb: int = 16
     max_queue: int = 1000
     max_retries: int = 2
     # Runs executing at once (their GPU work is grouped by the batched sampler)
-    run_workers: int = 4
+    run_workers: int = 16
     # Extra node packs: "module:function" callables taking the registry (INLINE_PLUGINS)
     plugins: tuple[str, ...] = ()
     # Sampler
@@ -123,11 +125,12 @@ class Config:
             allow_insecure=_flag(env, "INLINE_ALLOW_INSECURE"),
             cors_origins=origins,
             max_upload_mb=_int(env, "INLINE_MAX_UPLOAD_MB", 256),
+            max_image_pixels=_int(env, "INLINE_MAX_IMAGE_PIXELS", 8192 * 8192),
             max_graph_nodes=_int(env, "INLINE_MAX_GRAPH_NODES", 2000),
             max_body_mb=_int(env, "INLINE_MAX_BODY_MB", 16),
             max_queue=_int(env, "INLINE_MAX_QUEUE", 1000),
             max_retries=_int(env, "INLINE_MAX_RETRIES", 2),
-            run_workers=max(1, _int(env, "INLINE_RUN_WORKERS", 4)),
+            run_workers=max(1, _int(env, "INLINE_RUN_WORKERS", 16)),
             plugins=plugins,
             max_batch=_int(env, "INLINE_MAX_BATCH", 0) if max_batch_raw else None,
             batch_token_budget=_int(env, "INLINE_BATCH_TOKEN_BUDGET", 0) if budget_raw else None,

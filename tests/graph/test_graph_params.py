@@ -165,3 +165,8 @@ def test_sample_defaults(h: Harness) -> None:
         "seed": -1,
         "denoise": 1.0,
     }
+
+
+def test_an_empty_model_picker_means_choose_for_me(h: Harness) -> None:
+    assert _norm(h, model="")["model"] is None
+    assert "pick" in _refused(h, pick="")  # a fixed select has no such meaning

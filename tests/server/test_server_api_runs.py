@@ -55,6 +55,16 @@ def test_a_text_run_completes_with_the_contract_shape(client: TestClient) -> Non
     assert state["graph"]["nodes"][0]["params"] == {"text": "hi"}
 
 
+def test_an_import_result_posts_as_it_came_back(client: TestClient) -> None:
+    run_id = submit(client, text_graph("hi"), "t", skipped=[], warnings=["cfg clamped"])
+    assert wait_status(client, run_id, FINISHED)["status"] == "done"
+    misspelt = client.post(
+        "/v1/runs", json={"graph": text_graph("hi"), "target": "t", "clientRunID": "x"}
+    )
+    assert misspelt.status_code == 422
+    assert misspelt.json()["error"]["code"] == "invalid_request"
+
+
 def test_the_run_is_committed_before_post_answers(client: TestClient, config: Config) -> None:
     run_id = submit(client, slow_graph(steps=1000, delay=0.01), "s")
     # Read the database file directly, as a crash-recovering process would.

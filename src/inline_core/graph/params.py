@@ -23,6 +23,15 @@ MAX_MEDIA_ID_LENGTH = 128
 # params and sends the seed back sends the same seed. Clients may still pass any seed to SEED_MAX.
 DRAWN_SEED_MAX = 2**53 - 1
 _LISTED_OPTIONS = 12  # how many allowed values an error message lists
+# A text param that declares no limit of its own still has one; so does a select's value (model
+# names are relative paths, never this long).
+DEFAULT_MAX_TEXT_LENGTH = 100_000
+MAX_SELECT_LENGTH = 1024
+_QUOTED_CHARS = 80  # how much of a client's value an error message quotes
+
+
+def _quote(value: str) -> str:
+    return repr(value if len(value) <= _QUOTED_CHARS else value[:_QUOTED_CHARS] + "...")
 
 
 def _allowed(values: Sequence[str]) -> str:
@@ -38,8 +47,9 @@ def _fail(node_id: str, spec: ParamSpec, problem: str) -> InvalidGraph:
 def _text(spec: ParamSpec, node_id: str, value: object) -> str:
     if not isinstance(value, str):
         raise _fail(node_id, spec, f"must be a string, got {type(value).__name__}")
-    if spec.max_length is not None and len(value) > spec.max_length:
-        raise _fail(node_id, spec, f"is {len(value)} characters; the limit is {spec.max_length}")
+    limit = DEFAULT_MAX_TEXT_LENGTH if spec.max_length is None else spec.max_length
+    if len(value) > limit:
+        raise _fail(node_id, spec, f"is {len(value)} characters; the limit is {limit}")
     return value
 
 
@@ -77,23 +87,26 @@ def _number(spec: ParamSpec, node_id: str, value: object) -> int | float:
 def _select(spec: ParamSpec, node_id: str, value: object, catalog: CatalogView) -> str:
     if not isinstance(value, str):
         raise _fail(node_id, spec, f"must be a string, got {type(value).__name__}")
+    if len(value) > MAX_SELECT_LENGTH:
+        raise _fail(node_id, spec, f"is {len(value)} characters; the limit is {MAX_SELECT_LENGTH}")
     if spec.options_from is not None:
+        # Only a name the catalog lists is accepted: never a path of the client's choosing.
         listed = catalog.options(spec.options_from)
         if value not in listed:
             if not listed:
                 raise _fail(
                     node_id,
                     spec,
-                    f"names {value!r}, but there are no models in {spec.options_from}/",
+                    f"names {_quote(value)}, but there are no models in {spec.options_from}/",
                 )
             raise _fail(
                 node_id,
                 spec,
-                f"names {value!r}, which is not in {spec.options_from}/; "
+                f"names {_quote(value)}, which is not in {spec.options_from}/; "
                 f"choose one of {_allowed(listed)}",
             )
     elif spec.options and value not in spec.options:
-        raise _fail(node_id, spec, f"is {value!r}; choose one of {_allowed(spec.options)}")
+        raise _fail(node_id, spec, f"is {_quote(value)}; choose one of {_allowed(spec.options)}")
     return value
 
 
@@ -114,10 +127,11 @@ def _media(spec: ParamSpec, node_id: str, value: object) -> dict[str, str]:
     ref_obj = cast(Mapping[str, object], value)
     extra = set(ref_obj) - {"ref", "id"}
     if extra:
-        raise _fail(node_id, spec, f"has unknown keys {sorted(extra)}")
+        raise _fail(node_id, spec, f"has unknown keys [{_allowed(sorted(extra))}]")
     ref, ref_id = ref_obj.get("ref"), ref_obj.get("id")
     if ref not in MEDIA_REFS:
-        raise _fail(node_id, spec, f"'ref' must be one of {', '.join(MEDIA_REFS)}, got {ref!r}")
+        shown = _quote(ref) if isinstance(ref, str) else type(ref).__name__
+        raise _fail(node_id, spec, f"'ref' must be one of {', '.join(MEDIA_REFS)}, got {shown}")
     if not isinstance(ref_id, str) or not ref_id or len(ref_id) > MAX_MEDIA_ID_LENGTH:
         raise _fail(
             node_id, spec, f"'id' must be a non-empty string of at most {MAX_MEDIA_ID_LENGTH} chars"
@@ -156,12 +170,15 @@ def normalize_params(
     if unknown:
         allowed = ", ".join(sorted(known)) or "none"
         raise InvalidGraph(
-            f"unknown params {unknown} for {descriptor.type} (it takes: {allowed})",
+            f"unknown params [{_allowed([n[:_QUOTED_CHARS] for n in unknown])}] for "
+            f"{descriptor.type} (it takes: {allowed})",
             node_id=node_id,
         )
     out: dict[str, Any] = {}
     for spec in descriptor.params:
         value = params.get(spec.name)
+        if value == "" and spec.options_from is not None:
+            value = None  # an empty model picker means "choose for me", as null does
         if value is None:
             value = spec.default
         if value is None:

@@ -16,7 +16,27 @@ from inline_core.errors import InvalidGraph
 
 SCHEMA_VERSION_MIN = 1
 SCHEMA_VERSION_MAX = 1
-MAX_ID_LENGTH = 128
+# Bounds on every part of a graph a client writes (the node count is the caller's `max_nodes`).
+MAX_ID_LENGTH = 128  # node ids, port names, edge ends
+MAX_TYPE_LENGTH = 200
+MAX_EDGES_PER_NODE = 256  # over all of a node's input ports
+MAX_PARAMS_PER_NODE = 256
+EDGES_PER_NODE_IN_GRAPH = 8  # a whole graph holds at most this many edges per node on average
+GRAPH_KEYS = frozenset({"schemaVersion", "nodes", "meta"})
+NODE_KEYS = frozenset({"id", "type", "params", "inputs", "title", "position", "meta"})
+_LISTED = 10
+
+
+def _names(names: set[str]) -> str:
+    """Some of a client's key names for an error message (never all of a hostile list)."""
+    shown = sorted(names)[:_LISTED]
+    listed = ", ".join(repr(n[:MAX_ID_LENGTH]) for n in shown)
+    more = len(names) - len(shown)
+    return f"[{listed}, ... {more} more]" if more else f"[{listed}]"
+
+
+def _short(name: str) -> bool:
+    return 0 < len(name) <= MAX_ID_LENGTH
 
 
 class PortKind(StrEnum):
@@ -100,13 +120,13 @@ def _edge(raw: object, node_id: str, port: str) -> Edge:
         )
     edge = cast(Mapping[str, object], raw)
     source, output = edge.get("from"), edge.get("output")
-    if not isinstance(source, str) or not source:
+    if not isinstance(source, str) or not _short(source):
         raise InvalidGraph(f"input {port!r}: 'from' must be a node id", node_id=node_id)
-    if not isinstance(output, str) or not output:
+    if not isinstance(output, str) or not _short(output):
         raise InvalidGraph(f"input {port!r}: 'output' must be a port name", node_id=node_id)
     extra = set(edge) - {"from", "output"}
     if extra:
-        raise InvalidGraph(f"input {port!r}: unknown edge keys {sorted(extra)}", node_id=node_id)
+        raise InvalidGraph(f"input {port!r}: unknown edge keys {_names(extra)}", node_id=node_id)
     return Edge(source, output)
 
 
@@ -119,28 +139,41 @@ def _node(raw: object, index: int) -> Node:
         raise InvalidGraph(f"nodes[{index}].id must be a non-empty string of at most "
                            f"{MAX_ID_LENGTH} characters")
     node_type = obj.get("type")
-    if not isinstance(node_type, str) or not node_type:
-        raise InvalidGraph("'type' must be a non-empty string", node_id=node_id)
+    if not isinstance(node_type, str) or not node_type or len(node_type) > MAX_TYPE_LENGTH:
+        raise InvalidGraph(
+            f"'type' must be a non-empty string of at most {MAX_TYPE_LENGTH} characters",
+            node_id=node_id,
+        )
     params = obj.get("params", {})
     if params is None:
         params = {}
     if not isinstance(params, Mapping):
         raise InvalidGraph("'params' must be an object", node_id=node_id)
+    if len(cast(Mapping[str, object], params)) > MAX_PARAMS_PER_NODE:
+        raise InvalidGraph(f"more than {MAX_PARAMS_PER_NODE} params", node_id=node_id)
     raw_inputs = obj.get("inputs", {})
     if raw_inputs is None:
         raw_inputs = {}
     if not isinstance(raw_inputs, Mapping):
         raise InvalidGraph("'inputs' must be an object", node_id=node_id)
-    extra = set(obj) - {"id", "type", "params", "inputs", "title", "position", "meta"}
+    extra = set(obj) - NODE_KEYS
     if extra:
-        raise InvalidGraph(f"unknown node keys {sorted(extra)}", node_id=node_id)
+        raise InvalidGraph(f"unknown node keys {_names(extra)}", node_id=node_id)
     inputs: dict[str, tuple[Edge, ...]] = {}
     list_inputs: set[str] = set()
+    edge_count = 0
     for port, value in cast(Mapping[object, object], raw_inputs).items():
-        if not isinstance(port, str) or not port:
-            raise InvalidGraph("input port names must be non-empty strings", node_id=node_id)
+        if not isinstance(port, str) or not _short(port):
+            raise InvalidGraph(
+                f"input port names must be non-empty strings of at most {MAX_ID_LENGTH} "
+                "characters",
+                node_id=node_id,
+            )
+        items = cast(list[object], value) if isinstance(value, list) else [value]
+        edge_count += len(items)
+        if edge_count > MAX_EDGES_PER_NODE:
+            raise InvalidGraph(f"more than {MAX_EDGES_PER_NODE} input edges", node_id=node_id)
         if isinstance(value, list):
-            items = cast(list[object], value)
             if not items:
                 raise InvalidGraph(f"input {port!r} is an empty list of edges", node_id=node_id)
             inputs[port] = tuple(_edge(e, node_id, port) for e in items)
@@ -161,6 +194,9 @@ def parse_graph(raw: object, *, max_nodes: int | None = None) -> Graph:
     if not isinstance(raw, Mapping):
         raise InvalidGraph("graph must be an object with 'schemaVersion' and 'nodes'")
     obj = cast(Mapping[str, object], raw)
+    extra = set(obj) - GRAPH_KEYS
+    if extra:
+        raise InvalidGraph(f"unknown graph keys {_names(extra)} (a graph is schemaVersion, nodes)")
     version = obj.get("schemaVersion", SCHEMA_VERSION_MAX)
     if isinstance(version, bool) or not isinstance(version, int):
         raise InvalidGraph("'schemaVersion' must be an integer")
@@ -178,6 +214,12 @@ def parse_graph(raw: object, *, max_nodes: int | None = None) -> Graph:
     if max_nodes is not None and len(node_list) > max_nodes:
         raise InvalidGraph(f"graph has {len(node_list)} nodes; the limit is {max_nodes}")
     nodes = tuple(_node(n, i) for i, n in enumerate(node_list))
+    edges = sum(len(e) for n in nodes for e in n.inputs.values())
+    edge_limit = EDGES_PER_NODE_IN_GRAPH * max(len(nodes), 16)
+    if edges > edge_limit:
+        raise InvalidGraph(
+            f"graph has {edges} edges; the limit for {len(nodes)} nodes is {edge_limit}"
+        )
     seen: set[str] = set()
     for n in nodes:
         if n.id in seen:

@@ -12,6 +12,8 @@ import sys
 import uvicorn
 
 from inline_core.config import Config
+from inline_core.errors import InlineError
+from inline_core.server.access import LoopbackHostGate
 from inline_core.server.app import create_app
 
 log = logging.getLogger("inline_core.server")
@@ -37,12 +39,21 @@ def check_bind(config: Config) -> None:
 
 
 def serve(config: Config) -> int:
-    """Serve until SIGTERM/SIGINT; returns the process exit status (0: clean stop)."""
+    """Serve until SIGTERM/SIGINT; returns the process exit status (0: clean stop, 2: the
+    configuration cannot run, said in one line on stderr). After a graceful stop on a signal,
+    uvicorn raises that signal again, so the process then ends with the signal's status."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     check_bind(config)
-    app = create_app(config)
+    try:
+        app = create_app(config)
+    except InlineError as exc:  # a configuration the server cannot run, e.g. INLINE_PARALLEL
+        print(f"inline-core: {exc.message}", file=sys.stderr)
+        return 2
+    if config.is_loopback and not config.api_token:
+        # Loopback without a token: refuse Host names a DNS-rebinding page would send.
+        app.add_middleware(LoopbackHostGate, extra_names=(config.host,))
     server = uvicorn.Server(
         uvicorn.Config(
             app,

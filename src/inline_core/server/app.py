@@ -1,8 +1,8 @@
 """`create_app(config)`: the FastAPI application, composed from the server's parts.
 
 Middleware, outermost first: CORS (so even errors carry CORS headers), the internal-error guard
-(500 envelope, never a traceback), the token gate. Routes: the `/v1` API, its websocket, and
-optionally a frontend build behind them.
+(500 envelope, never a traceback), the token gate (or, without a token, the origin gate). Routes:
+the `/v1` API, its websocket, and optionally a frontend build behind them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from starlette.middleware.cors import CORSMiddleware
 from inline_core import __version__
 from inline_core.config import Config
 from inline_core.server import routes, websocket
-from inline_core.server.access import TokenGate
+from inline_core.server.access import OriginGate, TokenGate
 from inline_core.server.bootstrap import Services, build_services
 from inline_core.server.frontend import mount_frontend
 from inline_core.server.http_errors import InternalErrors, install_error_handlers
@@ -53,11 +53,14 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(routes.router)
     app.include_router(websocket.router)
+    app.include_router(websocket.fallback)
     if config.frontend_root is not None:
         mount_frontend(app, config.frontend_root)
 
     if config.api_token:
         app.add_middleware(TokenGate, token=config.api_token)
+    else:
+        app.add_middleware(OriginGate, allowed=config.cors_origins)
     app.add_middleware(InternalErrors)
     if config.cors_origins:
         app.add_middleware(

@@ -2,7 +2,9 @@
 
 An asset's id is `sha256-<hex>` of its bytes and its file is named by that id, so the same bytes
 always give the same id and an asset never changes. The kind is sniffed from the bytes (never from
-the client's content type); bytes that are no image, video or audio are refused.
+the client's content type); bytes that are no image, video or audio are refused, and so is an image
+Pillow cannot read or one with more pixels than the limit (a decompression bomb: a few kilobytes
+that would decode to gigabytes). The pixel limit is checked again whenever a graph opens an image.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from inline_core.errors import NotFound, PayloadTooLarge, UnsupportedMedia
+from PIL import Image
+
+from inline_core.errors import InlineError, NotFound, PayloadTooLarge, UnsupportedMedia
 from inline_core.media import MediaKind, sniff
 from inline_core.server.run_store import RunStore
 from inline_core.takes import MediaRef
@@ -23,6 +27,7 @@ from inline_core.takes import MediaRef
 ASSET_ID = re.compile(r"sha256-[0-9a-f]{64}")
 TAKE_ID = re.compile(r"tk_[0-9a-f]{1,64}")
 SNIFF_BYTES = 64
+DEFAULT_MAX_PIXELS = 8192 * 8192
 
 
 @dataclass(frozen=True)
@@ -46,9 +51,42 @@ def inside(path: Path, root: Path) -> bool:
     """Whether `path`, with every link followed, lies under `root`."""
     try:
         path.resolve().relative_to(root.resolve())
-    except (ValueError, OSError):
+    except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop
         return False
     return True
+
+
+def allow_pixels(max_pixels: int) -> None:
+    """Raise Pillow's own decompression-bomb threshold to `max_pixels` if it is lower (it warns
+    above its threshold and refuses above twice it), so a limit the user raised is the one that
+    applies. It is never lowered: our check refuses first."""
+    current = Image.MAX_IMAGE_PIXELS
+    if current is not None and current < max_pixels:
+        Image.MAX_IMAGE_PIXELS = max_pixels
+
+
+def check_image(path: Path, max_pixels: int, what: str, *, verify: bool = True) -> None:
+    """Refuse an image Pillow cannot read (415) or one over `max_pixels` (413).
+
+    Only the header is decoded for the size, and `verify` walks the file's structure without
+    decoding pixels, so a decompression bomb is refused before it costs any memory.
+    """
+    try:
+        with Image.open(path) as image:
+            width, height = image.size
+            if width * height > max_pixels:
+                raise PayloadTooLarge(
+                    f"{what} is {width}x{height} = {width * height} pixels; the limit is "
+                    f"{max_pixels} (INLINE_MAX_IMAGE_PIXELS)"
+                )
+            if verify:
+                image.verify()
+    except InlineError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise PayloadTooLarge(f"{what} has too many pixels: {exc}") from None
+    except Exception as exc:  # Pillow raises many kinds of error on hostile bytes
+        raise UnsupportedMedia(f"{what} is not a readable image ({type(exc).__name__})") from None
 
 
 class AssetUpload:
@@ -85,6 +123,8 @@ class AssetUpload:
             if sniffed is None:
                 raise UnsupportedMedia("the uploaded bytes are not an image, video or audio file")
             self._file.flush()
+            if sniffed[0] == MediaKind.IMAGE:
+                check_image(self._tmp, self._store.max_pixels, "the uploaded image")
             os.fsync(self._file.fileno())
             self._file.close()
             asset_id = "sha256-" + self._hash.hexdigest()
@@ -104,9 +144,11 @@ class AssetUpload:
 
 
 class AssetStore:
-    def __init__(self, root: Path, max_bytes: int) -> None:
+    def __init__(self, root: Path, max_bytes: int, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
         self.root = root
         self.max_bytes = max_bytes
+        self.max_pixels = max_pixels
+        allow_pixels(max_pixels)
         root.mkdir(parents=True, exist_ok=True)
 
     def begin(self) -> AssetUpload:
@@ -157,6 +199,12 @@ class StoredMediaResolver:
         return path
 
     def resolve(self, ref: MediaRef) -> Path:
-        if ref.ref == "asset":
-            return self.assets.path(ref.id)
-        return self.take_path(ref.id)
+        """The file behind `ref`; an image is checked against the pixel limit (which may have
+        been lowered since it was stored) before any node opens it."""
+        path = self.assets.path(ref.id) if ref.ref == "asset" else self.take_path(ref.id)
+        with path.open("rb") as f:
+            sniffed = sniff(f.read(SNIFF_BYTES))
+        if sniffed is not None and sniffed[0] == MediaKind.IMAGE:
+            # The file was verified when it was stored; here only its size matters.
+            check_image(path, self.assets.max_pixels, f"{ref.ref} {ref.id!r}", verify=False)
+        return path

@@ -14,10 +14,11 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from inline_core.config import Config
+from inline_core.errors import InlineError
 from inline_core.graph.builtin import register_builtin_nodes
 from inline_core.graph.cache import NodeCache
 from inline_core.graph.executor import Executor
@@ -45,11 +46,14 @@ class Services:
     sampler: BatchedSampler | None
     manager: RunManager
     device: DeviceInfo
+    # Stopped after the runs, before the sampler: model families' own resources (worker groups).
+    closers: list[Callable[[], None]] = field(default_factory=list[Callable[[], None]])
 
     def registry_version(self) -> str:
         return self.registry.version(self.catalog.fingerprint())
 
     def start(self) -> None:
+        sweep_leftovers(self.config)
         self.manager.start()
         self.device.start()
 
@@ -57,6 +61,11 @@ class Services:
         """Stop in dependency order: runs first (they may be using the sampler), then the sampler,
         then the store (it records the runs that were put back in the queue)."""
         self.manager.shutdown(timeout)
+        for close in self.closers:
+            try:
+                close()
+            except Exception:
+                log.exception("closing %r failed", close)
         if self.sampler is not None:
             try:
                 self.sampler.close()
@@ -65,30 +74,75 @@ class Services:
         self.runs.close()
 
 
+# Temp files of writes a crash cut short (a take being written, an upload in progress). Finished
+# files are renamed away from these names, so whatever still has one at start is garbage.
+LEFTOVER_PATTERNS = ((".tmp-*", "takes"), (".upload-*", "assets"))
+
+
+def sweep_leftovers(config: Config) -> int:
+    """Remove temp files a killed process left in the takes and assets folders; how many."""
+    removed = 0
+    folders = {"takes": config.takes_dir, "assets": config.assets_dir}
+    for pattern, where in LEFTOVER_PATTERNS:
+        folder = folders[where]
+        if not folder.is_dir():
+            continue
+        for leftover in folder.glob(pattern):
+            try:
+                if leftover.is_file() and not leftover.is_symlink():
+                    leftover.unlink()
+                    removed += 1
+            except OSError:
+                log.warning("could not remove leftover %s", leftover)
+    if removed:
+        log.info("removed %d temp files left by an earlier process", removed)
+    return removed
+
+
 def _make_sampler(config: Config) -> BatchedSampler | None:
     try:
         from inline_core.sampling.loop import StepLoopSampler
     except (ImportError, AttributeError) as exc:
         log.warning("batched sampler not available (%s); model nodes will not run", exc)
         return None
-    return StepLoopSampler(max_batch=config.max_batch, token_budget=config.batch_token_budget)
+    return StepLoopSampler(
+        max_batch=config.max_batch,
+        token_budget=config.batch_token_budget,
+        device=_sampler_device(config),
+    )
+
+
+def _sampler_device(config: Config) -> str:
+    """The device whose batching defaults apply, decided without importing torch at start-up."""
+    from inline_core.device.detect import gpu_device_nodes_present
+
+    if (config.profile or "").lower() == "cpu" or not gpu_device_nodes_present():
+        return "cpu"
+    return "cuda"
 
 
 def _register_models(
     registry: Registry, catalog: Catalog, config: Config, sampler: BatchedSampler | None
-) -> None:
+) -> list[Callable[[], None]]:
+    """Register the model families; returns what to close at shutdown. A family that refuses
+    the configuration (e.g. an INLINE_PARALLEL split it cannot run) raises: a startup error."""
     if sampler is None:
-        return
+        return []
     try:
         module = importlib.import_module("inline_core.models.zimage")
-        register = cast(Callable[..., None], module.register_zimage)
+        register = cast(Callable[..., object], module.register_zimage)
     except (ImportError, AttributeError) as exc:
         log.warning("Z-Image node not registered (%s)", exc)
-        return
+        return []
     try:
-        register(registry, catalog=catalog, config=config, sampler=sampler)
+        runner = register(registry, catalog=catalog, config=config, sampler=sampler)
+    except InlineError:
+        raise
     except Exception:
         log.exception("registering the Z-Image node failed; continuing without it")
+        return []
+    close = getattr(runner, "close", None)
+    return [cast(Callable[[], None], close)] if callable(close) else []
 
 
 def load_plugins(registry: Registry, specs: Iterable[str]) -> list[str]:
@@ -114,13 +168,21 @@ def build_services(config: Config) -> Services:
     """Everything the app needs, not started (call `Services.start`)."""
     catalog = Catalog(config.models_dir)
     runs = RunStore(config.runs_db)
-    assets = AssetStore(config.assets_dir, config.max_upload_mb * 1024 * 1024)
+    assets = AssetStore(
+        config.assets_dir, config.max_upload_mb * 1024 * 1024, config.max_image_pixels
+    )
     takes = FileTakeStore(config.takes_dir.resolve())
     media = StoredMediaResolver(assets, runs, takes.root)
     registry = Registry()
     register_builtin_nodes(registry, media)
     sampler = _make_sampler(config)
-    _register_models(registry, catalog, config, sampler)
+    try:
+        closers = _register_models(registry, catalog, config, sampler)
+    except InlineError:  # the server will not start: release what was opened
+        if sampler is not None:
+            sampler.close()
+        runs.close()
+        raise
     load_plugins(registry, config.plugins)
     executor = Executor(registry, catalog, NodeCache())
     manager = RunManager(
@@ -137,4 +199,5 @@ def build_services(config: Config) -> Services:
         sampler=sampler,
         manager=manager,
         device=DeviceInfo(config),
+        closers=closers,
     )

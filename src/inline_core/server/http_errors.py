@@ -11,11 +11,11 @@ import logging
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from inline_core.errors import Busy, InlineError, RangeNotSatisfiable
+from inline_core.errors import Busy, InlineError, RangeNotSatisfiable, Unavailable
 from inline_core.server.http_io import json_response
 from inline_core.server.serialize import error_envelope
 
@@ -32,15 +32,28 @@ _HTTP_CODES = {
     422: "invalid_request",
     429: "busy",
 }
+# A 503 (shutting down, restarting) tells the client when to come back.
+UNAVAILABLE_RETRY_S = 5
+# Messages can quote client input; an answer never grows with it.
+MAX_MESSAGE_CHARS = 2000
+
+
+def clip_message(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return message[:MAX_MESSAGE_CHARS] + f"... ({len(message) - MAX_MESSAGE_CHARS} more characters)"
 
 
 def inline_error_response(exc: InlineError) -> Response:
     headers: dict[str, str] = {}
     if isinstance(exc, Busy):
         headers["Retry-After"] = str(exc.retry_after_s)
+    if isinstance(exc, Unavailable):
+        headers["Retry-After"] = str(UNAVAILABLE_RETRY_S)
     if isinstance(exc, RangeNotSatisfiable):
         headers["Content-Range"] = f"bytes */{exc.size}"
-    return json_response(exc.to_json(), exc.status, headers)
+    body = error_envelope(exc.code, clip_message(exc.message), exc.node_id)
+    return json_response(body, exc.status, headers)
 
 
 async def _inline_error(_request: Request, exc: Exception) -> Response:
@@ -92,6 +105,8 @@ class InternalErrors:
 
         try:
             await self.app(scope, receive, tracked)
+        except ClientDisconnect:
+            return  # the client left mid-body: there is nobody to answer
         except Exception:
             log.exception("unhandled error on %s %s", scope.get("method", "WS"), scope["path"])
             if started:

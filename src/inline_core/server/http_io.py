@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any, cast
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from inline_core.errors import InvalidRequest, PayloadTooLarge
+from inline_core.errors import InvalidRequest, PayloadTooLarge, UnsupportedMedia
 
 MB = 1024 * 1024
 # JSON nested deeper than this is refused: nothing in the contract comes close, and unbounded
 # nesting would exhaust the recursion of every later walk over the value.
 MAX_JSON_DEPTH = 64
+# An error message names at most this many of the client's keys, each cut to a short length, so a
+# hostile body cannot make the answer as large as itself.
+LISTED_NAMES = 10
+NAME_CHARS = 64
+
+
+def clipped_names(names: list[str]) -> str:
+    """`names` for an error message: the first few, each shortened, and how many more."""
+    shown = [repr(n if len(n) <= NAME_CHARS else n[:NAME_CHARS] + "...") for n in names]
+    more = len(shown) - LISTED_NAMES
+    listed = ", ".join(shown[:LISTED_NAMES])
+    return f"[{listed}, ... {more} more]" if more > 0 else f"[{listed}]"
 
 
 def json_response(
@@ -48,10 +61,48 @@ async def read_body(request: Request, limit: int, what: str = "the request body"
     return bytes(body)
 
 
+def media_type(request: Request) -> str:
+    """The request's Content-Type without parameters, lower-cased ("" when there is none)."""
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def require_json(request: Request) -> None:
+    """Refuse (415) a body not declared as JSON. Besides catching client mistakes, this stops a web
+    page from posting to a local server: a cross-origin POST may carry `text/plain` or a form
+    without the browser asking first, but `application/json` needs a CORS preflight."""
+    kind = media_type(request)
+    if kind != "application/json" and not (
+        kind.startswith("application/") and kind.endswith("+json")
+    ):
+        shown = f"{kind!r}" if kind else "no content type"
+        raise UnsupportedMedia(
+            f"the body must be JSON sent with Content-Type: application/json (got {shown})"
+        )
+
+
+def _not_json(constant: str) -> object:
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses as infinity, which no JSON reader can read back
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def parse_json(raw: bytes) -> object:
+    """Strict JSON: NaN, Infinity and numbers that overflow to infinity are refused, so whatever
+    is stored can be served back as valid JSON."""
+    return json.loads(raw, parse_constant=_not_json, parse_float=_finite)
+
+
 async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
+    declared_length(request, limit, "the request body")
+    require_json(request)
     raw = await read_body(request, limit)
     try:
-        value: object = json.loads(raw)
+        value: object = parse_json(raw)
     except (UnicodeDecodeError, ValueError):
         raise InvalidRequest("the request body is not valid JSON") from None
     except RecursionError:

@@ -45,6 +45,7 @@ from inline_core.runtime.store import TakeStore
 from inline_core.server import serialize
 from inline_core.server.events import Subscriber, WireEvent
 from inline_core.server.live_run import LiveRun
+from inline_core.server.memory import HeapTrimmer
 from inline_core.server.run_state import NewRun, RunRecord, RunStatus
 from inline_core.server.run_store import RunStore, RunSummary
 from inline_core.takes import Take
@@ -107,6 +108,7 @@ class RunManager:
         self._reserved = 0  # queue slots held by submissions not yet committed
         self._closing = False
         self._workers: list[threading.Thread] = []
+        self.trimmer = HeapTrimmer()
 
     # ---- life cycle ----------------------------------------------------------------------------
 
@@ -254,6 +256,12 @@ class RunManager:
                 out.append((summary, position))
         return out
 
+    def live_count(self) -> int:
+        """Runs held in memory: the queued, the running and those being recorded. Finished runs
+        are dropped, so this is bounded by the queue and the workers, never by the history."""
+        with self._lock:
+            return len(self._live)
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             running = sum(1 for r in self._live.values() if r.status == RunStatus.RUNNING)
@@ -355,6 +363,10 @@ class RunManager:
         except Exception:
             log.exception("could not record the end of run %s", run.id)
             self._abandon(run)
+        # What the run freed goes back to the OS, so RSS tracks what is resident, not history.
+        with self._lock:
+            idle = not self._queue
+        self.trimmer.maybe_trim(idle=idle)
 
     def _run(self, run: LiveRun) -> _Outcome:
         started_at = time.time()

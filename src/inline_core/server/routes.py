@@ -14,26 +14,36 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from inline_core import __version__
-from inline_core.errors import InvalidRequest, NotFound
+from inline_core.errors import InvalidRequest, NotFound, UnsupportedMedia
 from inline_core.graph.schema import SCHEMA_VERSION_MAX, SCHEMA_VERSION_MIN
+from inline_core.importer import import_request
 from inline_core.media import mime_for_suffix
 from inline_core.server import serialize
 from inline_core.server.bootstrap import Services
 from inline_core.server.byte_ranges import parse_range
 from inline_core.server.http_io import (
     MB,
+    clipped_names,
     declared_length,
     etag_matches,
     json_response,
+    media_type,
     quoted,
     read_json_object,
 )
 
 router = APIRouter(prefix="/v1")
 
+RUN_FIELDS = frozenset({"graph", "target", "clientRunId"})
+# What POST /v1/import/comfy answers besides graph and target: accepted (and ignored) so an import
+# result can be posted as it came back.
+IMPORT_REPORT_FIELDS = frozenset({"skipped", "warnings"})
 DEFAULT_LIST = 50
 MAX_LIST = 500
 CHUNK = 256 * 1024
+FORM_TYPES = frozenset(
+    {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"}
+)
 
 
 # The routes read their bodies themselves (bounded, streamed); these describe them in OpenAPI.
@@ -123,6 +133,12 @@ async def submit_run(request: Request) -> Response:
         raise InvalidRequest("the body must be {graph, target, clientRunId?}: 'graph' is missing")
     if "target" not in body:
         raise InvalidRequest("the body must be {graph, target, clientRunId?}: 'target' is missing")
+    unknown = sorted(set(body) - RUN_FIELDS - IMPORT_REPORT_FIELDS)
+    if unknown:
+        # Refused rather than ignored: a misspelt "clientRunID" would silently lose idempotency.
+        raise InvalidRequest(
+            f"unknown fields {clipped_names(unknown)}; the body is {{graph, target, clientRunId?}}"
+        )
     record, created = await s.manager.submit_async(
         body["graph"], body["target"], body.get("clientRunId")
     )
@@ -210,6 +226,11 @@ async def take_bytes(request: Request, take_id: str) -> Response:
 async def upload_asset(request: Request) -> Response:
     s = services(request)
     declared_length(request, s.assets.max_bytes, "the upload")
+    if media_type(request) in FORM_TYPES:
+        # What a browser may send cross-origin without a preflight; media is sent raw.
+        raise UnsupportedMedia(
+            "send the file's raw bytes with its media type (e.g. image/png), not a form or text"
+        )
     upload = s.assets.begin()
     try:
         async for chunk in request.stream():
@@ -219,3 +240,16 @@ async def upload_asset(request: Request) -> Response:
         upload.abort()
         raise
     return json_response(serialize.asset_json(asset), 201)
+
+
+# ---- ComfyUI import ----------------------------------------------------------------------------
+
+
+@router.post("/import/comfy")
+async def import_comfy_workflow(request: Request) -> Response:
+    """A ComfyUI workflow (API or UI format, or `{workflow, assets}`) as `{graph, target,
+    skipped, warnings}`: a graph to post to `/v1/runs`, and what was left out or changed."""
+    s = services(request)
+    body = await read_json_object(request, s.config.max_body_mb * MB)
+    result = await run_in_threadpool(import_request, body, s.catalog, registry=s.registry)
+    return json_response(result.to_json())

@@ -156,7 +156,9 @@ class RunStore:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        # (thread, its read connection): threads come and go (the thread pool retires idle
+        # workers), so connections whose thread has ended are closed as new ones open.
+        self._readers: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._readers_lock = threading.Lock()
         self._writes: queue.SimpleQueue[tuple[Op, Future[Any]] | None] = queue.SimpleQueue()
         self._closed = False
@@ -312,8 +314,20 @@ class RunStore:
             conn = _connect(self.path)
             self._local.conn = conn
             with self._readers_lock:
-                self._readers.append(conn)
+                alive: list[tuple[threading.Thread, sqlite3.Connection]] = []
+                for thread, other in self._readers:
+                    if thread.is_alive():
+                        alive.append((thread, other))
+                    else:
+                        other.close()
+                alive.append((threading.current_thread(), conn))
+                self._readers = alive
         return conn
+
+    def reader_count(self) -> int:
+        """Open read connections (one per live thread that has read)."""
+        with self._readers_lock:
+            return len(self._readers)
 
     def get_run(self, run_id: str) -> RunRecord | None:
         row = (
@@ -598,7 +612,7 @@ class RunStore:
         self._checkpointer.join(timeout=10.0)
         with self._readers_lock:
             readers, self._readers = self._readers, []
-        for conn in readers:
+        for _thread, conn in readers:
             try:
                 conn.close()
             except sqlite3.Error:

@@ -12,7 +12,7 @@ from typing import cast
 from fastapi import APIRouter
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from inline_core.errors import InlineError
+from inline_core.errors import InlineError, NotFound
 from inline_core.server.bootstrap import Services
 from inline_core.server.events import WireEvent
 from inline_core.server.http_errors import inline_error_response
@@ -27,16 +27,31 @@ async def _client_left(websocket: WebSocket) -> None:
             return
 
 
+# Registered after every other websocket route: an unknown socket path is refused in the envelope.
+fallback = APIRouter()
+
+
+async def deny_socket(websocket: WebSocket, exc: InlineError) -> None:
+    """Refuse the handshake with the error envelope (or a 4xxx close code where the server
+    cannot send an HTTP answer to a websocket)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(inline_error_response(exc))
+    else:
+        await websocket.close(code=4000 + exc.status, reason=exc.message[:120])
+
+
+@fallback.websocket("/{path:path}")
+async def unknown_socket(websocket: WebSocket, path: str) -> None:
+    await deny_socket(websocket, NotFound("no such websocket route"))
+
+
 @router.websocket("/runs/{run_id}/events")
 async def run_events(websocket: WebSocket, run_id: str) -> None:
     manager = cast(Services, websocket.app.state.services).manager
     try:
         snapshot, subscriber = manager.subscribe(run_id, asyncio.get_running_loop())
     except InlineError as exc:
-        if "websocket.http.response" in websocket.scope.get("extensions", {}):
-            await websocket.send_denial_response(inline_error_response(exc))
-        else:
-            await websocket.close(code=4000 + exc.status, reason=exc.message[:120])
+        await deny_socket(websocket, exc)
         return
     left: asyncio.Task[None] | None = None
     try:
