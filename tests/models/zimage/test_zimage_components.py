@@ -50,3 +50,25 @@ def test_declared_modules_resolve_to_the_loaded_modules(
         assert all(isinstance(m, nn.Module) for m in found[group])
     assert found["_dit_modules"] == [pipeline.denoiser.transformer]
     assert found["_vae_modules"] == [pipeline.vae.autoencoder]
+
+
+def test_int8_placement_quantizes_the_transformer_weights(
+    kit: KitPaths, sampler: StepLoopSampler
+) -> None:
+    import copy
+
+    from inline_core.components.diffusers_zimage.placement import quantize
+    from inline_core.device.policy import Placement
+
+    runner = make_runner(kit.root, sampler)
+    pipeline = runner.engine().pipeline_for(runner.resolver.resolve().require())
+    transformer = pipeline.denoiser.transformer
+    flags = {"offload": False, "vae_tiling": False, "vae_slicing": False}
+    int8 = Placement("cpu", "float32", **flags, attention_slicing=False, quantize="int8")
+    quantized = quantize(copy.deepcopy(transformer), int8)
+    linears = [m for m in quantized.modules() if isinstance(m, nn.Linear)]
+    assert linears and all("Int8" in type(m.weight).__name__ for m in linears)
+    plain = Placement("cpu", "float32", **flags, attention_slicing=False, quantize=None)
+    assert quantize(transformer, plain) is transformer
+    untouched = [m for m in transformer.modules() if isinstance(m, nn.Linear)]
+    assert not any("Int8" in type(m.weight).__name__ for m in untouched)
