@@ -13,6 +13,12 @@ the bare pipeline and the server (uvicorn on loopback, `POST /v1/runs` until `ru
 size, 8 steps, no guidance. The table adds the physical floor: the transformer's FLOPs per render
 at the GPU's dense bf16 peak (`--peak-tflops`, 989 for an H100/H200 SXM).
 
+Then, unless `--parts` leaves it out, step-level batching on against off (`gpu_batching.py`): N
+concurrent renders (`--concurrency`, default 1,2,4,8) through a `StepLoopSampler` with the device's
+limits (or `--max-batch` / `--token-budget`) against one with `max_batch=1`, at the same sizes,
+`--batch-steps` steps, `--batch-rounds` rounds: throughput, p50/p95 latency and on/off ratios, a
+table and the JSON's "batching".
+
 `--preset tiny --device cpu` runs the same script on the kit's tiny shapes (a smoke test on any
 machine). Results: bench/results/gpu_zimage.json (a smoke run writes gpu_zimage_smoke.json),
 copied to $OUT when it is set.
@@ -38,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_batching import measure_batching, print_table  # noqa: E402
 from zimage_server_vs_pipeline import measure_paired  # noqa: E402
 
 from inline_core.components.diffusers_zimage.libs import diffusers, manual_seed, transformers  # noqa: E402
@@ -153,7 +160,15 @@ def main() -> int:
     parser.add_argument("--renders", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--peak-tflops", type=float, default=989.0)
+    parser.add_argument("--parts", default="paired,batching")
+    parser.add_argument("--concurrency", default="1,2,4,8")
+    parser.add_argument("--batch-steps", type=int, default=8)
+    parser.add_argument("--batch-rounds", type=int, default=2)
+    parser.add_argument("--max-batch", type=int, default=None, help="on side; default: device's")
+    parser.add_argument("--token-budget", type=int, default=None)
     args = parser.parse_args()
+    parts = str(args.parts).split(",")
+    sizes = [int(s) for s in str(args.sizes).split(",") if s]
     device, preset = str(args.device), str(args.preset)
     if device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: run on a GPU machine, or use --preset tiny --device cpu")
@@ -172,7 +187,7 @@ def main() -> int:
     profile = None if device.startswith("cuda") else "cpu"  # the server's policy decides on a GPU
     cfg = transformer_config(preset)
     rows: list[dict[str, Any]] = []
-    for size in (int(s) for s in str(args.sizes).split(",") if s):
+    for size in sizes if "paired" in parts else []:
         case: dict[str, Any] = {"model": name, "size": size, "steps": int(args.steps)}
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
@@ -202,18 +217,46 @@ def main() -> int:
             row["peakGpuMb"] = round(torch.cuda.max_memory_allocated() / 2**20)
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "ms"}), flush=True)
-    print(f"{'px':>5} {'pipe ms':>9} {'trimmed':>9} {'server ms':>10} {'ratio':>7} {'floor ms':>9}")
+    if rows:
+        print(
+            f"{'px':>5} {'pipe ms':>9} {'trimmed':>9} {'server ms':>10} {'ratio':>7}"
+            f" {'floor ms':>9}"
+        )
     for r in rows:
         print(
             f"{r['size']:>5} {r['pipelineMedianMs']:>9.1f} {r['pipelineTrimmedMedianMs']:>9.1f} "
             f"{r['serverMedianMs']:>10.1f} {r['ratio']:>7.3f} {r['floorMs']:>9.1f}"
         )
+    batching: dict[str, Any] | None = None
+    if "batching" in parts:
+        cases = [
+            {"kit": preset, "model": name, "size": size, "steps": int(args.batch_steps)}
+            for size in sizes
+        ]
+        levels = [int(n) for n in str(args.concurrency).split(",") if n]
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        batching = measure_batching(
+            models,
+            cases,
+            levels,
+            int(args.batch_rounds),
+            device=device,
+            profile=profile,
+            max_batch=cast(int | None, args.max_batch),
+            token_budget=cast(int | None, args.token_budget),
+        )
+        if device.startswith("cuda"):
+            batching["peakGpuMb"] = round(torch.cuda.max_memory_allocated() / 2**20)
+        print(f"batching on {batching['limitsOn']} vs off (max_batch 1), sampler path")
+        print_table(batching["rows"])
     gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else platform.processor()
     body = {
         "machine": {"device": gpu, "platform": platform.platform(), "torch": torch.__version__},
         "preset": preset,
         "model": built,
         "rows": rows,
+        "batching": batching,
     }
     # A smoke run (tiny preset or no GPU) must not overwrite the GPU figures.
     real = preset == "full" and device.startswith("cuda")
