@@ -113,13 +113,7 @@ def load_transformer(source: Source, placement: PlacementLike) -> nn.Module:
         return _place(model, placement)
 
     def from_folder() -> nn.Module:
-        model: nn.Module = diffusers().ZImageTransformer2DModel.from_pretrained(
-            str(source.path),
-            subfolder=source.subfolder,
-            local_files_only=True,
-            dtype=torch_dtype(placement.dtype),
-        )
-        return _place(model, placement)
+        return _from_pretrained(diffusers().ZImageTransformer2DModel, source, placement)
 
     return _guarded("diffusion model", source, from_file if source.is_file else from_folder)
 
@@ -139,15 +133,20 @@ def load_vae(source: Source, placement: PlacementLike) -> nn.Module:
         return _place(model, placement)
 
     def from_folder() -> nn.Module:
-        model: nn.Module = diffusers().AutoencoderKL.from_pretrained(
-            str(source.path),
-            subfolder=source.subfolder,
-            local_files_only=True,
-            dtype=torch_dtype(placement.dtype),
-        )
-        return _place(model, placement)
+        return _from_pretrained(diffusers().AutoencoderKL, source, placement)
 
     return _guarded("vae", source, from_file if source.is_file else from_folder)
+
+
+def _from_pretrained(model_class: Any, source: Source, placement: PlacementLike) -> nn.Module:
+    """A diffusers model from a local folder (never the hub), placed as the policy says."""
+    model: nn.Module = model_class.from_pretrained(
+        str(source.path),
+        subfolder=source.subfolder,
+        local_files_only=True,
+        dtype=torch_dtype(placement.dtype),
+    )
+    return _place(model, placement)
 
 
 def load_text_encoder(source: Source, placement: PlacementLike) -> nn.Module:
