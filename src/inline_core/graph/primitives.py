@@ -33,34 +33,31 @@ def _size(name: str) -> ParamSpec:
     )
 
 
-LOAD_DIFFUSION_MODEL = NodeDescriptor(
-    type="load/diffusion-model",
-    title="Load diffusion model",
-    category="loaders",
-    icon="cpu",
-    hidden=True,
-    params=(_file_picker("diffusion_models"),),
-    outputs=(PortSpec("model", PortKind.MODEL),),
-)
+def _loader(node_type: str, title: str, category: str, output: PortSpec) -> NodeDescriptor:
+    """A loader: one file picker over a catalog category, one engine-handle output."""
+    return NodeDescriptor(
+        type=node_type,
+        title=title,
+        category="loaders",
+        icon="cpu",
+        hidden=True,
+        params=(_file_picker(category),),
+        outputs=(output,),
+    )
 
-LOAD_VAE = NodeDescriptor(
-    type="load/vae",
-    title="Load VAE",
-    category="loaders",
-    icon="cpu",
-    hidden=True,
-    params=(_file_picker("vae"),),
-    outputs=(PortSpec("vae", PortKind.VAE),),
-)
 
-LOAD_TEXT_ENCODER = NodeDescriptor(
-    type="load/text-encoder",
-    title="Load text encoder",
-    category="loaders",
-    icon="cpu",
-    hidden=True,
-    params=(_file_picker("text_encoders"),),
-    outputs=(PortSpec("text_encoder", PortKind.TEXT_ENCODER),),
+LOAD_DIFFUSION_MODEL = _loader(
+    "load/diffusion-model",
+    "Load diffusion model",
+    "diffusion_models",
+    PortSpec("model", PortKind.MODEL),
+)
+LOAD_VAE = _loader("load/vae", "Load VAE", "vae", PortSpec("vae", PortKind.VAE))
+LOAD_TEXT_ENCODER = _loader(
+    "load/text-encoder",
+    "Load text encoder",
+    "text_encoders",
+    PortSpec("text_encoder", PortKind.TEXT_ENCODER),
 )
 
 ENCODE_TEXT = NodeDescriptor(
