@@ -15,6 +15,7 @@ from inline_core.config import Config
 from inline_core.errors import InlineError
 from inline_core.server.access import LoopbackHostGate
 from inline_core.server.app import create_app
+from inline_core.server.collector import settle_startup_heap
 
 log = logging.getLogger("inline_core.server")
 
@@ -54,6 +55,7 @@ def serve(config: Config) -> int:
     if config.is_loopback and not config.api_token:
         # Loopback without a token: refuse Host names a DNS-rebinding page would send.
         app.add_middleware(LoopbackHostGate, extra_names=(config.host,))
+    settle_startup_heap()
     server = uvicorn.Server(
         uvicorn.Config(
             app,
