@@ -21,16 +21,26 @@ SUBGRAPH_ID = "f2fdebf6-dfaf-43b6-9eb2-7f70613cfdc1"
 
 
 def zimage_api(
-    *, prompt: str = PROMPT, seed: int = 42, width: int = 1024, height: int = 1024
+    *,
+    prompt: str = PROMPT,
+    seed: int = 42,
+    width: int = 1024,
+    height: int = 1024,
+    steps: int = 8,
+    cfg: float = 1,
+    model: str = ZIMAGE_MODEL,
+    encoder: str = ZIMAGE_ENCODER,
+    vae: str = ZIMAGE_VAE,
 ) -> Json:
-    """ComfyUI's Z-Image Turbo text-to-image template, API format."""
+    """ComfyUI's Z-Image Turbo text-to-image template, API format (its files, size, steps and cfg
+    can be changed so the render tests can point it at the kit's tiny models)."""
     return {
         "3": {
             "class_type": "KSampler",
             "inputs": {
                 "seed": seed,
-                "steps": 8,
-                "cfg": 1,
+                "steps": steps,
+                "cfg": cfg,
                 "sampler_name": "euler",
                 "scheduler": "simple",
                 "denoise": 1,
@@ -73,17 +83,17 @@ def zimage_api(
         },
         "16": {
             "class_type": "UNETLoader",
-            "inputs": {"unet_name": ZIMAGE_MODEL, "weight_dtype": "default"},
+            "inputs": {"unet_name": model, "weight_dtype": "default"},
             "_meta": {"title": "Load Diffusion Model"},
         },
         "17": {
             "class_type": "VAELoader",
-            "inputs": {"vae_name": ZIMAGE_VAE},
+            "inputs": {"vae_name": vae},
             "_meta": {"title": "Load VAE"},
         },
         "18": {
             "class_type": "CLIPLoader",
-            "inputs": {"clip_name": ZIMAGE_ENCODER, "type": "lumina2", "device": "default"},
+            "inputs": {"clip_name": encoder, "type": "lumina2", "device": "default"},
             "_meta": {"title": "Load CLIP"},
         },
     }
@@ -166,24 +176,36 @@ def wire(nodes: list[Json], links: list[LinkRow], *, as_objects: bool = False) -
     return [list(row) for row in links]
 
 
-def _zimage_nodes(*, prompt: str, seed: int, ksampler_id: int = 3) -> list[Json]:
+def _zimage_nodes(
+    *,
+    prompt: str,
+    seed: int,
+    ksampler_id: int = 3,
+    width: int = 1024,
+    height: int = 1024,
+    steps: int = 8,
+    cfg: float = 1,
+    model: str = ZIMAGE_MODEL,
+    encoder: str = ZIMAGE_ENCODER,
+    vae: str = ZIMAGE_VAE,
+) -> list[Json]:
     return [
         ui_node(
             16,
             "UNETLoader",
             outputs=[("MODEL", "MODEL")],
             widget_inputs=[("unet_name", "COMBO"), ("weight_dtype", "COMBO")],
-            widgets=[ZIMAGE_MODEL, "default"],
+            widgets=[model, "default"],
             title="Load Diffusion Model",
         ),
         ui_node(
             18,
             "CLIPLoader",
             outputs=[("CLIP", "CLIP")],
-            widgets=[ZIMAGE_ENCODER, "lumina2", "default"],
+            widgets=[encoder, "lumina2", "default"],
             title="Load CLIP",
         ),
-        ui_node(17, "VAELoader", outputs=[("VAE", "VAE")], widgets=[ZIMAGE_VAE]),
+        ui_node(17, "VAELoader", outputs=[("VAE", "VAE")], widgets=[vae]),
         ui_node(
             11,
             "ModelSamplingAuraFlow",
@@ -211,7 +233,7 @@ def _zimage_nodes(*, prompt: str, seed: int, ksampler_id: int = 3) -> list[Json]
             "EmptySD3LatentImage",
             widget_inputs=[("width", "INT"), ("height", "INT"), ("batch_size", "INT")],
             outputs=[("LATENT", "LATENT")],
-            widgets=[1024, 1024, 1],
+            widgets=[width, height, 1],
         ),
         ui_node(
             ksampler_id,
@@ -224,7 +246,7 @@ def _zimage_nodes(*, prompt: str, seed: int, ksampler_id: int = 3) -> list[Json]
             ],
             widget_inputs=[("seed", "INT"), ("steps", "INT"), ("cfg", "FLOAT")],
             outputs=[("LATENT", "LATENT")],
-            widgets=[seed, "randomize", 8, 1, "euler", "simple", 1],
+            widgets=[seed, "randomize", steps, cfg, "euler", "simple", 1],
         ),
         ui_node(
             8,
@@ -235,9 +257,30 @@ def _zimage_nodes(*, prompt: str, seed: int, ksampler_id: int = 3) -> list[Json]
     ]
 
 
-def zimage_ui(*, prompt: str = PROMPT, seed: int = 42) -> Json:
+def zimage_ui(
+    *,
+    prompt: str = PROMPT,
+    seed: int = 42,
+    width: int = 1024,
+    height: int = 1024,
+    steps: int = 8,
+    cfg: float = 1,
+    model: str = ZIMAGE_MODEL,
+    encoder: str = ZIMAGE_ENCODER,
+    vae: str = ZIMAGE_VAE,
+) -> Json:
     """The same template as the UI saves it (schema 0.4, links as arrays)."""
-    nodes = _zimage_nodes(prompt=prompt, seed=seed)
+    nodes = _zimage_nodes(
+        prompt=prompt,
+        seed=seed,
+        width=width,
+        height=height,
+        steps=steps,
+        cfg=cfg,
+        model=model,
+        encoder=encoder,
+        vae=vae,
+    )
     nodes.append(ui_node(9, "SaveImage", inputs=[("images", "IMAGE")], widgets=["z-image"]))
     links: list[LinkRow] = [
         (20, 16, 0, 11, 0, "MODEL"),
