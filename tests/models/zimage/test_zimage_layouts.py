@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import torch
-from zimage_harness import make_runner, max_diff, render, take_pixels
+from zimage_harness import make_runner, max_diff, models_without_diffusion, render, take_pixels
 
 from inline_core.components.diffusers_zimage.libs import load_safetensors, save_safetensors
 from inline_core.models.zimage.convert import vae_from_ldm
@@ -73,21 +73,12 @@ def test_both_layouts_render_identical_pixels(
     assert max_diff(single, folder) == 0
 
 
-def comfy_copy(kit: KitPaths, root: Path) -> Path:
-    """A models folder with the kit's VAE and text encoder but no diffusion model yet."""
-    assert kit.vae_file is not None and kit.text_encoder_dir is not None
-    (root / "diffusion_models").mkdir(parents=True)
-    (root / "vae").mkdir()
-    shutil.copy(kit.vae_file, root / "vae" / kit.vae_file.name)
-    shutil.copytree(kit.text_encoder_dir, root / "text_encoders" / kit.text_encoder_dir.name)
-    return root
-
 
 def test_prefixed_single_file_loads_like_the_bare_one(
     kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
 ) -> None:
     assert kit.diffusion_file is not None
-    root = comfy_copy(kit, tmp_path / "models")
+    root = models_without_diffusion(kit, tmp_path / "models")
     state = load_safetensors(kit.diffusion_file)
     prefixed = {f"model.diffusion_model.{k}": v for k, v in state.items()}
     save_safetensors(prefixed, root / "diffusion_models" / "z_image_turbo_bf16.safetensors")

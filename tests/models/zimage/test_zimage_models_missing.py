@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from zimage_harness import make_runner, node_params, render
+from zimage_harness import make_runner, models_without_diffusion, node_params, render
 
 from inline_core.config import Config
 from inline_core.errors import ModelMissing, RunFailed
@@ -80,19 +80,11 @@ def test_runner_check_refuses_at_submit(tmp_path: Path, sampler: StepLoopSampler
     assert info.value.node_id == "z"
 
 
-def comfy_models(kit: KitPaths, root: Path) -> Path:
-    assert kit.vae_file is not None and kit.text_encoder_dir is not None
-    (root / "diffusion_models").mkdir(parents=True)
-    (root / "vae").mkdir()
-    shutil.copy(kit.vae_file, root / "vae" / kit.vae_file.name)
-    shutil.copytree(kit.text_encoder_dir, root / "text_encoders" / kit.text_encoder_dir.name)
-    return root
-
 
 def test_garbage_diffusion_file_fails_the_run_naming_it(
     kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
 ) -> None:
-    root = comfy_models(kit, tmp_path / "models")
+    root = models_without_diffusion(kit, tmp_path / "models")
     broken = root / "diffusion_models" / "z_image_turbo_bf16.safetensors"
     broken.write_bytes(b"this is not a checkpoint" * 10)
     runner = make_runner(root, sampler)
@@ -106,7 +98,7 @@ def test_truncated_diffusion_file_fails_the_run_naming_it(
     kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
 ) -> None:
     assert kit.diffusion_file is not None
-    root = comfy_models(kit, tmp_path / "models")
+    root = models_without_diffusion(kit, tmp_path / "models")
     data = kit.diffusion_file.read_bytes()
     cut = root / "diffusion_models" / "zimage_cut.safetensors"
     cut.write_bytes(data[: len(data) // 2])
@@ -119,7 +111,7 @@ def test_wrong_kind_of_file_fails_naming_it(
     kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
 ) -> None:
     assert kit.vae_file is not None and kit.diffusion_file is not None
-    root = comfy_models(kit, tmp_path / "models")
+    root = models_without_diffusion(kit, tmp_path / "models")
     shutil.copy(kit.diffusion_file, root / "diffusion_models" / "zimage.safetensors")
     shutil.copy(kit.vae_file, root / "diffusion_models" / "not_a_dit.safetensors")
     with pytest.raises(RunFailed) as info:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from inline_core.device import policy_from_config
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.models.catalog import Catalog
 from inline_core.models.zimage.descriptor import ZIMAGE_DESCRIPTOR
+from inline_core.models.zimage.kit import KitPaths
 from inline_core.models.zimage.runner import ZImageRunner
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
@@ -103,3 +105,14 @@ def reference_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
         "negative_prompt": p["negative_prompt"] or None,
         "generator": torch.Generator("cpu").manual_seed(p["seed"]),
     }
+
+
+def models_without_diffusion(kit: KitPaths, root: Path) -> Path:
+    """A ComfyUI-style models folder with the kit's VAE and text encoder, its
+    `diffusion_models/` still empty for the test to fill."""
+    assert kit.vae_file is not None and kit.text_encoder_dir is not None
+    (root / "diffusion_models").mkdir(parents=True)
+    (root / "vae").mkdir()
+    shutil.copy(kit.vae_file, root / "vae" / kit.vae_file.name)
+    shutil.copytree(kit.text_encoder_dir, root / "text_encoders" / kit.text_encoder_dir.name)
+    return root
