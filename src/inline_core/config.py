@@ -35,6 +35,11 @@ def _float(env: Mapping[str, str], name: str, default: float | None) -> float | 
         raise InvalidRequest(f"{name} must be a number, got {raw!r}") from exc
 
 
+def _positive(value: float | None) -> float | None:
+    """None for an unset, zero or negative cap (0 means "no cap")."""
+    return value if value is not None and value > 0 else None
+
+
 def _flag(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -68,6 +73,15 @@ class Config:
     max_body_mb: int = 16
     max_queue: int = 1000
     max_retries: int = 2
+    # Open `/v1/runs/{id}/events` sockets, in all and per run (each holds a file descriptor and a
+    # small event buffer); beyond them the handshake is refused with 429 `busy`.
+    max_websockets: int = 2000
+    max_websockets_per_run: int = 64
+    # Disk: an upload is refused (507) if it would leave less than this free on the data dir's
+    # disk (room kept for takes and the database), or grow the assets folder beyond
+    # `max_assets_gb` (None: no cap of its own, the free-space floor bounds it).
+    min_free_disk_mb: int = 1024
+    max_assets_gb: float | None = None
     # Runs executing at once (their GPU work is grouped by the batched sampler)
     run_workers: int = 16
     # Extra node packs: "module:function" callables taking the registry (INLINE_PLUGINS)
@@ -130,6 +144,10 @@ class Config:
             max_body_mb=_int(env, "INLINE_MAX_BODY_MB", 16),
             max_queue=_int(env, "INLINE_MAX_QUEUE", 1000),
             max_retries=_int(env, "INLINE_MAX_RETRIES", 2),
+            max_websockets=max(1, _int(env, "INLINE_MAX_WEBSOCKETS", 2000)),
+            max_websockets_per_run=max(1, _int(env, "INLINE_MAX_WEBSOCKETS_PER_RUN", 64)),
+            min_free_disk_mb=max(0, _int(env, "INLINE_MIN_FREE_DISK_MB", 1024)),
+            max_assets_gb=_positive(_float(env, "INLINE_MAX_ASSETS_GB", None)),
             run_workers=max(1, _int(env, "INLINE_RUN_WORKERS", 16)),
             plugins=plugins,
             max_batch=_int(env, "INLINE_MAX_BATCH", 0) if max_batch_raw else None,

@@ -99,6 +99,14 @@ class Unavailable(InlineError):
     status = 503
 
 
+class InsufficientStorage(InlineError):
+    """The disk (or the configured budget) has no room for what was asked: an upload beyond the
+    free-space floor or the assets budget, or a take the full disk could not hold."""
+
+    code = "insufficient_storage"
+    status = 507
+
+
 class RangeNotSatisfiable(InlineError):
     """A `Range` header that names no bytes of the file (answered 416 with its size)."""
 

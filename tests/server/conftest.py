@@ -25,6 +25,7 @@ def config(tmp_path: Path) -> Config:
         profile="cpu",
         plugins=(PLUGIN,),
         run_workers=2,
+        min_free_disk_mb=0,  # upload tests must not depend on the test machine's free space
     )
 
 

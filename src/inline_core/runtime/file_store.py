@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -10,8 +11,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from inline_core.errors import InlineError, InsufficientStorage, RunFailed
 from inline_core.media import MediaKind
+from inline_core.runtime.disk_space import describe_free, is_disk_full
 from inline_core.takes import Take
+
+# Prefix of the temp file a write goes through; a file still named so at start-up is garbage.
+TEMP_PREFIX = ".tmp-"
 
 
 def take_id_for(run_id: str, node_id: str, index: int) -> str:
@@ -20,9 +26,10 @@ def take_id_for(run_id: str, node_id: str, index: int) -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so a reader sees either nothing or the whole file."""
+    """Write `data` to `path` so a reader sees either nothing or the whole file. On any failure
+    (a full disk included) the temp file is removed and `path` is left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -30,7 +37,10 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        # Never let a failing cleanup hide the error that matters; a temp file it leaves is
+        # removed at the next start (see server/bootstrap.sweep_leftovers).
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink(missing_ok=True)
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
@@ -60,7 +70,10 @@ class FileTakeStore:
     ) -> Take:
         take_id = take_id_for(run_id, node_id, index)
         path = self.path_for(take_id, suffix)
-        write_atomic(path, data)
+        try:
+            write_atomic(path, data)
+        except OSError as exc:
+            raise self._write_error(exc, take_id, node_id, len(data)) from exc
         return Take(
             id=take_id,
             run_id=run_id,
@@ -71,4 +84,19 @@ class FileTakeStore:
             params=dict(params),
             created_at=time.time(),
             path=str(path),
+        )
+
+    def _write_error(self, exc: OSError, take_id: str, node_id: str, size: int) -> InlineError:
+        """What the run reports when a take cannot be written: a full disk says so plainly."""
+        if is_disk_full(exc):
+            return InsufficientStorage(
+                f"the disk holding the takes ({self.root}) is full: take {take_id} of node "
+                f"{node_id!r} ({size} bytes) could not be written ({describe_free(self.root)}); "
+                "free some space and run it again",
+                node_id=node_id,
+            )
+        reason = exc.strerror or type(exc).__name__
+        return RunFailed(
+            f"could not write take {take_id} of node {node_id!r} under {self.root}: {reason}",
+            node_id=node_id,
         )

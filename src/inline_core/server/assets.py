@@ -5,6 +5,14 @@ always give the same id and an asset never changes. The kind is sniffed from the
 the client's content type); bytes that are no image, video or audio are refused, and so is an image
 Pillow cannot read or one with more pixels than the limit (a decompression bomb: a few kilobytes
 that would decode to gigabytes). The pixel limit is checked again whenever a graph opens an image.
+
+Disk budget (`DiskBudget`): an upload is refused with 507 `insufficient_storage` when the data
+disk's free space would drop below a floor (kept for takes and the run database), or when the
+assets folder would grow past its cap. Free space is read before the first byte (with the declared
+Content-Length) and again every `RECHECK_BYTES` while the body streams in. The cap is settled when
+the upload is complete, because only then is its id known: the same bytes again never grow the
+folder and are always accepted. Bytes of uploads in flight count against it, so concurrent uploads
+cannot overshoot it together; while an upload streams, the floor (not the cap) guards the disk.
 """
 
 from __future__ import annotations
@@ -13,14 +21,22 @@ import hashlib
 import os
 import re
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from PIL import Image
 
-from inline_core.errors import InlineError, NotFound, PayloadTooLarge, UnsupportedMedia
+from inline_core.errors import (
+    InlineError,
+    InsufficientStorage,
+    NotFound,
+    PayloadTooLarge,
+    UnsupportedMedia,
+)
 from inline_core.media import MediaKind, sniff
+from inline_core.runtime.disk_space import MB, free_bytes, is_disk_full
 from inline_core.server.run_store import RunStore
 from inline_core.takes import MediaRef
 
@@ -28,6 +44,17 @@ ASSET_ID = re.compile(r"sha256-[0-9a-f]{64}")
 TAKE_ID = re.compile(r"tk_[0-9a-f]{1,64}")
 SNIFF_BYTES = 64
 DEFAULT_MAX_PIXELS = 8192 * 8192
+# How often a streaming upload looks at the free space again (a statvfs call).
+RECHECK_BYTES = 4 * MB
+
+
+@dataclass(frozen=True)
+class DiskBudget:
+    """Limits on the disk the assets use: `min_free_bytes` left free on the disk, and at most
+    `max_total_bytes` of stored assets (None: no cap of its own)."""
+
+    min_free_bytes: int = 0
+    max_total_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -37,6 +64,13 @@ class Asset:
     content_type: str
     size: int
     path: Path
+
+
+def disk_full_error(exc: OSError) -> InsufficientStorage | None:
+    """The client-visible error for an upload a full disk refused; None for other errors."""
+    if is_disk_full(exc):
+        return InsufficientStorage("the data disk is full; the upload was not stored")
+    return None
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -93,13 +127,23 @@ class AssetUpload:
     """One upload in progress: bytes are hashed and spilled to a temp file as they arrive, so
     memory stays flat and a body over the limit is refused as soon as it crosses it."""
 
-    def __init__(self, store: AssetStore) -> None:
+    def __init__(self, store: AssetStore, expected_size: int | None = None) -> None:
         self._store = store
-        fd, tmp = tempfile.mkstemp(dir=store.root, prefix=".upload-")
+        store.check_room(expected_size or 0)
+        try:
+            fd, tmp = tempfile.mkstemp(dir=store.root, prefix=".upload-")
+        except OSError as exc:
+            full = disk_full_error(exc)
+            if full is None:
+                raise
+            raise full from exc
         self._tmp = Path(tmp)
         self._file: BinaryIO = os.fdopen(fd, "wb")
         self._hash = hashlib.sha256()
         self._head = b""
+        self._checked_at = 0  # `size` when the free space was last read
+        self._reserved = 0  # bytes counted in the store's in-flight total
+        self._over_cap = False  # some bytes did not fit under the assets cap
         self.size = 0
 
     def write(self, chunk: bytes) -> None:
@@ -108,10 +152,26 @@ class AssetUpload:
             raise PayloadTooLarge(
                 f"upload is larger than the {self._store.max_bytes // (1024 * 1024)} MB limit"
             )
-        if len(self._head) < SNIFF_BYTES:
-            self._head += chunk[: SNIFF_BYTES - len(self._head)]
-        self._hash.update(chunk)
-        self._file.write(chunk)
+        try:
+            if not self._store.reserve(len(chunk)):
+                self._over_cap = True
+            self._reserved += len(chunk)
+            if self.size + len(chunk) - self._checked_at >= RECHECK_BYTES:
+                self._checked_at = self.size
+                self._store.check_room(len(chunk))  # this upload's bytes so far are on disk
+            if len(self._head) < SNIFF_BYTES:
+                self._head += chunk[: SNIFF_BYTES - len(self._head)]
+            self._hash.update(chunk)
+            self._file.write(chunk)
+        except InlineError:
+            self.abort()
+            raise
+        except OSError as exc:
+            self.abort()
+            full = disk_full_error(exc)
+            if full is None:
+                raise
+            raise full from exc
         self.size += len(chunk)
 
     def finish(self) -> Asset:
@@ -129,30 +189,113 @@ class AssetUpload:
             self._file.close()
             asset_id = "sha256-" + self._hash.hexdigest()
             final = self._store.root / asset_id
+            known = final.exists()  # the same bytes again: the folder does not grow
+            if self._over_cap and not known:
+                raise self._store.cap_error(self.size)
             os.replace(self._tmp, final)
             _fsync_dir(self._store.root)
+        except OSError as exc:
+            self.abort()
+            full = disk_full_error(exc)
+            if full is None:
+                raise
+            raise full from exc
         except BaseException:
             self.abort()
             raise
+        self._store.settle(self._reserved, 0 if known else self.size)
+        self._reserved = 0
         kind, content_type = sniffed
         return Asset(asset_id, kind, content_type, self.size, final)
 
     def abort(self) -> None:
+        """Drop the upload (safe to call more than once)."""
+        self._store.settle(self._reserved, 0)
+        self._reserved = 0
         if not self._file.closed:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:  # flushing onto a full disk; the file goes anyway
+                pass
         self._tmp.unlink(missing_ok=True)
 
 
 class AssetStore:
-    def __init__(self, root: Path, max_bytes: int, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
+    def __init__(
+        self,
+        root: Path,
+        max_bytes: int,
+        max_pixels: int = DEFAULT_MAX_PIXELS,
+        budget: DiskBudget | None = None,
+    ) -> None:
         self.root = root
         self.max_bytes = max_bytes
         self.max_pixels = max_pixels
+        self.budget = budget or DiskBudget()
         allow_pixels(max_pixels)
         root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._in_flight = 0  # bytes of uploads not finished yet
+        # Only a cap needs the folder's size: read once here, then kept up to date.
+        self._stored = self._measure() if self.budget.max_total_bytes is not None else 0
 
-    def begin(self) -> AssetUpload:
-        return AssetUpload(self)
+    def _measure(self) -> int:
+        total = 0
+        for entry in os.scandir(self.root):
+            if ASSET_ID.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+        return total
+
+    def stored_bytes(self) -> int:
+        """Bytes of stored assets as the cap counts them (0 when there is no cap)."""
+        with self._lock:
+            return self._stored
+
+    def check_room(self, incoming: int) -> None:
+        """Refuse (507) if writing `incoming` more bytes would leave less than the floor free."""
+        floor = self.budget.min_free_bytes
+        if floor <= 0:
+            return
+        try:
+            free = free_bytes(self.root)
+        except OSError:
+            return  # cannot tell; the write itself will say if the disk is full
+        if free - incoming < floor:
+            raise InsufficientStorage(
+                f"not enough disk space for this upload: {free // MB} MB free on the data disk, "
+                f"and {floor // MB} MB are kept free for takes and the run database "
+                "(INLINE_MIN_FREE_DISK_MB)"
+            )
+
+    def reserve(self, incoming: int) -> bool:
+        """Count `incoming` bytes of an upload in flight; whether they fit under the assets cap
+        (the upload decides once it knows whether its bytes are new)."""
+        cap = self.budget.max_total_bytes
+        with self._lock:
+            fits = cap is None or self._stored + self._in_flight + incoming <= cap
+            self._in_flight += incoming
+            return fits
+
+    def cap_error(self, size: int) -> InsufficientStorage:
+        cap = self.budget.max_total_bytes or 0
+        with self._lock:
+            stored = self._stored
+        return InsufficientStorage(
+            f"no room in the assets folder for this {size}-byte upload: {stored // MB} MB are "
+            f"stored (with uploads in progress counted) and the cap is {cap // MB} MB "
+            "(INLINE_MAX_ASSETS_GB)"
+        )
+
+    def settle(self, reserved: int, stored: int) -> None:
+        """An upload ended: release its `reserved` in-flight bytes, add what it `stored`."""
+        with self._lock:
+            self._in_flight -= reserved
+            self._stored += stored
+
+    def begin(self, expected_size: int | None = None) -> AssetUpload:
+        """Start an upload; `expected_size` (a declared Content-Length) is checked against the
+        free space before any byte is read."""
+        return AssetUpload(self, expected_size if expected_size and expected_size > 0 else None)
 
     def save(self, data: bytes) -> Asset:
         upload = self.begin()

@@ -24,12 +24,16 @@ from inline_core.graph.cache import NodeCache
 from inline_core.graph.executor import Executor
 from inline_core.graph.registry import Registry
 from inline_core.models.catalog import Catalog
-from inline_core.runtime.file_store import FileTakeStore
+from inline_core.runtime.disk_space import MB
+from inline_core.runtime.file_store import TEMP_PREFIX, FileTakeStore
 from inline_core.sampling.job import BatchedSampler
-from inline_core.server.assets import AssetStore, StoredMediaResolver
+from inline_core.server.assets import AssetStore, DiskBudget, StoredMediaResolver
 from inline_core.server.device_info import DeviceInfo
 from inline_core.server.manager import RunManager
+from inline_core.server.orphan_sweep import LOGGED_NAMES, sweep_orphan_takes
+from inline_core.server.run_state import RunRecord
 from inline_core.server.run_store import RunStore
+from inline_core.server.socket_gate import SocketGate, open_file_limit
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +50,7 @@ class Services:
     sampler: BatchedSampler | None
     manager: RunManager
     device: DeviceInfo
+    sockets: SocketGate
     # Stopped after the runs, before the sampler: model families' own resources (worker groups).
     closers: list[Callable[[], None]] = field(default_factory=list[Callable[[], None]])
 
@@ -54,8 +59,15 @@ class Services:
 
     def start(self) -> None:
         sweep_leftovers(self.config)
-        self.manager.start()
+        self.manager.start(on_recovered=self._sweep_orphans)
         self.device.start()
+
+    def _sweep_orphans(self, rerun: list[RunRecord]) -> None:
+        # Housekeeping: a failure here is logged and never stops the server from starting.
+        try:
+            sweep_orphan_takes(self.takes.root, self.runs, rerun)
+        except Exception:
+            log.exception("the start-up sweep of orphan take files failed; continuing")
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop in dependency order: runs first (they may be using the sampler), then the sampler,
@@ -76,12 +88,12 @@ class Services:
 
 # Temp files of writes a crash cut short (a take being written, an upload in progress). Finished
 # files are renamed away from these names, so whatever still has one at start is garbage.
-LEFTOVER_PATTERNS = ((".tmp-*", "takes"), (".upload-*", "assets"))
+LEFTOVER_PATTERNS = ((TEMP_PREFIX + "*", "takes"), (".upload-*", "assets"))
 
 
 def sweep_leftovers(config: Config) -> int:
     """Remove temp files a killed process left in the takes and assets folders; how many."""
-    removed = 0
+    removed: list[str] = []
     folders = {"takes": config.takes_dir, "assets": config.assets_dir}
     for pattern, where in LEFTOVER_PATTERNS:
         folder = folders[where]
@@ -91,12 +103,13 @@ def sweep_leftovers(config: Config) -> int:
             try:
                 if leftover.is_file() and not leftover.is_symlink():
                     leftover.unlink()
-                    removed += 1
+                    removed.append(f"{where}/{leftover.name}")
             except OSError:
                 log.warning("could not remove leftover %s", leftover)
     if removed:
-        log.info("removed %d temp files left by an earlier process", removed)
-    return removed
+        shown = ", ".join(removed[:LOGGED_NAMES]) + (" ..." if len(removed) > LOGGED_NAMES else "")
+        log.info("removed %d temp files left by an earlier process: %s", len(removed), shown)
+    return len(removed)
 
 
 def _make_sampler(config: Config) -> BatchedSampler | None:
@@ -168,8 +181,14 @@ def build_services(config: Config) -> Services:
     """Everything the app needs, not started (call `Services.start`)."""
     catalog = Catalog(config.models_dir)
     runs = RunStore(config.runs_db)
+    budget = DiskBudget(
+        min_free_bytes=config.min_free_disk_mb * MB,
+        max_total_bytes=(
+            int(config.max_assets_gb * 1024 * MB) if config.max_assets_gb is not None else None
+        ),
+    )
     assets = AssetStore(
-        config.assets_dir, config.max_upload_mb * 1024 * 1024, config.max_image_pixels
+        config.assets_dir, config.max_upload_mb * MB, config.max_image_pixels, budget
     )
     takes = FileTakeStore(config.takes_dir.resolve())
     media = StoredMediaResolver(assets, runs, takes.root)
@@ -199,5 +218,8 @@ def build_services(config: Config) -> Services:
         sampler=sampler,
         manager=manager,
         device=DeviceInfo(config),
+        sockets=SocketGate(
+            config.max_websockets, config.max_websockets_per_run, open_file_limit()
+        ),
         closers=closers,
     )

@@ -20,6 +20,7 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -112,9 +113,14 @@ class RunManager:
 
     # ---- life cycle ----------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Recover what the last process left behind, then start the workers."""
-        for record in self.store.recover_on_start(self.config.max_retries):
+    def start(self, on_recovered: Callable[[list[RunRecord]], object] | None = None) -> None:
+        """Recover what the last process left behind, then start the workers. `on_recovered`
+        sees the runs that will run again before any worker or submission can write a take
+        (the start-up sweep of orphan take files runs there)."""
+        recovered = self.store.recover_on_start(self.config.max_retries)
+        if on_recovered is not None:
+            on_recovered(recovered)
+        for record in recovered:
             self._enqueue(record, None)
         for i in range(self.config.run_workers):
             worker = threading.Thread(target=self._worker_loop, name=f"run-worker-{i}", daemon=True)

@@ -231,7 +231,9 @@ async def upload_asset(request: Request) -> Response:
         raise UnsupportedMedia(
             "send the file's raw bytes with its media type (e.g. image/png), not a form or text"
         )
-    upload = s.assets.begin()
+    raw_length = request.headers.get("content-length", "")
+    # Refused (507) before any byte is read if the declared size would cross the free-space floor.
+    upload = s.assets.begin(int(raw_length) if raw_length.isdigit() else None)
     try:
         async for chunk in request.stream():
             upload.write(chunk)  # refuses (413) the moment the limit is crossed

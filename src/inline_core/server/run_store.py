@@ -393,6 +393,11 @@ class RunStore:
         rows = self._reader().execute(f"SELECT {_TAKE_COLUMNS} FROM takes ORDER BY id").fetchall()
         return [_take(r) for r in rows]
 
+    def take_ids(self) -> set[str]:
+        """The id of every recorded take (the start-up sweep keeps exactly their files)."""
+        rows = self._reader().execute("SELECT id FROM takes").fetchall()
+        return {str(r[0]) for r in rows}
+
     def integrity_check(self) -> str:
         """`PRAGMA integrity_check`: "ok" for a sound database, else the problems found."""
         rows = self._reader().execute("PRAGMA integrity_check").fetchall()

@@ -2,6 +2,16 @@
 
 The socket is fed from the run's `Subscriber`; a slow reader only makes its own buffer coalesce.
 The handler also watches for the client leaving, so an abandoned socket is dropped at once.
+
+Sockets are capped in all and per run (`SocketGate`: INLINE_MAX_WEBSOCKETS,
+INLINE_MAX_WEBSOCKETS_PER_RUN). Past a cap the handshake is refused before it is accepted, as
+every other refusal here is: an HTTP 429 with `Retry-After` and the error envelope (`busy`), or,
+where the server cannot answer a handshake with HTTP, a close with code 4429 and the message as
+its reason. A refused socket costs nothing after the refusal.
+
+A client that stops reading keeps its slot until its connection ends. What it holds is bounded: its
+subscriber's buffer (progress coalesced per node) and the transport's buffer (uvicorn waits for the
+transport to drain before each send), and uvicorn's keepalive ping gives up on a silent peer.
 """
 
 from __future__ import annotations
@@ -47,7 +57,20 @@ async def unknown_socket(websocket: WebSocket, path: str) -> None:
 
 @router.websocket("/runs/{run_id}/events")
 async def run_events(websocket: WebSocket, run_id: str) -> None:
-    manager = cast(Services, websocket.app.state.services).manager
+    services = cast(Services, websocket.app.state.services)
+    try:
+        services.sockets.acquire(run_id)
+    except InlineError as exc:
+        await deny_socket(websocket, exc)
+        return
+    try:
+        await _serve_events(websocket, services, run_id)
+    finally:
+        services.sockets.release(run_id)
+
+
+async def _serve_events(websocket: WebSocket, services: Services, run_id: str) -> None:
+    manager = services.manager
     try:
         snapshot, subscriber = manager.subscribe(run_id, asyncio.get_running_loop())
     except InlineError as exc:

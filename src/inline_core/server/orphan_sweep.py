@@ -1,0 +1,94 @@
+"""Start-up sweep of take files no run will ever reference.
+
+A take file is written before its run's terminal state and takes rows are committed, so a process
+killed in between, or a run that then failed its retries (INLINE_MAX_RETRIES) and was ended by
+recovery, leaves files no stored take points at. They are removed here, once recovery has decided
+which runs will run again and before any worker or submission can write a new take. Files of runs
+that will run again are left alone: take ids are deterministic, so the re-run rewrites them in
+place. Names that are not take files are never touched, nor are links or folders.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from inline_core.runtime.file_store import take_id_for
+from inline_core.server.run_state import RunRecord
+from inline_core.server.run_store import RunStore
+
+log = logging.getLogger(__name__)
+
+# `take_id_for` ids with the file's suffix (".png", ...).
+TAKE_FILE = re.compile(r"(tk_[0-9a-f]{24})(\.[A-Za-z0-9]{1,16})?")
+# Takes one node may write per run that a re-run would rewrite. Above the largest batch any node
+# writes (16); a file past it would be rewritten by its re-run anyway, the sweep runs before it.
+TAKES_PER_NODE = 64
+# Removed files are logged one by one up to this many, then as a count.
+LOGGED_NAMES = 20
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    removed: int = 0
+    freed_bytes: int = 0
+    kept_for_rerun: int = 0
+
+
+def rerun_take_ids(runs: Iterable[RunRecord]) -> set[str]:
+    """Every take id the runs that will run again may write."""
+    ids: set[str] = set()
+    for record in runs:
+        node_ids = set(record.nodes)
+        nodes = cast(list[object], record.graph.get("nodes", []))
+        for node in nodes:
+            if isinstance(node, dict):
+                node_id = cast(dict[str, object], node).get("id")
+                if isinstance(node_id, str):
+                    node_ids.add(node_id)
+        for node_id in node_ids:
+            ids.update(take_id_for(record.id, node_id, i) for i in range(TAKES_PER_NODE))
+    return ids
+
+
+def sweep_orphan_takes(takes_root: Path, store: RunStore, rerun: list[RunRecord]) -> SweepReport:
+    """Remove the take files under `takes_root` that no stored take references, except those of
+    the `rerun` runs. Call before anything can write a take."""
+    if not takes_root.is_dir():
+        return SweepReport()
+    recorded = store.take_ids()
+    protected: set[str] | None = None  # computed only if some file is unreferenced
+    removed = freed = kept = 0
+    for entry in os.scandir(takes_root):
+        match = TAKE_FILE.fullmatch(entry.name)
+        if match is None or match.group(1) in recorded:
+            continue
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        if protected is None:
+            protected = rerun_take_ids(rerun)
+        if match.group(1) in protected:
+            kept += 1
+            continue
+        try:
+            size = entry.stat(follow_symlinks=False).st_size
+            os.unlink(entry.path)
+        except OSError as exc:
+            log.warning("could not remove orphan take file %s: %s", entry.path, exc)
+            continue
+        removed += 1
+        freed += size
+        if removed <= LOGGED_NAMES:
+            log.info("removed orphan take file %s (%d bytes, unreferenced)", entry.name, size)
+    if removed:
+        log.info(
+            "removed %d orphan take files (%d bytes) left by runs that ended without them",
+            removed,
+            freed,
+        )
+    return SweepReport(removed=removed, freed_bytes=freed, kept_for_rerun=kept)
