@@ -3,8 +3,10 @@
 Run by hand: `python bench/load_clients.py [--clients 200] [--seconds 60] [--renders 500]`.
 It writes the tiny random-weight kit (`inline-core kit`) into a temp models folder, starts a real
 `python -m inline_core.server` on loopback, renders once to load the model, then runs N asyncio
-clients that each loop: POST /v1/runs (timed: the submit latency), open the run's websocket, read
-until its terminal event. The load lasts `--seconds`, and longer if needed until `--renders` runs
+clients that each open a keep-alive connection (before the clock starts) and loop: POST /v1/runs
+over it (timed: the submit latency; raw HTTP, see raw_http.py), open the run's websocket, read
+until its terminal event. `--ramp S` spreads the clients' first submissions over S seconds (a load
+tool's spawn rate); with 0 all N first submissions leave in the same instant. The load lasts `--seconds`, and longer if needed until `--renders` runs
 have finished (so RSS after 500 renders is measured), capped at `--max-seconds`.
 
 Checked and reported:
@@ -41,6 +43,7 @@ from typing import Any
 
 import httpx
 import psutil
+from raw_http import RawHttpConnection, header
 from websockets.asyncio.client import connect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,34 +163,49 @@ async def watch(ws_url: str) -> dict[str, Any] | None:
 
 async def client(
     index: int,
-    http: httpx.AsyncClient,
     server: Server,
     args: argparse.Namespace,
     tally: Tally,
     stop: asyncio.Event,
+    connected: asyncio.Semaphore,
+    go: asyncio.Event,
 ) -> None:
     ws_base = f"ws://127.0.0.1:{server.port}"
-    async with http:
+    # A user's app holds its connection open before it submits; TCP setup is not submit time.
+    # POSTs go over a raw keep-alive socket: httpx's own CPU per request, on cores shared with
+    # the server, would be most of what a burst of 200 first submissions measures.
+    try:
+        http = await RawHttpConnection.open(server.port)
+        await http.get("/v1/health")
+    except (OSError, asyncio.IncompleteReadError) as exc:
+        tally.errors.append(f"connect: {type(exc).__name__}: {exc}")
+        connected.release()
+        return
+    try:
+        connected.release()
+        await go.wait()
+        # Users arrive over `--ramp` seconds (as a load tool's spawn rate), not all in one instant.
+        await asyncio.sleep(index * args.ramp / args.clients)
         n = 0
         while not stop.is_set():
             n += 1
             body = render_graph(f"client {index} render {n}", args.size, args.steps)
             t0 = time.perf_counter()
             try:
-                response = await http.post("/v1/runs", json=body)
-            except httpx.HTTPError as exc:
+                status, head, answer = await http.post_json("/v1/runs", body)
+            except (OSError, asyncio.IncompleteReadError) as exc:
                 tally.errors.append(f"POST: {type(exc).__name__}: {exc}")
-                continue
+                return
             tally.latencies.append(time.perf_counter() - t0)
             tally.samples.append((t0, index, n, time.perf_counter() - t0))
-            if response.status_code == 429:
+            if status == 429:
                 tally.busy += 1
-                await asyncio.sleep(float(response.headers.get("retry-after", "1")))
+                await asyncio.sleep(float(header(head, b"retry-after") or "1"))
                 continue
-            if response.status_code != 201:
-                tally.errors.append(f"POST {response.status_code}: {response.text[:200]}")
+            if status != 201:
+                tally.errors.append(f"POST {status}: {str(answer)[:200]}")
                 continue
-            run_id = response.json()["runId"]
+            run_id = answer["runId"]
             tally.accepted.append(run_id)
             try:
                 event = await watch(f"{ws_base}/v1/runs/{run_id}/events")
@@ -198,6 +216,8 @@ async def client(
                 tally.errors.append(f"run {run_id} ended with {event}")
                 continue
             tally.done += 1
+    finally:
+        await http.close()
 
 
 async def monitor(
@@ -219,21 +239,17 @@ async def monitor(
         await asyncio.sleep(0.1)
 
 
-def http_client(server: Server) -> httpx.AsyncClient:
-    """One keep-alive connection per simulated user (a shared pool's bookkeeping would dominate).
-    Made before the clock starts: building a client costs tens of ms of CPU (its TLS context)."""
-    limits = httpx.Limits(max_connections=1)
-    return httpx.AsyncClient(base_url=server.base, limits=limits, timeout=120, verify=False)
-
-
 async def load(server: Server, args: argparse.Namespace, tally: Tally) -> float:
     stop = asyncio.Event()
-    https = [http_client(server) for _ in range(args.clients)]
-    started = time.perf_counter()
+    connected, go = asyncio.Semaphore(0), asyncio.Event()
     tasks = [
-        asyncio.create_task(client(i, http, server, args, tally, stop))
-        for i, http in enumerate(https)
+        asyncio.create_task(client(i, server, args, tally, stop, connected, go))
+        for i in range(args.clients)
     ]
+    for _ in tasks:
+        await connected.acquire()
+    started = time.perf_counter()
+    go.set()
     watcher = asyncio.create_task(monitor(server, tally, args, stop, started))
     await asyncio.gather(*tasks)  # each client finishes the render it is watching
     await watcher
@@ -327,6 +343,9 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--burst", type=int, default=40, help="runs in flight at the SIGTERM")
+    parser.add_argument(
+        "--ramp", type=float, default=0.0, help="seconds over which the clients start submitting"
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()
 
@@ -376,6 +395,7 @@ def main() -> int:
     growth = (after_n - after50) / after50 * 100 if after50 and after_n else None
     summary: dict[str, Any] = {
         "clients": args.clients,
+        "rampS": args.ramp,
         "seconds": round(seconds, 1),
         "render": f"{args.size}x{args.size}, {args.steps} steps, tiny Z-Image kit (CPU)",
         "readyS": round(ready_s, 2),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from raw_http import RawHttpConnection
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "server_submit.json"
@@ -128,25 +129,16 @@ async def raw_user(url: str, body: bytes, deadline: float, tally: Tally | None) 
     """One simulated user speaking HTTP/1.1 keep-alive over a raw socket: about a tenth of
     httpx's CPU per request, so on a small machine the figures describe the server."""
     port = int(url.split(":")[2].split("/")[0])
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    request = (
-        b"POST /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
+    connection = await RawHttpConnection.open(port)
+    request = RawHttpConnection.request_bytes("POST", "/v1/runs", body)
     try:
         while time.perf_counter() < deadline:
             t0 = time.perf_counter()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            status = int(head[9:12])
-            lowered = head.lower()
-            at = lowered.index(b"content-length:") + len(b"content-length:")
-            length = int(lowered[at : lowered.index(b"\r\n", at)])
-            await reader.readexactly(length)
+            status, _ = await connection.send(request)
             if tally is not None:
                 tally.add(status, time.perf_counter() - t0)
     finally:
-        writer.close()
+        await connection.close()
 
 
 async def drive(
