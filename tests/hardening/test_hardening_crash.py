@@ -10,17 +10,15 @@ from pathlib import Path
 import pytest
 from crash_harness import CrashHarness
 
-from tests.server.server_support import LiveServer
+from tests.server.server_support import LiveServer, running_server
 
 KILLS = 5
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
-    live = LiveServer(data_dir=tmp_path / "data", models_dir=tmp_path / "models")
-    live.start()
-    yield live
-    live.close()
+    with running_server(tmp_path) as live:
+        yield live
 
 
 def test_random_kill_9s_lose_nothing_and_double_nothing(server: LiveServer) -> None:

@@ -18,17 +18,20 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from tests.server.server_support import LiveServer, slow_graph, text_graph, wait_until
-
-FINISHED = ("done", "error", "cancelled")
+from tests.server.server_support import (
+    FINISHED,
+    LiveServer,
+    running_server,
+    slow_graph,
+    text_graph,
+    wait_until,
+)
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
-    live = LiveServer(data_dir=tmp_path / "data", models_dir=tmp_path / "models")
-    live.start()
-    yield live
-    live.close()
+    with running_server(tmp_path) as live:
+        yield live
 
 
 def ours(data_dir: Path) -> list[psutil.Process]:

@@ -8,7 +8,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ import httpx
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 PLUGIN = "server_nodes:register"
+FINISHED = ("done", "error", "cancelled")
 T = TypeVar("T")
 
 
@@ -143,3 +145,14 @@ class LiveServer:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=20)
+
+
+@contextmanager
+def running_server(root: Path, env: dict[str, str] | None = None) -> Generator[LiveServer]:
+    """A started `LiveServer` with its data and models under `root`, killed on exit."""
+    live = LiveServer(data_dir=root / "data", models_dir=root / "models", env=env or {})
+    live.start()
+    try:
+        yield live
+    finally:
+        live.close()

@@ -88,7 +88,7 @@ def test_resolver_finds_assets_and_recorded_takes_only_inside_their_roots(tmp_pa
                 "tk_bb", "run_a", "t", MediaKind.IMAGE, "u", "sha256-x", {}, 1.0, str(outside_file)
             ),
         ]
-        runs.finish("run_a", RunStatus.DONE, nodes={}, fraction=1.0, takes=recorded)
+        runs.finish_future("run_a", RunStatus.DONE, nodes={}, fraction=1.0, takes=recorded).result()
         resolver = StoredMediaResolver(assets, runs, takes_root)
 
         assert resolver.resolve(MediaRef("asset", asset.id)) == asset.path

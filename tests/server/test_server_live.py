@@ -15,19 +15,15 @@ from typing import Any
 import httpx
 import pytest
 from PIL import Image
-from server_support import LiveServer, slow_graph, text_graph, wait_until
+from server_support import FINISHED, LiveServer, running_server, slow_graph, text_graph, wait_until
 from websockets.exceptions import ConnectionClosedOK
 from websockets.sync.client import connect
-
-FINISHED = ("done", "error", "cancelled")
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
-    live = LiveServer(data_dir=tmp_path / "data", models_dir=tmp_path / "models")
-    live.start()
-    yield live
-    live.close()
+    with running_server(tmp_path) as live:
+        yield live
 
 
 def post_run(live: LiveServer, graph: dict[str, Any], target: str, **extra: Any) -> httpx.Response:

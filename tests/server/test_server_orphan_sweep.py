@@ -74,14 +74,16 @@ def test_only_unreferenced_files_of_finished_runs_are_removed(
         suffix=".png",
         params={},
     )
-    store.finish("run_done", RunStatus.DONE, nodes=nodes, fraction=1.0, takes=[recorded])
+    store.finish_future(
+        "run_done", RunStatus.DONE, nodes=nodes, fraction=1.0, takes=[recorded]
+    ).result()
     # done, but a second file was written and never recorded (killed between write and commit
     # of an earlier attempt that wrote more): removed
     stray = take_file(takes, "run_done", index=1)
     # failed after writing a take: the error was recorded without it: removed
     add_run(store, "run_failed")
     store.mark_running("run_failed")
-    store.finish("run_failed", RunStatus.ERROR, nodes=nodes, fraction=0.5)
+    store.finish_future("run_failed", RunStatus.ERROR, nodes=nodes, fraction=0.5).result()
     failed = take_file(takes, "run_failed")
     # killed while running, tried once: runs again, so its file stays
     add_run(store, "run_retry")

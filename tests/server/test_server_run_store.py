@@ -119,7 +119,7 @@ def test_finish_commits_state_and_takes_together(store: RunStore) -> None:
     assert store.mark_running("run_a")
     done = {"t": NodeState(NodeStatus.DONE, 1.0)}
     first = take("run_a", "tk_1")
-    store.finish("run_a", RunStatus.DONE, nodes=done, fraction=1.0, takes=[first])
+    store.finish_future("run_a", RunStatus.DONE, nodes=done, fraction=1.0, takes=[first]).result()
     record = store.get_run("run_a")
     assert record is not None
     assert record.status == RunStatus.DONE and record.attempts == 1
@@ -128,7 +128,7 @@ def test_finish_commits_state_and_takes_together(store: RunStore) -> None:
     assert store.get_take("tk_1") == first
     # A finished run cannot be finished again, and its take cannot be recorded twice.
     with pytest.raises(Conflict):
-        store.finish("run_a", RunStatus.ERROR, nodes=done, fraction=1.0)
+        store.finish_future("run_a", RunStatus.ERROR, nodes=done, fraction=1.0).result()
     assert len(store.all_takes()) == 1
 
 
@@ -136,7 +136,7 @@ def test_a_take_id_is_recorded_once_even_if_offered_twice(store: RunStore) -> No
     store.insert_run(new_run("run_a"))
     store.mark_running("run_a")
     twice = [take("run_a", "tk_same"), take("run_a", "tk_same")]
-    store.finish("run_a", RunStatus.DONE, nodes={}, fraction=1.0, takes=twice)
+    store.finish_future("run_a", RunStatus.DONE, nodes={}, fraction=1.0, takes=twice).result()
     assert [t.id for t in store.all_takes()] == ["tk_same"]
 
 
@@ -147,7 +147,7 @@ def test_recover_on_start(store: RunStore) -> None:
     store.insert_run(new_run("run_done"))
     for run_id in ("run_retry", "run_exhausted", "run_done"):
         store.mark_running(run_id)
-    store.finish("run_done", RunStatus.DONE, nodes={}, fraction=1.0)
+    store.finish_future("run_done", RunStatus.DONE, nodes={}, fraction=1.0).result()
     # Pretend run_exhausted already ran (and was interrupted) three times.
     store._submit(  # pyright: ignore[reportPrivateUsage]
         lambda c: c.execute("UPDATE runs SET attempts = 3 WHERE id = 'run_exhausted'")

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from server_support import LiveServer, slow_graph, wait_until
+from server_support import LiveServer, running_server, slow_graph, wait_until
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
@@ -48,14 +48,9 @@ def test_the_total_stays_under_the_open_file_limit() -> None:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
-    live = LiveServer(
-        data_dir=tmp_path / "data",
-        models_dir=tmp_path / "models",
-        env={"INLINE_MAX_WEBSOCKETS": "3", "INLINE_MAX_WEBSOCKETS_PER_RUN": "2"},
-    )
-    live.start()
-    yield live
-    live.close()
+    caps = {"INLINE_MAX_WEBSOCKETS": "3", "INLINE_MAX_WEBSOCKETS_PER_RUN": "2"}
+    with running_server(tmp_path, caps) as live:
+        yield live
 
 
 def long_run(server: LiveServer) -> str:

@@ -472,28 +472,6 @@ class RunStore:
     def mark_running(self, run_id: str) -> bool:
         return self.mark_running_future(run_id, time.time()).result()
 
-    def finish(
-        self,
-        run_id: str,
-        status: RunStatus,
-        *,
-        nodes: dict[str, NodeState],
-        fraction: float,
-        error: dict[str, Any] | None = None,
-        takes: Iterable[Take] = (),
-        finished_at: float | None = None,
-    ) -> None:
-        """Record a run's terminal state and its takes in one transaction (blocking)."""
-        self.finish_future(
-            run_id,
-            status,
-            nodes=nodes,
-            fraction=fraction,
-            error=error,
-            takes=takes,
-            finished_at=finished_at,
-        ).result()
-
     def finish_future(
         self,
         run_id: str,
