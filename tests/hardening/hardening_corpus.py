@@ -141,6 +141,17 @@ LONG = "x" * 129
 RUNS = "/v1/runs"
 ASSETS = "/v1/assets"
 
+
+def bad_graph(name: str, run_body: bytes) -> Case:
+    """A run submission the graph checks must refuse: 422 `invalid_graph`."""
+    return Case(name, "POST", RUNS, 422, "invalid_graph", run_body)
+
+
+def slow_inputs(inputs: Any) -> bytes:
+    """A run of `test/slow` fed from a text node through `inputs`."""
+    return run(graph(text(), {"id": "s", "type": "test/slow", "inputs": inputs}), "s")
+
+
 CASES: list[Case] = [
     # Bodies that are not JSON, or not the JSON we take.
     Case("empty body", "POST", RUNS, 422, "invalid_request", b""),
@@ -284,71 +295,19 @@ CASES: list[Case] = [
     Case("nodes not a list", "POST", RUNS, 422, "invalid_graph", run({"nodes": {"t": text()}})),
     Case("no nodes", "POST", RUNS, 422, "invalid_graph", run(graph())),
     Case("node a number", "POST", RUNS, 422, "invalid_graph", run({"nodes": [42]})),
-    Case(
-        "node id a number",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph({"id": 1, "type": "input/text"})),
-    ),
-    Case(
-        "node id too long",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph(node(LONG, "input/text"))),
-    ),
+    bad_graph("node id a number", run(graph({"id": 1, "type": "input/text"}))),
+    bad_graph("node id too long", run(graph(node(LONG, "input/text")))),
     Case("type a number", "POST", RUNS, 422, "invalid_graph", run(graph({"id": "t", "type": 3}))),
     Case("type too long", "POST", RUNS, 422, "invalid_graph", run(graph(node("t", "x" * 300)))),
     Case(
         "unknown node type", "POST", RUNS, 422, "invalid_graph", run(graph(node("t", "evil/rm-rf")))
     ),
-    Case(
-        "params a list",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph({"id": "t", "type": "input/text", "params": ["x"]})),
-    ),
-    Case(
-        "inputs a string",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph({"id": "t", "type": "input/text", "inputs": "all"})),
-    ),
-    Case(
-        "edge a string",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph(text(), {"id": "s", "type": "test/slow", "inputs": {"text": "t"}}), "s"),
-    ),
-    Case(
-        "edge from a number",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(
-            graph(
-                text(),
-                {"id": "s", "type": "test/slow", "inputs": {"text": {"from": 1, "output": "text"}}},
-            ),
-            "s",
-        ),
-    ),
-    Case(
+    bad_graph("params a list", run(graph({"id": "t", "type": "input/text", "params": ["x"]}))),
+    bad_graph("inputs a string", run(graph({"id": "t", "type": "input/text", "inputs": "all"}))),
+    bad_graph("edge a string", slow_inputs({"text": "t"})),
+    bad_graph("edge from a number", slow_inputs({"text": {"from": 1, "output": "text"}})),
+    bad_graph(
         "unknown edge key",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
         run(
             graph(
                 text(),
@@ -361,20 +320,9 @@ CASES: list[Case] = [
             "s",
         ),
     ),
-    Case(
-        "empty edge list",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph(text(), {"id": "s", "type": "test/slow", "inputs": {"text": []}}), "s"),
-    ),
-    Case(
+    bad_graph("empty edge list", slow_inputs({"text": []})),
+    bad_graph(
         "300 edges on one node",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
         run(
             graph(
                 text(),
@@ -387,53 +335,14 @@ CASES: list[Case] = [
             "s",
         ),
     ),
-    Case(
-        "port name too long",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(
-            graph(
-                text(),
-                {"id": "s", "type": "test/slow", "inputs": {LONG: {"from": "t", "output": "text"}}},
-            ),
-            "s",
-        ),
-    ),
-    Case(
-        "300 params",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph(node("t", "input/text", {f"p{i}": i for i in range(300)}))),
-    ),
-    Case(
-        "unknown node key",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph({"id": "t", "type": "input/text", "exec": "rm -rf /"})),
+    bad_graph("port name too long", slow_inputs({LONG: {"from": "t", "output": "text"}})),
+    bad_graph("300 params", run(graph(node("t", "input/text", {f"p{i}": i for i in range(300)})))),
+    bad_graph(
+        "unknown node key", run(graph({"id": "t", "type": "input/text", "exec": "rm -rf /"}))
     ),
     Case("unknown graph key", "POST", RUNS, 422, "invalid_graph", run(graph(text(), target="t"))),
-    Case(
-        "schemaVersion a string",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run({"schemaVersion": "1", "nodes": [text()]}),
-    ),
-    Case(
-        "schemaVersion 99",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run({"schemaVersion": 99, "nodes": [text()]}),
-    ),
+    bad_graph("schemaVersion a string", run({"schemaVersion": "1", "nodes": [text()]})),
+    bad_graph("schemaVersion 99", run({"schemaVersion": 99, "nodes": [text()]})),
     Case("duplicate node ids", "POST", RUNS, 422, "invalid_graph", run(graph(text(), text()))),
     Case(
         "2001 nodes (over the default limit)", "POST", RUNS, 422, "invalid_graph", many_nodes(2001)
@@ -442,28 +351,13 @@ CASES: list[Case] = [
     Case(
         "cycle through a 500-node chain", "POST", RUNS, 422, "invalid_graph", chain(500, cycle=True)
     ),
-    Case(
-        "self loop",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph(node("r", "image/resize", image=("r", "image"))), "r"),
-    ),
-    Case(
+    bad_graph("self loop", run(graph(node("r", "image/resize", image=("r", "image"))), "r")),
+    bad_graph(
         "edge from a missing node",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
         run(graph(node("r", "image/resize", image=("ghost", "image"))), "r"),
     ),
-    Case(
+    bad_graph(
         "edge of the wrong kind",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
         run(graph(text(), node("r", "image/resize", image=("t", "text"))), "r"),
     ),
     # Params.
@@ -485,80 +379,31 @@ CASES: list[Case] = [
     Case("seed above 2^63", "POST", RUNS, 422, "invalid_graph", slow({"seed": 2**64})),
     Case("seed a string", "POST", RUNS, 422, "invalid_graph", slow({"seed": "42"})),
     # Paths in media refs and model pickers never leave their roots.
-    Case(
-        "media ref a path",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph(image_src("/etc/passwd")), "i"),
+    bad_graph("media ref a path", run(graph(image_src("/etc/passwd")), "i")),
+    bad_graph(
+        "media ref of a file", run(graph(image_src({"ref": "file", "id": "/etc/passwd"})), "i")
     ),
-    Case(
-        "media ref of a file",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph(image_src({"ref": "file", "id": "/etc/passwd"})), "i"),
+    bad_graph(
+        "asset id traversal", run(graph(image_src({"ref": "asset", "id": "../runs.db"})), "i")
     ),
-    Case(
-        "asset id traversal",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph(image_src({"ref": "asset", "id": "../runs.db"})), "i"),
+    bad_graph(
+        "asset id absolute", run(graph(image_src({"ref": "asset", "id": "/etc/passwd"})), "i")
     ),
-    Case(
-        "asset id absolute",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph(image_src({"ref": "asset", "id": "/etc/passwd"})), "i"),
-    ),
-    Case(
+    bad_graph(
         "asset id hash-shaped traversal",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
         run(graph(image_src({"ref": "asset", "id": "sha256-../../../etc/passwd"})), "i"),
     ),
-    Case(
-        "take id traversal",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph(image_src({"ref": "take", "id": "tk_../../runs.db"})), "i"),
+    bad_graph(
+        "take id traversal", run(graph(image_src({"ref": "take", "id": "tk_../../runs.db"})), "i")
     ),
-    Case(
+    bad_graph(
         "media ref extra key",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
         run(graph(image_src({"ref": "asset", "id": "sha256-0", "path": "/"})), "i"),
     ),
-    Case(
-        "media id too long",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        run(graph(image_src({"ref": "asset", "id": "a" * 500})), "i"),
-    ),
+    bad_graph("media id too long", run(graph(image_src({"ref": "asset", "id": "a" * 500})), "i")),
     Case("model picker traversal", "POST", RUNS, 422, "invalid_graph", pick("../../../etc/passwd")),
     Case("model picker absolute", "POST", RUNS, 422, "invalid_graph", pick("/etc/passwd")),
-    Case(
-        "model picker link out of models/",
-        "POST",
-        RUNS,
-        422,
-        "invalid_graph",
-        pick("outside.safetensors"),
-    ),
+    bad_graph("model picker link out of models/", pick("outside.safetensors")),
     Case(
         "model picker dot segment", "POST", RUNS, 422, "invalid_graph", pick("./listed.safetensors")
     ),
