@@ -6,33 +6,36 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from inline_core.errors import InvalidRequest
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+T = TypeVar("T")
+D = TypeVar("D")
+
+
+def _parsed(
+    env: Mapping[str, str], name: str, default: D, parse: Callable[[str], T], what: str
+) -> T | D:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise InvalidRequest(f"{name} must be {what}, got {raw!r}") from exc
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise InvalidRequest(f"{name} must be an integer, got {raw!r}") from exc
+    return _parsed(env, name, default, int, "an integer")
 
 
 def _float(env: Mapping[str, str], name: str, default: float | None) -> float | None:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise InvalidRequest(f"{name} must be a number, got {raw!r}") from exc
+    return _parsed(env, name, default, float, "a number")
 
 
 def _positive(value: float | None) -> float | None:
