@@ -5,17 +5,16 @@ from __future__ import annotations
 from dataclasses import fields
 
 import numpy as np
-import pytest
 import torch
 from PIL import Image
 
-from inline_core.components.interfaces import Latents
+from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.config import Config
 from inline_core.device import ParallelSpec, Placement
-from inline_core.errors import InvalidRequest
 from inline_core.models.catalog import Catalog
 from inline_core.models.zimage.kit import KitPaths
 from inline_core.models.zimage.remote import (
+    DENOISER_LOADER,
     LOADER,
     GroupZImagePipeline,
     ZImageGroup,
@@ -23,6 +22,7 @@ from inline_core.models.zimage.remote import (
     sources_from_json,
 )
 from inline_core.models.zimage.resolve import ZImageResolver
+from inline_core.models.zimage.wire import request_output
 from inline_core.parallel.protocol import Job, decode, encode
 from inline_core.parallel.remote import PipelineSpec, RemoteRequest
 
@@ -68,10 +68,39 @@ def test_a_request_arrives_in_the_ranks_as_it_left(kit: KitPaths) -> None:
     group.close()
 
 
-def test_requests_carrying_tensors_stay_in_process() -> None:
-    handle = GroupZImagePipeline(PipelineSpec(LOADER, {}), 8)
-    start = Latents(torch.zeros(1, 16, 8, 8), (1, 16, 8, 8))
-    state = handle.request(prompt="x", width=64, height=64, steps=2, guidance=0.0, seed=1)
-    state.start = start
-    with pytest.raises(InvalidRequest, match="cannot be split across ranks"):
-        handle.remote_request(state)
+def test_encoded_prompts_and_start_latents_cross_bit_for_bit() -> None:
+    """The `sample` primitive's request: its tensors (any dtype, bfloat16 included) arrive
+    exactly, and the handle asks for latents back."""
+    handle = GroupZImagePipeline(PipelineSpec(DENOISER_LOADER, {}), 8, output="latents")
+    gen = torch.Generator().manual_seed(4)
+    positive = Conditioning(torch.randn(7, 32, generator=gen).to(torch.bfloat16), 7)
+    negative = Conditioning(torch.randn(3, 32, generator=gen), 3)
+    start = Latents(torch.randn(1, 16, 8, 8, generator=gen), (1, 16, 8, 8))
+    state = handle.request(
+        prompt="",
+        width=64,
+        height=64,
+        steps=2,
+        guidance=1.5,
+        seed=1,
+        sampler="dpmpp_2m",
+        sigma_schedule="karras",
+        denoise=0.5,
+        start=start,
+        positive=positive,
+        negative=negative,
+    )
+    sent = handle.remote_request(state)
+    assert sent.params["output"] == "latents"
+    job = decode(encode(Job(1, sent.params, sent.blobs)))
+    assert isinstance(job, Job)
+    received = RemoteRequest(job.params, job.blobs)
+    assert request_output(received) == "latents"
+    again = handle.state_from_remote(received)
+    for before, after in ((positive, again.positive), (negative, again.negative)):
+        assert after is not None and after.tokens == before.tokens
+        assert after.value.dtype == before.value.dtype
+        assert torch.equal(after.value, before.value)
+    assert again.start is not None and again.start.shape == start.shape
+    assert torch.equal(again.start.value, start.value)
+    assert (again.sampler, again.sigma_schedule, again.denoise) == ("dpmpp_2m", "karras", 0.5)

@@ -79,8 +79,10 @@ class XFuserSplit:
         )
 
         dit_path = _declared(pipeline, "_dit_modules")
-        vae_path = _declared(pipeline, "_vae_modules")
-        dit, vae = resolve_module(pipeline, dit_path), resolve_module(pipeline, vae_path)
+        dit = resolve_module(pipeline, dit_path)
+        # A denoiser alone (the `sample` primitive's ranks) declares no VAE; the shell takes None.
+        vae_paths = cast(list[str], getattr(pipeline, "_vae_modules", None) or [])
+        vae = resolve_module(pipeline, _declared(pipeline, "_vae_modules")) if vae_paths else None
         split = context.split
         # The process group already exists (the worker made it); this registers it as xDiT's
         # world group, which its model-parallel groups are built from.

@@ -4,7 +4,9 @@ A pipeline that can run split implements `RemotePipeline`: it names a loader tha
 pipeline inside each rank from plain arguments (model paths, dtype), turns a request state into
 plain params plus raw blobs (`remote_request`), and turns them back (`state_from_remote`, called on
 the rebuilt pipeline). Outputs come back as raw arrays and are rebuilt into the type the in-process
-path returns (a PIL image, a numpy array, or a list of them), pixel for pixel.
+path returns (a PIL image, a numpy array, a torch tensor, or a list of them), bit for bit.
+Tensors travel as their raw bytes with dtype and shape, so every dtype (bfloat16, which numpy
+lacks, included) arrives exactly as it left.
 """
 
 from __future__ import annotations
@@ -80,9 +82,7 @@ def decode_output(meta: Json, arrays: Mapping[str, Array]) -> Any:
     if kind == "ndarray":
         return array.copy()  # writable, like the in-process result
     if kind == "tensor":
-        import torch  # only a tensor output needs torch on this side
-
-        return torch.from_numpy(array.copy())  # pyright: ignore[reportUnknownMemberType]
+        return unpack_tensor(meta, array.tobytes())
     raise ValueError(f"unknown output kind {kind!r}")
 
 
@@ -98,9 +98,42 @@ def _describe(value: object, arrays: dict[str, Array]) -> Json:
     if isinstance(value, list | tuple):
         items = cast(Sequence[object], value)
         return {"kind": "list", "items": [_describe(item, arrays) for item in items]}
-    to_numpy = getattr(value, "numpy", None)
-    if callable(to_numpy) and hasattr(value, "detach"):  # a torch tensor, without importing torch
-        tensor = cast(Any, value).detach().cpu()
-        arrays[name] = cast(Array, tensor.numpy())
-        return {"kind": "tensor", "array": name}
+    if is_tensor(value):
+        meta, data = pack_tensor(value)
+        arrays[name] = np.frombuffer(data, dtype=np.uint8)
+        return {"kind": "tensor", "array": name, **meta}
     raise TypeError(f"a {type(value).__name__} output cannot come back from the worker group")
+
+
+# -- tensors -------------------------------------------------------------------------------------
+
+
+def is_tensor(value: object) -> bool:
+    """A torch tensor, told without importing torch (a server that has none never sends one)."""
+    return callable(getattr(value, "numpy", None)) and hasattr(value, "detach")
+
+
+def pack_tensor(tensor: object) -> tuple[dict[str, Json], bytes]:
+    """A tensor as (dtype and shape, its raw bytes), read on the CPU."""
+    import torch  # the caller holds a tensor, so torch is already imported
+
+    t = cast(torch.Tensor, tensor).detach().cpu().contiguous()
+    meta: dict[str, Json] = {
+        "dtype": str(t.dtype).removeprefix("torch."),
+        "shape": [int(n) for n in t.shape],
+    }
+    return meta, t.reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def unpack_tensor(meta: Mapping[str, Json], data: bytes) -> Any:
+    """The tensor `pack_tensor` described, on the CPU (writable, like the one that was sent)."""
+    import torch
+
+    dtype = getattr(torch, str(meta["dtype"]), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown tensor dtype {meta['dtype']!r}")
+    shape = [int(n) for n in cast(list[int], meta["shape"])]
+    if not data:
+        return torch.empty(shape, dtype=dtype)
+    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return raw.view(dtype).reshape(shape)

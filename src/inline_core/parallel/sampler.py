@@ -5,12 +5,14 @@ implement `RemotePipeline`. The group is started on the first job and holds that
 for a different pipeline (other model files) restarts it with the new one. The job's phases, steps
 and cancel token cross the boundary, and the output comes back as the same type, pixel for pixel.
 A job that loses its group to a fault (a rank killed or hung) is retried once on a fresh group.
+Every finished job is logged with what each rank's attention saw: under a real split, a shard.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -23,6 +25,8 @@ from inline_core.parallel.remote import PipelineSpec, RemotePipeline, decode_out
 from inline_core.parallel.runner import DEFAULT_RUNNER
 from inline_core.parallel.settings import RankSettings
 from inline_core.runtime.cancel import CancelToken
+
+log = logging.getLogger(__name__)
 
 
 class SampleJobLike(Protocol):
@@ -51,7 +55,7 @@ class ParallelSampler:
         self.retries = retries
         self._lock = threading.Lock()
         self._group: WorkerGroup | None = None
-        self._spec_key: str | None = None
+        self._spec: PipelineSpec | None = None
         self._closed = False
         self._in_flight = 0
         self._completed = 0
@@ -95,13 +99,14 @@ class ParallelSampler:
         with self._lock:
             self._completed += 1
         self.last_meta = reply.meta
+        log.info("worker group job done (%s): %s", self.config.ranks.split, summarize(reply.meta))
         return decode_output(reply.meta[0].get("output"), reply.arrays)
 
     def _group_for(self, spec: PipelineSpec) -> WorkerGroup:
         with self._lock:
             if self._closed:
                 raise Unavailable("the sampler is closed")
-            if self._group is not None and self._spec_key == spec.key:
+            if self._group is not None and self._spec is not None and self._spec.key == spec.key:
                 return self._group
             old, self._group = self._group, None
         if old is not None:
@@ -113,12 +118,19 @@ class ParallelSampler:
         )
         group = WorkerGroup(replace(self.config, ranks=ranks))
         with self._lock:
-            self._group, self._spec_key = group, spec.key
+            self._group, self._spec = group, spec
         return group
 
     def start(self, spec: PipelineSpec) -> dict[str, Json]:
         """Launch the group for `spec` ahead of the first job (e.g. at server start-up)."""
         return self._group_for(spec).start()
+
+    @property
+    def spec(self) -> PipelineSpec | None:
+        """The pipeline the group holds (or is starting with); None before the first job and
+        once closed."""
+        with self._lock:
+            return self._spec if self._group is not None else None
 
     @property
     def closed(self) -> bool:
@@ -143,3 +155,16 @@ class ParallelSampler:
             group, self._group = self._group, None
         if group is not None:
             group.close()
+
+
+def summarize(meta: Mapping[int, Mapping[str, Json]]) -> str:
+    """One line per job: engine, forwards, and the most tokens one attention layer of each rank
+    saw in the first forward (half of one process's under a two-way split)."""
+    parts: list[str] = []
+    for rank in sorted(meta):
+        tokens = meta[rank].get("attentionTokens")
+        seen = tokens if isinstance(tokens, list) else []
+        most = max((n for n in seen if isinstance(n, int)), default=0)
+        parts.append(f"rank {rank} attention tokens {most}")
+    first = meta.get(0, {})
+    return f"engine {first.get('engine')}, {first.get('forwards')} forwards, " + ", ".join(parts)

@@ -35,19 +35,23 @@ def _shapes(source: Source) -> dict[str, tuple[int, ...]] | None:
         return None
 
 
+def transformer_config(source: Source) -> dict[str, Any] | None:
+    """The transformer's config (diffusers naming) without its weights; None when unreadable."""
+    if not source.is_file:
+        return _config(source)
+    shapes = _shapes(source)
+    if shapes is None:
+        return None
+    try:
+        return infer_zimage_transformer_config(shapes)
+    except ConfigInferenceError:
+        return None
+
+
 def transformer_heads(source: Source) -> int | None:
     """The transformer's attention heads (30 for Z-Image Turbo); None when unreadable."""
-    if source.is_file:
-        shapes = _shapes(source)
-        if shapes is None:
-            return None
-        try:
-            heads: object = infer_zimage_transformer_config(shapes)["n_heads"]
-        except ConfigInferenceError:
-            return None
-    else:
-        config = _config(source)
-        heads = None if config is None else config.get("n_heads")
+    config = transformer_config(source)
+    heads: object = None if config is None else config.get("n_heads")
     return heads if isinstance(heads, int) and heads > 0 else None
 
 

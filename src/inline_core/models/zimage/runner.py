@@ -23,8 +23,8 @@ from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 from inline_core.models.catalog import Catalog
 from inline_core.models.zimage.placements import zimage_placements
 from inline_core.models.zimage.residency import ResidentCache
-from inline_core.models.zimage.resolve import ZImageResolver, ZImageSources
-from inline_core.models.zimage.split import support_for
+from inline_core.models.zimage.resolve import Source, ZImageResolver, ZImageSources
+from inline_core.models.zimage.split import support_for, support_for_transformer
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import NodeReporter
 from inline_core.sampling.job import BatchedSampler, SampleJob
@@ -161,12 +161,18 @@ class ZImageRunner(NodeRunner):
 
     def split_for(self, sources: ZImageSources, node_id: str | None = None) -> ParallelSpec | None:
         """The policy's split for this model (None: in process), computed once per transformer."""
-        key = sources.transformer.identity()
+        return self.split_for_transformer(sources.transformer, node_id)
+
+    def split_for_transformer(
+        self, transformer: Source, node_id: str | None = None
+    ) -> ParallelSpec | None:
+        """The split for renders with this transformer: the node's, or a `sample` primitive's."""
+        key = transformer.identity()
         with self._group_lock:
             if key in self._splits:
                 return self._splits[key]
         try:
-            split = self.policy().split_for(support_for(sources))
+            split = self.policy().split_for(support_for_transformer(transformer))
         except InvalidRequest as exc:  # e.g. a Ulysses degree this model's heads do not allow
             raise InvalidRequest(exc.message, node_id=node_id) from exc
         with self._group_lock:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from inline_core.device.split import ModelParallelSupport
 from inline_core.models.zimage.facts import transformer_heads
-from inline_core.models.zimage.resolve import ZImageSources
+from inline_core.models.zimage.resolve import Source, ZImageSources
 
 FAMILY = "z-image"
 SPLIT_METHODS = frozenset({"ulysses", "ring"})
@@ -25,5 +25,9 @@ def parallel_support(heads: int | None = None) -> ModelParallelSupport:
 
 def support_for(sources: ZImageSources | None) -> ModelParallelSupport:
     """The support of the model these sources name (its heads read from its files)."""
-    heads = None if sources is None else transformer_heads(sources.transformer)
-    return parallel_support(heads)
+    return support_for_transformer(None if sources is None else sources.transformer)
+
+
+def support_for_transformer(transformer: Source | None) -> ModelParallelSupport:
+    """The support of this transformer (what the split depends on: the heads in its files)."""
+    return parallel_support(None if transformer is None else transformer_heads(transformer))

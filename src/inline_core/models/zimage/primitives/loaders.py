@@ -2,8 +2,9 @@
 
 `check` (at submit) identifies the picked file from its header or config, so a checkpoint of
 another model family is refused in milliseconds with `model_missing`. `run` loads the weights into
-the engine's resident cache (a later run or the Z-Image node finds them there) and outputs a
-handle naming the files.
+the engine's resident cache (a later run or the Z-Image node finds them there), or, where the model
+is split across ranks, starts the worker group holding the transformer, and outputs a handle
+naming the files.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class LoadDiffusionModel(NodeRunner):
         reporter = call.ctx.reporter(call.node_id)
         reporter.phase("loading")
         handle = self.handle(call.params)
-        ops.load_model(self.owner, handle)
+        ops.load_model(self.owner, handle, call.node_id)
         reporter.phase("loading", 1.0)
         return NodeResult(outputs={"model": handle})
 
