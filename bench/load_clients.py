@@ -6,8 +6,9 @@ It writes the tiny random-weight kit (`inline-core kit`) into a temp models fold
 clients that each open a keep-alive connection (before the clock starts) and loop: POST /v1/runs
 over it (timed: the submit latency; raw HTTP, see raw_http.py), open the run's websocket, read
 until its terminal event. `--ramp S` spreads the clients' first submissions over S seconds (a load
-tool's spawn rate); with 0 all N first submissions leave in the same instant. The load lasts `--seconds`, and longer if needed until `--renders` runs
-have finished (so RSS after 500 renders is measured), capped at `--max-seconds`.
+tool's spawn rate); with 0 all N first submissions leave in the same instant. The load lasts
+`--seconds`, and longer if needed until `--renders` runs have finished (so RSS after 500 renders
+is measured), capped at `--max-seconds`.
 
 Checked and reported:
 - errors (any answer but 201 or 429, any socket that ends without a terminal event, any run that
