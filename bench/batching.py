@@ -1,7 +1,7 @@
 """Step-level batching across runs, on against off, through the real server and at the sampler.
 
-    .venv/bin/python bench/batching.py [--cases tiny,mid] [--concurrency 1,2,4,8,16] [--rounds 2]
-                                       [--paths server,sampler]
+    .venv/bin/python bench/batching.py [--cases tiny,mid,mix] [--concurrency 1,2,4,8,16]
+                                       [--rounds 2] [--min-images 16] [--paths server,sampler]
 
 `server`: two servers in this process (uvicorn on loopback, the kit's random-weight Z-Image
 models), one with the sampler's default limits for this device (batching on), one with
@@ -9,13 +9,20 @@ INLINE_MAX_BATCH=1 (off). N runs are posted at once (input/text -> alibaba/z-ima
 prompts and seeds), each timed from POST /v1/runs to the websocket's `run_done`, PNG take written.
 `sampler`: the same renders as N threads calling `StepLoopSampler.run` on the loaded pipeline (no
 HTTP, no take), which isolates what batching changes from the server's per-run costs.
-On and off alternate per round, so drift in a shared machine hits both alike. Reported per N:
-throughput (images/s = N / wall time of the round), p50 and p95 latency, and the on/off ratios
-(throughput: above 1 is better; latency: below 1 is better). Prints a table, writes
-bench/results/batching.json.
+`--off decodes` (sampler path): "off" batches forwards too and only decodes one job at a time, to
+see what batched VAE decodes add on their own.
+A round is enough waves of N concurrent renders to make at least `--min-images` images per
+setting (a lone render, N=1, is otherwise one short sample per round and too noisy to compare);
+on and off take turns wave by wave, the first turn alternating per round, so drift on a shared
+machine hits both alike (measured: per-round turns gave 0.69-1.14x at N=1 where the code path is
+the same; per-render turns gave equal means). Reported per N:
+throughput (images/s = N / the median wall time of a wave of N, over every round), p50 and p95
+latency, and the on/off ratios (throughput: above 1 is better; latency: below 1 is better). Prints a
+table, writes bench/results/batching.json.
 
-Cases: tiny (64 px, 8 steps) and mid (the ~110M-parameter transformer at 256 px, 4 steps: a forward
-takes about half a second on this CPU, so fewer steps and N up to 8).
+Cases: tiny (64 px, 8 steps), mid (the ~110M-parameter transformer at 256 px, 4 steps: a forward
+takes about half a second on this CPU, so fewer steps and N up to 8) and mix (the tiny model, each
+run a different size and step count: 64 px/8, 128/4, 80/6, 96/3 in turn).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import platform
 import socket
 import statistics
@@ -43,9 +51,33 @@ PROMPTS = [
     "an old map of an imaginary island",
 ]
 CASES: dict[str, dict[str, Any]] = {
-    "tiny": {"kit": "tiny", "model": "zimage_tiny_diffusers", "size": 64, "steps": 8, "maxN": 16},
-    "mid": {"kit": "mid", "model": "zimage_mid_diffusers", "size": 256, "steps": 4, "maxN": 8},
+    "tiny": {"kit": "tiny", "model": "zimage_tiny_diffusers", "shapes": [(64, 8)], "maxN": 16},
+    "mid": {"kit": "mid", "model": "zimage_mid_diffusers", "shapes": [(256, 4)], "maxN": 8},
+    "mix": {
+        "kit": "tiny",
+        "model": "zimage_tiny_diffusers",
+        "shapes": [(64, 8), (128, 4), (80, 6), (96, 3)],
+        "maxN": 16,
+    },
 }
+
+
+def shape_of(case: dict[str, Any], index: int) -> tuple[int, int]:
+    """(side in px, steps) of a round's render `index`: mixed cases take their shapes in turn."""
+    shapes = cast(list[tuple[int, int]], case["shapes"])
+    return shapes[index % len(shapes)]
+
+
+def one_shape(case: dict[str, Any], index: int) -> dict[str, Any]:
+    """The case narrowed to render `index`'s shape: on and off render the same sequence."""
+    return {**case, "shapes": [shape_of(case, index)]}
+
+
+def case_label(case: dict[str, Any]) -> str:
+    shapes = cast(list[tuple[int, int]], case["shapes"])
+    if len(shapes) == 1:
+        return f"{case['name']:4} {shapes[0][0]:4}px"
+    return f"{case['name']:4} mixed "
 
 
 def free_port() -> int:
@@ -55,6 +87,7 @@ def free_port() -> int:
 
 
 def graph(case: dict[str, Any], seed: int) -> dict[str, Any]:
+    size, steps = shape_of(case, 0)
     return {
         "schemaVersion": 1,
         "nodes": [
@@ -63,9 +96,9 @@ def graph(case: dict[str, Any], seed: int) -> dict[str, Any]:
                 "id": "z",
                 "type": "alibaba/z-image-turbo",
                 "params": {
-                    "width": case["size"],
-                    "height": case["size"],
-                    "steps": case["steps"],
+                    "width": size,
+                    "height": size,
+                    "steps": steps,
                     "guidance": 0.0,
                     "seed": seed,
                     "model": case["model"],
@@ -158,14 +191,16 @@ def server_render(server: Server) -> Render:
 class SamplerSide:
     """Renders straight through a `StepLoopSampler` on pipelines loaded like the server does."""
 
-    def __init__(self, models: Path, max_batch: int | None) -> None:
+    def __init__(
+        self, models: Path, max_batch: int | None, decode_pixel_budget: int | None = None
+    ) -> None:
         from inline_core.config import Config
         from inline_core.device import policy_from_config
         from inline_core.models.catalog import Catalog
         from inline_core.models.zimage.runner import ZImageRunner
         from inline_core.sampling import StepLoopSampler
 
-        self.sampler = StepLoopSampler(max_batch=max_batch)
+        self.sampler = StepLoopSampler(max_batch=max_batch, decode_pixel_budget=decode_pixel_budget)
         config = Config(models_dir=models, profile="cpu")
         self.runner = ZImageRunner(
             catalog=Catalog(models, ttl_s=0.0),
@@ -179,11 +214,12 @@ class SamplerSide:
 
         sources = self.runner.resolver.resolve(case["model"]).require()
         pipeline = self.runner.engine().pipeline_for(sources)
+        size, steps = shape_of(case, 0)
         state = pipeline.request(
             prompt=PROMPTS[seed % len(PROMPTS)],
-            width=case["size"],
-            height=case["size"],
-            steps=case["steps"],
+            width=size,
+            height=size,
+            steps=steps,
             guidance=0.0,
             seed=seed,
         )
@@ -197,8 +233,10 @@ class SamplerSide:
 _seeds = itertools.count(1)
 
 
-def round_of(render_one: Render, case: dict[str, Any], n: int) -> dict[str, Any]:
-    """N renders started at once; their latencies and the round's wall time."""
+def wave(
+    render_one: Render, case: dict[str, Any], n: int, first_shape: int
+) -> tuple[float, list[float]]:
+    """N renders started at once: the wave's wall time and their latencies."""
     first_seed = next(_seeds)
     for _ in range(n - 1):
         next(_seeds)
@@ -209,7 +247,7 @@ def round_of(render_one: Render, case: dict[str, Any], n: int) -> dict[str, Any]
     def one(i: int) -> None:
         barrier.wait()
         try:
-            latencies[i] = render_one(case, first_seed + i)
+            latencies[i] = render_one(one_shape(case, first_shape + i), first_seed + i)
         except BaseException as exc:
             errors.append(exc)
 
@@ -222,7 +260,23 @@ def round_of(render_one: Render, case: dict[str, Any], n: int) -> dict[str, Any]
     wall = time.perf_counter() - started
     if errors:
         raise errors[0]
-    return {"wallS": wall, "latenciesMs": latencies}
+    return wall, latencies
+
+
+def round_of(
+    sides: dict[str, Render], case: dict[str, Any], n: int, waves: int, first: int
+) -> dict[str, dict[str, Any]]:
+    """`waves` waves of N concurrent renders per setting, the settings taking turns wave by wave
+    (so drift on a shared machine hits both alike); per setting its wall time and latencies."""
+    names = list(sides)
+    out: dict[str, dict[str, Any]] = {name: {"waveWallsS": [], "latenciesMs": []} for name in names}
+    for w in range(waves):
+        turn = names[(first + w) % 2 :] + names[: (first + w) % 2]
+        for name in turn:
+            wall, latencies = wave(sides[name], case, n, w * n)
+            out[name]["waveWallsS"].append(wall)
+            out[name]["latenciesMs"] += latencies
+    return out
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -234,7 +288,9 @@ def percentile(values: list[float], q: float) -> float:
 
 def summarize(rounds: list[dict[str, Any]], n: int) -> dict[str, float]:
     latencies = [x for r in rounds for x in r["latenciesMs"]]
-    throughput = statistics.median(n / r["wallS"] for r in rounds)
+    # N over the median wave: a wave stalled by another process on the shared machine moves a
+    # mean (measured: 0.90x at N=1 with equal p50s) but not the median.
+    throughput = n / statistics.median(w for r in rounds for w in r["waveWallsS"])
     return {
         "imagesPerS": round(throughput, 3),
         "p50Ms": round(percentile(latencies, 50), 1),
@@ -243,20 +299,20 @@ def summarize(rounds: list[dict[str, Any]], n: int) -> dict[str, float]:
 
 
 def compare(
-    path: str, case: dict[str, Any], n: int, on: Render, off: Render, rounds: int
+    path: str, case: dict[str, Any], n: int, on: Render, off: Render, rounds: int, min_images: int
 ) -> dict[str, Any]:
+    waves = max(1, -(-min_images // n))
     results: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
     for r in range(rounds):
-        order = (("on", on), ("off", off)) if r % 2 == 0 else (("off", off), ("on", on))
-        for name, render_one in order:
-            results[name].append(round_of(render_one, case, n))
+        for name, result in round_of({"on": on, "off": off}, case, n, waves, r % 2).items():
+            results[name].append(result)
     s_on, s_off = summarize(results["on"], n), summarize(results["off"], n)
     row: dict[str, Any] = {
         "path": path,
-        "case": case["kit"],
-        "px": case["size"],
-        "steps": case["steps"],
+        "case": case["name"],
+        "shapes": [{"px": px, "steps": steps} for px, steps in case["shapes"]],
         "n": n,
+        "imagesPerRound": waves * n,
         "on": s_on,
         "off": s_off,
         "throughputRatio": round(s_on["imagesPerS"] / s_off["imagesPerS"], 3),
@@ -264,7 +320,7 @@ def compare(
         "p95Ratio": round(s_on["p95Ms"] / s_off["p95Ms"], 3),
     }
     print(
-        f"{path:7} {case['kit']:4} {case['size']:4}px N={n:<3}"
+        f"{path:7} {case_label(case)} N={n:<3}"
         f" img/s on {s_on['imagesPerS']:7.3f} off {s_off['imagesPerS']:7.3f}"
         f" x{row['throughputRatio']:.2f} | p50 on {s_on['p50Ms']:8.1f} off"
         f" {s_off['p50Ms']:8.1f} x{row['p50Ratio']:.2f} | p95 on {s_on['p95Ms']:8.1f}"
@@ -279,8 +335,17 @@ def main() -> int:
     parser.add_argument("--cases", default="tiny,mid")
     parser.add_argument("--concurrency", default="1,2,4,8,16")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--min-images", type=int, default=16, help="per round and setting")
     parser.add_argument("--paths", default="server,sampler")
     parser.add_argument("--models", type=Path, default=None, help="reuse a models folder")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON goes")
+    parser.add_argument(
+        "--off",
+        choices=("batching", "decodes"),
+        default="batching",
+        help="what 'off' turns off: all batching (INLINE_MAX_BATCH=1), or only batched decodes "
+        "(the forwards still batched; sampler path only)",
+    )
     # One intra-op thread by default: on this shared 2-core machine a descheduled OpenMP worker
     # stalls every parallel region (measured: 8 tiny steps 1.5-5 s with 2 threads, 0.18 s with 1).
     parser.add_argument("--threads", type=int, default=1)
@@ -288,7 +353,10 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(cast(int, args.threads))
-    cases = [CASES[c] for c in cast(str, args.cases).split(",")]
+    cases: list[dict[str, Any]] = [
+        {"name": c, **CASES[c]} for c in cast(str, args.cases).split(",")
+    ]
+    min_images = cast(int, args.min_images)
     levels = [int(n) for n in cast(str, args.concurrency).split(",")]
     rounds = cast(int, args.rounds)
     paths = cast(str, args.paths).split(",")
@@ -310,18 +378,28 @@ def main() -> int:
             start_server("off", models, 1, workers),
         ]
         sides["server"] = (server_render(servers[0]), server_render(servers[1]))
+    if cast(str, args.off) == "decodes":
+        paths = [p for p in paths if p == "sampler"]
+        if not paths:
+            parser.error("--off decodes compares at the sampler only (add --paths sampler)")
     if "sampler" in paths:
-        samplers = [SamplerSide(models, None), SamplerSide(models, 1)]
+        off_side = (
+            SamplerSide(models, None, decode_pixel_budget=0)
+            if args.off == "decodes"
+            else SamplerSide(models, 1)
+        )
+        samplers = [SamplerSide(models, None), off_side]
         sides["sampler"] = (samplers[0].render, samplers[1].render)
     rows: list[dict[str, Any]] = []
     stats: dict[str, Any] = {}
     try:
         for case in cases:
             for path, (on, off) in sides.items():
-                on(case, next(_seeds))  # load the model, warm the kernels
-                off(case, next(_seeds))
+                for index in range(len(case["shapes"])):  # load the model, warm the kernels
+                    on(one_shape(case, index), next(_seeds))
+                    off(one_shape(case, index), next(_seeds))
                 for n in [n for n in levels if n <= case["maxN"]]:
-                    rows.append(compare(path, case, n, on, off, rounds))
+                    rows.append(compare(path, case, n, on, off, rounds, min_images))
         for server in servers:
             stats[f"server-{server.name}"] = server.sampler_stats()
         for side, name in zip(samplers, ("on", "off"), strict=False):
@@ -334,17 +412,25 @@ def main() -> int:
     limits = default_limits("cpu")
     out = {
         "meta": {
+            "off": args.off,
             "machine": platform.machine(),
             "processor": platform.processor(),
             "rounds": rounds,
-            "limitsOn": {"maxBatch": limits.max_batch, "tokenBudget": limits.token_budget},
+            "minImagesPerRound": min_images,
+            "loadAverage": os.getloadavg(),
+            "limitsOn": {
+                "maxBatch": limits.max_batch,
+                "tokenBudget": limits.token_budget,
+                "decodePixelBudget": limits.decode_pixel_budget,
+            },
             "samplerStats": stats,
         },
         "rows": rows,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    target = cast(Path, args.out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {target}")
     return 0
 
 

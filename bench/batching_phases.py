@@ -55,6 +55,16 @@ class Timed:
     def post_decode(self, state: Any, /) -> Any:
         return self.inner.post_decode(state)
 
+    # Batched decode passes through, so the sampler batches decodes as it does unwrapped.
+    def decode_key(self, state: Any, /) -> Any:
+        return self.inner.decode_key(state)
+
+    def decode_pixels(self, state: Any, /) -> int:
+        return int(self.inner.decode_pixels(state))
+
+    def post_decode_many(self, states: Any, /) -> Any:
+        return self.inner.post_decode_many(states)
+
 
 def load(models: Path) -> Any:
     from inline_core.config import Config

@@ -110,6 +110,39 @@ class ToyPipeline:
         return [math.tanh(x * (1.0 + t)) * scale + state.cond for x in state.latents]
 
 
+class BatchDecodeToy(ToyPipeline):
+    """The toy plus `post_decode_many` (components.step.SupportsBatchedDecode): states of one size
+    decode together. Records each decode call's names; `before_decode` hooks run in every call."""
+
+    def __init__(self, name: str = "toy-batch-decode") -> None:
+        super().__init__(name)
+        self.decode_calls: list[tuple[str, ...]] = []
+        self.before_decode: list[Hook] = []
+
+    def decode_key(self, state: ToyState, /) -> int:
+        return state.size
+
+    def decode_pixels(self, state: ToyState, /) -> int:
+        return state.size * state.size
+
+    def post_decode(self, state: ToyState, /) -> tuple[float, ...]:
+        self._enter_decode([state])
+        return super().post_decode(state)
+
+    def post_decode_many(self, states: Sequence[ToyState], /) -> list[tuple[float, ...]]:
+        self._enter_decode(states)
+        bad = [s.name for s in states if s.name in self.fail_decode_for]
+        if bad:
+            raise ValueError(f"batched decode failed for {bad}")
+        return [ToyPipeline.post_decode(self, s) for s in states]
+
+    def _enter_decode(self, states: Sequence[ToyState]) -> None:
+        with self.lock:
+            self.decode_calls.append(tuple(s.name for s in states))
+        for hook in list(self.before_decode):
+            hook(states)
+
+
 def make_state(
     name: str, seed: int, size: int = 2, steps: int = 4, prompt: str = "a cat", cfg: bool = False
 ) -> ToyState:

@@ -84,13 +84,23 @@ def test_max_batch_one_is_always_alone() -> None:
 def test_limits_resolve_explicit_values_over_device_defaults() -> None:
     assert resolve_limits() == CPU_LIMITS
     assert resolve_limits(device="cuda:0 NVIDIA H200") == CUDA_LIMITS
-    assert resolve_limits(max_batch=1, device="cuda") == BatchLimits(1, CUDA_LIMITS.token_budget)
-    assert resolve_limits(token_budget=64) == BatchLimits(CPU_LIMITS.max_batch, 64)
+    cuda_off = BatchLimits(1, CUDA_LIMITS.token_budget, CUDA_LIMITS.decode_pixel_budget)
+    assert resolve_limits(max_batch=1, device="cuda") == cuda_off
+    assert resolve_limits(token_budget=64) == BatchLimits(
+        CPU_LIMITS.max_batch, 64, CPU_LIMITS.decode_pixel_budget
+    )
+    assert resolve_limits(decode_pixel_budget=0).decode_pixel_budget == 0
     assert not resolve_limits(max_batch=1).batching
+    # Batching off turns batched decodes off too; a zero budget turns off only them.
+    assert not resolve_limits(max_batch=1).batched_decodes
+    assert not resolve_limits(decode_pixel_budget=0).batched_decodes
+    assert resolve_limits().batched_decodes
     with pytest.raises(InvalidRequest):
         resolve_limits(max_batch=0)
     with pytest.raises(InvalidRequest):
         resolve_limits(token_budget=-1)
+    with pytest.raises(InvalidRequest):
+        resolve_limits(decode_pixel_budget=-1)
 
 
 def test_the_budget_counts_padding_to_the_longest_request() -> None:

@@ -2,14 +2,14 @@
 
 `load_pipeline` builds the kit's random-weight models into a folder and loads them the way the
 server does (catalog -> resolver -> engine). `Watched` wraps a real pipeline to record each
-forward's group and to park the loop in its first forward until a test releases it, so a test can
-queue several jobs and know they met; it changes no arithmetic.
+forward's group and decode call and to park the loop in its first forward until a test releases
+it, so a test can queue several jobs and know they met; it changes no arithmetic.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ class Watched:
         self.serial_phases = inner.serial_phases
         self.release = threading.Event()
         self.batches: list[tuple[int, ...]] = []  # seeds sharing each forward
+        self.decodes: list[tuple[int, ...]] = []  # seeds sharing each decode call
         self.before_forward: list[Callable[[Sequence[ZImageRequest]], object]] = []
 
     def prepare_encode(self, state: ZImageRequest, /) -> ZImageRequest:
@@ -79,4 +80,15 @@ class Watched:
         self.inner.step_scheduler(state, noise_pred)
 
     def post_decode(self, state: ZImageRequest, /) -> Image.Image:
+        self.decodes.append((state.seed,))
         return self.inner.post_decode(state)
+
+    def decode_key(self, state: ZImageRequest, /) -> Hashable | None:
+        return self.inner.decode_key(state)
+
+    def decode_pixels(self, state: ZImageRequest, /) -> int:
+        return self.inner.decode_pixels(state)
+
+    def post_decode_many(self, states: Sequence[ZImageRequest], /) -> list[Image.Image]:
+        self.decodes.append(tuple(s.seed for s in states))
+        return self.inner.post_decode_many(states)

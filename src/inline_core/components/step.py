@@ -8,7 +8,8 @@ A pipeline splits one request's render into four calls:
 - `step_scheduler(state, noise_pred)`: the only place a request's step advances.
 - `post_decode(state)`: decode the finished latents into the request's output.
 
-Optional capabilities are separate protocols checked at run time (`supports_*` helpers below).
+Optional capabilities are separate protocols checked at run time (`supports_*` helpers below),
+e.g. `post_decode_many`: decode several finished states in one call.
 """
 
 from __future__ import annotations
@@ -55,6 +56,28 @@ class StepPipeline(Protocol):
 
 
 @runtime_checkable
+class SupportsBatchedDecode(Protocol):
+    """A pipeline that decodes several finished states in one call (e.g. one VAE forward).
+
+    The sampler groups finished states of one pipeline whose `decode_key` is equal and not None,
+    bounded by its max batch and decode pixel budget (the sum of `decode_pixels`), and calls
+    `post_decode_many`; its outputs must equal `post_decode`'s, one per state, in order. If the call
+    raises, the sampler decodes the group one by one with `post_decode`, so a bad state fails
+    alone: `post_decode_many` must leave every state decodable when it raises.
+    """
+
+    def decode_key(self, state: Any, /) -> Hashable | None:
+        """States with equal keys may be decoded together (e.g. same latent shape); None: alone."""
+        ...
+
+    def decode_pixels(self, state: Any, /) -> int:
+        """The state's output size in pixels (its cost in the decode pixel budget)."""
+        ...
+
+    def post_decode_many(self, states: Sequence[Any], /) -> Sequence[Any]: ...
+
+
+@runtime_checkable
 class SupportsComponentModules(Protocol):
     """Declares which submodules are DiT, encoders, VAE and always-resident (dotted paths)."""
 
@@ -75,6 +98,10 @@ class SupportsChunkedVAEDecode(Protocol):
 
 def supports_component_modules(obj: object) -> TypeGuard[SupportsComponentModules]:
     return isinstance(obj, SupportsComponentModules)
+
+
+def supports_batched_decode(obj: object) -> TypeGuard[SupportsBatchedDecode]:
+    return isinstance(obj, SupportsBatchedDecode)
 
 
 def supports_chunked_vae_decode(obj: object) -> TypeGuard[SupportsChunkedVAEDecode]:

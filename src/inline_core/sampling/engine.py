@@ -6,7 +6,8 @@ admits new tickets, drops cancelled ones and runs one group. It sleeps on a cond
 when there is nothing to do, so a lone job pays no polling latency.
 
 Failures stay where they belong: an exception in `denoise_step` fails that group's jobs, one in a
-job's own `step_scheduler`, callbacks, `prepare_encode` or `post_decode` fails only that job; the
+job's own `step_scheduler`, callbacks, `prepare_encode` or `post_decode` fails only that job (a
+batched decode that raises is retried one job at a time, `decode_batch.py`); the
 loop itself keeps going, and when it stops (close, or a bug) every ticket still held is failed, so
 no caller waits forever.
 """
@@ -16,10 +17,13 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import deque
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from inline_core.errors import Cancelled, RunFailed, Unavailable
+from inline_core.sampling.decode_batch import decode_group, decode_item, take_group
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.limits import BatchLimits
 from inline_core.sampling.scheduler import next_group
@@ -34,6 +38,8 @@ class EngineCounters:
     forwards: int = 0
     batched_forwards: int = 0  # forwards that carried more than one job
     jobs_forwarded: int = 0  # sum of group sizes (mean batch = jobs_forwarded / forwards)
+    batched_decodes: int = 0  # on-loop decode calls that carried more than one job
+    batch_decoded_jobs: int = 0  # jobs decoded in those calls
 
 
 class StepEngine:
@@ -48,6 +54,9 @@ class StepEngine:
         self._seq = itertools.count()
         self._iteration = 0
         self.counters = EngineCounters()
+        # Held while the jobs finished by one forward are resolved, so the decoders off the loop
+        # see them all at once and can decode them together (`PhaseSlots.adding`).
+        self.settling: Callable[[], AbstractContextManager[None]] = nullcontext
 
     # -- called from any thread -------------------------------------------------------------
 
@@ -150,7 +159,7 @@ class StepEngine:
                 continue
             ticket.last_served = self._iteration
             if done:  # zero steps to take (e.g. strength 0): straight to the output
-                self._finish(ticket)
+                self._finish([ticket])
                 continue
             with self._cond:
                 self._active.append(ticket)
@@ -179,6 +188,7 @@ class StepEngine:
                 self._remove(ticket)
                 self._fail(ticket, exc)
             return
+        finished: list[Ticket] = []
         for ticket, prediction in zip(group, predictions, strict=True):
             ticket.last_served = self._iteration
             state = ticket.state
@@ -192,21 +202,36 @@ class StepEngine:
                 continue
             if done:
                 self._remove(ticket)
-                self._finish(ticket)
+                finished.append(ticket)
+        if finished:
+            self._finish(finished)
 
-    def _finish(self, ticket: Ticket) -> None:
-        if not ticket.decode_on_loop:
-            if ticket.resolve(ticket.state):
-                self.counters.completed += 1
-            return
-        try:
-            ticket.job.on_phase("decode")
-            output = ticket.pipeline.post_decode(ticket.state)
-        except Exception as exc:
-            self._fail(ticket, exc)
-            return
-        if ticket.resolve(output):
-            self.counters.completed += 1
+    def _finish(self, tickets: list[Ticket]) -> None:
+        """Hand sampled states back (decoded off the loop), or decode them here, together."""
+        with self.settling():
+            for ticket in tickets:
+                if not ticket.decode_on_loop and ticket.resolve(ticket.state):
+                    self.counters.completed += 1
+        on_loop = [t for t in tickets if t.decode_on_loop]
+        if on_loop:
+            self._decode_on_loop(on_loop)
+
+    def _decode_on_loop(self, tickets: list[Ticket]) -> None:
+        items = [decode_item(t.job, t.state, self.limits) for t in tickets]
+        waiting = list(items)
+        while waiting:
+            shared = decode_group(take_group(waiting, self.limits))
+            if shared:
+                self.counters.batched_decodes += 1
+                self.counters.batch_decoded_jobs += shared
+        for ticket, item in zip(tickets, items, strict=True):
+            if item.error is None:
+                if ticket.resolve(item.value):
+                    self.counters.completed += 1
+            elif isinstance(item.error, Cancelled):
+                self._cancel(ticket)
+            else:
+                self._fail(ticket, item.error)
 
     def _remove(self, ticket: Ticket) -> None:
         with self._cond:

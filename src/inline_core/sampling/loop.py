@@ -11,6 +11,13 @@ then run on the loop thread, between steps.
 Measured (bench/batching_phases.py, 8 and 16 concurrent tiny Z-Image renders on CPU): with the
 phases on the loop thread the longest pause between two forwards was 100-170 ms (a VAE decode);
 off the loop it was 8-22 ms, at the same throughput within noise.
+
+Decodes of jobs that finish together are batched (`phase_slots.py`, `decode_batch.py`) when the
+pipeline supports it (`post_decode_many`), within `max_batch` and the device's decode pixel budget
+(`limits.py`). Prompt encodes are not: on the kit's Qwen3 an encode takes about 2 ms a prompt on
+a quiet CPU (`bench/batching_decode.py`), a tenth of one 64 px VAE decode, so there is little to
+win here, and prompts of different lengths would need padding and masks in one call. (A real 4B
+encoder on a GPU may differ: unmeasured.)
 """
 
 from __future__ import annotations
@@ -21,9 +28,11 @@ from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from typing import Any, Literal
 
 from inline_core.errors import Cancelled, Unavailable
+from inline_core.sampling.decode_batch import DecodeItem
 from inline_core.sampling.engine import StepEngine
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.limits import BatchLimits, resolve_limits
+from inline_core.sampling.phase_slots import PhaseSlots
 
 PhasePlacement = Literal["caller", "loop"]
 
@@ -37,16 +46,19 @@ class StepLoopSampler:
         device: str = "cpu",
         phases: PhasePlacement = "caller",
         phase_slots: int = 1,
+        decode_pixel_budget: int | None = None,
     ) -> None:
-        self.limits: BatchLimits = resolve_limits(max_batch, token_budget, device)
+        self.limits: BatchLimits = resolve_limits(
+            max_batch, token_budget, device, decode_pixel_budget
+        )
         self._phases: PhasePlacement = phases
         self._engine = StepEngine(self.limits)
-        self._phase_gate = threading.Semaphore(max(1, phase_slots))
+        self._slots = PhaseSlots(phase_slots, self.limits)
+        self._engine.settling = self._slots.adding
         self._pool_workers = max(1, phase_slots)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._encoding = 0  # waiting for, or in, prepare_encode off the loop
-        self._decoding = 0
 
     # -- public API -------------------------------------------------------------------------
 
@@ -62,8 +74,15 @@ class StepLoopSampler:
             )
         finally:
             self._count_encoding(-1)
-        sampled = ticket.future.result()
-        return sampled if on_loop else self._decode(job, sampled)
+        if on_loop:
+            return ticket.future.result()
+        # The decode is queued by the thread that resolves the ticket (the loop, with every job
+        # that finished in the same forward), so those can be decoded together.
+        queued: Future[DecodeItem] = Future()
+        ticket.future.add_done_callback(
+            lambda done: _chain(done, queued, lambda sampled: self._slots.add(job, sampled))
+        )
+        return self._slots.finish(queued.result())
 
     def submit(self, job: SampleJob) -> Future[Any]:
         """Start `job` without blocking; the future resolves like `run` returns or raises."""
@@ -79,15 +98,21 @@ class StepLoopSampler:
             ticket.future.add_done_callback(lambda done: _chain(done, outer))
             return outer
 
-        def decode(sampled: Any) -> None:
-            _settle(outer, lambda: self._decode(job, sampled))
+        def decode(item: DecodeItem) -> None:
+            _settle(outer, lambda: self._slots.finish(item))
 
         def after_sampling(done: Future[Any]) -> None:  # runs on the loop thread: hand off only
             exc = done.exception()
             if exc is not None:
                 _fail(outer, exc)
                 return
-            self._in_pool(outer, decode, done.result())
+            try:
+                item = self._slots.add(job, done.result())
+            except BaseException as err:
+                _fail(outer, err)
+                return
+            if not self._in_pool(outer, decode, item):
+                self._slots.discard(item)
 
         def encode_and_enqueue(_: None) -> None:
             try:
@@ -111,7 +136,10 @@ class StepLoopSampler:
         incoming, active = self._engine.counts()
         counters = self._engine.counters
         with self._lock:
-            encoding, decoding = self._encoding, self._decoding
+            encoding = self._encoding
+        decoding = self._slots.counts()
+        batched_decodes = counters.batched_decodes + self._slots.batched_decodes
+        batch_decoded = counters.batch_decoded_jobs + self._slots.batch_decoded_jobs
         forwards = counters.forwards
         return {
             "activeJobs": active,
@@ -127,6 +155,9 @@ class StepLoopSampler:
             "forwards": forwards,
             "batchedForwards": counters.batched_forwards,
             "meanBatch": round(counters.jobs_forwarded / forwards, 3) if forwards else 0.0,
+            "decodePixelBudget": self.limits.decode_pixel_budget if self.limits.batching else 0,
+            "batchedDecodes": batched_decodes,
+            "batchDecodedJobs": batch_decoded,
             "closed": self._engine.closed,
         }
 
@@ -148,23 +179,11 @@ class StepLoopSampler:
             self._encoding += delta
 
     def _encode(self, job: SampleJob) -> Any:
-        with self._phase_gate:
+        with self._slots.slot():
             self._check_open(job)
             job.on_phase("encode")
             prepared = job.pipeline.prepare_encode(job.state)
         return job.state if prepared is None else prepared
-
-    def _decode(self, job: SampleJob, state: Any) -> Any:
-        with self._lock:
-            self._decoding += 1
-        try:
-            with self._phase_gate:
-                job.cancel.raise_if_cancelled()
-                job.on_phase("decode")
-                return job.pipeline.post_decode(state)
-        finally:
-            with self._lock:
-                self._decoding -= 1
 
     def _check_open(self, job: SampleJob) -> None:
         if self._engine.closed:
@@ -210,9 +229,11 @@ def _fail(outer: Future[Any], exc: BaseException) -> None:
         pass
 
 
-def _chain(done: Future[Any], outer: Future[Any]) -> None:
+def _chain(
+    done: Future[Any], outer: Future[Any], then: Callable[[Any], Any] = lambda value: value
+) -> None:
     exc = done.exception()
     if exc is not None:
         _fail(outer, exc)
     else:
-        _settle(outer, done.result)
+        _settle(outer, lambda: then(done.result()))

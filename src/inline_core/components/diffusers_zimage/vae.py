@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 import torch
@@ -56,9 +57,15 @@ class FluxVAE:
         return Latents(latents, tuple(latents.shape))
 
     def decode(self, latents: Latents, /) -> Any:
-        x = cast(torch.Tensor, latents.value).to(self.dtype)
+        return self.decode_many([latents])[0]
+
+    def decode_many(self, latents: Sequence[Latents], /) -> list[Image.Image]:
+        """Decode latents of one shape in one autoencoder call: one image each, in order."""
+        x = torch.cat([cast(torch.Tensor, lat.value) for lat in latents]).to(self.dtype)
         x = (x / self.scaling_factor) + self.shift_factor
         with self.swap.use(self.autoencoder, self.placement):
             image = cast(Any, self.autoencoder).decode(x, return_dict=False)[0]
         images = cast(list[Image.Image], self.processor.postprocess(image, output_type="pil"))
-        return images[0]
+        if len(images) != len(latents):
+            raise RuntimeError(f"decoded {len(images)} images from {len(latents)} latents")
+        return images

@@ -306,6 +306,33 @@ class ZImageStepPipeline(ZImageDenoisePipeline):
         _release(state)
         return image
 
+    # -- batched decode (components.step.SupportsBatchedDecode) -----------------------------------
+
+    def decode_key(self, state: ZImageRequest, /) -> Hashable | None:
+        """Latents of one shape and dtype decode in one VAE call."""
+        cls = type(self)
+        if (
+            cls.post_decode is not ZImageStepPipeline.post_decode
+            and cls.post_decode_many is ZImageStepPipeline.post_decode_many
+        ):
+            return None  # a subclass changed `post_decode` only: decode one by one, its way
+        _schedule, lat = _prepared(state)
+        value = cast(torch.Tensor, lat.value)
+        return (tuple(value.shape), str(value.dtype), str(value.device))
+
+    def decode_pixels(self, state: ZImageRequest, /) -> int:
+        return state.width * state.height
+
+    def post_decode_many(self, states: Sequence[ZImageRequest], /) -> list[Image.Image]:
+        """`post_decode` of each state, in one VAE call; the states are released only once it
+        succeeded, so a failed call can be retried one by one."""
+        latents = [_prepared(s)[1] for s in states]
+        with torch.inference_mode():
+            images = self.vae.decode_many(latents)
+        for s in states:
+            _release(s)
+        return images
+
 
 def new_request(model_key: Hashable, spatial_factor: int, **kwargs: Any) -> ZImageRequest:
     """A request state for a model whose VAE has `spatial_factor` (validates size and strength)."""
