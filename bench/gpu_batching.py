@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from batching import PROMPTS, Render, compare
+from batching import PROMPTS, Render, compare, shape_of
 
 from inline_core.config import Config
 from inline_core.device import policy_from_config
@@ -48,11 +48,12 @@ class SamplerPair:
         def render(case: dict[str, Any], seed: int) -> float:
             sources = self.runner.resolver.resolve(case["model"]).require()
             pipeline = self.runner.engine().pipeline_for(sources)
+            side, steps = shape_of(case, 0)  # compare narrows each render to one shape
             state = pipeline.request(
                 prompt=PROMPTS[seed % len(PROMPTS)],
-                width=case["size"],
-                height=case["size"],
-                steps=case["steps"],
+                width=side,
+                height=side,
+                steps=steps,
                 guidance=0.0,
                 seed=seed,
             )
@@ -77,8 +78,10 @@ def measure_batching(
     profile: str | None,
     max_batch: int | None = None,
     token_budget: int | None = None,
+    min_images: int = 16,
 ) -> dict[str, Any]:
-    """Rows of `batching.compare` for every case and N, with the limits and sampler counters."""
+    """Rows of `batching.compare` for every case and N, with the limits and sampler counters;
+    each round renders at least `min_images` per setting (waves of N)."""
     pair = SamplerPair(models, device, profile, max_batch, token_budget)
     on, off = pair.render_with(pair.on), pair.render_with(pair.off)
     rows: list[dict[str, Any]] = []
@@ -87,13 +90,14 @@ def measure_batching(
             on(case, 10_000 + 2 * i)  # load the model, warm the kernels at this size
             off(case, 10_001 + 2 * i)
             for n in levels:
-                rows.append(compare("sampler", case, n, on, off, rounds))
+                rows.append(compare("sampler", case, n, on, off, rounds, min_images))
         stats = {"on": pair.on.stats(), "off": pair.off.stats()}
     finally:
         pair.close()
     limits = pair.on.limits
     return {
         "rounds": rounds,
+        "minImagesPerRound": min_images,
         "limitsOn": {"maxBatch": limits.max_batch, "tokenBudget": limits.token_budget},
         "samplerStats": stats,
         "rows": rows,
@@ -108,7 +112,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         on, off = r["on"], r["off"]
         print(
-            f"{r['px']:>5} {r['n']:>3} {on['imagesPerS']:>9.3f} {off['imagesPerS']:>8.3f}"
+            f"{r['shapes'][0]['px']:>5} {r['n']:>3}"
+            f" {on['imagesPerS']:>9.3f} {off['imagesPerS']:>8.3f}"
             f" {r['throughputRatio']:>6.2f} | {on['p50Ms']:>9.1f} {off['p50Ms']:>9.1f}"
             f" {r['p50Ratio']:>6.2f} | {on['p95Ms']:>9.1f} {off['p95Ms']:>9.1f}"
             f" {r['p95Ratio']:>6.2f}"

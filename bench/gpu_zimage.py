@@ -230,7 +230,12 @@ def main() -> int:
     batching: dict[str, Any] | None = None
     if "batching" in parts:
         cases = [
-            {"kit": preset, "model": name, "size": size, "steps": int(args.batch_steps)}
+            {
+                "name": preset,
+                "kit": preset,
+                "model": name,
+                "shapes": [(size, int(args.batch_steps))],
+            }
             for size in sizes
         ]
         levels = [int(n) for n in str(args.concurrency).split(",") if n]
