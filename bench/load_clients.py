@@ -16,6 +16,8 @@ Checked and reported:
 - submit latency p50/p99 at N clients (the load generator shares the machine's cores);
 - the server's RSS at start, after the first render (model resident), after 50 and 500 renders,
   and at the end, with its thread and file-descriptor counts (they must not grow with renders);
+  RSS is also sampled once a second, and growth is reported both from the single readings at 50
+  and 500 renders and from the medians of the ten samples that follow each mark;
 - then a SIGTERM with runs in flight: how long the server takes to exit, that no process of its
   own is left, that nothing is left `running` in the store, and that every accepted run finishes
   after a restart.
@@ -330,6 +332,17 @@ def slope(series: list[tuple[int, float]]) -> float | None:
     return round(covariance / spread * 100, 2)
 
 
+def window_median(series: list[tuple[int, float]], mark: int, samples: int = 10) -> float | None:
+    """Median RSS over the first `samples` once-a-second samples taken at or after `mark` renders.
+
+    One sample is the resident heap plus whatever the renders in flight hold at that instant
+    (measured: +-25 MB under this load), so a mark's single reading says more about the moment
+    than about growth; the median over the following seconds compares like with like.
+    """
+    window = [m for r, m in series if r >= mark][:samples]
+    return round(statistics.median(window), 1) if window else None
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
@@ -394,6 +407,11 @@ def main() -> int:
     after50 = tally.marks.get("after50", {}).get("rssMb", 0.0)
     after_n = tally.marks.get(f"after{args.renders}", {}).get("rssMb", 0.0)
     growth = (after_n - after50) / after50 * 100 if after50 and after_n else None
+    median50 = window_median(tally.rss_series, 50)
+    median_n = window_median(tally.rss_series, args.renders)
+    median_growth = (
+        (median_n - median50) / median50 * 100 if median50 and median_n is not None else None
+    )
     summary: dict[str, Any] = {
         "clients": args.clients,
         "rampS": args.ramp,
@@ -422,6 +440,9 @@ def main() -> int:
         else None,
         "resources": tally.marks,
         "rssGrowthPct50To500": round(growth, 2) if growth is not None else None,
+        "rssMedianMbAfter50": median50,
+        f"rssMedianMbAfter{args.renders}": median_n,
+        "rssMedianGrowthPct": round(median_growth, 2) if median_growth is not None else None,
         "rssSeries": {
             "renders": [r for r, _ in tally.rss_series],
             "rssMb": [m for _, m in tally.rss_series],
@@ -449,6 +470,11 @@ def main() -> int:
             f"{mark:>18} {values.get('renders', 0):>8.0f} {values['rssMb']:>8.1f} "
             f"{values['threads']:>8.0f} {values['fds']:>5.0f}"
         )
+    print(
+        f"RSS median over the 10 s after 50 renders {median50} MB, after {args.renders} "
+        f"{median_n} MB: {summary['rssMedianGrowthPct']}% (point readings: "
+        f"{summary['rssGrowthPct50To500']}%)"
+    )
     print(json.dumps(summary, indent=2))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(summary, indent=2) + "\n")

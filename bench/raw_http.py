@@ -13,14 +13,21 @@ from typing import Any
 
 
 class RawHttpConnection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self._port = port
         self._reader = reader
         self._writer = writer
 
     @classmethod
     async def open(cls, port: int) -> RawHttpConnection:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        return cls(reader, writer)
+        return cls(port, reader, writer)
+
+    async def _reconnect(self) -> None:
+        await self.close()
+        self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self._port)
 
     @staticmethod
     def request_bytes(method: str, path: str, body: bytes = b"") -> bytes:
@@ -36,9 +43,24 @@ class RawHttpConnection:
         return status, body
 
     async def exchange(self, request: bytes) -> tuple[int, bytes, bytes]:
-        """Send prepared request bytes; return (status, lower-cased head, body)."""
+        """Send prepared request bytes; return (status, lower-cased head, body).
+
+        The server closes a keep-alive connection left idle past its timeout (uvicorn: 5 s), e.g.
+        while its user watches a run. As httpx does, a request that meets such a closed
+        connection before any answer byte is sent again on a new one: it was never read.
+        """
+        if self._reader.at_eof() or self._writer.is_closing():
+            await self._reconnect()
         self._writer.write(request)
-        head = (await self._reader.readuntil(b"\r\n\r\n")).lower()
+        try:
+            head = await self._reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionResetError) as exc:
+            if isinstance(exc, asyncio.IncompleteReadError) and exc.partial:
+                raise
+            await self._reconnect()
+            self._writer.write(request)
+            head = await self._reader.readuntil(b"\r\n\r\n")
+        head = head.lower()
         status = int(head[9:12])
         length = header(head, b"content-length")
         body = await self._reader.readexactly(int(length)) if length else b""

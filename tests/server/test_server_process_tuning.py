@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from inline_core.server.collector import YOUNG_THRESHOLD, settle_startup_heap
-from inline_core.server.memory import limit_malloc_arenas
+from inline_core.server.memory import SERVER_MALLOC, tune_malloc
 
 
 @pytest.fixture
@@ -34,11 +34,14 @@ def test_settling_freezes_what_exists_and_raises_the_young_threshold() -> None:
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
-def test_arena_cap_applies_on_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_malloc_settings_apply_on_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
+    for _parameter, _value, variable in SERVER_MALLOC:
+        monkeypatch.delenv(variable, raising=False)
+    assert tune_malloc() == ["MALLOC_ARENA_MAX=2", f"MALLOC_MMAP_THRESHOLD_={4 * 1024 * 1024}"]
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_a_users_own_malloc_setting_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
-    assert limit_malloc_arenas() is True
-
-
-def test_a_user_set_arena_max_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
-    assert limit_malloc_arenas() is False
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+    assert tune_malloc() == ["MALLOC_ARENA_MAX=2"]

@@ -16,7 +16,7 @@ from inline_core.errors import InlineError
 from inline_core.server.access import LoopbackHostGate
 from inline_core.server.app import create_app
 from inline_core.server.collector import settle_startup_heap
-from inline_core.server.memory import limit_malloc_arenas
+from inline_core.server.memory import tune_malloc
 
 log = logging.getLogger("inline_core.server")
 
@@ -48,7 +48,7 @@ def serve(config: Config) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     check_bind(config)
-    limit_malloc_arenas()  # before create_app starts the store's and workers' threads
+    tune_malloc()  # before create_app starts the store's and workers' threads
     try:
         app = create_app(config)
     except InlineError as exc:  # a configuration the server cannot run, e.g. INLINE_PARALLEL
