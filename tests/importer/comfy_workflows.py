@@ -8,7 +8,8 @@ produce the shape ComfyUI saves (pos, size, flags, order, mode, inputs with `lin
 from __future__ import annotations
 
 import copy
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict, Unpack
 
 Json = dict[str, Any]
 LinkRow = tuple[int, int, int, int, int, str]  # id, origin, origin slot, target, target slot, type
@@ -20,27 +21,44 @@ PROMPT = "a red fox sitting in fresh snow, golden hour"
 SUBGRAPH_ID = "f2fdebf6-dfaf-43b6-9eb2-7f70613cfdc1"
 
 
-def zimage_api(
-    *,
-    prompt: str = PROMPT,
-    seed: int = 42,
-    width: int = 1024,
-    height: int = 1024,
-    steps: int = 8,
-    cfg: float = 1,
-    model: str = ZIMAGE_MODEL,
-    encoder: str = ZIMAGE_ENCODER,
-    vae: str = ZIMAGE_VAE,
-) -> Json:
-    """ComfyUI's Z-Image Turbo text-to-image template, API format (its files, size, steps and cfg
-    can be changed so the render tests can point it at the kit's tiny models)."""
+@dataclass(frozen=True)
+class ZImageTemplate:
+    """What a caller may change in the Z-Image template: the render tests point it at the kit's
+    tiny models at a CPU-sized resolution."""
+
+    prompt: str = PROMPT
+    seed: int = 42
+    width: int = 1024
+    height: int = 1024
+    steps: int = 8
+    cfg: float = 1
+    model: str = ZIMAGE_MODEL
+    encoder: str = ZIMAGE_ENCODER
+    vae: str = ZIMAGE_VAE
+
+
+class TemplateFields(TypedDict, total=False):
+    prompt: str
+    seed: int
+    width: int
+    height: int
+    steps: int
+    cfg: float
+    model: str
+    encoder: str
+    vae: str
+
+
+def zimage_api(**fields: Unpack[TemplateFields]) -> Json:
+    """ComfyUI's Z-Image Turbo text-to-image template, API format."""
+    t = ZImageTemplate(**fields)
     return {
         "3": {
             "class_type": "KSampler",
             "inputs": {
-                "seed": seed,
-                "steps": steps,
-                "cfg": cfg,
+                "seed": t.seed,
+                "steps": t.steps,
+                "cfg": t.cfg,
                 "sampler_name": "euler",
                 "scheduler": "simple",
                 "denoise": 1,
@@ -53,7 +71,7 @@ def zimage_api(
         },
         "6": {
             "class_type": "CLIPTextEncode",
-            "inputs": {"text": prompt, "clip": ["18", 0]},
+            "inputs": {"text": t.prompt, "clip": ["18", 0]},
             "_meta": {"title": "CLIP Text Encode (Positive Prompt)"},
         },
         "7": {
@@ -78,22 +96,22 @@ def zimage_api(
         },
         "13": {
             "class_type": "EmptySD3LatentImage",
-            "inputs": {"width": width, "height": height, "batch_size": 1},
+            "inputs": {"width": t.width, "height": t.height, "batch_size": 1},
             "_meta": {"title": "EmptySD3LatentImage"},
         },
         "16": {
             "class_type": "UNETLoader",
-            "inputs": {"unet_name": model, "weight_dtype": "default"},
+            "inputs": {"unet_name": t.model, "weight_dtype": "default"},
             "_meta": {"title": "Load Diffusion Model"},
         },
         "17": {
             "class_type": "VAELoader",
-            "inputs": {"vae_name": vae},
+            "inputs": {"vae_name": t.vae},
             "_meta": {"title": "Load VAE"},
         },
         "18": {
             "class_type": "CLIPLoader",
-            "inputs": {"clip_name": encoder, "type": "lumina2", "device": "default"},
+            "inputs": {"clip_name": t.encoder, "type": "lumina2", "device": "default"},
             "_meta": {"title": "Load CLIP"},
         },
     }
@@ -176,36 +194,24 @@ def wire(nodes: list[Json], links: list[LinkRow], *, as_objects: bool = False) -
     return [list(row) for row in links]
 
 
-def _zimage_nodes(
-    *,
-    prompt: str,
-    seed: int,
-    ksampler_id: int = 3,
-    width: int = 1024,
-    height: int = 1024,
-    steps: int = 8,
-    cfg: float = 1,
-    model: str = ZIMAGE_MODEL,
-    encoder: str = ZIMAGE_ENCODER,
-    vae: str = ZIMAGE_VAE,
-) -> list[Json]:
+def _zimage_nodes(t: ZImageTemplate, *, ksampler_id: int = 3) -> list[Json]:
     return [
         ui_node(
             16,
             "UNETLoader",
             outputs=[("MODEL", "MODEL")],
             widget_inputs=[("unet_name", "COMBO"), ("weight_dtype", "COMBO")],
-            widgets=[model, "default"],
+            widgets=[t.model, "default"],
             title="Load Diffusion Model",
         ),
         ui_node(
             18,
             "CLIPLoader",
             outputs=[("CLIP", "CLIP")],
-            widgets=[encoder, "lumina2", "default"],
+            widgets=[t.encoder, "lumina2", "default"],
             title="Load CLIP",
         ),
-        ui_node(17, "VAELoader", outputs=[("VAE", "VAE")], widgets=[vae]),
+        ui_node(17, "VAELoader", outputs=[("VAE", "VAE")], widgets=[t.vae]),
         ui_node(
             11,
             "ModelSamplingAuraFlow",
@@ -219,7 +225,7 @@ def _zimage_nodes(
             inputs=[("clip", "CLIP")],
             widget_inputs=[("text", "STRING")],
             outputs=[("CONDITIONING", "CONDITIONING")],
-            widgets=[prompt],
+            widgets=[t.prompt],
             title="CLIP Text Encode (Positive Prompt)",
         ),
         ui_node(
@@ -233,7 +239,7 @@ def _zimage_nodes(
             "EmptySD3LatentImage",
             widget_inputs=[("width", "INT"), ("height", "INT"), ("batch_size", "INT")],
             outputs=[("LATENT", "LATENT")],
-            widgets=[width, height, 1],
+            widgets=[t.width, t.height, 1],
         ),
         ui_node(
             ksampler_id,
@@ -246,7 +252,7 @@ def _zimage_nodes(
             ],
             widget_inputs=[("seed", "INT"), ("steps", "INT"), ("cfg", "FLOAT")],
             outputs=[("LATENT", "LATENT")],
-            widgets=[seed, "randomize", steps, cfg, "euler", "simple", 1],
+            widgets=[t.seed, "randomize", t.steps, t.cfg, "euler", "simple", 1],
         ),
         ui_node(
             8,
@@ -257,30 +263,9 @@ def _zimage_nodes(
     ]
 
 
-def zimage_ui(
-    *,
-    prompt: str = PROMPT,
-    seed: int = 42,
-    width: int = 1024,
-    height: int = 1024,
-    steps: int = 8,
-    cfg: float = 1,
-    model: str = ZIMAGE_MODEL,
-    encoder: str = ZIMAGE_ENCODER,
-    vae: str = ZIMAGE_VAE,
-) -> Json:
+def zimage_ui(**fields: Unpack[TemplateFields]) -> Json:
     """The same template as the UI saves it (schema 0.4, links as arrays)."""
-    nodes = _zimage_nodes(
-        prompt=prompt,
-        seed=seed,
-        width=width,
-        height=height,
-        steps=steps,
-        cfg=cfg,
-        model=model,
-        encoder=encoder,
-        vae=vae,
-    )
+    nodes = _zimage_nodes(ZImageTemplate(**fields))
     nodes.append(ui_node(9, "SaveImage", inputs=[("images", "IMAGE")], widgets=["z-image"]))
     links: list[LinkRow] = [
         (20, 16, 0, 11, 0, "MODEL"),
@@ -316,7 +301,7 @@ def zimage_ui_subgraph(*, prompt: str = "a lighthouse at dusk", seed: int = 1234
     prompt widget and a promoted seed (`proxyWidgets`), its width wired from a PrimitiveInt node,
     a SaveImage, and two notes.
     """
-    inner = _zimage_nodes(prompt="stale inner prompt", seed=999, ksampler_id=5)
+    inner = _zimage_nodes(ZImageTemplate(prompt="stale inner prompt", seed=999), ksampler_id=5)
     inner[-2]["widgets_values"] = [999, "fixed", 8, 1, "euler", "simple", 1]
     inner += [
         ui_node(40, "Reroute", inputs=[("", "*")], outputs=[("", "VAE")]),

@@ -12,37 +12,24 @@ from tests.importer import comfy_workflows
 Json = dict[str, Any]
 
 
+KIT_FILES = {"model": MODEL, "encoder": ENCODER, "vae": VAE}
+
+
 def zimage_api(
     prompt: str, *, seed: int, width: int = 64, height: int = 64, steps: int = 8, cfg: float = 1.0
 ) -> Json:
-    """ComfyUI's Z-Image Turbo text-to-image template (API format)."""
+    """ComfyUI's Z-Image Turbo template (API format) on the kit's files."""
     return comfy_workflows.zimage_api(
-        prompt=prompt,
-        seed=seed,
-        width=width,
-        height=height,
-        steps=steps,
-        cfg=cfg,
-        model=MODEL,
-        encoder=ENCODER,
-        vae=VAE,
+        prompt=prompt, seed=seed, width=width, height=height, steps=steps, cfg=cfg, **KIT_FILES
     )
 
 
 def zimage_ui(
     prompt: str, *, seed: int, width: int = 64, height: int = 64, steps: int = 8, cfg: float = 1.0
 ) -> Json:
-    """The same template as ComfyUI's frontend saves it (UI format)."""
+    """The same template as ComfyUI's frontend saves it (UI format) on the kit's files."""
     return comfy_workflows.zimage_ui(
-        prompt=prompt,
-        seed=seed,
-        width=width,
-        height=height,
-        steps=steps,
-        cfg=cfg,
-        model=MODEL,
-        encoder=ENCODER,
-        vae=VAE,
+        prompt=prompt, seed=seed, width=width, height=height, steps=steps, cfg=cfg, **KIT_FILES
     )
 
 
