@@ -22,6 +22,8 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -66,11 +68,18 @@ class Asset:
     path: Path
 
 
-def disk_full_error(exc: OSError) -> InsufficientStorage | None:
-    """The client-visible error for an upload a full disk refused; None for other errors."""
-    if is_disk_full(exc):
-        return InsufficientStorage("the data disk is full; the upload was not stored")
-    return None
+@contextmanager
+def upload_failures(cleanup: Callable[[], None] | None = None) -> Generator[None]:
+    """Run `cleanup` (drop the partial upload) on any failure, and turn a full disk into the
+    client-visible 507 instead of an unexpected error."""
+    try:
+        yield
+    except BaseException as exc:
+        if cleanup is not None:
+            cleanup()
+        if isinstance(exc, OSError) and is_disk_full(exc):
+            raise InsufficientStorage("the data disk is full; the upload was not stored") from exc
+        raise
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -130,13 +139,8 @@ class AssetUpload:
     def __init__(self, store: AssetStore, expected_size: int | None = None) -> None:
         self._store = store
         store.check_room(expected_size or 0)
-        try:
+        with upload_failures():
             fd, tmp = tempfile.mkstemp(dir=store.root, prefix=".upload-")
-        except OSError as exc:
-            full = disk_full_error(exc)
-            if full is None:
-                raise
-            raise full from exc
         self._tmp = Path(tmp)
         self._file: BinaryIO = os.fdopen(fd, "wb")
         self._hash = hashlib.sha256()
@@ -152,7 +156,7 @@ class AssetUpload:
             raise PayloadTooLarge(
                 f"upload is larger than the {self._store.max_bytes // (1024 * 1024)} MB limit"
             )
-        try:
+        with upload_failures(self.abort):
             if not self._store.reserve(len(chunk)):
                 self._over_cap = True
             self._reserved += len(chunk)
@@ -163,20 +167,11 @@ class AssetUpload:
                 self._head += chunk[: SNIFF_BYTES - len(self._head)]
             self._hash.update(chunk)
             self._file.write(chunk)
-        except InlineError:
-            self.abort()
-            raise
-        except OSError as exc:
-            self.abort()
-            full = disk_full_error(exc)
-            if full is None:
-                raise
-            raise full from exc
         self.size += len(chunk)
 
     def finish(self) -> Asset:
         """Check the bytes are media, make the file durable and give it its content name."""
-        try:
+        with upload_failures(self.abort):
             if self.size == 0:
                 raise UnsupportedMedia("the upload is empty")
             sniffed = sniff(self._head)
@@ -194,15 +189,6 @@ class AssetUpload:
                 raise self._store.cap_error(self.size)
             os.replace(self._tmp, final)
             _fsync_dir(self._store.root)
-        except OSError as exc:
-            self.abort()
-            full = disk_full_error(exc)
-            if full is None:
-                raise
-            raise full from exc
-        except BaseException:
-            self.abort()
-            raise
         self._store.settle(self._reserved, 0 if known else self.size)
         self._reserved = 0
         kind, content_type = sniffed
