@@ -87,8 +87,10 @@ class LiveServer:
     def ws_base(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
 
-    def start(self) -> None:
+    def launch(self) -> subprocess.Popen[bytes]:
+        """Spawn the server on a free port (not waiting for it); see `start`."""
         self.port = free_port()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.update(
             {
@@ -98,33 +100,36 @@ class LiveServer:
                 "INLINE_HOST": "127.0.0.1",
                 "INLINE_PROFILE": "cpu",
                 "INLINE_PLUGINS": PLUGIN,
-                "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]),
+                "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), env.get("PYTHONPATH", "")]),
             }
         )
         env.update(self.env)
         self.starts += 1
-        log = (self.data_dir.parent / f"server-{self.starts}.log").open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "inline_core.server"], env=env, stdout=log, stderr=log
-        )
-        log.close()
+        with (self.data_dir.parent / f"server-{self.starts}.log").open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "inline_core.server"], env=env, stdout=log, stderr=log
+            )
+        return self.proc
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Launch and wait for /v1/health (a liveness bound, not a timing assertion)."""
+        proc = self.launch()
 
         def ready() -> bool | None:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"server exited with {self.proc.returncode}: {self.log()}")
+            if proc.poll() is not None:
+                raise AssertionError(f"server exited with {proc.returncode}: {self.log()}")
             try:
                 return httpx.get(self.base + "/v1/health", timeout=1.0).status_code == 200 or None
             except httpx.HTTPError:
                 return None
 
-        wait_until(ready, "the server to answer /v1/health", interval=0.05)
+        wait_until(ready, "the server to answer /v1/health", timeout=timeout, interval=0.05)
 
     def log(self) -> str:
         path = self.data_dir.parent / f"server-{self.starts}.log"
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         """Signal the server and wait for it to exit; returns its exit status."""
         assert self.proc is not None
         if self.proc.poll() is None:
