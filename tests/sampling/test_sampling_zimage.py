@@ -67,21 +67,32 @@ def assert_close(got: Sequence[Any], want: Sequence[Any]) -> None:
         assert int(abs(g - w).max()) <= PIXEL_TOLERANCE
 
 
+def render_held_together(
+    sampler: StepLoopSampler,
+    watched: Watched,
+    pipeline: ZImageStepPipeline,
+    specs: Sequence[dict[str, Any]],
+) -> list[Any]:
+    """Submit every request while `watched` holds the first forward, release it once all are
+    queued (so they are stepped together), and return their pixels in order."""
+    futures = [sampler.submit(SampleJob(watched, request(pipeline, s))) for s in specs]
+    wait_until(
+        lambda: (
+            bool(watched.batches)
+            and sampler.stats()["encodingJobs"] == 0
+            and sampler.stats()["activeJobs"] + sampler.stats()["queuedJobs"] == len(futures)
+        ),
+        "all jobs queued",
+    )
+    watched.release.set()
+    return [pixels(f.result(timeout=120)) for f in futures]
+
+
 def test_batched_renders_equal_their_solo_renders(pipeline: ZImageStepPipeline) -> None:
     watched = Watched(pipeline)
     sampler = StepLoopSampler(max_batch=8, token_budget=4096)
     try:
-        futures = [sampler.submit(SampleJob(watched, request(pipeline, s))) for s in REQUESTS]
-        wait_until(
-            lambda: (
-                bool(watched.batches)
-                and sampler.stats()["encodingJobs"] == 0
-                and sampler.stats()["activeJobs"] + sampler.stats()["queuedJobs"] == len(futures)
-            ),
-            "all jobs queued",
-        )
-        watched.release.set()
-        got = [pixels(f.result(timeout=120)) for f in futures]
+        got = render_held_together(sampler, watched, pipeline, REQUESTS)
     finally:
         sampler.close()
 
@@ -144,17 +155,7 @@ def test_renders_finishing_together_are_decoded_in_one_call_and_match_solo(
     watched = Watched(pipeline)
     sampler = StepLoopSampler(max_batch=8, token_budget=4096)
     try:
-        futures = [sampler.submit(SampleJob(watched, request(pipeline, s))) for s in specs]
-        wait_until(
-            lambda: (
-                bool(watched.batches)
-                and sampler.stats()["encodingJobs"] == 0
-                and sampler.stats()["activeJobs"] + sampler.stats()["queuedJobs"] == len(futures)
-            ),
-            "all jobs queued",
-        )
-        watched.release.set()
-        got = [pixels(f.result(timeout=120)) for f in futures]
+        got = render_held_together(sampler, watched, pipeline, specs)
         stats = sampler.stats()
     finally:
         sampler.close()
