@@ -233,6 +233,17 @@ class SamplerSide:
 _seeds = itertools.count(1)
 
 
+def timed_threads(work: Callable[[int], None], n: int) -> float:
+    """Run `work(0..n-1)` on n threads at once; seconds from the first start to the last end."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - started
+
+
 def wave(
     render_one: Render, case: dict[str, Any], n: int, first_shape: int
 ) -> tuple[float, list[float]]:
@@ -251,13 +262,7 @@ def wave(
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - started
+    wall = timed_threads(one, n)
     if errors:
         raise errors[0]
     return wall, latencies

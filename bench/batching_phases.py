@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+from batching import timed_threads
+
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "batching_phases.json"
 PLACEMENTS: list[tuple[str, str, int]] = [
     ("caller, 1 slot", "caller", 1),
@@ -107,13 +109,7 @@ def one_round(pipeline: Any, phases: str, slots: int, n: int, seed0: int) -> dic
         sampler.run(SampleJob(timed, state))
         latencies[i] = (time.perf_counter() - t0) * 1000
 
-    threads = [threading.Thread(target=render, args=(i,)) for i in range(n)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - started
+    wall = timed_threads(render, n)
     sampler.close()
     return {
         "wallS": wall,
