@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from inline_core.runtime.cancel import CancelToken
-from inline_core.sampling.job import SampleJob
+from inline_core.sampling.job import BatchedSampler, SampleJob
 
 
 @dataclass
@@ -169,3 +169,22 @@ def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.001)
+
+
+class Callers:
+    """One thread per state calling the sampler's blocking `run`, results keyed by state name."""
+
+    def __init__(self, sampler: BatchedSampler, pipeline: ToyPipeline, states: Sequence[ToyState]):
+        self.results: dict[str, tuple[float, ...]] = {}
+        self._threads = [
+            threading.Thread(target=self._call, args=(sampler, pipeline, s)) for s in states
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _call(self, sampler: BatchedSampler, pipeline: ToyPipeline, state: ToyState) -> None:
+        self.results[state.name] = sampler.run(make_job(pipeline, state))
+
+    def join(self, timeout_s: float) -> None:
+        for thread in self._threads:
+            thread.join(timeout_s)

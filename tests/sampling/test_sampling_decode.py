@@ -8,7 +8,15 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
-from sampling_toy import BatchDecodeToy, ToyState, make_job, make_state, solo_render, wait_until
+from sampling_toy import (
+    BatchDecodeToy,
+    Callers,
+    ToyState,
+    make_job,
+    make_state,
+    solo_render,
+    wait_until,
+)
 
 from inline_core.errors import Cancelled
 from inline_core.sampling import SampleJob, StepLoopSampler
@@ -109,14 +117,7 @@ def test_threads_calling_run_are_decoded_together(samplers: list[StepLoopSampler
     release = threading.Event()
     pipeline.before_forward.append(lambda _states: release.wait(10.0))
     states = [make_state(f"r{i}", seed=10 + i, size=2, steps=2) for i in range(4)]
-    results: dict[str, Any] = {}
-
-    def call(state: ToyState) -> None:
-        results[state.name] = sampler.run(make_job(pipeline, state))
-
-    threads = [threading.Thread(target=call, args=(s,)) for s in states]
-    for t in threads:
-        t.start()
+    callers = Callers(sampler, pipeline, states)
     wait_until(
         lambda: (
             bool(pipeline.batches)
@@ -126,10 +127,9 @@ def test_threads_calling_run_are_decoded_together(samplers: list[StepLoopSampler
         "all jobs queued",
     )
     release.set()
-    for t in threads:
-        t.join(10)
+    callers.join(10)
 
-    assert [results[s.name] for s in states] == [solo_render(s) for s in fresh(states)]
+    assert [callers.results[s.name] for s in states] == [solo_render(s) for s in fresh(states)]
     assert groups(pipeline) == [{"r0", "r1", "r2", "r3"}]
 
 

@@ -8,7 +8,15 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
-from sampling_toy import ToyPipeline, ToyState, make_job, make_state, solo_render, wait_until
+from sampling_toy import (
+    Callers,
+    ToyPipeline,
+    ToyState,
+    make_job,
+    make_state,
+    solo_render,
+    wait_until,
+)
 
 from inline_core.errors import Cancelled, Unavailable
 from inline_core.sampling import StepLoopSampler
@@ -307,18 +315,10 @@ def test_sixteen_concurrent_callers_all_finish(samplers: list[StepLoopSampler]) 
         make_state(f"r{i}", seed=100 + i, size=1 + i % 3, steps=2 + i % 5, prompt=f"p{i % 4}")
         for i in range(16)
     ]
-    results: dict[str, Any] = {}
+    callers = Callers(sampler, pipeline, states)
+    callers.join(20)
 
-    def call(state: ToyState) -> None:
-        results[state.name] = sampler.run(make_job(pipeline, state))
-
-    threads = [threading.Thread(target=call, args=(s,)) for s in states]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=20)
-
-    assert results == {s.name: solo_render(s) for s in fresh(states)}
+    assert callers.results == {s.name: solo_render(s) for s in fresh(states)}
     stats = sampler.stats()
     assert stats["completedJobs"] == 16
     assert stats["activeJobs"] == 0 and stats["queuedJobs"] == 0
