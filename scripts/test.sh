@@ -3,7 +3,7 @@
 # pyright (strict) and pytest. This is the README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap-venv.sh "dev,zimage,parallel"
+scripts/bootstrap-venv.sh "dev,zimage,parallel,xdit"
 echo "== ruff"
 .venv/bin/ruff check .
 echo "== pyright"

@@ -3,9 +3,10 @@
 - cache-dit context parallelism (`cache_dit.enable_cache(transformer, parallelism_config=...)`):
   Ulysses and Ring, on CUDA and on CPU ranks over gloo. Hooks are added to the resident
   transformer in place; no caching is enabled (no `cache_config`), so the output stays exact.
-- xDiT (`xfuser`), CUDA only: its Z-Image wrapper (USP: Ulysses and Ring; xDiT has no PipeFusion
-  for Z-Image) replaces the transformer. xfuser does not import on a CPU-only torch, so it is only
-  touched behind an import guard.
+- xDiT (`xfuser`), CUDA only: its sequence-parallel Z-Image transformer (USP: Ulysses and Ring;
+  xDiT has no PipeFusion for Z-Image) replaces the resident one, sharing its weights
+  (`xfuser_split.py`). xfuser does not import on a CPU-only torch, so it is only imported when
+  chosen.
 
 `auto` picks xfuser on CUDA when it imports, else cache-dit.
 """
@@ -61,57 +62,20 @@ class CacheDitSplit:
         return None
 
 
-class XFuserSplit:
-    """xDiT's Z-Image transformer wrapper around the resident modules (no weights copied)."""
+def xfuser_split(pipeline: object, context: WorkerContext) -> SplitEngine:
+    """xDiT's sequence-parallel Z-Image transformer in place of the resident one."""
+    from inline_core.parallel.xfuser_split import XFuserZImage, require_xfuser
 
-    name = "xfuser"
-
-    def __init__(self, pipeline: object, context: WorkerContext) -> None:
-        from xfuser import (  # pyright: ignore[reportMissingImports]
-            xFuserArgs,  # pyright: ignore[reportUnknownVariableType]
-        )
-        from xfuser.core.distributed import (  # pyright: ignore[reportMissingImports]
-            get_runtime_state,  # pyright: ignore[reportUnknownVariableType]
-            init_distributed_environment,  # pyright: ignore[reportUnknownVariableType]
-        )
-        from xfuser.model_executor.pipelines.pipeline_zimage import (  # pyright: ignore[reportMissingImports]
-            xFuserZImagePipeline,  # pyright: ignore[reportUnknownVariableType]
-        )
-
-        dit_path = _declared(pipeline, "_dit_modules")
-        dit = resolve_module(pipeline, dit_path)
-        # A denoiser alone (the `sample` primitive's ranks) declares no VAE; the shell takes None.
-        vae_paths = cast(list[str], getattr(pipeline, "_vae_modules", None) or [])
-        vae = resolve_module(pipeline, _declared(pipeline, "_vae_modules")) if vae_paths else None
-        split = context.split
-        # The process group already exists (the worker made it); this registers it as xDiT's
-        # world group, which its model-parallel groups are built from.
-        cast(Any, init_distributed_environment)()
-        args = cast(Any, xFuserArgs)(
-            model="z-image",
-            ulysses_degree=split.degree("ulysses"),
-            ring_degree=split.degree("ring"),
-        )
-        engine_config, _input_config = args.create_config()
-        engine_config.runtime_config.dtype = next(dit.parameters()).dtype
-        # xDiT wraps a diffusers pipeline; build one around our resident transformer and VAE.
-        diffusers = cast(Any, importlib.import_module("diffusers"))
-        shell = diffusers.ZImagePipeline(
-            scheduler=None, vae=vae, text_encoder=None, tokenizer=None, transformer=dit
-        )
-        cast(Any, xFuserZImagePipeline)(shell, engine_config)  # replaces shell.transformer
-        set_module(pipeline, dit_path, cast(nn.Module, shell.transformer))
-        self._runtime = cast(Any, get_runtime_state)
-
-    def before_job(self, state: Any) -> None:
-        # As xFuserZImagePipeline.__call__ does: the runtime state tracks the input size.
-        self._runtime().set_input_parameters(
-            height=int(getattr(state, "height", 0)) or None,
-            width=int(getattr(state, "width", 0)) or None,
-            batch_size=1,
-            num_inference_steps=int(getattr(state, "step_count", 0)) or None,
-            split_text_embed_in_sp=False,
-        )
+    require_xfuser()
+    dit_path = _declared(pipeline, "_dit_modules")
+    # A denoiser alone (the `sample` primitive's ranks) declares no VAE.
+    vae_paths = cast(list[str], getattr(pipeline, "_vae_modules", None) or [])
+    vae = resolve_module(pipeline, _declared(pipeline, "_vae_modules")) if vae_paths else None
+    engine = XFuserZImage(
+        resolve_module(pipeline, dit_path), vae, context.split, context.local_rank
+    )
+    set_module(pipeline, dit_path, engine.transformer)
+    return engine
 
 
 def choose_engine(context: WorkerContext) -> str:
@@ -135,9 +99,7 @@ def apply_split(pipeline: object, context: WorkerContext) -> SplitEngine:
         raise ValueError(f"split {split} needs {split.world_size} ranks, got {context.world_size}")
     engine = choose_engine(context)
     if engine == "xfuser":
-        if not context.device.startswith("cuda"):
-            raise ValueError("the xfuser engine needs CUDA ranks; use cache-dit on CPU")
-        return XFuserSplit(pipeline, context)
+        return xfuser_split(pipeline, context)
     return CacheDitSplit(resolve_module(pipeline, _declared(pipeline, "_dit_modules")), split)
 
 

@@ -1,0 +1,78 @@
+"""Z-Image split across 2 gloo ranks by xDiT (xfuser 0.7), the engine the server picks on CUDA.
+
+The ranks load through `xfuser_on_cpu`, which lifts xfuser's CUDA-only gates so its own Z-Image
+transformer class and USP attention run on CPU. The take equals the in-process take, and each
+rank's attention saw half the tokens. Without that runner, asking for xfuser on CPU ranks is a
+clear start error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from parallel_support import group_children, group_config
+from zimage_support import kit_spec, load_spec, render_in_process
+
+from inline_core.models.zimage.kit import KitPaths
+from inline_core.models.zimage.pipeline import ZImageStepPipeline
+from inline_core.parallel.config import GroupConfig
+from inline_core.parallel.errors import WorkerStartError
+from inline_core.parallel.probe import AttentionProbe
+from inline_core.parallel.runner import DEFAULT_RUNNER
+from inline_core.parallel.sampler import ParallelSampler
+from inline_core.sampling import SampleJob
+
+KW: dict[str, Any] = {"prompt": "a red fox", "width": 64, "height": 64, "steps": 3, "seed": 11}
+
+
+def xfuser_config(runner: str) -> GroupConfig:
+    config = group_config(runner)
+    return replace(config, ranks=replace(config.ranks, engine="xfuser"))
+
+
+@pytest.fixture(scope="module")
+def local(kit: KitPaths) -> ZImageStepPipeline:
+    return load_spec(kit_spec(kit.root))
+
+
+@pytest.fixture(scope="module")
+def sampler() -> Iterator[ParallelSampler]:
+    s = ParallelSampler(xfuser_config("xfuser_on_cpu:load"), retries=0)
+    yield s
+    s.close()
+    assert group_children() == []
+
+
+@pytest.mark.parametrize("guidance", [0.0, 2.5])
+def test_xfuser_split_take_equals_in_process_take(
+    local: ZImageStepPipeline, sampler: ParallelSampler, guidance: float
+) -> None:
+    probe = AttentionProbe(local.denoiser.transformer)
+    try:
+        expected = render_in_process(local, group_config(), None, guidance=guidance, **KW)
+        whole = list(probe.first_forward)
+    finally:
+        probe.remove()
+    got = sampler.run(SampleJob(pipeline=local, state=local.request(guidance=guidance, **KW)))
+    assert np.array_equal(np.asarray(got), np.asarray(expected))
+    # xDiT's transformer class replaced the resident one in both ranks, and really split it.
+    assert whole and all(n % 2 == 0 for n in whole)
+    for rank in (0, 1):
+        meta = sampler.last_meta[rank]
+        assert meta["engine"] == "xfuser"
+        assert meta["attentionTokens"] == [n // 2 for n in whole]
+        assert meta["forwards"] == KW["steps"]
+
+
+def test_xfuser_on_cpu_ranks_without_it_is_a_clear_start_error(kit: KitPaths) -> None:
+    others = {p.pid for p in group_children()}  # the module's xDiT group may be up
+    plain = ParallelSampler(xfuser_config(DEFAULT_RUNNER), retries=0)
+    try:
+        with pytest.raises(WorkerStartError, match="the xfuser engine cannot load here"):
+            plain.start(kit_spec(kit.root))
+    finally:
+        plain.close()
+    assert {p.pid for p in group_children()} <= others  # the failed group left nothing
