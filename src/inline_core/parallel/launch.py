@@ -147,8 +147,13 @@ def read_tail(path: Path, limit: int = 8000) -> str:
 def summarize_failure(log: str) -> str:
     """The most telling line of a failed start: the last exception line, else the last line."""
     lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
-    for line in reversed(lines):
+    return last_exception_line(log) or (lines[-1] if lines else "no output")
+
+
+def last_exception_line(log: str) -> str | None:
+    """The last `SomeError: ...` line of a log, if it has one."""
+    for line in reversed([ln.strip() for ln in log.splitlines()]):
         head = line.split(":", 1)[0]
         if head.endswith(("Error", "Exception")) and " " not in head:
             return line
-    return lines[-1] if lines else "no output"
+    return None

@@ -8,6 +8,7 @@ the job in flight, so a caller that sees the error can rely on no rank being lef
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import threading
@@ -28,6 +29,7 @@ from inline_core.parallel.launch import (
     LaunchPlan,
     is_running,
     kill_tree,
+    last_exception_line,
     launch,
     read_tail,
     summarize_failure,
@@ -48,6 +50,8 @@ from inline_core.parallel.protocol import (
     StartFailed,
 )
 from inline_core.parallel.settings import ServerIdentity
+
+log = logging.getLogger(__name__)
 
 POLL_S = 0.05
 
@@ -145,6 +149,10 @@ class Session:
             if self.failure is not None or self._closing:
                 return
             self.failure = reason
+        # The ranks' own output (a native crash's message, a traceback) lives in a private log
+        # that goes with the group: keep its end in the server's log.
+        tail = read_tail(self.log_path, limit=4000).strip()
+        log.warning("worker group failed: %s\n--- group log (end) ---\n%s", reason, tail or "-")
         self.failed.set()
 
     def close(self) -> None:
@@ -315,7 +323,9 @@ class Session:
         # launcher's exit, with the reasons the ranks sent, explains it better than its pid.
         for rank, proc in list(self._procs.items()) if self.ready.is_set() else ():
             if not is_running(proc):
-                return f"rank {rank} (pid {proc.pid}) died"
+                # A crash in native code (a collective, a kernel) leaves its reason in the log.
+                cause = last_exception_line(read_tail(self.log_path))
+                return f"rank {rank} (pid {proc.pid}) died" + (f" ({cause})" if cause else "")
         for rank, seen in list(self._last_beat.items()):
             if now - seen > self.config.heartbeat_timeout_s:
                 return (
