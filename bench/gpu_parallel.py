@@ -6,9 +6,13 @@ For every split the GPUs allow (Ulysses degrees dividing the heads, Ring, their 
 every engine that imports (xfuser, cache-dit), it starts a resident worker group (NCCL ranks, one
 GPU each), renders, and compares with the single-GPU in-process render: time per render, speed-up,
 and the largest pixel difference. Without `--model` it builds the kit's ~110M "mid" model (random
-weights: the timings are real, the pictures are noise). With fewer than 2 GPUs it records why it
-did not run. Every configuration that fails is recorded with its error; the script always writes
-bench/results/gpu_parallel.json.
+weights: the timings are real, the pictures are noise). Every configuration that fails is recorded
+with its error; the script always writes bench/results/gpu_parallel.json.
+
+With one GPU (or `--share-gpu`), two ranks share GPU 0 and talk over gloo, which stages CUDA
+tensors through host memory (NCCL refuses two ranks on one device). That checks the split itself
+on CUDA (each rank's attention sees its shard, the picture matches one process); its times are
+not a speed-up, and the table says so.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +42,23 @@ from inline_core.models.catalog import Catalog
 from inline_core.models.zimage.remote import rank_spec
 from inline_core.models.zimage.resolve import ZImageResolver
 from inline_core.parallel.config import GroupConfig
+from inline_core.parallel.protocol import Json
 from inline_core.parallel.remote import PipelineSpec
-from inline_core.parallel.runner import resolve
+from inline_core.parallel.runner import WorkerContext, resolve
 from inline_core.parallel.sampler import ParallelSampler
 from inline_core.parallel.settings import RankSettings
+from inline_core.parallel.step_runner import StepRunner, load_step_runner
 from inline_core.sampling import SampleJob, StepLoopSampler
 
-RESULTS = Path(__file__).parent / "results"
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
 OUT = RESULTS / "gpu_parallel.json"
+SHARED_GPU_RUNNER = "gpu_parallel:load_shared_gpu_runner"
+
+
+def load_shared_gpu_runner(context: WorkerContext, args: Mapping[str, Json]) -> StepRunner:
+    """The step runner with every rank on GPU 0 (the group's ranks are gloo, hence "cpu")."""
+    return load_step_runner(replace(context, device="cuda:0", local_rank=0), args)
 
 
 def splits_for(gpus: int, heads: int) -> list[ParallelSpec]:
@@ -79,6 +94,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--start-timeout", type=float, default=900.0)
+    parser.add_argument("--share-gpu", action="store_true", help="2 gloo ranks on GPU 0")
+    parser.add_argument("--engines", default="xfuser,cache-dit")
     args = parser.parse_args()
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     result: dict[str, Any] = {
@@ -94,8 +111,10 @@ def main() -> int:
         "runs": [],
     }
     RESULTS.mkdir(exist_ok=True)
-    if gpus < 2:
-        result["skipped"] = f"{gpus} GPU(s): a split needs at least 2"
+    args.share_gpu = args.share_gpu or gpus == 1
+    result["sharedGpu"] = args.share_gpu
+    if gpus == 0:
+        result["skipped"] = "no GPU"
         OUT.write_text(json.dumps(result, indent=2) + "\n")
         print(result["skipped"])
         return 0
@@ -140,8 +159,9 @@ def _run_all(result: dict[str, Any], folder: Path, gpus: int, args: argparse.Nam
         loop.close()
     result["singleGpuS"] = round(single_s, 4)
     print(f"single GPU: {single_s * 1000:.1f} ms per {args.size}px x {args.steps} steps")
-    engines = [e for e in ("xfuser", "cache-dit") if importlib.util.find_spec(e.replace("-", "_"))]
-    for ranks in range(2, gpus + 1):
+    wanted = args.engines.split(",")
+    engines = [e for e in wanted if importlib.util.find_spec(e.replace("-", "_"))]
+    for ranks in [2] if args.share_gpu else range(2, gpus + 1):
         for split in splits_for(ranks, heads):
             for engine in engines:
                 run = _one(pipe, kw, reference, single_s, split, engine, args)
@@ -160,13 +180,15 @@ def _one(
     args: argparse.Namespace,
 ) -> dict[str, Any]:
     run: dict[str, Any] = {"split": str(split), "engine": engine, "ranks": split.world_size}
+    if args.share_gpu:  # gloo ranks on GPU 0, loading through this file's runner
+        ranks = RankSettings(split=split, backend="gloo", engine=engine, runner=SHARED_GPU_RUNNER)
+        path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+        env = {"CUDA_VISIBLE_DEVICES": "0", "PYTHONPATH": path}
+    else:
+        ranks = RankSettings(split=split, backend="nccl", engine=engine)
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(split.world_size))}
     config = GroupConfig(
-        RankSettings(split=split, backend="nccl", engine=engine),
-        start_timeout_s=args.start_timeout,
-        heartbeat_timeout_s=60.0,
-        env={
-            "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(split.world_size)),
-        },
+        ranks, start_timeout_s=args.start_timeout, heartbeat_timeout_s=60.0, env=env
     )
     sampler = ParallelSampler(config, retries=0)
     try:
@@ -186,7 +208,7 @@ def _one(
         run.update(
             {
                 "renderS": round(seconds, 4),
-                "speedup": round(single_s / seconds, 3),
+                "speedup": None if args.share_gpu else round(single_s / seconds, 3),
                 "rank0ComputeS": meta[0].get("computeS"),
                 "maxPixelDiff": int(diff.max()),
                 "meanPixelDiff": round(float(diff.mean()), 4),

@@ -19,7 +19,7 @@ from inline_core.models.zimage.pipeline import ZImageStepPipeline
 from inline_core.models.zimage.remote import LOADER, load_for_rank
 from inline_core.parallel.group import WorkerGroup
 from inline_core.parallel.probe import AttentionProbe
-from inline_core.parallel.runner import resolve
+from inline_core.parallel.runner import DEFAULT_RUNNER, resolve
 from inline_core.parallel.sampler import ParallelSampler
 from inline_core.runtime.cancel import CancelToken
 from inline_core.sampling import SampleJob
@@ -39,7 +39,7 @@ def local(kit: KitPaths) -> ZImageStepPipeline:
 
 @pytest.fixture(scope="module")
 def sampler() -> Iterator[ParallelSampler]:
-    s = ParallelSampler(group_config(), retries=1)
+    s = ParallelSampler(group_config(DEFAULT_RUNNER), retries=1)
     yield s
     s.close()
     assert group_children() == []

@@ -22,7 +22,6 @@ from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.group import WorkerGroup
 from inline_core.parallel.protocol import Json
 from inline_core.parallel.remote import PipelineSpec, RemotePipeline, decode_output
-from inline_core.parallel.runner import DEFAULT_RUNNER
 from inline_core.parallel.settings import RankSettings
 from inline_core.runtime.cancel import CancelToken
 
@@ -111,10 +110,10 @@ class ParallelSampler:
             old, self._group = self._group, None
         if old is not None:
             old.close()  # one group holds the devices; a new pipeline needs a new group
+        # The configured runner factory (the step runner unless a caller chose another) builds
+        # this spec's pipeline in every rank.
         ranks = replace(
-            self.config.ranks,
-            runner=DEFAULT_RUNNER,
-            runner_args={"loader": spec.loader, "loaderArgs": spec.args},
+            self.config.ranks, runner_args={"loader": spec.loader, "loaderArgs": spec.args}
         )
         group = WorkerGroup(replace(self.config, ranks=ranks))
         with self._lock:
