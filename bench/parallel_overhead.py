@@ -48,7 +48,7 @@ from inline_core.models.zimage.resolve import ZImageResolver  # noqa: E402
 from inline_core.parallel.config import GroupConfig  # noqa: E402
 from inline_core.parallel.errors import WorkerGroupError  # noqa: E402
 from inline_core.parallel.group import WorkerGroup  # noqa: E402
-from inline_core.parallel.runner import resolve  # noqa: E402
+from inline_core.parallel.runner import DEFAULT_RUNNER, resolve  # noqa: E402
 from inline_core.parallel.sampler import ParallelSampler  # noqa: E402
 from inline_core.parallel.settings import RankSettings  # noqa: E402
 from inline_core.runtime.cancel import CancelToken  # noqa: E402
@@ -84,7 +84,7 @@ def bench_zimage(models_dir: Path, ranks: int, jobs: int) -> dict[str, Any]:
     placements = [Placement("cpu", "float32")] * 3
     spec = rank_spec(sources, placements)
     pipe: Any = resolve(spec.loader)(device="cpu", **spec.args)  # the in-process reference
-    cfg = config(ranks)
+    cfg = config(ranks, DEFAULT_RUNNER)
 
     def in_process(threads: int) -> float:
         previous = torch.get_num_threads()
