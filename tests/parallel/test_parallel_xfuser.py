@@ -2,8 +2,9 @@
 
 The ranks load through `xfuser_on_cpu`, which lifts xfuser's CUDA-only gates so its own Z-Image
 transformer class and USP attention run on CPU. The take equals the in-process take, and each
-rank's attention saw half the tokens. Without that runner, asking for xfuser on CPU ranks is a
-clear start error."""
+rank's attention saw half the tokens, also with a negative prompt of another length (xDiT drops
+the padding mask, so such a batch runs one sequence per forward). Without that runner, asking for
+xfuser on CPU ranks is a clear start error."""
 
 from __future__ import annotations
 
@@ -16,16 +17,23 @@ import pytest
 from parallel_support import group_children, group_config
 from zimage_support import kit_spec, load_spec, render_in_process
 
+from inline_core.device.split import ParallelSpec
 from inline_core.models.zimage.kit import KitPaths
 from inline_core.models.zimage.pipeline import ZImageStepPipeline
 from inline_core.parallel.config import GroupConfig
+from inline_core.parallel.engines import choose_engine
 from inline_core.parallel.errors import WorkerStartError
 from inline_core.parallel.probe import AttentionProbe
-from inline_core.parallel.runner import DEFAULT_RUNNER
+from inline_core.parallel.runner import DEFAULT_RUNNER, WorkerContext
 from inline_core.parallel.sampler import ParallelSampler
+from inline_core.parallel.xfuser_split import supports
 from inline_core.sampling import SampleJob
 
 KW: dict[str, Any] = {"prompt": "a red fox", "width": 64, "height": 64, "steps": 3, "seed": 11}
+LONG_NEGATIVE = (
+    "blurry, low quality, jpeg artifacts, watermark, text, signature, oversaturated, deformed "
+    "hands, extra fingers, cropped, out of frame, worst quality, noisy, grainy"
+)
 
 
 def xfuser_config(runner: str) -> GroupConfig:
@@ -76,3 +84,37 @@ def test_xfuser_on_cpu_ranks_without_it_is_a_clear_start_error(kit: KitPaths) ->
     finally:
         plain.close()
     assert {p.pid for p in group_children()} <= others  # the failed group left nothing
+
+
+def test_a_negative_prompt_of_another_length_still_equals_in_process(
+    local: ZImageStepPipeline, sampler: ParallelSampler
+) -> None:
+    kw = {**KW, "guidance": 2.5, "negative_prompt": LONG_NEGATIVE}
+    probe = AttentionProbe(local.denoiser.transformer)
+    try:
+        expected = render_in_process(local, group_config(), None, **kw)
+        whole = list(probe.first_forward)
+    finally:
+        probe.remove()
+    got = sampler.run(SampleJob(pipeline=local, state=local.request(**kw)))
+    # One sequence per forward instead of a masked pair: float sums in another order, no more.
+    diff = np.abs(np.asarray(got).astype(np.int16) - np.asarray(expected).astype(np.int16))
+    assert int(diff.max()) <= 1 and float(diff.mean()) < 0.01  # masks dropped: 66 and 9.5
+    # Each sequence ran alone, split in two: no rank's attention saw a whole padded batch.
+    for rank in (0, 1):
+        seen = sampler.last_meta[rank]["attentionTokens"]
+        assert isinstance(seen, list) and len(seen) == 2 * len(whole)
+        assert max(n for n in seen if isinstance(n, int)) <= max(whole) // 2
+
+
+def test_auto_picks_xdit_on_cuda_only_for_splits_it_does_exactly() -> None:
+    def engine(split: str, device: str) -> str:
+        spec = ParallelSpec.parse(split)
+        return choose_engine(WorkerContext(0, spec.world_size, 0, device, spec, "auto"))
+
+    assert supports(ParallelSpec.parse("ulysses=2,ring=4"))
+    assert not supports(ParallelSpec.parse("ulysses=3"))  # pads Z-Image's 32-token blocks
+    assert engine("ulysses=2", "cuda:0") == "xfuser"
+    assert engine("ulysses=2,ring=2", "cuda:0") == "xfuser"
+    assert engine("ulysses=3", "cuda:0") == "cache-dit"
+    assert engine("ulysses=2", "cpu") == "cache-dit"

@@ -8,7 +8,7 @@
   (`xfuser_split.py`). xfuser does not import on a CPU-only torch, so it is only imported when
   chosen.
 
-`auto` picks xfuser on CUDA when it imports, else cache-dit.
+`auto` picks xfuser on CUDA when it imports and splits the model exactly, else cache-dit.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from torch import nn
 
 from inline_core.device.split import ParallelSpec
 from inline_core.parallel.runner import WorkerContext
+from inline_core.parallel.xfuser_split import XFuserZImage, require_xfuser
+from inline_core.parallel.xfuser_split import supports as xfuser_supports
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +66,6 @@ class CacheDitSplit:
 
 def xfuser_split(pipeline: object, context: WorkerContext) -> SplitEngine:
     """xDiT's sequence-parallel Z-Image transformer in place of the resident one."""
-    from inline_core.parallel.xfuser_split import XFuserZImage, require_xfuser
-
     require_xfuser()
     dit_path = _declared(pipeline, "_dit_modules")
     # A denoiser alone (the `sample` primitive's ranks) declares no VAE.
@@ -82,7 +82,8 @@ def choose_engine(context: WorkerContext) -> str:
     if context.engine != "auto":
         return context.engine
     on_cuda = context.device.startswith("cuda")
-    return "xfuser" if on_cuda and importlib.util.find_spec("xfuser") is not None else "cache-dit"
+    installed = importlib.util.find_spec("xfuser") is not None
+    return "xfuser" if on_cuda and installed and xfuser_supports(context.split) else "cache-dit"
 
 
 def apply_split(pipeline: object, context: WorkerContext) -> SplitEngine:

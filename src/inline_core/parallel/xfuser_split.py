@@ -9,11 +9,18 @@ We build that class on the meta device and hand it the resident transformer's ow
 (`load_state_dict(assign=True)`), so no weights are copied or reloaded. xDiT's process groups are
 built on the process group the worker already made, with its backend; xfuser does not import on
 a CPU-only torch, so this module is only imported behind the engine choice.
+
+xDiT's attention drops the padding mask. Two kinds of padding would then leak into the picture:
+- Padding between the sequences of one batch (guidance with a negative prompt of another length).
+  We run such sequences one forward each, so every forward holds one length and needs no mask.
+- Padding of the sequence to a multiple of the ranks. Z-Image pads each stream to a multiple of 32
+  tokens, so splits whose rank count divides 32 never pad; xDiT takes only those (`supports`).
 """
 
 from __future__ import annotations
 
 import importlib
+from functools import partial
 from typing import Any, cast
 
 import torch
@@ -23,8 +30,14 @@ from torch import nn
 from inline_core.device.split import ParallelSpec
 
 WRAPPER = "xfuser.model_executor.models.transformers.transformer_z_image"
+SEQUENCE_MULTIPLE = 32  # Z-Image pads its image and caption streams to multiples of this
 DISTRIBUTED = "xfuser.core.distributed"
 RUNTIME_STATE = "xfuser.core.distributed.runtime_state"
+
+
+def supports(split: ParallelSpec) -> bool:
+    """Whether xDiT splits Z-Image exactly so (its sequences divide evenly among the ranks)."""
+    return SEQUENCE_MULTIPLE % split.world_size == 0
 
 
 def require_xfuser() -> None:
@@ -44,6 +57,12 @@ class XFuserZImage:
     name = "xfuser"
 
     def __init__(self, dit: nn.Module, vae: nn.Module | None, split: ParallelSpec, local_rank: int):
+        if not supports(split):
+            raise ValueError(
+                f"xDiT cannot split Z-Image exactly over {split.world_size} ranks: its sequences "
+                f"pad to multiples of {SEQUENCE_MULTIPLE} tokens and xDiT's attention ignores "
+                "the padding; use a rank count dividing 32, or cache-dit"
+            )
         distributed = cast(Any, importlib.import_module(DISTRIBUTED))
         backend = str(cast(Any, dist).get_backend())
         ulysses, ring = split.degree("ulysses"), split.degree("ring")
@@ -77,7 +96,9 @@ class XFuserZImage:
 
 def _wrapped(dit: nn.Module) -> nn.Module:
     """xDiT's Z-Image transformer holding `dit`'s own parameters and buffers."""
-    wrapper_class = cast(Any, importlib.import_module(WRAPPER)).xFuserZImageTransformer2DWrapper
+    wrapper_class = _one_length_per_forward(
+        cast(Any, importlib.import_module(WRAPPER)).xFuserZImageTransformer2DWrapper
+    )
     # The wrapper's __init__ takes **kwargs, which `from_config` cannot read: pass the config.
     config = {k: v for k, v in dict(cast(Any, dit).config).items() if not k.startswith("_")}
     with torch.device("meta"):
@@ -96,3 +117,38 @@ def _engine_config(ulysses: int, ring: int, dtype: torch.dtype) -> Any:
 
 def _dtype(module: nn.Module) -> torch.dtype:
     return next(module.parameters()).dtype
+
+
+def _padded(tokens: int) -> int:
+    return -(-tokens // SEQUENCE_MULTIPLE) * SEQUENCE_MULTIPLE
+
+
+def _one_length_per_forward(base: Any) -> Any:
+    """xDiT's class, running a batch whose sequences pad to unequal lengths one by one."""
+
+    class OneLengthPerForward(base):
+        def forward(
+            self,
+            x: list[torch.Tensor],
+            t: torch.Tensor,
+            cap_feats: list[torch.Tensor],
+            *args: Any,
+            return_dict: bool = True,
+            **kwargs: Any,
+        ) -> Any:
+            xdit_forward = partial(base.forward, self)
+            shapes = {(tuple(i.shape), _padded(len(c))) for i, c in zip(x, cap_feats, strict=True)}
+            if len(shapes) <= 1:
+                return xdit_forward(x, t, cap_feats, *args, return_dict=return_dict, **kwargs)
+            outputs: list[torch.Tensor] = []
+            for n, (item, caption) in enumerate(zip(x, cap_feats, strict=True)):
+                alone = xdit_forward(
+                    [item], t[n : n + 1], [caption], *args, return_dict=False, **kwargs
+                )
+                outputs.extend(cast(list[torch.Tensor], alone[0]))
+            if not return_dict:
+                return (outputs,)
+            output_types = cast(Any, importlib.import_module("diffusers.models.modeling_outputs"))
+            return output_types.Transformer2DModelOutput(sample=outputs)
+
+    return OneLengthPerForward
