@@ -7,7 +7,9 @@ from inline_core.device import GpuInfo, HardwareDescription, ModelParallelSuppor
 GIB = 1024
 
 # Z-Image's transformer: Ulysses and Ring in xDiT, 30 attention heads.
-ZIMAGE = ModelParallelSupport(family="z-image", methods=frozenset({"ulysses", "ring"}), heads=30)
+ZIMAGE = ModelParallelSupport(
+    family="z-image", methods=frozenset({"ulysses", "ring"}), heads=30, sequence_multiple=32
+)
 
 
 def cuda(

@@ -100,8 +100,7 @@ def test_no_split_on_cpu_or_a_single_gpu_unless_asked() -> None:
 
 @pytest.mark.parametrize(
     ("count", "expected"),
-    [(2, "ulysses=2"), (3, "ulysses=3"), (4, "ulysses=2,ring=2"), (6, "ulysses=6"),
-     (8, "ulysses=2,ring=4")],
+    [(2, "ulysses=2"), (4, "ulysses=2,ring=2"), (8, "ulysses=2,ring=4"), (16, "ulysses=2,ring=8")],
 )  # fmt: skip
 def test_nvlink_prefers_ulysses_within_the_heads_and_rings_the_rest(
     count: int, expected: str
@@ -110,6 +109,19 @@ def test_nvlink_prefers_ulysses_within_the_heads_and_rings_the_rest(
     assert spec is not None
     assert str(spec) == expected
     assert spec.world_size == count  # every GPU is used
+
+
+@pytest.mark.parametrize(("count", "expected"), [(3, "ulysses=2"), (6, "ulysses=2,ring=2")])
+def test_zimage_uses_the_most_gpus_its_32_token_blocks_divide_among(
+    count: int, expected: str
+) -> None:
+    # 3 or 6 ranks would leave a remainder of every 32-token block: cache-dit refuses it and
+    # xDiT attends to the padding. The split runs on the first 2 or 4 GPUs instead.
+    spec = choose_split(gpus(count, nvlink=True), ZIMAGE)
+    assert str(spec) == expected
+    assert choose_split(gpus(count, nvlink=False), ZIMAGE) == ParallelSpec.of(
+        ring=2 if count == 3 else 4
+    )
 
 
 @pytest.mark.parametrize("count", [2, 4, 8])
@@ -161,7 +173,7 @@ def test_off_keeps_a_multi_gpu_machine_in_process() -> None:
 def test_cpu_ranks_run_any_product_under_the_cpu_profile() -> None:
     spec = ParallelSpec.parse("ulysses=2")
     assert choose_split(CPU_BOX, ZIMAGE, spec) == spec
-    assert choose_split(CPU_BOX, ZIMAGE, ParallelSpec.parse("ulysses=3,ring=2")) is not None
+    assert choose_split(CPU_BOX, ZIMAGE, ParallelSpec.parse("ulysses=2,ring=4")) is not None
     forced = choose_split(gpus(4, nvlink=True), ZIMAGE, spec, profile=Profile.CPU)
     assert forced == spec
 
@@ -185,6 +197,15 @@ def test_pipefusion_for_zimage_names_the_supported_methods() -> None:
     with pytest.raises(InvalidRequest, match="z-image cannot be split with pipefusion; "
                        "supported methods: ulysses, ring"):  # fmt: skip
         choose_split(gpus(2, nvlink=False), ZIMAGE, ParallelSpec.parse("pipefusion=2"))
+
+
+@pytest.mark.parametrize("text", ["ring=3", "ulysses=3", "ulysses=2,ring=3", "ring=5"])
+def test_ranks_not_dividing_the_32_token_blocks_are_refused(text: str) -> None:
+    with pytest.raises(
+        InvalidRequest, match="z-image pads its token sequence to multiples of 32, so ulysses x "
+        r"ring must divide 32 \(\d+ does not\); allowed: 2, 4, 8, 16, 32"
+    ):  # fmt: skip
+        choose_split(CPU_BOX, ZIMAGE, ParallelSpec.parse(text))
 
 
 @pytest.mark.parametrize("text", ["ulysses=4", "ulysses=8", "ulysses=4,ring=2"])

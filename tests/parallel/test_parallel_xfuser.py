@@ -17,16 +17,13 @@ import pytest
 from parallel_support import group_children, group_config
 from zimage_support import kit_spec, load_spec, render_in_process
 
-from inline_core.device.split import ParallelSpec
 from inline_core.models.zimage.kit import KitPaths
 from inline_core.models.zimage.pipeline import ZImageStepPipeline
 from inline_core.parallel.config import GroupConfig
-from inline_core.parallel.engines import choose_engine
 from inline_core.parallel.errors import WorkerStartError
 from inline_core.parallel.probe import AttentionProbe
-from inline_core.parallel.runner import DEFAULT_RUNNER, WorkerContext
+from inline_core.parallel.runner import DEFAULT_RUNNER
 from inline_core.parallel.sampler import ParallelSampler
-from inline_core.parallel.xfuser_split import supports
 from inline_core.sampling import SampleJob
 
 KW: dict[str, Any] = {"prompt": "a red fox", "width": 64, "height": 64, "steps": 3, "seed": 11}
@@ -105,16 +102,3 @@ def test_a_negative_prompt_of_another_length_still_equals_in_process(
         seen = sampler.last_meta[rank]["attentionTokens"]
         assert isinstance(seen, list) and len(seen) == 2 * len(whole)
         assert max(n for n in seen if isinstance(n, int)) <= max(whole) // 2
-
-
-def test_auto_picks_xdit_on_cuda_only_for_splits_it_does_exactly() -> None:
-    def engine(split: str, device: str) -> str:
-        spec = ParallelSpec.parse(split)
-        return choose_engine(WorkerContext(0, spec.world_size, 0, device, spec, "auto"))
-
-    assert supports(ParallelSpec.parse("ulysses=2,ring=4"))
-    assert not supports(ParallelSpec.parse("ulysses=3"))  # pads Z-Image's 32-token blocks
-    assert engine("ulysses=2", "cuda:0") == "xfuser"
-    assert engine("ulysses=2,ring=2", "cuda:0") == "xfuser"
-    assert engine("ulysses=3", "cuda:0") == "cache-dit"
-    assert engine("ulysses=2", "cpu") == "cache-dit"

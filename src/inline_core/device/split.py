@@ -101,6 +101,10 @@ class ModelParallelSupport:
     family: str
     methods: frozenset[str]
     heads: int | None = None  # Ulysses shards attention heads, so its degree must divide this
+    # Ulysses and Ring shard the token sequence evenly over their ranks. A family that pads its
+    # sequences to multiples of this many tokens (Z-Image: 32) splits only over ranks dividing it;
+    # any other count leaves a remainder that the engines refuse or attend to as if it were real.
+    sequence_multiple: int | None = None
 
     def __post_init__(self) -> None:
         unknown = self.methods - set(METHODS)
@@ -116,6 +120,9 @@ class ModelParallelSupport:
 
     def allows_ulysses(self, degree: int) -> bool:
         return self.heads is None or self.heads % degree == 0
+
+    def allows_sequence_ranks(self, ranks: int) -> bool:
+        return self.sequence_multiple is None or self.sequence_multiple % ranks == 0
 
 
 def ranks_for(spec: ParallelSpec, hw: HardwareDescription, profile: Profile) -> int:
@@ -133,8 +140,9 @@ def check_ranks(spec: ParallelSpec, hw: HardwareDescription, profile: Profile) -
         plural = "" if ranks == 1 else "s"
         raise InvalidRequest(
             f"INLINE_PARALLEL={spec} needs {spec.world_size} ranks (one per GPU) but found "
-            f"{ranks} usable GPU{plural}: the degrees must multiply to the GPU count, or set "
-            "INLINE_PROFILE=cpu to run CPU ranks, or INLINE_PARALLEL=off"
+            f"{ranks} usable GPU{plural}: the degrees must multiply to the GPU count "
+            "(CUDA_VISIBLE_DEVICES picks the GPUs), or set INLINE_PROFILE=cpu to run CPU ranks, "
+            "or INLINE_PARALLEL=off"
         )
 
 
@@ -146,6 +154,15 @@ def check_support(spec: ParallelSpec, support: ModelParallelSupport) -> None:
         raise InvalidRequest(
             f"INLINE_PARALLEL={spec}: {support.family} cannot be split with "
             f"{', '.join(unsupported)}; supported methods: {allowed}"
+        )
+    sequence_ranks = spec.degree("ulysses") * spec.degree("ring")
+    if not support.allows_sequence_ranks(sequence_ranks):
+        multiple = support.sequence_multiple or 1
+        counts = ", ".join(str(n) for n in range(2, multiple + 1) if multiple % n == 0)
+        raise InvalidRequest(
+            f"INLINE_PARALLEL={spec}: {support.family} pads its token sequence to multiples of "
+            f"{multiple}, so ulysses x ring must divide {multiple} ({sequence_ranks} does not); "
+            f"allowed: {counts}"
         )
     ulysses = spec.degree("ulysses")
     if ulysses > 1 and not support.allows_ulysses(ulysses):
@@ -168,8 +185,8 @@ def choose_split(
     An explicit `override` is validated (rank count, methods, Ulysses degree) and raises
     `InvalidRequest` naming what is allowed. Without one, a split is picked only with two or more
     GPUs; CPU ranks are never started unless asked for. An automatic split may use fewer ranks
-    than GPUs (a Ulysses-only family whose heads no larger degree divides): launch
-    `spec.world_size` ranks on the first GPUs.
+    than GPUs (a family whose sequence a larger count would not divide, or a Ulysses-only family
+    whose heads no larger degree divides): launch `spec.world_size` ranks on the first GPUs.
     """
     profile = choose_profile(hw) if profile is None else profile
     if override is not None:
@@ -180,7 +197,10 @@ def choose_split(
         return override
     if profile is Profile.CPU or hw.backend != "cuda" or hw.gpu_count < 2:
         return None
-    spec = _auto_split(hw.gpu_count, hw.nvlink, support)
+    ranks = max(n for n in range(1, hw.gpu_count + 1) if support.allows_sequence_ranks(n))
+    if ranks < 2:
+        return None
+    spec = _auto_split(ranks, hw.nvlink, support)
     return spec if spec is not None and spec.is_split else None
 
 

@@ -8,7 +8,7 @@
   (`xfuser_split.py`). xfuser does not import on a CPU-only torch, so it is only imported when
   chosen.
 
-`auto` picks xfuser on CUDA when it imports and splits the model exactly, else cache-dit.
+`auto` picks xfuser on CUDA when it imports, else cache-dit.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from torch import nn
 from inline_core.device.split import ParallelSpec
 from inline_core.parallel.runner import WorkerContext
 from inline_core.parallel.xfuser_split import XFuserZImage, require_xfuser
-from inline_core.parallel.xfuser_split import supports as xfuser_supports
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +81,7 @@ def choose_engine(context: WorkerContext) -> str:
     if context.engine != "auto":
         return context.engine
     on_cuda = context.device.startswith("cuda")
-    installed = importlib.util.find_spec("xfuser") is not None
-    return "xfuser" if on_cuda and installed and xfuser_supports(context.split) else "cache-dit"
+    return "xfuser" if on_cuda and importlib.util.find_spec("xfuser") is not None else "cache-dit"
 
 
 def apply_split(pipeline: object, context: WorkerContext) -> SplitEngine:

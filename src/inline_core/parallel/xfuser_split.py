@@ -12,9 +12,10 @@ a CPU-only torch, so this module is only imported behind the engine choice.
 
 xDiT's attention drops the padding mask. Two kinds of padding would then leak into the picture:
 - Padding between the sequences of one batch (guidance with a negative prompt of another length).
-  We run such sequences one forward each, so every forward holds one length and needs no mask.
+  We run such a batch one sequence per forward, so no forward needs a mask.
 - Padding of the sequence to a multiple of the ranks. Z-Image pads each stream to a multiple of 32
-  tokens, so splits whose rank count divides 32 never pad; xDiT takes only those (`supports`).
+  tokens, and its split policy (`models/zimage/split.py`) only allows rank counts dividing 32, so
+  this never happens.
 """
 
 from __future__ import annotations
@@ -30,14 +31,9 @@ from torch import nn
 from inline_core.device.split import ParallelSpec
 
 WRAPPER = "xfuser.model_executor.models.transformers.transformer_z_image"
-SEQUENCE_MULTIPLE = 32  # Z-Image pads its image and caption streams to multiples of this
+DIFFUSERS_ZIMAGE = "diffusers.models.transformers.transformer_z_image"
 DISTRIBUTED = "xfuser.core.distributed"
 RUNTIME_STATE = "xfuser.core.distributed.runtime_state"
-
-
-def supports(split: ParallelSpec) -> bool:
-    """Whether xDiT splits Z-Image exactly so (its sequences divide evenly among the ranks)."""
-    return SEQUENCE_MULTIPLE % split.world_size == 0
 
 
 def require_xfuser() -> None:
@@ -57,12 +53,6 @@ class XFuserZImage:
     name = "xfuser"
 
     def __init__(self, dit: nn.Module, vae: nn.Module | None, split: ParallelSpec, local_rank: int):
-        if not supports(split):
-            raise ValueError(
-                f"xDiT cannot split Z-Image exactly over {split.world_size} ranks: its sequences "
-                f"pad to multiples of {SEQUENCE_MULTIPLE} tokens and xDiT's attention ignores "
-                "the padding; use a rank count dividing 32, or cache-dit"
-            )
         distributed = cast(Any, importlib.import_module(DISTRIBUTED))
         backend = str(cast(Any, dist).get_backend())
         ulysses, ring = split.degree("ulysses"), split.degree("ring")
@@ -119,12 +109,9 @@ def _dtype(module: nn.Module) -> torch.dtype:
     return next(module.parameters()).dtype
 
 
-def _padded(tokens: int) -> int:
-    return -(-tokens // SEQUENCE_MULTIPLE) * SEQUENCE_MULTIPLE
-
-
 def _one_length_per_forward(base: Any) -> Any:
-    """xDiT's class, running a batch whose sequences pad to unequal lengths one by one."""
+    """xDiT's class, running a batch of sequences of unequal padded lengths one by one."""
+    block = int(cast(Any, importlib.import_module(DIFFUSERS_ZIMAGE)).SEQ_MULTI_OF)
 
     class OneLengthPerForward(base):
         def forward(
@@ -137,7 +124,10 @@ def _one_length_per_forward(base: Any) -> Any:
             **kwargs: Any,
         ) -> Any:
             xdit_forward = partial(base.forward, self)
-            shapes = {(tuple(i.shape), _padded(len(c))) for i, c in zip(x, cap_feats, strict=True)}
+            # Captions pad to whole blocks: sequences that fill the same blocks need no mask.
+            shapes = {
+                (tuple(i.shape), -(-len(c) // block)) for i, c in zip(x, cap_feats, strict=True)
+            }
             if len(shapes) <= 1:
                 return xdit_forward(x, t, cap_feats, *args, return_dict=return_dict, **kwargs)
             outputs: list[torch.Tensor] = []

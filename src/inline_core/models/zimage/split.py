@@ -14,12 +14,18 @@ from inline_core.models.zimage.resolve import Source, ZImageSources
 FAMILY = "z-image"
 SPLIT_METHODS = frozenset({"ulysses", "ring"})
 TURBO_HEADS = 30  # Z-Image Turbo: 3840 wide, 128 per head
+# The transformer pads its image and caption streams to multiples of 32 tokens (diffusers'
+# SEQ_MULTI_OF), so only rank counts dividing 32 shard them without a remainder.
+SEQUENCE_MULTIPLE = 32
 
 
 def parallel_support(heads: int | None = None) -> ModelParallelSupport:
     """The family's support; `heads` of the model at hand (Turbo's when not known)."""
     return ModelParallelSupport(
-        family=FAMILY, methods=SPLIT_METHODS, heads=TURBO_HEADS if heads is None else heads
+        family=FAMILY,
+        methods=SPLIT_METHODS,
+        heads=TURBO_HEADS if heads is None else heads,
+        sequence_multiple=SEQUENCE_MULTIPLE,
     )
 
 
