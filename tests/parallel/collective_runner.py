@@ -8,6 +8,7 @@ it would inside a split transformer forward.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Mapping
 
@@ -32,11 +33,16 @@ class CollectiveRunner:
         steps = int(str(params.get("steps", 2)))
         pause = float(str(params.get("stepS", 0.0)))
         fail_rank = params.get("failRank")
+        crash_rank = params.get("crashRank")  # dies the way native code does: a message, no reply
         control.phase("sample")
         total = 0.0
         for step in range(1, steps + 1):
             if fail_rank in (self.context.rank, "all"):
                 raise ValueError(f"rank {self.context.rank} failed at step {step}")
+            if crash_rank == self.context.rank:
+                print(f"RuntimeError: rank {crash_rank} crashed in a collective", file=sys.stderr)
+                sys.stderr.flush()
+                os._exit(134)
             value = torch.tensor([float(self.context.rank + 1)])
             dist.all_reduce(value)  # pyright: ignore[reportUnknownMemberType]
             total += float(value[0])

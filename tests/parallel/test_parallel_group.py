@@ -9,6 +9,7 @@ job, which is retried once on a fresh group; and a clean close of the last group
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from collections.abc import Iterator
@@ -122,6 +123,21 @@ def test_a_killed_rank_fails_the_job_and_leaves_nothing(group: WorkerGroup) -> N
     assert caught.value.code == "worker_group_failed" and caught.value.status == 503
     assert "rank 1" in caught.value.message or "exited" in caught.value.message
     assert alive(old) == []
+    assert group_children() == []
+
+
+def test_a_crashed_rank_names_its_last_words_and_logs_the_group_log(
+    group: WorkerGroup, caplog: pytest.LogCaptureFixture
+) -> None:
+    group.start()
+    with caplog.at_level(logging.WARNING, logger="inline_core.parallel.session"):
+        with pytest.raises(WorkerGroupError) as caught:  # a crash is not retried as a hang is
+            group.submit({"steps": 200, "stepS": 0.05, "crashRank": 1})
+    assert "rank 1" in caught.value.message or "exited" in caught.value.message
+    assert "RuntimeError: rank 1 crashed in a collective" in caught.value.message
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "--- group log (end) ---" in logged
+    assert "RuntimeError: rank 1 crashed in a collective" in logged
     assert group_children() == []
 
 

@@ -145,13 +145,16 @@ class Session:
 
     def fail(self, reason: str) -> None:
         """Record the first fault; the monitor tears the tree down, then fails the pending job."""
+        # The ranks' own output (a crash's last words, a traceback) is in a private log that goes
+        # with the group: name its last error in the reason and keep its end in the server's log.
+        tail = read_tail(self.log_path, limit=4000).strip()
+        cause = last_exception_line(tail)
+        if cause and cause not in reason:
+            reason = f"{reason} ({cause})"
         with self._lock:
             if self.failure is not None or self._closing:
                 return
             self.failure = reason
-        # The ranks' own output (a native crash's message, a traceback) lives in a private log
-        # that goes with the group: keep its end in the server's log.
-        tail = read_tail(self.log_path, limit=4000).strip()
         log.warning("worker group failed: %s\n--- group log (end) ---\n%s", reason, tail or "-")
         self.failed.set()
 
@@ -323,9 +326,7 @@ class Session:
         # launcher's exit, with the reasons the ranks sent, explains it better than its pid.
         for rank, proc in list(self._procs.items()) if self.ready.is_set() else ():
             if not is_running(proc):
-                # A crash in native code (a collective, a kernel) leaves its reason in the log.
-                cause = last_exception_line(read_tail(self.log_path))
-                return f"rank {rank} (pid {proc.pid}) died" + (f" ({cause})" if cause else "")
+                return f"rank {rank} (pid {proc.pid}) died"
         for rank, seen in list(self._last_beat.items()):
             if now - seen > self.config.heartbeat_timeout_s:
                 return (
