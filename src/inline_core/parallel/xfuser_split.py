@@ -7,8 +7,8 @@ and gathers them back. It has no PipeFusion for Z-Image.
 
 We build that class on the meta device and hand it the resident transformer's own tensors
 (`load_state_dict(assign=True)`), so no weights are copied or reloaded. xDiT's process groups are
-built on the process group the worker already made, with its backend; xfuser does not import on
-a CPU-only torch, so this module is only imported behind the engine choice.
+built on the process group the worker already made, with its backend. xfuser does not import on
+a CPU-only torch, so it is imported only when this engine is chosen.
 
 xDiT's attention drops the padding mask. Two kinds of padding would then leak into the picture:
 - Padding between the sequences of one batch (guidance with a negative prompt of another length).
@@ -48,7 +48,8 @@ def require_xfuser() -> None:
 
 
 class XFuserZImage:
-    """Replaces the transformer at `dit_path` in `pipeline` with xDiT's sequence-parallel one."""
+    """xDiT's sequence-parallel transformer (`.transformer`) over `dit`'s weights, with xDiT's
+    process groups and runtime state set up; the caller puts it in the pipeline's place."""
 
     name = "xfuser"
 
