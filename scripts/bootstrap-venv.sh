@@ -14,7 +14,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pip() { .venv/bin/python -m pip "$@"; }
 torch_spec="${INLINE_TORCH_SPEC:-torch==2.13.0}"
-if [[ ",$extras," == *",zimage,"* || ",$extras," == *",parallel,"* ]] && [ "$torch_spec" != "skip" ]; then
+needs_torch=false
+for extra in zimage parallel xdit; do
+  [[ ",$extras," == *",$extra,"* ]] && needs_torch=true
+done
+if $needs_torch && [ "$torch_spec" != "skip" ]; then
   if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
     echo "installing $torch_spec ..."
     pip install --quiet "$torch_spec"
