@@ -130,11 +130,14 @@ def test_a_crashed_rank_names_its_last_words_and_logs_the_group_log(
     group: WorkerGroup, caplog: pytest.LogCaptureFixture
 ) -> None:
     group.start()
+    with pytest.raises(RemoteJobError):  # an earlier job's error stays in the group's log...
+        group.submit({"steps": 2, "failRank": "all"})
     with caplog.at_level(logging.WARNING, logger="inline_core.parallel.session"):
         with pytest.raises(WorkerGroupError) as caught:  # a crash is not retried as a hang is
             group.submit({"steps": 200, "stepS": 0.05, "crashRank": 1})
     assert "rank 1" in caught.value.message or "exited" in caught.value.message
     assert "RuntimeError: rank 1 crashed in a collective" in caught.value.message
+    assert "ValueError" not in caught.value.message  # ...but is not taken for this one's cause
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "--- group log (end) ---" in logged
     assert "RuntimeError: rank 1 crashed in a collective" in logged

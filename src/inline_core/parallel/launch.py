@@ -133,15 +133,23 @@ def is_running(proc: psutil.Process) -> bool:
         return False
 
 
-def read_tail(path: Path, limit: int = 8000) -> str:
+def read_tail(path: Path, limit: int = 8000, since: int = 0) -> str:
+    """The last `limit` bytes of a log, none from before byte offset `since`."""
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
-            fh.seek(max(0, size - limit))
+            fh.seek(max(since, size - limit, 0))
             return fh.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def summarize_failure(log: str) -> str:

@@ -31,6 +31,7 @@ from inline_core.parallel.launch import (
     kill_tree,
     last_exception_line,
     launch,
+    log_size,
     read_tail,
     summarize_failure,
 )
@@ -88,6 +89,7 @@ class Session:
         self.world_size = config.nproc
         self.ipc = IpcServer()
         self.log_path = Path(self.ipc.directory) / "group.log"
+        self._log_mark = 0  # where the current job's part of the log begins
         self.channels: dict[int, Channel] = {}
         self.pids: dict[int, int] = {}
         self._procs: dict[int, psutil.Process] = {}
@@ -148,7 +150,7 @@ class Session:
         # The ranks' own output (a crash's last words, a traceback) is in a private log that goes
         # with the group: name its last error in the reason and keep its end in the server's log.
         tail = read_tail(self.log_path, limit=4000).strip()
-        cause = last_exception_line(tail)
+        cause = last_exception_line(read_tail(self.log_path, limit=4000, since=self._log_mark))
         if cause and cause not in reason:
             reason = f"{reason} ({cause})"
         with self._lock:
@@ -195,6 +197,7 @@ class Session:
             if self.failure is not None or self._closing:
                 raise WorkerGroupError(f"the worker group is down: {self.failure or 'closed'}")
             self._pending = pending
+            self._log_mark = log_size(self.log_path)
         try:
             self.channels[0].send(job)
         except (OSError, ValueError) as exc:
