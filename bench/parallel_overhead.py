@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests" / "parallel"
 RESULTS = Path(__file__).parent / "results"
 sys.path.insert(0, str(TESTS))
+sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
@@ -53,6 +54,7 @@ from inline_core.parallel.sampler import ParallelSampler  # noqa: E402
 from inline_core.parallel.settings import RankSettings  # noqa: E402
 from inline_core.runtime.cancel import CancelToken  # noqa: E402
 from inline_core.sampling import SampleJob, StepLoopSampler  # noqa: E402
+from tests.parallel.parallel_support import wait_gone  # noqa: E402
 
 KW: dict[str, Any] = {"prompt": "a red fox", "width": 64, "height": 64, "steps": 4, "seed": 7}
 
@@ -225,23 +227,10 @@ def server_death(ranks: int) -> float:
     proc.kill()
     proc.wait()
     began = time.perf_counter()
-    import psutil
-
-    from inline_core.parallel.launch import is_running
-
-    while True:
-        running: list[int] = []
-        for pid in pids:
-            try:
-                if is_running(psutil.Process(pid)):
-                    running.append(pid)
-            except psutil.Error:
-                pass
-        if not running:
-            return time.perf_counter() - began
-        if time.perf_counter() - began > 60:
-            raise RuntimeError(f"processes {running} outlived the server")
-        time.sleep(0.02)
+    running = wait_gone(pids, timeout=60.0, poll_s=0.02)
+    if running:
+        raise RuntimeError(f"processes {running} outlived the server")
+    return time.perf_counter() - began
 
 
 def main() -> int:

@@ -63,12 +63,12 @@ def group_children() -> list[psutil.Process]:
     return out
 
 
-def wait_gone(pids: Iterable[int], timeout: float = 20.0) -> list[int]:
+def wait_gone(pids: Iterable[int], timeout: float = 20.0, poll_s: float = 0.05) -> list[int]:
     """Wait (bounded) for `pids` to exit; returns those still running at the deadline."""
     pending = list(pids)
     deadline = time.monotonic() + timeout
     while pending and time.monotonic() < deadline:
         pending = alive(pending)
         if pending:
-            time.sleep(0.05)
+            time.sleep(poll_s)
     return alive(pending)
