@@ -194,26 +194,17 @@ class SamplerSide:
     def __init__(
         self, models: Path, max_batch: int | None, decode_pixel_budget: int | None = None
     ) -> None:
-        from inline_core.config import Config
-        from inline_core.device import policy_from_config
-        from inline_core.models.catalog import Catalog
-        from inline_core.models.zimage.runner import ZImageRunner
+        from inline_core.families.standalone import family_rig
+        from inline_core.families.zimage import ZImageFamily
         from inline_core.sampling import StepLoopSampler
 
         self.sampler = StepLoopSampler(max_batch=max_batch, decode_pixel_budget=decode_pixel_budget)
-        config = Config(models_dir=models, profile="cpu")
-        self.runner = ZImageRunner(
-            catalog=Catalog(models, ttl_s=0.0),
-            config=config,
-            sampler=self.sampler,
-            policy=policy_from_config(config),
-        )
+        self.runner = family_rig(ZImageFamily, models, self.sampler)
 
     def render(self, case: dict[str, Any], seed: int) -> float:
         from inline_core.sampling import SampleJob
 
-        sources = self.runner.resolver.resolve(case["model"]).require()
-        pipeline = self.runner.engine().pipeline_for(sources)
+        pipeline = self.runner.pipeline(case["model"])
         size, steps = shape_of(case, 0)
         state = pipeline.request(
             prompt=PROMPTS[seed % len(PROMPTS)],
@@ -366,7 +357,7 @@ def main() -> int:
     rounds = cast(int, args.rounds)
     paths = cast(str, args.paths).split(",")
 
-    from inline_core.models.zimage.kit import build_kit
+    from inline_core.families.zimage.kit import build_kit
     from inline_core.sampling.limits import default_limits
 
     models = cast(Path | None, args.models) or Path(tempfile.mkdtemp(prefix="batching-")) / "m"

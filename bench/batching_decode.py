@@ -41,24 +41,15 @@ def main() -> int:
 
     torch.set_num_threads(cast(int, args.threads))
     from inline_core.components.interfaces import Latents
-    from inline_core.config import Config
-    from inline_core.device import policy_from_config
-    from inline_core.models.catalog import Catalog
-    from inline_core.models.zimage.kit import build_kit
-    from inline_core.models.zimage.runner import ZImageRunner
+    from inline_core.families.standalone import family_rig
+    from inline_core.families.zimage import ZImageFamily
+    from inline_core.families.zimage.kit import build_kit
     from inline_core.sampling import StepLoopSampler
 
     models = Path(tempfile.mkdtemp(prefix="batching-decode-")) / "m"
     build_kit(models, "tiny", layouts=("comfy",))
     loader = StepLoopSampler(max_batch=1)
-    config = Config(models_dir=models, profile="cpu")
-    runner = ZImageRunner(
-        catalog=Catalog(models, ttl_s=0.0),
-        config=config,
-        sampler=loader,
-        policy=policy_from_config(config),
-    )
-    pipeline = runner.engine().pipeline_for(runner.resolver.resolve(None).require())
+    pipeline = family_rig(ZImageFamily, models, loader).pipeline()
     vae = pipeline.vae
     reps = cast(int, args.reps)
     rows: list[dict[str, Any]] = []

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import torch
 
-from inline_core.models.zimage.kit import CAP_FEAT_DIM, build_transformer
+from inline_core.families.zimage.kit import CAP_FEAT_DIM, build_transformer
 
 RESULTS = Path(__file__).parent / "results"
 CAPTION_TOKENS = 32

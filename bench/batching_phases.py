@@ -69,22 +69,13 @@ class Timed:
 
 
 def load(models: Path) -> Any:
-    from inline_core.config import Config
-    from inline_core.device import policy_from_config
-    from inline_core.models.catalog import Catalog
-    from inline_core.models.zimage.kit import build_kit
-    from inline_core.models.zimage.runner import ZImageRunner
+    from inline_core.families.standalone import family_rig
+    from inline_core.families.zimage import ZImageFamily
+    from inline_core.families.zimage.kit import build_kit
     from inline_core.sampling import StepLoopSampler
 
     build_kit(models, "tiny", layouts=("comfy",))
-    config = Config(models_dir=models, profile="cpu")
-    runner = ZImageRunner(
-        catalog=Catalog(models, ttl_s=0.0),
-        config=config,
-        sampler=StepLoopSampler(),
-        policy=policy_from_config(config),
-    )
-    return runner.engine().pipeline_for(runner.resolver.resolve(None).require())
+    return family_rig(ZImageFamily, models, StepLoopSampler()).pipeline()
 
 
 def one_round(pipeline: Any, phases: str, slots: int, n: int, seed0: int) -> dict[str, Any]:

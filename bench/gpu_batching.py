@@ -1,7 +1,7 @@
 """Step-level batching on against off at the sampler, for `gpu_zimage.py` (issue 5).
 
 N renders started at once (threads calling `StepLoopSampler.run`, as `batching.py`'s sampler path
-does) on one Z-Image pipeline loaded by a `ZImageRunner` the way the server loads it. Two samplers
+does) on one Z-Image pipeline loaded as the server loads it (`families.standalone`). Two samplers
 share that pipeline: "on" with the device's limits (or `max_batch`/`token_budget` when given),
 "off" with `max_batch=1`. On and off alternate per round (`batching.compare`), so drift hits both
 alike. Per size and N: throughput (images/s), p50/p95 latency and the on/off ratios.
@@ -16,9 +16,8 @@ from typing import Any
 from batching import PROMPTS, Render, compare, shape_of
 
 from inline_core.config import Config
-from inline_core.device import policy_from_config
-from inline_core.models.catalog import Catalog
-from inline_core.models.zimage.runner import ZImageRunner
+from inline_core.families.standalone import family_rig
+from inline_core.families.zimage import ZImageFamily
 from inline_core.sampling import SampleJob, StepLoopSampler
 
 
@@ -37,17 +36,11 @@ class SamplerPair:
         self.on = StepLoopSampler(max_batch, token_budget, device=kind)
         self.off = StepLoopSampler(1, token_budget, device=kind)
         config = Config(models_dir=models, profile=profile)
-        self.runner = ZImageRunner(
-            catalog=Catalog(models, ttl_s=0.0),
-            config=config,
-            sampler=self.on,
-            policy=policy_from_config(config),
-        )
+        self.runner = family_rig(ZImageFamily, models, self.on, config=config)
 
     def render_with(self, sampler: StepLoopSampler) -> Render:
         def render(case: dict[str, Any], seed: int) -> float:
-            sources = self.runner.resolver.resolve(case["model"]).require()
-            pipeline = self.runner.engine().pipeline_for(sources)
+            pipeline = self.runner.pipeline(case["model"])
             side, steps = shape_of(case, 0)  # compare narrows each render to one shape
             state = pipeline.request(
                 prompt=PROMPTS[seed % len(PROMPTS)],

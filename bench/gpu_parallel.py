@@ -35,15 +35,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from inline_core.config import Config
-from inline_core.device import Placement
 from inline_core.device.split import ParallelSpec
+from inline_core.engine.group import GroupPipeline, rank_spec
+from inline_core.families.zimage import ZImageFamily
 from inline_core.models.catalog import Catalog
-from inline_core.models.zimage.remote import rank_spec
-from inline_core.models.zimage.resolve import ZImageResolver
 from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.protocol import Json
-from inline_core.parallel.remote import PipelineSpec
 from inline_core.parallel.runner import WorkerContext, resolve
 from inline_core.parallel.sampler import ParallelSampler
 from inline_core.parallel.settings import RankSettings
@@ -121,7 +118,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.model
         if folder is None:
-            from inline_core.models.zimage.kit import build_kit
+            from inline_core.families.zimage.kit import build_kit
 
             kit = build_kit(Path(tmp), "mid", layouts=("diffusers",), dtype=args.dtype)
             folder = kit.diffusers_dir
@@ -132,15 +129,18 @@ def main() -> int:
     return 0
 
 
-def zimage_spec(folder: Path, dtype: str) -> PipelineSpec:
-    """How every rank rebuilds the Z-Image stack in `folder` (the server's own spec for it)."""
-    config = Config(models_dir=folder.parent, zimage_overrides={"model": folder})
-    sources = ZImageResolver(Catalog(folder.parent), config).resolve().require()
-    return rank_spec(sources, [Placement("cuda", dtype)] * 3)
+def zimage_handle(folder: Path, dtype: str) -> GroupPipeline:
+    """The server's handle on the Z-Image stack in `folder` in the ranks (its spec says how every
+    rank rebuilds it)."""
+    family = ZImageFamily(Catalog(folder.parent), {"INLINE_ZIMAGE_MODEL": str(folder)})
+    sources = family.files.resolve().require()
+    dtypes = {role: dtype for role in ("text_encoder", "denoiser", "vae")}
+    return GroupPipeline(family, rank_spec(family, "node", sources, dtypes), "node", sources)
 
 
 def _run_all(result: dict[str, Any], folder: Path, gpus: int, args: argparse.Namespace) -> None:
-    spec = zimage_spec(folder, args.dtype)
+    handle = zimage_handle(folder, args.dtype)
+    spec = handle.remote_spec()
     # The single-GPU reference, built by the loader the ranks use.
     pipe: Any = resolve(spec.loader)(device="cuda:0", **spec.args)
     heads = int(pipe.denoiser.transformer.config.n_heads)
@@ -164,14 +164,14 @@ def _run_all(result: dict[str, Any], folder: Path, gpus: int, args: argparse.Nam
     for ranks in [2] if args.share_gpu else range(2, gpus + 1):
         for split in splits_for(ranks, heads):
             for engine in engines:
-                run = _one(pipe, kw, reference, single_s, split, engine, args)
+                run = _one(handle, kw, reference, single_s, split, engine, args)
                 result["runs"].append(run)
                 OUT.write_text(json.dumps(result, indent=2) + "\n")  # keep what we have so far
                 print(json.dumps(run))
 
 
 def _one(
-    pipe: Any,
+    pipe: GroupPipeline,
     kw: dict[str, Any],
     reference: Any,
     single_s: float,

@@ -47,15 +47,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_batching import measure_batching, print_table  # noqa: E402
 from zimage_server_vs_pipeline import measure_paired  # noqa: E402
 
-from inline_core.components.diffusers_zimage.libs import diffusers, manual_seed, transformers  # noqa: E402
-from inline_core.models.zimage.infer import zimage_axes_dims  # noqa: E402
-from inline_core.models.zimage.kit import (  # noqa: E402
+from inline_core.diffusion.libs import diffusers, manual_seed, transformers  # noqa: E402
+from inline_core.families.zimage.kit import (  # noqa: E402
     SCHEDULER_CONFIG,
     TRANSFORMER_CONFIGS,
     VAE_CONFIG,
     build_tokenizer,
     qwen3_config,
 )
+from inline_core.families.zimage.transformer import axes_dims  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "gpu_zimage.json"
 FULL_TRANSFORMER: dict[str, Any] = {
@@ -89,7 +89,7 @@ def transformer_config(preset: str) -> dict[str, Any]:
         "qk_norm": True,
         "rope_theta": 256.0,
         "t_scale": 1000.0,
-        "axes_dims": zimage_axes_dims(head_dim),
+        "axes_dims": axes_dims(head_dim),
         "axes_lens": [1536, 512, 512],
     }
 

@@ -369,7 +369,7 @@ def main() -> int:
             [
                 sys.executable,
                 "-m",
-                "inline_core.models.zimage.kit",
+                "inline_core.families.zimage.kit",
                 "--out",
                 str(models),
                 "--layout",

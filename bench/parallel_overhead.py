@@ -9,9 +9,9 @@ On CPU ranks over gloo (INLINE_PROFILE=cpu, INLINE_PARALLEL=ulysses=2) with the 
   most 5 ms per job);
 - faults: from a rank's SIGKILL / SIGSTOP to the job's error (the tree already torn down), and from
   a server's SIGKILL to its last rank gone.
-Prints a table and writes bench/results/parallel.json. Z-Image goes through its real hook
-(`inline_core.models.zimage.remote`): the ranks rebuild the stack with `load_for_rank` from the
-spec the server sends, and jobs are sent through the weightless handle the server uses.
+Prints a table and writes bench/results/parallel.json. Z-Image goes through the real path: the
+ranks rebuild the stack with the shared rank loader (`diffusion/remote.py`) from the spec the
+server sends, and jobs are sent through the weightless handle the server uses (`engine/group.py`).
 """
 
 from __future__ import annotations
@@ -39,13 +39,11 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from inline_core.config import Config  # noqa: E402
-from inline_core.device import Placement  # noqa: E402
 from inline_core.device.split import ParallelSpec  # noqa: E402
+from inline_core.engine.group import ModelGroup  # noqa: E402
+from inline_core.families.zimage import ZImageFamily  # noqa: E402
+from inline_core.families.zimage.kit import build_kit  # noqa: E402
 from inline_core.models.catalog import Catalog  # noqa: E402
-from inline_core.models.zimage.kit import build_kit  # noqa: E402
-from inline_core.models.zimage.remote import ZImageGroup, rank_spec  # noqa: E402
-from inline_core.models.zimage.resolve import ZImageResolver  # noqa: E402
 from inline_core.parallel.config import GroupConfig  # noqa: E402
 from inline_core.parallel.errors import WorkerGroupError  # noqa: E402
 from inline_core.parallel.group import WorkerGroup  # noqa: E402
@@ -81,12 +79,15 @@ def _ignore_step(_step: int, _count: int) -> None:
 
 
 def bench_zimage(models_dir: Path, ranks: int, jobs: int) -> dict[str, Any]:
-    server_config = Config(models_dir=models_dir, profile="cpu")
-    sources = ZImageResolver(Catalog(models_dir), server_config).resolve().require()
-    placements = [Placement("cpu", "float32")] * 3
-    spec = rank_spec(sources, placements)
-    pipe: Any = resolve(spec.loader)(device="cpu", **spec.args)  # the in-process reference
+    family = ZImageFamily(Catalog(models_dir), {})
+    sources = family.files.resolve().require()
+    dtypes = {"text_encoder": "float32", "denoiser": "float32", "vae": "float32"}
     cfg = config(ranks, DEFAULT_RUNNER)
+    sampler = ParallelSampler(cfg)
+    group = ModelGroup(ParallelSpec.of(ulysses=ranks), sampler)
+    handle = group.pipeline_for(family, sources, dtypes)  # what the server holds: no weights
+    spec = handle.remote_spec()
+    pipe: Any = resolve(spec.loader)(device="cpu", **spec.args)  # the in-process reference
 
     def in_process(threads: int) -> float:
         previous = torch.get_num_threads()
@@ -107,15 +108,12 @@ def bench_zimage(models_dir: Path, ranks: int, jobs: int) -> dict[str, Any]:
     local_default = in_process(torch.get_num_threads())
     local_rank_threads = in_process(cfg.rank_threads())
 
-    sampler = ParallelSampler(cfg)
-    group = ZImageGroup(ParallelSpec.of(ulysses=ranks), sampler)
-    handle = group.pipeline_for(sources, placements)  # what the server holds: no weights
-
     def split_render() -> None:
         state = handle.request(guidance=0.0, **KW)
-        group.run(
+        job = SampleJob(
             handle, state, cancel=CancelToken(), on_phase=_ignore_phase, on_step=_ignore_step
         )
+        group.run(job)
 
     try:
         began = time.perf_counter()

@@ -133,7 +133,7 @@ class ServerSide:
         import uvicorn
 
         from inline_core.config import Config
-        from inline_core.models.zimage.runner import ZImageRunner
+        from inline_core.families.standalone import FamilyRig
         from inline_core.server.app import create_app
         from inline_core.server.bootstrap import Services
 
@@ -155,16 +155,18 @@ class ServerSide:
             except httpx.TransportError:
                 time.sleep(0.02)
         services = cast(Services, cast(Any, app).state.services)
-        runner = services.registry.runner("alibaba/z-image-turbo")
-        assert isinstance(runner, ZImageRunner), "the Z-Image node is not available"
-        self.runner = runner
+        assert services.runtime is not None, "the server has no model runtime"
+        family = services.families.named("z-image")
+        # The server's own family and runtime: what its Z-Image node renders through.
+        self.runner = FamilyRig(family, services.runtime, services.catalog, config)
         self.compute_s = 0.0  # time inside the step pipeline's four calls, once instrumented
         self.overhead_ms: list[float] = []
 
     def instrument(self) -> None:
         """Time the pipeline's own calls, so each render splits into compute and server path."""
-        sources = self.runner.resolver.resolve(self.case["model"]).require()
-        pipeline = self.runner.engine().pipeline_for(sources)  # the resident one: no load
+        sources = self.runner.sources(self.case["model"])
+        # The resident one: no load.
+        pipeline = self.runner.runtime.stacks().pipeline(self.runner.family, sources)
         for name in ("prepare_encode", "denoise_step", "step_scheduler", "post_decode"):
             original = getattr(pipeline, name)
 
@@ -312,7 +314,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 
 def build_models(root: Path, sizes: list[str]) -> Path:
-    from inline_core.models.zimage.kit import build_kit
+    from inline_core.families.zimage.kit import build_kit
 
     for size in sizes:
         if not (root / "diffusion_models" / CASES[size]["model"]).exists():

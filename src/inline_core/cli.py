@@ -1,8 +1,8 @@
 """The `inline-core` command: serve (the default) plus a few tools.
 
     inline-core [serve flags]          start the server (same flags as webui.sh and main.py)
-    inline-core kit --out models/      write tiny random-weight Z-Image models (tests, demo)
-    inline-core download ...           explicitly download real weights into models/
+    inline-core kit [--family F] ...   write a family's tiny random-weight models (tests, demo)
+    inline-core download [--family F]  explicitly download a family's real weights into models/
     inline-core import-comfy FILE      convert a ComfyUI workflow into an Inline Core graph
 
 Serve flags only set `INLINE_*` environment variables; `Config.from_env()` reads them, so the env,
@@ -121,9 +121,43 @@ def _tool(module: str) -> Callable[[Sequence[str]], int]:
     return run
 
 
+def _family_tool(tool: str) -> Callable[[Sequence[str]], int]:
+    """`kit` and `download` are each family's own: `--family NAME` picks it (the built-in family
+    when left out); the rest of the arguments are the family's."""
+
+    def run(argv: Sequence[str]) -> int:
+        from inline_core.dotted import resolve_object
+        from inline_core.families.discovery import discover
+
+        entries = [e for e in discover() if e.family is not None]
+        default = next((e.family.name for e in entries if e.builtin and e.family), None)
+        parser = argparse.ArgumentParser(prog=f"inline-core {tool}", add_help=False)
+        parser.add_argument("--family", default=default)
+        known, rest = parser.parse_known_args(list(argv))
+        name = str(known.family)
+        families = {e.family.name: e.family for e in entries if e.family is not None}
+        family = families.get(name)
+        main = None if family is None else getattr(family, tool, None)
+        if family is None or main is None:
+            having = sorted(n for n, f in families.items() if getattr(f, tool, None))
+            print(
+                f"inline-core {tool}: no installed family {name!r} has a {tool}; "
+                f"families with one: {', '.join(having) or 'none'}",
+                file=sys.stderr,
+            )
+            return 2
+        entry = resolve_object(str(main))
+        if not callable(entry):
+            raise TypeError(f"{main} is not callable")
+        code: object = entry(rest)
+        return code if isinstance(code, int) else 0
+
+    return run
+
+
 TOOLS: dict[str, Callable[[Sequence[str]], int]] = {
-    "kit": _tool("inline_core.models.zimage.kit"),
-    "download": _tool("inline_core.models.zimage.download"),
+    "kit": _family_tool("kit"),
+    "download": _family_tool("download"),
     "import-comfy": _tool("inline_core.importer.cli"),
 }
 

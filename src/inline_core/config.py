@@ -14,6 +14,7 @@ from typing import TypeVar
 from inline_core.errors import InvalidRequest
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+ENV_PREFIX = "INLINE_"
 T = TypeVar("T")
 D = TypeVar("D")
 
@@ -92,8 +93,9 @@ class Config:
     # Sampler
     max_batch: int | None = None
     batch_token_budget: int | None = None
-    # Model overrides (Z-Image)
-    zimage_overrides: dict[str, Path] = field(default_factory=dict[str, Path])
+    # Every INLINE_* variable as read: model families take their own settings from it (e.g. a
+    # family's model overrides), so the environment is still read in this one place.
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
 
     @property
     def is_loopback(self) -> bool:
@@ -114,15 +116,7 @@ class Config:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
-        overrides: dict[str, Path] = {}
-        for key, name in (
-            ("model", "INLINE_ZIMAGE_MODEL"),
-            ("vae", "INLINE_ZIMAGE_VAE"),
-            ("text_encoder", "INLINE_ZIMAGE_TEXT_ENCODER"),
-        ):
-            value = _path(env, name)
-            if value is not None:
-                overrides[key] = value
+        settings = {k: v for k, v in env.items() if k.startswith(ENV_PREFIX)}
         raw_origins = env.get("INLINE_CORS_ORIGINS", "").split(",")
         origins = tuple(o.strip() for o in raw_origins if o.strip())
         plugins = tuple(p.strip() for p in env.get("INLINE_PLUGINS", "").split(",") if p.strip())
@@ -155,7 +149,7 @@ class Config:
             plugins=plugins,
             max_batch=_int(env, "INLINE_MAX_BATCH", 0) if max_batch_raw else None,
             batch_token_budget=_int(env, "INLINE_BATCH_TOKEN_BUDGET", 0) if budget_raw else None,
-            zimage_overrides=overrides,
+            env=settings,
         )
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 from inline_core.errors import NotFound
+from inline_core.families.registry import Families
 from inline_core.graph.registry import Registry
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 from inline_core.graph.schema import parse_graph
 from inline_core.graph.validate import ValidatedGraph, validate_graph
-from inline_core.importer import ImportResult
+from inline_core.importer import ImportResult, import_comfy
 from inline_core.models.catalog import Catalog
 from inline_core.takes import MediaRef
 
@@ -40,6 +42,12 @@ class PrimitiveNotRunHere(NodeRunner):
 
     def run(self, call: NodeCall) -> NodeResult:
         raise AssertionError(f"{call.node_id}: importer tests do not run primitives")
+
+
+def imported(workflow: object, catalog: Catalog, **kw: Any) -> ImportResult:
+    """`import_comfy` as the server calls it: with what the installed families know of the
+    catalog's model files (e.g. a model's own flow shift)."""
+    return import_comfy(workflow, catalog, facts=Families.discovered(catalog, {}), **kw)
 
 
 class Checker:

@@ -6,12 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from comfy_harness import Checker, FolderMedia
+from comfy_harness import Checker, FolderMedia, imported
 from comfy_workflows import sd_txt2img_ui, with_nodes, zimage_api
 
 from inline_core.errors import InvalidGraph
 from inline_core.graph.descriptor import SEED_MAX
-from inline_core.importer import import_comfy
 from inline_core.models.catalog import Catalog
 
 
@@ -20,7 +19,7 @@ def nodes_of(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_sd_txt2img_checkpoint(catalog: Catalog, checker: Checker) -> None:
-    result = import_comfy(sd_txt2img_ui(), catalog)
+    result = imported(sd_txt2img_ui(), catalog)
     nodes = nodes_of(result.to_json())
     assert result.target == "c8"
     # One checkpoint becomes three loaders, each matched in its own folder (the only file there).
@@ -57,19 +56,19 @@ def test_sd_txt2img_checkpoint(catalog: Catalog, checker: Checker) -> None:
 def test_sampler_and_scheduler_map_to_the_nearest_offered(catalog: Catalog) -> None:
     workflow = zimage_api()
     workflow["3"]["inputs"].update(sampler_name="dpmpp_2m_sde_gpu", scheduler="beta")
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     params = nodes_of(result.to_json())["c3"]["params"]
     assert (params["sampler"], params["scheduler"]) == ("dpmpp_2m", "karras")
     assert any("sampler 'dpmpp_2m_sde_gpu'" in w and "'dpmpp_2m'" in w for w in result.warnings)
     assert any("scheduler 'beta'" in w and "'karras'" in w for w in result.warnings)
     # A name we offer maps onto itself, without a warning; ComfyUI's uni_pc (bh1) onto bh2.
     workflow["3"]["inputs"].update(sampler_name="heun", scheduler="exponential")
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     params = nodes_of(result.to_json())["c3"]["params"]
     assert (params["sampler"], params["scheduler"]) == ("heun", "exponential")
     assert result.warnings == []
     workflow["3"]["inputs"].update(sampler_name="uni_pc")
-    assert nodes_of(import_comfy(workflow, catalog).to_json())["c3"]["params"]["sampler"] == (
+    assert nodes_of(imported(workflow, catalog).to_json())["c3"]["params"]["sampler"] == (
         "uni_pc_bh2"
     )
 
@@ -77,7 +76,7 @@ def test_sampler_and_scheduler_map_to_the_nearest_offered(catalog: Catalog) -> N
 def test_values_are_fitted_to_our_ranges(catalog: Catalog, checker: Checker) -> None:
     workflow = zimage_api(seed=2**64 - 1, width=1000, height=8000)
     workflow["3"]["inputs"].update(steps=500, cfg=42.0)
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     nodes = nodes_of(result.to_json())
     assert nodes["c13"]["params"] == {"width": 1008, "height": 4096, "batch": 1}
     assert nodes["c3"]["params"]["steps"] == 200
@@ -89,7 +88,7 @@ def test_values_are_fitted_to_our_ranges(catalog: Catalog, checker: Checker) -> 
 
 def test_large_seeds_stay_exact(catalog: Catalog) -> None:
     seed = 2**60 + 1  # beyond a float's exact integers
-    result = import_comfy(zimage_api(seed=seed), catalog)
+    result = imported(zimage_api(seed=seed), catalog)
     assert result.graph.node("c3").params["seed"] == seed
     assert result.warnings == []
 
@@ -104,7 +103,7 @@ def test_widget_values_from_primitive_nodes_in_api_format(catalog: Catalog) -> N
     )
     workflow["3"]["inputs"]["seed"] = ["20", 0]
     workflow["6"]["inputs"]["text"] = ["21", 0]
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     nodes = nodes_of(result.to_json())
     assert nodes["c3"]["params"]["seed"] == 31337
     assert nodes["c6"]["inputs"]["prompt"] == {"from": "c21", "output": "text"}
@@ -118,7 +117,7 @@ def test_model_names_match_by_file_name(tmp_path: Path, catalog: Catalog) -> Non
     workflow = zimage_api()
     workflow["16"]["inputs"]["unet_name"] = "zimage\\turbo.safetensors"  # a Windows path
     workflow["17"]["inputs"]["vae_name"] = "flux/ae.safetensors"
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     nodes = nodes_of(result.to_json())
     assert nodes["c16"]["params"] == {"file": "zimage/turbo.safetensors"}
     assert nodes["c17"]["params"] == {"file": "ae.safetensors"}
@@ -133,7 +132,7 @@ def test_a_missing_model_with_several_candidates_is_kept_and_reported(
     (catalog.root / "diffusion_models" / "other.safetensors").write_bytes(b"x")
     workflow = zimage_api()
     workflow["16"]["inputs"]["unet_name"] = "flux1-dev.safetensors"
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     assert nodes_of(result.to_json())["c16"]["params"] == {"file": "flux1-dev.safetensors"}
     assert any("'flux1-dev.safetensors' is not in diffusion_models/" in w for w in result.warnings)
     with pytest.raises(InvalidGraph, match="flux1-dev.safetensors"):
@@ -163,7 +162,7 @@ def test_unknown_node_in_the_path_passes_its_input_through(
     )
     workflow["3"]["inputs"]["model"] = ["30", 0]
     workflow["9"]["inputs"]["images"] = ["31", 0]
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     skipped = {s.node_id: s for s in result.skipped}
     assert set(skipped) == {"30", "31", "32"}
     assert "unknown node type 'LoraLoaderModelOnly'" in skipped["30"].reason
@@ -183,7 +182,7 @@ def test_unknown_node_without_a_way_through_leaves_the_port_open(catalog: Catalo
         **{"40": {"class_type": "MagicLatentSource", "inputs": {"magic": 3}}},
     )
     workflow["3"]["inputs"]["latent_image"] = ["40", 0]
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     skipped = {s.node_id: s for s in result.skipped}
     assert skipped["40"].class_type == "MagicLatentSource"
     assert "unknown node type" in skipped["40"].reason
@@ -207,14 +206,14 @@ def test_ksampler_advanced(catalog: Catalog, checker: Checker) -> None:
         end_at_step=10000,
         return_with_leftover_noise="disable",
     )
-    result = import_comfy(full, catalog)
+    result = imported(full, catalog)
     assert nodes_of(result.to_json())["c3"]["params"]["seed"] == seed
     checker.validate(result)
 
     partial = zimage_api()
     partial["3"]["class_type"] = "KSamplerAdvanced"
     partial["3"]["inputs"].update(add_noise="enable", noise_seed=1, start_at_step=4, end_at_step=8)
-    result = import_comfy(partial, catalog)
+    result = imported(partial, catalog)
     skipped = {s.node_id: s for s in result.skipped}
     assert "steps 4..8 of 8" in skipped["3"].reason
     # The decode stays, unfed: validation names what is missing instead of decoding noise.
@@ -234,7 +233,7 @@ def test_img2img_with_an_asset(catalog: Catalog, checker: Checker, media: Folder
     )
     del workflow["13"]
     workflow["3"]["inputs"].update(latent_image=["51", 0], denoise=0.6)
-    result = import_comfy(workflow, catalog, assets={"photo.png": "sha256-feed"})
+    result = imported(workflow, catalog, assets={"photo.png": "sha256-feed"})
     nodes = nodes_of(result.to_json())
     assert nodes["c50"] == {
         "id": "c50",
@@ -250,7 +249,7 @@ def test_img2img_with_an_asset(catalog: Catalog, checker: Checker, media: Folder
     assert result.warnings == []
     checker.validate(result)
 
-    unresolved = import_comfy(workflow, catalog)
+    unresolved = imported(workflow, catalog)
     assert nodes_of(unresolved.to_json())["c50"]["params"]["asset"] == {"ref": "asset", "id": ""}
     assert any("'photo.png' is not an uploaded asset" in w for w in unresolved.warnings)
 
@@ -259,7 +258,7 @@ def test_preview_is_the_target_when_there_is_no_save(catalog: Catalog) -> None:
     workflow = zimage_api()
     workflow["9"]["class_type"] = "PreviewImage"
     del workflow["9"]["inputs"]["filename_prefix"]
-    assert import_comfy(workflow, catalog).target == "c8"
+    assert imported(workflow, catalog).target == "c8"
 
 
 def test_the_first_save_image_wins_over_previews(catalog: Catalog) -> None:
@@ -270,7 +269,7 @@ def test_the_first_save_image_wins_over_previews(catalog: Catalog) -> None:
             "60": {"class_type": "VAEDecode", "inputs": {"samples": ["13", 0], "vae": ["17", 0]}},
         },
     )
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     assert result.target == "c8"
     # The preview's branch is kept in the graph too.
     assert "c60" in nodes_of(result.to_json())
@@ -279,7 +278,7 @@ def test_the_first_save_image_wins_over_previews(catalog: Catalog) -> None:
 def test_no_save_or_preview_falls_back_to_a_decoder(catalog: Catalog) -> None:
     workflow = zimage_api()
     del workflow["9"]
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     assert result.target == "c8"
     assert any("no SaveImage or PreviewImage" in w for w in result.warnings)
 
@@ -289,7 +288,7 @@ def test_disconnected_known_nodes_are_reported(catalog: Catalog) -> None:
         zimage_api(),
         **{"70": {"class_type": "VAELoader", "inputs": {"vae_name": "ae.safetensors"}}},
     )
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     assert [(s.node_id, s.reason) for s in result.skipped] == [
         ("70", "not connected to an image output")
     ]

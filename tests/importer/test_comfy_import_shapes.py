@@ -6,10 +6,11 @@ import copy
 from typing import Any
 
 import pytest
+from comfy_harness import imported
 from comfy_workflows import PROMPT, zimage_api, zimage_ui, zimage_ui_subgraph
 
 from inline_core.errors import InvalidRequest
-from inline_core.importer import import_comfy, import_request
+from inline_core.importer import import_request
 from inline_core.models.catalog import Catalog
 
 
@@ -44,7 +45,7 @@ from inline_core.models.catalog import Catalog
 )
 def test_garbage_is_invalid_request(workflow: object, message: str, catalog: Catalog) -> None:
     with pytest.raises(InvalidRequest, match=message.replace("[", r"\[")) as caught:
-        import_comfy(workflow, catalog)
+        imported(workflow, catalog)
     assert caught.value.status == 422
 
 
@@ -54,7 +55,7 @@ def test_nothing_that_makes_an_image_is_invalid_request(catalog: Catalog) -> Non
         "2": {"class_type": "WanVideoSampler", "inputs": {"steps": 4}},
     }
     with pytest.raises(InvalidRequest, match="nothing in the workflow makes an image"):
-        import_comfy(workflow, catalog)
+        imported(workflow, catalog)
 
 
 def test_a_subgraph_that_contains_itself_is_invalid_request(catalog: Catalog) -> None:
@@ -101,7 +102,7 @@ def test_a_subgraph_that_contains_itself_is_invalid_request(catalog: Catalog) ->
         "version": 0.4,
     }
     with pytest.raises(InvalidRequest, match="nest deeper"):
-        import_comfy(workflow, catalog)
+        imported(workflow, catalog)
 
 
 def test_nested_subgraphs_flatten_with_their_path(catalog: Catalog) -> None:
@@ -131,7 +132,7 @@ def test_nested_subgraphs_flatten_with_their_path(catalog: Catalog) -> None:
         "definitions": {"subgraphs": [*base["definitions"]["subgraphs"], wrapper]},
         "version": 0.4,
     }
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     assert result.target == "c100:57:8"
     nodes = {n.id: n for n in result.graph.nodes}
     assert nodes["c100:57:6_text"].params == {"text": "nested"}
@@ -143,7 +144,7 @@ def test_a_muted_subgraph_is_left_out(catalog: Catalog) -> None:
     workflow = zimage_ui_subgraph()
     workflow["nodes"][0]["mode"] = 2
     with pytest.raises(InvalidRequest, match="nothing in the workflow makes an image"):
-        import_comfy(workflow, catalog)
+        imported(workflow, catalog)
 
 
 def test_widget_values_as_an_object(catalog: Catalog) -> None:
@@ -151,7 +152,7 @@ def test_widget_values_as_an_object(catalog: Catalog) -> None:
     for node in workflow["nodes"]:
         if node["type"] == "EmptySD3LatentImage":
             node["widgets_values"] = {"width": 640, "height": 832, "batch_size": 1}
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     assert result.graph.node("c13").params == {"width": 640, "height": 832, "batch": 1}
 
 
@@ -160,7 +161,7 @@ def test_an_old_ksampler_without_the_seed_control_value(catalog: Catalog) -> Non
     for node in workflow["nodes"]:
         if node["type"] == "KSampler":
             node["widgets_values"] = [11, 6, 1.5, "euler", "simple", 1]
-    params = import_comfy(workflow, catalog).graph.node("c3").params
+    params = imported(workflow, catalog).graph.node("c3").params
     assert (params["seed"], params["steps"], params["cfg"]) == (11, 6, 1.5)
 
 
@@ -181,7 +182,7 @@ def test_a_primitive_node_feeds_its_widget(catalog: Catalog) -> None:
         }
     )
     workflow["links"].append([99, 30, 0, 3, 4, "INT"])
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     assert result.graph.node("c3").params["seed"] == 123456
     assert result.skipped == []
 
@@ -197,7 +198,7 @@ def test_api_format_ids_from_a_subgraph_export(catalog: Catalog) -> None:
         }
         for key, node in copy.deepcopy(zimage_api()).items()
     }
-    result = import_comfy(prompt, catalog)
+    result = imported(prompt, catalog)
     # The same ids as the flattened UI subgraph gets.
     assert result.target == "c57:8"
     assert result.graph.node("c57:6_text").params["text"] == PROMPT

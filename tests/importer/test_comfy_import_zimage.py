@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from comfy_harness import Checker
+from comfy_harness import Checker, imported
 from comfy_workflows import (
     PROMPT,
     ZIMAGE_ENCODER,
@@ -15,7 +15,6 @@ from comfy_workflows import (
     zimage_ui_subgraph,
 )
 
-from inline_core.importer import import_comfy
 from inline_core.models.catalog import Catalog
 
 
@@ -72,7 +71,7 @@ def expected_tree(*, prompt: str, seed: int, width: int = 1024) -> dict[str, Any
 
 
 def test_api_format(catalog: Catalog, checker: Checker) -> None:
-    result = import_comfy(zimage_api(seed=42), catalog)
+    result = imported(zimage_api(seed=42), catalog)
     body = result.to_json()
     assert result.target == "c8"
     assert tree(body["graph"], "c8") == expected_tree(prompt=PROMPT, seed=42)
@@ -85,22 +84,22 @@ def test_api_format(catalog: Catalog, checker: Checker) -> None:
 
 
 def test_api_format_wrapped_as_a_prompt_request(catalog: Catalog) -> None:
-    plain = import_comfy(zimage_api(), catalog).to_json()
-    wrapped = import_comfy({"prompt": zimage_api(), "client_id": "abc"}, catalog).to_json()
+    plain = imported(zimage_api(), catalog).to_json()
+    wrapped = imported({"prompt": zimage_api(), "client_id": "abc"}, catalog).to_json()
     assert wrapped == plain
 
 
 def test_ui_format_matches_api_format(catalog: Catalog, checker: Checker) -> None:
-    api = import_comfy(zimage_api(seed=7), catalog).to_json()
-    ui = import_comfy(zimage_ui(seed=7), catalog).to_json()
+    api = imported(zimage_api(seed=7), catalog).to_json()
+    ui = imported(zimage_ui(seed=7), catalog).to_json()
     assert ui["target"] == "c8"
     assert tree(ui["graph"], "c8") == tree(api["graph"], "c8")
     assert ui["skipped"] == [] and ui["warnings"] == []
-    checker.validate(import_comfy(zimage_ui(seed=7), catalog))
+    checker.validate(imported(zimage_ui(seed=7), catalog))
 
 
 def test_ui_subgraph_flattens(catalog: Catalog, checker: Checker) -> None:
-    result = import_comfy(zimage_ui_subgraph(prompt="a lighthouse at dusk", seed=1234), catalog)
+    result = imported(zimage_ui_subgraph(prompt="a lighthouse at dusk", seed=1234), catalog)
     body = result.to_json()
     # Inner nodes are named as ComfyUI runs them: <instance>:<inner>.
     assert result.target == "c57:8"
@@ -123,7 +122,7 @@ def test_ui_subgraph_promoted_widget_without_proxy_list(catalog: Catalog) -> Non
     instance = workflow["nodes"][0]
     del instance["properties"]["proxyWidgets"]
     instance["widgets_values"] = ["a boat on a calm lake"]  # one value per widget input
-    body = import_comfy(workflow, catalog).to_json()
+    body = imported(workflow, catalog).to_json()
     encode = tree(body["graph"], "c57:8")["inputs"]["latent"]["inputs"]["positive"]
     assert encode["inputs"]["prompt"]["params"] == {"text": "a boat on a calm lake"}
     # Without the proxy list, the inner KSampler keeps its own seed.
@@ -146,8 +145,8 @@ def test_version_1_workflow_with_object_links(catalog: Catalog) -> None:
         }
         for row in workflow["links"]
     ]
-    api = import_comfy(zimage_api(seed=5), catalog).to_json()
-    body = import_comfy(workflow, catalog).to_json()
+    api = imported(zimage_api(seed=5), catalog).to_json()
+    body = imported(workflow, catalog).to_json()
     assert tree(body["graph"], "c8") == tree(api["graph"], "c8")
 
 
@@ -156,7 +155,7 @@ def test_guidance_with_a_zeroed_negative_uses_an_empty_prompt(
 ) -> None:
     workflow = zimage_api()
     workflow["3"]["inputs"]["cfg"] = 4.0
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     sample = tree(result.to_json()["graph"], "c8")["inputs"]["latent"]
     assert sample["params"]["cfg"] == 4.0
     negative = sample["inputs"]["negative"]
@@ -170,5 +169,5 @@ def test_guidance_with_a_zeroed_negative_uses_an_empty_prompt(
 def test_a_shift_other_than_the_models_own_is_reported(catalog: Catalog) -> None:
     workflow = zimage_api()
     workflow["11"]["inputs"]["shift"] = 6.0
-    result = import_comfy(workflow, catalog)
+    result = imported(workflow, catalog)
     assert any("shift 6" in w for w in result.warnings)

@@ -15,6 +15,10 @@ from PIL import Image
 
 from inline_core.config import Config
 from inline_core.device import policy_from_config
+from inline_core.engine.runtime import ModelRuntime
+from inline_core.families.nodes.register import register_families
+from inline_core.families.registry import Families
+from inline_core.families.zimage import ZImageFamily
 from inline_core.graph.builtin import register_builtin_nodes
 from inline_core.graph.cache import NodeCache
 from inline_core.graph.executor import Executor
@@ -22,8 +26,7 @@ from inline_core.graph.registry import Registry
 from inline_core.graph.schema import parse_graph
 from inline_core.graph.validate import validate_graph
 from inline_core.models.catalog import Catalog
-from inline_core.models.zimage import register_zimage
-from inline_core.models.zimage.resolve import Source
+from inline_core.models.source import Source
 from inline_core.parallel.probe import AttentionProbe
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.file_store import FileTakeStore
@@ -129,12 +132,12 @@ def render_in_process(
     registry = Registry()
     register_builtin_nodes(registry, _NoMedia())
     sampler = _SampleAtThreads(rank_threads)
-    runner = register_zimage(
-        registry, catalog=catalog, config=config, sampler=sampler, policy=policy_from_config(config)
-    )
+    family = ZImageFamily(catalog, config.env)
+    runtime = ModelRuntime(config, sampler, policy_from_config(config))
+    register_families(registry, Families([family]), catalog, runtime)
     try:
-        _key, transformer = runner.engine().transformer(
-            Source(models_dir / "diffusion_models" / MODEL)
+        _key, transformer = runtime.stacks().part(
+            family, "transformer", Source(models_dir / "diffusion_models" / MODEL)
         )
         with _probe(AttentionProbe(transformer)) as probe:
             validated = validate_graph(

@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosedOK
 from websockets.sync.client import connect
 from zimage_support import rank_threads
 
-from inline_core.models.zimage.kit import KitPaths, build_kit
+from inline_core.families.zimage.kit import KitPaths, build_kit
 
 JOB_DONE = re.compile(r"worker group job done \(ulysses=2\): engine (\S+), (\d+) forwards, (.*)")
 

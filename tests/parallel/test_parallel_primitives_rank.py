@@ -14,30 +14,23 @@ import torch
 
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.config import Config
-from inline_core.device import ParallelSpec, Placement, policy_from_config
+from inline_core.device import ParallelSpec, policy_from_config
+from inline_core.engine.group import GroupPipeline, ModelGroup, rank_spec
+from inline_core.engine.runtime import ModelRuntime
+from inline_core.families.sources import Sources
+from inline_core.families.zimage import ZImageFamily
+from inline_core.families.zimage.kit import KitPaths, build_kit
 from inline_core.graph.primitives import FLOW_SAMPLERS, FLOW_SCHEDULES
 from inline_core.models.catalog import Catalog
-from inline_core.models.zimage.engine import ZImageEngine
-from inline_core.models.zimage.kit import KitPaths, build_kit
-from inline_core.models.zimage.remote import (
-    DENOISER_LOADER,
-    LOADER,
-    GroupZImagePipeline,
-    ZImageGroup,
-    denoiser_spec,
-    rank_spec,
-    serves_denoiser,
-)
-from inline_core.models.zimage.residency import ResidentCache
-from inline_core.models.zimage.resolve import Source, ZImageResolver
+from inline_core.models.source import Source
 from inline_core.parallel.engines import NoSplit
 from inline_core.parallel.protocol import Job, decode, encode
-from inline_core.parallel.remote import PipelineSpec, RemotePipeline, decode_output
+from inline_core.parallel.remote import PipelineSpec, decode_output
 from inline_core.parallel.runner import WorkerContext, resolve
-from inline_core.parallel.step_runner import StepPipeline, StepRunner
+from inline_core.parallel.step_runner import RankPipeline, StepRunner
 from inline_core.sampling import SampleJob, StepLoopSampler
 
-CPU = Placement("cpu", "float32")
+CPU = {"text_encoder": "float32", "denoiser": "float32", "vae": "float32"}
 REQUEST: dict[str, Any] = {
     "prompt": "",
     "width": 64,
@@ -66,12 +59,12 @@ class _Control:
         self.seen.append((step, count))
 
 
-def _in_rank(spec: PipelineSpec, sent: GroupZImagePipeline, state: Any) -> tuple[Any, list[object]]:
+def _in_rank(spec: PipelineSpec, sent: GroupPipeline, state: Any) -> tuple[Any, list[object]]:
     """Rebuild the pipeline as a rank does, send it the request over the wire, run it."""
     pipeline: object = resolve(spec.loader)(device="cpu", **spec.args)
-    assert isinstance(pipeline, StepPipeline) and isinstance(pipeline, RemotePipeline)
+    assert isinstance(pipeline, RankPipeline)
     context = WorkerContext(0, 1, 0, "cpu", ParallelSpec(), "auto")
-    runner = StepRunner(pipeline, pipeline, context, NoSplit(), None, spec.loader)
+    runner = StepRunner(pipeline, context, NoSplit(), None, spec.loader)
     request = sent.remote_request(state)
     job = decode(encode(Job(1, request.params, request.blobs)))
     assert isinstance(job, Job)
@@ -89,11 +82,16 @@ def test_both_rank_pipelines_return_the_in_process_latents(
     comfy: KitPaths, sampler_name: str, schedule: str
 ) -> None:
     config = Config(models_dir=comfy.root, profile="cpu")
-    sources = ZImageResolver(Catalog(comfy.root), config).resolve().require()
+    family = ZImageFamily(Catalog(comfy.root), {})
+    sources = family.files.resolve().require()
     transformer = Source(comfy.root / "diffusion_models" / "zimage_tiny.safetensors")
-    assert sources.transformer == transformer and sources.scheduler is None
-    engine = ZImageEngine(policy_from_config(config), ResidentCache())
-    encoder = engine.prompt_encoder(sources.text_encoder, sources.tokenizer)
+    assert sources.get("transformer") == transformer and sources.get("scheduler") is None
+    sampler = StepLoopSampler()
+    runtime = ModelRuntime(config, sampler, policy_from_config(config))
+    stacks = runtime.stacks()
+    encoder = stacks.text_encoder(
+        family, sources.require("text_encoder"), sources.require("tokenizer")
+    )
     encoded: Mapping[str, Conditioning] = {
         "positive": encoder.encode("a lighthouse"),
         "negative": encoder.encode("blurry"),
@@ -102,8 +100,7 @@ def test_both_rank_pipelines_return_the_in_process_latents(
     start = Latents(noise, (1, 16, 6, 8))
     request = {**REQUEST, **encoded, "start": start, "denoise": 0.6}
     request.update(sampler=sampler_name, sigma_schedule=schedule)
-    local = engine.denoise_pipeline_for(transformer, None)
-    sampler = StepLoopSampler()
+    local: Any = stacks.denoiser(family, transformer, None)
     try:
         seen: list[object] = []
         job = SampleJob(
@@ -117,35 +114,32 @@ def test_both_rank_pipelines_return_the_in_process_latents(
         sampler.close()
     assert isinstance(expected, Latents)
 
-    full = rank_spec(sources, [CPU] * 3)
-    alone = denoiser_spec(transformer, None, CPU)
-    assert (full.loader, alone.loader) == (LOADER, DENOISER_LOADER)
-    for spec in (full, alone):
-        handle = GroupZImagePipeline(spec, 8, output="latents")
+    alone_sources = Sources.of(family.name, "", {"transformer": transformer, "scheduler": None})
+    full = rank_spec(family, "node", sources, CPU)
+    alone = rank_spec(family, "denoiser", alone_sources, {"denoiser": "float32"})
+    for stack, spec, held in (("node", full, sources), ("denoiser", alone, alone_sources)):
+        handle = GroupPipeline(family, spec, "denoiser", held, output="latents")
         state = handle.request(**request)
         got, events = _in_rank(spec, handle, state)
-        assert isinstance(got, torch.Tensor) and got.dtype == expected.value.dtype
+        assert isinstance(got, torch.Tensor) and got.dtype == expected.value.dtype, stack
         assert torch.equal(got, expected.value)  # the same latents, exactly
         assert events == seen
 
 
 def test_the_group_samples_with_the_stack_it_already_holds(comfy: KitPaths, tmp_path: Path) -> None:
-    config = Config(models_dir=comfy.root, profile="cpu")
-    sources = ZImageResolver(Catalog(comfy.root), config).resolve().require()
-    full = rank_spec(sources, [CPU] * 3)
+    family = ZImageFamily(Catalog(comfy.root), {})
+    sources = family.files.resolve().require()
+    transformer = sources.require("transformer")
+    full = rank_spec(family, "node", sources, CPU)
     other = Source(tmp_path / "other.safetensors")
-    assert serves_denoiser(full, sources.transformer, None, "float32")
-    assert not serves_denoiser(full, sources.transformer, None, "bfloat16")
-    assert not serves_denoiser(full, other, None, "float32")
-    alone = denoiser_spec(sources.transformer, None, CPU)
-    assert serves_denoiser(alone, sources.transformer, None, "float32")
-    group = ZImageGroup.for_split(ParallelSpec.of(ulysses=2), cuda=False)  # launches nothing
+    group = ModelGroup.for_split(ParallelSpec.of(ulysses=2), cuda=False)  # launches nothing
     try:
         assert group.sampler.spec is None
-        handle = group.denoiser_for(sources.transformer, None, CPU)
-        assert (handle.spec, handle.output, handle.spatial_factor) == (alone, "latents", 8)
+        handle = group.denoiser_for(family, transformer, None, "float32")
+        assert (handle.output, handle.spec.args["stack"]) == ("latents", "denoiser")
         group.sampler._group_for(full)  # pyright: ignore[reportPrivateUsage]  # as the node would
-        assert group.denoiser_for(sources.transformer, None, CPU).spec == full  # no restart
-        assert group.denoiser_for(other, None, CPU).spec == denoiser_spec(other, None, CPU)
+        assert group.denoiser_for(family, transformer, None, "float32").spec == full  # no restart
+        assert group.denoiser_for(family, transformer, None, "bfloat16").spec != full
+        assert group.denoiser_for(family, other, None, "float32").spec.args["stack"] == "denoiser"
     finally:
         group.close()

@@ -21,16 +21,19 @@ from parallel_support import group_config, wait_gone
 from PIL import Image
 from websockets.exceptions import ConnectionClosedOK
 from websockets.sync.client import connect
-from zimage_support import kit_spec, load_spec, render_in_process
+from zimage_support import kit_handle, load_spec, render_in_process
 
 from inline_core import cli
 from inline_core.config import Config
+from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InvalidRequest
+from inline_core.families.nodes.register import register_families
+from inline_core.families.registry import Families
+from inline_core.families.zimage import NODE_TYPE, ZImageFamily
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.families.zimage.split import parallel_support, support_for
 from inline_core.graph.registry import Registry
 from inline_core.models.catalog import Catalog
-from inline_core.models.zimage import NODE_TYPE, register_zimage
-from inline_core.models.zimage.kit import KitPaths
-from inline_core.models.zimage.split import parallel_support, support_for
 from inline_core.sampling import StepLoopSampler
 
 PARAMS: dict[str, Any] = {
@@ -115,7 +118,7 @@ def test_a_split_render_through_the_server_equals_the_in_process_take(
         row = db.execute("SELECT status FROM runs WHERE id = ?", (busy,)).fetchone()
     assert tuple(row) == ("queued",)  # cancelled through the group, kept for the next start
     # The same render in this process, without a split.
-    pipe = load_spec(kit_spec(kit.root))
+    pipe = load_spec(kit_handle(kit.root).remote_spec())
     expected = render_in_process(pipe, group_config(), prompt="a lighthouse", **PARAMS)
     assert np.array_equal(got, np.asarray(expected.convert("RGB")))
 
@@ -161,10 +164,12 @@ def test_registration_refuses_a_split_the_family_cannot_run(
     kit: KitPaths, split: str, why: str
 ) -> None:
     config = Config(models_dir=kit.root, profile="cpu", parallel=split)
+    catalog = Catalog(kit.root)
     sampler = StepLoopSampler()
     try:
         with pytest.raises(InvalidRequest, match=why):
-            register_zimage(Registry(), catalog=Catalog(kit.root), config=config, sampler=sampler)
+            families = Families([ZImageFamily(catalog, {})])
+            register_families(Registry(), families, catalog, ModelRuntime(config, sampler))
     finally:
         sampler.close()
 
@@ -177,13 +182,12 @@ def test_the_family_declares_its_split_support(kit: KitPaths) -> None:
     try:
         for parallel, expected in (("ulysses=2", "ulysses=2"), (None, None), ("off", None)):
             config = Config(models_dir=kit.root, profile="cpu", parallel=parallel)
-            runner = register_zimage(
-                Registry(), catalog=Catalog(kit.root), config=config, sampler=sampler
-            )
-            sources = runner.resolver.resolve().require()
-            assert support_for(sources).heads == 2  # read from the tiny transformer's config
-            split = runner.split_for(sources)
+            family = ZImageFamily(Catalog(kit.root), {})
+            runtime = ModelRuntime(config, sampler)
+            transformer = family.files.resolve().require().require("transformer")
+            assert support_for(transformer).heads == 2  # read from the tiny transformer's config
+            split = runtime.split_for(family, transformer)
             assert (None if split is None else str(split)) == expected
-            runner.close()  # no group was started: nothing to stop
+            runtime.close()  # no group was started: nothing to stop
     finally:
         sampler.close()

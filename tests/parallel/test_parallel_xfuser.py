@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 from parallel_support import group_children, group_config
-from zimage_support import kit_spec, load_spec, render_in_process
+from zimage_support import kit_handle, load_spec, render_in_process
 
-from inline_core.models.zimage.kit import KitPaths
-from inline_core.models.zimage.pipeline import ZImageStepPipeline
+from inline_core.engine.group import GroupPipeline
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.families.zimage.pipeline import ZImageStepPipeline
 from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.errors import WorkerStartError
 from inline_core.parallel.probe import AttentionProbe
@@ -39,8 +40,13 @@ def xfuser_config(runner: str) -> GroupConfig:
 
 
 @pytest.fixture(scope="module")
-def local(kit: KitPaths) -> ZImageStepPipeline:
-    return load_spec(kit_spec(kit.root))
+def handle(kit: KitPaths) -> GroupPipeline:
+    return kit_handle(kit.root)
+
+
+@pytest.fixture(scope="module")
+def local(handle: GroupPipeline) -> ZImageStepPipeline:
+    return load_spec(handle.remote_spec())
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +59,7 @@ def sampler() -> Iterator[ParallelSampler]:
 
 @pytest.mark.parametrize("guidance", [0.0, 2.5])
 def test_xfuser_split_take_equals_in_process_take(
-    local: ZImageStepPipeline, sampler: ParallelSampler, guidance: float
+    local: ZImageStepPipeline, handle: GroupPipeline, sampler: ParallelSampler, guidance: float
 ) -> None:
     probe = AttentionProbe(local.denoiser.transformer)
     try:
@@ -61,7 +67,7 @@ def test_xfuser_split_take_equals_in_process_take(
         whole = list(probe.first_forward)
     finally:
         probe.remove()
-    got = sampler.run(SampleJob(pipeline=local, state=local.request(guidance=guidance, **KW)))
+    got = sampler.run(SampleJob(pipeline=handle, state=handle.request(guidance=guidance, **KW)))
     assert np.array_equal(np.asarray(got), np.asarray(expected))
     # xDiT's transformer class replaced the resident one in both ranks, and really split it.
     assert whole and all(n % 2 == 0 for n in whole)
@@ -77,14 +83,14 @@ def test_xfuser_on_cpu_ranks_without_it_is_a_clear_start_error(kit: KitPaths) ->
     plain = ParallelSampler(xfuser_config(DEFAULT_RUNNER), retries=0)
     try:
         with pytest.raises(WorkerStartError, match="the xfuser engine cannot load here"):
-            plain.start(kit_spec(kit.root))
+            plain.start(kit_handle(kit.root).remote_spec())
     finally:
         plain.close()
     assert {p.pid for p in group_children()} <= others  # the failed group left nothing
 
 
 def test_a_negative_prompt_of_another_length_still_equals_in_process(
-    local: ZImageStepPipeline, sampler: ParallelSampler
+    local: ZImageStepPipeline, handle: GroupPipeline, sampler: ParallelSampler
 ) -> None:
     kw = {**KW, "guidance": 2.5, "negative_prompt": LONG_NEGATIVE}
     probe = AttentionProbe(local.denoiser.transformer)
@@ -93,7 +99,7 @@ def test_a_negative_prompt_of_another_length_still_equals_in_process(
         whole = list(probe.first_forward)
     finally:
         probe.remove()
-    got = sampler.run(SampleJob(pipeline=local, state=local.request(**kw)))
+    got = sampler.run(SampleJob(pipeline=handle, state=handle.request(**kw)))
     # One sequence per forward instead of a masked pair: float sums in another order, no more.
     diff = np.abs(np.asarray(got).astype(np.int16) - np.asarray(expected).astype(np.int16))
     assert int(diff.max()) <= 1 and float(diff.mean()) < 0.01  # masks dropped: 66 and 9.5

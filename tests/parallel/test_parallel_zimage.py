@@ -1,6 +1,6 @@
 """Z-Image split across 2 gloo ranks by cache-dit (INLINE_PROFILE=cpu, INLINE_PARALLEL=ulysses=2),
-through the family's own hook (`models.zimage.remote`): the take equals the in-process take, and
-each rank's attention really saw half the tokens."""
+rebuilt in each rank by the shared rank loader (`diffusion/remote.py`): the take equals the
+in-process take, and each rank's attention really saw half the tokens."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 from parallel_support import group_children, group_config
 from PIL import Image
-from zimage_support import kit_spec, load_spec, render_in_process
+from zimage_support import kit_handle, load_spec, render_in_process
 
+from inline_core.diffusion.remote import load_for_rank
+from inline_core.engine.group import LOADER, GroupPipeline
 from inline_core.errors import Cancelled
-from inline_core.models.zimage.kit import KitPaths
-from inline_core.models.zimage.pipeline import ZImageStepPipeline
-from inline_core.models.zimage.remote import LOADER, load_for_rank
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.families.zimage.pipeline import ZImageStepPipeline
 from inline_core.parallel.group import WorkerGroup
 from inline_core.parallel.probe import AttentionProbe
 from inline_core.parallel.runner import DEFAULT_RUNNER, resolve
@@ -28,13 +29,17 @@ KW: dict[str, Any] = {"prompt": "a red fox", "width": 64, "height": 64, "steps":
 
 
 @pytest.fixture(scope="module")
-def local(kit: KitPaths) -> ZImageStepPipeline:
+def handle(kit: KitPaths) -> GroupPipeline:
+    """The server's handle on the kit's stack in the ranks."""
+    return kit_handle(kit.root)
+
+
+@pytest.fixture(scope="module")
+def local(handle: GroupPipeline) -> ZImageStepPipeline:
     """The pipeline in this process, built by the very loader (and spec) the ranks use."""
-    spec = kit_spec(kit.root)
+    spec = handle.remote_spec()
     assert spec.loader == LOADER and resolve(spec.loader) is load_for_rank
-    pipeline = load_spec(spec)
-    assert pipeline.remote_spec() == spec  # rebuilt from plain values, it names itself the same
-    return pipeline
+    return load_spec(spec)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +61,7 @@ def _group(sampler: ParallelSampler) -> WorkerGroup:
 
 
 def test_split_take_equals_in_process_take(
-    local: ZImageStepPipeline, sampler: ParallelSampler
+    local: ZImageStepPipeline, handle: GroupPipeline, sampler: ParallelSampler
 ) -> None:
     probe = AttentionProbe(local.denoiser.transformer)
     try:
@@ -67,8 +72,8 @@ def test_split_take_equals_in_process_take(
         probe.remove()
     events: list[object] = []
     job = SampleJob(
-        pipeline=local,
-        state=local.request(guidance=0.0, **KW),
+        pipeline=handle,
+        state=handle.request(guidance=0.0, **KW),
         on_phase=events.append,
         on_step=lambda s, c: events.append((s, c)),
     )
@@ -87,22 +92,18 @@ def test_split_take_equals_in_process_take(
 
 
 def test_img2img_with_guidance_equals_in_process(
-    local: ZImageStepPipeline, sampler: ParallelSampler
+    local: ZImageStepPipeline, handle: GroupPipeline, sampler: ParallelSampler
 ) -> None:
-    source = Image.fromarray(
-        np.random.default_rng(3).integers(0, 255, (64, 64, 3), dtype=np.uint8)
-    )
+    source = Image.fromarray(np.random.default_rng(3).integers(0, 255, (64, 64, 3), dtype=np.uint8))
     kw = {**KW, "guidance": 2.5, "negative_prompt": "blurry", "image": source, "strength": 0.75}
     expected = _in_process(local, [], **kw)
-    got = sampler.run(SampleJob(pipeline=local, state=local.request(**kw)))
+    got = sampler.run(SampleJob(pipeline=handle, state=handle.request(**kw)))
     assert np.array_equal(np.asarray(got), np.asarray(expected))
     # With guidance the forward carries the positive and the negative sequence; both were split.
     assert len(sampler.last_meta[1]["attentionTokens"]) > 0  # pyright: ignore[reportArgumentType]
 
 
-def test_cancel_crosses_into_the_group(
-    local: ZImageStepPipeline, sampler: ParallelSampler
-) -> None:
+def test_cancel_crosses_into_the_group(handle: GroupPipeline, sampler: ParallelSampler) -> None:
     token = CancelToken()
     steps: list[int] = []
 
@@ -111,8 +112,8 @@ def test_cancel_crosses_into_the_group(
         token.cancel("cancelled by the client")
 
     job = SampleJob(
-        pipeline=local,
-        state=local.request(guidance=0.0, **{**KW, "steps": 40}),
+        pipeline=handle,
+        state=handle.request(guidance=0.0, **{**KW, "steps": 40}),
         cancel=token,
         on_step=on_step,
     )

@@ -3,47 +3,48 @@
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
+from zimage_support import CPU_DTYPES, kit_family, kit_sources, load_spec
 
 from inline_core.components.interfaces import Conditioning, Latents
-from inline_core.config import Config
-from inline_core.device import ParallelSpec, Placement
-from inline_core.models.catalog import Catalog
-from inline_core.models.zimage.kit import KitPaths
-from inline_core.models.zimage.remote import (
-    DENOISER_LOADER,
-    LOADER,
-    GroupZImagePipeline,
-    ZImageGroup,
-    rank_spec,
-    sources_from_json,
-)
-from inline_core.models.zimage.resolve import ZImageResolver
-from inline_core.models.zimage.wire import request_output
+from inline_core.device import ParallelSpec
+from inline_core.engine.group import LOADER, GroupPipeline, ModelGroup, rank_spec
+from inline_core.errors import InvalidRequest
+from inline_core.families.sources import Sources
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.families.zimage.request import ZImageRequest
 from inline_core.parallel.protocol import Job, decode, encode
-from inline_core.parallel.remote import PipelineSpec, RemoteRequest
+from inline_core.parallel.remote import RemoteRequest
+from inline_core.parallel.wire import decode_fields
+
+DTYPES = {"text_encoder": "float32", "denoiser": "bfloat16", "vae": "float32"}
+
+
+def received(handle: GroupPipeline, state: Any) -> tuple[RemoteRequest, dict[str, Any]]:
+    """What rank 0 receives for `state`, and the fields it rebuilds the state from."""
+    sent = handle.remote_request(state)
+    job = decode(encode(Job(1, sent.params, sent.blobs)))
+    assert isinstance(job, Job)
+    request = RemoteRequest(job.params, job.blobs)
+    return request, decode_fields(request)
 
 
 def test_a_request_arrives_in_the_ranks_as_it_left(kit: KitPaths) -> None:
-    config = Config(models_dir=kit.root, profile="cpu")
-    sources = ZImageResolver(Catalog(kit.root), config).resolve().require()
-    group = ZImageGroup.for_split(ParallelSpec.of(ulysses=2), cuda=False)  # launches nothing
-    placements = [Placement("cpu", "float32"), Placement("cpu", "bfloat16")] * 2
-    handle = group.pipeline_for(sources, placements[:3])
+    family = kit_family(kit.root)
+    sources = kit_sources(kit.root)
+    group = ModelGroup.for_split(ParallelSpec.of(ulysses=2), cuda=False)  # launches nothing
+    handle = group.pipeline_for(family, sources, DTYPES)
     spec = handle.remote_spec()
-    assert spec.loader == LOADER
-    assert spec.args["dtypes"] == {
-        "text_encoder": "float32",
-        "denoiser": "bfloat16",
-        "vae": "float32",
-    }
+    assert spec.loader == LOADER and spec.args["family"] == "z-image"
+    assert spec.args["stack"] == "node" and spec.args["dtypes"] == DTYPES
     files = spec.args["sources"]
-    assert isinstance(files, dict) and sources_from_json(files) == sources
-    assert spec == rank_spec(sources, placements[:3])  # same files, same dtypes: same group
-    assert handle.spatial_factor == 8  # read from the VAE's config, no weights loaded
+    assert isinstance(files, dict) and Sources.from_json(files) == sources
+    assert spec == rank_spec(family, "node", sources, DTYPES)  # same files and dtypes: one group
 
     source = Image.fromarray(np.random.default_rng(5).integers(0, 255, (48, 32, 3), np.uint8))
     state = handle.request(
@@ -58,20 +59,38 @@ def test_a_request_arrives_in_the_ranks_as_it_left(kit: KitPaths) -> None:
         strength=0.7,
         cfg_normalization=0.5,
     )
-    sent = handle.remote_request(state)
-    job = decode(encode(Job(1, sent.params, sent.blobs)))  # what rank 0 receives
-    assert isinstance(job, Job)
-    again = handle.state_from_remote(RemoteRequest(job.params, job.blobs))
+    assert isinstance(state, ZImageRequest)
+    request, sent_fields = received(handle, state)
+    assert request.params["output"] == "output"
+    again = load_spec(rank_spec(family, "node", sources, CPU_DTYPES)).request(**sent_fields)
     inputs = [f.name for f in fields(state) if f.name not in ("image", "model_key")]
     assert {n: getattr(again, n) for n in inputs} == {n: getattr(state, n) for n in inputs}
     assert again.image is not None and again.image.tobytes() == source.tobytes()
+    # What the rank makes for itself does not cross: its own model key, schedule and latents.
+    assert not {"model_key", "step_index", "schedule", "latents"} & set(sent_fields)
     group.close()
 
 
-def test_encoded_prompts_and_start_latents_cross_bit_for_bit() -> None:
+def test_sizes_are_checked_before_the_ranks_hear_of_a_request(kit: KitPaths) -> None:
+    group = ModelGroup.for_split(ParallelSpec.of(ulysses=2), cuda=False)
+    handle = group.pipeline_for(kit_family(kit.root), kit_sources(kit.root), DTYPES)
+    try:
+        # The VAE's factor is read from its config: no weights are loaded in this process.
+        with pytest.raises(InvalidRequest, match="multiples of 16"):
+            handle.request(prompt="x", width=72, height=64, steps=2, guidance=0.0, seed=1)
+    finally:
+        group.close()
+
+
+def test_encoded_prompts_and_start_latents_cross_bit_for_bit(kit: KitPaths) -> None:
     """The `sample` primitive's request: its tensors (any dtype, bfloat16 included) arrive
     exactly, and the handle asks for latents back."""
-    handle = GroupZImagePipeline(PipelineSpec(DENOISER_LOADER, {}), 8, output="latents")
+    family = kit_family(kit.root)
+    group = ModelGroup.for_split(ParallelSpec.of(ulysses=2), cuda=False)
+    handle = group.denoiser_for(
+        family, kit_sources(kit.root).require("transformer"), None, "float32"
+    )
+    assert handle.output == "latents" and handle.remote_spec().args["stack"] == "denoiser"
     gen = torch.Generator().manual_seed(4)
     positive = Conditioning(torch.randn(7, 32, generator=gen).to(torch.bfloat16), 7)
     negative = Conditioning(torch.randn(3, 32, generator=gen), 3)
@@ -90,17 +109,17 @@ def test_encoded_prompts_and_start_latents_cross_bit_for_bit() -> None:
         positive=positive,
         negative=negative,
     )
-    sent = handle.remote_request(state)
-    assert sent.params["output"] == "latents"
-    job = decode(encode(Job(1, sent.params, sent.blobs)))
-    assert isinstance(job, Job)
-    received = RemoteRequest(job.params, job.blobs)
-    assert request_output(received) == "latents"
-    again = handle.state_from_remote(received)
-    for before, after in ((positive, again.positive), (negative, again.negative)):
-        assert after is not None and after.tokens == before.tokens
+    request, again = received(handle, state)
+    assert request.params["output"] == "latents"
+    for before, after in ((positive, again["positive"]), (negative, again["negative"])):
+        assert isinstance(after, Conditioning) and after.tokens == before.tokens
         assert after.value.dtype == before.value.dtype
         assert torch.equal(after.value, before.value)
-    assert again.start is not None and again.start.shape == start.shape
-    assert torch.equal(again.start.value, start.value)
-    assert (again.sampler, again.sigma_schedule, again.denoise) == ("dpmpp_2m", "karras", 0.5)
+    assert isinstance(again["start"], Latents) and again["start"].shape == start.shape
+    assert torch.equal(again["start"].value, start.value)
+    assert (again["sampler"], again["sigma_schedule"], again["denoise"]) == (
+        "dpmpp_2m",
+        "karras",
+        0.5,
+    )
+    group.close()

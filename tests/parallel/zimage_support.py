@@ -9,23 +9,32 @@ from typing import Any
 import torch
 from PIL import Image
 
-from inline_core.config import Config
-from inline_core.device import Placement
+from inline_core.engine.group import GroupPipeline, rank_spec
+from inline_core.families.sources import Sources
+from inline_core.families.zimage import ZImageFamily
+from inline_core.families.zimage.pipeline import ZImageStepPipeline
 from inline_core.models.catalog import Catalog
-from inline_core.models.zimage.pipeline import ZImageStepPipeline
-from inline_core.models.zimage.remote import rank_spec
-from inline_core.models.zimage.resolve import ZImageResolver
 from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.remote import PipelineSpec
 from inline_core.parallel.runner import resolve
 from inline_core.sampling import SampleJob, StepLoopSampler
 
+CPU_DTYPES = {"text_encoder": "float32", "denoiser": "float32", "vae": "float32"}
 
-def kit_spec(models_dir: Path) -> PipelineSpec:
-    """How the ranks rebuild the kit's stack on CPU (what the server sends them)."""
-    config = Config(models_dir=models_dir, profile="cpu")
-    sources = ZImageResolver(Catalog(models_dir), config).resolve().require()
-    return rank_spec(sources, [Placement("cpu", "float32")] * 3)
+
+def kit_family(models_dir: Path) -> ZImageFamily:
+    return ZImageFamily(Catalog(models_dir), {})
+
+
+def kit_sources(models_dir: Path) -> Sources:
+    return kit_family(models_dir).files.resolve().require()
+
+
+def kit_handle(models_dir: Path) -> GroupPipeline:
+    """The server's handle on the kit's stack in the ranks, on CPU (what a split render sends)."""
+    family = kit_family(models_dir)
+    sources = family.files.resolve().require()
+    return GroupPipeline(family, rank_spec(family, "node", sources, CPU_DTYPES), "node", sources)
 
 
 def load_spec(spec: PipelineSpec) -> ZImageStepPipeline:

@@ -13,7 +13,8 @@ pytest.importorskip("diffusers")
 from sampling_toy import wait_until  # noqa: E402
 from zimage_sampling_kit import Watched, load_pipeline, pixels, solo_render  # noqa: E402
 
-from inline_core.models.zimage.pipeline import ZImageRequest, ZImageStepPipeline  # noqa: E402
+from inline_core.families.zimage.pipeline import ZImageStepPipeline
+from inline_core.families.zimage.request import ZImageRequest  # noqa: E402
 from inline_core.sampling import SampleJob, StepLoopSampler  # noqa: E402
 
 # Batched attention over padded per-request sequences matches separate forwards to ~1e-6

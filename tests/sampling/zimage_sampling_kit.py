@@ -1,7 +1,7 @@
 """Real tiny Z-Image pipelines for the sampler tests and the batching bench (imports torch).
 
 `load_pipeline` builds the kit's random-weight models into a folder and loads them the way the
-server does (catalog -> resolver -> engine). `Watched` wraps a real pipeline to record each
+server does (catalog -> family -> resident stacks). `Watched` wraps a real pipeline to record each
 forward's group and decode call and to park the loop in its first forward until a test releases
 it, so a test can queue several jobs and know they met; it changes no arithmetic.
 """
@@ -17,12 +17,11 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from inline_core.config import Config
-from inline_core.device import policy_from_config
-from inline_core.models.catalog import Catalog
-from inline_core.models.zimage.kit import build_kit
-from inline_core.models.zimage.pipeline import ZImageRequest, ZImageStepPipeline
-from inline_core.models.zimage.runner import ZImageRunner
+from inline_core.families.standalone import family_rig
+from inline_core.families.zimage import ZImageFamily
+from inline_core.families.zimage.kit import build_kit
+from inline_core.families.zimage.pipeline import ZImageStepPipeline
+from inline_core.families.zimage.request import ZImageRequest
 from inline_core.sampling.job import BatchedSampler
 
 
@@ -31,15 +30,8 @@ def load_pipeline(
 ) -> ZImageStepPipeline:
     if build:
         build_kit(models_dir, size=size, layouts=("comfy",))
-    config = Config(models_dir=models_dir, profile="cpu")
-    runner = ZImageRunner(
-        catalog=Catalog(models_dir, ttl_s=0.0),
-        config=config,
-        sampler=sampler,
-        policy=policy_from_config(config),
-    )
-    sources = runner.resolver.resolve(None).require()
-    return runner.engine().pipeline_for(sources)
+    pipeline: ZImageStepPipeline = family_rig(ZImageFamily, models_dir, sampler).pipeline()
+    return pipeline
 
 
 def solo_render(pipeline: ZImageStepPipeline, state: ZImageRequest) -> Image.Image:

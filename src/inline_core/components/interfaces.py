@@ -1,8 +1,9 @@
 """Device-agnostic component interfaces (torch-free).
 
-A model family lowers its node onto these pieces; their implementations (which import torch) live in
-subpackages such as `components/diffusers_zimage/`. Tensors cross these interfaces only inside the
-opaque `Conditioning` and `Latents` wrappers, so code above this layer never touches them.
+A model family lowers its node onto these pieces; their implementations (which import torch) live
+in the shared diffusers layer (`diffusion/`) and the families' packages. Tensors cross these
+interfaces only inside the opaque `Conditioning` and `Latents` wrappers, so code above this layer
+never touches them.
 """
 
 from __future__ import annotations

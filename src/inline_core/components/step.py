@@ -96,6 +96,26 @@ class SupportsChunkedVAEDecode(Protocol):
     def decode_chunks(self, latents: Any, /) -> Any: ...
 
 
+@runtime_checkable
+class SupportsLatentOutput(Protocol):
+    """A pipeline that can hand back a finished state's latents undecoded (the `sample` primitive
+    on a worker group holding a node's whole stack decodes with its own `vae/decode`)."""
+
+    def post_latents(self, state: Any, /) -> Any: ...
+
+
+@runtime_checkable
+class SupportsXDiTSplit(Protocol):
+    """A pipeline whose transformer xDiT can split: xDiT's own class for its model, built over the
+    resident transformer's weights, and the diffusers pipeline xDiT reads its runtime state from."""
+
+    xdit_model: str  # xFuserArgs' name for the model
+
+    def xdit_transformer(self, dit: Any, /) -> Any: ...
+
+    def xdit_pipeline(self, transformer: Any, vae: Any, /) -> Any: ...
+
+
 def supports_component_modules(obj: object) -> TypeGuard[SupportsComponentModules]:
     return isinstance(obj, SupportsComponentModules)
 
@@ -106,3 +126,11 @@ def supports_batched_decode(obj: object) -> TypeGuard[SupportsBatchedDecode]:
 
 def supports_chunked_vae_decode(obj: object) -> TypeGuard[SupportsChunkedVAEDecode]:
     return isinstance(obj, SupportsChunkedVAEDecode)
+
+
+def supports_latent_output(obj: object) -> TypeGuard[SupportsLatentOutput]:
+    return isinstance(obj, SupportsLatentOutput)
+
+
+def supports_xdit_split(obj: object) -> TypeGuard[SupportsXDiTSplit]:
+    return isinstance(obj, SupportsXDiTSplit)

@@ -77,7 +77,7 @@ def compute_dtype(hw: HardwareDescription, profile: Profile, *, fp16_safe: bool 
     CPU: float32 (bf16 matmuls are no faster on the CPUs we measured and lose precision).
     CUDA/ROCm: bfloat16 when every GPU has it (compute capability >= 8 on NVIDIA), else float16.
     MPS: float16, Apple GPUs' fast half type.
-    A model whose activations overflow float16 (Z-Image's diffusers transformer does) passes
+    A model whose activations overflow float16 (some diffusers transformers do) passes
     `fp16_safe=False` and gets bfloat16 where supported, else float32.
     """
     if profile is Profile.CPU or not hw.gpus:

@@ -96,13 +96,13 @@ class ParallelSpec:
 
 @dataclass(frozen=True)
 class ModelParallelSupport:
-    """What a model family can be split with. Z-Image: ulysses and ring, 30 attention heads."""
+    """What a model family can be split with, e.g. ulysses and ring over 30 attention heads."""
 
     family: str
     methods: frozenset[str]
     heads: int | None = None  # Ulysses shards attention heads, so its degree must divide this
     # Ulysses and Ring shard the token sequence evenly over their ranks. A family that pads its
-    # sequences to multiples of this many tokens (Z-Image: 32) splits only over ranks dividing it;
+    # sequences to multiples of this many tokens (e.g. 32) splits only over ranks dividing it;
     # any other count leaves a remainder that the engines refuse or attend to as if it were real.
     sequence_multiple: int | None = None
 

@@ -54,19 +54,24 @@ class Executor:
         takes: list[Take] = []
         for node_id in validated.order:
             ctx.cancel.raise_if_cancelled()
-            executed, node_takes = self._run_node(by_id[node_id], done, ctx)
+            prepared = validated.prepared.get(node_id)
+            executed, node_takes = self._run_node(by_id[node_id], done, ctx, prepared)
             done[node_id] = executed
             takes.extend(node_takes)
         return ExecutionResult(takes=tuple(takes), outputs=done[validated.target].outputs)
 
     def _run_node(
-        self, node: Node, done: Mapping[str, _Executed], ctx: ExecutionContext
+        self,
+        node: Node,
+        done: Mapping[str, _Executed],
+        ctx: ExecutionContext,
+        prepared: object | None,
     ) -> tuple[_Executed, tuple[Take, ...]]:
         ctx.events(NodeStarted(ctx.run_id, node.id))
         try:
             descriptor = self.registry.descriptor(node.type)
             runner = runner_for(self.registry, descriptor, node.id)
-            key = self._key(node, descriptor, runner, done)
+            key = self._key(node, descriptor, runner, done, prepared)
             cached = (
                 self.cache.get_entry(key) if self.cache is not None and key is not None else None
             )
@@ -77,7 +82,7 @@ class Executor:
                 ctx.events(NodeDone(ctx.run_id, node.id, cached=True, takes=reissued))
                 return _Executed(descriptor, cached.outputs, key), reissued
             inputs = _gather_inputs(node, descriptor, done)
-            result = runner.run(NodeCall(ctx, node.id, node.params, inputs))
+            result = runner.run(NodeCall(ctx, node.id, node.params, inputs, prepared))
             _check_outputs(descriptor, result)
         except Cancelled:
             raise
@@ -101,6 +106,7 @@ class Executor:
         descriptor: NodeDescriptor,
         runner: NodeRunner,
         done: Mapping[str, _Executed],
+        prepared: object | None,
     ) -> str | None:
         if self.cache is None or not runner.cacheable:
             return None
@@ -113,7 +119,7 @@ class Executor:
                     return None
                 keys.append((source_key, edge.output))
             upstream[port] = keys
-        identity = runner.cache_identity(node.params)
+        identity = runner.cache_identity(node.params, prepared)
         return key_for(descriptor, node.params, upstream, self.catalog, identity)
 
 

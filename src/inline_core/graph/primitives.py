@@ -2,9 +2,9 @@
 
 Loaders produce engine handles (`model`, `vae`, `text-encoder`), which flow through encode, sample
 and decode as typed sockets; only `vae/decode` makes media. The descriptors are served and
-type-checked by every install (hidden from the add-node menu); a model family registers runners
-for them (Z-Image: `models/zimage/primitives/`). Without one, a graph that would run a primitive is
-refused at submit.
+type-checked by every install (hidden from the add-node menu); their runners dispatch by the family
+of the model loaded (`families/nodes/`). Without a family that serves them, a graph that would run
+a primitive is refused at submit.
 
 `sample` counts cfg as ComfyUI does (1 is no guidance) and offers the samplers and sigma schedules
 that work on flow-matching models, under ComfyUI's names.
@@ -16,8 +16,8 @@ from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget,
 from inline_core.graph.registry import Registry
 from inline_core.graph.schema import PortKind
 
-# Samplers and schedules a flow-matching model can use, under ComfyUI's names (the Z-Image runner
-# implements exactly these; `euler` + `simple` is the model's own render).
+# Samplers and schedules a flow-matching model can use, under ComfyUI's names (the shared flow
+# layer implements exactly these; `euler` + `simple` is a model's own render).
 FLOW_SAMPLERS = ("euler", "heun", "dpmpp_2m", "uni_pc_bh2")
 FLOW_SCHEDULES = ("simple", "karras", "exponential")
 

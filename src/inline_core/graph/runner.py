@@ -25,6 +25,9 @@ class NodeCall:
     params: Mapping[str, Any]
     # port -> value; a `multiple` port gets a list of values, an unwired optional port is absent.
     inputs: Mapping[str, Any]
+    # What the runner's `check` returned at submit for this node (None: it returned nothing, or
+    # the call did not come through validation).
+    prepared: object | None = None
 
 
 @dataclass(frozen=True)
@@ -67,13 +70,15 @@ class NodeRunner(ABC):
     def run(self, call: NodeCall) -> NodeResult:
         """Execute the node. Raise `Cancelled` (via `ctx.cancel`) to stop at a step boundary."""
 
-    def check(self, node_id: str, params: Mapping[str, Any]) -> None:
+    def check(self, node_id: str, params: Mapping[str, Any]) -> object | None:
         """Submit-time readiness check beyond param types (e.g. model files present).
 
-        Raise an `InlineError` (such as `ModelMissing`) to refuse the run with a 422.
+        Raise an `InlineError` (such as `ModelMissing`) to refuse the run with a 422. What it
+        returns (e.g. the files it resolved) comes back as `NodeCall.prepared` and to
+        `cache_identity`, so a run does that work once.
         """
         return None
 
-    def cache_identity(self, params: Mapping[str, Any]) -> str:
+    def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         """Extra cache-key material: the identity of files this node reads beyond its params."""
         return ""

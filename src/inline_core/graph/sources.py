@@ -77,7 +77,7 @@ class ImageSource(NodeRunner):
         except NotFound as exc:
             raise InvalidGraph(f"param 'asset': {exc.message}", node_id=node_id) from exc
 
-    def cache_identity(self, params: Mapping[str, Any]) -> str:
+    def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         # Assets and takes are immutable and named by content or run, so the id is the identity.
         ref = media_ref(_ref_param(params))
         return f"{ref.ref}:{ref.id}"

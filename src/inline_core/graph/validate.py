@@ -9,7 +9,8 @@ the node it is about.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from inline_core.errors import InlineError, InvalidGraph, InvalidRequest, ModelMissing
 from inline_core.graph.descriptor import NodeDescriptor
@@ -29,6 +30,9 @@ class ValidatedGraph:
     target: str
     # The target's upstream closure in a stable topological order.
     order: tuple[str, ...]
+    # What each runner's submit-time check found (e.g. the files a model node resolved), handed
+    # back to that runner when the node runs, so a run resolves its files once.
+    prepared: Mapping[str, object] = field(default_factory=dict[str, object])
 
 
 def runner_for(registry: Registry, descriptor: NodeDescriptor, node_id: str) -> NodeRunner:
@@ -128,14 +132,19 @@ def validate_graph(
         params = normalize_params(descriptor, node_id, node.params, catalog)
         normalised[node_id] = replace(node, params=resolve_seeds(descriptor, params, draw))
 
+    prepared: dict[str, object] = {}
     for node_id in order:
         runner = runner_for(registry, descriptors[node_id], node_id)
         try:
-            runner.check(node_id, normalised[node_id].params)
+            found = runner.check(node_id, normalised[node_id].params)
         except InlineError as exc:
             if exc.node_id is None:
                 exc.node_id = node_id
             raise
+        if found is not None:
+            prepared[node_id] = found
 
     nodes = tuple(normalised.get(n.id, n) for n in graph.nodes)
-    return ValidatedGraph(graph=replace(graph, nodes=nodes), target=target, order=order)
+    return ValidatedGraph(
+        graph=replace(graph, nodes=nodes), target=target, order=order, prepared=prepared
+    )

@@ -57,8 +57,14 @@ def main(argv: list[str]) -> int:
         assets = _assets(list(args.asset))
         text = Path(args.workflow).read_text(encoding="utf-8")
         workflow: object = json.loads(text)
-        models_dir = args.models_dir or Config.from_env().models_dir
-        result = import_comfy(workflow, Catalog(Path(models_dir)), assets=assets)
+        config = Config.from_env()
+        catalog = Catalog(Path(args.models_dir or config.models_dir))
+        # What the installed families know of the model files (their flow shifts), as the
+        # server's import route asks them; torch-free.
+        from inline_core.families.registry import Families
+
+        facts = Families.discovered(catalog, config.env)
+        result = import_comfy(workflow, catalog, assets=assets, facts=facts)
     except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         print(f"inline-core import-comfy: {exc}", file=sys.stderr)
         return 2

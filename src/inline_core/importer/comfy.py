@@ -23,7 +23,7 @@ from inline_core.graph.registry import Registry
 from inline_core.graph.runner import CatalogView
 from inline_core.graph.schema import Graph
 from inline_core.graph.sources import INPUT_IMAGE, INPUT_TEXT
-from inline_core.importer.mapping import Mapper
+from inline_core.importer.mapping import Mapper, ModelFacts
 from inline_core.importer.ui_format import read_ui
 from inline_core.importer.workflow import Skipped, Workflow, read_api
 
@@ -98,14 +98,16 @@ def import_comfy(
     *,
     assets: Mapping[str, str] | None = None,
     registry: Registry | None = None,
+    facts: ModelFacts | None = None,
 ) -> ImportResult:
     """Convert a ComfyUI workflow into a graph and the node to run.
 
     `assets` maps ComfyUI image names (LoadImage's file) to asset ids uploaded here; `registry`,
-    when given, supplies the served descriptors (allowed samplers, param ranges).
+    when given, supplies the served descriptors (allowed samplers, param ranges); `facts`, what
+    the server's model families know of the model files (their flow shifts).
     """
     flat = read_workflow(workflow)
-    mapper = Mapper(flat, catalog, vocabulary(registry), dict(assets or {}))
+    mapper = Mapper(flat, catalog, vocabulary(registry), dict(assets or {}), facts)
     target = mapper.run()
     if target is None:
         reasons = "; ".join(
@@ -138,7 +140,11 @@ def _assets(raw: object) -> dict[str, str]:
 
 
 def import_request(
-    body: object, catalog: CatalogView, *, registry: Registry | None = None
+    body: object,
+    catalog: CatalogView,
+    *,
+    registry: Registry | None = None,
+    facts: ModelFacts | None = None,
 ) -> ImportResult:
     """The `POST /v1/import/comfy` body: a workflow in either format, or
     `{"workflow": <workflow>, "assets": {comfyImageName: assetId}}` to resolve LoadImage files."""
@@ -148,4 +154,4 @@ def import_request(
         obj = cast(Mapping[str, object], workflow)
         if _wrapped_workflow(obj) is not None:
             assets = _assets(obj.get("assets"))
-    return import_comfy(body, catalog, assets=assets, registry=registry)
+    return import_comfy(body, catalog, assets=assets, registry=registry, facts=facts)

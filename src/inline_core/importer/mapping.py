@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from inline_core.graph.descriptor import SEED_MAX, NodeDescriptor, ParamWidget
 from inline_core.graph.runner import CatalogView
@@ -22,10 +22,6 @@ from inline_core.importer.model_files import match_model_file
 from inline_core.importer.samplers import nearest_sampler, nearest_scheduler
 from inline_core.importer.widgets import CONSTANT_TYPES, INPUT_NAMES_BY_TYPE, OUTPUT_TYPES
 from inline_core.importer.workflow import ComfyNode, Link, Skipped, Workflow, node_sort_key
-
-# Z-Image's own flow shift (its scheduler config). `sample` runs a model at its own shift, so a
-# ModelSampling node that sets another one changes what ComfyUI would render: we say so.
-MODEL_FLOW_SHIFT = 3.0
 
 COMFY_KINDS: dict[str, PortKind] = {
     "MODEL": PortKind.MODEL,
@@ -80,12 +76,21 @@ def _is_number(value: object) -> bool:
 Handler = Callable[["Mapper", ComfyNode, int], Value | None]
 
 
+class ModelFacts(Protocol):
+    """What the importer may ask of the model families this server runs (no family is named)."""
+
+    def flow_shift(self, model_file: str) -> float | None:
+        """The flow shift `sample` runs `diffusion_models/<model_file>` at; None when unknown."""
+        ...
+
+
 @dataclass
 class Mapper:
     workflow: Workflow
     catalog: CatalogView
     descriptors: Mapping[str, NodeDescriptor]
     assets: Mapping[str, str]
+    facts: ModelFacts | None = None
     drafts: dict[str, _Draft] = field(default_factory=dict[str, _Draft])
     warnings: list[str] = field(default_factory=list[str])
     skipped: dict[str, Skipped] = field(default_factory=dict[str, Skipped])
@@ -415,6 +420,29 @@ class Mapper:
         default = 1.73 if node.class_type == "ModelSamplingAuraFlow" else 3.0  # ComfyUI's
         return replace(model, shift=self.number(node, "shift", default))
 
+    def shift_not_carried(self, model: Value, where: str) -> None:
+        """`sample` runs a model at its own flow shift, so a ModelSampling node that sets another
+        one changes what ComfyUI would render: say so, unless it is the model's own."""
+        shift = model.shift
+        if shift is None:
+            return
+        own = self.model_shift(model)
+        if own is not None and math.isclose(shift, own):
+            return
+        known = f" ({own:g} for this model)" if own is not None else ""
+        self.warn(
+            f"{where}: the model's sampling shift {shift:g} is not carried over; `sample` uses "
+            f"the model's own flow shift{known}"
+        )
+
+    def model_shift(self, model: Value) -> float | None:
+        """The flow shift of the diffusion model a `model` value was loaded from, as the model
+        families this server runs know it."""
+        draft = None if model.port is None else self.drafts.get(model.port.node)
+        if self.facts is None or draft is None or draft.type != "load/diffusion-model":
+            return None
+        return self.facts.flow_shift(str(draft.params.get("file", "")))
+
     def ksampler(self, node: ComfyNode, slot: int) -> Value | None:
         return self.sample(node, seed_name="seed", denoise=self.number(node, "denoise", 1.0))
 
@@ -454,12 +482,8 @@ class Mapper:
         if model is not None and model.shift is not None:
             if descriptor.param("shift") is not None:
                 params["shift"] = model.shift
-            elif not math.isclose(model.shift, MODEL_FLOW_SHIFT):
-                self.warn(
-                    f"{where}: the model's sampling shift {model.shift:g} is not carried "
-                    f"over; `sample` uses the model's own flow shift "
-                    f"({MODEL_FLOW_SHIFT:g} for Z-Image)"
-                )
+            else:
+                self.shift_not_carried(model, where)
         encoder = positive.encoder if positive is not None else None
         positive_port = positive.port if positive is not None else None
         if positive is not None and positive_port is None:

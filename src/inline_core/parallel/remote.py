@@ -1,12 +1,13 @@
 """How a step pipeline and its requests cross into the worker group (torch-free).
 
-A pipeline that can run split implements `RemotePipeline`: it names a loader that rebuilds the same
-pipeline inside each rank from plain arguments (model paths, dtype), turns a request state into
-plain params plus raw blobs (`remote_request`), and turns them back (`state_from_remote`, called on
-the rebuilt pipeline). Outputs come back as raw arrays and are rebuilt into the type the in-process
-path returns (a PIL image, a numpy array, a torch tensor, or a list of them), bit for bit.
-Tensors travel as their raw bytes with dtype and shape, so every dtype (bfloat16, which numpy
-lacks, included) arrives exactly as it left.
+The server's handle on a pipeline that runs split implements `RemotePipeline`: it names a loader
+that rebuilds the same pipeline inside each rank from plain arguments (the family, its files,
+dtypes), and turns a request state into plain params plus raw blobs (`remote_request`, with the
+wire codec in `wire.py`); the rank rebuilds the state with its own pipeline's `request()`.
+Outputs come back as raw arrays and are rebuilt into the type the in-process path returns (a PIL
+image, a numpy array, a torch tensor, or a list of them), bit for bit. Tensors travel as their raw
+bytes with dtype and shape, so every dtype (bfloat16, which numpy lacks, included) arrives exactly
+as it left.
 """
 
 from __future__ import annotations
@@ -46,8 +47,6 @@ class RemotePipeline(Protocol):
     def remote_spec(self) -> PipelineSpec: ...
 
     def remote_request(self, state: Any, /) -> RemoteRequest: ...
-
-    def state_from_remote(self, request: RemoteRequest, /) -> Any: ...
 
 
 # -- images and outputs --------------------------------------------------------------------------

@@ -7,12 +7,12 @@ steps and learns, at the same step on every rank, that the job was cancelled.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from inline_core.device.split import ParallelSpec
+from inline_core.dotted import resolve_object
 from inline_core.parallel.protocol import Array, Json
 
 DEFAULT_RUNNER = "inline_core.parallel.step_runner:load_step_runner"
@@ -69,14 +69,9 @@ RunnerFactory = Callable[[WorkerContext, Mapping[str, Json]], JobRunner]
 
 
 def resolve(dotted: str) -> Callable[..., Any]:
-    """`"package.module:attribute"` -> the attribute (ImportError/AttributeError if missing)."""
-    module_name, sep, attr = dotted.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"expected 'package.module:function', got {dotted!r}")
-    module = importlib.import_module(module_name)
-    target: object = module
-    for part in attr.split("."):
-        target = getattr(target, part)
+    """`"package.module:attribute"` -> the callable it names (ImportError/AttributeError if
+    missing, TypeError if it is not callable)."""
+    target = resolve_object(dotted)
     if not callable(target):
         raise TypeError(f"{dotted} is not callable")
     return cast(Callable[..., Any], target)

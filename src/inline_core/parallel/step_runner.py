@@ -2,8 +2,9 @@
 collectively one request at a time.
 
 Every rank rebuilds the same pipeline with the loader the server's pipeline names, rebuilds each
-request from plain params, encodes its prompt and steps it in lockstep with the other ranks (the
-split transformer forward is the collective). Only rank 0 decodes and returns the output.
+request with the pipeline's own `request()` from the fields the wire carried, encodes its prompt
+and steps it in lockstep with the other ranks (the split transformer forward is the collective).
+Only rank 0 finishes it: decoded, or as latents when the request asks for them.
 """
 
 from __future__ import annotations
@@ -11,17 +12,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
+from inline_core.components.step import supports_latent_output
 from inline_core.parallel.engines import SplitEngine, apply_split, resolve_module
 from inline_core.parallel.probe import AttentionProbe
 from inline_core.parallel.protocol import Json
-from inline_core.parallel.remote import RemotePipeline, RemoteRequest, encode_output
+from inline_core.parallel.remote import RemoteRequest, encode_output
 from inline_core.parallel.runner import JobControl, JobOutput, WorkerContext, resolve
+from inline_core.parallel.wire import decode_fields
 
 
 @runtime_checkable
-class StepPipeline(Protocol):
-    """The four calls of spec 003 that a rank drives (structurally the same as
-    `components.step.StepPipeline`; `parallel/` sits beside `components/`, not above it)."""
+class RankPipeline(Protocol):
+    """What a rank drives: the four calls of spec 003, and `request()` to rebuild a state."""
+
+    def request(self, **kwargs: Any) -> Any: ...
 
     def prepare_encode(self, state: Any, /) -> Any: ...
 
@@ -32,18 +36,26 @@ class StepPipeline(Protocol):
     def post_decode(self, state: Any, /) -> Any: ...
 
 
+def finish(pipeline: RankPipeline, state: Any, output: object) -> Any:
+    """A finished state's output as the request asked for it: decoded, or its latents' tensor."""
+    if output != "latents":
+        return pipeline.post_decode(state)
+    if not supports_latent_output(pipeline):
+        raise TypeError(f"{type(pipeline).__name__} cannot hand back latents")
+    latents = pipeline.post_latents(state)
+    return getattr(latents, "value", latents)  # the tensor crosses; the server wraps it again
+
+
 class StepRunner:
     def __init__(
         self,
-        pipeline: StepPipeline,
-        remote: RemotePipeline,
+        pipeline: RankPipeline,
         context: WorkerContext,
         engine: SplitEngine,
         probe: AttentionProbe | None,
         loader: str,
     ) -> None:
         self.pipeline = pipeline
-        self.remote = remote
         self.context = context
         self.engine = engine
         self.probe = probe
@@ -61,7 +73,7 @@ class StepRunner:
         self, params: Mapping[str, Json], blobs: Mapping[str, bytes], control: JobControl
     ) -> JobOutput:
         pipeline = self.pipeline
-        state = self.remote.state_from_remote(RemoteRequest(dict(params), dict(blobs)))
+        state = pipeline.request(**decode_fields(RemoteRequest(dict(params), dict(blobs))))
         control.phase("encode")
         prepared = pipeline.prepare_encode(state)
         state = state if prepared is None else prepared
@@ -80,7 +92,7 @@ class StepRunner:
             meta["forwards"] = self.probe.forwards
         if not self.context.is_leader:
             return JobOutput(meta=meta)  # the output is rank 0's; the others skip the decode
-        description, arrays = encode_output(pipeline.post_decode(state))
+        description, arrays = encode_output(finish(pipeline, state, params.get("output")))
         meta["output"] = description
         return JobOutput(meta=meta, arrays=arrays)
 
@@ -90,9 +102,9 @@ def load_step_runner(context: WorkerContext, args: Mapping[str, Json]) -> StepRu
     loader = str(args["loader"])
     loader_args = cast(dict[str, Any], args.get("loaderArgs") or {})
     pipeline: object = resolve(loader)(device=context.device, **loader_args)
-    if not isinstance(pipeline, StepPipeline) or not isinstance(pipeline, RemotePipeline):
-        raise TypeError(f"{loader} built a {type(pipeline).__name__}, not a remote step pipeline")
+    if not isinstance(pipeline, RankPipeline):
+        raise TypeError(f"{loader} built a {type(pipeline).__name__}, not a step pipeline")
     engine = apply_split(pipeline, context)
     dit_paths = cast(list[str], getattr(pipeline, "_dit_modules", []))
     probe = AttentionProbe(resolve_module(pipeline, dit_paths[0])) if dit_paths else None
-    return StepRunner(pipeline, pipeline, context, engine, probe, loader)
+    return StepRunner(pipeline, context, engine, probe, loader)

@@ -53,7 +53,7 @@ class DecodeItem:
 def decode_item(job: SampleJob, state: Any, limits: BatchLimits) -> DecodeItem:
     """A decode of `state`, keyed for grouping when the pipeline and the limits allow it."""
     item = DecodeItem(job=job, state=state)
-    pipeline = job.pipeline
+    pipeline = job.step_pipeline
     if not limits.batched_decodes or not supports_batched_decode(pipeline):
         return item
     try:
@@ -100,7 +100,7 @@ def decode_group(group: list[DecodeItem]) -> int:
             live.append(item)
         if len(live) > 1 and _decode_together(live):
             return len(live)
-        pipeline = group[0].job.pipeline
+        pipeline = group[0].job.step_pipeline
         for item in live:
             try:
                 item.settle(value=pipeline.post_decode(item.state))
@@ -114,7 +114,7 @@ def decode_group(group: list[DecodeItem]) -> int:
 
 
 def _decode_together(items: list[DecodeItem]) -> bool:
-    pipeline = items[0].job.pipeline
+    pipeline = items[0].job.step_pipeline
     if not supports_batched_decode(pipeline):
         return False
     try:

@@ -149,7 +149,7 @@ class StepEngine:
             try:
                 if ticket.encode_on_loop:
                     job.on_phase("encode")
-                    prepared = job.pipeline.prepare_encode(ticket.state)
+                    prepared = job.step_pipeline.prepare_encode(ticket.state)
                     ticket.state = ticket.state if prepared is None else prepared
                 ticket.read_shape()
                 job.on_phase("sample")

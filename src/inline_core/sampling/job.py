@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from inline_core.components.step import StepPipeline
+from inline_core.parallel.remote import RemotePipeline
 from inline_core.runtime.cancel import CancelToken
 
 
@@ -22,16 +23,23 @@ def _ignore_step(_step: int, _count: int) -> None:
 class SampleJob:
     """A request for the sampler: the pipeline to drive and the request's initial state.
 
-    The sampler calls `pipeline.prepare_encode(state)`, then steps it (possibly in a batch with
-    other jobs), then `pipeline.post_decode(state)`, and resolves the job's future with that output.
+    The in-process sampler calls `pipeline.prepare_encode(state)`, then steps it (possibly in a
+    batch with other jobs), then `pipeline.post_decode(state)`, and resolves the job's future with
+    that output. The worker group's sampler takes the same job with the server's handle on a
+    pipeline that lives in its ranks (a `RemotePipeline`), and its ranks do the same.
     """
 
-    pipeline: StepPipeline
+    pipeline: StepPipeline | RemotePipeline
     state: Any
     cancel: CancelToken = field(default_factory=CancelToken)
     on_phase: Callable[[str], None] = _ignore_phase  # "encode" | "sample" | "decode"
     on_step: Callable[[int, int], None] = _ignore_step  # (steps done, step count)
     label: str = ""
+
+    @property
+    def step_pipeline(self) -> StepPipeline:
+        """The pipeline as the in-process loop drives it (checked when the job is submitted)."""
+        return cast(StepPipeline, self.pipeline)
 
 
 class BatchedSampler(Protocol):

@@ -5,7 +5,7 @@ padded size of one forward, `len(group) * max(state.tokens)` (see `scheduler.py`
 image is not slowed down by small ones riding along; a single job over the budget still runs, alone.
 
 Defaults come from measurements (`bench/batching_forward.py`, results in `bench/results/`): one
-Z-Image transformer forward over k requests against k separate forwards.
+transformer forward of the built-in family over k requests against k separate forwards.
 - CPU (2 shared cores, torch CPU, one intra-op thread): batching pays while a forward is dominated
   by per-call and weight-traffic cost, i.e. few tokens. Tiny model fp32: 1.9x (k=2) to 5x (k=16)
   at 64 px (16 tokens each), 2.25x at 4 x 128 px (256 padded tokens), 1.7x at 2 x 256 px (512),
@@ -16,9 +16,9 @@ Z-Image transformer forward over k requests against k separate forwards.
   faster. So 256 padded tokens: every measured group within it gained at least 1.4x, and past it
   a compute-bound model gains nothing. `max_batch` 16: sixteen 64 px renders fit and the tiny
   model still gained from 8 to 16.
-- CUDA: vLLM-Omni measured two concurrent Z-Image requests on an H800 at +23% throughput at 512 px
-  (1024 image tokens each) and +8.5% at 1024 px (4096 each): batching still pays at two 1024 px
-  images, so the budget admits that much (not yet measured here: no GPU was lent).
+- CUDA: vLLM-Omni measured two concurrent requests of a 6B DiT on an H800 at +23% throughput at
+  512 px (1024 image tokens each) and +8.5% at 1024 px (4096 each): batching still pays at two
+  1024 px images, so the budget admits that much (not yet measured here: no GPU was lent).
 
 `decode_pixel_budget` caps one batched VAE decode (`post_decode_many`), as the sum of the output
 pixels of the jobs decoded together; 0 decodes one job at a time. Measured three times

@@ -8,7 +8,7 @@ so they do not pile up on the device. A pipeline whose phases must not overlap t
 (e.g. one that swaps modules on and off the device) sets `serial_phases = True`, and its phases
 then run on the loop thread, between steps.
 
-Measured (bench/batching_phases.py, 8 and 16 concurrent tiny Z-Image renders on CPU): with the
+Measured (bench/batching_phases.py, 8 and 16 concurrent tiny kit renders on CPU): with the
 phases on the loop thread the longest pause between two forwards was 100-170 ms (a VAE decode);
 off the loop it was 8-22 ms, at the same throughput within noise.
 
@@ -27,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from typing import Any, Literal
 
+from inline_core.components.step import StepPipeline
 from inline_core.errors import Cancelled, Unavailable
 from inline_core.sampling.decode_batch import DecodeItem
 from inline_core.sampling.engine import StepEngine
@@ -65,6 +66,7 @@ class StepLoopSampler:
     def run(self, job: SampleJob) -> Any:
         """Run `job` to completion; blocks the calling thread. Raises `Cancelled` when the job's
         token fires, `Unavailable` when the sampler is closed, or the pipeline's exception."""
+        _require_step_pipeline(job)
         on_loop = self._phases_on_loop(job)
         self._count_encoding(+1)
         try:
@@ -86,6 +88,7 @@ class StepLoopSampler:
 
     def submit(self, job: SampleJob) -> Future[Any]:
         """Start `job` without blocking; the future resolves like `run` returns or raises."""
+        _require_step_pipeline(job)
         outer: Future[Any] = Future()
         if self._phases_on_loop(job):
             try:
@@ -182,7 +185,7 @@ class StepLoopSampler:
         with self._slots.slot():
             self._check_open(job)
             job.on_phase("encode")
-            prepared = job.pipeline.prepare_encode(job.state)
+            prepared = job.step_pipeline.prepare_encode(job.state)
         return job.state if prepared is None else prepared
 
     def _check_open(self, job: SampleJob) -> None:
@@ -208,6 +211,13 @@ class StepLoopSampler:
             _fail(outer, Unavailable("the sampler is closed"))
             return False
         return True
+
+
+def _require_step_pipeline(job: SampleJob) -> None:
+    if not isinstance(job.pipeline, StepPipeline):
+        raise TypeError(
+            f"a {type(job.pipeline).__name__} is not a step pipeline: it cannot run in process"
+        )
 
 
 def _settle(outer: Future[Any], compute: Callable[[], Any]) -> None:

@@ -6,8 +6,8 @@ admission, so it waits at most one round, and a stream of arrivals cannot push o
 leader's compatible peers (same pipeline, equal `batch_key`) join in the same order while
 `max_batch` and the token budget allow; a leader over the budget on its own still runs, alone.
 
-The budget bounds the padded size of the forward, `len(group) * max(tokens)`: the Z-Image
-transformer (like most DiTs) pads each request's sequence to the longest in the batch, so a small
+The budget bounds the padded size of the forward, `len(group) * max(tokens)`: a DiT that takes a
+batch of sequences (like most) pads each request's sequence to the longest in the batch, so a small
 image riding with a large one costs as much as another large one. Equal sizes make this the plain
 sum of image tokens; mixed sizes cannot hide padding from it.
 """

@@ -27,7 +27,7 @@ class Ticket:
 
     @property
     def pipeline(self) -> StepPipeline:
-        return self.job.pipeline
+        return self.job.step_pipeline
 
     def read_shape(self) -> None:
         """Cache what grouping needs. Compatible: same pipeline object, equal `batch_key`."""

@@ -1,8 +1,10 @@
 """Build the server's services from a `Config`. Imports no torch: the server is ready in well under
 a second and 1.5 s on a small machine, and a core install (no torch) boots and serves.
 
-Model families and the batched sampler are registered best-effort: a missing extra or a module not
-written yet logs a warning and the rest of the server still runs.
+Model families are found through the `inline_core.families` entry points and registered onto one
+`ModelRuntime` (the server's residency, device policy, step loop and worker group) best-effort: a
+family that fails to import, or whose extra is missing, is listed as unavailable with its reason,
+and the rest of the server still runs.
 
 Plugins: `INLINE_PLUGINS` (`Config.plugins`) is a comma-separated list of `module:function`. Each
 function is called with the `Registry` once the built-in nodes are registered, and may register
@@ -18,7 +20,10 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from inline_core.config import Config
+from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InlineError
+from inline_core.families.nodes.register import register_families
+from inline_core.families.registry import Families
 from inline_core.graph.builtin import register_builtin_nodes
 from inline_core.graph.cache import NodeCache
 from inline_core.graph.executor import Executor
@@ -51,11 +56,21 @@ class Services:
     manager: RunManager
     device: DeviceInfo
     sockets: SocketGate
-    # Stopped after the runs, before the sampler: model families' own resources (worker groups).
+    families: Families = field(default_factory=lambda: Families([]))
+    runtime: ModelRuntime | None = None
+    # Stopped after the runs, before the sampler: the model runtime's worker group.
     closers: list[Callable[[], None]] = field(default_factory=list[Callable[[], None]])
 
     def registry_version(self) -> str:
         return self.registry.version(self.catalog.fingerprint())
+
+    def models_json(self) -> dict[str, object]:
+        """The `models` object of health: each family (available or why not) and the residency
+        all of them share."""
+        body: dict[str, object] = {"families": self.families.describe()}
+        if self.runtime is not None:
+            body["residency"] = self.runtime.stats()
+        return body
 
     def start(self) -> None:
         sweep_leftovers(self.config)
@@ -136,26 +151,15 @@ def _sampler_device(config: Config) -> str:
 
 def _register_models(
     registry: Registry, catalog: Catalog, config: Config, sampler: BatchedSampler | None
-) -> list[Callable[[], None]]:
-    """Register the model families; returns what to close at shutdown. A family that refuses
-    the configuration (e.g. an INLINE_PARALLEL split it cannot run) raises: a startup error."""
+) -> tuple[Families, ModelRuntime | None]:
+    """Register every installed family onto one runtime. A family that refuses the
+    configuration (e.g. an INLINE_PARALLEL split it cannot run) raises: a startup error."""
+    families = Families.discovered(catalog, config.env)
     if sampler is None:
-        return []
-    try:
-        module = importlib.import_module("inline_core.models.zimage")
-        register = cast(Callable[..., object], module.register_zimage)
-    except (ImportError, AttributeError) as exc:
-        log.warning("Z-Image node not registered (%s)", exc)
-        return []
-    try:
-        runner = register(registry, catalog=catalog, config=config, sampler=sampler)
-    except InlineError:
-        raise
-    except Exception:
-        log.exception("registering the Z-Image node failed; continuing without it")
-        return []
-    close = getattr(runner, "close", None)
-    return [cast(Callable[[], None], close)] if callable(close) else []
+        return families, None
+    runtime = ModelRuntime(config, sampler)
+    register_families(registry, families, catalog, runtime)
+    return families, runtime
 
 
 def load_plugins(registry: Registry, specs: Iterable[str]) -> list[str]:
@@ -196,7 +200,7 @@ def build_services(config: Config) -> Services:
     register_builtin_nodes(registry, media)
     sampler = _make_sampler(config)
     try:
-        closers = _register_models(registry, catalog, config, sampler)
+        families, runtime = _register_models(registry, catalog, config, sampler)
     except InlineError:  # the server will not start: release what was opened
         if sampler is not None:
             sampler.close()
@@ -221,5 +225,7 @@ def build_services(config: Config) -> Services:
         sockets=SocketGate(
             config.max_websockets, config.max_websockets_per_run, open_file_limit()
         ),
-        closers=closers,
+        families=families,
+        runtime=runtime,
+        closers=[] if runtime is None else [runtime.close],
     )

@@ -222,8 +222,11 @@ class RunManager:
     async def submit_async(
         self, graph_json: object, target: object, client_run_id: object = None
     ) -> tuple[RunRecord, bool]:
-        """`submit` for the event loop: validation runs inline, the commit is awaited."""
-        return await asyncio.wrap_future(self._accept(graph_json, target, client_run_id))
+        """`submit` for the event loop: validation runs on a worker thread (a model node's check
+        reads its files' headers, and its files are resolved there once for the whole run), and
+        the commit is awaited."""
+        accepted = await asyncio.to_thread(self._accept, graph_json, target, client_run_id)
+        return await asyncio.wrap_future(accepted)
 
     def _enqueue(self, record: RunRecord, validated: ValidatedGraph | None) -> None:
         with self._work:

@@ -1,10 +1,10 @@
 """Giving freed heap memory back to the OS between runs.
 
 A render allocates and frees many buffers on several threads; glibc keeps what is freed in its
-per-thread arenas, so RSS creeps up run after run although nothing leaks (measured on the tiny
-Z-Image model: about +4 MB per 100 renders, flat once trimmed). `malloc_trim(0)` hands the free
-pages back (2-4 ms with a model resident), so the manager calls it after a run, at most once per
-interval. Where there is no glibc (macOS, musl) this does nothing.
+per-thread arenas, so RSS creeps up run after run although nothing leaks (measured on the
+built-in family's tiny kit model: about +4 MB per 100 renders, flat once trimmed).
+`malloc_trim(0)` hands the free pages back (2-4 ms with a model resident), so the manager calls it
+after a run, at most once per interval. Where there is no glibc (macOS, musl) this does nothing.
 
 Two more glibc settings, applied once at start (`tune_malloc`):
 - Arenas: glibc gives each new thread an arena of its own, up to 8 per core; with a server's dozens

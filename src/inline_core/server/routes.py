@@ -99,6 +99,7 @@ async def health(request: Request) -> Response:
         runs=s.manager.stats(),
         store=s.runs.stats(),
         sampler=s.sampler.stats() if s.sampler is not None else None,
+        models=s.models_json(),
     )
     return json_response(body)
 
@@ -253,5 +254,7 @@ async def import_comfy_workflow(request: Request) -> Response:
     skipped, warnings}`: a graph to post to `/v1/runs`, and what was left out or changed."""
     s = services(request)
     body = await read_json_object(request, s.config.max_body_mb * MB)
-    result = await run_in_threadpool(import_request, body, s.catalog, registry=s.registry)
+    result = await run_in_threadpool(
+        import_request, body, s.catalog, registry=s.registry, facts=s.families
+    )
     return json_response(result.to_json())

@@ -134,6 +134,7 @@ def health_json(
     runs: Mapping[str, int],
     store: Mapping[str, float],
     sampler: Mapping[str, Any] | None,
+    models: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "ok": True,
@@ -147,6 +148,8 @@ def health_json(
     }
     if sampler is not None:
         out["sampler"] = dict(sampler)
+    if models is not None:
+        out["models"] = dict(models)
     return out
 
 

@@ -1,1 +1,0 @@
-"""Z-Image components over diffusers/transformers building blocks (imports torch)."""

@@ -1,0 +1,1 @@
+"""Prompt encoders over text models (imports torch)."""

@@ -1,0 +1,34 @@
+"""`ModelFormat`: how one kind of component is recognised in its files and built (torch-free)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from inline_core.diffusion.files.shapes import Shapes
+
+# Keys as stored in a single file -> keys of the library class (torch tensors; typed loosely so
+# this description stays torch-free).
+Convert = Callable[[dict[str, Any], Mapping[str, Any]], dict[str, Any]]
+
+
+def keep_keys(state: dict[str, Any], _config: Mapping[str, Any]) -> dict[str, Any]:
+    """For a format whose single files already use the library's key names."""
+    return state
+
+
+@dataclass(frozen=True)
+class ModelFormat:
+    """One component format: what it is called in messages, which library class builds it, and
+    how a single file of it is recognised, configured and renamed."""
+
+    what: str  # "diffusion model", "vae", "text encoder": how errors name the component
+    title: str  # what a file of this format is: "... is not a <title>"
+    library: Literal["diffusers", "transformers"]
+    class_name: str  # e.g. "AutoencoderKL" (diffusers) or "Qwen3Model" (transformers)
+    recognize: Callable[[Shapes], bool]
+    infer_config: Callable[[Shapes], dict[str, Any]]
+    convert: Convert = keep_keys
+    config_class: str | None = None  # transformers: the config class the inferred kwargs build
+    folder_loader: str = "from_pretrained"  # transformers folders load with AutoModel instead

@@ -1,0 +1,91 @@
+"""The tiny-model kit's machinery, shared by every family's kit recipe (imports torch).
+
+A family's kit builds its stack from fixed seeds at a tiny size and writes it in the layouts its
+users have (ComfyUI single files with their key naming, diffusers folders), so the real loading
+code is tested end to end without a download. This module holds what every recipe needs: seeded
+construction, writing weights, and a byte-level BPE tokenizer (no merges: one token per byte) with
+whatever special tokens and chat template a family's text encoder expects.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+
+from inline_core.diffusion.libs import manual_seed, save_safetensors, transformers
+
+
+def seeded(seed: int) -> None:
+    """Seed torch before building one component (each component has its own fixed seed)."""
+    manual_seed(seed)
+
+
+def save_weights(sd: Mapping[str, torch.Tensor], path: Path, dtype: torch.dtype) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_safetensors({k: v.detach().to(dtype).contiguous() for k, v in sd.items()}, path)
+    return path
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def byte_alphabet() -> list[str]:
+    """GPT-2's byte -> printable character map (what a byte-level BPE vocabulary is made of)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1)]
+    keep += list(range(ord("®"), ord("ÿ") + 1))
+    chars: dict[int, int] = {b: b for b in keep}
+    extra = 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = 256 + extra
+            extra += 1
+    return [chr(chars[b]) for b in range(256)]
+
+
+def byte_tokenizer(
+    special_tokens: Sequence[str],
+    *,
+    pad_token: str,
+    eos_token: str,
+    chat_template: str | None = None,
+    model_max_length: int = 131072,
+) -> Any:
+    """A byte-level BPE (no merges: one token per byte) with `special_tokens` added."""
+    tk = cast(Any, importlib.import_module("tokenizers"))
+    vocab = {ch: i for i, ch in enumerate(byte_alphabet())}
+    tok = tk.Tokenizer(tk.models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tk.decoders.ByteLevel()
+    tok.add_special_tokens(list(special_tokens))
+    options: dict[str, Any] = {"chat_template": chat_template} if chat_template else {}
+    return transformers().PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token=pad_token,
+        eos_token=eos_token,
+        model_max_length=model_max_length,
+        **options,
+    )
+
+
+def tokenizer_vocab_size(tokenizer_json: Path) -> int:
+    """One more than the largest token id in a `tokenizer.json` (read without loading it)."""
+    data = cast(dict[str, Any], json.loads(tokenizer_json.read_text(encoding="utf-8")))
+    model = cast(dict[str, Any], data.get("model", {}))
+    ids = list(cast(dict[str, int], model.get("vocab", {})).values())
+    ids += [int(t["id"]) for t in cast(list[dict[str, Any]], data.get("added_tokens", []))]
+    return max(ids) + 1
+
+
+def report(out: Path, written: Sequence[Path | None]) -> str:
+    """What a kit run prints: the models folder and each path it wrote."""
+    paths = [str(p) for p in written if p is not None]
+    return json.dumps({"models": str(out), "written": paths}, indent=2)

@@ -1,0 +1,144 @@
+"""Loading components from local files (never the network), as the device policy places them.
+
+One loader for every `ModelFormat`: a single file is recognised from its header, configured from
+its shapes, renamed to the library's keys and read straight onto the component's device into a
+model built on the meta device (no random initialisation, no copy through CPU memory when the
+component lives on a GPU); a folder loads with the library's own `from_pretrained`, local files
+only. A file or folder that is present but unreadable, truncated, or of the wrong architecture
+raises `RunFailed` naming it; one that vanished since submit raises `ModelMissing`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
+
+import torch
+from torch import nn
+
+from inline_core.diffusion.files.header import read_header
+from inline_core.diffusion.files.shapes import ConfigInferenceError
+from inline_core.diffusion.formats.format import ModelFormat
+from inline_core.diffusion.libs import assign_state, load_safetensors, module, quiet
+from inline_core.diffusion.placement import PlacementLike, home_device, quantize, torch_dtype
+from inline_core.errors import InlineError, ModelMissing, RunFailed
+from inline_core.models.source import Source
+
+T = TypeVar("T")
+
+
+def guarded(what: str, source: Source, load: Callable[[], T]) -> T:
+    """Run `load`, turning any failure into an error that names the file."""
+    where = source.location
+    if not where.exists():
+        raise ModelMissing(f"the {what} {where} is gone (it was there at submit)")
+    try:
+        return load()
+    except InlineError:
+        raise
+    except ConfigInferenceError as exc:
+        raise RunFailed(f"the {what} {where} has an unexpected layout: {exc}") from exc
+    except Exception as exc:
+        raise RunFailed(f"cannot load the {what} from {where}: {_reason(exc)}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def place(model: nn.Module, placement: PlacementLike) -> nn.Module:
+    """Move to where the module lives between uses, in its dtype, then quantize if asked."""
+    model = model.to(device=home_device(placement), dtype=torch_dtype(placement.dtype))
+    return quantize(model.eval(), placement)
+
+
+def load_component(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn.Module:
+    """`fmt`'s component from `source`: a single file or a folder."""
+    quiet()
+    if source.is_file:
+        return guarded(fmt.what, source, lambda: _from_file(fmt, source, placement))
+    return guarded(fmt.what, source, lambda: _from_folder(fmt, source, placement))
+
+
+def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn.Module:
+    shapes = {k: v.shape for k, v in read_header(source.path).items()}
+    if not fmt.recognize(shapes):
+        raise RunFailed(f"{source.path} is not a {fmt.title}")
+    config = fmt.infer_config(shapes)
+    raw = load_safetensors(source.path, str(home_device(placement)))
+    state = cast(dict[str, torch.Tensor], fmt.convert(dict(raw), config))
+    library = module(fmt.library)
+    if fmt.config_class is not None:  # transformers: built by its own loader, buffers included
+        model_config = getattr(library, fmt.config_class)(**config)
+        with torch.device("meta"):
+            expected = set(getattr(library, fmt.class_name)(model_config).state_dict())
+        _check_keys(fmt, source, sorted(expected - set(state)), sorted(set(state) - expected))
+        model = cast(
+            nn.Module,
+            getattr(library, fmt.class_name).from_pretrained(
+                None, config=model_config, state_dict=state, dtype=torch_dtype(placement.dtype)
+            ),
+        )
+        return place(model, placement)
+    with torch.device("meta"):
+        model = cast(nn.Module, getattr(library, fmt.class_name).from_config(config))
+    _check_keys(fmt, source, *assign_state(model, state))
+    return place(model, placement)
+
+
+def _from_folder(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn.Module:
+    library = module(fmt.library)
+    model_class: Any = getattr(library, fmt.folder_loader, None)
+    if fmt.folder_loader == "from_pretrained" or model_class is None:
+        model_class = getattr(library, fmt.class_name)
+    model = cast(
+        nn.Module,
+        model_class.from_pretrained(
+            str(source.path),
+            subfolder=source.subfolder or ("" if fmt.library == "transformers" else None),
+            local_files_only=True,
+            dtype=torch_dtype(placement.dtype),
+        ),
+    )
+    return place(model, placement)
+
+
+def _check_keys(
+    fmt: ModelFormat, source: Source, missing: list[str], unexpected: list[str]
+) -> None:
+    if missing or unexpected:
+        raise RunFailed(
+            f"the {fmt.what} {source.location} does not match its inferred architecture "
+            f"(missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]})"
+        )
+
+
+def load_tokenizer(source: Source, *, chat_template: bool = False) -> Any:
+    """An HF tokenizer from a local folder; `chat_template` says whether the family needs one."""
+    quiet()
+
+    def load() -> Any:
+        tokenizer = module("transformers").AutoTokenizer.from_pretrained(
+            str(source.path), subfolder=source.subfolder or "", local_files_only=True
+        )
+        if chat_template and not getattr(tokenizer, "chat_template", None):
+            raise RunFailed(f"the tokenizer in {source.location} has no chat template")
+        return tokenizer
+
+    return guarded("tokenizer", source, load)
+
+
+def load_scheduler_config(source: Source | None, default: Mapping[str, Any]) -> dict[str, Any]:
+    """A diffusers folder's scheduler config, or the family's `default` without one."""
+    if source is None:
+        return dict(default)
+
+    def load() -> dict[str, Any]:
+        data: object = json.loads((source.location / "scheduler_config.json").read_text("utf-8"))
+        if not isinstance(data, dict):
+            raise RunFailed(f"{source.location / 'scheduler_config.json'} is not a JSON object")
+        return dict(cast(dict[str, Any], data))
+
+    return guarded("scheduler config", source, load)

@@ -1,0 +1,299 @@
+"""The primitives' work (imports torch; loaded on a primitive's first run).
+
+Each op works on the family its handle names, with that family's parts under the same resident
+keys as its own node, and `sample` submits to the same seam through the family's denoiser (its
+node pipeline's denoise half), so a primitive graph renders what the node renders.
+
+The denoiser's `request()` takes the `sample` arguments a family serving the primitives accepts:
+`prompt` (unused, ""), `width`, `height`, `steps`, `guidance`, `seed`, `sampler`,
+`sigma_schedule`, `denoise`, `start` (latents to start from), `batch_size`, `batch_index`,
+`positive` and `negative` (encoded prompts).
+
+Where the device policy splits the model across ranks, `load/diffusion-model` starts the worker
+group with the transformer (no weights in this process) and `sample` denoises there: the encoded
+prompts and starting latents go to the ranks as raw tensors, the latents come back, and progress
+and cancel cross as for the node. Every sampler and schedule runs there: they live in each
+request's private schedule, which the ranks build from the same settings.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
+
+import torch
+from PIL import Image
+
+from inline_core.components.interfaces import Latents
+from inline_core.engine.group import GroupPipeline, ModelGroup
+from inline_core.engine.runtime import ModelRuntime
+from inline_core.errors import InvalidRequest, RunFailed
+from inline_core.families.family import Family
+from inline_core.families.nodes.handles import (
+    ConditioningHandle,
+    LatentHandle,
+    ModelHandle,
+    TextEncoderHandle,
+    VAEHandle,
+)
+from inline_core.families.nodes.settings import SampleSettings
+from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.progress import NodeReporter
+from inline_core.sampling.job import SampleJob
+
+# -- loaders: bring the weights into the resident cache ------------------------------------------
+
+
+def load_model(
+    runtime: ModelRuntime, family: Family, handle: ModelHandle, node_id: str | None = None
+) -> None:
+    split = _group_denoiser(runtime, family, handle, node_id)
+    if split is not None:
+        group, pipeline = split
+        group.start(pipeline)  # the ranks load the transformer
+        return
+    stacks = runtime.stacks()
+    stacks.part(family, "transformer", handle.transformer)
+    stacks.part(family, "scheduler", handle.scheduler)
+
+
+def load_vae(runtime: ModelRuntime, family: Family, handle: VAEHandle) -> None:
+    runtime.stacks().part(family, "vae", handle.source)
+
+
+def load_text_encoder(runtime: ModelRuntime, family: Family, handle: TextEncoderHandle) -> None:
+    stacks = runtime.stacks()
+    stacks.part(family, "text_encoder", handle.encoder)
+    stacks.part(family, "tokenizer", handle.tokenizer)
+
+
+# -- text ----------------------------------------------------------------------------------------
+
+
+def encode_text(
+    runtime: ModelRuntime, family: Family, handle: TextEncoderHandle, prompt: str
+) -> ConditioningHandle:
+    encoder = runtime.stacks().text_encoder(family, handle.encoder, handle.tokenizer)
+    conditioning = encoder.encode(prompt)
+    width = int(cast(torch.Tensor, conditioning.value).shape[-1])
+    return ConditioningHandle(family.name, conditioning, width, handle.name)
+
+
+# -- VAE -----------------------------------------------------------------------------------------
+
+
+def decode(
+    runtime: ModelRuntime, family: Family, handle: VAEHandle, latent: LatentHandle
+) -> list[Image.Image]:
+    vae: Any = runtime.stacks().vae(family, handle.source)
+    factor = int(vae.spatial_factor)
+    channels = int(vae.latent_channels)
+    shape = (1, channels, latent.height // factor, latent.width // factor)
+    items = latent.samples or tuple(
+        Latents(torch.zeros(shape, device=vae.device), shape) for _ in range(latent.batch)
+    )
+    images: list[Image.Image] = []
+    with torch.inference_mode():
+        for item in items:
+            value = cast(torch.Tensor, item.value)
+            if value.shape[1] != channels:
+                raise InvalidRequest(
+                    f"the latent has {value.shape[1]} channels; vae {handle.name!r} decodes "
+                    f"{channels}"
+                )
+            images.append(cast(Image.Image, vae.decode(Latents(value.to(vae.device), item.shape))))
+    return images
+
+
+def encode_image(
+    runtime: ModelRuntime, family: Family, handle: VAEHandle, image: Image.Image
+) -> LatentHandle:
+    """Encode an image (its posterior's mode: the same image always gives the same latents),
+    centre-cropped to the pixel multiple its model takes, as ComfyUI's VAEEncode crops."""
+    vae: Any = runtime.stacks().vae(family, handle.source)
+    cropped = _crop(image.convert("RGB"), int(vae.pixel_multiple))
+    with torch.inference_mode():
+        latents = cast(Latents, vae.encode(cropped, None))
+    return LatentHandle(
+        width=cropped.width,
+        height=cropped.height,
+        batch=1,
+        samples=(latents,),
+        info={"vae": handle.name, "width": cropped.width, "height": cropped.height},
+    )
+
+
+def _crop(image: Image.Image, multiple: int) -> Image.Image:
+    width, height = (side // multiple * multiple for side in image.size)
+    if width == 0 or height == 0:
+        raise InvalidRequest(
+            f"the image is {image.width}x{image.height}; it must be at least "
+            f"{multiple}x{multiple} pixels"
+        )
+    if (width, height) == image.size:
+        return image
+    left, top = (image.width - width) // 2, (image.height - height) // 2
+    return image.crop((left, top, left + width, top + height))
+
+
+# -- sampling ------------------------------------------------------------------------------------
+
+
+def sample(
+    runtime: ModelRuntime,
+    family: Family,
+    settings: SampleSettings,
+    model: ModelHandle,
+    positive: ConditioningHandle,
+    negative: ConditioningHandle | None,
+    latent: LatentHandle,
+    ctx: ExecutionContext,
+    node_id: str,
+) -> LatentHandle:
+    reporter = ctx.reporter(node_id)
+    reporter.phase("loading")
+    split = _group_denoiser(runtime, family, model, node_id)
+    if split is None:
+        pipeline: Any = runtime.stacks().denoiser(family, model.transformer, model.scheduler)
+        run = _jobs(pipeline, runtime.sampler.run)
+    else:
+        group, pipeline = split
+        run = _jobs(pipeline, group.run)
+        group.start(pipeline)  # the ranks load the transformer: part of the loading phase
+    reporter.phase("loading", 1.0)
+    ctx.cancel.raise_if_cancelled()
+    fit = family.denoiser_fit(model.transformer)
+    if fit is not None:
+        _check_fit(*fit, model, positive, negative, latent)
+    guidance = family.guidance_for_cfg(settings.cfg)
+    states = [
+        pipeline.request(
+            prompt="",
+            width=latent.width,
+            height=latent.height,
+            steps=settings.steps,
+            guidance=guidance,
+            seed=settings.seed,
+            sampler=settings.sampler,
+            sigma_schedule=settings.scheduler,
+            denoise=settings.denoise,
+            start=None if latent.samples is None else latent.samples[index],
+            batch_size=latent.batch,
+            batch_index=index,
+            positive=positive.conditioning,
+            negative=negative.conditioning if guidance > 0 and negative is not None else None,
+        )
+        for index in range(latent.batch)
+    ]
+    samples = run(states, ctx, reporter)
+    info = settings.to_info() | {
+        "model": model.name,
+        "width": latent.width,
+        "height": latent.height,
+    }
+    return LatentHandle(latent.width, latent.height, latent.batch, tuple(samples), info)
+
+
+_BatchRun = Callable[[Sequence[Any], ExecutionContext, NodeReporter], list[Latents]]
+
+
+def _jobs(pipeline: Any, run_job: Callable[[SampleJob], Any]) -> _BatchRun:
+    def run(states: Sequence[Any], ctx: ExecutionContext, reporter: NodeReporter) -> list[Latents]:
+        """The batch's items at once, so their forwards can be batched, reported as one count
+        over all of them (each item's count is known once it steps)."""
+        progress = _BatchProgress(len(states), reporter.step, [int(s.step_count) for s in states])
+        jobs = [
+            SampleJob(
+                pipeline=pipeline,
+                state=state,
+                cancel=ctx.cancel,
+                on_phase=reporter.phase,
+                on_step=progress.callback(index),
+                label=f"{ctx.run_id}/{reporter.node_id}#{index}",
+            )
+            for index, state in enumerate(states)
+        ]
+        return [_latents(out) for out in _run_all(run_job, jobs)]
+
+    return run
+
+
+def _latents(value: object) -> Latents:
+    """The sampled latents: in process they come as `Latents`, from the ranks as a tensor."""
+    if isinstance(value, Latents):
+        return value
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        raise RunFailed(f"sampling returned a {type(value).__name__}, not latents")
+    return Latents(value, tuple(int(n) for n in shape))
+
+
+def _group_denoiser(
+    runtime: ModelRuntime, family: Family, model: ModelHandle, node_id: str | None
+) -> tuple[ModelGroup, GroupPipeline] | None:
+    """The worker group and the handle to sample with in it, where the policy splits this
+    model; None: sample in process."""
+    split = runtime.split_for(family, model.transformer, node_id)
+    if split is None:
+        return None
+    group = runtime.group(split)
+    dtype = runtime.placement(family, "denoiser").dtype
+    return group, group.denoiser_for(family, model.transformer, model.scheduler, dtype)
+
+
+def _check_fit(
+    caption_width: int,
+    channels: int,
+    model: ModelHandle,
+    positive: ConditioningHandle,
+    negative: ConditioningHandle | None,
+    latent: LatentHandle,
+) -> None:
+    """Refuse handles from another model's encoder or latent space with a message, not a shape
+    error from inside the transformer."""
+    for conditioning in (positive, negative):
+        if conditioning is not None and conditioning.width != caption_width:
+            raise InvalidRequest(
+                f"the conditioning comes from text encoder {conditioning.encoder!r} "
+                f"({conditioning.width} wide); model {model.name!r} takes {caption_width}"
+            )
+    for item in latent.samples or ():
+        if item.shape[1] != channels:
+            raise InvalidRequest(
+                f"the latent has {item.shape[1]} channels; model {model.name!r} samples {channels}"
+            )
+
+
+def _run_all(run: Callable[[SampleJob], Any], jobs: Sequence[SampleJob]) -> list[Any]:
+    """Run the jobs at once so the sampler can batch their forwards (one thread waits on each)."""
+    if len(jobs) == 1:
+        return [run(jobs[0])]
+    with ThreadPoolExecutor(len(jobs), thread_name_prefix="inline-sample-batch") as pool:
+        return list(pool.map(run, jobs))
+
+
+class _BatchProgress:
+    """A latent batch's steps, reported as one count over all of its items."""
+
+    def __init__(
+        self,
+        size: int,
+        report: Callable[[int, int], None],
+        expected: Sequence[int],
+    ) -> None:
+        self._lock = threading.Lock()
+        self._done = [0] * size
+        # Each item's step count: known once it steps; `expected` for the items yet to start.
+        self._counts = list(expected)
+        self._report = report
+
+    def callback(self, index: int) -> Callable[[int, int], None]:
+        def on_step(step: int, count: int) -> None:
+            with self._lock:
+                self._done[index], self._counts[index] = step, count
+                done, total = sum(self._done), sum(self._counts)
+            self._report(done, total)
+
+        return on_step

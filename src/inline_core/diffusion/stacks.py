@@ -1,0 +1,140 @@
+"""Loaded stacks: a family's parts kept resident, assembled into the objects the server drives.
+
+One per server (`ModelRuntime.stacks()`). Every part loads through the server's one residency
+cache, keyed by family, part, the files' identity and placement, so a node render and a primitive
+graph on the same files share what is resident, and two families compete for one budget. Each
+assembled object (a node's step pipeline, a denoiser, a text encoder, a VAE) is kept while its
+parts stay resident, so concurrent requests on the same model reach the sampler as the same
+pipeline and may share forwards; one holding a part the cache evicted is rebuilt, so the memory
+can be freed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from torch import nn
+
+from inline_core.components.interfaces import TextEncoder
+from inline_core.components.step import StepPipeline
+from inline_core.diffusion.placement import OffloadSwap, module_bytes
+from inline_core.engine.group import rank_spec
+from inline_core.families.builder import FamilyBuilder, Parts
+from inline_core.families.discovery import load_builder
+from inline_core.families.family import Family
+from inline_core.families.sources import DEFAULT, Sources
+from inline_core.models.source import Source
+
+if TYPE_CHECKING:
+    from inline_core.engine.runtime import ModelRuntime
+
+T = TypeVar("T")
+
+
+def _sized(load: Callable[[], Any]) -> Callable[[], tuple[Any, int]]:
+    def run() -> tuple[Any, int]:
+        value = load()
+        return value, module_bytes(value) if isinstance(value, nn.Module) else 0
+
+    return run
+
+
+class Stacks:
+    def __init__(self, runtime: ModelRuntime) -> None:
+        self.runtime = runtime
+        self.swap = OffloadSwap()  # one per process: offloaded parts take turns on the device
+        self._lock = threading.Lock()
+        self._builders: dict[str, FamilyBuilder] = {}
+        # (what, part keys) -> (the parts it holds, the object)
+        self._memo: dict[tuple[Hashable, ...], tuple[tuple[object, ...], object]] = {}
+
+    def builder(self, family: Family) -> FamilyBuilder:
+        with self._lock:
+            builder = self._builders.get(family.name)
+            if builder is None:
+                builder = self._builders[family.name] = load_builder(type(family))
+            return builder
+
+    # -- one part at a time: (resident key, loaded value) --------------------------------------
+
+    def part(self, family: Family, name: str, source: Source | None) -> tuple[Hashable, Any]:
+        builder = self.builder(family)
+        role = builder.roles.get(name)
+        placement = None if role is None else self.runtime.placement(family, role)
+        identity = DEFAULT if source is None else source.identity()
+        key = (family.name, name, identity, placement)
+        load = _sized(lambda: builder.load(name, source, placement))
+        return key, self.runtime.residency.get(key, load)
+
+    # -- assembled objects ---------------------------------------------------------------------
+
+    def pipeline(self, family: Family, sources: Sources) -> StepPipeline:
+        """A node's whole stack."""
+        builder = self.builder(family)
+        dtypes = {role: p.dtype for role, p in self._placements(family, builder).items()}
+        remote = rank_spec(family, "node", sources, dtypes)
+        return self._assemble(
+            "node", family, dict(sources.parts), lambda parts: builder.pipeline(parts), remote
+        )
+
+    def denoiser(
+        self, family: Family, transformer: Source, scheduler: Source | None
+    ) -> StepPipeline:
+        """The transformer and its schedule alone (the `sample` primitive's pipeline)."""
+        builder = self.builder(family)
+        named = {"transformer": transformer, "scheduler": scheduler}
+        return self._assemble("denoiser", family, named, lambda parts: builder.denoiser(parts))
+
+    def text_encoder(self, family: Family, encoder: Source, tokenizer: Source) -> TextEncoder:
+        builder = self.builder(family)
+        named = {"text_encoder": encoder, "tokenizer": tokenizer}
+        return self._assemble("text", family, named, lambda parts: builder.text_encoder(parts))
+
+    def vae(self, family: Family, source: Source) -> Any:
+        builder = self.builder(family)
+        return self._assemble("vae", family, {"vae": source}, lambda parts: builder.vae(parts))
+
+    def _placements(self, family: Family, builder: FamilyBuilder) -> dict[str, Any]:
+        roles = sorted(set(builder.roles.values()))
+        return {role: self.runtime.placement(family, role) for role in roles}
+
+    def _assemble(
+        self,
+        what: str,
+        family: Family,
+        named: Mapping[str, Source | None],
+        make: Callable[[Parts], T],
+        remote: Any = None,
+    ) -> T:
+        builder = self.builder(family)
+        loaded = {name: self.part(family, name, source) for name, source in named.items()}
+        keys = tuple(key for key, _value in loaded.values())
+        values = tuple(value for _key, value in loaded.values())
+        memo_key = (what, *keys)
+        with self._lock:
+            self._forget_evicted()
+            known = self._memo.get(memo_key)
+            if known is not None and all(a is b for a, b in zip(known[0], values, strict=True)):
+                return cast(T, known[1])
+        transformer_key = loaded["transformer"][0] if "transformer" in loaded else keys[0]
+        parts = Parts(
+            {name: value for name, (_key, value) in loaded.items()},
+            self._placements(family, builder),
+            self.swap,
+            model_key=transformer_key,  # the weights, device and dtype of the forward
+            remote=remote,
+        )
+        made = make(parts)
+        with self._lock:
+            self._memo[memo_key] = (values, made)
+        return made
+
+    def _forget_evicted(self) -> None:
+        """Drop objects holding a part the cache evicted, so its memory can be freed."""
+        residency = self.runtime.residency
+        for memo_key, (values, _made) in list(self._memo.items()):
+            part_keys = memo_key[1:]
+            if any(residency.peek(k) is not v for k, v in zip(part_keys, values, strict=True)):
+                del self._memo[memo_key]

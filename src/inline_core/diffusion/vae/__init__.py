@@ -1,0 +1,1 @@
+"""VAE components (imports torch)."""

@@ -1,0 +1,162 @@
+"""`ModelRuntime`: the server-wide model resources, owned by the server and shared by every family.
+
+- the device policy (built on first use; torch-free), which places every component;
+- one residency cache of loaded components under the one memory budget the policy gives, so
+  families compete for memory instead of each budgeting all of it;
+- the loaded stacks built from it (`diffusion/stacks.py`, imported with torch on the first render);
+- the in-process step loop (`sampling`), and at most one worker group: its ranks hold the devices,
+  so a split of another family or model restarts it with that one.
+
+Families and the node runners get everything through this one object; none owns any of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from inline_core.config import Config
+from inline_core.device.split import ParallelSpec
+from inline_core.engine.residency import ResidentCache
+from inline_core.errors import InvalidRequest, Unavailable
+from inline_core.families.family import Family
+from inline_core.models.source import Source
+from inline_core.sampling.job import BatchedSampler
+
+if TYPE_CHECKING:
+    from inline_core.device import DevicePolicy, Placement
+    from inline_core.diffusion.stacks import Stacks
+    from inline_core.engine.group import ModelGroup
+
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+
+
+class ModelRuntime:
+    def __init__(
+        self, config: Config, sampler: BatchedSampler, policy: DevicePolicy | None = None
+    ) -> None:
+        self.config = config
+        self.sampler = sampler
+        self.residency = ResidentCache()
+        self._policy = policy
+        self._budget_set = False
+        self._lock = threading.Lock()
+        self._stacks: Stacks | None = None
+        self._splits: dict[tuple[str, str], ParallelSpec | None] = {}
+        self._group: ModelGroup | None = None
+        self._closed = False
+        if policy is not None:
+            self._apply_budget(policy)
+
+    # -- the device policy ---------------------------------------------------------------------
+
+    def policy(self) -> DevicePolicy:
+        with self._lock:
+            if self._policy is None:
+                from inline_core.device import policy_from_config
+
+                self._policy = policy_from_config(self.config)
+            policy = self._policy
+        self._apply_budget(policy)
+        return policy
+
+    def _apply_budget(self, policy: DevicePolicy) -> None:
+        with self._lock:
+            if self._budget_set:
+                return
+            budget = policy.memory_budget_mb
+            self.residency.budget_bytes = budget * MIB if budget > 0 else None
+            self._budget_set = True
+
+    def placement(self, family: Family, role: str) -> Placement:
+        """Where `role` of `family` runs: a family whose activations overflow float16 in that
+        role gets bfloat16 (or float32) instead."""
+        fp16_safe = role not in family.capabilities.fp16_overflow
+        return self.policy().placement(role, fp16_safe=fp16_safe)
+
+    # -- loaded stacks -------------------------------------------------------------------------
+
+    def stacks(self) -> Stacks:
+        """The resident stacks (imports torch and diffusers on first use)."""
+        with self._lock:
+            if self._stacks is None:
+                from inline_core.diffusion.stacks import Stacks
+
+                self._stacks = Stacks(self)
+            return self._stacks
+
+    # -- splitting across ranks ----------------------------------------------------------------
+
+    def split_for(
+        self, family: Family, transformer: Source | None, node_id: str | None = None
+    ) -> ParallelSpec | None:
+        """The split for renders of `family` with this transformer (None: in process), decided
+        once per transformer from what the family supports and what the machine has."""
+        key = (family.name, "default" if transformer is None else transformer.identity())
+        with self._lock:
+            if key in self._splits:
+                return self._splits[key]
+        support = family.split_support(transformer)
+        policy = self.policy()
+        if support is None:  # the family cannot be split: its renders stay in process
+            split = None
+        else:
+            try:
+                split = policy.split_for(support)
+            except InvalidRequest as exc:  # e.g. a Ulysses degree this model's heads do not allow
+                raise InvalidRequest(exc.message, node_id=node_id) from exc
+        with self._lock:
+            self._splits[key] = split
+        return split
+
+    def check_split(self, family: Family) -> None:
+        """At start-up: an explicit split this family's default model cannot run is an
+        `InvalidRequest` (the server refuses to start); a family that cannot split at all renders
+        in process, and the log says so."""
+        explicit = self._policy is not None and self._policy.settings.parallel is not None
+        if not (self.config.parallel or explicit):
+            return
+        sources = family.files.resolve(None).sources
+        transformer = None if sources is None else sources.get("transformer")
+        if family.split_support(transformer) is None:
+            log.warning("%s cannot be split across ranks: its renders run in process", family.title)
+            return
+        self.split_for(family, transformer)
+
+    def group(self, split: ParallelSpec) -> ModelGroup:
+        """The worker group running `split`, launched on its first job (one group at a time)."""
+        from inline_core.engine.group import ModelGroup
+
+        cuda = self.policy().kind == "cuda"  # outside the lock: the policy takes it too
+        with self._lock:
+            if self._closed:
+                raise Unavailable("the worker group is shut down")
+            old = self._group
+            if old is not None and old.split == split:
+                return old
+            group = ModelGroup.for_split(split, cuda=cuda)
+            self._group = group
+        if old is not None:
+            old.close()
+        return group
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the worker group, if one was started (server shutdown)."""
+        with self._lock:
+            self._closed = True
+            group, self._group = self._group, None
+        if group is not None:
+            group.close()
+
+    def stats(self) -> dict[str, Any]:
+        """Residency counters (loads, hits, evictions, resident bytes) and the worker group's."""
+        body: dict[str, Any] = self.residency.stats().to_json()
+        group = self._group
+        if group is not None:
+            body["workerGroup"] = group.stats()
+        return body

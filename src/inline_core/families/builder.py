@@ -1,0 +1,66 @@
+"""The torch side of a family, as the shared layer calls it (the protocol is torch-free).
+
+A family's builder loads each part of its stack from a `Source` on a placement, and assembles
+loaded parts into the objects the server drives: the node's whole step pipeline (prompt to image),
+the denoiser alone (the `sample` primitive: encoded prompts in, latents out), a text encoder and a
+VAE component. The shared layer (`diffusion/stacks.py`) keeps loaded parts resident and hands the
+builder the ones it asks for; the worker group's ranks call the same builder, without residency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from inline_core.components.interfaces import TextEncoder
+from inline_core.components.step import StepPipeline
+from inline_core.device.policy import Placement
+from inline_core.models.source import Source
+
+
+@dataclass
+class Parts:
+    """Loaded parts of one stack, by the family's part names, with where each role runs.
+
+    `swap` is the stack's shared offload swap (one per process); `model_key` names the weights,
+    device and dtype of the forward (requests with equal keys may share one); `remote` is how a
+    worker group's ranks rebuild the same stack (None: not built from files)."""
+
+    values: Mapping[str, Any]
+    placements: Mapping[str, Placement]
+    swap: Any
+    model_key: Hashable = ""
+    remote: Any = None
+    extra: dict[str, Any] = field(default_factory=dict[str, Any])
+
+    def __getitem__(self, part: str) -> Any:
+        return self.values[part]
+
+
+class FamilyBuilder(Protocol):
+    # part -> the device policy role it is placed as ("transformer": "denoiser", ...); parts with
+    # no role (a tokenizer, a scheduler config) are not placed and cost no memory.
+    roles: Mapping[str, str]
+
+    def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
+        """Load one part (`source` None: the family's built-in default, e.g. its scheduler)."""
+        ...
+
+    def pipeline(self, parts: Parts) -> StepPipeline:
+        """The node's whole stack as a step pipeline (spec 003)."""
+        ...
+
+    def denoiser(self, parts: Parts) -> StepPipeline:
+        """The transformer and its schedule alone: requests come with their prompts encoded
+        (`positive`, `negative`) and leave as latents. Its `request()` takes the `sample`
+        primitive's arguments (see `diffusion/ops.py`)."""
+        ...
+
+    def text_encoder(self, parts: Parts) -> TextEncoder:
+        """The prompt encoder over the `text_encoder` and `tokenizer` parts."""
+        ...
+
+    def vae(self, parts: Parts) -> Any:
+        """The VAE component over the `vae` part (`components.interfaces.VAE`)."""
+        ...

@@ -1,0 +1,121 @@
+"""The family contract: what a model family tells the server (torch-free).
+
+A family is a small package: this class's subclass (descriptors, file rules, capabilities), and
+a torch side named by dotted paths and imported on the first render: its builder (how its
+components load and assemble into a step pipeline on a placement), its kit recipe (tiny
+random-weight models for tests and demos) and its download targets. Families are found through the
+`inline_core.families` entry point group (`families/discovery.py`); the built-in one is
+registered the same way. Everything else (residency, the step loop, the worker group, the
+low-level node vocabulary, the importer) is shared and names no family.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from inline_core.device.split import ModelParallelSupport
+from inline_core.families.capabilities import Capabilities
+from inline_core.families.files import StackResolver, StackRules
+from inline_core.families.sources import Resolution, Sources
+from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.models.catalog import Catalog
+from inline_core.models.source import Source
+
+# Which pipeline of a stack: a high-level node's whole stack (prompt to output), or the denoiser
+# alone (the `sample` primitive: encoded prompts in, latents out).
+Stack = Literal["node", "denoiser"]
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """A high-level node's render, lowered: the pipeline's request arguments and what the take
+    records (the resolver adds the model that was used)."""
+
+    request: dict[str, Any]
+    take_params: dict[str, Any] = field(default_factory=dict[str, Any])
+
+
+class Family(ABC):
+    """One model family. Subclasses set the class attributes and implement `nodes`, `rules` and
+    `lower`; the rest has defaults that fit a family without a split or a kit."""
+
+    name: ClassVar[str]  # "z-image": how handles, rank specs and health name it
+    title: ClassVar[str]  # "Z-Image"
+    requires: ClassVar[tuple[str, ...]]  # top-level modules its torch side imports
+    install_hint: ClassVar[str]  # what to install when they are missing
+    builder: ClassVar[str]  # "package.module:attribute": its `FamilyBuilder` (torch side)
+    capabilities: ClassVar[Capabilities]
+    kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
+    download: ClassVar[str | None] = None  # "package.module:main" behind `inline-core download`
+
+    def __init__(self, catalog: Catalog, env: Mapping[str, str]) -> None:
+        self.catalog = catalog
+        self.env = env  # the INLINE_* settings, for the family's own variables
+        self.files = StackResolver(self.rules(), catalog, env)
+
+    # -- what the graph sees ---------------------------------------------------------------------
+
+    @abstractmethod
+    def nodes(self) -> tuple[NodeDescriptor, ...]:
+        """The high-level nodes it serves (e.g. `alibaba/z-image-turbo`)."""
+
+    @abstractmethod
+    def lower(
+        self, node_type: str, params: Mapping[str, Any], inputs: Mapping[str, Any], node_id: str
+    ) -> Lowered:
+        """One of its nodes' params and inputs as a pipeline request (raises `InvalidRequest`)."""
+
+    @abstractmethod
+    def new_request(
+        self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
+    ) -> Any:
+        """A request state for `stack` over `sources`, checked against what the files say (sizes
+        the VAE and patches allow, a strength that leaves a step to run): torch-free, so the server
+        can check a request it sends to the worker group. The pipelines' `request()` use it too."""
+
+    def denoiser_fit(self, transformer: Source) -> tuple[int, int] | None:
+        """(caption width, latent channels) the transformer takes, read from its files, so the
+        `sample` primitive refuses another model's conditioning or latents with a message; None
+        when not known."""
+        return None
+
+    def flow_shift(self, scheduler: Source | None) -> float | None:
+        """The flow shift its models sample at, from a diffusers folder's scheduler config or the
+        family's own default (None: not a shifted flow model)."""
+        return None
+
+    def guidance_for_cfg(self, cfg: float) -> float:
+        """The family's guidance scale for ComfyUI's `cfg` (the `sample` primitive's count)."""
+        return cfg
+
+    def model_param(self, node_type: str, params: Mapping[str, Any]) -> str | None:
+        """The diffusion model a node picked (None: the first of this family in the catalog)."""
+        value = params.get("model")
+        return str(value) if value else None
+
+    # -- files -------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def rules(self) -> StackRules:
+        """How its files are recognised (see `families/files.py`)."""
+
+    def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
+        """Which files a node's render uses (torch-free; runs at submit)."""
+        return self.files.resolve(self.model_param(node_type, params))
+
+    # -- what it supports ------------------------------------------------------------------------
+
+    def split_support(self, transformer: Source | None) -> ModelParallelSupport | None:
+        """How this transformer can be split across ranks (None: it cannot)."""
+        return None
+
+    def missing_runtime(self) -> list[str]:
+        """The modules its torch side needs that this install lacks (found without importing)."""
+        return [name for name in self.requires if importlib.util.find_spec(name) is None]
+
+    def describe(self) -> dict[str, object]:
+        return {"name": self.name, "title": self.title, **self.capabilities.to_json()}

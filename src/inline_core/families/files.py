@@ -1,0 +1,310 @@
+"""How a family's files are found: a small rule table per family, one resolver for all (torch-free).
+
+Each part of a stack is found, in order of precedence:
+1. the family's override variable for it (e.g. `INLINE_<FAMILY>_VAE`), read from the config;
+2. for the diffusion model, the node's `model` param (a name in `diffusion_models/`);
+3. the diffusers pipeline folder the model came from (its `vae/`, `text_encoder/`, `tokenizer/`,
+   `scheduler/` subfolders);
+4. a scan of the ComfyUI category folders, scoring each file or folder with the family's rule
+   (safetensors header shapes, folder configs, names).
+
+The low-level loaders (`load/diffusion-model`, `load/vae`, `load/text-encoder`) name one file each;
+`model_file`, `part_file` and `text_encoder_file` check it with the same rules and find its
+companions (scheduler config, tokenizer). Nothing here downloads anything, and a file is read only
+as far as its header, so a whole resolution stays within the submit-time budget.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from inline_core.diffusion.files.shapes import Shapes, read_shapes
+from inline_core.errors import ModelMissing, NotFound
+from inline_core.families.sources import Missing, Resolution, Sources
+from inline_core.models.catalog import Catalog, CatalogEntry
+from inline_core.models.source import Source
+
+REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
+TRANSFORMER, TOKENIZER, SCHEDULER = "transformer", "tokenizer", "scheduler"
+
+# A part's score for a catalog entry, given the transformer already found (e.g. a text encoder
+# must be as wide as the transformer's captions). Higher is better; None: not this part.
+Score = Callable[[CatalogEntry, Source | None], int | None]
+
+
+@dataclass(frozen=True)
+class ModelRule:
+    """How the family's diffusion model is told apart in `diffusion_models/`."""
+
+    title: str  # "... is not a <title>", e.g. "Z-Image diffusion model"
+    override: str | None  # the variable that names a model path outright
+    pipeline_prefix: str  # model_index.json `_class_name` of its diffusers pipelines
+    transformer_class: str  # config.json `_class_name` of a transformer folder
+    recognize: Callable[[Shapes], bool]  # a single file, from its header's shapes
+    name: re.Pattern[str] | None  # a file whose header is unreadable, claimed by its name
+    hint: str  # where to put one; "{root}" is the models root
+
+
+@dataclass(frozen=True)
+class PartRule:
+    part: str  # the name in `Sources`: "vae", "text_encoder", ...
+    label: str  # how messages name it: "vae", "text encoder"
+    title: str  # "... is not a <title>"
+    category: str  # the catalog folder to scan
+    subfolder: str  # its folder inside a diffusers pipeline folder
+    override: str | None
+    score: Score
+    hint: str  # "{root}" is the models root
+
+
+@dataclass(frozen=True)
+class TokenizerRule:
+    """The tokenizer of a text-encoder part: beside it, inside its folder, or the family's own."""
+
+    part: str  # the text-encoder part it belongs to
+    fallback: Callable[[], Path | None]  # e.g. a tokenizer a package ships
+    hint: str
+
+
+@dataclass(frozen=True)
+class StackRules:
+    title: str  # the family's title, for messages
+    family: str
+    model: ModelRule
+    parts: tuple[PartRule, ...]
+    tokenizer: TokenizerRule | None = None
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data: object = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return cast(dict[str, Any], data) if isinstance(data, dict) else None
+
+
+def has_tokenizer(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in TOKENIZER_FILES)
+
+
+def cached_snapshot(repo_id: str) -> Path | None:
+    """A Hugging Face repo already in the local cache (never downloads)."""
+    if importlib.util.find_spec("huggingface_hub") is None:
+        return None
+    hub = cast(Any, importlib.import_module("huggingface_hub"))
+    try:
+        return Path(hub.snapshot_download(repo_id, local_files_only=True))
+    except Exception:  # not cached, or an invalid id: treated as missing
+        return None
+
+
+class StackResolver:
+    def __init__(self, rules: StackRules, catalog: Catalog, env: Mapping[str, str]) -> None:
+        self.rules = rules
+        self.catalog = catalog
+        self.env = env
+
+    @property
+    def root(self) -> Path:
+        return self.catalog.root
+
+    def override(self, name: str | None) -> Path | None:
+        raw = self.env.get(name) if name else None
+        return Path(raw).expanduser() if raw else None
+
+    def hint(self, text: str) -> str:
+        return text.format(root=self.root)
+
+    # -- the node's whole stack --------------------------------------------------------------------
+
+    def resolve(self, model: str | None = None) -> Resolution:
+        missing: list[Missing] = []
+        transformer, pipeline_root, name = self._diffusion(model or None, missing)
+        parts: dict[str, Source | None] = {TRANSFORMER: transformer}
+        for rule in self.rules.parts:
+            parts[rule.part] = self._part(rule, pipeline_root, transformer, missing)
+        tokenizer_rule = self.rules.tokenizer
+        if tokenizer_rule is not None:
+            encoder = parts.get(tokenizer_rule.part)
+            tokenizer = None if encoder is None else self.tokenizer_for(encoder)
+            if encoder is not None and tokenizer is None:
+                missing.append(Missing("tokenizer", tokenizer_rule.hint))
+            parts[TOKENIZER] = tokenizer
+        parts[SCHEDULER] = None
+        if pipeline_root is not None and (pipeline_root / SCHEDULER).is_dir():
+            parts[SCHEDULER] = Source(pipeline_root, SCHEDULER)
+        required = {k: v for k, v in parts.items() if k != SCHEDULER}
+        if any(source is None for source in required.values()):
+            return Resolution(self.rules.title, None, tuple(missing))
+        sources = Sources.of(self.rules.family, name, parts)
+        return Resolution(self.rules.title, sources, tuple(missing))
+
+    # -- diffusion model -----------------------------------------------------------------------
+
+    def _diffusion(
+        self, model: str | None, missing: list[Missing]
+    ) -> tuple[Source | None, Path | None, str]:
+        rule = self.rules.model
+        override = self.override(rule.override)
+        if override is not None:
+            return self._diffusion_at(override, str(rule.override), missing)
+        if model:
+            try:
+                path = self.catalog.path("diffusion_models", model)
+            except NotFound:
+                where = self.root / "diffusion_models"
+                missing.append(Missing("diffusion model", f"{model!r} is not in {where}"))
+                return None, None, model
+            source, root, _ = self._diffusion_at(path, f"diffusion_models/{model}", missing)
+            return source, root, model
+        entry = next(
+            (e for e in self.catalog.entries("diffusion_models") if self.recognizes_model(e)),
+            None,
+        )
+        if entry is None:
+            missing.append(Missing("diffusion model", self.hint(rule.hint)))
+            return None, None, ""
+        source, root, _ = self._diffusion_at(entry.path, entry.name, missing)
+        return source, root, entry.name
+
+    def _diffusion_at(
+        self, path: Path, label: str, missing: list[Missing]
+    ) -> tuple[Source | None, Path | None, str]:
+        if path.is_file():
+            return Source(path), None, label
+        if path.is_dir():
+            if (path / "model_index.json").is_file():
+                return Source(path, TRANSFORMER), path, label
+            if (path / "config.json").is_file():
+                return Source(path), None, label
+            missing.append(
+                Missing(
+                    "diffusion model", f"{label} ({path}) has no model_index.json or config.json"
+                )
+            )
+            return None, None, label
+        if REPO_ID.match(str(path)):
+            cached = cached_snapshot(str(path))
+            if cached is not None:
+                return Source(cached, TRANSFORMER), cached, str(path)
+            missing.append(
+                Missing(
+                    "diffusion model",
+                    f"{label}={path} is not a local path and that Hugging Face repo is not in the "
+                    "local cache; download it explicitly first",
+                )
+            )
+            return None, None, str(path)
+        missing.append(Missing("diffusion model", f"{label}={path} does not exist"))
+        return None, None, label
+
+    def recognizes_model(self, entry: CatalogEntry) -> bool:
+        """Whether a `diffusion_models/` entry is this family's model."""
+        rule = self.rules.model
+        if entry.is_folder:
+            index = read_json(entry.path / "model_index.json")
+            if index is not None:
+                return str(index.get("_class_name", "")).startswith(rule.pipeline_prefix)
+            config = read_json(entry.path / "config.json")
+            return config is not None and config.get("_class_name") == rule.transformer_class
+        shapes = read_shapes(entry.path)
+        if shapes is None:  # unreadable: a matching name still claims it (the run names the file)
+            return rule.name is not None and bool(rule.name.search(entry.name))
+        return rule.recognize(shapes)
+
+    # -- the other parts -------------------------------------------------------------------------
+
+    def _part(
+        self,
+        rule: PartRule,
+        pipeline_root: Path | None,
+        transformer: Source | None,
+        missing: list[Missing],
+    ) -> Source | None:
+        override = self.override(rule.override)
+        if override is not None:
+            found = _component_at(override, rule.subfolder)
+            if found is None:
+                missing.append(Missing(rule.label, f"{rule.override}={override} does not exist"))
+            return found
+        if pipeline_root is not None and (pipeline_root / rule.subfolder).is_dir():
+            return Source(pipeline_root, rule.subfolder)
+        entry = _best(self.catalog.entries(rule.category), lambda e: rule.score(e, transformer))
+        if entry is None:
+            missing.append(Missing(rule.label, self.hint(rule.hint)))
+            return None
+        return Source(entry.path)
+
+    def tokenizer_for(self, encoder: Source) -> Source | None:
+        if encoder.subfolder is not None:
+            sibling = encoder.path / TOKENIZER
+            if sibling.is_dir() and has_tokenizer(sibling):
+                return Source(encoder.path, TOKENIZER)
+        elif encoder.path.is_dir() and has_tokenizer(encoder.path):
+            return Source(encoder.path)
+        rule = self.rules.tokenizer
+        packaged = None if rule is None else rule.fallback()
+        return Source(packaged) if packaged is not None else None
+
+    # -- one picked file per part (the low-level loaders) --------------------------------------
+
+    def _entry(self, category: str, name: str) -> CatalogEntry:
+        try:
+            return self.catalog.entry(category, name)
+        except NotFound as exc:
+            raise ModelMissing(exc.message) from exc
+
+    def model_file(self, entry: CatalogEntry) -> tuple[Source, Source | None] | None:
+        """The transformer behind a `diffusion_models/` entry and the scheduler config beside it
+        (a diffusers folder's; None: the family's own); None if it is not this family's."""
+        if not self.recognizes_model(entry):
+            return None
+        path = entry.path
+        if entry.is_folder and (path / "model_index.json").is_file():
+            scheduler = Source(path, SCHEDULER) if (path / SCHEDULER).is_dir() else None
+            return Source(path, TRANSFORMER), scheduler
+        return Source(path), None
+
+    def part_rule(self, part: str) -> PartRule:
+        return next(rule for rule in self.rules.parts if rule.part == part)
+
+    def part_file(self, part: str, entry: CatalogEntry) -> Source | None:
+        """The part behind a picked entry of its category; None if this family does not take it."""
+        return None if self.part_rule(part).score(entry, None) is None else Source(entry.path)
+
+    def models(self) -> list[CatalogEntry]:
+        return [e for e in self.catalog.entries("diffusion_models") if self.recognizes_model(e)]
+
+    def entry(self, category: str, name: str) -> CatalogEntry:
+        return self._entry(category, name)
+
+
+def _component_at(path: Path, subfolder: str) -> Source | None:
+    """An override for one part: a file, a component folder, or a diffusers pipeline folder."""
+    if path.is_file():
+        return Source(path)
+    if path.is_dir():
+        if (path / "model_index.json").is_file() and (path / subfolder).is_dir():
+            return Source(path, subfolder)
+        return Source(path)
+    return None
+
+
+def _best(
+    entries: list[CatalogEntry], score: Callable[[CatalogEntry], int | None]
+) -> CatalogEntry | None:
+    """The highest-scoring entry (ties: catalog order), ignoring those scored None."""
+    best: tuple[int, CatalogEntry] | None = None
+    for entry in entries:
+        value = score(entry)
+        if value is not None and (best is None or value > best[0]):
+            best = (value, entry)
+    return None if best is None else best[1]

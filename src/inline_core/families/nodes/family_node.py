@@ -1,0 +1,97 @@
+"""The runner of every family's high-level nodes: resolve, lower, one job through one seam, a take.
+
+Torch-free at import. `check` resolves the node's files at submit (headers only, so a missing or
+wrong model is refused in milliseconds with `model_missing`), and the run reuses that resolution.
+The family lowers the node's params and inputs into its pipeline's request. The job then reaches
+the accelerator through one seam, a `BatchedSampler`: the in-process step loop, or, where the
+device policy splits this model across ranks, the worker group (the server then loads no weights of
+its own). The output becomes a take of the node's output kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from PIL import Image
+
+from inline_core.engine.runtime import ModelRuntime
+from inline_core.errors import RunFailed
+from inline_core.families.family import Family
+from inline_core.families.sources import Sources
+from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+from inline_core.runtime.context import ExecutionContext
+from inline_core.sampling.job import SampleJob
+from inline_core.takes import Take
+
+
+class FamilyNodeRunner(NodeRunner):
+    def __init__(self, family: Family, descriptor: NodeDescriptor, runtime: ModelRuntime) -> None:
+        self.family = family
+        self.descriptor = descriptor
+        self.runtime = runtime
+
+    # -- submit-time hooks -----------------------------------------------------------------------
+
+    def check(self, node_id: str, params: Mapping[str, Any]) -> Sources:
+        return self.family.resolve(self.descriptor.type, params).require(node_id)
+
+    def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
+        sources = prepared if isinstance(prepared, Sources) else self._sources(params, None)
+        return sources.identity()
+
+    def _sources(self, params: Mapping[str, Any], node_id: str | None) -> Sources:
+        return self.family.resolve(self.descriptor.type, params).require(node_id)
+
+    # -- run ---------------------------------------------------------------------------------------
+
+    def run(self, call: NodeCall) -> NodeResult:
+        ctx, node_id, family = call.ctx, call.node_id, self.family
+        reporter = ctx.reporter(node_id)
+        reporter.phase("loading")
+        prepared = call.prepared
+        sources = prepared if isinstance(prepared, Sources) else self._sources(call.params, node_id)
+        lowered = family.lower(self.descriptor.type, call.params, call.inputs, node_id)
+        split = self.runtime.split_for(family, sources.get("transformer"), node_id)
+        if split is None:
+            pipeline: Any = self.runtime.stacks().pipeline(family, sources)
+            state = pipeline.request(**lowered.request)
+            accelerator: Any = self.runtime.sampler
+        else:
+            group = self.runtime.group(split)
+            pipeline = group.pipeline_for(family, sources, self._dtypes())
+            state = pipeline.request(**lowered.request)  # checked before any rank is bothered
+            group.start(pipeline)  # the ranks load the model: part of the loading phase
+            accelerator = group
+        reporter.phase("loading", 1.0)
+        ctx.cancel.raise_if_cancelled()
+        job = SampleJob(
+            pipeline=pipeline,
+            state=state,
+            cancel=ctx.cancel,
+            on_phase=reporter.phase,
+            on_step=reporter.step,
+            label=f"{ctx.run_id}/{node_id}",
+        )
+        output: object = accelerator.run(job)
+        reporter.phase("save")
+        take = self._save(
+            ctx, node_id, output, {**lowered.take_params, "model": sources.model_name}
+        )
+        reporter.phase("save", 1.0)
+        return NodeResult(outputs={self.descriptor.outputs[0].name: output}, takes=(take,))
+
+    def _dtypes(self) -> dict[str, str]:
+        roles = ("text_encoder", "denoiser", "vae")
+        return {role: self.runtime.placement(self.family, role).dtype for role in roles}
+
+    def _save(
+        self, ctx: ExecutionContext, node_id: str, output: object, params: Mapping[str, Any]
+    ) -> Take:
+        if self.descriptor.output_kind == "image" and isinstance(output, Image.Image):
+            return ctx.save_image(node_id, output, params)
+        raise RunFailed(
+            f"{self.descriptor.type} produced a {type(output).__name__}, not its "
+            f"{self.descriptor.output_kind}"
+        )

@@ -1,0 +1,77 @@
+"""Engine handles: the values on the `model`, `vae`, `text-encoder`, `conditioning` and `latent`
+sockets of a primitive graph (torch-free).
+
+They are small frozen records, never takes, and each names the family whose files it holds: the
+low-level vocabulary dispatches by it. Loader handles name files, not weights: the weights stay in
+the server's resident cache (evicted under its memory budget, reloaded on demand), so the node
+output cache may hold handles for many runs without pinning a model in memory. Conditioning and
+latents carry their (small) tensors inside the opaque component wrappers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.models.source import Source
+
+
+@dataclass(frozen=True)
+class ModelHandle:
+    """`load/diffusion-model`: a family's transformer and the scheduler config it samples with."""
+
+    family: str
+    name: str  # the catalog name in diffusion_models/
+    transformer: Source
+    scheduler: Source | None  # None: the family's own scheduler config
+
+
+@dataclass(frozen=True)
+class VAEHandle:
+    """`load/vae`: a VAE, as the family that takes it decodes with it."""
+
+    family: str
+    name: str
+    source: Source
+
+
+@dataclass(frozen=True)
+class TextEncoderHandle:
+    """`load/text-encoder`: a text encoder and its tokenizer, encoded the way its family does."""
+
+    family: str
+    name: str
+    encoder: Source
+    tokenizer: Source
+
+
+@dataclass(frozen=True, eq=False)
+class ConditioningHandle:
+    """`encode/text`: one prompt, encoded."""
+
+    family: str
+    conditioning: Conditioning
+    width: int  # the encoder's hidden size: the caption width a transformer must take
+    encoder: str  # which text encoder made it (its catalog name), for error messages
+
+
+@dataclass(frozen=True, eq=False)
+class LatentHandle:
+    """`latent/empty`, `sample`, `vae/encode`: a batch of latent images of one pixel size.
+
+    `samples` holds one `(1, C, h, w)` latent per batch item; None is an empty latent (all zeros,
+    as ComfyUI's EmptyLatentImage), which `sample` replaces with seeded noise.
+    """
+
+    width: int  # pixels
+    height: int
+    batch: int
+    samples: tuple[Latents, ...] | None = None
+    # How the latents were made (seed, steps, sampler, ...): carried onto the decoded takes.
+    info: Mapping[str, Any] = field(default_factory=dict[str, Any])
+
+    @property
+    def empty(self) -> bool:
+        return self.samples is None

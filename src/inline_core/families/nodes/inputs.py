@@ -1,0 +1,26 @@
+"""Reading a primitive's handles off its input sockets (torch-free)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from inline_core.errors import InvalidRequest
+from inline_core.graph.runner import NodeCall
+
+H = TypeVar("H")
+
+
+def handle_input(call: NodeCall, port: str, kind: type[H]) -> H:
+    """The value on `port`, which must be a handle of `kind` (the validator checked the socket
+    kinds, so anything else came from a node that is not a model primitive)."""
+    value = call.inputs.get(port)
+    if not isinstance(value, kind):
+        got = "nothing" if value is None else type(value).__name__
+        raise InvalidRequest(
+            f"input {port!r} needs a {kind.__name__}, got {got}", node_id=call.node_id
+        )
+    return value
+
+
+def optional_handle(call: NodeCall, port: str, kind: type[H]) -> H | None:
+    return None if call.inputs.get(port) is None else handle_input(call, port, kind)

@@ -1,0 +1,208 @@
+"""`load/diffusion-model`, `load/vae`, `load/text-encoder`, for every family (torch-free at import).
+
+`check` (at submit) asks each family that serves the primitives, in turn, whether it takes the
+picked file (from its header or folder config), so a checkpoint no family runs is refused in
+milliseconds with `model_missing`; the handle it finds comes back to the run. `run` loads the
+weights into the server's resident cache (a later run, or the family's own node, finds them
+there), or, where the model is split across ranks, starts the worker group holding the
+transformer, and outputs the handle.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
+
+from inline_core.engine.runtime import ModelRuntime
+from inline_core.errors import ModelMissing, NotFound
+from inline_core.families.family import Family
+from inline_core.families.nodes.handles import ModelHandle, TextEncoderHandle, VAEHandle
+from inline_core.families.registry import Families
+from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+from inline_core.models.catalog import Catalog, CatalogEntry
+
+H = TypeVar("H")
+
+
+class _FamilyHandle(Protocol):
+    @property
+    def family(self) -> str: ...
+
+
+L = TypeVar("L", bound=_FamilyHandle)
+
+
+class Loaders:
+    """What the three loaders share: the families to ask, the catalog, the runtime."""
+
+    def __init__(self, families: Families, catalog: Catalog, runtime: ModelRuntime) -> None:
+        self.families = families
+        self.catalog = catalog
+        self.runtime = runtime
+
+    def entry(self, category: str, params: Mapping[str, Any]) -> CatalogEntry:
+        try:
+            return self.catalog.entry(category, str(params["file"]))
+        except NotFound as exc:
+            raise ModelMissing(exc.message) from exc
+
+    def first(
+        self,
+        entry: CatalogEntry,
+        take: Callable[[Family, CatalogEntry], H | None],
+        refusal: Callable[[list[Family]], str],
+    ) -> H:
+        """The first family's handle on `entry`, or `ModelMissing` saying why none takes it."""
+        families = self.families.with_primitives()
+        for family in families:
+            handle = take(family, entry)
+            if handle is not None:
+                return handle
+        raise ModelMissing(refusal(families))
+
+
+def _hints(families: list[Family], hint: Callable[[Family], str]) -> str:
+    return "; ".join(family.files.hint(hint(family)) for family in families)
+
+
+def _part_refusal(part: str, category: str, name: str) -> Callable[[list[Family]], str]:
+    def refusal(families: list[Family]) -> str:
+        titles = " or ".join(f.files.part_rule(part).title for f in families) or part
+        hints = _hints(families, lambda f: f.files.part_rule(part).hint)
+        return f"{category}/{name} is not a {titles}; {hints}"
+
+    return refusal
+
+
+class HandleLoader(NodeRunner, Generic[L]):
+    """A loader: `check` finds the handle at submit, `run` loads what it names and outputs it."""
+
+    kind: type[L]
+    output: str  # the output port
+
+    def __init__(self, loaders: Loaders) -> None:
+        self.loaders = loaders
+
+    @abstractmethod
+    def handle(self, params: Mapping[str, Any]) -> L:
+        """The handle on the picked file, or `ModelMissing` saying why no family takes it."""
+
+    @abstractmethod
+    def identity(self, handle: L) -> str:
+        """What changes when the files behind the handle change."""
+
+    @abstractmethod
+    def load(self, family: Family, handle: L, node_id: str) -> None:
+        """Bring the weights into the resident cache (or the worker group)."""
+
+    def check(self, node_id: str, params: Mapping[str, Any]) -> L:
+        return self.handle(params)
+
+    def _prepared(self, params: Mapping[str, Any], prepared: object | None) -> L:
+        return prepared if isinstance(prepared, self.kind) else self.handle(params)
+
+    def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
+        return self.identity(self._prepared(params, prepared))
+
+    def run(self, call: NodeCall) -> NodeResult:
+        handle = self._prepared(call.params, call.prepared)
+        family = self.loaders.families.named(handle.family)
+        reporter = call.ctx.reporter(call.node_id)
+        reporter.phase("loading")
+        self.load(family, handle, call.node_id)
+        reporter.phase("loading", 1.0)
+        return NodeResult(outputs={self.output: handle})
+
+
+class LoadDiffusionModel(HandleLoader[ModelHandle]):
+    kind = ModelHandle
+    output = "model"
+
+    def handle(self, params: Mapping[str, Any]) -> ModelHandle:
+        entry = self.loaders.entry("diffusion_models", params)
+
+        def take(family: Family, found: CatalogEntry) -> ModelHandle | None:
+            files = family.files.model_file(found)
+            return None if files is None else ModelHandle(family.name, found.name, *files)
+
+        def refusal(families: list[Family]) -> str:
+            titles = " or ".join(f.files.rules.model.title for f in families) or "model"
+            names = " or ".join(f.title for f in families) or "no model family"
+            runs = "is the model family" if len(families) == 1 else "are the model families"
+            hints = _hints(families, lambda f: f.files.rules.model.hint)
+            return (
+                f"diffusion_models/{entry.name} is not a {titles}, and {names} {runs} this "
+                f"server runs; {hints}"
+            )
+
+        return self.loaders.first(entry, take, refusal)
+
+    def identity(self, handle: ModelHandle) -> str:
+        scheduler = "default" if handle.scheduler is None else handle.scheduler.identity()
+        return f"{handle.family}|{handle.transformer.identity()}|{scheduler}"
+
+    def load(self, family: Family, handle: ModelHandle, node_id: str) -> None:
+        from inline_core.diffusion import ops
+
+        ops.load_model(self.loaders.runtime, family, handle, node_id)
+
+
+class LoadVAE(HandleLoader[VAEHandle]):
+    kind = VAEHandle
+    output = "vae"
+
+    def handle(self, params: Mapping[str, Any]) -> VAEHandle:
+        entry = self.loaders.entry("vae", params)
+
+        def take(family: Family, found: CatalogEntry) -> VAEHandle | None:
+            source = family.files.part_file("vae", found)
+            return None if source is None else VAEHandle(family.name, found.name, source)
+
+        return self.loaders.first(entry, take, _part_refusal("vae", "vae", entry.name))
+
+    def identity(self, handle: VAEHandle) -> str:
+        return f"{handle.family}|{handle.source.identity()}"
+
+    def load(self, family: Family, handle: VAEHandle, node_id: str) -> None:
+        from inline_core.diffusion import ops
+
+        ops.load_vae(self.loaders.runtime, family, handle)
+
+
+class LoadTextEncoder(HandleLoader[TextEncoderHandle]):
+    kind = TextEncoderHandle
+    output = "text_encoder"
+
+    def handle(self, params: Mapping[str, Any]) -> TextEncoderHandle:
+        entry = self.loaders.entry("text_encoders", params)
+        tokenizer_missing: list[str] = []
+
+        def take(family: Family, found: CatalogEntry) -> TextEncoderHandle | None:
+            encoder = family.files.part_file("text_encoder", found)
+            if encoder is None:
+                return None
+            tokenizer = family.files.tokenizer_for(encoder)
+            if tokenizer is None:
+                rule = family.files.rules.tokenizer
+                tokenizer_missing.append(rule.hint if rule is not None else "no tokenizer found")
+                return None
+            return TextEncoderHandle(family.name, found.name, encoder, tokenizer)
+
+        part_refusal = _part_refusal("text_encoder", "text_encoders", entry.name)
+
+        def refusal(families: list[Family]) -> str:
+            if tokenizer_missing:
+                return f"text_encoders/{entry.name} has no tokenizer: {tokenizer_missing[0]}"
+            return part_refusal(families)
+
+        return self.loaders.first(entry, take, refusal)
+
+    def identity(self, handle: TextEncoderHandle) -> str:
+        # The tokenizer may live outside the models folder (a single-file encoder's).
+        return f"{handle.family}|{handle.encoder.identity()}|{handle.tokenizer.identity()}"
+
+    def load(self, family: Family, handle: TextEncoderHandle, node_id: str) -> None:
+        from inline_core.diffusion import ops
+
+        ops.load_text_encoder(self.loaders.runtime, family, handle)

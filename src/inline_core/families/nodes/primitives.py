@@ -1,0 +1,131 @@
+"""`encode/text`, `latent/empty`, `sample`, `vae/decode`, `vae/encode`, for every family (torch-free
+at import; the work is in `diffusion/ops.py`, imported on a node's first run).
+
+Each runner works with the family its input handle names: a text encoder's family encodes, a
+model's family samples, a VAE's family decodes. Handles flow between them as values; only
+`vae/decode` writes takes (one PNG per batch item, with the sampling settings and the seed actually
+used in its params).
+"""
+
+from __future__ import annotations
+
+from PIL import Image
+
+from inline_core.engine.runtime import ModelRuntime
+from inline_core.errors import InvalidRequest
+from inline_core.families.nodes.handles import (
+    ConditioningHandle,
+    LatentHandle,
+    ModelHandle,
+    TextEncoderHandle,
+    VAEHandle,
+)
+from inline_core.families.nodes.inputs import handle_input, optional_handle
+from inline_core.families.nodes.settings import SampleSettings
+from inline_core.families.registry import Families
+from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+
+
+class _FamilyRunner(NodeRunner):
+    def __init__(self, families: Families, runtime: ModelRuntime) -> None:
+        self.families = families
+        self.runtime = runtime
+
+
+class EncodeText(_FamilyRunner):
+    def run(self, call: NodeCall) -> NodeResult:
+        from inline_core.diffusion import ops
+
+        encoder = handle_input(call, "text_encoder", TextEncoderHandle)
+        prompt = call.inputs.get("prompt")
+        if not isinstance(prompt, str):
+            raise InvalidRequest("the prompt input must be text", node_id=call.node_id)
+        reporter = call.ctx.reporter(call.node_id)
+        reporter.phase("encode")
+        family = self.families.named(encoder.family)
+        conditioning = ops.encode_text(self.runtime, family, encoder, prompt)
+        reporter.phase("encode", 1.0)
+        return NodeResult(outputs={"conditioning": conditioning})
+
+
+class EmptyLatent(NodeRunner):
+    """A batch of empty latents: sizes only (the noise is drawn by `sample`, from its seed)."""
+
+    def run(self, call: NodeCall) -> NodeResult:
+        params = call.params
+        latent = LatentHandle(
+            width=int(params["width"]), height=int(params["height"]), batch=int(params["batch"])
+        )
+        return NodeResult(outputs={"latent": latent})
+
+
+class Sample(_FamilyRunner):
+    def run(self, call: NodeCall) -> NodeResult:
+        model = handle_input(call, "model", ModelHandle)
+        positive = handle_input(call, "positive", ConditioningHandle)
+        negative = optional_handle(call, "negative", ConditioningHandle)
+        latent = handle_input(call, "latent", LatentHandle)
+        settings = SampleSettings.from_params(call.params)
+        family = self.families.named(model.family)
+        if family.guidance_for_cfg(settings.cfg) > 0 and negative is None:
+            raise InvalidRequest(
+                f"cfg {settings.cfg:g} guides against a negative conditioning, and none is wired: "
+                "connect one (an encoded empty prompt is what the high-level nodes use), or set "
+                "cfg to 1 for no guidance",
+                node_id=call.node_id,
+            )
+        if settings.denoise <= 0:
+            # ComfyUI's answer to denoise 0: no step to take, the latent as it came.
+            return NodeResult(outputs={"latent": latent})
+        from inline_core.diffusion import ops
+
+        sampled = ops.sample(
+            self.runtime,
+            family,
+            settings,
+            model,
+            positive,
+            negative,
+            latent,
+            call.ctx,
+            call.node_id,
+        )
+        return NodeResult(outputs={"latent": sampled})
+
+
+class VAEDecode(_FamilyRunner):
+    def run(self, call: NodeCall) -> NodeResult:
+        from inline_core.diffusion import ops
+
+        vae = handle_input(call, "vae", VAEHandle)
+        latent = handle_input(call, "latent", LatentHandle)
+        ctx, node_id = call.ctx, call.node_id
+        reporter = ctx.reporter(node_id)
+        reporter.phase("decode")
+        images = ops.decode(self.runtime, self.families.named(vae.family), vae, latent)
+        reporter.phase("save")
+        params = dict(latent.info) | {"vae": vae.name}
+        takes = tuple(
+            ctx.save_image(
+                node_id, image, params | ({"batch_index": i} if len(images) > 1 else {}), index=i
+            )
+            for i, image in enumerate(images)
+        )
+        reporter.phase("save", 1.0)
+        # The `image` socket carries one image: the batch's first (every item is a take).
+        return NodeResult(outputs={"image": images[0]}, takes=takes)
+
+
+class VAEEncode(_FamilyRunner):
+    def run(self, call: NodeCall) -> NodeResult:
+        from inline_core.diffusion import ops
+
+        vae = handle_input(call, "vae", VAEHandle)
+        image = call.inputs.get("image")
+        if not isinstance(image, Image.Image):
+            raise InvalidRequest("the image input must be an image", node_id=call.node_id)
+        reporter = call.ctx.reporter(call.node_id)
+        reporter.phase("encode")
+        latent = ops.encode_image(self.runtime, self.families.named(vae.family), vae, image)
+        reporter.phase("encode", 1.0)
+        return NodeResult(outputs={"latent": latent})

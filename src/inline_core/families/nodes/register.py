@@ -1,0 +1,86 @@
+"""Registering families into the graph: each family's high-level nodes, and one runner per
+primitive that dispatches by family (torch-free).
+
+A family whose torch side is not installed keeps its nodes listed but unavailable, saying what to
+install; the primitives are unavailable when no family serving them can run.
+"""
+
+from __future__ import annotations
+
+from inline_core.engine.runtime import ModelRuntime
+from inline_core.families.nodes.family_node import FamilyNodeRunner
+from inline_core.families.nodes.loaders import (
+    LoadDiffusionModel,
+    Loaders,
+    LoadTextEncoder,
+    LoadVAE,
+)
+from inline_core.families.nodes.primitives import (
+    EmptyLatent,
+    EncodeText,
+    Sample,
+    VAEDecode,
+    VAEEncode,
+)
+from inline_core.families.registry import Families
+from inline_core.graph.primitives import (
+    ENCODE_TEXT,
+    LATENT_EMPTY,
+    LOAD_DIFFUSION_MODEL,
+    LOAD_TEXT_ENCODER,
+    LOAD_VAE,
+    PRIMITIVE_DESCRIPTORS,
+    SAMPLE,
+    VAE_DECODE,
+    VAE_ENCODE,
+)
+from inline_core.graph.registry import Registry
+from inline_core.graph.runner import NodeRunner
+from inline_core.models.catalog import Catalog
+
+PRIMITIVE_TYPES: tuple[str, ...] = tuple(d.type for d in PRIMITIVE_DESCRIPTORS)
+
+
+def register_families(
+    registry: Registry, families: Families, catalog: Catalog, runtime: ModelRuntime
+) -> None:
+    """Every family's nodes, then the primitives over the families that serve them. An explicit
+    split a family's default model cannot run raises `InvalidRequest` (a start-up error)."""
+    for family in families:
+        runtime.check_split(family)
+        missing = family.missing_runtime()
+        for descriptor in family.nodes():
+            registry.register(descriptor, FamilyNodeRunner(family, descriptor, runtime))
+            if missing:
+                registry.mark_unavailable(
+                    descriptor.type, f"{', '.join(missing)} not installed; {family.install_hint}"
+                )
+    register_primitives(registry, families, catalog, runtime)
+
+
+def register_primitives(
+    registry: Registry, families: Families, catalog: Catalog, runtime: ModelRuntime
+) -> None:
+    serving = families.with_primitives()
+    if not serving:
+        return  # the descriptors stay served without runners: refused at submit
+    loaders = Loaders(families, catalog, runtime)
+    runners: dict[str, NodeRunner] = {
+        LOAD_DIFFUSION_MODEL.type: LoadDiffusionModel(loaders),
+        LOAD_VAE.type: LoadVAE(loaders),
+        LOAD_TEXT_ENCODER.type: LoadTextEncoder(loaders),
+        ENCODE_TEXT.type: EncodeText(families, runtime),
+        LATENT_EMPTY.type: EmptyLatent(),
+        SAMPLE.type: Sample(families, runtime),
+        VAE_DECODE.type: VAEDecode(families, runtime),
+        VAE_ENCODE.type: VAEEncode(families, runtime),
+    }
+    for descriptor in PRIMITIVE_DESCRIPTORS:
+        registry.register(descriptor, runners[descriptor.type])
+    missing = {name for family in serving for name in family.missing_runtime()}
+    if all(family.missing_runtime() for family in serving):
+        hints = "; ".join(sorted({family.install_hint for family in serving}))
+        for node_type in PRIMITIVE_TYPES:
+            registry.mark_unavailable(
+                node_type, f"{', '.join(sorted(missing))} not installed; {hints}"
+            )

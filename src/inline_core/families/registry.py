@@ -1,0 +1,95 @@
+"""`Families`: the families this server runs, and those it could not load (torch-free).
+
+Built once at start-up from discovery (`discovery.py`). The shared node runners look a family up
+here by name (a handle on a `model` socket carries its family's name) or ask each family in turn
+whether it takes a file.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+
+from inline_core.errors import NotFound
+from inline_core.families.discovery import FamilyEntry, discover
+from inline_core.families.family import Family
+from inline_core.models.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+
+class Families:
+    def __init__(self, families: Sequence[Family], unavailable: Sequence[FamilyEntry] = ()) -> None:
+        self._families = list(families)
+        self.unavailable = list(unavailable)
+
+    @classmethod
+    def discovered(cls, catalog: Catalog, env: Mapping[str, str]) -> Families:
+        """Every installed family, built over `catalog` with the server's settings."""
+        available: list[Family] = []
+        broken: list[FamilyEntry] = []
+        names: set[str] = set()
+        for entry in discover():
+            if entry.family is None:
+                broken.append(entry)
+                continue
+            if entry.family.name in names:  # two distributions claim one name: the first wins
+                continue
+            try:
+                family = entry.family(catalog, env)
+            except Exception as exc:  # a broken family never stops the server
+                log.exception("model family %r could not be set up; skipped", entry.entry)
+                broken.append(
+                    FamilyEntry(entry.entry, entry.value, None, f"{type(exc).__name__}: {exc}")
+                )
+                continue
+            names.add(family.name)
+            available.append(family)
+        return cls(available, broken)
+
+    def __iter__(self) -> Iterator[Family]:
+        return iter(self._families)
+
+    def __len__(self) -> int:
+        return len(self._families)
+
+    def named(self, name: str) -> Family:
+        for family in self._families:
+            if family.name == name:
+                return family
+        raise LookupError(f"no model family {name!r} is registered")
+
+    def with_primitives(self) -> list[Family]:
+        """Families whose files the low-level vocabulary serves, in discovery order."""
+        return [f for f in self._families if f.capabilities.primitives]
+
+    def flow_shift(self, model_file: str) -> float | None:
+        """The flow shift `sample` runs `diffusion_models/<model_file>` at, as the family that
+        takes the file knows it (the importer's `ModelFacts`)."""
+        for family in self.with_primitives():
+            try:
+                entry = family.catalog.entry("diffusion_models", model_file)
+            except NotFound:
+                return None
+            files = family.files.model_file(entry)
+            if files is not None:
+                return family.flow_shift(files[1])
+        return None
+
+    def describe(self) -> list[dict[str, object]]:
+        """Each family for health: what it supports, and whether its torch side is installed."""
+        listed: list[dict[str, object]] = []
+        for family in self._families:
+            missing = family.missing_runtime()
+            listed.append(
+                {
+                    **family.describe(),
+                    "available": not missing,
+                    "reason": f"{', '.join(missing)} not installed; {family.install_hint}"
+                    if missing
+                    else None,
+                }
+            )
+        for entry in self.unavailable:
+            listed.append(entry.to_json())
+        return listed

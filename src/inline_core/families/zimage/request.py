@@ -1,0 +1,105 @@
+"""One Z-Image render's state, and the checks a request must pass (torch-free).
+
+The state is what `ZImageDenoisePipeline` steps (it implements `components.step.StepState`). Its
+input fields cross into the worker group as they are (`parallel/wire.py`); the fields marked
+`LOCAL` are made where the request runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.flow.steps import img2img_start
+from inline_core.errors import InvalidRequest
+from inline_core.parallel.wire import LOCAL
+
+# Pixels per latent cell along a side: Z-Image's FLUX VAE downsamples by 8, and the transformer
+# patchifies latents 2x2.
+LATENT_FACTOR = 8
+PATCH = 2
+
+
+@dataclass(eq=False)
+class ZImageRequest:
+    prompt: str
+    width: int
+    height: int
+    steps: int
+    guidance: float
+    seed: int
+    negative_prompt: str = ""
+    image: Any = None  # img2img source (a PIL image); resized to width x height
+    strength: float = 0.6
+    cfg_truncation: float = 1.0
+    cfg_normalization: float = 0.0
+    # How the `sample` node renders (the defaults are the Z-Image node's own render):
+    sampler: str = "euler"
+    sigma_schedule: str = "simple"
+    denoise: float = 1.0  # ComfyUI's: run the last `steps` of a `steps / denoise` schedule
+    start: Latents | None = None  # latents to start from (noised to the first sigma), else noise
+    batch_size: int = 1  # a latent batch's noise is drawn at once, as diffusers draws it
+    batch_index: int = 0
+    positive: Conditioning | None = None
+    negative: Conditioning | None = None
+    model_key: Hashable = field(default="", metadata=LOCAL)  # which weights, dtype and device
+    step_index: int = field(default=0, metadata=LOCAL)
+    schedule: Any = field(default=None, metadata=LOCAL)  # its private FlowMatchSchedule
+    latents: Latents | None = field(default=None, metadata=LOCAL)
+
+    @property
+    def cfg(self) -> bool:
+        return self.guidance > 0
+
+    @property
+    def step_count(self) -> int:
+        if self.schedule is not None:
+            return int(self.schedule.step_count)
+        if self.image is None:
+            return self.steps
+        return self.steps - img2img_start(self.steps, self.strength)
+
+    @property
+    def done(self) -> bool:
+        return self.schedule is not None and self.step_index >= self.step_count
+
+    @property
+    def batch_key(self) -> Hashable:
+        return ("z-image", self.model_key, self.cfg)
+
+    @property
+    def image_tokens(self) -> int:
+        return (self.height // 16) * (self.width // 16)
+
+    @property
+    def tokens(self) -> int:
+        # With guidance a request puts two sequences (positive and negative) into the forward.
+        return self.image_tokens * (2 if self.cfg else 1)
+
+    def guidance_at(self, index: int) -> float:
+        """The guidance scale of step `index` (0 past the CFG truncation point)."""
+        if not self.cfg or self.schedule is None:
+            return 0.0
+        if self.cfg_truncation <= 1 and self.schedule.t_norms[index] > self.cfg_truncation:
+            return 0.0
+        return self.guidance
+
+
+def new_request(model_key: Hashable, spatial_factor: int, **kwargs: Any) -> ZImageRequest:
+    """A request state for a model whose VAE has `spatial_factor` (validates size and strength)."""
+    state = ZImageRequest(**kwargs, model_key=model_key)
+    multiple = spatial_factor * PATCH
+    if state.width % multiple or state.height % multiple:
+        raise InvalidRequest(f"width and height must be multiples of {multiple}")
+    if not 0 <= state.batch_index < state.batch_size:
+        raise InvalidRequest(
+            f"batch index {state.batch_index} is outside 0..{state.batch_size - 1}"
+        )
+    if state.step_count < 1:
+        raise InvalidRequest(
+            f"strength {state.strength} leaves no step to run out of {state.steps}; "
+            "raise the strength or the steps"
+        )
+    return state

@@ -1,0 +1,186 @@
+"""ComfyUI workflows through the HTTP API: `POST /v1/import/comfy`, then `POST /v1/runs` with what
+it answered, renders the `alibaba/z-image-turbo` node's pixels; a workflow for a model family this
+server cannot run gets a clear refusal; garbage is a 422."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import torch
+from comfy_zimage import SD_CHECKPOINT, sd_txt2img_api, zimage_api, zimage_ui
+from fastapi.testclient import TestClient
+from PIL import Image
+from primitive_graphs import MODEL
+from zimage_harness import Pixels, max_diff, pixels
+
+from inline_core.config import Config
+from inline_core.diffusion.libs import save_safetensors
+from inline_core.families.zimage.descriptor import NODE_TYPE
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.server.app import create_app
+
+Json = dict[str, Any]
+
+
+def serve(models: Path, data: Path) -> TestClient:
+    return TestClient(create_app(Config(models_dir=models, data_dir=data, profile="cpu")))
+
+
+@pytest.fixture
+def client(kit: KitPaths, tmp_path: Path) -> Iterator[TestClient]:
+    with serve(kit.root, tmp_path / "data") as c:
+        yield c
+
+
+def imported(client: TestClient, workflow: Json) -> Json:
+    response = client.post("/v1/import/comfy", json=workflow)
+    assert response.status_code == 200, response.text
+    body = cast(Json, response.json())
+    assert set(body) == {"graph", "target", "skipped", "warnings"}
+    return body
+
+
+def run(client: TestClient, graph: Json, target: str) -> Json:
+    response = client.post("/v1/runs", json={"graph": graph, "target": target})
+    assert response.status_code == 201, response.text
+    run_id = response.json()["runId"]
+    deadline = time.monotonic() + 60  # a liveness bound, not a timing test
+    while True:
+        state = cast(Json, client.get(f"/v1/runs/{run_id}").json())
+        if state["status"] in ("done", "error", "cancelled"):
+            assert state["status"] == "done", state
+            return state
+        assert time.monotonic() < deadline, state
+        time.sleep(0.01)
+
+
+def take_pixels(client: TestClient, state: Json) -> Pixels:
+    [take] = state["takes"]
+    data = client.get(take["uri"]).content
+    with Image.open(io.BytesIO(data)) as png:
+        return pixels(png)
+
+
+def node_render(client: TestClient, prompt: str, **params: Any) -> Pixels:
+    graph = {
+        "schemaVersion": 1,
+        "nodes": [
+            {"id": "p", "type": "input/text", "params": {"text": prompt}},
+            {
+                "id": "z",
+                "type": NODE_TYPE,
+                "params": {"model": MODEL, **params},
+                "inputs": {"prompt": {"from": "p", "output": "text"}},
+            },
+        ],
+    }
+    return take_pixels(client, run(client, graph, "z"))
+
+
+def with_seed(graph: Json, seed: int) -> Json:
+    for node in graph["nodes"]:
+        if node["type"] == "sample":
+            node["params"]["seed"] = seed
+    return graph
+
+
+def test_an_imported_api_workflow_renders_the_node_pixels_and_caches(client: TestClient) -> None:
+    body = imported(client, zimage_api("a red fox in snow", seed=42))
+    assert body["skipped"] == [] and body["warnings"] == []
+    state = run(client, body["graph"], body["target"])
+    ours = take_pixels(client, state)
+    node = node_render(
+        client, "a red fox in snow", width=64, height=64, steps=8, guidance=0.0, seed=42
+    )
+    assert max_diff(ours, node) == 0
+    [take] = state["takes"]
+    assert take["params"]["seed"] == 42 and take["params"]["sampler"] == "euler"
+
+    # Another seed: only the sampler and the decoder run again; the rest is served from cache.
+    again = run(client, with_seed(body["graph"], 43), body["target"])
+    states = {node_id: node["state"] for node_id, node in again["nodes"].items()}
+    assert states == {
+        "c16": "cached",  # load/diffusion-model
+        "c18": "cached",  # load/text-encoder
+        "c17": "cached",  # load/vae
+        "c6_text": "cached",
+        "c6": "cached",  # encode/text
+        "c13": "cached",  # latent/empty
+        "c3": "done",  # sample
+        "c8": "done",  # vae/decode
+    }
+    assert max_diff(take_pixels(client, again), ours) > 0
+
+
+def test_an_imported_ui_workflow_with_guidance_renders_the_node_pixels(client: TestClient) -> None:
+    body = imported(client, zimage_ui("a harbour at night", seed=5, steps=4, cfg=3.5))
+    # ComfyUI contrasts cfg against a zeroed negative; here that is an empty negative prompt.
+    assert any("empty negative prompt" in w for w in body["warnings"]), body["warnings"]
+    ours = take_pixels(client, run(client, body["graph"], body["target"]))
+    node = node_render(
+        client,
+        "a harbour at night",
+        width=64,
+        height=64,
+        steps=4,
+        guidance=2.5,  # cfg 3.5 in ComfyUI's count
+        negative_prompt="",
+        seed=5,
+    )
+    assert max_diff(ours, node) == 0
+
+
+def test_a_stable_diffusion_workflow_is_refused_with_model_missing(
+    kit: KitPaths, tmp_path: Path
+) -> None:
+    """The checkpoint is there, but it is not a model this server runs: the user is told so."""
+    assert kit.diffusion_file and kit.vae_file and kit.text_encoder_dir
+    models = tmp_path / "models"
+    for category, source in (
+        ("diffusion_models", kit.diffusion_file),
+        ("vae", kit.vae_file),
+    ):
+        (models / category).mkdir(parents=True)
+        shutil.copy(source, models / category / source.name)
+    shutil.copytree(kit.text_encoder_dir, models / "text_encoders" / kit.text_encoder_dir.name)
+    save_safetensors(
+        {"model.diffusion_model.input_blocks.0.0.weight": torch.zeros(8, 4, 3, 3)},
+        models / "diffusion_models" / SD_CHECKPOINT,
+    )
+    with serve(models, tmp_path / "data") as client:
+        body = imported(client, sd_txt2img_api())
+        assert any("checkpoint bundles" in w for w in body["warnings"])
+        response = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "model_missing" and error["nodeId"] == "c4"
+    assert SD_CHECKPOINT in error["message"] and "not a Z-Image" in error["message"]
+
+
+def test_a_workflow_naming_a_missing_checkpoint_is_refused_naming_it(client: TestClient) -> None:
+    body = imported(client, sd_txt2img_api())
+    assert any(SD_CHECKPOINT in w and "pick one there" in w for w in body["warnings"])
+    response = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["nodeId"] == "c4" and SD_CHECKPOINT in error["message"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"not json", b"[1, 2]", b'{"nodes": 5}', b'{"1": {"inputs": {}}}', b"{}"],
+    ids=["not-json", "array", "bad-nodes", "no-class-type", "empty"],
+)
+def test_the_import_route_answers_garbage_with_a_422(client: TestClient, content: bytes) -> None:
+    response = client.post(
+        "/v1/import/comfy", content=content, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and error["message"]

@@ -1,0 +1,193 @@
+"""Residency (no reload on a second render), progress, cancel, take params, registration."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+import pytest
+from PIL import Image
+from zimage_harness import make_runner, render
+
+from inline_core.config import Config
+from inline_core.engine.residency import ResidentCache
+from inline_core.engine.runtime import ModelRuntime
+from inline_core.errors import Cancelled, InvalidRequest
+from inline_core.families.nodes.register import PRIMITIVE_TYPES, register_families
+from inline_core.families.registry import Families
+from inline_core.families.zimage import NODE_TYPE, ZImageFamily
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.graph.registry import Registry
+from inline_core.models.catalog import Catalog
+from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.progress import Progress, RunEvent
+from inline_core.sampling.loop import StepLoopSampler
+
+COMPONENTS = 5  # transformer, text encoder, VAE, tokenizer, scheduler config
+
+
+def test_second_render_loads_nothing_and_img2img_shares_the_stack(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    runner = make_runner(kit.root, sampler)
+    first = render(runner, tmp_path, "first")
+    assert runner.stats()["loads"] == COMPONENTS
+    render(runner, tmp_path, "second", seed=99, guidance=2.0)
+    assert isinstance(first.outputs["image"], Image.Image)
+    render(runner, tmp_path, "third", image=first.outputs["image"], strength=0.5)
+    stats = runner.stats()
+    assert stats["loads"] == COMPONENTS and stats["hits"] == 2 * COMPONENTS
+    assert stats["evictions"] == 0
+
+
+def test_budget_evicts_least_recently_used(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    runner = make_runner(kit.root, sampler)
+    runner.runtime.residency.budget_bytes = 1  # smaller than any model: each load evicts others
+    render(runner, tmp_path)
+    render(runner, tmp_path)
+    stats = runner.stats()
+    assert stats["loads"] > COMPONENTS and stats["evictions"] > 0
+
+
+def test_resident_cache_lru_order_and_single_loader() -> None:
+    cache = ResidentCache(budget_bytes=100)
+    cache.get("a", lambda: ("A", 40))
+    cache.get("b", lambda: ("B", 30))
+    assert cache.get("a", lambda: ("A2", 40)) == "A"  # a hit, and now most recently used
+    cache.get("c", lambda: ("C", 40))  # 110 > 100: evicts b, the least recently used
+    assert cache.peek("b") is None and cache.peek("a") == "A" and cache.peek("c") == "C"
+    calls: list[int] = []
+    gate = threading.Event()
+
+    def slow() -> tuple[str, int]:
+        calls.append(1)
+        gate.wait(2)
+        return "D", 1
+
+    threads = [threading.Thread(target=cache.get, args=("d", slow)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    gate.set()
+    for t in threads:
+        t.join()
+    assert calls == [1]  # concurrent requests for one key load it once
+    stats = cache.stats()
+    assert (stats.loads, stats.evictions, stats.resident) == (4, 1, 3)
+
+
+def test_progress_phases_and_take_params(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    events: list[RunEvent] = []
+    runner = make_runner(kit.root, sampler)
+    result = render(runner, tmp_path, on_event=events.append, steps=3, seed=1234)
+    progress = [e for e in events if isinstance(e, Progress)]
+    phases = [e.phase for e in progress]
+    order = ["loading", "encode", "sample", "decode", "save"]
+    assert [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p] == order
+    steps = [e for e in progress if e.step is not None]
+    assert [e.step for e in steps] == [1, 2, 3] and all(e.step_count == 3 for e in steps)
+    assert all(e.eta_ms is not None for e in steps) and steps[-1].eta_ms == 0
+    fractions = [e.fraction for e in progress]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    (take,) = result.takes
+    assert take.params["seed"] == 1234 and take.params["model"] == "zimage_tiny.safetensors"
+    with Image.open(take.path) as png:
+        assert png.format == "PNG" and png.size == (64, 64)
+        text = cast(dict[str, str], getattr(png, "text"))  # noqa: B009 (PNG-only attribute)
+        assert '"seed": 1234' in text["inline:params"]
+
+
+def test_cancel_stops_within_one_step(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    runner = make_runner(kit.root, sampler)
+    cancel = CancelToken()
+    seen: list[int] = []
+
+    def on_event(event: RunEvent) -> None:
+        if isinstance(event, Progress) and event.step is not None:
+            seen.append(event.step)
+            if event.step == 2:
+                cancel.cancel("stop")
+
+    with pytest.raises(Cancelled):
+        render(runner, tmp_path, cancel=cancel, on_event=on_event, steps=20)
+    assert seen and max(seen) <= 3
+    assert not list(tmp_path.glob("*.png"))  # no take for a cancelled render
+
+
+def register(catalog: Catalog, config: Config, sampler: StepLoopSampler) -> Registry:
+    """The installed families registered as the server registers them."""
+    registry = Registry()
+    families = Families.discovered(catalog, config.env)
+    register_families(registry, families, catalog, ModelRuntime(config, sampler))
+    return registry
+
+
+def test_the_built_in_family_is_found_through_its_entry_point(tmp_path: Path) -> None:
+    families = Families.discovered(Catalog(tmp_path), {})
+    assert isinstance(families.named("z-image"), ZImageFamily)
+    [listed] = [f for f in families.describe() if f["name"] == "z-image"]
+    assert listed["available"] is True and listed["primitives"] is True
+
+
+def test_registration_is_torch_free() -> None:
+    code = (
+        "import sys, pathlib;"
+        "from inline_core.config import Config;"
+        "from inline_core.engine.runtime import ModelRuntime;"
+        "from inline_core.families.nodes.register import register_families;"
+        "from inline_core.families.registry import Families;"
+        "from inline_core.graph.registry import Registry;"
+        "from inline_core.models.catalog import Catalog;"
+        "from inline_core.sampling.loop import StepLoopSampler;"
+        "catalog = Catalog(pathlib.Path('.')); r = Registry();"
+        "runtime = ModelRuntime(Config(), StepLoopSampler());"
+        "register_families(r, Families.discovered(catalog, {}), catalog, runtime);"
+        "assert r.runner('alibaba/z-image-turbo') is not None;"
+        "assert r.runner('sample') is not None;"
+        "heavy = [m for m in ('torch', 'diffusers', 'transformers') if m in sys.modules];"
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_missing_runtime_marks_the_node_unavailable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sampler: StepLoopSampler
+) -> None:
+    missing = ("torch", "inline_core_not_installed_mod")
+    monkeypatch.setattr(ZImageFamily, "requires", missing)
+    registry = register(Catalog(tmp_path), Config(models_dir=tmp_path), sampler)
+    for node_type in (NODE_TYPE, *PRIMITIVE_TYPES):
+        descriptor = registry.descriptor(node_type)
+        assert descriptor.unavailable_reason is not None
+        assert "pip install 'inline-core[zimage]'" in descriptor.unavailable_reason
+        assert "inline_core_not_installed_mod" in descriptor.unavailable_reason
+        assert registry.runner(node_type) is None
+
+
+def test_sizes_must_fit_the_patch_grid(kit: KitPaths, sampler: StepLoopSampler) -> None:
+    runner = make_runner(kit.root, sampler)
+    pipeline = runner.pipeline()
+    with pytest.raises(InvalidRequest, match="multiples of 16"):
+        pipeline.request(prompt="x", width=72, height=64, steps=2, guidance=0.0, seed=1)
+    with pytest.raises(InvalidRequest, match="no step"):
+        pipeline.request(
+            prompt="x",
+            width=64,
+            height=64,
+            steps=2,
+            guidance=0.0,
+            seed=1,
+            image=Image.fromarray(np.zeros((64, 64, 3), np.uint8)),
+            strength=0.0,
+        )

@@ -1,0 +1,112 @@
+"""Shared helpers for the Z-Image tests: render through the real runner and sampler."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from inline_core.config import Config
+from inline_core.families.standalone import FamilyRig, family_rig
+from inline_core.families.zimage import ZIMAGE_DESCRIPTOR, ZImageFamily
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.graph.runner import NodeCall, NodeResult
+from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.file_store import FileTakeStore
+from inline_core.runtime.progress import RunEvent
+from inline_core.sampling.job import BatchedSampler
+
+Pixels = npt.NDArray[np.int16]
+_run_ids = itertools.count()
+
+
+def cpu_config(models_dir: Path, **overrides: Any) -> Config:
+    return Config(models_dir=models_dir, profile="cpu", **overrides)
+
+
+def make_runner(models_dir: Path, sampler: BatchedSampler, **overrides: Any) -> FamilyRig:
+    """The Z-Image node's runner on a runtime of its own, on the CPU profile."""
+    config = cpu_config(models_dir, **overrides)
+    return family_rig(ZImageFamily, models_dir, sampler, config=config)
+
+
+def node_params(**overrides: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {p.name: p.default for p in ZIMAGE_DESCRIPTOR.params}
+    params.update(width=64, height=64, steps=4, seed=7)
+    params.update(overrides)
+    return params
+
+
+def render(
+    runner: FamilyRig,
+    takes_dir: Path,
+    prompt: str = "a red fox in the snow",
+    *,
+    image: Image.Image | None = None,
+    cancel: CancelToken | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+    **params: Any,
+) -> NodeResult:
+    def events(event: RunEvent) -> None:
+        if on_event is not None:
+            on_event(event)
+
+    ctx = ExecutionContext(
+        run_id=f"run{next(_run_ids)}",
+        takes=FileTakeStore(takes_dir),
+        cancel=cancel or CancelToken(),
+        events=events,
+    )
+    inputs: dict[str, Any] = {"prompt": prompt}
+    if image is not None:
+        inputs["image"] = image
+    call = NodeCall(ctx=ctx, node_id="z", params=node_params(**params), inputs=inputs)
+    return runner.run(call)
+
+
+def take_pixels(result: NodeResult) -> Pixels:
+    (take,) = result.takes
+    with Image.open(take.path) as png:
+        return np.asarray(png.convert("RGB"), dtype=np.int16)
+
+
+def pixels(image: Image.Image) -> Pixels:
+    return np.asarray(image.convert("RGB"), dtype=np.int16)
+
+
+def max_diff(a: Pixels, b: Pixels) -> int:
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return int(np.abs(a - b).max())
+
+
+def reference_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
+    """ZImagePipeline arguments for the same render as `node_params(**params)`."""
+    import torch
+
+    p = node_params(**params)
+    return {
+        "width": p["width"],
+        "height": p["height"],
+        "num_inference_steps": p["steps"],
+        "guidance_scale": p["guidance"],
+        "negative_prompt": p["negative_prompt"] or None,
+        "generator": torch.Generator("cpu").manual_seed(p["seed"]),
+    }
+
+
+def models_without_diffusion(kit: KitPaths, root: Path) -> Path:
+    """A ComfyUI-style models folder with the kit's VAE and text encoder, its
+    `diffusion_models/` still empty for the test to fill."""
+    assert kit.vae_file is not None and kit.text_encoder_dir is not None
+    (root / "diffusion_models").mkdir(parents=True)
+    (root / "vae").mkdir()
+    shutil.copy(kit.vae_file, root / "vae" / kit.vae_file.name)
+    shutil.copytree(kit.text_encoder_dir, root / "text_encoders" / kit.text_encoder_dir.name)
+    return root
