@@ -145,6 +145,25 @@ def test_a_crashed_rank_names_its_last_words_and_logs_the_group_log(
     assert group_children() == []
 
 
+def test_the_first_rank_to_fail_is_named_though_a_peer_wrote_an_error_after_it(
+    group: WorkerGroup, caplog: pytest.LogCaptureFixture
+) -> None:
+    group.start()
+    # Rank 0 writes an error line after rank 1's last words and before rank 1 dies, then fails
+    # with a reset connection: both later than rank 1's crash, and neither is its cause.
+    job = {"steps": 200, "stepS": 0.05, "crashRank": 1, "peersWriteLater": True}
+    with caplog.at_level(logging.WARNING, logger="inline_core.parallel.session"):
+        with pytest.raises(WorkerGroupError) as caught:
+            group.submit(job)
+    message = caught.value.message
+    assert "rank 1" in message and "RuntimeError: rank 1 crashed in a collective" in message
+    assert "wrote this after" not in message and "Connection" not in message
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "[rank 1] RuntimeError: rank 1 crashed in a collective" in logged
+    assert "[rank 0] RuntimeError: rank 0 wrote this after rank 1's last words" in logged
+    assert group_children() == []
+
+
 def test_a_hung_rank_is_found_and_its_job_retried_on_a_fresh_group(group: WorkerGroup) -> None:
     stopped: list[int] = []
     launches = group.launches
