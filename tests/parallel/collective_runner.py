@@ -39,10 +39,8 @@ class CollectiveRunner:
         for step in range(1, steps + 1):
             if fail_rank in (self.context.rank, "all"):
                 raise ValueError(f"rank {self.context.rank} failed at step {step}")
-            if crash_rank == self.context.rank:
-                print(f"RuntimeError: rank {crash_rank} crashed in a collective", file=sys.stderr)
-                sys.stderr.flush()
-                os._exit(134)
+            if crash_rank is not None:
+                self._crash(crash_rank, later_words=bool(params.get("peersWriteLater")))
             value = torch.tensor([float(self.context.rank + 1)])
             dist.all_reduce(value)  # pyright: ignore[reportUnknownMemberType]
             total += float(value[0])
@@ -54,6 +52,21 @@ class CollectiveRunner:
             meta={"rank": self.context.rank, "total": total, "pid": os.getpid()},
             arrays={"echo": payload[::-1].copy(), "ranks": np.arange(self.context.world_size)},
         )
+
+    def _crash(self, crash_rank: Json, *, later_words: bool) -> None:
+        """`crash_rank` writes its last words and dies. With `later_words`, every other rank first
+        writes an error line of its own, after those words and before the death (two barriers)."""
+        rank = self.context.rank
+        if rank == crash_rank:
+            print(f"RuntimeError: rank {rank} crashed in a collective", file=sys.stderr, flush=True)
+        if later_words:
+            dist.barrier()  # pyright: ignore[reportUnknownMemberType]
+            if rank != crash_rank:
+                line = f"RuntimeError: rank {rank} wrote this after rank {crash_rank}'s last words"
+                print(line, file=sys.stderr, flush=True)
+            dist.barrier()  # pyright: ignore[reportUnknownMemberType]
+        if rank == crash_rank:
+            os._exit(134)
 
 
 def load(context: WorkerContext, args: Mapping[str, Json]) -> CollectiveRunner:

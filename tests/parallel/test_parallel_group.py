@@ -1,8 +1,9 @@
 """The worker group on 2 gloo ranks with a light collective runner, one group for the module (a
 start costs seconds; the tests run in file order): handshake, jobs, progress, cancellation and job
 errors on the first group; then the faults that take a group down (a rank out of step, a rank
-killed, a rank hung), each detected, torn down before the error is raised, and rebuilt by the next
-job, which is retried once on a fresh group; and a clean close of the last group.
+killed, a rank crashed, a rank hung), each detected, named by the first rank to fail, torn down
+before the error is raised, and rebuilt by the next job, which is retried once on a fresh group;
+and a clean close of the last group.
 
 (Detection latency is measured in bench/parallel_overhead.py; tests assert behaviour, not time.)
 """
@@ -140,7 +141,26 @@ def test_a_crashed_rank_names_its_last_words_and_logs_the_group_log(
     assert "ValueError" not in caught.value.message  # ...but is not taken for this one's cause
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "--- group log (end) ---" in logged
-    assert "RuntimeError: rank 1 crashed in a collective" in logged
+    assert "[rank 1] RuntimeError: rank 1 crashed in a collective" in logged  # told apart
+    assert group_children() == []
+
+
+def test_the_first_rank_to_fail_is_named_though_a_peer_wrote_an_error_after_it(
+    group: WorkerGroup, caplog: pytest.LogCaptureFixture
+) -> None:
+    group.start()
+    # Rank 0 writes an error line after rank 1's last words and before rank 1 dies, then fails
+    # with a reset connection: both later than rank 1's crash, and neither is its cause.
+    job = {"steps": 200, "stepS": 0.05, "crashRank": 1, "peersWriteLater": True}
+    with caplog.at_level(logging.WARNING, logger="inline_core.parallel.session"):
+        with pytest.raises(WorkerGroupError) as caught:
+            group.submit(job)
+    message = caught.value.message
+    assert "rank 1" in message and "RuntimeError: rank 1 crashed in a collective" in message
+    assert "wrote this after" not in message and "Connection" not in message
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "[rank 1] RuntimeError: rank 1 crashed in a collective" in logged
+    assert "[rank 0] RuntimeError: rank 0 wrote this after rank 1's last words" in logged
     assert group_children() == []
 
 

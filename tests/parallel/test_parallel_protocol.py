@@ -59,6 +59,7 @@ def test_every_message_round_trips() -> None:
     for message in (
         Job(1, {"prompt": "a cat", "steps": 4, "guidance": 0.0}, {"image": b"\x00\x01"}),
         Failure(2, 1, "run_failed", 500, "ValueError: boom"),
+        Failure(2, 0, "run_failed", 500, "RuntimeError: reset", at=12.5, peers_down=[1]),
         Heartbeat(1),
         Shutdown(),
     ):
@@ -128,7 +129,7 @@ def test_socket_is_private_and_needs_the_key() -> None:
 
 def test_launch_command_has_no_fixed_port_and_no_secrets(tmp_path: Path) -> None:
     secret = {"INLINE_PARALLEL_AUTHKEY": "ab" * 32}
-    plan = LaunchPlan(nproc=2, env=secret, log_path=tmp_path / "log")
+    plan = LaunchPlan(nproc=2, env=secret, log_path=tmp_path / "log", rank_log_dir=tmp_path)
     command = plan.command()
     assert command[1:3] == ["-m", "torch.distributed.run"]
     assert command[command.index("--rdzv-endpoint") + 1] == "127.0.0.1:0"

@@ -192,7 +192,7 @@ def _reply(pending: PendingJob, token: CancelToken) -> GroupReply:
         raise pending.error
     failures = {r: o for r, o in pending.outcomes.items() if isinstance(o, Failure)}
     if failures:
-        first = failures.get(0) or next(iter(failures.values()))
+        first = min(failures.values(), key=lambda failure: failure.at)  # the rank that failed first
         if first.code == Cancelled.code:
             raise Cancelled(token.reason if token.cancelled else first.message)
         raise RemoteJobError(first.message, code=first.code, status=first.status)

@@ -3,6 +3,8 @@
 The launcher runs in its own session (`start_new_session`), so a signal to its process group never
 reaches the server. torchrun starts each rank in a session of its own, so teardown kills the ranks
 by pid (reported in their `Hello`) as well as every descendant still linked to the launcher.
+torchrun writes its own output to the plan's log and redirects each rank's stdout and stderr (the
+file descriptors, so native output too) into that rank's own files under `rank_log_dir`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class LaunchPlan:
     nproc: int
     env: Mapping[str, str]
     log_path: Path
+    rank_log_dir: Path
     python: str = sys.executable
     extra_torchrun_args: tuple[str, ...] = field(default_factory=tuple[str, ...])
 
@@ -48,6 +51,10 @@ class LaunchPlan:
             "0",
             "--monitor-interval",
             "0.1",
+            "--log-dir",
+            str(self.rank_log_dir),
+            "--redirects",
+            "3",  # stdout and stderr of every rank
             *self.extra_torchrun_args,
             "--module",
             WORKER_MODULE,
@@ -55,7 +62,7 @@ class LaunchPlan:
 
 
 def launch(plan: LaunchPlan) -> subprocess.Popen[bytes]:
-    """Start torchrun; its output and every rank's go to `plan.log_path`."""
+    """Start torchrun; its own output goes to `plan.log_path`, each rank's to its own files."""
     env = dict(os.environ)
     env.update(plan.env)
     with open(plan.log_path, "ab") as log:
@@ -131,6 +138,27 @@ def is_running(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def is_down(proc: psutil.Process) -> bool:
+    """Whether the process is gone or has begun to exit."""
+    return not is_running(proc) or is_exiting(proc.pid)
+
+
+_PF_EXITING = 0x4  # linux/sched.h
+
+
+def is_exiting(pid: int) -> bool:
+    """Whether the process has begun to exit without being a zombie yet (Linux; else False).
+
+    Exactly what ordering needs: a process's sockets close only once all its threads are exiting,
+    so a peer that sees a reset from it can already see its main thread's PF_EXITING."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        flags = int(stat.rsplit(")", 1)[1].split()[6])  # after the command name, which may hold ")"
+    except (OSError, IndexError, ValueError):
+        return False
+    return bool(flags & _PF_EXITING)
 
 
 def read_tail(path: Path, limit: int = 8000, since: int = 0) -> str:

@@ -90,6 +90,8 @@ class Failure:
     code: str
     status: int
     message: str
+    at: float = 0.0  # the rank's time.monotonic() when it caught the error
+    peers_down: list[int] = field(default_factory=list[int])  # gone or exiting by then
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ Threads: an acceptor (takes one authenticated connection per rank), a reader per
 readiness, job progress and outcomes), and a monitor that applies every deadline. Any fault marks
 the session failed once; the monitor then kills the whole process tree and only afterwards fails
 the job in flight, so a caller that sees the error can rely on no rank being left running.
+The error names the first rank that failed (`faults`) and that rank's own last error (`group_logs`).
 """
 
 from __future__ import annotations
@@ -21,17 +22,18 @@ from pathlib import Path
 import psutil
 
 import inline_core
-from inline_core.errors import InlineError
+from inline_core.errors import Cancelled, InlineError
 from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.errors import RemoteJobError, WorkerGroupError, WorkerStartError
+from inline_core.parallel.faults import FaultLog
+from inline_core.parallel.group_logs import GroupLogs
 from inline_core.parallel.ipc import Channel, IpcServer
 from inline_core.parallel.launch import (
     LaunchPlan,
+    is_down,
     is_running,
     kill_tree,
-    last_exception_line,
     launch,
-    log_size,
     read_tail,
     summarize_failure,
 )
@@ -55,6 +57,13 @@ from inline_core.parallel.settings import ServerIdentity
 log = logging.getLogger(__name__)
 
 POLL_S = 0.05
+DRAIN_S = 1.0  # how long a fault waits for the messages a dead rank sent before it went
+
+
+@dataclass(frozen=True)
+class Fault:
+    reason: str
+    rank: int | None = None  # the rank the reason names, if it names one
 
 
 @dataclass
@@ -88,8 +97,8 @@ class Session:
         self.config = config
         self.world_size = config.nproc
         self.ipc = IpcServer()
-        self.log_path = Path(self.ipc.directory) / "group.log"
-        self._log_mark = 0  # where the current job's part of the log begins
+        self.logs = GroupLogs(Path(self.ipc.directory), self.world_size)
+        self.faults = FaultLog()  # the current job's (or, before the first, the group's)
         self.channels: dict[int, Channel] = {}
         self.pids: dict[int, int] = {}
         self._procs: dict[int, psutil.Process] = {}
@@ -107,8 +116,9 @@ class Session:
         self._last_beat: dict[int, float] = {}
         self._pending: PendingJob | None = None
         self._closing = False
+        self._failing = False  # a fault is being explained
         self._lock = threading.Lock()
-        self._readers: list[threading.Thread] = []
+        self._readers: dict[int, threading.Thread] = {}
         me = psutil.Process()
         env = {
             **config.env,
@@ -120,7 +130,11 @@ class Session:
         env["PYTHONPATH"] = _python_path(env.get("PYTHONPATH") or os.environ.get("PYTHONPATH"))
         env.setdefault("PYTHONUNBUFFERED", "1")
         plan = LaunchPlan(
-            nproc=self.world_size, env=env, log_path=self.log_path, python=config.python
+            nproc=self.world_size,
+            env=env,
+            log_path=self.logs.launcher,
+            rank_log_dir=self.logs.rank_dir,
+            python=config.python,
         )
         try:
             self.proc = launch(plan)
@@ -145,20 +159,45 @@ class Session:
     def alive(self) -> bool:
         return self.ready.is_set() and not self.failed.is_set()
 
-    def fail(self, reason: str) -> None:
-        """Record the first fault; the monitor tears the tree down, then fails the pending job."""
-        # The ranks' own output (a crash's last words, a traceback) is in a private log that goes
-        # with the group: name its last error in the reason and keep its end in the server's log.
-        tail = read_tail(self.log_path, limit=4000).strip()
-        cause = last_exception_line(read_tail(self.log_path, limit=4000, since=self._log_mark))
-        if cause and cause not in reason:
-            reason = f"{reason} ({cause})"
+    def fail(self, reason: str, rank: int | None = None) -> None:
+        """Record the first fault; the monitor tears the tree down, then fails the pending job.
+
+        `rank` is the rank that `reason` names, if any."""
+        with self._lock:
+            if self.failure is not None or self._closing or self._failing:
+                return
+            self._failing = True  # a fault seen meanwhile is this one's consequence
+        # The ranks' own output (a crash's last words, a traceback) is in private logs that go
+        # with the group: name the first failed rank's last error, keep their ends in our log.
+        reason = self._explain(reason, rank)
         with self._lock:
             if self.failure is not None or self._closing:
                 return
             self.failure = reason
-        log.warning("worker group failed: %s\n--- group log (end) ---\n%s", reason, tail or "-")
+        end = self.logs.end()
+        log.warning("worker group failed: %s\n--- group log (end) ---\n%s", reason, end or "-")
         self.failed.set()
+
+    def _explain(self, reason: str, rank: int | None) -> str:
+        self._drain_down_ranks()
+        first = self.faults.first()
+        if first is None:  # nothing ordered to go by (a start-up that failed, say)
+            cause = self.logs.first_error()
+            return f"{reason} ({cause})" if cause and cause not in reason else reason
+        cause = first.message or self.logs.last_error(first.rank)
+        if first.rank != rank:
+            reason = f"{reason}; rank {first.rank} failed first ({first.how})"
+        return f"{reason}: {cause}" if cause and cause not in reason else reason
+
+    def _drain_down_ranks(self) -> None:
+        """Let the readers of ranks already down take what those ranks sent before they went (a
+        failure report names the peers that went before it)."""
+        deadline = time.monotonic() + DRAIN_S
+        for rank, proc in list(self._procs.items()):
+            reader = self._readers.get(rank)
+            if reader is None or reader is threading.current_thread() or not is_down(proc):
+                continue
+            reader.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         """Shut down cleanly: `Shutdown` to rank 0, then terminate/kill after the grace period."""
@@ -197,7 +236,8 @@ class Session:
             if self.failure is not None or self._closing:
                 raise WorkerGroupError(f"the worker group is down: {self.failure or 'closed'}")
             self._pending = pending
-            self._log_mark = log_size(self.log_path)
+            self.faults.clear()
+            self.logs.mark()
         try:
             self.channels[0].send(job)
         except (OSError, ValueError) as exc:
@@ -248,7 +288,7 @@ class Session:
                 name=f"inline-group-rank{hello.rank}",
                 daemon=True,
             )
-            self._readers.append(reader)
+            self._readers[hello.rank] = reader
             reader.start()
 
     def _read(self, rank: int, channel: Channel) -> None:
@@ -257,7 +297,9 @@ class Session:
                 message = channel.recv(timeout=None)
             except (EOFError, OSError, ValueError):
                 if self.ready.is_set():  # during start-up the monitor explains the exit
-                    self.fail(f"rank {rank} (pid {self.pids.get(rank)}) closed its connection")
+                    self.faults.seen(rank, "it closed its connection")
+                    pid = self.pids.get(rank)
+                    self.fail(f"rank {rank} (pid {pid}) closed its connection", rank)
                 return
             self._last_beat[rank] = time.monotonic()
             if message is not None:
@@ -295,6 +337,8 @@ class Session:
 
     def _record(self, pending: PendingJob, rank: int, outcome: Result | Failure) -> None:
         pending.outcomes[rank] = outcome
+        if isinstance(outcome, Failure) and outcome.code != Cancelled.code:
+            self.faults.reported(rank, outcome.at, outcome.message, outcome.peers_down)
         if isinstance(outcome, Failure) and pending.first_failure_at is None:
             pending.first_failure_at = time.monotonic()
         if len(pending.outcomes) == pending.world_size:
@@ -302,9 +346,9 @@ class Session:
 
     def _watch(self) -> None:
         while not self.failed.wait(POLL_S):
-            reason = self._check()
-            if reason is not None:
-                self.fail(reason)
+            fault = self._check()
+            if fault is not None:
+                self.fail(fault.reason, fault.rank)
         with self._lock:
             closing = self._closing
         if closing:
@@ -314,59 +358,68 @@ class Session:
         if pending is not None:
             pending.finish(self._job_error(pending))
 
-    def _check(self) -> str | None:
+    def _check(self) -> Fault | None:
         now = time.monotonic()
         code = self.proc.poll()
         if code is not None:
-            return self._exit_reason(code)
+            return Fault(self._exit_reason(code))
         if self._start_failed_at is not None:
             # The ranks are leaving on purpose (they stop beating as they go); give the launcher
             # a moment to exit with them, then take the tree down regardless.
             if now - self._start_failed_at > self.config.error_grace_s + 5.0:
-                return "; ".join(self._start_failures)
+                return Fault("; ".join(self._start_failures))
             return None
+        return self._check_ranks(now) or self._check_deadlines(now)
+
+    def _check_ranks(self, now: float) -> Fault | None:
         # During start-up a rank that gives up exits on purpose (after `StartFailed`); the
         # launcher's exit, with the reasons the ranks sent, explains it better than its pid.
         for rank, proc in list(self._procs.items()) if self.ready.is_set() else ():
             if not is_running(proc):
-                return f"rank {rank} (pid {proc.pid}) died"
+                self.faults.seen(rank, "its process is gone")
+                return Fault(f"rank {rank} (pid {proc.pid}) died", rank)
         for rank, seen in list(self._last_beat.items()):
             if now - seen > self.config.heartbeat_timeout_s:
-                return (
+                self.faults.seen(rank, "it stopped sending heartbeats")
+                return Fault(
                     f"rank {rank} (pid {self.pids.get(rank)}) sent no heartbeat for "
-                    f"{now - seen:.1f}s: it is hung or stopped"
+                    f"{now - seen:.1f}s: it is hung or stopped",
+                    rank,
                 )
+        return None
+
+    def _check_deadlines(self, now: float) -> Fault | None:
         if not self.ready.is_set() and now - self.started_at > self.config.start_timeout_s:
-            return f"not ready within {self.config.start_timeout_s:.0f}s"
+            return Fault(f"not ready within {self.config.start_timeout_s:.0f}s")
         pending = self._pending
         if pending is not None and not pending.done.is_set():
             step_limit = self.config.step_timeout_s
             if step_limit is not None and now - pending.last_progress > step_limit:
-                return f"job {pending.job_id} made no progress for {step_limit:.0f}s: hung"
+                return Fault(f"job {pending.job_id} made no progress for {step_limit:.0f}s: hung")
             first = pending.first_failure_at
             if first is not None and now - first > self.config.error_grace_s:
                 self._out_of_step = True
                 missing = sorted(set(range(self.world_size)) - set(pending.outcomes))
-                return (
+                return Fault(
                     f"job {pending.job_id} failed on some ranks while ranks {missing} did not "
                     "finish: the group is out of step"
                 )
         return None
 
     def _exit_reason(self, code: int) -> str:
-        for reader in self._readers:
+        for reader in list(self._readers.values()):
             reader.join(timeout=1.0)  # let StartFailed messages already sent arrive
         if self._start_failures:
             return "; ".join(self._start_failures)
-        tail = read_tail(self.log_path)
         if not self.ready.is_set():
-            return f"torchrun exited with code {code} during start-up: {summarize_failure(tail)}"
-        return f"the group exited with code {code}: {summarize_failure(tail)}"
+            summary = self.logs.first_error() or summarize_failure(read_tail(self.logs.launcher))
+            return f"torchrun exited with code {code} during start-up: {summary}"
+        return f"the group exited with code {code}"
 
     def _job_error(self, pending: PendingJob) -> InlineError:
         failures = [o for o in pending.outcomes.values() if isinstance(o, Failure)]
         if failures and self._out_of_step:  # the job's own error left the ranks out of step
-            first = failures[0]
+            first = min(failures, key=lambda failure: failure.at)
             return RemoteJobError(
                 f"{first.message} (the worker group was restarted: {self.failure})",
                 code=first.code,

@@ -16,6 +16,7 @@ import traceback
 from datetime import timedelta
 from typing import Any
 
+import psutil
 import torch
 
 from inline_core.errors import Cancelled, InlineError
@@ -29,6 +30,7 @@ from inline_core.parallel.collective import (
     share_command,
 )
 from inline_core.parallel.ipc import Channel, connect_from_env
+from inline_core.parallel.launch import is_down
 from inline_core.parallel.lifeline import Lifeline, orphaned_exit
 from inline_core.parallel.protocol import (
     Cancel,
@@ -74,19 +76,23 @@ def main() -> int:
         engine=settings.engine,
     )
     runner, error = _load(context, settings)
-    if any(torchdist.all_gather_object(error, world_size, control)):
+    started: list[tuple[int, str | None]] = torchdist.all_gather_object(
+        (os.getpid(), error), world_size, control
+    )
+    if any(failed for _, failed in started):
         if error is not None:
             channel.send(StartFailed(rank=rank, message=error))
         _leave(lifeline, channel)
         return 1
     assert runner is not None
+    peers = Peers(rank, [pid for pid, _ in started])
     if rank == 0:
         info: dict[str, Json] = {"worldSize": world_size, "backend": settings.backend}
         info.update(runner.describe())
         channel.send(Ready(info=info))
-        _serve_leader(runner, context, channel, control, settings.idle_tick_s)
+        _serve_leader(runner, context, channel, control, settings.idle_tick_s, peers)
     else:
-        _serve_follower(runner, context, channel, control)
+        _serve_follower(runner, context, channel, control, peers)
     _leave(lifeline, channel)
     return 0
 
@@ -101,6 +107,23 @@ def _load(context: WorkerContext, settings: RankSettings) -> tuple[JobRunner | N
         return None, f"rank {context.rank}: {type(exc).__name__}: {exc}"
 
 
+class Peers:
+    """The other ranks' processes, to tell which were already down when this rank failed: a
+    peer's crash is what fails a collective here with a reset connection, after the fact."""
+
+    def __init__(self, rank: int, pids: list[int]) -> None:
+        self._procs: dict[int, psutil.Process] = {}
+        for peer, pid in enumerate(pids):
+            try:
+                if peer != rank:
+                    self._procs[peer] = psutil.Process(pid)
+            except psutil.Error:
+                continue
+
+    def down(self) -> list[int]:
+        return [peer for peer, proc in self._procs.items() if is_down(proc)]
+
+
 def _leave(lifeline: Lifeline, channel: Channel) -> None:
     # A barrier first: a rank that tears its group down while a peer is still in a collective
     # can make that peer abort at exit.
@@ -111,7 +134,12 @@ def _leave(lifeline: Lifeline, channel: Channel) -> None:
 
 
 def _serve_leader(
-    runner: JobRunner, context: WorkerContext, channel: Channel, control: Any, idle_tick_s: float
+    runner: JobRunner,
+    context: WorkerContext,
+    channel: Channel,
+    control: Any,
+    idle_tick_s: float,
+    peers: Peers,
 ) -> None:
     inbox: queue.Queue[Job | Shutdown] = queue.Queue()
     flags = CancelFlags()
@@ -129,19 +157,19 @@ def _serve_leader(
             share_command(STOP, control)
             return
         share_command(message, control)
-        _execute(message, runner, context, channel, control, flags)
+        _execute(message, runner, context, channel, control, flags, peers)
         flags.discard(message.job_id)
 
 
-def _serve_follower(runner: JobRunner, context: WorkerContext, channel: Channel, control: Any) -> (
-    None
-):
+def _serve_follower(
+    runner: JobRunner, context: WorkerContext, channel: Channel, control: Any, peers: Peers
+) -> None:
     while True:
         command: Command = share_command(None, control)
         if command == STOP:
             return
         if isinstance(command, Job):
-            _execute(command, runner, context, channel, control, None)
+            _execute(command, runner, context, channel, control, None, peers)
 
 
 def _read_server(
@@ -168,6 +196,7 @@ def _execute(
     channel: Channel,
     control: Any,
     flags: CancelFlags | None,
+    peers: Peers,
 ) -> None:
     ctl = CollectiveControl(
         job.job_id, rank=context.rank, group=control, channel=channel, flags=flags
@@ -176,17 +205,10 @@ def _execute(
     try:
         output = runner.run(job.params, job.blobs, ctl)
         ctl.finish()
-    except JobCancelled:
-        code, status = Cancelled.code, Cancelled.status
-        channel.send(Failure(job.job_id, context.rank, code, status, "cancelled"))
-        return
-    except InlineError as exc:
-        channel.send(Failure(job.job_id, context.rank, exc.code, exc.status, exc.message))
-        return
     except Exception as exc:
-        traceback.print_exc()
-        message = f"{type(exc).__name__}: {exc}"
-        channel.send(Failure(job.job_id, context.rank, "run_failed", 500, message))
+        at, down = time.monotonic(), peers.down()  # before the traceback: the moment it failed
+        code, status, message = _describe(exc)
+        channel.send(Failure(job.job_id, context.rank, code, status, message, at, down))
         return
     arrays = output.arrays if context.is_leader else {}
     # The rank's own time for the job, and the part of it spent on control traffic (progress,
@@ -197,6 +219,16 @@ def _execute(
         "controlS": ctl.seconds,
     }
     channel.send(Result(job.job_id, context.rank, meta=meta, arrays=arrays))
+
+
+def _describe(exc: Exception) -> tuple[str, int, str]:
+    """A job error's code, status and message; an unexpected one's traceback goes to stderr."""
+    if isinstance(exc, JobCancelled):
+        return Cancelled.code, Cancelled.status, "cancelled"
+    if isinstance(exc, InlineError):
+        return exc.code, exc.status, exc.message
+    traceback.print_exc()
+    return "run_failed", 500, f"{type(exc).__name__}: {exc}"
 
 
 def _exit(code: int) -> None:
