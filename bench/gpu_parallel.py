@@ -44,7 +44,7 @@ from inline_core.parallel.protocol import Json
 from inline_core.parallel.runner import WorkerContext, resolve
 from inline_core.parallel.sampler import ParallelSampler
 from inline_core.parallel.settings import RankSettings
-from inline_core.parallel.step_runner import StepRunner, load_step_runner
+from inline_core.parallel.step_runner import StepLoopRunner, load_step_runner
 from inline_core.sampling import SampleJob, StepLoopSampler
 
 HERE = Path(__file__).resolve().parent
@@ -53,7 +53,7 @@ OUT = RESULTS / "gpu_parallel.json"
 SHARED_GPU_RUNNER = "gpu_parallel:load_shared_gpu_runner"
 
 
-def load_shared_gpu_runner(context: WorkerContext, args: Mapping[str, Json]) -> StepRunner:
+def load_shared_gpu_runner(context: WorkerContext, args: Mapping[str, Json]) -> StepLoopRunner:
     """The step runner with every rank on GPU 0 (the group's ranks are gloo, hence "cpu")."""
     return load_step_runner(replace(context, device="cuda:0", local_rank=0), args)
 

@@ -101,8 +101,8 @@ class _SampleAtThreads:
 
     def __init__(self, threads: int) -> None:
         self.threads = threads
-        # One forward per item, as the ranks run a batch's items one job after the other.
-        self.inner = StepLoopSampler(max_batch=1)
+        # The batch's items share forwards, as the ranks' step loop batches them.
+        self.inner = StepLoopSampler()
 
     def run(self, job: SampleJob) -> Any:
         before = torch.get_num_threads()

@@ -102,11 +102,13 @@ def test_a_primitive_graph_is_split_and_equals_the_in_process_take(
     assert steps and {m["stepCount"] for m in steps} == {8}
     counted = [int(m["step"]) for m in steps]
     assert counted == sorted(counted) and set(counted) <= set(range(1, 9))
-    # The same graph in this process, without a split.
+    # The same graph in this process, without a split. Both step loops batch the two items, but
+    # when each joins a forward is the loop's timing: a forward over one sequence or over both
+    # may move a pixel by a level (tests/sampling/test_sampling_zimage.py), the split nothing.
     expected, whole = render_in_process(comfy.root, graph, tmp_path, rank_threads(group_config()))
     assert len(got) == len(expected) == 2
     for mine, theirs in zip(got, expected, strict=True):
-        assert np.array_equal(mine, theirs)  # the same pixels, exactly
+        assert int(np.abs(mine.astype(np.int16) - theirs.astype(np.int16)).max()) <= 1
     # One group job per batch item, each a real split: the ranks' attention saw half the tokens.
     jobs = _group_jobs(server)[jobs_before:]
     assert whole and max(whole) % 2 == 0
@@ -116,7 +118,7 @@ def test_a_primitive_graph_is_split_and_equals_the_in_process_take(
 
 
 def test_cancelling_a_primitive_sample_reaches_the_ranks(server: LiveServer) -> None:
-    # 4 items of 200 steps, one group job after the other: long enough to cancel in the middle.
+    # 4 items of 200 steps, batched in rank 0's loop: long enough to cancel in the middle.
     run_id = _post(server, primitive_graph("a long render", "", steps=200, batch=4))
     deadline = time.monotonic() + 120  # a liveness bound, not a timing assertion
     while True:

@@ -5,6 +5,8 @@ the in-process `sample` returns, bit for bit, and the group picks the one it alr
 from __future__ import annotations
 
 import itertools
+import queue
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,11 +25,22 @@ from inline_core.families.zimage.kit import KitPaths, build_kit
 from inline_core.graph.primitives import FLOW_SAMPLERS, FLOW_SCHEDULES
 from inline_core.models.catalog import Catalog
 from inline_core.models.source import Source
+from inline_core.parallel.collective import Command
 from inline_core.parallel.engines import NoSplit
-from inline_core.parallel.protocol import Job, decode, encode
+from inline_core.parallel.protocol import (
+    Failure,
+    Job,
+    Message,
+    Phase,
+    Progress,
+    Result,
+    Shutdown,
+    decode,
+    encode,
+)
 from inline_core.parallel.remote import PipelineSpec, decode_output
 from inline_core.parallel.runner import WorkerContext, resolve
-from inline_core.parallel.step_runner import RankPipeline, StepRunner
+from inline_core.parallel.step_runner import RankPipeline, StepLoopRunner
 from inline_core.sampling import SampleJob, StepLoopSampler
 
 CPU = {"text_encoder": "float32", "denoiser": "float32", "vae": "float32"}
@@ -48,29 +61,35 @@ def comfy(tmp_path_factory: pytest.TempPathFactory) -> KitPaths:
     return build_kit(tmp_path_factory.mktemp("comfy") / "models", "tiny", layouts=("comfy",))
 
 
-class _Control:
-    def __init__(self) -> None:
-        self.seen: list[object] = []
-
-    def phase(self, phase: str) -> None:
-        self.seen.append(phase)
-
-    def step(self, step: int, count: int) -> None:
-        self.seen.append((step, count))
-
-
 def _in_rank(spec: PipelineSpec, sent: GroupPipeline, state: Any) -> tuple[Any, list[object]]:
-    """Rebuild the pipeline as a rank does, send it the request over the wire, run it."""
+    """Rebuild the pipeline as a rank does, send it the request over the wire, and run it
+    through the rank's own step loop (one rank: what it shares goes nowhere)."""
     pipeline: object = resolve(spec.loader)(device="cpu", **spec.args)
     assert isinstance(pipeline, RankPipeline)
     context = WorkerContext(0, 1, 0, "cpu", ParallelSpec(), "auto")
-    runner = StepRunner(pipeline, context, NoSplit(), None, spec.loader)
+    runner = StepLoopRunner(pipeline, context, NoSplit(), None, spec.loader)
     request = sent.remote_request(state)
-    job = decode(encode(Job(1, request.params, request.blobs)))
+    job = decode(encode(Job(1, request.params, request.blobs)))  # what rank 0 receives
     assert isinstance(job, Job)
-    control = _Control()
-    out = runner.run(job.params, job.blobs, control)
-    return decode_output(out.meta["output"], out.arrays), control.seen
+    inbox: queue.Queue[Message] = queue.Queue()
+    sent_back: queue.Queue[Message] = queue.Queue()
+
+    def alone(command: Command) -> Command:
+        return command
+
+    serving = threading.Thread(target=runner.serve_leader, args=(inbox, sent_back.put, alone, 60.0))
+    serving.start()
+    inbox.put(job)
+    seen: list[object] = []
+    while not isinstance(message := sent_back.get(timeout=120), Result | Failure):
+        if isinstance(message, Phase):
+            seen.append(message.phase)
+        elif isinstance(message, Progress):
+            seen.append((message.step, message.count))
+    inbox.put(Shutdown())
+    serving.join(timeout=60)
+    assert isinstance(message, Result), message
+    return decode_output(message.meta["output"], message.arrays), seen
 
 
 # Every sampler and every schedule the `sample` node offers, each at least once.

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from inline_core.parallel.protocol import Json
 from inline_core.parallel.runner import WorkerContext
-from inline_core.parallel.step_runner import StepRunner, load_step_runner
+from inline_core.parallel.step_runner import StepLoopRunner, load_step_runner
 
 
 def _lift_gates(module: ModuleType) -> None:
@@ -55,7 +55,7 @@ class _XFuserGates(importlib.abc.MetaPathFinder):
         return spec
 
 
-def load(context: WorkerContext, args: Mapping[str, Json]) -> StepRunner:
+def load(context: WorkerContext, args: Mapping[str, Json]) -> StepLoopRunner:
     if "xfuser" in sys.modules:
         raise RuntimeError("xfuser was imported before its CPU gates could be lifted")
     sys.meta_path.insert(0, _XFuserGates())

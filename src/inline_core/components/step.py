@@ -14,7 +14,7 @@ e.g. `post_decode_many`: decode several finished states in one call.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 
@@ -116,6 +116,15 @@ class SupportsXDiTSplit(Protocol):
     def xdit_pipeline(self, transformer: Any, vae: Any, /) -> Any: ...
 
 
+@runtime_checkable
+class SupportsSplitNotice(Protocol):
+    """A pipeline that adapts its forward to the engine that splits it (its name, and each split
+    method's degree), e.g. to lay a mask out the way that engine orders the sequence: the
+    exception that engine forces, kept in the family that knows its model."""
+
+    def split_by(self, engine: str, degrees: Mapping[str, int], /) -> None: ...
+
+
 def supports_component_modules(obj: object) -> TypeGuard[SupportsComponentModules]:
     return isinstance(obj, SupportsComponentModules)
 
@@ -134,3 +143,7 @@ def supports_latent_output(obj: object) -> TypeGuard[SupportsLatentOutput]:
 
 def supports_xdit_split(obj: object) -> TypeGuard[SupportsXDiTSplit]:
     return isinstance(obj, SupportsXDiTSplit)
+
+
+def supports_split_notice(obj: object) -> TypeGuard[SupportsSplitNotice]:
+    return isinstance(obj, SupportsSplitNotice)

@@ -183,7 +183,7 @@ def sample(
             batch_size=latent.batch,
             batch_index=index,
             positive=positive.conditioning,
-            negative=negative.conditioning if guidance > 0 and negative is not None else None,
+            negative=negative.conditioning if settings.guided and negative is not None else None,
         )
         for index in range(latent.batch)
     ]

@@ -8,17 +8,37 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from inline_core.parallel import torchdist
 from inline_core.parallel.ipc import Channel
-from inline_core.parallel.protocol import Job, Phase, Progress
+from inline_core.parallel.protocol import Job, Json, Phase, Progress
 from inline_core.parallel.runner import JobCancelled
 
 TICK = "tick"  # an idle no-op, keeps waiting ranks inside the group timeout
 STOP = "stop"
 
-Command = Job | str
+
+@dataclass(frozen=True)
+class Admit:
+    """A step-loop runner's rank 0 admits a job: every rank builds and encodes its own copy."""
+
+    job_id: int
+    params: dict[str, Json]
+    blobs: dict[str, bytes]
+
+
+@dataclass(frozen=True)
+class Forward:
+    """A step-loop runner's next forward: these jobs, in this order, then each one's step. `live`
+    is every job rank 0 still holds; the other ranks drop the copies of any other."""
+
+    job_ids: tuple[int, ...]
+    live: tuple[int, ...]
+
+
+Command = Job | Admit | Forward | str
 
 
 class CancelFlags:
@@ -44,7 +64,7 @@ class CancelFlags:
 def share_command(command: Command | None, group: Any) -> Command:
     """Rank 0 passes its command; every other rank passes None and gets rank 0's."""
     shared = torchdist.broadcast_object(command, group)
-    if not isinstance(shared, Job | str):
+    if not isinstance(shared, Job | Admit | Forward | str):
         raise RuntimeError(f"unexpected command {type(shared).__name__} from rank 0")
     return shared
 

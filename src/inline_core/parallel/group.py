@@ -1,8 +1,10 @@
 """`WorkerGroup`: the server's handle on a resident, torchrun-launched group of ranks.
 
 Started lazily (on the first job, or `start()`), once; a group that failed is torn down and a fresh
-one is launched on the next job. One job runs at a time: the group's ranks together are one
-device. `close()` stops it cleanly. Torch-free: the server never imports torch for this.
+one is launched on the next job. Jobs may be submitted from several threads at once: the ranks'
+runner decides how they run (the standard step runner batches them in rank 0's step loop; a
+one-job runner takes them in turn). `close()` stops it cleanly. Torch-free: the server never
+imports torch for this.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ class WorkerGroup:
         self._session: Session | None = None
         self._previous: Session | None = None
         self._lock = threading.Lock()  # guards the session pointer
-        self._job_lock = threading.Lock()  # one job at a time
         self._job_ids = itertools.count(1)
         self._closed = False
         self.launches = 0
@@ -167,16 +168,15 @@ class WorkerGroup:
         on_phase: Callable[[str], None],
         on_step: Callable[[int, int], None],
     ) -> GroupReply:
-        with self._job_lock:
-            token.raise_if_cancelled()
-            session = self._ensure()
-            job = Job(next(self._job_ids), dict(params), dict(blobs or {}))
-            pending = PendingJob(job.job_id, session.world_size, on_phase, on_step)
-            session.submit(job, pending)
-            try:
-                self._wait(session, pending, token)
-            finally:
-                session.release(pending)
+        token.raise_if_cancelled()
+        session = self._ensure()
+        job = Job(next(self._job_ids), dict(params), dict(blobs or {}))
+        pending = PendingJob(job.job_id, session.world_size, on_phase, on_step)
+        session.submit(job, pending)
+        try:
+            self._wait(session, pending, token)
+        finally:
+            session.release(pending)
         return _reply(pending, token)
 
     def _wait(self, session: Session, pending: PendingJob, token: CancelToken) -> None:

@@ -17,9 +17,11 @@ class AttentionProbe:
     def __init__(self, dit: nn.Module) -> None:
         self.forwards = 0
         self.first_forward: list[int] = []  # tokens per attention layer, first forward of a job
+        self.last_forward: list[int] = []  # tokens per attention layer, the latest forward
         self._current: list[int] = []
         self._handles: list[RemovableHandle] = []
-        attentions = [m for m in dit.modules() if type(m).__name__ == "Attention"]
+        # diffusers names its attention modules `Attention`, `FluxAttention`, `WanAttention`...
+        attentions = [m for m in dit.modules() if type(m).__name__.endswith("Attention")]
         for module in attentions:
             self._handles.append(module.register_forward_pre_hook(self._seen, with_kwargs=True))
         self._handles.append(dit.register_forward_pre_hook(self._forward_begins))
@@ -39,8 +41,9 @@ class AttentionProbe:
         self._current = []
 
     def _forward_ends(self, _module: nn.Module, _args: Any, _output: Any) -> None:
+        self.last_forward = list(self._current)
         if self.forwards == 0:
-            self.first_forward = list(self._current)
+            self.first_forward = self.last_forward
         self.forwards += 1
 
     def _seen(self, _module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

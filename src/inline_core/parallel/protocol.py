@@ -92,6 +92,9 @@ class Failure:
     message: str
     at: float = 0.0  # the rank's time.monotonic() when it caught the error
     peers_down: list[int] = field(default_factory=list[int])  # gone or exiting by then
+    # Rank 0's word on a job of a step-loop runner: the other ranks send nothing for it (they
+    # mirror rank 0's loop and hold no outcome of their own), so the job is over.
+    final: bool = False
 
 
 @dataclass(frozen=True)

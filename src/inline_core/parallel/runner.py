@@ -1,19 +1,24 @@
-"""What a rank runs: a `JobRunner`, built once per rank by a factory named with a dotted path.
+"""What a rank runs, built once per rank by a factory named with a dotted path.
 
 The worker loads `factory(context, args)` once at start-up and keeps the runner (and its pipeline)
-resident. Every rank runs every job collectively; `JobControl` is how a runner reports phases and
-steps and learns, at the same step on every rank, that the job was cancelled.
+resident. Two kinds:
+- a `LoopRunner` serves its rank itself: the standard step runner, whose rank 0 runs the step
+  loop and batches the jobs it is sent, as the in-process sampler does;
+- a `JobRunner` runs one job at a time on every rank, collectively; `JobControl` is how it
+  reports phases and steps and learns, at the same step on every rank, that the job was cancelled
+  (the group's own tests drive faults through one).
 """
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 from inline_core.device.split import ParallelSpec
 from inline_core.dotted import resolve_object
-from inline_core.parallel.protocol import Array, Json
+from inline_core.parallel.protocol import Array, Json, Message
 
 DEFAULT_RUNNER = "inline_core.parallel.step_runner:load_step_runner"
 
@@ -56,16 +61,38 @@ class JobRunner(Protocol):
         """Sent to the server in `Ready` (model, split, engine)."""
         ...
 
-    def run(self, params: Mapping[str, Json], blobs: Mapping[str, bytes], control: JobControl) -> (
-        JobOutput
-    ): ...
+    def run(
+        self, params: Mapping[str, Json], blobs: Mapping[str, bytes], control: JobControl
+    ) -> JobOutput: ...
+
+
+@runtime_checkable
+class LoopRunner(Protocol):
+    """A runner that serves its rank itself rather than one job at a time: rank 0 takes every
+    message from the server (`inbox`), decides what the ranks do and shares it (`share`); the
+    others act on what rank 0 shared (`receive`). Both report to the server with `send`. The
+    standard step runner is one (`step_runner.py`): rank 0 runs the step loop."""
+
+    def describe(self) -> dict[str, Json]: ...
+
+    def serve_leader(
+        self,
+        inbox: queue.Queue[Message],
+        send: Callable[[Message], None],
+        share: Callable[[Any], Any],
+        idle_tick_s: float,
+    ) -> None: ...
+
+    def serve_follower(
+        self, receive: Callable[[], Any], send: Callable[[Message], None]
+    ) -> None: ...
 
 
 class JobCancelled(Exception):
     """Raised on every rank, at the same step, when the job's cancel flag was set."""
 
 
-RunnerFactory = Callable[[WorkerContext, Mapping[str, Json]], JobRunner]
+RunnerFactory = Callable[[WorkerContext, Mapping[str, Json]], JobRunner | LoopRunner]
 
 
 def resolve(dotted: str) -> Callable[..., Any]:

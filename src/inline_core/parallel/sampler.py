@@ -53,10 +53,12 @@ class ParallelSampler:
         self.config = config
         self.retries = retries
         self._lock = threading.Lock()
+        self._turn = threading.Condition(self._lock)  # a job for another pipeline waits its turn
         self._group: WorkerGroup | None = None
         self._spec: PipelineSpec | None = None
         self._closed = False
         self._in_flight = 0
+        self._waiting = 0  # jobs for another pipeline, waiting for the group to be idle
         self._completed = 0
         self._failed = 0
         self.last_meta: dict[int, dict[str, Json]] = {}  # each rank's debug counters, last job
@@ -76,9 +78,7 @@ class ParallelSampler:
                 f"{type(pipeline).__name__} cannot run split across ranks (no RemotePipeline)"
             )
         request = pipeline.remote_request(job.state)
-        group = self._group_for(pipeline.remote_spec())
-        with self._lock:
-            self._in_flight += 1
+        group = self._acquire(pipeline.remote_spec())
         try:
             reply = group.submit(
                 request.params,
@@ -93,36 +93,66 @@ class ParallelSampler:
                 self._failed += 1
             raise
         finally:
-            with self._lock:
-                self._in_flight -= 1
+            self._release()
         with self._lock:
             self._completed += 1
         self.last_meta = reply.meta
         log.info("worker group job done (%s): %s", self.config.ranks.split, summarize(reply.meta))
         return decode_output(reply.meta[0].get("output"), reply.arrays)
 
-    def _group_for(self, spec: PipelineSpec) -> WorkerGroup:
-        with self._lock:
-            if self._closed:
-                raise Unavailable("the sampler is closed")
-            if self._group is not None and self._spec is not None and self._spec.key == spec.key:
-                return self._group
-            old, self._group = self._group, None
+    def _acquire(self, spec: PipelineSpec) -> WorkerGroup:
+        """The group holding `spec`, counted as in use. Jobs for the pipeline the group holds run
+        at once (its ranks batch them); a job for another one waits until the group is idle,
+        then replaces it: one group holds the devices, so jobs in flight are never cut short."""
+        with self._turn:
+            while True:
+                if self._closed:
+                    raise Unavailable("the sampler is closed")
+                group = self._group
+                if group is not None and self._spec is not None and self._spec.key == spec.key:
+                    self._in_flight += 1
+                    return group
+                if self._in_flight == 0:
+                    break
+                self._waiting += 1
+                try:
+                    self._turn.wait()
+                finally:
+                    self._waiting -= 1
+            old = self._group
+            group = self._new_group(spec)
+            self._group, self._spec = group, spec
+            self._in_flight += 1
         if old is not None:
-            old.close()  # one group holds the devices; a new pipeline needs a new group
+            old.close()
+        return group
+
+    def _release(self) -> None:
+        with self._turn:
+            self._in_flight -= 1
+            self._turn.notify_all()
+
+    def _new_group(self, spec: PipelineSpec) -> WorkerGroup:
         # The configured runner factory (the step runner unless a caller chose another) builds
         # this spec's pipeline in every rank.
         ranks = replace(
             self.config.ranks, runner_args={"loader": spec.loader, "loaderArgs": spec.args}
         )
-        group = WorkerGroup(replace(self.config, ranks=ranks))
-        with self._lock:
-            self._group, self._spec = group, spec
+        return WorkerGroup(replace(self.config, ranks=ranks))
+
+    def _group_for(self, spec: PipelineSpec) -> WorkerGroup:
+        """The group for `spec`, replacing an idle one that holds another pipeline."""
+        group = self._acquire(spec)
+        self._release()
         return group
 
     def start(self, spec: PipelineSpec) -> dict[str, Json]:
         """Launch the group for `spec` ahead of the first job (e.g. at server start-up)."""
-        return self._group_for(spec).start()
+        group = self._acquire(spec)
+        try:
+            return group.start()
+        finally:
+            self._release()
 
     @property
     def spec(self) -> PipelineSpec | None:
@@ -139,19 +169,22 @@ class ParallelSampler:
         group = self._group
         with self._lock:
             return {
-                "activeJobs": min(1, self._in_flight),  # the group runs one job at a time
-                "queuedJobs": max(0, self._in_flight - 1),
+                "activeJobs": self._in_flight,  # in the ranks (which may batch them)
+                "queuedJobs": self._waiting,
                 "completedJobs": self._completed,
                 "failedJobs": self._failed,
                 "retriedJobs": 0 if group is None else group.retried,
                 "closed": self._closed,
                 "group": None if group is None else group.stats(),
+                # Rank 0's step loop as of the last job: how it grouped the jobs it was sent.
+                "rankLoop": self.last_meta.get(0, {}).get("loop"),
             }
 
     def close(self) -> None:
-        with self._lock:
+        with self._turn:
             self._closed = True
             group, self._group = self._group, None
+            self._turn.notify_all()
         if group is not None:
             group.close()
 

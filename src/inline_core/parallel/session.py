@@ -114,7 +114,8 @@ class Session:
         self._start_failures: list[str] = []
         self._start_failed_at: float | None = None
         self._last_beat: dict[int, float] = {}
-        self._pending: PendingJob | None = None
+        # The jobs sent and not yet settled: several at once when rank 0 batches them.
+        self._pending: dict[int, PendingJob] = {}
         self._closing = False
         self._failing = False  # a fault is being explained
         self._lock = threading.Lock()
@@ -205,9 +206,9 @@ class Session:
             already = self._closing or self.failure is not None
             self._closing = True
             self.failure = self.failure or "the worker group was closed"
-            pending = self._pending
-        if pending is not None:
-            pending.finish(WorkerGroupError("the worker group was closed while running this job"))
+            pending = list(self._pending.values())
+        for job in pending:
+            job.finish(WorkerGroupError("the worker group was closed while running this job"))
         if not already:
             leader = self.channels.get(0)
             if leader is not None and self.ready.is_set():
@@ -235,9 +236,10 @@ class Session:
         with self._lock:
             if self.failure is not None or self._closing:
                 raise WorkerGroupError(f"the worker group is down: {self.failure or 'closed'}")
-            self._pending = pending
-            self.faults.clear()
-            self.logs.mark()
+            if not self._pending:  # the group was idle: an earlier job's evidence is not this one's
+                self.faults.clear()
+                self.logs.mark()
+            self._pending[pending.job_id] = pending
         try:
             self.channels[0].send(job)
         except (OSError, ValueError) as exc:
@@ -251,8 +253,8 @@ class Session:
 
     def release(self, pending: PendingJob) -> None:
         with self._lock:
-            if self._pending is pending:
-                self._pending = None
+            if self._pending.get(pending.job_id) is pending:
+                del self._pending[pending.job_id]
 
     # -- threads -----------------------------------------------------------------------------
 
@@ -315,8 +317,9 @@ class Session:
             if self._start_failed_at is None:
                 self._start_failed_at = time.monotonic()
         elif isinstance(message, Phase | Progress | Result | Failure):
-            pending = self._pending
-            if pending is None or pending.job_id != message.job_id:
+            with self._lock:
+                pending = self._pending.get(message.job_id)
+            if pending is None:
                 return
             if isinstance(message, Phase | Progress):
                 self._report(pending, message)
@@ -341,7 +344,8 @@ class Session:
             self.faults.reported(rank, outcome.at, outcome.message, outcome.peers_down)
         if isinstance(outcome, Failure) and pending.first_failure_at is None:
             pending.first_failure_at = time.monotonic()
-        if len(pending.outcomes) == pending.world_size:
+        final = isinstance(outcome, Failure) and outcome.final  # rank 0 settled it alone
+        if final or len(pending.outcomes) == pending.world_size:
             pending.finish()
 
     def _watch(self) -> None:
@@ -354,9 +358,10 @@ class Session:
         if closing:
             return  # close() tears down and settles the job itself
         self._teardown()
-        pending = self._pending
-        if pending is not None:
-            pending.finish(self._job_error(pending))
+        with self._lock:
+            pending = list(self._pending.values())
+        for job in pending:
+            job.finish(self._job_error(job))
 
     def _check(self) -> Fault | None:
         now = time.monotonic()
@@ -391,17 +396,18 @@ class Session:
     def _check_deadlines(self, now: float) -> Fault | None:
         if not self.ready.is_set() and now - self.started_at > self.config.start_timeout_s:
             return Fault(f"not ready within {self.config.start_timeout_s:.0f}s")
-        pending = self._pending
-        if pending is not None and not pending.done.is_set():
+        with self._lock:
+            pending = [job for job in self._pending.values() if not job.done.is_set()]
+        for job in pending:
             step_limit = self.config.step_timeout_s
-            if step_limit is not None and now - pending.last_progress > step_limit:
-                return Fault(f"job {pending.job_id} made no progress for {step_limit:.0f}s: hung")
-            first = pending.first_failure_at
+            if step_limit is not None and now - job.last_progress > step_limit:
+                return Fault(f"job {job.job_id} made no progress for {step_limit:.0f}s: hung")
+            first = job.first_failure_at
             if first is not None and now - first > self.config.error_grace_s:
                 self._out_of_step = True
-                missing = sorted(set(range(self.world_size)) - set(pending.outcomes))
+                missing = sorted(set(range(self.world_size)) - set(job.outcomes))
                 return Fault(
-                    f"job {pending.job_id} failed on some ranks while ranks {missing} did not "
+                    f"job {job.job_id} failed on some ranks while ranks {missing} did not "
                     "finish: the group is out of step"
                 )
         return None

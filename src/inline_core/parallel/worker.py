@@ -1,8 +1,9 @@
 """The torchrun entry of every rank: `python -m inline_core.parallel.worker`.
 
 Each rank connects to the server (its own authenticated socket: hello, heartbeats, its job
-outcome), joins the process group, loads the runner once and keeps it resident. Rank 0 also
-receives the jobs and shares each with the other ranks; then all ranks run it together.
+outcomes), joins the process group, loads the runner once and keeps it resident. Rank 0 also
+receives the jobs. A `LoopRunner` then serves the rank itself (rank 0 decides and shares, the
+others follow); a `JobRunner`'s jobs are shared one at a time and run by all ranks together.
 """
 
 from __future__ import annotations
@@ -38,12 +39,19 @@ from inline_core.parallel.protocol import (
     Hello,
     Job,
     Json,
+    Message,
     Ready,
     Result,
     Shutdown,
     StartFailed,
 )
-from inline_core.parallel.runner import JobCancelled, JobRunner, WorkerContext, resolve
+from inline_core.parallel.runner import (
+    JobCancelled,
+    JobRunner,
+    LoopRunner,
+    WorkerContext,
+    resolve,
+)
 from inline_core.parallel.settings import RankSettings, ServerIdentity
 
 GROUP_TIMEOUT = timedelta(minutes=30)
@@ -90,6 +98,9 @@ def main() -> int:
         info: dict[str, Json] = {"worldSize": world_size, "backend": settings.backend}
         info.update(runner.describe())
         channel.send(Ready(info=info))
+    if isinstance(runner, LoopRunner):
+        _serve_loop(runner, rank, channel, control, settings.idle_tick_s)
+    elif rank == 0:
         _serve_leader(runner, context, channel, control, settings.idle_tick_s, peers)
     else:
         _serve_follower(runner, context, channel, control, peers)
@@ -97,10 +108,12 @@ def main() -> int:
     return 0
 
 
-def _load(context: WorkerContext, settings: RankSettings) -> tuple[JobRunner | None, str | None]:
+def _load(
+    context: WorkerContext, settings: RankSettings
+) -> tuple[JobRunner | LoopRunner | None, str | None]:
     try:
         factory = resolve(settings.runner)
-        runner: JobRunner = factory(context, settings.runner_args)
+        runner: JobRunner | LoopRunner = factory(context, settings.runner_args)
         return runner, None
     except Exception as exc:  # reported to the server as the reason the group cannot start
         traceback.print_exc()
@@ -131,6 +144,37 @@ def _leave(lifeline: Lifeline, channel: Channel) -> None:
     torchdist.destroy()
     lifeline.stop()
     channel.close()
+
+
+def _serve_loop(
+    runner: LoopRunner, rank: int, channel: Channel, control: Any, idle_tick_s: float
+) -> None:
+    def share(command: Command) -> Command:
+        return share_command(command, control)
+
+    if rank != 0:
+        runner.serve_follower(lambda: share_command(None, control), channel.send)
+        return
+    inbox: queue.Queue[Message] = queue.Queue()
+    reader = threading.Thread(
+        target=_read_all, args=(channel, inbox), name="inline-leader-inbox", daemon=True
+    )
+    reader.start()
+    runner.serve_leader(inbox, channel.send, share, idle_tick_s)
+
+
+def _read_all(channel: Channel, inbox: queue.Queue[Message]) -> None:
+    """Every message from the server into `inbox`, in order, until `Shutdown`."""
+    while True:
+        try:
+            message = channel.recv()
+        except (EOFError, OSError):
+            orphaned_exit("the server closed the connection")
+            return
+        if message is not None:
+            inbox.put(message)
+        if isinstance(message, Shutdown):
+            return
 
 
 def _serve_leader(
@@ -172,9 +216,7 @@ def _serve_follower(
             _execute(command, runner, context, channel, control, None, peers)
 
 
-def _read_server(
-    channel: Channel, inbox: queue.Queue[Job | Shutdown], flags: CancelFlags
-) -> None:
+def _read_server(channel: Channel, inbox: queue.Queue[Job | Shutdown], flags: CancelFlags) -> None:
     while True:
         try:
             message = channel.recv()

@@ -15,6 +15,7 @@ no caller waits forever.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from inline_core.sampling.job import SampleJob
 from inline_core.sampling.limits import BatchLimits
 from inline_core.sampling.scheduler import next_group
 from inline_core.sampling.ticket import Ticket
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,6 +60,7 @@ class StepEngine:
         # Held while the jobs finished by one forward are resolved, so the decoders off the loop
         # see them all at once and can decode them together (`PhaseSlots.adding`).
         self.settling: Callable[[], AbstractContextManager[None]] = nullcontext
+        self._calls: deque[Callable[[], None]] = deque()
 
     # -- called from any thread -------------------------------------------------------------
 
@@ -80,11 +84,25 @@ class StepEngine:
                 decode_on_loop=decode_on_loop,
             )
             self._incoming.append(ticket)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
-                self._thread.start()
+            self._start()
             self._cond.notify()
         return ticket
+
+    def call_soon(self, call: Callable[[], None]) -> None:
+        """Run `call` on the loop thread at its next boundary, before it admits jobs: for work that
+        must be ordered with the loop's own (a worker group's collectives, which every rank must
+        make in one order). An exception it raises is logged and the loop goes on."""
+        with self._cond:
+            if self._closed:
+                raise Unavailable("the sampler is closed")
+            self._calls.append(call)
+            self._start()
+            self._cond.notify()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+            self._thread.start()
 
     def counts(self) -> tuple[int, int]:
         """(incoming, active) right now."""
@@ -113,12 +131,21 @@ class StepEngine:
         try:
             while True:
                 with self._cond:
-                    while not self._incoming and not self._active and not self._closed:
+                    idle = not (self._incoming or self._active or self._calls)
+                    while idle and not self._closed:
                         self._cond.wait()
+                        idle = not (self._incoming or self._active or self._calls)
                     if self._closed:
                         return
                     admitted = list(self._incoming)
                     self._incoming.clear()
+                    calls = list(self._calls)
+                    self._calls.clear()
+                for call in calls:
+                    try:
+                        call()
+                    except Exception:
+                        log.exception("a call on the step loop failed; the loop goes on")
                 try:
                     self._admit(admitted)
                     self._drop_cancelled()

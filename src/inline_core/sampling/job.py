@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from inline_core.components.step import StepPipeline
-from inline_core.parallel.remote import RemotePipeline
 from inline_core.runtime.cancel import CancelToken
 
 
@@ -19,6 +18,15 @@ def _ignore_step(_step: int, _count: int) -> None:
     return None
 
 
+class RemoteHandle(Protocol):
+    """A handle on a pipeline that lives elsewhere (a worker group's ranks): what the group's
+    sampler reads of it (`parallel.remote.RemotePipeline`)."""
+
+    def remote_spec(self) -> Any: ...
+
+    def remote_request(self, state: Any, /) -> Any: ...
+
+
 @dataclass
 class SampleJob:
     """A request for the sampler: the pipeline to drive and the request's initial state.
@@ -26,10 +34,10 @@ class SampleJob:
     The in-process sampler calls `pipeline.prepare_encode(state)`, then steps it (possibly in a
     batch with other jobs), then `pipeline.post_decode(state)`, and resolves the job's future with
     that output. The worker group's sampler takes the same job with the server's handle on a
-    pipeline that lives in its ranks (a `RemotePipeline`), and its ranks do the same.
+    pipeline that lives in its ranks (a `RemoteHandle`), and its ranks do the same.
     """
 
-    pipeline: StepPipeline | RemotePipeline
+    pipeline: StepPipeline | RemoteHandle
     state: Any
     cancel: CancelToken = field(default_factory=CancelToken)
     on_phase: Callable[[str], None] = _ignore_phase  # "encode" | "sample" | "decode"

@@ -135,6 +135,10 @@ class StepLoopSampler:
             self._count_encoding(-1)
         return outer
 
+    def call_soon(self, call: Callable[[], None]) -> None:
+        """Run `call` on the loop thread at its next step boundary (`StepEngine.call_soon`)."""
+        self._engine.call_soon(call)
+
     def stats(self) -> dict[str, Any]:
         incoming, active = self._engine.counts()
         counters = self._engine.counters

@@ -36,13 +36,27 @@ SCHEDULES: tuple[str, ...] = ("simple", "karras", "exponential")
 TRAIN_TIMESTEPS = 1000
 
 
+Spacing = Callable[[int], list[float]]
+
+
 def flow_spacing(steps: int) -> list[float]:
-    """Unshifted flow sigmas: `linspace(1, 1/N, N)` (the schedule does not end at 0)."""
+    """Unshifted flow sigmas: `linspace(1, 1/N, N)` (the schedule does not end at 0), as torch
+    computes it in float32 (Z-Image's pipeline does so)."""
     return to_floats(torch.linspace(1.0, 1 / steps, steps))
 
 
+def numpy_flow_spacing(steps: int) -> list[float]:
+    """The same spacing as numpy computes it in float64 (FLUX-style pipelines do so); the
+    scheduler rounds it to float32, which may differ from torch's by a unit in the last place."""
+    return [float(s) for s in np.linspace(1.0, 1 / steps, steps)]
+
+
 def model_sigmas(
-    config: Mapping[str, Any], steps: int, mu: float, schedule: str = "simple"
+    config: Mapping[str, Any],
+    steps: int,
+    mu: float,
+    schedule: str = "simple",
+    spacing: Spacing = flow_spacing,
 ) -> list[float]:
     """The `steps` sigmas (without the final 0) the model's scheduler visits, respaced by
     `schedule`."""
@@ -54,7 +68,7 @@ def model_sigmas(
         "use_beta_sigmas": False,
     }
     scheduler = diffusers().FlowMatchEulerDiscreteScheduler.from_config(dict(config), **flags)
-    scheduler.set_timesteps(sigmas=flow_spacing(steps), mu=mu)
+    scheduler.set_timesteps(sigmas=spacing(steps), mu=mu)
     return to_floats(cast(torch.Tensor, scheduler.sigmas)[:-1])
 
 

@@ -16,7 +16,12 @@ from typing import Any, cast
 import torch
 
 from inline_core.components.interfaces import Latents
-from inline_core.diffusion.flow.samplers import model_sigmas, sampler_scheduler
+from inline_core.diffusion.flow.samplers import (
+    Spacing,
+    flow_spacing,
+    model_sigmas,
+    sampler_scheduler,
+)
 from inline_core.diffusion.flow.steps import denoise_window, img2img_start
 from inline_core.diffusion.libs import to_floats
 
@@ -65,6 +70,7 @@ class FlowMatchSchedule:
         schedule: str = "simple",
         denoise: float = 1.0,
         model_time: ModelTime = diffusers_time,
+        spacing: Spacing = flow_spacing,
     ) -> FlowMatchSchedule:
         """`strength` is img2img as diffusers counts it (skip the first steps of N); `denoise`
         is ComfyUI's (run the last N steps of a longer schedule)."""
@@ -76,7 +82,7 @@ class FlowMatchSchedule:
             config.get("max_shift", 1.15),
         )
         total, first = denoise_window(steps, denoise)
-        sigmas = model_sigmas(config, total, mu, schedule)[first:]
+        sigmas = model_sigmas(config, total, mu, schedule, spacing)[first:]
         scheduler = sampler_scheduler(sampler, sigmas, device)
         timesteps = cast(torch.Tensor, scheduler.timesteps)
         begin = 0

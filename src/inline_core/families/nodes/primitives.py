@@ -67,7 +67,7 @@ class Sample(_FamilyRunner):
         latent = handle_input(call, "latent", LatentHandle)
         settings = SampleSettings.from_params(call.params)
         family = self.families.named(model.family)
-        if family.guidance_for_cfg(settings.cfg) > 0 and negative is None:
+        if settings.guided and negative is None:
             raise InvalidRequest(
                 f"cfg {settings.cfg:g} guides against a negative conditioning, and none is wired: "
                 "connect one (an encoded empty prompt is what the high-level nodes use), or set "

@@ -31,6 +31,11 @@ class SampleSettings:
             denoise=float(params["denoise"]),
         )
 
+    @property
+    def guided(self) -> bool:
+        """Whether the render guides against a negative (ComfyUI's count: above 1)."""
+        return self.cfg > 1.0
+
     def to_info(self) -> dict[str, Any]:
         """What a decoded take records of how it was sampled (the seed actually used included)."""
         return asdict(self)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from typing import cast
 
-from inline_core.components.step import supports_xdit_split
+from inline_core.components.step import supports_split_notice, supports_xdit_split
 from inline_core.parallel.engines.base import (
     NoSplit,
     SplitEngine,
@@ -47,9 +47,14 @@ def apply_split(pipeline: object, context: WorkerContext) -> SplitEngine:
     if split.world_size != context.world_size:
         raise ValueError(f"split {split} needs {split.world_size} ranks, got {context.world_size}")
     dit_path = declared(pipeline, "_dit_modules")
+    engine: SplitEngine
     if choose_engine(context, pipeline) == "xfuser":
-        return xfuser_split(pipeline, dit_path, context)
-    return CacheDitSplit(resolve_module(pipeline, dit_path), split)
+        engine = xfuser_split(pipeline, dit_path, context)
+    else:
+        engine = CacheDitSplit(resolve_module(pipeline, dit_path), split)
+    if supports_split_notice(pipeline):
+        pipeline.split_by(engine.name, dict(split.degrees))
+    return engine
 
 
 def xfuser_split(pipeline: object, dit_path: str, context: WorkerContext) -> SplitEngine:

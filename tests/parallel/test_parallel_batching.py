@@ -1,0 +1,110 @@
+"""Jobs sent to a split are grouped by the same step loop as in process: rank 0 runs it, and the
+other ranks follow each forward it shares. Concurrent Z-Image renders on 2 gloo ranks share
+forwards, each take equals the same render in process (one level: a batched forward sums in
+another order), and cancelling one of them leaves the others to finish."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from parallel_support import group_children, group_config
+from PIL import Image
+from zimage_support import kit_handle, load_spec, render_in_process
+
+from inline_core.engine.group import GroupPipeline
+from inline_core.errors import Cancelled
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.families.zimage.pipeline import ZImageStepPipeline
+from inline_core.parallel.runner import DEFAULT_RUNNER
+from inline_core.parallel.sampler import ParallelSampler
+from inline_core.runtime.cancel import CancelToken
+from inline_core.sampling import SampleJob
+
+# Long enough that the four overlap in rank 0's loop: they are sent within milliseconds.
+RENDERS: list[dict[str, Any]] = [
+    {"prompt": "a red fox", "seed": 1},
+    {"prompt": "a blue bird over the sea", "seed": 2},
+    {"prompt": "a cat", "seed": 3},
+    {"prompt": "a lighthouse at dusk, oil on canvas", "seed": 4},
+]
+COMMON: dict[str, Any] = {"width": 64, "height": 64, "steps": 12, "guidance": 0.0}
+
+
+@pytest.fixture(scope="module")
+def handle(kit: KitPaths) -> GroupPipeline:
+    return kit_handle(kit.root)
+
+
+@pytest.fixture(scope="module")
+def local(handle: GroupPipeline) -> ZImageStepPipeline:
+    return load_spec(handle.remote_spec())
+
+
+@pytest.fixture(scope="module")
+def sampler() -> Iterator[ParallelSampler]:
+    s = ParallelSampler(group_config(DEFAULT_RUNNER), retries=0)
+    yield s
+    s.close()
+    assert group_children() == []
+
+
+def at_once(sampler: ParallelSampler, jobs: list[SampleJob]) -> list[object]:
+    """Run the jobs from one thread each, started together; each one's output or its error."""
+    out: list[object] = [None] * len(jobs)
+
+    def run(index: int) -> None:
+        try:
+            out[index] = sampler.run(jobs[index])
+        except Exception as exc:
+            out[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    return out
+
+
+def test_concurrent_split_renders_share_forwards_and_equal_their_solo_takes(
+    local: ZImageStepPipeline, handle: GroupPipeline, sampler: ParallelSampler
+) -> None:
+    sampler.start(handle.remote_spec())
+    jobs = [SampleJob(handle, handle.request(**COMMON, **r)) for r in RENDERS]
+    outputs = at_once(sampler, jobs)
+    loop = sampler.stats()["rankLoop"]
+    assert loop["batchedForwards"] > 0 and loop["meanBatch"] > 1.0  # they shared forwards
+    for output, render in zip(outputs, RENDERS, strict=True):
+        assert isinstance(output, Image.Image), output
+        expected = render_in_process(local, group_config(), None, **COMMON, **render)
+        got = np.asarray(output, dtype=np.int16)
+        assert int(np.abs(got - np.asarray(expected, dtype=np.int16)).max()) <= 1
+
+
+def test_cancelling_one_batched_render_leaves_the_others_to_finish(
+    handle: GroupPipeline, sampler: ParallelSampler
+) -> None:
+    token = CancelToken()
+
+    def cancel_at_step(step: int, count: int) -> None:
+        if step == 2:
+            token.cancel("cancelled by the client")
+
+    long = {**COMMON, "steps": 40}
+    jobs = [
+        SampleJob(
+            handle, handle.request(**long, **RENDERS[0]), cancel=token, on_step=cancel_at_step
+        ),
+        SampleJob(handle, handle.request(**COMMON, **RENDERS[1])),
+        SampleJob(handle, handle.request(**COMMON, **RENDERS[2])),
+    ]
+    cancelled, *finished = at_once(sampler, jobs)
+    assert isinstance(cancelled, Cancelled) and "cancelled by the client" in cancelled.message
+    assert all(isinstance(output, Image.Image) for output in finished), finished
+    # The group is still up, and still batches.
+    again = at_once(sampler, [SampleJob(handle, handle.request(**COMMON, **r)) for r in RENDERS])
+    assert all(isinstance(output, Image.Image) for output in again)
