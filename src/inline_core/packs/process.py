@@ -39,6 +39,7 @@ START_TIMEOUT_S = 120.0
 CANCEL_GRACE_S = 5.0
 STOP_GRACE_S = 2.0
 LOG_TAIL_CHARS = 600
+FATAL_LINES = 5  # of a crash report: what went wrong and where
 MB = 1024 * 1024
 # What a worker may inherit: nothing secret, nothing that points at the server.
 PASSED_VARIABLES = ("PATH", "LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -112,6 +113,9 @@ class PackProcess:
         except OSError:
             return ""
         lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+        fatal = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python")), None)
+        if fatal is not None:  # faulthandler: the error, then the innermost frames first
+            return " | ".join(lines[fatal : fatal + FATAL_LINES])[:LOG_TAIL_CHARS]
         return " | ".join(lines)[-LOG_TAIL_CHARS:]
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
@@ -194,26 +198,20 @@ class PackProcess:
         watched = psutil.Process(self._proc.pid)
         deadline = time.monotonic() + limits.timeout_s
         cancel_deadline: float | None = None
+        next_check = 0.0
         while True:
             ready, _, _ = select.select([self._sock], [], [], POLL_S)
             if ready:
                 reply = self._read(node)
-                if reply.get("id") != call_id:
-                    continue
-                kind = reply["type"]
-                if kind == "progress":
-                    on_progress(reply)
-                elif kind == "result":
-                    outputs: dict[str, Any] = reply.get("outputs", {})
-                    return outputs
-                elif kind == "cancelled":
-                    raise Cancelled(cancel.reason)
-                elif kind == "error":
-                    raise PackNodeFailed(
-                        f"pack {self.pack.name!r} ({self.pack.version}) node {node!r} raised "
-                        f"{reply.get('message', 'an error')}"
-                    )
-                continue
+                if reply.get("id") == call_id:
+                    if reply["type"] == "progress":
+                        on_progress(reply)
+                    else:
+                        return self._outcome(node, reply, cancel)
+            now = time.monotonic()
+            if now < next_check:
+                continue  # a chatty node is still watched, at the same pace as a quiet one
+            next_check = now + POLL_S
             if self._proc.poll() is not None:
                 raise self._fail(node, _exit_text(self._proc.returncode))
             held = _resident_bytes(watched)
@@ -224,7 +222,6 @@ class PackProcess:
                     f"grew past its memory limit of {limits.memory_mb} MB "
                     f"(it held {held // MB} MB)",
                 )
-            now = time.monotonic()
             if cancel_deadline is None and cancel.cancelled:
                 self._send_cancel(call_id)
                 cancel_deadline = now + CANCEL_GRACE_S
@@ -234,6 +231,22 @@ class PackProcess:
             if now > deadline:
                 self.kill()
                 raise self._fail(node, f"hung past its time limit of {limits.timeout_s:g} s")
+
+    def _outcome(self, node: str, reply: dict[str, Any], cancel: CancelToken) -> dict[str, Any]:
+        """A call's last frame: its outputs, or the error it stands for."""
+        kind = reply["type"]
+        if kind == "result":
+            outputs: dict[str, Any] = reply.get("outputs", {})
+            return outputs
+        if kind == "cancelled":
+            raise Cancelled(cancel.reason)
+        if kind == "error":
+            raise PackNodeFailed(
+                f"pack {self.pack.name!r} ({self.pack.version}) node {node!r} raised "
+                f"{reply.get('message', 'an error')}"
+            )
+        self.kill()
+        raise self._fail(node, f"answered with an unknown frame {kind!r}")
 
     def _read(self, node: str) -> dict[str, Any]:
         assert self._sock is not None and self._proc is not None

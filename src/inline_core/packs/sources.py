@@ -6,7 +6,6 @@ pip's own `download`, so it comes from the index pip is configured with.
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
@@ -17,12 +16,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from inline_core.packs.environment import INSTALL_TIMEOUT_S
 from inline_core.packs.errors import PackRefused
 from inline_core.packs.store import MANIFEST
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\s*[=<>!~].*)?")
 ARCHIVES = (".tar.gz", ".tgz", ".zip")
+
+
+def _is_requirement(spec: str) -> bool:
+    try:
+        Requirement(spec)
+    except InvalidRequirement:
+        return False
+    return True
 
 
 def _unpack(archive: Path, into: Path) -> Path:
@@ -43,7 +51,9 @@ def _unpack(archive: Path, into: Path) -> Path:
 
 def _download(name: str, into: Path) -> Path:
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
-    command += ["--no-binary", ":all:", "--dest", str(into), name]
+    # Its source, not a wheel (only the source carries the manifest); its build backend may
+    # still come as a wheel.
+    command += ["--no-binary", Requirement(name).name, "--dest", str(into), name]
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False
@@ -71,7 +81,7 @@ def pack_source(spec: str) -> Generator[Path]:
         if path.is_file() and path.name.endswith(ARCHIVES):
             yield _unpack(path, Path(tmp))
             return
-        if path.exists() or "/" in spec or not NAME.fullmatch(spec):
+        if path.exists() or "/" in spec or not _is_requirement(spec):
             raise PackRefused(f"{spec!r} is not a pack folder, a source archive or a pack name")
         downloads = Path(tmp) / "download"
         downloads.mkdir()
