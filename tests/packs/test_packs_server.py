@@ -147,3 +147,49 @@ def test_packs_listing_without_packs_is_empty(tmp_path: Path) -> None:
     with pack_server(tmp_path, tmp_path / "no-packs") as live:
         body = httpx.get(live.base + "/v1/packs", timeout=10).json()
         assert body["packs"] == [] and body["sdk"].startswith("1.") and body["protocol"] == 1
+
+
+def test_the_comfy_importer_maps_a_class_a_pack_node_declares(
+    packs_home: Path, tmp_path: Path
+) -> None:
+    source = gradient()
+    workflow = {
+        "1": {"class_type": "LoadImage", "inputs": {"image": "photo.png"}},
+        "2": {"class_type": "ImageInvert", "inputs": {"image": ["1", 0]}},
+        "3": {"class_type": "SaveImage", "inputs": {"images": ["2", 0], "filename_prefix": "x"}},
+    }
+    with pack_server(tmp_path, packs_home) as live:
+        asset = upload_image(live, source)
+        body = {"workflow": workflow, "assets": {"photo.png": asset}}
+        imported = httpx.post(live.base + "/v1/import/comfy", json=body, timeout=30).json()
+        types = {n["id"]: n["type"] for n in imported["graph"]["nodes"]}
+        assert types == {"c1": "input/image", "c2": "pillow10/invert"}
+        assert imported["target"] == "c2" and imported["skipped"] == []
+        state = run_to_end(live, imported["graph"], imported["target"])
+        assert state["status"] == "done", state
+        assert take_image(live, state["takes"][0]).tobytes() == ImageOps.invert(source).tobytes()
+
+        # The UI format: the widget values are positional, named by the pack's declaration.
+        body = {"workflow": ui_workflow("PosterizeImage", [3]), "assets": {"photo.png": asset}}
+        imported = httpx.post(live.base + "/v1/import/comfy", json=body, timeout=30).json()
+        [posterize] = [n for n in imported["graph"]["nodes"] if n["id"] == "c2"]
+        assert posterize["type"] == "pillow11/posterize" and posterize["params"] == {"bits": 3}
+        state = run_to_end(live, imported["graph"], imported["target"])
+        expected = ImageOps.posterize(source, 3)
+        assert take_image(live, state["takes"][0]).tobytes() == expected.tobytes()
+
+
+def ui_workflow(middle: str, widgets: list[object]) -> dict[str, object]:
+    """LoadImage -> `middle` -> SaveImage, as ComfyUI's editor saves it."""
+    return {
+        "nodes": [
+            {"id": 1, "type": "LoadImage", "widgets_values": ["photo.png", "image"],
+             "outputs": [{"name": "IMAGE", "type": "IMAGE", "links": [1]}]},
+            {"id": 2, "type": middle, "widgets_values": widgets,
+             "inputs": [{"name": "image", "type": "IMAGE", "link": 1}],
+             "outputs": [{"name": "IMAGE", "type": "IMAGE", "links": [2]}]},
+            {"id": 3, "type": "SaveImage", "widgets_values": ["x"],
+             "inputs": [{"name": "images", "type": "IMAGE", "link": 2}]},
+        ],
+        "links": [[1, 1, 0, 2, 0, "IMAGE"], [2, 2, 0, 3, 0, "IMAGE"]],
+    }
