@@ -35,8 +35,20 @@ from inline_core_sdk.version import sdk_version
 log = logging.getLogger(__name__)
 
 WATCH_S = 1.0
+CALL_DIR = "call"
+RAW_SUFFIX = ".raw"
 LOCK_POLL_S = 0.05
 LOGS = ".logs"
+
+
+def clear_call_dir(call_dir: Path) -> None:
+    """Leave only the raw pixel files (rewritten in place by the next call): the rest, a video
+    output or whatever else the node wrote, goes with the call."""
+    for entry in call_dir.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        elif entry.suffix != RAW_SUFFIX:
+            entry.unlink(missing_ok=True)
 
 
 def scratch_root() -> Path:
@@ -240,18 +252,29 @@ class PackHost:
         return slot.worker
 
     def run(self, node: PackNode, call: NodeCall) -> NodeResult:
+        """The node's outputs, its media written as takes (outside the worker's lock)."""
+        current, values = self.outputs(node, call)
+        result = result_with_takes(call, current, values)
+        call.ctx.reporter(call.node_id).phase("run", 1.0)
+        return result
+
+    def outputs(self, node: PackNode, call: NodeCall) -> tuple[PackNode, dict[str, Any]]:
+        """Run the node in its pack's worker; the node as it ran (the current version's) and
+        its output values."""
         slot = self.slots.get(node.pack)
         if slot is None or slot.loaded is None:
             raise PackNodeFailed(f"pack {node.pack!r} is not installed any more")
         self._acquire(slot, call)
         try:
-            return self._run_locked(slot, node, call)
+            return self._outputs_locked(slot, node, call)
         finally:
             if slot.worker is not None and slot.worker.pack is not slot.loaded:
                 self._stop_worker(slot)  # it was upgraded or removed while this call ran
             slot.lock.release()
 
-    def _run_locked(self, slot: PackSlot, node: PackNode, call: NodeCall) -> NodeResult:
+    def _outputs_locked(
+        self, slot: PackSlot, node: PackNode, call: NodeCall
+    ) -> tuple[PackNode, dict[str, Any]]:
         loaded = slot.loaded
         if loaded is None:
             raise PackNodeFailed(f"pack {node.pack!r} was removed before this node ran")
@@ -269,7 +292,8 @@ class PackHost:
 
         try:
             worker = self._worker(slot, loaded)
-            call_dir = Path(tempfile.mkdtemp(prefix="call-", dir=worker.process.scratch))
+            call_dir = worker.process.scratch / CALL_DIR  # one call at a time: one folder, reused
+            call_dir.mkdir(exist_ok=True)
             try:
                 wire_inputs = inputs_to_wire(current.descriptor, call.inputs, call_dir)
                 outputs = worker.process.call(
@@ -281,10 +305,9 @@ class PackHost:
                     call.ctx.cancel,
                     progress,
                 )
-                values = outputs_from_wire(current, outputs, call_dir)
-                result = result_with_takes(call, current, values)
+                return current, outputs_from_wire(current, outputs, call_dir)
             finally:
-                shutil.rmtree(call_dir, ignore_errors=True)
+                clear_call_dir(call_dir)
         except PackNodeFailed as exc:
             slot.failures += 1
             slot.last_error = exc.message
@@ -295,8 +318,6 @@ class PackHost:
             if slot.worker is not None and not slot.worker.process.alive:
                 self._stop_worker(slot)
             raise
-        reporter.phase("run", 1.0)
-        return result
 
     # ---- reporting and shutdown ------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from inline_core_sdk.protocol import ProtocolError, read_frame, send_frame
 from inline_core_sdk.version import PROTOCOL_VERSION
 
 POLL_S = 0.05
+CHILDREN_EVERY_S = 1.0
 START_TIMEOUT_S = 120.0
 CANCEL_GRACE_S = 5.0
 STOP_GRACE_S = 2.0
@@ -63,14 +64,29 @@ def worker_env(scratch: Path, base: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _resident_bytes(proc: psutil.Process) -> int:
-    try:
-        total = proc.memory_info().rss
-        for child in proc.children(recursive=True):
-            total += child.memory_info().rss
-    except psutil.Error:
-        return 0
-    return total
+class _Resident:
+    """The worker's resident memory with its children's. Listing children scans every process
+    on the machine (milliseconds), so the list is refreshed only every `CHILDREN_EVERY_S`."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc = psutil.Process(pid)
+        self.children: list[psutil.Process] = []
+        self.listed_at = time.monotonic()
+
+    def bytes(self) -> int:
+        now = time.monotonic()
+        try:
+            if now - self.listed_at > CHILDREN_EVERY_S:
+                self.children, self.listed_at = self.proc.children(recursive=True), now
+            total = self.proc.memory_info().rss
+        except psutil.Error:
+            return 0
+        for child in self.children:
+            try:
+                total += child.memory_info().rss
+            except psutil.Error:
+                continue  # it ended
+        return total
 
 
 def _exit_text(code: int) -> str:
@@ -195,10 +211,10 @@ class PackProcess:
         except (OSError, ProtocolError) as exc:
             self.kill()
             raise self._fail(node, f"could not be reached ({exc})") from exc
-        watched = psutil.Process(self._proc.pid)
+        watched = _Resident(self._proc.pid)
         deadline = time.monotonic() + limits.timeout_s
         cancel_deadline: float | None = None
-        next_check = 0.0
+        next_check = time.monotonic() + POLL_S
         while True:
             ready, _, _ = select.select([self._sock], [], [], POLL_S)
             if ready:
@@ -214,7 +230,7 @@ class PackProcess:
             next_check = now + POLL_S
             if self._proc.poll() is not None:
                 raise self._fail(node, _exit_text(self._proc.returncode))
-            held = _resident_bytes(watched)
+            held = watched.bytes()
             if held > limits.memory_mb * MB:
                 self.kill()
                 raise self._fail(
