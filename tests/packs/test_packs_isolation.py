@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psutil
+
 from tests.packs.pack_support import (
     chain_graph,
     gradient,
@@ -15,9 +17,12 @@ from tests.packs.pack_support import (
     mask_json,
     pack_failure,
     pack_server,
+    run_state,
     run_to_end,
+    start_run,
     upload_image,
 )
+from tests.server.server_support import LiveServer, wait_until
 
 SECRET = "not-for-packs-8c1f"
 
@@ -62,3 +67,30 @@ def test_a_worker_speaking_another_protocol_is_refused(tmp_path: Path) -> None:
     with pack_server(tmp_path / "server", packs_dir) as live:
         state = run_to_end(live, chain_graph(None, ("segv/crash", {})), "n1")
         assert "speaks protocol 2; this server speaks 1" in pack_failure(state)
+
+
+def pack_workers(live: LiveServer) -> list[psutil.Process]:
+    assert live.proc is not None
+    found: list[psutil.Process] = []
+    for child in psutil.Process(live.proc.pid).children(recursive=True):
+        try:
+            if "inline_core_sdk" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_a_worker_does_not_outlive_a_killed_server(packs_home: Path, tmp_path: Path) -> None:
+    with pack_server(tmp_path, packs_home) as live:
+        run_id = start_run(live, chain_graph(None, ("faults/stubborn", {})), "n1")
+
+        def at_work() -> bool | None:
+            node = run_state(live, run_id)["nodes"].get("n1", {})
+            return True if node.get("fraction", 0) >= 0.5 else None
+
+        wait_until(at_work, "the stubborn node to be at work")
+        [worker] = pack_workers(live)
+        live.kill9()
+        # Its socket closes with the server: the worker leaves, busy node and all.
+        wait_until(lambda: True if not worker.is_running() else None, "the worker to exit")

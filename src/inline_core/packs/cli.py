@@ -45,23 +45,24 @@ def _config(args: argparse.Namespace) -> Config:
 
 def _list(store: PackStore, as_json: bool) -> int:
     rows: list[dict[str, object]] = []
+    lines: list[str] = []
     for name, installed in sorted(store.installed().items()):
-        row: dict[str, object] = {"name": name, "version": installed.version}
         try:
             loaded = load_installed(installed, sdk_version())
-            types = sorted(n.descriptor.type for n in loaded.nodes.values())
-            row.update(status="ok", nodeTypes=types)
         except PackRefused as exc:
-            row.update(status="refused", error=exc.message, nodeTypes=[])
+            rows.append({"name": name, "version": installed.version, "status": "refused",
+                         "error": exc.message, "nodeTypes": []})
+            lines.append(f"{name:<20} {installed.version:<10} refused  {exc.message}")
+            continue
+        types = sorted(n.descriptor.type for n in loaded.nodes.values())
+        row: dict[str, object] = {"name": name, "version": installed.version, "status": "ok"}
+        row["nodeTypes"] = types
         rows.append(row)
+        lines.append(f"{name:<20} {installed.version:<10} ok       {', '.join(types)}")
     if as_json:
         print(json.dumps({"packs": rows}, indent=2))
-        return 0
-    if not rows:
-        print("no packs installed")
-    for row in rows:
-        nodes = ", ".join(str(t) for t in row["nodeTypes"]) or str(row.get("error", ""))  # type: ignore[union-attr]
-        print(f"{row['name']:<20} {row['version']:<10} {row['status']:<8} {nodes}")
+    else:
+        print("\n".join(lines) if lines else "no packs installed")
     return 0
 
 
