@@ -48,6 +48,7 @@ def test_a_worker_sees_only_its_environment_scratch_and_inputs(
     assert str(tmp_path) not in json.dumps(seen)  # not even where the server keeps its data
     scratch = Path(facts["cwd"])
     assert seen["HOME"] == seen["TMPDIR"] == str(scratch)
+    assert seen["PATH"].split(":")[0] == str(Path(facts["executable"]).parent)
     assert Path(facts["scratch"]).parent == scratch  # the call's folder is inside it
     assert Path(facts["inputs"]["image"]).parent == Path(facts["scratch"])
     inherited = {fd: link for fd, link in facts["fds"].items() if fd not in ("0", "1", "2")}

@@ -43,7 +43,9 @@ STOP_GRACE_S = 2.0
 LOG_TAIL_CHARS = 600
 FATAL_LINES = 5  # of a crash report: what went wrong and where
 # What a worker may inherit: nothing secret, nothing that points at the server.
-PASSED_VARIABLES = ("PATH", "LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+PASSED_VARIABLES = ("LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# Its own environment's commands first (a `python` it runs is its own), then the system's.
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 PASSED_PREFIXES = ("OPENBLAS_", "MALLOC_")
 # glibc hands a freed block of 128 KB or more back to the OS, and the next image of that size
 # page-faults its memory in again: a 1024 px call spent 9.9 ms of worker CPU, 3.8 ms with these
@@ -60,14 +62,14 @@ class Limits:
     memory_mb: int
 
 
-def worker_env(scratch: Path, base: dict[str, str]) -> dict[str, str]:
+def worker_env(scratch: Path, python: Path, base: dict[str, str]) -> dict[str, str]:
     env = {
         k: v for k, v in base.items() if k in PASSED_VARIABLES or k.startswith(PASSED_PREFIXES)
     }
     env.update({"HOME": str(scratch), "TMPDIR": str(scratch), "PYTHONUNBUFFERED": "1"})
     for name, value in WORKER_MALLOC.items():
         env.setdefault(name, value)
-    env.setdefault("PATH", "/usr/bin:/bin")
+    env["PATH"] = f"{python.parent}:{SYSTEM_PATH}"
     return env
 
 
@@ -161,7 +163,7 @@ class PackProcess:
                     stdout=log,
                     stderr=log,
                     cwd=self.scratch,
-                    env=worker_env(self.scratch, dict(os.environ)),
+                    env=worker_env(self.scratch, self.pack.python, dict(os.environ)),
                     pass_fds=(theirs.fileno(),),
                     start_new_session=True,  # a signal meant for the server is not the worker's
                 )
