@@ -5,6 +5,8 @@ a version folder goes once no worker uses it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -81,13 +83,21 @@ def version_folders(packs_dir: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
-def test_upgrade_while_running_finishes_in_flight_on_the_old_version(tmp_path: Path) -> None:
+@contextmanager
+def call_in_flight(tmp_path: Path) -> Generator[tuple[LiveServer, Path, str, Path]]:
+    """Version 1 installed and a server running its node, held until `release` exists:
+    (server, packs folder, the run, release)."""
     packs_dir = tmp_path / "packs"
     install(packs_dir, versioned_pack(tmp_path, "1.0.0", 1))
     with pack_server(tmp_path / "server", packs_dir) as live:
-        release = tmp_path / "release-a"
+        release = tmp_path / "release"
         in_flight = start_run(live, stamp_graph(release), "n1")
         at_work(live, in_flight)
+        yield live, packs_dir, in_flight, release
+
+
+def test_upgrade_while_running_finishes_in_flight_on_the_old_version(tmp_path: Path) -> None:
+    with call_in_flight(tmp_path) as (live, packs_dir, in_flight, release):
         [old_folder] = version_folders(packs_dir)
 
         install(packs_dir, versioned_pack(tmp_path, "2.0.0", 2))
@@ -104,12 +114,7 @@ def test_upgrade_while_running_finishes_in_flight_on_the_old_version(tmp_path: P
 
 
 def test_remove_while_running_lets_the_call_finish_and_refuses_new_ones(tmp_path: Path) -> None:
-    packs_dir = tmp_path / "packs"
-    install(packs_dir, versioned_pack(tmp_path, "1.0.0", 1))
-    with pack_server(tmp_path / "server", packs_dir) as live:
-        release = tmp_path / "release-b"
-        in_flight = start_run(live, stamp_graph(release), "n1")
-        at_work(live, in_flight)
+    with call_in_flight(tmp_path) as (live, packs_dir, in_flight, release):
         removed = packs_cli(packs_dir, "remove", "versioned")
         assert removed.returncode == 0, removed.stderr
         assert "versioned" not in packs_listing(live)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from inline_core_sdk.kinds import PortKindName, WidgetName
@@ -49,19 +49,20 @@ class Port:
         return out
 
 
+def _given(**constraints: Any) -> dict[str, Any]:
+    return {name: value for name, value in constraints.items() if value is not None}
+
+
 @dataclass(frozen=True)
 class Param:
+    """A param, kept in its wire form: the server reads `constraints` (min, max, step, integer,
+    maxLength, options, label, required) with its own param rules, so a value is checked exactly
+    as a built-in node's is. Make one with the builders below."""
+
     name: str
     widget: WidgetName
     default: Any = None
-    label: str | None = None
-    required: bool = False
-    minimum: float | None = None
-    maximum: float | None = None
-    step: float | None = None
-    integer: bool = False
-    max_length: int | None = None
-    options: tuple[str, ...] = ()
+    constraints: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
     @classmethod
     def number(
@@ -75,17 +76,19 @@ class Param:
         integer: bool = False,
         label: str | None = None,
     ) -> Param:
-        return cls(name, "number", default, label, False, minimum, maximum, step, integer)
+        limits = _given(min=minimum, max=maximum, step=step, label=label)
+        return cls(name, "number", default, {**limits, "integer": integer})
 
     @classmethod
     def text(
         cls, name: str, default: str = "", *, multiline: bool = False, max_length: int | None = None
     ) -> Param:
-        return cls(name, "textarea" if multiline else "text", default, max_length=max_length)
+        return cls(name, "textarea" if multiline else "text", default, _given(maxLength=max_length))
 
     @classmethod
     def select(cls, name: str, options: tuple[str, ...], default: str | None = None) -> Param:
-        return cls(name, "select", default if default is not None else options[0], options=options)
+        chosen = default if default is not None else options[0]
+        return cls(name, "select", chosen, {"options": list(options)})
 
     @classmethod
     def boolean(cls, name: str, default: bool = False) -> Param:
@@ -96,25 +99,8 @@ class Param:
         return cls(name, "seed", -1)  # -1: the server draws one and records it with the run
 
     def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "widget": self.widget,
-            "default": self.default,
-            "required": self.required,
-        }
-        optional: dict[str, Any] = {
-            "label": self.label,
-            "min": self.minimum,
-            "max": self.maximum,
-            "step": self.step,
-            "maxLength": self.max_length,
-        }
-        out.update({key: value for key, value in optional.items() if value is not None})
-        if self.widget == "number":
-            out["integer"] = self.integer
-        if self.options:
-            out["options"] = list(self.options)
-        return out
+        return {"name": self.name, "widget": self.widget, "default": self.default,
+                **self.constraints}
 
 
 @dataclass(frozen=True)
