@@ -128,3 +128,7 @@ def test_remove_while_running_lets_the_call_finish_and_refuses_new_ones(tmp_path
         assert version_folders(packs_dir) == []
         index = json.loads((packs_dir / "index.json").read_text())
         assert index == {"packs": {}}
+        # Installed again, it serves its node again.
+        install(packs_dir, versioned_pack(tmp_path, "3.0.0", 3))
+        assert packs_listing(live)["versioned"]["status"] == "idle"
+        assert mark(live, run_to_end(live, stamp_graph(None), "n1")) == 3

@@ -158,7 +158,7 @@ class PackHost:
         previous = slot.loaded if slot is not None else None
         try:
             loaded = load_installed(installed, self.sdk_version)
-            self._check_types(loaded, previous)
+            self._check_types(loaded)
         except PackRefused as exc:
             log.error("pack %s refused: %s", installed.name, exc.message)
             if slot is not None:
@@ -179,13 +179,15 @@ class PackHost:
         self._retire_if_idle(slot)
         log.info("pack %s %s: %d nodes", loaded.name, loaded.version, len(loaded.nodes))
 
-    def _check_types(self, loaded: LoadedPack, previous: LoadedPack | None) -> None:
-        ours = {n.descriptor.type for n in previous.nodes.values()} if previous else set[str]()
+    def _check_types(self, loaded: LoadedPack) -> None:
+        """Refuse a pack whose types another source serves (a removed pack's types stay
+        registered, unavailable, with the pack as source: those are its own again)."""
         for node in loaded.nodes.values():
             node_type = node.descriptor.type
-            if node_type in self.registry and node_type not in ours:
+            if node_type in self.registry:
                 owner = self.registry.descriptor(node_type).source
-                raise PackRefused(f"node type {node_type} is already served (by {owner})")
+                if owner != loaded.name:
+                    raise PackRefused(f"node type {node_type} is already served (by {owner})")
 
     def _forget(self, slot: PackSlot, reason: str) -> None:
         if slot.loaded is not None:
