@@ -11,6 +11,7 @@ Pillow and numpy are imported only when a helper needs them, from whatever versi
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,10 +83,20 @@ class ImageRef:
         return data
 
     def to_pil(self) -> Any:
-        """A Pillow image (the pack's own Pillow)."""
+        """A Pillow image (the pack's own Pillow), decoded straight from the mapped file: one
+        copy of the pixels fewer than reading them first."""
         from PIL import Image
 
-        return Image.frombytes(self.mode, (self.width, self.height), self.read_bytes())
+        expected = self.width * self.height * CHANNELS[self.mode]
+        with self.path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size != expected or size == 0:
+                raise WireError(f"{self.path.name} holds {size} bytes, not {expected}")
+            with (
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+                memoryview(mapped) as pixels,
+            ):
+                return Image.frombytes(self.mode, (self.width, self.height), pixels)
 
     def to_array(self) -> Any:
         """A numpy uint8 array, height x width (x channels unless a mask)."""
