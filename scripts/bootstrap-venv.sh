@@ -25,4 +25,6 @@ if $needs_torch && [ "$torch_spec" != "skip" ]; then
   fi
 fi
 echo "installing inline-core[$extras] ..."
-pip install --quiet -e ".[$extras]"
+# The SDK node packs are written against lives in sdk/ (its own distribution): installed first,
+# so the server's dependency on it resolves here rather than on a registry.
+pip install --quiet -e ./sdk -e ".[$extras]"

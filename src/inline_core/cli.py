@@ -4,6 +4,7 @@
     inline-core kit [--family F] ...   write a family's tiny random-weight models (tests, demo)
     inline-core download [--family F]  explicitly download a family's real weights into models/
     inline-core import-comfy FILE      convert a ComfyUI workflow into an Inline Core graph
+    inline-core packs install|list|remove   manage node packs (each in its own environment)
 
 Serve flags only set `INLINE_*` environment variables; `Config.from_env()` reads them, so the env,
 the flags and the launchers can never disagree.
@@ -159,6 +160,7 @@ TOOLS: dict[str, Callable[[Sequence[str]], int]] = {
     "kit": _family_tool("kit"),
     "download": _family_tool("download"),
     "import-comfy": _tool("inline_core.importer.cli"),
+    "packs": _tool("inline_core.packs.cli"),
 }
 
 

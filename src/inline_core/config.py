@@ -88,8 +88,12 @@ class Config:
     max_assets_gb: float | None = None
     # Runs executing at once (their GPU work is grouped by the batched sampler)
     run_workers: int = 16
-    # Extra node packs: "module:function" callables taking the registry (INLINE_PLUGINS)
+    # Trusted in-process nodes: "module:function" callables taking the registry (INLINE_PLUGINS)
     plugins: tuple[str, ...] = ()
+    # Node packs (each in its own environment and worker): where they live (INLINE_PACKS_DIR,
+    # default <data_dir>/packs) and what builds their environments (INLINE_PACKS_INSTALLER).
+    packs_dir_override: Path | None = None
+    packs_installer: str = "auto"  # auto (uv where found, else pip) | uv | pip
     # Sampler
     max_batch: int | None = None
     batch_token_budget: int | None = None
@@ -112,6 +116,10 @@ class Config:
     @property
     def assets_dir(self) -> Path:
         return self.data_dir / "assets"
+
+    @property
+    def packs_dir(self) -> Path:
+        return self.packs_dir_override or self.data_dir / "packs"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -147,6 +155,8 @@ class Config:
             max_assets_gb=_positive(_float(env, "INLINE_MAX_ASSETS_GB", None)),
             run_workers=max(1, _int(env, "INLINE_RUN_WORKERS", 16)),
             plugins=plugins,
+            packs_dir_override=_path(env, "INLINE_PACKS_DIR"),
+            packs_installer=env.get("INLINE_PACKS_INSTALLER") or "auto",
             max_batch=_int(env, "INLINE_MAX_BATCH", 0) if max_batch_raw else None,
             batch_token_budget=_int(env, "INLINE_BATCH_TOKEN_BUDGET", 0) if budget_raw else None,
             env=settings,

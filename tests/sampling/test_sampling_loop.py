@@ -106,7 +106,11 @@ def test_batched_results_equal_solo_renders(samplers: list[StepLoopSampler]) -> 
     results = [f.result(timeout=10) for f in futures]
 
     assert results == [solo_render(s) for s in fresh(MIXED)]
-    assert max(len(b) for b in pipeline.batches) == len(MIXED)  # all shared a forward
+    # The held first forward may already hold several jobs (the loop can admit more than one
+    # before it parks); the next forward holds every job still live, whatever that first one was.
+    first, second = pipeline.batches[0], pipeline.batches[1]
+    finished_in_first = {s.name for s in MIXED if s.steps == 1 and s.name in first}
+    assert set(second) == {s.name for s in MIXED} - finished_in_first
     stats = sampler.stats()
     assert stats["completedJobs"] == len(MIXED)
     assert stats["batchedForwards"] > 0

@@ -45,6 +45,7 @@ class PortKind(StrEnum):
     VIDEO = "video"
     AUDIO = "audio"
     TEXT = "text"
+    NUMBER = "number"
     MASK = "mask"
     MODEL = "model"
     VAE = "vae"

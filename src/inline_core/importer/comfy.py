@@ -49,7 +49,9 @@ class ImportResult:
         }
 
 
-def read_workflow(raw: object) -> Workflow:
+def read_workflow(
+    raw: object, widget_orders: Mapping[str, tuple[str, ...]] | None = None
+) -> Workflow:
     """Recognise the format and read it into the flat model.
 
     The UI format has `nodes` (and `links`); the API format is `{id: {class_type, inputs}}`,
@@ -63,13 +65,13 @@ def read_workflow(raw: object) -> Workflow:
         )
     obj = cast(Mapping[str, object], raw)
     if "nodes" in obj:
-        return read_ui(obj)
+        return read_ui(obj, widget_orders)
     prompt = obj.get("prompt")
     if isinstance(prompt, Mapping):
         return read_api(cast(Mapping[str, object], prompt))
     wrapped = _wrapped_workflow(obj)
     if wrapped is not None:
-        return read_workflow(wrapped)
+        return read_workflow(wrapped, widget_orders)
     return read_api(obj)
 
 
@@ -92,6 +94,28 @@ def vocabulary(registry: Registry | None) -> dict[str, NodeDescriptor]:
     return out
 
 
+def declared_classes(registry: Registry | None) -> dict[str, NodeDescriptor]:
+    """ComfyUI class -> the served node that stands in for it, as its descriptor declares
+    (`extra["comfy"]`, as pack nodes carry it). The built-in mapping wins over any of these."""
+    out: dict[str, NodeDescriptor] = {}
+    for descriptor in registry.descriptors() if registry is not None else ():
+        comfy = descriptor.extra.get("comfy")
+        if descriptor.unavailable_reason is None and isinstance(comfy, Mapping):
+            name = cast(Mapping[str, object], comfy).get("class")
+            if isinstance(name, str) and name not in Mapper.HANDLERS:
+                out.setdefault(name, descriptor)
+    return out
+
+
+def _widget_orders(declared: Mapping[str, NodeDescriptor]) -> dict[str, tuple[str, ...]]:
+    orders: dict[str, tuple[str, ...]] = {}
+    for name, descriptor in declared.items():
+        widgets = cast(Mapping[str, object], descriptor.extra["comfy"]).get("widgets")
+        if isinstance(widgets, list) and widgets:
+            orders[name] = tuple(str(w) for w in cast(list[object], widgets))
+    return orders
+
+
 def import_comfy(
     workflow: object,
     catalog: CatalogView,
@@ -103,11 +127,14 @@ def import_comfy(
     """Convert a ComfyUI workflow into a graph and the node to run.
 
     `assets` maps ComfyUI image names (LoadImage's file) to asset ids uploaded here; `registry`,
-    when given, supplies the served descriptors (allowed samplers, param ranges); `facts`, what
-    the server's model families know of the model files (their flow shifts).
+    when given, supplies the served descriptors (allowed samplers, param ranges) and the nodes
+    that declare a ComfyUI class they stand in for; `facts`, what the server's model families
+    know of the model files (their flow shifts).
     """
-    flat = read_workflow(workflow)
-    mapper = Mapper(flat, catalog, vocabulary(registry), dict(assets or {}), facts)
+    declared = declared_classes(registry)
+    flat = read_workflow(workflow, _widget_orders(declared))
+    descriptors = {**vocabulary(registry), **{d.type: d for d in declared.values()}}
+    mapper = Mapper(flat, catalog, descriptors, dict(assets or {}), facts, declared)
     target = mapper.run()
     if target is None:
         reasons = "; ".join(

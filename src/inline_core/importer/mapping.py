@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 from inline_core.graph.descriptor import SEED_MAX, NodeDescriptor, ParamWidget
 from inline_core.graph.runner import CatalogView
@@ -91,6 +91,8 @@ class Mapper:
     descriptors: Mapping[str, NodeDescriptor]
     assets: Mapping[str, str]
     facts: ModelFacts | None = None
+    # ComfyUI class -> a served node that declares it stands in for it (e.g. a pack's node).
+    declared: Mapping[str, NodeDescriptor] = field(default_factory=dict[str, NodeDescriptor])
     drafts: dict[str, _Draft] = field(default_factory=dict[str, _Draft])
     warnings: list[str] = field(default_factory=list[str])
     skipped: dict[str, Skipped] = field(default_factory=dict[str, Skipped])
@@ -261,11 +263,16 @@ class Mapper:
         self._used.add(source.id)
         try:
             handler = self.HANDLERS.get(source.class_type)
-            if handler is None:
+            stand_in = self.declared.get(source.class_type)
+            if handler is None and stand_in is None:
                 reason = f"unknown node type {source.class_type!r}: Inline Core has no equivalent"
                 result = self.pass_through(source, kind, reason)
             else:
-                result = handler(self, source, link.slot)
+                result = (
+                    handler(self, source, link.slot)
+                    if handler is not None
+                    else self.stand_in(source, link.slot, cast(NodeDescriptor, stand_in))
+                )
                 if result is not None and result.kind != kind:
                     self.warn(
                         f"{describe(consumer)}: input {name!r} expects {kind.value}, but "
@@ -587,6 +594,35 @@ class Mapper:
             return bare
         return None
 
+    # -- nodes that declare the ComfyUI class they stand in for -----------------------------
+
+    def stand_in(self, node: ComfyNode, slot: int, descriptor: NodeDescriptor) -> Value | None:
+        """Map `node` onto the served node declaring its class: links onto ports and widget
+        values onto params, by name (or as the declaration renames them), outputs by slot."""
+        where = describe(node)
+        if slot >= len(descriptor.outputs):
+            self.warn(f"{where}: output {slot} has no equivalent on {descriptor.type}")
+            return None
+        declared = cast(Mapping[str, Any], descriptor.extra["comfy"])
+        ours_to_comfy = {
+            ours: comfy
+            for key in ("inputs", "params")
+            for comfy, ours in cast(Mapping[str, str], declared.get(key, {})).items()
+        }
+        inputs: dict[str, Port | None] = {}
+        for port in descriptor.inputs:
+            value = self.input_value(
+                node, ours_to_comfy.get(port.name, port.name), port.kind, optional=port.optional
+            )
+            inputs[port.name] = value.port if value is not None else None
+        params = {
+            spec.name: self.literal(node, ours_to_comfy.get(spec.name, spec.name))
+            for spec in descriptor.params
+        }
+        self.add(f"c{node.id}", descriptor.type, params, inputs, where)
+        output = descriptor.outputs[slot]
+        return Value(output.kind, Port(f"c{node.id}", output.name), node.id)
+
     # -- the whole workflow ---------------------------------------------------------------
 
     def run(self) -> str | None:
@@ -618,7 +654,8 @@ class Mapper:
         for node in nodes:
             if node.id in self._used or node.id in self.skipped:
                 continue
-            if node.class_type in self.HANDLERS or node.class_type in (SAVE_IMAGE, PREVIEW_IMAGE):
+            known = node.class_type in self.HANDLERS or node.class_type in self.declared
+            if known or node.class_type in (SAVE_IMAGE, PREVIEW_IMAGE):
                 self.skip(node, "not connected to an image output")
             elif node.class_type in CONSTANT_TYPES:
                 self.skip(node, "its value is not used by any mapped node")

@@ -199,8 +199,11 @@ def _bypass_input(node: JsonObj, slot: int, want: str | None) -> int | None:
 
 
 class _Reader:
-    def __init__(self, definitions: dict[str, _Level]) -> None:
+    def __init__(
+        self, definitions: dict[str, _Level], widget_orders: Mapping[str, tuple[str, ...]]
+    ) -> None:
         self.definitions = definitions
+        self.widget_orders = widget_orders
         self.nodes: dict[str, ComfyNode] = {}
         self.skipped: list[Skipped] = []
         self._children: dict[str, _Scope] = {}
@@ -367,7 +370,7 @@ class _Reader:
             inputs.update({str(k): v for k, v in cast(JsonObj, raw_values).items()})
         else:
             values = _list(raw_values)
-            names = widget_names(node_type, len(values))
+            names = widget_names(node_type, len(values), self.widget_orders)
             if names is not None:
                 inputs.update(zip(names, values, strict=False))
         for (inner_id, widget), value in scope.overrides.items():
@@ -395,13 +398,14 @@ class _Reader:
         )
 
 
-def read_ui(raw: JsonObj) -> Workflow:
-    """Read the UI workflow format into the flat model."""
+def read_ui(raw: JsonObj, widget_orders: Mapping[str, tuple[str, ...]] | None = None) -> Workflow:
+    """Read the UI workflow format into the flat model (`widget_orders`: those of classes that
+    served nodes declare, beyond the ones `widgets.py` knows)."""
     definitions: dict[str, _Level] = {}
     _collect_definitions(raw, definitions)
     root = _read_level(raw, "workflow", "workflow")
     if not root.nodes:
         raise InvalidRequest("the workflow has no nodes")
-    reader = _Reader(definitions)
+    reader = _Reader(definitions, widget_orders or {})
     reader.flatten(_Scope(root, ""))
     return Workflow(nodes=reader.nodes, format="ui", skipped=reader.skipped)

@@ -8,6 +8,8 @@ inputs, so it needs none of this.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 CONTROL_AFTER_GENERATE = "control_after_generate"
 
 WIDGET_ORDER: dict[str, tuple[str, ...]] = {
@@ -120,13 +122,16 @@ SUBGRAPH_INPUT_ID = "-10"
 SUBGRAPH_OUTPUT_ID = "-20"
 
 
-def widget_names(class_type: str, value_count: int) -> tuple[str, ...] | None:
-    """The widget order for `class_type`, fitted to how many values the file holds.
+def widget_names(
+    class_type: str, value_count: int, declared: Mapping[str, tuple[str, ...]] | None = None
+) -> tuple[str, ...] | None:
+    """The widget order for `class_type`, fitted to how many values the file holds; `declared`
+    adds the orders of classes served nodes stand in for (a pack's, say).
 
     Files saved before a class grew its `control_after_generate` (or with it turned off) hold one
     value fewer; dropping the control name keeps the later values in their places.
     """
-    names = WIDGET_ORDER.get(class_type)
+    names = WIDGET_ORDER.get(class_type) or (declared or {}).get(class_type)
     if names is None:
         return None
     if CONTROL_AFTER_GENERATE in names and value_count == len(names) - 1:

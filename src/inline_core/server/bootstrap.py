@@ -9,6 +9,8 @@ and the rest of the server still runs.
 Plugins: `INLINE_PLUGINS` (`Config.plugins`) is a comma-separated list of `module:function`. Each
 function is called with the `Registry` once the built-in nodes are registered, and may register
 more nodes (descriptor + runner). A plugin that fails to import or raises is logged and skipped.
+Plugins are trusted code in the server's process; third-party nodes are node packs (`packs/`),
+loaded after them, each in its own environment and worker process.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from inline_core.graph.cache import NodeCache
 from inline_core.graph.executor import Executor
 from inline_core.graph.registry import Registry
 from inline_core.models.catalog import Catalog
+from inline_core.packs.host import PackHost
 from inline_core.runtime.disk_space import MB
 from inline_core.runtime.file_store import TEMP_PREFIX, FileTakeStore
 from inline_core.sampling.job import BatchedSampler
@@ -56,12 +59,14 @@ class Services:
     manager: RunManager
     device: DeviceInfo
     sockets: SocketGate
+    packs: PackHost
     families: Families = field(default_factory=lambda: Families([]))
     runtime: ModelRuntime | None = None
     # Stopped after the runs, before the sampler: the model runtime's worker group.
     closers: list[Callable[[], None]] = field(default_factory=list[Callable[[], None]])
 
     def registry_version(self) -> str:
+        self.packs.refresh()  # a pack installed or removed since the last look changes it
         return self.registry.version(self.catalog.fingerprint())
 
     def models_json(self) -> dict[str, object]:
@@ -74,6 +79,7 @@ class Services:
 
     def start(self) -> None:
         sweep_leftovers(self.config)
+        self.packs.start()
         self.manager.start(on_recovered=self._sweep_orphans)
         self.device.start()
 
@@ -88,6 +94,7 @@ class Services:
         """Stop in dependency order: runs first (they may be using the sampler), then the sampler,
         then the store (it records the runs that were put back in the queue)."""
         self.manager.shutdown(timeout)
+        self.packs.close()
         for close in self.closers:
             try:
                 close()
@@ -207,6 +214,8 @@ def build_services(config: Config) -> Services:
         runs.close()
         raise
     load_plugins(registry, config.plugins)
+    packs = PackHost(config.packs_dir, registry)
+    packs.refresh()  # their nodes are served from the first request
     executor = Executor(registry, catalog, NodeCache())
     manager = RunManager(
         config, store=runs, registry=registry, catalog=catalog, takes=takes, executor=executor
@@ -227,5 +236,6 @@ def build_services(config: Config) -> Services:
         ),
         families=families,
         runtime=runtime,
+        packs=packs,
         closers=[] if runtime is None else [runtime.close],
     )

@@ -31,6 +31,7 @@ from inline_core.server.http_io import (
     quoted,
     read_json_object,
 )
+from inline_core_sdk.version import PROTOCOL_VERSION
 
 router = APIRouter(prefix="/v1")
 
@@ -121,6 +122,14 @@ async def model(request: Request, node_type: str) -> Response:
     if node_type not in s.registry:
         raise NotFound(f"no node type {node_type!r}")
     return json_response(serialize.descriptor_json(s.registry.descriptor(node_type), s.catalog))
+
+
+@router.get("/packs")
+async def packs(request: Request) -> Response:
+    """The installed node packs: versions, status, node types and last error."""
+    host = services(request).packs
+    slots = await run_in_threadpool(host.snapshot)
+    return json_response(serialize.packs_json(host.sdk_version, PROTOCOL_VERSION, slots))
 
 
 # ---- runs --------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import CatalogView
+from inline_core.packs.host import PackSlot
 from inline_core.server.assets import Asset
 from inline_core.server.events import WireEvent
 from inline_core.server.run_state import NodeState, RunRecord, RunStatus
@@ -216,3 +217,29 @@ def terminal_event(run: RunRecord, takes: Iterable[Take]) -> WireEvent:
         body = {"type": "cancelled", "runId": run.id, "status": run.status.value}
         return WireEvent("cancelled", body)
     raise ValueError(f"run {run.id} is {run.status.value}, not finished")
+
+
+def pack_json(slot: PackSlot) -> dict[str, Any]:
+    """One pack in `GET /v1/packs`: its version, status, node types and last error."""
+    loaded = slot.loaded
+    out: dict[str, Any] = {
+        "name": slot.name,
+        "version": slot.installed.version,
+        "status": slot.status,
+        "nodeTypes": sorted(n.descriptor.type for n in loaded.nodes.values()) if loaded else [],
+        "lastError": slot.refused or slot.last_error,
+        "installedAt": timestamp(slot.installed.installed_at),
+        "calls": slot.calls,
+        "failures": slot.failures,
+        "workerStarts": slot.starts,
+        "lastStartMs": round(slot.last_start_s * 1000) if slot.last_start_s else None,
+    }
+    if loaded is not None:
+        out["sdkRange"] = str(loaded.manifest.sdk)
+        manifest = loaded.manifest
+        out["limits"] = {"timeoutS": manifest.timeout_s, "memoryMb": manifest.memory_mb}
+    return out
+
+
+def packs_json(sdk: str, protocol: int, slots: Iterable[PackSlot]) -> dict[str, Any]:
+    return {"sdk": sdk, "protocol": protocol, "packs": [pack_json(s) for s in slots]}
