@@ -13,7 +13,6 @@ import io
 import json
 import random
 import re
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from inline_core.runtime.file_store import FileTakeStore
 from inline_core.sampling import StepLoopSampler
 from inline_core.server.app import create_app
 from inline_core.takes import MediaRef
-from tests.parallel.live_server import LiveServer
+from tests.parallel.live_server import LiveServer, started_split_server
 from tests.parallel.parallel_support import wait_gone
 
 Pixels = npt.NDArray[np.int16]
@@ -255,16 +254,10 @@ def test_two_families_under_a_budget_for_one_evict_each_other(
 def split_server(
     installed: Path, two_families: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
-    data = tmp_path_factory.mktemp("split-server") / "data"
-    live = LiveServer(data, two_families, env={"INLINE_PARALLEL": "ulysses=2"})
-    live.start()
-    workers: list[int] = []
-    try:
+    with started_split_server(
+        tmp_path_factory.mktemp("split-server") / "data", two_families
+    ) as live:
         yield live
-        workers = live.group_pids()
-    finally:
-        live.stop(signal.SIGTERM)
-    assert wait_gone(workers) == []  # the group went down with the server
 
 
 def group_jobs(server: LiveServer) -> list[re.Match[str]]:

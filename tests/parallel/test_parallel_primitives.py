@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,8 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from live_server import LiveServer
-from parallel_support import group_config, wait_gone
+from live_server import LiveServer, started_split_server
+from parallel_support import group_config
 from PIL import Image
 from primitives_support import primitive_graph, render_in_process
 from websockets.exceptions import ConnectionClosedOK
@@ -38,17 +37,8 @@ def comfy(tmp_path_factory: pytest.TempPathFactory) -> KitPaths:
 
 @pytest.fixture(scope="module")
 def server(comfy: KitPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    live = LiveServer(
-        tmp_path_factory.mktemp("server") / "data", comfy.root, env={"INLINE_PARALLEL": "ulysses=2"}
-    )
-    live.start()
-    workers: list[int] = []
-    try:
+    with started_split_server(tmp_path_factory.mktemp("server") / "data", comfy.root) as live:
         yield live
-        workers = live.group_pids()
-    finally:
-        live.stop(signal.SIGTERM)
-    assert wait_gone(workers) == []  # the group went down with the server
 
 
 def _post(server: LiveServer, graph: dict[str, Any]) -> str:

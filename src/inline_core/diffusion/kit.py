@@ -19,6 +19,24 @@ import torch
 
 from inline_core.diffusion.libs import manual_seed, save_safetensors, transformers
 
+# A FLUX-shaped AutoencoderKL (16 latent channels, 8x down) at test size. 32 norm groups: LDM
+# (ComfyUI) VAE naming implies GroupNorm(32), so channels are multiples of 32.
+TINY_FLUX_VAE_CONFIG: dict[str, Any] = {
+    "in_channels": 3,
+    "out_channels": 3,
+    "down_block_types": ["DownEncoderBlock2D"] * 4,
+    "up_block_types": ["UpDecoderBlock2D"] * 4,
+    "block_out_channels": [32, 32, 64, 64],
+    "layers_per_block": 1,
+    "latent_channels": 16,
+    "norm_num_groups": 32,
+    "sample_size": 1024,
+    "scaling_factor": 0.3611,
+    "shift_factor": 0.1159,
+    "use_quant_conv": False,
+    "use_post_quant_conv": False,
+}
+
 
 def seeded(seed: int) -> None:
     """Seed torch before building one component (each component has its own fixed seed)."""

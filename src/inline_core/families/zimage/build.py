@@ -9,16 +9,10 @@ hidden state of the real tokens, at most 512 of them).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from inline_core.device.policy import Placement
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.formats import ldm_vae, qwen3
-from inline_core.diffusion.loading import (
-    load_component,
-    load_scheduler_config,
-    load_tokenizer,
-)
+from inline_core.diffusion.parts import PartLoader
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.families.builder import Parts
 from inline_core.families.zimage import transformer
@@ -26,7 +20,6 @@ from inline_core.families.zimage.denoiser import ZImageDenoiser
 from inline_core.families.zimage.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.zimage.pipeline import ZImageDenoisePipeline, ZImageStepPipeline
 from inline_core.families.zimage.request import PATCH
-from inline_core.models.source import Source
 
 MAX_PROMPT_TOKENS = 512
 TEMPLATE_OPTIONS = {"enable_thinking": True}
@@ -39,18 +32,12 @@ class ZImageBuilder:
         "vae": "vae",
     }
 
-    def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
-        if part == "scheduler":
-            return load_scheduler_config(source, DEFAULT_SCHEDULER_CONFIG)
-        if source is None:
-            raise ValueError(f"the Z-Image {part} has no default")
-        if part == "tokenizer":
-            return load_tokenizer(source, chat_template=True)
-        formats = {"transformer": transformer.FORMAT, "vae": ldm_vae.FORMAT}
-        fmt = formats.get(part, qwen3.FORMAT if part == "text_encoder" else None)
-        if fmt is None or placement is None:
-            raise ValueError(f"Z-Image has no part {part!r}")
-        return load_component(fmt, source, placement)
+    load = PartLoader(
+        "Z-Image",
+        {"transformer": transformer.FORMAT, "text_encoder": qwen3.FORMAT, "vae": ldm_vae.FORMAT},
+        DEFAULT_SCHEDULER_CONFIG,
+        chat_template=True,
+    ).load
 
     def text_encoder(self, parts: Parts) -> ChatPromptEncoder:
         return ChatPromptEncoder(

@@ -27,6 +27,7 @@ import torch
 
 from inline_core.diffusion.formats import ldm_vae, qwen3
 from inline_core.diffusion.kit import (
+    TINY_FLUX_VAE_CONFIG,
     byte_tokenizer,
     report,
     save_weights,
@@ -46,22 +47,7 @@ TRANSFORMER_CONFIGS: dict[str, dict[str, Any]] = {
     "mid": {"dim": 768, "n_layers": 10, "n_refiner_layers": 2, "n_heads": 12, "n_kv_heads": 12},
 }
 CAP_FEAT_DIM = 32
-# 32 norm groups: LDM (ComfyUI) VAE naming implies GroupNorm(32), so channels are multiples of 32.
-VAE_CONFIG: dict[str, Any] = {
-    "in_channels": 3,
-    "out_channels": 3,
-    "down_block_types": ["DownEncoderBlock2D"] * 4,
-    "up_block_types": ["UpDecoderBlock2D"] * 4,
-    "block_out_channels": [32, 32, 64, 64],
-    "layers_per_block": 1,
-    "latent_channels": 16,
-    "norm_num_groups": 32,
-    "sample_size": 1024,
-    "scaling_factor": 0.3611,
-    "shift_factor": 0.1159,
-    "use_quant_conv": False,
-    "use_post_quant_conv": False,
-}
+VAE_CONFIG = TINY_FLUX_VAE_CONFIG
 SCHEDULER_CONFIG: dict[str, Any] = {
     "num_train_timesteps": 1000,
     "shift": 3.0,

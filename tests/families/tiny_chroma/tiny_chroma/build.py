@@ -5,14 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from inline_core.device.policy import Placement
 from inline_core.diffusion.files.shapes import Shapes
 from inline_core.diffusion.formats import ldm_vae
 from inline_core.diffusion.formats.format import ModelFormat
-from inline_core.diffusion.loading import load_component, load_scheduler_config, load_tokenizer
+from inline_core.diffusion.parts import PartLoader
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.families.builder import Parts
-from inline_core.models.source import Source
 from tiny_chroma.encoder import MaskedT5Encoder
 from tiny_chroma.pipeline import ChromaDenoisePipeline, ChromaStepPipeline
 from tiny_chroma.request import PATCH
@@ -62,17 +60,11 @@ class ChromaBuilder:
         "vae": "vae",
     }
 
-    def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
-        if part == "scheduler":
-            return load_scheduler_config(source, DEFAULT_SCHEDULER_CONFIG)
-        if source is None:
-            raise ValueError(f"the Chroma {part} has no default")
-        if part == "tokenizer":
-            return load_tokenizer(source)
-        formats = {"transformer": TRANSFORMER, "text_encoder": T5, "vae": ldm_vae.FORMAT}
-        if part not in formats or placement is None:
-            raise ValueError(f"Chroma has no part {part!r}")
-        return load_component(formats[part], source, placement)
+    load = PartLoader(
+        "Chroma",
+        {"transformer": TRANSFORMER, "text_encoder": T5, "vae": ldm_vae.FORMAT},
+        DEFAULT_SCHEDULER_CONFIG,
+    ).load
 
     def text_encoder(self, parts: Parts) -> MaskedT5Encoder:
         return MaskedT5Encoder(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from inline_core.diffusion.kit import byte_tokenizer, report, seeded
+from inline_core.diffusion.kit import TINY_FLUX_VAE_CONFIG, byte_tokenizer, report, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from tiny_chroma.build import DEFAULT_SCHEDULER_CONFIG
 
@@ -33,20 +33,7 @@ TRANSFORMER_CONFIG: dict[str, Any] = {
     "approximator_hidden_dim": 32,
     "approximator_layers": 1,
 }
-VAE_CONFIG: dict[str, Any] = {
-    "in_channels": 3,
-    "out_channels": 3,
-    "down_block_types": ["DownEncoderBlock2D"] * 4,
-    "up_block_types": ["UpDecoderBlock2D"] * 4,
-    "block_out_channels": [32, 32, 64, 64],
-    "layers_per_block": 1,
-    "latent_channels": 16,
-    "norm_num_groups": 32,
-    "scaling_factor": 0.3611,
-    "shift_factor": 0.1159,
-    "use_quant_conv": False,
-    "use_post_quant_conv": False,
-}
+VAE_CONFIG = TINY_FLUX_VAE_CONFIG
 SEEDS = {"text_encoder": 11, "transformer": 12, "vae": 13}
 
 
