@@ -45,6 +45,12 @@ def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
     paths.add_argument(
         "--front-end-root", help="serve a local frontend build (a dir with index.html) at /"
     )
+    fleet = p.add_argument_group("several servers, one store")
+    fleet.add_argument(
+        "--database-url",
+        help="share runs with other servers in PostgreSQL (postgresql://...; the postgres extra)",
+    )
+    fleet.add_argument("--server-id", help="this server's name among them (default: host + tag)")
     dev = p.add_argument_group("device and memory")
     dev.add_argument("--profile", choices=["gpu-max", "lowvram", "cpu"], help="device profile")
     dev.add_argument("--lowvram", action="store_true", help="shortcut for --profile lowvram")
@@ -77,6 +83,8 @@ def apply_serve_args(args: argparse.Namespace, env: dict[str, str] | None = None
         "INLINE_MODELS_DIR": args.models_dir,
         "INLINE_DATA_DIR": args.data_dir,
         "INLINE_FRONTEND_ROOT": args.front_end_root,
+        "INLINE_DATABASE_URL": args.database_url,
+        "INLINE_SERVER_ID": args.server_id,
         "INLINE_PROFILE": args.profile
         or ("lowvram" if args.lowvram else None)
         or ("cpu" if args.cpu else None),

@@ -19,6 +19,7 @@ from inline_core.graph.schema import SCHEMA_VERSION_MAX, SCHEMA_VERSION_MIN
 from inline_core.importer import import_request
 from inline_core.media import mime_for_suffix
 from inline_core.server import serialize
+from inline_core.server.assets import asset_row
 from inline_core.server.bootstrap import Services
 from inline_core.server.byte_ranges import parse_range
 from inline_core.server.http_io import (
@@ -99,6 +100,9 @@ async def health(request: Request) -> Response:
         runs=s.manager.stats(),
         store=s.runs.stats(),
         sampler=s.sampler.stats() if s.sampler is not None else None,
+        server_id=s.manager.server_id,
+        leases=s.manager.leases.holding(),
+        servers=s.manager.leases.servers,
     )
     return json_response(body)
 
@@ -155,7 +159,7 @@ async def list_runs(request: Request) -> Response:
             raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_LIST}")
         limit = int(raw)
     runs = services(request).manager.list_runs(limit)
-    return json_response({"runs": [serialize.run_list_item(r, pos) for r, pos in runs]})
+    return json_response({"runs": [serialize.run_list_item(r) for r in runs]})
 
 
 @router.get("/runs/{run_id}")
@@ -241,6 +245,7 @@ async def upload_asset(request: Request) -> Response:
     except BaseException:
         upload.abort()
         raise
+    await run_in_threadpool(s.runs.record_asset, asset_row(asset))
     return json_response(serialize.asset_json(asset), 201)
 
 
