@@ -52,7 +52,7 @@ class PostgresCluster:
     root: Path
     fsync: bool = False
     port: int = 0
-    databases: list[str] = field(default_factory=list[str])
+    schemas: list[str] = field(default_factory=list[str])
 
     @property
     def data(self) -> Path:
@@ -109,12 +109,14 @@ class PostgresCluster:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
     def new_database(self) -> str:
-        """A fresh, empty database; its URL."""
+        """The URL of a fresh, empty store: a schema of its own, first on the search path.
+        To the store it is a database of its own (every table it makes lands there), and it
+        costs a millisecond where CREATE DATABASE copies a template (a quarter second here)."""
         name = f"inline_test_{os.getpid()}_{next(_names)}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        self.databases.append(name)
-        return self.url(name)
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+        self.schemas.append(name)
+        return f"{self.url()}?options=-csearch_path%3D{name}"
 
     def destroy(self) -> None:
         try:

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import httpx
 
+from inline_core.config import Config
+
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 PLUGIN = "server_nodes:register"
@@ -75,6 +77,7 @@ class LiveServer:
     data_dir: Path
     models_dir: Path
     env: dict[str, str] = field(default_factory=dict[str, str])
+    database_url: str | None = None  # None: the SQLite store in the data dir
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -86,6 +89,11 @@ class LiveServer:
     @property
     def ws_base(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def store_config(self) -> Config:
+        """Where its run store is (for reading it directly, as another process would)."""
+        return Config(data_dir=self.data_dir, database_url=self.database_url)
 
     def launch(self) -> subprocess.Popen[bytes]:
         """Spawn the server on a free port (not waiting for it); see `start`."""
@@ -103,6 +111,8 @@ class LiveServer:
                 "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), env.get("PYTHONPATH", "")]),
             }
         )
+        if self.database_url is not None:
+            env["INLINE_DATABASE_URL"] = self.database_url
         env.update(self.env)
         self.starts += 1
         with (self.data_dir.parent / f"server-{self.starts}.log").open("wb") as log:
@@ -153,9 +163,13 @@ class LiveServer:
 
 
 @contextmanager
-def running_server(root: Path, env: dict[str, str] | None = None) -> Generator[LiveServer]:
+def running_server(
+    root: Path, env: dict[str, str] | None = None, database_url: str | None = None
+) -> Generator[LiveServer]:
     """A started `LiveServer` with its data and models under `root`, killed on exit."""
-    live = LiveServer(data_dir=root / "data", models_dir=root / "models", env=env or {})
+    live = LiveServer(
+        data_dir=root / "data", models_dir=root / "models", env=env or {}, database_url=database_url
+    )
     live.start()
     try:
         yield live

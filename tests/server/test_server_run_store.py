@@ -129,7 +129,7 @@ def test_finish_commits_state_takes_and_events_together(store: RunStore) -> None
     assert [t.id for t in store.takes_for_run("run_a")] == ["tk_1"]
     assert store.get_take("tk_1") == first
     history = store.events_after("run_a", 0)
-    assert [e.type for e in history] == ["progress", "run_done"]
+    assert [e.type for e in history] == ["run_started", "progress", "run_done"]
     assert all(e.server_id == SERVER and e.attempt == 1 for e in history)
     view = store.view("run_a")
     assert view is not None and view.cursor == history[-1].seq and view.takes == [first]
@@ -171,7 +171,7 @@ def test_recover_on_start(store: RunStore) -> None:
     assert exhausted is not None and exhausted.status == RunStatus.ERROR
     assert exhausted.error is not None and "interrupted 3 times" in exhausted.error["message"]
     # Its end is in the history, so a client watching it from any server hears of it.
-    [ending] = store.events_after("run_exhausted", 0)
+    *_started, ending = store.events_after("run_exhausted", 0)
     assert ending.type == "error" and ending.body["error"]["code"] == "interrupted"
     finished = store.get_run("run_done")
     assert finished is not None and finished.status == RunStatus.DONE
@@ -212,7 +212,7 @@ def test_requeue_gives_a_run_back_and_cancel_queued_ends_it(store: RunStore) -> 
     assert not store.cancel_queued("run_a")
     record = store.get_run("run_a")
     assert record is not None and record.status == RunStatus.CANCELLED
-    assert [e.type for e in store.events_after("run_a", 0)] == ["cancelled"]
+    assert [e.type for e in store.events_after("run_a", 0)] == ["run_started", "cancelled"]
 
 
 def test_list_is_newest_first_with_queue_positions_and_holders(store: RunStore) -> None:
@@ -301,8 +301,13 @@ def test_a_server_that_lost_its_lease_can_write_nothing_for_the_run(
         assert renewal.result().held == {}  # the heartbeat says it is gone
         assert a.all_takes() == []
         b.append_events_future(lease(second), 2, [progress("run_a", 1)], mirror).result()
-        history = a.events_after("run_a", 0)
-        assert [(e.server_id, e.attempt) for e in history] == [("server-a", 1), ("server-b", 2)]
+        history = [(e.type, e.server_id, e.attempt) for e in a.events_after("run_a", 0)]
+        assert history == [
+            ("run_started", "server-a", 1),  # the claim says so in the history
+            ("progress", "server-a", 1),
+            ("run_started", "server-b", 2),
+            ("progress", "server-b", 2),
+        ]
         record = a.get_run("run_a")
         assert record is not None and record.status == RunStatus.RUNNING
         assert record.holder == "server-b"
@@ -370,22 +375,25 @@ def test_notices_reach_this_process_and_other_servers(
     a.on_notice = listener("a")
     if b is not a:
         b.on_notice = listener("b")
+    def wait_for(who: str, wanted: list[tuple[str, str]]) -> None:
+        def heard_all() -> bool:
+            with lock:
+                return all(w in heard[who] for w in wanted)
+
+        deadline = time.monotonic() + 30
+        while not heard_all() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert heard_all(), heard
+
     try:
+        if b is not a:  # server-b listens (its first connection says "look again" to itself)
+            wait_for("b", [(EVENTS, "*")])
         a.insert_run(new_run("run_a"))
         [held] = claim(a)
         mirror = RunMirror({}, 0.0, [])
         a.append_events_future(lease(held), 1, [progress("run_a", 1)], mirror).result()
-        wanted = [(QUEUED, ""), (EVENTS, "run_a")]
         for name in ("a", "b") if b is not a else ("a",):
-
-            def heard_all(who: str = name) -> bool:
-                with lock:
-                    return all(w in heard[who] for w in wanted)
-
-            deadline = time.monotonic() + 30
-            while not heard_all() and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert heard_all(), heard
+            wait_for(name, [(QUEUED, ""), (EVENTS, "run_a")])
     finally:
         a.close()
         if b is not a:

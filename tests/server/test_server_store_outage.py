@@ -65,7 +65,7 @@ def test_an_outage_refuses_submissions_and_holds_a_runs_end_until_the_database_r
 
     record = store.get_run("run_a")
     assert record is not None and record.status == RunStatus.DONE
-    assert [e.type for e in store.events_after("run_a", 0)] == ["run_done"]
+    assert [e.type for e in store.events_after("run_a", 0)] == ["run_started", "run_done"]
     assert store.reachable and store.stats()["outages"] == 1
     assert store.get_run("run_b") is None  # refused means not stored
     store.insert_run(new_run("run_b"))  # and submissions are taken again

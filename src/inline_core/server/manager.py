@@ -502,9 +502,7 @@ class RunManager:
         self.trimmer.maybe_trim(idle=idle)
 
     def _run(self, run: LiveRun) -> _Outcome:
-        with self._lock:
-            run.status = RunStatus.RUNNING
-            self._record(run, serialize.run_started_event(run.id, run.attempts, self.server_id))
+        # Its run_started is in the history already: the claim wrote it.
         try:
             run.token.raise_if_cancelled()
             validated = run.validated or self._validate_again(run.record)

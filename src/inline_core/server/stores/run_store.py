@@ -322,8 +322,13 @@ class RunStore:
                 )
             counted = db.one("SELECT COUNT(*) AS n FROM runs WHERE status = 'queued'")
             queued = int(counted["n"]) if counted is not None else 0
-            ordered = sorted(found, key=lambda r: int(r["seq"]))
-            return Claimed([rows.record(r) for r in ordered], queued, requeued, exhausted)
+            claimed = [rows.record(r) for r in sorted(found, key=lambda r: int(r["seq"]))]
+            for record in claimed:
+                # Its history says it started with the claim: a snapshot that shows it running
+                # is never followed by its run_started.
+                started = serialize.run_started_event(record.id, record.attempts, self.server_id)
+                self._append(db, record.id, record.attempts, self.server_id, [started])
+            return Claimed(claimed, queued, requeued, exhausted)
 
         return self._writer.submit(op)
 
