@@ -36,6 +36,17 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
         cluster.destroy()
 
 
+@pytest.fixture
+def own_postgres(postgres_cluster: PostgresCluster) -> Iterator[PostgresCluster]:
+    """A PostgreSQL server of the test's own, for tests that stop it under the store."""
+    cluster = PostgresCluster.create(postgres_cluster.bin)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
 @pytest.fixture(params=BACKENDS)
 def store_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

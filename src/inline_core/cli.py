@@ -4,6 +4,7 @@
     inline-core kit --out models/      write tiny random-weight Z-Image models (tests, demo)
     inline-core download ...           explicitly download real weights into models/
     inline-core import-comfy FILE      convert a ComfyUI workflow into an Inline Core graph
+    inline-core move-store --to URL    copy the SQLite run store into PostgreSQL (several servers)
 
 Serve flags only set `INLINE_*` environment variables; `Config.from_env()` reads them, so the env,
 the flags and the launchers can never disagree.
@@ -133,6 +134,7 @@ TOOLS: dict[str, Callable[[Sequence[str]], int]] = {
     "kit": _tool("inline_core.models.zimage.kit"),
     "download": _tool("inline_core.models.zimage.download"),
     "import-comfy": _tool("inline_core.importer.cli"),
+    "move-store": _tool("inline_core.server.stores.move"),
 }
 
 

@@ -14,7 +14,16 @@ from typing import Any
 import httpx
 import pytest
 from PIL import Image
-from server_support import FINISHED, LiveServer, running_server, slow_graph, text_graph, wait_until
+from server_support import (
+    LiveServer,
+    post_run,
+    run_state,
+    running_server,
+    slow_graph,
+    text_graph,
+    wait_finished,
+    wait_until,
+)
 from store_support import query
 from websockets.exceptions import ConnectionClosedOK
 from websockets.sync.client import connect
@@ -26,26 +35,6 @@ def server(tmp_path: Path, database_url: str | None) -> Iterator[LiveServer]:
     # sharing PostgreSQL leaves them to expire and be taken over).
     with running_server(tmp_path, {"INLINE_SERVER_ID": "live-1"}, database_url) as live:
         yield live
-
-
-def post_run(live: LiveServer, graph: dict[str, Any], target: str, **extra: Any) -> httpx.Response:
-    return httpx.post(
-        live.base + "/v1/runs", json={"graph": graph, "target": target, **extra}, timeout=10
-    )
-
-
-def run_state(live: LiveServer, run_id: str) -> dict[str, Any]:
-    response = httpx.get(f"{live.base}/v1/runs/{run_id}", timeout=10)
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def wait_finished(live: LiveServer, run_id: str) -> dict[str, Any]:
-    def probe() -> dict[str, Any] | None:
-        state = run_state(live, run_id)
-        return state if state["status"] in FINISHED else None
-
-    return wait_until(probe, f"run {run_id} to finish", interval=0.05)
 
 
 def test_websocket_then_restart_serves_finished_runs_takes_and_client_run_ids(

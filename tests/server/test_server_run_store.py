@@ -375,6 +375,7 @@ def test_notices_reach_this_process_and_other_servers(
     a.on_notice = listener("a")
     if b is not a:
         b.on_notice = listener("b")
+
     def wait_for(who: str, wanted: list[tuple[str, str]]) -> None:
         def heard_all() -> bool:
             with lock:

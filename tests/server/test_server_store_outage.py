@@ -20,31 +20,20 @@ from tests.postgres_cluster import PostgresCluster
 
 
 @pytest.fixture
-def own_cluster(postgres_cluster: PostgresCluster) -> Iterator[PostgresCluster]:
-    """A PostgreSQL server of this test's own (it is stopped under the store)."""
-    cluster = PostgresCluster.create(postgres_cluster.bin)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.destroy()
-
-
-@pytest.fixture
-def store(tmp_path: Path, own_cluster: PostgresCluster) -> Iterator[RunStore]:
-    s = open_store(tmp_path, own_cluster.new_database())
+def store(tmp_path: Path, own_postgres: PostgresCluster) -> Iterator[RunStore]:
+    s = open_store(tmp_path, own_postgres.new_database())
     yield s
     s.close()
 
 
 def test_an_outage_refuses_submissions_and_holds_a_runs_end_until_the_database_returns(
-    store: RunStore, own_cluster: PostgresCluster, caplog: pytest.LogCaptureFixture
+    store: RunStore, own_postgres: PostgresCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
     store.insert_run(new_run("run_a"))
     [held] = claim(store)
 
-    own_cluster.stop("immediate")  # as a crash of the database would
+    own_postgres.stop("immediate")  # as a crash of the database would
     with pytest.raises(Unavailable) as refused:
         store.insert_run(new_run("run_b"))
     assert "cannot be reached" in refused.value.message
@@ -58,7 +47,7 @@ def test_an_outage_refuses_submissions_and_holds_a_runs_end_until_the_database_r
     finished = store.finish_future(
         lease(held), 1, RunStatus.DONE, nodes=done, fraction=1.0, events=[ending]
     )
-    later = threading.Timer(1.5, own_cluster.start)
+    later = threading.Timer(1.5, own_postgres.start)
     later.start()
     finished.result(timeout=60)
     later.join()
@@ -75,15 +64,15 @@ def test_an_outage_refuses_submissions_and_holds_a_runs_end_until_the_database_r
 
 
 def test_a_patient_write_gives_up_after_its_bound(
-    tmp_path: Path, own_cluster: PostgresCluster
+    tmp_path: Path, own_postgres: PostgresCluster
 ) -> None:
-    url = own_cluster.new_database()
+    url = own_postgres.new_database()
     store = open_store(tmp_path, url)
     store.retry_s = 1.0
     try:
         store.insert_run(new_run("run_a"))
         [held] = claim(store)
-        own_cluster.stop("immediate")
+        own_postgres.stop("immediate")
         mirror = RunMirror({}, 0.0, [])
         progress = WireEvent("progress", {"type": "progress", "nodeId": "t"}, "t")
         waiting = store.append_events_future(lease(held), 1, [progress], mirror)

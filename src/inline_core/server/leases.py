@@ -86,6 +86,14 @@ class LeaseKeeper:
             if self._held.get(held.run_id) is held:
                 del self._held[held.run_id]
 
+    def servers_alive(self) -> list[ServerSeen]:
+        """The servers alive now (from the store; the last heartbeat's view while it cannot
+        be read)."""
+        try:
+            return self.store.servers_alive(self.timeout_s)
+        except InlineError:
+            return self.servers
+
     def holding(self) -> list[str]:
         with self._lock:
             return sorted(self._held)

@@ -78,6 +78,7 @@ MAX_CLIENT_RUN_ID = 200
 MAX_TARGET = 128
 # How often the claimer looks for work without being told (and sweeps expired leases).
 CLAIM_POLL_S = 1.0
+LOST_RUN = "run %s: another server holds it now; this server stopped it and wrote nothing"
 
 
 def request_hash(graph_json: object, target: str) -> str:
@@ -545,10 +546,7 @@ class RunManager:
 
     def _conclude(self, run: LiveRun, outcome: _Outcome) -> None:
         if outcome.lost:
-            log.warning(
-                "run %s: another server holds it now; this server stopped it and wrote nothing",
-                run.id,
-            )
+            log.warning(LOST_RUN, run.id)
             self._forget(run)
             return
         if outcome.status is None:
@@ -627,6 +625,8 @@ class RunManager:
         error = done.exception()
         if error is not None:
             log.error("could not give run %s back to the queue: %s", run.id, error)
+        elif not done.result():  # its lease was gone: the requeue matched nothing
+            log.warning(LOST_RUN, run.id)
         self._forget(run)
 
     def _forget(self, run: LiveRun) -> None:

@@ -47,7 +47,7 @@ from inline_core.server.stores.records import (
     ServerSeen,
     StoredEvent,
 )
-from inline_core.server.stores.sql import Backend, Db
+from inline_core.server.stores.sql import Backend, Db, Row
 from inline_core.server.stores.writer import GroupWriter, unreachable
 from inline_core.takes import Take
 
@@ -59,6 +59,16 @@ FORGET_SERVERS_AFTER_S = 24 * 3600.0
 _VIEW_COLUMNS = f"{rows.RUN_COLUMNS}, live_takes, event_seq"
 # A running run's row, matched only while `Lease` still holds it.
 _HELD = "id = ? AND status = 'running' AND lease_owner = ? AND lease_epoch = ?"
+
+
+_ALIVE = (
+    "SELECT id, started_at, {now} - heartbeat_at AS age, leases FROM servers "
+    "WHERE heartbeat_at > {now} - ? ORDER BY id"
+)
+
+
+def _server_seen(row: Row) -> ServerSeen:
+    return ServerSeen(row["id"], row["started_at"], max(0.0, float(row["age"])), row["leases"])
 
 
 class LeaseLost(Conflict):
@@ -220,6 +230,11 @@ class RunStore:
         )
         found = cast(list[Any], self._read(lambda db: db.all(sql, (run_id, after, limit))))
         return [rows.event(r) for r in found]
+
+    def servers_alive(self, within_s: float) -> list[ServerSeen]:
+        """The servers that renewed their presence in the last `within_s` seconds."""
+        found = cast(list[Any], self._read(lambda db: db.all(_ALIVE, (within_s,))))
+        return [_server_seen(r) for r in found]
 
     def get_asset(self, asset_id: str) -> AssetRow | None:
         sql = "SELECT id, kind, content_type, bytes, created_at FROM assets WHERE id = ?"
@@ -428,18 +443,11 @@ class RunStore:
             db.execute(
                 "DELETE FROM servers WHERE heartbeat_at < {now} - ?", (FORGET_SERVERS_AFTER_S,)
             )
-            alive = db.all(
-                "SELECT id, started_at, {now} - heartbeat_at AS age, leases FROM servers "
-                "WHERE heartbeat_at > {now} - ? ORDER BY id",
-                (lease_s,),
-            )
+            alive = db.all(_ALIVE, (lease_s,))
             return Renewal(
                 held={str(r["id"]): int(r["lease_epoch"]) for r in renewed},
                 cancel_requested=frozenset(str(r["id"]) for r in renewed if r["cancel_requested"]),
-                servers=[
-                    ServerSeen(r["id"], r["started_at"], max(0.0, float(r["age"])), r["leases"])
-                    for r in alive
-                ],
+                servers=[_server_seen(r) for r in alive],
             )
 
         return self._writer.submit(op)
