@@ -121,7 +121,7 @@ class Config:
     database_url: str | None = None
     server_id: str | None = None  # this server's name among them; None: host name + random tag
     lease_timeout_s: float = 15.0  # a server that stops renewing loses its runs after this
-    database_retry_s: float = 60.0  # how long a run's results wait for an unreachable database
+    database_retry_s: float = 60.0  # how long to wait for an unreachable database (start, results)
 
     @property
     def is_loopback(self) -> bool:

@@ -102,6 +102,7 @@ async def health(request: Request) -> Response:
         sampler=s.sampler.stats() if s.sampler is not None else None,
         server_id=s.manager.server_id,
         leases=s.manager.leases.holding(),
+        lease_timeout_s=s.config.lease_timeout_s,
         servers=s.manager.leases.servers_alive(),
     )
     return json_response(body)

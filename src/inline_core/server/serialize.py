@@ -140,6 +140,7 @@ def health_json(
     sampler: Mapping[str, Any] | None,
     server_id: str,
     leases: list[str],
+    lease_timeout_s: float,
     servers: list[ServerSeen],
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
@@ -153,6 +154,7 @@ def health_json(
         "store": dict(store),
         "serverId": server_id,
         "leases": leases,
+        "leaseTimeoutS": lease_timeout_s,
         "servers": [server_seen_json(s) for s in servers],
     }
     if sampler is not None:

@@ -32,7 +32,7 @@ def open_run_store(config: Config, server_id: str) -> RunStore:
             from inline_core.server.stores.postgres import PostgresBackend
         except ImportError as exc:
             raise InvalidRequest(POSTGRES_EXTRA_HINT) from exc
-        backend = PostgresBackend(config.database_url, server_id)
+        backend = PostgresBackend(config.database_url, server_id, config.database_retry_s)
     else:
         from inline_core.server.stores.sqlite import SqliteBackend
 

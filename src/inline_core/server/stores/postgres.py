@@ -38,8 +38,6 @@ CONNECT_TIMEOUT_S = 3
 # Reads borrow one of these; a server's reads are short, so a few connections go a long way.
 READ_POOL_SIZE = 6
 READ_POOL_TIMEOUT_S = 3.0
-# How long a starting server looks for its database before it gives up (exit status 2).
-STARTUP_WAIT_S = 15.0
 # How often the listener looks up from its connection (to notice it should stop).
 LISTEN_WAKE_S = 0.25
 # Every notice of a listener's first connection, and of each reconnection: "look again".
@@ -126,7 +124,8 @@ class PostgresBackend:
     dialect = DIALECT
     shared = True
 
-    def __init__(self, url: str, server_id: str) -> None:
+    def __init__(self, url: str, server_id: str, wait_s: float = 60.0) -> None:
+        """`wait_s`: how long to look for the database before giving up (at start)."""
         self.url = url
         self.where = redacted(url)
         self._settings: dict[str, Any] = {
@@ -134,7 +133,7 @@ class PostgresBackend:
             "row_factory": dict_row,
             "application_name": f"inline-core {server_id}"[:63],
         }
-        self._wait_for_database()
+        self._wait_for_database(wait_s)
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url,
             min_size=1,
@@ -152,8 +151,8 @@ class PostgresBackend:
     def _connect_raw(self, autocommit: bool) -> psycopg.Connection[Any]:
         return psycopg.Connection.connect(self.url, autocommit=autocommit, **self._settings)
 
-    def _wait_for_database(self) -> None:
-        deadline = time.monotonic() + STARTUP_WAIT_S
+    def _wait_for_database(self, wait_s: float) -> None:
+        deadline = time.monotonic() + wait_s
         backoff = 0.2
         while True:
             try:
@@ -167,7 +166,7 @@ class PostgresBackend:
                 if time.monotonic() > deadline:
                     raise Unavailable(
                         f"cannot reach the run database at {self.where} ({describe(exc)}); "
-                        f"gave up after {STARTUP_WAIT_S:.0f} s"
+                        f"gave up after {wait_s:.0f} s (INLINE_DATABASE_RETRY_S)"
                     ) from None
                 log.warning("waiting for the run database at %s (%s)", self.where, describe(exc))
                 time.sleep(backoff)
