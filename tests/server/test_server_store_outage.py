@@ -75,7 +75,7 @@ def test_a_patient_write_gives_up_after_its_bound(
         own_postgres.stop("immediate")
         mirror = RunMirror({}, 0.0, [])
         progress = WireEvent("progress", {"type": "progress", "nodeId": "t"}, "t")
-        waiting = store.append_events_future(lease(held), 1, [progress], mirror)
+        waiting = store.append_events_future(lease(held), 1, lambda: ([progress], mirror))
         with pytest.raises(Unavailable):
             waiting.result(timeout=30)  # bounded: it does not hang past its patience
     finally:

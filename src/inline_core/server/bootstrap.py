@@ -239,8 +239,6 @@ def build_services(config: Config) -> Services:
         sampler=sampler,
         manager=manager,
         device=device,
-        sockets=SocketGate(
-            config.max_websockets, config.max_websockets_per_run, open_file_limit()
-        ),
+        sockets=SocketGate(config.max_websockets, config.max_websockets_per_run, open_file_limit()),
         closers=closers,
     )

@@ -1,6 +1,7 @@
 """`EventJournal`: writes each running run's events to the store's history, in order.
 
-At most one write per run is in flight. Events that arrive meanwhile wait in the run's buffer,
+At most one write per run is in flight, and it takes the run's buffered events when it runs, not
+when it is queued. Events that arrive meanwhile wait in the run's buffer,
 where a node's newer progress takes its older progress's place (`CoalescedEvents`), so the history
 keeps every milestone and the latest state of each node while the write rate follows the database:
 a run ticking 20,000 times costs as many writes as the commits it overlaps, not 20,000. Each write
@@ -18,6 +19,7 @@ from concurrent.futures import Future
 
 from inline_core.server.events import WireEvent
 from inline_core.server.live_run import LiveRun
+from inline_core.server.stores.records import RunMirror
 from inline_core.server.stores.run_store import RunStore
 
 
@@ -47,12 +49,19 @@ class EventJournal:
         return run.journal.take_all()
 
     def _write(self, run: LiveRun) -> None:
-        events = run.journal.take_all()
-        if not events:
+        if not run.journal:
             return
         run.journal_busy = True
-        written = self._store.append_events_future(run.lease, run.attempts, events, run.mirror())
+        written = self._store.append_events_future(
+            run.lease, run.attempts, lambda: self._collect(run)
+        )
         written.add_done_callback(lambda done: self._written(run, done))
+
+    def _collect(self, run: LiveRun) -> tuple[list[WireEvent], RunMirror]:
+        """What the write takes when it runs: everything buffered by then (none if the terminal
+        write took it first)."""
+        with self._lock:
+            return run.journal.take_all(), run.mirror()
 
     def _written(self, run: LiveRun, done: Future[int]) -> None:
         error = done.exception()

@@ -137,6 +137,8 @@ class LeaseKeeper:
             return
         self.servers = renewal.servers
         vouched_until = sent + self.timeout_s - self.margin_s
+        with self._lock:  # a run that ended meanwhile is no longer held: nothing was lost
+            asked = {r: h for r, h in asked.items() if self._held.get(r) is h}
         for run_id, held in asked.items():
             epoch = renewal.held.get(run_id)
             if epoch == held.lease.epoch:

@@ -38,6 +38,7 @@ class LiveRun:
     journal: CoalescedEvents = field(default_factory=CoalescedEvents)
     journal_busy: bool = False
     journal_closed: bool = False
+    recording: bool = False  # its worker is done; its end is being written
     _fraction_sum: float = 0.0
 
     @classmethod

@@ -143,6 +143,7 @@ class RunManager:
         self._validated: OrderedDict[str, ValidatedGraph] = OrderedDict()
         self._reserved = 0  # queue slots held by submissions not yet committed
         self._queued = 0  # runs waiting in the store: the last claim's count, plus ours since
+        self._recording = 0  # runs of `_live` whose end (or requeue) is being written
         self._closing = False
         self._workers: list[threading.Thread] = []
         self.trimmer = HeapTrimmer()
@@ -297,7 +298,8 @@ class RunManager:
         with self._lock:
             if self._closing:
                 return False
-            free = self.config.run_workers - len(self._live)
+            # A run being recorded has left its worker: its slot is free for the next claim.
+            free = self.config.run_workers - (len(self._live) - self._recording)
             holding = tuple(self._live)
         if free <= 0 and not self.store.shared:
             return False  # nothing to take, and nobody else's leases to sweep
@@ -545,6 +547,10 @@ class RunManager:
         return validate_graph(graph, record.target, self.registry, self.catalog, rng=self._rng)
 
     def _conclude(self, run: LiveRun, outcome: _Outcome) -> None:
+        with self._lock:
+            run.recording = True
+            self._recording += 1
+        self.claimer.wake()
         if outcome.lost:
             log.warning(LOST_RUN, run.id)
             self._forget(run)
@@ -636,5 +642,7 @@ class RunManager:
         with self._lock:
             if self._live.get(run.id) is run:
                 del self._live[run.id]
+                if run.recording:
+                    self._recording -= 1
         run.finished.set()
         self.claimer.wake()

@@ -42,9 +42,7 @@ IMPORT_REPORT_FIELDS = frozenset({"skipped", "warnings"})
 DEFAULT_LIST = 50
 MAX_LIST = 500
 CHUNK = 256 * 1024
-FORM_TYPES = frozenset(
-    {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"}
-)
+FORM_TYPES = frozenset({"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"})
 
 
 # The routes read their bodies themselves (bounded, streamed); these describe them in OpenAPI.

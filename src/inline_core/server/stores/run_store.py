@@ -306,12 +306,15 @@ class RunStore:
     def claim_future(self, request: ClaimRequest) -> Future[Claimed]:
         """Claim up to `request.limit` queued runs this server can serve, oldest first, each with
         a fresh lease and attempt; shared stores first put back runs whose lease expired."""
+        # The oldest queued runs this server can serve, locked once (a CTE that locks is
+        # evaluated once), rows another server is locking passed over, not waited for.
         claim = (
+            "WITH picked AS (SELECT seq FROM runs WHERE status = 'queued' AND {needs_met} "
+            "AND id NOT IN ({json_values}) ORDER BY seq LIMIT ?{skip_locked}) "
             "UPDATE runs SET status = 'running', lease_owner = ?, "
             "lease_epoch = lease_epoch + 1, lease_expires_at = {now} + ?, "
             "attempts = attempts + 1, started_at = ?, live_takes = '[]' "
-            "WHERE seq IN (SELECT seq FROM runs WHERE status = 'queued' AND {needs_met} "
-            "AND id NOT IN ({json_values}) ORDER BY seq LIMIT ?{skip_locked}) "
+            "WHERE seq IN (SELECT seq FROM picked) "
             f"RETURNING seq, {rows.RUN_COLUMNS}"
         )
 
@@ -327,12 +330,12 @@ class RunStore:
                 found = db.all(
                     claim,
                     (
-                        request.server_id,
-                        request.lease_s,
-                        time.time(),
                         rows.dumps(sorted(request.capabilities)),
                         rows.dumps(list(request.holding)),
                         request.limit,
+                        request.server_id,
+                        request.lease_s,
+                        time.time(),
                     ),
                 )
             counted = db.one("SELECT COUNT(*) AS n FROM runs WHERE status = 'queued'")
@@ -485,12 +488,23 @@ class RunStore:
         return last
 
     def append_events_future(
-        self, lease: Lease, attempt: int, events: Sequence[EventLike], mirror: RunMirror
+        self,
+        lease: Lease,
+        attempt: int,
+        collect: Callable[[], tuple[Sequence[EventLike], RunMirror]],
     ) -> Future[int]:
-        """Append a held run's `events` and the state they lead to; resolves to the last seq.
-        Waits out an unreachable database (up to `retry_s`); `LeaseLost` if the run is gone."""
+        """Append a held run's events and the state they lead to; resolves to the last seq (0
+        if there were none). `collect` gives them when the write runs (once, even if it is
+        retried), so events that arrive while it waits in the queue go with it. Waits out an
+        unreachable database (up to `retry_s`); `LeaseLost` if the run is gone."""
+        taken: list[tuple[Sequence[EventLike], RunMirror]] = []
 
         def op(db: Db) -> int:
+            if not taken:
+                taken.append(collect())
+            events, mirror = taken[0]
+            if not events:
+                return 0
             mirrored = db.execute(
                 f"UPDATE runs SET nodes = ?, fraction = ?, live_takes = ? WHERE {_HELD}",
                 (
