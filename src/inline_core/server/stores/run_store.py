@@ -1,7 +1,8 @@
 """`RunStore`: runs, takes, leases, the event history and asset metadata, on SQLite or PostgreSQL.
 
-Every query is written once here, over a `Backend` (`sqlite.py`: one server, the default;
-`postgres.py`: several servers sharing one database). Writes go through one `GroupWriter` (group
+Every query is written once, over a `Backend` (`sqlite.py`: one server, the default;
+`postgres.py`: several servers sharing one database): here, in `leasing.py` (claims, leases,
+recovery) and in `history.py` (the event history). Writes go through one `GroupWriter` (group
 commit, patience during an outage) and are durable when their future resolves; reads never wait
 on the writer.
 
@@ -23,17 +24,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
-from dataclasses import replace
 from typing import Any, cast
 
 from inline_core.errors import Conflict, Unavailable
-from inline_core.server import serialize
 from inline_core.server.run_state import NewRun, NodeState, RunRecord, RunStatus
-from inline_core.server.stores import rows
+from inline_core.server.stores import history, leasing, rows
 from inline_core.server.stores.migrations import migrate
 from inline_core.server.stores.records import (
     CANCEL,
-    EVENTS,
     QUEUED,
     AssetRow,
     Claimed,
@@ -47,28 +45,16 @@ from inline_core.server.stores.records import (
     ServerSeen,
     StoredEvent,
 )
-from inline_core.server.stores.sql import Backend, Db, Row
+from inline_core.server.stores.sql import Backend, Db
 from inline_core.server.stores.writer import GroupWriter, unreachable
 from inline_core.takes import Take
 
 log = logging.getLogger(__name__)
 
-# How long a server's row stays once it stopped renewing it (health lists only live ones).
-FORGET_SERVERS_AFTER_S = 24 * 3600.0
 # Columns a view of a run reads beyond a record's.
 _VIEW_COLUMNS = f"{rows.RUN_COLUMNS}, live_takes, event_seq"
 # A running run's row, matched only while `Lease` still holds it.
 _HELD = "id = ? AND status = 'running' AND lease_owner = ? AND lease_epoch = ?"
-
-
-_ALIVE = (
-    "SELECT id, started_at, {now} - heartbeat_at AS age, leases FROM servers "
-    "WHERE heartbeat_at > {now} - ? ORDER BY id"
-)
-
-
-def _server_seen(row: Row) -> ServerSeen:
-    return ServerSeen(row["id"], row["started_at"], max(0.0, float(row["age"])), row["leases"])
 
 
 class LeaseLost(Conflict):
@@ -233,8 +219,8 @@ class RunStore:
 
     def servers_alive(self, within_s: float) -> list[ServerSeen]:
         """The servers that renewed their presence in the last `within_s` seconds."""
-        found = cast(list[Any], self._read(lambda db: db.all(_ALIVE, (within_s,))))
-        return [_server_seen(r) for r in found]
+        found = cast(list[Any], self._read(lambda db: db.all(leasing.ALIVE, (within_s,))))
+        return [leasing.server_seen(r) for r in found]
 
     def get_asset(self, asset_id: str) -> AssetRow | None:
         sql = "SELECT id, kind, content_type, bytes, created_at FROM assets WHERE id = ?"
@@ -301,107 +287,12 @@ class RunStore:
     def insert_run(self, new: NewRun) -> tuple[RunRecord, bool]:
         return self.insert_run_future(new).result()
 
-    # ---- claiming, leases, recovery ------------------------------------------------------------
+    # ---- claiming, leases, recovery (leasing.py) -----------------------------------------------
 
     def claim_future(self, request: ClaimRequest) -> Future[Claimed]:
         """Claim up to `request.limit` queued runs this server can serve, oldest first, each with
         a fresh lease and attempt; shared stores first put back runs whose lease expired."""
-        # The oldest queued runs this server can serve, locked once (a CTE that locks is
-        # evaluated once), rows another server is locking passed over, not waited for.
-        claim = (
-            "WITH picked AS (SELECT seq FROM runs WHERE status = 'queued' AND {needs_met} "
-            "AND id NOT IN ({json_values}) ORDER BY seq LIMIT ?{skip_locked}) "
-            "UPDATE runs SET status = 'running', lease_owner = ?, "
-            "lease_epoch = lease_epoch + 1, lease_expires_at = {now} + ?, "
-            "attempts = attempts + 1, started_at = ?, live_takes = '[]' "
-            "WHERE seq IN (SELECT seq FROM picked) "
-            f"RETURNING seq, {rows.RUN_COLUMNS}"
-        )
-
-        def op(db: Db) -> Claimed:
-            requeued: list[str] = []
-            exhausted: list[str] = []
-            if request.take_over_expired:
-                requeued, exhausted = self._put_back(
-                    db, "lease_expires_at < {now}", (), request.max_retries
-                )
-            found: list[Any] = []
-            if request.limit > 0:
-                found = db.all(
-                    claim,
-                    (
-                        rows.dumps(sorted(request.capabilities)),
-                        rows.dumps(list(request.holding)),
-                        request.limit,
-                        request.server_id,
-                        request.lease_s,
-                        time.time(),
-                    ),
-                )
-            counted = db.one("SELECT COUNT(*) AS n FROM runs WHERE status = 'queued'")
-            queued = int(counted["n"]) if counted is not None else 0
-            claimed = [rows.record(r) for r in sorted(found, key=lambda r: int(r["seq"]))]
-            for record in claimed:
-                # Its history says it started with the claim: a snapshot that shows it running
-                # is never followed by its run_started.
-                started = serialize.run_started_event(record.id, record.attempts, self.server_id)
-                self._append(db, record.id, record.attempts, self.server_id, [started])
-            return Claimed(claimed, queued, requeued, exhausted)
-
-        return self._writer.submit(op)
-
-    def _put_back(
-        self, db: Db, condition: str, params: Sequence[object], max_retries: int
-    ) -> tuple[list[str], list[str]]:
-        """Runs running under `condition` whose holder is gone: queued again if they have been
-        tried at most `max_retries` times (their seeds are in the stored graph, so the re-run
-        reproduces), else ended as an error; cancelled if their client asked for it."""
-        found = db.all(
-            f"SELECT {rows.RUN_COLUMNS}, cancel_requested FROM runs "
-            f"WHERE status = 'running' AND {condition} ORDER BY seq{{skip_locked}}",
-            params,
-        )
-        requeued: list[str] = []
-        ended: list[str] = []
-        now = time.time()
-        for row in found:
-            record = rows.record(row)
-            if row["cancel_requested"]:
-                self._end(db, replace(record, status=RunStatus.CANCELLED, finished_at=now))
-                ended.append(record.id)
-            elif record.attempts <= max_retries:
-                db.execute(
-                    "UPDATE runs SET status = 'queued', lease_owner = NULL, "
-                    "lease_expires_at = NULL, started_at = NULL, nodes = ?, fraction = 0, "
-                    "live_takes = '[]' WHERE id = ?",
-                    (rows.fresh_nodes_json(rows.nodes_json(record.nodes)), record.id),
-                )
-                requeued.append(record.id)
-            else:
-                error = {
-                    "code": "interrupted",
-                    "message": f"interrupted {record.attempts} times; not retried again",
-                }
-                self._end(db, replace(record, status=RunStatus.ERROR, error=error, finished_at=now))
-                ended.append(record.id)
-        if requeued:
-            db.notify(QUEUED, "")
-        return requeued, ended
-
-    def _end(self, db: Db, record: RunRecord) -> None:
-        """Finish `record` (a run no server holds) and append its terminal event."""
-        db.execute(
-            "UPDATE runs SET status = ?, finished_at = ?, error = ?, live_takes = '[]' "
-            "WHERE id = ?",
-            (
-                record.status.value,
-                record.finished_at,
-                None if record.error is None else rows.dumps(record.error),
-                record.id,
-            ),
-        )
-        ending = serialize.terminal_event(record, [])
-        self._append(db, record.id, record.attempts, self.server_id, [ending])
+        return self._writer.submit(leasing.claim(request))
 
     def recover_on_start(self, max_retries: int, *, holder: str | None) -> list[RunRecord]:
         """After a stop or crash: put back (or end) the runs left running by `holder` (None:
@@ -409,9 +300,9 @@ class RunStore:
 
         def op(db: Db) -> None:
             if holder is None:
-                self._put_back(db, "1 = 1", (), max_retries)
+                leasing.put_back(db, "1 = 1", (), max_retries, self.server_id)
             else:
-                self._put_back(db, "lease_owner = ?", (holder,), max_retries)
+                leasing.put_back(db, "lease_owner = ?", (holder,), max_retries, self.server_id)
 
         self._writer.submit(op).result()
         return self.unfinished_runs(RunStatus.QUEUED)
@@ -426,33 +317,9 @@ class RunStore:
     ) -> Future[Renewal]:
         """Renew this server's leases on `holding` and its presence; learn which of them are
         still its, which its clients asked to cancel, and which servers are alive."""
-
-        def op(db: Db) -> Renewal:
-            renewed: list[Any] = []
-            if holding:
-                renewed = db.all(
-                    "UPDATE runs SET lease_expires_at = {now} + ? WHERE status = 'running' "
-                    "AND lease_owner = ? AND id IN ({json_values}) "
-                    "RETURNING id, lease_epoch, cancel_requested",
-                    (lease_s, self.server_id, rows.dumps(list(holding))),
-                )
-            db.execute(
-                "INSERT INTO servers (id, started_at, heartbeat_at, leases, info) "
-                "VALUES (?, ?, {now}, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-                "heartbeat_at = excluded.heartbeat_at, leases = excluded.leases, "
-                "info = excluded.info",
-                (self.server_id, started_at, len(renewed), rows.dumps(info)),
-            )
-            db.execute(
-                "DELETE FROM servers WHERE heartbeat_at < {now} - ?", (FORGET_SERVERS_AFTER_S,)
-            )
-            alive = db.all(_ALIVE, (lease_s,))
-            return Renewal(
-                held={str(r["id"]): int(r["lease_epoch"]) for r in renewed},
-                cancel_requested=frozenset(str(r["id"]) for r in renewed if r["cancel_requested"]),
-                servers=[_server_seen(r) for r in alive],
-            )
-
+        op = leasing.heartbeat(
+            self.server_id, started_at=started_at, holding=holding, lease_s=lease_s, info=info
+        )
         return self._writer.submit(op)
 
     def leave(self) -> None:
@@ -465,27 +332,6 @@ class RunStore:
             log.warning("could not remove this server (%s) from the store: %s", self.server_id, exc)
 
     # ---- a held run's events and end (each fenced by its lease) --------------------------------
-
-    def _append(
-        self, db: Db, run_id: str, attempt: int, server_id: str, events: Iterable[EventLike]
-    ) -> int:
-        """Append `events` to the history; move the run's cursor to the last; tell the servers."""
-        listed = list(events)
-        if not listed:
-            return 0
-        values = ", ".join(["(?, ?, ?, ?, ?, {now})"] * len(listed))
-        params: list[object] = []
-        for event in listed:
-            params.extend((run_id, attempt, server_id, event.type, rows.dumps(event.body)))
-        inserted = db.all(
-            "INSERT INTO events (run_id, attempt, server_id, type, body, created_at) "
-            f"VALUES {values} RETURNING seq",
-            params,
-        )
-        last = max(int(r["seq"]) for r in inserted)
-        db.execute("UPDATE runs SET event_seq = ? WHERE id = ?", (last, run_id))
-        db.notify(EVENTS, run_id)
-        return last
 
     def append_events_future(
         self,
@@ -516,7 +362,7 @@ class RunStore:
             )
             if mirrored.rowcount != 1:
                 raise LeaseLost(f"run {lease.run_id} is no longer held by {lease.owner}")
-            return self._append(db, lease.run_id, attempt, lease.owner, events)
+            return history.append(db, lease.run_id, attempt, lease.owner, events)
 
         return self._writer.submit(op, wait_s=self.retry_s)
 
@@ -565,7 +411,7 @@ class RunStore:
             # A take id is a function of (run, node, index): the primary key refuses a second row.
             for values in take_rows:
                 db.execute(record_take, values)
-            self._append(db, lease.run_id, attempt, lease.owner, events)
+            history.append(db, lease.run_id, attempt, lease.owner, events)
 
         return self._writer.submit(op, wait_s=self.retry_s)
 
@@ -602,8 +448,7 @@ class RunStore:
             if row is None:
                 return False
             record = rows.record(row)
-            ending = serialize.terminal_event(record, [])
-            self._append(db, run_id, record.attempts, self.server_id, [ending])
+            history.end(db, record, self.server_id)
             return True
 
         return self._writer.submit(op).result()

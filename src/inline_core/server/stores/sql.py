@@ -10,6 +10,7 @@ than "this write is wrong".
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ class Dialect:
 
 
 @dataclass(eq=False)
-class Db:
+class Db(ABC):
     """One connection in use by the store. Notices (`notify`) queued during a transaction are
     sent when it commits and dropped when it rolls back."""
 
@@ -94,14 +95,15 @@ class Db:
         self.notices.add((channel, payload))
 
     # Transactions: each backend spells them its own way.
-    def begin(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def begin(self) -> None: ...
 
+    @abstractmethod
     def commit(self) -> None:
-        raise NotImplementedError
+        """Commit (a backend whose notices reach other servers sends them first)."""
 
-    def rollback(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def rollback(self) -> None: ...
 
     def commit_token(self) -> object | None:
         """Called before COMMIT: what to ask a new connection about this transaction if the
