@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +66,16 @@ def server_env(data: Path, port: int) -> dict[str, str]:
     return env
 
 
-def start_server(data: Path) -> tuple[subprocess.Popen[bytes], int, float]:
-    """Start a server; return it, its port and seconds from spawn to the first health answer."""
+def start_server(
+    data: Path, extra_env: Mapping[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], int, float]:
+    """Start a server (with `extra_env` over its environment, e.g. INLINE_DATABASE_URL); return
+    it, its port and seconds from spawn to the first health answer."""
     port = free_port()
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "inline_core.server"],
-        env=server_env(data, port),
+        env={**server_env(data, port), **(extra_env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

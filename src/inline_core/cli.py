@@ -5,6 +5,7 @@
     inline-core download [--family F]  explicitly download a family's real weights into models/
     inline-core import-comfy FILE      convert a ComfyUI workflow into an Inline Core graph
     inline-core packs install|list|remove   manage node packs (each in its own environment)
+    inline-core move-store --to URL    copy the SQLite run store into PostgreSQL (several servers)
 
 Serve flags only set `INLINE_*` environment variables; `Config.from_env()` reads them, so the env,
 the flags and the launchers can never disagree.
@@ -46,6 +47,12 @@ def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
     paths.add_argument(
         "--front-end-root", help="serve a local frontend build (a dir with index.html) at /"
     )
+    fleet = p.add_argument_group("several servers, one store")
+    fleet.add_argument(
+        "--database-url",
+        help="share runs with other servers in PostgreSQL (postgresql://...; the postgres extra)",
+    )
+    fleet.add_argument("--server-id", help="this server's name among them (default: host + tag)")
     dev = p.add_argument_group("device and memory")
     dev.add_argument("--profile", choices=["gpu-max", "lowvram", "cpu"], help="device profile")
     dev.add_argument("--lowvram", action="store_true", help="shortcut for --profile lowvram")
@@ -78,6 +85,8 @@ def apply_serve_args(args: argparse.Namespace, env: dict[str, str] | None = None
         "INLINE_MODELS_DIR": args.models_dir,
         "INLINE_DATA_DIR": args.data_dir,
         "INLINE_FRONTEND_ROOT": args.front_end_root,
+        "INLINE_DATABASE_URL": args.database_url,
+        "INLINE_SERVER_ID": args.server_id,
         "INLINE_PROFILE": args.profile
         or ("lowvram" if args.lowvram else None)
         or ("cpu" if args.cpu else None),
@@ -161,6 +170,7 @@ TOOLS: dict[str, Callable[[Sequence[str]], int]] = {
     "download": _family_tool("download"),
     "import-comfy": _tool("inline_core.importer.cli"),
     "packs": _tool("inline_core.packs.cli"),
+    "move-store": _tool("inline_core.server.stores.move"),
 }
 
 

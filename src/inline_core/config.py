@@ -48,6 +48,28 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _at_least(env: Mapping[str, str], name: str, default: float, low: float) -> float:
+    value = _float(env, name, default)
+    if value is None or value < low:
+        raise InvalidRequest(f"{name} must be a number of seconds of at least {low:g}")
+    return value
+
+
+def _database_url(env: Mapping[str, str]) -> str | None:
+    url = env.get("INLINE_DATABASE_URL", "").strip()
+    if not url:
+        return None
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme not in ("postgresql", "postgres"):
+        # Only the scheme is quoted: the rest may hold a password.
+        given = f"a {scheme}:// URL" if scheme else "no URL scheme"
+        raise InvalidRequest(
+            f"INLINE_DATABASE_URL must be a postgresql:// URL, got {given} (leave it unset for "
+            "the SQLite store in the data dir)"
+        )
+    return url
+
+
 def _path(env: Mapping[str, str], name: str) -> Path | None:
     raw = env.get(name)
     return Path(raw).expanduser() if raw else None
@@ -100,6 +122,12 @@ class Config:
     # Every INLINE_* variable as read: model families take their own settings from it (e.g. a
     # family's model overrides), so the environment is still read in this one place.
     env: Mapping[str, str] = field(default_factory=dict[str, str])
+    # Several servers, one run store: PostgreSQL at this URL instead of runs.db in the data dir
+    # (the data dir, on storage every server shares, then holds only takes and assets).
+    database_url: str | None = None
+    server_id: str | None = None  # this server's name among them; None: host name + random tag
+    lease_timeout_s: float = 15.0  # a server that stops renewing loses its runs after this
+    database_retry_s: float = 60.0  # how long to wait for an unreachable database (start, results)
 
     @property
     def is_loopback(self) -> bool:
@@ -160,6 +188,10 @@ class Config:
             max_batch=_int(env, "INLINE_MAX_BATCH", 0) if max_batch_raw else None,
             batch_token_budget=_int(env, "INLINE_BATCH_TOKEN_BUDGET", 0) if budget_raw else None,
             env=settings,
+            database_url=_database_url(env),
+            server_id=env.get("INLINE_SERVER_ID") or None,
+            lease_timeout_s=_at_least(env, "INLINE_LEASE_TIMEOUT_S", 15.0, 1.0),
+            database_retry_s=_at_least(env, "INLINE_DATABASE_RETRY_S", 60.0, 0.0),
         )
 
 

@@ -6,7 +6,8 @@ Each cycle: clients submit slow runs (each with a clientRunId) until the server 
 random moment; a POST the kill cut off is retried after the restart with the same clientRunId and
 body, as a real client would; then every accepted run must reach a terminal state and the store
 must hold exactly the accepted runs, one take each, whose bytes match their recorded hash, in a
-database that passes `PRAGMA integrity_check`.
+database that passes `PRAGMA integrity_check` (SQLite). `verify_store` also serves the crash test
+of several servers sharing PostgreSQL (fleet_crash.py).
 """
 
 from __future__ import annotations
@@ -15,10 +16,8 @@ import hashlib
 import io
 import json
 import random
-import sqlite3
 import threading
 import time
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,9 @@ from typing import Any
 import httpx
 from PIL import Image
 
+from inline_core.config import Config
 from tests.server.server_support import LiveServer, slow_graph, wait_until
+from tests.server.store_support import query
 
 FINISHED = ("done", "error", "cancelled")
 
@@ -34,6 +35,17 @@ FINISHED = ("done", "error", "cancelled")
 def expected_colour(seed: int) -> tuple[int, int, int]:
     """The colour `test/slow` paints for `seed` (see tests/server/server_nodes.py)."""
     return seed % 251, (seed // 251) % 251, (seed // 63001) % 251
+
+
+def accepted_run(response: httpx.Response) -> str | None:
+    """The run a POST /v1/runs answer names, or None (after a pause) if the server said to come
+    back later (429, 503); any other answer fails the test."""
+    if response.status_code in (429, 503):
+        time.sleep(0.05)
+        return None
+    if response.status_code not in (200, 201):
+        raise AssertionError(f"unexpected answer {response.status_code}: {response.text}")
+    return str(response.json()["runId"])
 
 
 @dataclass
@@ -92,13 +104,11 @@ class CrashHarness:
                 with self._lock:
                     cut.append(body)  # the kill cut it off: accepted or not, we cannot know
                 return
-            if response.status_code in (429, 503):
-                time.sleep(0.05)
+            run_id = accepted_run(response)
+            if run_id is None:
                 continue
-            if response.status_code not in (200, 201):
-                raise AssertionError(f"unexpected answer {response.status_code}: {response.text}")
             with self._lock:
-                self.accepted[body["clientRunId"]] = response.json()["runId"]
+                self.accepted[body["clientRunId"]] = run_id
 
     def kill_at_a_random_moment(self, index: int) -> Cycle:
         cycle = Cycle(kill_after_s=self.rng.uniform(*self.kill_window_s))
@@ -146,13 +156,12 @@ class CrashHarness:
     # ---- checking ----------------------------------------------------------------------------
 
     def _query(self, sql: str) -> list[tuple[Any, ...]]:
-        with closing(sqlite3.connect(self.server.data_dir / "runs.db", timeout=30)) as db:
-            return db.execute(sql).fetchall()
+        return query(self.server.store_config, sql)
 
     def _unfinished_counts(self) -> tuple[int, int]:
         [(unfinished, running)] = self._query(
-            "SELECT COUNT(*), COALESCE(SUM(status = 'running'), 0) FROM runs "
-            "WHERE status IN ('queued', 'running')"
+            "SELECT COUNT(*), COALESCE(SUM(CASE WHEN status = 'running' THEN 1 ELSE 0 END), 0) "
+            "FROM runs WHERE status IN ('queued', 'running')"
         )
         return int(unfinished), int(running)
 
@@ -181,34 +190,41 @@ class CrashHarness:
         wait_until(idle, "the server to be idle", timeout=120)
 
     def verify(self) -> Totals:
-        """Everything the store holds is what the clients were told, intact and not doubled."""
-        totals = Totals()
-        totals.integrity = "\n".join(str(r[0]) for r in self._query("PRAGMA integrity_check"))
-        runs = self._query("SELECT id, client_run_id, status, graph FROM runs")
-        takes = self._query("SELECT id, run_id, path, hash FROM takes")
+        return verify_store(self.server.store_config, self.server.data_dir / "takes", self.accepted)
+
+
+def verify_store(config: Config, takes_dir: Path, accepted: dict[str, str]) -> Totals:
+    """Everything the store holds is what the clients were told, intact and not doubled:
+    exactly the accepted runs (clientRunId -> runId), all done, one take each whose bytes match
+    their hash and the seed stored at submit, and no take file that is not a recorded take."""
+    totals = Totals()
+    if config.database_url is None:
+        totals.integrity = "\n".join(str(r[0]) for r in query(config, "PRAGMA integrity_check"))
         assert totals.integrity == "ok", totals.integrity
-        # Exactly the accepted runs: none lost, none invented, one per clientRunId.
-        stored = {client_run_id: run_id for run_id, client_run_id, _s, _g in runs}
-        assert stored == self.accepted, "the store and the clients disagree about the runs"
-        for _id, _cid, status, _g in runs:
-            totals.statuses[status] = totals.statuses.get(status, 0) + 1
-        assert set(totals.statuses) == {"done"}, totals.statuses
-        # One take per run, its bytes matching its hash and the seed recorded at submit.
-        per_run: dict[str, list[tuple[str, str, str]]] = {}
-        for take_id, run_id, path, digest in takes:
-            per_run.setdefault(run_id, []).append((take_id, path, digest))
-        graphs = {run_id: graph for run_id, _c, _s, graph in runs}
-        for run_id, graph_text in graphs.items():
-            [(_take_id, path, digest)] = per_run[run_id]
-            data = Path(path).read_bytes()
-            assert digest == "sha256-" + hashlib.sha256(data).hexdigest(), run_id
-            seed = int(json.loads(graph_text)["nodes"][1]["params"]["seed"])
-            with Image.open(io.BytesIO(data)) as image:
-                assert image.getpixel((0, 0)) == expected_colour(seed), run_id
-        # Every take file on disk is a recorded take (nothing written twice under two names).
-        takes_dir = self.server.data_dir / "takes"
-        files = sorted(p.stem for p in takes_dir.iterdir() if not p.name.startswith("."))
-        assert files == sorted(t[0] for t in takes)
-        totals.temp_files = sum(1 for p in takes_dir.iterdir() if p.name.startswith(".tmp-"))
-        totals.runs, totals.takes = len(runs), len(takes)
-        return totals
+    else:
+        totals.integrity = "ok"  # PostgreSQL checks its own pages; the rows are checked below
+    runs = query(config, "SELECT id, client_run_id, status, graph FROM runs")
+    takes = query(config, "SELECT id, run_id, path, hash FROM takes")
+    # Exactly the accepted runs: none lost, none invented, one per clientRunId.
+    stored = {client_run_id: run_id for run_id, client_run_id, _s, _g in runs}
+    assert stored == accepted, "the store and the clients disagree about the runs"
+    for _id, _cid, status, _g in runs:
+        totals.statuses[status] = totals.statuses.get(status, 0) + 1
+    assert set(totals.statuses) <= {"done"}, totals.statuses
+    # One take per run, its bytes matching its hash and the seed recorded at submit.
+    per_run: dict[str, list[tuple[str, str, str]]] = {}
+    for take_id, run_id, path, digest in takes:
+        per_run.setdefault(run_id, []).append((take_id, path, digest))
+    for run_id, _cid, _s, graph_text in runs:
+        [(_take_id, path, digest)] = per_run[run_id]
+        data = (takes_dir / Path(path).name).read_bytes()
+        assert digest == "sha256-" + hashlib.sha256(data).hexdigest(), run_id
+        seed = int(json.loads(graph_text)["nodes"][1]["params"]["seed"])
+        with Image.open(io.BytesIO(data)) as image:
+            assert image.getpixel((0, 0)) == expected_colour(seed), run_id
+    # Every take file on disk is a recorded take (nothing written twice under two names).
+    files = sorted(p.stem for p in takes_dir.iterdir() if not p.name.startswith("."))
+    assert files == sorted(t[0] for t in takes)
+    totals.temp_files = sum(1 for p in takes_dir.iterdir() if p.name.startswith(".tmp-"))
+    totals.runs, totals.takes = len(runs), len(takes)
+    return totals

@@ -21,8 +21,9 @@ from inline_core.server.access import LoopbackHostGate
 from inline_core.server.app import create_app
 from inline_core.server.bootstrap import Services, build_services
 from inline_core.server.memory import HeapTrimmer
-from inline_core.server.run_store import RunStore
+from inline_core.server.stores.sqlite import SqliteBackend
 from tests.server.server_support import PLUGIN, wait_until
+from tests.server.store_support import open_store
 
 
 @pytest.fixture
@@ -202,14 +203,16 @@ def test_finished_runs_leave_nothing_behind_in_memory(config: Config) -> None:
 
 
 def test_read_connections_of_ended_threads_are_closed(tmp_path: Path) -> None:
-    store = RunStore(tmp_path / "runs.db")
+    store = open_store(tmp_path, None)
+    backend = store.backend
+    assert isinstance(backend, SqliteBackend)
     try:
         for _ in range(30):  # a thread pool retiring and replacing its workers
             thread = threading.Thread(target=lambda: store.get_run("run_x"))
             thread.start()
             thread.join()
         store.get_run("run_x")
-        assert store.reader_count() <= 2  # this thread's, and at most the last ended one's
+        assert backend.reader_count() <= 2  # this thread's, and at most the last ended one's
     finally:
         store.close()
 

@@ -18,10 +18,12 @@ from inline_core.server.app import create_app  # noqa: E402
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> Config:
+def config(tmp_path: Path, database_url: str | None) -> Config:
+    """A server's configuration, once with the SQLite store and once with PostgreSQL."""
     return Config(
         models_dir=tmp_path / "models",
         data_dir=tmp_path / "data",
+        database_url=database_url,
         profile="cpu",
         plugins=(PLUGIN,),
         run_workers=2,

@@ -3,9 +3,14 @@
 - `test/slow`: sleeps `steps` x `delay` seconds in small cancellable steps, reporting progress,
   then writes one PNG take whose colour comes from its seed (so a re-run reproduces its bytes).
 - `test/boom`: raises an ordinary exception, as a buggy runner would.
+- `test/with-model`: `test/slow` that names a model in `checkpoints/` (only a server whose catalog
+  lists it may run it).
+- `test/cuda-only`: `test/slow` whose descriptor requires a CUDA device.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from PIL import Image
 
@@ -27,6 +32,18 @@ SLOW = NodeDescriptor(
         ParamSpec("seed", ParamWidget.SEED, -1),
     ),
 )
+
+WITH_MODEL = replace(
+    SLOW,
+    type="test/with-model",
+    title="Slow with a model (test)",
+    params=(
+        *SLOW.params,
+        ParamSpec("model", ParamWidget.SELECT, required=True, options_from="checkpoints"),
+    ),
+)
+
+CUDA_ONLY = replace(SLOW, type="test/cuda-only", title="CUDA only (test)", requires_device="cuda")
 
 BOOM = NodeDescriptor(
     type="test/boom",
@@ -62,4 +79,6 @@ class BoomRunner(NodeRunner):
 
 def register(registry: Registry) -> None:
     registry.register(SLOW, SlowRunner())
+    registry.register(WITH_MODEL, SlowRunner())
+    registry.register(CUDA_ONLY, SlowRunner())
     registry.register(BOOM, BoomRunner())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -15,6 +16,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from websockets.exceptions import ConnectionClosedOK
+from websockets.sync.client import connect
+
+from inline_core.config import Config
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
@@ -28,15 +33,22 @@ def text_graph(text: str = "hello") -> dict[str, Any]:
     return {"schemaVersion": 1, "nodes": [node]}
 
 
-def slow_graph(steps: int = 5, delay: float = 0.01, seed: int = -1) -> dict[str, Any]:
+def slow_graph(
+    steps: int = 5,
+    delay: float = 0.01,
+    seed: int = -1,
+    node_type: str = "test/slow",
+    **params: Any,
+) -> dict[str, Any]:
+    """`p` (a prompt) -> `s`: a `test/slow` node (or one of its kin, with their `params`)."""
     return {
         "schemaVersion": 1,
         "nodes": [
             {"id": "p", "type": "input/text", "params": {"text": "a prompt"}},
             {
                 "id": "s",
-                "type": "test/slow",
-                "params": {"steps": steps, "delay": delay, "seed": seed},
+                "type": node_type,
+                "params": {"steps": steps, "delay": delay, "seed": seed, **params},
                 "inputs": {"text": {"from": "p", "output": "text"}},
             },
         ],
@@ -75,6 +87,8 @@ class LiveServer:
     data_dir: Path
     models_dir: Path
     env: dict[str, str] = field(default_factory=dict[str, str])
+    database_url: str | None = None  # None: the SQLite store in the data dir
+    name: str = "server"  # its logs are <name>-<start>.log beside the data dir
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -86,6 +100,11 @@ class LiveServer:
     @property
     def ws_base(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def store_config(self) -> Config:
+        """Where its run store is (for reading it directly, as another process would)."""
+        return Config(data_dir=self.data_dir, database_url=self.database_url)
 
     def launch(self) -> subprocess.Popen[bytes]:
         """Spawn the server on a free port (not waiting for it); see `start`."""
@@ -103,9 +122,11 @@ class LiveServer:
                 "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), env.get("PYTHONPATH", "")]),
             }
         )
+        if self.database_url is not None:
+            env["INLINE_DATABASE_URL"] = self.database_url
         env.update(self.env)
         self.starts += 1
-        with (self.data_dir.parent / f"server-{self.starts}.log").open("wb") as log:
+        with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "inline_core.server"], env=env, stdout=log, stderr=log
             )
@@ -125,9 +146,18 @@ class LiveServer:
 
         wait_until(ready, "the server to answer /v1/health", timeout=timeout, interval=0.05)
 
-    def log(self) -> str:
-        path = self.data_dir.parent / f"server-{self.starts}.log"
-        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir.parent / f"{self.name}-{self.starts}.log"
+
+    def log(self, tail: int = 4000) -> str:
+        path = self.log_path
+        return path.read_text(errors="replace")[-tail:] if path.exists() else ""
+
+    def logs(self) -> str:
+        """Everything it logged, over all its starts."""
+        paths = sorted(self.data_dir.parent.glob(f"{self.name}-*.log"))
+        return "".join(p.read_text(errors="replace") for p in paths)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         """Signal the server and wait for it to exit; returns its exit status."""
@@ -152,10 +182,70 @@ class LiveServer:
             self.proc.wait(timeout=20)
 
 
+def post_run(live: LiveServer, graph: dict[str, Any], target: str, **extra: Any) -> httpx.Response:
+    body = {"graph": graph, "target": target, **extra}
+    return httpx.post(live.base + "/v1/runs", json=body, timeout=30)
+
+
+def run_state(live: LiveServer, run_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{live.base}/v1/runs/{run_id}", timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def wait_finished(live: LiveServer, run_id: str, timeout: float = 60.0) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        state = run_state(live, run_id)
+        return state if state["status"] in FINISHED else None
+
+    return wait_until(probe, f"run {run_id} to finish", timeout=timeout, interval=0.05)
+
+
+def read_events(live: LiveServer, run_id: str, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """Every message of the run's event socket, until the server closes it."""
+    messages: list[dict[str, Any]] = []
+    with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
+        try:
+            while True:
+                messages.append(json.loads(ws.recv(timeout=timeout)))
+        except ConnectionClosedOK:
+            pass
+    return messages
+
+
 @contextmanager
-def running_server(root: Path, env: dict[str, str] | None = None) -> Generator[LiveServer]:
+def running_fleet(
+    root: Path, database_url: str, count: int, env: dict[str, str] | None = None
+) -> Generator[list[LiveServer]]:
+    """`count` started servers sharing one PostgreSQL store and one data dir (takes, assets),
+    named s0, s1, ..., each with its own (empty) models folder; killed on exit."""
+    servers = [
+        LiveServer(
+            data_dir=root / "shared",
+            models_dir=root / f"models-s{i}",
+            env={"INLINE_SERVER_ID": f"s{i}", **(env or {})},
+            database_url=database_url,
+            name=f"s{i}",
+        )
+        for i in range(count)
+    ]
+    try:
+        for server in servers:
+            server.start()
+        yield servers
+    finally:
+        for server in servers:
+            server.close()
+
+
+@contextmanager
+def running_server(
+    root: Path, env: dict[str, str] | None = None, database_url: str | None = None
+) -> Generator[LiveServer]:
     """A started `LiveServer` with its data and models under `root`, killed on exit."""
-    live = LiveServer(data_dir=root / "data", models_dir=root / "models", env=env or {})
+    live = LiveServer(
+        data_dir=root / "data", models_dir=root / "models", env=env or {}, database_url=database_url
+    )
     live.start()
     try:
         yield live

@@ -5,14 +5,16 @@ from __future__ import annotations
 import hashlib
 import io
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from PIL import Image
 from server_support import wait_until
 
 from inline_core.config import Config
 from inline_core.server.app import create_app
+from inline_core.server.bootstrap import Services
 
 
 def png(colour: tuple[int, int, int], size: tuple[int, int] = (32, 24)) -> bytes:
@@ -66,6 +68,12 @@ def test_upload_is_content_addressed_and_sniffed(client: TestClient) -> None:
         "contentType": "image/png",
     }
     assert upload(client, data) == first
+    # Its record is in the run store too (shared by every server on PostgreSQL), once.
+    app = cast(FastAPI, client.app)
+    services = cast(Services, app.state.services)
+    stored = services.runs.get_asset(first["id"])
+    assert stored is not None
+    assert (stored.kind, stored.content_type, stored.size) == ("image", "image/png", len(data))
 
 
 def test_uploads_that_are_not_media_or_too_big_are_refused(config: Config) -> None:

@@ -15,10 +15,14 @@ from inline_core.config import Config
 from inline_core.server.app import create_app
 
 
-def test_health(client: TestClient) -> None:
+def test_health(client: TestClient, config: Config) -> None:
     response = client.get("/v1/health")
     assert response.status_code == 200
     body = response.json()
+    backend = "postgresql" if config.database_url else "sqlite"
+    assert body["store"]["backend"] == backend and body["store"]["reachable"] is True
+    assert body["leases"] == [] and body["leaseTimeoutS"] == config.lease_timeout_s
+    assert [s["serverId"] for s in body["servers"]] == [body["serverId"]]  # itself, alive
     assert body["ok"] is True and body["apiVersion"] == "v1"
     assert body["schemaVersions"] == {"min": 1, "max": 1}
     assert body["registryVersion"].startswith("r_")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from store_support import claim, lease, open_store
 
 from inline_core.errors import NotFound, PayloadTooLarge, UnsupportedMedia
 from inline_core.media import MediaKind
 from inline_core.server.assets import AssetStore, StoredMediaResolver
 from inline_core.server.run_state import NewRun, RunStatus
-from inline_core.server.run_store import RunStore
 from inline_core.takes import MediaRef, Take
 
 
@@ -69,7 +69,7 @@ def test_malformed_asset_ids_never_reach_the_disk(tmp_path: Path, bad_id: str) -
 
 def test_resolver_finds_assets_and_recorded_takes_only_inside_their_roots(tmp_path: Path) -> None:
     assets = AssetStore(tmp_path / "assets", max_bytes=1 << 20)
-    runs = RunStore(tmp_path / "runs.db")
+    runs = open_store(tmp_path, None)
     takes_root = tmp_path / "takes"
     takes_root.mkdir()
     try:
@@ -79,7 +79,7 @@ def test_resolver_finds_assets_and_recorded_takes_only_inside_their_roots(tmp_pa
         outside_file = tmp_path / "secret.png"
         outside_file.write_bytes(png_bytes())
         runs.insert_run(NewRun("run_a", "t", {"nodes": []}, "h", None, ("t",), time.time()))
-        runs.mark_running("run_a")
+        [running] = claim(runs)
         recorded = [
             Take(
                 "tk_aa", "run_a", "t", MediaKind.IMAGE, "u", "sha256-x", {}, 1.0, str(inside_file)
@@ -88,7 +88,9 @@ def test_resolver_finds_assets_and_recorded_takes_only_inside_their_roots(tmp_pa
                 "tk_bb", "run_a", "t", MediaKind.IMAGE, "u", "sha256-x", {}, 1.0, str(outside_file)
             ),
         ]
-        runs.finish_future("run_a", RunStatus.DONE, nodes={}, fraction=1.0, takes=recorded).result()
+        runs.finish_future(
+            lease(running), 1, RunStatus.DONE, nodes={}, fraction=1.0, takes=recorded
+        ).result()
         resolver = StoredMediaResolver(assets, runs, takes_root)
 
         assert resolver.resolve(MediaRef("asset", asset.id)) == asset.path

@@ -6,7 +6,6 @@ import hashlib
 import io
 import json
 import signal
-import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,35 +14,27 @@ from typing import Any
 import httpx
 import pytest
 from PIL import Image
-from server_support import FINISHED, LiveServer, running_server, slow_graph, text_graph, wait_until
+from server_support import (
+    LiveServer,
+    post_run,
+    run_state,
+    running_server,
+    slow_graph,
+    text_graph,
+    wait_finished,
+    wait_until,
+)
+from store_support import query
 from websockets.exceptions import ConnectionClosedOK
 from websockets.sync.client import connect
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[LiveServer]:
-    with running_server(tmp_path) as live:
+def server(tmp_path: Path, database_url: str | None) -> Iterator[LiveServer]:
+    # Named, so that after a kill -9 its restart takes back its runs at once (an unnamed server
+    # sharing PostgreSQL leaves them to expire and be taken over).
+    with running_server(tmp_path, {"INLINE_SERVER_ID": "live-1"}, database_url) as live:
         yield live
-
-
-def post_run(live: LiveServer, graph: dict[str, Any], target: str, **extra: Any) -> httpx.Response:
-    return httpx.post(
-        live.base + "/v1/runs", json={"graph": graph, "target": target, **extra}, timeout=10
-    )
-
-
-def run_state(live: LiveServer, run_id: str) -> dict[str, Any]:
-    response = httpx.get(f"{live.base}/v1/runs/{run_id}", timeout=10)
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def wait_finished(live: LiveServer, run_id: str) -> dict[str, Any]:
-    def probe() -> dict[str, Any] | None:
-        state = run_state(live, run_id)
-        return state if state["status"] in FINISHED else None
-
-    return wait_until(probe, f"run {run_id} to finish", interval=0.05)
 
 
 def test_websocket_then_restart_serves_finished_runs_takes_and_client_run_ids(
@@ -94,10 +85,9 @@ def test_sigterm_puts_a_running_run_back_and_the_next_start_finishes_it(
 
     server.stop(signal.SIGTERM)
 
-    with sqlite3.connect(server.data_dir / "runs.db") as db:
-        status, attempts = db.execute(
-            "SELECT status, attempts FROM runs WHERE id = ?", (run_id,)
-        ).fetchone()
+    [(status, attempts)] = query(
+        server.store_config, "SELECT status, attempts FROM runs WHERE id = ?", (run_id,)
+    )
     assert (status, attempts) == ("queued", 0)  # back in the queue, the attempt not counted
 
     server.start()
@@ -188,12 +178,13 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(server: LiveServer)
         assert take["params"]["seed"] == seed
         with Image.open(io.BytesIO(data)) as image:
             assert image.getpixel((0, 0)) == expected_colour(seed)
-    with sqlite3.connect(server.data_dir / "runs.db") as db:
-        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        stuck = db.execute("SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running')")
-        assert stuck.fetchone()[0] == 0
-        rows = db.execute("SELECT id, run_id, path, hash FROM takes").fetchall()
-        per_run = db.execute("SELECT run_id, COUNT(*) FROM takes GROUP BY run_id").fetchall()
+    store = server.store_config
+    if store.database_url is None:
+        assert query(store, "PRAGMA integrity_check") == [("ok",)]
+    stuck = query(store, "SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running')")
+    assert stuck == [(0,)]
+    rows = query(store, "SELECT id, run_id, path, hash FROM takes")
+    per_run = query(store, "SELECT run_id, COUNT(*) FROM takes GROUP BY run_id")
     assert all(count == 1 for _run, count in per_run)
     for _take_id, _run, path, digest in rows:
         assert digest == "sha256-" + hashlib.sha256(Path(path).read_bytes()).hexdigest()

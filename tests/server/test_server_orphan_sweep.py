@@ -18,19 +18,21 @@ from pathlib import Path
 import httpx
 import pytest
 from server_support import LiveServer, slow_graph, wait_until
+from store_support import claim, lease, open_store
 
 from inline_core.config import Config
 from inline_core.media import MediaKind
 from inline_core.runtime.file_store import FileTakeStore, take_id_for
 from inline_core.server.bootstrap import build_services
 from inline_core.server.orphan_sweep import sweep_orphan_takes
-from inline_core.server.run_state import NewRun, NodeState, RunStatus
-from inline_core.server.run_store import RunStore
+from inline_core.server.run_state import NewRun, NodeState, RunRecord, RunStatus
+from inline_core.server.stores.run_store import RunStore
 
 GRAPH = {"schemaVersion": 1, "nodes": [{"id": "p", "type": "input/text"}, {"id": "s"}]}
 
 
 def add_run(store: RunStore, run_id: str) -> None:
+    """Store a queued run (claimed by the next `started`)."""
     store.insert_run(
         NewRun(
             id=run_id,
@@ -50,9 +52,17 @@ def take_file(takes: FileTakeStore, run_id: str, node_id: str = "s", index: int 
     return path
 
 
+def started(store: RunStore, run_id: str) -> RunRecord:
+    """Store `run_id` and claim it: it is running."""
+    add_run(store, run_id)
+    [record] = claim(store, limit=1)
+    assert record.id == run_id
+    return record
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[RunStore]:
-    runs = RunStore(tmp_path / "runs.db")
+def store(tmp_path: Path, database_url: str | None) -> Iterator[RunStore]:
+    runs = open_store(tmp_path, database_url)
     yield runs
     runs.close()
 
@@ -63,8 +73,7 @@ def test_only_unreferenced_files_of_finished_runs_are_removed(
     takes = FileTakeStore(tmp_path / "takes")
     nodes = {"p": NodeState(), "s": NodeState()}
     # done, its take recorded: kept
-    add_run(store, "run_done")
-    store.mark_running("run_done")
+    done = started(store, "run_done")
     recorded = takes.write(
         run_id="run_done",
         node_id="s",
@@ -75,25 +84,23 @@ def test_only_unreferenced_files_of_finished_runs_are_removed(
         params={},
     )
     store.finish_future(
-        "run_done", RunStatus.DONE, nodes=nodes, fraction=1.0, takes=[recorded]
+        lease(done), 1, RunStatus.DONE, nodes=nodes, fraction=1.0, takes=[recorded]
     ).result()
     # done, but a second file was written and never recorded (killed between write and commit
     # of an earlier attempt that wrote more): removed
     stray = take_file(takes, "run_done", index=1)
     # failed after writing a take: the error was recorded without it: removed
-    add_run(store, "run_failed")
-    store.mark_running("run_failed")
-    store.finish_future("run_failed", RunStatus.ERROR, nodes=nodes, fraction=0.5).result()
+    failing = started(store, "run_failed")
+    store.finish_future(lease(failing), 1, RunStatus.ERROR, nodes=nodes, fraction=0.5).result()
     failed = take_file(takes, "run_failed")
     # killed while running, tried once: runs again, so its file stays
-    add_run(store, "run_retry")
-    store.mark_running("run_retry")
+    started(store, "run_retry")
     retry = take_file(takes, "run_retry")
     # killed while running on its second attempt: recovery ends it (max_retries=1)
-    add_run(store, "run_spent")
-    store.mark_running("run_spent")
-    store.requeue("run_spent", nodes=nodes, refund_attempt=False)
-    store.mark_running("run_spent")
+    first_attempt = started(store, "run_spent")
+    store.requeue_future(lease(first_attempt), nodes=nodes, refund_attempt=False).result()
+    [second_attempt] = claim(store, limit=1)
+    assert second_attempt.attempts == 2
     spent = take_file(takes, "run_spent")
     # still queued: its upstream node's file is kept too
     add_run(store, "run_queued")
@@ -106,7 +113,7 @@ def test_only_unreferenced_files_of_finished_runs_are_removed(
     link = takes.root / (take_id_for("run_failed", "s", 3) + ".png")
     os.symlink(notes, link)
 
-    rerun = store.recover_on_start(max_retries=1)
+    rerun = store.recover_on_start(max_retries=1, holder=None)
     assert sorted(r.id for r in rerun) == ["run_queued", "run_retry"]
     with caplog.at_level(logging.INFO, logger="inline_core.server.orphan_sweep"):
         report = sweep_orphan_takes(takes.root, store, rerun)
@@ -125,6 +132,26 @@ def test_only_unreferenced_files_of_finished_runs_are_removed(
     assert sweep_orphan_takes(takes.root, store, rerun).removed == 0
 
 
+def test_in_a_shared_takes_folder_files_being_written_are_left_alone(
+    tmp_path: Path, store: RunStore
+) -> None:
+    takes = FileTakeStore(tmp_path / "takes")
+    nodes = {"p": NodeState(), "s": NodeState()}
+    ended = started(store, "run_failed")
+    store.finish_future(lease(ended), 1, RunStatus.ERROR, nodes=nodes, fraction=0.5).result()
+    old = take_file(takes, "run_failed", index=0)
+    an_hour_ago = time.time() - 3600
+    os.utime(old, (an_hour_ago, an_hour_ago))
+    # Another server is writing this one right now (say, a run submitted after the sweep read
+    # the store); its file is young.
+    young = take_file(takes, "run_failed", index=1)
+
+    report = sweep_orphan_takes(takes.root, store, [], min_age_s=600)
+
+    assert not old.exists() and young.exists()
+    assert (report.removed, report.kept_for_rerun) == (1, 1)
+
+
 def test_start_up_removes_orphans_and_temp_files_before_the_runs_resume(tmp_path: Path) -> None:
     config = Config(
         models_dir=tmp_path / "models",
@@ -133,9 +160,8 @@ def test_start_up_removes_orphans_and_temp_files_before_the_runs_resume(tmp_path
         run_workers=1,
         max_retries=0,
     )
-    runs = RunStore(config.runs_db)
-    add_run(runs, "run_killed")
-    runs.mark_running("run_killed")  # a kill -9 mid-run, after its take was written
+    runs = open_store(config.data_dir, None)
+    started(runs, "run_killed")  # a kill -9 mid-run, after its take was written
     runs.close()
     takes = FileTakeStore(config.takes_dir)
     orphan = take_file(takes, "run_killed")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 from fastapi.testclient import TestClient
 from server_support import slow_graph, text_graph, wait_until
+from store_support import query
 
 from inline_core.config import Config
 from inline_core.errors import Unavailable
@@ -25,8 +24,7 @@ def test_shutdown_requeues_running_runs_and_refuses_new_ones(config: Config) -> 
             "the run to make progress",
         )
     # The app's lifespan ended: the run stopped at a step boundary and is queued again.
-    with sqlite3.connect(config.runs_db) as db:
-        row = db.execute("SELECT status, attempts FROM runs WHERE id = ?", (run_id,)).fetchone()
+    [row] = query(config, "SELECT status, attempts FROM runs WHERE id = ?", (run_id,))
     assert row == ("queued", 0)
     with pytest.raises(Unavailable) as refused:
         services.manager.submit(text_graph(), "t")

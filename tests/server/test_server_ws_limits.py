@@ -47,9 +47,9 @@ def test_the_total_stays_under_the_open_file_limit() -> None:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[LiveServer]:
+def server(tmp_path: Path, database_url: str | None) -> Iterator[LiveServer]:
     caps = {"INLINE_MAX_WEBSOCKETS": "3", "INLINE_MAX_WEBSOCKETS_PER_RUN": "2"}
-    with running_server(tmp_path, caps) as live:
+    with running_server(tmp_path, caps, database_url) as live:
         yield live
 
 

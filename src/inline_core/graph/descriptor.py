@@ -99,6 +99,8 @@ class NodeDescriptor:
     # Set by the registry when the node cannot run here (e.g. an extra is not installed).
     unavailable_reason: str | None = None
     description: str = ""
+    # The device kind a server needs to run it ("cuda", ...); None: any device will do.
+    requires_device: str | None = None
     extra: dict[str, Any] = field(default_factory=dict[str, Any])
 
     def input(self, name: str) -> PortSpec | None:
@@ -129,5 +131,7 @@ class NodeDescriptor:
             out["hidden"] = True
         if self.unavailable_reason is not None:
             out["unavailableReason"] = self.unavailable_reason
+        if self.requires_device is not None:
+            out["requiresDevice"] = self.requires_device
         out.update(self.extra)
         return out

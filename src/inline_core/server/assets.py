@@ -22,11 +22,12 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from PIL import Image
 
@@ -39,8 +40,11 @@ from inline_core.errors import (
 )
 from inline_core.media import MediaKind, sniff
 from inline_core.runtime.disk_space import MB, free_bytes, is_disk_full
-from inline_core.server.run_store import RunStore
+from inline_core.server.stores.records import AssetRow
 from inline_core.takes import MediaRef
+
+if TYPE_CHECKING:  # the store imports this module's neighbours; only its type is needed here
+    from inline_core.server.stores.run_store import RunStore
 
 ASSET_ID = re.compile(r"sha256-[0-9a-f]{64}")
 TAKE_ID = re.compile(r"tk_[0-9a-f]{1,64}")
@@ -66,6 +70,11 @@ class Asset:
     content_type: str
     size: int
     path: Path
+
+
+def asset_row(asset: Asset) -> AssetRow:
+    """What the run store keeps of an asset (its bytes stay in the assets folder)."""
+    return AssetRow(asset.id, asset.kind.value, asset.content_type, asset.size, time.time())
 
 
 @contextmanager
@@ -322,8 +331,12 @@ class StoredMediaResolver:
         take = self.runs.get_take(take_id)
         if take is None:
             raise NotFound(f"no take {take_id!r}")
-        path = Path(take.path)
-        if not inside(path, self.takes_root) or not path.is_file():
+        # By its name under this server's takes folder: the shared folder may be mounted
+        # elsewhere on the server that wrote it, and a moved data dir keeps working.
+        path = self.takes_root / Path(take.path).name
+        if not path.name.startswith(take_id) or not inside(path, self.takes_root):
+            raise NotFound(f"the file of take {take_id!r} is missing")
+        if not path.is_file():
             raise NotFound(f"the file of take {take_id!r} is missing")
         return path
 

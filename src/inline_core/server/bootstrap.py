@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import cast
@@ -37,11 +38,12 @@ from inline_core.runtime.file_store import TEMP_PREFIX, FileTakeStore
 from inline_core.sampling.job import BatchedSampler
 from inline_core.server.assets import AssetStore, DiskBudget, StoredMediaResolver
 from inline_core.server.device_info import DeviceInfo
-from inline_core.server.manager import RunManager
+from inline_core.server.manager import RunManager, default_server_id
 from inline_core.server.orphan_sweep import LOGGED_NAMES, sweep_orphan_takes
 from inline_core.server.run_state import RunRecord
-from inline_core.server.run_store import RunStore
 from inline_core.server.socket_gate import SocketGate, open_file_limit
+from inline_core.server.stores import open_run_store
+from inline_core.server.stores.run_store import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -77,16 +79,22 @@ class Services:
             body["residency"] = self.runtime.stats()
         return body
 
+    @property
+    def leftover_age_s(self) -> float:
+        """Files left in shared folders are someone's only once this old: other servers may be
+        writing theirs right now (a write in progress keeps touching its file)."""
+        return SHARED_LEFTOVER_AGE_S if self.runs.shared else 0.0
+
     def start(self) -> None:
-        sweep_leftovers(self.config)
+        self.device.start()
+        sweep_leftovers(self.config, min_age_s=self.leftover_age_s)
         self.packs.start()
         self.manager.start(on_recovered=self._sweep_orphans)
-        self.device.start()
 
-    def _sweep_orphans(self, rerun: list[RunRecord]) -> None:
+    def _sweep_orphans(self, may_run: list[RunRecord]) -> None:
         # Housekeeping: a failure here is logged and never stops the server from starting.
         try:
-            sweep_orphan_takes(self.takes.root, self.runs, rerun)
+            sweep_orphan_takes(self.takes.root, self.runs, may_run, min_age_s=self.leftover_age_s)
         except Exception:
             log.exception("the start-up sweep of orphan take files failed; continuing")
 
@@ -111,18 +119,24 @@ class Services:
 # Temp files of writes a crash cut short (a take being written, an upload in progress). Finished
 # files are renamed away from these names, so whatever still has one at start is garbage.
 LEFTOVER_PATTERNS = ((TEMP_PREFIX + "*", "takes"), (".upload-*", "assets"))
+# With a shared store the folders are shared too: a file another server is writing is left alone.
+SHARED_LEFTOVER_AGE_S = 600.0
 
 
-def sweep_leftovers(config: Config) -> int:
-    """Remove temp files a killed process left in the takes and assets folders; how many."""
+def sweep_leftovers(config: Config, min_age_s: float = 0.0) -> int:
+    """Remove temp files a killed process left in the takes and assets folders (those not
+    modified for `min_age_s`); how many."""
     removed: list[str] = []
     folders = {"takes": config.takes_dir, "assets": config.assets_dir}
+    now = time.time()
     for pattern, where in LEFTOVER_PATTERNS:
         folder = folders[where]
         if not folder.is_dir():
             continue
         for leftover in folder.glob(pattern):
             try:
+                if min_age_s > 0 and now - leftover.lstat().st_mtime < min_age_s:
+                    continue
                 if leftover.is_file() and not leftover.is_symlink():
                     leftover.unlink()
                     removed.append(f"{where}/{leftover.name}")
@@ -191,7 +205,7 @@ def load_plugins(registry: Registry, specs: Iterable[str]) -> list[str]:
 def build_services(config: Config) -> Services:
     """Everything the app needs, not started (call `Services.start`)."""
     catalog = Catalog(config.models_dir)
-    runs = RunStore(config.runs_db)
+    runs = open_run_store(config, config.server_id or default_server_id())
     budget = DiskBudget(
         min_free_bytes=config.min_free_disk_mb * MB,
         max_total_bytes=(
@@ -217,8 +231,15 @@ def build_services(config: Config) -> Services:
     packs = PackHost(config.packs_dir, registry)
     packs.refresh()  # their nodes are served from the first request
     executor = Executor(registry, catalog, NodeCache())
+    device = DeviceInfo(config)
     manager = RunManager(
-        config, store=runs, registry=registry, catalog=catalog, takes=takes, executor=executor
+        config,
+        store=runs,
+        registry=registry,
+        catalog=catalog,
+        takes=takes,
+        executor=executor,
+        device_kind=device.kind,
     )
     return Services(
         config=config,
@@ -230,10 +251,8 @@ def build_services(config: Config) -> Services:
         media=media,
         sampler=sampler,
         manager=manager,
-        device=DeviceInfo(config),
-        sockets=SocketGate(
-            config.max_websockets, config.max_websockets_per_run, open_file_limit()
-        ),
+        device=device,
+        sockets=SocketGate(config.max_websockets, config.max_websockets_per_run, open_file_limit()),
         families=families,
         runtime=runtime,
         packs=packs,

@@ -82,3 +82,11 @@ class DeviceInfo:
     def to_json(self) -> dict[str, Any]:
         with self._lock:
             return dict(self._body)
+
+    def kind(self) -> str | None:
+        """The detected device kind ("cpu", "cuda", ...); None until detection has finished."""
+        with self._lock:
+            if not self._body.get("detected"):
+                return None
+            kind = self._body.get("kind")
+        return kind if isinstance(kind, str) else None

@@ -1,4 +1,5 @@
-"""Event fan-out: one `Subscriber` per websocket, fed from worker threads, read from asyncio.
+"""Event fan-out: one `Subscriber` per websocket, fed by the event feed's thread (from the stored
+history), read from asyncio.
 
 A subscriber's buffer is bounded by the graph, not by the run's length: progress is coalesced per
 node (a newer tick replaces an undelivered older one in place, so order is kept), while run_started,
@@ -38,33 +39,71 @@ class WireEvent:
         return self._text
 
 
+@dataclass
+class _Slot:
+    event: WireEvent
+
+
+class CoalescedEvents:
+    """An ordered buffer in which a node's newer progress takes the place of its older progress
+    that is still waiting, so order is kept and the buffer is bounded by the graph: a few events
+    per node, however long the run. Not thread-safe: its owner locks around it."""
+
+    def __init__(self) -> None:
+        self._slots: deque[_Slot] = deque()
+        self._progress: dict[str, _Slot] = {}
+        self.coalesced = 0  # progress events replaced before they were taken
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def add(self, event: WireEvent) -> None:
+        if event.type == "progress" and event.node_id is not None:
+            waiting = self._progress.get(event.node_id)
+            if waiting is not None:
+                waiting.event = event  # the newer tick, in the older one's place
+                self.coalesced += 1
+                return
+            slot = _Slot(event)
+            self._progress[event.node_id] = slot
+            self._slots.append(slot)
+            return
+        self._slots.append(_Slot(event))
+
+    def pop(self) -> WireEvent:
+        slot = self._slots.popleft()
+        node_id = slot.event.node_id
+        if node_id is not None and self._progress.get(node_id) is slot:
+            del self._progress[node_id]
+        return slot.event
+
+    def take_all(self) -> list[WireEvent]:
+        taken = [slot.event for slot in self._slots]
+        self._slots.clear()
+        self._progress.clear()
+        return taken
+
+
 class Subscriber:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._lock = threading.Lock()
-        self._items: deque[WireEvent] = deque()
-        self._pending_progress: dict[str, WireEvent] = {}
+        self._events = CoalescedEvents()
         self._wake = asyncio.Event()
         self._notified = False
         self._closed = False
-        self.coalesced = 0  # progress events replaced before delivery (for tests and stats)
+
+    @property
+    def coalesced(self) -> int:
+        """Progress events replaced before delivery (for tests and stats)."""
+        return self._events.coalesced
 
     def publish(self, event: WireEvent) -> None:
         """Queue `event` (any thread). Never blocks on the reader."""
         with self._lock:
             if self._closed:
                 return
-            if event.type == "progress" and event.node_id is not None:
-                pending = self._pending_progress.get(event.node_id)
-                if pending is not None:
-                    # Replace the undelivered tick in place: its slot keeps the order.
-                    pending.body = event.body
-                    pending._text = None  # pyright: ignore[reportPrivateUsage] same module
-                    self.coalesced += 1
-                    self._wake_reader()
-                    return
-                self._pending_progress[event.node_id] = event
-            self._items.append(event)
+            self._events.add(event)
             if event.terminal:
                 self._closed = True
             self._wake_reader()
@@ -74,6 +113,10 @@ class Subscriber:
         with self._lock:
             self._closed = True
             self._wake_reader()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def _wake_reader(self) -> None:
         # Called with the lock held; at most one wake-up is in flight per subscriber.
@@ -85,18 +128,12 @@ class Subscriber:
         except RuntimeError:  # the loop is gone: nobody is reading any more
             self._closed = True
 
-    def _take(self) -> WireEvent:
-        item = self._items.popleft()
-        if item.node_id is not None and self._pending_progress.get(item.node_id) is item:
-            del self._pending_progress[item.node_id]
-        return item
-
     async def next(self) -> WireEvent | None:
         """The next event, or None once the stream has ended and everything was delivered."""
         while True:
             with self._lock:
-                if self._items:
-                    return self._take()
+                if self._events:
+                    return self._events.pop()
                 if self._closed:
                     return None
                 self._notified = False
@@ -105,8 +142,5 @@ class Subscriber:
 
     def drain(self) -> list[WireEvent]:
         """Everything queued now, without waiting (for callers outside asyncio)."""
-        out: list[WireEvent] = []
         with self._lock:
-            while self._items:
-                out.append(self._take())
-        return out
+            return self._events.take_all()

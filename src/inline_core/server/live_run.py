@@ -1,8 +1,8 @@
-"""`LiveRun`: the in-memory state of a queued or running run, and the events it streams.
+"""`LiveRun`: the in-memory state of a run this server has claimed and not yet finished.
 
-The manager owns one per run it has accepted and not yet finished, and serialises access to it
-with its own lock. Applying a runtime event updates the node's state and yields the wire event to
-fan out.
+The manager owns one per run it holds, and serialises access to it with its own lock. Applying a
+runtime event updates the node's state and yields the wire event for the run's history (written
+by the `EventJournal`, read back by every server's `EventFeed`).
 """
 
 from __future__ import annotations
@@ -14,40 +14,54 @@ from inline_core.graph.validate import ValidatedGraph
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.progress import NodeDone, NodeFailed, NodeStarted, Progress, RunEvent
 from inline_core.server import serialize
-from inline_core.server.events import Subscriber, WireEvent
+from inline_core.server.events import CoalescedEvents, WireEvent
+from inline_core.server.leases import HeldLease
 from inline_core.server.run_state import NodeState, NodeStatus, RunRecord, RunStatus
+from inline_core.server.stores.records import Lease, RunMirror
 from inline_core.takes import Take
 
 
 @dataclass(eq=False)
 class LiveRun:
-    record: RunRecord  # as accepted (or recovered); the fields below are its live overlay
-    validated: ValidatedGraph | None  # None after a restart: validated again before it runs
+    record: RunRecord  # as claimed; the fields below are its live overlay
+    validated: ValidatedGraph | None  # None unless submitted here: validated again before it runs
+    held: HeldLease
     status: RunStatus
     nodes: dict[str, NodeState]
     attempts: int
     started_at: float | None = None
     token: CancelToken = field(default_factory=CancelToken)
-    subscribers: list[Subscriber] = field(default_factory=list[Subscriber])
     takes: dict[str, Take] = field(default_factory=dict[str, Take])
     finished: threading.Event = field(default_factory=threading.Event)
+    # Events not yet in the store's history; whether a write of them is in flight; whether the
+    # terminal write took the last of them.
+    journal: CoalescedEvents = field(default_factory=CoalescedEvents)
+    journal_busy: bool = False
+    journal_closed: bool = False
+    recording: bool = False  # its worker is done; its end is being written
     _fraction_sum: float = 0.0
 
     @classmethod
-    def accepted(cls, record: RunRecord, validated: ValidatedGraph | None) -> LiveRun:
+    def claimed(
+        cls, record: RunRecord, validated: ValidatedGraph | None, held: HeldLease
+    ) -> LiveRun:
         return cls(
             record=record,
             validated=validated,
+            held=held,
             status=record.status,
-            nodes=dict(record.nodes),
+            nodes={k: NodeState() for k in record.nodes},
             attempts=record.attempts,
             started_at=record.started_at,
-            _fraction_sum=sum(n.fraction for n in record.nodes.values()),
         )
 
     @property
     def id(self) -> str:
         return self.record.id
+
+    @property
+    def lease(self) -> Lease:
+        return self.held.lease
 
     @property
     def fraction(self) -> float:
@@ -65,6 +79,9 @@ class LiveRun:
 
     def take_list(self) -> list[Take]:
         return sorted(self.takes.values(), key=lambda t: (t.created_at, t.id))
+
+    def mirror(self) -> RunMirror:
+        return RunMirror(dict(self.nodes), self.fraction, self.take_list())
 
     def reset_nodes(self) -> dict[str, NodeState]:
         self.nodes = {k: NodeState() for k in self.nodes}

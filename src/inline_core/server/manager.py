@@ -1,12 +1,16 @@
-"""The run manager: validate -> store -> queue -> execute on worker threads -> fan out events.
+"""The run manager: validate -> store -> claim -> execute on worker threads -> record.
 
 Promises it keeps:
 - A run is stored (durably) before `submit` returns, and validated before it is stored.
-- Runs start in the order they were accepted, several at once (`config.run_workers`).
+- Runs are claimed from the store in the order they were accepted, as many as there are free
+  workers (`config.run_workers`), and only those this server can serve; with several servers on one
+  store the oldest waiting run goes to whichever has room first.
 - Every run ends: any exception becomes an `error`, and the terminal state and takes are durable
-  before any subscriber hears `run_done` / `error` / `cancelled`.
-- A graceful shutdown puts running runs back in the queue (they resume on the next start); after a
-  crash `RunStore.recover_on_start` does the same, within `config.max_retries`.
+  before any subscriber hears `run_done` / `error` / `cancelled` (subscribers read the stored
+  history: the terminal event is written with the terminal state).
+- A run held here is held by a lease (`LeaseKeeper`); once it is lost the run stops and nothing
+  more is written for it here. A graceful shutdown gives running runs back to the queue; after a
+  crash they are run again from the start, within `config.max_retries`.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ import json
 import logging
 import random
 import secrets
+import socket
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -44,18 +49,36 @@ from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.store import TakeStore
 from inline_core.server import serialize
+from inline_core.server.claimer import Claimer
+from inline_core.server.event_feed import EventFeed
+from inline_core.server.event_journal import EventJournal
 from inline_core.server.events import Subscriber, WireEvent
+from inline_core.server.fenced_takes import FencedTakes
+from inline_core.server.leases import LEASE_LOST, LEASE_UNSURE, HeldLease, LeaseKeeper
 from inline_core.server.live_run import LiveRun
 from inline_core.server.memory import HeapTrimmer
+from inline_core.server.run_needs import run_needs, server_capabilities
 from inline_core.server.run_state import NewRun, RunRecord, RunStatus
-from inline_core.server.run_store import RunStore, RunSummary
+from inline_core.server.stores.records import (
+    CANCEL,
+    EVENTS,
+    QUEUED,
+    ClaimRequest,
+    Lease,
+    RunSummary,
+)
+from inline_core.server.stores.run_store import LeaseLost, RunStore
 from inline_core.takes import Take
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN = "shutdown"
+CANCELLED_BY_CLIENT = "cancelled by the client"
 MAX_CLIENT_RUN_ID = 200
 MAX_TARGET = 128
+# How often the claimer looks for work without being told (and sweeps expired leases).
+CLAIM_POLL_S = 1.0
+LOST_RUN = "run %s: another server holds it now; this server stopped it and wrote nothing"
 
 
 def request_hash(graph_json: object, target: str) -> str:
@@ -76,11 +99,17 @@ def new_run_id() -> str:
     return f"run_{time.time_ns() // 1_000_000:012x}{_ids.getrandbits(48):012x}"
 
 
+def default_server_id() -> str:
+    """This machine's name and a random tag: unique per process, readable in health and logs."""
+    return f"{socket.gethostname()}-{secrets.token_hex(3)}"
+
+
 @dataclass(frozen=True)
 class _Outcome:
-    status: RunStatus | None  # None: interrupted by shutdown, goes back to the queue
+    status: RunStatus | None  # None: interrupted; it goes back to the queue
     error: dict[str, Any] | None = None
     takes: tuple[Take, ...] = field(default_factory=tuple[Take, ...])
+    lost: bool = False  # its lease was taken: nothing is written for it
 
 
 class RunManager:
@@ -93,71 +122,103 @@ class RunManager:
         catalog: CatalogView,
         takes: TakeStore,
         executor: Executor,
+        device_kind: Callable[[], str | None] = lambda: None,
         rng: random.Random | None = None,
     ) -> None:
         self.config = config
         self.store = store
+        self.server_id = store.server_id
         self.registry = registry
         self.catalog = catalog
         self.takes = takes
         self.executor = executor
+        self._device_kind = device_kind
         self._rng = rng
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._work = threading.Condition(self._lock)
-        self._queue: deque[str] = deque()
+        self._ready: deque[str] = deque()  # claimed here, waiting for a worker
         self._live: dict[str, LiveRun] = {}
+        # Graphs validated at submit, reused if this server claims the run (bounded: a run
+        # claimed elsewhere is never asked for).
+        self._validated: OrderedDict[str, ValidatedGraph] = OrderedDict()
         self._reserved = 0  # queue slots held by submissions not yet committed
+        self._queued = 0  # runs waiting in the store: the last claim's count, plus ours since
+        self._recording = 0  # runs of `_live` whose end (or requeue) is being written
         self._closing = False
         self._workers: list[threading.Thread] = []
         self.trimmer = HeapTrimmer()
+        self.feed = EventFeed(store)
+        self.journal = EventJournal(store, self._lock, self._journal_failed)
+        self.leases = LeaseKeeper(
+            store,
+            config.lease_timeout_s,
+            on_lost=self._lease_lost,
+            on_cancel_requested=self._cancel_requested,
+            info=lambda: {"workers": config.run_workers},
+        )
+        self.claimer = Claimer(self._claim_round, CLAIM_POLL_S)
+        store.on_notice = self._on_notice
 
     # ---- life cycle ----------------------------------------------------------------------------
 
     def start(self, on_recovered: Callable[[list[RunRecord]], object] | None = None) -> None:
-        """Recover what the last process left behind, then start the workers. `on_recovered`
-        sees the runs that will run again before any worker or submission can write a take
-        (the start-up sweep of orphan take files runs there)."""
-        recovered = self.store.recover_on_start(self.config.max_retries)
+        """Recover what the last process left behind, then start claiming. `on_recovered` sees
+        the runs that may run again (the start-up sweep of orphan take files runs there) before
+        this server can write a take."""
+        if not self.store.shared:
+            # The store is this server's alone: whatever was left running was ours.
+            may_run = self.store.recover_on_start(self.config.max_retries, holder=None)
+        else:
+            if self.config.server_id is not None:  # a restart of a named server: its runs
+                self.store.recover_on_start(self.config.max_retries, holder=self.server_id)
+            may_run = [
+                *self.store.unfinished_runs(RunStatus.QUEUED),
+                *self.store.unfinished_runs(RunStatus.RUNNING),
+            ]
         if on_recovered is not None:
-            on_recovered(recovered)
-        for record in recovered:
-            self._enqueue(record, None)
+            on_recovered(may_run)
+        self._queued = sum(1 for r in may_run if r.status == RunStatus.QUEUED)
+        self.feed.start()
+        self.leases.start()
         for i in range(self.config.run_workers):
             worker = threading.Thread(target=self._worker_loop, name=f"run-worker-{i}", daemon=True)
             worker.start()
             self._workers.append(worker)
+        self.claimer.start()
+        self.claimer.wake()
 
     def shutdown(self, timeout: float = 5.0) -> None:
-        """Stop accepting, interrupt running runs at their next step and queue them again."""
+        """Stop claiming, interrupt running runs at their next step and give them back."""
         with self._work:
             if self._closing:
                 return
             self._closing = True
-            running = [r for r in self._live.values() if r.status == RunStatus.RUNNING]
+            running = list(self._live.values())
             for run in running:
                 run.token.cancel(SHUTDOWN)
             self._work.notify_all()
+        self.claimer.close()
         deadline = time.monotonic() + timeout
         for run in running:
             run.finished.wait(max(0.0, deadline - time.monotonic()))
         for run in running:
             if not run.finished.is_set():  # stuck in a step that does not check its token
                 log.warning(
-                    "run %s did not stop in %.1f s; queued for the next start", run.id, timeout
+                    "run %s did not stop in %.1f s; given back to the queue", run.id, timeout
                 )
+                with self._lock:
+                    nodes = run.reset_nodes()
                 try:
-                    with self._lock:
-                        nodes = run.reset_nodes()
-                    self.store.requeue(run.id, nodes=nodes, refund_attempt=True)
+                    self.store.requeue_future(run.lease, nodes=nodes, refund_attempt=True).result(
+                        timeout=5.0
+                    )
                 except Exception:
-                    log.exception("could not queue run %s again", run.id)
-        with self._lock:
-            for run in self._live.values():
-                for subscriber in run.subscribers:
-                    subscriber.close()
-                run.subscribers.clear()
+                    log.exception("could not give run %s back to the queue", run.id)
+        self.feed.close()
+        self.leases.close()
         for worker in self._workers:
             worker.join(max(0.0, deadline - time.monotonic()) + 0.5)
+        self.store.leave()
 
     # ---- submit --------------------------------------------------------------------------------
 
@@ -180,7 +241,7 @@ class RunManager:
         graph = parse_graph(graph_json, max_nodes=self.config.max_graph_nodes)
         validated = validate_graph(graph, target, self.registry, self.catalog, rng=self._rng)
         with self._lock:
-            if len(self._queue) + self._reserved >= self.config.max_queue:
+            if self._queued + self._reserved >= self.config.max_queue:
                 raise Busy(
                     f"the queue is full ({self.config.max_queue} runs waiting)", retry_after_s=2
                 )
@@ -193,20 +254,25 @@ class RunManager:
             client_run_id=client_run_id,
             node_ids=validated.order,
             created_at=time.time(),
+            needs=run_needs(validated, self.registry),
         )
         answer: Future[tuple[RunRecord, bool]] = Future()
 
         def stored(done: Future[tuple[RunRecord, bool]]) -> None:
+            error = done.exception()
             with self._lock:
                 self._reserved -= 1
-            error = done.exception()
+                if error is None and done.result()[1]:
+                    self._queued += 1
+                    self._validated[new.id] = validated
+                    while len(self._validated) > self.config.max_queue:
+                        self._validated.popitem(last=False)
             if error is not None:
                 answer.set_exception(error)
                 return
-            record, created = done.result()
-            if created:
-                self._enqueue(record, validated)
-            answer.set_result((record, created))
+            if done.result()[1]:
+                self.claimer.wake()
+            answer.set_result(done.result())
 
         self.store.insert_run_future(new).add_done_callback(stored)
         return answer
@@ -216,7 +282,8 @@ class RunManager:
     ) -> tuple[RunRecord, bool]:
         """Validate and durably store a run. Returns (run, created); created is False when
         `client_run_id` repeats an earlier identical submission. Raises `Conflict` when it
-        names a different one, `Busy` when the queue is full."""
+        names a different one, `Busy` when the queue is full, `Unavailable` while the store's
+        database cannot be reached."""
         return self._accept(graph_json, target, client_run_id).result()
 
     async def submit_async(
@@ -228,11 +295,80 @@ class RunManager:
         accepted = await asyncio.to_thread(self._accept, graph_json, target, client_run_id)
         return await asyncio.wrap_future(accepted)
 
-    def _enqueue(self, record: RunRecord, validated: ValidatedGraph | None) -> None:
+    # ---- claiming ------------------------------------------------------------------------------
+
+    def _claim_round(self) -> bool:
+        with self._lock:
+            if self._closing:
+                return False
+            # A run being recorded has left its worker: its slot is free for the next claim.
+            free = self.config.run_workers - (len(self._live) - self._recording)
+            holding = tuple(self._live)
+        if free <= 0 and not self.store.shared:
+            return False  # nothing to take, and nobody else's leases to sweep
+        request = ClaimRequest(
+            server_id=self.server_id,
+            limit=max(0, free),
+            capabilities=server_capabilities(self.registry, self.catalog, self._device_kind()),
+            holding=holding,
+            lease_s=self.config.lease_timeout_s,
+            max_retries=self.config.max_retries,
+            take_over_expired=self.store.shared,
+        )
+        sent = time.monotonic()
+        try:
+            claimed = self.store.claim_future(request).result()
+        except InlineError as exc:  # the database is unreachable: the next poll tries again
+            log.debug("claiming runs failed: %s", exc.message)
+            return False
+        for run_id in claimed.requeued:
+            log.warning("run %s: its server stopped renewing its lease; queued again", run_id)
+        for run_id in claimed.exhausted:
+            log.warning("run %s: its server stopped renewing its lease; no retries left", run_id)
         with self._work:
-            self._live[record.id] = LiveRun.accepted(record, validated)
-            self._queue.append(record.id)
-            self._work.notify()
+            self._queued = claimed.queued
+            for record in claimed.runs:
+                self._admit(record, sent)
+        return free > 0 and len(claimed.runs) == free
+
+    def _admit(self, record: RunRecord, claimed_at: float) -> None:
+        """A run this server just claimed: hand it to a worker (called with the lock held)."""
+        held = self.leases.hold(Lease(record.id, self.server_id, record.lease_epoch), claimed_at)
+        run = LiveRun.claimed(record, self._validated.pop(record.id, None), held)
+        self._live[run.id] = run
+        if self._closing:  # claimed as we stopped: straight back to the queue
+            run.token.cancel(SHUTDOWN)
+        self._ready.append(run.id)
+        self._work.notify()
+
+    # ---- notices from the store ----------------------------------------------------------------
+
+    def _on_notice(self, channel: str, payload: str) -> None:
+        if channel == EVENTS:
+            self.feed.notice(payload)
+        elif channel == QUEUED:
+            self.claimer.wake()
+        elif channel == CANCEL:
+            self._cancel_requested(payload)
+
+    def _cancel_requested(self, run_id: str) -> None:
+        with self._lock:
+            run = self._live.get(run_id)
+            if run is not None and not run.token.cancelled:
+                run.token.cancel(CANCELLED_BY_CLIENT)
+
+    def _lease_lost(self, held: HeldLease, reason: str) -> None:
+        with self._lock:
+            run = self._live.get(held.run_id)
+            if run is not None and run.held is held:
+                run.token.cancel(reason)
+
+    def _journal_failed(self, run: LiveRun, error: BaseException) -> None:
+        if isinstance(error, LeaseLost):
+            run.held.lost = LEASE_LOST
+            run.token.cancel(LEASE_LOST)
+        else:
+            log.error("could not record events of run %s: %s", run.id, error)
 
     # ---- queries -------------------------------------------------------------------------------
 
@@ -241,121 +377,115 @@ class RunManager:
             live = self._live.get(run_id)
             if live is not None:
                 return live.snapshot(), live.take_list()
-        record = self.store.get_run(run_id)
-        if record is None:
+        view = self.store.view(run_id)
+        if view is None:
             raise NotFound(f"no run {run_id!r}")
-        return record, self.store.takes_for_run(run_id)
+        return view.record, view.takes
 
-    def list_runs(self, limit: int) -> list[tuple[RunSummary, int | None]]:
-        """Recent runs, newest first, with the live status and queue position of unfinished ones."""
+    def list_runs(self, limit: int) -> list[RunSummary]:
+        """Recent runs, newest first: queued ones with their place in the queue, running ones
+        with the server that holds them (this server's with their live progress)."""
         summaries = self.store.list_runs(limit)
-        out: list[tuple[RunSummary, int | None]] = []
+        out: list[RunSummary] = []
         with self._lock:
-            positions = {run_id: i + 1 for i, run_id in enumerate(self._queue)}
             for summary in summaries:
                 live = self._live.get(summary.id)
-                if live is None:
-                    position = None if summary.status.finished else positions.get(summary.id)
-                    out.append((summary, position))
-                    continue
-                summary = RunSummary(
-                    summary.id, live.status, summary.target, live.fraction, summary.created_at
-                )
-                position = 0 if live.status == RunStatus.RUNNING else positions.get(summary.id)
-                out.append((summary, position))
+                if live is not None and not summary.status.finished:
+                    summary = replace(summary, status=live.status, fraction=live.fraction)
+                out.append(summary)
         return out
 
     def live_count(self) -> int:
-        """Runs held in memory: the queued, the running and those being recorded. Finished runs
-        are dropped, so this is bounded by the queue and the workers, never by the history."""
+        """Runs held in memory: the running and those being recorded. Finished runs are
+        dropped, so this is bounded by the workers, never by the history."""
         with self._lock:
             return len(self._live)
 
     def stats(self) -> dict[str, int]:
         with self._lock:
             running = sum(1 for r in self._live.values() if r.status == RunStatus.RUNNING)
-            return {"queued": len(self._queue), "running": running}
+            return {"queued": self._queued, "running": running}
 
     # ---- events --------------------------------------------------------------------------------
 
     def subscribe(
         self, run_id: str, loop: asyncio.AbstractEventLoop
     ) -> tuple[WireEvent, Subscriber]:
-        """A snapshot of the run and a subscriber for everything after it (nothing missed, nothing
-        twice). For a finished run the subscriber holds just its terminal event."""
-        subscriber = Subscriber(loop)
-        with self._lock:
-            live = self._live.get(run_id)
-            if live is not None:
-                live.subscribers.append(subscriber)
-                return serialize.snapshot_event(live.snapshot(), live.take_list()), subscriber
-        record = self.store.get_run(run_id)
-        if record is None:
+        """A snapshot of the run and a subscriber for everything after it, from the stored
+        history (nothing missed, nothing twice, whichever server runs it). For a finished run
+        the subscriber holds just its terminal event."""
+        view = self.store.view(run_id)
+        if view is None:
             raise NotFound(f"no run {run_id!r}")
-        takes = self.store.takes_for_run(run_id)
-        if record.status.finished:
-            subscriber.publish(serialize.terminal_event(record, takes))
-        else:  # stored but not live: this server is stopping; nothing more will come
-            subscriber.close()
-        return serialize.snapshot_event(record, takes), subscriber
+        subscriber = Subscriber(loop)
+        if view.record.status.finished:
+            subscriber.publish(serialize.terminal_event(view.record, view.takes))
+        else:
+            self.feed.watch(run_id, subscriber, view.cursor)
+        return serialize.snapshot_event(view.record, view.takes), subscriber
 
     def unsubscribe(self, run_id: str, subscriber: Subscriber) -> None:
-        with self._lock:
-            live = self._live.get(run_id)
-            if live is not None and subscriber in live.subscribers:
-                live.subscribers.remove(subscriber)
+        self.feed.unwatch(run_id, subscriber)
         subscriber.close()
 
-    def _publish(self, run: LiveRun, event: WireEvent) -> None:
-        for subscriber in run.subscribers:
-            subscriber.publish(event)
+    def _record(self, run: LiveRun, event: WireEvent) -> None:
+        """Append to the run's history (call with the lock held)."""
+        self.journal.record(run, event)
 
     def _on_event(self, run: LiveRun, event: RunEvent) -> None:
         with self._lock:
             wire = run.apply(event)
             if wire is not None:
-                self._publish(run, wire)
+                self._record(run, wire)
 
     # ---- cancel --------------------------------------------------------------------------------
 
     def cancel(self, run_id: str, wait_s: float = 2.0) -> RunRecord:
-        """Cancel a queued run at once, or a running one at its next step boundary (waiting up to
-        `wait_s` for it to stop). Raises `Conflict` for a finished run."""
+        """Cancel a queued run at once, or a running one (here or on another server) at its next
+        step boundary, waiting up to `wait_s` for it to stop. Raises `Conflict` for a finished
+        run."""
         with self._lock:
             live = self._live.get(run_id)
-            # A queued run is ours to end only if no other cancel got to it first.
-            queued = (
-                live is not None and live.status == RunStatus.QUEUED and not live.token.cancelled
-            )
             if live is not None:
-                if queued:
-                    self._queue.remove(run_id)  # no worker can pick it up now
-                live.token.cancel("cancelled by the client")
-        if live is None:
-            record = self.store.get_run(run_id)
-            if record is None:
-                raise NotFound(f"no run {run_id!r}")
-            if record.status.finished:
-                raise Conflict(f"run {run_id} has already finished ({record.status.value})")
-            if not self.store.cancel_queued(run_id):
-                raise Conflict(f"run {run_id} cannot be cancelled now ({record.status.value})")
+                live.token.cancel(CANCELLED_BY_CLIENT)
+        if live is not None:
+            live.finished.wait(wait_s)
             return self.get(run_id)[0]
-        if queued:
-            self._conclude(live, _Outcome(RunStatus.CANCELLED))
-        live.finished.wait(wait_s)
-        return self.get(run_id)[0]
+        record = self.store.get_run(run_id)
+        if record is None:
+            raise NotFound(f"no run {run_id!r}")
+        if record.status.finished:
+            raise Conflict(f"run {run_id} has already finished ({record.status.value})")
+        if record.status == RunStatus.QUEUED and self.store.cancel_queued(run_id):
+            with self._lock:
+                self._queued = max(0, self._queued - 1)
+            return self.get(run_id)[0]
+        # Running, here since a moment ago or on another server: its holder hears of it.
+        with self._lock:
+            live = self._live.get(run_id)
+            if live is not None:
+                live.token.cancel(CANCELLED_BY_CLIENT)
+        if live is None and self.store.request_cancel(run_id) is None:
+            record = self.store.get_run(run_id)
+            if record is not None and record.status.finished:
+                raise Conflict(f"run {run_id} has already finished ({record.status.value})")
+        deadline = time.monotonic() + wait_s
+        while True:
+            record, _takes = self.get(run_id)
+            if record.status.finished or time.monotonic() >= deadline:
+                return record
+            time.sleep(0.02)
 
     # ---- execution -----------------------------------------------------------------------------
 
     def _worker_loop(self) -> None:
         while True:
             with self._work:
-                while not self._queue and not self._closing:
+                while not self._ready and not self._closing:
                     self._work.wait()
-                if self._closing:
+                if not self._ready:
                     return
-                run = self._live[self._queue.popleft()]
-                run.status = RunStatus.RUNNING
+                run = self._live[self._ready.popleft()]
             self._execute(run)
 
     def _execute(self, run: LiveRun) -> None:
@@ -371,28 +501,23 @@ class RunManager:
             self._conclude(run, outcome)
         except Exception:
             log.exception("could not record the end of run %s", run.id)
-            self._abandon(run)
+            self._forget(run)
         # What the run freed goes back to the OS, so RSS tracks what is resident, not history.
         with self._lock:
-            idle = not self._queue
+            idle = not self._ready
         self.trimmer.maybe_trim(idle=idle)
 
     def _run(self, run: LiveRun) -> _Outcome:
-        started_at = time.time()
-        # Not awaited: the attempt lands in the next group commit (milliseconds), ahead of this
-        # run's terminal write in the same queue. Waiting would add a commit to every run.
-        marked = self.store.mark_running_future(run.id, started_at)
-        marked.add_done_callback(lambda done: _check_marked(run.id, done))
-        with self._lock:
-            run.attempts += 1
-            run.started_at = started_at
-            self._publish(run, serialize.run_started_event(run.id, run.attempts))
+        # Its run_started is in the history already: the claim wrote it.
         try:
             run.token.raise_if_cancelled()
             validated = run.validated or self._validate_again(run.record)
+            takes: TakeStore = self.takes
+            if self.store.shared:
+                takes = FencedTakes(self.takes, run.held, run.token)
             ctx = ExecutionContext(
                 run_id=run.id,
-                takes=self.takes,
+                takes=takes,
                 cancel=run.token,
                 events=lambda event: self._on_event(run, event),
                 graph_json=validated.graph.to_json(),
@@ -400,16 +525,24 @@ class RunManager:
             )
             result = self.executor.execute(validated, ctx)
         except Cancelled:
-            if run.token.reason == SHUTDOWN:
-                return _Outcome(None)
-            return _Outcome(RunStatus.CANCELLED)
+            return self._interrupted(run.token.reason)
         except InlineError as exc:
             if self._closing and isinstance(exc, Unavailable):
                 return _Outcome(None)  # the sampler closed under it: run it again next start
             return _Outcome(
                 RunStatus.ERROR, error=serialize.error_body(exc.code, exc.message, exc.node_id)
             )
+        if run.held.lost is not None:  # it finished, but the run is no longer ours to record
+            return self._interrupted(run.held.lost)
         return _Outcome(RunStatus.DONE, takes=result.takes)
+
+    @staticmethod
+    def _interrupted(reason: str) -> _Outcome:
+        if reason == LEASE_LOST:
+            return _Outcome(None, lost=True)
+        if reason in (SHUTDOWN, LEASE_UNSURE):
+            return _Outcome(None)
+        return _Outcome(RunStatus.CANCELLED)
 
     def _validate_again(self, record: RunRecord) -> ValidatedGraph:
         # Seeds were resolved at submit, so the stored graph reproduces the same pixels.
@@ -417,12 +550,20 @@ class RunManager:
         return validate_graph(graph, record.target, self.registry, self.catalog, rng=self._rng)
 
     def _conclude(self, run: LiveRun, outcome: _Outcome) -> None:
+        with self._lock:
+            run.recording = True
+            self._recording += 1
+        self.claimer.wake()
+        if outcome.lost:
+            log.warning(LOST_RUN, run.id)
+            self._forget(run)
+            return
         if outcome.status is None:
             with self._lock:
+                self.journal.drain(run)  # an interrupted attempt's last ticks: not worth keeping
                 nodes = run.reset_nodes()
-                run.status = RunStatus.QUEUED
-            self.store.requeue(run.id, nodes=nodes, refund_attempt=True)
-            run.finished.set()
+            given_back = self.store.requeue_future(run.lease, nodes=nodes, refund_attempt=True)
+            given_back.add_done_callback(lambda done: self._given_back(run, done))
             return
         with self._lock:
             for take in outcome.takes:
@@ -439,55 +580,72 @@ class RunManager:
                 nodes=nodes,
                 fraction=fraction,
             )
-        # Durable first; only then may anyone hear that the run ended. The worker does not wait:
-        # the announcement rides on the commit, so a slow fsync never holds a worker.
+            events = [*self.journal.drain(run), serialize.terminal_event(record, takes)]
+        # Durable first; the terminal event is part of the same write, so nobody hears of the
+        # end before it is stored. The worker does not wait: a slow fsync never holds it.
         committed = self.store.finish_future(
-            run.id,
+            run.lease,
+            run.attempts,
             outcome.status,
             nodes=nodes,
             fraction=fraction,
             error=outcome.error,
             takes=takes,
+            events=events,
             finished_at=record.finished_at,
         )
-        committed.add_done_callback(lambda done: self._announce(run, record, takes, done))
+        committed.add_done_callback(lambda done: self._recorded(run, record, done))
 
-    def _announce(
-        self, run: LiveRun, record: RunRecord, takes: list[Take], committed: Future[None]
-    ) -> None:
-        """Runs once the terminal write is durable (or failed): tell the subscribers."""
+    def _recorded(self, run: LiveRun, record: RunRecord, committed: Future[None]) -> None:
+        """Runs once the terminal write is durable (or failed)."""
         error = committed.exception()
-        if error is not None:
+        if isinstance(error, LeaseLost):
+            log.warning("run %s: its lease was lost before its end was recorded", run.id)
+        elif isinstance(error, Unavailable):
+            log.error(
+                "run %s: the database stayed unreachable for %.0f s; its result was not "
+                "recorded, and it will run again once its lease expires",
+                run.id,
+                self.store.retry_s,
+            )
+        elif error is not None and record.status != RunStatus.ERROR:
+            # Something about this result cannot be stored: end the run as an error instead.
             log.error("could not record the end of run %s: %s", run.id, error)
-            self._abandon(run)
+            failed = replace(
+                record,
+                status=RunStatus.ERROR,
+                error=serialize.error_body("internal", "the run's result could not be recorded"),
+            )
+            self.store.finish_future(
+                run.lease,
+                run.attempts,
+                RunStatus.ERROR,
+                nodes=record.nodes,
+                fraction=record.fraction,
+                error=failed.error,
+                events=[serialize.terminal_event(failed, [])],
+            ).add_done_callback(lambda done: self._recorded(run, failed, done))
             return
-        event = serialize.terminal_event(record, takes)
+        elif error is not None:
+            log.error("could not record the end of run %s: %s", run.id, error)
+        self._forget(run)
+
+    def _given_back(self, run: LiveRun, done: Future[bool]) -> None:
+        error = done.exception()
+        if error is not None:
+            log.error("could not give run %s back to the queue: %s", run.id, error)
+        elif not done.result():  # its lease was gone: the requeue matched nothing
+            log.warning(LOST_RUN, run.id)
+        self._forget(run)
+
+    def _forget(self, run: LiveRun) -> None:
+        """The run is no longer this server's: free its lease and its worker slot (in that order:
+        until it leaves `_live` this server cannot claim it again)."""
+        self.leases.release(run.held)
         with self._lock:
-            self._live.pop(run.id, None)
-            run.status = record.status
-            subscribers, run.subscribers = run.subscribers, []
-        for subscriber in subscribers:
-            subscriber.publish(event)
+            if self._live.get(run.id) is run:
+                del self._live[run.id]
+                if run.recording:
+                    self._recording -= 1
         run.finished.set()
-
-    def _abandon(self, run: LiveRun) -> None:
-        """The store refused the terminal write: tell subscribers and forget the run. The store
-        still says queued/running, so the next start runs it again."""
-        error = serialize.error_body("internal", "the run's result could not be recorded")
-        with self._lock:
-            failed = replace(run.snapshot(), status=RunStatus.ERROR, error=error)
-        event = serialize.terminal_event(failed, [])
-        with self._lock:
-            self._live.pop(run.id, None)
-            subscribers, run.subscribers = run.subscribers, []
-        for subscriber in subscribers:
-            subscriber.publish(event)
-        run.finished.set()
-
-
-def _check_marked(run_id: str, done: Future[bool]) -> None:
-    error = done.exception()
-    if error is not None:
-        log.error("could not record the start of run %s: %s", run_id, error)
-    elif not done.result():
-        log.error("run %s started but was not queued in the store", run_id)
+        self.claimer.wake()

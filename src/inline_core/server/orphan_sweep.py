@@ -3,9 +3,13 @@
 A take file is written before its run's terminal state and takes rows are committed, so a process
 killed in between, or a run that then failed its retries (INLINE_MAX_RETRIES) and was ended by
 recovery, leaves files no stored take points at. They are removed here, once recovery has decided
-which runs will run again and before any worker or submission can write a new take. Files of runs
-that will run again are left alone: take ids are deterministic, so the re-run rewrites them in
+which runs may run again and before any worker or submission can write a new take. Files of runs
+that may run again are left alone: take ids are deterministic, so the re-run rewrites them in
 place. Names that are not take files are never touched, nor are links or folders.
+
+With a shared store the takes folder is shared too, and other servers write into it while this one
+starts: there every unfinished run's files are kept, and so is any file younger than `min_age_s`
+(a run submitted a moment ago may be writing it).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +25,7 @@ from typing import cast
 
 from inline_core.runtime.file_store import take_id_for
 from inline_core.server.run_state import RunRecord
-from inline_core.server.run_store import RunStore
+from inline_core.server.stores.run_store import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +61,19 @@ def rerun_take_ids(runs: Iterable[RunRecord]) -> set[str]:
     return ids
 
 
-def sweep_orphan_takes(takes_root: Path, store: RunStore, rerun: list[RunRecord]) -> SweepReport:
+def sweep_orphan_takes(
+    takes_root: Path, store: RunStore, rerun: list[RunRecord], min_age_s: float = 0.0
+) -> SweepReport:
     """Remove the take files under `takes_root` that no stored take references, except those of
-    the `rerun` runs. Call before anything can write a take."""
+    the `rerun` runs and those modified in the last `min_age_s`. Call before this server can
+    write a take (read `rerun` before the recorded takes: a run that ends in between is then in
+    one of the two)."""
     if not takes_root.is_dir():
         return SweepReport()
     recorded = store.take_ids()
     protected: set[str] | None = None  # computed only if some file is unreferenced
     removed = freed = kept = 0
+    now = time.time()
     for entry in os.scandir(takes_root):
         match = TAKE_FILE.fullmatch(entry.name)
         if match is None or match.group(1) in recorded:
@@ -72,11 +82,15 @@ def sweep_orphan_takes(takes_root: Path, store: RunStore, rerun: list[RunRecord]
             continue
         if protected is None:
             protected = rerun_take_ids(rerun)
-        if match.group(1) in protected:
+        try:
+            stat = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if match.group(1) in protected or now - stat.st_mtime < min_age_s:
             kept += 1
             continue
         try:
-            size = entry.stat(follow_symlinks=False).st_size
+            size = stat.st_size
             os.unlink(entry.path)
         except OSError as exc:
             log.warning("could not remove orphan take file %s: %s", entry.path, exc)

@@ -19,6 +19,7 @@ from inline_core.graph.schema import SCHEMA_VERSION_MAX, SCHEMA_VERSION_MIN
 from inline_core.importer import import_request
 from inline_core.media import mime_for_suffix
 from inline_core.server import serialize
+from inline_core.server.assets import asset_row
 from inline_core.server.bootstrap import Services
 from inline_core.server.byte_ranges import parse_range
 from inline_core.server.http_io import (
@@ -42,9 +43,7 @@ IMPORT_REPORT_FIELDS = frozenset({"skipped", "warnings"})
 DEFAULT_LIST = 50
 MAX_LIST = 500
 CHUNK = 256 * 1024
-FORM_TYPES = frozenset(
-    {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"}
-)
+FORM_TYPES = frozenset({"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"})
 
 
 # The routes read their bodies themselves (bounded, streamed); these describe them in OpenAPI.
@@ -101,6 +100,10 @@ async def health(request: Request) -> Response:
         store=s.runs.stats(),
         sampler=s.sampler.stats() if s.sampler is not None else None,
         models=s.models_json(),
+        server_id=s.manager.server_id,
+        leases=s.manager.leases.holding(),
+        lease_timeout_s=s.config.lease_timeout_s,
+        servers=s.manager.leases.servers_alive(),
     )
     return json_response(body)
 
@@ -165,7 +168,7 @@ async def list_runs(request: Request) -> Response:
             raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_LIST}")
         limit = int(raw)
     runs = services(request).manager.list_runs(limit)
-    return json_response({"runs": [serialize.run_list_item(r, pos) for r, pos in runs]})
+    return json_response({"runs": [serialize.run_list_item(r) for r in runs]})
 
 
 @router.get("/runs/{run_id}")
@@ -251,6 +254,7 @@ async def upload_asset(request: Request) -> Response:
     except BaseException:
         upload.abort()
         raise
+    await run_in_threadpool(s.runs.record_asset, asset_row(asset))
     return json_response(serialize.asset_json(asset), 201)
 
 

@@ -1,7 +1,7 @@
 """The state of a run and of each of its nodes, as the run store keeps it and the manager
 updates it.
 
-Plain data: `run_store.py` persists it, `manager.py` changes it, `serialize.py` puts it on the wire.
+Plain data: `stores/` persists it, `manager.py` changes it, `serialize.py` puts it on the wire.
 """
 
 from __future__ import annotations
@@ -89,6 +89,9 @@ class RunRecord:
     error: dict[str, Any] | None = None  # {"code", "message", "nodeId"?}
     nodes: dict[str, NodeState] = field(default_factory=dict[str, NodeState])
     fraction: float = 0.0
+    # The server holding it while it runs (its lease), and the fencing token of that claim.
+    holder: str | None = None
+    lease_epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,3 +105,6 @@ class NewRun:
     client_run_id: str | None
     node_ids: tuple[str, ...]  # the target's closure, in execution order
     created_at: float
+    # What a server must have to run it (node types, named models, a device kind): see
+    # `server/run_needs.py`. A server claims only the runs whose needs it meets.
+    needs: tuple[str, ...] = ()

@@ -15,7 +15,7 @@ from inline_core.packs.host import PackSlot
 from inline_core.server.assets import Asset
 from inline_core.server.events import WireEvent
 from inline_core.server.run_state import NodeState, RunRecord, RunStatus
-from inline_core.server.run_store import RunSummary
+from inline_core.server.stores.records import RunSummary, ServerSeen
 from inline_core.takes import Take
 
 API_VERSION = "v1"
@@ -67,6 +67,7 @@ def run_json(run: RunRecord, takes: Iterable[Take]) -> dict[str, Any]:
         "takes": [take_json(t) for t in takes],
         "error": run.error,
         "attempts": run.attempts,
+        "server": run.holder,
         "createdAt": timestamp(run.created_at),
         "startedAt": timestamp(run.started_at),
         "finishedAt": timestamp(run.finished_at),
@@ -79,14 +80,17 @@ def submitted_json(run: RunRecord) -> dict[str, Any]:
     return {"runId": run.id, "status": run.status.value}
 
 
-def run_list_item(run: RunSummary, queue_position: int | None) -> dict[str, Any]:
-    """`queuePosition`: 1 for the next run to start, 0 while running, null once finished."""
+def run_list_item(run: RunSummary) -> dict[str, Any]:
+    """`queuePosition`: 1 for the next run to start, 0 while running, null once finished;
+    `server`: the server running it."""
+    position = 0 if run.status == RunStatus.RUNNING else run.queue_position
     return {
         "runId": run.id,
         "status": run.status.value,
         "target": run.target,
         "fraction": round(run.fraction, 4),
-        "queuePosition": queue_position,
+        "queuePosition": None if run.status.finished else position,
+        "server": run.holder,
         "createdAt": timestamp(run.created_at),
     }
 
@@ -133,8 +137,12 @@ def health_json(
     registry_version: str,
     device: Mapping[str, Any],
     runs: Mapping[str, int],
-    store: Mapping[str, float],
+    store: Mapping[str, Any],
     sampler: Mapping[str, Any] | None,
+    server_id: str,
+    leases: list[str],
+    lease_timeout_s: float,
+    servers: list[ServerSeen],
     models: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
@@ -146,12 +154,25 @@ def health_json(
         "device": dict(device),
         "runs": dict(runs),
         "store": dict(store),
+        "serverId": server_id,
+        "leases": leases,
+        "leaseTimeoutS": lease_timeout_s,
+        "servers": [server_seen_json(s) for s in servers],
     }
     if sampler is not None:
         out["sampler"] = dict(sampler)
     if models is not None:
         out["models"] = dict(models)
     return out
+
+
+def server_seen_json(server: ServerSeen) -> dict[str, Any]:
+    return {
+        "serverId": server.id,
+        "startedAt": timestamp(server.started_at),
+        "lastSeenS": round(server.heartbeat_age_s, 2),
+        "leases": server.leases,
+    }
 
 
 # ---- websocket events ---------------------------------------------------------------------------
@@ -163,8 +184,9 @@ def snapshot_event(run: RunRecord, takes: Iterable[Take]) -> WireEvent:
     )
 
 
-def run_started_event(run_id: str, attempt: int) -> WireEvent:
-    return WireEvent("run_started", {"type": "run_started", "runId": run_id, "attempt": attempt})
+def run_started_event(run_id: str, attempt: int, server_id: str) -> WireEvent:
+    body = {"type": "run_started", "runId": run_id, "attempt": attempt, "server": server_id}
+    return WireEvent("run_started", body)
 
 
 def progress_event(run_id: str, node_id: str, node: NodeState, run_fraction: float) -> WireEvent:

@@ -1,0 +1,281 @@
+"""Several servers on one PostgreSQL store, beside one server on SQLite, in one run.
+
+Run by hand: `python bench/fleet.py [--seconds 5] [--takeovers 3] [--render-seconds 20]`. A real
+PostgreSQL server is started for it in a temp folder (fsync on: commits are as durable as
+SQLite's `synchronous=FULL`), from Debian's package (scripts/ensure-postgres.sh installs it).
+
+1. Submissions: `POST /v1/runs` from 32 keep-alive clients for `--seconds` (bench/server_submit.py's
+   load), one server on SQLite and one on PostgreSQL. Target on PostgreSQL: >= 300/s, p99 < 100 ms.
+2. Takeover: two servers with the default lease timeout (15 s); the one holding `--held` long runs
+   is killed with SIGKILL; for each of its runs, the time from the kill to its `run_started` on
+   the other server (the history's clock: the database's, on this same machine). Target: the
+   lease timeout + 2 s.
+3. Renders: tiny Z-Image renders (the `inline-core kit` models, 64 px, 4 steps) per second with
+   1, 2 and 3 servers sharing PostgreSQL and one on SQLite, 16 clients that each submit and
+   watch their run to its end. On 2 cores throughput cannot grow with servers: this shows what
+   coordinating costs.
+
+Prints tables and writes bench/results/fleet.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Generator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from load_clients import percentile, render_graph, watch
+from raw_http import RawHttpConnection
+from server_submit import drive, fsync_baseline, graph_for, start_server, stop_server
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.postgres_cluster import PostgresCluster, postgres_bin  # noqa: E402
+from tests.server.server_support import LiveServer, running_fleet, slow_graph  # noqa: E402
+from tests.server.store_support import query  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "fleet.json"
+
+
+@contextmanager
+def database() -> Generator[PostgresCluster]:
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        raise SystemExit("PostgreSQL's server programs are missing: run scripts/ensure-postgres.sh")
+    cluster = PostgresCluster.create(bin_dir, fsync=True)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+# ---- 1. submissions -----------------------------------------------------------------------------
+
+
+def submissions(cluster: PostgresCluster, seconds: float, clients: int) -> list[dict[str, Any]]:
+    graph, target = graph_for("text")
+    rows: list[dict[str, Any]] = []
+    for backend in ("sqlite", "postgresql"):
+        extra = {"INLINE_DATABASE_URL": cluster.new_database()} if backend == "postgresql" else {}
+        with tempfile.TemporaryDirectory() as tmp:
+            proc, port, ready_s = start_server(Path(tmp), extra)
+            try:
+                row = asyncio.run(drive(port, clients, seconds, graph, target, "raw"))
+                health = httpx.get(f"http://127.0.0.1:{port}/v1/health").json()
+            finally:
+                stop_server(proc)
+        rows.append(
+            {"backend": backend, "readyS": round(ready_s, 2), **row, "store": health["store"]}
+        )
+    return rows
+
+
+# ---- 2. takeover --------------------------------------------------------------------------------
+
+
+def takeover(cluster: PostgresCluster, root: Path, held: int) -> dict[str, Any]:
+    """Kill the server holding `held` long runs; seconds until each starts on the other one."""
+    url = cluster.new_database()
+    with running_fleet(root, url, 2) as (a, b):
+        b.stop()  # so the runs are a's
+        body = {"graph": slow_graph(steps=100_000, delay=0.01), "target": "s"}
+        run_ids = [
+            httpx.post(a.base + "/v1/runs", json=body, timeout=30).json()["runId"]
+            for _ in range(held)
+        ]
+        while len(httpx.get(a.base + "/v1/health", timeout=30).json()["leases"]) < held:
+            time.sleep(0.02)
+        b.start()
+        lease_s = float(httpx.get(b.base + "/v1/health", timeout=30).json()["leaseTimeoutS"])
+        assert a.proc is not None
+        killed_at = time.time()
+        a.proc.send_signal(signal.SIGKILL)
+        a.proc.wait()
+        marks = ", ".join("?" for _ in run_ids)
+        sql = (
+            f"SELECT run_id, MIN(created_at) FROM events WHERE run_id IN ({marks}) "
+            "AND type = 'run_started' AND server_id = 's1' GROUP BY run_id"
+        )
+        deadline = time.monotonic() + lease_s * 3 + 30
+        restarted: dict[str, float] = {}
+        while len(restarted) < held and time.monotonic() < deadline:
+            restarted = {r: float(at) for r, at in query(b.store_config, sql, run_ids)}
+            time.sleep(0.05)
+        for run_id in run_ids:
+            httpx.delete(f"{b.base}/v1/runs/{run_id}", timeout=30)
+    waits = sorted(at - killed_at for at in restarted.values())
+    return {
+        "leaseTimeoutS": lease_s,
+        "runs": held,
+        "restartedElsewhere": len(restarted),
+        "secondsToRestart": [round(w, 2) for w in waits],
+        "maxS": round(max(waits), 2) if waits else None,
+        "targetS": lease_s + 2,
+    }
+
+
+# ---- 3. renders ---------------------------------------------------------------------------------
+
+
+def make_kit(models: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "inline_core.cli", "kit", "--out", str(models), "--layout", "comfy"],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+
+
+async def render_client(
+    server: LiveServer, index: int, until: float, done: list[tuple[float, float]]
+) -> None:
+    """Submit a render, watch it to its end, again, until `until`; note (finished at, latency)."""
+    http = await RawHttpConnection.open(server.port)
+    try:
+        n = 0
+        while time.perf_counter() < until:
+            n += 1
+            began = time.perf_counter()
+            status, _head, answer = await http.post_json(
+                "/v1/runs", render_graph(f"client {index} render {n}", 64, 4)
+            )
+            if status != 201:
+                await asyncio.sleep(0.2)
+                continue
+            event = await watch(f"{server.ws_base}/v1/runs/{answer['runId']}/events")
+            if event is not None and event["type"] == "run_done":
+                done.append((time.perf_counter(), time.perf_counter() - began))
+    finally:
+        await http.close()
+
+
+async def render_load(servers: list[LiveServer], clients: int, seconds: float) -> list[float]:
+    done: list[tuple[float, float]] = []
+    until = time.perf_counter() + seconds
+    await asyncio.gather(
+        *(render_client(servers[i % len(servers)], i, until, done) for i in range(clients))
+    )
+    return [latency for _at, latency in done]
+
+
+def renders(
+    cluster: PostgresCluster, root: Path, models: Path, clients: int, warm_s: float, seconds: float
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    setups: list[tuple[str, int]] = [("sqlite", 1), ("postgresql", 1), ("postgresql", 2)]
+    setups.append(("postgresql", 3))
+    for backend, count in setups:
+        folder = root / f"renders-{backend}-{count}"
+        url = cluster.new_database() if backend == "postgresql" else None
+        servers = [
+            LiveServer(
+                data_dir=folder / "shared",
+                models_dir=models,
+                database_url=url,
+                env={"INLINE_SERVER_ID": f"s{i}"},
+                name=f"s{i}",
+            )
+            for i in range(count)
+        ]
+        try:
+            for server in servers:
+                server.start()
+            asyncio.run(render_load(servers, clients, warm_s))  # every server loads the model
+            began = time.perf_counter()
+            latencies = asyncio.run(render_load(servers, clients, seconds))
+            wall = time.perf_counter() - began
+        finally:
+            for server in servers:
+                server.close()
+        rows.append(
+            {
+                "backend": backend,
+                "servers": count,
+                "clients": clients,
+                "seconds": round(wall, 1),
+                "renders": len(latencies),
+                "rendersPerS": round(len(latencies) / wall, 2),
+                "p50S": round(percentile(latencies, 0.5), 3),
+                "p99S": round(percentile(latencies, 0.99), 3),
+            }
+        )
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="several servers on one PostgreSQL store")
+    parser.add_argument("--seconds", type=float, default=5.0, help="submission load per backend")
+    parser.add_argument("--clients", type=int, default=32, help="submitting clients")
+    parser.add_argument("--takeovers", type=int, default=3, help="server deaths to time")
+    parser.add_argument("--held", type=int, default=4, help="runs the dying server holds")
+    parser.add_argument("--render-clients", type=int, default=16)
+    parser.add_argument("--warm-seconds", type=float, default=10.0)
+    parser.add_argument("--render-seconds", type=float, default=20.0)
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip")
+    args = parser.parse_args()
+    skip = set(args.skip.split(","))
+    load_before = os.getloadavg()
+    result: dict[str, Any] = {
+        "bench": "fleet",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "fsyncBaseline": fsync_baseline(),
+    }
+    with database() as cluster, tempfile.TemporaryDirectory(prefix="inline-fleet-") as tmp:
+        root = Path(tmp)
+        if "submit" not in skip:
+            result["submissions"] = submissions(cluster, args.seconds, args.clients)
+            print(f"{'backend':>10} {'clients':>7} {'subm/s':>8} {'p50 ms':>7} {'p99 ms':>7}")
+            for row in result["submissions"]:
+                print(
+                    f"{row['backend']:>10} {row['clients']:>7} {row['submissionsPerS']:>8} "
+                    f"{row['p50Ms']:>7} {row['p99Ms']:>7}"
+                )
+        if "takeover" not in skip:
+            trials = [
+                takeover(cluster, root / f"takeover-{i}", args.held) for i in range(args.takeovers)
+            ]
+            result["takeover"] = trials
+            print(f"{'trial':>5} {'lease s':>7} {'restarted':>9} {'max s':>6}  seconds to restart")
+            for i, trial in enumerate(trials):
+                print(
+                    f"{i + 1:>5} {trial['leaseTimeoutS']:>7} "
+                    f"{trial['restartedElsewhere']:>4}/{trial['runs']:<4} {trial['maxS']:>6}  "
+                    f"{trial['secondsToRestart']}"
+                )
+        if "renders" not in skip:
+            models = root / "models"
+            make_kit(models)
+            result["renders"] = renders(
+                cluster, root, models, args.render_clients, args.warm_seconds, args.render_seconds
+            )
+            heads = ("backend", "servers", "renders", "r/s", "p50 s", "p99 s")
+            print(" ".join(f"{h:>{w}}" for h, w in zip(heads, (10, 7, 7, 6, 6, 6), strict=True)))
+            for row in result["renders"]:
+                print(
+                    f"{row['backend']:>10} {row['servers']:>7} {row['renders']:>7} "
+                    f"{row['rendersPerS']:>6} {row['p50S']:>6} {row['p99S']:>6}"
+                )
+    result["loadAverageBefore"] = [round(x, 2) for x in load_before]
+    result["loadAverageAfter"] = [round(x, 2) for x in os.getloadavg()]
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

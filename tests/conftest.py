@@ -1,0 +1,60 @@
+"""Fixtures every area may use: the run store's two backends.
+
+`store_backend` runs a test once on SQLite and once on PostgreSQL; `database_url` is then None
+(SQLite, the data dir's runs.db) or a fresh database on one real PostgreSQL server that the
+session starts on first use (tests/postgres_cluster.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.postgres_cluster import PostgresCluster, postgres_bin
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        reason = (
+            "PostgreSQL's server programs are not installed (scripts/ensure-postgres.sh "
+            "installs Debian's postgresql; scripts/test.sh runs it)"
+        )
+        if os.environ.get("INLINE_TEST_REQUIRE_POSTGRES") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    cluster = PostgresCluster.create(bin_dir)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture
+def own_postgres(postgres_cluster: PostgresCluster) -> Iterator[PostgresCluster]:
+    """A PostgreSQL server of the test's own, for tests that stop it under the store."""
+    cluster = PostgresCluster.create(postgres_cluster.bin)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture(params=BACKENDS)
+def store_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def database_url(store_backend: str, request: pytest.FixtureRequest) -> str | None:
+    if store_backend == "sqlite":
+        return None
+    cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+    return cluster.new_database()
