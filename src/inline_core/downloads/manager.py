@@ -9,7 +9,7 @@ files have (so a diffusers folder never shows up half there). `on_landed` is tol
 the catalog rescans and the registry version changes at once.
 
 Events go to the listeners as (download id, event): `progress` (the first bytes of each file,
-then at most every `PROGRESS_EVERY_S`), `file_done`, then one of `download_done`, `error`,
+at most every `PROGRESS_EVERY_S`, and its last), `file_done`, then one of `download_done`, `error`,
 `cancelled`. Listeners are called on the download's thread and must not block.
 """
 
@@ -399,7 +399,8 @@ class DownloadManager:
         active.live.update(index, held)
         now = time.monotonic()
         first = index not in active.announced and held > 0
-        if first or now - active.last_event >= PROGRESS_EVERY_S:
+        whole = held == record.files[index].size
+        if first or whole or now - active.last_event >= PROGRESS_EVERY_S:
             active.announced.add(index)
             active.last_event = now
             self._emit(record.id, progress_json(record, active.live, index))

@@ -37,7 +37,7 @@ class Piece:
     role: str  # "diffusion_model", "vae", "text_encoder", "tokenizer"
     label: str  # how messages name it: "diffusion model", "text encoder"
     category: str | None  # the catalog folder it is looked for in (None: found beside another)
-    expected: tuple[str, ...]  # the names its download targets land as
+    expected: tuple[str, ...]  # where its download targets land: "vae/ae.safetensors"
     satisfied: Satisfied | None
     hint: str | None  # where to put it, when it is missing
     sources: tuple[tuple[str, Target], ...]
@@ -70,7 +70,7 @@ def node_requirements(family: Family, node_type: str) -> list[Piece]:
                 role=role,
                 label=label,
                 category=category,
-                expected=tuple(t.destination(root).name for _, t in sources),
+                expected=tuple(f"{t.category}/{t.destination(root).name}" for _, t in sources),
                 satisfied=None if source is None else _satisfied(source, root),
                 hint=None if hint is None else hint.format(root=root),
                 sources=sources,
