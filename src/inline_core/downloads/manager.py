@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from inline_core.downloads.interrupt import Interrupt, Stopped
 from inline_core.downloads.live import LiveProgress
 from inline_core.downloads.plan import check_request, check_space, plan_files
-from inline_core.downloads.records import DownloadRecord, FileRecord, new_download_id
+from inline_core.downloads.records import DownloadRecord, FileRecord, Status, new_download_id
 from inline_core.downloads.remote import Listing
 from inline_core.downloads.store import DownloadStore, Held
 from inline_core.downloads.view import download_json, progress_json
@@ -284,12 +284,11 @@ class DownloadManager:
             except Exception:
                 log.exception("a download listener failed")
 
-    def _finish(self, record: DownloadRecord, status: str, error: InlineError | None) -> None:
-        record.status = status  # type: ignore[assignment]
+    def _finish(self, record: DownloadRecord, status: Status, error: InlineError | None) -> None:
+        record.status = status
         record.finished_at = time.time()
         record.error = None if error is None else {"code": error.code, "message": error.message}
-        if status != "done" or record.folder is None:
-            shutil.rmtree(record.staging(self.models), ignore_errors=True)
+        shutil.rmtree(record.staging(self.models), ignore_errors=True)  # partials, or nothing
         self.store.save(record)
         self._lock.notify_all()
         event: dict[str, Any]
@@ -305,7 +304,7 @@ class DownloadManager:
 
     def _run(self, record: DownloadRecord) -> None:
         held: Held | None = None
-        outcome: tuple[str, InlineError | None] | None = None
+        outcome: tuple[Status, InlineError | None] | None = None
         try:
             held = self.store.hold(record.id)
             if held is None:
@@ -332,7 +331,7 @@ class DownloadManager:
             if held is not None:
                 held.release()
 
-    def _fetch(self, record: DownloadRecord) -> tuple[str, InlineError | None] | None:
+    def _fetch(self, record: DownloadRecord) -> tuple[Status, InlineError | None] | None:
         """Fetch, verify and land every file; the outcome, or None when stopped by a shutdown."""
         from inline_core.downloads.transfer import fetch_file  # huggingface_hub, on first use
 
