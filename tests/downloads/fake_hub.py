@@ -4,9 +4,9 @@ file API that huggingface_hub uses, over real files, with faults on demand.
 - `GET /api/models/{repo}[/revision/{rev}]?blobs=true`: the model info, with siblings' sizes, git
   blob ids and LFS sha256 (unknown repo or revision: 404 with the hub's `X-Error-Code`);
 - `HEAD|GET /{repo}/resolve/{rev}/{path}`: a file kept in git is answered directly; an LFS file
-  redirects (302) to `/cdn/{sha256}` with `X-Linked-Etag`, `X-Linked-Size` and `X-Repo-Commit`,
-  as the hub redirects to its CDN; a gated repo answers 401 without the hub's token; an unknown
-  file 404;
+  redirects (302) to `/cdn/{sha256}` on a second port (another origin, as the hub's CDN is: the
+  token is not sent there) with `X-Linked-Etag`, `X-Linked-Size` and `X-Repo-Commit`; a gated
+  repo answers 401 without the hub's token; an unknown file 404;
 - `/cdn/{sha256}`: the bytes, with `ETag`, `Accept-Ranges`, `Range` (206) and `If-Range`.
 
 Faults (`Fault`, per file): the connection cut after a byte offset, wrong bytes (one flipped), a
@@ -96,6 +96,7 @@ class FakeHub:
         self.log: list[Logged] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
+        self._cdn: ThreadingHTTPServer | None = None  # another origin, as the hub's CDN is
 
     # -- content ---------------------------------------------------------------------------------
 
@@ -123,6 +124,11 @@ class FakeHub:
         assert self._server is not None
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
+    @property
+    def cdn_url(self) -> str:
+        assert self._cdn is not None
+        return f"http://127.0.0.1:{self._cdn.server_address[1]}"
+
     def start(self) -> FakeHub:
         hub = self
 
@@ -130,16 +136,19 @@ class FakeHub:
             owner = hub
 
         self._server = QuietServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._cdn = QuietServer(("127.0.0.1", 0), Handler)
+        for server in (self._server, self._cdn):
+            server.daemon_threads = True
+            threading.Thread(target=server.serve_forever, daemon=True).start()
         return self
 
     def stop(self) -> None:
         for fault in self.faults.values():
             fault.release.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        for server in (self._server, self._cdn):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
 
     def by_oid(self, oid: str) -> HubFile | None:
         for repo in self.repos.values():
@@ -242,7 +251,7 @@ class HubHandler(BaseHTTPRequestHandler):
         if found.lfs:
             headers = {
                 **linked,
-                "Location": f"/cdn/{found.sha256}?name={quote(path)}",
+                "Location": f"{hub.cdn_url}/cdn/{found.sha256}?name={quote(path)}",
                 "X-Linked-Etag": f'"{found.sha256}"',
                 "X-Linked-Size": str(found.size),
                 "ETag": f'"{found.sha256}"',

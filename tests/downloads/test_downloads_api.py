@@ -200,6 +200,7 @@ def test_a_gated_repo_needs_the_hub_token(
     state = wait_status(client, post(client, **body))
     assert state["status"] == "done", state
     assert all(r.with_token for r in hub.requests("/resolve/"))
+    assert not any(r.with_token for r in hub.requests("/cdn/"))  # never to another origin
     records = (tmp_path / "models" / ".downloads").glob("*.json")
     assert all("hub-secret-token" not in p.read_text() for p in records)
 
