@@ -26,6 +26,9 @@ def no_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))
+    monkeypatch.setattr(
+        constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "hf-home" / "stored_tokens")
+    )
 
 
 @pytest.fixture

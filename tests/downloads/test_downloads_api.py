@@ -5,6 +5,7 @@ cancel, the disk-space refusal, the queue, gated repos, and every bad request's 
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -119,6 +120,52 @@ def test_a_cut_connection_resumes_with_a_range_request(
     assert hashlib.sha256(landed.read_bytes()).hexdigest() == oid
 
 
+def test_a_running_download_shows_its_bytes_rate_and_eta_and_no_partial_is_listed(
+    client: TestClient, hub: FakeHub, config: Config, vae_blob: Path
+) -> None:
+    fault = hub.faults[VAE] = Fault(hold_at=MB)
+    download_id = post(client, repo="org/split", files=[VAE], category="vae")
+    assert fault.reached.wait(30)
+    deadline = time.monotonic() + 30  # a liveness bound: the client reads what was sent
+    while (state := client.get(f"/v1/downloads/{download_id}").json())["bytesDone"] < MB:
+        assert time.monotonic() < deadline, state
+        time.sleep(0.02)
+    size = vae_blob.stat().st_size
+    assert state["status"] == "running"
+    assert state["bytesDone"] == MB and state["bytesTotal"] == size
+    [file] = state["files"]
+    assert (file["path"], file["dest"]) == (VAE, "ae.safetensors")
+    assert (file["bytesDone"], file["bytesTotal"], file["verified"]) == (MB, size, False)
+    assert state["rate"] > 0 and state["etaS"] is not None
+    listed = client.get("/v1/downloads").json()["downloads"]
+    assert [d["status"] for d in listed] == ["running"]
+    partial = config.models_dir / "vae" / ".downloads" / download_id / "ae.safetensors.partial"
+    assert partial.stat().st_size == MB
+    before = client.get("/v1/models")
+    assert before.json()["catalog"]["vae"] == []  # a partial file is never in the catalog
+    fault.release.set()
+    assert wait_status(client, download_id)["status"] == "done"
+    after = client.get("/v1/models")
+    assert [e["name"] for e in after.json()["catalog"]["vae"]] == ["ae.safetensors"]
+    assert after.headers["etag"] != before.headers["etag"]
+
+
+def test_a_file_gone_from_the_hub_mid_download_is_a_404_naming_it(
+    client: TestClient, hub: FakeHub, config: Config, vae_blob: Path
+) -> None:
+    fault = hub.faults[VAE] = Fault(hold_at=MB, cut_at=MB)
+    download_id = post(client, repo="org/split", files=[VAE], category="vae")
+    assert fault.reached.wait(30)
+    del hub.repos["org/split"].files[VAE]  # the resume after the cut finds no such file
+    fault.release.set()
+    state = wait_status(client, download_id)
+    assert state["status"] == "error", state
+    assert state["error"]["code"] == "not_found" and VAE in state["error"]["message"]
+    assert [r.range for r in hub.requests("/resolve/") if r.method == "GET"][-1] == f"bytes={MB}-"
+    assert list((config.models_dir / "vae" / ".downloads").iterdir()) == []
+    assert not (config.models_dir / "vae" / "ae.safetensors").exists()
+
+
 def test_wrong_bytes_fail_the_hash_check_and_are_discarded(
     client: TestClient, hub: FakeHub, config: Config, vae_blob: Path
 ) -> None:
@@ -203,6 +250,23 @@ def test_a_gated_repo_needs_the_hub_token(
     assert not any(r.with_token for r in hub.requests("/cdn/"))  # never to another origin
     records = (tmp_path / "models" / ".downloads").glob("*.json")
     assert all("hub-secret-token" not in p.read_text() for p in records)
+
+
+def test_the_hub_token_can_come_from_the_standard_token_file(
+    client: TestClient, hub: FakeHub, tmp_path: Path
+) -> None:
+    import huggingface_hub.constants as constants
+
+    blob = write_blob(tmp_path / "src" / "g.safetensors", MB, seed=7)
+    hub.add_repo("org/gated", {"g.safetensors": blob}, gated=True)
+    token_file = Path(constants.HF_TOKEN_PATH)  # where `hf auth login` writes it (this test's)
+    token_file.parent.mkdir(parents=True, exist_ok=True)
+    token_file.write_text("hub-secret-token\n")
+    body = {"repo": "org/gated", "files": ["g.safetensors"], "category": "loras"}
+    state = wait_status(client, post(client, **body))
+    assert state["status"] == "done", state
+    assert all(r.with_token for r in hub.requests("/resolve/"))
+    assert "hub-secret-token" not in client.get("/v1/downloads").text
 
 
 @pytest.mark.parametrize(
