@@ -8,7 +8,9 @@ from the POST to the download's `done` (fetched, hashed, verified, moved into th
 bare download is `hf_hub_download(..., local_dir=...)` in a child process (no hash check). Large
 files are deleted after each round. Prints a table, writes bench/results/download_throughput.json.
 
-Target (issue 17): route / bare >= 0.9.
+Target (issue 17): route / bare >= 0.9. The route can come out ahead: huggingface_hub's `http_get`
+gathers 10 MB chunks in memory before each write, where the route writes each chunk as it comes
+(and hashes it on another thread). On a loaded machine both figures move; the ratio is the point.
 """
 
 from __future__ import annotations
