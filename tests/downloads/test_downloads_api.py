@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from download_support import socket_events, wait_status, write_blob
@@ -33,6 +34,15 @@ def vae_blob(tmp_path: Path, hub: FakeHub) -> Path:
 def client(config: Config) -> Iterator[TestClient]:
     with TestClient(create_app(config)) as c:
         yield c
+
+
+def wait_bytes(client: TestClient, download_id: str, held: int) -> dict[str, Any]:
+    """Poll until the download holds `held` bytes (the client reads what the hub has sent)."""
+    deadline = time.monotonic() + 30  # a liveness bound, not a timing assertion
+    while (state := client.get(f"/v1/downloads/{download_id}").json())["bytesDone"] < held:
+        assert time.monotonic() < deadline, state
+        time.sleep(0.02)
+    return state
 
 
 def post(client: TestClient, **body: object) -> str:
@@ -126,10 +136,7 @@ def test_a_running_download_shows_its_bytes_rate_and_eta_and_no_partial_is_liste
     fault = hub.faults[VAE] = Fault(hold_at=MB)
     download_id = post(client, repo="org/split", files=[VAE], category="vae")
     assert fault.reached.wait(30)
-    deadline = time.monotonic() + 30  # a liveness bound: the client reads what was sent
-    while (state := client.get(f"/v1/downloads/{download_id}").json())["bytesDone"] < MB:
-        assert time.monotonic() < deadline, state
-        time.sleep(0.02)
+    state = wait_bytes(client, download_id, MB)
     size = vae_blob.stat().st_size
     assert state["status"] == "running"
     assert state["bytesDone"] == MB and state["bytesTotal"] == size
@@ -213,6 +220,33 @@ def test_downloads_beyond_the_limit_queue(
         fault.release.set()
         assert wait_status(client, first)["status"] == "done"
         assert wait_status(client, second)["status"] == "done"
+
+
+def test_a_restart_resumes_what_ran_and_queues_what_no_longer_fits(
+    hub: FakeHub, config: Config, tmp_path: Path, vae_blob: Path
+) -> None:
+    other = write_blob(tmp_path / "src" / "te.safetensors", 2 * MB, seed=8)
+    hub.add_repo("org/te", {"te.safetensors": other})
+    vae_hold = hub.faults[VAE] = Fault(hold_at=MB)
+    te_hold = hub.faults["te.safetensors"] = Fault(hold_at=MB)
+    with TestClient(create_app(config)) as client:  # two at once
+        first = post(client, repo="org/split", files=[VAE], category="vae")
+        second = post(client, repo="org/te", files=["te.safetensors"], category="text_encoders")
+        assert vae_hold.reached.wait(30) and te_hold.reached.wait(30)
+        for download_id in (first, second):
+            wait_bytes(client, download_id, MB)
+    # Stopped mid-file; started again with room for one: the other waits its turn.
+    with TestClient(create_app(replace(config, max_downloads=1))) as client:
+        assert client.get(f"/v1/downloads/{first}").json()["status"] == "running"
+        assert client.get(f"/v1/downloads/{second}").json()["status"] == "queued"
+        vae_hold.release.set()
+        te_hold.release.set()
+        assert wait_status(client, first)["status"] == "done"
+        assert wait_status(client, second)["status"] == "done"
+    resumed = [r.range for r in hub.requests("/cdn/") if r.method == "GET" and r.range]
+    assert sorted(resumed) == [f"bytes={MB}-"] * 2  # each resumed from its partial file
+    landed = config.models_dir / "text_encoders" / "te.safetensors"
+    assert landed.read_bytes() == other.read_bytes()
 
 
 def test_not_enough_disk_is_refused_before_anything_starts(

@@ -113,6 +113,7 @@ class DownloadManager:
             for record in self.store.load_all():
                 self._records[record.id] = record
                 if resume and not record.finished:
+                    record.status = "queued"  # "running" until a thread of this server runs it
                     self._queue.append(record.id)
             self._dispatch()
 
