@@ -28,7 +28,7 @@ _run_ids = itertools.count()
 
 
 def cpu_config(models_dir: Path, **overrides: Any) -> Config:
-    return Config(models_dir=models_dir, profile="cpu", **overrides)
+    return Config(models_dir=models_dir, profile="cpu", dtype="float32", **overrides)
 
 
 def make_runner(models_dir: Path, sampler: BatchedSampler, **overrides: Any) -> FamilyRig:
