@@ -55,6 +55,7 @@ class ResidencyStats:
     mapped_bytes: int
     budget_bytes: int | None
     over_budget: bool
+    mapped_over_budget: bool  # own + mapped bytes exceed the budget: the OS pages weights in
 
     def to_json(self) -> dict[str, int | bool | None]:
         return {
@@ -67,6 +68,7 @@ class ResidencyStats:
             "mappedBytes": self.mapped_bytes,
             "budgetBytes": self.budget_bytes,
             "overBudget": self.over_budget,
+            "mappedOverBudget": self.mapped_over_budget,
         }
 
 
@@ -78,6 +80,7 @@ class ResidentCache:
         self._loading: dict[Hashable, threading.Lock] = {}
         self._ever_loaded: set[Hashable] = set()
         self._warned_over_budget = False
+        self._warned_mapped_over_budget = False
         self.loads = 0
         self.reloads = 0
         self.hits = 0
@@ -130,7 +133,7 @@ class ResidentCache:
 
     def stats(self) -> ResidencyStats:
         with self._lock:
-            own = self._own_bytes()
+            own, mapped = self._own_bytes(), self._mapped_bytes()
             return ResidencyStats(
                 loads=self.loads,
                 reloads=self.reloads,
@@ -138,13 +141,19 @@ class ResidentCache:
                 evictions=self.evictions,
                 resident=len(self._entries),
                 resident_bytes=own,
-                mapped_bytes=sum(e.footprint.mapped_bytes for e in self._entries.values()),
+                mapped_bytes=mapped,
                 budget_bytes=self.budget_bytes,
                 over_budget=self.budget_bytes is not None and own > self.budget_bytes,
+                mapped_over_budget=self.budget_bytes is not None
+                and mapped > 0
+                and own + mapped > self.budget_bytes,
             )
 
     def _own_bytes(self) -> int:
         return sum(e.footprint.own_bytes for e in self._entries.values())
+
+    def _mapped_bytes(self) -> int:
+        return sum(e.footprint.mapped_bytes for e in self._entries.values())
 
     def _touch(self, key: Hashable) -> _Entry | None:
         entry = self._entries.get(key)
@@ -169,8 +178,21 @@ class ResidentCache:
 
     def _warn_if_over_budget(self) -> None:
         budget = self.budget_bytes
-        own = self._own_bytes()
-        if budget is None or own <= budget or self._warned_over_budget:
+        if budget is None:
+            return
+        own, mapped = self._own_bytes(), self._mapped_bytes()
+        if 0 < mapped and budget < own + mapped and not self._warned_mapped_over_budget:
+            self._warned_mapped_over_budget = True
+            log.warning(
+                "the resident models map %.1f GiB of weight files and hold %.1f GiB of their own, "
+                "more than the %.1f GiB memory budget: the OS reads mapped weights back from disk "
+                "as renders touch them, so renders that change what they use (a new prompt) are "
+                "slower; nothing is reloaded or copied",
+                mapped / GIB,
+                own / GIB,
+                budget / GIB,
+            )
+        if own <= budget or self._warned_over_budget:
             return
         self._warned_over_budget = True
         log.warning(

@@ -98,10 +98,17 @@ def test_resident_cache_lru_order_and_single_loader() -> None:
     assert (stats.loads, stats.evictions, stats.resident) == (4, 1, 3)
 
 
-def test_resident_cache_keeps_a_renders_parts_and_counts_reloads_and_mapped_pages() -> None:
+def test_resident_cache_keeps_a_renders_parts_and_counts_reloads_and_mapped_pages(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     cache = ResidentCache(budget_bytes=100)
     cache.get("other", lambda: ("O", Footprint(60)))
-    cache.get("te", lambda: ("T", Footprint(60, mapped_bytes=500)))  # evicts "other"
+    assert not cache.stats().mapped_over_budget
+    with caplog.at_level("WARNING", logger="inline_core.engine.residency"):
+        cache.get("te", lambda: ("T", Footprint(60, mapped_bytes=500)))  # evicts "other"
+    assert cache.stats().mapped_over_budget  # 560 > 100: the OS pages the mapped weights in
+    [paged] = [r.getMessage() for r in caplog.records]
+    assert "reads mapped weights back from disk" in paged
     # The same render's transformer: "te" is kept, so the cache goes over budget.
     cache.get("transformer", lambda: ("X", Footprint(60)), keep={"te"})
     stats = cache.stats()
