@@ -85,6 +85,8 @@ class Config:
     # Device
     profile: str | None = None  # gpu-max | lowvram | cpu; None = auto-detect
     vram_budget_gb: float | None = None
+    ram_budget_gb: float | None = None  # RAM the models may take where they live in RAM
+    dtype: str | None = None  # float32 | bfloat16 | float16; None (auto) = per hardware
     allow_cpu_offload: bool = False
     parallel: str | None = None  # e.g. "ulysses=2"
     # Access
@@ -170,6 +172,8 @@ class Config:
             frontend_root=_path(env, "INLINE_FRONTEND_ROOT"),
             profile=env.get("INLINE_PROFILE") or None,
             vram_budget_gb=_float(env, "INLINE_VRAM_BUDGET_GB", None),
+            ram_budget_gb=_float(env, "INLINE_RAM_BUDGET_GB", None),
+            dtype=env.get("INLINE_DTYPE") or None,
             allow_cpu_offload=_flag(env, "INLINE_ALLOW_CPU_OFFLOAD"),
             parallel=env.get("INLINE_PARALLEL") or None,
             api_token=env.get("INLINE_API_TOKEN") or None,
