@@ -87,9 +87,11 @@ def test_a_primitive_graph_is_split_and_equals_the_in_process_take(
     got = [_take(server, take) for take in messages[-1]["takes"]]
     progress = [m for m in messages if m["type"] == "progress" and m["nodeId"] == "sample"]
     steps = [m for m in progress if m["phase"] == "sample" and m.get("step")]
-    # One count over the batch (4 steps for each of 2 items); a slow client may see some
-    # progress events coalesced, never out of order.
-    assert steps and {m["stepCount"] for m in steps} == {8}
+    # One count over the batch (4 steps for each of 2 items). The history keeps a node's latest
+    # progress in place of older ones when its writes fall behind (a loaded machine, a client
+    # that connects late), so a client may see some or none of the steps: never a wrong count,
+    # never out of order, and always the node's progress.
+    assert progress and {m["stepCount"] for m in steps} <= {8}
     counted = [int(m["step"]) for m in steps]
     assert counted == sorted(counted) and set(counted) <= set(range(1, 9))
     # The same graph in this process, without a split. Both step loops batch the two items, but

@@ -154,10 +154,13 @@ def test_a_server_paused_past_its_lease_stops_its_run_and_writes_nothing(
         b.stop()  # only s0 may claim the run
         run_id = post(a, slow_graph(steps=60, delay=0.05, seed=5))
         assert holder(a, run_id) == "s0"
-        b.start()
         assert a.proc is not None
-        os.kill(a.proc.pid, signal.SIGSTOP)  # frozen mid-run: no heartbeat, no step
+        # Frozen mid-run (no heartbeat, no step) before s1 starts: s1's start takes longer than
+        # the run's 3 s on a loaded machine, and the run must not have finished by then.
+        os.kill(a.proc.pid, signal.SIGSTOP)
         try:
+            b.start()
+
             # Its lease expires in the database; s1 takes the run over and finishes it.
             def taken_over() -> bool | None:
                 now = run_state(b, run_id)
