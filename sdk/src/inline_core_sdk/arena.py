@@ -7,6 +7,11 @@ reads), its second half the call's image outputs (the worker writes, the server 
 sends the next call). Each half is filled from its start on every call. Copying into a mapping
 kept for good costs a fraction of writing a file (no per-page work in the kernel, no page faults),
 and nobody reads a file back. An image that does not fit goes through a raw pixel file instead.
+
+A page is allocated when first written and then held by both sides (it counts in the worker's
+resident memory), so what a large call used past `KEEP_BYTES` of a half is given back to the
+system when the next call begins (the pages read as zeros again, and are allocated anew if
+needed).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from typing import Any
 
 # Offsets are kept to cache lines, so two images never share one.
 ALIGN = 64
+# What a half keeps allocated between calls: a 2048 px RGBA image.
+KEEP_BYTES = 16 * 1024 * 1024
+_RELEASE = getattr(mmap, "MADV_REMOVE", None)  # frees a shared memory's pages (Linux)
 
 
 class ArenaError(ValueError):
@@ -55,14 +63,24 @@ class ArenaImage:
 class Region:
     """One half of the arena: filled from its start, call after call."""
 
-    def __init__(self, mapped: mmap.mmap, start: int, end: int) -> None:
+    def __init__(self, mapped: mmap.mmap, start: int, end: int, keep: int = KEEP_BYTES) -> None:
         self._mapped = mapped
         self.start = start
         self.end = end
+        self._keep = keep
         self._next = start
 
     def begin_call(self) -> None:
-        """A new call: whatever the last one left here has been read."""
+        """A new call: whatever the last one left here has been read. What it used past the
+        half's first `keep` bytes is given back."""
+        page = mmap.PAGESIZE
+        first = -(-(self.start + self._keep) // page) * page
+        last = min(-(-self._next // page) * page, self.end // page * page)
+        if _RELEASE is not None and last > first:
+            try:
+                self._mapped.madvise(_RELEASE, first, last - first)
+            except OSError:
+                pass  # the pages stay: they are reused by the next large call
         self._next = self.start
 
     def put(self, data: bytes) -> int | None:
@@ -87,11 +105,11 @@ class Region:
 
 
 class Arena:
-    def __init__(self, mapped: mmap.mmap) -> None:
+    def __init__(self, mapped: mmap.mmap, keep: int = KEEP_BYTES) -> None:
         self._mapped = mapped
-        half = len(mapped) // 2 // ALIGN * ALIGN
-        self.inputs = Region(mapped, 0, half)
-        self.outputs = Region(mapped, half, len(mapped))
+        half = len(mapped) // 2 // mmap.PAGESIZE * mmap.PAGESIZE  # each half starts on a page
+        self.inputs = Region(mapped, 0, half, keep)
+        self.outputs = Region(mapped, half, len(mapped), keep)
 
     @classmethod
     def from_fd(cls, fd: int) -> Arena:

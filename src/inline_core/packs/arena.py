@@ -16,7 +16,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from inline_core_sdk.arena import Arena
+from inline_core_sdk.arena import KEEP_BYTES, Arena
 
 MB = 1024 * 1024
 # Half for a call's input images, half for its image outputs: four 2048 px RGBA images each way.
@@ -39,8 +39,9 @@ class MadeArena:
         self.arena.close()
 
 
-def make_arena(size: int = ARENA_BYTES) -> MadeArena | None:
-    """A new arena, or None where this system cannot make one."""
+def make_arena(size: int = ARENA_BYTES, keep: int = KEEP_BYTES) -> MadeArena | None:
+    """A new arena (each half keeping `keep` bytes allocated between calls), or None where this
+    system cannot make one."""
     if sys.platform != "linux":
         return None
     try:
@@ -55,4 +56,4 @@ def make_arena(size: int = ARENA_BYTES) -> MadeArena | None:
     except OSError:
         os.close(fd)
         return None
-    return MadeArena(Arena(mapped), fd)
+    return MadeArena(Arena(mapped, keep), fd)
