@@ -13,24 +13,32 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from torch import nn
 
 from inline_core.components.interfaces import TextEncoder
 from inline_core.components.step import StepPipeline
+from inline_core.device.policy import Placement
 from inline_core.diffusion.placement import OffloadSwap, module_bytes
 from inline_core.engine.group import rank_spec
+from inline_core.engine.residency import ResidentCache
 from inline_core.families.builder import FamilyBuilder, Parts
 from inline_core.families.discovery import load_builder
 from inline_core.families.family import Family
 from inline_core.families.sources import DEFAULT, Sources
 from inline_core.models.source import Source
 
-if TYPE_CHECKING:
-    from inline_core.engine.runtime import ModelRuntime
-
 T = TypeVar("T")
+
+
+class StackHost(Protocol):
+    """What the stacks need of the server's model runtime (`engine/runtime.py`): where each
+    role of a family runs, and the one residency cache every family shares."""
+
+    residency: ResidentCache
+
+    def placement(self, family: Family, role: str) -> Placement: ...
 
 
 def _sized(load: Callable[[], Any]) -> Callable[[], tuple[Any, int]]:
@@ -42,7 +50,7 @@ def _sized(load: Callable[[], Any]) -> Callable[[], tuple[Any, int]]:
 
 
 class Stacks:
-    def __init__(self, runtime: ModelRuntime) -> None:
+    def __init__(self, runtime: StackHost) -> None:
         self.runtime = runtime
         self.swap = OffloadSwap()  # one per process: offloaded parts take turns on the device
         self._lock = threading.Lock()

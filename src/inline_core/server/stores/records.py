@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
+from inline_core.media import MediaKind
 from inline_core.server.run_state import NodeState, RunRecord, RunStatus
 from inline_core.takes import Take
 
@@ -119,7 +121,20 @@ class Renewal:
 
 
 @dataclass(frozen=True)
+class Asset:
+    """An uploaded file in the assets folder (`server/assets.py`)."""
+
+    id: str
+    kind: MediaKind
+    content_type: str
+    size: int
+    path: Path
+
+
+@dataclass(frozen=True)
 class AssetRow:
+    """What the run store keeps of an asset (its bytes stay in the assets folder)."""
+
     id: str
     kind: str
     content_type: str
