@@ -1,7 +1,7 @@
 """What a pack's worker can see: its own interpreter and environment, a scrubbed set of variables
-(none of the server's), no file descriptor but its socket, its scratch folder as working dir,
-home and temp dir, and its inputs inside that folder. And a worker that speaks another protocol
-version is refused when it says hello."""
+(none of the server's), no file descriptor but its socket and its arena, its scratch
+folder as working dir, home and temp dir, and its inputs inside that folder. And a worker that
+speaks another protocol version is refused when it says hello."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psutil
 
+from inline_core_sdk.version import PROTOCOL_VERSION
 from tests.packs.pack_support import (
     chain_graph,
     gradient,
@@ -52,7 +53,11 @@ def test_a_worker_sees_only_its_environment_scratch_and_inputs(
     assert Path(facts["scratch"]).parent == scratch  # the call's folder is inside it
     assert Path(facts["inputs"]["image"]).parent == Path(facts["scratch"])
     inherited = {fd: link for fd, link in facts["fds"].items() if fd not in ("0", "1", "2")}
-    assert [link.split(":")[0] for link in inherited.values() if link != "gone"] == ["socket"]
+    kinds = sorted(link.split(":")[0] for link in inherited.values() if link != "gone")
+    assert kinds == ["/memfd", "socket"]  # its socket, and the arena made for its images
+    assert [link for link in inherited.values() if link.startswith("/memfd:")] == [
+        "/memfd:inline-pack-arena (deleted)"
+    ]
     assert facts["fds"]["0"] == "/dev/null"
 
 
@@ -63,11 +68,16 @@ def test_a_worker_speaking_another_protocol_is_refused(tmp_path: Path) -> None:
     env_dir = packs_dir / index["packs"]["segv"]["dir"] / "env"
     [version_py] = env_dir.glob("lib/python*/site-packages/inline_core_sdk/version.py")
     # As a newer SDK would have it (a longer line: the cached bytecode's size check sees it).
-    newer = "PROTOCOL_VERSION = 2  # a later, incompatible protocol"
-    version_py.write_text(version_py.read_text().replace("PROTOCOL_VERSION = 1", newer))
+    later = PROTOCOL_VERSION + 1
+    newer = f"PROTOCOL_VERSION = {later}  # a later, incompatible protocol"
+    version_py.write_text(
+        version_py.read_text().replace(f"PROTOCOL_VERSION = {PROTOCOL_VERSION}", newer)
+    )
     with pack_server(tmp_path / "server", packs_dir) as live:
         state = run_to_end(live, chain_graph(None, ("segv/crash", {})), "n1")
-        assert "speaks protocol 2; this server speaks 1" in pack_failure(state)
+        assert f"speaks protocol {later}; this server speaks {PROTOCOL_VERSION}" in pack_failure(
+            state
+        )
 
 
 def pack_workers(live: LiveServer) -> list[psutil.Process]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 from PIL import Image, ImageOps
 
+from inline_core_sdk.version import PROTOCOL_VERSION, sdk_version
 from tests.packs.pack_support import (
     FIXTURES,
     chain_graph,
@@ -119,9 +120,15 @@ def test_a_pack_refused_at_start_is_listed_with_why_and_serves_no_node(tmp_path:
     packs_dir = tmp_path / "packs"
     install(packs_dir, "hang")
     install(packs_dir, "segv")
+    install(packs_dir, "faults")
     index = json.loads((packs_dir / "index.json").read_text())
     hang_manifest = packs_dir / index["packs"]["hang"]["dir"] / "pyproject.toml"
     segv_manifest = packs_dir / index["packs"]["segv"]["dir"] / "pyproject.toml"
+    # An environment an older server built: its SDK speaks the protocol before this one.
+    faults_described = packs_dir / index["packs"]["faults"]["dir"] / "described.json"
+    described = json.loads(faults_described.read_text())
+    described.update(sdk="0.9.0", protocol=PROTOCOL_VERSION - 1)
+    faults_described.write_text(json.dumps(described))
     # As if the server had been upgraded past the SDK major the pack was built for...
     shutil.copyfile(FIXTURES / "future" / "pyproject.toml", hang_manifest)
     text = hang_manifest.read_text().replace('"future"', '"hang"')
@@ -135,9 +142,14 @@ def test_a_pack_refused_at_start_is_listed_with_why_and_serves_no_node(tmp_path:
         assert "provides 1." in listing["hang"]["lastError"]
         assert listing["segv"]["status"] == "refused"
         assert "not readable TOML" in listing["segv"]["lastError"]
+        assert listing["faults"]["status"] == "refused"
+        assert (
+            f"inline-core-sdk 0.9.0, which speaks protocol {PROTOCOL_VERSION - 1}; this server "
+            f"speaks {PROTOCOL_VERSION}: install the pack again"
+        ) in listing["faults"]["lastError"]
         models = httpx.get(live.base + "/v1/models", timeout=10).json()["models"]
         types = {m["type"] for m in models}
-        assert not {t for t in types if t.startswith(("hang/", "segv/"))}
+        assert not {t for t in types if t.startswith(("hang/", "segv/", "faults/"))}
         response = submit(live, chain_graph(None, ("hang/forever", {})), "n1")
         assert response.status_code == 422
         assert "unknown node type 'hang/forever'" in response.json()["error"]["message"]
@@ -146,7 +158,8 @@ def test_a_pack_refused_at_start_is_listed_with_why_and_serves_no_node(tmp_path:
 def test_packs_listing_without_packs_is_empty(tmp_path: Path) -> None:
     with pack_server(tmp_path, tmp_path / "no-packs") as live:
         body = httpx.get(live.base + "/v1/packs", timeout=10).json()
-        assert body["packs"] == [] and body["sdk"].startswith("1.") and body["protocol"] == 1
+        assert body["packs"] == []
+        assert body["sdk"] == sdk_version() and body["protocol"] == PROTOCOL_VERSION
 
 
 def test_the_comfy_importer_maps_a_class_a_pack_node_declares(

@@ -1,7 +1,9 @@
 """The server <-> pack worker protocol: length-prefixed JSON frames on a local socket.
 
 A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON holding one object with a
-`type`. Media never rides in a frame (see `media.py`), so frames stay small.
+`type`. Media never rides in a frame (see `media.py`), so frames stay small. Since protocol 2 the
+worker is started with an output arena (`arena.py`), and a result's image outputs may name places
+in it instead of raw pixel files.
 
     worker -> server  hello {protocol, sdk, nodes}          once, when it is ready
     server -> worker  call {id, node, params, inputs, out}  one at a time

@@ -6,7 +6,7 @@ from importlib import metadata
 
 DISTRIBUTION = "inline-core-sdk"
 # The protocol's major version: a server talks only to workers that speak the same one.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 def sdk_version() -> str:

@@ -1,8 +1,10 @@
 """The pack's worker process: serves the server's calls over the socket it was handed.
 
-The main thread reads frames; each call runs on its own thread so a `cancel` frame reaches the
-node mid-work. The worker never sees the server's memory, database or token: it is started with
-a clean environment, no inherited descriptors but its socket, and a scratch folder as its home.
+The main thread reads frames and runs each call itself; while a call runs, a listener thread
+reads the frames that arrive (`listener.py`), so a `cancel` reaches the node mid-work. Images
+come and go through the arena the server handed over (`arena.py`). The worker never sees the
+server's memory, database or token: it is started with a clean environment, no inherited
+descriptors but its socket and its arena, and a scratch folder as its home.
 """
 
 from __future__ import annotations
@@ -15,67 +17,49 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from inline_core_sdk.arena import Arena, ArenaImage
 from inline_core_sdk.call import Call, Cancelled
-from inline_core_sdk.media import ImageRef, MediaFile, from_wire, value_to_wire, write_image
+from inline_core_sdk.image_ref import ImageRef
+from inline_core_sdk.listener import CallListener
+from inline_core_sdk.media import from_wire
 from inline_core_sdk.nodes import Node
+from inline_core_sdk.outputs import encode_outputs
 from inline_core_sdk.protocol import ProtocolError, read_frame, send_frame
 from inline_core_sdk.version import PROTOCOL_VERSION, sdk_version
 
 MAX_TRACEBACK_CHARS = 4000
 
 
-class OutputError(TypeError):
-    """A node returned something its declared outputs cannot carry."""
+def _input(raw: object, arena: Arena | None) -> object:
+    value = from_wire(raw)
+    if not isinstance(value, ArenaImage):
+        return value
+    if arena is None or value.path is None:
+        raise ValueError("an input names the arena, and this worker was given none")
+    return ImageRef.in_arena(
+        arena.inputs, value.offset, value.path, value.width, value.height, value.mode, value.kind
+    )
 
 
-def _inputs(raw: Mapping[str, Any]) -> dict[str, Any]:
+def _inputs(raw: Mapping[str, Any], arena: Arena | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for port, value in raw.items():
         if isinstance(value, list):
-            out[port] = [from_wire(v) for v in cast(list[object], value)]
+            out[port] = [_input(v, arena) for v in cast(list[object], value)]
         else:
-            out[port] = from_wire(value)
+            out[port] = _input(value, arena)
     return out
 
 
-def _media_file(value: object, kind: str, port: str) -> MediaFile:
-    if isinstance(value, MediaFile):
-        return value
-    if isinstance(value, str | Path):
-        return MediaFile(Path(value), kind)
-    raise OutputError(f"output {port!r} ({kind}) must be a file path, got {type(value).__name__}")
-
-
-def _encode_output(node: Node, port: str, value: object, out_dir: Path) -> object:
-    spec = next((p for p in node.outputs if p.name == port), None)
-    if spec is None:
-        raise OutputError(f"output {port!r} is not declared by {type(node).__name__}")
-    if spec.kind in ("image", "mask"):
-        if isinstance(value, ImageRef):
-            return value.to_wire()
-        return write_image(value, out_dir / f"{port}.raw", spec.kind).to_wire()
-    if spec.kind == "image[]":
-        items = cast(list[object], value) if isinstance(value, list | tuple) else [value]
-        return [
-            item.to_wire() if isinstance(item, ImageRef)
-            else write_image(item, out_dir / f"{port}-{i}.raw").to_wire()
-            for i, item in enumerate(items)
-        ]
-    if spec.kind in ("video", "audio"):
-        return _media_file(value, spec.kind, port).to_wire()
-    if spec.kind == "number" and (isinstance(value, bool) or not isinstance(value, int | float)):
-        raise OutputError(f"output {port!r} must be a number, got {type(value).__name__}")
-    if spec.kind == "text" and not isinstance(value, str):
-        raise OutputError(f"output {port!r} must be text, got {type(value).__name__}")
-    return value_to_wire(value)
-
-
 class Worker:
-    def __init__(self, sock: socket.socket, nodes: Mapping[str, Node]) -> None:
+    def __init__(
+        self, sock: socket.socket, nodes: Mapping[str, Node], arena: Arena | None = None
+    ) -> None:
         self.sock = sock
         self.nodes = nodes
+        self.arena = arena
         self._send_lock = threading.Lock()
-        self._cancels: dict[int, threading.Event] = {}
+        self._listener = CallListener(sock)
 
     def send(self, message: dict[str, Any]) -> None:
         with self._send_lock:
@@ -90,7 +74,8 @@ class Worker:
                 "nodes": sorted(self.nodes),
             }
         )
-        while True:
+        self._listener.start()
+        while not self._listener.shutdown:
             try:
                 message = read_frame(self.sock)
             except ProtocolError:
@@ -98,27 +83,23 @@ class Worker:
             kind = message["type"]
             if kind == "shutdown":
                 return
-            if kind == "cancel":
-                event = self._cancels.get(int(message.get("id", -1)))
-                if event is not None:
-                    event.set()
-            elif kind == "call":
-                call_id = int(message["id"])
-                self._cancels[call_id] = threading.Event()
-                threading.Thread(target=self._run, args=(message,), daemon=True).start()
+            if kind == "call":
+                self._run(message)
+            # A cancel read here came after its call answered: there is nothing to stop.
 
     def _run(self, message: dict[str, Any]) -> None:
         call_id = int(message["id"])
-        try:
-            answer = self._answer(call_id, message)
-        finally:
-            self._cancels.pop(call_id, None)
+        cancel = threading.Event()
+        with self._listener.during(call_id, cancel):
+            answer = self._answer(call_id, message, cancel)
         try:
             self.send(answer)
         except (OSError, ProtocolError):
             return  # the server went away or refused the frame: nobody to tell
 
-    def _answer(self, call_id: int, message: dict[str, Any]) -> dict[str, Any]:
+    def _answer(
+        self, call_id: int, message: dict[str, Any], cancel: threading.Event
+    ) -> dict[str, Any]:
         def report(progress: dict[str, Any]) -> None:
             self.send({**progress, "id": call_id})
 
@@ -127,13 +108,14 @@ class Worker:
             out_dir = Path(str(message["out"]))
             call = Call(
                 params=cast(dict[str, Any], message.get("params", {})),
-                inputs=_inputs(cast(dict[str, Any], message.get("inputs", {}))),
+                inputs=_inputs(cast(dict[str, Any], message.get("inputs", {})), self.arena),
                 scratch=out_dir,
                 report=report,
-                cancel_event=self._cancels[call_id],
+                cancel_event=cancel,
             )
             outputs = node.run(call)
-            encoded = {port: _encode_output(node, port, v, out_dir) for port, v in outputs.items()}
+            arena = self.arena.outputs if self.arena is not None else None
+            encoded = encode_outputs(node, outputs, out_dir, arena)
             return {"type": "result", "id": call_id, "outputs": encoded}
         except Cancelled:
             return {"type": "cancelled", "id": call_id}
@@ -147,10 +129,11 @@ class Worker:
             }
 
 
-def serve(fd: int, nodes: Mapping[str, Node]) -> None:
+def serve(fd: int, nodes: Mapping[str, Node], arena_fd: int | None = None) -> None:
     faulthandler.enable()  # a segfault leaves its Python stack in the worker's log
     sock = socket.socket(fileno=fd)
+    arena = Arena.from_fd(arena_fd) if arena_fd is not None else None
     try:
-        Worker(sock, nodes).serve()
+        Worker(sock, nodes, arena).serve()
     finally:
         sock.close()

@@ -26,8 +26,14 @@ from inline_core.graph.registry import Registry
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 from inline_core.packs.errors import PackNodeFailed, PackRefused
 from inline_core.packs.loaded import LoadedPack, load_installed
-from inline_core.packs.media_io import inputs_to_wire, outputs_from_wire, result_with_takes
+from inline_core.packs.media_io import (
+    OutputSources,
+    inputs_to_wire,
+    outputs_from_wire,
+    result_with_takes,
+)
 from inline_core.packs.process import Limits, PackProcess
+from inline_core.packs.raw_pixels import RawPixelReader
 from inline_core.packs.store import InstalledPack, PackStore, hold_in_use
 from inline_core.packs.wire import PackNode
 from inline_core_sdk.version import sdk_version
@@ -64,6 +70,7 @@ class _Worker:
     process: PackProcess
     pack: LoadedPack
     in_use_fd: int
+    reader: RawPixelReader = field(default_factory=RawPixelReader)
 
     def stop(self) -> None:
         self.process.stop()
@@ -297,7 +304,8 @@ class PackHost:
             call_dir = worker.process.scratch / CALL_DIR  # one call at a time: one folder, reused
             call_dir.mkdir(exist_ok=True)
             try:
-                wire_inputs = inputs_to_wire(current.descriptor, call.inputs, call_dir)
+                arena = worker.process.arena
+                wire_inputs = inputs_to_wire(current.descriptor, call.inputs, call_dir, arena)
                 outputs = worker.process.call(
                     current.node,
                     dict(call.params),
@@ -307,7 +315,8 @@ class PackHost:
                     call.ctx.cancel,
                     progress,
                 )
-                return current, outputs_from_wire(current, outputs, call_dir)
+                sources = OutputSources(call_dir, worker.reader, arena)
+                return current, outputs_from_wire(current, outputs, sources)
             finally:
                 clear_call_dir(call_dir)
         except PackNodeFailed as exc:

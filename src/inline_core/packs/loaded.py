@@ -19,6 +19,7 @@ from inline_core.packs.errors import PackRefused
 from inline_core.packs.manifest import PackManifest, check_sdk, read_manifest
 from inline_core.packs.store import DESCRIBED, InstalledPack
 from inline_core.packs.wire import PackNode, pack_nodes
+from inline_core_sdk.version import PROTOCOL_VERSION
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,18 @@ def read_described(path: Path) -> dict[str, Any]:
     return cast(dict[str, Any], raw)
 
 
+def check_protocol(name: str, described: dict[str, Any]) -> None:
+    """Refuse a pack whose environment holds an SDK that speaks another protocol (one installed
+    by an older server): its worker could not talk to this server."""
+    spoken = described.get("protocol")
+    if spoken != PROTOCOL_VERSION:
+        raise PackRefused(
+            f"pack {name!r} was installed with inline-core-sdk {described.get('sdk')}, which "
+            f"speaks protocol {spoken}; this server speaks {PROTOCOL_VERSION}: install the pack "
+            "again to give it this server's SDK"
+        )
+
+
 def load_installed(installed: InstalledPack, sdk_version: str) -> LoadedPack:
     """Read and check an installed pack; raises `PackRefused` saying what is wrong."""
     manifest = read_manifest(installed.manifest_path)
@@ -79,7 +92,9 @@ def load_installed(installed: InstalledPack, sdk_version: str) -> LoadedPack:
             f"{installed.manifest_path}: it declares {manifest.name} {manifest.version}, but "
             f"{installed.name} {installed.version} was installed there"
         )
-    nodes = pack_nodes(manifest, read_described(installed.folder / DESCRIBED))
+    described = read_described(installed.folder / DESCRIBED)
+    check_protocol(manifest.name, described)
+    nodes = pack_nodes(manifest, described)
     loaded = LoadedPack(installed, manifest, nodes)
     if not loaded.python.exists():
         raise PackRefused(f"pack {manifest.name!r}: its environment {installed.env_dir} is gone")

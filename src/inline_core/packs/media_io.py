@@ -1,15 +1,18 @@
 """Node values <-> the SDK's references, on the server's side of a pack call.
 
-Inputs are written into the call's folder in the worker's scratch dir (raw pixels for images and
-masks, a copy for video and audio), outputs are read back from there, and media outputs become
-takes as a built-in node's do. A reference that points outside the call's folder is refused: a
-pack cannot make the server read a file of its choosing.
+Image and mask inputs go into the worker's arena as raw pixels (`arena.py`), or, where there is
+none or they do not fit, into raw pixel files in the call's folder in the worker's scratch dir;
+video and audio are copied there. Outputs are read back from the same places (raw pixel files
+with `raw_pixels.py`, never mapped), and media outputs become takes as a built-in node's do. A
+reference that points outside the call's folder is refused: a pack cannot make the server read a
+file of its choosing.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,26 +23,47 @@ from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.graph.schema import PortKind
 from inline_core.media import MediaKind
 from inline_core.packs.errors import PackNodeFailed
+from inline_core.packs.raw_pixels import RawPixelReader, RawPixelsError
 from inline_core.packs.wire import PackNode
 from inline_core.takes import Take
-from inline_core_sdk.media import CHANNELS, ImageRef, MediaFile, WireError, from_wire, write_image
+from inline_core_sdk.arena import Arena, ArenaError, ArenaImage
+from inline_core_sdk.media import (
+    CHANNELS,
+    ImageRef,
+    MediaFile,
+    WireError,
+    from_wire,
+    image_pixels,
+    write_in_place,
+)
 from inline_core_sdk.media import value_to_wire as scalar_to_wire
 
 MAX_PIXELS = 8192 * 8192
 _FILE_KINDS = {PortKind.VIDEO: MediaKind.VIDEO, PortKind.AUDIO: MediaKind.AUDIO}
 
 
-def _image_to_wire(value: object, kind: PortKind, path: Path) -> dict[str, Any]:
+def _image_to_wire(
+    value: object, kind: PortKind, path: Path, arena: Arena | None
+) -> dict[str, Any]:
+    """Into the arena where it fits (the worker writes the file at `path` only if asked for it),
+    else into the file."""
     if not isinstance(value, Image.Image):
         raise PackNodeFailed(f"input for a {kind.value} port is a {type(value).__name__}")
     wanted = "L" if kind == PortKind.MASK else value.mode if value.mode in CHANNELS else "RGB"
-    image = value if value.mode == wanted else value.convert(wanted)
-    return write_image(image, path, "mask" if kind == PortKind.MASK else "image").to_wire()
+    pixels = image_pixels(value if value.mode == wanted else value.convert(wanted))
+    name = "mask" if kind == PortKind.MASK else "image"
+    offset = arena.inputs.put(pixels.data) if arena is not None else None
+    if offset is not None:
+        return ArenaImage(offset, pixels.width, pixels.height, pixels.mode, name, path).to_wire()
+    write_in_place(path, pixels.data)
+    return ImageRef(path, pixels.width, pixels.height, pixels.mode, name).to_wire()
 
 
-def _value_to_wire(kind: PortKind, value: object, path: Path) -> dict[str, Any]:
+def _value_to_wire(
+    kind: PortKind, value: object, path: Path, arena: Arena | None
+) -> dict[str, Any]:
     if kind in (PortKind.IMAGE, PortKind.MASK):
-        return _image_to_wire(value, kind, path)
+        return _image_to_wire(value, kind, path, arena)
     if kind in _FILE_KINDS:
         if not isinstance(value, MediaFile):
             raise PackNodeFailed(f"input for a {kind.value} port is a {type(value).__name__}")
@@ -50,8 +74,10 @@ def _value_to_wire(kind: PortKind, value: object, path: Path) -> dict[str, Any]:
 
 
 def inputs_to_wire(
-    descriptor: NodeDescriptor, inputs: Mapping[str, Any], call_dir: Path
+    descriptor: NodeDescriptor, inputs: Mapping[str, Any], call_dir: Path, arena: Arena | None
 ) -> dict[str, Any]:
+    if arena is not None:
+        arena.inputs.begin_call()  # the worker is done with the last call's
     out: dict[str, Any] = {}
     for port, value in inputs.items():
         spec = descriptor.input(port)
@@ -60,11 +86,11 @@ def inputs_to_wire(
         if spec.kind == PortKind.IMAGES or spec.multiple:
             kind = PortKind.IMAGE if spec.kind == PortKind.IMAGES else spec.kind
             out[port] = [
-                _value_to_wire(kind, item, call_dir / f"in-{port}-{i}.raw")
+                _value_to_wire(kind, item, call_dir / f"in-{port}-{i}.raw", arena)
                 for i, item in enumerate(cast(list[object], value))
             ]
         else:
-            out[port] = _value_to_wire(spec.kind, value, call_dir / f"in-{port}.raw")
+            out[port] = _value_to_wire(spec.kind, value, call_dir / f"in-{port}.raw", arena)
     return out
 
 
@@ -75,26 +101,49 @@ def _inside(path: Path, call_dir: Path, what: str) -> Path:
     return resolved
 
 
-def _read_value(kind: PortKind, raw: object, call_dir: Path, what: str) -> object:
+@dataclass(frozen=True)
+class OutputSources:
+    """Where a worker's image outputs are read from: its arena, or raw pixel files."""
+
+    call_dir: Path
+    files: RawPixelReader
+    arena: Arena | None
+
+
+def _arena_image(ref: ArenaImage, arena: Arena) -> Image.Image:
+    size = ref.width * ref.height * CHANNELS[ref.mode]
+    with arena.outputs.view(ref.offset, size) as pixels:  # no copy before the decode
+        return Image.frombytes(ref.mode, (ref.width, ref.height), pixels)
+
+
+def _read_image(value: ImageRef | ArenaImage, sources: OutputSources, what: str) -> Image.Image:
+    if not 0 < value.width * value.height <= MAX_PIXELS:
+        raise PackNodeFailed(f"{what} is {value.width}x{value.height}, over the pixel limit")
+    try:
+        if isinstance(value, ArenaImage):
+            if sources.arena is None:
+                raise PackNodeFailed(f"{what} names an arena, and its worker was given none")
+            return _arena_image(value, sources.arena)
+        path = _inside(value.path, sources.call_dir, what)
+        return sources.files.image(path, value.width, value.height, value.mode)
+    except (ArenaError, RawPixelsError, OSError) as exc:
+        raise PackNodeFailed(f"{what}: {exc}") from exc
+
+
+def _read_value(kind: PortKind, raw: object, sources: OutputSources, what: str) -> object:
     try:
         value = from_wire(raw)
     except WireError as exc:
         raise PackNodeFailed(f"{what}: {exc}") from exc
     if kind in (PortKind.IMAGE, PortKind.MASK):
-        if not isinstance(value, ImageRef):
+        if not isinstance(value, ImageRef | ArenaImage):
             raise PackNodeFailed(f"{what} is not an image")
-        if not 0 < value.width * value.height <= MAX_PIXELS:
-            raise PackNodeFailed(f"{what} is {value.width}x{value.height}, over the pixel limit")
-        ref = ImageRef(_inside(value.path, call_dir, what), value.width, value.height, value.mode)
-        try:
-            image = ref.to_pil()
-        except WireError as exc:
-            raise PackNodeFailed(f"{what}: {exc}") from exc
+        image = _read_image(value, sources, what)
         return image.convert("L") if kind == PortKind.MASK and image.mode != "L" else image
     if kind in _FILE_KINDS:
         if not isinstance(value, MediaFile):
             raise PackNodeFailed(f"{what} is not a {kind.value} file")
-        return MediaFile(_inside(value.path, call_dir, what), kind.value)
+        return MediaFile(_inside(value.path, sources.call_dir, what), kind.value)
     if kind == PortKind.TEXT and not isinstance(value, str):
         raise PackNodeFailed(f"{what} is not text")
     if kind == PortKind.NUMBER and not isinstance(value, int | float):
@@ -103,7 +152,7 @@ def _read_value(kind: PortKind, raw: object, call_dir: Path, what: str) -> objec
 
 
 def outputs_from_wire(
-    node: PackNode, outputs: Mapping[str, Any], call_dir: Path
+    node: PackNode, outputs: Mapping[str, Any], sources: OutputSources
 ) -> dict[str, Any]:
     values: dict[str, Any] = {}
     where = f"pack {node.pack!r} node {node.node!r}"
@@ -114,9 +163,9 @@ def outputs_from_wire(
         what = f"{where} output {spec.name!r}"
         if spec.kind == PortKind.IMAGES:
             items = cast(list[object], raw) if isinstance(raw, list) else [raw]
-            values[spec.name] = [_read_value(PortKind.IMAGE, r, call_dir, what) for r in items]
+            values[spec.name] = [_read_value(PortKind.IMAGE, r, sources, what) for r in items]
         else:
-            values[spec.name] = _read_value(spec.kind, raw, call_dir, what)
+            values[spec.name] = _read_value(spec.kind, raw, sources, what)
     return values
 
 

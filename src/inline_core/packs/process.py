@@ -1,9 +1,10 @@
 """One pack worker process, seen from the server: start it, call it, watch it, stop it.
 
 The worker is a fresh interpreter from the pack's own environment (never a fork of the server, so
-it holds none of the server's memory). It inherits only its end of a socket pair: no other file
-descriptor, a scrubbed environment without the server's token or paths, and its scratch folder
-as working directory, home and temp dir.
+it holds none of the server's memory). It inherits only its end of a socket pair and its arena
+(`arena.py`, shared memory that holds nothing but its own images): no other file descriptor, a
+scrubbed environment without the server's token or paths, and its scratch folder as working
+directory, home and temp dir.
 
 While a call is out, the calling thread watches the worker every `POLL_S`: the reply, its
 resident memory against the pack's limit, the call's time limit, the run's cancel token, and
@@ -28,9 +29,11 @@ from typing import Any
 import psutil
 
 from inline_core.errors import Cancelled
+from inline_core.packs.arena import MadeArena, make_arena
 from inline_core.packs.errors import PackNodeFailed
 from inline_core.packs.loaded import LoadedPack
 from inline_core.runtime.cancel import CancelToken
+from inline_core_sdk.arena import Arena
 from inline_core_sdk.protocol import ProtocolError, read_frame, send_frame
 from inline_core_sdk.version import PROTOCOL_VERSION
 
@@ -75,7 +78,8 @@ def worker_env(scratch: Path, python: Path, base: dict[str, str]) -> dict[str, s
 
 class _Resident:
     """The worker's resident memory with its children's. Listing children scans every process
-    on the machine (milliseconds), so the list is refreshed only every `CHILDREN_EVERY_S`."""
+    on the machine (milliseconds), so the list is refreshed only every `CHILDREN_EVERY_S`; one is
+    kept per worker (making a `psutil.Process` reads /proc: 0.15 ms a call)."""
 
     def __init__(self, pid: int) -> None:
         self.proc = psutil.Process(pid)
@@ -114,6 +118,8 @@ class PackProcess:
         self.log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
+        self._resident: _Resident | None = None
+        self._arena: MadeArena | None = None
         self._log_start = 0
         self._next_id = 0
         self.started_s = 0.0  # how long the last start took
@@ -121,6 +127,11 @@ class PackProcess:
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    @property
+    def arena(self) -> Arena | None:
+        """The arena the worker's images go through, if it has one."""
+        return self._arena.arena if self._arena is not None else None
 
     @property
     def alive(self) -> bool:
@@ -154,6 +165,11 @@ class PackProcess:
         command = [str(self.pack.python), "-I", "-m", "inline_core_sdk", "serve"]
         nodes = json.dumps(dict(self.pack.manifest.nodes))
         command += ["--fd", str(theirs.fileno()), "--nodes", nodes]
+        passed = [theirs.fileno()]
+        self._arena = make_arena()
+        if self._arena is not None and self._arena.fd is not None:
+            command += ["--arena-fd", str(self._arena.fd)]
+            passed.append(self._arena.fd)
         with self.log_path.open("ab") as log:
             self._log_start = log.tell()
             try:
@@ -164,15 +180,19 @@ class PackProcess:
                     stderr=log,
                     cwd=self.scratch,
                     env=worker_env(self.scratch, self.pack.python, dict(os.environ)),
-                    pass_fds=(theirs.fileno(),),
+                    pass_fds=passed,
                     start_new_session=True,  # a signal meant for the server is not the worker's
                 )
             except OSError as exc:
                 ours.close()
+                self._close_arena()
                 raise self._fail("(start)", f"could not start: {exc}") from exc
             finally:
                 theirs.close()
+                if self._arena is not None:
+                    self._arena.handed_over()
         self._sock = ours
+        self._resident = None
         hello = self._await_hello(timeout_s)
         if hello.get("protocol") != PROTOCOL_VERSION:
             self.kill()
@@ -224,7 +244,9 @@ class PackProcess:
         except (OSError, ProtocolError) as exc:
             self.kill()
             raise self._fail(node, f"could not be reached ({exc})") from exc
-        watched = _Resident(self._proc.pid)
+        if self._resident is None:
+            self._resident = _Resident(self._proc.pid)
+        watched = self._resident
         deadline = time.monotonic() + limits.timeout_s
         cancel_deadline: float | None = None
         next_check = time.monotonic() + POLL_S
@@ -320,3 +342,9 @@ class PackProcess:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        self._close_arena()
+
+    def _close_arena(self) -> None:
+        if self._arena is not None:
+            self._arena.close()
+            self._arena = None
