@@ -49,6 +49,9 @@ class Family(ABC):
     install_hint: ClassVar[str]  # what to install when they are missing
     builder: ClassVar[str]  # "package.module:attribute": its `FamilyBuilder` (torch side)
     capabilities: ClassVar[Capabilities]
+    # How ComfyUI workflows built for it load its text encoder (CLIPLoader's `type`, e.g.
+    # "lumina2"): with its model rule's file name, how the importer recognises them.
+    comfy_text_encoder_types: ClassVar[tuple[str, ...]] = ()
     kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
     download: ClassVar[str | None] = None  # "package.module:main" behind `inline-core download`
 
@@ -102,6 +105,12 @@ class Family(ABC):
     @abstractmethod
     def rules(self) -> StackRules:
         """How its files are recognised (see `families/files.py`)."""
+
+    def names_model(self, file_name: str) -> bool:
+        """Whether a model file name (e.g. a ComfyUI workflow's UNETLoader's) reads as one of
+        this family's models, by its model rule's name pattern."""
+        pattern = self.rules().model.name
+        return pattern is not None and pattern.search(file_name) is not None
 
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
         """Which files a node's render uses (torch-free; runs at submit)."""

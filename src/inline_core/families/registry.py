@@ -76,6 +76,35 @@ class Families:
                 return family.flow_shift(files[1])
         return None
 
+    # -- what the importer asks (its `ModelFacts`) ---------------------------------------------
+
+    def family_names(self) -> list[tuple[str, str]]:
+        """(name, title) of every family this server runs."""
+        return [(f.name, f.title) for f in self._families]
+
+    def names_model(self, family: str, file_name: str) -> bool:
+        return self.named(family).names_model(file_name)
+
+    def text_encoder_types(self, family: str) -> tuple[str, ...]:
+        return self.named(family).comfy_text_encoder_types
+
+    def family_of(self, category: str, file_name: str) -> str | None:
+        """The family that takes the catalog's `category/file_name`, from its files (a diffusion
+        model by its weights, another part by the family's rule); None when none does."""
+        for family in self._families:
+            try:
+                entry = family.catalog.entry(category, file_name)
+            except NotFound:
+                continue
+            if category == "diffusion_models":
+                if family.files.recognizes_model(entry):
+                    return family.name
+                continue
+            for rule in family.rules().parts:
+                if rule.category == category and rule.score(entry, None) is not None:
+                    return family.name
+        return None
+
     def describe(self) -> list[dict[str, object]]:
         """Each family for health: what it supports, and whether its torch side is installed."""
         listed: list[dict[str, object]] = []

@@ -39,7 +39,9 @@ router = APIRouter(prefix="/v1")
 RUN_FIELDS = frozenset({"graph", "target", "clientRunId"})
 # What POST /v1/import/comfy answers besides graph and target: accepted (and ignored) so an import
 # result can be posted as it came back.
-IMPORT_REPORT_FIELDS = frozenset({"skipped", "warnings"})
+IMPORT_REPORT_FIELDS = frozenset(
+    {"skipped", "warnings", "family", "changesPicture", "unmatchedModels"}
+)
 DEFAULT_LIST = 50
 MAX_LIST = 500
 CHUNK = 256 * 1024
