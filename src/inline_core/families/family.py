@@ -112,6 +112,13 @@ class Family(ABC):
         pattern = self.rules().model.name
         return pattern is not None and pattern.search(file_name) is not None
 
+    def check_wired(
+        self, node_type: str, params: Mapping[str, Any], wired: frozenset[str], node_id: str
+    ) -> None:
+        """Refuse at submit params that cannot render with these inputs connected (raise an
+        `InlineError`); by default everything passes."""
+        return None
+
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
         """Which files a node's render uses (torch-free; runs at submit)."""
         return self.files.resolve(self.model_param(node_type, params))

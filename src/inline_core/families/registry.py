@@ -105,6 +105,19 @@ class Families:
                     return family.name
         return None
 
+    def models_missing(self, node_type: str) -> str | None:
+        """Why a family's high-level node cannot render with the models on disk now (its files,
+        resolved as a submit would with no model chosen); None when they are there or the node
+        is no family's."""
+        for family in self._families:
+            if any(d.type == node_type for d in family.nodes()):
+                resolution = family.resolve(node_type, {})
+                if resolution.sources is not None and not resolution.missing:
+                    return None
+                lines = "; ".join(f"{m.component}: {m.hint}" for m in resolution.missing)
+                return f"{family.title} is missing model files. {lines}"
+        return None
+
     def describe(self) -> list[dict[str, object]]:
         """Each family for health: what it supports, and whether its torch side is installed."""
         listed: list[dict[str, object]] = []

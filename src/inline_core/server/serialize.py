@@ -5,7 +5,7 @@ Times are ISO 8601 in UTC with milliseconds (`2025-01-31T12:00:00.000Z`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -94,9 +94,17 @@ def run_list_item(run: RunSummary) -> dict[str, Any]:
     }
 
 
-def descriptor_json(descriptor: NodeDescriptor, catalog: CatalogView) -> dict[str, Any]:
-    """A descriptor with each model picker's options filled in from the catalog."""
+def descriptor_json(
+    descriptor: NodeDescriptor,
+    catalog: CatalogView,
+    models_missing: Callable[[str], str | None] | None = None,
+) -> dict[str, Any]:
+    """A descriptor with each model picker's options filled in from the catalog, and not
+    available while the models it renders with are missing (`models_missing`: why)."""
     out = descriptor.to_json()
+    missing = None if models_missing is None else models_missing(descriptor.type)
+    if missing is not None and out["available"]:
+        out.update(available=False, unavailableReason=missing, modelsMissing=True)
     pickers = {p.name: p.options_from for p in descriptor.params if p.options_from is not None}
     if pickers:
         for param in out["params"]:
@@ -111,10 +119,11 @@ def models_json(
     descriptors: Iterable[NodeDescriptor],
     catalog: CatalogView,
     catalog_listing: Mapping[str, Any],
+    models_missing: Callable[[str], str | None] | None = None,
 ) -> dict[str, Any]:
     return {
         "registryVersion": registry_version,
-        "models": [descriptor_json(d, catalog) for d in descriptors],
+        "models": [descriptor_json(d, catalog, models_missing) for d in descriptors],
         "catalog": catalog_listing,
     }
 

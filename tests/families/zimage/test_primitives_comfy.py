@@ -180,9 +180,27 @@ def test_a_stable_diffusion_workflow_is_refused_naming_its_family(
             if node["type"] == "load/diffusion-model":
                 node["params"]["file"] = SD_CHECKPOINT
         response = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+        # The high-level node refuses it at submit the same way, not mid-run.
+        high = {
+            "schemaVersion": 1,
+            "nodes": [
+                {"id": "p", "type": "input/text", "params": {"text": "a cat"}},
+                {
+                    "id": "z",
+                    "type": NODE_TYPE,
+                    "params": {"model": SD_CHECKPOINT, "width": 64, "height": 64},
+                    "inputs": {"prompt": {"from": "p", "output": "text"}},
+                },
+            ],
+        }
+        node = client.post("/v1/runs", json={"graph": high, "target": "z"})
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["code"] == "model_missing" and error["nodeId"] == "c16"
+    assert SD_CHECKPOINT in error["message"] and "not a Z-Image" in error["message"]
+    assert node.status_code == 422, node.text
+    error = node.json()["error"]
+    assert error["code"] == "model_missing" and error["nodeId"] == "z"
     assert SD_CHECKPOINT in error["message"] and "not a Z-Image" in error["message"]
 
 

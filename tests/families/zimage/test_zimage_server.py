@@ -133,6 +133,24 @@ def test_img2img_from_an_uploaded_asset(client: TestClient) -> None:
     assert take_image(client, take).size == (64, 64)
 
 
+def test_a_strength_that_leaves_no_step_is_refused_at_submit(client: TestClient) -> None:
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64), (10, 20, 30)).save(buf, format="PNG")
+    upload = client.post(
+        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
+    )
+    asset = upload.json()["id"]
+    graph = zimage_graph("a cat", image_asset=asset, steps=4, strength=0.0)
+    response = client.post("/v1/runs", json={"graph": graph, "target": "z"})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and error["nodeId"] == "z"
+    assert "strength 0 with an image wired leaves no step to run" in error["message"]
+    # Without an image, strength is not used: the same params render.
+    state = wait(client, submit(client, zimage_graph("a cat", steps=2, strength=0.0)))
+    assert state["status"] == "done", state
+
+
 def node_step(state: dict[str, Any]) -> int:
     node = cast(dict[str, Any], state["nodes"].get("z") or {})
     return int(node.get("step") or 0)

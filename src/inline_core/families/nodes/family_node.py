@@ -37,6 +37,9 @@ class FamilyNodeRunner(NodeRunner):
     def check(self, node_id: str, params: Mapping[str, Any]) -> Sources:
         return self.family.resolve(self.descriptor.type, params).require(node_id)
 
+    def check_wired(self, node_id: str, params: Mapping[str, Any], wired: frozenset[str]) -> None:
+        self.family.check_wired(self.descriptor.type, params, wired, node_id)
+
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         sources = prepared if isinstance(prepared, Sources) else self._sources(params, None)
         return sources.identity()
