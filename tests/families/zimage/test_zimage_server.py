@@ -4,6 +4,7 @@ renders, img2img from an uploaded asset, missing models refused with 422, cancel
 from __future__ import annotations
 
 import io
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -131,6 +132,27 @@ def test_img2img_from_an_uploaded_asset(client: TestClient) -> None:
     [take] = state["takes"]
     assert take["params"]["img2img"] is True and take["params"]["strength"] == 0.5
     assert take_image(client, take).size == (64, 64)
+
+
+def test_a_take_graph_names_the_model_auto_picked_and_renders_the_same(
+    client: TestClient,
+) -> None:
+    state = wait(client, submit(client, zimage_graph("a fox", steps=2, seed=11)))
+    assert state["status"] == "done", state
+    [take] = state["takes"]
+    data = client.get(take["uri"]).content
+    with Image.open(io.BytesIO(data)) as png:
+        graph = json.loads(png.info["inline:graph"])
+        first = pixels(png)
+    [node] = [n for n in graph["nodes"] if n["id"] == "z"]
+    assert node["params"]["model"] == take["params"]["model"]
+    assert node["params"]["model"].endswith(".safetensors")
+    # Re-submitting the take's own graph renders the same picture.
+    again = wait(client, submit(client, graph))
+    assert again["status"] == "done", again
+    [retake] = again["takes"]
+    with Image.open(io.BytesIO(client.get(retake["uri"]).content)) as png:
+        assert max_diff(pixels(png), first) == 0
 
 
 def test_a_strength_that_leaves_no_step_is_refused_at_submit(client: TestClient) -> None:
