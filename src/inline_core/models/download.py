@@ -12,6 +12,7 @@ import argparse
 import importlib
 import json
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ class Target:
     category: str  # the models/ subfolder
     file: str | None  # a file in the repo; None: the whole repo as a folder
     folder: str | None = None  # the folder name for a whole-repo download
+    size: str | None = None  # about how much it downloads, for the help ("12.3 GB")
 
     def destination(self, models: Path) -> Path:
         name = Path(self.file).name if self.file is not None else cast(str, self.folder)
@@ -63,15 +65,33 @@ class Downloads:
             if force or not self.targets[name].destination(models).exists()
         ]
 
+    def describe(self) -> str:
+        """The targets for the help: where each comes from, where it lands, its size."""
+        lines = [f"{self.title} downloads (into MODELS/<folder>/):"]
+        for name, target in self.targets.items():
+            what = target.file or "the whole repository"
+            size = f", {target.size}" if target.size else ""
+            lines.append(f"  {name:<16} {target.repo_id}: {what} -> {target.category}/{size}")
+        for name, items in self.presets.items():
+            default = " (the default)" if name == self.default else ""
+            lines.append(f"  {name:<16} {' + '.join(items)}{default}")
+        lines.append(
+            "--family NAME picks another family's downloads (the built-in one by default)."
+        )
+        return "\n".join(lines)
+
     def main(self, argv: Sequence[str] | None = None) -> int:
         parser = argparse.ArgumentParser(
             prog="inline-core download",
-            epilog="--family NAME picks another family's download (the built-in one by default).",
+            epilog=self.describe(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
             description=f"Download {self.title} weights into the models folder, with progress.",
         )
         choices = ", ".join([*self.presets, *self.targets])
         parser.add_argument("targets", nargs="*", help=f"{self.default} (default), or {choices}")
-        parser.add_argument("--models", type=Path, default=Path("models"), help="the models folder")
+        parser.add_argument(
+            "--models", type=Path, default=Path("models"), help="the models folder (./models)"
+        )
         parser.add_argument("--force", action="store_true", help="download even if present")
         parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
         args = parser.parse_args(argv)
@@ -88,8 +108,24 @@ class Downloads:
         if args.dry_run or not todo:
             return 0
         for _name, target in todo:
-            print(f"-> {fetch(target, models)}", flush=True)
+            try:
+                done = fetch(target, models)
+            except Exception as exc:  # no network, no hub, a repo moved: one line, not a trace
+                print(unreachable(target, models, exc), file=sys.stderr)
+                return 1
+            print(f"-> {done}", flush=True)
         return 0
+
+
+def unreachable(target: Target, models: Path, exc: BaseException) -> str:
+    """What a failed download says: why, in a line, and where to put the file instead."""
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    what = f"{target.repo_id}/{target.file}" if target.file else target.repo_id
+    return (
+        f"inline-core download: cannot fetch {what} from the Hugging Face hub "
+        f"({type(exc).__name__}: {reason}). Without a network, copy the "
+        f"{'file' if target.file else 'folder'} from elsewhere to {target.destination(models)}"
+    )
 
 
 def fetch(target: Target, models: Path) -> Path:

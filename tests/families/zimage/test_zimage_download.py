@@ -1,8 +1,13 @@
-"""The explicit download command's targets and argument handling (no network here)."""
+"""The explicit download command's targets and argument handling (no network here: a hub that
+cannot be reached is what the command meets)."""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,3 +56,41 @@ def test_cli_dry_run_prints_the_plan(tmp_path: Path, capsys: pytest.CaptureFixtu
     ]
     with pytest.raises(SystemExit):
         main(["--models", str(tmp_path), "bogus"])
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # nothing listens there once closed
+
+
+def test_without_a_network_it_says_so_in_one_line(tmp_path: Path) -> None:
+    """The real command against a hub that cannot be reached: one line, no traceback, naming
+    where to put the file instead."""
+    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}
+    env.pop("HF_HUB_OFFLINE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "inline_core.cli", "download", "--models", str(tmp_path), "vae"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith("inline-core download: cannot fetch Comfy-Org/z_image_turbo/")
+    assert f"copy the file from elsewhere to {tmp_path / 'vae' / 'ae.safetensors'}" in lines[0]
+    assert not (tmp_path / "vae" / "ae.safetensors").exists()
+
+
+def test_help_lists_the_components_the_folder_and_sizes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "the models folder (./models)" in out
+    for name in ("diffusion_model", "vae", "text_encoder", "diffusers", "comfy"):
+        assert f"  {name} " in out
+    assert "about 12.3 GB" in out and "about 335 MB" in out

@@ -23,10 +23,14 @@ DOWNLOADS = Downloads(
             COMFY_REPO,
             "diffusion_models",
             "split_files/diffusion_models/z_image_turbo_bf16.safetensors",
+            size="about 12.3 GB",
         ),
-        "vae": Target(COMFY_REPO, "vae", "split_files/vae/ae.safetensors"),
+        "vae": Target(COMFY_REPO, "vae", "split_files/vae/ae.safetensors", size="about 335 MB"),
         "text_encoder": Target(
-            COMFY_REPO, "text_encoders", "split_files/text_encoders/qwen_3_4b.safetensors"
+            COMFY_REPO,
+            "text_encoders",
+            "split_files/text_encoders/qwen_3_4b.safetensors",
+            size="about 8 GB",
         ),
         "diffusers": Target(DIFFUSERS_REPO, "diffusion_models", None, folder="Z-Image-Turbo"),
     },
