@@ -12,6 +12,30 @@
 # "server,zimage"; "server" alone gives a torch-free core), --skip-install (never touch .venv).
 set -euo pipefail
 cd "$(dirname "$0")"
+launcher_help() {
+  cat <<'USAGE'
+usage: ./webui.sh [--install] [--extra LIST] [--skip-install] [server flags]
+
+Launcher flags:
+  --install        set up ./.venv (PyTorch pinned first, then the extras) and exit
+  --extra LIST     extras to install, comma-separated, besides "server" (default: zimage);
+                   e.g. zimage,postgres  parallel  xdit
+  --skip-install   never touch ./.venv (start with what is installed)
+USAGE
+}
+for arg in "$@"; do
+  if [ "$arg" = "--help" ] || [ "$arg" = "-h" ]; then
+    launcher_help
+    # Never sets anything up: the server's flags come from an existing ./.venv.
+    if .venv/bin/python -c "import inline_core" >/dev/null 2>&1; then
+      echo
+      exec .venv/bin/python -m inline_core.cli --help
+    fi
+    echo
+    echo "Server flags: run ./webui.sh --install first, then ./webui.sh --help lists them."
+    exit 0
+  fi
+done
 extras="server,zimage"
 install_only=0
 skip_install=0

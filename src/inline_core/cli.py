@@ -19,6 +19,31 @@ import sys
 from collections.abc import Callable, Sequence
 
 
+def port_number(text: str) -> int:
+    """--port: refused at once when it is not a TCP port (the OS would pick a random one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number 1-65535")
+    return port
+
+
+def at_least_one(text: str) -> int:
+    """--max-batch, --batch-token-budget: 0 would mean nothing runs; refused, not dropped."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 1, got {value} (1 turns batching off; leave it out for the "
+            "device's default)"
+        )
+    return value
+
+
 def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog, description="Run the Inline Core render server (/v1 HTTP + websocket)."
@@ -28,7 +53,7 @@ def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
     net.add_argument(
         "--listen", action="store_true", help="bind 0.0.0.0 (needs --token or --insecure)"
     )
-    net.add_argument("--port", type=int, help="port (default 8848)")
+    net.add_argument("--port", type=port_number, help="port 1-65535 (default 8848)")
     net.add_argument("--token", help="API token every request must carry (INLINE_API_TOKEN)")
     net.add_argument(
         "--insecure",
@@ -76,8 +101,12 @@ def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
         help="split one image across ranks, e.g. ulysses=2 (degrees multiply to the rank count)",
     )
     batch = p.add_argument_group("batching")
-    batch.add_argument("--max-batch", type=int, help="requests per forward (1 turns batching off)")
-    batch.add_argument("--batch-token-budget", type=int, help="image tokens per forward")
+    batch.add_argument(
+        "--max-batch", type=at_least_one, help="requests per forward, at least 1 (1: no batching)"
+    )
+    batch.add_argument(
+        "--batch-token-budget", type=at_least_one, help="image tokens per forward, at least 1"
+    )
     return p
 
 
@@ -86,7 +115,7 @@ def apply_serve_args(args: argparse.Namespace, env: dict[str, str] | None = None
     target = os.environ if env is None else env
     values: dict[str, str | None] = {
         "INLINE_HOST": "0.0.0.0" if args.listen else None,
-        "INLINE_PORT": str(args.port) if args.port else None,
+        "INLINE_PORT": None if args.port is None else str(args.port),
         "INLINE_API_TOKEN": args.token,
         "INLINE_ALLOW_INSECURE": "1" if args.insecure else None,
         "INLINE_CORS_ORIGINS": ",".join(args.cors_origin) if args.cors_origin else None,
@@ -103,10 +132,10 @@ def apply_serve_args(args: argparse.Namespace, env: dict[str, str] | None = None
         "INLINE_DTYPE": args.dtype,
         "INLINE_ALLOW_CPU_OFFLOAD": "1" if args.allow_cpu_offload else None,
         "INLINE_PARALLEL": args.parallel,
-        "INLINE_MAX_BATCH": str(args.max_batch) if args.max_batch else None,
-        "INLINE_BATCH_TOKEN_BUDGET": str(args.batch_token_budget)
-        if args.batch_token_budget
-        else None,
+        "INLINE_MAX_BATCH": None if args.max_batch is None else str(args.max_batch),
+        "INLINE_BATCH_TOKEN_BUDGET": None
+        if args.batch_token_budget is None
+        else str(args.batch_token_budget),
     }
     if args.host:  # an explicit --host wins over --listen
         values["INLINE_HOST"] = args.host

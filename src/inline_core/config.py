@@ -70,6 +70,26 @@ def _database_url(env: Mapping[str, str]) -> str | None:
     return url
 
 
+def _port(env: Mapping[str, str]) -> int:
+    port = _int(env, "INLINE_PORT", 8848)
+    if not 1 <= port <= 65535:
+        raise InvalidRequest(f"INLINE_PORT (--port) must be a port number 1-65535, got {port}")
+    return port
+
+
+def _count(env: Mapping[str, str], name: str, flag: str, meaning: str) -> int | None:
+    """An optional whole number of at least 1 (unset: the device's default)."""
+    if not env.get(name):
+        return None
+    value = _int(env, name, 0)
+    if value < 1:
+        raise InvalidRequest(
+            f"{name} ({flag}) must be at least 1, got {value}: it is {meaning}; leave it unset "
+            "for the device's default"
+        )
+    return value
+
+
 def _path(env: Mapping[str, str], name: str) -> Path | None:
     raw = env.get(name)
     return Path(raw).expanduser() if raw else None
@@ -162,13 +182,11 @@ class Config:
         raw_origins = env.get("INLINE_CORS_ORIGINS", "").split(",")
         origins = tuple(o.strip() for o in raw_origins if o.strip())
         plugins = tuple(p.strip() for p in env.get("INLINE_PLUGINS", "").split(",") if p.strip())
-        max_batch_raw = env.get("INLINE_MAX_BATCH")
-        budget_raw = env.get("INLINE_BATCH_TOKEN_BUDGET")
         return cls(
             models_dir=_path(env, "INLINE_MODELS_DIR") or Path("models"),
             data_dir=_path(env, "INLINE_DATA_DIR") or Path(".inline"),
             host=env.get("INLINE_HOST") or "127.0.0.1",
-            port=_int(env, "INLINE_PORT", 8848),
+            port=_port(env),
             frontend_root=_path(env, "INLINE_FRONTEND_ROOT"),
             profile=env.get("INLINE_PROFILE") or None,
             vram_budget_gb=_float(env, "INLINE_VRAM_BUDGET_GB", None),
@@ -195,8 +213,18 @@ class Config:
             plugins=plugins,
             packs_dir_override=_path(env, "INLINE_PACKS_DIR"),
             packs_installer=env.get("INLINE_PACKS_INSTALLER") or "auto",
-            max_batch=_int(env, "INLINE_MAX_BATCH", 0) if max_batch_raw else None,
-            batch_token_budget=_int(env, "INLINE_BATCH_TOKEN_BUDGET", 0) if budget_raw else None,
+            max_batch=_count(
+                env,
+                "INLINE_MAX_BATCH",
+                "--max-batch",
+                "the requests one forward may take (1: no batching)",
+            ),
+            batch_token_budget=_count(
+                env,
+                "INLINE_BATCH_TOKEN_BUDGET",
+                "--batch-token-budget",
+                "the image tokens one forward may take",
+            ),
             env=settings,
             database_url=_database_url(env),
             server_id=env.get("INLINE_SERVER_ID") or None,

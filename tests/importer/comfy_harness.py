@@ -58,7 +58,15 @@ class Checker:
     def validate(self, result: ImportResult) -> ValidatedGraph:
         """The imported graph survives its JSON round trip and validates for its target."""
         body = result.to_json()
-        assert set(body) == {"graph", "target", "skipped", "warnings"}
+        assert set(body) == {
+            "graph",
+            "target",
+            "family",
+            "changesPicture",
+            "unmatchedModels",
+            "skipped",
+            "warnings",
+        }
         graph = parse_graph(body["graph"])
         assert graph.to_json() == body["graph"]
         return validate_graph(

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from comfy_workflows import sd_txt2img_ui, zimage_api
+from comfy_workflows import ZIMAGE_MODEL, sd_txt2img_ui, zimage_api
 
 from inline_core.graph.schema import parse_graph
 from inline_core.importer.cli import main
@@ -30,13 +30,58 @@ def test_writes_a_file_and_echoes_warnings(
 ) -> None:
     source, target = tmp_path / "sd.json", tmp_path / "graph.json"
     source.write_text(json.dumps(sd_txt2img_ui()))
-    assert main([str(source), "-o", str(target), "--models-dir", str(models_root)]) == 0
+    mapped = "--model=v1-5-pruned-emaonly.safetensors=z_image_turbo_bf16.safetensors"
+    assert main([str(source), "-o", str(target), "--models-dir", str(models_root), mapped]) == 0
     out, err = capsys.readouterr()
     assert out == ""
     body = json.loads(target.read_text())
+    assert body["family"] == {"name": "z-image", "title": "Z-Image"}
     assert body["warnings"]
     for warning in body["warnings"]:
         assert f"warning: {warning}" in err
+    assert "warning: changes the picture: this workflow is built for Stable Diffusion 1.5" in err
+
+
+def test_a_workflow_for_another_family_exits_2_naming_it_and_the_mapping(
+    tmp_path: Path, models_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "sd.json"
+    source.write_text(json.dumps(sd_txt2img_ui()))
+    assert main([str(source), "--models-dir", str(models_root)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "built for Stable Diffusion 1.5 (CheckpointLoaderSimple 4" in err
+    assert "--model WORKFLOW_FILE=CATALOG_FILE" in err
+    assert "'z_image_turbo_bf16.safetensors'" in err  # the candidate to map onto
+    # A mapping onto a file the catalog does not hold is refused, naming what it holds.
+    wrong = "--model=v1-5-pruned-emaonly.safetensors=nope.safetensors"
+    assert main([str(source), "--models-dir", str(models_root), wrong]) == 2
+    assert "'nope.safetensors', which is not in diffusion_models/" in capsys.readouterr().err
+
+
+def test_a_model_that_is_not_there_lists_the_candidates(
+    tmp_path: Path, models_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workflow = zimage_api()
+    workflow["16"]["inputs"]["unet_name"] = "z_image_turbo_fp8.safetensors"
+    (models_root / "diffusion_models" / "z-image-distilled.safetensors").write_bytes(b"x")
+    source = tmp_path / "workflow.json"
+    source.write_text(json.dumps(workflow))
+    assert main([str(source), "--models-dir", str(models_root)]) == 0
+    out, err = capsys.readouterr()
+    [unmatched] = json.loads(out)["unmatchedModels"]
+    assert unmatched["file"] == "z_image_turbo_fp8.safetensors"
+    assert unmatched["category"] == "diffusion_models" and unmatched["using"] is None
+    assert unmatched["candidates"] == [
+        "z-image-distilled.safetensors",
+        "z_image_turbo_bf16.safetensors",
+    ]
+    assert "candidates: z-image-distilled.safetensors, z_image_turbo_bf16.safetensors" in err
+    mapped = "--model=z_image_turbo_fp8.safetensors=z_image_turbo_bf16.safetensors"
+    assert main([str(source), "--models-dir", str(models_root), mapped]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["unmatchedModels"] == []
+    assert parse_graph(body["graph"]).node("c16").params["file"] == ZIMAGE_MODEL
 
 
 def test_bad_input_exits_2(

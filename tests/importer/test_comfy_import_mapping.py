@@ -9,7 +9,7 @@ import pytest
 from comfy_harness import Checker, FolderMedia, imported
 from comfy_workflows import sd_txt2img_ui, with_nodes, zimage_api
 
-from inline_core.errors import InvalidGraph
+from inline_core.errors import InvalidGraph, InvalidRequest
 from inline_core.graph.descriptor import SEED_MAX
 from inline_core.models.catalog import Catalog
 
@@ -19,7 +19,9 @@ def nodes_of(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_sd_txt2img_checkpoint(catalog: Catalog, checker: Checker) -> None:
-    result = imported(sd_txt2img_ui(), catalog)
+    # A Stable Diffusion workflow, mapped onto the catalog's model by the caller.
+    models = {"v1-5-pruned-emaonly.safetensors": "z_image_turbo_bf16.safetensors"}
+    result = imported(sd_txt2img_ui(), catalog, models=models)
     nodes = nodes_of(result.to_json())
     assert result.target == "c8"
     # One checkpoint becomes three loaders, each matched in its own folder (the only file there).
@@ -48,7 +50,8 @@ def test_sd_txt2img_checkpoint(catalog: Catalog, checker: Checker) -> None:
     assert nodes["c8"]["inputs"]["vae"] == {"from": "c4_vae", "output": "vae"}
     warnings = " | ".join(result.warnings)
     assert "checkpoint bundles" in warnings
-    assert "v1-5-pruned-emaonly.safetensors' is not in diffusion_models/" in warnings
+    assert "changes the picture: this workflow is built for Stable Diffusion 1.5" in warnings
+    assert "'v1-5-pruned-emaonly.safetensors' is diffusion_models/'z_image_turbo_bf16" in warnings
     assert "scheduler 'normal' is not offered" in warnings
     checker.validate(result)
 
@@ -131,11 +134,25 @@ def test_a_missing_model_with_several_candidates_is_kept_and_reported(
 ) -> None:
     (catalog.root / "diffusion_models" / "other.safetensors").write_bytes(b"x")
     workflow = zimage_api()
-    workflow["16"]["inputs"]["unet_name"] = "flux1-dev.safetensors"
+    workflow["16"]["inputs"]["unet_name"] = "z_image_turbo_fp8.safetensors"
     result = imported(workflow, catalog)
-    assert nodes_of(result.to_json())["c16"]["params"] == {"file": "flux1-dev.safetensors"}
-    assert any("'flux1-dev.safetensors' is not in diffusion_models/" in w for w in result.warnings)
-    with pytest.raises(InvalidGraph, match="flux1-dev.safetensors"):
+    body = result.to_json()
+    assert nodes_of(body)["c16"]["params"] == {"file": "z_image_turbo_fp8.safetensors"}
+    assert any(
+        "'z_image_turbo_fp8.safetensors' is not in diffusion_models/" in w for w in result.warnings
+    )
+    # The catalog's candidates for the loader, to map it with `models`.
+    assert body["unmatchedModels"] == [
+        {
+            "nodeId": "c16",
+            "comfyNode": "UNETLoader 16 ('Load Diffusion Model')",
+            "file": "z_image_turbo_fp8.safetensors",
+            "category": "diffusion_models",
+            "using": None,
+            "candidates": ["other.safetensors", "z_image_turbo_bf16.safetensors"],
+        }
+    ]
+    with pytest.raises(InvalidGraph, match="z_image_turbo_fp8.safetensors"):
         checker.validate(result)
 
 
@@ -172,25 +189,28 @@ def test_unknown_node_in_the_path_passes_its_input_through(
     assert result.target == "c8"
     nodes = nodes_of(result.to_json())
     assert nodes["c3"]["inputs"]["model"] == {"from": "c16", "output": "model"}
-    assert any("its effect is lost" in w for w in result.warnings)
+    # Dropping them changes the picture: listed as such, and said so in the warnings.
+    changes = {c["nodeId"]: c for c in result.to_json()["changesPicture"]}
+    assert set(changes) == {"30", "31"}
+    assert "cannot apply a LoRA yet" in changes["30"]["reason"]
+    assert "SuperUpscale4x" in changes["31"]["reason"]
+    assert any(w.startswith("changes the picture: LoraLoaderModelOnly 30") for w in result.warnings)
     checker.validate(result)
 
 
-def test_unknown_node_without_a_way_through_leaves_the_port_open(catalog: Catalog) -> None:
+def test_unknown_node_without_a_way_through_refuses_the_import(catalog: Catalog) -> None:
+    """The graph would fail at submit (its sampler has no latent): refused here, naming why."""
     workflow = with_nodes(
         zimage_api(),
         **{"40": {"class_type": "MagicLatentSource", "inputs": {"magic": 3}}},
     )
     workflow["3"]["inputs"]["latent_image"] = ["40", 0]
-    result = imported(workflow, catalog)
-    skipped = {s.node_id: s for s in result.skipped}
-    assert skipped["40"].class_type == "MagicLatentSource"
-    assert "unknown node type" in skipped["40"].reason
-    assert "latent" not in nodes_of(result.to_json())["c3"]["inputs"]
-    # The empty latent no longer feeds anything: reported, not silently dropped.
-    assert "c13" not in nodes_of(result.to_json())
-    assert skipped["13"].reason == "not connected to an image output"
-    assert set(skipped) == {"13", "40"}
+    with pytest.raises(InvalidRequest) as refused:
+        imported(workflow, catalog)
+    assert refused.value.code == "unsupported_node"
+    message = refused.value.message
+    assert "sample c3 would have no 'latent' input" in message
+    assert "MagicLatentSource 40: unknown node type" in message
 
 
 def test_ksampler_advanced(catalog: Catalog, checker: Checker) -> None:
@@ -213,13 +233,13 @@ def test_ksampler_advanced(catalog: Catalog, checker: Checker) -> None:
     partial = zimage_api()
     partial["3"]["class_type"] = "KSamplerAdvanced"
     partial["3"]["inputs"].update(add_noise="enable", noise_seed=1, start_at_step=4, end_at_step=8)
-    result = imported(partial, catalog)
-    skipped = {s.node_id: s for s in result.skipped}
-    assert "steps 4..8 of 8" in skipped["3"].reason
-    # The decode stays, unfed: validation names what is missing instead of decoding noise.
-    assert "latent" not in nodes_of(result.to_json())["c8"]["inputs"]
-    with pytest.raises(InvalidGraph, match="latent"):
-        checker.validate(result)
+    # The decode would be unfed: the import names what is missing instead of decoding noise.
+    with pytest.raises(InvalidRequest) as refused:
+        imported(partial, catalog)
+    assert refused.value.message.endswith(
+        "vae/decode c8 would have no 'latent' input, as what feeds it could not be mapped "
+        "(KSamplerAdvanced 3: it runs steps 4..8 of 8; `sample` runs a whole schedule)"
+    )
 
 
 def test_img2img_with_an_asset(catalog: Catalog, checker: Checker, media: FolderMedia) -> None:

@@ -52,7 +52,7 @@ def test_garbage_is_invalid_request(workflow: object, message: str, catalog: Cat
 def test_nothing_that_makes_an_image_is_invalid_request(catalog: Catalog) -> None:
     workflow = {
         "1": {"class_type": "Note", "inputs": {"text": "hello"}},
-        "2": {"class_type": "WanVideoSampler", "inputs": {"steps": 4}},
+        "2": {"class_type": "MysterySampler", "inputs": {"steps": 4}},
     }
     with pytest.raises(InvalidRequest, match="nothing in the workflow makes an image"):
         imported(workflow, catalog)

@@ -130,6 +130,9 @@ def test_cancel_running_then_finished(client: TestClient) -> None:
     assert response.json() == {"runId": run_id, "status": "cancelled"}
     state = run_state(client, run_id)
     assert state["status"] == "cancelled" and state["takes"] == []
+    # What finished stays so; what the cancel stopped shows cancelled, never queued.
+    states = {node_id: node["state"] for node_id, node in state["nodes"].items()}
+    assert states == {"p": "done", "s": "cancelled"}
     again = client.delete(f"/v1/runs/{run_id}")
     assert again.status_code == 409 and again.json()["error"]["code"] == "conflict"
     assert client.delete("/v1/runs/run_nope").status_code == 404
@@ -163,7 +166,9 @@ def test_queue_positions_cancel_queued_and_a_full_queue(one_worker: TestClient) 
 
     cancelled = client.delete(f"/v1/runs/{first}")
     assert cancelled.json() == {"runId": first, "status": "cancelled"}
-    assert run_state(client, first)["status"] == "cancelled"
+    state = run_state(client, first)
+    assert state["status"] == "cancelled"
+    assert {node["state"] for node in state["nodes"].values()} == {"cancelled"}
     assert client.get("/v1/runs").json()["runs"][0]["queuePosition"] == 1
 
     client.delete(f"/v1/runs/{running}")

@@ -2,3 +2,7 @@
 importing torch, loading, placement, encoders, VAEs, flow samplers, the primitives' ops, resident
 stacks, the kit's machinery and the rank-side rebuild. A new sampler goes in `flow/`, a new shared
 component format in `formats/`."""
+
+from inline_core.diffusion.hush import hush
+
+hush()  # before any of them is imported

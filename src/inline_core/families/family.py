@@ -50,6 +50,9 @@ class Family(ABC):
     install_hint: ClassVar[str]  # what to install when they are missing
     builder: ClassVar[str]  # "package.module:attribute": its `FamilyBuilder` (torch side)
     capabilities: ClassVar[Capabilities]
+    # How ComfyUI workflows built for it load its text encoder (CLIPLoader's `type`, e.g.
+    # "lumina2"): with its model rule's file name, how the importer recognises them.
+    comfy_text_encoder_types: ClassVar[tuple[str, ...]] = ()
     kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
     # "package.module:main" behind `inline-core download` (usually its `downloads()` table's main)
     download: ClassVar[str | None] = None
@@ -104,6 +107,19 @@ class Family(ABC):
     @abstractmethod
     def rules(self) -> StackRules:
         """How its files are recognised (see `families/files.py`)."""
+
+    def names_model(self, file_name: str) -> bool:
+        """Whether a model file name (e.g. a ComfyUI workflow's UNETLoader's) reads as one of
+        this family's models, by its model rule's name pattern."""
+        pattern = self.rules().model.name
+        return pattern is not None and pattern.search(file_name) is not None
+
+    def check_wired(
+        self, node_type: str, params: Mapping[str, Any], wired: frozenset[str], node_id: str
+    ) -> None:
+        """Refuse at submit params that cannot render with these inputs connected (raise an
+        `InlineError`); by default everything passes."""
+        return None
 
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
         """Which files a node's render uses (torch-free; runs at submit)."""

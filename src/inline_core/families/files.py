@@ -178,6 +178,15 @@ class StackResolver:
                 where = self.root / "diffusion_models"
                 missing.append(Missing("diffusion model", f"{model!r} is not in {where}"))
                 return None, None, model
+            entry = self.catalog.entry("diffusion_models", model)
+            if not self.recognizes_model(entry):  # said at submit, as the low-level loader does
+                missing.append(
+                    Missing(
+                        "diffusion model",
+                        f"diffusion_models/{model} is not a {rule.title}; {self.hint(rule.hint)}",
+                    )
+                )
+                return None, None, model
             source, root, _ = self._diffusion_at(path, f"diffusion_models/{model}", missing)
             return source, root, model
         entry = next(

@@ -83,6 +83,48 @@ class Families:
                 return family.flow_shift(files[1])
         return None
 
+    # -- what the importer asks (its `ModelFacts`) ---------------------------------------------
+
+    def family_names(self) -> list[tuple[str, str]]:
+        """(name, title) of every family this server runs."""
+        return [(f.name, f.title) for f in self._families]
+
+    def names_model(self, family: str, file_name: str) -> bool:
+        return self.named(family).names_model(file_name)
+
+    def text_encoder_types(self, family: str) -> tuple[str, ...]:
+        return self.named(family).comfy_text_encoder_types
+
+    def family_of(self, category: str, file_name: str) -> str | None:
+        """The family that takes the catalog's `category/file_name`, from its files (a diffusion
+        model by its weights, another part by the family's rule); None when none does."""
+        for family in self._families:
+            try:
+                entry = family.catalog.entry(category, file_name)
+            except NotFound:
+                continue
+            if category == "diffusion_models":
+                if family.files.recognizes_model(entry):
+                    return family.name
+                continue
+            for rule in family.rules().parts:
+                if rule.category == category and rule.score(entry, None) is not None:
+                    return family.name
+        return None
+
+    def models_missing(self, node_type: str) -> str | None:
+        """Why a family's high-level node cannot render with the models on disk now (its files,
+        resolved as a submit would with no model chosen); None when they are there or the node
+        is no family's."""
+        for family in self._families:
+            if any(d.type == node_type for d in family.nodes()):
+                resolution = family.resolve(node_type, {})
+                if resolution.sources is not None and not resolution.missing:
+                    return None
+                lines = "; ".join(f"{m.component}: {m.hint}" for m in resolution.missing)
+                return f"{family.title} is missing model files. {lines}"
+        return None
+
     def describe(self) -> list[dict[str, object]]:
         """Each family for health: what it supports, and whether its torch side is installed."""
         listed: list[dict[str, object]] = []

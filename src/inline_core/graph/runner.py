@@ -79,6 +79,11 @@ class NodeRunner(ABC):
         """
         return None
 
+    def check_wired(self, node_id: str, params: Mapping[str, Any], wired: frozenset[str]) -> None:
+        """Submit-time check of params against which inputs are connected (e.g. a strength that
+        leaves no step once an image is wired). Raise an `InlineError` to refuse the run."""
+        return None
+
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         """Extra cache-key material: the identity of files this node reads beyond its params."""
         return ""

@@ -135,8 +135,10 @@ def validate_graph(
     prepared: dict[str, object] = {}
     for node_id in order:
         runner = runner_for(registry, descriptors[node_id], node_id)
+        node = normalised[node_id]
         try:
-            found = runner.check(node_id, normalised[node_id].params)
+            runner.check_wired(node_id, node.params, frozenset(node.inputs))
+            found = runner.check(node_id, node.params)
         except InlineError as exc:
             if exc.node_id is None:
                 exc.node_id = node_id

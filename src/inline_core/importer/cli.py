@@ -1,4 +1,5 @@
-"""`inline-core import-comfy WORKFLOW.json [-o graph.json] [--models-dir DIR] [--asset NAME=ID]`
+"""`inline-core import-comfy WORKFLOW.json [-o graph.json] [--models-dir DIR] [--asset NAME=ID]
+[--model WORKFLOW_FILE=CATALOG_FILE]`
 
 Prints (or writes) `{graph, target, skipped, warnings}`; warnings and skipped nodes are echoed to
 stderr so a person running it sees what changed. Exit status 0 on success, 2 when the workflow
@@ -38,23 +39,32 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=ID",
         help="map a LoadImage file name to an uploaded asset id (repeatable)",
     )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="WORKFLOW_FILE=CATALOG_FILE",
+        help="use the catalog's CATALOG_FILE where the workflow loads WORKFLOW_FILE (repeatable; "
+        "the answer's unmatchedModels lists the candidates)",
+    )
     return p
 
 
-def _assets(pairs: list[str]) -> dict[str, str]:
+def _pairs(flag: str, shape: str, pairs: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for pair in pairs:
-        name, sep, asset_id = pair.partition("=")
-        if not sep or not name or not asset_id:
-            raise ValueError(f"--asset takes NAME=ID, got {pair!r}")
-        out[name] = asset_id
+        name, sep, value = pair.partition("=")
+        if not sep or not name or not value:
+            raise ValueError(f"{flag} takes {shape}, got {pair!r}")
+        out[name] = value
     return out
 
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        assets = _assets(list(args.asset))
+        assets = _pairs("--asset", "NAME=ID", list(args.asset))
+        models = _pairs("--model", "WORKFLOW_FILE=CATALOG_FILE", list(args.model))
         text = Path(args.workflow).read_text(encoding="utf-8")
         workflow: object = json.loads(text)
         config = Config.from_env()
@@ -64,7 +74,7 @@ def main(argv: list[str]) -> int:
         from inline_core.families.registry import Families
 
         facts = Families.discovered(catalog, config.env)
-        result = import_comfy(workflow, catalog, assets=assets, facts=facts)
+        result = import_comfy(workflow, catalog, assets=assets, facts=facts, models=models)
     except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         print(f"inline-core import-comfy: {exc}", file=sys.stderr)
         return 2
@@ -75,6 +85,13 @@ def main(argv: list[str]) -> int:
         print(f"skipped {item.class_type} {item.node_id}: {item.reason}", file=sys.stderr)
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    for unmatched in result.unmatched:
+        shown = ", ".join(unmatched["candidates"]) or "none"
+        print(
+            f"{unmatched['comfyNode']}: {unmatched['file']!r} is not in {unmatched['category']}/; "
+            f"candidates: {shown} (--model {unmatched['file']}=CANDIDATE)",
+            file=sys.stderr,
+        )
     body = json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n"
     if args.output is not None:
         Path(args.output).write_text(body, encoding="utf-8")

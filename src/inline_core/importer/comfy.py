@@ -1,13 +1,17 @@
 """Import a ComfyUI workflow (either format) as an Inline Core graph plus a target.
 
     result = import_comfy(workflow_json, catalog)
-    result.to_json()  # {"graph", "target", "skipped", "warnings"}
+    result.to_json()  # {"graph", "target", "family", "changesPicture", "unmatchedModels",
+                      #  "skipped", "warnings"}
 
 All ComfyUI format knowledge lives in this package: `workflow.py` (the flat model and the API
 format), `ui_format.py` (the UI format and its subgraphs), `widgets.py` (ComfyUI's node classes),
 `mapping.py` (onto our node vocabulary), `model_files.py` and `samplers.py` (names onto ours).
-Garbage raises `InvalidRequest` (422); nodes we cannot map are reported, never fatal, unless
-nothing that makes an image is left.
+Garbage raises `InvalidRequest` (422). A workflow built for a model family this server does not
+run is refused naming the family (`recognise.py`), and so is one whose point is a node we cannot
+apply (a ControlNet: `dropped.py`). Other nodes we cannot map are reported, never fatal, unless
+nothing that makes an image is left; one dropped on the way to the image is listed under
+`changesPicture`.
 """
 
 from __future__ import annotations
@@ -23,12 +27,17 @@ from inline_core.graph.registry import Registry
 from inline_core.graph.runner import CatalogView
 from inline_core.graph.schema import Graph
 from inline_core.graph.sources import INPUT_IMAGE, INPUT_TEXT
-from inline_core.importer.mapping import Mapper, ModelFacts
+from inline_core.importer.dropped import Change, UnsupportedNode
+from inline_core.importer.facts import ModelFacts
+from inline_core.importer.mapping import UNUSED, Mapper
+from inline_core.importer.recognise import Recognition, recognise
 from inline_core.importer.ui_format import read_ui
 from inline_core.importer.workflow import Skipped, Workflow, read_api
 
 __all__ = ["ImportResult", "Skipped", "import_comfy", "import_request", "read_workflow"]
 
+# ComfyUI's output nodes start so (SaveVideo, SaveAudio, SaveGLB, PreviewAny, ...).
+OUTPUT_PREFIXES = ("Save", "Preview")
 # The node types an imported graph is made of.
 TARGET_VOCABULARY: tuple[NodeDescriptor, ...] = (*PRIMITIVE_DESCRIPTORS, INPUT_TEXT, INPUT_IMAGE)
 
@@ -39,11 +48,22 @@ class ImportResult:
     target: str
     skipped: list[Skipped] = field(default_factory=list[Skipped])
     warnings: list[str] = field(default_factory=list[str])
+    family: Recognition = Recognition(None)
+    changes: list[Change] = field(default_factory=list[Change])
+    # Loaders whose file is not in the catalog: {nodeId, comfyNode, file, category, using,
+    # candidates}, so a caller can pick one and import again with `models`.
+    unmatched: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
 
     def to_json(self) -> dict[str, Any]:
+        family = self.family
         return {
             "graph": self.graph.to_json(),
             "target": self.target,
+            "family": (
+                None if family.family is None else {"name": family.family, "title": family.title}
+            ),
+            "changesPicture": [c.to_json() for c in self.changes],
+            "unmatchedModels": [dict(m) for m in self.unmatched],
             "skipped": [s.to_json() for s in self.skipped],
             "warnings": list(self.warnings),
         }
@@ -123,34 +143,104 @@ def import_comfy(
     assets: Mapping[str, str] | None = None,
     registry: Registry | None = None,
     facts: ModelFacts | None = None,
+    models: Mapping[str, str] | None = None,
 ) -> ImportResult:
     """Convert a ComfyUI workflow into a graph and the node to run.
 
     `assets` maps ComfyUI image names (LoadImage's file) to asset ids uploaded here; `registry`,
     when given, supplies the served descriptors (allowed samplers, param ranges) and the nodes
     that declare a ComfyUI class they stand in for; `facts`, what the server's model families
-    know of the model files (their flow shifts).
+    know of the model files (which family takes one, their flow shifts): with it, a workflow
+    for a family the server does not run is refused. `models` maps the workflow's model file
+    names onto the catalog's, as the caller chose them.
     """
     declared = declared_classes(registry)
     flat = read_workflow(workflow, _widget_orders(declared))
+    renamed = dict(models or {})
+    family = recognise(flat, facts, catalog, renamed) if facts is not None else Recognition(None)
     descriptors = {**vocabulary(registry), **{d.type: d for d in declared.values()}}
-    mapper = Mapper(flat, catalog, descriptors, dict(assets or {}), facts, declared)
+    mapper = Mapper(flat, catalog, descriptors, dict(assets or {}), facts, declared, renamed)
+    for warning in family.warnings:
+        mapper.warn(warning)
     target = mapper.run()
+    if target is not None and mapper.passed_images and not _samples(mapper.graph(), target):
+        raise UnsupportedNode(
+            f"the image this workflow saves is made by {mapper.passed_images[0]}, which "
+            "Inline Core cannot run (a cloud API node or a custom node): without it the graph "
+            "would return its input image unchanged, so it is not imported"
+        )
     if target is None:
         reasons = "; ".join(
             f"{s.class_type} {s.node_id}: {s.reason}" for s in mapper.skipped_list()[:8]
         )
+        outputs = sorted(
+            {n.class_type for n in flat.nodes.values() if n.class_type.startswith(OUTPUT_PREFIXES)}
+            - {"SaveImage", "PreviewImage"}
+        )
         raise InvalidRequest(
             "nothing in the workflow makes an image Inline Core can produce: it needs a "
             "SaveImage or PreviewImage fed by nodes that map here"
+            + (
+                f"; it outputs {', '.join(outputs)}, which Inline Core does not make"
+                if outputs
+                else ""
+            )
             + (f" (skipped: {reasons})" if reasons else "")
         )
+    _refuse_open_inputs(mapper, target)
     return ImportResult(
         graph=mapper.graph(),
         target=target,
         skipped=mapper.skipped_list(),
         warnings=list(mapper.warnings),
+        family=family,
+        changes=list(mapper.changes.values()),
+        unmatched=list(mapper.unmatched),
     )
+
+
+def _refuse_open_inputs(mapper: Mapper, target: str) -> None:
+    """A graph that would fail at submit (a required input left open, because what fed it could
+    not be mapped) is refused here, saying what was lost, rather than answered as a graph."""
+    graph = mapper.graph()
+    nodes = {n.id: n for n in graph.nodes}
+    seen: set[str] = set()
+    todo = [target]
+    while todo:
+        node = nodes.get(todo.pop())
+        if node is None or node.id in seen:
+            continue
+        seen.add(node.id)
+        descriptor = mapper.descriptors[node.type]
+        for port in descriptor.inputs:
+            if not port.optional and port.name not in node.inputs:
+                lost = "; ".join(
+                    f"{s.class_type} {s.node_id}: {s.reason}"
+                    for s in mapper.skipped_list()
+                    if s.reason != UNUSED
+                )
+                raise UnsupportedNode(
+                    f"the workflow cannot be imported whole: {node.type} {node.id} would have "
+                    f"no {port.name!r} input, as what feeds it could not be mapped"
+                    + (f" ({lost})" if lost else "")
+                )
+        todo.extend(edge.source for edges in node.inputs.values() for edge in edges)
+
+
+def _samples(graph: Graph, target: str) -> bool:
+    """Whether anything upstream of `target` (itself included) makes an image from a model."""
+    nodes = {n.id: n for n in graph.nodes}
+    seen: set[str] = set()
+    todo = [target]
+    while todo:
+        node = nodes.get(todo.pop())
+        if node is None or node.id in seen:
+            continue
+        seen.add(node.id)
+        if not node.type.startswith(("input/", "image/")):  # inputs and Pillow's edits
+            return True
+        todo.extend(edge.source for edges in node.inputs.values() for edge in edges)
+    return False
 
 
 def _assets(raw: object) -> dict[str, str]:
@@ -166,6 +256,19 @@ def _assets(raw: object) -> dict[str, str]:
     return out
 
 
+def _models(raw: object) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InvalidRequest("'models' must be an object {workflowModelFile: catalogFile}")
+    out: dict[str, str] = {}
+    for name, file in cast(Mapping[object, object], raw).items():
+        if not isinstance(name, str) or not isinstance(file, str) or not name or not file:
+            raise InvalidRequest("'models' must map workflow model file names to catalog names")
+        out[name] = file
+    return out
+
+
 def import_request(
     body: object,
     catalog: CatalogView,
@@ -174,11 +277,14 @@ def import_request(
     facts: ModelFacts | None = None,
 ) -> ImportResult:
     """The `POST /v1/import/comfy` body: a workflow in either format, or
-    `{"workflow": <workflow>, "assets": {comfyImageName: assetId}}` to resolve LoadImage files."""
+    `{"workflow": <workflow>, "assets": {comfyImageName: assetId}, "models": {workflowFile:
+    catalogFile}}` to resolve LoadImage files and map model files explicitly."""
     assets: dict[str, str] = {}
+    models: dict[str, str] = {}
     workflow: object = body
     if isinstance(workflow, Mapping):
         obj = cast(Mapping[str, object], workflow)
         if _wrapped_workflow(obj) is not None:
             assets = _assets(obj.get("assets"))
-    return import_comfy(body, catalog, assets=assets, registry=registry, facts=facts)
+            models = _models(obj.get("models"))
+    return import_comfy(body, catalog, assets=assets, registry=registry, facts=facts, models=models)

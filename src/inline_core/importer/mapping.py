@@ -13,11 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, cast
 
+from inline_core.errors import InvalidRequest
 from inline_core.graph.descriptor import SEED_MAX, NodeDescriptor, ParamWidget
 from inline_core.graph.runner import CatalogView
 from inline_core.graph.schema import Edge, Graph, Node, PortKind
+from inline_core.importer.dropped import Change, UnsupportedNode, change_reason, refusal
+from inline_core.importer.facts import ModelFacts
 from inline_core.importer.model_files import match_model_file
 from inline_core.importer.samplers import nearest_sampler, nearest_scheduler
 from inline_core.importer.widgets import CONSTANT_TYPES, INPUT_NAMES_BY_TYPE, OUTPUT_TYPES
@@ -37,6 +40,8 @@ COMFY_KINDS: dict[str, PortKind] = {
 SAVE_IMAGE = "SaveImage"
 PREVIEW_IMAGE = "PreviewImage"
 DECODERS = ("VAEDecode", "VAEDecodeTiled")
+MAX_CANDIDATES = 20
+UNUSED = "not connected to an image output"  # why a node nothing needs is skipped
 
 
 @dataclass(frozen=True)
@@ -76,14 +81,6 @@ def _is_number(value: object) -> bool:
 Handler = Callable[["Mapper", ComfyNode, int], Value | None]
 
 
-class ModelFacts(Protocol):
-    """What the importer may ask of the model families this server runs (no family is named)."""
-
-    def flow_shift(self, model_file: str) -> float | None:
-        """The flow shift `sample` runs `diffusion_models/<model_file>` at; None when unknown."""
-        ...
-
-
 @dataclass
 class Mapper:
     workflow: Workflow
@@ -93,7 +90,13 @@ class Mapper:
     facts: ModelFacts | None = None
     # ComfyUI class -> a served node that declares it stands in for it (e.g. a pack's node).
     declared: Mapping[str, NodeDescriptor] = field(default_factory=dict[str, NodeDescriptor])
+    # The caller's explicit model-name mapping: a workflow's file -> the catalog's.
+    renamed: Mapping[str, str] = field(default_factory=dict[str, str])
     drafts: dict[str, _Draft] = field(default_factory=dict[str, _Draft])
+    changes: dict[str, Change] = field(default_factory=dict[str, Change])
+    # Loaders whose file is not in the catalog, with the catalog's candidates.
+    unmatched: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    passed_images: list[str] = field(default_factory=list[str])
     warnings: list[str] = field(default_factory=list[str])
     skipped: dict[str, Skipped] = field(default_factory=dict[str, Skipped])
     _memo: dict[tuple[str, int, PortKind], Value | None] = field(
@@ -265,6 +268,9 @@ class Mapper:
             handler = self.HANDLERS.get(source.class_type)
             stand_in = self.declared.get(source.class_type)
             if handler is None and stand_in is None:
+                refused = refusal(source.class_type, describe(source))
+                if refused is not None:
+                    raise UnsupportedNode(refused)
                 reason = f"unknown node type {source.class_type!r}: Inline Core has no equivalent"
                 result = self.pass_through(source, kind, reason)
             else:
@@ -291,23 +297,55 @@ class Mapper:
                 passed = self.value(raw, kind, node, name)
                 if passed is not None:
                     self.skip(node, f"{reason}; its {name!r} input was passed straight through")
-                    self.warn(
-                        f"{describe(node)} was skipped ({reason}); its {name!r} input "
-                        "feeds what it fed, so its effect is lost"
-                    )
+                    change = Change(node.id, node.class_type, change_reason(node.class_type))
+                    if node.id not in self.changes:
+                        self.changes[node.id] = change
+                        self.warn(change.warning())
+                    if kind == PortKind.IMAGE:
+                        self.passed_images.append(describe(node))
                     return passed
         self.skip(node, reason)
         return None
 
     # -- loaders --------------------------------------------------------------------------
 
-    def loader(self, node_id: str, node_type: str, wanted: str, where: str) -> Port:
+    def loader(
+        self, node_id: str, node_type: str, wanted: str, where: str, *, bundled: bool = False
+    ) -> Port:
+        """A loader of `wanted` from its category. `bundled`: one part of a checkpoint, which a
+        mapping of the checkpoint's name onto the catalog's diffusion model does not name."""
         spec = self.descriptors[node_type].param("file")
         category = spec.options_from if spec is not None and spec.options_from else ""
+        chosen = self.renamed.get(wanted)
+        if chosen is not None and not (bundled and chosen not in self.catalog.options(category)):
+            if chosen not in self.catalog.options(category):
+                raise InvalidRequest(
+                    f"{where}: the import's models map {wanted!r} onto {chosen!r}, which is not "
+                    f"in {category}/ (it holds {self.listing(category)})"
+                )
+            self.warn(f"{where}: model {wanted!r} is {category}/{chosen!r}, as the import maps it")
+            return self.add(node_id, node_type, {"file": chosen}, {}, where)
         match = match_model_file(self.catalog, category, wanted)
         if match.note is not None:
             self.warn(f"{where}: {match.note}")
+        if not match.found and node_id not in self.drafts:
+            self.unmatched.append(
+                {
+                    "nodeId": node_id,
+                    "comfyNode": where,
+                    "file": wanted,
+                    "category": category,
+                    "using": match.name if match.name in self.catalog.options(category) else None,
+                    "candidates": self.catalog.options(category)[:MAX_CANDIDATES],
+                }
+            )
         return self.add(node_id, node_type, {"file": match.name}, {}, where)
+
+    def listing(self, category: str) -> str:
+        listed = self.catalog.options(category)
+        if not listed:
+            return "nothing"
+        return ", ".join(repr(n) for n in listed[:8]) + (", ..." if len(listed) > 8 else "")
 
     def unet_loader(self, node: ComfyNode, slot: int) -> Value | None:
         dtype = self.literal(node, "weight_dtype")
@@ -336,7 +374,8 @@ class Mapper:
         if slot >= len(parts):
             return None
         node_id, node_type, kind = parts[slot]
-        return Value(kind, self.loader(node_id, node_type, name, where), node.id)
+        port = self.loader(node_id, node_type, name, where, bundled=slot > 0)
+        return Value(kind, port, node.id)
 
     def clip_loader(self, node: ComfyNode, slot: int) -> Value | None:
         name = self.text(node, "clip_name")
@@ -347,7 +386,11 @@ class Mapper:
         names = [self.text(node, "clip_name1"), self.text(node, "clip_name2")]
         spec = self.descriptors["load/text-encoder"].param("file")
         category = spec.options_from if spec is not None and spec.options_from else ""
-        found = [n for n in names if match_model_file(self.catalog, category, n).found]
+        found = [
+            n
+            for n in names
+            if n in self.renamed or match_model_file(self.catalog, category, n).found
+        ]
         chosen = found[0] if found else names[0]
         dropped = [n for n in names if n != chosen]
         if dropped:
@@ -656,7 +699,7 @@ class Mapper:
                 continue
             known = node.class_type in self.HANDLERS or node.class_type in self.declared
             if known or node.class_type in (SAVE_IMAGE, PREVIEW_IMAGE):
-                self.skip(node, "not connected to an image output")
+                self.skip(node, UNUSED)
             elif node.class_type in CONSTANT_TYPES:
                 self.skip(node, "its value is not used by any mapped node")
             else:

@@ -7,7 +7,7 @@ import json
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from PIL import Image, PngImagePlugin
 
@@ -41,12 +41,20 @@ class ExecutionContext:
         return NodeReporter(self.run_id, node_id, self.events)
 
     def save_image(
-        self, node_id: str, image: Image.Image, params: Mapping[str, Any], index: int = 0
+        self,
+        node_id: str,
+        image: Image.Image,
+        params: Mapping[str, Any],
+        index: int = 0,
+        chosen: Mapping[str, Any] | None = None,
     ) -> Take:
-        """Encode `image` as a PNG take carrying the graph and params in its text chunks."""
+        """Encode `image` as a PNG take carrying the graph and params in its text chunks.
+        `chosen`: params of this node the run chose itself (e.g. the model, left empty for
+        "auto"), written into the embedded graph so re-submitting it renders the same take."""
         info = PngImagePlugin.PngInfo()
         info.add_text("inline:params", json.dumps(dict(params), sort_keys=True, default=str))
-        info.add_text("inline:graph", json.dumps(dict(self.graph_json), sort_keys=True))
+        graph = _with_params(self.graph_json, node_id, chosen or {})
+        info.add_text("inline:graph", json.dumps(graph, sort_keys=True))
         info.add_text("inline:target", self.target or node_id)
         info.add_text("inline:node", node_id)
         buf = io.BytesIO()
@@ -60,3 +68,19 @@ class ExecutionContext:
             suffix=".png",
             params=params,
         )
+
+
+def _with_params(
+    graph: Mapping[str, Any], node_id: str, chosen: Mapping[str, Any]
+) -> dict[str, Any]:
+    out = dict(graph)
+    if not chosen or not isinstance(out.get("nodes"), list):
+        return out
+    nodes: list[Any] = []
+    for node in cast(list[Any], out["nodes"]):
+        if isinstance(node, Mapping) and cast(Mapping[str, Any], node).get("id") == node_id:
+            node = dict(cast(Mapping[str, Any], node))
+            node["params"] = {**cast(Mapping[str, Any], node.get("params") or {}), **chosen}
+        nodes.append(node)
+    out["nodes"] = nodes
+    return out

@@ -1,5 +1,9 @@
 """Run the server: `python -m inline_core.server` (configured by `INLINE_*` variables).
 
+Start-up refuses, in one line and exit status 2, before anything is opened: a bind beyond
+loopback without a token, a setting whose extra is missing, a data folder another server holds
+(`data_lock.py`), a port that cannot be had. Only then is the store opened and recovered.
+
 SIGTERM / SIGINT stop it gracefully: no new connections, running runs stop at their next step and
 are queued again for the next start, and the process exits within a few seconds.
 """
@@ -11,12 +15,16 @@ import sys
 
 import uvicorn
 
-from inline_core.config import Config
-from inline_core.errors import InlineError
+from inline_core.config import Config, exposure_check
+from inline_core.errors import InlineError, InvalidRequest
 from inline_core.server.access import LoopbackHostGate
 from inline_core.server.app import create_app
+from inline_core.server.bootstrap import build_services
 from inline_core.server.collector import settle_startup_heap
+from inline_core.server.data_lock import acquire_data_lock
+from inline_core.server.listen import bind_listener
 from inline_core.server.memory import tune_malloc
+from inline_core.server.startup_checks import check_extras, startup_warnings
 
 log = logging.getLogger("inline_core.server")
 
@@ -26,18 +34,11 @@ GRACEFUL_CLOSE_S = 2
 
 def check_bind(config: Config) -> None:
     """Listening beyond loopback needs a token, unless the user explicitly accepts the risk."""
-    if config.is_loopback or config.api_token:
-        return
-    if not config.allow_insecure:
-        raise SystemExit(
-            f"refusing to listen on {config.host} without an API token: set INLINE_API_TOKEN "
-            "(or --token), or pass the explicit insecure flag (INLINE_ALLOW_INSECURE=1)"
-        )
-    log.warning(
-        "listening on %s WITHOUT an API token: anyone who can reach this port can run graphs "
-        "and read every take",
-        config.host,
-    )
+    refusal, warning = exposure_check(config)
+    if refusal is not None:
+        raise InvalidRequest(refusal)
+    if warning is not None:
+        log.warning(warning)
 
 
 def serve(config: Config) -> int:
@@ -47,11 +48,29 @@ def serve(config: Config) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    check_bind(config)
+    try:
+        check_bind(config)
+        check_extras(config)
+        lock = acquire_data_lock(config)  # before the store is opened, let alone recovered
+    except InlineError as exc:
+        print(f"inline-core: {exc.message}", file=sys.stderr)
+        return 2
+    try:
+        listener = bind_listener(config.host, config.port)
+    except InlineError as exc:
+        if lock is not None:
+            lock.release()
+        print(f"inline-core: {exc.message}", file=sys.stderr)
+        return 2
+    for warning in startup_warnings(config):
+        log.warning(warning)
     tune_malloc()  # before create_app starts the store's and workers' threads
     try:
-        app = create_app(config)
+        app = create_app(config, build_services(config, lock=lock))
     except InlineError as exc:  # a configuration the server cannot run, e.g. INLINE_PARALLEL
+        listener.close()
+        if lock is not None:
+            lock.release()
         print(f"inline-core: {exc.message}", file=sys.stderr)
         return 2
     if config.is_loopback and not config.api_token:
@@ -72,12 +91,17 @@ def serve(config: Config) -> int:
             log_config=None,  # keep the logging set up above
         )
     )
-    server.run()
+    server.run(sockets=[listener])
     return 0 if server.started else 1
 
 
 def main() -> None:
-    sys.exit(serve(Config.from_env()))
+    try:
+        config = Config.from_env()
+    except InlineError as exc:
+        print(f"inline-core: {exc.message}", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(serve(config))
 
 
 if __name__ == "__main__":

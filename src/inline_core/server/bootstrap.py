@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Literal, cast
 
 from inline_core.config import Config
 from inline_core.downloads.manager import DownloadManager
@@ -38,6 +38,7 @@ from inline_core.runtime.disk_space import MB
 from inline_core.runtime.file_store import TEMP_PREFIX, FileTakeStore
 from inline_core.sampling.job import BatchedSampler
 from inline_core.server.assets import AssetStore, DiskBudget, StoredMediaResolver
+from inline_core.server.data_lock import DataLock, acquire_data_lock
 from inline_core.server.device_info import DeviceInfo
 from inline_core.server.download_feed import DownloadFeed
 from inline_core.server.manager import RunManager, default_server_id
@@ -70,6 +71,8 @@ class Services:
     runtime: ModelRuntime | None = None
     # Stopped after the runs, before the sampler: the model runtime's worker group.
     closers: list[Callable[[], None]] = field(default_factory=list[Callable[[], None]])
+    # The data folder's lock (`data_lock.py`), released last, once the store is closed.
+    lock: DataLock | None = None
 
     def registry_version(self) -> str:
         self.packs.refresh()  # a pack installed or removed since the last look changes it
@@ -121,6 +124,8 @@ class Services:
             except Exception:
                 log.exception("closing the sampler failed")
         self.runs.close()
+        if self.lock is not None:
+            self.lock.release()
 
 
 # Temp files of writes a crash cut short (a take being written, an upload in progress). Finished
@@ -209,8 +214,21 @@ def load_plugins(registry: Registry, specs: Iterable[str]) -> list[str]:
     return loaded
 
 
-def build_services(config: Config) -> Services:
-    """Everything the app needs, not started (call `Services.start`)."""
+def build_services(
+    config: Config, lock: DataLock | None | Literal["acquire"] = "acquire"
+) -> Services:
+    """Everything the app needs, not started (call `Services.start`). The data folder's lock is
+    taken first, unless the caller holds it already (`lock`)."""
+    held = acquire_data_lock(config) if lock == "acquire" else lock
+    try:
+        return _build(config, held)
+    except BaseException:
+        if held is not None:
+            held.release()
+        raise
+
+
+def _build(config: Config, lock: DataLock | None) -> Services:
     catalog = Catalog(config.models_dir)
     runs = open_run_store(config, config.server_id or default_server_id())
     budget = DiskBudget(
@@ -273,4 +291,5 @@ def build_services(config: Config) -> Services:
         downloads=downloads,
         download_feed=DownloadFeed(downloads),
         closers=[] if runtime is None else [runtime.close],
+        lock=lock,
     )

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from inline_core.config import Config
+from inline_core.device.detect import gpu_device_nodes_present
 from inline_core.errors import InlineError
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,11 @@ class DeviceInfo:
                 self._body = {**self._body, "kind": "unknown"}
             return
         body["detected"] = True
+        note = body.get("note")
+        if isinstance(note, str) and gpu_device_nodes_present():
+            # A GPU is there but cannot be used (e.g. a CPU-only torch); with none at all the
+            # start-up checks have said so already.
+            log.warning("%s", note)
         with self._lock:
             self._body = body
 

@@ -39,7 +39,9 @@ router = APIRouter(prefix="/v1")
 RUN_FIELDS = frozenset({"graph", "target", "clientRunId"})
 # What POST /v1/import/comfy answers besides graph and target: accepted (and ignored) so an import
 # result can be posted as it came back.
-IMPORT_REPORT_FIELDS = frozenset({"skipped", "warnings"})
+IMPORT_REPORT_FIELDS = frozenset(
+    {"skipped", "warnings", "family", "changesPicture", "unmatchedModels"}
+)
 DEFAULT_LIST = 50
 MAX_LIST = 500
 CHUNK = 256 * 1024
@@ -115,7 +117,9 @@ async def models(request: Request) -> Response:
     headers = {"ETag": quoted(version), "Cache-Control": "no-cache"}
     if etag_matches(request, version):
         return Response(status_code=304, headers=headers)
-    body = serialize.models_json(version, s.registry.descriptors(), s.catalog, s.catalog.to_json())
+    body = serialize.models_json(
+        version, s.registry.descriptors(), s.catalog, s.catalog.to_json(), s.families.models_missing
+    )
     return json_response(body, headers=headers)
 
 
@@ -124,7 +128,9 @@ async def model(request: Request, node_type: str) -> Response:
     s = services(request)
     if node_type not in s.registry:
         raise NotFound(f"no node type {node_type!r}")
-    return json_response(serialize.descriptor_json(s.registry.descriptor(node_type), s.catalog))
+    descriptor = s.registry.descriptor(node_type)
+    body = serialize.descriptor_json(descriptor, s.catalog, s.families.models_missing)
+    return json_response(body)
 
 
 @router.get("/packs")

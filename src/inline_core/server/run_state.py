@@ -30,6 +30,7 @@ class NodeStatus(StrEnum):
     CACHED = "cached"
     DONE = "done"
     ERROR = "error"
+    CANCELLED = "cancelled"  # shown for a node a cancelled run never finished
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ Times are ISO 8601 in UTC with milliseconds (`2025-01-31T12:00:00.000Z`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,7 +14,7 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import CatalogView
 from inline_core.packs.host import PackSlot
 from inline_core.server.events import WireEvent
-from inline_core.server.run_state import NodeState, RunRecord, RunStatus
+from inline_core.server.run_state import NodeState, NodeStatus, RunRecord, RunStatus
 from inline_core.server.stores.records import Asset, RunSummary, ServerSeen
 from inline_core.takes import Take
 
@@ -51,7 +52,16 @@ def take_json(take: Take) -> dict[str, Any]:
     }
 
 
-def nodes_json(nodes: Mapping[str, NodeState]) -> dict[str, Any]:
+def nodes_json(nodes: Mapping[str, NodeState], status: RunStatus | None = None) -> dict[str, Any]:
+    """Each node's state; in a cancelled run, the nodes it never finished show `cancelled`."""
+    if status == RunStatus.CANCELLED:
+        unfinished = (NodeStatus.QUEUED, NodeStatus.RUNNING)
+        nodes = {
+            node_id: replace(state, state=NodeStatus.CANCELLED, eta_ms=None)
+            if state.state in unfinished
+            else state
+            for node_id, state in nodes.items()
+        }
     return {node_id: state.to_json() for node_id, state in nodes.items()}
 
 
@@ -62,7 +72,7 @@ def run_json(run: RunRecord, takes: Iterable[Take]) -> dict[str, Any]:
         "status": run.status.value,
         "target": run.target,
         "fraction": round(run.fraction, 4),
-        "nodes": nodes_json(run.nodes),
+        "nodes": nodes_json(run.nodes, run.status),
         "takes": [take_json(t) for t in takes],
         "error": run.error,
         "attempts": run.attempts,
@@ -94,9 +104,17 @@ def run_list_item(run: RunSummary) -> dict[str, Any]:
     }
 
 
-def descriptor_json(descriptor: NodeDescriptor, catalog: CatalogView) -> dict[str, Any]:
-    """A descriptor with each model picker's options filled in from the catalog."""
+def descriptor_json(
+    descriptor: NodeDescriptor,
+    catalog: CatalogView,
+    models_missing: Callable[[str], str | None] | None = None,
+) -> dict[str, Any]:
+    """A descriptor with each model picker's options filled in from the catalog, and not
+    available while the models it renders with are missing (`models_missing`: why)."""
     out = descriptor.to_json()
+    missing = None if models_missing is None else models_missing(descriptor.type)
+    if missing is not None and out["available"]:
+        out.update(available=False, unavailableReason=missing, modelsMissing=True)
     pickers = {p.name: p.options_from for p in descriptor.params if p.options_from is not None}
     if pickers:
         for param in out["params"]:
@@ -111,10 +129,11 @@ def models_json(
     descriptors: Iterable[NodeDescriptor],
     catalog: CatalogView,
     catalog_listing: Mapping[str, Any],
+    models_missing: Callable[[str], str | None] | None = None,
 ) -> dict[str, Any]:
     return {
         "registryVersion": registry_version,
-        "models": [descriptor_json(d, catalog) for d in descriptors],
+        "models": [descriptor_json(d, catalog, models_missing) for d in descriptors],
         "catalog": catalog_listing,
     }
 

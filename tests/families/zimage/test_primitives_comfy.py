@@ -44,7 +44,15 @@ def imported(client: TestClient, workflow: Json) -> Json:
     response = client.post("/v1/import/comfy", json=workflow)
     assert response.status_code == 200, response.text
     body = cast(Json, response.json())
-    assert set(body) == {"graph", "target", "skipped", "warnings"}
+    assert set(body) == {
+        "graph",
+        "target",
+        "family",
+        "changesPicture",
+        "unmatchedModels",
+        "skipped",
+        "warnings",
+    }
     return body
 
 
@@ -138,10 +146,11 @@ def test_an_imported_ui_workflow_with_guidance_renders_the_node_pixels(client: T
     assert max_diff(ours, node) == 0
 
 
-def test_a_stable_diffusion_workflow_is_refused_with_model_missing(
+def test_a_stable_diffusion_workflow_is_refused_naming_its_family(
     kit: KitPaths, tmp_path: Path
 ) -> None:
-    """The checkpoint is there, but it is not a model this server runs: the user is told so."""
+    """The checkpoint is there, but it is not a model this server runs: the import says so
+    (naming the family, the node and what to do), and a graph naming it is refused at submit."""
     assert kit.diffusion_file and kit.vae_file and kit.text_encoder_dir
     models = tmp_path / "models"
     for category, source in (
@@ -156,22 +165,61 @@ def test_a_stable_diffusion_workflow_is_refused_with_model_missing(
         models / "diffusion_models" / SD_CHECKPOINT,
     )
     with serve(models, tmp_path / "data") as client:
-        body = imported(client, sd_txt2img_api())
-        assert any("checkpoint bundles" in w for w in body["warnings"])
+        refused = client.post("/v1/import/comfy", json=sd_txt2img_api())
+        assert refused.status_code == 422, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "unsupported_model_family"
+        assert "built for Stable Diffusion 1.5 (CheckpointLoaderSimple 4" in error["message"]
+        assert "the model families it runs: Z-Image" in error["message"]
+        assert "family package installed" in error["message"]
+        # Mapped onto the checkpoint itself, it is still not a model this server runs.
+        mapped = {"workflow": sd_txt2img_api(), "models": {SD_CHECKPOINT: SD_CHECKPOINT}}
+        again = client.post("/v1/import/comfy", json=mapped)
+        assert again.json()["error"]["code"] == "unsupported_model_family"
+        # A graph naming it anyway is refused at submit, as not a Z-Image model.
+        body = imported(client, zimage_api("a cat", seed=1))
+        for node in body["graph"]["nodes"]:
+            if node["type"] == "load/diffusion-model":
+                node["params"]["file"] = SD_CHECKPOINT
         response = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+        # The high-level node refuses it at submit the same way, not mid-run.
+        high = {
+            "schemaVersion": 1,
+            "nodes": [
+                {"id": "p", "type": "input/text", "params": {"text": "a cat"}},
+                {
+                    "id": "z",
+                    "type": NODE_TYPE,
+                    "params": {"model": SD_CHECKPOINT, "width": 64, "height": 64},
+                    "inputs": {"prompt": {"from": "p", "output": "text"}},
+                },
+            ],
+        }
+        node = client.post("/v1/runs", json={"graph": high, "target": "z"})
     assert response.status_code == 422
     error = response.json()["error"]
-    assert error["code"] == "model_missing" and error["nodeId"] == "c4"
+    assert error["code"] == "model_missing" and error["nodeId"] == "c16"
+    assert SD_CHECKPOINT in error["message"] and "not a Z-Image" in error["message"]
+    assert node.status_code == 422, node.text
+    error = node.json()["error"]
+    assert error["code"] == "model_missing" and error["nodeId"] == "z"
     assert SD_CHECKPOINT in error["message"] and "not a Z-Image" in error["message"]
 
 
-def test_a_workflow_naming_a_missing_checkpoint_is_refused_naming_it(client: TestClient) -> None:
-    body = imported(client, sd_txt2img_api())
-    assert any(SD_CHECKPOINT in w and "pick one there" in w for w in body["warnings"])
-    response = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
-    assert response.status_code == 422
-    error = response.json()["error"]
-    assert error["nodeId"] == "c4" and SD_CHECKPOINT in error["message"]
+def test_a_workflow_for_another_family_maps_onto_ours_when_asked(client: TestClient) -> None:
+    """The caller maps the checkpoint onto the catalog's model: the import names the change."""
+    refused = client.post("/v1/import/comfy", json=sd_txt2img_api())
+    assert refused.status_code == 422 and SD_CHECKPOINT in refused.json()["error"]["message"]
+    workflow = sd_txt2img_api()
+    workflow["5"]["inputs"].update(width=64, height=64)
+    workflow["3"]["inputs"].update(steps=2)
+    body = imported(client, {"workflow": workflow, "models": {SD_CHECKPOINT: MODEL}})
+    assert body["family"] == {"name": "z-image", "title": "Z-Image"}
+    assert any(
+        w.startswith("changes the picture: this workflow is built for Stable Diffusion 1.5")
+        for w in body["warnings"]
+    ), body["warnings"]
+    run(client, body["graph"], body["target"])
 
 
 @pytest.mark.parametrize(

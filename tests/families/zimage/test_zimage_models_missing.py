@@ -6,14 +6,19 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from zimage_harness import make_runner, models_without_diffusion, node_params, render
 
+from inline_core.config import Config
 from inline_core.errors import ModelMissing, RunFailed
 from inline_core.families.files import StackResolver
 from inline_core.families.zimage import ZImageFamily
+from inline_core.families.zimage.descriptor import NODE_TYPE
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.models.catalog import Catalog
 from inline_core.sampling.loop import StepLoopSampler
+from inline_core.server.app import create_app
+from inline_core.server.bootstrap import build_services
 
 OVERRIDES = {
     "model": "INLINE_ZIMAGE_MODEL",
@@ -127,14 +132,16 @@ def test_truncated_diffusion_file_fails_the_run_naming_it(
     assert str(cut) in info.value.message
 
 
-def test_wrong_kind_of_file_fails_naming_it(
+def test_wrong_kind_of_file_is_refused_naming_it(
     kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
 ) -> None:
+    """Refused as the low-level loader refuses it: model_missing, from the file's header (the
+    server's submit check runs the same resolution)."""
     assert kit.vae_file is not None and kit.diffusion_file is not None
     root = models_without_diffusion(kit, tmp_path / "models")
     shutil.copy(kit.diffusion_file, root / "diffusion_models" / "zimage.safetensors")
     shutil.copy(kit.vae_file, root / "diffusion_models" / "not_a_dit.safetensors")
-    with pytest.raises(RunFailed) as info:
+    with pytest.raises(ModelMissing) as info:
         render(make_runner(root, sampler), tmp_path / "takes", model="not_a_dit.safetensors")
     assert "not_a_dit.safetensors" in info.value.message
     assert "not a Z-Image diffusion model" in info.value.message
@@ -154,3 +161,24 @@ def test_broken_vae_fails_naming_it(
     with pytest.raises(RunFailed) as info:
         render(make_runner(root, sampler), tmp_path / "takes")
     assert str(broken) in info.value.message
+
+
+def test_the_node_is_available_only_with_its_models(kit: KitPaths, tmp_path: Path) -> None:
+    """/v1/models says whether the node's models are there, and why not, as the models come."""
+    models = tmp_path / "models"
+    models.mkdir()
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    services = build_services(config)
+    with TestClient(create_app(config, services)) as client:
+        listing = {d["type"]: d for d in client.get("/v1/models").json()["models"]}
+        node = listing[NODE_TYPE]
+        assert node["available"] is False and node["modelsMissing"] is True
+        assert node["unavailableReason"].startswith("Z-Image is missing model files.")
+        assert str(models / "diffusion_models") in node["unavailableReason"]
+        one = client.get(f"/v1/models/{NODE_TYPE}").json()
+        assert one["available"] is False
+        assert listing["input/text"]["available"] is True  # nodes without models stay so
+        shutil.copytree(kit.root, models, dirs_exist_ok=True)
+        services.catalog.rescan()
+        node = {d["type"]: d for d in client.get("/v1/models").json()["models"]}[NODE_TYPE]
+        assert node["available"] is True and "modelsMissing" not in node

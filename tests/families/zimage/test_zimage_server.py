@@ -4,6 +4,7 @@ renders, img2img from an uploaded asset, missing models refused with 422, cancel
 from __future__ import annotations
 
 import io
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -131,6 +132,45 @@ def test_img2img_from_an_uploaded_asset(client: TestClient) -> None:
     [take] = state["takes"]
     assert take["params"]["img2img"] is True and take["params"]["strength"] == 0.5
     assert take_image(client, take).size == (64, 64)
+
+
+def test_a_take_graph_names_the_model_auto_picked_and_renders_the_same(
+    client: TestClient,
+) -> None:
+    state = wait(client, submit(client, zimage_graph("a fox", steps=2, seed=11)))
+    assert state["status"] == "done", state
+    [take] = state["takes"]
+    data = client.get(take["uri"]).content
+    with Image.open(io.BytesIO(data)) as png:
+        graph = json.loads(png.info["inline:graph"])
+        first = pixels(png)
+    [node] = [n for n in graph["nodes"] if n["id"] == "z"]
+    assert node["params"]["model"] == take["params"]["model"]
+    assert node["params"]["model"].endswith(".safetensors")
+    # Re-submitting the take's own graph renders the same picture.
+    again = wait(client, submit(client, graph))
+    assert again["status"] == "done", again
+    [retake] = again["takes"]
+    with Image.open(io.BytesIO(client.get(retake["uri"]).content)) as png:
+        assert max_diff(pixels(png), first) == 0
+
+
+def test_a_strength_that_leaves_no_step_is_refused_at_submit(client: TestClient) -> None:
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64), (10, 20, 30)).save(buf, format="PNG")
+    upload = client.post(
+        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
+    )
+    asset = upload.json()["id"]
+    graph = zimage_graph("a cat", image_asset=asset, steps=4, strength=0.0)
+    response = client.post("/v1/runs", json={"graph": graph, "target": "z"})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and error["nodeId"] == "z"
+    assert "strength 0 with an image wired leaves no step to run" in error["message"]
+    # Without an image, strength is not used: the same params render.
+    state = wait(client, submit(client, zimage_graph("a cat", steps=2, strength=0.0)))
+    assert state["status"] == "done", state
 
 
 def node_step(state: dict[str, Any]) -> int:

@@ -37,6 +37,9 @@ class FamilyNodeRunner(NodeRunner):
     def check(self, node_id: str, params: Mapping[str, Any]) -> Sources:
         return self.family.resolve(self.descriptor.type, params).require(node_id)
 
+    def check_wired(self, node_id: str, params: Mapping[str, Any], wired: frozenset[str]) -> None:
+        self.family.check_wired(self.descriptor.type, params, wired, node_id)
+
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         sources = prepared if isinstance(prepared, Sources) else self._sources(params, None)
         return sources.identity()
@@ -76,8 +79,13 @@ class FamilyNodeRunner(NodeRunner):
         )
         output: object = accelerator.run(job)
         reporter.phase("save")
+        chosen = {}
+        if not call.params.get("model") and sources.model_name in family.catalog.options(
+            "diffusion_models"
+        ):  # "auto": the embedded graph names the model it picked
+            chosen = {"model": sources.model_name}
         take = self._save(
-            ctx, node_id, output, {**lowered.take_params, "model": sources.model_name}
+            ctx, node_id, output, {**lowered.take_params, "model": sources.model_name}, chosen
         )
         reporter.phase("save", 1.0)
         return NodeResult(outputs={self.descriptor.outputs[0].name: output}, takes=(take,))
@@ -87,10 +95,15 @@ class FamilyNodeRunner(NodeRunner):
         return {role: self.runtime.placement(self.family, role).dtype for role in roles}
 
     def _save(
-        self, ctx: ExecutionContext, node_id: str, output: object, params: Mapping[str, Any]
+        self,
+        ctx: ExecutionContext,
+        node_id: str,
+        output: object,
+        params: Mapping[str, Any],
+        chosen: Mapping[str, Any],
     ) -> Take:
         if self.descriptor.output_kind == "image" and isinstance(output, Image.Image):
-            return ctx.save_image(node_id, output, params)
+            return ctx.save_image(node_id, output, params, chosen=chosen)
         raise RunFailed(
             f"{self.descriptor.type} produced a {type(output).__name__}, not its "
             f"{self.descriptor.output_kind}"

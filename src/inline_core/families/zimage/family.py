@@ -13,6 +13,7 @@ from typing import Any
 from PIL import Image
 
 from inline_core.device.split import ModelParallelSupport
+from inline_core.diffusion.flow.steps import img2img_start
 from inline_core.diffusion.formats import ldm_vae
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
@@ -36,6 +37,7 @@ class ZImageFamily(Family):
     requires = ("torch", "diffusers", "transformers", "safetensors")
     install_hint = EXTRA_HINT
     builder = "inline_core.families.zimage.build:BUILDER"
+    comfy_text_encoder_types = ("lumina2",)  # how ComfyUI loads its Qwen3 text encoder
     kit = "inline_core.families.zimage.kit:main"
     download = "inline_core.families.zimage.download:main"
     capabilities = Capabilities(
@@ -78,6 +80,19 @@ class ZImageFamily(Family):
         take_params = {k: v for k, v in request.items() if k != "image"}
         take_params["img2img"] = image is not None
         return Lowered(request, take_params)
+
+    def check_wired(
+        self, node_type: str, params: Mapping[str, Any], wired: frozenset[str], node_id: str
+    ) -> None:
+        if node_type != NODE_TYPE or "image" not in wired:
+            return
+        steps, strength = int(params["steps"]), float(params["strength"])
+        if steps - img2img_start(steps, strength) < 1:
+            raise InvalidRequest(
+                f"strength {strength:g} with an image wired leaves no step to run out of "
+                f"{steps}: raise the strength (0 would return the image unchanged) or the steps",
+                node_id=node_id,
+            )
 
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any

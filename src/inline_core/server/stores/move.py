@@ -21,6 +21,7 @@ from pathlib import Path
 
 from inline_core.config import Config
 from inline_core.errors import InlineError, InvalidRequest
+from inline_core.server.data_lock import acquire_data_lock
 from inline_core.server.stores import open_run_store
 from inline_core.server.stores.run_store import RunStore
 from inline_core.server.stores.sql import Db
@@ -90,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         env_config = Config.from_env({**os.environ, "INLINE_DATABASE_URL": args.to})
+        # A server still using the folder would keep running what this queues again.
+        lock = acquire_data_lock(Config(data_dir=data_dir))
         source = open_run_store(Config(data_dir=data_dir), MOVER)
         try:
             target = open_run_store(env_config, MOVER)
@@ -100,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 target.close()
         finally:
             source.close()
+            if lock is not None:
+                lock.release()
     except InlineError as exc:
         print(f"inline-core move-store: {exc.message}", file=sys.stderr)
         return 2

@@ -1,0 +1,32 @@
+"""`ModelFacts`: all the importer may ask of the model families this server runs.
+
+The importer names no family: it asks these questions of whatever families are installed (the
+server passes its `Families`), so a new family is recognised in workflows without an edit here.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class ModelFacts(Protocol):
+    def flow_shift(self, model_file: str) -> float | None:
+        """The flow shift `sample` runs `diffusion_models/<model_file>` at; None when unknown."""
+        ...
+
+    def family_names(self) -> list[tuple[str, str]]:
+        """(name, title) of each family the server runs."""
+        ...
+
+    def names_model(self, family: str, file_name: str) -> bool:
+        """Whether a model file name (a workflow's UNETLoader's) reads as one of `family`'s."""
+        ...
+
+    def text_encoder_types(self, family: str) -> tuple[str, ...]:
+        """The `type`s ComfyUI's CLIPLoader loads `family`'s text encoder as."""
+        ...
+
+    def family_of(self, category: str, file_name: str) -> str | None:
+        """The family that takes the catalog's `category/file_name`, by its contents; None if
+        none does (or the file is not there)."""
+        ...

@@ -1,0 +1,233 @@
+"""Which model family a ComfyUI workflow is built for, from its loader nodes' file names, the
+type its text encoder loads as, and node classes only one family uses.
+
+A workflow is mapped only onto a family this server runs (asked through `ModelFacts`, which
+never names one); one built for another family is refused (422 `unsupported_model_family`)
+naming the family, the nodes that show it and what to do, never imported into another family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from inline_core.errors import InvalidRequest
+from inline_core.graph.runner import CatalogView
+from inline_core.importer.facts import ModelFacts
+from inline_core.importer.known_families import (
+    known_by_class,
+    known_by_file,
+    known_by_text_encoder,
+)
+from inline_core.importer.workflow import ComfyNode, Workflow, node_sort_key
+
+# ComfyUI loaders of a diffusion model (a checkpoint bundles one), by the widget naming it.
+MODEL_LOADERS = {
+    "UNETLoader": "unet_name",
+    "UnetLoaderGGUF": "unet_name",
+    "CheckpointLoaderSimple": "ckpt_name",
+    "CheckpointLoader": "ckpt_name",
+    "ImageOnlyCheckpointLoader": "ckpt_name",
+    "unCLIPCheckpointLoader": "ckpt_name",
+}
+TEXT_ENCODER_LOADERS = ("CLIPLoader", "DualCLIPLoader", "TripleCLIPLoader", "QuadrupleCLIPLoader")
+# Text encoder types that many families share: they tell nothing.
+GENERIC_TYPES = frozenset({"", "default", "stable_diffusion"})
+SHOWN = 4
+
+
+class UnsupportedFamily(InvalidRequest):
+    code = "unsupported_model_family"
+
+
+@dataclass(frozen=True)
+class Recognition:
+    family: str | None  # the served family it maps onto; None: the workflow loads no model
+    title: str | None = None
+    # Said plainly in the answer: the caller's mapping put a workflow built for another family
+    # onto this one, so the picture is not the one the workflow makes.
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass
+class _Evidence:
+    served: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
+    foreign: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
+    unknown_models: list[str] = field(default_factory=list[str])
+    mapped: list[str] = field(default_factory=list[str])  # by the caller's explicit mapping
+    models: int = 0
+
+
+def _where(node: ComfyNode) -> str:
+    return f"{node.class_type} {node.id}"
+
+
+def _widget(node: ComfyNode, name: str) -> str:
+    value = node.inputs.get(name)
+    return value if isinstance(value, str) else ""
+
+
+def recognise(
+    workflow: Workflow,
+    facts: ModelFacts | None,
+    catalog: CatalogView,
+    renamed: Mapping[str, str] | None = None,
+) -> Recognition:
+    """The served family `workflow` is for; raises `UnsupportedFamily` when it is for another
+    (or for none this server can tell). `renamed` is the caller's explicit model-name mapping:
+    a model file it maps onto a served family's decides, whatever else the workflow shows."""
+    served = facts.family_names() if facts is not None else []
+    titles = dict(served)
+    evidence = _Evidence()
+    nodes = sorted(workflow.nodes.values(), key=lambda n: node_sort_key(n.id))
+    _check_mapped(nodes, catalog, dict(renamed or {}))
+    for node in nodes:
+        _read_model(node, facts, served, dict(renamed or {}), evidence)
+        _read_text_encoder(node, facts, served, evidence)
+    if not evidence.models:  # no model file: a class only one family uses still tells
+        for node in nodes:
+            known = known_by_class(node.class_type)
+            if known is not None:
+                evidence.foreign.setdefault(known.title, []).append(_where(node))
+    if evidence.mapped and evidence.served:
+        name = next(iter(evidence.served))
+        notes = tuple(
+            f"changes the picture: this workflow is built for {title} ({_shown(where)}); the "
+            f"import's models put it onto {titles[name]}, so it renders what {titles[name]} "
+            "makes of it, not what the workflow makes"
+            for title, where in evidence.foreign.items()
+        )
+        return Recognition(name, titles[name], notes)
+    if evidence.foreign:
+        title, where = next(iter(evidence.foreign.items()))
+        raise UnsupportedFamily(_foreign_message(title, where, titles, catalog, facts))
+    if evidence.served:
+        name = next(iter(evidence.served))
+        return Recognition(name, titles[name])
+    if evidence.unknown_models:
+        raise UnsupportedFamily(_unknown_message(evidence.unknown_models, titles, catalog, facts))
+    return Recognition(None)
+
+
+def _check_mapped(nodes: list[ComfyNode], catalog: CatalogView, renamed: dict[str, str]) -> None:
+    """A model file the caller maps must be the catalog's: said before anything else."""
+    listed = catalog.options("diffusion_models")
+    for node in nodes:
+        widget = MODEL_LOADERS.get(node.class_type)
+        wanted = _widget(node, widget) if widget is not None else ""
+        chosen = renamed.get(wanted)
+        if chosen is not None and chosen not in listed:
+            shown = ", ".join(repr(n) for n in listed[:8]) or "nothing"
+            raise InvalidRequest(
+                f"{_where(node)}: the import's models map {wanted!r} onto {chosen!r}, which is "
+                f"not in diffusion_models/ (it holds {shown})"
+            )
+
+
+def _shown(where: list[str]) -> str:
+    return "; ".join(where[:SHOWN]) + ("; ..." if len(where) > SHOWN else "")
+
+
+def served_models(catalog: CatalogView, facts: ModelFacts | None) -> list[str]:
+    """The catalog's diffusion models a family this server runs takes: the candidates a caller
+    may map a workflow's model file onto."""
+    if facts is None:
+        return []
+    return [
+        name
+        for name in catalog.options("diffusion_models")
+        if facts.family_of("diffusion_models", name) is not None
+    ]
+
+
+def _mapping_hint(catalog: CatalogView, facts: ModelFacts | None) -> str:
+    candidates = served_models(catalog, facts)
+    shown = ", ".join(repr(n) for n in candidates[:8]) if candidates else "none is installed"
+    return (
+        "; to render it with one of this server's models anyway, map the workflow's file onto "
+        'one in the import\'s "models" ({"<workflow file>": "<catalog file>"}; inline-core '
+        f"import-comfy --model WORKFLOW_FILE=CATALOG_FILE): diffusion_models/ here: {shown}"
+    )
+
+
+def _read_model(
+    node: ComfyNode,
+    facts: ModelFacts | None,
+    served: list[tuple[str, str]],
+    renamed: dict[str, str],
+    evidence: _Evidence,
+) -> None:
+    widget = MODEL_LOADERS.get(node.class_type)
+    if widget is None:
+        return
+    wanted = _widget(node, widget)
+    if not wanted:
+        return
+    evidence.models += 1
+    shown = f"{_where(node)} {wanted!r}"
+    file_name = renamed.get(wanted, wanted)
+    owner = None if facts is None else facts.family_of("diffusion_models", file_name)
+    if owner is None and facts is not None:
+        owner = next((n for n, _t in served if facts.names_model(n, file_name)), None)
+    known = known_by_file(wanted)
+    if owner is not None:
+        evidence.served.setdefault(owner, []).append(shown)
+        if wanted in renamed:
+            evidence.mapped.append(shown)
+            if known is not None:  # said plainly: the picture is not the workflow's
+                evidence.foreign.setdefault(known.title, []).append(shown)
+        return
+    if known is not None:
+        evidence.foreign.setdefault(known.title, []).append(shown)
+    else:
+        evidence.unknown_models.append(shown)
+
+
+def _read_text_encoder(
+    node: ComfyNode, facts: ModelFacts | None, served: list[tuple[str, str]], evidence: _Evidence
+) -> None:
+    if node.class_type not in TEXT_ENCODER_LOADERS:
+        return
+    kind = _widget(node, "type").strip().lower()
+    if kind in GENERIC_TYPES:
+        return
+    shown = f"{_where(node)} type {kind!r}"
+    if facts is not None:
+        for name, _title in served:
+            if kind in facts.text_encoder_types(name):
+                evidence.served.setdefault(name, []).append(shown)
+                return
+    known = known_by_text_encoder(kind)
+    title = known.title if known is not None else f"the model family ComfyUI calls {kind!r}"
+    evidence.foreign.setdefault(title, []).append(shown)
+
+
+def _runs_here(titles: Mapping[str, str]) -> str:
+    return ", ".join(titles.values()) if titles else "none (no model family is installed)"
+
+
+def _foreign_message(
+    title: str,
+    where: list[str],
+    titles: Mapping[str, str],
+    catalog: CatalogView,
+    facts: ModelFacts | None,
+) -> str:
+    return (
+        f"this workflow is built for {title} ({_shown(where)}), which this server cannot run; "
+        f"the model families it runs: {_runs_here(titles)}. Inline Core has no {title} family "
+        "yet: one comes as a family package installed into the server's environment (then "
+        "listed in /v1/health); until then, import a workflow built for a family listed here"
+        + _mapping_hint(catalog, facts)
+    )
+
+
+def _unknown_message(
+    where: list[str], titles: Mapping[str, str], catalog: CatalogView, facts: ModelFacts | None
+) -> str:
+    return (
+        f"cannot tell which model family this workflow is built for: {_shown(where)} is not a "
+        "file in models/diffusion_models/ and its name is no model of the families this server "
+        f"runs ({_runs_here(titles)}). Put the file there, or name the catalog's file for it"
+        + _mapping_hint(catalog, facts)
+    )

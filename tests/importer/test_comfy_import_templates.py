@@ -1,0 +1,49 @@
+"""Every official ComfyUI template: mapped onto the one family this server runs (Z-Image), or
+refused naming the family it is for, the node it cannot run, or that it makes no image (video,
+audio, 3D, text). None imports into another family. (`tests/families/zimage/` renders the ones
+mapped, with the tiny models.)"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from comfy_harness import imported
+from comfy_templates import Outcome, outcome_of, templates
+
+from inline_core.models.catalog import Catalog
+
+
+def test_every_template_is_mapped_or_refused_naming_why(catalog: Catalog) -> None:
+    outcomes: dict[str, Outcome] = {}
+    for name, workflow in templates():
+        outcomes[name] = outcome_of(lambda workflow=workflow: imported(workflow, catalog))
+    kinds = Counter(o.kind for o in outcomes.values())
+    families = Counter(o.family for o in outcomes.values() if o.kind == "other family")
+    print("\ntemplates:", dict(kinds), "\nrefused for:", dict(families.most_common()))
+    mapped = {name for name, o in outcomes.items() if o.kind == "mapped"}
+    # Mapped: templates built for Z-Image only (its model files), each node it dropped on the
+    # way to the image listed as changing the picture.
+    assert {"image_z_image.json", "image_z_image_turbo.json"} <= mapped
+    for name in mapped:
+        outcome = outcomes[name]
+        assert outcome.family == "z-image" and outcome.result is not None, name
+        loaded = [
+            n.params["file"]
+            for n in outcome.result.graph.nodes
+            if n.type.startswith("load/diffusion")
+        ]
+        assert loaded and all("z_image" in f for f in loaded), (name, loaded)
+        for change in outcome.result.changes:
+            assert any(
+                w.startswith(f"changes the picture: {change.class_type}")
+                for w in outcome.result.warnings
+            )
+    # Each template refused for its family names it (none is "cannot tell" for this package).
+    assert families[None] == 0, families
+    # The families ComfyUI ships the most templates for are each refused by name.
+    for family in ("Wan", "Qwen-Image", "FLUX.1", "FLUX.2", "SDXL", "LTX-Video"):
+        assert families[family] > 0, family
+    assert outcomes["image_z_image_turbo_fun_union_controlnet.json"].kind == "node it cannot run"
+    assert kinds["mapped"] + kinds["other family"] + kinds["node it cannot run"] + kinds[
+        "no image"
+    ] == len(outcomes)
