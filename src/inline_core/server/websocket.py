@@ -17,14 +17,14 @@ transport to drain before each send), and uvicorn's keepalive ping gives up on a
 from __future__ import annotations
 
 import asyncio
-from typing import cast
+from typing import Protocol, cast
 
 from fastapi import APIRouter
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from inline_core.errors import InlineError, NotFound
 from inline_core.server.bootstrap import Services
-from inline_core.server.events import WireEvent
+from inline_core.server.events import Subscriber, WireEvent
 from inline_core.server.http_errors import inline_error_response
 
 router = APIRouter(prefix="/v1")
@@ -55,24 +55,35 @@ async def unknown_socket(websocket: WebSocket, path: str) -> None:
     await deny_socket(websocket, NotFound("no such websocket route"))
 
 
-@router.websocket("/runs/{run_id}/events")
-async def run_events(websocket: WebSocket, run_id: str) -> None:
-    services = cast(Services, websocket.app.state.services)
+class Feed(Protocol):
+    """What a socket streams from: a snapshot and a subscriber for what follows, by key."""
+
+    def subscribe(
+        self, key: str, loop: asyncio.AbstractEventLoop, /
+    ) -> tuple[WireEvent, Subscriber]: ...
+
+    def unsubscribe(self, key: str, subscriber: Subscriber, /) -> None: ...
+
+
+async def stream_feed(
+    websocket: WebSocket, services: Services, slot: str, feed: Feed, key: str
+) -> None:
+    """Serve one events socket: take a `SocketGate` slot, send `key`'s snapshot, then each event
+    until the feed ends (None) or the client leaves, and close."""
     try:
-        services.sockets.acquire(run_id)
+        services.sockets.acquire(slot)
     except InlineError as exc:
         await deny_socket(websocket, exc)
         return
     try:
-        await _serve_events(websocket, services, run_id)
+        await _stream(websocket, feed, key)
     finally:
-        services.sockets.release(run_id)
+        services.sockets.release(slot)
 
 
-async def _serve_events(websocket: WebSocket, services: Services, run_id: str) -> None:
-    manager = services.manager
+async def _stream(websocket: WebSocket, feed: Feed, key: str) -> None:
     try:
-        snapshot, subscriber = manager.subscribe(run_id, asyncio.get_running_loop())
+        snapshot, subscriber = feed.subscribe(key, asyncio.get_running_loop())
     except InlineError as exc:
         await deny_socket(websocket, exc)
         return
@@ -97,4 +108,10 @@ async def _serve_events(websocket: WebSocket, services: Services, run_id: str) -
     finally:
         if left is not None:
             left.cancel()
-        manager.unsubscribe(run_id, subscriber)
+        feed.unsubscribe(key, subscriber)
+
+
+@router.websocket("/runs/{run_id}/events")
+async def run_events(websocket: WebSocket, run_id: str) -> None:
+    services = cast(Services, websocket.app.state.services)
+    await stream_feed(websocket, services, run_id, services.manager, run_id)
