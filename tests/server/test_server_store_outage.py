@@ -14,7 +14,7 @@ from store_support import claim, lease, new_run, open_store
 from inline_core.errors import Unavailable
 from inline_core.server.events import WireEvent
 from inline_core.server.run_state import NodeState, NodeStatus, RunStatus
-from inline_core.server.stores.records import RunMirror
+from inline_core.server.stores.records import JournalEntry, RunMirror
 from inline_core.server.stores.run_store import RunStore
 from tests.postgres_cluster import PostgresCluster
 
@@ -75,7 +75,8 @@ def test_a_patient_write_gives_up_after_its_bound(
         own_postgres.stop("immediate")
         mirror = RunMirror({}, 0.0, [])
         progress = WireEvent("progress", {"type": "progress", "nodeId": "t"}, "t")
-        waiting = store.append_events_future(lease(held), 1, lambda: ([progress], mirror))
+        entry = JournalEntry(lease(held), 1, [progress], mirror)
+        waiting = store.append_events_future(lambda: [entry])
         with pytest.raises(Unavailable):
             waiting.result(timeout=30)  # bounded: it does not hang past its patience
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -87,6 +88,16 @@ class RunMirror:
     nodes: dict[str, NodeState]
     fraction: float
     takes: list[Take]
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """A held run's events not yet in the history, and the state they lead to."""
+
+    lease: Lease
+    attempt: int
+    events: Sequence[EventLike]
+    mirror: RunMirror
 
 
 @dataclass(frozen=True)
