@@ -44,7 +44,7 @@ from inline_core.graph.executor import Executor
 from inline_core.graph.registry import Registry
 from inline_core.graph.runner import CatalogView
 from inline_core.graph.schema import parse_graph
-from inline_core.graph.validate import ValidatedGraph, validate_graph
+from inline_core.graph.validate import ValidatedGraph, may_wait_on_disk, validate_graph
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.store import TakeStore
@@ -309,10 +309,14 @@ class RunManager:
     async def submit_async(
         self, graph_json: object, target: object, client_run_id: object = None
     ) -> tuple[RunRecord, bool]:
-        """`submit` for the event loop: validation runs on a worker thread (a model node's check
-        reads its files' headers, and its files are resolved there once for the whole run), and
-        the commit is awaited."""
-        accepted = await asyncio.to_thread(self._accept, graph_json, target, client_run_id)
+        """`submit` for the event loop: validation runs on a worker thread when it may wait on
+        the disk (a model node's check reads its files' headers, and its files are resolved there
+        once for the whole run), else right here: a thread would only add its hand-offs. The
+        commit is awaited."""
+        if may_wait_on_disk(graph_json, self.registry):
+            accepted = await asyncio.to_thread(self._accept, graph_json, target, client_run_id)
+        else:
+            accepted = self._accept(graph_json, target, client_run_id)
         return await asyncio.wrap_future(accepted)
 
     # ---- claiming ------------------------------------------------------------------------------
