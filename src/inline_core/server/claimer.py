@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, wait
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from inline_core.errors import InlineError
@@ -47,18 +47,21 @@ class Claimer:
         """`request(reserved)`: the claim to make now, given the room that claims not handed
         over yet hold (None: nothing to claim); it runs on the store's writer thread, one claim
         at a time, so it must not wait on anything. `admit(claimed, made_at)`: hand the claimed
-        runs over. `on_poll`: called on the claimer's own thread before each poll's claim."""
+        runs over. `on_poll`: called on the claimer's own thread before each poll's claim (and at
+        once after a `poke`)."""
         self._store = store
         self._request = request
         self._admit = admit
         self._poll_s = poll_s
         self._on_poll = on_poll
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # a claim's runs were handed over
         self._waiting: _Claim | None = None  # queued, not sized yet
-        self._in_flight: set[Future[Claimed | None]] = set()
+        self._in_flight = 0  # claims queued whose runs are not handed over yet
         self._reserved = 0
         self._closed = False
         self._stop = threading.Event()
+        self._poked = threading.Event()  # poll now: `on_poll` has something new to look at
         self._thread = threading.Thread(target=self._poll, name="run-claimer", daemon=True)
 
     def start(self) -> None:
@@ -70,23 +73,39 @@ class Claimer:
             if self._closed or self._waiting is not None:
                 return  # the claim waiting will take the room this wake is about
             claim = self._waiting = _Claim()
+            self._in_flight += 1
         future = self._store.claim_future(lambda: self._size(claim))
-        with self._lock:
-            self._in_flight.add(future)
         future.add_done_callback(lambda done: self._done(claim, done))
 
     def close(self, timeout: float = 10.0) -> None:
-        """Claim no more; wait until the claims in flight have handed their runs over."""
+        """Claim no more; wait until the claims in flight have handed their runs over (not
+        just committed: a run handed over after this returns would have no worker left)."""
+        deadline = time.monotonic() + timeout
         with self._lock:
             self._closed = True
-            in_flight = list(self._in_flight)
         self._stop.set()
+        self._poked.set()
         if self._thread.is_alive():
             self._thread.join(timeout=timeout)
-        wait(in_flight, timeout=timeout)
+        with self._settled:
+            while self._in_flight > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("%d claims still in flight as claiming stopped", self._in_flight)
+                    return
+                self._settled.wait(left)
+
+    def poke(self) -> None:
+        """Poll now rather than at the next interval (never blocks: the poll runs on the
+        claimer's own thread)."""
+        self._poked.set()
 
     def _poll(self) -> None:
-        while not self._stop.wait(self._poll_s):
+        while True:
+            self._poked.wait(self._poll_s)
+            self._poked.clear()
+            if self._stop.is_set():
+                return
             try:
                 self._on_poll()
             except Exception:
@@ -111,15 +130,16 @@ class Claimer:
         with self._lock:
             if self._waiting is claim:
                 self._waiting = None  # refused before it ran (the database is unreachable)
-            self._in_flight.discard(done)
         error = done.exception()
         claimed = None if error is not None else done.result()
         try:
             if claimed is not None:
                 self._admit(claimed, claim.made_at)
         finally:
-            with self._lock:  # only now: the runs admitted hold their workers themselves
+            with self._settled:  # only now: the runs admitted hold their workers themselves
                 self._reserved -= claim.reserved
+                self._in_flight -= 1
+                self._settled.notify_all()
         if isinstance(error, InlineError):  # unreachable: the next wake or poll tries again
             log.debug("claiming runs failed: %s", error.message)
         elif error is not None:

@@ -157,10 +157,12 @@ class RunManager:
             on_cancel_requested=self._cancel_requested,
             info=lambda: {"workers": config.run_workers},
         )
-        # What this server can serve, as claims ask for it: computed off the writer's thread
-        # (the catalog rescans its folder now and then), again at every poll and whenever a
-        # submission needs something it does not list (a pack installed, a model added).
+        # What this server can serve, as claims ask for it: computed on the claimer's thread
+        # (the catalog rescans its folder now and then), at every poll and at once whenever a
+        # submission needs something it does not list (a pack installed, a model added); sorted
+        # once there, not at every claim.
         self._capabilities = frozenset[str]()
+        self._capability_list: tuple[str, ...] = ()
         self.claimer = Claimer(
             store,
             self._claim_request,
@@ -270,7 +272,9 @@ class RunManager:
             needs=run_needs(validated, self.registry),
         )
         if not self._capabilities.issuperset(new.needs):
-            self._refresh_capabilities()
+            # Maybe a model or a pack arrived since the last look: the claimer's thread looks
+            # again (the catalog may rescan its folder: never here, perhaps on the event loop).
+            self.claimer.poke()
         answer: Future[tuple[RunRecord, bool]] = Future()
         with self._lock:
             # Kept before the insert is queued: a claim queued behind it may take the run
@@ -336,7 +340,7 @@ class RunManager:
         return ClaimRequest(
             server_id=self.server_id,
             limit=max(0, free),
-            capabilities=tuple(sorted(self._capabilities)),
+            capabilities=self._capability_list,
             holding=holding,
             lease_s=self.config.lease_timeout_s,
             max_retries=self.config.max_retries,
@@ -344,8 +348,10 @@ class RunManager:
         )
 
     def _refresh_capabilities(self) -> None:
-        found = server_capabilities(self.registry, self.catalog, self._device_kind())
-        self._capabilities = frozenset(found)
+        found = server_capabilities(self.registry, self.catalog, self._device_kind())  # sorted
+        with self._lock:  # a claim reads both together
+            self._capabilities = frozenset(found)
+            self._capability_list = found
 
     def _claimed(self, claimed: Claimed, claimed_at: float) -> None:
         """A claim is durable: hand its runs to the workers."""
@@ -530,8 +536,10 @@ class RunManager:
             log.exception("could not record the end of run %s", run.id)
             self._forget(run)
         # What the run freed goes back to the OS, so RSS tracks what is resident, not history.
+        # Idle: nothing claimed here waits for a worker and the store's queue looked empty (the
+        # claimed runs alone say nothing: a claim takes only what the workers can start).
         with self._lock:
-            idle = not self._ready
+            idle = not self._ready and self._queued <= 0
         self.trimmer.maybe_trim(idle=idle)
 
     def _run(self, run: LiveRun) -> _Outcome:
