@@ -27,9 +27,10 @@ class Entries:
     events: Sequence[EventLike]
 
 
-def append_all(db: Db, entries: Iterable[Entries]) -> int:
+def append_all(db: Db, entries: Iterable[Entries]) -> None:
     """Append every entry's events to the history, in order, and tell the servers which runs'
-    histories grew. Returns the last event's seq (0 for no events)."""
+    histories grew. One statement that returns nothing: on SQLite a statement's every row
+    returned is a step of its own, each handing the interpreter lock to another thread."""
     params: list[object] = []
     grown: list[str] = []
     for entry in entries:
@@ -40,21 +41,19 @@ def append_all(db: Db, entries: Iterable[Entries]) -> int:
         if entry.events:
             grown.append(entry.run_id)
     if not params:
-        return 0
+        return
     values = ", ".join(["(?, ?, ?, ?, ?, {now})"] * (len(params) // 5))
-    inserted = db.all(
-        "INSERT INTO events (run_id, attempt, server_id, type, body, created_at) "
-        f"VALUES {values} RETURNING seq",
+    db.execute(
+        f"INSERT INTO events (run_id, attempt, server_id, type, body, created_at) VALUES {values}",
         params,
     )
     for run_id in grown:
         db.notify(EVENTS, run_id)
-    return max(int(r["seq"]) for r in inserted)
 
 
-def append(db: Db, run_id: str, attempt: int, server_id: str, events: Sequence[EventLike]) -> int:
-    """Append one run's `events`; returns the last one's seq (0 for no events)."""
-    return append_all(db, [Entries(run_id, attempt, server_id, events)])
+def append(db: Db, run_id: str, attempt: int, server_id: str, events: Sequence[EventLike]) -> None:
+    """Append one run's `events`."""
+    append_all(db, [Entries(run_id, attempt, server_id, events)])
 
 
 def end(db: Db, record: RunRecord, server_id: str) -> None:

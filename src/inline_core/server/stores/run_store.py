@@ -256,11 +256,13 @@ class RunStore:
             "INSERT INTO runs (id, client_run_id, request_hash, graph, target, status, "
             "created_at, nodes, fraction, needs) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, 0, ?) "
             # Two servers may take the same clientRunId at once: the second one finds the first.
-            "ON CONFLICT (client_run_id) WHERE client_run_id IS NOT NULL DO NOTHING RETURNING seq"
+            "ON CONFLICT (client_run_id) WHERE client_run_id IS NOT NULL DO NOTHING"
         )
 
         def op(db: Db) -> tuple[RunRecord, bool]:
-            if db.one(insert, values) is None:
+            # Its row count says whether it went in (no RETURNING: on SQLite a row returned is
+            # one more step, and one more hand-off of the interpreter lock).
+            if db.execute(insert, values).rowcount != 1:
                 row = db.one(
                     f"SELECT {rows.RUN_COLUMNS} FROM runs WHERE client_run_id = ?",
                     (new.client_run_id,),
