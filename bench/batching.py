@@ -140,6 +140,7 @@ def start_server(name: str, models: Path, max_batch: int | None, workers: int) -
         models_dir=models,
         data_dir=Path(tempfile.mkdtemp(prefix=f"batching-{name}-")),
         profile="cpu",
+        dtype="float32",
         port=port,
         max_batch=max_batch,
         run_workers=workers,  # every concurrent run must reach the sampler to be batched

@@ -39,7 +39,7 @@ from pathlib import Path
 from inline_core.config import Config
 from inline_core.server.app import create_app
 d = Path(tempfile.mkdtemp())
-create_app(Config(models_dir=d / "models", data_dir=d / "data", profile="cpu"))
+create_app(Config(models_dir=d / "models", data_dir=d / "data", profile="cpu", dtype="float32"))
 heavy = sorted(m for m in ("torch", "diffusers", "transformers") if m in sys.modules)
 print(",".join(heavy))
 """

@@ -15,6 +15,10 @@ import pytest
 from tests.postgres_cluster import PostgresCluster, postgres_bin
 
 BACKENDS = ("sqlite", "postgresql")
+# The tiny-model parity tests compare with diffusers in float32 on any CPU (auto would pick bf16
+# on one with native bf16): servers and ranks the tests start inherit this, and tests of bf16
+# ask for it themselves.
+os.environ.setdefault("INLINE_DTYPE", "float32")
 
 
 @pytest.fixture(scope="session")

@@ -59,6 +59,14 @@ def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
     dev.add_argument("--cpu", action="store_true", help="shortcut for --profile cpu")
     dev.add_argument("--vram-budget", type=float, help="usable VRAM in GB")
     dev.add_argument(
+        "--ram-budget", type=float, help="GB of RAM the models may take where they live in RAM"
+    )
+    dev.add_argument(
+        "--dtype",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="compute dtype of every model (default auto: bf16 where the device does it natively)",
+    )
+    dev.add_argument(
         "--allow-cpu-offload", action="store_true", help="opt into CPU offload (slow, saves VRAM)"
     )
     dev.add_argument(
@@ -91,6 +99,8 @@ def apply_serve_args(args: argparse.Namespace, env: dict[str, str] | None = None
         or ("lowvram" if args.lowvram else None)
         or ("cpu" if args.cpu else None),
         "INLINE_VRAM_BUDGET_GB": str(args.vram_budget) if args.vram_budget else None,
+        "INLINE_RAM_BUDGET_GB": str(args.ram_budget) if args.ram_budget else None,
+        "INLINE_DTYPE": args.dtype,
         "INLINE_ALLOW_CPU_OFFLOAD": "1" if args.allow_cpu_offload else None,
         "INLINE_PARALLEL": args.parallel,
         "INLINE_MAX_BATCH": str(args.max_batch) if args.max_batch else None,

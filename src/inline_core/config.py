@@ -85,6 +85,8 @@ class Config:
     # Device
     profile: str | None = None  # gpu-max | lowvram | cpu; None = auto-detect
     vram_budget_gb: float | None = None
+    ram_budget_gb: float | None = None  # RAM the models may take where they live in RAM
+    dtype: str | None = None  # float32 | bfloat16 | float16; None (auto) = per hardware
     allow_cpu_offload: bool = False
     parallel: str | None = None  # e.g. "ulysses=2"
     # Access
@@ -116,6 +118,10 @@ class Config:
     # default <data_dir>/packs) and what builds their environments (INLINE_PACKS_INSTALLER).
     packs_dir_override: Path | None = None
     packs_installer: str = "auto"  # auto (uv where found, else pip) | uv | pip
+    # Model downloads (`/v1/downloads`): how many run at once (the rest queue), and the hub they
+    # come from (HF_ENDPOINT, as huggingface_hub names it: a mirror or a local hub; None: the Hub).
+    max_downloads: int = 2
+    hf_endpoint: str | None = None
     # Sampler
     max_batch: int | None = None
     batch_token_budget: int | None = None
@@ -166,6 +172,8 @@ class Config:
             frontend_root=_path(env, "INLINE_FRONTEND_ROOT"),
             profile=env.get("INLINE_PROFILE") or None,
             vram_budget_gb=_float(env, "INLINE_VRAM_BUDGET_GB", None),
+            ram_budget_gb=_float(env, "INLINE_RAM_BUDGET_GB", None),
+            dtype=env.get("INLINE_DTYPE") or None,
             allow_cpu_offload=_flag(env, "INLINE_ALLOW_CPU_OFFLOAD"),
             parallel=env.get("INLINE_PARALLEL") or None,
             api_token=env.get("INLINE_API_TOKEN") or None,
@@ -182,6 +190,8 @@ class Config:
             min_free_disk_mb=max(0, _int(env, "INLINE_MIN_FREE_DISK_MB", 1024)),
             max_assets_gb=_positive(_float(env, "INLINE_MAX_ASSETS_GB", None)),
             run_workers=max(1, _int(env, "INLINE_RUN_WORKERS", 16)),
+            max_downloads=max(1, _int(env, "INLINE_MAX_DOWNLOADS", 2)),
+            hf_endpoint=env.get("HF_ENDPOINT") or None,
             plugins=plugins,
             packs_dir_override=_path(env, "INLINE_PACKS_DIR"),
             packs_installer=env.get("INLINE_PACKS_INSTALLER") or "auto",

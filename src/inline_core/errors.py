@@ -116,3 +116,26 @@ class RangeNotSatisfiable(InlineError):
     def __init__(self, message: str, *, size: int) -> None:
         super().__init__(message)
         self.size = size
+
+
+class HubRefused(InlineError):
+    """The model hub refused a download: a gated or private repo, and no token (or one without
+    access). Not 401: the client's own token to this server is fine."""
+
+    code = "hub_access_denied"
+    status = 403
+
+
+class HubUnreachable(InlineError):
+    """The model hub could not be reached, or answered with an error of its own."""
+
+    code = "hub_unreachable"
+    status = 502
+
+
+class VerifyFailed(InlineError):
+    """A downloaded file's size or hash is not what the hub publishes (reported on the download,
+    its bytes discarded)."""
+
+    code = "verify_failed"
+    status = 502

@@ -41,3 +41,5 @@ RTX_2080_TI = one_gpu(cuda(11011, cc=(7, 5), name="RTX 2080 Ti"))  # Turing: no 
 V100_32 = one_gpu(cuda(32501, cc=(7, 0), name="V100"))  # big but no bf16
 MAC_16 = mac(10923)  # a 16 GB Mac: Metal's working set is about 2/3 of RAM
 MAC_64 = mac(49152, ram_mb=64 * GIB)
+# An AVX512-BF16 (Zen 4, Cooper Lake) or AMX (Sapphire Rapids) server CPU, no GPU.
+BF16_CPU_BOX = HardwareDescription.cpu_only(ram_mb=32 * GIB, cpu_count=8, cpu_bf16=True)

@@ -32,6 +32,7 @@ def config(tmp_path: Path) -> Config:
         models_dir=tmp_path / "models",
         data_dir=tmp_path / "data",
         profile="cpu",
+        dtype="float32",
         plugins=(PLUGIN, "hardening_nodes:register"),
         run_workers=2,
     )

@@ -92,6 +92,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         models_dir=models,
         data_dir=root / "open",
         profile="cpu",
+        dtype="float32",
         plugins=PLUGINS,
         run_workers=1,
         max_body_mb=1,
@@ -101,6 +102,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         models_dir=models,
         data_dir=root / "token",
         profile="cpu",
+        dtype="float32",
         plugins=PLUGINS,
         api_token=TOKEN,
     )

@@ -85,6 +85,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         models_dir=root / "models",
         data_dir=root / "data",
         profile="cpu",
+        dtype="float32",
         plugins=("hardening_nodes:register",),
         run_workers=1,
         max_body_mb=1,

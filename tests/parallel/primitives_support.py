@@ -127,7 +127,7 @@ def render_in_process(
 ) -> tuple[list[Pixels], list[int]]:
     """The graph's takes rendered in this process without a split, and the tokens each attention
     layer of the transformer saw in its first forward (one process sees the whole sequence)."""
-    config = Config(models_dir=models_dir, profile="cpu")
+    config = Config(models_dir=models_dir, profile="cpu", dtype="float32")
     catalog = Catalog(models_dir, ttl_s=0.0)
     registry = Registry()
     register_builtin_nodes(registry, _NoMedia())

@@ -100,7 +100,7 @@ CHOICES = list(zip(FLOW_SAMPLERS, itertools.cycle(FLOW_SCHEDULES[::-1]), strict=
 def test_both_rank_pipelines_return_the_in_process_latents(
     comfy: KitPaths, sampler_name: str, schedule: str
 ) -> None:
-    config = Config(models_dir=comfy.root, profile="cpu")
+    config = Config(models_dir=comfy.root, profile="cpu", dtype="float32")
     family = ZImageFamily(Catalog(comfy.root), {})
     sources = family.files.resolve().require()
     transformer = Source(comfy.root / "diffusion_models" / "zimage_tiny.safetensors")

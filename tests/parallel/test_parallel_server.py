@@ -163,7 +163,7 @@ def test_the_multi_gpu_flag_is_checked_the_same_way(
 def test_registration_refuses_a_split_the_family_cannot_run(
     kit: KitPaths, split: str, why: str
 ) -> None:
-    config = Config(models_dir=kit.root, profile="cpu", parallel=split)
+    config = Config(models_dir=kit.root, profile="cpu", dtype="float32", parallel=split)
     catalog = Catalog(kit.root)
     sampler = StepLoopSampler()
     try:
@@ -181,7 +181,7 @@ def test_the_family_declares_its_split_support(kit: KitPaths) -> None:
     sampler = StepLoopSampler()
     try:
         for parallel, expected in (("ulysses=2", "ulysses=2"), (None, None), ("off", None)):
-            config = Config(models_dir=kit.root, profile="cpu", parallel=parallel)
+            config = Config(models_dir=kit.root, profile="cpu", dtype="float32", parallel=parallel)
             family = ZImageFamily(Catalog(kit.root), {})
             runtime = ModelRuntime(config, sampler)
             transformer = family.files.resolve().require().require("transformer")

@@ -25,6 +25,7 @@ def config(tmp_path: Path, database_url: str | None) -> Config:
         data_dir=tmp_path / "data",
         database_url=database_url,
         profile="cpu",
+        dtype="float32",
         plugins=(PLUGIN,),
         run_workers=2,
         min_free_disk_mb=0,  # upload tests must not depend on the test machine's free space

@@ -63,6 +63,7 @@ def test_an_upload_below_the_free_space_floor_is_a_507_envelope(tmp_path: Path) 
         models_dir=tmp_path / "models",
         data_dir=tmp_path / "data",
         profile="cpu",
+        dtype="float32",
         run_workers=1,
         min_free_disk_mb=floor_mb,
     )
@@ -171,7 +172,7 @@ from fastapi.testclient import TestClient
 from server_support import slow_graph
 from inline_core.config import Config
 from inline_core.server.app import create_app
-config = Config(models_dir=data.parent / "models", data_dir=data, profile="cpu",
+config = Config(models_dir=data.parent / "models", data_dir=data, profile="cpu", dtype="float32",
                 plugins=("server_nodes:register",), run_workers=1, min_free_disk_mb=0)
 with TestClient(create_app(config)) as client:
     body = {"graph": slow_graph(steps=1), "target": "s"}

@@ -157,6 +157,7 @@ def test_start_up_removes_orphans_and_temp_files_before_the_runs_resume(tmp_path
         models_dir=tmp_path / "models",
         data_dir=tmp_path / "data",
         profile="cpu",
+        dtype="float32",
         run_workers=1,
         max_retries=0,
     )

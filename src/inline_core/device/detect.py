@@ -39,6 +39,13 @@ def detect_hardware() -> HardwareDescription:
         return HardwareDescription.cpu_only(ram_mb=0, cpu_count=os.cpu_count() or 1)
 
 
+def detect_cpu() -> HardwareDescription:
+    """The machine without its GPUs (no torch import): RAM, CPUs, the CPU's bf16."""
+    return HardwareDescription.cpu_only(
+        ram_mb=_ram_mb(), cpu_count=_cpu_count(), cpu_bf16=_cpu_bf16()
+    )
+
+
 def _detect() -> HardwareDescription:
     ram_mb, cpu_count = _ram_mb(), _cpu_count()
     try:
@@ -50,8 +57,32 @@ def _detect() -> HardwareDescription:
     if backend == "cuda" and all(gpu.vendor == "cuda" for gpu in gpus):
         gpus, nvlink = with_nvml_details(gpus)
     return HardwareDescription(
-        gpus=gpus, ram_mb=ram_mb, cpu_count=cpu_count, nvlink=nvlink, backend=backend
+        gpus=gpus,
+        ram_mb=ram_mb,
+        cpu_count=cpu_count,
+        nvlink=nvlink,
+        backend=backend,
+        cpu_bf16=_cpu_bf16(),
     )
+
+
+# x86 feature flags of native bfloat16 arithmetic (Sapphire Rapids' AMX tiles; Cooper Lake's and
+# Zen 4's AVX512 dot products), as /proc/cpuinfo spells them.
+BF16_CPU_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
+
+
+def cpu_bf16_from_cpuinfo(text: str) -> bool:
+    """Whether /proc/cpuinfo's flags list a native bf16 instruction set."""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags" and BF16_CPU_FLAGS & set(value.split()):
+            return True
+    return False
+
+
+def _cpu_bf16() -> bool:
+    text = _read_text(Path("/proc/cpuinfo"))
+    return text is not None and cpu_bf16_from_cpuinfo(text)
 
 
 def _ram_mb() -> int:

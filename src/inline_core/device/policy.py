@@ -31,7 +31,9 @@ __all__ = [
     "Profile",
     "choose_profile",
     "compute_dtype",
+    "has_bf16",
     "make_placement",
+    "parse_dtype",
     "memory_budget_mb",
     "vram_budget_mb",
 ]
@@ -71,18 +73,57 @@ class Placement:
         }
 
 
-def compute_dtype(hw: HardwareDescription, profile: Profile, *, fp16_safe: bool = True) -> str:
+DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
+
+
+def parse_dtype(text: str | None, *, source: str = "INLINE_DTYPE") -> str | None:
+    """A stated compute dtype (`float32`, `bfloat16`, `float16`, or bf16/fp16/fp32), or None
+    for `auto` / unset: chosen from the hardware."""
+    key = (text or "").strip().lower().removeprefix("torch.")
+    if key in ("", "auto"):
+        return None
+    key = _DTYPE_NAMES.get(key, key)
+    if key not in DTYPES:
+        raise InvalidRequest(f"{source} must be auto or one of {', '.join(DTYPES)}; got {text!r}")
+    return key
+
+
+def has_bf16(hw: HardwareDescription, profile: Profile) -> bool:
+    """Whether the devices this profile computes on do bfloat16 natively."""
+    if profile is Profile.CPU or not hw.gpus:
+        return hw.cpu_bf16
+    return all(gpu.supports_bf16 for gpu in hw.gpus)
+
+
+def compute_dtype(
+    hw: HardwareDescription,
+    profile: Profile,
+    *,
+    fp16_safe: bool = True,
+    prefer_fp16: bool = False,
+    stated: str | None = None,
+) -> str:
     """The working precision.
 
-    CPU: float32 (bf16 matmuls are no faster on the CPUs we measured and lose precision).
+    CPU: bfloat16 where the CPU multiplies it natively (AMX-BF16, AVX512-BF16: several times
+    faster than float32, and half the memory), else float32 (emulated bf16 is slower).
     CUDA/ROCm: bfloat16 when every GPU has it (compute capability >= 8 on NVIDIA), else float16.
     MPS: float16, Apple GPUs' fast half type.
     A model whose activations overflow float16 (some diffusers transformers do) passes
-    `fp16_safe=False` and gets bfloat16 where supported, else float32.
+    `fp16_safe=False` and gets bfloat16 where supported, else float32; a family trained in float16
+    passes `prefer_fp16` and gets it on a GPU. A `stated` dtype (INLINE_DTYPE) wins, except that
+    float16 is never given to a model that overflows it.
     """
+    bf16 = has_bf16(hw, profile)
+    if stated is not None:
+        if stated == "float16" and not fp16_safe:
+            return "bfloat16" if bf16 else "float32"
+        return stated
     if profile is Profile.CPU or not hw.gpus:
-        return "float32"
-    bf16 = all(gpu.supports_bf16 for gpu in hw.gpus)
+        return "bfloat16" if bf16 else "float32"
+    if prefer_fp16 and fp16_safe:
+        return "float16"
     if hw.backend == "mps" and fp16_safe:
         return "float16"
     if bf16:
@@ -97,23 +138,27 @@ def make_placement(
     *,
     allow_cpu_offload: bool = False,
     fp16_safe: bool = True,
+    prefer_fp16: bool = False,
+    dtype: str | None = None,
 ) -> Placement:
-    """The placement of one component role under a profile."""
+    """The placement of one component role under a profile (`dtype`: the stated one, if any)."""
     if role not in ROLES:
         raise ValueError(f"unknown component role {role!r}; roles: {', '.join(ROLES)}")
+    chosen = compute_dtype(
+        hw, profile, fp16_safe=fp16_safe, prefer_fp16=prefer_fp16, stated=dtype
+    )
+    if role == "vae" and chosen == "float16":
+        # VAE decoders are known to overflow in float16; the VAE is small, so float32 is cheap.
+        chosen = "float32"
     if profile is Profile.CPU:
-        return Placement(device="cpu", dtype="float32")
+        return Placement(device="cpu", dtype=chosen)
     if not hw.gpus:
         raise ValueError(f"profile {profile.value} needs a GPU")
-    dtype = compute_dtype(hw, profile, fp16_safe=fp16_safe)
-    if role == "vae" and dtype == "float16":
-        # VAE decoders are known to overflow in float16; the VAE is small, so float32 is cheap.
-        dtype = "float32"
     if profile is Profile.GPU_MAX:
-        return Placement(device=hw.backend, dtype=dtype)
+        return Placement(device=hw.backend, dtype=chosen)
     return Placement(
         device=hw.backend,
-        dtype=dtype,
+        dtype=chosen,
         offload=offload_enabled(hw, profile, allow_cpu_offload),
         vae_tiling=role == "vae",
         vae_slicing=role == "vae",
@@ -140,15 +185,20 @@ def vram_budget_mb(
 
 
 def memory_budget_mb(
-    hw: HardwareDescription, profile: Profile, vram_mb: int, *, offload: bool = False
+    hw: HardwareDescription,
+    profile: Profile,
+    vram_mb: int,
+    *,
+    offload: bool = False,
+    ram_budget_mb: int | None = None,
 ) -> int:
     """How much resident model memory the residency cache may keep.
 
     On a GPU: the VRAM budget less a reserve for activations. Where weights live in RAM (cpu
-    profile, or CPU offload): a share of RAM.
+    profile, or CPU offload): the stated RAM budget (INLINE_RAM_BUDGET_GB), else a share of RAM.
     """
     if profile is Profile.CPU or offload:
-        return int(hw.ram_mb * RAM_SHARE)
+        return ram_budget_mb if ram_budget_mb is not None else int(hw.ram_mb * RAM_SHARE)
     reserve = max(ACTIVATION_RESERVE_MB, int(vram_mb * ACTIVATION_RESERVE_SHARE))
     return max(0, vram_mb - reserve)
 
@@ -156,18 +206,25 @@ def memory_budget_mb(
 @dataclass(frozen=True)
 class DeviceSettings:
     """The user's explicit device choices (`INLINE_PROFILE`, `INLINE_VRAM_BUDGET_GB`,
-    `INLINE_ALLOW_CPU_OFFLOAD`, `INLINE_PARALLEL`). None means "decide from the hardware"."""
+    `INLINE_RAM_BUDGET_GB`, `INLINE_DTYPE`, `INLINE_ALLOW_CPU_OFFLOAD`, `INLINE_PARALLEL`). None
+    means "decide from the hardware"."""
 
     profile: Profile | None = None
     vram_budget_gb: float | None = None
     allow_cpu_offload: bool = False
     parallel: ParallelSpec | None = None  # ParallelSpec() (from "off") forbids a split
+    dtype: str | None = None  # the compute dtype of every component (None: per hardware)
+    ram_budget_gb: float | None = None  # RAM that weights living in RAM may take
 
     def __post_init__(self) -> None:
-        if self.vram_budget_gb is not None and not self.vram_budget_gb > 0:
-            raise InvalidRequest(
-                f"INLINE_VRAM_BUDGET_GB must be a positive number of GB, got {self.vram_budget_gb}"
-            )
+        for name, value in (
+            ("INLINE_VRAM_BUDGET_GB", self.vram_budget_gb),
+            ("INLINE_RAM_BUDGET_GB", self.ram_budget_gb),
+        ):
+            if value is not None and not value > 0:
+                raise InvalidRequest(f"{name} must be a positive number of GB, got {value}")
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise InvalidRequest(f"INLINE_DTYPE must be auto or one of {', '.join(DTYPES)}")
 
     @classmethod
     def from_config(cls, config: Config) -> DeviceSettings:
@@ -176,6 +233,8 @@ class DeviceSettings:
             vram_budget_gb=config.vram_budget_gb,
             allow_cpu_offload=config.allow_cpu_offload,
             parallel=ParallelSpec.parse(config.parallel) if config.parallel else None,
+            dtype=parse_dtype(config.dtype),
+            ram_budget_gb=config.ram_budget_gb,
         )
 
 
@@ -196,10 +255,15 @@ class DevicePolicy:
         self._profile, self._note = resolve_profile(hardware, s.profile, stated_mb)
         self._vram_budget_mb = vram_budget_mb(hardware, self._profile, s.vram_budget_gb)
         self._offload = offload_enabled(hardware, self._profile, s.allow_cpu_offload)
+        ram_mb = None if s.ram_budget_gb is None else int(s.ram_budget_gb * 1024)
         self._memory_budget_mb = memory_budget_mb(
-            hardware, self._profile, self._vram_budget_mb, offload=self._offload
+            hardware,
+            self._profile,
+            self._vram_budget_mb,
+            offload=self._offload,
+            ram_budget_mb=ram_mb,
         )
-        self._placements = {role: self._make(role, fp16_safe=True) for role in ROLES}
+        self._placements = {role: self._make(role) for role in ROLES}
         if s.parallel is not None:
             check_ranks(s.parallel, hardware, self._profile)
 
@@ -233,15 +297,18 @@ class DevicePolicy:
         """Why a requested profile was not used, if it was not."""
         return self._note
 
-    def placement(self, role: str, *, fp16_safe: bool = True) -> Placement:
+    def placement(
+        self, role: str, *, fp16_safe: bool = True, prefer_fp16: bool = False
+    ) -> Placement:
         """Placement of a component role ("text_encoder", "denoiser", "vae").
 
         `fp16_safe=False` is for models whose activations overflow float16; they get bfloat16
-        or float32 instead. Unknown roles raise ValueError.
+        or float32 instead. `prefer_fp16` is for models trained in float16 (used on GPUs).
+        Unknown roles raise ValueError.
         """
-        if fp16_safe and role in self._placements:
+        if fp16_safe and not prefer_fp16 and role in self._placements:
             return self._placements[role]
-        return self._make(role, fp16_safe=fp16_safe)
+        return self._make(role, fp16_safe=fp16_safe, prefer_fp16=prefer_fp16)
 
     def split_for(self, support: ModelParallelSupport) -> ParallelSpec | None:
         """The split for a model family, or None to run in process. An explicit
@@ -258,6 +325,8 @@ class DevicePolicy:
             "vramBudgetMb": self._vram_budget_mb,
             "memoryBudgetMb": self._memory_budget_mb,
             "dtype": self._placements["denoiser"].dtype,
+            "dtypeSetting": self._settings.dtype or "auto",
+            "cpuBf16": hw.cpu_bf16,
             "allowCpuOffload": self._settings.allow_cpu_offload,
             "offload": self._offload,
             "parallel": None if parallel is None else str(parallel),
@@ -271,11 +340,13 @@ class DevicePolicy:
             body["note"] = self._note
         return body
 
-    def _make(self, role: str, *, fp16_safe: bool) -> Placement:
+    def _make(self, role: str, *, fp16_safe: bool = True, prefer_fp16: bool = False) -> Placement:
         return make_placement(
             role,
             self._hardware,
             self._profile,
             allow_cpu_offload=self._settings.allow_cpu_offload,
             fp16_safe=fp16_safe,
+            prefer_fp16=prefer_fp16,
+            dtype=self._settings.dtype,
         )

@@ -16,7 +16,7 @@ LOWVRAM_BELOW_MB = 15 * 1024
 class Profile(StrEnum):
     GPU_MAX = "gpu-max"  # everything resident, full precision for the device, no savings
     LOWVRAM = "lowvram"  # still resident on the GPU: tiling, slicing and int8 do the saving
-    CPU = "cpu"  # float32 on the CPU
+    CPU = "cpu"  # on the CPU: bfloat16 where it is native, else float32
 
     @classmethod
     def parse(cls, text: str, *, source: str = "INLINE_PROFILE") -> Profile:

@@ -49,6 +49,58 @@ def save_weights(sd: Mapping[str, torch.Tensor], path: Path, dtype: torch.dtype)
     return path
 
 
+# safetensors' names of the dtypes a kit writes.
+_SAFETENSORS_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
+
+
+def write_random_safetensors(
+    path: Path, shapes: Mapping[str, tuple[int, ...]], dtype: torch.dtype, *, seed: int
+) -> Path:
+    """A safetensors file of random weights with these names and shapes, written one tensor at
+    a time (a real-size model never sits in memory whole). Deterministic: each tensor draws from
+    its own generator, seeded from `seed` and its name. Norm scales are ones, other vectors
+    zeros, everything else N(0, 0.02), so activations stay finite through many layers."""
+    import zlib
+
+    names = sorted(shapes)
+    item = torch.empty((), dtype=dtype).element_size()
+    header: dict[str, Any] = {}
+    offset = 0
+    for name in names:
+        size = item * _numel(shapes[name])
+        header[name] = {
+            "dtype": _SAFETENSORS_DTYPES[dtype],
+            "shape": list(shapes[name]),
+            "data_offsets": [offset, offset + size],
+        }
+        offset += size
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)  # the data starts 8-byte aligned
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("wb") as out:
+        out.write(len(encoded).to_bytes(8, "little") + encoded)
+        for name in names:
+            shape = shapes[name]
+            if len(shape) == 1:
+                value = (torch.ones if "norm" in name else torch.zeros)(shape, dtype=dtype)
+            else:
+                generator = torch.Generator().manual_seed(
+                    seed * 1_000_003 + zlib.crc32(name.encode())
+                )
+                value = (torch.randn(shape, generator=generator) * 0.02).to(dtype)
+            out.write(value.contiguous().view(torch.uint8).numpy().tobytes())
+    partial.replace(path)
+    return path
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    count = 1
+    for side in shape:
+        count *= side
+    return count
+
+
 def torch_dtype(name: str) -> torch.dtype:
     dtype = getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype):

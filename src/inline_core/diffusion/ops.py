@@ -19,7 +19,7 @@ request's private schedule, which the ranks build from the same settings.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
@@ -47,7 +47,11 @@ from inline_core.sampling.job import SampleJob
 
 
 def load_model(
-    runtime: ModelRuntime, family: Family, handle: ModelHandle, node_id: str | None = None
+    runtime: ModelRuntime,
+    family: Family,
+    handle: ModelHandle,
+    node_id: str | None = None,
+    render: Hashable = None,
 ) -> None:
     split = _group_denoiser(runtime, family, handle, node_id)
     if split is not None:
@@ -55,27 +59,35 @@ def load_model(
         group.start(pipeline)  # the ranks load the transformer
         return
     stacks = runtime.stacks()
-    stacks.part(family, "transformer", handle.transformer)
-    stacks.part(family, "scheduler", handle.scheduler)
+    stacks.part(family, "transformer", handle.transformer, render)
+    stacks.part(family, "scheduler", handle.scheduler, render)
 
 
-def load_vae(runtime: ModelRuntime, family: Family, handle: VAEHandle) -> None:
-    runtime.stacks().part(family, "vae", handle.source)
+def load_vae(
+    runtime: ModelRuntime, family: Family, handle: VAEHandle, render: Hashable = None
+) -> None:
+    runtime.stacks().part(family, "vae", handle.source, render)
 
 
-def load_text_encoder(runtime: ModelRuntime, family: Family, handle: TextEncoderHandle) -> None:
+def load_text_encoder(
+    runtime: ModelRuntime, family: Family, handle: TextEncoderHandle, render: Hashable = None
+) -> None:
     stacks = runtime.stacks()
-    stacks.part(family, "text_encoder", handle.encoder)
-    stacks.part(family, "tokenizer", handle.tokenizer)
+    stacks.part(family, "text_encoder", handle.encoder, render)
+    stacks.part(family, "tokenizer", handle.tokenizer, render)
 
 
 # -- text ----------------------------------------------------------------------------------------
 
 
 def encode_text(
-    runtime: ModelRuntime, family: Family, handle: TextEncoderHandle, prompt: str
+    runtime: ModelRuntime,
+    family: Family,
+    handle: TextEncoderHandle,
+    prompt: str,
+    render: Hashable = None,
 ) -> ConditioningHandle:
-    encoder = runtime.stacks().text_encoder(family, handle.encoder, handle.tokenizer)
+    encoder = runtime.stacks().text_encoder(family, handle.encoder, handle.tokenizer, render)
     conditioning = encoder.encode(prompt)
     width = int(cast(torch.Tensor, conditioning.value).shape[-1])
     return ConditioningHandle(family.name, conditioning, width, handle.name)
@@ -85,9 +97,13 @@ def encode_text(
 
 
 def decode(
-    runtime: ModelRuntime, family: Family, handle: VAEHandle, latent: LatentHandle
+    runtime: ModelRuntime,
+    family: Family,
+    handle: VAEHandle,
+    latent: LatentHandle,
+    render: Hashable = None,
 ) -> list[Image.Image]:
-    vae: Any = runtime.stacks().vae(family, handle.source)
+    vae: Any = runtime.stacks().vae(family, handle.source, render)
     factor = int(vae.spatial_factor)
     channels = int(vae.latent_channels)
     shape = (1, channels, latent.height // factor, latent.width // factor)
@@ -108,11 +124,15 @@ def decode(
 
 
 def encode_image(
-    runtime: ModelRuntime, family: Family, handle: VAEHandle, image: Image.Image
+    runtime: ModelRuntime,
+    family: Family,
+    handle: VAEHandle,
+    image: Image.Image,
+    render: Hashable = None,
 ) -> LatentHandle:
     """Encode an image (its posterior's mode: the same image always gives the same latents),
     centre-cropped to the pixel multiple its model takes, as ComfyUI's VAEEncode crops."""
-    vae: Any = runtime.stacks().vae(family, handle.source)
+    vae: Any = runtime.stacks().vae(family, handle.source, render)
     cropped = _crop(image.convert("RGB"), int(vae.pixel_multiple))
     with torch.inference_mode():
         latents = cast(Latents, vae.encode(cropped, None))
@@ -156,7 +176,9 @@ def sample(
     reporter.phase("loading")
     split = _group_denoiser(runtime, family, model, node_id)
     if split is None:
-        pipeline: Any = runtime.stacks().denoiser(family, model.transformer, model.scheduler)
+        pipeline: Any = runtime.stacks().denoiser(
+            family, model.transformer, model.scheduler, ctx.run_id
+        )
         run = _jobs(pipeline, runtime.sampler.run)
     else:
         group, pipeline = split

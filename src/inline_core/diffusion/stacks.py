@@ -12,43 +12,58 @@ can be freed.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, cast
-
-from torch import nn
+from typing import Any, Protocol, TypeVar, cast
 
 from inline_core.components.interfaces import TextEncoder
 from inline_core.components.step import StepPipeline
-from inline_core.diffusion.placement import OffloadSwap, module_bytes
+from inline_core.device.policy import Placement
+from inline_core.diffusion.footprint import footprint
+from inline_core.diffusion.placement import OffloadSwap
 from inline_core.engine.group import rank_spec
+from inline_core.engine.residency import Footprint, ResidentCache
 from inline_core.families.builder import FamilyBuilder, Parts
 from inline_core.families.discovery import load_builder
 from inline_core.families.family import Family
 from inline_core.families.sources import DEFAULT, Sources
 from inline_core.models.source import Source
 
-if TYPE_CHECKING:
-    from inline_core.engine.runtime import ModelRuntime
-
 T = TypeVar("T")
 
 
-def _sized(load: Callable[[], Any]) -> Callable[[], tuple[Any, int]]:
-    def run() -> tuple[Any, int]:
+class StackHost(Protocol):
+    """What the stacks need of the server's model runtime (`engine/runtime.py`): where each
+    role of a family runs, and the one residency cache every family shares."""
+
+    residency: ResidentCache
+
+    def placement(self, family: Family, role: str) -> Placement: ...
+
+
+# Renders whose parts are remembered, for the no-thrash rule: a render's parts are not evicted
+# for one another (a run holds one render at a time; more than this many at once is unusual).
+RENDERS_REMEMBERED = 64
+
+
+def _sized(load: Callable[[], Any]) -> Callable[[], tuple[Any, Footprint]]:
+    def run() -> tuple[Any, Footprint]:
         value = load()
-        return value, module_bytes(value) if isinstance(value, nn.Module) else 0
+        return value, footprint(value)
 
     return run
 
 
 class Stacks:
-    def __init__(self, runtime: ModelRuntime) -> None:
+    def __init__(self, runtime: StackHost) -> None:
         self.runtime = runtime
         self.swap = OffloadSwap()  # one per process: offloaded parts take turns on the device
         self._lock = threading.Lock()
         self._builders: dict[str, FamilyBuilder] = {}
         # (what, part keys) -> (the parts it holds, the object)
         self._memo: dict[tuple[Hashable, ...], tuple[tuple[object, ...], object]] = {}
+        # render (a run id) -> the resident keys it has used
+        self._renders: OrderedDict[Hashable, set[Hashable]] = OrderedDict()
 
     def builder(self, family: Family) -> FamilyBuilder:
         with self._lock:
@@ -59,42 +74,80 @@ class Stacks:
 
     # -- one part at a time: (resident key, loaded value) --------------------------------------
 
-    def part(self, family: Family, name: str, source: Source | None) -> tuple[Hashable, Any]:
+    def part(
+        self, family: Family, name: str, source: Source | None, render: Hashable = None
+    ) -> tuple[Hashable, Any]:
+        """One part, resident; `render` (a run id) names the render it is for: the parts that
+        render already uses are not evicted to make room for this one."""
+        return self._part(family, name, source, self._held_by(render))
+
+    def _part(
+        self, family: Family, name: str, source: Source | None, held: set[Hashable]
+    ) -> tuple[Hashable, Any]:
         builder = self.builder(family)
         role = builder.roles.get(name)
         placement = None if role is None else self.runtime.placement(family, role)
         identity = DEFAULT if source is None else source.identity()
         key = (family.name, name, identity, placement)
         load = _sized(lambda: builder.load(name, source, placement))
-        return key, self.runtime.residency.get(key, load)
+        value = self.runtime.residency.get(key, load, keep=frozenset(held))
+        held.add(key)
+        return key, value
+
+    def _held_by(self, render: Hashable) -> set[Hashable]:
+        if render is None:
+            return set()
+        with self._lock:
+            held = self._renders.get(render)
+            if held is None:
+                held = self._renders[render] = set()
+                while len(self._renders) > RENDERS_REMEMBERED:
+                    self._renders.popitem(last=False)
+            return held
 
     # -- assembled objects ---------------------------------------------------------------------
 
-    def pipeline(self, family: Family, sources: Sources) -> StepPipeline:
+    def pipeline(self, family: Family, sources: Sources, render: Hashable = None) -> StepPipeline:
         """A node's whole stack."""
         builder = self.builder(family)
         dtypes = {role: p.dtype for role, p in self._placements(family, builder).items()}
         remote = rank_spec(family, "node", sources, dtypes)
         return self._assemble(
-            "node", family, dict(sources.parts), lambda parts: builder.pipeline(parts), remote
+            "node",
+            family,
+            dict(sources.parts),
+            lambda parts: builder.pipeline(parts),
+            render,
+            remote,
         )
 
     def denoiser(
-        self, family: Family, transformer: Source, scheduler: Source | None
+        self,
+        family: Family,
+        transformer: Source,
+        scheduler: Source | None,
+        render: Hashable = None,
     ) -> StepPipeline:
         """The transformer and its schedule alone (the `sample` primitive's pipeline)."""
         builder = self.builder(family)
         named = {"transformer": transformer, "scheduler": scheduler}
-        return self._assemble("denoiser", family, named, lambda parts: builder.denoiser(parts))
+        return self._assemble(
+            "denoiser", family, named, lambda parts: builder.denoiser(parts), render
+        )
 
-    def text_encoder(self, family: Family, encoder: Source, tokenizer: Source) -> TextEncoder:
+    def text_encoder(
+        self, family: Family, encoder: Source, tokenizer: Source, render: Hashable = None
+    ) -> TextEncoder:
         builder = self.builder(family)
         named = {"text_encoder": encoder, "tokenizer": tokenizer}
-        return self._assemble("text", family, named, lambda parts: builder.text_encoder(parts))
+        return self._assemble(
+            "text", family, named, lambda parts: builder.text_encoder(parts), render
+        )
 
-    def vae(self, family: Family, source: Source) -> Any:
+    def vae(self, family: Family, source: Source, render: Hashable = None) -> Any:
         builder = self.builder(family)
-        return self._assemble("vae", family, {"vae": source}, lambda parts: builder.vae(parts))
+        named = {"vae": source}
+        return self._assemble("vae", family, named, lambda parts: builder.vae(parts), render)
 
     def _placements(self, family: Family, builder: FamilyBuilder) -> dict[str, Any]:
         roles = sorted(set(builder.roles.values()))
@@ -106,10 +159,13 @@ class Stacks:
         family: Family,
         named: Mapping[str, Source | None],
         make: Callable[[Parts], T],
+        render: Hashable = None,
         remote: Any = None,
     ) -> T:
         builder = self.builder(family)
-        loaded = {name: self.part(family, name, source) for name, source in named.items()}
+        # A render without a name still keeps this object's own parts together.
+        held = self._held_by(render) if render is not None else set[Hashable]()
+        loaded = {name: self._part(family, name, source, held) for name, source in named.items()}
         keys = tuple(key for key, _value in loaded.values())
         values = tuple(value for _key, value in loaded.values())
         memo_key = (what, *keys)

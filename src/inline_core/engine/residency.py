@@ -4,44 +4,71 @@ One cache per server, shared by every family, under the one budget the device po
 families loaded under a budget that fits one evict each other. Keys name a component precisely
 (family, part, the files' identity, device, dtype, quantization), so t2i and img2img share one
 loaded transformer and a replaced file loads fresh. Loading one key happens once even when several
-runs ask for it at the same moment. Counters let tests and benchmarks check that a second render
-loaded nothing.
+runs ask for it at the same moment.
+
+What a component costs is its `Footprint`: memory of its own (a copy on the heap or on a device),
+counted against the budget, and pages mapped from its files (weights kept in their file's dtype
+on the CPU), which the OS can drop and read back without us: counted apart, never evicted for.
+
+It never thrashes: a load names the components the same render already holds (`keep`), and those
+are not evicted for it. When one render needs more than the budget, its components stay resident
+together over the budget, with a warning saying so once, rather than reloading from disk on every
+render. Counters (loads, reloads of a key evicted earlier, hits, evictions) let tests and benches
+check that a steady workload loads nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Footprint:
+    own_bytes: int  # heap or device memory of its own: counted against the budget
+    mapped_bytes: int = 0  # pages of its files mapped read-only: reclaimable, counted apart
 
 
 @dataclass
 class _Entry:
     value: Any
-    nbytes: int
+    footprint: Footprint
 
 
 @dataclass(frozen=True)
 class ResidencyStats:
     loads: int
+    reloads: int
     hits: int
     evictions: int
     resident: int
     resident_bytes: int
+    mapped_bytes: int
     budget_bytes: int | None
+    over_budget: bool
+    mapped_over_budget: bool  # own + mapped bytes exceed the budget: the OS pages weights in
 
-    def to_json(self) -> dict[str, int | None]:
+    def to_json(self) -> dict[str, int | bool | None]:
         return {
             "loads": self.loads,
+            "reloads": self.reloads,
             "hits": self.hits,
             "evictions": self.evictions,
             "resident": self.resident,
             "residentBytes": self.resident_bytes,
+            "mappedBytes": self.mapped_bytes,
             "budgetBytes": self.budget_bytes,
+            "overBudget": self.over_budget,
+            "mappedOverBudget": self.mapped_over_budget,
         }
 
 
@@ -51,12 +78,22 @@ class ResidentCache:
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self._loading: dict[Hashable, threading.Lock] = {}
+        self._ever_loaded: set[Hashable] = set()
+        self._warned_over_budget = False
+        self._warned_mapped_over_budget = False
         self.loads = 0
+        self.reloads = 0
         self.hits = 0
         self.evictions = 0
 
-    def get(self, key: Hashable, load: Callable[[], tuple[T, int]]) -> T:
-        """The resident value for `key`, loading it with `load() -> (value, bytes)` if absent."""
+    def get(
+        self,
+        key: Hashable,
+        load: Callable[[], tuple[T, Footprint]],
+        keep: Collection[Hashable] = (),
+    ) -> T:
+        """The resident value for `key`, loading it with `load() -> (value, footprint)` if absent.
+        `keep`: keys the same render holds, never evicted to make room for this one."""
         with self._lock:
             hit = self._touch(key)
             if hit is not None:
@@ -69,12 +106,16 @@ class ResidentCache:
                 if hit is not None:
                     self.hits += 1
                     return hit.value
-            value, nbytes = load()
+            value, footprint = load()
             with self._lock:
                 self.loads += 1
-                self._make_room(nbytes)
-                self._entries[key] = _Entry(value, nbytes)
+                if key in self._ever_loaded:
+                    self.reloads += 1
+                self._ever_loaded.add(key)
+                self._make_room(footprint.own_bytes, keep)
+                self._entries[key] = _Entry(value, footprint)
                 self._loading.pop(key, None)
+                self._warn_if_over_budget()
             return value
 
     def peek(self, key: Hashable) -> Any | None:
@@ -92,14 +133,27 @@ class ResidentCache:
 
     def stats(self) -> ResidencyStats:
         with self._lock:
+            own, mapped = self._own_bytes(), self._mapped_bytes()
             return ResidencyStats(
                 loads=self.loads,
+                reloads=self.reloads,
                 hits=self.hits,
                 evictions=self.evictions,
                 resident=len(self._entries),
-                resident_bytes=sum(e.nbytes for e in self._entries.values()),
+                resident_bytes=own,
+                mapped_bytes=mapped,
                 budget_bytes=self.budget_bytes,
+                over_budget=self.budget_bytes is not None and own > self.budget_bytes,
+                mapped_over_budget=self.budget_bytes is not None
+                and mapped > 0
+                and own + mapped > self.budget_bytes,
             )
+
+    def _own_bytes(self) -> int:
+        return sum(e.footprint.own_bytes for e in self._entries.values())
+
+    def _mapped_bytes(self) -> int:
+        return sum(e.footprint.mapped_bytes for e in self._entries.values())
 
     def _touch(self, key: Hashable) -> _Entry | None:
         entry = self._entries.get(key)
@@ -107,16 +161,45 @@ class ResidentCache:
             self._entries.move_to_end(key)
         return entry
 
-    def _make_room(self, incoming: int) -> None:
-        """Evict least recently used entries until `incoming` more bytes fit the budget.
-
-        A component larger than the whole budget still loads (alone): refusing it would make the
-        model unusable, and the device reports its own out-of-memory if it truly does not fit.
-        """
+    def _make_room(self, incoming: int, keep: Collection[Hashable]) -> None:
+        """Evict least recently used entries, except those in `keep`, until `incoming` more bytes
+        fit the budget. What cannot be made to fit still loads: refusing would make the model
+        unusable, and reloading it on every render is worse (see `_warn_if_over_budget`)."""
         if self.budget_bytes is None:
             return
-        used = sum(e.nbytes for e in self._entries.values())
-        while self._entries and used + incoming > self.budget_bytes:
-            _key, entry = self._entries.popitem(last=False)
-            used -= entry.nbytes
+        used = self._own_bytes()
+        for key in list(self._entries):
+            if used + incoming <= self.budget_bytes:
+                return
+            if key in keep:
+                continue
+            used -= self._entries.pop(key).footprint.own_bytes
             self.evictions += 1
+
+    def _warn_if_over_budget(self) -> None:
+        budget = self.budget_bytes
+        if budget is None:
+            return
+        own, mapped = self._own_bytes(), self._mapped_bytes()
+        if 0 < mapped and budget < own + mapped and not self._warned_mapped_over_budget:
+            self._warned_mapped_over_budget = True
+            log.warning(
+                "the resident models map %.1f GiB of weight files and hold %.1f GiB of their own, "
+                "more than the %.1f GiB memory budget: the OS reads mapped weights back from disk "
+                "as renders touch them, so renders that change what they use (a new prompt) are "
+                "slower; nothing is reloaded or copied",
+                mapped / GIB,
+                own / GIB,
+                budget / GIB,
+            )
+        if own <= budget or self._warned_over_budget:
+            return
+        self._warned_over_budget = True
+        log.warning(
+            "the models one render needs take %.1f GiB of their own, over the %.1f GiB memory "
+            "budget: they stay resident together rather than being reloaded on every render. "
+            "Weights computed in their file's dtype on the CPU are mapped from the file and cost "
+            "no budget (INLINE_DTYPE); on a GPU, --lowvram or --allow-cpu-offload saves VRAM",
+            own / GIB,
+            budget / GIB,
+        )

@@ -73,9 +73,13 @@ class ModelRuntime:
 
     def placement(self, family: Family, role: str) -> Placement:
         """Where `role` of `family` runs: a family whose activations overflow float16 in that
-        role gets bfloat16 (or float32) instead."""
-        fp16_safe = role not in family.capabilities.fp16_overflow
-        return self.policy().placement(role, fp16_safe=fp16_safe)
+        role gets bfloat16 (or float32) instead; one trained in float16 gets it on a GPU."""
+        caps = family.capabilities
+        return self.policy().placement(
+            role,
+            fp16_safe=role not in caps.fp16_overflow,
+            prefer_fp16=role in caps.fp16_preferred,
+        )
 
     # -- loaded stacks -------------------------------------------------------------------------
 

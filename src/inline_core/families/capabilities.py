@@ -27,11 +27,13 @@ class Capabilities:
     adapters: frozenset[str] = field(default_factory=frozenset[str])
     # Roles whose activations overflow float16: they get bfloat16 (or float32) instead.
     fp16_overflow: frozenset[str] = field(default_factory=frozenset[str])
+    # Roles trained in float16 (not bfloat16): they run in float16 on a GPU.
+    fp16_preferred: frozenset[str] = field(default_factory=frozenset[str])
     # Whether the low-level vocabulary (load/*, encode/text, sample, vae/*) serves its files.
     primitives: bool = False
 
     def __post_init__(self) -> None:
-        unknown = self.fp16_overflow - set(ROLES)
+        unknown = (self.fp16_overflow | self.fp16_preferred) - set(ROLES)
         if unknown:
             raise ValueError(f"unknown roles {sorted(unknown)}; roles: {', '.join(ROLES)}")
 

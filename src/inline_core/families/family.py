@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from inline_core.device.split import ModelParallelSupport
+from inline_core.downloads.targets import Downloads
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.files import StackResolver, StackRules
 from inline_core.families.sources import Resolution, Sources
@@ -50,7 +51,8 @@ class Family(ABC):
     builder: ClassVar[str]  # "package.module:attribute": its `FamilyBuilder` (torch side)
     capabilities: ClassVar[Capabilities]
     kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
-    download: ClassVar[str | None] = None  # "package.module:main" behind `inline-core download`
+    # "package.module:main" behind `inline-core download` (usually its `downloads()` table's main)
+    download: ClassVar[str | None] = None
 
     def __init__(self, catalog: Catalog, env: Mapping[str, str]) -> None:
         self.catalog = catalog
@@ -106,6 +108,12 @@ class Family(ABC):
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
         """Which files a node's render uses (torch-free; runs at submit)."""
         return self.files.resolve(self.model_param(node_type, params))
+
+    def downloads(self) -> Downloads | None:
+        """What it can download: targets (hub repos and files, ComfyUI's split files and the
+        diffusers layout), the stack parts each provides, presets. The one table behind the
+        requirements route's sources and `inline-core download` (None: nothing to download)."""
+        return None
 
     # -- what it supports ------------------------------------------------------------------------
 

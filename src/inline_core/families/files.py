@@ -83,6 +83,16 @@ class StackRules:
     tokenizer: TokenizerRule | None = None
 
 
+@dataclass(frozen=True)
+class Found:
+    """A stack as far as it was found: each part's files (None: missing; the scheduler None: the
+    family's default), what is missing and where to put it, and the model's catalog name."""
+
+    parts: dict[str, Source | None]
+    missing: tuple[Missing, ...]
+    name: str
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
         data: object = json.loads(path.read_text(encoding="utf-8"))
@@ -126,6 +136,15 @@ class StackResolver:
     # -- the node's whole stack --------------------------------------------------------------------
 
     def resolve(self, model: str | None = None) -> Resolution:
+        found = self.found(model)
+        required = {k: v for k, v in found.parts.items() if k != SCHEDULER}
+        if any(source is None for source in required.values()):
+            return Resolution(self.rules.title, None, found.missing)
+        sources = Sources.of(self.rules.family, found.name, found.parts)
+        return Resolution(self.rules.title, sources, found.missing)
+
+    def found(self, model: str | None = None) -> Found:
+        """Each part of the stack as found (None: missing) and what is missing, part by part."""
         missing: list[Missing] = []
         transformer, pipeline_root, name = self._diffusion(model or None, missing)
         parts: dict[str, Source | None] = {TRANSFORMER: transformer}
@@ -141,11 +160,7 @@ class StackResolver:
         parts[SCHEDULER] = None
         if pipeline_root is not None and (pipeline_root / SCHEDULER).is_dir():
             parts[SCHEDULER] = Source(pipeline_root, SCHEDULER)
-        required = {k: v for k, v in parts.items() if k != SCHEDULER}
-        if any(source is None for source in required.values()):
-            return Resolution(self.rules.title, None, tuple(missing))
-        sources = Sources.of(self.rules.family, name, parts)
-        return Resolution(self.rules.title, sources, tuple(missing))
+        return Found(parts, tuple(missing), name)
 
     # -- diffusion model -----------------------------------------------------------------------
 

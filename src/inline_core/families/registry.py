@@ -59,6 +59,13 @@ class Families:
                 return family
         raise LookupError(f"no model family {name!r} is registered")
 
+    def serving(self, node_type: str) -> Family | None:
+        """The family whose high-level node this is (None: a shared or other node)."""
+        for family in self._families:
+            if any(d.type == node_type for d in family.nodes()):
+                return family
+        return None
+
     def with_primitives(self) -> list[Family]:
         """Families whose files the low-level vocabulary serves, in discovery order."""
         return [f for f in self._families if f.capabilities.primitives]

@@ -7,7 +7,7 @@ store, so a caller can run the node runner directly and reach the resident pipel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,8 @@ def family_rig(
     config: Config | None = None,
     policy: DevicePolicy | None = None,
 ) -> FamilyRig:
-    config = config or Config(models_dir=models_dir, profile="cpu")
+    # Without a config: the environment's settings (INLINE_DTYPE...) on the CPU profile.
+    config = config or replace(Config.from_env(), models_dir=models_dir, profile="cpu")
     catalog = Catalog(models_dir, ttl_s=0.0)
     family = family_class(catalog, config.env)
     runtime = ModelRuntime(config, sampler, policy or policy_from_config(config))

@@ -40,7 +40,7 @@ from inline_core.errors import (
 )
 from inline_core.media import MediaKind, sniff
 from inline_core.runtime.disk_space import MB, free_bytes, is_disk_full
-from inline_core.server.stores.records import AssetRow
+from inline_core.server.stores.records import Asset, AssetRow
 from inline_core.takes import MediaRef
 
 if TYPE_CHECKING:  # the store imports this module's neighbours; only its type is needed here
@@ -61,15 +61,6 @@ class DiskBudget:
 
     min_free_bytes: int = 0
     max_total_bytes: int | None = None
-
-
-@dataclass(frozen=True)
-class Asset:
-    id: str
-    kind: MediaKind
-    content_type: str
-    size: int
-    path: Path
 
 
 def asset_row(asset: Asset) -> AssetRow:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from inline_core.config import Config
+from inline_core.downloads.manager import DownloadManager
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InlineError
 from inline_core.families.nodes.register import register_families
@@ -38,6 +39,7 @@ from inline_core.runtime.file_store import TEMP_PREFIX, FileTakeStore
 from inline_core.sampling.job import BatchedSampler
 from inline_core.server.assets import AssetStore, DiskBudget, StoredMediaResolver
 from inline_core.server.device_info import DeviceInfo
+from inline_core.server.download_feed import DownloadFeed
 from inline_core.server.manager import RunManager, default_server_id
 from inline_core.server.orphan_sweep import LOGGED_NAMES, sweep_orphan_takes
 from inline_core.server.run_state import RunRecord
@@ -62,6 +64,8 @@ class Services:
     device: DeviceInfo
     sockets: SocketGate
     packs: PackHost
+    downloads: DownloadManager
+    download_feed: DownloadFeed
     families: Families = field(default_factory=lambda: Families([]))
     runtime: ModelRuntime | None = None
     # Stopped after the runs, before the sampler: the model runtime's worker group.
@@ -90,6 +94,7 @@ class Services:
         sweep_leftovers(self.config, min_age_s=self.leftover_age_s)
         self.packs.start()
         self.manager.start(on_recovered=self._sweep_orphans)
+        self.downloads.start()  # resumes what a stop or a crash left unfinished
 
     def _sweep_orphans(self, may_run: list[RunRecord]) -> None:
         # Housekeeping: a failure here is logged and never stops the server from starting.
@@ -100,7 +105,9 @@ class Services:
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop in dependency order: runs first (they may be using the sampler), then the sampler,
-        then the store (it records the runs that were put back in the queue)."""
+        then the store (it records the runs that were put back in the queue). Downloads stop at
+        their next chunk and resume at the next start."""
+        self.downloads.close(timeout)
         self.manager.shutdown(timeout)
         self.packs.close()
         for close in self.closers:
@@ -232,6 +239,13 @@ def build_services(config: Config) -> Services:
     packs.refresh()  # their nodes are served from the first request
     executor = Executor(registry, catalog, NodeCache())
     device = DeviceInfo(config)
+    downloads = DownloadManager(
+        config.models_dir,
+        endpoint=config.hf_endpoint,
+        max_active=config.max_downloads,
+        keep_free_bytes=config.min_free_disk_mb * MB,
+        on_landed=catalog.rescan,  # a verified file shows in the catalog (and version) at once
+    )
     manager = RunManager(
         config,
         store=runs,
@@ -256,5 +270,7 @@ def build_services(config: Config) -> Services:
         families=families,
         runtime=runtime,
         packs=packs,
+        downloads=downloads,
+        download_feed=DownloadFeed(downloads),
         closers=[] if runtime is None else [runtime.close],
     )

@@ -8,7 +8,6 @@ answer is immediate.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -20,13 +19,10 @@ log = logging.getLogger(__name__)
 
 
 def _cpu_description(config: Config) -> dict[str, Any]:
-    import psutil
+    from inline_core.device import DevicePolicy, DeviceSettings
+    from inline_core.device.detect import detect_cpu
 
-    from inline_core.device import DevicePolicy, DeviceSettings, HardwareDescription
-
-    ram_mb = int(psutil.virtual_memory().total) // (1024 * 1024)
-    hardware = HardwareDescription.cpu_only(ram_mb=ram_mb, cpu_count=os.cpu_count() or 1)
-    return dict(DevicePolicy(hardware, DeviceSettings.from_config(config)).describe())
+    return dict(DevicePolicy(detect_cpu(), DeviceSettings.from_config(config)).describe())
 
 
 def _detected_description(config: Config) -> dict[str, Any]:

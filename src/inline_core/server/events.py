@@ -16,7 +16,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-TERMINAL_EVENTS = frozenset({"run_done", "error", "cancelled"})
+# A download's events end the same way, with `download_done` for its success.
+TERMINAL_EVENTS = frozenset({"run_done", "download_done", "error", "cancelled"})
 
 
 @dataclass

@@ -12,10 +12,9 @@ from typing import Any
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import CatalogView
 from inline_core.packs.host import PackSlot
-from inline_core.server.assets import Asset
 from inline_core.server.events import WireEvent
 from inline_core.server.run_state import NodeState, RunRecord, RunStatus
-from inline_core.server.stores.records import RunSummary, ServerSeen
+from inline_core.server.stores.records import Asset, RunSummary, ServerSeen
 from inline_core.takes import Take
 
 API_VERSION = "v1"

@@ -30,7 +30,7 @@ from inline_core.server.http_errors import inline_error_response
 router = APIRouter(prefix="/v1")
 
 
-async def _client_left(websocket: WebSocket) -> None:
+async def client_left(websocket: WebSocket) -> None:
     while True:
         message = await websocket.receive()
         if message["type"] == "websocket.disconnect":
@@ -80,7 +80,7 @@ async def _serve_events(websocket: WebSocket, services: Services, run_id: str) -
     try:
         await websocket.accept()
         await websocket.send_text(snapshot.text())
-        left = asyncio.create_task(_client_left(websocket))
+        left = asyncio.create_task(client_left(websocket))
         while True:
             following = asyncio.create_task(subscriber.next())
             await asyncio.wait({following, left}, return_when=asyncio.FIRST_COMPLETED)

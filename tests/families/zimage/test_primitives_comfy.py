@@ -29,7 +29,9 @@ Json = dict[str, Any]
 
 
 def serve(models: Path, data: Path) -> TestClient:
-    return TestClient(create_app(Config(models_dir=models, data_dir=data, profile="cpu")))
+    return TestClient(
+        create_app(Config(models_dir=models, data_dir=data, profile="cpu", dtype="float32"))
+    )
 
 
 @pytest.fixture

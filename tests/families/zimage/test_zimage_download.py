@@ -25,8 +25,10 @@ def test_default_preset_is_the_three_comfy_files(tmp_path: Path) -> None:
 def test_diffusers_target_is_a_folder_and_presets_dedupe(tmp_path: Path) -> None:
     assert expand(["vae", "comfy", "vae"]) == ["vae", "diffusion_model", "text_encoder"]
     [(name, target)] = plan(["diffusers"], tmp_path)
-    assert name == "diffusers" and target.repo_id == DIFFUSERS_REPO and target.file is None
+    assert name == "diffusers" and target.repo_id == DIFFUSERS_REPO
+    assert target.folder == "Z-Image-Turbo" and "vae/*" in target.files
     assert target.destination(tmp_path) == tmp_path / "diffusion_models" / "Z-Image-Turbo"
+    assert set(target.roles) == {"diffusion_model", "vae", "text_encoder", "tokenizer"}
     with pytest.raises(ValueError, match="unknown download target"):
         expand(["nope"])
 
@@ -38,6 +40,15 @@ def test_present_files_are_skipped_unless_forced(tmp_path: Path) -> None:
     assert len(plan(["comfy"], tmp_path, force=True)) == 3
 
 
+def test_each_target_is_a_download_request_body() -> None:
+    [(name, target)] = plan(["vae"], Path("/nowhere"))
+    assert name == "vae" and target.request() == {
+        "repo": COMFY_REPO,
+        "files": ["split_files/vae/ae.safetensors"],
+        "category": "vae",
+    }
+
+
 def test_cli_dry_run_prints_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--models", str(tmp_path), "--dry-run", "vae"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -45,7 +56,7 @@ def test_cli_dry_run_prints_the_plan(tmp_path: Path, capsys: pytest.CaptureFixtu
         {
             "target": "vae",
             "repo": COMFY_REPO,
-            "file": "split_files/vae/ae.safetensors",
+            "files": ["split_files/vae/ae.safetensors"],
             "to": str(tmp_path / "vae" / "ae.safetensors"),
         }
     ]

@@ -103,3 +103,34 @@ def test_requests_batched_in_one_forward_match_their_solo_renders(
     assert sampler.stats()["batchedForwards"] > before
     for alone, batched in zip(solo, together, strict=True):
         assert max_diff(alone, batched) <= TOLERANCE
+
+
+# bfloat16 keeps 8 bits of mantissa: the two paths round differently in a few places (the
+# unpadded prompt encode, the order of a sum), which moves a channel by a few levels
+# (5 and 7 measured).
+# A real divergence (a wrong dtype somewhere, a missed cast, a step off) moves it by tens.
+BF16_TOLERANCE = 10
+
+
+@pytest.mark.parametrize("params", CASES[:2])
+def test_text_to_image_in_bfloat16_matches_diffusers_in_bfloat16(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path, params: dict[str, Any]
+) -> None:
+    """Like with like: our render in bfloat16 against diffusers' pipeline loaded in bfloat16."""
+    import torch
+    from diffusers import ZImagePipeline  # pyright: ignore[reportPrivateImportUsage]
+
+    assert kit.diffusers_dir is not None
+    reference: Any = ZImagePipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+        str(kit.diffusers_dir), dtype=torch.bfloat16, local_files_only=True
+    )
+    reference.set_progress_bar_config(disable=True)
+    runner = make_runner(kit.root, sampler, dtype="bfloat16")
+    try:
+        assert runner.runtime.policy().placement("denoiser").dtype == "bfloat16"
+        ours = take_pixels(render(runner, tmp_path, "a lighthouse at dusk", **params))
+    finally:
+        runner.close()
+    ref = reference(prompt="a lighthouse at dusk", **reference_kwargs(params)).images[0]
+    assert max_diff(ours, pixels(ref)) <= BF16_TOLERANCE
+    assert ours.std() > 1.0

@@ -15,7 +15,7 @@ from PIL import Image
 from zimage_harness import make_runner, render
 
 from inline_core.config import Config
-from inline_core.engine.residency import ResidentCache
+from inline_core.engine.residency import Footprint, ResidentCache
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import Cancelled, InvalidRequest
 from inline_core.families.nodes.register import PRIMITIVE_TYPES, register_families
@@ -45,31 +45,46 @@ def test_second_render_loads_nothing_and_img2img_shares_the_stack(
     assert stats["evictions"] == 0
 
 
-def test_budget_evicts_least_recently_used(
+def test_float32_files_computed_in_float32_are_mapped_and_cost_no_budget(
     kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
 ) -> None:
     runner = make_runner(kit.root, sampler)
-    runner.runtime.residency.budget_bytes = 1  # smaller than any model: each load evicts others
-    render(runner, tmp_path)
     render(runner, tmp_path)
     stats = runner.stats()
-    assert stats["loads"] > COMPONENTS and stats["evictions"] > 0
+    assert stats["mappedBytes"] > 0 and stats["residentBytes"] < stats["mappedBytes"] / 10
+
+
+def test_a_render_larger_than_the_budget_keeps_its_parts_and_never_reloads(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # bfloat16 from float32 files: copies of their own, every one larger than the budget.
+    runner = make_runner(kit.root, sampler, dtype="bfloat16")
+    runner.runtime.residency.budget_bytes = 1
+    with caplog.at_level("WARNING", logger="inline_core.engine.residency"):
+        render(runner, tmp_path, "a fox", seed=1)
+        render(runner, tmp_path, "a fox", seed=2)  # a seed change
+        render(runner, tmp_path, "a heron", seed=2)  # a prompt change
+    stats = runner.stats()
+    assert (stats["loads"], stats["reloads"], stats["evictions"]) == (COMPONENTS, 0, 0)
+    assert stats["overBudget"] and stats["residentBytes"] > 1
+    [warning] = [r.getMessage() for r in caplog.records if "budget" in r.getMessage()]
+    assert "stay resident together rather than being reloaded" in warning
 
 
 def test_resident_cache_lru_order_and_single_loader() -> None:
     cache = ResidentCache(budget_bytes=100)
-    cache.get("a", lambda: ("A", 40))
-    cache.get("b", lambda: ("B", 30))
-    assert cache.get("a", lambda: ("A2", 40)) == "A"  # a hit, and now most recently used
-    cache.get("c", lambda: ("C", 40))  # 110 > 100: evicts b, the least recently used
+    cache.get("a", lambda: ("A", Footprint(40)))
+    cache.get("b", lambda: ("B", Footprint(30)))
+    assert cache.get("a", lambda: ("A2", Footprint(40))) == "A"  # a hit, and most recent now
+    cache.get("c", lambda: ("C", Footprint(40)))  # 110 > 100: evicts b, the least recently used
     assert cache.peek("b") is None and cache.peek("a") == "A" and cache.peek("c") == "C"
     calls: list[int] = []
     gate = threading.Event()
 
-    def slow() -> tuple[str, int]:
+    def slow() -> tuple[str, Footprint]:
         calls.append(1)
         gate.wait(2)
-        return "D", 1
+        return "D", Footprint(1)
 
     threads = [threading.Thread(target=cache.get, args=("d", slow)) for _ in range(4)]
     for t in threads:
@@ -81,6 +96,27 @@ def test_resident_cache_lru_order_and_single_loader() -> None:
     assert calls == [1]  # concurrent requests for one key load it once
     stats = cache.stats()
     assert (stats.loads, stats.evictions, stats.resident) == (4, 1, 3)
+
+
+def test_resident_cache_keeps_a_renders_parts_and_counts_reloads_and_mapped_pages(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cache = ResidentCache(budget_bytes=100)
+    cache.get("other", lambda: ("O", Footprint(60)))
+    assert not cache.stats().mapped_over_budget
+    with caplog.at_level("WARNING", logger="inline_core.engine.residency"):
+        cache.get("te", lambda: ("T", Footprint(60, mapped_bytes=500)))  # evicts "other"
+    assert cache.stats().mapped_over_budget  # 560 > 100: the OS pages the mapped weights in
+    [paged] = [r.getMessage() for r in caplog.records]
+    assert "reads mapped weights back from disk" in paged
+    # The same render's transformer: "te" is kept, so the cache goes over budget.
+    cache.get("transformer", lambda: ("X", Footprint(60)), keep={"te"})
+    stats = cache.stats()
+    assert cache.peek("te") == "T" and stats.over_budget and stats.resident_bytes == 120
+    assert stats.mapped_bytes == 500 and stats.evictions == 1
+    cache.get("other", lambda: ("O", Footprint(60)))  # another render: evicts both of the first
+    stats = cache.stats()
+    assert (stats.loads, stats.reloads, stats.resident) == (4, 1, 1)
 
 
 def test_progress_phases_and_take_params(

@@ -77,7 +77,7 @@ def wait(
 
 @pytest.fixture
 def client(kit: KitPaths, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu")
+    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
     with TestClient(create_app(config)) as c:
         yield c
 
@@ -148,7 +148,9 @@ def test_cancel_mid_denoise(client: TestClient) -> None:
 
 
 def test_missing_models_are_refused_at_submit(tmp_path: Path) -> None:
-    config = Config(models_dir=tmp_path / "models", data_dir=tmp_path / "data", profile="cpu")
+    config = Config(
+        models_dir=tmp_path / "models", data_dir=tmp_path / "data", profile="cpu", dtype="float32"
+    )
     with TestClient(create_app(config)) as client:
         response = client.post("/v1/runs", json={"graph": zimage_graph("x"), "target": "z"})
     assert response.status_code == 422

@@ -28,7 +28,9 @@ _run_ids = itertools.count()
 
 
 def cpu_config(models_dir: Path, **overrides: Any) -> Config:
-    return Config(models_dir=models_dir, profile="cpu", **overrides)
+    """The CPU profile in float32 (the parity tests' dtype) unless `overrides` say otherwise."""
+    settings: dict[str, Any] = {"profile": "cpu", "dtype": "float32", **overrides}
+    return Config(models_dir=models_dir, **settings)
 
 
 def make_runner(models_dir: Path, sampler: BatchedSampler, **overrides: Any) -> FamilyRig:

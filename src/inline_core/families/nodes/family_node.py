@@ -55,7 +55,7 @@ class FamilyNodeRunner(NodeRunner):
         lowered = family.lower(self.descriptor.type, call.params, call.inputs, node_id)
         split = self.runtime.split_for(family, sources.get("transformer"), node_id)
         if split is None:
-            pipeline: Any = self.runtime.stacks().pipeline(family, sources)
+            pipeline: Any = self.runtime.stacks().pipeline(family, sources, ctx.run_id)
             state = pipeline.request(**lowered.request)
             accelerator: Any = self.runtime.sampler
         else:

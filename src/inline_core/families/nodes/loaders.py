@@ -93,8 +93,8 @@ class HandleLoader(NodeRunner, Generic[L]):
         """What changes when the files behind the handle change."""
 
     @abstractmethod
-    def load(self, family: Family, handle: L, node_id: str) -> None:
-        """Bring the weights into the resident cache (or the worker group)."""
+    def load(self, family: Family, handle: L, call: NodeCall) -> None:
+        """Bring the weights into the resident cache (or the worker group), for `call`'s run."""
 
     def check(self, node_id: str, params: Mapping[str, Any]) -> L:
         return self.handle(params)
@@ -110,7 +110,7 @@ class HandleLoader(NodeRunner, Generic[L]):
         family = self.loaders.families.named(handle.family)
         reporter = call.ctx.reporter(call.node_id)
         reporter.phase("loading")
-        self.load(family, handle, call.node_id)
+        self.load(family, handle, call)
         reporter.phase("loading", 1.0)
         return NodeResult(outputs={self.output: handle})
 
@@ -142,10 +142,10 @@ class LoadDiffusionModel(HandleLoader[ModelHandle]):
         scheduler = "default" if handle.scheduler is None else handle.scheduler.identity()
         return f"{handle.family}|{handle.transformer.identity()}|{scheduler}"
 
-    def load(self, family: Family, handle: ModelHandle, node_id: str) -> None:
+    def load(self, family: Family, handle: ModelHandle, call: NodeCall) -> None:
         from inline_core.diffusion import ops
 
-        ops.load_model(self.loaders.runtime, family, handle, node_id)
+        ops.load_model(self.loaders.runtime, family, handle, call.node_id, call.ctx.run_id)
 
 
 class LoadVAE(HandleLoader[VAEHandle]):
@@ -164,10 +164,10 @@ class LoadVAE(HandleLoader[VAEHandle]):
     def identity(self, handle: VAEHandle) -> str:
         return f"{handle.family}|{handle.source.identity()}"
 
-    def load(self, family: Family, handle: VAEHandle, node_id: str) -> None:
+    def load(self, family: Family, handle: VAEHandle, call: NodeCall) -> None:
         from inline_core.diffusion import ops
 
-        ops.load_vae(self.loaders.runtime, family, handle)
+        ops.load_vae(self.loaders.runtime, family, handle, call.ctx.run_id)
 
 
 class LoadTextEncoder(HandleLoader[TextEncoderHandle]):
@@ -202,7 +202,7 @@ class LoadTextEncoder(HandleLoader[TextEncoderHandle]):
         # The tokenizer may live outside the models folder (a single-file encoder's).
         return f"{handle.family}|{handle.encoder.identity()}|{handle.tokenizer.identity()}"
 
-    def load(self, family: Family, handle: TextEncoderHandle, node_id: str) -> None:
+    def load(self, family: Family, handle: TextEncoderHandle, call: NodeCall) -> None:
         from inline_core.diffusion import ops
 
-        ops.load_text_encoder(self.loaders.runtime, family, handle)
+        ops.load_text_encoder(self.loaders.runtime, family, handle, call.ctx.run_id)

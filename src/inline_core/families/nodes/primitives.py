@@ -43,7 +43,7 @@ class EncodeText(_FamilyRunner):
         reporter = call.ctx.reporter(call.node_id)
         reporter.phase("encode")
         family = self.families.named(encoder.family)
-        conditioning = ops.encode_text(self.runtime, family, encoder, prompt)
+        conditioning = ops.encode_text(self.runtime, family, encoder, prompt, call.ctx.run_id)
         reporter.phase("encode", 1.0)
         return NodeResult(outputs={"conditioning": conditioning})
 
@@ -102,7 +102,7 @@ class VAEDecode(_FamilyRunner):
         ctx, node_id = call.ctx, call.node_id
         reporter = ctx.reporter(node_id)
         reporter.phase("decode")
-        images = ops.decode(self.runtime, self.families.named(vae.family), vae, latent)
+        images = ops.decode(self.runtime, self.families.named(vae.family), vae, latent, ctx.run_id)
         reporter.phase("save")
         params = dict(latent.info) | {"vae": vae.name}
         takes = tuple(
@@ -126,6 +126,8 @@ class VAEEncode(_FamilyRunner):
             raise InvalidRequest("the image input must be an image", node_id=call.node_id)
         reporter = call.ctx.reporter(call.node_id)
         reporter.phase("encode")
-        latent = ops.encode_image(self.runtime, self.families.named(vae.family), vae, image)
+        latent = ops.encode_image(
+            self.runtime, self.families.named(vae.family), vae, image, call.ctx.run_id
+        )
         reporter.phase("encode", 1.0)
         return NodeResult(outputs={"latent": latent})

@@ -1,20 +1,29 @@
-"""Z-Image Turbo's download targets (`models/download.py` does the downloading).
+"""Z-Image Turbo's download targets (`downloads/` does the downloading).
 
     inline-core download [--family z-image] [--models DIR] [--dry-run] [--force] [TARGET ...]
 
-Targets: `comfy` (the default: the three ComfyUI single files), `diffusers` (the full diffusers
-folder), or one of `diffusion_model`, `vae`, `text_encoder`. Files land in `models/<category>/`.
-Files already present are skipped unless `--force`.
+Targets: `comfy` (the default: the three ComfyUI single files), `diffusers` (the diffusers folder:
+its model index and the folders of its parts, not the repo's images), or one of
+`diffusion_model`, `vae`, `text_encoder`. Files land in `models/<category>/`. Files already
+present are skipped unless `--force`.
 """
 
 from __future__ import annotations
 
 import sys
 
-from inline_core.models.download import Downloads, Target
+from inline_core.downloads.targets import Downloads, Target
 
 COMFY_REPO = "Comfy-Org/z_image_turbo"
 DIFFUSERS_REPO = "Tongyi-MAI/Z-Image-Turbo"
+DIFFUSERS_FILES = (
+    "model_index.json",
+    "scheduler/*",
+    "transformer/*",
+    "vae/*",
+    "text_encoder/*",
+    "tokenizer/*",
+)
 
 DOWNLOADS = Downloads(
     title="Z-Image Turbo",
@@ -22,13 +31,24 @@ DOWNLOADS = Downloads(
         "diffusion_model": Target(
             COMFY_REPO,
             "diffusion_models",
-            "split_files/diffusion_models/z_image_turbo_bf16.safetensors",
+            ("split_files/diffusion_models/z_image_turbo_bf16.safetensors",),
+            roles=("diffusion_model",),
         ),
-        "vae": Target(COMFY_REPO, "vae", "split_files/vae/ae.safetensors"),
+        "vae": Target(COMFY_REPO, "vae", ("split_files/vae/ae.safetensors",), roles=("vae",)),
         "text_encoder": Target(
-            COMFY_REPO, "text_encoders", "split_files/text_encoders/qwen_3_4b.safetensors"
+            COMFY_REPO,
+            "text_encoders",
+            ("split_files/text_encoders/qwen_3_4b.safetensors",),
+            roles=("text_encoder",),
         ),
-        "diffusers": Target(DIFFUSERS_REPO, "diffusion_models", None, folder="Z-Image-Turbo"),
+        "diffusers": Target(
+            DIFFUSERS_REPO,
+            "diffusion_models",
+            DIFFUSERS_FILES,
+            folder="Z-Image-Turbo",
+            roles=("diffusion_model", "vae", "text_encoder", "tokenizer"),
+            layout="diffusers",
+        ),
     },
     presets={"comfy": ("diffusion_model", "vae", "text_encoder")},
     default="comfy",

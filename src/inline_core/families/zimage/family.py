@@ -14,12 +14,14 @@ from PIL import Image
 
 from inline_core.device.split import ModelParallelSupport
 from inline_core.diffusion.formats import ldm_vae
+from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import StackRules, read_json
 from inline_core.families.sources import Sources
 from inline_core.families.zimage.descriptor import EXTRA_HINT, NODE_TYPE, ZIMAGE_DESCRIPTOR
+from inline_core.families.zimage.download import DOWNLOADS
 from inline_core.families.zimage.files import RULES, flow_shift
 from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, new_request
 from inline_core.families.zimage.split import SPLIT_METHODS, support_for
@@ -51,6 +53,9 @@ class ZImageFamily(Family):
 
     def rules(self) -> StackRules:
         return RULES
+
+    def downloads(self) -> Downloads:
+        return DOWNLOADS
 
     def lower(
         self, node_type: str, params: Mapping[str, Any], inputs: Mapping[str, Any], node_id: str

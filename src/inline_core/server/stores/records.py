@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
+from inline_core.media import MediaKind
 from inline_core.server.run_state import NodeState, RunRecord, RunStatus
 from inline_core.takes import Take
 
@@ -130,7 +132,20 @@ class Renewal:
 
 
 @dataclass(frozen=True)
+class Asset:
+    """An uploaded file in the assets folder (`server/assets.py`)."""
+
+    id: str
+    kind: MediaKind
+    content_type: str
+    size: int
+    path: Path
+
+
+@dataclass(frozen=True)
 class AssetRow:
+    """What the run store keeps of an asset (its bytes stay in the assets folder)."""
+
     id: str
     kind: str
     content_type: str

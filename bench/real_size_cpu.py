@@ -1,0 +1,543 @@
+"""Real-size Z-Image on a CPU: the edits a user makes, through the server, beside bare calls.
+
+    .venv/bin/python bench/real_size_cpu.py [--renders 10] [--models DIR] [--keep]
+        [--budget-gb 8] [--dtype auto]
+
+Builds, deterministically and from random weights, the smallest Z-Image set ComfyUI accepts: the
+transformer full width with one main layer (0.9B, ComfyUI's single-file naming, bf16), a full
+Qwen3-4B text encoder (bf16, one file: 8 GB) and a FLUX VAE; about 10 GB on disk, deleted after
+unless `--keep` or `--models` (reused when present). Then, on a real server (uvicorn, the CPU
+profile, the dtype its policy picks for this CPU), ComfyUI's Z-Image API workflow imported
+through `POST /v1/import/comfy` at 64x64, 4 steps, euler:
+- seed-only changes, prompt changes and identical resubmissions, `--renders` each, timed from
+  the POST to the websocket's `run_done` (the PNG take written and committed);
+- beside them, in this process, bare calls of the same components (our loaders, same files and
+  dtypes): a prompt encode, the 4-step sample, the VAE decode;
+- the server's peak anonymous and file-backed RSS (polled from /proc), and its residency counters
+  (reloads must stay 0 in steady state: the bench fails loudly otherwise);
+- the same on a server with `INLINE_RAM_BUDGET_GB=--budget-gb` (a small machine), its times.
+Targets on this machine (issue 21): prompt change <= 3 s, seed-only <= 1.05x the bare sample plus
+decode, peak anonymous RSS <= 8 GiB, no reloads. Prints a table; writes
+bench/results/real_size_cpu.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Generator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+from websockets.sync.client import connect
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]  # this checkout's code, whatever is installed
+RESULTS = ROOT / "bench" / "results" / "real_size_cpu.json"
+
+from tests.importer.comfy_workflows import zimage_api  # noqa: E402
+
+MODEL, ENCODER, VAE = "zimage_real_1layer.safetensors", "qwen_3_4b.safetensors", "ae.safetensors"
+SIZE, STEPS = 64, 4
+PROMPTS = [f"a lighthouse on a cliff at dusk, study {i}" for i in range(1000)]
+GIB = 1024**3
+
+# Z-Image's published transformer at one main layer (its two refiner stacks kept).
+TRANSFORMER = {
+    "all_patch_size": (2,),
+    "all_f_patch_size": (1,),
+    "in_channels": 16,
+    "dim": 3840,
+    "n_layers": 1,
+    "n_refiner_layers": 2,
+    "n_heads": 30,
+    "n_kv_heads": 30,
+    "qk_norm": True,
+    "cap_feat_dim": 2560,
+    "rope_theta": 256.0,
+    "t_scale": 1000.0,
+    "axes_dims": [32, 48, 48],
+    "axes_lens": [1536, 512, 512],
+}
+QWEN3_4B = {
+    "vocab_size": 151936,
+    "hidden_size": 2560,
+    "intermediate_size": 9728,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "rms_norm_eps": 1e-6,
+    "max_position_embeddings": 40960,
+    "tie_word_embeddings": True,
+}
+FLUX_VAE: dict[str, Any] = {
+    "in_channels": 3,
+    "out_channels": 3,
+    "down_block_types": ["DownEncoderBlock2D"] * 4,
+    "up_block_types": ["UpDecoderBlock2D"] * 4,
+    "block_out_channels": [128, 256, 512, 512],
+    "layers_per_block": 2,
+    "latent_channels": 16,
+    "norm_num_groups": 32,
+    "scaling_factor": 0.3611,
+    "shift_factor": 0.1159,
+    "use_quant_conv": False,
+    "use_post_quant_conv": False,
+}
+
+
+# -- the set ---------------------------------------------------------------------------------------
+
+
+def build_set(models: Path) -> dict[str, float]:
+    """Write the three files (skipping those present); seconds each took."""
+    import torch
+
+    from inline_core.diffusion.formats import ldm_vae
+    from inline_core.diffusion.kit import write_random_safetensors
+    from inline_core.diffusion.libs import diffusers, transformers
+    from inline_core.families.zimage.transformer import to_original
+
+    took: dict[str, float] = {}
+    dit = models / "diffusion_models" / MODEL
+    if not dit.exists():
+        start = time.perf_counter()
+        with torch.device("meta"):
+            model = diffusers().ZImageTransformer2DModel(**TRANSFORMER)
+        shapes = {k: tuple(v.shape) for k, v in to_original(model.state_dict()).items()}
+        write_random_safetensors(dit, shapes, torch.bfloat16, seed=12)
+        took["transformer"] = time.perf_counter() - start
+    encoder = models / "text_encoders" / ENCODER
+    if not encoder.exists():
+        start = time.perf_counter()
+        t = transformers()
+        config = t.Qwen3Config(
+            **QWEN3_4B, rope_parameters={"rope_theta": 1_000_000.0, "rope_type": "default"}
+        )
+        with torch.device("meta"):
+            model = t.Qwen3Model(config)
+        shapes = {f"model.{k}": tuple(v.shape) for k, v in model.state_dict().items()}
+        write_random_safetensors(encoder, shapes, torch.bfloat16, seed=11)
+        took["text_encoder"] = time.perf_counter() - start
+    vae = models / "vae" / VAE
+    if not vae.exists():
+        start = time.perf_counter()
+        with torch.device("meta"):
+            model = diffusers().AutoencoderKL(**FLUX_VAE)
+        blocks = len(cast(list[int], FLUX_VAE["block_out_channels"]))
+        sd = ldm_vae.to_ldm(dict(model.state_dict()), blocks)
+        shapes = {k: tuple(v.shape) for k, v in sd.items()}
+        write_random_safetensors(vae, shapes, torch.float32, seed=13)
+        took["vae"] = time.perf_counter() - start
+    return took
+
+
+# -- the server ------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RssPeaks:
+    """Polls a process's anonymous and file-backed RSS (/proc/PID/status), keeping the peaks."""
+
+    def __init__(self, pid: int, every_s: float = 0.02) -> None:
+        self.pid, self.every_s = pid, every_s
+        self.anon = self.file = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def now(self) -> tuple[int, int]:
+        fields: dict[str, int] = {}
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key in ("RssAnon", "RssFile"):
+                    fields[key] = int(value.split()[0]) * 1024
+        except OSError:
+            pass
+        return fields.get("RssAnon", 0), fields.get("RssFile", 0)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.every_s):
+            anon, file = self.now()
+            self.anon, self.file = max(self.anon, anon), max(self.file, file)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class MemoryCage:
+    """A memory cgroup (v2 `memory.max` or v1 `memory.limit_in_bytes`) capping a process and its
+    page cache at `limit` bytes: a small machine, simulated. Needs a writable cgroup tree (root);
+    `prefix` is None when there is none, and the run is budgeted but not confined."""
+
+    def __init__(self, limit: int) -> None:
+        self.path: Path | None = None
+        v2, v1 = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory")
+        name = f"inline-real-size-{os.getpid()}"
+        for root, knob in ((v2, "memory.max"), (v1, "memory.limit_in_bytes")):
+            if not (root / knob).exists() and not (root / "cgroup.controllers").exists():
+                continue
+            try:
+                (root / name).mkdir()
+                (root / name / knob).write_text(str(limit))
+            except OSError:
+                continue
+            self.path = root / name
+            break
+
+    @property
+    def prefix(self) -> list[str] | None:
+        if self.path is None:
+            return None
+        procs = self.path / "cgroup.procs"
+        return ["sh", "-c", f'echo $$ > {procs} && exec "$0" "$@"']
+
+    def close(self) -> None:
+        if self.path is not None:
+            for _ in range(50):  # the server's exit takes a moment to leave the group
+                try:
+                    self.path.rmdir()
+                    return
+                except OSError:
+                    time.sleep(0.1)
+
+
+def drop_cached(models: Path) -> None:
+    """Evict the model files from the page cache, so a confined server reads them itself."""
+    for path in models.rglob("*.safetensors"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def server(
+    models: Path, env: dict[str, str], prefix: list[str] | None = None
+) -> Generator[tuple[str, subprocess.Popen[bytes]]]:
+    data = Path(tempfile.mkdtemp(prefix="real-size-data-"))
+    port = free_port()
+    full = {
+        **os.environ,
+        "INLINE_MODELS_DIR": str(models),
+        "INLINE_DATA_DIR": str(data),
+        "INLINE_PORT": str(port),
+        "INLINE_PROFILE": "cpu",
+        "PYTHONPATH": str(ROOT / "src"),
+        **env,
+    }
+    log = (data / "server.log").open("wb")
+    command = [*(prefix or []), sys.executable, "-m", "inline_core.server"]
+    proc = subprocess.Popen(command, env=full, stdout=log, stderr=log)
+    base = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"http://{base}/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit((data / "server.log").read_text()[-3000:])
+            time.sleep(0.05)
+        yield base, proc
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+        warnings = [
+            line
+            for line in (data / "server.log").read_text(errors="replace").splitlines()
+            if "budget" in line
+        ]
+        for line in warnings:
+            print(f"server: {line}")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def imported(base: str, prompt: str, seed: int) -> dict[str, Any]:
+    workflow = zimage_api(
+        prompt=prompt,
+        seed=seed,
+        width=SIZE,
+        height=SIZE,
+        steps=STEPS,
+        model=MODEL,
+        encoder=ENCODER,
+        vae=VAE,
+    )
+    response = httpx.post(f"http://{base}/v1/import/comfy", json=workflow, timeout=60)
+    response.raise_for_status()
+    return cast(dict[str, Any], response.json())
+
+
+def render(base: str, prompt: str, seed: int) -> float:
+    """Seconds from the POST to `run_done`."""
+    body = imported(base, prompt, seed)
+    start = time.perf_counter()
+    response = httpx.post(
+        f"http://{base}/v1/runs",
+        json={"graph": body["graph"], "target": body["target"]},
+        timeout=60,
+    )
+    response.raise_for_status()
+    run_id = response.json()["runId"]
+    with connect(f"ws://{base}/v1/runs/{run_id}/events") as ws:
+        while True:
+            message = json.loads(ws.recv(timeout=900))
+            if message["type"] in ("run_done", "run_error", "run_cancelled"):
+                break
+    if message["type"] != "run_done":
+        raise SystemExit(f"run {run_id} ended with {message}")
+    return time.perf_counter() - start
+
+
+def residency(base: str) -> dict[str, Any]:
+    health = httpx.get(f"http://{base}/v1/health", timeout=10).json()
+    return cast(dict[str, Any], health["models"]["residency"])
+
+
+def measure_server(
+    models: Path,
+    renders: int,
+    env: dict[str, str],
+    with_bare: bool = False,
+    prefix: list[str] | None = None,
+) -> dict[str, Any]:
+    """Seed-only changes, prompt changes and identical resubmissions through a server; with
+    `with_bare`, each server render is followed by the same work called bare in this process
+    (in the server's dtype), so the two see the same machine load (this machine is shared)."""
+    bare_sd: list[float] = []
+    bare_full: list[float] = []
+    bare: BareCalls | None = None
+    with server(models, env, prefix) as (base, proc):
+        peaks = RssPeaks(proc.pid)
+        first = render(base, PROMPTS[0], 1)
+        after_first = residency(base)
+        dtype = str(httpx.get(f"http://{base}/v1/health", timeout=10).json()["device"]["dtype"])
+        if with_bare:
+            bare = BareCalls(models, dtype)
+        seeds: list[float] = []
+        for i in range(renders):
+            seeds.append(render(base, PROMPTS[0], 2 + i))
+            if bare is not None:
+                bare_sd.append(bare.sample_decode(PROMPTS[0], 2 + i))
+        prompts: list[float] = []
+        for i in range(renders):
+            prompts.append(render(base, PROMPTS[1 + i], 2))
+            if bare is not None:
+                bare_full.append(bare.encode_sample_decode(PROMPTS[500 + i], 2))
+        same = [render(base, PROMPTS[renders], 2) for _ in range(renders)]
+        counters = residency(base)
+        peaks.close()
+        device = httpx.get(f"http://{base}/v1/health", timeout=10).json()["device"]
+        if bare is not None:
+            bare.close()
+    result: dict[str, Any] = {
+        "env": env,
+        "confined": prefix is not None,
+        "dtype": device.get("dtype"),
+        "memoryBudgetMb": device.get("memoryBudgetMb"),
+        "firstS": round(first, 3),
+        "seedOnlyS": _summary(seeds),
+        "promptChangeS": _summary(prompts),
+        "identicalS": _summary(same),
+        "peakAnonGiB": round(peaks.anon / GIB, 2),
+        "peakFileGiB": round(peaks.file / GIB, 2),
+        "residencyAfterFirst": after_first,
+        "residency": counters,
+        "steadyReloads": counters["reloads"] - after_first["reloads"],
+        "steadyLoads": counters["loads"] - after_first["loads"],
+    }
+    if bare is not None:
+        result["bareSampleDecodeS"] = _summary(bare_sd)
+        result["bareEncodeSampleDecodeS"] = _summary(bare_full)
+        result["bareParts"] = bare.parts()
+        # Paired: each server render against the bare call right after it.
+        result["seedOnlyOverBareMs"] = round(
+            statistics.median(a - b for a, b in zip(seeds, bare_sd, strict=True)) * 1000, 1
+        )
+        result["seedOnlyOverBareRatio"] = round(
+            statistics.median(a / b for a, b in zip(seeds, bare_sd, strict=True)), 3
+        )
+        result["promptChangeOverBareRatio"] = round(
+            statistics.median(a / b for a, b in zip(prompts, bare_full, strict=True)), 3
+        )
+    return result
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+    }
+
+
+# -- bare calls ------------------------------------------------------------------------------------
+
+
+class BareCalls:
+    """The same components called directly in this process: our loaders, the server's files and
+    dtype, no server. Their weights map the same files, so they share the server's page cache."""
+
+    def __init__(self, models: Path, dtype: str) -> None:
+        from inline_core.config import Config
+        from inline_core.families.standalone import family_rig
+        from inline_core.families.zimage import ZImageFamily
+        from inline_core.sampling import StepLoopSampler
+
+        config = Config(models_dir=models, profile="cpu", dtype=dtype)
+        self.rig = family_rig(ZImageFamily, models, StepLoopSampler(), config=config)
+        self.pipe: Any = self.rig.pipeline(MODEL)
+        self.encoded: dict[str, Any] = {}
+        self.times: dict[str, list[float]] = {"encode": [], "sample": [], "decode": []}
+        self.encode_sample_decode(PROMPTS[999], 0)  # warm up
+        for values in self.times.values():
+            values.clear()
+
+    def _state(self, prompt: str, seed: int) -> Any:
+        return self.pipe.request(
+            prompt=prompt, width=SIZE, height=SIZE, steps=STEPS, guidance=0.0, seed=seed
+        )
+
+    def _sample_decode(self, state: Any) -> None:
+        import torch
+
+        start = time.perf_counter()
+        with torch.inference_mode():
+            while not state.done:
+                [prediction] = self.pipe.denoise_step([state])
+                self.pipe.step_scheduler(state, prediction)
+        sampled = time.perf_counter()
+        self.pipe.post_decode(state)
+        self.times["sample"].append(sampled - start)
+        self.times["decode"].append(time.perf_counter() - sampled)
+
+    def sample_decode(self, prompt: str, seed: int) -> float:
+        """A seed change: the prompt's encoding kept from before (the server caches it too)."""
+        if prompt not in self.encoded:
+            self.encoded[prompt] = self.pipe.text_encoder.encode(prompt)
+        state = self._state(prompt, seed)
+        state.positive = self.encoded[prompt]
+        start = time.perf_counter()
+        self.pipe.prepare_encode(state)  # the noise and schedule; the encoding is given
+        self._sample_decode(state)
+        return time.perf_counter() - start
+
+    def encode_sample_decode(self, prompt: str, seed: int) -> float:
+        state = self._state(prompt, seed)
+        start = time.perf_counter()
+        self.pipe.prepare_encode(state)
+        encoded = time.perf_counter()
+        self._sample_decode(state)
+        self.times["encode"].append(encoded - start)
+        return time.perf_counter() - start
+
+    def parts(self) -> dict[str, dict[str, float]]:
+        return {name: _summary(values) for name, values in self.times.items() if values}
+
+    def close(self) -> None:
+        self.rig.close()
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="real-size Z-Image on a CPU through the server")
+    parser.add_argument("--renders", type=int, default=10)
+    parser.add_argument("--models", type=Path, default=None, help="build into / reuse this folder")
+    parser.add_argument("--keep", action="store_true", help="keep the built set")
+    parser.add_argument("--budget-gb", type=float, default=8.0)
+    parser.add_argument(
+        "--dtype", default="auto", help="INLINE_DTYPE for the server and bare calls"
+    )
+    args = parser.parse_args()
+    renders = cast(int, args.renders)
+    given = cast(Path | None, args.models)
+    models = given or Path(tempfile.mkdtemp(prefix="real-size-models-"))
+    try:
+        built = build_set(models)
+        env = {"INLINE_DTYPE": str(args.dtype)}
+        full = measure_server(models, renders, env, with_bare=True)
+        budget = int(cast(float, args.budget_gb) * 1024**3)
+        budget_env = {**env, "INLINE_RAM_BUDGET_GB": str(args.budget_gb)}
+        cage = MemoryCage(budget)
+        try:
+            if cage.prefix is not None:
+                drop_cached(models)
+            small = measure_server(models, max(3, renders // 2), budget_env, prefix=cage.prefix)
+        finally:
+            cage.close()
+    finally:
+        if given is None and not args.keep:
+            shutil.rmtree(models, ignore_errors=True)
+    parts = cast(dict[str, dict[str, float]], full["bareParts"])
+    small_name = f"{args.budget_gb:g} GB" + (" machine" if small["confined"] else " budget")
+    rows: list[tuple[str, object, str]] = [
+        ("compute dtype", full["dtype"], ""),
+        ("first render (loads) s", full["firstS"], ""),
+        ("prompt change s (median)", full["promptChangeS"]["median"], "<= 3"),
+        ("  bare encode+sample+decode s", full["bareEncodeSampleDecodeS"]["median"], ""),
+        ("seed-only change s (median)", full["seedOnlyS"]["median"], ""),
+        ("  bare sample+decode s", full["bareSampleDecodeS"]["median"], ""),
+        ("identical resubmission s (median)", full["identicalS"]["median"], ""),
+        ("bare encode s", parts["encode"]["median"], ""),
+        ("bare sample s", parts["sample"]["median"], ""),
+        ("bare decode s", parts["decode"]["median"], ""),
+        ("seed-only / bare sample+decode (paired)", full["seedOnlyOverBareRatio"], "<= 1.05"),
+        ("seed-only - bare sample+decode ms (paired)", full["seedOnlyOverBareMs"], "<= 30"),
+        ("prompt change / bare (paired)", full["promptChangeOverBareRatio"], ""),
+        ("peak anonymous RSS GiB", full["peakAnonGiB"], "<= 8"),
+        ("peak file-backed RSS GiB", full["peakFileGiB"], ""),
+        ("reloads in steady state", full["steadyReloads"], "0"),
+        (f"{small_name}: first render s", small["firstS"], ""),
+        (f"{small_name}: prompt change s", small["promptChangeS"]["median"], ""),
+        (f"{small_name}: seed-only s", small["seedOnlyS"]["median"], ""),
+        (f"{small_name}: peak anon GiB", small["peakAnonGiB"], ""),
+        (f"{small_name}: peak file GiB", small["peakFileGiB"], ""),
+        (f"{small_name}: reloads in steady state", small["steadyReloads"], "0"),
+    ]
+    print(f"{'measure':46} {'value':>10}  target")
+    for name, value, target in rows:
+        print(f"{name:46} {value!s:>10}  {target}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    result = {
+        "machine": {"cpus": os.cpu_count(), "loadAverage": os.getloadavg()},
+        "renders": renders,
+        "built": built,
+        "server": full,
+        "smallMachine": small,
+    }
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+    if full["steadyReloads"] or small["steadyReloads"]:
+        print("FAIL: a steady workload reloaded models", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""Helpers of the download tests: files of known bytes, waiting on a download, its events."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+FINISHED = ("done", "error", "cancelled")
+
+
+def write_blob(path: Path, size: int, seed: int) -> Path:
+    """`size` bytes that are the same for the same seed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(random.Random(seed).randbytes(size))
+    return path
+
+
+def wait_status(client: TestClient, download_id: str, timeout: float = 60.0) -> dict[str, Any]:
+    """Poll until the download is finished (a liveness bound, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state: dict[str, Any] = client.get(f"/v1/downloads/{download_id}").json()
+        if state["status"] in FINISHED:
+            return state
+        assert time.monotonic() < deadline, f"download {download_id} stuck: {state}"
+        time.sleep(0.02)
+
+
+def socket_events(client: TestClient, download_id: str) -> list[dict[str, Any]]:
+    """Every message of the download's event socket, until the server closes it."""
+    messages: list[dict[str, Any]] = []
+    with client.websocket_connect(f"/v1/downloads/{download_id}/events") as ws:
+        while True:
+            try:
+                messages.append(json.loads(ws.receive_text()))
+            except Exception:  # the server closed the socket after the terminal event
+                break
+    return messages
