@@ -154,10 +154,12 @@ def test_a_server_paused_past_its_lease_stops_its_run_and_writes_nothing(
         b.stop()  # only s0 may claim the run
         run_id = post(a, slow_graph(steps=60, delay=0.05, seed=5))
         assert holder(a, run_id) == "s0"
-        b.start()
         assert a.proc is not None
         os.kill(a.proc.pid, signal.SIGSTOP)  # frozen mid-run: no heartbeat, no step
         try:
+            # Started only now: a slow start (a loaded machine) cannot let s0 finish the run
+            # before it is frozen.
+            b.start()
             # Its lease expires in the database; s1 takes the run over and finishes it.
             def taken_over() -> bool | None:
                 now = run_state(b, run_id)
