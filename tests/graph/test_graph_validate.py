@@ -7,6 +7,7 @@ import pytest
 from graph_harness import Harness, graph, node
 
 from inline_core.errors import InlineError, InvalidGraph, InvalidRequest, ModelMissing
+from inline_core.graph.validate import may_wait_on_disk
 
 
 def _error(h: Harness, raw: dict[str, Any], target: str) -> InlineError:
@@ -161,3 +162,15 @@ def test_input_image_naming_unknown_media_is_refused_at_submit(h: Harness) -> No
     assert isinstance(err, InvalidGraph)
     assert err.node_id == "img"
     assert "tk_nope" in err.message
+
+
+def test_only_graphs_with_checks_or_pickers_may_wait_on_the_disk(h: Harness) -> None:
+    pure = graph(node("t", "input/text", {"text": "a"}), node("e", "test/echo"))
+    assert not may_wait_on_disk(pure, h.registry)
+    # test/load both checks its file at submit and picks from the catalog.
+    assert may_wait_on_disk(graph(node("l", "test/load", {"file": "a.safetensors"})), h.registry)
+    media = {"asset": {"ref": "take", "id": "tk_a"}}  # input/image's check resolves its media
+    assert may_wait_on_disk(graph(node("img", "input/image", media)), h.registry)
+    # Not a graph, or unknown types: refused before any check runs.
+    assert not may_wait_on_disk([], h.registry)
+    assert not may_wait_on_disk({"nodes": [{"type": "no/such"}, 3]}, h.registry)

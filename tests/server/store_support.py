@@ -15,7 +15,13 @@ from inline_core.config import Config
 from inline_core.media import MediaKind
 from inline_core.server.run_state import NewRun, RunRecord
 from inline_core.server.stores import open_run_store
-from inline_core.server.stores.records import ClaimRequest, Lease
+from inline_core.server.stores.records import (
+    ClaimRequest,
+    EventLike,
+    JournalEntry,
+    Lease,
+    RunMirror,
+)
 from inline_core.server.stores.run_store import RunStore
 from inline_core.takes import Take
 
@@ -78,7 +84,22 @@ def claim(
         max_retries=max_retries,
         take_over_expired=take_over_expired,
     )
-    return store.claim_future(request).result().runs
+    claimed = store.claim_future(lambda: request).result()
+    assert claimed is not None
+    return claimed.runs
+
+
+def append(
+    store: RunStore,
+    held: Lease,
+    attempt: int,
+    events: Sequence[EventLike],
+    mirror: RunMirror | None = None,
+) -> frozenset[str]:
+    """Append one held run's events, as its journal would; returns the runs whose lease was
+    lost (nothing written for them)."""
+    state = mirror if mirror is not None else RunMirror({}, 0.0, [])
+    return store.append_events_future(lambda: [JournalEntry(held, attempt, events, state)]).result()
 
 
 def lease(record: RunRecord) -> Lease:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from store_support import SERVER, claim, lease, new_run, open_store, take
+from store_support import SERVER, append, claim, lease, new_run, open_store, take
 
 from inline_core.errors import Conflict
 from inline_core.server import serialize
@@ -284,16 +284,13 @@ def test_a_server_that_lost_its_lease_can_write_nothing_for_the_run(
         a.insert_run(new_run("run_a"))
         [first] = claim(a, lease_s=0.2)
         mirror = RunMirror({"t": NodeState(NodeStatus.RUNNING, 0.5)}, 0.5, [])
-        a.append_events_future(lease(first), 1, lambda: ([progress("run_a", 1)], mirror)).result()
+        assert append(a, lease(first), 1, [progress("run_a", 1)], mirror) == set()
         time.sleep(0.5)  # server-a stops renewing: its lease expires (the database's clock)
         [second] = claim(b, take_over_expired=True)
         assert second.id == "run_a" and second.holder == "server-b" and second.attempts == 2
         assert second.lease_epoch == first.lease_epoch + 1
         # Every write server-a still tries for the run is refused, and changes nothing.
-        with pytest.raises(LeaseLost):
-            a.append_events_future(
-                lease(first), 1, lambda: ([progress("run_a", 2)], mirror)
-            ).result()
+        assert append(a, lease(first), 1, [progress("run_a", 2)], mirror) == {"run_a"}
         with pytest.raises(LeaseLost):
             a.finish_future(
                 lease(first), 1, RunStatus.DONE, nodes={}, fraction=1, takes=[take("run_a", "tk")]
@@ -302,7 +299,7 @@ def test_a_server_that_lost_its_lease_can_write_nothing_for_the_run(
         renewal = a.heartbeat_future(started_at=0, holding=["run_a"], lease_s=30, info={})
         assert renewal.result().held == {}  # the heartbeat says it is gone
         assert a.all_takes() == []
-        b.append_events_future(lease(second), 2, lambda: ([progress("run_a", 1)], mirror)).result()
+        assert append(b, lease(second), 2, [progress("run_a", 1)], mirror) == set()
         history = [(e.type, e.server_id, e.attempt) for e in a.events_after("run_a", 0)]
         assert history == [
             ("run_started", "server-a", 1),  # the claim says so in the history
@@ -393,8 +390,7 @@ def test_notices_reach_this_process_and_other_servers(
             wait_for("b", [(EVENTS, "*")])
         a.insert_run(new_run("run_a"))
         [held] = claim(a)
-        mirror = RunMirror({}, 0.0, [])
-        a.append_events_future(lease(held), 1, lambda: ([progress("run_a", 1)], mirror)).result()
+        append(a, lease(held), 1, [progress("run_a", 1)])
         for name in ("a", "b") if b is not a else ("a",):
             wait_for(name, [(QUEUED, ""), (EVENTS, "run_a")])
     finally:

@@ -14,7 +14,7 @@ from store_support import claim, lease, new_run, open_store
 from inline_core.errors import Unavailable
 from inline_core.server.events import WireEvent
 from inline_core.server.run_state import NodeState, NodeStatus, RunStatus
-from inline_core.server.stores.records import RunMirror
+from inline_core.server.stores.records import JournalEntry, RunMirror
 from inline_core.server.stores.run_store import RunStore
 from tests.postgres_cluster import PostgresCluster
 
@@ -75,8 +75,31 @@ def test_a_patient_write_gives_up_after_its_bound(
         own_postgres.stop("immediate")
         mirror = RunMirror({}, 0.0, [])
         progress = WireEvent("progress", {"type": "progress", "nodeId": "t"}, "t")
-        waiting = store.append_events_future(lease(held), 1, lambda: ([progress], mirror))
+        entry = JournalEntry(lease(held), 1, [progress], mirror)
+        waiting = store.append_events_future(lambda: [entry])
         with pytest.raises(Unavailable):
             waiting.result(timeout=30)  # bounded: it does not hang past its patience
     finally:
         store.close()
+
+
+def test_a_session_left_idle_in_a_transaction_is_ended_by_the_database(
+    postgres_cluster: PostgresCluster,
+) -> None:
+    """A server frozen mid-transaction must not keep its rows locked (claims skip locked rows):
+    every session the store opens, the writer's and the reads', has the database end it."""
+    from inline_core.server.stores.postgres import PostgresBackend
+
+    backend = PostgresBackend(postgres_cluster.new_database(), "frozen-check", wait_s=10)
+    try:
+        writer = backend.connect()
+        try:
+            [row] = writer.execute("SHOW idle_in_transaction_session_timeout").fetchall()
+            assert list(row.values()) == ["10s"]
+        finally:
+            writer.close()
+        with backend.reading() as db:
+            [row] = db.execute("SHOW idle_in_transaction_session_timeout").fetchall()
+            assert list(row.values()) == ["10s"]
+    finally:
+        backend.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from inline_core.errors import InlineError, InvalidGraph, InvalidRequest, ModelMissing
 from inline_core.graph.descriptor import NodeDescriptor
@@ -20,7 +21,13 @@ from inline_core.graph.runner import CatalogView, NodeRunner
 from inline_core.graph.schema import Graph, Node, port_satisfies
 from inline_core.graph.topo import topological_order, upstream_closure
 
-__all__ = ["ValidatedGraph", "normalize_params", "runner_for", "validate_graph"]
+__all__ = [
+    "ValidatedGraph",
+    "may_wait_on_disk",
+    "normalize_params",
+    "runner_for",
+    "validate_graph",
+]
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,28 @@ def runner_for(registry: Registry, descriptor: NodeDescriptor, node_id: str) -> 
     raise InvalidGraph(
         f"node type {descriptor.type} cannot run here: no runner registered", node_id=node_id
     )
+
+
+def may_wait_on_disk(graph_json: object, registry: Registry) -> bool:
+    """Whether validating `graph_json` may wait on the disk: some node's runner has a
+    submit-time check (model files, media), or its params pick from the model catalog (which
+    is rescanned now and then). Judged from its node types alone, before it is parsed; any other
+    graph's validation is pure computation."""
+    if not isinstance(graph_json, dict):
+        return False  # refused by the parse, before any check
+    nodes = cast(dict[str, object], graph_json).get("nodes")
+    if not isinstance(nodes, list):
+        return False
+    for node in cast(list[object], nodes):
+        node_type = cast(dict[str, object], node).get("type") if isinstance(node, dict) else None
+        if not isinstance(node_type, str) or node_type not in registry:
+            continue  # refused before any check
+        runner = registry.runner(node_type)
+        if runner is not None and type(runner).check is not NodeRunner.check:
+            return True
+        if any(p.options_from is not None for p in registry.descriptor(node_type).params):
+            return True
+    return False
 
 
 def _descriptors(graph: Graph, registry: Registry) -> dict[str, NodeDescriptor]:

@@ -1,14 +1,16 @@
-"""`EventJournal`: writes each running run's events to the store's history, in order.
+"""`EventJournal`: writes every running run's events to the store's history, in order.
 
-At most one write per run is in flight, and it takes the run's buffered events when it runs, not
-when it is queued. Events that arrive meanwhile wait in the run's buffer,
-where a node's newer progress takes its older progress's place (`CoalescedEvents`), so the history
-keeps every milestone and the latest state of each node while the write rate follows the database:
-a run ticking 20,000 times costs as many writes as the commits it overlaps, not 20,000. Each write
-carries the state the events lead to (`RunMirror`), so a snapshot read from the store is always
-consistent with the history that follows it.
+One journal write is in flight at a time for all the runs of this server, and it takes every run's
+buffered events when it runs, not when it is queued. Events that arrive meanwhile wait in their
+run's buffer, where a node's newer progress takes its older progress's place (`CoalescedEvents`),
+so the history keeps every milestone and the latest state of each node while the write rate
+follows the database: runs ticking 20,000 times cost as many writes as the commits they overlap,
+not 20,000, and any number of runs share each of those writes. Each run's part carries the state
+its events lead to (`RunMirror`), so a snapshot read from the store is always consistent with the
+history that follows it.
 
-The run's last events ride with its terminal write (`drain`), queued after any write in flight.
+A run's last events ride with its terminal write (`drain`), queued after any journal write in
+flight; a run that ends before the journal write runs costs that write nothing.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from concurrent.futures import Future
 
 from inline_core.server.events import WireEvent
 from inline_core.server.live_run import LiveRun
-from inline_core.server.stores.records import RunMirror
-from inline_core.server.stores.run_store import RunStore
+from inline_core.server.stores.records import JournalEntry
+from inline_core.server.stores.run_store import LeaseLost, RunStore
 
 
 class EventJournal:
@@ -31,43 +33,55 @@ class EventJournal:
         on_failed: Callable[[LiveRun, BaseException], None],
     ) -> None:
         self._store = store
-        self._lock = lock  # the manager's: it guards every LiveRun
+        self._lock = lock  # the manager's: it guards every LiveRun, and the fields below
         self._on_failed = on_failed
+        self._waiting: dict[str, LiveRun] = {}  # runs with events the history does not have
+        self._busy = False  # a journal write is queued or running
 
     def record(self, run: LiveRun, event: WireEvent) -> None:
         """Add `event` to `run`'s history (call with the lock held)."""
         if run.journal_closed:
             return
         run.journal.add(event)
-        if not run.journal_busy:
-            self._write(run)
+        self._waiting[run.id] = run
+        if not self._busy:
+            self._write()
 
     def drain(self, run: LiveRun) -> list[WireEvent]:
         """The run's events not written yet, for its terminal write; no more are written after
         this (call with the lock held)."""
         run.journal_closed = True
+        if self._waiting.get(run.id) is run:
+            del self._waiting[run.id]
         return run.journal.take_all()
 
-    def _write(self, run: LiveRun) -> None:
-        if not run.journal:
-            return
-        run.journal_busy = True
-        written = self._store.append_events_future(
-            run.lease, run.attempts, lambda: self._collect(run)
-        )
-        written.add_done_callback(lambda done: self._written(run, done))
+    def _write(self) -> None:
+        self._busy = True
+        taken: list[LiveRun] = []
+        written = self._store.append_events_future(lambda: self._collect(taken))
+        written.add_done_callback(lambda done: self._written(taken, done))
 
-    def _collect(self, run: LiveRun) -> tuple[list[WireEvent], RunMirror]:
-        """What the write takes when it runs: everything buffered by then (none if the terminal
-        write took it first)."""
+    def _collect(self, taken: list[LiveRun]) -> list[JournalEntry]:
+        """What the write takes when it runs: every run's events buffered by then."""
         with self._lock:
-            return run.journal.take_all(), run.mirror()
+            runs, self._waiting = list(self._waiting.values()), {}
+            entries: list[JournalEntry] = []
+            for run in runs:
+                events = run.journal.take_all()
+                if events:
+                    taken.append(run)
+                    entries.append(JournalEntry(run.lease, run.attempts, events, run.mirror()))
+            return entries
 
-    def _written(self, run: LiveRun, done: Future[int]) -> None:
+    def _written(self, taken: list[LiveRun], done: Future[frozenset[str]]) -> None:
         error = done.exception()
+        lost = frozenset[str]() if error is not None else done.result()
         with self._lock:
-            run.journal_busy = False
-            if error is None and not run.journal_closed:
-                self._write(run)
-        if error is not None:
-            self._on_failed(run, error)
+            self._busy = False
+            if self._waiting:
+                self._write()
+        for run in taken:
+            if error is not None:
+                self._on_failed(run, error)
+            elif run.id in lost:
+                self._on_failed(run, LeaseLost(f"run {run.id} is no longer held by this server"))

@@ -33,10 +33,8 @@ class LiveRun:
     token: CancelToken = field(default_factory=CancelToken)
     takes: dict[str, Take] = field(default_factory=dict[str, Take])
     finished: threading.Event = field(default_factory=threading.Event)
-    # Events not yet in the store's history; whether a write of them is in flight; whether the
-    # terminal write took the last of them.
+    # Events not yet in the store's history; whether the terminal write took the last of them.
     journal: CoalescedEvents = field(default_factory=CoalescedEvents)
-    journal_busy: bool = False
     journal_closed: bool = False
     recording: bool = False  # its worker is done; its end is being written
     _fraction_sum: float = 0.0

@@ -44,7 +44,7 @@ from inline_core.graph.executor import Executor
 from inline_core.graph.registry import Registry
 from inline_core.graph.runner import CatalogView
 from inline_core.graph.schema import parse_graph
-from inline_core.graph.validate import ValidatedGraph, validate_graph
+from inline_core.graph.validate import ValidatedGraph, may_wait_on_disk, validate_graph
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.store import TakeStore
@@ -63,6 +63,7 @@ from inline_core.server.stores.records import (
     CANCEL,
     EVENTS,
     QUEUED,
+    Claimed,
     ClaimRequest,
     Lease,
     RunSummary,
@@ -156,7 +157,19 @@ class RunManager:
             on_cancel_requested=self._cancel_requested,
             info=lambda: {"workers": config.run_workers},
         )
-        self.claimer = Claimer(self._claim_round, CLAIM_POLL_S)
+        # What this server can serve, as claims ask for it: computed on the claimer's thread
+        # (the catalog rescans its folder now and then), at every poll and at once whenever a
+        # submission needs something it does not list (a pack installed, a model added); sorted
+        # once there, not at every claim.
+        self._capabilities = frozenset[str]()
+        self._capability_list: tuple[str, ...] = ()
+        self.claimer = Claimer(
+            store,
+            self._claim_request,
+            self._claimed,
+            CLAIM_POLL_S,
+            on_poll=self._refresh_capabilities,
+        )
         store.on_notice = self._on_notice
 
     # ---- life cycle ----------------------------------------------------------------------------
@@ -178,6 +191,7 @@ class RunManager:
         if on_recovered is not None:
             on_recovered(may_run)
         self._queued = sum(1 for r in may_run if r.status == RunStatus.QUEUED)
+        self._refresh_capabilities()
         self.feed.start()
         self.leases.start()
         for i in range(self.config.run_workers):
@@ -193,11 +207,12 @@ class RunManager:
             if self._closing:
                 return
             self._closing = True
-            running = list(self._live.values())
-            for run in running:
+            for run in self._live.values():
                 run.token.cancel(SHUTDOWN)
             self._work.notify_all()
-        self.claimer.close()
+        self.claimer.close()  # a claim in flight hands its runs over, cancelled as they come
+        with self._lock:
+            running = list(self._live.values())
         deadline = time.monotonic() + timeout
         for run in running:
             run.finished.wait(max(0.0, deadline - time.monotonic()))
@@ -256,7 +271,17 @@ class RunManager:
             created_at=time.time(),
             needs=run_needs(validated, self.registry),
         )
+        if not self._capabilities.issuperset(new.needs):
+            # Maybe a model or a pack arrived since the last look: the claimer's thread looks
+            # again (the catalog may rescan its folder: never here, perhaps on the event loop).
+            self.claimer.poke()
         answer: Future[tuple[RunRecord, bool]] = Future()
+        with self._lock:
+            # Kept before the insert is queued: a claim queued behind it may take the run
+            # before this submission hears that it committed.
+            self._validated[new.id] = validated
+            while len(self._validated) > self.config.max_queue:
+                self._validated.popitem(last=False)
 
         def stored(done: Future[tuple[RunRecord, bool]]) -> None:
             error = done.exception()
@@ -264,9 +289,8 @@ class RunManager:
                 self._reserved -= 1
                 if error is None and done.result()[1]:
                     self._queued += 1
-                    self._validated[new.id] = validated
-                    while len(self._validated) > self.config.max_queue:
-                        self._validated.popitem(last=False)
+                else:  # not stored, or stored before under its clientRunId
+                    self._validated.pop(new.id, None)
             if error is not None:
                 answer.set_exception(error)
                 return
@@ -289,38 +313,48 @@ class RunManager:
     async def submit_async(
         self, graph_json: object, target: object, client_run_id: object = None
     ) -> tuple[RunRecord, bool]:
-        """`submit` for the event loop: validation runs on a worker thread (a model node's check
-        reads its files' headers, and its files are resolved there once for the whole run), and
-        the commit is awaited."""
-        accepted = await asyncio.to_thread(self._accept, graph_json, target, client_run_id)
+        """`submit` for the event loop: validation runs on a worker thread when it may wait on
+        the disk (a model node's check reads its files' headers, and its files are resolved there
+        once for the whole run), else right here: a thread would only add its hand-offs. The
+        commit is awaited."""
+        if may_wait_on_disk(graph_json, self.registry):
+            accepted = await asyncio.to_thread(self._accept, graph_json, target, client_run_id)
+        else:
+            accepted = self._accept(graph_json, target, client_run_id)
         return await asyncio.wrap_future(accepted)
 
     # ---- claiming ------------------------------------------------------------------------------
 
-    def _claim_round(self) -> bool:
+    def _claim_request(self, reserved: int) -> ClaimRequest | None:
+        """The claim to make now (on the store's writer thread, as the claim runs): as many
+        runs as there are free workers, less the `reserved` room of claims not handed over."""
         with self._lock:
             if self._closing:
-                return False
+                return None
             # A run being recorded has left its worker: its slot is free for the next claim.
-            free = self.config.run_workers - (len(self._live) - self._recording)
+            busy = len(self._live) - self._recording
+            free = self.config.run_workers - busy - reserved
             holding = tuple(self._live)
         if free <= 0 and not self.store.shared:
-            return False  # nothing to take, and nobody else's leases to sweep
-        request = ClaimRequest(
+            return None  # nothing to take, and nobody else's leases to sweep
+        return ClaimRequest(
             server_id=self.server_id,
             limit=max(0, free),
-            capabilities=server_capabilities(self.registry, self.catalog, self._device_kind()),
+            capabilities=self._capability_list,
             holding=holding,
             lease_s=self.config.lease_timeout_s,
             max_retries=self.config.max_retries,
             take_over_expired=self.store.shared,
         )
-        sent = time.monotonic()
-        try:
-            claimed = self.store.claim_future(request).result()
-        except InlineError as exc:  # the database is unreachable: the next poll tries again
-            log.debug("claiming runs failed: %s", exc.message)
-            return False
+
+    def _refresh_capabilities(self) -> None:
+        found = server_capabilities(self.registry, self.catalog, self._device_kind())  # sorted
+        with self._lock:  # a claim reads both together
+            self._capabilities = frozenset(found)
+            self._capability_list = found
+
+    def _claimed(self, claimed: Claimed, claimed_at: float) -> None:
+        """A claim is durable: hand its runs to the workers."""
         for run_id in claimed.requeued:
             log.warning("run %s: its server stopped renewing its lease; queued again", run_id)
         for run_id in claimed.exhausted:
@@ -328,8 +362,7 @@ class RunManager:
         with self._work:
             self._queued = claimed.queued
             for record in claimed.runs:
-                self._admit(record, sent)
-        return free > 0 and len(claimed.runs) == free
+                self._admit(record, claimed_at)
 
     def _admit(self, record: RunRecord, claimed_at: float) -> None:
         """A run this server just claimed: hand it to a worker (called with the lock held)."""
@@ -503,8 +536,10 @@ class RunManager:
             log.exception("could not record the end of run %s", run.id)
             self._forget(run)
         # What the run freed goes back to the OS, so RSS tracks what is resident, not history.
+        # Idle: nothing claimed here waits for a worker and the store's queue looked empty (the
+        # claimed runs alone say nothing: a claim takes only what the workers can start).
         with self._lock:
-            idle = not self._ready
+            idle = not self._ready and self._queued <= 0
         self.trimmer.maybe_trim(idle=idle)
 
     def _run(self, run: LiveRun) -> _Outcome:

@@ -73,11 +73,20 @@ def claim(request: ClaimRequest) -> Callable[[Db], Claimed]:
         counted = db.one("SELECT COUNT(*) AS n FROM runs WHERE status = 'queued'")
         queued = int(counted["n"]) if counted is not None else 0
         claimed = [rows.record(r) for r in sorted(found, key=lambda r: int(r["seq"]))]
-        for record in claimed:
-            # Its history says it started with the claim: a snapshot that shows it running is
-            # never followed by its run_started.
-            started = serialize.run_started_event(record.id, record.attempts, request.server_id)
-            history.append(db, record.id, record.attempts, request.server_id, [started])
+        # Their history says they started with the claim: a snapshot that shows a run running
+        # is never followed by its run_started.
+        history.append_all(
+            db,
+            (
+                history.Entries(
+                    record.id,
+                    record.attempts,
+                    request.server_id,
+                    [serialize.run_started_event(record.id, record.attempts, request.server_id)],
+                )
+                for record in claimed
+            ),
+        )
         return Claimed(claimed, queued, requeued, exhausted)
 
     return op

@@ -88,7 +88,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE runs ADD COLUMN lease_expires_at {real}",
             "ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0",
             # The running run as its holder last wrote it: takes announced so far, and the last
-            # event folded into `nodes` (a snapshot's cursor into the event history).
+            # event folded into `nodes` (a snapshot's cursor into the event history; dropped by
+            # migration 3).
             "ALTER TABLE runs ADD COLUMN live_takes TEXT NOT NULL DEFAULT '[]'",
             "ALTER TABLE runs ADD COLUMN event_seq {bigint} NOT NULL DEFAULT 0",
             "CREATE INDEX IF NOT EXISTS runs_queued ON runs (seq) WHERE status = 'queued'",
@@ -119,6 +120,13 @@ MIGRATIONS: tuple[Migration, ...] = (
                 created_at {real} NOT NULL
             )""",
         ),
+    ),
+    Migration(
+        3,
+        "a run's snapshot cursor read from its event history, not kept in its row",
+        # The last event folded into a run's state is the last of its events: read beside the
+        # row in one statement (one snapshot), it costs no write per event append.
+        ("ALTER TABLE runs DROP COLUMN event_seq",),
     ),
 )
 

@@ -49,7 +49,11 @@ _KEEPALIVES = {
     "keepalives_count": 3,
     "connect_timeout": CONNECT_TIMEOUT_S,
 }
-_OUTAGE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+# Sessions: a server frozen mid-transaction (a paused VM, SIGSTOP) would hold its rows' locks
+# for as long as it sleeps, and claims skip locked rows: its runs could never be taken over. The
+# database ends such a session after 10 s idle in a transaction (below the lease timeout's 15).
+# 25P03: the session was ended for idling in a transaction (a server that was frozen).
+_OUTAGE_STATES = frozenset({"57P01", "57P02", "57P03", "53300", "25P03"})
 
 DIALECT = Dialect(
     name="postgresql",
@@ -139,6 +143,7 @@ class PostgresBackend:
             min_size=1,
             max_size=READ_POOL_SIZE,
             kwargs={**self._settings, "autocommit": True},
+            configure=_configure_session,
             timeout=READ_POOL_TIMEOUT_S,
             reconnect_timeout=365 * 24 * 3600.0,  # an outage shrinks the pool; it never gives up
             name="inline-core-reads",
@@ -149,7 +154,9 @@ class PostgresBackend:
         self._stop = threading.Event()
 
     def _connect_raw(self, autocommit: bool) -> psycopg.Connection[Any]:
-        return psycopg.Connection.connect(self.url, autocommit=autocommit, **self._settings)
+        conn = psycopg.Connection.connect(self.url, autocommit=autocommit, **self._settings)
+        _configure_session(conn)
+        return conn
 
     def _wait_for_database(self, wait_s: float) -> None:
         deadline = time.monotonic() + wait_s
@@ -244,3 +251,9 @@ class PostgresBackend:
         if self._listener is not None:
             self._listener.join(timeout=5.0)
         self._pool.close(timeout=5.0)
+
+
+def _configure_session(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("SET idle_in_transaction_session_timeout = '10s'")  # see "Sessions" above
+    if not conn.autocommit:
+        conn.commit()

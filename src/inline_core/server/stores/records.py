@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -89,6 +90,16 @@ class RunMirror:
     nodes: dict[str, NodeState]
     fraction: float
     takes: list[Take]
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """A held run's events not yet in the history, and the state they lead to."""
+
+    lease: Lease
+    attempt: int
+    events: Sequence[EventLike]
+    mirror: RunMirror
 
 
 @dataclass(frozen=True)

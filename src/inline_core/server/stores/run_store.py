@@ -37,9 +37,9 @@ from inline_core.server.stores.records import (
     Claimed,
     ClaimRequest,
     EventLike,
+    JournalEntry,
     Lease,
     Renewal,
-    RunMirror,
     RunSummary,
     RunView,
     ServerSeen,
@@ -51,8 +51,12 @@ from inline_core.takes import Take
 
 log = logging.getLogger(__name__)
 
-# Columns a view of a run reads beyond a record's.
-_VIEW_COLUMNS = f"{rows.RUN_COLUMNS}, live_takes, event_seq"
+# Columns a view of a run reads beyond a record's: its takes so far, and the last event its
+# state includes (read in the same statement, so from the same snapshot).
+_VIEW_COLUMNS = (
+    f"{rows.RUN_COLUMNS}, live_takes, "
+    "(SELECT COALESCE(MAX(seq), 0) FROM events WHERE events.run_id = runs.id) AS event_seq"
+)
 # A running run's row, matched only while `Lease` still holds it.
 _HELD = "id = ? AND status = 'running' AND lease_owner = ? AND lease_epoch = ?"
 
@@ -252,11 +256,13 @@ class RunStore:
             "INSERT INTO runs (id, client_run_id, request_hash, graph, target, status, "
             "created_at, nodes, fraction, needs) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, 0, ?) "
             # Two servers may take the same clientRunId at once: the second one finds the first.
-            "ON CONFLICT (client_run_id) WHERE client_run_id IS NOT NULL DO NOTHING RETURNING seq"
+            "ON CONFLICT (client_run_id) WHERE client_run_id IS NOT NULL DO NOTHING"
         )
 
         def op(db: Db) -> tuple[RunRecord, bool]:
-            if db.one(insert, values) is None:
+            # Its row count says whether it went in (no RETURNING: on SQLite a row returned is
+            # one more step, and one more hand-off of the interpreter lock).
+            if db.execute(insert, values).rowcount != 1:
                 row = db.one(
                     f"SELECT {rows.RUN_COLUMNS} FROM runs WHERE client_run_id = ?",
                     (new.client_run_id,),
@@ -289,10 +295,21 @@ class RunStore:
 
     # ---- claiming, leases, recovery (leasing.py) -----------------------------------------------
 
-    def claim_future(self, request: ClaimRequest) -> Future[Claimed]:
+    def claim_future(self, prepare: Callable[[], ClaimRequest | None]) -> Future[Claimed | None]:
         """Claim up to `request.limit` queued runs this server can serve, oldest first, each with
-        a fresh lease and attempt; shared stores first put back runs whose lease expired."""
-        return self._writer.submit(leasing.claim(request))
+        a fresh lease and attempt; shared stores first put back runs whose lease expired.
+        `prepare` makes the request when the write runs (once, even if it is retried), so room
+        that freed while the write waited in the queue is claimed too; None claims nothing (the
+        future resolves to None). Fails at once (503) while the database is unreachable."""
+        prepared: list[ClaimRequest | None] = []
+
+        def op(db: Db) -> Claimed | None:
+            if not prepared:
+                prepared.append(prepare())
+            request = prepared[0]
+            return None if request is None else leasing.claim(request)(db)
+
+        return self._writer.submit(op)
 
     def recover_on_start(self, max_retries: int, *, holder: str | None) -> list[RunRecord]:
         """After a stop or crash: put back (or end) the runs left running by `holder` (None:
@@ -334,35 +351,40 @@ class RunStore:
     # ---- a held run's events and end (each fenced by its lease) --------------------------------
 
     def append_events_future(
-        self,
-        lease: Lease,
-        attempt: int,
-        collect: Callable[[], tuple[Sequence[EventLike], RunMirror]],
-    ) -> Future[int]:
-        """Append a held run's events and the state they lead to; resolves to the last seq (0
-        if there were none). `collect` gives them when the write runs (once, even if it is
-        retried), so events that arrive while it waits in the queue go with it. Waits out an
-        unreachable database (up to `retry_s`); `LeaseLost` if the run is gone."""
-        taken: list[tuple[Sequence[EventLike], RunMirror]] = []
+        self, collect: Callable[[], Sequence[JournalEntry]]
+    ) -> Future[frozenset[str]]:
+        """Append held runs' events and the state they lead to, every run in one write; resolves
+        to the runs whose lease was lost (nothing was written for them). `collect` gives them
+        when the write runs (once, even if it is retried), so events that arrive while it waits
+        in the queue go with it. Waits out an unreachable database (up to `retry_s`)."""
+        taken: list[Sequence[JournalEntry]] = []
 
-        def op(db: Db) -> int:
+        def op(db: Db) -> frozenset[str]:
             if not taken:
                 taken.append(collect())
-            events, mirror = taken[0]
-            if not events:
-                return 0
-            mirrored = db.execute(
-                f"UPDATE runs SET nodes = ?, fraction = ?, live_takes = ? WHERE {_HELD}",
-                (
-                    rows.nodes_json(mirror.nodes),
-                    mirror.fraction,
-                    rows.takes_json(mirror.takes),
-                    *_held(lease),
-                ),
-            )
-            if mirrored.rowcount != 1:
-                raise LeaseLost(f"run {lease.run_id} is no longer held by {lease.owner}")
-            return history.append(db, lease.run_id, attempt, lease.owner, events)
+            lost: set[str] = set()
+            held: list[history.Entries] = []
+            for entry in taken[0]:
+                if not entry.events:
+                    continue
+                lease = entry.lease
+                mirrored = db.execute(
+                    f"UPDATE runs SET nodes = ?, fraction = ?, live_takes = ? WHERE {_HELD}",
+                    (
+                        rows.nodes_json(entry.mirror.nodes),
+                        entry.mirror.fraction,
+                        rows.takes_json(entry.mirror.takes),
+                        *_held(lease),
+                    ),
+                )
+                if mirrored.rowcount != 1:  # refused before writing anything for it
+                    lost.add(lease.run_id)
+                else:
+                    held.append(
+                        history.Entries(lease.run_id, entry.attempt, lease.owner, entry.events)
+                    )
+            history.append_all(db, held)
+            return frozenset(lost)
 
         return self._writer.submit(op, wait_s=self.retry_s)
 
