@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -43,6 +44,7 @@ class EngineCounters:
     jobs_forwarded: int = 0  # sum of group sizes (mean batch = jobs_forwarded / forwards)
     batched_decodes: int = 0  # on-loop decode calls that carried more than one job
     batch_decoded_jobs: int = 0  # jobs decoded in those calls
+    forward_seconds: float = 0.0  # wall time inside denoise_step: the model's share of a run
 
 
 class StepEngine:
@@ -204,8 +206,10 @@ class StepEngine:
         if len(group) > 1:
             counters.batched_forwards += 1
         pipeline = group[0].pipeline
+        started = time.perf_counter()
         try:
             predictions = list(pipeline.denoise_step([t.state for t in group]))
+            counters.forward_seconds += time.perf_counter() - started
             if len(predictions) != len(group):
                 raise RunFailed(
                     f"denoise_step returned {len(predictions)} predictions for {len(group)} jobs"
