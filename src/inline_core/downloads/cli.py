@@ -25,7 +25,9 @@ MB = 1024 * 1024
 def run_cli(table: Downloads, argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="inline-core download",
-        epilog="--family NAME picks another family's download (the built-in one by default). "
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"{table.listing(Path('models'))}\n\n"
+        "--family NAME picks another family's download (the built-in one by default).\n"
         "HF_ENDPOINT names another hub; HF_TOKEN (or `hf auth login`) opens gated repos.",
         description=f"Download {table.title} weights into the models folder, with progress.",
     )
@@ -57,11 +59,14 @@ def run_cli(table: Downloads, argv: Sequence[str] | None) -> int:
             if state["status"] != "done":
                 error = state["error"] or {"message": state["status"]}
                 print(f"inline-core download: {name}: {error['message']}", file=sys.stderr)
+                print(_by_hand(target, models), file=sys.stderr)
                 return 1
             print(f"-> {', '.join(state['destinations'])}", flush=True)
     except InlineError as exc:
         bar.end()
         print(f"inline-core download: {exc.message}", file=sys.stderr)
+        for _name, target in todo:
+            print(_by_hand(target, models), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         manager.close()
@@ -71,6 +76,12 @@ def run_cli(table: Downloads, argv: Sequence[str] | None) -> int:
     finally:
         manager.close()
     return 0
+
+
+def _by_hand(target: Target, models: Path) -> str:
+    """Where to put a target's files when this machine cannot download them itself."""
+    where = target.destination(models) if target.folder else target.destination(models).parent
+    return f"  or fetch {', '.join(target.files)} from {target.repo_id} yourself into {where}/"
 
 
 def _begin(manager: DownloadManager, target: Target) -> str:

@@ -33,6 +33,7 @@ class Target:
     roles: tuple[str, ...] = ()  # the stack parts it provides: "diffusion_model", "vae", ...
     layout: Layout = "comfy"
     revision: str | None = None  # None: the repo's default branch
+    approx_gb: float | None = None  # its download size, roughly, for the command's help
 
     def destination(self, models: Path) -> Path:
         """Where it lands: the folder, or the (first) file by its own name."""
@@ -83,6 +84,23 @@ class Downloads:
             for name in self.expand(names)
             if force or not self.targets[name].destination(models).exists()
         ]
+
+    def listing(self, models: Path) -> str:
+        """Every target and preset: what it fetches, where it lands and about how much, for the
+        command's help (and for a user who would rather fetch the files by hand)."""
+        lines = [f"what it downloads (into {models}/; --models DIR for another folder):"]
+        for name, members in self.presets.items():
+            sizes = [self.targets[m].approx_gb for m in members]
+            about = f", about {sum(s for s in sizes if s):.1f} GB" if all(sizes) else ""
+            default = " (the default)" if name == self.default else ""
+            lines.append(f"  {name}{default}: {' + '.join(members)}{about}")
+        for name, target in self.targets.items():
+            about = f", about {target.approx_gb:.1f} GB" if target.approx_gb else ""
+            default = " (the default)" if name == self.default else ""
+            lines.append(f"  {name}{default}: {target.repo_id}{about}")
+            lines.append(f"      {', '.join(target.files)}")
+            lines.append(f"      -> {target.destination(models)}")
+        return "\n".join(lines)
 
     def providing(self, role: str) -> list[tuple[str, Target]]:
         """The targets that provide one part of the stack, in table order."""
