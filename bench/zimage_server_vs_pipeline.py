@@ -128,7 +128,9 @@ def graph(case: dict[str, Any], seed: int) -> dict[str, Any]:
 class ServerSide:
     """The real app under uvicorn on loopback, driven over HTTP and the websocket."""
 
-    def __init__(self, models: Path, case: dict[str, Any], profile: str | None) -> None:
+    def __init__(
+        self, models: Path, case: dict[str, Any], profile: str | None, dtype: str = "float32"
+    ) -> None:
         import httpx
         import uvicorn
 
@@ -140,7 +142,10 @@ class ServerSide:
         self.case = case
         self.port = free_port()
         data = Path(tempfile.mkdtemp(prefix="zimage-bench-"))
-        config = Config(models_dir=models, data_dir=data, profile=profile, port=self.port)
+        # The pipeline side's dtype: like is compared with like, whatever this CPU would pick.
+        config = Config(
+            models_dir=models, data_dir=data, profile=profile, port=self.port, dtype=dtype
+        )
         app = create_app(config)
         self.server = uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error")
@@ -217,7 +222,7 @@ def measure_paired(
 ) -> dict[str, Any]:
     """Both sides in this process, renders alternating seed by seed (the order rotating)."""
     pipe = PipelineSide(models, case, device, dtype)
-    server = ServerSide(models, case, profile)
+    server = ServerSide(models, case, profile, dtype)
     try:
         first = {"pipeline": pipe.render(0), "server": server.render(0)}
         loads_after_first = server.runner.stats()["loads"]
