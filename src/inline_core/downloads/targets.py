@@ -2,8 +2,8 @@
 its stack they provide) and presets of them, as one table per family (`Family.downloads`).
 
 The table is data: the server's requirements route lists its targets as sources a client can post
-to `/v1/downloads` as they are, and `inline-core download` (`downloads/cli.py`) runs the same
-download manager over them.
+to `/v1/downloads` as they are, and `inline-core download` (`downloads/cli.run_cli`) runs the
+same download manager over them.
 """
 
 from __future__ import annotations
@@ -105,9 +105,3 @@ class Downloads:
     def providing(self, role: str) -> list[tuple[str, Target]]:
         """The targets that provide one part of the stack, in table order."""
         return [(name, t) for name, t in self.targets.items() if role in t.roles]
-
-    def main(self, argv: Sequence[str] | None = None) -> int:
-        """`inline-core download`: the download manager over this table, with a progress bar."""
-        from inline_core.downloads.cli import run_cli
-
-        return run_cli(self, argv)

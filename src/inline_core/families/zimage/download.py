@@ -11,6 +11,7 @@ present are skipped unless `--force`.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 from inline_core.downloads.targets import Downloads, Target
 
@@ -64,7 +65,15 @@ DOWNLOADS = Downloads(
 )
 expand = DOWNLOADS.expand
 plan = DOWNLOADS.plan
-main = DOWNLOADS.main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`inline-core download` for Z-Image: the download manager over its table (imported here:
+    the table alone is what the server's requirements route needs)."""
+    from inline_core.downloads.cli import run_cli
+
+    return run_cli(DOWNLOADS, argv)
+
 
 if __name__ == "__main__":
     sys.exit(main())
