@@ -54,9 +54,11 @@ def load_safetensors(path: Path, device: str = "cpu") -> dict[str, torch.Tensor]
     return cast(dict[str, torch.Tensor], cast(Any, st).load_file(str(path), device=device))
 
 
-def save_safetensors(tensors: Mapping[str, torch.Tensor], path: Path) -> None:
+def save_safetensors(
+    tensors: Mapping[str, torch.Tensor], path: Path, metadata: Mapping[str, str] | None = None
+) -> None:
     st = importlib.import_module("safetensors.torch")
-    cast(Any, st).save_file(dict(tensors), str(path))
+    cast(Any, st).save_file(dict(tensors), str(path), metadata=dict(metadata or {}) or None)
 
 
 def assign_state(

@@ -7,7 +7,8 @@ node pipeline's denoise half), so a primitive graph renders what the node render
 The denoiser's `request()` takes the `sample` arguments a family serving the primitives accepts:
 `prompt` (unused, ""), `width`, `height`, `steps`, `guidance`, `seed`, `sampler`,
 `sigma_schedule`, `denoise`, `start` (latents to start from), `batch_size`, `batch_index`,
-`positive` and `negative` (encoded prompts).
+`positive` and `negative` (encoded prompts), and `loras` (the model handle's LoRA stack, a
+tuple of `diffusion.adapters.stack.LoraUse`).
 
 Where the device policy splits the model across ranks, `load/diffusion-model` starts the worker
 group with the transformer (no weights in this process) and `sample` denoises there: the encoded
@@ -27,6 +28,7 @@ import torch
 from PIL import Image
 
 from inline_core.components.interfaces import Latents
+from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.engine.group import GroupPipeline, ModelGroup
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InvalidRequest, RunFailed
@@ -206,11 +208,13 @@ def sample(
             batch_index=index,
             positive=positive.conditioning,
             negative=negative.conditioning if settings.guided and negative is not None else None,
+            loras=model.loras,
         )
         for index in range(latent.batch)
     ]
     samples = run(states, ctx, reporter)
     info = settings.to_info() | {
+        **({"loras": stack_info(model.loras)} if model.loras else {}),
         "model": model.name,
         "width": latent.width,
         "height": latent.height,

@@ -23,7 +23,7 @@ from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.engine.group import rank_spec
 from inline_core.engine.residency import Footprint, ResidentCache
-from inline_core.families.builder import FamilyBuilder, Parts
+from inline_core.families.builder import ADAPTER_CACHE, FamilyBuilder, Parts
 from inline_core.families.discovery import load_builder
 from inline_core.families.family import Family
 from inline_core.families.sources import DEFAULT, Sources
@@ -181,11 +181,22 @@ class Stacks:
             self.swap,
             model_key=transformer_key,  # the weights, device and dtype of the forward
             remote=remote,
+            extra={ADAPTER_CACHE: self._adapter_cache(frozenset(keys))},
         )
         made = make(parts)
         with self._lock:
             self._memo[memo_key] = (values, made)
         return made
+
+    def _adapter_cache(self, keep: frozenset[Hashable]) -> Callable[..., Any]:
+        """Adapter weights load into the one residency cache, never evicting the parts of the
+        object they adapt."""
+        residency = self.runtime.residency
+
+        def fetch(key: Hashable, load: Callable[[], tuple[Any, Footprint]]) -> Any:
+            return residency.get(key, load, keep=keep)
+
+        return fetch
 
     def _forget_evicted(self) -> None:
         """Drop objects holding a part the cache evicted, so its memory can be freed."""

@@ -18,6 +18,8 @@ from inline_core.components.step import StepPipeline
 from inline_core.device.policy import Placement
 from inline_core.models.source import Source
 
+ADAPTER_CACHE = "adapter_cache"
+
 
 @dataclass
 class Parts:
@@ -25,7 +27,9 @@ class Parts:
 
     `swap` is the stack's shared offload swap (one per process); `model_key` names the weights,
     device and dtype of the forward (requests with equal keys may share one); `remote` is how a
-    worker group's ranks rebuild the same stack (None: not built from files)."""
+    worker group's ranks rebuild the same stack (None: not built from files). `extra` carries
+    what the resident stacks add: under `ADAPTER_CACHE` the cache adapter weights load through
+    (absent on a rank: the denoiser keeps its own)."""
 
     values: Mapping[str, Any]
     placements: Mapping[str, Placement]

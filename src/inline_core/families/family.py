@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from inline_core.device.split import ModelParallelSupport
+from inline_core.diffusion.adapters.naming import LoraNamings
 from inline_core.downloads.targets import Downloads
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.files import StackResolver, StackRules
@@ -56,6 +57,8 @@ class Family(ABC):
     kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
     # "package.module:main" behind `inline-core download` (usually its `downloads()` table's main)
     download: ClassVar[str | None] = None
+    # The LoRA namings its files come in and the layers they may adapt (None: it takes none).
+    loras: ClassVar[LoraNamings | None] = None
 
     def __init__(self, catalog: Catalog, env: Mapping[str, str]) -> None:
         self.catalog = catalog

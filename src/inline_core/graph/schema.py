@@ -52,6 +52,7 @@ class PortKind(StrEnum):
     TEXT_ENCODER = "text-encoder"
     CONDITIONING = "conditioning"
     LATENT = "latent"
+    LORA = "lora"
 
 
 # Output kind -> input kinds it may feed besides its own.

@@ -52,6 +52,7 @@ def render(
     prompt: str = "a red fox in the snow",
     *,
     image: Image.Image | None = None,
+    loras: list[Any] | None = None,
     cancel: CancelToken | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
     **params: Any,
@@ -69,6 +70,8 @@ def render(
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:
         inputs["image"] = image
+    if loras:
+        inputs["loras"] = loras  # `input/lora` handles, one per edge
     call = NodeCall(ctx=ctx, node_id="z", params=node_params(**params), inputs=inputs)
     return runner.run(call)
 

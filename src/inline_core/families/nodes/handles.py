@@ -1,5 +1,5 @@
-"""Engine handles: the values on the `model`, `vae`, `text-encoder`, `conditioning` and `latent`
-sockets of a primitive graph (torch-free).
+"""Engine handles: the values on the `model`, `vae`, `text-encoder`, `conditioning`, `latent` and
+`lora` sockets of a primitive graph (torch-free).
 
 They are small frozen records, never takes, and each names the family whose files it holds: the
 low-level vocabulary dispatches by it. Loader handles name files, not weights: the weights stay in
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.stack import LoraStack, LoraUse
 from inline_core.models.source import Source
 
 
@@ -26,6 +27,15 @@ class ModelHandle:
     name: str  # the catalog name in diffusion_models/
     transformer: Source
     scheduler: Source | None  # None: the family's own scheduler config
+    loras: LoraStack = ()  # `load/lora` nodes chained after the loader, in order
+
+
+@dataclass(frozen=True)
+class LoraHandle:
+    """`input/lora`: one LoRA of a high-level node's stack, for the family whose naming it has."""
+
+    family: str
+    use: LoraUse
 
 
 @dataclass(frozen=True)

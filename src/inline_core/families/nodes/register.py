@@ -15,6 +15,7 @@ from inline_core.families.nodes.loaders import (
     LoadTextEncoder,
     LoadVAE,
 )
+from inline_core.families.nodes.loras import InputLora, LoadLora, LoraPicker
 from inline_core.families.nodes.primitives import (
     EmptyLatent,
     EncodeText,
@@ -25,8 +26,10 @@ from inline_core.families.nodes.primitives import (
 from inline_core.families.registry import Families
 from inline_core.graph.primitives import (
     ENCODE_TEXT,
+    INPUT_LORA,
     LATENT_EMPTY,
     LOAD_DIFFUSION_MODEL,
+    LOAD_LORA,
     LOAD_TEXT_ENCODER,
     LOAD_VAE,
     PRIMITIVE_DESCRIPTORS,
@@ -65,10 +68,13 @@ def register_primitives(
     if not serving:
         return  # the descriptors stay served without runners: refused at submit
     loaders = Loaders(families, catalog, runtime)
+    loras = LoraPicker(families, catalog)
     runners: dict[str, NodeRunner] = {
         LOAD_DIFFUSION_MODEL.type: LoadDiffusionModel(loaders),
         LOAD_VAE.type: LoadVAE(loaders),
         LOAD_TEXT_ENCODER.type: LoadTextEncoder(loaders),
+        LOAD_LORA.type: LoadLora(loras),
+        INPUT_LORA.type: InputLora(loras),
         ENCODE_TEXT.type: EncodeText(families, runtime),
         LATENT_EMPTY.type: EmptyLatent(),
         SAMPLE.type: Sample(families, runtime),

@@ -14,7 +14,7 @@ from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.formats import ldm_vae, qwen3
 from inline_core.diffusion.parts import PartLoader
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
-from inline_core.families.builder import Parts
+from inline_core.families.builder import ADAPTER_CACHE, Parts
 from inline_core.families.zimage import transformer
 from inline_core.families.zimage.denoiser import ZImageDenoiser
 from inline_core.families.zimage.files import DEFAULT_SCHEDULER_CONFIG
@@ -52,10 +52,19 @@ class ZImageBuilder:
     def vae(self, parts: Parts) -> AutoencoderKLVAE:
         return AutoencoderKLVAE(parts["vae"], parts.placements["vae"], parts.swap, patch=PATCH)
 
+    def _denoiser(self, parts: Parts) -> ZImageDenoiser:
+        return ZImageDenoiser(
+            parts["transformer"],
+            parts.placements["denoiser"],
+            parts.swap,
+            adapter_cache=parts.extra.get(ADAPTER_CACHE),
+            model_key=parts.model_key,
+        )
+
     def denoiser(self, parts: Parts) -> ZImageDenoisePipeline:
         place = parts.placements["denoiser"]
         return ZImageDenoisePipeline(
-            denoiser=ZImageDenoiser(parts["transformer"], place, parts.swap),
+            denoiser=self._denoiser(parts),
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
             serial_phases=place.offload,
@@ -64,7 +73,7 @@ class ZImageBuilder:
     def pipeline(self, parts: Parts) -> ZImageStepPipeline:
         return ZImageStepPipeline(
             text_encoder=self.text_encoder(parts),
-            denoiser=ZImageDenoiser(parts["transformer"], parts.placements["denoiser"], parts.swap),
+            denoiser=self._denoiser(parts),
             vae=self.vae(parts),
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,

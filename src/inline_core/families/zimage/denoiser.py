@@ -1,7 +1,8 @@
 """The Z-Image transformer as a batched denoiser.
 
 `ZImageTransformer2DModel` takes per-request lists (latents, captions) and a timestep per item, so
-requests with different prompts, sizes and timesteps share one forward.
+requests with different prompts, sizes and timesteps share one forward; each item's LoRA stack is
+added to its own rows of that forward (`diffusion/adapters/`).
 """
 
 from __future__ import annotations
@@ -13,16 +14,29 @@ import torch
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
+from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.families.zimage.lora import read_lora
 
 
 class ZImageDenoiser:
-    def __init__(self, transformer: nn.Module, placement: PlacementLike, swap: OffloadSwap) -> None:
+    def __init__(
+        self,
+        transformer: nn.Module,
+        placement: PlacementLike,
+        swap: OffloadSwap,
+        adapter_cache: Fetch | None = None,
+        model_key: object = "",
+    ) -> None:
         self.transformer = transformer
         self.placement = placement
         self.swap = swap
         self.device = torch.device(placement.device)
         self.dtype = torch_dtype(placement.dtype)
+        self.adapters = AdapterBank(
+            transformer, read_lora, self.device, self.dtype, adapter_cache, model_key
+        )
 
     @property
     def in_channels(self) -> int:
@@ -33,12 +47,15 @@ class ZImageDenoiser:
         latents: Sequence[Latents],
         timesteps: Sequence[Any],
         conditioning: Sequence[Conditioning],
+        loras: Sequence[LoraStack] = (),
         /,
     ) -> list[torch.Tensor]:
-        """Raw outputs, one `(C, 1, h, w)` tensor per item (the caller owns guidance and sign)."""
+        """Raw outputs, one `(C, 1, h, w)` tensor per item (the caller owns guidance and sign);
+        `loras`: each item's stack (none: no item has one)."""
         x = [cast(torch.Tensor, lat.value).to(self.dtype).unsqueeze(2)[0] for lat in latents]
         t = torch.cat([cast(torch.Tensor, ts) for ts in timesteps])
         caps = [cast(torch.Tensor, c.value).to(self.device, self.dtype) for c in conditioning]
-        with self.swap.use(self.transformer, self.placement):
+        rows = self.adapters.resolve(loras) if any(loras) else []
+        with self.swap.use(self.transformer, self.placement), self.adapters.rows.rows(rows):
             out = self.transformer(x, t, caps, return_dict=False)[0]
         return list(cast(list[torch.Tensor], out))

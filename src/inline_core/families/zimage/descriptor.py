@@ -18,6 +18,8 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
     inputs=(
         PortSpec("prompt", PortKind.TEXT),
         PortSpec("image", PortKind.IMAGE, optional=True, label="Image (img2img)"),
+        # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
+        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
     ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
     params=(
@@ -63,7 +65,8 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
     description=(
         "Text to image, or image to image when an image is wired in (strength sets how much "
         "changes; the image is resized to width x height). Guidance above 0 turns on "
-        "classifier-free guidance with the negative prompt."
+        "classifier-free guidance with the negative prompt. LoRAs wired in "
+        "(input/lora) apply to this render alone."
     ),
 )
 

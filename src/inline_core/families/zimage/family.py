@@ -13,6 +13,7 @@ from typing import Any
 from PIL import Image
 
 from inline_core.device.split import ModelParallelSupport
+from inline_core.diffusion.adapters.stack import LoraStack, LoraUse, stack_info
 from inline_core.diffusion.flow.steps import img2img_start
 from inline_core.diffusion.formats import ldm_vae
 from inline_core.downloads.targets import Downloads
@@ -20,10 +21,12 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import StackRules, read_json
+from inline_core.families.nodes.handles import LoraHandle
 from inline_core.families.sources import Sources
 from inline_core.families.zimage.descriptor import EXTRA_HINT, NODE_TYPE, ZIMAGE_DESCRIPTOR
 from inline_core.families.zimage.download import DOWNLOADS
 from inline_core.families.zimage.files import RULES, flow_shift
+from inline_core.families.zimage.lora_naming import ZIMAGE_LORAS
 from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, new_request
 from inline_core.families.zimage.split import SPLIT_METHODS, support_for
 from inline_core.families.zimage.transformer import config_of
@@ -40,6 +43,7 @@ class ZImageFamily(Family):
     comfy_text_encoder_types = ("lumina2",)  # how ComfyUI loads its Qwen3 text encoder
     kit = "inline_core.families.zimage.kit:main"
     download = "inline_core.families.zimage.download:main"
+    loras = ZIMAGE_LORAS
     capabilities = Capabilities(
         batching="lists",  # its transformer takes per-request lists: any sizes share a forward
         split_methods=SPLIT_METHODS,
@@ -77,8 +81,13 @@ class ZImageFamily(Family):
         if image is not None:
             request["image"] = image
             request["strength"] = float(params["strength"])
-        take_params = {k: v for k, v in request.items() if k != "image"}
+        loras = _loras(inputs.get("loras"), node_id)
+        if loras:
+            request["loras"] = loras
+        take_params = {k: v for k, v in request.items() if k not in ("image", "loras")}
         take_params["img2img"] = image is not None
+        if loras:
+            take_params["loras"] = stack_info(loras)
         return Lowered(request, take_params)
 
     def check_wired(
@@ -134,6 +143,23 @@ def _vae_factor(source: Source | None) -> int | None:
         return ldm_vae.spatial_factor(ldm_vae.infer_config(shapes))
     config = read_json(source.location / "config.json")
     return None if config is None else ldm_vae.spatial_factor(config)
+
+
+def _loras(value: object, node_id: str) -> LoraStack:
+    """The `loras` input's edges (`input/lora` handles), in order."""
+    if value is None:
+        return ()
+    items: list[object] = list(value) if isinstance(value, list) else [value]  # pyright: ignore[reportUnknownArgumentType]
+    stack: list[LoraUse] = []
+    for item in items:
+        if not isinstance(item, LoraHandle):
+            raise InvalidRequest("the loras input takes input/lora nodes", node_id=node_id)
+        if item.family != ZImageFamily.name:
+            raise InvalidRequest(
+                f"loras/{item.use.name} is a LoRA for {item.family}, not Z-Image", node_id=node_id
+            )
+        stack.append(item.use)
+    return tuple(stack)
 
 
 def _prompt(value: object, node_id: str) -> str:

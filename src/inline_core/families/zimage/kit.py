@@ -8,7 +8,9 @@ The kit builds a transformer, a FLUX-style VAE, a Qwen3 text encoder with a byte
 - ComfyUI layout: `diffusion_models/zimage_<size>.safetensors` (original key naming, fused qkv),
   `vae/zimage_<size>_vae.safetensors` (LDM/FLUX `ae.safetensors` naming) and
   `text_encoders/zimage_<size>_qwen3/` (an HF folder with its tokenizer);
-- diffusers layout: `diffusion_models/zimage_<size>_diffusers/` (with `model_index.json`).
+- diffusers layout: `diffusion_models/zimage_<size>_diffusers/` (with `model_index.json`);
+- `loras/zimage_<size>_lora_a*.safetensors` (one LoRA in the diffusers/PEFT, ai-toolkit and kohya
+  namings) and `loras/zimage_<size>_lora_b.safetensors` (another, on other layers).
 
 Both layouts hold the same weights, so they render the same pixels. Random weights draw noise: the
 kit is for testing the machinery end to end without a download, not for pictures.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -35,6 +37,7 @@ from inline_core.diffusion.kit import (
     tokenizer_vocab_size,
 )
 from inline_core.diffusion.libs import diffusers, quiet, transformers
+from inline_core.families.zimage.kit_loras import write_kit_loras
 from inline_core.families.zimage.transformer import axes_dims, to_original
 
 SIZES = ("tiny", "mid")
@@ -74,6 +77,7 @@ class KitPaths:
     vae_file: Path | None
     text_encoder_dir: Path | None
     diffusers_dir: Path | None
+    loras: dict[str, Path] = field(default_factory=dict[str, Path])
 
 
 def build_tokenizer() -> Any:
@@ -168,6 +172,7 @@ def build_kit(
     vae = build_vae()
     name = f"zimage_{size}"
     diffusion_file = vae_file = te_dir = diffusers_dir = None
+    loras = write_kit_loras(out, name, transformer)
     if "comfy" in layouts:
         diffusion_file = out / "diffusion_models" / f"{name}.safetensors"
         save_weights(to_original(transformer.state_dict()), diffusion_file, torch_dtype)
@@ -188,9 +193,9 @@ def build_kit(
             transformer=transformer,
         )
         pipe.save_pretrained(str(diffusers_dir))
-    for category in ("diffusion_models", "vae", "text_encoders"):
+    for category in ("diffusion_models", "vae", "text_encoders", "loras"):
         (out / category).mkdir(parents=True, exist_ok=True)
-    return KitPaths(out, diffusion_file, vae_file, te_dir, diffusers_dir)
+    return KitPaths(out, diffusion_file, vae_file, te_dir, diffusers_dir, loras)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -217,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p
         for p in (paths.diffusion_file, paths.vae_file, paths.text_encoder_dir, paths.diffusers_dir)
         if p is not None
-    ]
+    ] + list(paths.loras.values())
     if args.qwen_single_file:
         written.append(write_qwen3_single_file(out / "text_encoders" / "qwen_3_tiny.safetensors"))
     print(report(out, written))

@@ -20,6 +20,7 @@ import torch
 from PIL import Image
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.libs import vector_norm
@@ -94,6 +95,8 @@ class ZImageDenoisePipeline:
 
     def _prepare(self, state: ZImageRequest) -> None:
         device = self.denoiser.device
+        # The LoRA files load here, off the step loop, and a bad one fails this request alone.
+        self.denoiser.adapters.check(state.loras)
         generator = torch.Generator("cpu").manual_seed(state.seed)
         h = 2 * (state.height // (self.latent_factor * 2))
         w = 2 * (state.width // (self.latent_factor * 2))
@@ -144,12 +147,14 @@ class ZImageDenoisePipeline:
         latents: list[Latents] = []
         timesteps: list[torch.Tensor] = []
         conds: list[Conditioning] = []
+        loras: list[LoraStack] = []  # each row's stack: a negative row gets its request's
         guided: list[int] = []  # indexes into `states` that also run their negative prompt
         for i, s in enumerate(states):
             schedule, lat = _prepared(s)
             latents.append(lat)
             timesteps.append(schedule.model_timestep(s.step_index))
             conds.append(cast(Conditioning, s.positive))
+            loras.append(s.loras)
             if s.guidance_at(s.step_index) > 0:
                 guided.append(i)
         # Negatives follow all positives, as in the pipeline's `prompt_embeds + negative_embeds`.
@@ -158,7 +163,8 @@ class ZImageDenoisePipeline:
             latents.append(cast(Latents, s.latents))
             timesteps.append(cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index))
             conds.append(cast(Conditioning, s.negative))
-        out = self.denoiser.predict(latents, timesteps, conds)
+            loras.append(s.loras)
+        out = self.denoiser.predict(latents, timesteps, conds, loras)
         negatives = dict(zip(guided, out[len(states) :], strict=True))
         preds: list[torch.Tensor] = []
         for i, s in enumerate(states):

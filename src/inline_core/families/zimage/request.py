@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.flow.steps import img2img_start
 from inline_core.errors import InvalidRequest
 from inline_core.parallel.wire import LOCAL
@@ -44,6 +45,7 @@ class ZImageRequest:
     batch_index: int = 0
     positive: Conditioning | None = None
     negative: Conditioning | None = None
+    loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
     model_key: Hashable = field(default="", metadata=LOCAL)  # which weights, dtype and device
     step_index: int = field(default=0, metadata=LOCAL)
     schedule: Any = field(default=None, metadata=LOCAL)  # its private FlowMatchSchedule

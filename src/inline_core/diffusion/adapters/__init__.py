@@ -1,0 +1,1 @@
+"""Adapters on shared weights: LoRA stacks per request, applied per row of a batched forward."""

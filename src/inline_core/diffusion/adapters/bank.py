@@ -1,0 +1,85 @@
+"""Adapter weights loaded once per file and kept while there is room: in process in the server's
+residency cache (one budget with the models, LRU), in a worker group's rank in a small LRU of its
+own. A bank belongs to one model (its device and dtype) and owns that model's row hooks."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+
+import torch
+from torch import nn
+
+from inline_core.diffusion.adapters.rows import RowAdapters, RowStack
+from inline_core.diffusion.adapters.stack import LoraStack, LoraUse
+from inline_core.diffusion.adapters.weights import LoraWeights
+from inline_core.engine.residency import Footprint
+
+# (key, load) -> the value, loading it on a miss: `ResidentCache.get` or `LocalCache.get`.
+Fetch = Callable[[Hashable, Callable[[], tuple[LoraWeights, Footprint]]], LoraWeights]
+# (name, path, device, dtype) -> the file's weights, converted to the model's naming.
+Reader = Callable[[str, str, torch.device, torch.dtype], LoraWeights]
+
+RANK_CACHE_FILES = 32
+
+
+class LocalCache:
+    """An LRU of loaded adapters, for a process without the server's residency (a rank)."""
+
+    def __init__(self, size: int = RANK_CACHE_FILES) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict[Hashable, LoraWeights] = OrderedDict()
+
+    def get(self, key: Hashable, load: Callable[[], tuple[LoraWeights, Footprint]]) -> LoraWeights:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value, _footprint = load()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
+
+
+class AdapterBank:
+    def __init__(
+        self,
+        model: nn.Module,
+        read: Reader,
+        device: torch.device,
+        dtype: torch.dtype,
+        fetch: Fetch | None = None,
+        scope: Hashable = "",
+    ) -> None:
+        self.rows = RowAdapters.of(model)
+        self._read = read
+        self._device = device
+        self._dtype = dtype
+        self._fetch: Fetch = fetch or LocalCache().get
+        self._scope = scope  # the model the weights were checked against (its resident key)
+        self._lock = threading.Lock()
+        self.loads = 0  # files read (a cache miss each)
+
+    def weights(self, use: LoraUse) -> LoraWeights:
+        key = ("lora", self._scope, use.identity, str(self._device), str(self._dtype))
+        return self._fetch(key, lambda: self._load(use))
+
+    def _load(self, use: LoraUse) -> tuple[LoraWeights, Footprint]:
+        weights = self._read(use.name, use.path, self._device, self._dtype)
+        weights.check_against(self.rows.modules)
+        with self._lock:
+            self.loads += 1
+        return weights, Footprint(weights.nbytes)
+
+    def check(self, stack: LoraStack) -> None:
+        """Load (or find) every file of a stack and check it fits the model: before a request
+        joins a batch, so a bad file fails that request alone."""
+        for use in stack:
+            self.weights(use)
+
+    def resolve(self, stacks: Sequence[LoraStack]) -> list[RowStack]:
+        return [[(self.weights(use), use.strength) for use in stack] for stack in stacks]

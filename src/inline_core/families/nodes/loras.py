@@ -1,0 +1,94 @@
+"""`load/lora` and `input/lora`, for every family that takes LoRAs (torch-free).
+
+At submit, `check` reads the picked file's tensor names (its header only) and asks each family
+that declares LoRA namings whether they are its own: a file of no known naming, or one adapting
+layers no family's model has, is refused with a 422 naming the file and what was expected. At run,
+`load/lora` appends the LoRA to the model handle's stack (the weights load where the request is
+denoised, once per file, into the resident cache) and `input/lora` outputs it for a high-level
+node's `loras` input. The stack is part of the model handle, so the node cache keys of everything
+downstream change with a LoRA or its strength, and an encode upstream does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from inline_core.diffusion.adapters.naming import read_layout
+from inline_core.diffusion.adapters.stack import LoraUse
+from inline_core.diffusion.files.header import HeaderError, read_header
+from inline_core.errors import InvalidRequest, ModelMissing, NotFound
+from inline_core.families.nodes.handles import LoraHandle, ModelHandle
+from inline_core.families.nodes.inputs import handle_input
+from inline_core.families.registry import Families
+from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+from inline_core.models.catalog import Catalog
+
+
+class LoraPicker:
+    """The picked LoRA file, checked against the families' namings."""
+
+    def __init__(self, families: Families, catalog: Catalog) -> None:
+        self.families = families
+        self.catalog = catalog
+
+    def pick(self, params: Mapping[str, Any], node_id: str | None = None) -> LoraHandle:
+        name = str(params["name"])
+        try:
+            entry = self.catalog.entry("loras", name)
+        except NotFound as exc:
+            raise ModelMissing(exc.message, node_id=node_id) from exc
+        if entry.is_folder:
+            raise InvalidRequest(f"loras/{name} is a folder, not a LoRA file", node_id=node_id)
+        try:
+            keys = read_header(entry.path)
+        except HeaderError as exc:
+            raise InvalidRequest(f"loras/{name}: {exc.message}", node_id=node_id) from exc
+        takers = [f for f in self.families if f.loras is not None]
+        if not takers:
+            raise InvalidRequest("no model family this server runs takes LoRAs", node_id=node_id)
+        refusals: list[str] = []
+        for family in takers:
+            assert family.loras is not None
+            try:
+                read_layout(name, keys, family.loras)
+            except InvalidRequest as exc:
+                refusals.append(exc.message)
+                continue
+            use = LoraUse(name, str(entry.path), entry.identity, float(params["strength"]))
+            return LoraHandle(family.name, use)
+        raise InvalidRequest("; ".join(refusals), node_id=node_id)
+
+
+class _LoraRunner(NodeRunner):
+    def __init__(self, picker: LoraPicker) -> None:
+        self.picker = picker
+
+    def check(self, node_id: str, params: Mapping[str, Any]) -> LoraHandle:
+        return self.picker.pick(params, node_id)
+
+    def _handle(self, call: NodeCall) -> LoraHandle:
+        prepared = call.prepared
+        if isinstance(prepared, LoraHandle) and prepared.use.strength == call.params["strength"]:
+            return prepared
+        return self.picker.pick(call.params, call.node_id)
+
+
+class LoadLora(_LoraRunner):
+    def run(self, call: NodeCall) -> NodeResult:
+        model = handle_input(call, "model", ModelHandle)
+        lora = self._handle(call)
+        if lora.family != model.family:
+            raise InvalidRequest(
+                f"loras/{lora.use.name} is a LoRA for {lora.family}; model {model.name!r} is "
+                f"{model.family}",
+                node_id=call.node_id,
+            )
+        adapted = dataclasses.replace(model, loras=(*model.loras, lora.use))
+        return NodeResult(outputs={"model": adapted})
+
+
+class InputLora(_LoraRunner):
+    def run(self, call: NodeCall) -> NodeResult:
+        return NodeResult(outputs={"lora": self._handle(call)})
