@@ -163,12 +163,8 @@ def test_unknown_node_in_the_path_passes_its_input_through(
         zimage_api(),
         **{
             "30": {
-                "class_type": "LoraLoaderModelOnly",
-                "inputs": {
-                    "lora_name": "style.safetensors",
-                    "strength_model": 1.0,
-                    "model": ["11", 0],
-                },
+                "class_type": "FreeU_V2",
+                "inputs": {"b1": 1.3, "b2": 1.4, "model": ["11", 0]},
             },
             "31": {
                 "class_type": "SuperUpscale4x",
@@ -182,7 +178,7 @@ def test_unknown_node_in_the_path_passes_its_input_through(
     result = imported(workflow, catalog)
     skipped = {s.node_id: s for s in result.skipped}
     assert set(skipped) == {"30", "31", "32"}
-    assert "unknown node type 'LoraLoaderModelOnly'" in skipped["30"].reason
+    assert "unknown node type 'FreeU_V2'" in skipped["30"].reason
     assert "passed straight through" in skipped["30"].reason
     assert "passed straight through" in skipped["31"].reason
     assert "unknown node type 'ShowText|pysssss'" in skipped["32"].reason
@@ -192,9 +188,9 @@ def test_unknown_node_in_the_path_passes_its_input_through(
     # Dropping them changes the picture: listed as such, and said so in the warnings.
     changes = {c["nodeId"]: c for c in result.to_json()["changesPicture"]}
     assert set(changes) == {"30", "31"}
-    assert "cannot apply a LoRA yet" in changes["30"]["reason"]
+    assert "no 'FreeU_V2'" in changes["30"]["reason"]
     assert "SuperUpscale4x" in changes["31"]["reason"]
-    assert any(w.startswith("changes the picture: LoraLoaderModelOnly 30") for w in result.warnings)
+    assert any(w.startswith("changes the picture: FreeU_V2 30") for w in result.warnings)
     checker.validate(result)
 
 

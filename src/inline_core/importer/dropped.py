@@ -54,5 +54,8 @@ def refusal(class_type: str, where: str) -> str | None:
 
 def change_reason(class_type: str) -> str:
     if LORA.search(class_type):
-        return "Inline Core cannot apply a LoRA yet: the model renders without it"
+        return (
+            f"Inline Core maps LoraLoaderModelOnly and LoraLoader, not {class_type!r}: the "
+            "model renders without this LoRA"
+        )
     return f"Inline Core has no {class_type!r}: what it does to the picture is lost"

@@ -310,11 +310,22 @@ class Mapper:
     # -- loaders --------------------------------------------------------------------------
 
     def loader(
-        self, node_id: str, node_type: str, wanted: str, where: str, *, bundled: bool = False
+        self,
+        node_id: str,
+        node_type: str,
+        wanted: str,
+        where: str,
+        *,
+        bundled: bool = False,
+        param: str = "file",
+        params: Mapping[str, Any] | None = None,
+        inputs: Mapping[str, Port | None] | None = None,
     ) -> Port:
-        """A loader of `wanted` from its category. `bundled`: one part of a checkpoint, which a
-        mapping of the checkpoint's name onto the catalog's diffusion model does not name."""
-        spec = self.descriptors[node_type].param("file")
+        """A loader of `wanted` from its category (its picker `param`, beside `params` and
+        `inputs`). `bundled`: one part of a checkpoint, which a mapping of the checkpoint's name
+        onto the catalog's diffusion model does not name."""
+        spec = self.descriptors[node_type].param(param)
+        others, wired = dict(params or {}), dict(inputs or {})
         category = spec.options_from if spec is not None and spec.options_from else ""
         chosen = self.renamed.get(wanted)
         if chosen is not None and not (bundled and chosen not in self.catalog.options(category)):
@@ -324,7 +335,7 @@ class Mapper:
                     f"in {category}/ (it holds {self.listing(category)})"
                 )
             self.warn(f"{where}: model {wanted!r} is {category}/{chosen!r}, as the import maps it")
-            return self.add(node_id, node_type, {"file": chosen}, {}, where)
+            return self.add(node_id, node_type, {param: chosen, **others}, wired, where)
         match = match_model_file(self.catalog, category, wanted)
         if match.note is not None:
             self.warn(f"{where}: {match.note}")
@@ -339,7 +350,7 @@ class Mapper:
                     "candidates": self.catalog.options(category)[:MAX_CANDIDATES],
                 }
             )
-        return self.add(node_id, node_type, {"file": match.name}, {}, where)
+        return self.add(node_id, node_type, {param: match.name, **others}, wired, where)
 
     def listing(self, category: str) -> str:
         listed = self.catalog.options(category)
@@ -405,6 +416,33 @@ class Mapper:
         name = self.text(node, "vae_name")
         port = self.loader(f"c{node.id}", "load/vae", name, describe(node))
         return Value(PortKind.VAE, port, node.id)
+
+    def lora_loader(self, node: ComfyNode, slot: int) -> Value | None:
+        """LoraLoaderModelOnly, and LoraLoader's model half: a `load/lora` on the model's way.
+        LoraLoader's text-encoder half is not applied here: its CLIP output is the encoder it
+        took, listed as a change to the picture unless its strength_clip is 0."""
+        where = describe(node)
+        if slot == 1:
+            encoder = self.input_value(node, "clip", PortKind.TEXT_ENCODER)
+            if self.number(node, "strength_clip", 1.0) != 0 and node.id not in self.changes:
+                reason = "the LoRA's text-encoder half (strength_clip) is not applied here"
+                self.changes[node.id] = Change(node.id, node.class_type, reason)
+                self.warn(self.changes[node.id].warning())
+            return encoder
+        model = self.input_value(node, "model", PortKind.MODEL)
+        if model is None or model.port is None:
+            return None
+        strength = self.number(node, "strength_model", 1.0)
+        port = self.loader(
+            f"c{node.id}",
+            "load/lora",
+            self.text(node, "lora_name"),
+            where,
+            param="name",
+            params={"strength": strength},
+            inputs={"model": model.port},
+        )
+        return replace(model, port=port)
 
     # -- text and conditioning ------------------------------------------------------------
 
@@ -489,6 +527,8 @@ class Mapper:
         """The flow shift of the diffusion model a `model` value was loaded from, as the model
         families this server runs know it."""
         draft = None if model.port is None else self.drafts.get(model.port.node)
+        while draft is not None and draft.type == "load/lora":  # the model it adapts
+            draft = self.drafts.get(draft.inputs["model"].node)
         if self.facts is None or draft is None or draft.type != "load/diffusion-model":
             return None
         return self.facts.flow_shift(str(draft.params.get("file", "")))
@@ -731,6 +771,8 @@ Mapper.HANDLERS = {
     "CLIPLoader": Mapper.clip_loader,
     "DualCLIPLoader": Mapper.dual_clip_loader,
     "VAELoader": Mapper.vae_loader,
+    "LoraLoaderModelOnly": Mapper.lora_loader,
+    "LoraLoader": Mapper.lora_loader,
     "CLIPTextEncode": Mapper.clip_text_encode,
     "ConditioningZeroOut": Mapper.conditioning_zero_out,
     "EmptyLatentImage": Mapper.empty_latent,
