@@ -94,7 +94,7 @@ def test_a_lora_for_another_model_size_fails_its_request_alone(
     )
     with pytest.raises(
         InvalidRequest,
-        match=r"other_size.safetensors adapts 'layers.0.attention.to_q' as 48 -> 48.*another model size",
+        match=r"other_size.safetensors adapts 'layers.0.attention.to_q' as 48 -> 48.*other model",
     ):
         sampler.run(SampleJob(pipeline, bad))
     good: Any = pipeline.request(prompt="x", width=64, height=64, steps=2, guidance=0.0, seed=1)
