@@ -321,3 +321,16 @@ def test_hardware_descriptions_reject_contradictions() -> None:
         HardwareDescription(gpus=(cuda(8000),), ram_mb=GIB, cpu_count=1, backend="mps")
     with pytest.raises(ValueError, match="cpu_count"):
         HardwareDescription.cpu_only(ram_mb=GIB, cpu_count=0)
+
+
+def test_health_records_how_lora_adapters_are_applied_and_why() -> None:
+    """Per-row deltas on shared weights on every profile; the reason names the profile's case."""
+    cpu = DevicePolicy(CPU_BOX).describe()["adapters"]
+    assert cpu == {
+        "mode": "per-row",
+        "reason": "requests with different LoRA stacks share forwards; the base weights stay shared",
+    }
+    settings = DeviceSettings(allow_cpu_offload=True)
+    offloaded = DevicePolicy(RTX_3070, settings).describe()["adapters"]
+    assert isinstance(offloaded, dict)
+    assert offloaded["mode"] == "per-row" and "offloaded" in str(offloaded["reason"])

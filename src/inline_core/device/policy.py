@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inline_core.config import Config
+from inline_core.device.adapters import adapter_mode
 from inline_core.device.hardware import HardwareDescription
 from inline_core.device.profile import Profile, choose_profile, resolve_profile
 from inline_core.device.split import (
@@ -319,6 +320,7 @@ class DevicePolicy:
         """The `device` object of /v1/health (camelCase)."""
         hw = self._hardware
         parallel = self._settings.parallel
+        denoiser = self._placements["denoiser"]
         body: dict[str, object] = {
             "kind": self.kind,
             "profile": self._profile.value,
@@ -335,6 +337,7 @@ class DevicePolicy:
             "ramMb": hw.ram_mb,
             "cpuCount": hw.cpu_count,
             "placements": {role: p.to_json() for role, p in self._placements.items()},
+            "adapters": adapter_mode(denoiser.offload, denoiser.quantize).to_json(),
         }
         if self._note is not None:
             body["note"] = self._note

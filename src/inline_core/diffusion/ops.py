@@ -208,7 +208,8 @@ def sample(
             batch_index=index,
             positive=positive.conditioning,
             negative=negative.conditioning if settings.guided and negative is not None else None,
-            loras=model.loras,
+            # A family that takes no LoRAs gets no stack (load/lora refused one for it).
+            **({"loras": model.loras} if model.loras else {}),
         )
         for index in range(latent.batch)
     ]

@@ -1,0 +1,276 @@
+"""LoRA stacks per request, at the sampler: what per-row adapters cost and what they save.
+
+    .venv/bin/python bench/lora.py [--rounds 5] [--steps 8] [--mid-rounds 3] [--skip-mid]
+
+All on the kit's random-weight Z-Image models (written to a temporary folder), through the real
+`StepLoopSampler` and the resident pipeline, side by side in one run, turns alternating per round
+so drift on a shared machine hits every setting alike:
+
+1. Throughput at 8 concurrent tiny renders (64 px): 8 without a LoRA; 8 with 8 different LoRAs
+   sharing forwards (per-row deltas, this server); 8 with the same 8 LoRAs under
+   one-adapter-per-batch grouping (what vLLM-Omni does: the request's stack joins its batch key, so
+   requests with different stacks never share a forward). Reported as images/s and as ratios.
+2. Added time of one LoRA (rank 16 on every attention and feed-forward layer) on a lone render of
+   the mid-size (~110M) transformer at 256 px, 4 steps.
+3. First use of a new LoRA (read, converted, checked, cached) against a cached one: the lone tiny
+   render's wall time both ways, and the load alone.
+
+Prints a table, writes bench/results/lora.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "lora.json"
+CONCURRENT = 8
+
+
+def grouped_request_class() -> type[Any]:
+    from inline_core.families.zimage.request import ZImageRequest
+
+    @dataclass(eq=False)
+    class OneAdapterPerBatch(ZImageRequest):
+        """A request whose LoRA stack is part of its batch key: one adapter set per forward."""
+
+        @property
+        def batch_key(self) -> Hashable:
+            return (super().batch_key, tuple((u.identity, u.strength) for u in self.loras))
+
+    return OneAdapterPerBatch
+
+
+def write_loras(out: Path, model: Any, count: int, rank: int, prefix: str) -> list[Path]:
+    from inline_core.diffusion.adapters.kit import random_lora, write_lora
+    from inline_core.families.zimage.kit_loras import lora_a_modules, lora_b_modules
+
+    modules = lora_a_modules(model) + lora_b_modules(model)
+    return [
+        write_lora(
+            random_lora(model, modules, rank, seed=100 + i),
+            out / "loras" / f"{prefix}_{i}.safetensors",
+            "transformer.".__add__,
+            down=".lora_A.weight",
+            up=".lora_B.weight",
+        )
+        for i in range(count)
+    ]
+
+
+class Rig:
+    def __init__(self, models: Path, model: str) -> None:
+        from inline_core.config import Config
+        from inline_core.families.standalone import family_rig
+        from inline_core.families.zimage import ZImageFamily
+        from inline_core.sampling.loop import StepLoopSampler
+
+        self.sampler = StepLoopSampler()
+        config = Config(models_dir=models, profile="cpu", dtype="float32")
+        self.rig = family_rig(ZImageFamily, models, self.sampler, config=config)
+        self.pipeline: Any = self.rig.pipeline(model)
+        self.grouped = grouped_request_class()
+
+    def use(self, path: Path, strength: float = 1.0) -> Any:
+        from inline_core.diffusion.adapters.stack import LoraUse
+
+        entry = self.rig.catalog.entry("loras", path.name)
+        return LoraUse(path.name, str(entry.path), entry.identity, strength)
+
+    def job(self, seed: int, size: int, steps: int, loras: tuple[Any, ...], grouped: bool) -> Any:
+        from inline_core.sampling.job import SampleJob
+
+        fields: dict[str, Any] = {
+            "prompt": f"a render {seed}",
+            "width": size,
+            "height": size,
+            "steps": steps,
+            "guidance": 0.0,
+            "seed": seed,
+            "loras": loras,
+        }
+        state = self.pipeline.request(**fields)
+        if grouped:
+            state = self.grouped(**fields, model_key=state.model_key)
+        return SampleJob(self.pipeline, state)
+
+    def wave(self, jobs: list[Any]) -> float:
+        start = time.perf_counter()
+        futures = [self.sampler.submit(j) for j in jobs]
+        for f in futures:
+            f.result(timeout=600)
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        self.sampler.close()
+
+
+def alternate(settings: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {name: [] for name in settings}
+    names = list(settings)
+    for r in range(rounds):
+        order = names if r % 2 == 0 else names[::-1]
+        for name in order:
+            times[name].append(settings[name]())
+    return times
+
+
+def throughput(root: Path, rounds: int, steps: int) -> dict[str, Any]:
+    from inline_core.families.zimage.kit import build_kit, build_transformer
+
+    build_kit(root, "tiny", layouts=("diffusers",))
+    paths = write_loras(root, build_transformer("tiny"), CONCURRENT, rank=8, prefix="bench_tiny")
+    rig = Rig(root, "zimage_tiny_diffusers")
+    stacks = [(rig.use(p),) for p in paths]
+    try:
+        rig.wave([rig.job(i, 64, steps, stacks[i], False) for i in range(CONCURRENT)])  # warm
+
+        def run(loras: bool, grouped: bool) -> Callable[[], float]:
+            return lambda: rig.wave(
+                [rig.job(i, 64, steps, stacks[i] if loras else (), grouped) for i in range(8)]
+            )
+
+        before = rig.sampler.stats()
+        times = alternate(
+            {
+                "no LoRA": run(False, False),
+                "8 LoRAs, shared forwards": run(True, False),
+                "8 LoRAs, one adapter per batch": run(True, True),
+            },
+            rounds,
+        )
+        after = rig.sampler.stats()
+    finally:
+        rig.close()
+    rates = {name: CONCURRENT / statistics.median(t) for name, t in times.items()}
+    return {
+        "imagesPerSecond": rates,
+        "waveSeconds": times,
+        "sharedOverGrouped": rates["8 LoRAs, shared forwards"]
+        / rates["8 LoRAs, one adapter per batch"],
+        "sharedOverNoLora": rates["8 LoRAs, shared forwards"] / rates["no LoRA"],
+        "forwards": after["forwards"] - before["forwards"],
+        "batchedForwards": after["batchedForwards"] - before["batchedForwards"],
+    }
+
+
+def lone_overhead(root: Path, rounds: int) -> dict[str, Any]:
+    from inline_core.families.zimage.kit import build_kit, build_transformer
+
+    build_kit(root, "mid", layouts=("diffusers",), dtype="float32")
+    [path] = write_loras(root, build_transformer("mid"), 1, rank=16, prefix="bench_mid")
+    rig = Rig(root, "zimage_mid_diffusers")
+    lora = (rig.use(path),)
+    try:
+        rig.wave([rig.job(1, 256, 4, lora, False)])  # warm, and the LoRA cached
+        times = alternate(
+            {
+                "mid, no LoRA": lambda: rig.wave([rig.job(1, 256, 4, (), False)]),
+                "mid, 1 LoRA": lambda: rig.wave([rig.job(1, 256, 4, lora, False)]),
+            },
+            rounds,
+        )
+    finally:
+        rig.close()
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    return {
+        "seconds": medians,
+        "samples": times,
+        "addedFraction": medians["mid, 1 LoRA"] / medians["mid, no LoRA"] - 1,
+    }
+
+
+def first_use(root: Path, rounds: int, steps: int) -> dict[str, Any]:
+    from inline_core.families.zimage.kit import build_transformer
+
+    model = build_transformer("tiny")
+    fresh = write_loras(root, model, rounds, rank=8, prefix="bench_fresh")
+    [cached] = write_loras(root, model, 1, rank=8, prefix="bench_cached")
+    rig = Rig(root, "zimage_tiny_diffusers")
+    bank = rig.pipeline.denoiser.adapters
+    try:
+        rig.wave([rig.job(0, 64, steps, (rig.use(cached),), False)])
+        new_render: list[float] = []
+        cached_render: list[float] = []
+        for i in range(rounds):
+            new_render.append(rig.wave([rig.job(i, 64, steps, (rig.use(fresh[i]),), False)]))
+            cached_render.append(rig.wave([rig.job(i, 64, steps, (rig.use(cached),), False)]))
+        more = write_loras(root, model, rounds, rank=8, prefix="bench_load")
+        loads: list[float] = []
+        hits: list[float] = []
+        for path in more:
+            use = rig.use(path)
+            start = time.perf_counter()
+            bank.weights(use)
+            loads.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            bank.weights(use)
+            hits.append(time.perf_counter() - start)
+    finally:
+        rig.close()
+    return {
+        "renderSeconds": {
+            "new LoRA": statistics.median(new_render),
+            "cached LoRA": statistics.median(cached_render),
+        },
+        "loadSeconds": {"first use": statistics.median(loads), "cached": statistics.median(hits)},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--mid-rounds", type=int, default=3)
+    parser.add_argument("--skip-mid", action="store_true")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="inline-lora-bench-") as tmp:
+        root = Path(tmp) / "models"
+        tput = throughput(root, args.rounds, args.steps)
+        first = first_use(root, args.rounds, args.steps)
+        lone = None if args.skip_mid else lone_overhead(root, args.mid_rounds)
+    rows = [(name, f"{rate:.2f} img/s") for name, rate in tput["imagesPerSecond"].items()]
+    rows += [
+        ("shared / one-adapter-per-batch", f"{tput['sharedOverGrouped']:.2f}x (target >= 1.5x)"),
+        ("shared LoRAs / no LoRA", f"{tput['sharedOverNoLora']:.2f}x"),
+        ("forwards (batched)", f"{tput['forwards']} ({tput['batchedForwards']})"),
+    ]
+    for name, seconds in first["renderSeconds"].items():
+        rows.append((f"lone tiny render, {name}", f"{seconds * 1000:.0f} ms"))
+    for name, seconds in first["loadSeconds"].items():
+        rows.append((f"LoRA weights, {name}", f"{seconds * 1000:.2f} ms"))
+    if lone is not None:
+        for name, seconds in lone["seconds"].items():
+            rows.append((f"lone render, {name}", f"{seconds:.3f} s"))
+        rows.append(
+            ("added by 1 LoRA (mid)", f"{lone['addedFraction'] * 100:+.1f}% (target <= 10%)")
+        )
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    out: dict[str, Any] = {
+        "machine": platform.platform(),
+        "rounds": args.rounds,
+        "steps": args.steps,
+        "throughput8": tput,
+        "firstUse": first,
+        "loneMid": lone,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
