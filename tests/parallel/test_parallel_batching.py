@@ -1,7 +1,9 @@
 """Jobs sent to a split are grouped by the same step loop as in process: rank 0 runs it, and the
 other ranks follow each forward it shares. Concurrent Z-Image renders on 2 gloo ranks share
 forwards, each take equals the same render in process (one level: a batched forward sums in
-another order), and cancelling one of them leaves the others to finish."""
+another order), and cancelling one of them leaves the others to finish. Requests with different
+LoRA stacks (loaded by file on every rank) share forwards and render what one process renders
+with the same stack, and a LoRA the ranks have not seen does not restart the group."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from parallel_support import group_children, group_config
 from PIL import Image
 from zimage_support import kit_handle, load_spec, render_in_process
 
+from inline_core.diffusion.adapters.stack import LoraUse
 from inline_core.engine.group import GroupPipeline
 from inline_core.errors import Cancelled
 from inline_core.families.zimage.kit import KitPaths
@@ -108,3 +111,38 @@ def test_cancelling_one_batched_render_leaves_the_others_to_finish(
     # The group is still up, and still batches.
     again = at_once(sampler, [SampleJob(handle, handle.request(**COMMON, **r)) for r in RENDERS])
     assert all(isinstance(output, Image.Image) for output in again)
+
+
+def use(kit: KitPaths, key: str, strength: float) -> LoraUse:
+    path = kit.loras[key]
+    return LoraUse(path.name, str(path), f"{path.name}:{path.stat().st_mtime_ns}", strength)
+
+
+def test_split_renders_apply_each_requests_stack_and_share_forwards(
+    kit: KitPaths, local: ZImageStepPipeline, handle: GroupPipeline, sampler: ParallelSampler
+) -> None:
+    sampler.start(handle.remote_spec())
+    renders: list[dict[str, Any]] = [
+        {"prompt": "a red fox", "seed": 1, "loras": (use(kit, "a", 1.0),)},
+        {"prompt": "a cat", "seed": 2, "loras": (use(kit, "b", 0.7), use(kit, "a", 0.5))},
+        {"prompt": "a boat", "seed": 3, "loras": ()},
+    ]
+    jobs = [SampleJob(handle, handle.request(**COMMON, **r)) for r in renders]
+    outputs = at_once(sampler, jobs)
+    loop = sampler.stats()["rankLoop"]
+    assert loop["batchedForwards"] > 0  # different stacks, shared forwards
+    for output, render in zip(outputs, renders, strict=True):
+        assert isinstance(output, Image.Image), output
+        expected = render_in_process(local, group_config(), None, **COMMON, **render)
+        got = np.asarray(output, dtype=np.int16)
+        assert int(np.abs(got - np.asarray(expected, dtype=np.int16)).max()) <= 1
+
+    # A LoRA the ranks have not loaded yet, at a new strength: the same group renders it.
+    launches = sampler.stats()["group"]["launches"]
+    fresh = {"prompt": "a red fox", "seed": 1, "loras": (use(kit, "a-kohya", 1.0),)}
+    [again] = at_once(sampler, [SampleJob(handle, handle.request(**COMMON, **fresh))])
+    assert sampler.stats()["group"]["launches"] == launches
+    # The kohya file holds A's weights: the same take as A at the same strength.
+    assert isinstance(again, Image.Image) and isinstance(outputs[0], Image.Image)
+    first = np.asarray(outputs[0], dtype=np.int16)
+    assert int(np.abs(np.asarray(again, dtype=np.int16) - first).max()) <= 1
