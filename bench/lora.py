@@ -227,7 +227,7 @@ def first_use(root: Path, rounds: int, steps: int) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--mid-rounds", type=int, default=3)

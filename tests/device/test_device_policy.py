@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import pytest
 from device_machines import (
@@ -325,12 +326,8 @@ def test_hardware_descriptions_reject_contradictions() -> None:
 
 def test_health_records_how_lora_adapters_are_applied_and_why() -> None:
     """Per-row deltas on shared weights on every profile; the reason names the profile's case."""
-    cpu = DevicePolicy(CPU_BOX).describe()["adapters"]
-    assert cpu == {
-        "mode": "per-row",
-        "reason": "requests with different LoRA stacks share forwards; the base weights stay shared",
-    }
+    cpu = cast(dict[str, str], DevicePolicy(CPU_BOX).describe()["adapters"])
+    assert cpu["mode"] == "per-row" and "share forwards" in cpu["reason"]
     settings = DeviceSettings(allow_cpu_offload=True)
-    offloaded = DevicePolicy(RTX_3070, settings).describe()["adapters"]
-    assert isinstance(offloaded, dict)
-    assert offloaded["mode"] == "per-row" and "offloaded" in str(offloaded["reason"])
+    offloaded = cast(dict[str, str], DevicePolicy(RTX_3070, settings).describe()["adapters"])
+    assert offloaded["mode"] == "per-row" and "offloaded" in offloaded["reason"]

@@ -72,19 +72,19 @@ def test_a_lora_for_another_model_size_fails_its_request_alone(
     batch), naming the file and the layer; the same pipeline renders on."""
     import pytest
     import torch
-    from safetensors.torch import save_file
 
     from inline_core.diffusion.adapters.stack import LoraUse
+    from inline_core.diffusion.libs import save_safetensors
     from inline_core.errors import InvalidRequest
 
     wrong = tmp_path / "other_size.safetensors"
     module = "transformer.layers.0.attention.to_q"
-    save_file(
+    save_safetensors(
         {
             f"{module}.lora_A.weight": torch.ones(2, 48),
             f"{module}.lora_B.weight": torch.ones(48, 2),
         },
-        str(wrong),
+        wrong,
     )
     runner = make_runner(kit.root, sampler)
     pipeline = runner.pipeline()
