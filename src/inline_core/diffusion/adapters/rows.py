@@ -73,12 +73,12 @@ class RowAdapters:
             everyone = len(per_row) == len(stacks)
             for module_name, pair in weights.layers.items():
                 self._hook(module_name)
-                device = pair.down.device
+                device = pair.down_t.device
                 rows = None if everyone else torch.tensor(sorted(per_row), device=device)
                 strengths = torch.tensor(
                     [per_row[r] * pair.scale for r in sorted(per_row)],
                     device=device,
-                    dtype=pair.down.dtype,
+                    dtype=pair.down_t.dtype,
                 )
                 plan.setdefault(module_name, []).append(_Term(pair, rows, strengths))
         return plan
@@ -102,14 +102,19 @@ class RowAdapters:
             raise RuntimeError(
                 f"an adapted layer saw {x.shape[0]} rows in a forward of {self._rows} requests"
             )
+        out = out.contiguous()  # a linear layer's fresh output: added to in place
         for term in terms:
             pair = term.pair
-            shape = (-1,) + (1,) * (x.dim() - 1)
+            # Strengths scale the rank-r intermediate, the cheapest place; the up projection
+            # adds into the output in place (addmm / index_add), so no output-sized temporary.
             if term.rows is None:
-                delta = (x.to(pair.down.dtype) @ pair.down.T) @ pair.up.T
-                out = out + (delta * term.strengths.view(shape)).to(out.dtype)
+                flat = x.reshape(-1, x.shape[-1]).to(pair.down_t.dtype)
+                hidden = (flat @ pair.down_t).view(x.shape[0], -1, pair.rank)
+                hidden = (hidden * term.strengths.view(-1, 1, 1)).reshape(flat.shape[0], -1)
+                out.view(-1, out.shape[-1]).addmm_(hidden.to(out.dtype), pair.up_t.to(out.dtype))
             else:
-                picked = x.index_select(0, term.rows).to(pair.down.dtype)
-                delta = ((picked @ pair.down.T) @ pair.up.T) * term.strengths.view(shape)
-                out = out.index_add(0, term.rows, delta.to(out.dtype))
+                picked = x.index_select(0, term.rows).to(pair.down_t.dtype)
+                hidden = picked @ pair.down_t
+                hidden = hidden * term.strengths.view((-1,) + (1,) * (hidden.dim() - 1))
+                out.index_add_(0, term.rows, (hidden @ pair.up_t).to(out.dtype))
         return out

@@ -20,9 +20,16 @@ def modules_of(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
 
 @dataclass(frozen=True)
 class LowRank:
-    down: torch.Tensor  # (r, in)
-    up: torch.Tensor  # (out, r)
+    """One layer's pair, stored transposed and contiguous for `x @ down_t @ up_t` (a transposed
+    view as the right operand measured 2.4x slower on the CPU)."""
+
+    down_t: torch.Tensor  # (in, r)
+    up_t: torch.Tensor  # (r, out)
     scale: float
+
+    @property
+    def rank(self) -> int:
+        return int(self.down_t.shape[1])
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,7 +40,9 @@ class LoraWeights:
     @property
     def nbytes(self) -> int:
         return sum(
-            t.numel() * t.element_size() for lr in self.layers.values() for t in (lr.down, lr.up)
+            t.numel() * t.element_size()
+            for lr in self.layers.values()
+            for t in (lr.down_t, lr.up_t)
         )
 
     def check_against(self, modules: Mapping[str, torch.nn.Module]) -> None:
@@ -46,8 +55,8 @@ class LoraWeights:
                     f"loras/{self.name} adapts {module_name!r}, which this model has not"
                 )
             want = (module.out_features, module.in_features)
-            got = (int(lr.up.shape[0]), int(lr.down.shape[1]))
-            if got != want or lr.up.shape[1] != lr.down.shape[0]:
+            got = (int(lr.up_t.shape[1]), int(lr.down_t.shape[0]))
+            if got != want or lr.up_t.shape[0] != lr.rank:
                 raise InvalidRequest(
                     f"loras/{self.name} adapts {module_name!r} as {got[1]} -> {got[0]}; this "
                     f"model's layer is {want[1]} -> {want[0]}: the LoRA is for another model size"
@@ -77,8 +86,8 @@ def from_state_dict(
         rank = int(down.shape[0])
         scale = 1.0 if alpha is None else alpha / rank
         layers[module] = LowRank(
-            down.to(device=device, dtype=dtype).contiguous(),
-            up.to(device=device, dtype=dtype).contiguous(),
+            down.to(device=device, dtype=dtype).T.contiguous(),
+            up.to(device=device, dtype=dtype).T.contiguous(),
             scale,
         )
     if not layers:
