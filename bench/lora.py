@@ -10,8 +10,10 @@ so drift on a shared machine hits every setting alike:
    sharing forwards (per-row deltas, this server); 8 with the same 8 LoRAs under
    one-adapter-per-batch grouping (what vLLM-Omni does: the request's stack joins its batch key, so
    requests with different stacks never share a forward). Reported as images/s and as ratios.
-2. Added time of one LoRA (rank 16 on every attention and feed-forward layer) on a lone render of
-   the mid-size (~110M) transformer at 256 px, 4 steps.
+2. Added time of one LoRA (rank 16 on every attention, feed-forward and modulation layer) on a
+   lone render of the mid-size (~110M) transformer at 256 px, 4 steps: wall time with against
+   without, and the share of the LoRA render's forward time spent inside the adapter hooks (a
+   ratio within the same forwards, so it holds on a busy machine where wall times drift).
 3. First use of a new LoRA (read, converted, checked, cached) against a cached one: the lone tiny
    render's wall time both ways, and the load alone.
 
@@ -114,6 +116,33 @@ class Rig:
         self.sampler.close()
 
 
+class HookClock:
+    """Time spent inside the adapter hooks while in a `with` block (the forward time is added
+    by the caller from the sampler's counters)."""
+
+    def __init__(self) -> None:
+        self.inside = 0.0
+        self.forward = 0.0
+
+    def __enter__(self) -> None:
+        from inline_core.diffusion.adapters.rows import RowAdapters
+
+        original = RowAdapters.__dict__["_apply"]
+        self._restore = lambda: setattr(RowAdapters, "_apply", original)
+
+        def timed(adapters: Any, terms: Any, x: Any, out: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(adapters, terms, x, out)
+            finally:
+                self.inside += time.perf_counter() - start
+
+        RowAdapters._apply = timed
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()
+
+
 def alternate(settings: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in settings}
     names = list(settings)
@@ -170,15 +199,27 @@ def lone_overhead(root: Path, rounds: int) -> dict[str, Any]:
     [path] = write_loras(root, build_transformer("mid"), 1, rank=16, prefix="bench_mid")
     rig = Rig(root, "zimage_mid_diffusers")
     lora = (rig.use(path),)
+    hooks = HookClock()
     try:
         rig.wave([rig.job(1, 256, 4, lora, False)])  # warm, and the LoRA cached
-        times = alternate(
-            {
-                "mid, no LoRA": lambda: rig.wave([rig.job(1, 256, 4, (), False)]),
-                "mid, 1 LoRA": lambda: rig.wave([rig.job(1, 256, 4, lora, False)]),
-            },
-            rounds,
-        )
+        forwards = rig.sampler.stats()["forwardSeconds"]
+
+        def with_lora() -> float:
+            nonlocal forwards
+            with hooks:
+                seconds = rig.wave([rig.job(1, 256, 4, lora, False)])
+            now = rig.sampler.stats()["forwardSeconds"]
+            hooks.forward += now - forwards
+            forwards = now
+            return seconds
+
+        def without() -> float:
+            nonlocal forwards
+            seconds = rig.wave([rig.job(1, 256, 4, (), False)])
+            forwards = rig.sampler.stats()["forwardSeconds"]
+            return seconds
+
+        times = alternate({"mid, no LoRA": without, "mid, 1 LoRA": with_lora}, rounds)
     finally:
         rig.close()
     medians = {name: statistics.median(t) for name, t in times.items()}
@@ -186,6 +227,7 @@ def lone_overhead(root: Path, rounds: int) -> dict[str, Any]:
         "seconds": medians,
         "samples": times,
         "addedFraction": medians["mid, 1 LoRA"] / medians["mid, no LoRA"] - 1,
+        "hookShareOfForward": hooks.inside / hooks.forward if hooks.forward else None,
     }
 
 
@@ -252,9 +294,11 @@ def main() -> int:
     if lone is not None:
         for name, seconds in lone["seconds"].items():
             rows.append((f"lone render, {name}", f"{seconds:.3f} s"))
-        rows.append(
-            ("added by 1 LoRA (mid)", f"{lone['addedFraction'] * 100:+.1f}% (target <= 10%)")
-        )
+        added = f"{lone['addedFraction'] * 100:+.1f}% (target <= 10%)"
+        rows.append(("added by 1 LoRA (mid, wall)", added))
+        share = lone["hookShareOfForward"]
+        if share is not None:
+            rows.append(("LoRA hooks' share of its forwards (mid)", f"{share * 100:.1f}%"))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
