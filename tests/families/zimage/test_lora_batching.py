@@ -99,3 +99,32 @@ def test_a_lora_for_another_model_size_fails_its_request_alone(
         sampler.run(SampleJob(pipeline, bad))
     good: Any = pipeline.request(prompt="x", width=64, height=64, steps=2, guidance=0.0, seed=1)
     assert pixels(sampler.run(SampleJob(pipeline, good))).std() > 1.0
+
+
+def test_a_lora_loads_once_into_the_resident_cache_and_is_budgeted(
+    kit: KitPaths, sampler: StepLoopSampler
+) -> None:
+    """The file is read once; later renders, at any strength, find it resident. Its bytes count
+    against the one residency budget, and the base weights are never changed."""
+    runner = make_runner(kit.root, sampler)
+    pipeline = runner.pipeline()
+    bank = pipeline.denoiser.adapters
+    weights_before = {k: v.clone() for k, v in pipeline.denoiser.transformer.state_dict().items()}
+
+    def render(strength: float) -> None:
+        loras = tuple(h.use for h in picks(runner, kit, [("b", strength)]))
+        request: Any = pipeline.request(
+            prompt="x", width=64, height=64, steps=2, guidance=0.0, seed=3, loras=loras
+        )
+        sampler.run(SampleJob(pipeline, request))
+
+    render(1.0)
+    loads, resident = bank.loads, runner.runtime.residency.stats()
+    render(0.3)
+    render(-1.0)
+    after = runner.runtime.residency.stats()
+    assert bank.loads == loads and after.loads == resident.loads  # nothing read again
+    lora = bank.weights(picks(runner, kit, [("b", 1.0)])[0].use)
+    assert lora.nbytes > 0 and after.resident_bytes >= lora.nbytes
+    for name, value in pipeline.denoiser.transformer.state_dict().items():
+        assert bool((value == weights_before[name]).all()), name  # never merged
