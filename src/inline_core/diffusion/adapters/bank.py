@@ -11,7 +11,8 @@ from collections.abc import Callable, Hashable, Sequence
 import torch
 from torch import nn
 
-from inline_core.diffusion.adapters.rows import RowAdapters, RowStack
+from inline_core.diffusion.adapters.plan import RowStack
+from inline_core.diffusion.adapters.rows import RowAdapters
 from inline_core.diffusion.adapters.stack import LoraStack, LoraUse
 from inline_core.diffusion.adapters.weights import LoraWeights
 from inline_core.engine.residency import Footprint
