@@ -229,6 +229,7 @@ class RunManager:
                     )
                 except Exception:
                     log.exception("could not give run %s back to the queue", run.id)
+        self.journal.close()
         self.feed.close()
         self.leases.close()
         for worker in self._workers:
@@ -294,11 +295,16 @@ class RunManager:
             if error is not None:
                 answer.set_exception(error)
                 return
-            if done.result()[1]:
+            if done.result()[1] and not claim_behind:
                 self.claimer.wake()
             answer.set_result(done.result())
 
-        self.store.insert_run_future(new).add_done_callback(stored)
+        inserted = self.store.insert_run_future(new)
+        # A claim queued right behind the insert usually shares its transaction, so the run
+        # starts one commit after it is submitted, not two. When a claim is already waiting
+        # (queued ahead of the insert, so blind to it) this one wakes the claimer once stored.
+        claim_behind = self.claimer.wake()
+        inserted.add_done_callback(stored)
         return answer
 
     def submit(
