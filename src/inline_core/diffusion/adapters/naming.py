@@ -42,7 +42,7 @@ class Naming:
 class LoraNamings:
     """A family's LoRA namings and what it tells a user whose file matches none."""
 
-    model: str  # "Z-Image"
+    model: str  # the family title, for messages
     namings: tuple[Naming, ...]
 
     def expected(self) -> str:
