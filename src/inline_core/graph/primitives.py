@@ -60,45 +60,66 @@ LOAD_TEXT_ENCODER = _loader(
     PortSpec("text_encoder", PortKind.TEXT_ENCODER),
 )
 
-def _lora_params() -> tuple[ParamSpec, ...]:
-    # Negative strengths invert a LoRA (as ComfyUI allows); MAX_STRENGTH bounds typos.
-    return (
-        ParamSpec("name", ParamWidget.SELECT, required=True, options_from="loras", label="LoRA"),
-        ParamSpec(
-            "strength",
-            ParamWidget.NUMBER,
-            1.0,
-            minimum=-LORA_MAX_STRENGTH,
-            maximum=LORA_MAX_STRENGTH,
-            step=0.05,
+LORA_MAX_STRENGTH = 10.0  # negative strengths invert a LoRA (as ComfyUI allows); this bounds typos
+
+
+def _lora_node(
+    node_type: str,
+    title: str,
+    category: str,
+    inputs: tuple[PortSpec, ...],
+    output: PortSpec,
+    about: str,
+    *,
+    hidden: bool,
+) -> NodeDescriptor:
+    """A node picking one LoRA from `loras/` and its strength."""
+    strength = ParamSpec(
+        "strength",
+        ParamWidget.NUMBER,
+        1.0,
+        minimum=-LORA_MAX_STRENGTH,
+        maximum=LORA_MAX_STRENGTH,
+        step=0.05,
+    )
+    return NodeDescriptor(
+        type=node_type,
+        title=title,
+        category=category,
+        icon="layers",
+        hidden=hidden,
+        inputs=inputs,
+        params=(
+            ParamSpec(
+                "name", ParamWidget.SELECT, required=True, options_from="loras", label="LoRA"
+            ),
+            strength,
         ),
+        outputs=(output,),
+        description=about,
     )
 
 
-LORA_MAX_STRENGTH = 10.0
-
 # `model` in, the same model with one more LoRA of its stack out: chain them for a stack.
-LOAD_LORA = NodeDescriptor(
-    type="load/lora",
-    title="Load LoRA",
-    category="loaders",
-    icon="layers",
+LOAD_LORA = _lora_node(
+    "load/lora",
+    "Load LoRA",
+    "loaders",
+    (PortSpec("model", PortKind.MODEL),),
+    PortSpec("model", PortKind.MODEL),
+    "Adds a LoRA from loras/ to the model's stack; applied per request, never merged.",
     hidden=True,
-    inputs=(PortSpec("model", PortKind.MODEL),),
-    params=_lora_params(),
-    outputs=(PortSpec("model", PortKind.MODEL),),
-    description="Adds a LoRA from loras/ to the model's stack; applied per request, never merged.",
 )
 
 # One LoRA of a high-level node's stack (its `loras` input takes one edge per LoRA).
-INPUT_LORA = NodeDescriptor(
-    type="input/lora",
-    title="LoRA",
-    category="inputs",
-    icon="layers",
-    params=_lora_params(),
-    outputs=(PortSpec("lora", PortKind.LORA),),
-    description="A LoRA from loras/ and its strength, for a model node's loras input.",
+INPUT_LORA = _lora_node(
+    "input/lora",
+    "LoRA",
+    "inputs",
+    (),
+    PortSpec("lora", PortKind.LORA),
+    "A LoRA from loras/ and its strength, for a model node's loras input.",
+    hidden=False,
 )
 
 ENCODE_TEXT = NodeDescriptor(
