@@ -11,7 +11,7 @@ the kit's ComfyUI file looks like the ones users have (the round trip is tested)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from inline_core.diffusion.files.configs import ConfigReader
 from inline_core.diffusion.files.shapes import (
@@ -21,7 +21,7 @@ from inline_core.diffusion.files.shapes import (
     shape_of,
     strip_prefix,
 )
-from inline_core.diffusion.formats.format import ModelFormat
+from inline_core.diffusion.formats.format import ModelFormat, diffusers_converted
 
 if TYPE_CHECKING:
     import torch
@@ -158,15 +158,9 @@ def to_original(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def from_original(sd: dict[str, Any], _config: Mapping[str, Any]) -> dict[str, Any]:
     """Original (optionally prefixed) or diffusers keys -> diffusers (diffusers' converter)."""
-    from inline_core.diffusion.libs import module
-
-    prefix, _ = strip_prefix({k: tuple(v.shape) for k, v in sd.items()}, PREFIXES)
-    if prefix:
-        sd = {k[len(prefix) :]: v for k, v in sd.items()}
-    if "head.modulation" not in sd:  # already diffusers naming
-        return sd
-    convert = module("diffusers.loaders.single_file_utils")
-    return cast(dict[str, Any], convert.convert_wan_transformer_to_diffusers(dict(sd)))
+    return diffusers_converted(
+        sd, PREFIXES, "condition_embedder.time_proj.weight", "convert_wan_transformer_to_diffusers"
+    )
 
 
 FORMAT = ModelFormat(

@@ -9,7 +9,7 @@ naming back so its files look like the ones users have (the round trip is tested
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from inline_core.diffusion.files.configs import ConfigReader
 from inline_core.diffusion.files.shapes import (
@@ -19,7 +19,7 @@ from inline_core.diffusion.files.shapes import (
     shape_of,
     strip_prefix,
 )
-from inline_core.diffusion.formats.format import ModelFormat
+from inline_core.diffusion.formats.format import ModelFormat, diffusers_converted
 
 if TYPE_CHECKING:
     import torch
@@ -129,15 +129,12 @@ def to_original(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def from_original(sd: dict[str, Any], _config: Mapping[str, Any]) -> dict[str, Any]:
     """Original (optionally `model.diffusion_model.`-prefixed) or diffusers keys -> diffusers."""
-    from inline_core.diffusion.libs import module
-
-    prefix, _ = strip_prefix({k: tuple(v.shape) for k, v in sd.items()}, PREFIXES)
-    if prefix:
-        sd = {k[len(prefix) :]: v for k, v in sd.items()}
-    if "all_x_embedder.2-1.weight" in sd:  # already diffusers naming
-        return sd
-    convert = module("diffusers.loaders.single_file_utils")
-    return cast(dict[str, Any], convert.convert_z_image_transformer_checkpoint_to_diffusers(sd))
+    return diffusers_converted(
+        sd,
+        PREFIXES,
+        "all_x_embedder.2-1.weight",
+        "convert_z_image_transformer_checkpoint_to_diffusers",
+    )
 
 
 FORMAT = ModelFormat(
