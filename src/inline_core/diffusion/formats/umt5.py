@@ -90,9 +90,10 @@ def from_single(sd: dict[str, Any], _config: Mapping[str, Any]) -> dict[str, Any
     """A single file's keys (prefixed or bare, embedding under either name) ->
     `UMT5EncoderModel`'s, both embedding names present (they are tied)."""
     prefix, _ = strip_prefix({k: tuple(v.shape) for k, v in sd.items()}, PREFIXES)
-    out = {k[len(prefix) :]: v for k, v in sd.items() if not k.startswith(f"{prefix}decoder.")}
-    out.pop(f"{prefix}lm_head.weight", None)
-    out.pop("lm_head.weight", None)
+    # The encoder's tensors only: a file may also hold a decoder, an LM head or extras (e.g. a
+    # tokenizer stored as a tensor), none of which the encoder takes.
+    cut = {k[len(prefix) :]: v for k, v in sd.items()}
+    out = {k: v for k, v in cut.items() if k == EMBED or k.startswith("encoder.")}
     if EMBED not in out and TIED in out:
         out[EMBED] = out[TIED]
     if TIED not in out and EMBED in out:

@@ -145,7 +145,7 @@ RULES = StackRules(
             override="INLINE_WAN_TEXT_ENCODER",
             score=encoder_score,
             hint=(
-                "put the UMT5-XXL text encoder (umt5_xxl_bf16.safetensors, or an HF folder with "
+                "put the UMT5-XXL text encoder (umt5_xxl_fp16.safetensors, or an HF folder with "
                 "its tokenizer) in {root}/text_encoders, or set INLINE_WAN_TEXT_ENCODER"
             ),
         ),

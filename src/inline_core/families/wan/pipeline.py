@@ -97,6 +97,7 @@ class WanStepPipeline:
             noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(self.device)
             state.latents = Latents(noise, shape)
             state.scheduler = self.new_scheduler(state)
+            state.prepared = True
         return state
 
     def denoise_step(self, states: Sequence[WanRequest], /) -> list[torch.Tensor]:
@@ -141,7 +142,8 @@ class WanStepPipeline:
     def post_latents(self, state: WanRequest, /) -> Latents:
         """The final latents, undecoded (`components.step.SupportsLatentOutput`)."""
         latents = _prepared(state)
-        state.latents = state.positive = state.negative = None
+        # The state may outlive the render: drop its tensors (the scheduler keeps past outputs).
+        state.latents = state.positive = state.negative = state.scheduler = None
         return latents
 
     def post_decode(self, state: WanRequest, /) -> Video:

@@ -39,6 +39,7 @@ class WanRequest:
     negative: Conditioning | None = None
     model_key: Hashable = field(default="", metadata=LOCAL)
     step_index: int = field(default=0, metadata=LOCAL)
+    prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
     scheduler: Any = field(default=None, metadata=LOCAL)  # its private UniPC copy
     latents: Latents | None = field(default=None, metadata=LOCAL)
     # Called with each decoded chunk's first frame index and frames (the run streams them).
@@ -63,7 +64,7 @@ class WanRequest:
 
     @property
     def done(self) -> bool:
-        return self.scheduler is not None and self.step_index >= self.step_count
+        return self.prepared and self.step_index >= self.step_count
 
     @property
     def batch_key(self) -> Hashable:
