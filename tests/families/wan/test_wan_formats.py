@@ -65,6 +65,18 @@ def test_published_variants_are_told_from_shapes(
     assert not is_wan_t2v(image_to_video)  # an I2V model is not this node's model
 
 
+def test_scaled_fp8_transformer_is_recognised_but_refused_with_the_fix() -> None:
+    shapes = {
+        "head.modulation": (1, 2, 32),
+        "patch_embedding.weight": (32, 16, 1, 2, 2),
+        "blocks.0.self_attn.q.scale_weight": (1,),
+        "scaled_fp8": (0,),
+    }
+    assert is_wan_t2v(shapes)  # found at submit as the model it is
+    with pytest.raises(ConfigInferenceError, match="fp16"):  # the load says what to use instead
+        wan_transformer.infer_config(shapes)
+
+
 def test_transformer_keys_round_trip(parts: dict[str, Any], wan_kit: WanKit) -> None:
     assert wan_kit.diffusion_file is not None
     sd = parts["transformer"].state_dict()

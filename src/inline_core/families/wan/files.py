@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from inline_core.diffusion.files.shapes import Shapes, read_shapes
+from inline_core.diffusion.files.shapes import Shapes, read_shapes, strip_prefix
 from inline_core.diffusion.formats import umt5, wan_vae
 from inline_core.families.files import (
     ModelRule,
@@ -26,8 +26,8 @@ from inline_core.families.files import (
 )
 from inline_core.families.wan.transformer import (
     CLASS_NAME,
+    PREFIXES,
     config_of,
-    infer_config,
     is_text_to_video,
     is_wan_transformer,
 )
@@ -55,10 +55,12 @@ def is_wan_t2v(shapes: Shapes) -> bool:
     """A Wan 2.1 text-to-video transformer file (image-to-video ones take 36 channels)."""
     if not is_wan_transformer(shapes):
         return False
-    try:
-        return is_text_to_video(infer_config(shapes))
-    except ValueError:
-        return False
+    _prefix, s = strip_prefix(shapes, PREFIXES)
+    patch = s.get("patch_embedding.weight")
+    image = any(k.startswith(("img_emb.", "condition_embedder.image_embedder.")) for k in s)
+    return patch is not None and len(patch) > 1 and is_text_to_video(
+        {"in_channels": patch[1], "image_dim": 1 if image else None}
+    )
 
 
 def vae_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
@@ -118,7 +120,7 @@ RULES = StackRules(
         recognize=is_wan_t2v,
         name=re.compile(r"wan2?\.?1.*t2v", re.IGNORECASE),
         hint=(
-            "put a Wan 2.1 text-to-video model (wan2.1_t2v_1.3B_bf16.safetensors, or a diffusers "
+            "put a Wan 2.1 text-to-video model (wan2.1_t2v_1.3B_fp16.safetensors, or a diffusers "
             "Wan folder) in {root}/diffusion_models, or set INLINE_WAN_MODEL"
         ),
     ),

@@ -63,6 +63,11 @@ def heads_for(dim: int) -> int:
 def infer_config(shapes: Shapes) -> dict[str, Any]:
     """A `WanTransformer3DModel` config from original (ComfyUI) or diffusers naming."""
     s = _body(shapes)
+    if "scaled_fp8" in s or any(k.endswith(".scale_weight") for k in s):
+        raise ConfigInferenceError(
+            "scaled fp8 weights (a ComfyUI *_fp8_scaled file) are not supported; use the bf16 "
+            "or fp16 file"
+        )
     original = "head.modulation" in s
     patch = shape_of(s, "patch_embedding.weight")
     dim, in_channels = patch[0], patch[1]
