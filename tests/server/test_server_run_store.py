@@ -392,7 +392,7 @@ def test_notices_reach_this_process_and_other_servers(
         [held] = claim(a)
         append(a, lease(held), 1, [progress("run_a", 1)])
         for name in ("a", "b") if b is not a else ("a",):
-            wait_for(name, [(QUEUED, ""), (EVENTS, "run_a")])
+            wait_for(name, [(QUEUED, "server-a"), (EVENTS, "run_a")])  # the submitter named
     finally:
         a.close()
         if b is not a:
