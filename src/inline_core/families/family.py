@@ -56,6 +56,8 @@ class Family(ABC):
     kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
     # "package.module:main" behind `inline-core download` (usually its `downloads()` table's main)
     download: ClassVar[str | None] = None
+    # The family `inline-core kit` and `download` use without `--family` (one built-in family).
+    tools_default: ClassVar[bool] = False
 
     def __init__(self, catalog: Catalog, env: Mapping[str, str]) -> None:
         self.catalog = catalog

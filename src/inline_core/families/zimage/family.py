@@ -40,6 +40,7 @@ class ZImageFamily(Family):
     comfy_text_encoder_types = ("lumina2",)  # how ComfyUI loads its Qwen3 text encoder
     kit = "inline_core.families.zimage.kit:main"
     download = "inline_core.families.zimage.download:main"
+    tools_default = True  # `inline-core kit` / `download` without --family
     capabilities = Capabilities(
         batching="lists",  # its transformer takes per-request lists: any sizes share a forward
         split_methods=SPLIT_METHODS,
