@@ -18,8 +18,8 @@ usage: ./webui.sh [--install] [--extra LIST] [--skip-install] [server flags]
 
 Launcher flags:
   --install        set up ./.venv (PyTorch pinned first, then the extras) and exit
-  --extra LIST     extras to install, comma-separated, besides "server" (default: zimage);
-                   e.g. zimage,postgres  parallel  xdit
+  --extra LIST     extras to install, comma-separated, besides "server" (default: zimage,video);
+                   e.g. zimage,video,postgres  parallel  xdit
   --skip-install   never touch ./.venv (start with what is installed)
 USAGE
 }
@@ -36,7 +36,7 @@ for arg in "$@"; do
     exit 0
   fi
 done
-extras="server,zimage"
+extras="server,zimage,video"
 install_only=0
 skip_install=0
 args=()

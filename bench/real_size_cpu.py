@@ -317,7 +317,7 @@ def render(base: str, prompt: str, seed: int) -> float:
     with connect(f"ws://{base}/v1/runs/{run_id}/events") as ws:
         while True:
             message = json.loads(ws.recv(timeout=900))
-            if message["type"] in ("run_done", "run_error", "run_cancelled"):
+            if message["type"] in ("run_done", "error", "cancelled"):
                 break
     if message["type"] != "run_done":
         raise SystemExit(f"run {run_id} ended with {message}")

@@ -179,7 +179,9 @@ def _family_tool(tool: str) -> Callable[[Sequence[str]], int]:
         from inline_core.families.discovery import discover
 
         entries = [e for e in discover() if e.family is not None]
-        default = next((e.family.name for e in entries if e.builtin and e.family), None)
+        builtin = [e.family for e in entries if e.builtin and e.family is not None]
+        chosen = next((f for f in builtin if f.tools_default), builtin[0] if builtin else None)
+        default = None if chosen is None else chosen.name
         parser = argparse.ArgumentParser(prog=f"inline-core {tool}", add_help=False)
         parser.add_argument("--family", default=default)
         known, rest = parser.parse_known_args(list(argv))

@@ -49,6 +49,7 @@ def sniff(data: bytes) -> tuple[MediaKind, str] | None:
 def mime_for_suffix(suffix: str) -> str:
     return {
         ".png": "image/png",
+        ".apng": "image/apng",
         ".jpg": "image/jpeg",
         ".jpeg": "image/jpeg",
         ".webp": "image/webp",

@@ -12,9 +12,19 @@ if str(HERE) not in sys.path:  # the test plugin and helpers live next to this f
     sys.path.insert(0, str(HERE))
 
 from server_support import PLUGIN  # noqa: E402
+from store_support import open_store  # noqa: E402
 
 from inline_core.config import Config  # noqa: E402
 from inline_core.server.app import create_app  # noqa: E402
+from inline_core.server.stores.run_store import RunStore  # noqa: E402
+
+
+@pytest.fixture
+def store(tmp_path: Path, database_url: str | None) -> Iterator[RunStore]:
+    """A run store of its own, once on SQLite and once on PostgreSQL."""
+    runs = open_store(tmp_path, database_url)
+    yield runs
+    runs.close()
 
 
 @pytest.fixture

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from store_support import claim, new_run, open_store
 
 from inline_core.server.event_journal import EventJournal
@@ -21,13 +19,6 @@ from inline_core.server.stores.sql import Db
 from inline_core.server.stores.sqlite import SqliteBackend, SqliteDb
 
 LONG_S = 30.0  # a pacing interval no test outlives: progress alone is never written twice
-
-
-@pytest.fixture
-def store(tmp_path: Path, database_url: str | None) -> Iterator[RunStore]:
-    s = open_store(tmp_path, database_url)
-    yield s
-    s.close()
 
 
 def running(store: RunStore, run_id: str) -> LiveRun:

@@ -11,7 +11,6 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -58,13 +57,6 @@ def started(store: RunStore, run_id: str) -> RunRecord:
     [record] = claim(store, limit=1)
     assert record.id == run_id
     return record
-
-
-@pytest.fixture
-def store(tmp_path: Path, database_url: str | None) -> Iterator[RunStore]:
-    runs = open_store(tmp_path, database_url)
-    yield runs
-    runs.close()
 
 
 def test_only_unreferenced_files_of_finished_runs_are_removed(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,13 +22,6 @@ from inline_core.server.stores.records import EVENTS, QUEUED, RunMirror
 from inline_core.server.stores.run_store import LeaseLost, RunStore
 from inline_core.server.stores.sql import Db
 from inline_core.server.stores.sqlite import SqliteBackend
-
-
-@pytest.fixture
-def store(tmp_path: Path, database_url: str | None) -> Iterator[RunStore]:
-    s = open_store(tmp_path, database_url)
-    yield s
-    s.close()
 
 
 def progress(run_id: str, step: int) -> WireEvent:
@@ -392,7 +385,7 @@ def test_notices_reach_this_process_and_other_servers(
         [held] = claim(a)
         append(a, lease(held), 1, [progress("run_a", 1)])
         for name in ("a", "b") if b is not a else ("a",):
-            wait_for(name, [(QUEUED, ""), (EVENTS, "run_a")])
+            wait_for(name, [(QUEUED, "server-a"), (EVENTS, "run_a")])  # the submitter named
     finally:
         a.close()
         if b is not a:

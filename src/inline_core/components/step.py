@@ -97,6 +97,15 @@ class SupportsChunkedVAEDecode(Protocol):
 
 
 @runtime_checkable
+class StreamsChunks(Protocol):
+    """A request state whose decode delivers its frames chunk by chunk: the node runner sets
+    `on_chunk`, and the pipeline calls it as each chunk decodes with (the chunk's first frame
+    index, its frames, the total frame count), from whichever thread decodes."""
+
+    on_chunk: Any
+
+
+@runtime_checkable
 class SupportsLatentOutput(Protocol):
     """A pipeline that can hand back a finished state's latents undecoded (the `sample` primitive
     on a worker group holding a node's whole stack decodes with its own `vae/decode`)."""
@@ -135,6 +144,10 @@ def supports_batched_decode(obj: object) -> TypeGuard[SupportsBatchedDecode]:
 
 def supports_chunked_vae_decode(obj: object) -> TypeGuard[SupportsChunkedVAEDecode]:
     return isinstance(obj, SupportsChunkedVAEDecode)
+
+
+def streams_chunks(obj: object) -> TypeGuard[StreamsChunks]:
+    return isinstance(obj, StreamsChunks)
 
 
 def supports_latent_output(obj: object) -> TypeGuard[SupportsLatentOutput]:

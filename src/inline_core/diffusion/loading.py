@@ -82,7 +82,9 @@ def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn
             ),
         )
         return place(model, placement)
-    with torch.device("meta"):
+    # Parameters on the meta device (no random initialisation); buffers a module computes at
+    # init and keeps out of its state dict (e.g. rope tables) are made for real.
+    with module("accelerate").init_empty_weights(include_buffers=False):
         model = cast(nn.Module, getattr(library, fmt.class_name).from_config(config))
     _check_keys(fmt, source, *assign_state(model, state))
     return place(model, placement)

@@ -59,6 +59,8 @@ class Family(ABC):
     download: ClassVar[str | None] = None
     # The LoRA namings its files come in and the layers they may adapt (None: it takes none).
     loras: ClassVar[LoraNamings | None] = None
+    # The family `inline-core kit` and `download` use without `--family` (one built-in family).
+    tools_default: ClassVar[bool] = False
 
     def __init__(self, catalog: Catalog, env: Mapping[str, str]) -> None:
         self.catalog = catalog

@@ -72,6 +72,9 @@ class TokenizerRule:
     part: str  # the text-encoder part it belongs to
     fallback: Callable[[], Path | None]  # e.g. a tokenizer a package ships
     hint: str
+    # A tokenizer-only folder (no weights) in the encoder's category whose name matches, for a
+    # single-file encoder no package ships a tokenizer for (e.g. `text_encoders/umt5-tokenizer/`).
+    folder: re.Pattern[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,7 @@ class StackResolver:
             encoder = parts.get(tokenizer_rule.part)
             tokenizer = None if encoder is None else self.tokenizer_for(encoder)
             if encoder is not None and tokenizer is None:
-                missing.append(Missing("tokenizer", tokenizer_rule.hint))
+                missing.append(Missing("tokenizer", self.hint(tokenizer_rule.hint)))
             parts[TOKENIZER] = tokenizer
         parts[SCHEDULER] = None
         if pipeline_root is not None and (pipeline_root / SCHEDULER).is_dir():
@@ -275,8 +278,23 @@ class StackResolver:
         elif encoder.path.is_dir() and has_tokenizer(encoder.path):
             return Source(encoder.path)
         rule = self.rules.tokenizer
+        if rule is not None and rule.folder is not None:
+            found = self._tokenizer_folder(rule.folder, self.part_rule(rule.part).category)
+            if found is not None:
+                return found
         packaged = None if rule is None else rule.fallback()
         return Source(packaged) if packaged is not None else None
+
+    def _tokenizer_folder(self, pattern: re.Pattern[str], category: str) -> Source | None:
+        base = self.root / category
+        try:
+            children = sorted(base.iterdir())
+        except OSError:
+            return None
+        for child in children:
+            if child.is_dir() and pattern.search(child.name) and has_tokenizer(child):
+                return Source(child)
+        return None
 
     # -- one picked file per part (the low-level loaders) --------------------------------------
 

@@ -92,6 +92,9 @@ class Families:
     def names_model(self, family: str, file_name: str) -> bool:
         return self.named(family).names_model(file_name)
 
+    def importable(self, family: str) -> bool:
+        return self.named(family).capabilities.primitives
+
     def text_encoder_types(self, family: str) -> tuple[str, ...]:
         return self.named(family).comfy_text_encoder_types
 

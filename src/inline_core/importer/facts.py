@@ -22,6 +22,11 @@ class ModelFacts(Protocol):
         """Whether a model file name (a workflow's UNETLoader's) reads as one of `family`'s."""
         ...
 
+    def importable(self, family: str) -> bool:
+        """Whether workflows can be mapped onto `family` (the importer maps onto the low-level
+        vocabulary: a family that does not serve it runs only its own nodes)."""
+        ...
+
     def text_encoder_types(self, family: str) -> tuple[str, ...]:
         """The `type`s ComfyUI's CLIPLoader loads `family`'s text encoder as."""
         ...

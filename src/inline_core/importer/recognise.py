@@ -77,7 +77,9 @@ def recognise(
     (or for none this server can tell). `renamed` is the caller's explicit model-name mapping:
     a model file it maps onto a served family's decides, whatever else the workflow shows."""
     served = facts.family_names() if facts is not None else []
-    titles = dict(served)
+    every = dict(served)
+    # The families a workflow can be mapped onto: the ones messages offer.
+    titles = {n: t for n, t in served if facts is not None and facts.importable(n)}
     evidence = _Evidence()
     nodes = sorted(workflow.nodes.values(), key=lambda n: node_sort_key(n.id))
     _check_mapped(nodes, catalog, dict(renamed or {}))
@@ -89,6 +91,9 @@ def recognise(
             known = known_by_class(node.class_type)
             if known is not None:
                 evidence.foreign.setdefault(known.title, []).append(_where(node))
+    for name, where in evidence.served.items():
+        if name not in titles:
+            raise UnsupportedFamily(_runs_only_its_nodes(every[name], where, titles))
     if evidence.mapped and evidence.served:
         name = next(iter(evidence.served))
         notes = tuple(
@@ -219,6 +224,16 @@ def _foreign_message(
         "yet: one comes as a family package installed into the server's environment (then "
         "listed in /v1/health); until then, import a workflow built for a family listed here"
         + _mapping_hint(catalog, facts)
+    )
+
+
+def _runs_only_its_nodes(title: str, where: list[str], titles: Mapping[str, str]) -> str:
+    return (
+        f"this workflow is built for {title} ({_shown(where)}): this server runs {title} "
+        "through its own node only, and a ComfyUI workflow is mapped onto the low-level nodes "
+        f"(load/*, encode/text, sample, vae/*), which {title} does not serve yet; build the graph "
+        f"with {title}'s node (see /v1/models), or import a workflow for a family that maps: "
+        f"{_runs_here(titles)}"
     )
 
 

@@ -15,6 +15,7 @@ from inline_core.media import MediaKind
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.progress import EventSink, NodeReporter, RunEvent
 from inline_core.runtime.store import TakeStore
+from inline_core.runtime.video import SUFFIXES, Video, encode
 from inline_core.takes import Take
 
 # How takes are deflated: zlib level 1 with run-length matching after PNG's row filters. On 1024 px
@@ -66,6 +67,24 @@ class ExecutionContext:
             kind=MediaKind.IMAGE,
             data=buf.getvalue(),
             suffix=".png",
+            params=params,
+        )
+
+    def save_video(
+        self,
+        node_id: str,
+        video: Video,
+        params: Mapping[str, Any],
+        index: int = 0,
+    ) -> Take:
+        """Encode `video` (MP4 or APNG, as it says) as a video take."""
+        return self.takes.write(
+            run_id=self.run_id,
+            node_id=node_id,
+            index=index,
+            kind=MediaKind.VIDEO,
+            data=encode(video),
+            suffix=SUFFIXES[video.format],
             params=params,
         )
 

@@ -49,7 +49,19 @@ class NodeFailed:
     message: str
 
 
-RunEvent = RunStarted | NodeStarted | Progress | NodeDone | NodeFailed
+@dataclass(frozen=True)
+class ChunkDecoded:
+    """A chunk of a video's frames has been decoded (frames `first` .. `first + count - 1` of
+    `total`): a streaming VAE decode's progress, while the take is still to come."""
+
+    run_id: str
+    node_id: str
+    first: int
+    count: int
+    total: int
+
+
+RunEvent = RunStarted | NodeStarted | Progress | NodeDone | NodeFailed | ChunkDecoded
 
 
 class EventSink(Protocol):
@@ -82,6 +94,11 @@ class NodeReporter:
         if name == "sample" and fraction_in_phase == 0.0:
             self._first_step_at = time.perf_counter()
         self.sink(Progress(self.run_id, self.node_id, name, frac))
+
+    def chunk(self, first: int, count: int, total: int) -> None:
+        """Report a decoded chunk of frames (and the decode's progress through the frames)."""
+        self.sink(ChunkDecoded(self.run_id, self.node_id, first, count, total))
+        self.phase("decode", (first + count) / total if total else 1.0)
 
     def step(self, step: int, step_count: int, phase: str = "sample") -> None:
         """Report that `step` of `step_count` steps has finished (1-based)."""

@@ -12,7 +12,14 @@ from dataclasses import dataclass, field, replace
 
 from inline_core.graph.validate import ValidatedGraph
 from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.progress import NodeDone, NodeFailed, NodeStarted, Progress, RunEvent
+from inline_core.runtime.progress import (
+    ChunkDecoded,
+    NodeDone,
+    NodeFailed,
+    NodeStarted,
+    Progress,
+    RunEvent,
+)
 from inline_core.server import serialize
 from inline_core.server.events import CoalescedEvents, WireEvent
 from inline_core.server.leases import HeldLease
@@ -112,6 +119,12 @@ class LiveRun:
                     self.takes[take.id] = take
             return serialize.node_done_event(
                 self.id, event.node_id, event.cached, event.takes, self.fraction
+            )
+        elif isinstance(event, ChunkDecoded):
+            if event.node_id not in self.nodes:
+                return None
+            return serialize.chunk_event(
+                self.id, event.node_id, event.first, event.count, event.total
             )
         elif isinstance(event, NodeFailed):
             old = self.nodes.get(event.node_id, NodeState())

@@ -385,9 +385,10 @@ class RunManager:
     def _on_notice(self, channel: str, payload: str) -> None:
         if channel == EVENTS:
             self.feed.notice(payload)
-        elif channel == QUEUED and self.store.shared:
-            # Another server's submission (or this one's, claimed already). A store of this
-            # server's alone queues runs only here, and each of those wakes the claimer itself.
+        elif channel == QUEUED and self.store.shared and payload != self.server_id:
+            # Another server's submission, or runs queued again. This server's own submissions
+            # wake the claimer themselves (`_accept`), and so does every run a store of this
+            # server's alone queues.
             self.claimer.wake()
         elif channel == CANCEL:
             self._cancel_requested(payload)
@@ -701,4 +702,4 @@ class RunManager:
                 if run.recording:
                     self._recording -= 1
         run.finished.set()
-        self._slot_freed()
+        # No claim here: its slot counted as free from `_conclude` on, which claimed for it.

@@ -223,6 +223,20 @@ def progress_event(run_id: str, node_id: str, node: NodeState, run_fraction: flo
     return WireEvent("progress", body, node_id=node_id)
 
 
+def chunk_event(run_id: str, node_id: str, first: int, count: int, total: int) -> WireEvent:
+    """Frames `first` .. `first + count - 1` of a video node's `total` are decoded (a streaming
+    decode's chunk; the take follows in `node_done`)."""
+    body: dict[str, Any] = {
+        "type": "chunk",
+        "runId": run_id,
+        "nodeId": node_id,
+        "firstFrame": first,
+        "frames": count,
+        "totalFrames": total,
+    }
+    return WireEvent("chunk", body, node_id=node_id)
+
+
 def node_done_event(
     run_id: str, node_id: str, cached: bool, takes: Iterable[Take], run_fraction: float
 ) -> WireEvent:

@@ -18,6 +18,7 @@ from inline_core.device.detect import gpu_device_nodes_present
 from inline_core.device.split import ParallelSpec
 from inline_core.errors import InvalidRequest
 from inline_core.models.catalog import CATEGORIES
+from inline_core.runtime.video import video_available
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,17 @@ def prepare_models_folder(folder: Path) -> str | None:
     )
 
 
+def video_warning(available: Callable[[], bool] = video_available) -> str | None:
+    """What to say when MP4 video takes cannot be written (PyAV, the `video` extra, missing)."""
+    if available():
+        return None
+    return (
+        "MP4 video takes need the video extra, and av (PyAV) is not installed: "
+        "./webui.sh --install --extra video (or pip install 'inline-core[video]'); until then a "
+        "video node asked for format mp4 is refused at submit (format png works)"
+    )
+
+
 def startup_warnings(config: Config) -> list[str]:
-    said = [profile_warning(config), prepare_models_folder(config.models_dir)]
+    said = [profile_warning(config), prepare_models_folder(config.models_dir), video_warning()]
     return [s for s in said if s is not None]

@@ -4,13 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from inline_core.diffusion.files.shapes import Shapes
 
 # Keys as stored in a single file -> keys of the library class (torch tensors; typed loosely so
 # this description stays torch-free).
 Convert = Callable[[dict[str, Any], Mapping[str, Any]], dict[str, Any]]
+
+
+def diffusers_converted(
+    sd: dict[str, Any], prefixes: tuple[str, ...], already: str, converter: str
+) -> dict[str, Any]:
+    """A single file's state -> diffusers keys: the first of `prefixes` every key has is cut, and
+    unless `already` (a key only diffusers' naming has) is there, diffusers' own single-file
+    `converter` (a function of `diffusers.loaders.single_file_utils`) renames the rest."""
+    from inline_core.diffusion.files.shapes import strip_prefix
+    from inline_core.diffusion.libs import module
+
+    prefix, _ = strip_prefix({k: tuple(v.shape) for k, v in sd.items()}, prefixes)
+    if prefix:
+        sd = {k[len(prefix) :]: v for k, v in sd.items()}
+    if already in sd:
+        return sd
+    convert = getattr(module("diffusers.loaders.single_file_utils"), converter)
+    return cast(dict[str, Any], convert(dict(sd)))
 
 
 def keep_keys(state: dict[str, Any], _config: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,11 +10,12 @@ its own). The output becomes a take of the node's output kind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sized
 from typing import Any
 
 from PIL import Image
 
+from inline_core.components.step import streams_chunks
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import RunFailed
 from inline_core.families.family import Family
@@ -22,6 +23,7 @@ from inline_core.families.sources import Sources
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.video import Video
 from inline_core.sampling.job import SampleJob
 from inline_core.takes import Take
 
@@ -67,6 +69,12 @@ class FamilyNodeRunner(NodeRunner):
             state = pipeline.request(**lowered.request)  # checked before any rank is bothered
             group.start(pipeline)  # the ranks load the model: part of the loading phase
             accelerator = group
+        if streams_chunks(state):  # its clients hear each decoded chunk before the take
+
+            def on_chunk(first: int, frames: Sized, total: int) -> None:
+                reporter.chunk(first, len(frames), total)
+
+            state.on_chunk = on_chunk
         reporter.phase("loading", 1.0)
         ctx.cancel.raise_if_cancelled()
         job = SampleJob(
@@ -104,6 +112,8 @@ class FamilyNodeRunner(NodeRunner):
     ) -> Take:
         if self.descriptor.output_kind == "image" and isinstance(output, Image.Image):
             return ctx.save_image(node_id, output, params, chosen=chosen)
+        if self.descriptor.output_kind == "video" and isinstance(output, Video):
+            return ctx.save_video(node_id, output, params)
         raise RunFailed(
             f"{self.descriptor.type} produced a {type(output).__name__}, not its "
             f"{self.descriptor.output_kind}"

@@ -44,6 +44,7 @@ class ZImageFamily(Family):
     kit = "inline_core.families.zimage.kit:main"
     download = "inline_core.families.zimage.download:main"
     loras = ZIMAGE_LORAS
+    tools_default = True  # `inline-core kit` / `download` without --family
     capabilities = Capabilities(
         batching="lists",  # its transformer takes per-request lists: any sizes share a forward
         split_methods=SPLIT_METHODS,

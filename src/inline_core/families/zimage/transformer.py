@@ -8,20 +8,18 @@ naming back so its files look like the ones users have (the round trip is tested
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
+from inline_core.diffusion.files.configs import ConfigReader
 from inline_core.diffusion.files.shapes import (
     ConfigInferenceError,
     Shapes,
     count_blocks,
-    read_shapes,
     shape_of,
     strip_prefix,
 )
-from inline_core.diffusion.formats.format import ModelFormat
-from inline_core.models.source import Source
+from inline_core.diffusion.formats.format import ModelFormat, diffusers_converted
 
 if TYPE_CHECKING:
     import torch
@@ -94,34 +92,8 @@ def infer_config(shapes: Shapes) -> dict[str, Any]:
     }
 
 
-_configs: dict[str, dict[str, Any] | None] = {}
-
-
-def config_of(source: Source) -> dict[str, Any] | None:
-    """The transformer's config without its weights: a folder's `config.json`, or inferred from a
-    single file's header; None when unreadable (the loader will name the file when it tries).
-    Remembered per file identity, so a resolution that scores many candidates infers it once."""
-    identity = source.identity()
-    if identity not in _configs:
-        _configs[identity] = _read_config(source)
-    return _configs[identity]
-
-
-def _read_config(source: Source) -> dict[str, Any] | None:
-    if not source.is_file:
-        try:
-            data: object = json.loads((source.location / "config.json").read_text("utf-8"))
-        except (OSError, ValueError):
-            return None
-        return cast(dict[str, Any], data) if isinstance(data, dict) else None
-    shapes = read_shapes(source.path)
-    if shapes is None:
-        return None
-    try:
-        return infer_config(shapes)
-    except ConfigInferenceError:
-        return None
-
+# The transformer's config without its weights (a folder's, or inferred from a file's shapes).
+config_of = ConfigReader(infer_config)
 
 # -- key naming (imports torch) --------------------------------------------------------------------
 
@@ -157,15 +129,12 @@ def to_original(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def from_original(sd: dict[str, Any], _config: Mapping[str, Any]) -> dict[str, Any]:
     """Original (optionally `model.diffusion_model.`-prefixed) or diffusers keys -> diffusers."""
-    from inline_core.diffusion.libs import module
-
-    prefix, _ = strip_prefix({k: tuple(v.shape) for k, v in sd.items()}, PREFIXES)
-    if prefix:
-        sd = {k[len(prefix) :]: v for k, v in sd.items()}
-    if "all_x_embedder.2-1.weight" in sd:  # already diffusers naming
-        return sd
-    convert = module("diffusers.loaders.single_file_utils")
-    return cast(dict[str, Any], convert.convert_z_image_transformer_checkpoint_to_diffusers(sd))
+    return diffusers_converted(
+        sd,
+        PREFIXES,
+        "all_x_embedder.2-1.weight",
+        "convert_z_image_transformer_checkpoint_to_diffusers",
+    )
 
 
 FORMAT = ModelFormat(

@@ -14,7 +14,7 @@ from inline_core.takes import Take
 # Notification channels: a store tells this process (and, on PostgreSQL, every server) about
 # these after the write that caused them commits. Payloads carry ids, never the data itself.
 EVENTS = "inline_events"  # payload: a run id whose event history grew
-QUEUED = "inline_queued"  # payload: "" (runs wait to be claimed)
+QUEUED = "inline_queued"  # payload: the submitting server's id, or "" (runs wait to be claimed)
 CANCEL = "inline_cancel"  # payload: a running run's id whose client asked to cancel it
 
 

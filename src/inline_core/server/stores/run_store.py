@@ -275,7 +275,7 @@ class RunStore:
                         f"graph (run {existing.id})"
                     )
                 return existing, False
-            db.notify(QUEUED, "")
+            db.notify(QUEUED, self.server_id)  # the submitter claims it without the notice
             record = RunRecord(
                 id=new.id,
                 target=new.target,

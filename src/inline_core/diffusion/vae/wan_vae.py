@@ -1,0 +1,71 @@
+"""The Wan VAE (`AutoencoderKLWan`) as a VAE component, decoding whole or in temporal chunks.
+
+Latents are normalised per channel by the VAE's `latents_mean` / `latents_std`. The decoder is
+causal with a feature cache: it decodes one latent frame at a time (the first gives one video
+frame, each later one four), so `decode_chunks` yields each latent frame's frames as soon as they
+are decoded, and their concatenation is exactly `decode` (the same calls in the same order;
+diffusers' clamp is elementwise). Frames are floats in `chunk_value_range`, (-1, 1)
+(`components.step.SupportsChunkedVAEDecode`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, cast
+
+import torch
+from torch import nn
+
+from inline_core.components.interfaces import Latents
+from inline_core.diffusion.placement import OffloadSwap, PlacementLike
+
+
+class WanVAE:
+    chunk_value_range: tuple[float, float] = (-1.0, 1.0)
+
+    def __init__(self, autoencoder: nn.Module, placement: PlacementLike, swap: OffloadSwap) -> None:
+        self.autoencoder = autoencoder
+        self.placement = placement
+        self.swap = swap
+        self.device = torch.device(placement.device)
+        config = cast(Any, autoencoder).config
+        self.latent_channels = int(config.z_dim)
+        self.spatial_factor = int(config.scale_factor_spatial or 8)
+        self.temporal_factor = int(config.scale_factor_temporal or 4)
+        self._mean = torch.tensor(config.latents_mean).view(1, -1, 1, 1, 1)
+        self._std = torch.tensor(config.latents_std).view(1, -1, 1, 1, 1)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.autoencoder.parameters()).dtype
+
+    def _denormalised(self, latents: Latents) -> torch.Tensor:
+        x = cast(torch.Tensor, latents.value).to(self.device, self.dtype)
+        mean = self._mean.to(x.device, x.dtype)
+        inverse_std = 1.0 / self._std.to(x.device, x.dtype)  # as WanPipeline computes it
+        return x / inverse_std + mean
+
+    def decode(self, latents: Latents, /) -> torch.Tensor:
+        """(B, 3, frames, H, W) floats in (-1, 1)."""
+        return torch.cat(list(self.decode_chunks(latents)), dim=2)
+
+    def decode_chunks(self, latents: Latents, /) -> Iterator[torch.Tensor]:
+        """Each latent frame's video frames, (B, 3, 1 or 4, H, W) in (-1, 1), as they decode;
+        the decoder's cache is cleared however the iteration ends."""
+        vae = cast(Any, self.autoencoder)
+        z = self._denormalised(latents)
+        with self.swap.use(self.autoencoder, self.placement), torch.inference_mode():
+            vae.clear_cache()
+            try:
+                x = vae.post_quant_conv(z)
+                for i in range(x.shape[2]):
+                    vae._conv_idx = [0]
+                    out = vae.decoder(
+                        x[:, :, i : i + 1],
+                        feat_cache=vae._feat_map,
+                        feat_idx=vae._conv_idx,
+                        first_chunk=i == 0,
+                    )
+                    yield torch.clamp(out, min=-1.0, max=1.0)
+            finally:
+                vae.clear_cache()

@@ -1,0 +1,66 @@
+"""Wan's torch side: how each part of its stack loads, and how loaded parts make its pipeline.
+
+The shared layer calls this (`families/builder.py`). Wan is diffusers' `WanTransformer3DModel`, the
+Wan 2.1 VAE (`AutoencoderKLWan`) and a UMT5 encoder read as `WanPipeline` reads it (512 tokens,
+zero-padded past the prompt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from inline_core.components.step import StepPipeline
+from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
+from inline_core.diffusion.formats import umt5, wan_vae
+from inline_core.diffusion.parts import PartLoader
+from inline_core.diffusion.vae.wan_vae import WanVAE
+from inline_core.errors import InvalidRequest
+from inline_core.families.builder import Parts
+from inline_core.families.wan import transformer
+from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
+from inline_core.families.wan.pipeline import WanStepPipeline
+from inline_core.families.wan.request import MAX_PROMPT_TOKENS
+
+
+class WanBuilder:
+    roles: Mapping[str, str] = {
+        "transformer": "denoiser",
+        "text_encoder": "text_encoder",
+        "vae": "vae",
+    }
+
+    load = PartLoader(
+        "Wan",
+        {"transformer": transformer.FORMAT, "text_encoder": umt5.FORMAT, "vae": wan_vae.FORMAT},
+        DEFAULT_SCHEDULER_CONFIG,
+    ).load
+
+    def text_encoder(self, parts: Parts) -> PaddedT5Encoder:
+        return PaddedT5Encoder(
+            parts["tokenizer"],
+            parts["text_encoder"],
+            parts.placements["text_encoder"],
+            parts.swap,
+            max_sequence_length=MAX_PROMPT_TOKENS,
+        )
+
+    def vae(self, parts: Parts) -> WanVAE:
+        return WanVAE(parts["vae"], parts.placements["vae"], parts.swap)
+
+    def pipeline(self, parts: Parts) -> WanStepPipeline:
+        return WanStepPipeline(
+            text_encoder=self.text_encoder(parts),
+            transformer=parts["transformer"],
+            vae=self.vae(parts),
+            placement=parts.placements["denoiser"],
+            swap=parts.swap,
+            scheduler_config=parts["scheduler"],
+            model_key=parts.model_key,
+            serial_phases=any(p.offload for p in parts.placements.values()),
+        )
+
+    def denoiser(self, parts: Parts) -> StepPipeline:
+        raise InvalidRequest("Wan does not serve the low-level primitives yet (use alibaba/wan)")
+
+
+BUILDER = WanBuilder()

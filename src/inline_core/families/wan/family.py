@@ -1,0 +1,108 @@
+"""Wan 2.1 as a family: its node, files, request and capabilities (torch-free).
+
+`alibaba/wan` renders text to video with a Wan 2.1 T2V model (1.3B or 14B, told from the file's
+shapes). Its transformer takes one batched tensor, so requests of one latent shape (size and
+frames) share a forward. Its VAE decodes in temporal chunks, streamed to the run's clients as
+they decode. Its torch side is `build.py` (imported on the first render).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from inline_core.errors import InvalidRequest
+from inline_core.families.capabilities import Capabilities
+from inline_core.families.family import Family, Lowered, Stack
+from inline_core.families.files import StackRules
+from inline_core.families.sources import Sources
+from inline_core.families.wan.descriptor import EXTRA_HINT, NODE_TYPE, WAN_DESCRIPTOR
+from inline_core.families.wan.files import RULES, flow_shift
+from inline_core.families.wan.request import TEMPORAL_FACTOR, WanRequest, new_request
+from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.models.source import Source
+from inline_core.runtime.video import VIDEO_HINT, video_available
+
+REQUEST_PARAMS = ("width", "height", "frames", "fps", "steps", "guidance", "seed", "format")
+
+
+class WanFamily(Family):
+    name = "wan"
+    title = "Wan"
+    requires = ("torch", "diffusers", "transformers", "safetensors")
+    install_hint = EXTRA_HINT
+    builder = "inline_core.families.wan.build:BUILDER"
+    comfy_text_encoder_types = ("wan",)  # how ComfyUI's CLIPLoader loads UMT5 for Wan
+    kit = "inline_core.families.wan.kit:main"
+    capabilities = Capabilities(
+        batching="shapes",  # one batched tensor per forward: one latent shape per forward
+        chunked_decode=True,
+        # UMT5 overflows float16 (T5's known activations); Wan is trained in bfloat16.
+        fp16_overflow=frozenset({"text_encoder", "denoiser"}),
+    )
+
+    def nodes(self) -> tuple[NodeDescriptor, ...]:
+        return (WAN_DESCRIPTOR,)
+
+    def rules(self) -> StackRules:
+        return RULES
+
+    def lower(
+        self, node_type: str, params: Mapping[str, Any], inputs: Mapping[str, Any], node_id: str
+    ) -> Lowered:
+        if node_type != NODE_TYPE:
+            raise InvalidRequest(f"Wan has no node {node_type!r}", node_id=node_id)
+        if inputs.get("image") is not None:
+            raise InvalidRequest(_NO_I2V, node_id=node_id)
+        prompt = inputs.get("prompt")
+        if isinstance(prompt, list):
+            parts: list[object] = list(prompt)  # pyright: ignore[reportUnknownArgumentType]
+            prompt = " ".join(str(p) for p in parts)
+        if not isinstance(prompt, str):
+            raise InvalidRequest("the prompt input must be text", node_id=node_id)
+        request: dict[str, Any] = {
+            "prompt": prompt,
+            "negative_prompt": str(params.get("negative_prompt") or ""),
+            **{name: params[name] for name in REQUEST_PARAMS},
+        }
+        for name in ("width", "height", "frames", "fps", "steps", "seed"):
+            request[name] = int(request[name])
+        request["guidance"] = float(request["guidance"])
+        shift = params.get("shift")
+        request["shift"] = None if shift is None else float(shift)
+        return Lowered(request, dict(request))
+
+    def check_wired(
+        self, node_type: str, params: Mapping[str, Any], wired: frozenset[str], node_id: str
+    ) -> None:
+        if node_type != NODE_TYPE:
+            return
+        frames = int(params["frames"])
+        if (frames - 1) % TEMPORAL_FACTOR:
+            raise InvalidRequest(
+                f"param 'frames' must be 4k+1 (1, 5, 9, ..., 81), got {frames}: the Wan VAE "
+                "decodes the first frame alone and four frames per latent frame after it",
+                node_id=node_id,
+            )
+        if "image" in wired:
+            raise InvalidRequest(_NO_I2V, node_id=node_id)
+        if params.get("format") == "mp4" and not video_available():
+            raise InvalidRequest(
+                f"param 'format' mp4 needs PyAV, which is not installed: {VIDEO_HINT}; or ask "
+                "for format png (a lossless animated PNG)",
+                node_id=node_id,
+            )
+
+    def new_request(
+        self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
+    ) -> WanRequest:
+        return new_request(model_key, **kwargs)
+
+    def flow_shift(self, scheduler: Source | None) -> float | None:
+        return flow_shift(scheduler)
+
+
+_NO_I2V = (
+    "the Wan models this server renders are text-to-video (Wan 2.1 T2V); an image cannot be "
+    "wired into alibaba/wan until an image-to-video model is supported"
+)

@@ -1,0 +1,166 @@
+"""Which files make a Wan stack, and how each is recognised (torch-free; runs at submit).
+
+- the diffusion model: a Wan 2.1 text-to-video transformer (header shapes: 1.3B or 14B), or a
+  diffusers Wan folder, which brings its own VAE, text encoder, tokenizer and scheduler;
+- the VAE: the Wan 2.1 VAE (`wan_2.1_vae.safetensors`, original naming) or an `AutoencoderKLWan`
+  folder;
+- the text encoder: a UMT5 as wide as the transformer's text input, a single file (its tokenizer
+  from a `text_encoders/*umt5*tokenizer*/` folder) or an HF folder with its tokenizer.
+
+`INLINE_WAN_MODEL`, `INLINE_WAN_VAE` and `INLINE_WAN_TEXT_ENCODER` override each part.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from inline_core.diffusion.files.shapes import Shapes, read_shapes, strip_prefix
+from inline_core.diffusion.formats import umt5, wan_vae
+from inline_core.families.files import (
+    ModelRule,
+    PartRule,
+    StackRules,
+    TokenizerRule,
+    read_json,
+)
+from inline_core.families.wan.transformer import (
+    CLASS_NAME,
+    PREFIXES,
+    config_of,
+    is_text_to_video,
+    is_wan_transformer,
+)
+from inline_core.models.catalog import CatalogEntry
+from inline_core.models.source import Source
+
+FAMILY, TITLE = "wan", "Wan"
+# Wan 2.1's published scheduler (used when the model is a single file without a scheduler config):
+# UniPC over flow sigmas, shifted by 3 (the 480p setting).
+DEFAULT_SHIFT = 3.0
+DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
+    "_class_name": "UniPCMultistepScheduler",
+    "num_train_timesteps": 1000,
+    "prediction_type": "flow_prediction",
+    "use_flow_sigmas": True,
+    "flow_shift": DEFAULT_SHIFT,
+    "solver_order": 2,
+}
+WAN_NAME = re.compile(r"wan", re.IGNORECASE)
+UMT5_NAME = re.compile(r"umt5", re.IGNORECASE)
+TOKENIZER_FOLDER = re.compile(r"umt5.*tokenizer|tokenizer.*umt5", re.IGNORECASE)
+
+
+def is_wan_t2v(shapes: Shapes) -> bool:
+    """A Wan 2.1 text-to-video transformer file (image-to-video ones take 36 channels)."""
+    if not is_wan_transformer(shapes):
+        return False
+    _prefix, s = strip_prefix(shapes, PREFIXES)
+    patch = s.get("patch_embedding.weight")
+    image = any(k.startswith(("img_emb.", "condition_embedder.image_embedder.")) for k in s)
+    return patch is not None and len(patch) > 1 and is_text_to_video(
+        {"in_channels": patch[1], "image_dim": 1 if image else None}
+    )
+
+
+def vae_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
+    """The 16-channel Wan 2.1 VAE; a Wan name ranks first."""
+    named = 1 if WAN_NAME.search(entry.name) else 0
+    if entry.is_folder:
+        config = read_json(entry.path / "config.json")
+        if config is None or config.get("_class_name") != wan_vae.CLASS_NAME:
+            return None
+        return named if config.get("z_dim", wan_vae.LATENT_CHANNELS) == 16 else None
+    shapes = read_shapes(entry.path)
+    if shapes is None or not wan_vae.is_wan_vae(shapes):
+        return None
+    return named if wan_vae.latent_channels(shapes) == wan_vae.LATENT_CHANNELS else None
+
+
+def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
+    """A UMT5 as wide as the transformer's text input; a UMT5 name ranks first."""
+    named = 1 if UMT5_NAME.search(entry.name) else 0
+    if entry.is_folder:
+        config = read_json(entry.path / "config.json")
+        if config is None or config.get("model_type") != umt5.MODEL_TYPE:
+            return None
+        width = config.get("d_model")
+    else:
+        shapes = read_shapes(entry.path)
+        if shapes is None or not umt5.is_umt5(shapes):
+            return None
+        width = umt5.hidden_size(shapes)
+    wanted = text_width_of(transformer)
+    return None if wanted is not None and width != wanted else named
+
+
+def text_width_of(transformer: Source | None) -> int | None:
+    config = None if transformer is None else config_of(transformer)
+    value = None if config is None else config.get("text_dim")
+    return value if isinstance(value, int) else None
+
+
+def flow_shift(scheduler: Source | None) -> float:
+    """The shift of the scheduler config beside a diffusers model, or Wan 2.1's own."""
+    config = DEFAULT_SCHEDULER_CONFIG
+    if scheduler is not None:
+        config = read_json(scheduler.location / "scheduler_config.json") or {}
+    shift = config.get("flow_shift", config.get("shift"))
+    return float(shift) if isinstance(shift, int | float) else DEFAULT_SHIFT
+
+
+RULES = StackRules(
+    title=TITLE,
+    family=FAMILY,
+    model=ModelRule(
+        title="Wan 2.1 text-to-video diffusion model",
+        override="INLINE_WAN_MODEL",
+        pipeline_prefix="WanPipeline",
+        transformer_class=CLASS_NAME,
+        recognize=is_wan_t2v,
+        name=re.compile(r"wan2?\.?1.*t2v", re.IGNORECASE),
+        hint=(
+            "put a Wan 2.1 text-to-video model (wan2.1_t2v_1.3B_fp16.safetensors, or a diffusers "
+            "Wan folder) in {root}/diffusion_models, or set INLINE_WAN_MODEL"
+        ),
+    ),
+    parts=(
+        PartRule(
+            part="vae",
+            label="vae",
+            title="Wan 2.1 VAE",
+            category="vae",
+            subfolder="vae",
+            override="INLINE_WAN_VAE",
+            score=vae_score,
+            hint=(
+                "put the Wan 2.1 VAE (wan_2.1_vae.safetensors) in {root}/vae, or set "
+                "INLINE_WAN_VAE"
+            ),
+        ),
+        PartRule(
+            part="text_encoder",
+            label="text encoder",
+            title="UMT5 text encoder (the one Wan is conditioned on)",
+            category="text_encoders",
+            subfolder="text_encoder",
+            override="INLINE_WAN_TEXT_ENCODER",
+            score=encoder_score,
+            hint=(
+                "put the UMT5-XXL text encoder (umt5_xxl_fp16.safetensors, or an HF folder with "
+                "its tokenizer) in {root}/text_encoders, or set INLINE_WAN_TEXT_ENCODER"
+            ),
+        ),
+    ),
+    tokenizer=TokenizerRule(
+        part="text_encoder",
+        fallback=lambda: None,
+        folder=TOKENIZER_FOLDER,
+        hint=(
+            "a single-file UMT5 text encoder needs google/umt5-xxl's tokenizer files "
+            "(tokenizer.json or spiece.model, tokenizer_config.json) in a folder "
+            "{root}/text_encoders/umt5-xxl-tokenizer/; or use an HF text-encoder folder that "
+            "includes its tokenizer"
+        ),
+    ),
+)

@@ -1,0 +1,169 @@
+"""Wan 2.1 text-to-video as a step pipeline (spec 003): the arithmetic of diffusers' `WanPipeline`,
+per request.
+
+`prepare_encode` encodes the prompts (UMT5, padded to 512 tokens), draws the noise and gives the
+request its own UniPC scheduler; `denoise_step` runs one transformer forward over a batch of
+requests of one latent shape (their positives, then the negatives of those with guidance);
+`step_scheduler` advances one request; `post_decode` decodes it, latent frame by latent frame,
+handing each chunk of frames to the request's `on_chunk` as it is decoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, cast
+
+import numpy as np
+import torch
+from torch import nn
+
+from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
+from inline_core.diffusion.libs import module
+from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.vae.wan_vae import WanVAE
+from inline_core.families.wan.request import WanRequest, new_request
+from inline_core.runtime.video import Frames, Video
+
+
+def to_pixels(video: torch.Tensor, value_range: tuple[float, float]) -> Frames:
+    """(1, 3, F, H, W) floats in `value_range` -> (F, H, W, 3) uint8, rounded as diffusers'
+    video processor rounds them."""
+    low, high = value_range
+    scale = 1.0 / (high - low)
+    unit = (video[0].float() * scale - low * scale).clamp(0, 1)
+    frames = unit.permute(1, 2, 3, 0).cpu().numpy()
+    return (frames * 255).round().astype(np.uint8)
+
+
+class WanStepPipeline:
+    """Drives one loaded Wan stack, prompt to video. Requests of the same pipeline and latent
+    shape share a forward."""
+
+    _dit_modules = ["transformer"]
+    _encoder_modules = ["text_encoder.model"]
+    _vae_modules = ["vae.autoencoder"]
+    _resident_modules: list[str] = []
+
+    def __init__(
+        self,
+        *,
+        text_encoder: PaddedT5Encoder,
+        transformer: nn.Module,
+        vae: WanVAE,
+        placement: PlacementLike,
+        swap: OffloadSwap,
+        scheduler_config: Mapping[str, Any],
+        model_key: Hashable,
+        serial_phases: bool = False,
+    ) -> None:
+        self.text_encoder = text_encoder
+        self.transformer = transformer
+        self.vae = vae
+        self.placement = placement
+        self.swap = swap
+        self.device = torch.device(placement.device)
+        self.dtype = torch_dtype(placement.dtype)
+        self.scheduler_config = dict(scheduler_config)
+        self.model_key = model_key
+        self.serial_phases = serial_phases  # with CPU offload, encode/decode run between steps
+
+    @property
+    def in_channels(self) -> int:
+        return int(cast(Any, self.transformer).config.in_channels)
+
+    def request(self, **kwargs: Any) -> WanRequest:
+        return new_request(self.model_key, **kwargs)
+
+    def new_scheduler(self, state: WanRequest) -> Any:
+        config = dict(self.scheduler_config)
+        if state.shift is not None:
+            config["flow_shift"] = state.shift
+        scheduler = module("diffusers").UniPCMultistepScheduler.from_config(config)
+        scheduler.set_timesteps(state.steps, device=self.device)
+        scheduler.set_begin_index(0)
+        return scheduler
+
+    # -- step protocol ---------------------------------------------------------------------------
+
+    def prepare_encode(self, state: WanRequest, /) -> WanRequest:
+        with torch.inference_mode():
+            if state.positive is None:
+                state.positive = self.text_encoder.encode(state.prompt)
+            if state.cfg and state.negative is None:
+                state.negative = self.text_encoder.encode(state.negative_prompt)
+            generator = torch.Generator("cpu").manual_seed(state.seed)
+            shape = (1, self.in_channels, *state.latent_shape)
+            noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(self.device)
+            state.latents = Latents(noise, shape)
+            state.scheduler = self.new_scheduler(state)
+            state.prepared = True
+        return state
+
+    def denoise_step(self, states: Sequence[WanRequest], /) -> list[torch.Tensor]:
+        with torch.inference_mode():
+            rows = [(s, cast(Conditioning, s.positive)) for s in states]
+            rows += [(s, cast(Conditioning, s.negative)) for s in states if s.cfg]
+            out = self._forward(rows)
+            negatives = iter(out[len(states) :])
+            preds: list[torch.Tensor] = []
+            for i, s in enumerate(states):
+                pred = out[i : i + 1]
+                if s.cfg:
+                    uncond = next(negatives).unsqueeze(0)
+                    pred = uncond + s.guidance * (pred - uncond)
+                preds.append(pred)
+            return preds
+
+    def _forward(self, rows: list[tuple[WanRequest, Conditioning]]) -> torch.Tensor:
+        hidden = torch.cat([cast(torch.Tensor, _prepared(s).value) for s, _c in rows])
+        timestep = torch.cat([_timestep(s).expand(1) for s, _c in rows])
+        text = torch.stack([cast(torch.Tensor, c.value) for _s, c in rows])
+        with self.swap.use(self.transformer, self.placement):
+            return cast(
+                torch.Tensor,
+                self.transformer(
+                    hidden_states=hidden.to(self.dtype),
+                    timestep=timestep,
+                    encoder_hidden_states=text.to(self.device, self.dtype),
+                    return_dict=False,
+                )[0],
+            )
+
+    def step_scheduler(self, state: WanRequest, noise_pred: Any, /) -> None:
+        latents = _prepared(state)
+        with torch.inference_mode():
+            stepped = state.scheduler.step(
+                noise_pred, _timestep(state), latents.value, return_dict=False
+            )[0]
+        state.latents = Latents(stepped, latents.shape)
+        state.step_index += 1
+
+    def post_latents(self, state: WanRequest, /) -> Latents:
+        """The final latents, undecoded (`components.step.SupportsLatentOutput`)."""
+        latents = _prepared(state)
+        # The state may outlive the render: drop its tensors (the scheduler keeps past outputs).
+        state.latents = state.positive = state.negative = state.scheduler = None
+        return latents
+
+    def post_decode(self, state: WanRequest, /) -> Video:
+        latents = self.post_latents(state)
+        chunks: list[Frames] = []
+        done = 0
+        for chunk in self.vae.decode_chunks(latents):
+            pixels = to_pixels(chunk, self.vae.chunk_value_range)
+            if state.on_chunk is not None:
+                state.on_chunk(done, pixels, state.frames)
+            chunks.append(pixels)
+            done += pixels.shape[0]
+        return Video(np.concatenate(chunks), state.fps, state.format)
+
+
+def _prepared(state: WanRequest) -> Latents:
+    if state.scheduler is None or state.latents is None:
+        raise RuntimeError("prepare_encode has not run for this request")
+    return state.latents
+
+
+def _timestep(state: WanRequest) -> torch.Tensor:
+    return cast(torch.Tensor, state.scheduler.timesteps[state.step_index])

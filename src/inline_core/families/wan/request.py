@@ -1,0 +1,95 @@
+"""One Wan render's state, and the checks a request must pass (torch-free).
+
+The state is what `WanStepPipeline` steps (it implements `components.step.StepState`). Its input
+fields cross into a worker group as they are (`parallel/wire.py`); the `LOCAL` ones are made where
+the request runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.errors import InvalidRequest
+from inline_core.parallel.wire import LOCAL
+
+SPATIAL_FACTOR = 8  # the Wan 2.1 VAE: 8x down in space
+TEMPORAL_FACTOR = 4  # and 4x in time, after the first frame
+PATCH = 2  # the transformer patchifies latents 1x2x2
+MAX_PROMPT_TOKENS = 512  # WanPipeline's max_sequence_length
+FORMATS = ("mp4", "png")
+
+
+@dataclass(eq=False)
+class WanRequest:
+    prompt: str
+    width: int
+    height: int
+    frames: int
+    steps: int
+    guidance: float  # diffusers' guidance_scale: classifier-free guidance above 1
+    seed: int
+    negative_prompt: str = ""
+    shift: float | None = None  # the scheduler's flow shift (None: the model's own)
+    fps: int = 16
+    format: str = "mp4"
+    positive: Conditioning | None = None
+    negative: Conditioning | None = None
+    model_key: Hashable = field(default="", metadata=LOCAL)
+    step_index: int = field(default=0, metadata=LOCAL)
+    prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
+    scheduler: Any = field(default=None, metadata=LOCAL)  # its private UniPC copy
+    latents: Latents | None = field(default=None, metadata=LOCAL)
+    # Called with each decoded chunk's first frame index and frames (the run streams them).
+    on_chunk: Any = field(default=None, metadata=LOCAL)
+
+    @property
+    def cfg(self) -> bool:
+        return self.guidance > 1
+
+    @property
+    def latent_shape(self) -> tuple[int, int, int]:
+        """(frames, height, width) of the latents."""
+        return (
+            (self.frames - 1) // TEMPORAL_FACTOR + 1,
+            self.height // SPATIAL_FACTOR,
+            self.width // SPATIAL_FACTOR,
+        )
+
+    @property
+    def step_count(self) -> int:
+        return self.steps
+
+    @property
+    def done(self) -> bool:
+        return self.prepared and self.step_index >= self.step_count
+
+    @property
+    def batch_key(self) -> Hashable:
+        # The transformer takes one batched tensor: only requests of one latent shape share it.
+        return ("wan", self.model_key, self.cfg, self.latent_shape)
+
+    @property
+    def tokens(self) -> int:
+        f, h, w = self.latent_shape
+        return f * (h // PATCH) * (w // PATCH) * (2 if self.cfg else 1)
+
+
+def new_request(model_key: Hashable, **kwargs: Any) -> WanRequest:
+    """A request state, checked: sizes the VAE and patches allow, 4k+1 frames, a known format."""
+    state = WanRequest(**kwargs, model_key=model_key)
+    multiple = SPATIAL_FACTOR * PATCH
+    if state.width % multiple or state.height % multiple:
+        raise InvalidRequest(f"width and height must be multiples of {multiple}")
+    if state.frames < 1 or (state.frames - 1) % TEMPORAL_FACTOR:
+        raise InvalidRequest(
+            f"frames must be 4k+1 (1, 5, 9, ..., 81), not {state.frames}: the VAE decodes the "
+            "first frame alone and four frames per latent frame after it"
+        )
+    if state.format not in FORMATS:
+        raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, not {state.format!r}")
+    if state.steps < 1:
+        raise InvalidRequest("steps must be at least 1")
+    return state

@@ -1,0 +1,95 @@
+"""Video takes: frames (uint8 RGB) encoded as H.264 MP4 or a lossless animated PNG (torch-free).
+
+MP4 goes through PyAV (the `video` extra; `startup_checks` names it when missing): libx264,
+yuv420p (what every player takes), fragmented so the first bytes are ready before the last frame.
+APNG goes through Pillow, lossless, for exact comparisons.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import io
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from inline_core.errors import RunFailed
+
+Frames = npt.NDArray[np.uint8]  # (frames, height, width, 3)
+SUFFIXES = {"mp4": ".mp4", "png": ".apng"}  # the take file; its content type follows (media.py)
+VIDEO_MODULE = "av"
+VIDEO_HINT = "install the video extra for MP4 takes: pip install 'inline-core[video]'"
+
+
+@dataclass(frozen=True)
+class Video:
+    """A rendered video: its frames, how fast they play and how the take encodes them."""
+
+    frames: Frames
+    fps: int
+    format: str = "mp4"
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return int(self.frames.shape[2]), int(self.frames.shape[1])
+
+
+def video_available() -> bool:
+    return importlib.util.find_spec(VIDEO_MODULE) is not None
+
+
+def encode(video: Video) -> bytes:
+    if video.format == "png":
+        return encode_apng(video)
+    if video.format == "mp4":
+        return encode_mp4(video)
+    raise RunFailed(f"unknown video format {video.format!r}")
+
+
+def encode_apng(video: Video) -> bytes:
+    images = [Image.fromarray(frame, "RGB") for frame in video.frames]
+    buf = io.BytesIO()
+    images[0].save(
+        buf,
+        format="PNG",
+        save_all=True,
+        append_images=images[1:],
+        duration=1000 / video.fps,
+        loop=0,
+        compress_level=1,
+    )
+    return buf.getvalue()
+
+
+def encode_mp4(video: Video) -> bytes:
+    if not video_available():
+        raise RunFailed(f"MP4 takes need PyAV: {VIDEO_HINT}")
+    av = cast(Any, importlib.import_module(VIDEO_MODULE))
+    width, height = video.size
+    # yuv420p halves the chroma planes: odd sides are padded by one edge row or column.
+    frames = np.pad(video.frames, ((0, 0), (0, height % 2), (0, width % 2), (0, 0)), mode="edge")
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="mp4", options={"movflags": "frag_keyframe+empty_moov"}) as out:
+        stream = out.add_stream("libx264", rate=video.fps)
+        stream.width, stream.height = frames.shape[2], frames.shape[1]
+        stream.pix_fmt = "yuv420p"
+        for frame in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return buf.getvalue()
+
+
+def decode_apng(data: bytes) -> Frames:
+    """The frames of an animated PNG (the tests' exact comparisons)."""
+    image = Image.open(io.BytesIO(data))
+    frames: list[Frames] = []
+    for index in range(getattr(image, "n_frames", 1)):
+        image.seek(index)
+        frames.append(np.asarray(image.convert("RGB"), dtype=np.uint8))
+    return np.stack(frames)

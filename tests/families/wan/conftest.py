@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # helpers live next to this file
+    sys.path.insert(0, str(HERE))
+
+from inline_core.families.wan.kit import WanKit, build_kit  # noqa: E402
+from inline_core.sampling.loop import StepLoopSampler  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def wan_kit(tmp_path_factory: pytest.TempPathFactory) -> WanKit:
+    """The tiny Wan models in both layouts, built once per session (a few seconds)."""
+    return build_kit(tmp_path_factory.mktemp("wan") / "models")
+
+
+@pytest.fixture(scope="session")
+def wan_sampler() -> Iterator[StepLoopSampler]:
+    s = StepLoopSampler()
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def wan_reference(wan_kit: WanKit) -> Any:
+    """diffusers' own WanPipeline over the kit's diffusers folder: the pixel reference."""
+    import torch
+    from diffusers import WanPipeline  # pyright: ignore[reportPrivateImportUsage]
+
+    assert wan_kit.diffusers_dir is not None
+    pipe: Any = WanPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+        str(wan_kit.diffusers_dir), dtype=torch.float32, local_files_only=True
+    )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe

@@ -1,0 +1,196 @@
+"""Wan end to end through the HTTP API, in process (ASGI) and on a real uvicorn: a prompt graph
+renders a video take (H.264 MP4 by default, a lossless APNG on request) stored and served like an
+image take, each decoded chunk is streamed on the run's socket before the take, and bad params and
+missing pieces are refused at submit with 422 naming them."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import av
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+from wan_harness import PROMPT, reference_frames
+from websockets.exceptions import ConnectionClosedOK
+from websockets.sync.client import connect
+
+from inline_core.config import Config
+from inline_core.families.wan.descriptor import NODE_TYPE
+from inline_core.families.wan.kit import WanKit
+from inline_core.runtime.video import decode_apng
+from inline_core.server.app import create_app
+from tests.server.server_support import post_run, running_server, slow_graph, wait_finished
+
+RENDER: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "steps": 3, "seed": 11}
+
+
+def wan_graph(prompt: str = PROMPT, image: str | None = None, **params: Any) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "id": "w",
+        "type": NODE_TYPE,
+        "params": {**RENDER, **params},
+        "inputs": {"prompt": {"from": "p", "output": "text"}},
+    }
+    nodes: list[dict[str, Any]] = [{"id": "p", "type": "input/text", "params": {"text": prompt}}]
+    if image is not None:
+        asset = {"ref": "asset", "id": image}
+        nodes.append({"id": "i", "type": "input/image", "params": {"asset": asset}})
+        node["inputs"]["image"] = {"from": "i", "output": "image"}
+    return {"schemaVersion": 1, "nodes": [*nodes, node]}
+
+
+@pytest.fixture
+def client(wan_kit: WanKit, tmp_path: Path) -> Iterator[TestClient]:
+    config = Config(
+        models_dir=wan_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
+    )
+    with TestClient(create_app(config)) as c:
+        yield c
+
+
+def finished_state(client: TestClient, run_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while True:  # a liveness bound, not a timing test
+        state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
+        if state["status"] in ("done", "error", "cancelled"):
+            return state
+        assert time.monotonic() < deadline, state
+        time.sleep(0.02)
+
+
+def submit(client: TestClient, graph: dict[str, Any]) -> dict[str, Any]:
+    response = client.post("/v1/runs", json={"graph": graph, "target": "w"})
+    assert response.status_code == 201, response.text
+    return finished_state(client, str(response.json()["runId"]))
+
+
+def mp4_frames(data: bytes) -> tuple[str, str, int]:
+    with av.open(io.BytesIO(data), "r") as container:
+        stream = container.streams.video[0]
+        count = sum(1 for _frame in container.decode(stream))
+        return stream.codec_context.name, str(stream.codec_context.pix_fmt), count
+
+
+def test_default_take_is_an_h264_mp4_served_as_video(client: TestClient) -> None:
+    state = submit(client, wan_graph())
+    assert state["status"] == "done", state
+    (take,) = state["takes"]
+    assert take["kind"] == "video"
+    response = client.get(take["uri"])
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "video/mp4"
+    data = response.content
+    assert take["hash"] == "sha256-" + hashlib.sha256(data).hexdigest()
+    assert mp4_frames(data) == ("h264", "yuv420p", 9)
+    assert take["params"]["frames"] == 9 and take["params"]["fps"] == 16
+
+
+def test_png_take_is_the_wan_pipelines_frames_exactly(
+    client: TestClient, wan_reference: Any
+) -> None:
+    state = submit(client, wan_graph(format="png", guidance=1.0, model="wan2.1_t2v_tiny_diffusers"))
+    assert state["status"] == "done", state
+    (take,) = state["takes"]
+    response = client.get(take["uri"])
+    assert response.headers["content-type"] == "image/apng"
+    frames = decode_apng(response.content).astype(np.int16)
+    ref = reference_frames(wan_reference, guidance=1.0)
+    assert np.array_equal(frames, ref)
+    again = client.get(take["uri"])  # immutable: the same bytes every time
+    assert again.content == response.content
+
+
+@pytest.mark.parametrize(
+    ("params", "with_image", "names"),
+    [
+        ({"frames": 80}, False, "'frames'"),
+        ({"width": 40}, False, "width"),
+        ({"format": "gif"}, False, "format"),
+        ({}, True, "image"),
+    ],
+    ids=["frames-not-4k+1", "width-not-16", "unknown-format", "image-into-t2v"],
+)
+def test_bad_params_are_refused_at_submit(
+    client: TestClient, params: dict[str, Any], with_image: bool, names: str
+) -> None:
+    image = None
+    if with_image:
+        buf = io.BytesIO()
+        Image.new("RGB", (48, 32), (200, 100, 50)).save(buf, format="PNG")
+        uploaded = client.post(
+            "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
+        )
+        assert uploaded.status_code == 201, uploaded.text
+        image = str(uploaded.json()["id"])
+    graph = wan_graph(image=image, **params)
+    response = client.post("/v1/runs", json={"graph": graph, "target": "w"})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert names in error["message"]
+
+
+def test_a_missing_vae_is_model_missing_naming_it_and_where_it_goes(
+    wan_kit: WanKit, tmp_path: Path
+) -> None:
+    assert wan_kit.diffusion_file is not None and wan_kit.text_encoder_file is not None
+    assert wan_kit.tokenizer_dir is not None
+    models = tmp_path / "models"
+    (models / "diffusion_models").mkdir(parents=True)
+    (models / "text_encoders").mkdir()
+    shutil.copy(wan_kit.diffusion_file, models / "diffusion_models")
+    shutil.copy(wan_kit.text_encoder_file, models / "text_encoders" / "umt5.safetensors")
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        response = client.post("/v1/runs", json={"graph": wan_graph(), "target": "w"})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "model_missing" and error["nodeId"] == "w"
+    assert "vae" in error["message"] and str(models / "vae") in error["message"]
+    assert "wan_2.1_vae.safetensors" in error["message"]
+    assert "tokenizer" in error["message"]  # the single-file UMT5 has none beside it
+    assert "umt5-xxl-tokenizer" in error["message"]
+
+
+def test_live_server_streams_chunks_then_the_take(wan_kit: WanKit, tmp_path: Path) -> None:
+    """The socket is open before the render starts: one run worker, held by a slow test node
+    until the Wan run's socket is connected, then cancelled."""
+    shutil.copytree(wan_kit.root, tmp_path / "models")
+    env = {"INLINE_DTYPE": "float32", "INLINE_RUN_WORKERS": "1"}
+    with running_server(tmp_path, env=env) as live:
+        blocker = post_run(live, slow_graph(steps=100_000, delay=0.01), "s")
+        assert blocker.status_code == 201, blocker.text
+        blocker_id = str(blocker.json()["runId"])
+        response = post_run(live, wan_graph(frames=13), "w")
+        assert response.status_code == 201, response.text
+        run_id = str(response.json()["runId"])
+        events: list[dict[str, Any]] = []
+        with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
+            events.append(json.loads(ws.recv(timeout=30)))  # the snapshot: subscribed
+            assert events[0]["state"]["status"] == "queued"
+            httpx.delete(f"{live.base}/v1/runs/{blocker_id}", timeout=30)
+            try:
+                while True:
+                    events.append(json.loads(ws.recv(timeout=120)))
+            except ConnectionClosedOK:
+                pass
+        state = wait_finished(live, run_id, timeout=120)
+        assert state["status"] == "done", live.log()
+        (take,) = state["takes"]
+        video = httpx.get(live.base + take["uri"], timeout=30)
+    assert video.headers["content-type"] == "video/mp4"
+    assert mp4_frames(video.content)[2] == 13
+    kinds = [(e["type"], e.get("nodeId")) for e in events]
+    chunks = [e for e in events if e["type"] == "chunk"]
+    assert [(c["firstFrame"], c["frames"]) for c in chunks] == [(0, 1), (1, 4), (5, 4), (9, 4)]
+    assert all(c["totalFrames"] == 13 and c["nodeId"] == "w" for c in chunks)
+    assert kinds.index(("chunk", "w")) < kinds.index(("node_done", "w"))
