@@ -179,10 +179,10 @@ def sample(
         pipeline: Any = runtime.stacks().denoiser(
             family, model.transformer, model.scheduler, ctx.run_id
         )
-        run = _jobs(pipeline, runtime.sampler.run)
+        run = _jobs(pipeline, runtime.sampler.run, runtime)
     else:
         group, pipeline = split
-        run = _jobs(pipeline, group.run)
+        run = _jobs(pipeline, group.run, runtime)
         group.start(pipeline)  # the ranks load the transformer: part of the loading phase
     reporter.phase("loading", 1.0)
     ctx.cancel.raise_if_cancelled()
@@ -221,11 +221,13 @@ def sample(
 _BatchRun = Callable[[Sequence[Any], ExecutionContext, NodeReporter], list[Latents]]
 
 
-def _jobs(pipeline: Any, run_job: Callable[[SampleJob], Any]) -> _BatchRun:
+def _jobs(pipeline: Any, run_job: Callable[[SampleJob], Any], runtime: ModelRuntime) -> _BatchRun:
     def run(states: Sequence[Any], ctx: ExecutionContext, reporter: NodeReporter) -> list[Latents]:
         """The batch's items at once, so their forwards can be batched, reported as one count
-        over all of them (each item's count is known once it steps)."""
+        over all of them (each item's count is known once it steps); their previews share one
+        channel, so the newest of any item is the node's preview."""
         progress = _BatchProgress(len(states), reporter.step, [int(s.step_count) for s in states])
+        preview = runtime.preview_sink(ctx.preview, ctx.run_id, reporter.node_id)
         jobs = [
             SampleJob(
                 pipeline=pipeline,
@@ -234,6 +236,7 @@ def _jobs(pipeline: Any, run_job: Callable[[SampleJob], Any]) -> _BatchRun:
                 on_phase=reporter.phase,
                 on_step=progress.callback(index),
                 label=f"{ctx.run_id}/{reporter.node_id}#{index}",
+                preview=preview,
             )
             for index, state in enumerate(states)
         ]

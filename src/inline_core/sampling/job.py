@@ -18,6 +18,13 @@ def _ignore_step(_step: int, _count: int) -> None:
     return None
 
 
+class PreviewSink(Protocol):
+    """Where a job's step previews go (`sampling/previews.py`): called on the loop thread with the
+    x0 estimate after each step, so it must only hand the value over, never render it there."""
+
+    def offer(self, latents: Any, latent_format: str, step: int, step_count: int, /) -> None: ...
+
+
 class RemoteHandle(Protocol):
     """A handle on a pipeline that lives elsewhere (a worker group's ranks): what the group's
     sampler reads of it (`parallel.remote.RemotePipeline`)."""
@@ -43,6 +50,9 @@ class SampleJob:
     on_phase: Callable[[str], None] = _ignore_phase  # "encode" | "sample" | "decode"
     on_step: Callable[[int, int], None] = _ignore_step  # (steps done, step count)
     label: str = ""
+    # Step previews (None: off, and the loop does nothing for them). Taken only from a pipeline
+    # that supports them (`components.step.SupportsPreview`).
+    preview: PreviewSink | None = None
 
     @property
     def step_pipeline(self) -> StepPipeline:

@@ -76,6 +76,7 @@ class FamilyNodeRunner(NodeRunner):
             on_phase=reporter.phase,
             on_step=reporter.step,
             label=f"{ctx.run_id}/{node_id}",
+            preview=self.runtime.preview_sink(ctx.preview, ctx.run_id, node_id),
         )
         output: object = accelerator.run(job)
         reporter.phase("save")

@@ -30,6 +30,9 @@ from inline_core.families.zimage.denoiser import ZImageDenoiser
 from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, new_request
 from inline_core.families.zimage.xdit import XDIT_MODEL
 
+# Z-Image's latents are the FLUX autoencoder's (`diffusion/preview/formats.py`).
+PREVIEW_FORMAT = "flux"
+
 
 def model_time(timesteps: torch.Tensor) -> torch.Tensor:
     """The timestep as Z-Image's transformer takes it: `(1000 - t) / 1000`."""
@@ -177,6 +180,16 @@ class ZImageDenoisePipeline:
         with torch.inference_mode():
             state.latents = schedule.step(state.step_index, noise_pred, lat)
         state.step_index += 1
+
+    # -- previews (components.step.SupportsPreview) ------------------------------------------------
+
+    def preview_format(self, state: ZImageRequest, /) -> str:
+        return PREVIEW_FORMAT
+
+    def preview_latents(self, state: ZImageRequest, noise_pred: Any, /) -> torch.Tensor:
+        schedule, lat = _prepared(state)
+        with torch.inference_mode():
+            return schedule.x0_estimate(state.step_index, noise_pred, lat)
 
     def post_latents(self, state: ZImageRequest, /) -> Latents:
         """The final latents, undecoded (`components.step.SupportsLatentOutput`)."""

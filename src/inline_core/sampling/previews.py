@@ -1,0 +1,134 @@
+"""`PreviewWorker`: step previews rendered off the step loop, newest first, stale ones dropped.
+
+The loop hands each previewed job's x0 estimate to that job's `PreviewChannel` (`offer`: a store
+into one slot, no copy, no wait). One worker thread renders what the channels hold: a channel
+offered a newer estimate before the worker reached the older one keeps only the newer (the
+older is dropped, counted), so a slow render or a slow client never builds a backlog, and the loop
+never waits on a preview. Rendering is the caller's function (torch lives there, not here); a
+render that raises is logged and the render goes on without that preview.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# (latents, latent format) -> an encoded image; (image, step, step count) -> delivered.
+Render = Callable[[Any, str], Any]
+Deliver = Callable[[Any, int, int], None]
+
+
+@dataclass
+class PreviewCounters:
+    offered: int = 0
+    rendered: int = 0
+    dropped: int = 0  # replaced by a newer estimate before they were rendered
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class _Offer:
+    latents: Any
+    latent_format: str
+    step: int
+    step_count: int
+
+
+class PreviewChannel:
+    """One job's previews: the newest offer waiting, rendered by its worker."""
+
+    def __init__(self, worker: PreviewWorker, render: Render, deliver: Deliver) -> None:
+        self._worker = worker
+        self.render = render
+        self.deliver = deliver
+        self.pending: _Offer | None = None  # guarded by the worker's lock
+
+    def offer(self, latents: Any, latent_format: str, step: int, step_count: int, /) -> None:
+        self._worker.put(self, _Offer(latents, latent_format, step, step_count))
+
+
+class PreviewWorker:
+    def __init__(self, name: str = "inline-previews") -> None:
+        self._name = name
+        self._cond = threading.Condition()
+        self._ready: list[PreviewChannel] = []  # channels with an offer waiting, oldest first
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._busy = False  # a render in progress
+        self.counters = PreviewCounters()
+
+    def channel(self, render: Render, deliver: Deliver) -> PreviewChannel:
+        return PreviewChannel(self, render, deliver)
+
+    def put(self, channel: PreviewChannel, offer: _Offer) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self.counters.offered += 1
+            if channel.pending is not None:
+                self.counters.dropped += 1  # the worker had not reached it: newest wins
+            else:
+                self._ready.append(channel)
+            channel.pending = offer
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until `idle()` (tests and benches); False if it did not happen in `timeout`."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._ready and not self._busy, timeout)
+
+    def stats(self) -> dict[str, int]:
+        c = self.counters
+        return {
+            "offered": c.offered,
+            "rendered": c.rendered,
+            "dropped": c.dropped,
+            "failed": c.failed,
+        }
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            for channel in self._ready:
+                channel.pending = None
+            self._ready.clear()
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10.0)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._ready and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                channel = self._ready.pop(0)
+                offer, channel.pending = channel.pending, None
+                self._busy = True
+            try:
+                if offer is not None:
+                    self._render(channel, offer)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _render(self, channel: PreviewChannel, offer: _Offer) -> None:
+        try:
+            image = channel.render(offer.latents, offer.latent_format)
+            channel.deliver(image, offer.step, offer.step_count)
+        except Exception:
+            self.counters.failed += 1
+            log.exception("a step preview failed; the render goes on without it")
+            return
+        self.counters.rendered += 1
