@@ -161,3 +161,23 @@ def test_previewed_jobs_still_share_one_forward(
     assert ("a", "b", "c") in pipeline.batches
     for delivered in outputs.values():
         assert delivered.steps[-1] == 4
+
+
+def test_flush_waits_for_the_last_offer_to_be_delivered(worker: PreviewWorker) -> None:
+    started, release = threading.Event(), threading.Event()
+    delivered = Delivered()
+
+    def slow(latents: Any, latent_format: str) -> Any:
+        started.set()
+        release.wait(30.0)
+        return latents
+
+    channel = worker.channel(slow, delivered)
+    assert channel.flush(0.0)  # nothing offered: nothing to wait for
+    channel.offer("x1", "toy", 1, 2)
+    assert started.wait(30.0)
+    channel.offer("x2", "toy", 2, 2)
+    assert not channel.flush(0.01)  # rendering, and one more waiting
+    release.set()
+    assert channel.flush(30.0)
+    assert delivered.steps == [1, 2]

@@ -41,7 +41,7 @@ from inline_core.families.nodes.handles import (
 from inline_core.families.nodes.settings import SampleSettings
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import NodeReporter
-from inline_core.sampling.job import SampleJob
+from inline_core.sampling.job import PREVIEW_FLUSH_S, SampleJob
 
 # -- loaders: bring the weights into the resident cache ------------------------------------------
 
@@ -240,7 +240,10 @@ def _jobs(pipeline: Any, run_job: Callable[[SampleJob], Any], runtime: ModelRunt
             )
             for index, state in enumerate(states)
         ]
-        return [_latents(out) for out in _run_all(run_job, jobs)]
+        outputs = _run_all(run_job, jobs)
+        if preview is not None:  # the last preview out before the run can end
+            preview.flush(PREVIEW_FLUSH_S)
+        return [_latents(out) for out in outputs]
 
     return run
 

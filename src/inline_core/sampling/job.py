@@ -18,11 +18,20 @@ def _ignore_step(_step: int, _count: int) -> None:
     return None
 
 
+# How long a finished job's runner waits for its last preview to be delivered (a bound: the
+# render of one preview takes milliseconds).
+PREVIEW_FLUSH_S = 2.0
+
+
 class PreviewSink(Protocol):
     """Where a job's step previews go (`sampling/previews.py`): called on the loop thread with the
     x0 estimate after each step, so it must only hand the value over, never render it there."""
 
     def offer(self, latents: Any, latent_format: str, step: int, step_count: int, /) -> None: ...
+
+    def flush(self, timeout: float, /) -> bool:
+        """Wait until every offer is delivered (off the loop: the job's runner, once it is done)."""
+        ...
 
 
 class RemoteHandle(Protocol):

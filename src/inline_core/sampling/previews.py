@@ -51,6 +51,11 @@ class PreviewChannel:
     def offer(self, latents: Any, latent_format: str, step: int, step_count: int, /) -> None:
         self._worker.put(self, _Offer(latents, latent_format, step, step_count))
 
+    def flush(self, timeout: float) -> bool:
+        """Wait until what was offered is delivered (the run's runner calls it once its job is
+        done, so its last preview is out before the run ends); False if `timeout` passed."""
+        return self._worker.wait_delivered(self, timeout)
+
 
 class PreviewWorker:
     def __init__(self, name: str = "inline-previews") -> None:
@@ -59,7 +64,7 @@ class PreviewWorker:
         self._ready: list[PreviewChannel] = []  # channels with an offer waiting, oldest first
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._busy = False  # a render in progress
+        self._rendering: PreviewChannel | None = None  # whose render is in progress
         self.counters = PreviewCounters()
 
     def channel(self, render: Render, deliver: Deliver) -> PreviewChannel:
@@ -81,9 +86,18 @@ class PreviewWorker:
             self._cond.notify()
 
     def wait_idle(self, timeout: float) -> bool:
-        """Block until `idle()` (tests and benches); False if it did not happen in `timeout`."""
+        """Block until nothing waits or renders (tests, benches); False after `timeout`."""
         with self._cond:
-            return self._cond.wait_for(lambda: not self._ready and not self._busy, timeout)
+            return self._cond.wait_for(lambda: not self._ready and self._rendering is None, timeout)
+
+    def wait_delivered(self, channel: PreviewChannel, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: (
+                    self._closed or (channel.pending is None and self._rendering is not channel)
+                ),
+                timeout,
+            )
 
     def stats(self) -> dict[str, int]:
         c = self.counters
@@ -114,13 +128,13 @@ class PreviewWorker:
                     return
                 channel = self._ready.pop(0)
                 offer, channel.pending = channel.pending, None
-                self._busy = True
+                self._rendering = channel
             try:
                 if offer is not None:
                     self._render(channel, offer)
             finally:
                 with self._cond:
-                    self._busy = False
+                    self._rendering = None
                     self._cond.notify_all()
 
     def _render(self, channel: PreviewChannel, offer: _Offer) -> None:

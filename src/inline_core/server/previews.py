@@ -72,6 +72,12 @@ class PreviewSubscriber:
         except RuntimeError:  # the loop is gone: nobody is reading any more
             pass
 
+    def take(self) -> PreviewImage | None:
+        """The preview waiting now, if any (sent before a terminal event: the last one out)."""
+        with self._lock:
+            preview, self._waiting = self._waiting, None
+            return preview
+
     async def next(self) -> PreviewImage:
         while True:
             with self._lock:

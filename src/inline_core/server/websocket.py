@@ -122,6 +122,10 @@ async def _stream(
                 tasks[2] = preview
             if following.done():
                 event: WireEvent | None = following.result()
+                last = None if shown is None or not (event is None or event.terminal) else shown
+                waiting = None if last is None else last.take()
+                if waiting is not None:  # a run's last preview goes out before its end
+                    await _send_preview(websocket, waiting)
                 if event is None:
                     break
                 await websocket.send_text(event.text())

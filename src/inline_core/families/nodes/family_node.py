@@ -22,7 +22,7 @@ from inline_core.families.sources import Sources
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 from inline_core.runtime.context import ExecutionContext
-from inline_core.sampling.job import SampleJob
+from inline_core.sampling.job import PREVIEW_FLUSH_S, SampleJob
 from inline_core.takes import Take
 
 
@@ -79,6 +79,8 @@ class FamilyNodeRunner(NodeRunner):
             preview=self.runtime.preview_sink(ctx.preview, ctx.run_id, node_id),
         )
         output: object = accelerator.run(job)
+        if job.preview is not None:  # its last preview out before the run can end
+            job.preview.flush(PREVIEW_FLUSH_S)
         reporter.phase("save")
         chosen = {}
         if not call.params.get("model") and sources.model_name in family.catalog.options(
