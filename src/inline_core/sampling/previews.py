@@ -6,12 +6,18 @@ offered a newer estimate before the worker reached the older one keeps only the 
 older is dropped, counted), so a slow render or a slow client never builds a backlog, and the loop
 never waits on a preview. Rendering is the caller's function (torch lives there, not here); a
 render that raises is logged and the render goes on without that preview.
+
+The worker renders at most `duty` of the time (10%): after a render of r seconds it rests
+r * (1/duty - 1) before the next, so a costly method (a tiny decoder on a CPU) is coalesced into
+fewer previews instead of taking the step loop's processor (bench/previews.py). A runner waiting
+for its last preview (`flush`) cuts the rest short.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +27,8 @@ log = logging.getLogger(__name__)
 # (latents, latent format) -> an encoded image; (image, step, step count) -> delivered.
 Render = Callable[[Any, str], Any]
 Deliver = Callable[[Any, int, int], None]
+
+DUTY = 0.1  # the share of the time the worker may spend rendering
 
 
 @dataclass
@@ -58,8 +66,13 @@ class PreviewChannel:
 
 
 class PreviewWorker:
-    def __init__(self, name: str = "inline-previews") -> None:
+    def __init__(self, name: str = "inline-previews", duty: float = DUTY) -> None:
+        if not 0.0 < duty <= 1.0:
+            raise ValueError(f"duty is a share of the time, in (0, 1]; got {duty}")
         self._name = name
+        self._rest = 1.0 / duty - 1.0  # seconds of rest per second of rendering
+        self._rest_until = 0.0  # monotonic: no render starts before it (unless hurried)
+        self._hurry = 0  # flushes waiting
         self._cond = threading.Condition()
         self._ready: list[PreviewChannel] = []  # channels with an offer waiting, oldest first
         self._thread: threading.Thread | None = None
@@ -92,12 +105,17 @@ class PreviewWorker:
 
     def wait_delivered(self, channel: PreviewChannel, timeout: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(
-                lambda: (
-                    self._closed or (channel.pending is None and self._rendering is not channel)
-                ),
-                timeout,
-            )
+            self._hurry += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(
+                    lambda: (
+                        self._closed or (channel.pending is None and self._rendering is not channel)
+                    ),
+                    timeout,
+                )
+            finally:
+                self._hurry -= 1
 
     def stats(self) -> dict[str, int]:
         c = self.counters
@@ -122,19 +140,25 @@ class PreviewWorker:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._ready and not self._closed:
-                    self._cond.wait()
+                while not self._closed:
+                    resting = self._rest_until - time.monotonic()
+                    if self._ready and (resting <= 0 or self._hurry):
+                        break
+                    self._cond.wait(resting if self._ready else None)
                 if self._closed:
                     return
                 channel = self._ready.pop(0)
                 offer, channel.pending = channel.pending, None
                 self._rendering = channel
+            started = time.monotonic()
             try:
                 if offer is not None:
                     self._render(channel, offer)
             finally:
+                ended = time.monotonic()
                 with self._cond:
                     self._rendering = None
+                    self._rest_until = ended + (ended - started) * self._rest
                     self._cond.notify_all()
 
     def _render(self, channel: PreviewChannel, offer: _Offer) -> None:

@@ -26,6 +26,19 @@ log = logging.getLogger(__name__)
 
 JPEG_QUALITY = 85
 
+# Threads whose intra-op settings were stated (see `_settle_threads`).
+_settled = threading.local()
+
+
+def _settle_threads() -> None:
+    """State the intra-op thread count once on this thread (the preview worker's): on a thread
+    that torch has not seen set, its first ops ran 30-40x slower and slowed the step loop's
+    forwards 2-3x beside them (bench/previews.py: a 0.3 ms latent2rgb took 12-16 ms). Setting the
+    value it already has changes no other thread."""
+    if not getattr(_settled, "done", False):
+        torch.set_num_threads(torch.get_num_threads())
+        _settled.done = True
+
 
 class PreviewRenderer:
     def __init__(self, vae_approx: Path, size: int) -> None:
@@ -72,6 +85,7 @@ class PreviewRenderer:
         return max(1, round(full[0] * scale)), max(1, round(full[1] * scale))
 
     def render(self, method: str, latents: object, format_name: str) -> EncodedPreview:
+        _settle_threads()
         picture, used = self.image(method, cast(torch.Tensor, latents), format_name)
         buf = io.BytesIO()
         picture.save(buf, format="JPEG", quality=JPEG_QUALITY)
