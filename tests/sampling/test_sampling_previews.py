@@ -36,6 +36,18 @@ def as_tuple(latents: Any, latent_format: str) -> tuple[str, tuple[float, ...]]:
     return latent_format, tuple(latents)
 
 
+def blocked_render() -> tuple[Any, threading.Event, threading.Event]:
+    """A render that says it started, then waits for the test to release it."""
+    started, release = threading.Event(), threading.Event()
+
+    def slow(latents: Any, latent_format: str) -> Any:
+        started.set()
+        release.wait(30.0)
+        return latents
+
+    return slow, started, release
+
+
 @pytest.fixture
 def worker() -> Iterator[PreviewWorker]:
     w = PreviewWorker()
@@ -95,14 +107,8 @@ def test_a_pipeline_without_previews_renders_with_them_asked(
 
 
 def test_a_slow_render_keeps_only_the_newest_estimate(worker: PreviewWorker) -> None:
-    started, release = threading.Event(), threading.Event()
+    slow, started, release = blocked_render()
     delivered = Delivered()
-
-    def slow(latents: Any, latent_format: str) -> Any:
-        started.set()
-        release.wait(30.0)
-        return latents
-
     channel = worker.channel(slow, delivered)
     channel.offer("x1", "toy", 1, 4)
     assert started.wait(30.0)  # the worker is inside the first render
@@ -164,14 +170,8 @@ def test_previewed_jobs_still_share_one_forward(
 
 
 def test_flush_waits_for_the_last_offer_to_be_delivered(worker: PreviewWorker) -> None:
-    started, release = threading.Event(), threading.Event()
+    slow, started, release = blocked_render()
     delivered = Delivered()
-
-    def slow(latents: Any, latent_format: str) -> Any:
-        started.set()
-        release.wait(30.0)
-        return latents
-
     channel = worker.channel(slow, delivered)
     assert channel.flush(0.0)  # nothing offered: nothing to wait for
     channel.offer("x1", "toy", 1, 2)

@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 
 from inline_core.runtime.preview import PreviewImage
-from inline_core.server.events import WireEvent
+from inline_core.server.events import LoopWake, WireEvent
 
 KEEP = 256  # runs whose newest preview is kept after they end
 
@@ -52,11 +52,9 @@ class PreviewSubscriber:
     """One socket's next preview (newest wins), fed from any thread, read from asyncio."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
         self._lock = threading.Lock()
         self._waiting: PreviewImage | None = None
-        self._wake = asyncio.Event()
-        self._notified = False
+        self._wake = LoopWake(loop)
         self.replaced = 0  # previews a newer one replaced before they were sent
 
     def publish(self, preview: PreviewImage) -> None:
@@ -64,13 +62,7 @@ class PreviewSubscriber:
             if self._waiting is not None:
                 self.replaced += 1
             self._waiting = preview
-            if self._notified:
-                return
-            self._notified = True
-        try:
-            self._loop.call_soon_threadsafe(self._wake.set)
-        except RuntimeError:  # the loop is gone: nobody is reading any more
-            pass
+            self._wake.ring()  # False: its loop is gone, and so is its reader
 
     def take(self) -> PreviewImage | None:
         """The preview waiting now, if any (sent before a terminal event: the last one out)."""
@@ -84,8 +76,7 @@ class PreviewSubscriber:
                 if self._waiting is not None:
                     preview, self._waiting = self._waiting, None
                     return preview
-                self._notified = False
-                self._wake.clear()
+                self._wake.rearm()
             await self._wake.wait()
 
 

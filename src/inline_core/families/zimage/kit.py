@@ -8,7 +8,8 @@ The kit builds a transformer, a FLUX-style VAE, a Qwen3 text encoder with a byte
 - ComfyUI layout: `diffusion_models/zimage_<size>.safetensors` (original key naming, fused qkv),
   `vae/zimage_<size>_vae.safetensors` (LDM/FLUX `ae.safetensors` naming) and
   `text_encoders/zimage_<size>_qwen3/` (an HF folder with its tokenizer);
-- diffusers layout: `diffusion_models/zimage_<size>_diffusers/` (with `model_index.json`).
+- diffusers layout: `diffusion_models/zimage_<size>_diffusers/` (with `model_index.json`);
+- and a tiny `vae_approx/taef1_decoder.safetensors` for its latents' `taesd` previews.
 
 Both layouts hold the same weights, so they render the same pixels. Random weights draw noise: the
 kit is for testing the machinery end to end without a download, not for pictures.

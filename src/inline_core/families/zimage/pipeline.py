@@ -27,11 +27,12 @@ from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.zimage import xdit
 from inline_core.families.zimage.denoiser import ZImageDenoiser
+from inline_core.families.zimage.family import ZImageFamily
 from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, new_request
 from inline_core.families.zimage.xdit import XDIT_MODEL
 
-# Z-Image's latents are the FLUX autoencoder's (`diffusion/preview/formats.py`).
-PREVIEW_FORMAT = "flux"
+# Its latents' preview format (`diffusion/preview/formats.py`), as its family declares it.
+PREVIEW_FORMAT = cast(str, ZImageFamily.capabilities.preview_latents)
 
 
 def model_time(timesteps: torch.Tensor) -> torch.Tensor:
