@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
+from primitive_graphs import primitive_graph
 from test_zimage_server import submit, take_image, wait, zimage_graph
 from websockets.exceptions import ConnectionClosedOK
 from websockets.sync.client import connect
@@ -53,7 +54,9 @@ def decode_frame(frame: bytes) -> tuple[int, int, Image.Image]:
     return event_type, image_format, Image.open(io.BytesIO(frame[8:]))
 
 
-def check_previews(messages: list[str | bytes], size: tuple[int, int], method: str) -> list[int]:
+def check_previews(
+    messages: list[str | bytes], size: tuple[int, int], method: str, node_id: str = "z"
+) -> list[int]:
     """Every preview event is followed by its frame, in ComfyUI's format; returns their steps."""
     steps: list[int] = []
     for i, message in enumerate(messages):
@@ -63,7 +66,11 @@ def check_previews(messages: list[str | bytes], size: tuple[int, int], method: s
             event_type, image_format, image = decode_frame(message)
             assert (event_type, image_format, image.format) == (1, 1, "JPEG")
             assert image.size == size == (event["width"], event["height"])
-            assert (event["nodeId"], event["stepCount"], event["method"]) == ("z", STEPS, method)
+            assert (event["nodeId"], event["stepCount"], event["method"]) == (
+                node_id,
+                STEPS,
+                method,
+            )
             steps.append(int(event["step"]))
         elif json.loads(message)["type"] == "preview":
             assert isinstance(messages[i + 1], bytes)
@@ -73,6 +80,7 @@ def check_previews(messages: list[str | bytes], size: tuple[int, int], method: s
 
 
 def socket_messages(client: TestClient, run_id: str) -> list[str | bytes]:
+    """The run's socket, binary frames and text, until its terminal event."""
     messages: list[str | bytes] = []
     with client.websocket_connect(f"/v1/runs/{run_id}/events") as ws:
         while True:
@@ -89,8 +97,9 @@ def socket_messages(client: TestClient, run_id: str) -> list[str | bytes]:
     return messages
 
 
-def post(client: TestClient, graph: dict[str, Any], **options: str) -> str:
-    response = client.post("/v1/runs", json={"graph": graph, "target": "z", "options": options})
+def post(client: TestClient, graph: dict[str, Any], target: str = "z", **options: str) -> str:
+    body = {"graph": graph, "target": target, "options": options}
+    response = client.post("/v1/runs", json=body)
     assert response.status_code == 201, response.text
     return str(response.json()["runId"])
 
@@ -125,6 +134,14 @@ def test_the_server_default_applies_and_a_run_may_turn_it_off(
         messages = socket_messages(client, off)
         assert not any(isinstance(m, bytes) for m in messages)
         assert client.get(f"/v1/runs/{off}/preview").json()["error"]["code"] == "no_preview"
+
+
+def test_the_sample_primitive_previews_its_latent_batch(client: TestClient) -> None:
+    graph = primitive_graph("a kite", steps=STEPS, batch=2)
+    run_id = post(client, graph, "decode", preview="latent2rgb")
+    # Both items of the batch step together and share the node's one channel: newest wins.
+    check_previews(socket_messages(client, run_id), (32, 32), "latent2rgb", "sample")
+    assert wait(client, run_id)["status"] == "done"
 
 
 def test_a_real_server_sends_the_frames(kit: KitPaths, tmp_path: Path) -> None:
