@@ -132,8 +132,8 @@ class SupportsPreview(Protocol):
     The sampler calls `preview_latents(state, noise_pred)` after a forward and before that state's
     `step_scheduler`, only for a job that asked for previews: it returns the estimate of the
     finished latents (x0) as a new value (never a view the step will change), cheap to compute
-    (no sync with the device). `preview_format` names the latents' format in
-    `diffusion/preview/formats.py` (e.g. "flux")."""
+    (no sync with the device), or None for a state with nothing to preview. `preview_format`
+    names the latents' format in `diffusion/preview/formats.py` (e.g. "flux")."""
 
     def preview_format(self, state: Any, /) -> str: ...
 

@@ -224,8 +224,8 @@ _BatchRun = Callable[[Sequence[Any], ExecutionContext, NodeReporter], list[Laten
 def _jobs(pipeline: Any, run_job: Callable[[SampleJob], Any], runtime: ModelRuntime) -> _BatchRun:
     def run(states: Sequence[Any], ctx: ExecutionContext, reporter: NodeReporter) -> list[Latents]:
         """The batch's items at once, so their forwards can be batched, reported as one count
-        over all of them (each item's count is known once it steps); their previews share one
-        channel, so the newest of any item is the node's preview."""
+        over all of them (each item's count is known once it steps). The first item is the
+        node's preview, as in ComfyUI (items need not step in lockstep)."""
         progress = _BatchProgress(len(states), reporter.step, [int(s.step_count) for s in states])
         preview = runtime.preview_sink(ctx.preview, ctx.run_id, reporter.node_id)
         jobs = [
@@ -236,7 +236,7 @@ def _jobs(pipeline: Any, run_job: Callable[[SampleJob], Any], runtime: ModelRunt
                 on_phase=reporter.phase,
                 on_step=progress.callback(index),
                 label=f"{ctx.run_id}/{reporter.node_id}#{index}",
-                preview=preview,
+                preview=preview if index == 0 else None,
             )
             for index, state in enumerate(states)
         ]

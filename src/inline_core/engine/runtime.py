@@ -115,7 +115,12 @@ class ModelRuntime:
         def delivered(image: Any, step: int, step_count: int) -> None:
             deliver(PreviewImage(run_id, node_id, step, step_count, image))
 
-        return self.previews.channel(render, delivered)
+        remote = {
+            "method": method,
+            "size": self.config.preview_size,
+            "vaeApprox": str(self.config.models_dir / "vae_approx"),
+        }
+        return self.previews.channel(render, delivered, remote)
 
     def _preview_renderer(self) -> PreviewRenderer:
         with self._lock:

@@ -288,7 +288,8 @@ def _preview_latents(pipeline: StepPipeline, state: Any, prediction: Any) -> tup
     if not supports_preview(pipeline):
         return None
     try:
-        return pipeline.preview_latents(state, prediction), pipeline.preview_format(state)
+        latents = pipeline.preview_latents(state, prediction)
+        return None if latents is None else (latents, pipeline.preview_format(state))
     except Exception:
         log.exception("a step preview's latents failed; the job goes on without it")
         return None

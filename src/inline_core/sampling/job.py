@@ -33,6 +33,16 @@ class PreviewSink(Protocol):
         """Wait until every offer is delivered (off the loop: the job's runner, once it is done)."""
         ...
 
+    @property
+    def remote(self) -> dict[str, Any] | None:
+        """What a worker group's rank 0 needs to render the same previews ({"method", "size",
+        "vaeApprox"}); None: they are rendered here only."""
+        ...
+
+    def show(self, image: Any, step: int, step_count: int, /) -> None:
+        """Deliver an image rendered elsewhere (rank 0 of a worker group), as this sink's own."""
+        ...
+
 
 class RemoteHandle(Protocol):
     """A handle on a pipeline that lives elsewhere (a worker group's ranks): what the group's

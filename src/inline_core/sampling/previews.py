@@ -50,14 +50,24 @@ class _Offer:
 class PreviewChannel:
     """One job's previews: the newest offer waiting, rendered by its worker."""
 
-    def __init__(self, worker: PreviewWorker, render: Render, deliver: Deliver) -> None:
+    def __init__(
+        self,
+        worker: PreviewWorker,
+        render: Render,
+        deliver: Deliver,
+        remote: dict[str, Any] | None = None,
+    ) -> None:
         self._worker = worker
         self.render = render
         self.deliver = deliver
+        self.remote = remote  # how a worker group's rank 0 renders them (see `PreviewSink`)
         self.pending: _Offer | None = None  # guarded by the worker's lock
 
     def offer(self, latents: Any, latent_format: str, step: int, step_count: int, /) -> None:
         self._worker.put(self, _Offer(latents, latent_format, step, step_count))
+
+    def show(self, image: Any, step: int, step_count: int, /) -> None:
+        self.deliver(image, step, step_count)
 
     def flush(self, timeout: float) -> bool:
         """Wait until what was offered is delivered (the run's runner calls it once its job is
@@ -80,8 +90,10 @@ class PreviewWorker:
         self._rendering: PreviewChannel | None = None  # whose render is in progress
         self.counters = PreviewCounters()
 
-    def channel(self, render: Render, deliver: Deliver) -> PreviewChannel:
-        return PreviewChannel(self, render, deliver)
+    def channel(
+        self, render: Render, deliver: Deliver, remote: dict[str, Any] | None = None
+    ) -> PreviewChannel:
+        return PreviewChannel(self, render, deliver, remote)
 
     def put(self, channel: PreviewChannel, offer: _Offer) -> None:
         with self._cond:

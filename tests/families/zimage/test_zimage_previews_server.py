@@ -139,7 +139,7 @@ def test_the_server_default_applies_and_a_run_may_turn_it_off(
 def test_the_sample_primitive_previews_its_latent_batch(client: TestClient) -> None:
     graph = primitive_graph("a kite", steps=STEPS, batch=2)
     run_id = post(client, graph, "decode", preview="latent2rgb")
-    # Both items of the batch step together and share the node's one channel: newest wins.
+    # The batch's first item is the node's preview, as in ComfyUI.
     check_previews(socket_messages(client, run_id), (32, 32), "latent2rgb", "sample")
     assert wait(client, run_id)["status"] == "done"
 
