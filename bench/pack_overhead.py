@@ -39,9 +39,10 @@ from inline_core.graph.image_nodes import Flip, register_image_nodes  # noqa: E4
 from inline_core.graph.registry import Registry  # noqa: E402
 from inline_core.graph.runner import NodeCall  # noqa: E402
 from inline_core.packs.environment import Installer  # noqa: E402
-from inline_core.packs.host import PackHost, scratch_root  # noqa: E402
+from inline_core.packs.host import PackHost  # noqa: E402
 from inline_core.packs.install import install_pack  # noqa: E402
 from inline_core.packs.process import Limits, PackProcess  # noqa: E402
+from inline_core.packs.scratch import scratch_root  # noqa: E402
 from inline_core.packs.store import PackStore  # noqa: E402
 from inline_core.runtime.cancel import CancelToken  # noqa: E402
 from inline_core.runtime.context import ExecutionContext  # noqa: E402

@@ -92,7 +92,9 @@ def pack_workers(live: LiveServer) -> list[psutil.Process]:
     return found
 
 
-def test_a_worker_does_not_outlive_a_killed_server(packs_home: Path, tmp_path: Path) -> None:
+def test_a_worker_does_not_outlive_a_killed_server_and_its_scratch_goes_at_the_next_start(
+    packs_home: Path, tmp_path: Path
+) -> None:
     with pack_server(tmp_path, packs_home) as live:
         run_id = start_run(live, chain_graph(None, ("faults/stubborn", {})), "n1")
 
@@ -102,6 +104,12 @@ def test_a_worker_does_not_outlive_a_killed_server(packs_home: Path, tmp_path: P
 
         wait_until(at_work, "the stubborn node to be at work")
         [worker] = pack_workers(live)
+        scratch = Path(worker.cwd())
         live.kill9()
         # Its socket closes with the server: the worker leaves, busy node and all.
         wait_until(lambda: True if not worker.is_running() else None, "the worker to exit")
+        # The killed server could not remove the worker's scratch folder (shared memory); the
+        # next server to start sweeps it, since no live process holds its lock any more.
+        assert scratch.is_dir()
+        live.start()
+        assert not scratch.exists()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from inline_core.packs.media_io import (
 )
 from inline_core.packs.process import Limits, PackProcess
 from inline_core.packs.raw_pixels import RawPixelReader
+from inline_core.packs.scratch import Scratch, make_scratch, sweep_scratch
 from inline_core.packs.store import InstalledPack, PackStore, hold_in_use
 from inline_core.packs.wire import PackNode
 from inline_core_sdk.version import sdk_version
@@ -57,25 +57,18 @@ def clear_call_dir(call_dir: Path) -> None:
             entry.unlink(missing_ok=True)
 
 
-def scratch_root() -> Path:
-    """Shared memory where there is some (media files cost no disk there), else the temp dir."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        return shm
-    return Path(tempfile.gettempdir())
-
-
 @dataclass
 class _Worker:
     process: PackProcess
     pack: LoadedPack
     in_use_fd: int
+    scratch: Scratch
     reader: RawPixelReader = field(default_factory=RawPixelReader)
 
     def stop(self) -> None:
         self.process.stop()
         os.close(self.in_use_fd)
-        shutil.rmtree(self.process.scratch, ignore_errors=True)
+        self.scratch.remove()
 
 
 @dataclass
@@ -136,6 +129,7 @@ class PackHost:
             self.store.sweep()
         except OSError:
             log.exception("sweeping unused pack folders failed; continuing")
+        sweep_scratch()  # what workers of servers killed earlier left in shared memory
         if self._watch_enabled:
             self._watcher.start()
 
@@ -241,23 +235,23 @@ class PackHost:
         if worker is not None and worker.pack is loaded and worker.process.alive:
             return worker
         self._stop_worker(slot)
-        scratch = Path(tempfile.mkdtemp(prefix=f"inline-pack-{slot.name}-", dir=scratch_root()))
+        scratch = make_scratch(slot.name)
         log_path = self.store.root / LOGS / f"{slot.name}.log"
-        process = PackProcess(loaded, scratch, log_path)
+        process = PackProcess(loaded, scratch.path, log_path)
         try:
             in_use = hold_in_use(loaded.installed.folder)
         except OSError as exc:
-            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.remove()
             raise PackNodeFailed(f"pack {slot.name!r}: its folder is gone ({exc})") from exc
         try:
             process.start()
         except BaseException:
             os.close(in_use)
-            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.remove()
             raise
         slot.starts += 1
         slot.last_start_s = process.started_s
-        slot.worker = _Worker(process, loaded, in_use)
+        slot.worker = _Worker(process, loaded, in_use, scratch)
         return slot.worker
 
     def run(self, node: PackNode, call: NodeCall) -> NodeResult:

@@ -6,6 +6,7 @@ step boundary never forces a GPU->CPU sync just to read the cancel flag.
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 from dataclasses import dataclass
@@ -61,9 +62,45 @@ class CancelFlags:
             return job_id in self._ids
 
 
+# Every command starts as one fixed-size int64 broadcast: a tick, a stop or a forward (the step
+# loop shares one before every forward) is that broadcast alone, anything else (a job, an
+# admission: fields and blobs) says its pickled length there and follows as bytes.
+HEADER = 64
+_TICK, _STOP, _FORWARD, _PICKLED = 1, 2, 3, 4
+
+
+def _header(command: Command) -> tuple[list[int], bytes | None]:
+    if command == TICK:
+        return [_TICK], None
+    if command == STOP:
+        return [_STOP], None
+    if isinstance(command, Forward) and 3 + len(command.job_ids) + len(command.live) <= HEADER:
+        return [
+            _FORWARD,
+            len(command.job_ids),
+            len(command.live),
+            *command.job_ids,
+            *command.live,
+        ], None
+    data = pickle.dumps(command, protocol=pickle.HIGHEST_PROTOCOL)
+    return [_PICKLED, len(data)], data
+
+
 def share_command(command: Command | None, group: Any) -> Command:
     """Rank 0 passes its command; every other rank passes None and gets rank 0's."""
-    shared = torchdist.broadcast_object(command, group)
+    header, data = _header(command) if command is not None else (None, None)
+    padded = None if header is None else header + [0] * (HEADER - len(header))
+    kind, *rest = torchdist.broadcast_ints(padded, HEADER, group)
+    if kind == _TICK:
+        return TICK
+    if kind == _STOP:
+        return STOP
+    if kind == _FORWARD:
+        jobs, live = rest[0], rest[1]
+        return Forward(tuple(rest[2 : 2 + jobs]), tuple(rest[2 + jobs : 2 + jobs + live]))
+    if kind != _PICKLED:
+        raise RuntimeError(f"unexpected command kind {kind} from rank 0")
+    shared = pickle.loads(torchdist.broadcast_bytes(data, rest[0], group))
     if not isinstance(shared, Job | Admit | Forward | str):
         raise RuntimeError(f"unexpected command {type(shared).__name__} from rank 0")
     return shared

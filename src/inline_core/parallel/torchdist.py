@@ -6,7 +6,7 @@ ignores below are confined to this file for that reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, cast
 
@@ -32,11 +32,27 @@ def all_gather_object(value: object, world_size: int, group: Group = None) -> li
     return out
 
 
-def broadcast_object(value: object, group: Group = None) -> Any:
-    box: list[Any] = [value]
-    broadcast = cast(Callable[..., None], dist.broadcast_object_list)
-    broadcast(box, src=0, group=group)
-    return box[0]
+def broadcast_ints(values: Sequence[int] | None, size: int, group: Group = None) -> list[int]:
+    """Rank 0's `values` (exactly `size` of them), on every rank: one int64 broadcast."""
+    if values is None:
+        tensor = torch.empty(size, dtype=torch.int64)
+    else:
+        tensor = torch.tensor(list(values), dtype=torch.int64)
+        if tensor.numel() != size:
+            raise ValueError(f"{tensor.numel()} values for a broadcast of {size}")
+    dist.broadcast(tensor, src=0, group=group)
+    values_out = cast(list[int], tensor.tolist())  # pyright: ignore[reportUnknownMemberType]
+    return values_out
+
+
+def broadcast_bytes(data: bytes | None, length: int, group: Group = None) -> bytes:
+    """Rank 0's `data` (`length` bytes, told the others beforehand), on every rank."""
+    if data is None:
+        tensor = torch.empty(length, dtype=torch.uint8)
+    else:
+        tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    dist.broadcast(tensor, src=0, group=group)
+    return tensor.numpy().tobytes()
 
 
 def broadcast_flag(flag: bool, group: Group = None) -> bool:

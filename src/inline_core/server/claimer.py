@@ -67,15 +67,17 @@ class Claimer:
     def start(self) -> None:
         self._thread.start()
 
-    def wake(self) -> None:
-        """Claim what there is room for (never blocks: the claim is queued to the writer)."""
+    def wake(self) -> bool:
+        """Claim what there is room for (never blocks: the claim is queued to the writer).
+        False when no claim was queued (one is waiting already, or claiming has stopped)."""
         with self._lock:
             if self._closed or self._waiting is not None:
-                return  # the claim waiting will take the room this wake is about
+                return False  # the claim waiting will take the room this wake is about
             claim = self._waiting = _Claim()
             self._in_flight += 1
         future = self._store.claim_future(lambda: self._size(claim))
         future.add_done_callback(lambda done: self._done(claim, done))
+        return True
 
     def close(self, timeout: float = 10.0) -> None:
         """Claim no more; wait until the claims in flight have handed their runs over (not

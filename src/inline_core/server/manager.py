@@ -233,6 +233,7 @@ class RunManager:
                     )
                 except Exception:
                     log.exception("could not give run %s back to the queue", run.id)
+        self.journal.close()
         self.feed.close()
         self.leases.close()
         for worker in self._workers:
@@ -300,11 +301,16 @@ class RunManager:
             if error is not None:
                 answer.set_exception(error)
                 return
-            if done.result()[1]:
+            if done.result()[1] and not claim_behind:
                 self.claimer.wake()
             answer.set_result(done.result())
 
-        self.store.insert_run_future(new).add_done_callback(stored)
+        inserted = self.store.insert_run_future(new)
+        # A claim queued right behind the insert usually shares its transaction, so the run
+        # starts one commit after it is submitted, not two. When a claim is already waiting
+        # (queued ahead of the insert, so blind to it) this one wakes the claimer once stored.
+        claim_behind = self.claimer.wake()
+        inserted.add_done_callback(stored)
         return answer
 
     def submit(
@@ -395,7 +401,9 @@ class RunManager:
     def _on_notice(self, channel: str, payload: str) -> None:
         if channel == EVENTS:
             self.feed.notice(payload)
-        elif channel == QUEUED:
+        elif channel == QUEUED and self.store.shared:
+            # Another server's submission (or this one's, claimed already). A store of this
+            # server's alone queues runs only here, and each of those wakes the claimer itself.
             self.claimer.wake()
         elif channel == CANCEL:
             self._cancel_requested(payload)
@@ -604,11 +612,20 @@ class RunManager:
         graph = parse_graph(record.graph, max_nodes=self.config.max_graph_nodes)
         return validate_graph(graph, record.target, self.registry, self.catalog, rng=self._rng)
 
+    def _slot_freed(self) -> None:
+        """A worker's slot is free: claim, if a run may be waiting for it. A store of this
+        server's alone counts its queued runs exactly (`_queued`), so an empty queue costs no
+        claim; a shared one is claimed from anyway (other servers queue and lapse runs)."""
+        with self._lock:
+            waiting = self._queued > 0
+        if waiting or self.store.shared:
+            self.claimer.wake()
+
     def _conclude(self, run: LiveRun, outcome: _Outcome) -> None:
         with self._lock:
             run.recording = True
             self._recording += 1
-        self.claimer.wake()
+        self._slot_freed()
         if outcome.lost:
             log.warning(LOST_RUN, run.id)
             self._forget(run)
@@ -692,6 +709,7 @@ class RunManager:
         elif not done.result():  # its lease was gone: the requeue matched nothing
             log.warning(LOST_RUN, run.id)
         self._forget(run)
+        self.claimer.wake()  # the run is queued again, and `_queued` does not count it
 
     def _forget(self, run: LiveRun) -> None:
         """The run is no longer this server's: free its lease and its worker slot (in that order:
@@ -703,4 +721,4 @@ class RunManager:
                 if run.recording:
                     self._recording -= 1
         run.finished.set()
-        self.claimer.wake()
+        self._slot_freed()

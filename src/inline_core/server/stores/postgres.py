@@ -98,8 +98,11 @@ class PostgresDb(Db):
     def pg(self) -> Any:
         return self.conn
 
-    def begin(self) -> None:
-        pass  # psycopg opens a transaction at the first statement
+    def begin(self, durable: bool = True) -> None:
+        # psycopg opens a transaction at the first statement. Every commit here waits for the
+        # WAL flush, `durable` or not: with synchronous_commit off a PostgreSQL crash could drop
+        # events that watchers on other servers have already been sent.
+        pass
 
     def commit(self) -> None:
         for channel, payload in sorted(self.notices):

@@ -359,7 +359,9 @@ class RunStore:
         """Append held runs' events and the state they lead to, every run in one write; resolves
         to the runs whose lease was lost (nothing was written for them). `collect` gives them
         when the write runs (once, even if it is retried), so events that arrive while it waits
-        in the queue go with it. Waits out an unreachable database (up to `retry_s`)."""
+        in the queue go with it. Waits out an unreachable database (up to `retry_s`). Not a
+        durable write: a power cut may lose the events since the last durable commit, which
+        only a running run has, and a running run is run again after one."""
         taken: list[Sequence[JournalEntry]] = []
 
         def op(db: Db) -> frozenset[str]:
@@ -389,7 +391,7 @@ class RunStore:
             history.append_all(db, held)
             return frozenset(lost)
 
-        return self._writer.submit(op, wait_s=self.retry_s)
+        return self._writer.submit(op, wait_s=self.retry_s, durable=False)
 
     def finish_future(
         self,

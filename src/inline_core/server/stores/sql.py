@@ -96,7 +96,9 @@ class Db(ABC):
 
     # Transactions: each backend spells them its own way.
     @abstractmethod
-    def begin(self) -> None: ...
+    def begin(self, durable: bool = True) -> None:
+        """Open a write transaction. `durable=False`: its commit may skip the wait for stable
+        storage where the backend can keep its order (a later durable commit covers it)."""
 
     @abstractmethod
     def commit(self) -> None:

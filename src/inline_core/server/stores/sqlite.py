@@ -47,11 +47,20 @@ DIALECT = Dialect(
 
 
 class SqliteDb(Db):
+    synchronous: str = "FULL"  # what the connection was last set to
+
     @property
     def sqlite(self) -> sqlite3.Connection:
         return cast(sqlite3.Connection, self.conn)
 
-    def begin(self) -> None:
+    def begin(self, durable: bool = True) -> None:
+        # In WAL mode NORMAL appends the commit to the log without an fsync: it survives a
+        # crash of this process at once, and the next FULL commit's fsync makes it (and
+        # everything before it, the log being in order) survive a power cut too.
+        wanted = "FULL" if durable else "NORMAL"
+        if wanted != self.synchronous:
+            self.sqlite.execute(f"PRAGMA synchronous = {wanted}")  # only outside a transaction
+            self.synchronous = wanted
         self.sqlite.execute("BEGIN IMMEDIATE")
 
     def commit(self) -> None:

@@ -45,6 +45,7 @@ class _Write:
     op: Op
     future: Future[Any]
     give_up_at: float  # time.monotonic(); during an outage the write fails once this passes
+    durable: bool  # False: visible at its commit, stable with the next durable one
 
 
 class _Outage(Exception):
@@ -103,9 +104,13 @@ class GroupWriter:
     def commits(self) -> int:
         return self._commits
 
-    def submit(self, op: Callable[[Db], T], wait_s: float = 0.0) -> Future[T]:
+    def submit(
+        self, op: Callable[[Db], T], wait_s: float = 0.0, *, durable: bool = True
+    ) -> Future[T]:
         """Queue `op` (run inside a transaction on the writer's connection). It must refuse by
-        raising an `InlineError` before it changes anything; the rest of its group goes on."""
+        raising an `InlineError` before it changes anything; the rest of its group goes on.
+        `durable=False` (a run's progress): its group, if nothing in it is durable, commits
+        without waiting for stable storage where the backend keeps commits in order."""
         future: Future[T] = Future()
         with self._submit_lock:  # so nothing is queued behind the writer's stop sentinel
             if self._closed:
@@ -114,7 +119,7 @@ class GroupWriter:
             if wait_s <= 0 and self._down_since is not None:
                 future.set_exception(unreachable(self.backend.where))
                 return future
-            write = _Write(op, cast(Future[Any], future), time.monotonic() + wait_s)
+            write = _Write(op, cast(Future[Any], future), time.monotonic() + wait_s, durable)
             self._writes.put(write)
         return future
 
@@ -322,7 +327,7 @@ class GroupWriter:
         db.notices.clear()
         token: object | None = None
         try:
-            db.begin()
+            db.begin(durable=any(write.durable for write in batch))
             for write in batch:
                 try:
                     outcomes.append((write.future, write.op(db), None))
