@@ -8,7 +8,8 @@ The kit builds a transformer, a FLUX-style VAE, a Qwen3 text encoder with a byte
 - ComfyUI layout: `diffusion_models/zimage_<size>.safetensors` (original key naming, fused qkv),
   `vae/zimage_<size>_vae.safetensors` (LDM/FLUX `ae.safetensors` naming) and
   `text_encoders/zimage_<size>_qwen3/` (an HF folder with its tokenizer);
-- diffusers layout: `diffusion_models/zimage_<size>_diffusers/` (with `model_index.json`).
+- diffusers layout: `diffusion_models/zimage_<size>_diffusers/` (with `model_index.json`);
+- and a tiny `vae_approx/taef1_decoder.safetensors` for its latents' `taesd` previews.
 
 Both layouts hold the same weights, so they render the same pixels. Random weights draw noise: the
 kit is for testing the machinery end to end without a download, not for pictures.
@@ -35,6 +36,9 @@ from inline_core.diffusion.kit import (
     tokenizer_vocab_size,
 )
 from inline_core.diffusion.libs import diffusers, quiet, transformers
+from inline_core.diffusion.preview.formats import preview_format
+from inline_core.diffusion.preview.kit import write_tiny_decoder
+from inline_core.families.zimage.pipeline import PREVIEW_FORMAT
 from inline_core.families.zimage.transformer import axes_dims, to_original
 
 SIZES = ("tiny", "mid")
@@ -74,6 +78,7 @@ class KitPaths:
     vae_file: Path | None
     text_encoder_dir: Path | None
     diffusers_dir: Path | None
+    tiny_decoder: Path | None = None  # vae_approx/taef1_decoder.safetensors (taesd previews)
 
 
 def build_tokenizer() -> Any:
@@ -190,7 +195,9 @@ def build_kit(
         pipe.save_pretrained(str(diffusers_dir))
     for category in ("diffusion_models", "vae", "text_encoders"):
         (out / category).mkdir(parents=True, exist_ok=True)
-    return KitPaths(out, diffusion_file, vae_file, te_dir, diffusers_dir)
+    # The tiny decoder for its latents' previews (`taesd`), where ComfyUI keeps it.
+    tiny_decoder = write_tiny_decoder(out, preview_format(PREVIEW_FORMAT))
+    return KitPaths(out, diffusion_file, vae_file, te_dir, diffusers_dir, tiny_decoder)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -215,7 +222,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = build_kit(out, cast(str, args.size), layouts)
     written = [
         p
-        for p in (paths.diffusion_file, paths.vae_file, paths.text_encoder_dir, paths.diffusers_dir)
+        for p in (
+            paths.diffusion_file,
+            paths.vae_file,
+            paths.text_encoder_dir,
+            paths.diffusers_dir,
+            paths.tiny_decoder,
+        )
         if p is not None
     ]
     if args.qwen_single_file:
