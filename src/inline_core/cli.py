@@ -18,6 +18,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from inline_core.runtime.preview import PREVIEW_METHODS
+
 
 def port_number(text: str) -> int:
     """--port: refused at once when it is not a TCP port (the OS would pick a random one)."""
@@ -107,6 +109,15 @@ def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
     batch.add_argument(
         "--batch-token-budget", type=at_least_one, help="image tokens per forward, at least 1"
     )
+    previews = p.add_argument_group("step previews")
+    previews.add_argument(
+        "--preview-method",
+        choices=PREVIEW_METHODS,
+        help="a run's previews unless it asks (default none; taesd needs models/vae_approx/)",
+    )
+    previews.add_argument(
+        "--preview-size", type=int, help="the longest side of a preview image in pixels (512)"
+    )
     return p
 
 
@@ -136,6 +147,8 @@ def apply_serve_args(args: argparse.Namespace, env: dict[str, str] | None = None
         "INLINE_BATCH_TOKEN_BUDGET": None
         if args.batch_token_budget is None
         else str(args.batch_token_budget),
+        "INLINE_PREVIEW_METHOD": args.preview_method,
+        "INLINE_PREVIEW_SIZE": None if args.preview_size is None else str(args.preview_size),
     }
     if args.host:  # an explicit --host wins over --listen
         values["INLINE_HOST"] = args.host

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from inline_core.errors import InvalidRequest
+from inline_core.runtime.preview import NONE, PREVIEW_METHODS
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 ENV_PREFIX = "INLINE_"
@@ -95,6 +96,26 @@ def _path(env: Mapping[str, str], name: str) -> Path | None:
     return Path(raw).expanduser() if raw else None
 
 
+def _preview_method(env: Mapping[str, str]) -> str:
+    method = env.get("INLINE_PREVIEW_METHOD") or NONE
+    if method not in PREVIEW_METHODS:
+        raise InvalidRequest(
+            f"INLINE_PREVIEW_METHOD (--preview-method) is {method!r}; choose one of "
+            f"{', '.join(PREVIEW_METHODS)}"
+        )
+    return method
+
+
+def _preview_size(env: Mapping[str, str]) -> int:
+    size = _int(env, "INLINE_PREVIEW_SIZE", 512)
+    if not 8 <= size <= 4096:
+        raise InvalidRequest(
+            f"INLINE_PREVIEW_SIZE (--preview-size) is the longest side of a preview in pixels, "
+            f"8-4096; got {size}"
+        )
+    return size
+
+
 @dataclass(frozen=True)
 class Config:
     models_dir: Path = Path("models")
@@ -142,6 +163,10 @@ class Config:
     # come from (HF_ENDPOINT, as huggingface_hub names it: a mirror or a local hub; None: the Hub).
     max_downloads: int = 2
     hf_endpoint: str | None = None
+    # Step previews: the method a run gets unless it asks for another (none | latent2rgb |
+    # taesd), and the longest side of a preview image in pixels.
+    preview_method: str = "none"
+    preview_size: int = 512
     # Sampler
     max_batch: int | None = None
     batch_token_budget: int | None = None
@@ -225,6 +250,8 @@ class Config:
                 "--batch-token-budget",
                 "the image tokens one forward may take",
             ),
+            preview_method=_preview_method(env),
+            preview_size=_preview_size(env),
             env=settings,
             database_url=_database_url(env),
             server_id=env.get("INLINE_SERVER_ID") or None,

@@ -47,6 +47,13 @@ class NotFound(InlineError):
     status = 404
 
 
+class NoPreview(NotFound):
+    """A run has no step preview to serve: none rendered yet, previews off, or it runs on
+    another server of the fleet (previews are delivered, never stored)."""
+
+    code = "no_preview"
+
+
 class Conflict(InlineError):
     code = "conflict"
     status = 409

@@ -4,6 +4,7 @@ in-process take, and each rank's attention really saw half the tokens."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +24,9 @@ from inline_core.parallel.probe import AttentionProbe
 from inline_core.parallel.runner import DEFAULT_RUNNER, resolve
 from inline_core.parallel.sampler import ParallelSampler
 from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.preview import EncodedPreview
 from inline_core.sampling import SampleJob
+from inline_core.sampling.previews import PreviewWorker
 
 KW: dict[str, Any] = {"prompt": "a red fox", "width": 64, "height": 64, "steps": 4, "seed": 7}
 
@@ -122,3 +125,36 @@ def test_cancel_crosses_into_the_group(handle: GroupPipeline, sampler: ParallelS
         sampler.run(job)
     assert 1 <= len(steps) < 40
     assert _group(sampler).pids() == before  # the group stays resident
+
+
+def test_rank_0_renders_step_previews_of_a_split_render(
+    kit: KitPaths, local: ZImageStepPipeline, handle: GroupPipeline, sampler: ParallelSampler
+) -> None:
+    """Rank 0's step loop previews the split forward's x0 estimate with the same renderer, and
+    each image reaches the job's sink on the server as a `PreviewFrame`; the take is unchanged."""
+    shown: list[tuple[EncodedPreview, int, int]] = []
+    worker = PreviewWorker()  # the server side's: a split job's previews never render here
+    try:
+        remote: dict[str, Any] = {
+            "method": "taesd",
+            "size": 32,
+            "vaeApprox": str(kit.root / "vae_approx"),
+        }
+        channel = worker.channel(
+            lambda latents, fmt: None,
+            lambda image, step, count: shown.append((image, step, count)),
+            remote,
+        )
+        job = SampleJob(pipeline=handle, state=handle.request(guidance=0.0, **KW))
+        job.preview = channel
+        got = sampler.run(job)
+    finally:
+        worker.close()
+    expected = _in_process(local, [], guidance=0.0, **KW)
+    assert np.array_equal(np.asarray(got), np.asarray(expected))
+    assert worker.counters.offered == 0  # rendered in rank 0, not here
+    steps = [step for _image, step, _count in shown]
+    assert shown and steps == sorted(set(steps)) and {c for *_rest, c in shown} == {4}
+    for image, _step, _count in shown:
+        assert (image.method, image.format, image.width, image.height) == ("taesd", "jpeg", 32, 32)
+        assert Image.open(io.BytesIO(image.data)).size == (32, 32)

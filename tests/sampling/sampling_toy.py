@@ -188,3 +188,23 @@ class Callers:
     def join(self, timeout_s: float) -> None:
         for thread in self._threads:
             thread.join(timeout_s)
+
+
+class PreviewToy(ToyPipeline):
+    """The toy plus step previews (components.step.SupportsPreview): its x0 estimate is the
+    prediction itself, copied; counts its calls and can be told to fail."""
+
+    def __init__(self, name: str = "toy-preview") -> None:
+        super().__init__(name)
+        self.preview_calls = 0
+        self.fail_preview = False
+
+    def preview_format(self, state: ToyState, /) -> str:
+        return "toy"
+
+    def preview_latents(self, state: ToyState, noise_pred: list[float], /) -> list[float]:
+        with self.lock:
+            self.preview_calls += 1
+        if self.fail_preview:
+            raise ValueError("preview latents failed")
+        return list(noise_pred)

@@ -134,6 +134,21 @@ class SupportsSplitNotice(Protocol):
     def split_by(self, engine: str, degrees: Mapping[str, int], /) -> None: ...
 
 
+@runtime_checkable
+class SupportsPreview(Protocol):
+    """A pipeline whose renders can be previewed while they step.
+
+    The sampler calls `preview_latents(state, noise_pred)` after a forward and before that state's
+    `step_scheduler`, only for a job that asked for previews: it returns the estimate of the
+    finished latents (x0) as a new value (never a view the step will change), cheap to compute
+    (no sync with the device), or None for a state with nothing to preview. `preview_format`
+    names the latents' format in `diffusion/preview/formats.py` (e.g. "flux")."""
+
+    def preview_format(self, state: Any, /) -> str: ...
+
+    def preview_latents(self, state: Any, noise_pred: Any, /) -> Any: ...
+
+
 def supports_component_modules(obj: object) -> TypeGuard[SupportsComponentModules]:
     return isinstance(obj, SupportsComponentModules)
 
@@ -156,6 +171,10 @@ def supports_latent_output(obj: object) -> TypeGuard[SupportsLatentOutput]:
 
 def supports_xdit_split(obj: object) -> TypeGuard[SupportsXDiTSplit]:
     return isinstance(obj, SupportsXDiTSplit)
+
+
+def supports_preview(obj: object) -> TypeGuard[SupportsPreview]:
+    return isinstance(obj, SupportsPreview)
 
 
 def supports_split_notice(obj: object) -> TypeGuard[SupportsSplitNotice]:

@@ -43,7 +43,7 @@ from inline_core.families.nodes.handles import (
 from inline_core.families.nodes.settings import SampleSettings
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import NodeReporter
-from inline_core.sampling.job import SampleJob
+from inline_core.sampling.job import PREVIEW_FLUSH_S, SampleJob
 
 # -- loaders: bring the weights into the resident cache ------------------------------------------
 
@@ -181,10 +181,10 @@ def sample(
         pipeline: Any = runtime.stacks().denoiser(
             family, model.transformer, model.scheduler, ctx.run_id
         )
-        run = _jobs(pipeline, runtime.sampler.run)
+        run = _jobs(pipeline, runtime.sampler.run, runtime)
     else:
         group, pipeline = split
-        run = _jobs(pipeline, group.run)
+        run = _jobs(pipeline, group.run, runtime)
         group.start(pipeline)  # the ranks load the transformer: part of the loading phase
     reporter.phase("loading", 1.0)
     ctx.cancel.raise_if_cancelled()
@@ -226,11 +226,13 @@ def sample(
 _BatchRun = Callable[[Sequence[Any], ExecutionContext, NodeReporter], list[Latents]]
 
 
-def _jobs(pipeline: Any, run_job: Callable[[SampleJob], Any]) -> _BatchRun:
+def _jobs(pipeline: Any, run_job: Callable[[SampleJob], Any], runtime: ModelRuntime) -> _BatchRun:
     def run(states: Sequence[Any], ctx: ExecutionContext, reporter: NodeReporter) -> list[Latents]:
         """The batch's items at once, so their forwards can be batched, reported as one count
-        over all of them (each item's count is known once it steps)."""
+        over all of them (each item's count is known once it steps). The first item is the
+        node's preview, as in ComfyUI (items need not step in lockstep)."""
         progress = _BatchProgress(len(states), reporter.step, [int(s.step_count) for s in states])
+        preview = runtime.preview_sink(ctx.preview, ctx.run_id, reporter.node_id)
         jobs = [
             SampleJob(
                 pipeline=pipeline,
@@ -239,10 +241,14 @@ def _jobs(pipeline: Any, run_job: Callable[[SampleJob], Any]) -> _BatchRun:
                 on_phase=reporter.phase,
                 on_step=progress.callback(index),
                 label=f"{ctx.run_id}/{reporter.node_id}#{index}",
+                preview=preview if index == 0 else None,
             )
             for index, state in enumerate(states)
         ]
-        return [_latents(out) for out in _run_all(run_job, jobs)]
+        outputs = _run_all(run_job, jobs)
+        if preview is not None:  # the last preview out before the run can end
+            preview.flush(PREVIEW_FLUSH_S)
+        return [_latents(out) for out in outputs]
 
     return run
 

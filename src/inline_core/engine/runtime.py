@@ -22,10 +22,13 @@ from inline_core.engine.residency import ResidentCache
 from inline_core.errors import InvalidRequest, Unavailable
 from inline_core.families.family import Family
 from inline_core.models.source import Source
-from inline_core.sampling.job import BatchedSampler
+from inline_core.runtime.preview import PreviewImage, PreviewTarget
+from inline_core.sampling.job import BatchedSampler, PreviewSink
+from inline_core.sampling.previews import PreviewWorker
 
 if TYPE_CHECKING:
     from inline_core.device import DevicePolicy, Placement
+    from inline_core.diffusion.preview.renderer import PreviewRenderer
     from inline_core.diffusion.stacks import Stacks
     from inline_core.engine.group import ModelGroup
 
@@ -48,6 +51,8 @@ class ModelRuntime:
         self._splits: dict[tuple[str, str], ParallelSpec | None] = {}
         self._group: ModelGroup | None = None
         self._closed = False
+        self.previews = PreviewWorker()
+        self._renderer: PreviewRenderer | None = None
         if policy is not None:
             self._apply_budget(policy)
 
@@ -91,6 +96,41 @@ class ModelRuntime:
 
                 self._stacks = Stacks(self)
             return self._stacks
+
+    # -- step previews -------------------------------------------------------------------------
+
+    def preview_sink(
+        self, target: PreviewTarget | None, run_id: str, node_id: str
+    ) -> PreviewSink | None:
+        """Where a node's step previews go (None: the run has them off). Rendered by the one
+        preview worker, off the step loop; the renderer imports torch on first use."""
+        if target is None or not target.enabled:
+            return None
+        renderer = self._preview_renderer()
+        method, deliver = target.method, target.deliver
+
+        def render(latents: Any, latent_format: str) -> Any:
+            return renderer.render(method, latents, latent_format)
+
+        def delivered(image: Any, step: int, step_count: int) -> None:
+            deliver(PreviewImage(run_id, node_id, step, step_count, image))
+
+        remote = {
+            "method": method,
+            "size": self.config.preview_size,
+            "vaeApprox": str(self.config.models_dir / "vae_approx"),
+        }
+        return self.previews.channel(render, delivered, remote)
+
+    def _preview_renderer(self) -> PreviewRenderer:
+        with self._lock:
+            if self._renderer is None:
+                from inline_core.diffusion.preview.renderer import PreviewRenderer
+
+                self._renderer = PreviewRenderer(
+                    self.config.models_dir / "vae_approx", self.config.preview_size
+                )
+            return self._renderer
 
     # -- splitting across ranks ----------------------------------------------------------------
 
@@ -156,6 +196,7 @@ class ModelRuntime:
             group, self._group = self._group, None
         if group is not None:
             group.close()
+        self.previews.close()
 
     def stats(self) -> dict[str, Any]:
         """Residency counters (loads, hits, evictions, resident bytes) and the worker group's."""

@@ -22,7 +22,8 @@ class Capabilities:
     split_engines: frozenset[str] = field(default_factory=frozenset[str])
     # Its VAE decodes in chunks and declares the range of its values (spec 003).
     chunked_decode: bool = False
-    # The latent format a preview maps to RGB from (None: no previews yet).
+    # Its latents' format in the step previews' table, `diffusion/preview/formats.py` (None: no
+    # previews).
     preview_latents: str | None = None
     adapters: frozenset[str] = field(default_factory=frozenset[str])
     # Roles whose activations overflow float16: they get bfloat16 (or float32) instead.

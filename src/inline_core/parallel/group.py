@@ -17,7 +17,7 @@ from typing import Any
 from inline_core.errors import Cancelled, Unavailable
 from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.errors import RemoteJobError, WorkerGroupError, WorkerStartError
-from inline_core.parallel.protocol import Failure, Job, Json, Result
+from inline_core.parallel.protocol import Failure, Job, Json, PreviewFrame, Result
 from inline_core.parallel.session import POLL_S, GroupReply, PendingJob, Session
 from inline_core.runtime.cancel import CancelToken
 
@@ -27,6 +27,10 @@ def _ignore_phase(_phase: str) -> None:
 
 
 def _ignore_step(_step: int, _count: int) -> None:
+    return None
+
+
+def _ignore_preview(_frame: PreviewFrame) -> None:
     return None
 
 
@@ -139,11 +143,15 @@ class WorkerGroup:
         on_phase: Callable[[str], None] = _ignore_phase,
         on_step: Callable[[int, int], None] = _ignore_step,
         retries: int = 0,
+        preview: Mapping[str, Json] | None = None,
+        on_preview: Callable[[PreviewFrame], None] = _ignore_preview,
     ) -> GroupReply:
         """Run one job on every rank and return rank 0's output with each rank's metadata.
 
         A job whose group fails under it (a rank killed or hung) is run again on a fresh group up
-        to `retries` times (its progress starts over). Raises `Cancelled` when `cancel` fires,
+        to `retries` times (its progress starts over). With `preview` ({"method", "size",
+        "vaeApprox"}) rank 0 renders the job's step previews and each reaches `on_preview`.
+        Raises `Cancelled` when `cancel` fires,
         `RemoteJobError` when the job raised in the ranks, `WorkerGroupError` when the group
         failed under it (it is rebuilt on the next job), and `WorkerStartError` when no group
         could be started."""
@@ -151,7 +159,9 @@ class WorkerGroup:
         attempt = 0
         while True:
             try:
-                return self._submit_once(params, blobs, token, on_phase, on_step)
+                return self._submit_once(
+                    params, blobs, token, on_phase, on_step, preview, on_preview
+                )
             except WorkerStartError:
                 raise  # a group that cannot start will not start on a second try either
             except WorkerGroupError:
@@ -167,11 +177,14 @@ class WorkerGroup:
         token: CancelToken,
         on_phase: Callable[[str], None],
         on_step: Callable[[int, int], None],
+        preview: Mapping[str, Json] | None = None,
+        on_preview: Callable[[PreviewFrame], None] = _ignore_preview,
     ) -> GroupReply:
         token.raise_if_cancelled()
         session = self._ensure()
-        job = Job(next(self._job_ids), dict(params), dict(blobs or {}))
-        pending = PendingJob(job.job_id, session.world_size, on_phase, on_step)
+        wanted = None if preview is None else dict(preview)
+        job = Job(next(self._job_ids), dict(params), dict(blobs or {}), wanted)
+        pending = PendingJob(job.job_id, session.world_size, on_phase, on_step, on_preview)
         session.submit(job, pending)
         try:
             self._wait(session, pending, token)

@@ -52,6 +52,8 @@ class Job:
     job_id: int
     params: dict[str, Json]
     blobs: dict[str, bytes] = field(default_factory=dict[str, bytes])
+    # Step previews rank 0 renders for it: {"method", "size", "vaeApprox"} (None: off).
+    preview: dict[str, Json] | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,18 @@ class Progress:
     job_id: int
     step: int
     count: int
+
+
+@dataclass(frozen=True)
+class PreviewFrame:
+    """One step preview rank 0 rendered: the encoded image and what it is (format, width,
+    height, method)."""
+
+    job_id: int
+    step: int
+    count: int
+    image: bytes
+    info: dict[str, Json] = field(default_factory=dict[str, Json])
 
 
 @dataclass(frozen=True)
@@ -108,14 +122,14 @@ class Shutdown:
 
 
 Message: TypeAlias = (
-    Hello | Ready | StartFailed | Job | Phase | Progress | Cancel | Result | Failure | Heartbeat
-    | Shutdown
+    Hello | Ready | StartFailed | Job | Phase | Progress | PreviewFrame | Cancel | Result
+    | Failure | Heartbeat | Shutdown
 )
 _TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
     for cls in (
-        Hello, Ready, StartFailed, Job, Phase, Progress, Cancel, Result, Failure, Heartbeat,
-        Shutdown,
+        Hello, Ready, StartFailed, Job, Phase, Progress, PreviewFrame, Cancel, Result, Failure,
+        Heartbeat, Shutdown,
     )
 }
 

@@ -14,16 +14,17 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from inline_core.device.split import ParallelSpec
 from inline_core.errors import InvalidRequest, Unavailable
 from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.group import WorkerGroup
-from inline_core.parallel.protocol import Json
+from inline_core.parallel.protocol import Json, PreviewFrame
 from inline_core.parallel.remote import PipelineSpec, RemotePipeline, decode_output
 from inline_core.parallel.settings import RankSettings
 from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.preview import EncodedPreview
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,28 @@ class SampleJobLike(Protocol):
 
     @property
     def on_step(self) -> Callable[[int, int], None]: ...
+
+    @property
+    def preview(self) -> Any: ...  # a `sampling.job.PreviewSink`, or None
+
+
+def _show_on(preview: Any) -> Callable[[PreviewFrame], None]:
+    """Rank 0's rendered previews, shown through the job's preview sink as it shows its own."""
+
+    def show(frame: PreviewFrame) -> None:
+        if preview is None:
+            return
+        info = frame.info
+        image = EncodedPreview(
+            frame.image,
+            str(info["format"]),
+            int(cast(int, info["width"])),
+            int(cast(int, info["height"])),
+            str(info["method"]),
+        )
+        preview.show(image, frame.step, frame.count)
+
+    return show
 
 
 class ParallelSampler:
@@ -78,6 +101,7 @@ class ParallelSampler:
                 f"{type(pipeline).__name__} cannot run split across ranks (no RemotePipeline)"
             )
         request = pipeline.remote_request(job.state)
+        preview = job.preview
         group = self._acquire(pipeline.remote_spec())
         try:
             reply = group.submit(
@@ -87,6 +111,8 @@ class ParallelSampler:
                 on_phase=job.on_phase,
                 on_step=job.on_step,
                 retries=self.retries,
+                preview=None if preview is None else preview.remote,
+                on_preview=_show_on(preview),
             )
         except BaseException:
             with self._lock:

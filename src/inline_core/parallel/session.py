@@ -46,6 +46,7 @@ from inline_core.parallel.protocol import (
     Json,
     Message,
     Phase,
+    PreviewFrame,
     Progress,
     Ready,
     Result,
@@ -80,6 +81,7 @@ class PendingJob:
     world_size: int
     on_phase: Callable[[str], None]
     on_step: Callable[[int, int], None]
+    on_preview: Callable[[PreviewFrame], None] = field(default=lambda _frame: None)
     outcomes: dict[int, Result | Failure] = field(default_factory=dict[int, Result | Failure])
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None  # a group fault, or a callback that raised
@@ -316,12 +318,14 @@ class Session:
             self._start_failures.append(message.message)
             if self._start_failed_at is None:
                 self._start_failed_at = time.monotonic()
-        elif isinstance(message, Phase | Progress | Result | Failure):
+        elif isinstance(message, Phase | Progress | PreviewFrame | Result | Failure):
             with self._lock:
                 pending = self._pending.get(message.job_id)
             if pending is None:
                 return
-            if isinstance(message, Phase | Progress):
+            if isinstance(message, PreviewFrame):
+                _show(pending, message)
+            elif isinstance(message, Phase | Progress):
                 self._report(pending, message)
             else:
                 self._record(pending, rank, message)
@@ -440,3 +444,11 @@ def _python_path(existing: str | None) -> str:
     """The ranks import this very `inline_core`, installed or not, ahead of anything else."""
     source_root = str(Path(inline_core.__file__).resolve().parent.parent)
     return os.pathsep.join([source_root, *([existing] if existing else [])])
+
+
+def _show(pending: PendingJob, frame: PreviewFrame) -> None:
+    """A step preview from rank 0: its caller's to show; one that fails never fails the job."""
+    try:
+        pending.on_preview(frame)
+    except Exception:
+        log.exception("a step preview from the worker group could not be shown")

@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
-from inline_core.components.step import supports_latent_output
+from inline_core.components.step import supports_latent_output, supports_preview
 from inline_core.config import Config
 from inline_core.errors import Cancelled, InlineError
 from inline_core.parallel.collective import STOP, TICK, Admit, Command, Forward
@@ -44,6 +44,7 @@ from inline_core.parallel.protocol import (
     Result,
     Shutdown,
 )
+from inline_core.parallel.rank_previews import RankPreviews
 from inline_core.parallel.remote import RemoteRequest, encode_output
 from inline_core.parallel.runner import WorkerContext, resolve
 from inline_core.parallel.wire import decode_fields
@@ -193,6 +194,17 @@ class SharedPipeline:
     def post_decode(self, state: Any, /) -> Any:
         return finish(self.pipeline, state, self._job(state).params.get("output"))
 
+    # -- previews (components.step.SupportsPreview), rank 0's alone: no collective -------------
+
+    def preview_format(self, state: Any, /) -> str:
+        inner = self.pipeline
+        return inner.preview_format(state) if supports_preview(inner) else ""
+
+    def preview_latents(self, state: Any, noise_pred: Any, /) -> Any:
+        """The rank's pipeline's x0 estimate; None where it has no previews."""
+        inner = self.pipeline
+        return inner.preview_latents(state, noise_pred) if supports_preview(inner) else None
+
 
 class StepLoopRunner:
     """Every rank's runner of a resident step pipeline (see the module docstring)."""
@@ -211,6 +223,7 @@ class StepLoopRunner:
         self.meter = Meter(probe)
         self.loader = loader
         self.sampler: StepLoopSampler | None = None  # rank 0's step loop, once serving
+        self.previews = RankPreviews()  # rank 0's step previews
 
     def describe(self) -> dict[str, Json]:
         return {
@@ -262,6 +275,7 @@ class StepLoopRunner:
             sampler.call_soon(stop)
             stopped.wait(60.0)  # the forward in flight, then the stop
             sampler.close()
+            self.previews.close()
 
     def _start(
         self, job: Job, sampler: StepLoopSampler, shared: SharedPipeline, send: Send
@@ -283,6 +297,7 @@ class StepLoopRunner:
                 on_phase=lambda phase: send(Phase(job_id, phase)),
                 on_step=lambda step, count: send(Progress(job_id, step, count)),
                 label=f"job {job_id}",
+                preview=self.previews.channel(job, send),
             )
         )
         future.add_done_callback(lambda done: self._finished(job_id, state, done, shared, send))

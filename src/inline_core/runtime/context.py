@@ -13,6 +13,7 @@ from PIL import Image, PngImagePlugin
 
 from inline_core.media import MediaKind
 from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.preview import PreviewTarget
 from inline_core.runtime.progress import EventSink, NodeReporter, RunEvent
 from inline_core.runtime.store import TakeStore
 from inline_core.runtime.video import SUFFIXES, Video, encode
@@ -37,6 +38,8 @@ class ExecutionContext:
     # The graph JSON and target, embedded in PNG takes so a take can be re-rendered.
     graph_json: Mapping[str, Any] = field(default_factory=dict[str, Any])
     target: str = ""
+    # The run's step previews (None: off), delivered by the server that runs it.
+    preview: PreviewTarget | None = None
 
     def reporter(self, node_id: str) -> NodeReporter:
         return NodeReporter(self.run_id, node_id, self.events)

@@ -24,9 +24,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from inline_core.components.step import StepPipeline, supports_preview
 from inline_core.errors import Cancelled, RunFailed, Unavailable
 from inline_core.sampling.decode_batch import decode_group, decode_item, take_group
-from inline_core.sampling.job import SampleJob
+from inline_core.sampling.job import PreviewSink, SampleJob
 from inline_core.sampling.limits import BatchLimits
 from inline_core.sampling.scheduler import next_group
 from inline_core.sampling.ticket import Ticket
@@ -223,6 +224,8 @@ class StepEngine:
         for ticket, prediction in zip(group, predictions, strict=True):
             ticket.last_served = self._iteration
             state = ticket.state
+            preview = ticket.job.preview
+            x0 = None if preview is None else _preview_latents(pipeline, state, prediction)
             try:
                 pipeline.step_scheduler(state, prediction)
                 ticket.job.on_step(int(state.step_index), int(state.step_count))
@@ -231,6 +234,8 @@ class StepEngine:
                 self._remove(ticket)
                 self._fail(ticket, exc)
                 continue
+            if x0 is not None and preview is not None:
+                _offer(preview, x0, state)
             if done:
                 self._remove(ticket)
                 finished.append(ticket)
@@ -275,3 +280,23 @@ class StepEngine:
     def _cancel(self, ticket: Ticket) -> None:
         if ticket.fail(Cancelled(ticket.job.cancel.reason)):
             self.counters.cancelled += 1
+
+
+def _preview_latents(pipeline: StepPipeline, state: Any, prediction: Any) -> tuple[Any, str] | None:
+    """The state's x0 estimate and its latent format, taken before its step (None: the
+    pipeline has no previews, or it failed: a preview never fails a job)."""
+    if not supports_preview(pipeline):
+        return None
+    try:
+        latents = pipeline.preview_latents(state, prediction)
+        return None if latents is None else (latents, pipeline.preview_format(state))
+    except Exception:
+        log.exception("a step preview's latents failed; the job goes on without it")
+        return None
+
+
+def _offer(preview: PreviewSink, x0: tuple[Any, str], state: Any) -> None:
+    try:
+        preview.offer(x0[0], x0[1], int(state.step_index), int(state.step_count))
+    except Exception:
+        log.exception("a step preview could not be handed over; the job goes on without it")

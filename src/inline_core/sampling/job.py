@@ -18,6 +18,32 @@ def _ignore_step(_step: int, _count: int) -> None:
     return None
 
 
+# How long a finished job's runner waits for its last preview to be delivered (a bound: the
+# render of one preview takes milliseconds).
+PREVIEW_FLUSH_S = 2.0
+
+
+class PreviewSink(Protocol):
+    """Where a job's step previews go (`sampling/previews.py`): called on the loop thread with the
+    x0 estimate after each step, so it must only hand the value over, never render it there."""
+
+    def offer(self, latents: Any, latent_format: str, step: int, step_count: int, /) -> None: ...
+
+    def flush(self, timeout: float, /) -> bool:
+        """Wait until every offer is delivered (off the loop: the job's runner, once it is done)."""
+        ...
+
+    @property
+    def remote(self) -> dict[str, Any] | None:
+        """What a worker group's rank 0 needs to render the same previews ({"method", "size",
+        "vaeApprox"}); None: they are rendered here only."""
+        ...
+
+    def show(self, image: Any, step: int, step_count: int, /) -> None:
+        """Deliver an image rendered elsewhere (rank 0 of a worker group), as this sink's own."""
+        ...
+
+
 class RemoteHandle(Protocol):
     """A handle on a pipeline that lives elsewhere (a worker group's ranks): what the group's
     sampler reads of it (`parallel.remote.RemotePipeline`)."""
@@ -43,6 +69,9 @@ class SampleJob:
     on_phase: Callable[[str], None] = _ignore_phase  # "encode" | "sample" | "decode"
     on_step: Callable[[int, int], None] = _ignore_step  # (steps done, step count)
     label: str = ""
+    # Step previews (None: off, and the loop does nothing for them). Taken only from a pipeline
+    # that supports them (`components.step.SupportsPreview`).
+    preview: PreviewSink | None = None
 
     @property
     def step_pipeline(self) -> StepPipeline:

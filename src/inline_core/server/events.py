@@ -85,13 +85,40 @@ class CoalescedEvents:
         return taken
 
 
-class Subscriber:
+class LoopWake:
+    """Wakes one asyncio reader from any thread, with at most one wake-up in flight. Its owner
+    holds its own lock around `ring` and `rearm`."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._event = asyncio.Event()
+        self._notified = False
+
+    def ring(self) -> bool:
+        """Wake the reader; False once its loop is gone (nobody is reading any more)."""
+        if self._notified:
+            return True
+        self._notified = True
+        try:
+            self._loop.call_soon_threadsafe(self._event.set)
+        except RuntimeError:
+            return False
+        return True
+
+    def rearm(self) -> None:
+        """The reader found nothing: the next `ring` wakes it again."""
+        self._notified = False
+        self._event.clear()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+class Subscriber:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._lock = threading.Lock()
         self._events = CoalescedEvents()
-        self._wake = asyncio.Event()
-        self._notified = False
+        self._wake = LoopWake(loop)
         self._closed = False
 
     @property
@@ -120,13 +147,8 @@ class Subscriber:
         return self._closed
 
     def _wake_reader(self) -> None:
-        # Called with the lock held; at most one wake-up is in flight per subscriber.
-        if self._notified:
-            return
-        self._notified = True
-        try:
-            self._loop.call_soon_threadsafe(self._wake.set)
-        except RuntimeError:  # the loop is gone: nobody is reading any more
+        # Called with the lock held.
+        if not self._wake.ring():
             self._closed = True
 
     async def next(self) -> WireEvent | None:
@@ -137,8 +159,7 @@ class Subscriber:
                     return self._events.pop()
                 if self._closed:
                     return None
-                self._notified = False
-                self._wake.clear()
+                self._wake.rearm()
             await self._wake.wait()
 
     def drain(self) -> list[WireEvent]:

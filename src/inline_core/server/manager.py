@@ -46,6 +46,7 @@ from inline_core.graph.runner import CatalogView
 from inline_core.graph.schema import parse_graph
 from inline_core.graph.validate import ValidatedGraph, may_wait_on_disk, validate_graph
 from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.preview import PreviewTarget
 from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.store import TakeStore
 from inline_core.server import serialize
@@ -57,7 +58,9 @@ from inline_core.server.fenced_takes import FencedTakes
 from inline_core.server.leases import LEASE_LOST, LEASE_UNSURE, HeldLease, LeaseKeeper
 from inline_core.server.live_run import LiveRun
 from inline_core.server.memory import HeapTrimmer
+from inline_core.server.previews import PreviewBoard
 from inline_core.server.run_needs import run_needs, server_capabilities
+from inline_core.server.run_options import parse_options, preview_method
 from inline_core.server.run_state import NewRun, RunRecord, RunStatus
 from inline_core.server.stores.records import (
     CANCEL,
@@ -149,6 +152,7 @@ class RunManager:
         self._workers: list[threading.Thread] = []
         self.trimmer = HeapTrimmer()
         self.feed = EventFeed(store)
+        self.previews = PreviewBoard()
         self.journal = EventJournal(store, self._lock, self._journal_failed)
         self.leases = LeaseKeeper(
             store,
@@ -239,10 +243,11 @@ class RunManager:
     # ---- submit --------------------------------------------------------------------------------
 
     def _accept(
-        self, graph_json: object, target: object, client_run_id: object
+        self, graph_json: object, target: object, client_run_id: object, options: object = None
     ) -> Future[tuple[RunRecord, bool]]:
         if self._closing:
             raise Unavailable("the server is shutting down")
+        run_options = parse_options(options)
         if not isinstance(target, str) or not target or len(target) > MAX_TARGET:
             raise InvalidRequest("'target' must be the id of a node in the graph")
         if client_run_id is not None and (
@@ -271,6 +276,7 @@ class RunManager:
             node_ids=validated.order,
             created_at=time.time(),
             needs=run_needs(validated, self.registry),
+            options=run_options,
         )
         if not self._capabilities.issuperset(new.needs):
             # Maybe a model or a pack arrived since the last look: the claimer's thread looks
@@ -308,25 +314,35 @@ class RunManager:
         return answer
 
     def submit(
-        self, graph_json: object, target: object, client_run_id: object = None
+        self,
+        graph_json: object,
+        target: object,
+        client_run_id: object = None,
+        options: object = None,
     ) -> tuple[RunRecord, bool]:
         """Validate and durably store a run. Returns (run, created); created is False when
         `client_run_id` repeats an earlier identical submission. Raises `Conflict` when it
         names a different one, `Busy` when the queue is full, `Unavailable` while the store's
         database cannot be reached."""
-        return self._accept(graph_json, target, client_run_id).result()
+        return self._accept(graph_json, target, client_run_id, options).result()
 
     async def submit_async(
-        self, graph_json: object, target: object, client_run_id: object = None
+        self,
+        graph_json: object,
+        target: object,
+        client_run_id: object = None,
+        options: object = None,
     ) -> tuple[RunRecord, bool]:
         """`submit` for the event loop: validation runs on a worker thread when it may wait on
         the disk (a model node's check reads its files' headers, and its files are resolved there
         once for the whole run), else right here: a thread would only add its hand-offs. The
         commit is awaited."""
         if may_wait_on_disk(graph_json, self.registry):
-            accepted = await asyncio.to_thread(self._accept, graph_json, target, client_run_id)
+            accepted = await asyncio.to_thread(
+                self._accept, graph_json, target, client_run_id, options
+            )
         else:
-            accepted = self._accept(graph_json, target, client_run_id)
+            accepted = self._accept(graph_json, target, client_run_id, options)
         return await asyncio.wrap_future(accepted)
 
     # ---- claiming ------------------------------------------------------------------------------
@@ -566,6 +582,10 @@ class RunManager:
                 events=lambda event: self._on_event(run, event),
                 graph_json=validated.graph.to_json(),
                 target=validated.target,
+                preview=PreviewTarget(
+                    preview_method(run.record.options, self.config.preview_method),
+                    self.previews.publish,
+                ),
             )
             result = self.executor.execute(validated, ctx)
         except Cancelled:

@@ -14,10 +14,11 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from inline_core import __version__
-from inline_core.errors import InvalidRequest, NotFound, UnsupportedMedia
+from inline_core.errors import InvalidRequest, NoPreview, NotFound, UnsupportedMedia
 from inline_core.graph.schema import SCHEMA_VERSION_MAX, SCHEMA_VERSION_MIN
 from inline_core.importer import import_request
 from inline_core.media import mime_for_suffix
+from inline_core.runtime.preview import PREVIEW_METHODS
 from inline_core.server import serialize
 from inline_core.server.assets import asset_row
 from inline_core.server.bootstrap import Services
@@ -32,11 +33,13 @@ from inline_core.server.http_io import (
     quoted,
     read_json_object,
 )
+from inline_core.server.previews import MEDIA_TYPES
 from inline_core_sdk.version import PROTOCOL_VERSION
 
 router = APIRouter(prefix="/v1")
 
-RUN_FIELDS = frozenset({"graph", "target", "clientRunId"})
+RUN_FIELDS = frozenset({"graph", "target", "clientRunId", "options"})
+RUN_BODY_SHAPE = "{graph, target, clientRunId?, options?}"
 # What POST /v1/import/comfy answers besides graph and target: accepted (and ignored) so an import
 # result can be posted as it came back.
 IMPORT_REPORT_FIELDS = frozenset(
@@ -68,6 +71,12 @@ RUN_BODY: dict[str, Any] = {
                         },
                         "target": {"type": "string"},
                         "clientRunId": {"type": "string"},
+                        "options": {
+                            "type": "object",
+                            "properties": {
+                                "preview": {"type": "string", "enum": list(PREVIEW_METHODS)}
+                            },
+                        },
                     },
                 }
             }
@@ -149,17 +158,17 @@ async def submit_run(request: Request) -> Response:
     s = services(request)
     body = await read_json_object(request, s.config.max_body_mb * MB)
     if "graph" not in body:
-        raise InvalidRequest("the body must be {graph, target, clientRunId?}: 'graph' is missing")
+        raise InvalidRequest(f"the body must be {RUN_BODY_SHAPE}: 'graph' is missing")
     if "target" not in body:
-        raise InvalidRequest("the body must be {graph, target, clientRunId?}: 'target' is missing")
+        raise InvalidRequest(f"the body must be {RUN_BODY_SHAPE}: 'target' is missing")
     unknown = sorted(set(body) - RUN_FIELDS - IMPORT_REPORT_FIELDS)
     if unknown:
         # Refused rather than ignored: a misspelt "clientRunID" would silently lose idempotency.
         raise InvalidRequest(
-            f"unknown fields {clipped_names(unknown)}; the body is {{graph, target, clientRunId?}}"
+            f"unknown fields {clipped_names(unknown)}; the body is {RUN_BODY_SHAPE}"
         )
     record, created = await s.manager.submit_async(
-        body["graph"], body["target"], body.get("clientRunId")
+        body["graph"], body["target"], body.get("clientRunId"), body.get("options")
     )
     headers = {"Location": f"/v1/runs/{record.id}"}
     return json_response(serialize.submitted_json(record), 201 if created else 200, headers)
@@ -181,6 +190,27 @@ async def list_runs(request: Request) -> Response:
 async def get_run(request: Request, run_id: str) -> Response:
     record, takes = services(request).manager.get(run_id)
     return json_response(serialize.run_json(record, takes))
+
+
+@router.get("/runs/{run_id}/preview")
+async def run_preview(request: Request, run_id: str) -> Response:
+    """The run's newest step preview, as the image it is (its step in the headers)."""
+    manager = services(request).manager
+    preview = manager.previews.latest(run_id)
+    if preview is None:
+        manager.get(run_id)  # a 404 not_found for an unknown run
+        raise NoPreview(
+            f"run {run_id!r} has no step preview on this server: none rendered yet, previews "
+            "are off for it (options.preview, --preview-method), or another server runs it"
+        )
+    headers = {
+        "Cache-Control": "no-store",
+        "X-Preview-Node": preview.node_id,
+        "X-Preview-Step": str(preview.step),
+        "X-Preview-Step-Count": str(preview.step_count),
+    }
+    image = preview.image
+    return Response(image.data, media_type=MEDIA_TYPES[image.format], headers=headers)
 
 
 @router.delete("/runs/{run_id}")

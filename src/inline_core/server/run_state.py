@@ -93,6 +93,8 @@ class RunRecord:
     # The server holding it while it runs (its lease), and the fencing token of that claim.
     holder: str | None = None
     lease_epoch: int = 0
+    # Options that change how the run is delivered, never its pixels (e.g. {"preview": ...}).
+    options: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True)
@@ -109,3 +111,5 @@ class NewRun:
     # What a server must have to run it (node types, named models, a device kind): see
     # `server/run_needs.py`. A server claims only the runs whose needs it meets.
     needs: tuple[str, ...] = ()
+    # The run's options as checked at submit (`server/run_options.py`), e.g. {"preview": ...}.
+    options: dict[str, Any] = field(default_factory=dict[str, Any])

@@ -17,15 +17,22 @@ transport to drain before each send), and uvicorn's keepalive ping gives up on a
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from fastapi import APIRouter
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from inline_core.errors import InlineError, NotFound
+from inline_core.runtime.preview import PreviewImage
 from inline_core.server.bootstrap import Services
 from inline_core.server.events import Subscriber, WireEvent
 from inline_core.server.http_errors import inline_error_response
+from inline_core.server.previews import (
+    PreviewBoard,
+    PreviewSubscriber,
+    binary_frame,
+    preview_event,
+)
 
 router = APIRouter(prefix="/v1")
 
@@ -66,52 +73,83 @@ class Feed(Protocol):
 
 
 async def stream_feed(
-    websocket: WebSocket, services: Services, slot: str, feed: Feed, key: str
+    websocket: WebSocket,
+    services: Services,
+    slot: str,
+    feed: Feed,
+    key: str,
+    previews: PreviewBoard | None = None,
 ) -> None:
     """Serve one events socket: take a `SocketGate` slot, send `key`'s snapshot, then each event
-    until the feed ends (None) or the client leaves, and close."""
+    (and, with `previews`, each step preview of run `key`) until the feed ends (None) or the
+    client leaves, and close."""
     try:
         services.sockets.acquire(slot)
     except InlineError as exc:
         await deny_socket(websocket, exc)
         return
     try:
-        await _stream(websocket, feed, key)
+        await _stream(websocket, feed, key, previews)
     finally:
         services.sockets.release(slot)
 
 
-async def _stream(websocket: WebSocket, feed: Feed, key: str) -> None:
+async def _stream(
+    websocket: WebSocket, feed: Feed, key: str, previews: PreviewBoard | None
+) -> None:
+    loop = asyncio.get_running_loop()
     try:
-        snapshot, subscriber = feed.subscribe(key, asyncio.get_running_loop())
+        snapshot, subscriber = feed.subscribe(key, loop)
     except InlineError as exc:
         await deny_socket(websocket, exc)
         return
-    left: asyncio.Task[None] | None = None
+    shown = None if previews is None else previews.subscribe(key, loop)
+    tasks: list[asyncio.Task[Any]] = []
     try:
         await websocket.accept()
         await websocket.send_text(snapshot.text())
         left = asyncio.create_task(client_left(websocket))
+        following = asyncio.create_task(subscriber.next())
+        preview = None if shown is None else asyncio.create_task(shown.next())
+        tasks = [left, following] + ([] if preview is None else [preview])
         while True:
-            following = asyncio.create_task(subscriber.next())
-            await asyncio.wait({following, left}, return_when=asyncio.FIRST_COMPLETED)
-            if not following.done():
-                following.cancel()
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if left.done():
                 return  # the client went away
-            event: WireEvent | None = following.result()
-            if event is None:
-                break
-            await websocket.send_text(event.text())
+            if preview is not None and preview.done():
+                await _send_preview(websocket, preview.result())
+                preview = asyncio.create_task(cast(PreviewSubscriber, shown).next())
+                tasks[2] = preview
+            if following.done():
+                event: WireEvent | None = following.result()
+                last = None if shown is None or not (event is None or event.terminal) else shown
+                waiting = None if last is None else last.take()
+                if waiting is not None:  # a run's last preview goes out before its end
+                    await _send_preview(websocket, waiting)
+                if event is None:
+                    break
+                await websocket.send_text(event.text())
+                following = asyncio.create_task(subscriber.next())
+                tasks[1] = following
         await websocket.close(code=1000)
     except (WebSocketDisconnect, RuntimeError, OSError):
         return  # the socket closed under us; nothing to tell anyone
     finally:
-        if left is not None:
-            left.cancel()
+        for task in tasks:
+            task.cancel()
         feed.unsubscribe(key, subscriber)
+        if previews is not None and shown is not None:
+            previews.unsubscribe(key, shown)
+
+
+async def _send_preview(websocket: WebSocket, preview: PreviewImage) -> None:
+    """The JSON `preview` event (what the image is), then ComfyUI's binary frame with it."""
+    await websocket.send_text(preview_event(preview).text())
+    await websocket.send_bytes(binary_frame(preview))
 
 
 @router.websocket("/runs/{run_id}/events")
 async def run_events(websocket: WebSocket, run_id: str) -> None:
     services = cast(Services, websocket.app.state.services)
-    await stream_feed(websocket, services, run_id, services.manager, run_id)
+    manager = services.manager
+    await stream_feed(websocket, services, run_id, manager, run_id, manager.previews)

@@ -105,6 +105,15 @@ class FlowMatchSchedule:
         out = self.scheduler.step(pred, t, latents.value, return_dict=False)[0]
         return Latents(out, latents.shape)
 
+    def x0_estimate(self, index: int, noise_pred: Any, latents: Latents, /) -> torch.Tensor:
+        """The finished latents this step's prediction points at: a flow model predicts
+        `noise - x0`, so `x0 = x_t - sigma * prediction`, with `sigma` the level the model saw
+        (`timesteps[index] / 1000` for every sampler here, Heun's half-steps included)."""
+        sigma = self.timesteps[index] / self.scheduler.config.num_train_timesteps
+        x = cast(torch.Tensor, latents.value)
+        pred = cast(torch.Tensor, noise_pred).to(torch.float32)
+        return x.to(torch.float32) - sigma.to(x.device, torch.float32) * pred
+
     def scale_noise(self, image_latents: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """img2img's starting point: the encoded image noised to the first timestep."""
         t = self.timesteps[:1].repeat(image_latents.shape[0])

@@ -24,7 +24,7 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.video import Video
-from inline_core.sampling.job import SampleJob
+from inline_core.sampling.job import PREVIEW_FLUSH_S, SampleJob
 from inline_core.takes import Take
 
 
@@ -84,8 +84,11 @@ class FamilyNodeRunner(NodeRunner):
             on_phase=reporter.phase,
             on_step=reporter.step,
             label=f"{ctx.run_id}/{node_id}",
+            preview=self.runtime.preview_sink(ctx.preview, ctx.run_id, node_id),
         )
         output: object = accelerator.run(job)
+        if job.preview is not None:  # its last preview out before the run can end
+            job.preview.flush(PREVIEW_FLUSH_S)
         reporter.phase("save")
         chosen = {}
         if not call.params.get("model") and sources.model_name in family.catalog.options(

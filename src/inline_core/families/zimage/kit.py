@@ -10,7 +10,8 @@ The kit builds a transformer, a FLUX-style VAE, a Qwen3 text encoder with a byte
   `text_encoders/zimage_<size>_qwen3/` (an HF folder with its tokenizer);
 - diffusers layout: `diffusion_models/zimage_<size>_diffusers/` (with `model_index.json`);
 - `loras/zimage_<size>_lora_a*.safetensors` (one LoRA in the diffusers/PEFT, ai-toolkit and kohya
-  namings) and `loras/zimage_<size>_lora_b.safetensors` (another, on other layers).
+  namings) and `loras/zimage_<size>_lora_b.safetensors` (another, on other layers);
+- a tiny `vae_approx/taef1_decoder.safetensors` for its latents' `taesd` previews.
 
 Both layouts hold the same weights, so they render the same pixels. Random weights draw noise: the
 kit is for testing the machinery end to end without a download, not for pictures.
@@ -37,7 +38,10 @@ from inline_core.diffusion.kit import (
     tokenizer_vocab_size,
 )
 from inline_core.diffusion.libs import diffusers, quiet, transformers
+from inline_core.diffusion.preview.formats import preview_format
+from inline_core.diffusion.preview.kit import write_tiny_decoder
 from inline_core.families.zimage.kit_loras import write_kit_loras
+from inline_core.families.zimage.pipeline import PREVIEW_FORMAT
 from inline_core.families.zimage.transformer import axes_dims, to_original
 
 SIZES = ("tiny", "mid")
@@ -77,6 +81,7 @@ class KitPaths:
     vae_file: Path | None
     text_encoder_dir: Path | None
     diffusers_dir: Path | None
+    tiny_decoder: Path | None = None  # vae_approx/taef1_decoder.safetensors (taesd previews)
     loras: dict[str, Path] = field(default_factory=dict[str, Path])
 
 
@@ -195,7 +200,9 @@ def build_kit(
         pipe.save_pretrained(str(diffusers_dir))
     for category in ("diffusion_models", "vae", "text_encoders", "loras"):
         (out / category).mkdir(parents=True, exist_ok=True)
-    return KitPaths(out, diffusion_file, vae_file, te_dir, diffusers_dir, loras)
+    # The tiny decoder for its latents' previews (`taesd`), where ComfyUI keeps it.
+    tiny_decoder = write_tiny_decoder(out, preview_format(PREVIEW_FORMAT))
+    return KitPaths(out, diffusion_file, vae_file, te_dir, diffusers_dir, tiny_decoder, loras)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -220,7 +227,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = build_kit(out, cast(str, args.size), layouts)
     written = [
         p
-        for p in (paths.diffusion_file, paths.vae_file, paths.text_encoder_dir, paths.diffusers_dir)
+        for p in (
+            paths.diffusion_file,
+            paths.vae_file,
+            paths.text_encoder_dir,
+            paths.diffusers_dir,
+            paths.tiny_decoder,
+        )
         if p is not None
     ] + list(paths.loras.values())
     if args.qwen_single_file:

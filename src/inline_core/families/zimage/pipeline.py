@@ -28,8 +28,12 @@ from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.zimage import xdit
 from inline_core.families.zimage.denoiser import ZImageDenoiser
+from inline_core.families.zimage.family import ZImageFamily
 from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, new_request
 from inline_core.families.zimage.xdit import XDIT_MODEL
+
+# Its latents' preview format (`diffusion/preview/formats.py`), as its family declares it.
+PREVIEW_FORMAT = cast(str, ZImageFamily.capabilities.preview_latents)
 
 
 def model_time(timesteps: torch.Tensor) -> torch.Tensor:
@@ -183,6 +187,16 @@ class ZImageDenoisePipeline:
         with torch.inference_mode():
             state.latents = schedule.step(state.step_index, noise_pred, lat)
         state.step_index += 1
+
+    # -- previews (components.step.SupportsPreview) ------------------------------------------------
+
+    def preview_format(self, state: ZImageRequest, /) -> str:
+        return PREVIEW_FORMAT
+
+    def preview_latents(self, state: ZImageRequest, noise_pred: Any, /) -> torch.Tensor:
+        schedule, lat = _prepared(state)
+        with torch.inference_mode():
+            return schedule.x0_estimate(state.step_index, noise_pred, lat)
 
     def post_latents(self, state: ZImageRequest, /) -> Latents:
         """The final latents, undecoded (`components.step.SupportsLatentOutput`)."""

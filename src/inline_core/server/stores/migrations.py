@@ -128,6 +128,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         # row in one statement (one snapshot), it costs no write per event append.
         ("ALTER TABLE runs DROP COLUMN event_seq",),
     ),
+    Migration(
+        4,
+        "a run's options (how it is delivered: its step previews)",
+        ("ALTER TABLE runs ADD COLUMN options TEXT NOT NULL DEFAULT '{}'",),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

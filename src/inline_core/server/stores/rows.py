@@ -14,7 +14,7 @@ from inline_core.takes import Take
 
 RUN_COLUMNS = (
     "id, client_run_id, request_hash, graph, target, status, attempts, created_at, started_at, "
-    "finished_at, error, nodes, fraction, lease_owner, lease_epoch"
+    "finished_at, error, nodes, fraction, lease_owner, lease_epoch, options"
 )
 SUMMARY_COLUMNS = "id, status, target, fraction, created_at, lease_owner"
 TAKE_COLUMNS = "id, run_id, node_id, kind, hash, uri, path, params, created_at"
@@ -59,6 +59,7 @@ def record(row: Row) -> RunRecord:
         fraction=row["fraction"],
         holder=row["lease_owner"] if status == RunStatus.RUNNING else None,
         lease_epoch=row["lease_epoch"],
+        options=cast(dict[str, Any], json.loads(row["options"])),
     )
 
 

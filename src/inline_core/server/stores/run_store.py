@@ -251,10 +251,12 @@ class RunStore:
             new.created_at,
             rows.nodes_json(nodes),
             rows.dumps(sorted(new.needs)),
+            rows.dumps(new.options),
         )
         insert = (
             "INSERT INTO runs (id, client_run_id, request_hash, graph, target, status, "
-            "created_at, nodes, fraction, needs) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, 0, ?) "
+            "created_at, nodes, fraction, needs, options) "
+            "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, 0, ?, ?) "
             # Two servers may take the same clientRunId at once: the second one finds the first.
             "ON CONFLICT (client_run_id) WHERE client_run_id IS NOT NULL DO NOTHING"
         )
@@ -285,6 +287,7 @@ class RunStore:
                 request_hash=new.request_hash,
                 client_run_id=new.client_run_id,
                 nodes=nodes,
+                options=dict(new.options),
             )
             return record, True
 

@@ -1,0 +1,92 @@
+"""`PreviewRenderer`: x0 estimates to JPEG previews, by the run's method, at the preview size.
+
+A preview's longest side is the server's preview size (`--preview-size`), or the picture's own
+when that is smaller: latent2rgb's image (one pixel per latent cell) is scaled up to it, a tiny
+decoder's (full size) down. `taesd` without a decoder file for the latents' format falls back to
+latent2rgb, as ComfyUI does, and says so once in the log. Runs on the preview worker's thread.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from pathlib import Path
+from typing import cast
+
+import torch
+from PIL import Image
+
+from inline_core.diffusion.preview.formats import PreviewFormat, preview_format
+from inline_core.diffusion.preview.latent_rgb import first_image, latent_to_rgb
+from inline_core.diffusion.preview.tiny_decoder import TinyDecoder, find_decoder
+from inline_core.runtime.preview import LATENT2RGB, TAESD, EncodedPreview
+
+log = logging.getLogger(__name__)
+
+JPEG_QUALITY = 85
+
+# Threads whose intra-op settings were stated (see `_settle_threads`).
+_settled = threading.local()
+
+
+def _settle_threads() -> None:
+    """State the intra-op thread count once on this thread (the preview worker's): on a thread
+    that torch has not seen set, its first ops ran 30-40x slower and slowed the step loop's
+    forwards 2-3x beside them (bench/previews.py: a 0.3 ms latent2rgb took 12-16 ms). Setting the
+    value it already has changes no other thread."""
+    if not getattr(_settled, "done", False):
+        torch.set_num_threads(torch.get_num_threads())
+        _settled.done = True
+
+
+class PreviewRenderer:
+    def __init__(self, vae_approx: Path, size: int) -> None:
+        self.vae_approx = vae_approx
+        self.size = size
+        self._lock = threading.Lock()
+        self._decoders: dict[str, TinyDecoder | None] = {}
+
+    def decoder(self, fmt: PreviewFormat) -> TinyDecoder | None:
+        """The format's tiny decoder, loaded once (None: no file for it)."""
+        with self._lock:
+            if fmt.name not in self._decoders:
+                path = find_decoder(self.vae_approx, fmt)
+                if path is None:
+                    log.warning(
+                        "taesd previews of %s latents: no %s_decoder file in %s; using latent2rgb",
+                        fmt.name,
+                        fmt.tiny_decoder or "tiny",
+                        self.vae_approx,
+                    )
+                self._decoders[fmt.name] = None if path is None else TinyDecoder(path, fmt)
+            return self._decoders[fmt.name]
+
+    def image(
+        self, method: str, latents: torch.Tensor, format_name: str
+    ) -> tuple[Image.Image, str]:
+        """The preview image at the preview size, and the method that made it."""
+        fmt = preview_format(format_name)
+        decoder = self.decoder(fmt) if method == TAESD else None
+        if decoder is not None:
+            picture, used = decoder.decode(latents), TAESD
+        else:
+            picture, used = latent_to_rgb(latents, fmt), LATENT2RGB
+        x = first_image(latents, fmt)
+        full = (int(x.shape[2]) * fmt.spatial_factor, int(x.shape[1]) * fmt.spatial_factor)
+        return picture.resize(self.fit(full), Image.Resampling.BILINEAR), used
+
+    def fit(self, full: tuple[int, int]) -> tuple[int, int]:
+        """(width, height) with the longest side the preview size, or `full` if smaller."""
+        longest = max(full)
+        if longest <= self.size:
+            return full
+        scale = self.size / longest
+        return max(1, round(full[0] * scale)), max(1, round(full[1] * scale))
+
+    def render(self, method: str, latents: object, format_name: str) -> EncodedPreview:
+        _settle_threads()
+        picture, used = self.image(method, cast(torch.Tensor, latents), format_name)
+        buf = io.BytesIO()
+        picture.save(buf, format="JPEG", quality=JPEG_QUALITY)
+        return EncodedPreview(buf.getvalue(), "jpeg", picture.width, picture.height, used)

@@ -1,0 +1,75 @@
+"""`taesd`: a tiny decoder from `models/vae_approx/` (ComfyUI's files) turns latents into pixels.
+
+ComfyUI picks the first file there whose name starts with the format's decoder name and
+`_decoder` (`taef1_decoder.safetensors`, `taef1_decoder.pth`); so does this. The file's layout is
+read from its keys (`diffusion/formats/taesd.py`) and loaded into diffusers' `DecoderTiny`. The
+decoder takes the latents as the transformer sees them and returns pixels in (-1, 1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+from PIL import Image
+
+from inline_core.diffusion.formats.taesd import infer_config, to_diffusers_key
+from inline_core.diffusion.libs import assign_state, load_safetensors, module
+from inline_core.diffusion.preview.formats import PreviewFormat
+from inline_core.diffusion.preview.latent_rgb import first_image, to_image
+
+SUFFIXES = (".safetensors", ".pth")
+
+
+def find_decoder(vae_approx: Path, fmt: PreviewFormat) -> Path | None:
+    """The format's tiny decoder file in `vae_approx`, or None (none named, or none there)."""
+    if fmt.tiny_decoder is None or not vae_approx.is_dir():
+        return None
+    stem = f"{fmt.tiny_decoder}_decoder"
+    for path in sorted(vae_approx.iterdir()):
+        if path.is_file() and path.name.startswith(stem) and path.suffix in SUFFIXES:
+            return path
+    return None
+
+
+def _read(path: Path) -> dict[str, torch.Tensor]:
+    if path.suffix == ".safetensors":
+        return load_safetensors(path)
+    loaded = torch.load(str(path), map_location="cpu", weights_only=True)
+    return cast(dict[str, torch.Tensor], loaded)
+
+
+class TinyDecoder:
+    def __init__(self, path: Path, fmt: PreviewFormat) -> None:
+        state = _read(path)
+        config = infer_config({k: tuple(v.shape) for k, v in state.items()})
+        if config.latent_channels != fmt.channels:
+            raise ValueError(
+                f"{path.name} decodes {config.latent_channels} latent channels; {fmt.name} "
+                f"latents have {fmt.channels}"
+            )
+        vae_module = module("diffusers.models.autoencoders.vae")
+        decoder = cast(torch.nn.Module, vae_module.DecoderTiny(**config.to_diffusers()))
+        missing, unexpected = assign_state(
+            decoder, {to_diffusers_key(k): v.float() for k, v in state.items()}
+        )
+        if missing or unexpected:
+            raise ValueError(
+                f"{path.name} does not fit a tiny decoder: missing {missing[:3]}, "
+                f"unexpected {unexpected[:3]}"
+            )
+        self.path = path
+        self.format = fmt
+        self.device = torch.device("cpu")
+        self.decoder: Any = decoder.eval()
+
+    def decode(self, latents: torch.Tensor) -> Image.Image:
+        """Decoded on the latents' device (the decoder moves there on first use)."""
+        x = first_image(latents, self.format).to(torch.float32).unsqueeze(0)
+        if x.device != self.device:
+            self.decoder = self.decoder.to(x.device)
+            self.device = x.device
+        with torch.inference_mode():
+            pixels = cast(torch.Tensor, self.decoder(x))[0]  # (3, H, W) in (-1, 1)
+        return to_image(pixels.permute(1, 2, 0))

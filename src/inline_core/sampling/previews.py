@@ -1,0 +1,184 @@
+"""`PreviewWorker`: step previews rendered off the step loop, newest first, stale ones dropped.
+
+The loop hands each previewed job's x0 estimate to that job's `PreviewChannel` (`offer`: a store
+into one slot, no copy, no wait). One worker thread renders what the channels hold: a channel
+offered a newer estimate before the worker reached the older one keeps only the newer (the
+older is dropped, counted), so a slow render or a slow client never builds a backlog, and the loop
+never waits on a preview. Rendering is the caller's function (torch lives there, not here); a
+render that raises is logged and the render goes on without that preview.
+
+The worker renders at most `duty` of the time (10%): after a render of r seconds it rests
+r * (1/duty - 1) before the next, so a costly method (a tiny decoder on a CPU) is coalesced into
+fewer previews instead of taking the step loop's processor (bench/previews.py). A runner waiting
+for its last preview (`flush`) cuts the rest short.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# (latents, latent format) -> an encoded image; (image, step, step count) -> delivered.
+Render = Callable[[Any, str], Any]
+Deliver = Callable[[Any, int, int], None]
+
+DUTY = 0.1  # the share of the time the worker may spend rendering
+
+
+@dataclass
+class PreviewCounters:
+    offered: int = 0
+    rendered: int = 0
+    dropped: int = 0  # replaced by a newer estimate before they were rendered
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class _Offer:
+    latents: Any
+    latent_format: str
+    step: int
+    step_count: int
+
+
+class PreviewChannel:
+    """One job's previews: the newest offer waiting, rendered by its worker."""
+
+    def __init__(
+        self,
+        worker: PreviewWorker,
+        render: Render,
+        deliver: Deliver,
+        remote: dict[str, Any] | None = None,
+    ) -> None:
+        self._worker = worker
+        self.render = render
+        self.deliver = deliver
+        self.remote = remote  # how a worker group's rank 0 renders them (see `PreviewSink`)
+        self.pending: _Offer | None = None  # guarded by the worker's lock
+
+    def offer(self, latents: Any, latent_format: str, step: int, step_count: int, /) -> None:
+        self._worker.put(self, _Offer(latents, latent_format, step, step_count))
+
+    def show(self, image: Any, step: int, step_count: int, /) -> None:
+        self.deliver(image, step, step_count)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until what was offered is delivered (the run's runner calls it once its job is
+        done, so its last preview is out before the run ends); False if `timeout` passed."""
+        return self._worker.wait_delivered(self, timeout)
+
+
+class PreviewWorker:
+    def __init__(self, name: str = "inline-previews", duty: float = DUTY) -> None:
+        if not 0.0 < duty <= 1.0:
+            raise ValueError(f"duty is a share of the time, in (0, 1]; got {duty}")
+        self._name = name
+        self._rest = 1.0 / duty - 1.0  # seconds of rest per second of rendering
+        self._rest_until = 0.0  # monotonic: no render starts before it (unless hurried)
+        self._hurry = 0  # flushes waiting
+        self._cond = threading.Condition()
+        self._ready: list[PreviewChannel] = []  # channels with an offer waiting, oldest first
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._rendering: PreviewChannel | None = None  # whose render is in progress
+        self.counters = PreviewCounters()
+
+    def channel(
+        self, render: Render, deliver: Deliver, remote: dict[str, Any] | None = None
+    ) -> PreviewChannel:
+        return PreviewChannel(self, render, deliver, remote)
+
+    def put(self, channel: PreviewChannel, offer: _Offer) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self.counters.offered += 1
+            if channel.pending is not None:
+                self.counters.dropped += 1  # the worker had not reached it: newest wins
+            else:
+                self._ready.append(channel)
+            channel.pending = offer
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until nothing waits or renders (tests, benches); False after `timeout`."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._ready and self._rendering is None, timeout)
+
+    def wait_delivered(self, channel: PreviewChannel, timeout: float) -> bool:
+        with self._cond:
+            self._hurry += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(
+                    lambda: (
+                        self._closed or (channel.pending is None and self._rendering is not channel)
+                    ),
+                    timeout,
+                )
+            finally:
+                self._hurry -= 1
+
+    def stats(self) -> dict[str, int]:
+        c = self.counters
+        return {
+            "offered": c.offered,
+            "rendered": c.rendered,
+            "dropped": c.dropped,
+            "failed": c.failed,
+        }
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            for channel in self._ready:
+                channel.pending = None
+            self._ready.clear()
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10.0)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed:
+                    resting = self._rest_until - time.monotonic()
+                    if self._ready and (resting <= 0 or self._hurry):
+                        break
+                    self._cond.wait(resting if self._ready else None)
+                if self._closed:
+                    return
+                channel = self._ready.pop(0)
+                offer, channel.pending = channel.pending, None
+                self._rendering = channel
+            started = time.monotonic()
+            try:
+                if offer is not None:
+                    self._render(channel, offer)
+            finally:
+                ended = time.monotonic()
+                with self._cond:
+                    self._rendering = None
+                    self._rest_until = ended + (ended - started) * self._rest
+                    self._cond.notify_all()
+
+    def _render(self, channel: PreviewChannel, offer: _Offer) -> None:
+        try:
+            image = channel.render(offer.latents, offer.latent_format)
+            channel.deliver(image, offer.step, offer.step_count)
+        except Exception:
+            self.counters.failed += 1
+            log.exception("a step preview failed; the render goes on without it")
+            return
+        self.counters.rendered += 1

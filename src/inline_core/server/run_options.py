@@ -1,0 +1,46 @@
+"""A run's `options` in `POST /v1/runs`: how it is delivered, never what it renders.
+
+`{"preview": "none" | "latent2rgb" | "taesd"}`: its step previews (unset: the server's
+`--preview-method`). Checked at submit (an unknown option or value is a 422 naming it) and stored
+with the run, so whichever server claims it, and a re-run after a crash, delivers it the same way.
+Options are not part of the request's identity: a clientRunId repeated with other options is the
+same run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from inline_core.errors import InvalidRequest
+from inline_core.runtime.preview import PREVIEW_METHODS
+
+OPTIONS = ("preview",)
+
+
+def parse_options(raw: object) -> dict[str, Any]:
+    """The options as stored (only those given); `InvalidRequest` names a bad one."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InvalidRequest('\'options\' must be an object, e.g. {"preview": "latent2rgb"}')
+    given = cast(dict[str, Any], raw)
+    unknown = sorted(k for k in given if k not in OPTIONS)
+    if unknown:
+        raise InvalidRequest(
+            f"unknown option {unknown[0]!r} in 'options'; the options are {', '.join(OPTIONS)}"
+        )
+    options: dict[str, Any] = {}
+    if "preview" in given:
+        method = given["preview"]
+        if not isinstance(method, str) or method not in PREVIEW_METHODS:
+            raise InvalidRequest(
+                f"option 'preview' is {method!r}; choose one of {', '.join(PREVIEW_METHODS)}"
+            )
+        options["preview"] = method
+    return options
+
+
+def preview_method(options: dict[str, Any], default: str) -> str:
+    """The run's preview method: its own option, else the server's default."""
+    method = options.get("preview")
+    return method if isinstance(method, str) else default

@@ -1,0 +1,174 @@
+"""Step previews of real tiny Z-Image renders on the run's websocket, through the ASGI app and a
+real uvicorn: each JSON `preview` event is followed by ComfyUI's binary frame (event type 1,
+format 1 JPEG, the bytes), the image is the preview size, the steps come in order, the newest is
+at `GET /v1/runs/{id}/preview`, and the take's pixels are those of the same render without
+previews."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+from primitive_graphs import primitive_graph
+from test_zimage_server import submit, take_image, wait, zimage_graph
+from websockets.exceptions import ConnectionClosedOK
+from websockets.sync.client import connect
+
+from inline_core.config import Config
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.server.app import create_app
+from tests.server.server_support import LiveServer, wait_finished
+
+STEPS = 3
+
+
+def preview_client(kit: KitPaths, tmp_path: Path, **settings: Any) -> TestClient:
+    config = Config(
+        models_dir=kit.root,
+        data_dir=tmp_path / "data",
+        profile="cpu",
+        dtype="float32",
+        min_free_disk_mb=0,
+        **settings,
+    )
+    return TestClient(create_app(config))
+
+
+@pytest.fixture
+def client(kit: KitPaths, tmp_path: Path) -> Iterator[TestClient]:
+    with preview_client(kit, tmp_path, preview_size=32) as c:
+        yield c
+
+
+def decode_frame(frame: bytes) -> tuple[int, int, Image.Image]:
+    event_type, image_format = struct.unpack(">II", frame[:8])
+    return event_type, image_format, Image.open(io.BytesIO(frame[8:]))
+
+
+def check_previews(
+    messages: list[str | bytes], size: tuple[int, int], method: str, node_id: str = "z"
+) -> list[int]:
+    """Every preview event is followed by its frame, in ComfyUI's format; returns their steps."""
+    steps: list[int] = []
+    for i, message in enumerate(messages):
+        if isinstance(message, bytes):
+            event = json.loads(messages[i - 1])
+            assert event["type"] == "preview"
+            event_type, image_format, image = decode_frame(message)
+            assert (event_type, image_format, image.format) == (1, 1, "JPEG")
+            assert image.size == size == (event["width"], event["height"])
+            assert (event["nodeId"], event["stepCount"], event["method"]) == (
+                node_id,
+                STEPS,
+                method,
+            )
+            steps.append(int(event["step"]))
+        elif json.loads(message)["type"] == "preview":
+            assert isinstance(messages[i + 1], bytes)
+    assert steps and steps == sorted(set(steps)) and steps[-1] == STEPS
+    assert json.loads(messages[-1])["type"] == "run_done"
+    return steps
+
+
+def socket_messages(client: TestClient, run_id: str) -> list[str | bytes]:
+    """The run's socket, binary frames and text, until its terminal event."""
+    messages: list[str | bytes] = []
+    with client.websocket_connect(f"/v1/runs/{run_id}/events") as ws:
+        while True:
+            message = ws.receive()
+            if message.get("bytes") is not None:
+                messages.append(message["bytes"])
+                continue
+            text = message.get("text")
+            if text is None:
+                break
+            messages.append(text)
+            if json.loads(text)["type"] in ("run_done", "error", "cancelled"):
+                break
+    return messages
+
+
+def post(client: TestClient, graph: dict[str, Any], target: str = "z", **options: str) -> str:
+    body = {"graph": graph, "target": target, "options": options}
+    response = client.post("/v1/runs", json=body)
+    assert response.status_code == 201, response.text
+    return str(response.json()["runId"])
+
+
+@pytest.mark.parametrize("method", ["latent2rgb", "taesd"])
+def test_previews_arrive_as_comfyui_frames_and_leave_the_take_alone(
+    client: TestClient, method: str
+) -> None:
+    graph = zimage_graph("a lantern", steps=STEPS, seed=11, width=96, height=64)
+    run_id = post(client, graph, preview=method)
+    check_previews(socket_messages(client, run_id), (32, 21), method)
+    state = wait(client, run_id)
+    latest = client.get(f"/v1/runs/{run_id}/preview")
+    assert latest.status_code == 200 and latest.headers["content-type"] == "image/jpeg"
+    assert latest.headers["x-preview-step"] == str(STEPS)
+    assert latest.headers["x-preview-node"] == "z"
+    assert Image.open(io.BytesIO(latest.content)).size == (32, 21)
+    # The same render with previews off: the same pixels.
+    plain = wait(client, submit(client, graph))
+    ours, theirs = take_image(client, state["takes"][0]), take_image(client, plain["takes"][0])
+    assert np.array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+def test_the_server_default_applies_and_a_run_may_turn_it_off(
+    kit: KitPaths, tmp_path: Path
+) -> None:
+    with preview_client(kit, tmp_path, preview_method="latent2rgb") as client:
+        graph = zimage_graph("a kite", steps=STEPS, seed=3)
+        run_id = submit(client, graph)  # no options: the server's method, at the picture's size
+        check_previews(socket_messages(client, run_id), (64, 64), "latent2rgb")
+        off = post(client, graph, preview="none")
+        messages = socket_messages(client, off)
+        assert not any(isinstance(m, bytes) for m in messages)
+        assert client.get(f"/v1/runs/{off}/preview").json()["error"]["code"] == "no_preview"
+
+
+def test_the_sample_primitive_previews_its_latent_batch(client: TestClient) -> None:
+    graph = primitive_graph("a kite", steps=STEPS, batch=2)
+    run_id = post(client, graph, "decode", preview="latent2rgb")
+    # The batch's first item is the node's preview, as in ComfyUI.
+    check_previews(socket_messages(client, run_id), (32, 32), "latent2rgb", "sample")
+    assert wait(client, run_id)["status"] == "done"
+
+
+def test_a_real_server_sends_the_frames(kit: KitPaths, tmp_path: Path) -> None:
+    live = LiveServer(
+        data_dir=tmp_path / "data",
+        models_dir=kit.root,
+        env={
+            "INLINE_PREVIEW_METHOD": "taesd",
+            "INLINE_PREVIEW_SIZE": "16",
+            "INLINE_DTYPE": "float32",
+            "INLINE_MIN_FREE_DISK_MB": "0",
+        },
+    )
+    live.start()
+    try:
+        graph = zimage_graph("a lantern", steps=STEPS, seed=2)
+        response = httpx.post(f"{live.base}/v1/runs", json={"graph": graph, "target": "z"})
+        assert response.status_code == 201, response.text
+        run_id = response.json()["runId"]
+        messages: list[str | bytes] = []
+        with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
+            try:
+                while True:
+                    messages.append(ws.recv(timeout=60))
+            except ConnectionClosedOK:
+                pass
+        check_previews(messages, (16, 16), "taesd")
+        assert wait_finished(live, run_id)["status"] == "done"
+    finally:
+        live.close()
