@@ -159,6 +159,9 @@ class Config:
     # default <data_dir>/packs) and what builds their environments (INLINE_PACKS_INSTALLER).
     packs_dir_override: Path | None = None
     packs_installer: str = "auto"  # auto (uv where found, else pip) | uv | pip
+    # Where pack workers' scratch folders go (INLINE_PACK_SCRATCH_DIR; None: /dev/shm where
+    # writable, else the temp dir). The start-up sweep of orphaned ones looks only here.
+    pack_scratch_dir: Path | None = None
     # Model downloads (`/v1/downloads`): how many run at once (the rest queue), and the hub they
     # come from (HF_ENDPOINT, as huggingface_hub names it: a mirror or a local hub; None: the Hub).
     max_downloads: int = 2
@@ -238,6 +241,7 @@ class Config:
             plugins=plugins,
             packs_dir_override=_path(env, "INLINE_PACKS_DIR"),
             packs_installer=env.get("INLINE_PACKS_INSTALLER") or "auto",
+            pack_scratch_dir=_path(env, "INLINE_PACK_SCRATCH_DIR"),
             max_batch=_count(
                 env,
                 "INLINE_MAX_BATCH",

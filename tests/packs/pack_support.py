@@ -6,8 +6,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 import httpx
 from PIL import Image
 
+from inline_core.packs.scratch import scratch_root
 from tests.server.server_support import FINISHED, LiveServer, running_server, wait_until
 
 HERE = Path(__file__).resolve().parent
@@ -52,8 +55,15 @@ def install(packs_dir: Path, pack: str | Path, env: Mapping[str, str] | None = N
 def pack_server(
     root: Path, packs_dir: Path, env: Mapping[str, str] | None = None
 ) -> Generator[LiveServer]:
-    with running_server(root, {"INLINE_PACKS_DIR": str(packs_dir), **(env or {})}) as live:
-        yield live
+    # Its own scratch root, outside the server's folders (a worker must not see those), so no
+    # other server starting on this machine sweeps what this test looks at.
+    scratch = Path(tempfile.mkdtemp(prefix="inline-test-scratch-", dir=scratch_root()))
+    own = {"INLINE_PACKS_DIR": str(packs_dir), "INLINE_PACK_SCRATCH_DIR": str(scratch)}
+    try:
+        with running_server(root, {**own, **(env or {})}) as live:
+            yield live
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def upload_image(live: LiveServer, image: Image.Image) -> str:

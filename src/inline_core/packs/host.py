@@ -33,7 +33,7 @@ from inline_core.packs.media_io import (
 )
 from inline_core.packs.process import Limits, PackProcess
 from inline_core.packs.raw_pixels import RawPixelReader
-from inline_core.packs.scratch import Scratch, make_scratch, sweep_scratch
+from inline_core.packs.scratch import Scratch, make_scratch, scratch_root, sweep_scratch
 from inline_core.packs.store import InstalledPack, PackStore, hold_in_use
 from inline_core.packs.wire import PackNode
 from inline_core_sdk.version import sdk_version
@@ -110,8 +110,16 @@ class PackNodeRunner(NodeRunner):
 
 
 class PackHost:
-    def __init__(self, root: Path, registry: Registry, *, watch: bool = True) -> None:
+    def __init__(
+        self,
+        root: Path,
+        registry: Registry,
+        *,
+        watch: bool = True,
+        scratch_dir: Path | None = None,
+    ) -> None:
         self.store = PackStore(root)
+        self.scratch_dir = scratch_dir or scratch_root()  # workers' folders, swept at start
         self.registry = registry
         self.sdk_version = sdk_version()
         self.slots: dict[str, PackSlot] = {}
@@ -129,7 +137,7 @@ class PackHost:
             self.store.sweep()
         except OSError:
             log.exception("sweeping unused pack folders failed; continuing")
-        sweep_scratch()  # what workers of servers killed earlier left in shared memory
+        sweep_scratch(self.scratch_dir)  # what workers of servers killed earlier left there
         if self._watch_enabled:
             self._watcher.start()
 
@@ -235,7 +243,8 @@ class PackHost:
         if worker is not None and worker.pack is loaded and worker.process.alive:
             return worker
         self._stop_worker(slot)
-        scratch = make_scratch(slot.name)
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        scratch = make_scratch(slot.name, self.scratch_dir)
         log_path = self.store.root / LOGS / f"{slot.name}.log"
         process = PackProcess(loaded, scratch.path, log_path)
         try:
