@@ -91,11 +91,14 @@ class Server:
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=600)
+        deadline = time.monotonic() + 120  # a server that never answers fails the bench
         while True:
             try:
                 if self.client.get("/v1/health").is_success:
                     break
             except httpx.TransportError:
+                if time.monotonic() > deadline or not self.thread.is_alive():
+                    raise RuntimeError("the server did not start") from None
                 time.sleep(0.02)
 
     def render(self, seed: int) -> float:

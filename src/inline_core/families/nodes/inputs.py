@@ -24,3 +24,13 @@ def handle_input(call: NodeCall, port: str, kind: type[H]) -> H:
 
 def optional_handle(call: NodeCall, port: str, kind: type[H]) -> H | None:
     return None if call.inputs.get(port) is None else handle_input(call, port, kind)
+
+
+def prompt_text(value: object, node_id: str) -> str:
+    """A high-level node's `prompt` input: text, or several text edges joined by spaces."""
+    if isinstance(value, list):
+        parts: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
+        value = " ".join(str(v) for v in parts)
+    if not isinstance(value, str):
+        raise InvalidRequest("the prompt input must be text", node_id=node_id)
+    return value

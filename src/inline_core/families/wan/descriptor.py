@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from inline_core.families.common_params import MODEL, SEED
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 
@@ -45,14 +46,8 @@ WAN_DESCRIPTOR = NodeDescriptor(
             step=0.1,
             label="Flow shift (empty: the model's own)",
         ),
-        ParamSpec("seed", ParamWidget.SEED, default=-1),
-        ParamSpec(
-            "model",
-            ParamWidget.SELECT,
-            default=None,
-            options_from="diffusion_models",
-            label="Diffusion model (empty: auto)",
-        ),
+        SEED,
+        MODEL,
         ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),
     ),
     description=(

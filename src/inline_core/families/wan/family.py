@@ -15,6 +15,7 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import StackRules
+from inline_core.families.nodes.inputs import prompt_text
 from inline_core.families.sources import Sources
 from inline_core.families.wan.descriptor import EXTRA_HINT, NODE_TYPE, WAN_DESCRIPTOR
 from inline_core.families.wan.files import RULES, flow_shift
@@ -54,12 +55,7 @@ class WanFamily(Family):
             raise InvalidRequest(f"Wan has no node {node_type!r}", node_id=node_id)
         if inputs.get("image") is not None:
             raise InvalidRequest(_NO_I2V, node_id=node_id)
-        prompt = inputs.get("prompt")
-        if isinstance(prompt, list):
-            parts: list[object] = list(prompt)  # pyright: ignore[reportUnknownArgumentType]
-            prompt = " ".join(str(p) for p in parts)
-        if not isinstance(prompt, str):
-            raise InvalidRequest("the prompt input must be text", node_id=node_id)
+        prompt = prompt_text(inputs.get("prompt"), node_id)
         request: dict[str, Any] = {
             "prompt": prompt,
             "negative_prompt": str(params.get("negative_prompt") or ""),

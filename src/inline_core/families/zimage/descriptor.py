@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from inline_core.families.common_params import MODEL, SEED
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 
@@ -53,14 +54,8 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
             step=0.01,
             label="Strength (img2img)",
         ),
-        ParamSpec("seed", ParamWidget.SEED, default=-1),
-        ParamSpec(
-            "model",
-            ParamWidget.SELECT,
-            default=None,
-            options_from="diffusion_models",
-            label="Diffusion model (empty: auto)",
-        ),
+        SEED,
+        MODEL,
     ),
     description=(
         "Text to image, or image to image when an image is wired in (strength sets how much "

@@ -22,6 +22,7 @@ from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import StackRules, read_json
 from inline_core.families.nodes.handles import LoraHandle
+from inline_core.families.nodes.inputs import prompt_text
 from inline_core.families.sources import Sources
 from inline_core.families.zimage.descriptor import EXTRA_HINT, NODE_TYPE, ZIMAGE_DESCRIPTOR
 from inline_core.families.zimage.download import DOWNLOADS
@@ -71,7 +72,7 @@ class ZImageFamily(Family):
             raise InvalidRequest(f"Z-Image has no node {node_type!r}", node_id=node_id)
         image = _image(inputs.get("image"), node_id)
         request: dict[str, Any] = {
-            "prompt": _prompt(inputs.get("prompt"), node_id),
+            "prompt": prompt_text(inputs.get("prompt"), node_id),
             "negative_prompt": str(params.get("negative_prompt") or ""),
             "width": int(params["width"]),
             "height": int(params["height"]),
@@ -161,15 +162,6 @@ def _loras(value: object, node_id: str) -> LoraStack:
             )
         stack.append(item.use)
     return tuple(stack)
-
-
-def _prompt(value: object, node_id: str) -> str:
-    if isinstance(value, list):
-        parts: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
-        value = " ".join(str(v) for v in parts)
-    if not isinstance(value, str):
-        raise InvalidRequest("the prompt input must be text", node_id=node_id)
-    return value
 
 
 def _image(value: object, node_id: str) -> Image.Image | None:
