@@ -149,6 +149,37 @@ class SupportsPreview(Protocol):
     def preview_latents(self, state: Any, noise_pred: Any, /) -> Any: ...
 
 
+@runtime_checkable
+class SupportsCacheDiTBackend(Protocol):
+    """A pipeline that owns its step cache backend (spec 003's Cache-DiT ownership): it adopts
+    an enabled backend once, then hands it each forward's rows with their requests' own cache
+    state (`diffusion/stepcache/`), so cached requests still share batched forwards."""
+
+    def adopt_cache_dit_backend(self, backend: Any, /) -> None: ...
+
+
+@runtime_checkable
+class CachesSteps(Protocol):
+    """A request state that carries its step cache settings (`runtime.step_cache`; None: off)."""
+
+    step_cache: Any
+
+    @property
+    def step_count(self) -> int: ...
+
+
+def adopt_request_scoped_cache_dit(pipeline: object, backend: object) -> bool:
+    """Hand an enabled step cache backend to a pipeline that opted in; False if it did not."""
+    if not isinstance(pipeline, SupportsCacheDiTBackend):
+        return False
+    pipeline.adopt_cache_dit_backend(backend)
+    return True
+
+
+def caches_steps(obj: object) -> TypeGuard[CachesSteps]:
+    return isinstance(obj, CachesSteps)
+
+
 def supports_component_modules(obj: object) -> TypeGuard[SupportsComponentModules]:
     return isinstance(obj, SupportsComponentModules)
 

@@ -23,6 +23,7 @@ from inline_core.errors import InvalidRequest, Unavailable
 from inline_core.families.family import Family
 from inline_core.models.source import Source
 from inline_core.runtime.preview import PreviewImage, PreviewTarget
+from inline_core.runtime.step_cache import StepCacheChoice, StepCacheSettings
 from inline_core.sampling.job import BatchedSampler, PreviewSink
 from inline_core.sampling.previews import PreviewWorker
 
@@ -85,6 +86,19 @@ class ModelRuntime:
             fp16_safe=role not in caps.fp16_overflow,
             prefer_fp16=role in caps.fp16_preferred,
         )
+
+    def step_cache_for(
+        self, family: Family, choice: StepCacheChoice, steps: int
+    ) -> StepCacheSettings | None:
+        """A render's step caching: what its run asked for, else the device policy's default
+        for its step count; None for a family whose pipelines adopt no step cache."""
+        methods = family.capabilities.step_cache
+        if not methods:
+            return None
+        if choice.given:
+            settings = choice.settings
+            return settings if settings is not None and settings.method in methods else None
+        return self.policy().step_cache(methods, steps)
 
     # -- loaded stacks -------------------------------------------------------------------------
 

@@ -32,6 +32,8 @@ class Capabilities:
     fp16_preferred: frozenset[str] = field(default_factory=frozenset[str])
     # Whether the low-level vocabulary (load/*, encode/text, sample, vae/*) serves its files.
     primitives: bool = False
+    # Step cache methods its pipelines adopt (`runtime/step_cache.py`: "dbcache").
+    step_cache: frozenset[str] = field(default_factory=frozenset[str])
 
     def __post_init__(self) -> None:
         unknown = (self.fp16_overflow | self.fp16_preferred) - set(ROLES)
@@ -47,4 +49,5 @@ class Capabilities:
             "previewLatents": self.preview_latents,
             "adapters": sorted(self.adapters),
             "primitives": self.primitives,
+            "stepCache": sorted(self.step_cache),
         }

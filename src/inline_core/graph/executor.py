@@ -71,7 +71,7 @@ class Executor:
         try:
             descriptor = self.registry.descriptor(node.type)
             runner = runner_for(self.registry, descriptor, node.id)
-            key = self._key(node, descriptor, runner, done, prepared)
+            key = self._key(node, descriptor, runner, done, prepared, ctx)
             cached = (
                 self.cache.get_entry(key) if self.cache is not None and key is not None else None
             )
@@ -107,6 +107,7 @@ class Executor:
         runner: NodeRunner,
         done: Mapping[str, _Executed],
         prepared: object | None,
+        ctx: ExecutionContext,
     ) -> str | None:
         if self.cache is None or not runner.cacheable:
             return None
@@ -120,6 +121,8 @@ class Executor:
                 keys.append((source_key, edge.output))
             upstream[port] = keys
         identity = runner.cache_identity(node.params, prepared)
+        if runner.caches_steps:  # cached steps are an approximation: not the same output
+            identity = f"{identity}|{ctx.step_cache.identity()}"
         return key_for(descriptor, node.params, upstream, self.catalog, identity)
 
 

@@ -65,6 +65,9 @@ class NodeRunner(ABC):
 
     # False for nodes whose output must never be reused across runs.
     cacheable: bool = True
+    # True for nodes whose output depends on the run's step caching (`options.cache`): what the
+    # run asked for then joins the node's cache key.
+    caches_steps: bool = False
 
     @abstractmethod
     def run(self, call: NodeCall) -> NodeResult:

@@ -15,6 +15,7 @@ from inline_core.media import MediaKind
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.preview import PreviewTarget
 from inline_core.runtime.progress import EventSink, NodeReporter, RunEvent
+from inline_core.runtime.step_cache import StepCacheChoice
 from inline_core.runtime.store import TakeStore
 from inline_core.runtime.video import SUFFIXES, Video, encode
 from inline_core.takes import Take
@@ -40,6 +41,8 @@ class ExecutionContext:
     target: str = ""
     # The run's step previews (None: off), delivered by the server that runs it.
     preview: PreviewTarget | None = None
+    # The run's step caching, as it asked (nothing: the device policy chooses per render).
+    step_cache: StepCacheChoice = field(default_factory=StepCacheChoice)
 
     def reporter(self, node_id: str) -> NodeReporter:
         return NodeReporter(self.run_id, node_id, self.events)

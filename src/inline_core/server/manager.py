@@ -60,7 +60,7 @@ from inline_core.server.live_run import LiveRun
 from inline_core.server.memory import HeapTrimmer
 from inline_core.server.previews import PreviewBoard
 from inline_core.server.run_needs import run_needs, server_capabilities
-from inline_core.server.run_options import parse_options, preview_method
+from inline_core.server.run_options import parse_options, preview_method, step_cache_choice
 from inline_core.server.run_state import NewRun, RunRecord, RunStatus
 from inline_core.server.stores.records import (
     CANCEL,
@@ -586,6 +586,7 @@ class RunManager:
                     preview_method(run.record.options, self.config.preview_method),
                     self.previews.publish,
                 ),
+                step_cache=step_cache_choice(run.record.options),
             )
             result = self.executor.execute(validated, ctx)
         except Cancelled:

@@ -1,10 +1,13 @@
-"""A run's `options` in `POST /v1/runs`: how it is delivered, never what it renders.
+"""A run's `options` in `POST /v1/runs`: how it is delivered and how its steps are computed.
 
 `{"preview": "none" | "latent2rgb" | "taesd"}`: its step previews (unset: the server's
-`--preview-method`). Checked at submit (an unknown option or value is a 422 naming it) and stored
-with the run, so whichever server claims it, and a re-run after a crash, delivers it the same way.
-Options are not part of the request's identity: a clientRunId repeated with other options is the
-same run.
+`--preview-method`). `{"cache": {"method": "dbcache", "threshold": ..., "warmup": ..., ...}}` or
+`{"cache": {"method": "none"}}`: its step caching (unset: the device policy's choice per
+render; `runtime/step_cache.py`). Checked at submit (an unknown option or value is a 422 naming
+it) and stored with the run, so whichever server claims it, and a re-run after a crash, renders
+and delivers it the same way.
+Options are not part of the submission's identity: a clientRunId repeated with other options is
+the same run, rendered with the options it was first submitted with.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from typing import Any, cast
 
 from inline_core.errors import InvalidRequest
 from inline_core.runtime.preview import PREVIEW_METHODS
+from inline_core.runtime.step_cache import StepCacheChoice, parse_cache_option
 
-OPTIONS = ("preview",)
+OPTIONS = ("preview", "cache")
 
 
 def parse_options(raw: object) -> dict[str, Any]:
@@ -37,6 +41,9 @@ def parse_options(raw: object) -> dict[str, Any]:
                 f"option 'preview' is {method!r}; choose one of {', '.join(PREVIEW_METHODS)}"
             )
         options["preview"] = method
+    if "cache" in given:
+        settings = parse_cache_option(given["cache"])
+        options["cache"] = {"method": "none"} if settings is None else settings.to_json()
     return options
 
 
@@ -44,3 +51,8 @@ def preview_method(options: dict[str, Any], default: str) -> str:
     """The run's preview method: its own option, else the server's default."""
     method = options.get("preview")
     return method if isinstance(method, str) else default
+
+
+def step_cache_choice(options: dict[str, Any]) -> StepCacheChoice:
+    """The run's step caching as it asked for it (nothing: the device policy chooses)."""
+    return StepCacheChoice.from_option(options.get("cache"))

@@ -99,3 +99,20 @@ def _per_row(module: str, rows: list[list[tuple[LoraWeights, float]]]) -> LayerP
             up[i, at : at + pair.rank] = pair.up_t * strength
             at += pair.rank
     return PerRow(down, up)
+
+
+def select_rows(plan: BatchPlan, rows: Sequence[int]) -> BatchPlan:
+    """The plan for a sub-batch of `plan`'s rows (a step cache running some rows' blocks)."""
+    if not plan.layers:
+        return plan
+    index: torch.Tensor | None = None
+    layers: dict[str, LayerPlan] = {}
+    for name, layer in plan.layers.items():
+        if isinstance(layer, Shared):
+            layers[name] = layer
+            continue
+        if index is None:
+            index = torch.tensor(list(rows), device=layer.down_t.device)
+        down, up = layer.down_t.index_select(0, index), layer.up_t.index_select(0, index)
+        layers[name] = PerRow(down, up)
+    return BatchPlan(len(rows), layers, plan.holds)

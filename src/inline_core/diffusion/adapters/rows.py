@@ -23,6 +23,7 @@ from inline_core.diffusion.adapters.plan import (
     RowStack,
     Shared,
     make_plan,
+    select_rows,
     signature,
 )
 from inline_core.diffusion.adapters.weights import modules_of
@@ -48,6 +49,8 @@ class RowAdapters:
         self._plan = _NO_PLAN
         # The last batch's plan: the next steps of the same requests reuse it.
         self._last: tuple[object, BatchPlan] | None = None
+        # The last sub-batch's plan: (the batch's plan, its rows, theirs).
+        self._narrowed: tuple[BatchPlan, tuple[int, ...], BatchPlan] | None = None
 
     @contextmanager
     def rows(self, stacks: Sequence[RowStack]) -> Generator[None]:
@@ -57,6 +60,20 @@ class RowAdapters:
             yield
         finally:
             self._plan = _NO_PLAN
+
+    @contextmanager
+    def subset(self, rows: Sequence[int]) -> Generator[None]:
+        """Within the block, the forward's batch is rows `rows` of the current one."""
+        plan = self._plan
+        picked = tuple(rows)
+        last = self._narrowed
+        if last is None or last[0] is not plan or last[1] != picked:  # once for all its blocks
+            last = self._narrowed = (plan, picked, select_rows(plan, picked))
+        self._plan = last[2]
+        try:
+            yield
+        finally:
+            self._plan = plan
 
     def _plan_for(self, stacks: Sequence[RowStack]) -> BatchPlan:
         key = signature(stacks)

@@ -15,7 +15,7 @@ from typing import Any
 
 from PIL import Image
 
-from inline_core.components.step import streams_chunks
+from inline_core.components.step import caches_steps, streams_chunks
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import RunFailed
 from inline_core.families.family import Family
@@ -29,6 +29,8 @@ from inline_core.takes import Take
 
 
 class FamilyNodeRunner(NodeRunner):
+    caches_steps = True  # its renders follow the run's `options.cache`
+
     def __init__(self, family: Family, descriptor: NodeDescriptor, runtime: ModelRuntime) -> None:
         self.family = family
         self.descriptor = descriptor
@@ -69,6 +71,10 @@ class FamilyNodeRunner(NodeRunner):
             state = pipeline.request(**lowered.request)  # checked before any rank is bothered
             group.start(pipeline)  # the ranks load the model: part of the loading phase
             accelerator = group
+        cache = None
+        if caches_steps(state):  # the same settings travel to every rank of a worker group
+            cache = self.runtime.step_cache_for(family, ctx.step_cache, state.step_count)
+            state.step_cache = cache
         if streams_chunks(state):  # its clients hear each decoded chunk before the take
 
             def on_chunk(first: int, frames: Sized, total: int) -> None:
@@ -95,9 +101,10 @@ class FamilyNodeRunner(NodeRunner):
             "diffusion_models"
         ):  # "auto": the embedded graph names the model it picked
             chosen = {"model": sources.model_name}
-        take = self._save(
-            ctx, node_id, output, {**lowered.take_params, "model": sources.model_name}, chosen
-        )
+        params = {**lowered.take_params, "model": sources.model_name}
+        if cache is not None:  # cached steps are an approximation: the take says how
+            params["cache"] = cache.to_json()
+        take = self._save(ctx, node_id, output, params, chosen)
         reporter.phase("save", 1.0)
         return NodeResult(outputs={self.descriptor.outputs[0].name: output}, takes=(take,))
 

@@ -9,10 +9,13 @@ hidden state of the real tokens, at most 512 of them).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeVar
 
+from inline_core.components.step import adopt_request_scoped_cache_dit
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.formats import ldm_vae, qwen3
 from inline_core.diffusion.parts import PartLoader
+from inline_core.diffusion.stepcache.backend import StepCacheBackend
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.families.builder import ADAPTER_CACHE, Parts
 from inline_core.families.zimage import transformer
@@ -20,6 +23,7 @@ from inline_core.families.zimage.denoiser import ZImageDenoiser
 from inline_core.families.zimage.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.zimage.pipeline import ZImageDenoisePipeline, ZImageStepPipeline
 from inline_core.families.zimage.request import PATCH
+from inline_core.families.zimage.step_cache import LAYOUT
 
 MAX_PROMPT_TOKENS = 512
 TEMPLATE_OPTIONS = {"enable_thinking": True}
@@ -63,23 +67,38 @@ class ZImageBuilder:
 
     def denoiser(self, parts: Parts) -> ZImageDenoisePipeline:
         place = parts.placements["denoiser"]
-        return ZImageDenoisePipeline(
-            denoiser=self._denoiser(parts),
-            scheduler_config=parts["scheduler"],
-            model_key=parts.model_key,
-            serial_phases=place.offload,
+        return _with_step_cache(
+            parts,
+            ZImageDenoisePipeline(
+                denoiser=self._denoiser(parts),
+                scheduler_config=parts["scheduler"],
+                model_key=parts.model_key,
+                serial_phases=place.offload,
+            ),
         )
 
     def pipeline(self, parts: Parts) -> ZImageStepPipeline:
-        return ZImageStepPipeline(
-            text_encoder=self.text_encoder(parts),
-            denoiser=self._denoiser(parts),
-            vae=self.vae(parts),
-            scheduler_config=parts["scheduler"],
-            model_key=parts.model_key,
-            # With CPU offload, encode and decode swap modules on the device: between steps.
-            serial_phases=any(p.offload for p in parts.placements.values()),
+        return _with_step_cache(
+            parts,
+            ZImageStepPipeline(
+                text_encoder=self.text_encoder(parts),
+                denoiser=self._denoiser(parts),
+                vae=self.vae(parts),
+                scheduler_config=parts["scheduler"],
+                model_key=parts.model_key,
+                # With CPU offload, encode and decode swap modules on the device: between steps.
+                serial_phases=any(p.offload for p in parts.placements.values()),
+            ),
         )
+
+
+P = TypeVar("P", bound=ZImageDenoisePipeline)
+
+
+def _with_step_cache(parts: Parts, pipeline: P) -> P:
+    """The pipeline owns the step cache on its transformer's main blocks (one per model)."""
+    adopt_request_scoped_cache_dit(pipeline, StepCacheBackend.of(parts["transformer"], LAYOUT))
+    return pipeline
 
 
 BUILDER = ZImageBuilder()

@@ -8,6 +8,7 @@ added to its own rows of that forward (`diffusion/adapters/`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
 import torch
@@ -17,6 +18,8 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.stepcache.backend import StepCacheBackend
+from inline_core.diffusion.stepcache.rows import RowCache
 from inline_core.families.zimage.lora import read_lora
 
 
@@ -37,6 +40,11 @@ class ZImageDenoiser:
         self.adapters = AdapterBank(
             transformer, read_lora, self.device, self.dtype, adapter_cache, model_key
         )
+        self.step_cache: StepCacheBackend | None = None  # adopted by its pipeline
+
+    def adopt_step_cache(self, backend: StepCacheBackend) -> None:
+        backend.add_row_scope(self.adapters.rows)  # a sub-batch's rows keep their own LoRAs
+        self.step_cache = backend
 
     @property
     def in_channels(self) -> int:
@@ -49,13 +57,24 @@ class ZImageDenoiser:
         conditioning: Sequence[Conditioning],
         loras: Sequence[LoraStack] = (),
         /,
+        caches: Sequence[RowCache | None] = (),
     ) -> list[torch.Tensor]:
         """Raw outputs, one `(C, 1, h, w)` tensor per item (the caller owns guidance and sign);
-        `loras`: each item's stack (none: no item has one)."""
+        `loras`: each item's stack (none: no item has one); `caches`: each item's step cache
+        (none, or None: it computes every block)."""
         x = [cast(torch.Tensor, lat.value).to(self.dtype).unsqueeze(2)[0] for lat in latents]
         t = torch.cat([cast(torch.Tensor, ts) for ts in timesteps])
         caps = [cast(torch.Tensor, c.value).to(self.device, self.dtype) for c in conditioning]
         rows = self.adapters.resolve(loras) if any(loras) else []
-        with self.swap.use(self.transformer, self.placement), self.adapters.rows.rows(rows):
+        with (
+            self.swap.use(self.transformer, self.placement),
+            self.adapters.rows.rows(rows),
+            self._cached(caches),
+        ):
             out = self.transformer(x, t, caps, return_dict=False)[0]
         return list(cast(list[torch.Tensor], out))
+
+    def _cached(self, caches: Sequence[RowCache | None]) -> AbstractContextManager[None]:
+        if self.step_cache is None or not any(caches):
+            return nullcontext()
+        return self.step_cache.forward(caches)

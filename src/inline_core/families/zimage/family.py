@@ -54,6 +54,7 @@ class ZImageFamily(Family):
         # Its diffusers transformer and Qwen3 overflow float16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
         primitives=True,
+        step_cache=frozenset({"dbcache"}),  # per request, on its main blocks (step_cache.py)
     )
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:

@@ -24,6 +24,8 @@ from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.libs import vector_norm
+from inline_core.diffusion.stepcache.backend import StepCacheBackend
+from inline_core.diffusion.stepcache.rows import RequestCache, RowCache
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.zimage import xdit
@@ -77,6 +79,11 @@ class ZImageDenoisePipeline:
     def xdit_pipeline(self, transformer: Any, vae: Any, /) -> Any:
         return xdit.xdit_pipeline(transformer, vae)
 
+    # -- step cache (components.step.SupportsCacheDiTBackend) -----------------------------------
+
+    def adopt_cache_dit_backend(self, backend: StepCacheBackend, /) -> None:
+        self.denoiser.adopt_step_cache(backend)
+
     def request(self, **kwargs: Any) -> ZImageRequest:
         """A new request state bound to this pipeline's model (validates sizes and strength)."""
         return new_request(self.model_key, self.latent_factor, **kwargs)
@@ -101,6 +108,7 @@ class ZImageDenoisePipeline:
         device = self.denoiser.device
         # The LoRA files load here, off the step loop, and a bad one fails this request alone.
         self.denoiser.adapters.check(state.loras)
+        state.cache = None if state.step_cache is None else RequestCache(state.step_cache)
         generator = torch.Generator("cpu").manual_seed(state.seed)
         h = 2 * (state.height // (self.latent_factor * 2))
         w = 2 * (state.width // (self.latent_factor * 2))
@@ -152,6 +160,7 @@ class ZImageDenoisePipeline:
         timesteps: list[torch.Tensor] = []
         conds: list[Conditioning] = []
         loras: list[LoraStack] = []  # each row's stack: a negative row gets its request's
+        caches: list[RowCache | None] = []  # each row's step cache: its request's, per branch
         guided: list[int] = []  # indexes into `states` that also run their negative prompt
         for i, s in enumerate(states):
             schedule, lat = _prepared(s)
@@ -159,6 +168,7 @@ class ZImageDenoisePipeline:
             timesteps.append(schedule.model_timestep(s.step_index))
             conds.append(cast(Conditioning, s.positive))
             loras.append(s.loras)
+            caches.append(_row_cache(s, "positive"))
             if s.guidance_at(s.step_index) > 0:
                 guided.append(i)
         # Negatives follow all positives, as in the pipeline's `prompt_embeds + negative_embeds`.
@@ -168,7 +178,8 @@ class ZImageDenoisePipeline:
             timesteps.append(cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index))
             conds.append(cast(Conditioning, s.negative))
             loras.append(s.loras)
-        out = self.denoiser.predict(latents, timesteps, conds, loras)
+            caches.append(_row_cache(s, "negative"))
+        out = self.denoiser.predict(latents, timesteps, conds, loras, caches=caches)
         negatives = dict(zip(guided, out[len(states) :], strict=True))
         preds: list[torch.Tensor] = []
         for i, s in enumerate(states):
@@ -290,9 +301,16 @@ def _prepared(state: ZImageRequest) -> tuple[FlowMatchSchedule, Latents]:
     return state.schedule, state.latents
 
 
+def _row_cache(state: ZImageRequest, branch: str) -> RowCache | None:
+    cache = cast(RequestCache | None, state.cache)
+    return None if cache is None else cache.row(branch)
+
+
 def _release(state: ZImageRequest) -> None:
     """Drop the request's tensors once it is done: the state object may outlive the render."""
     state.latents = state.positive = state.negative = state.start = None
+    if state.cache is not None:
+        cast(RequestCache, state.cache).release()
 
 
 def _guide(

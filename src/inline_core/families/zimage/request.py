@@ -16,6 +16,7 @@ from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.flow.steps import img2img_start
 from inline_core.errors import InvalidRequest
 from inline_core.parallel.wire import LOCAL
+from inline_core.runtime.step_cache import StepCacheSettings
 
 # Pixels per latent cell along a side: Z-Image's FLUX VAE downsamples by 8, and the transformer
 # patchifies latents 2x2.
@@ -46,10 +47,12 @@ class ZImageRequest:
     positive: Conditioning | None = None
     negative: Conditioning | None = None
     loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
+    step_cache: StepCacheSettings | None = None  # DBCache on its own rows of each forward
     model_key: Hashable = field(default="", metadata=LOCAL)  # which weights, dtype and device
     step_index: int = field(default=0, metadata=LOCAL)
     schedule: Any = field(default=None, metadata=LOCAL)  # its private FlowMatchSchedule
     latents: Latents | None = field(default=None, metadata=LOCAL)
+    cache: Any = field(default=None, metadata=LOCAL)  # its `stepcache.rows.RequestCache`
 
     @property
     def cfg(self) -> bool:

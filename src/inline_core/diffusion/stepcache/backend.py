@@ -1,0 +1,313 @@
+"""`StepCacheBackend`: DBCache kept per request inside one batched forward.
+
+cache-dit 1.5's DBCache keeps one cache context per transformer: its residual buffers hold the
+whole batch, its step counter counts transformer calls, and it compares the batch's residual as
+one mean (`CachedContextManager.similarity`), so one decision holds for every row. Requests at
+different steps, or with other settings, cannot share its forward: that is why vLLM-Omni turns
+cache backends off under step batching and SGLang refuses them. This backend keeps the same
+algorithm per row instead, on hooks of its own:
+- each row of a forward has its own `RowCache` (its request's settings, residuals and counts);
+- every row runs its first `front_blocks` blocks; their residual (output minus the input of the
+  first block) is compared with the one of that row's last computed step, relative L1 over the
+  row's real tokens, against that row's threshold (all rows' sums in one tensor: one device
+  sync per forward, and one all-reduce across a worker group's ranks, so every rank decides the
+  same);
+- rows in warmup, past their cap on consecutive reuses, or over their threshold run the middle
+  blocks as a sub-batch (a row subset of every batched argument, trimmed to the longest real
+  sequence among them); the other rows add the middle residual of their last computed step;
+- every row runs its last `back_blocks` blocks.
+Rows without a cache always compute, so cached and uncached requests share a forward, and a
+forward where every row computes calls every block on the whole batch, as without the cache.
+
+While a cached forward runs, the transformer's block list is swapped for proxies that route
+each call through `_Pass.block`; outside one the model is untouched. Per-row hooks inside the
+blocks (the LoRA rows) are narrowed to the sub-batch through `RowScoped.subset`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import Any, Protocol, cast
+from weakref import WeakKeyDictionary
+
+import torch
+from torch import nn
+
+from inline_core.diffusion.stepcache.layout import BlockLayout
+from inline_core.diffusion.stepcache.rows import RowCache
+
+_ON_MODEL: WeakKeyDictionary[nn.Module, StepCacheBackend] = WeakKeyDictionary()
+
+Args = tuple[Any, ...]
+Kwargs = dict[str, Any]
+
+
+class RowScoped(Protocol):
+    """Hooks inside the blocks that work per row (e.g. `adapters.rows.RowAdapters`)."""
+
+    def subset(self, rows: Sequence[int], /) -> AbstractContextManager[None]: ...
+
+
+class StepCacheBackend:
+    """The step cache on one transformer; every pipeline over it shares one (`of`)."""
+
+    @classmethod
+    def of(cls, transformer: nn.Module, layout: BlockLayout) -> StepCacheBackend:
+        found = _ON_MODEL.get(transformer)
+        if found is None:
+            found = _ON_MODEL[transformer] = cls(transformer, layout)
+        return found
+
+    def __init__(self, transformer: nn.Module, layout: BlockLayout) -> None:
+        self.transformer = transformer
+        self.layout = layout
+        self.blocks = cast(nn.ModuleList, getattr(transformer, layout.blocks))
+        self._proxies = nn.ModuleList([_Proxy(self, i) for i in range(len(self.blocks))])
+        self._scoped: list[RowScoped] = []
+        self._pass: _Pass | None = None
+        self._start_hook = False
+
+    def add_row_scope(self, scoped: RowScoped) -> None:
+        if not any(s is scoped for s in self._scoped):
+            self._scoped.append(scoped)
+
+    @contextmanager
+    def forward(self, rows: Sequence[RowCache | None]) -> Generator[None]:
+        """Within the block, the transformer's forward caches row `i` with `rows[i]` (None:
+        that row always computes). A forward without a cached row is left alone."""
+        if len(self.blocks) < 2 or all(r is None for r in rows):
+            yield
+            return
+        self._hook_start()
+        modules = cast(dict[str, nn.Module], self.transformer._modules)  # pyright: ignore[reportPrivateUsage]
+        self._pass = _Pass(self, rows, _group())
+        modules[self.layout.blocks] = self._proxies
+        try:
+            yield
+        finally:
+            modules[self.layout.blocks] = self.blocks
+            self._pass = None
+
+    def _hook_start(self) -> None:
+        """The first block's input as it computes it, recorded by a hook registered at the
+        first cached forward: after a split's own hooks (which shard that input), so the front
+        residual is taken on the same tokens as the block's output."""
+        if self._start_hook:
+            return
+
+        def record(_module: nn.Module, args: Args, kwargs: Kwargs) -> None:
+            if self._pass is not None:
+                self._pass.start = args[self.layout.hidden]
+
+        self.blocks[0].register_forward_pre_hook(record, with_kwargs=True)
+        self._start_hook = True
+
+    def call_rows(self, rows: Sequence[int], block: nn.Module, args: Args) -> torch.Tensor:
+        with ExitStack() as stack:
+            for scoped in self._scoped:
+                stack.enter_context(scoped.subset(rows))
+            return cast(torch.Tensor, block(*args))
+
+    def route(self, index: int, args: Args, kwargs: Kwargs) -> torch.Tensor:
+        current = self._pass
+        if current is None:
+            return cast(torch.Tensor, self.blocks[index](*args, **kwargs))
+        return current.block(index, args, kwargs)
+
+
+class _Proxy(nn.Module):
+    """Block `index` while a cached forward runs (holds no parameters of its own)."""
+
+    def __init__(self, backend: StepCacheBackend, index: int) -> None:
+        super().__init__()
+        self._route: Callable[[int, Args, Kwargs], torch.Tensor] = backend.route
+        self.index = index
+
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return self._route(self.index, args, kwargs)
+
+
+class _Row:
+    """One row of the forward in progress."""
+
+    def __init__(self, cache: RowCache | None, blocks: int) -> None:
+        self.cache = cache
+        front = back = 0
+        if cache is not None:
+            # One block always stays in the middle, whatever the model's depth.
+            front = min(cache.settings.front_blocks, blocks - 1)
+            back = min(cache.settings.back_blocks, blocks - 1 - front)
+        self.front_end = front
+        self.middle_end = blocks - back
+        self.reuse = False
+        self.front_out: torch.Tensor | None = None
+
+    def skips(self, index: int) -> bool:
+        return self.reuse and self.front_end <= index < self.middle_end
+
+
+class _Pass:
+    """One cached forward: each block call goes through `block`."""
+
+    def __init__(
+        self, backend: StepCacheBackend, caches: Sequence[RowCache | None], group: Any
+    ) -> None:
+        self.layout = backend.layout
+        self.backend = backend
+        self.count = len(backend.blocks)
+        self.rows = [_Row(c, self.count) for c in caches]
+        self.group = group
+        # A split shards the sequence: rows are compared whole and never trimmed there.
+        self.trim = group is None
+        self.start: torch.Tensor | None = None
+        self.lengths: list[int] | None = None
+
+    def block(self, index: int, args: Args, kwargs: Kwargs) -> torch.Tensor:
+        args = self._positional(args, kwargs)
+        hidden = cast(torch.Tensor, args[self.layout.hidden])
+        if index == 0:
+            self.lengths = self._lengths(args, hidden)
+        if index > 0:
+            deciding = [j for j, r in enumerate(self.rows) if r.cache and r.front_end == index]
+            if deciding:
+                self._decide(deciding, hidden)
+        hidden = self._end_middle(hidden, index)
+        args = self._with_hidden(args, hidden)
+        active = [j for j, r in enumerate(self.rows) if not r.skips(index)]
+        real = self.backend.blocks[index]
+        if len(active) == len(self.rows):
+            out = cast(torch.Tensor, real(*args))
+        elif not active:
+            out = hidden
+        else:
+            out = self._sub_batch(active, real, args, hidden)
+        if index == self.count - 1:
+            out = self._end_middle(out, self.count)
+        return out
+
+    # -- the decision --------------------------------------------------------------------------
+
+    def _decide(self, deciding: list[int], hidden: torch.Tensor) -> None:
+        start = self.start if self.start is not None else hidden
+        compared: list[int] = []
+        sums: list[torch.Tensor] = []
+        residuals: dict[int, torch.Tensor] = {}
+        for j in deciding:
+            row = self.rows[j]
+            n = self._length(j, hidden)
+            row.front_out = hidden[j, :n]
+            residual = hidden[j, :n] - start[j, :n]
+            residuals[j] = residual
+            cache = cast(RowCache, row.cache)
+            prev = cache.front
+            if cache.may_reuse() and prev is not None and prev.shape == residual.shape:
+                compared.append(j)
+                sums.append(torch.stack([(residual - prev).abs().sum(), prev.abs().sum()]).float())
+        diffs: list[list[float]] = []
+        if sums:
+            stacked = torch.stack(sums)
+            if self.group is not None:
+                import torch.distributed as dist
+
+                cast(Any, dist).all_reduce(stacked, op=dist.ReduceOp.SUM, group=self.group)
+            diffs = cast(list[list[float]], cast(Any, stacked).tolist())  # the one sync
+        verdict = {
+            j: (moved / ref if ref > 0 else float("inf"))
+            for j, (moved, ref) in zip(compared, diffs, strict=True)
+        }
+        for j in deciding:
+            row = self.rows[j]
+            cache = cast(RowCache, row.cache)
+            row.reuse = j in verdict and verdict[j] < cache.settings.threshold
+            if not row.reuse:
+                cache.front = residuals[j]
+            cache.record(row.reuse, row.middle_end - row.front_end)
+
+    def _end_middle(self, hidden: torch.Tensor, index: int) -> torch.Tensor:
+        """At the end of a row's middle blocks: a reusing row adds its cached residual, a
+        computing one keeps its new residual."""
+        ending = [
+            j for j, r in enumerate(self.rows) if r.cache is not None and r.middle_end == index
+        ]
+        if not ending:
+            return hidden
+        out = hidden
+        for j in ending:
+            row = self.rows[j]
+            cache = cast(RowCache, row.cache)
+            front_out = row.front_out
+            if front_out is None:  # its front blocks never ran: nothing to keep
+                continue
+            n = front_out.shape[0]
+            if row.reuse:
+                if out is hidden:
+                    out = hidden.clone()
+                out[j, :n] = front_out + cast(torch.Tensor, cache.middle)
+            else:
+                cache.middle = hidden[j, :n] - front_out
+        return out
+
+    # -- rows --------------------------------------------------------------------------------
+
+    def _sub_batch(
+        self, active: list[int], real: nn.Module, args: Args, hidden: torch.Tensor
+    ) -> torch.Tensor:
+        index = torch.tensor(active, device=hidden.device)
+        length: int | None = None
+        if self.trim and self.lengths is not None:
+            length = max(self.lengths[j] for j in active)
+        whole = length is not None and all(
+            cast(list[int], self.lengths)[j] == length for j in active
+        )
+        sub = self._select(args, index, length, drop_mask=whole)
+        out_rows = self.backend.call_rows(active, real, sub)
+        out = hidden.clone()
+        out[index, : out_rows.shape[1]] = out_rows
+        return out
+
+    def _select(
+        self, args: Args, index: torch.Tensor, length: int | None, *, drop_mask: bool
+    ) -> Args:
+        picked = list(args)
+        for position, has_tokens in self.layout.rows.items():
+            value = picked[position] if position < len(picked) else None
+            if not isinstance(value, torch.Tensor):
+                continue
+            value = value.index_select(0, index)
+            if has_tokens and length is not None:
+                value = value[:, :length]
+            picked[position] = value
+        if drop_mask and self.layout.mask is not None and self.layout.mask < len(picked):
+            picked[self.layout.mask] = None  # every picked row is whole: as a lone render
+        return tuple(picked)
+
+    def _lengths(self, args: Args, hidden: torch.Tensor) -> list[int] | None:
+        """Each row's real tokens (None: every row fills the sequence)."""
+        if self.layout.mask is None or self.layout.mask >= len(args):
+            return None
+        mask = args[self.layout.mask]
+        if not isinstance(mask, torch.Tensor) or not self.trim:
+            return None
+        return cast(list[int], cast(Any, mask.sum(dim=1)).tolist())
+
+    def _length(self, j: int, hidden: torch.Tensor) -> int:
+        return int(hidden.shape[1]) if self.lengths is None else self.lengths[j]
+
+    def _positional(self, args: Args, kwargs: Kwargs) -> Args:
+        if kwargs:
+            raise TypeError("a cached block takes positional arguments only")
+        return args
+
+    def _with_hidden(self, args: Args, hidden: torch.Tensor) -> Args:
+        at = self.layout.hidden
+        return (*args[:at], hidden, *args[at + 1 :])
+
+
+def _group() -> Any:
+    """The worker group's process group when this process is one of several ranks."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist.group.WORLD
+    return None
