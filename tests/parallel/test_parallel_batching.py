@@ -146,3 +146,35 @@ def test_split_renders_apply_each_requests_stack_and_share_forwards(
     assert isinstance(again, Image.Image) and isinstance(outputs[0], Image.Image)
     first = np.asarray(outputs[0], dtype=np.int16)
     assert int(np.abs(np.asarray(again, dtype=np.int16) - first).max()) <= 1
+
+
+def test_cached_split_renders_decide_alike_on_every_rank_and_equal_their_solo_takes(
+    local: ZImageStepPipeline, handle: GroupPipeline, sampler: ParallelSampler
+) -> None:
+    """Requests with their own step cache settings (and one without) share the split's
+    forwards: each rank compares its own shard of a row, the sums are all-reduced, so every
+    rank reuses the same rows at the same steps (else the group's collectives would part ways),
+    and each take equals the same cached render in process."""
+    from inline_core.runtime.step_cache import StepCacheSettings
+
+    sampler.start(handle.remote_spec())
+    caches = [
+        StepCacheSettings(threshold=0.97, warmup=2, front_blocks=1, max_consecutive=2),
+        StepCacheSettings(threshold=0.9, warmup=1, front_blocks=1, max_consecutive=3),
+        None,
+    ]
+    # One prompt: rows of one length, so a split's whole-row comparison sees no padding.
+    renders = [
+        {"prompt": "a red fox", "seed": 20 + i, "step_cache": c} for i, c in enumerate(caches)
+    ]
+    jobs = [SampleJob(handle, handle.request(**COMMON, **r)) for r in renders]
+    outputs = at_once(sampler, jobs)
+    for output, render in zip(outputs, renders, strict=True):
+        assert isinstance(output, Image.Image), output
+        expected = render_in_process(local, group_config(), None, **COMMON, **render)
+        got = np.asarray(output, dtype=np.int16)
+        assert int(np.abs(got - np.asarray(expected, dtype=np.int16)).max()) <= 1
+    # The cached renders reused: the first is not the uncached picture.
+    plain = render_in_process(local, group_config(), None, **COMMON, prompt="a red fox", seed=20)
+    first = np.asarray(outputs[0], dtype=np.int16)
+    assert int(np.abs(first - np.asarray(plain, dtype=np.int16)).max()) > 1

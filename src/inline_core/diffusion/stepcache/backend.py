@@ -66,7 +66,6 @@ class StepCacheBackend:
         self._proxies = nn.ModuleList([_Proxy(self, i) for i in range(len(self.blocks))])
         self._scoped: list[RowScoped] = []
         self._pass: _Pass | None = None
-        self._start_hook = False
 
     def add_row_scope(self, scoped: RowScoped) -> None:
         if not any(s is scoped for s in self._scoped):
@@ -79,7 +78,6 @@ class StepCacheBackend:
         if len(self.blocks) < 2 or all(r is None for r in rows):
             yield
             return
-        self._hook_start()
         modules = cast(dict[str, nn.Module], self.transformer._modules)  # pyright: ignore[reportPrivateUsage]
         self._pass = _Pass(self, rows, _group())
         modules[self.layout.blocks] = self._proxies
@@ -88,20 +86,6 @@ class StepCacheBackend:
         finally:
             modules[self.layout.blocks] = self.blocks
             self._pass = None
-
-    def _hook_start(self) -> None:
-        """The first block's input as it computes it, recorded by a hook registered at the
-        first cached forward: after a split's own hooks (which shard that input), so the front
-        residual is taken on the same tokens as the block's output."""
-        if self._start_hook:
-            return
-
-        def record(_module: nn.Module, args: Args, kwargs: Kwargs) -> None:
-            if self._pass is not None:
-                self._pass.start = args[self.layout.hidden]
-
-        self.blocks[0].register_forward_pre_hook(record, with_kwargs=True)
-        self._start_hook = True
 
     def call_rows(self, rows: Sequence[int], block: nn.Module, args: Args) -> torch.Tensor:
         with ExitStack() as stack:
@@ -167,6 +151,7 @@ class _Pass:
         args = self._positional(args, kwargs)
         hidden = cast(torch.Tensor, args[self.layout.hidden])
         if index == 0:
+            self.start = hidden
             self.lengths = self._lengths(args, hidden)
         if index > 0:
             deciding = [j for j, r in enumerate(self.rows) if r.cache and r.front_end == index]
@@ -190,6 +175,8 @@ class _Pass:
 
     def _decide(self, deciding: list[int], hidden: torch.Tensor) -> None:
         start = self.start if self.start is not None else hidden
+        if start.shape[1] != hidden.shape[1]:
+            start = _shard_of(start, int(hidden.shape[1]), self.group)
         compared: list[int] = []
         sums: list[torch.Tensor] = []
         residuals: dict[int, torch.Tensor] = {}
@@ -302,6 +289,18 @@ class _Pass:
     def _with_hidden(self, args: Args, hidden: torch.Tensor) -> Args:
         at = self.layout.hidden
         return (*args[:at], hidden, *args[at + 1 :])
+
+
+def _shard_of(full: torch.Tensor, tokens: int, group: Any) -> torch.Tensor:
+    """This rank's part of the first block's input under a context-parallel split: cache-dit
+    and diffusers shard a block's sequence evenly, `tensor.chunk(ranks, dim=1)[rank]`, inside
+    the block, where the cache cannot see it."""
+    import torch.distributed as dist
+
+    parts = int(full.shape[1]) // tokens
+    if group is None or parts * tokens != full.shape[1]:
+        raise RuntimeError(f"the blocks see {tokens} of {full.shape[1]} tokens: not a split")
+    return full.chunk(parts, dim=1)[dist.get_rank(group)]
 
 
 def _group() -> Any:
