@@ -65,3 +65,60 @@ def test_a_runs_own_settings_reach_the_render_and_its_take(rig: Any, tmp_path: P
     reused = render(rig, tmp_path, StepCacheChoice(True, loose), steps=6)
     assert reused.params["cache"]["threshold"] == 0.97
     assert not np.array_equal(take_pixels(reused), take_pixels(plain))
+
+
+def test_cached_requests_with_their_own_loras_share_forwards_and_render_as_alone(
+    kit: KitPaths,
+) -> None:
+    """Rows that compute their middle blocks run them as a sub-batch, and each keeps its own
+    LoRA there (the per-row plan narrowed to the sub-batch): four requests with different
+    stacks and settings render what each renders alone."""
+    from lora_harness import Stack, picks
+
+    from inline_core.sampling.job import SampleJob
+
+    sampler = StepLoopSampler()
+    try:
+        rig = make_runner(kit.root, sampler)
+        pipeline: Any = rig.pipeline()
+        specs: list[tuple[Stack, StepCacheSettings | None]] = [
+            ([("a", 1.0)], StepCacheSettings(threshold=0.97, warmup=2, front_blocks=1)),
+            ([("b", 1.0)], StepCacheSettings(threshold=0.9, warmup=1, front_blocks=1)),
+            ([("a", 0.5), ("b", 1.5)], None),
+            ([], StepCacheSettings(threshold=0.95, warmup=3, front_blocks=1, max_consecutive=1)),
+        ]
+
+        def state(index: int) -> Any:
+            stack, cache = specs[index]
+            loras = tuple(h.use for h in picks(rig, kit, stack))
+            return pipeline.request(
+                prompt="a fox",  # one prompt: rows of one length, no padding in between
+                width=64,
+                height=64,
+                steps=10,
+                guidance=0.0,
+                seed=index,
+                loras=loras,
+                step_cache=cache,
+            )
+
+        alone_states = [state(i) for i in range(len(specs))]
+        alone = [take_pixels_of(sampler.run(SampleJob(pipeline, s))) for s in alone_states]
+        before = sampler.stats()
+        states = [state(i) for i in range(len(specs))]
+        futures = [sampler.submit(SampleJob(pipeline, s)) for s in states]
+        together = [take_pixels_of(f.result(timeout=300)) for f in futures]
+        after = sampler.stats()
+    finally:
+        sampler.close()
+    assert after["batchedForwards"] > before["batchedForwards"]
+    for i, (solo, batched) in enumerate(zip(alone, together, strict=True)):
+        assert int(np.abs(solo - batched).max()) <= 1, f"request {i}"
+    for solo_state, batched_state in zip(alone_states, states, strict=True):
+        if solo_state.cache is not None:
+            assert solo_state.cache.stats() == batched_state.cache.stats()
+    assert sum(s.cache.stats()["reusedSteps"] for s in states if s.cache is not None) > 0
+
+
+def take_pixels_of(image: Image.Image) -> Any:
+    return np.asarray(image.convert("RGB"), dtype=np.int16)
