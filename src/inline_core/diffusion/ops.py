@@ -28,6 +28,7 @@ import torch
 from PIL import Image
 
 from inline_core.components.interfaces import Latents
+from inline_core.components.step import caches_steps
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.engine.group import GroupPipeline, ModelGroup
 from inline_core.engine.runtime import ModelRuntime
@@ -43,6 +44,7 @@ from inline_core.families.nodes.handles import (
 from inline_core.families.nodes.settings import SampleSettings
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import NodeReporter
+from inline_core.runtime.step_cache import StepCacheSettings
 from inline_core.sampling.job import PREVIEW_FLUSH_S, SampleJob
 
 # -- loaders: bring the weights into the resident cache ------------------------------------------
@@ -213,14 +215,29 @@ def sample(
         )
         for index in range(latent.batch)
     ]
+    cache = _step_cache(runtime, family, ctx, states)
     samples = run(states, ctx, reporter)
     info = settings.to_info() | {
         **({"loras": stack_info(model.loras)} if model.loras else {}),
+        # Cached steps are an approximation: the decoded take says how.
+        **({"cache": cache.to_json()} if cache is not None else {}),
         "model": model.name,
         "width": latent.width,
         "height": latent.height,
     }
     return LatentHandle(latent.width, latent.height, latent.batch, tuple(samples), info)
+
+
+def _step_cache(
+    runtime: ModelRuntime, family: Family, ctx: ExecutionContext, states: Sequence[Any]
+) -> StepCacheSettings | None:
+    """The run's step caching (else the policy's for this step count) on every item."""
+    if not states or not caches_steps(states[0]):
+        return None
+    cache = runtime.step_cache_for(family, ctx.step_cache, int(states[0].step_count))
+    for state in states:
+        state.step_cache = cache
+    return cache
 
 
 _BatchRun = Callable[[Sequence[Any], ExecutionContext, NodeReporter], list[Latents]]

@@ -122,3 +122,44 @@ def test_cached_requests_with_their_own_loras_share_forwards_and_render_as_alone
 
 def take_pixels_of(image: Image.Image) -> Any:
     return np.asarray(image.convert("RGB"), dtype=np.int16)
+
+
+def test_the_sample_primitive_follows_the_run_and_its_decoded_take_says_so(
+    kit: KitPaths, tmp_path: Path
+) -> None:
+    import random
+
+    from primitive_graphs import make_rig, primitive_graph, ran_nodes
+
+    from inline_core.graph.schema import parse_graph
+    from inline_core.graph.validate import validate_graph
+    from inline_core.runtime.progress import RunEvent
+
+    sampler = StepLoopSampler()
+    try:
+        prims = make_rig(kit.root, sampler, tmp_path)
+        graph = primitive_graph("a fox", steps=20)
+
+        def run(choice: StepCacheChoice) -> tuple[Take, set[str]]:
+            validated = validate_graph(
+                parse_graph(graph), "decode", prims.registry, prims.catalog, rng=random.Random(0)
+            )
+            events: list[RunEvent] = []
+            ctx = ExecutionContext(
+                run_id=f"prim-cache{next(_ids)}",
+                takes=FileTakeStore(prims.takes_dir),
+                events=events.append,
+                step_cache=choice,
+            )
+            (take,) = prims.executor.execute(validated, ctx).takes
+            return take, ran_nodes(events)
+
+        policy, _ = run(StepCacheChoice())
+        assert policy.params["cache"] == StepCacheSettings().to_json()  # 20 steps: on
+        off, ran = run(StepCacheChoice(True, None))
+        assert "cache" not in off.params
+        assert ran == {"sample", "decode"}  # another key: sampled again, loaders reused
+        _, ran = run(StepCacheChoice(True, None))
+        assert ran == set()  # the same choice: the node cache serves it
+    finally:
+        sampler.close()

@@ -60,6 +60,8 @@ class EmptyLatent(NodeRunner):
 
 
 class Sample(_FamilyRunner):
+    caches_steps = True  # its steps follow the run's `options.cache`
+
     def run(self, call: NodeCall) -> NodeResult:
         model = handle_input(call, "model", ModelHandle)
         positive = handle_input(call, "positive", ConditioningHandle)
