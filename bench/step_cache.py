@@ -38,6 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lora import alternate  # one way to alternate settings per round for every bench
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "step_cache.json"
 MODEL = "zimage_mid_diffusers"
@@ -80,15 +82,6 @@ class Rig:
     def close(self) -> None:
         self.batched.close()
         self.alone.close()
-
-
-def alternate(settings: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {name: [] for name in settings}
-    names = list(settings)
-    for r in range(rounds):
-        for name in names if r % 2 == 0 else names[::-1]:
-            times[name].append(settings[name]())
-    return times
 
 
 def skipped(states: list[Any]) -> dict[str, int]:
