@@ -75,6 +75,9 @@ class ZImageDenoiser:
         return list(cast(list[torch.Tensor], out))
 
     def _cached(self, caches: Sequence[RowCache | None]) -> AbstractContextManager[None]:
-        if self.step_cache is None or not any(caches):
+        backend = self.step_cache
+        # xDiT puts its own transformer class in the adopted one's place (and may run a batch's
+        # sequences one by one): its renders are not cached.
+        if backend is None or backend.transformer is not self.transformer or not any(caches):
             return nullcontext()
-        return self.step_cache.forward(caches)
+        return backend.forward(caches)
