@@ -13,6 +13,7 @@ from typing import Any
 
 from inline_core.device import Placement
 from inline_core.diffusion.placement import OffloadSwap
+from inline_core.diffusion.stepcache.adopt import with_step_cache
 from inline_core.families.builder import FamilyBuilder, Parts
 from inline_core.families.discovery import family_named, load_builder
 from inline_core.families.sources import Sources
@@ -44,6 +45,5 @@ def load_for_rank(
         {"family": family, "stack": stack, "sources": dict(sources), "dtypes": dict(dtypes)},
     )
     parts = Parts(values, placements, OffloadSwap(), model_key=spec.key, remote=spec)
-    if stack == "denoiser":
-        return builder.denoiser(parts)
-    return builder.pipeline(parts)
+    made = builder.denoiser(parts) if stack == "denoiser" else builder.pipeline(parts)
+    return with_step_cache(builder, parts, made)

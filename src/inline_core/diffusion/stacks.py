@@ -21,6 +21,7 @@ from inline_core.components.step import StepPipeline
 from inline_core.device.policy import Placement
 from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.placement import OffloadSwap
+from inline_core.diffusion.stepcache.adopt import with_step_cache
 from inline_core.engine.group import rank_spec
 from inline_core.engine.residency import Footprint, ResidentCache
 from inline_core.families.builder import ADAPTER_CACHE, FamilyBuilder, Parts
@@ -116,7 +117,7 @@ class Stacks:
             "node",
             family,
             dict(sources.parts),
-            lambda parts: builder.pipeline(parts),
+            lambda parts: with_step_cache(builder, parts, builder.pipeline(parts)),
             render,
             remote,
         )
@@ -132,7 +133,11 @@ class Stacks:
         builder = self.builder(family)
         named = {"transformer": transformer, "scheduler": scheduler}
         return self._assemble(
-            "denoiser", family, named, lambda parts: builder.denoiser(parts), render
+            "denoiser",
+            family,
+            named,
+            lambda parts: with_step_cache(builder, parts, builder.denoiser(parts)),
+            render,
         )
 
     def text_encoder(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from inline_core.components.interfaces import TextEncoder
 from inline_core.components.step import StepPipeline
@@ -68,3 +68,11 @@ class FamilyBuilder(Protocol):
     def vae(self, parts: Parts) -> Any:
         """The VAE component over the `vae` part (`components.interfaces.VAE`)."""
         ...
+
+
+@runtime_checkable
+class CachesBlocks(Protocol):
+    """A builder whose pipelines adopt the step cache (`diffusion/stepcache/`) on its
+    `transformer` part's blocks, laid out as `step_cache_layout` says (a `BlockLayout`)."""
+
+    step_cache_layout: Any

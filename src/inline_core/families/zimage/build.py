@@ -9,13 +9,10 @@ hidden state of the real tokens, at most 512 of them).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeVar
 
-from inline_core.components.step import adopt_request_scoped_cache_dit
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.formats import ldm_vae, qwen3
 from inline_core.diffusion.parts import PartLoader
-from inline_core.diffusion.stepcache.backend import StepCacheBackend
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.families.builder import ADAPTER_CACHE, Parts
 from inline_core.families.zimage import transformer
@@ -35,6 +32,8 @@ class ZImageBuilder:
         "text_encoder": "text_encoder",
         "vae": "vae",
     }
+
+    step_cache_layout = LAYOUT  # its pipelines cache their main blocks per request
 
     load = PartLoader(
         "Z-Image",
@@ -67,38 +66,23 @@ class ZImageBuilder:
 
     def denoiser(self, parts: Parts) -> ZImageDenoisePipeline:
         place = parts.placements["denoiser"]
-        return _with_step_cache(
-            parts,
-            ZImageDenoisePipeline(
-                denoiser=self._denoiser(parts),
-                scheduler_config=parts["scheduler"],
-                model_key=parts.model_key,
-                serial_phases=place.offload,
-            ),
+        return ZImageDenoisePipeline(
+            denoiser=self._denoiser(parts),
+            scheduler_config=parts["scheduler"],
+            model_key=parts.model_key,
+            serial_phases=place.offload,
         )
 
     def pipeline(self, parts: Parts) -> ZImageStepPipeline:
-        return _with_step_cache(
-            parts,
-            ZImageStepPipeline(
-                text_encoder=self.text_encoder(parts),
-                denoiser=self._denoiser(parts),
-                vae=self.vae(parts),
-                scheduler_config=parts["scheduler"],
-                model_key=parts.model_key,
-                # With CPU offload, encode and decode swap modules on the device: between steps.
-                serial_phases=any(p.offload for p in parts.placements.values()),
-            ),
+        return ZImageStepPipeline(
+            text_encoder=self.text_encoder(parts),
+            denoiser=self._denoiser(parts),
+            vae=self.vae(parts),
+            scheduler_config=parts["scheduler"],
+            model_key=parts.model_key,
+            # With CPU offload, encode and decode swap modules on the device: between steps.
+            serial_phases=any(p.offload for p in parts.placements.values()),
         )
-
-
-P = TypeVar("P", bound=ZImageDenoisePipeline)
-
-
-def _with_step_cache(parts: Parts, pipeline: P) -> P:
-    """The pipeline owns the step cache on its transformer's main blocks (one per model)."""
-    adopt_request_scoped_cache_dit(pipeline, StepCacheBackend.of(parts["transformer"], LAYOUT))
-    return pipeline
 
 
 BUILDER = ZImageBuilder()
