@@ -351,6 +351,8 @@ class DevicePolicy:
             "cpuCount": hw.cpu_count,
             "placements": {role: p.to_json() for role, p in self._placements.items()},
             "adapters": adapter_mode(denoiser.offload, denoiser.quantize).to_json(),
+            # Step caching for renders that ask for nothing: from this many steps, these settings.
+            "stepCache": {"fromSteps": STEP_CACHE_FROM_STEPS, **StepCacheSettings().to_json()},
         }
         if self._note is not None:
             body["note"] = self._note
