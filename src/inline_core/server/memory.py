@@ -11,9 +11,12 @@ Settings applied once at start (`tune_malloc`):
   of threads the freed memory is spread over many arenas and RSS settles higher. Two arenas (what
   `MALLOC_ARENA_MAX=2` gives) measured about 40 MB less RSS under the 200-client load.
 - Large blocks (`inline_core.heap_settings`): kept in the heap for reuse, up to 64 MB, instead of
-  mapped and unmapped at every step. The server used a 4 MB threshold, for a lower RSS under the
-  200-client load on the tiny kit model (500-550 MB against 660-700); with real-size weights it cost
-  a seed-only render 58,000 page faults, about 55,000 more than the same calls in a plain process.
+  mapped and unmapped at every step. The server had a 4 MB threshold, chosen for RSS under the
+  200-client load on the tiny kit model; with real-size weights that cost a seed-only render 58,000
+  page faults, against 4,800 now. The 200-client load, both settings in one session
+  (`bench/load_clients.py --seconds 40 --renders 300`, a loaded machine): RSS 712 MB after 50
+  renders and 723 MB after 300 with these, 690 and 718 MB with the old ones; 15.7 and 14.2
+  renders/s.
   What the heap keeps between runs is handed back by the trim above.
 """
 
