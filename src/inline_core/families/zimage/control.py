@@ -13,8 +13,8 @@ model only for its forward, so a cached one never pins a transformer that was ev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Generator, Hashable, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -192,19 +192,15 @@ class ControlBranch:
         return out
 
 
-class _lent(AbstractContextManager[None]):  # noqa: N801 (used as a `with` clause)
+@contextmanager
+def _lent(model: nn.Module, transformer: nn.Module) -> Generator[None]:
     """The transformer's modules lent to a control model for one forward."""
-
-    def __init__(self, model: nn.Module, transformer: nn.Module) -> None:
-        self.model = model
-        self.transformer = transformer
-
-    def __enter__(self) -> None:
-        diffusers().ZImageControlNetModel.from_transformer(self.model, self.transformer)
-
-    def __exit__(self, *exc: object) -> None:
+    diffusers().ZImageControlNetModel.from_transformer(model, transformer)
+    try:
+        yield
+    finally:
         for name in _SHARED:
-            setattr(self.model, name, None)
+            setattr(model, name, None)
 
 
 def _tokens(latent: torch.Tensor) -> int:
