@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from PIL import Image
-
 from inline_core.device.split import ModelParallelSupport
 from inline_core.diffusion.adapters.stack import LoraStack, LoraUse, stack_info
 from inline_core.diffusion.flow.steps import img2img_start
@@ -24,7 +22,7 @@ from inline_core.families.files import StackRules, read_json
 from inline_core.families.nodes.handles import LoraHandle
 from inline_core.families.nodes.inputs import prompt_text
 from inline_core.families.sources import Sources
-from inline_core.families.zimage import controlnet
+from inline_core.families.zimage import control_inputs
 from inline_core.families.zimage.control_files import control_config, control_entry, control_use
 from inline_core.families.zimage.controlnet import ControlUse
 from inline_core.families.zimage.descriptor import EXTRA_HINT, NODE_TYPE, ZIMAGE_DESCRIPTOR
@@ -38,8 +36,7 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
 
 # Request fields that are inputs, not settings: kept off the take's params.
-_NOT_TAKE_PARAMS = ("image", "loras", "control", "control_image", "mask", "control_source")
-LATENT_CHANNELS = 16  # the FLUX VAE's
+_NOT_TAKE_PARAMS = ("image", "loras", *control_inputs.INPUT_FIELDS)
 
 
 class ZImageFamily(Family):
@@ -77,7 +74,7 @@ class ZImageFamily(Family):
     ) -> Lowered:
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"Z-Image has no node {node_type!r}", node_id=node_id)
-        image = _image(inputs, "image", node_id)
+        image = control_inputs.image_input(inputs, "image", node_id)
         request: dict[str, Any] = {
             "prompt": prompt_text(inputs.get("prompt"), node_id),
             "negative_prompt": str(params.get("negative_prompt") or ""),
@@ -93,52 +90,25 @@ class ZImageFamily(Family):
         loras = _loras(inputs.get("loras"), node_id)
         if loras:
             request["loras"] = loras
-        control = self._control(params, inputs, node_id)
+        control = control_inputs.lower(self.catalog, params, inputs, node_id)
         request |= control
         if request.get("image") is None:  # none wired, or it feeds the control instead
             request.pop("image", None)
             request.pop("strength", None)
         take_params = {k: v for k, v in request.items() if k not in _NOT_TAKE_PARAMS}
         take_params["img2img"] = "image" in request
-        if "control" in control:
-            take_params["controlnet"] = control["control"].name
-            take_params["control_strength"] = control["control"].strength
-        if "mask" in control:
-            take_params["inpaint"] = "control" if "control_source" in control else "blend"
+        take_params |= control_inputs.take_params(control)
         if loras:
             take_params["loras"] = stack_info(loras)
         return Lowered(request, take_params)
-
-    def _control(
-        self, params: Mapping[str, Any], inputs: Mapping[str, Any], node_id: str
-    ) -> dict[str, Any]:
-        """The request's control and inpaint fields (none for a plain render)."""
-        out: dict[str, Any] = {}
-        mask = _image(inputs, "mask", node_id)
-        image = _image(inputs, "image", node_id)
-        if mask is not None:
-            if image is None:
-                raise InvalidRequest("a mask needs the image it masks", node_id=node_id)
-            _same_size(mask.size, image.size, node_id)
-            out["mask"] = mask
-        name = params.get("controlnet")
-        if not name:
-            return out
-        entry = control_entry(self.catalog, str(name), node_id)
-        config = control_config(entry, None, node_id)
-        out["control"] = control_use(entry, float(params["control_strength"]))
-        out["control_image"] = _image(inputs, "control_image", node_id)
-        if mask is not None and controlnet.takes_inpaint(config, LATENT_CHANNELS):
-            out["control_source"] = image  # the mask and image feed the control, from noise
-            out["image"] = None  # drops the img2img start: diffusers' pipeline starts from noise
-        return out
 
     def check_wired(
         self, node_type: str, params: Mapping[str, Any], wired: frozenset[str], node_id: str
     ) -> None:
         if node_type != NODE_TYPE:
             return
-        self._check_control(params, wired, node_id)
+        transformer = self._transformer_config(params) if params.get("controlnet") else None
+        control_inputs.check_wired(self.catalog, params, wired, transformer, node_id)
         if "image" not in wired:
             return
         steps, strength = int(params["steps"]), float(params["strength"])
@@ -149,11 +119,14 @@ class ZImageFamily(Family):
                 node_id=node_id,
             )
 
+    def _transformer_config(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The config of the transformer a node's params pick (None: not found or unreadable)."""
+        sources = self.resolve(NODE_TYPE, params).sources
+        transformer = None if sources is None else sources.get("transformer")
+        return None if transformer is None else config_of(transformer)
+
     def params_identity(self, node_type: str, params: Mapping[str, Any]) -> str:
-        name = params.get("controlnet")
-        if not name or str(name) not in self.catalog.options(controlnet.CATEGORY):
-            return ""
-        return self.catalog.identity(controlnet.CATEGORY, str(name))
+        return control_inputs.params_identity(self.catalog, params)
 
     def control_use(self, name: str, strength: float, node_id: str | None) -> ControlUse:
         entry = control_entry(self.catalog, name, node_id)
@@ -168,33 +141,7 @@ class ZImageFamily(Family):
         node_id: str,
     ) -> None:
         if "mask" in sizes and "image" in sizes:
-            _same_size(sizes["mask"], sizes["image"], node_id)
-
-    def _check_control(
-        self, params: Mapping[str, Any], wired: frozenset[str], node_id: str
-    ) -> None:
-        if "mask" in wired and "image" not in wired:
-            raise InvalidRequest(
-                "a mask is wired without the image it masks: wire the image too", node_id=node_id
-            )
-        name = params.get("controlnet")
-        if not name:
-            if "control_image" in wired:
-                raise InvalidRequest(
-                    "a control image is wired but no control model is picked: pick one in "
-                    "controlnet (a Z-Image Fun ControlNet Union file)",
-                    node_id=node_id,
-                )
-            return
-        if "control_image" not in wired:
-            raise InvalidRequest(
-                f"controlnet/{name} needs a control image: wire one (canny, depth, pose)",
-                node_id=node_id,
-            )
-        entry = control_entry(self.catalog, str(name), node_id)
-        resolution = self.resolve(NODE_TYPE, params)
-        transformer = None if resolution.sources is None else resolution.sources.get("transformer")
-        control_config(entry, _config(transformer), node_id)
+            control_inputs.same_size(sizes["mask"], sizes["image"], node_id)
 
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
@@ -253,28 +200,3 @@ def _loras(value: object, node_id: str) -> LoraStack:
             )
         stack.append(item.use)
     return tuple(stack)
-
-
-def _same_size(mask: tuple[int, int], image: tuple[int, int], node_id: str) -> None:
-    if mask != image:
-        raise InvalidRequest(
-            f"the mask is {mask[0]}x{mask[1]} and the image {image[0]}x{image[1]}: "
-            "they must be the same size",
-            node_id=node_id,
-        )
-
-
-def _config(transformer: Source | None) -> dict[str, Any] | None:
-    return None if transformer is None else config_of(transformer)
-
-
-def _image(inputs: Mapping[str, Any], port: str, node_id: str) -> Image.Image | None:
-    value = inputs.get(port)
-    if isinstance(value, list):
-        items: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
-        value = items[0] if items else None
-    if value is None:
-        return None
-    if not isinstance(value, Image.Image):
-        raise InvalidRequest(f"the {port} input must be an image", node_id=node_id)
-    return value
