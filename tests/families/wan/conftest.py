@@ -40,3 +40,30 @@ def wan_reference(wan_kit: WanKit) -> Any:
     )
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+@pytest.fixture(scope="session")
+def ti2v_reference(wan_kit: WanKit) -> Any:
+    """diffusers' WanPipeline over the kit's Wan 2.2 TI2V folder (`expand_timesteps`)."""
+    import torch
+    from diffusers import WanPipeline  # pyright: ignore[reportPrivateImportUsage]
+
+    assert wan_kit.ti2v_diffusers_dir is not None
+    pipe: Any = WanPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+        str(wan_kit.ti2v_diffusers_dir), dtype=torch.float32, local_files_only=True
+    )
+    pipe.set_progress_bar_config(disable=True)
+    assert pipe.config.expand_timesteps
+    return pipe
+
+
+@pytest.fixture(scope="session")
+def i2v_reference(ti2v_reference: Any) -> Any:
+    """diffusers' WanImageToVideoPipeline over the same TI2V parts (its Wan 2.2 5B path)."""
+    from diffusers import WanImageToVideoPipeline  # pyright: ignore[reportPrivateImportUsage]
+
+    names = ("tokenizer", "text_encoder", "vae", "scheduler", "transformer")
+    parts = {name: getattr(ti2v_reference, name) for name in names}
+    pipe: Any = WanImageToVideoPipeline(**parts, expand_timesteps=True)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe

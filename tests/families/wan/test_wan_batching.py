@@ -64,9 +64,7 @@ def test_same_shape_renders_share_forwards_and_equal_their_solo_renders(
 
         pipeline.denoise_step = held
         try:
-            futures = [
-                sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests
-            ]
+            futures = [sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
             wait_until(lambda: all_in_loop(sampler, len(requests)), "all three in the loop")
             release.set()
             together = [frames(f.result(timeout=300)) for f in futures]

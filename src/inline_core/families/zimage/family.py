@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from PIL import Image
-
 from inline_core.device.split import ModelParallelSupport
 from inline_core.diffusion.adapters.stack import LoraStack, LoraUse, stack_info
 from inline_core.diffusion.flow.steps import img2img_start
@@ -22,7 +20,7 @@ from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import StackRules, read_json
 from inline_core.families.nodes.handles import LoraHandle
-from inline_core.families.nodes.inputs import prompt_text
+from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.sources import Sources
 from inline_core.families.zimage.descriptor import EXTRA_HINT, NODE_TYPE, ZIMAGE_DESCRIPTOR
 from inline_core.families.zimage.download import DOWNLOADS
@@ -70,7 +68,7 @@ class ZImageFamily(Family):
     ) -> Lowered:
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"Z-Image has no node {node_type!r}", node_id=node_id)
-        image = _image(inputs.get("image"), node_id)
+        image = image_input(inputs.get("image"), node_id)
         request: dict[str, Any] = {
             "prompt": prompt_text(inputs.get("prompt"), node_id),
             "negative_prompt": str(params.get("negative_prompt") or ""),
@@ -162,14 +160,3 @@ def _loras(value: object, node_id: str) -> LoraStack:
             )
         stack.append(item.use)
     return tuple(stack)
-
-
-def _image(value: object, node_id: str) -> Image.Image | None:
-    if isinstance(value, list):
-        items: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
-        value = items[0] if items else None
-    if value is None:
-        return None
-    if not isinstance(value, Image.Image):
-        raise InvalidRequest("the image input must be an image", node_id=node_id)
-    return value
