@@ -1,0 +1,113 @@
+"""Wan 2.2 TI2V image-to-video through the HTTP API, in process (ASGI) and on a real uvicorn: an
+uploaded image wired into `alibaba/wan` on the 5B renders a video whose first frame it is, equal to
+`WanImageToVideoPipeline`'s; an image wired into a text-only model, and a size the 5B's VAE cannot
+take, are refused at submit with 422 naming the model or the param."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from test_wan_server import mp4_frames, submit, wan_graph
+from wan_harness import first_frame_image, reference_i2v_frames
+
+from inline_core.config import Config
+from inline_core.families.wan.kit import WanKit
+from inline_core.runtime.video import decode_apng
+from inline_core.server.app import create_app
+from tests.server.server_support import post_run, running_server, wait_finished
+
+TI2V = "wan2.2_ti2v_tiny_diffusers"
+RENDER: dict[str, Any] = {"width": 64, "height": 32, "model": TI2V}
+
+
+def png_bytes(width: int = 50, height: int = 40) -> bytes:
+    buf = io.BytesIO()
+    first_frame_image(width, height).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.fixture
+def client(wan_kit: WanKit, tmp_path: Path) -> Iterator[TestClient]:
+    config = Config(
+        models_dir=wan_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
+    )
+    with TestClient(create_app(config)) as c:
+        yield c
+
+
+def upload(client: TestClient) -> str:
+    response = client.post("/v1/assets", content=png_bytes(), headers={"content-type": "image/png"})
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def test_image_to_video_take_is_the_i2v_pipelines_frames(
+    client: TestClient, ti2v_reference: Any, i2v_reference: Any
+) -> None:
+    graph = wan_graph(image=upload(client), format="png", guidance=1.0, **RENDER)
+    state = submit(client, graph)
+    assert state["status"] == "done", state
+    (take,) = state["takes"]
+    assert take["kind"] == "video"
+    assert take["params"]["image_to_video"] is True and take["params"]["fps"] == 24
+    frames = decode_apng(client.get(take["uri"]).content).astype(np.int16)
+    image = first_frame_image(50, 40)
+    ref = reference_i2v_frames(
+        i2v_reference, ti2v_reference, image, guidance=1.0, width=64, height=32
+    )
+    # Within a level on a few values: the server's encode of the image runs on its own threads,
+    # where the CPU's convolution kernels may block a reduction differently (a few ulps).
+    assert int(np.abs(frames - ref).max()) <= 2
+    assert float((frames != ref).mean()) <= 0.01
+
+
+@pytest.mark.parametrize(
+    ("params", "with_image", "names"),
+    [
+        ({"model": "wan2.1_t2v_tiny_diffusers"}, True, "'wan2.1_t2v_tiny_diffusers'"),
+        ({"model": "wan2.1_t2v_tiny_fp32.safetensors"}, True, "text-to-video only"),
+        ({**RENDER, "width": 48}, False, "'width' must be a multiple of 32"),
+        ({**RENDER, "height": 80}, True, "'height' must be a multiple of 32"),
+    ],
+    ids=["image-into-t2v-folder", "image-into-t2v-file", "width-not-32", "height-not-32"],
+)
+def test_bad_wirings_and_sizes_are_refused_at_submit(
+    client: TestClient, params: dict[str, Any], with_image: bool, names: str
+) -> None:
+    graph = wan_graph(image=upload(client) if with_image else None, **params)
+    response = client.post("/v1/runs", json={"graph": graph, "target": "w"})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert names in error["message"] and error["nodeId"] == "w"
+    assert client.get("/v1/runs").json()["runs"] == []  # nothing was stored
+
+
+def test_live_server_renders_image_to_video(wan_kit: WanKit, tmp_path: Path) -> None:
+    shutil.copytree(wan_kit.root, tmp_path / "models")
+    with running_server(tmp_path, env={"INLINE_DTYPE": "float32"}) as live:
+        uploaded = httpx.post(
+            f"{live.base}/v1/assets",
+            content=png_bytes(),
+            headers={"content-type": "image/png"},
+            timeout=30,
+        )
+        assert uploaded.status_code == 201, uploaded.text
+        image = str(uploaded.json()["id"])
+        response = post_run(live, wan_graph(image=image, frames=5, **RENDER), "w")
+        assert response.status_code == 201, response.text
+        state = wait_finished(live, str(response.json()["runId"]), timeout=120)
+        assert state["status"] == "done", live.log()
+        (take,) = state["takes"]
+        video = httpx.get(live.base + take["uri"], timeout=30)
+        refused = post_run(live, wan_graph(image=image, model="wan2.1_t2v_tiny_diffusers"), "w")
+    assert video.headers["content-type"] == "video/mp4"
+    assert mp4_frames(video.content) == ("h264", "yuv420p", 5)
+    assert refused.status_code == 422 and "text-to-video only" in refused.text
