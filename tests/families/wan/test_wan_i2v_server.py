@@ -111,3 +111,33 @@ def test_live_server_renders_image_to_video(wan_kit: WanKit, tmp_path: Path) -> 
     assert video.headers["content-type"] == "video/mp4"
     assert mp4_frames(video.content) == ("h264", "yuv420p", 5)
     assert refused.status_code == 422 and "text-to-video only" in refused.text
+
+
+def test_a_clips_last_frame_starts_the_next(client: TestClient) -> None:
+    """Wan 2.1 text-to-video -> `video/frame` (the last) -> the 5B's image-to-video: the second
+    clip is what the same frame, uploaded as an image, renders."""
+    first = wan_graph(format="png", model="wan2.1_t2v_tiny_diffusers", guidance=1.0)
+    chained = wan_graph(format="png", guidance=1.0, **RENDER)
+    clip = {**first["nodes"][1], "id": "c"}
+    frame = {
+        "id": "f",
+        "type": "video/frame",
+        "params": {"index": -1},
+        "inputs": {"video": {"from": "c", "output": "video"}},
+    }
+    chained["nodes"][-1]["inputs"]["image"] = {"from": "f", "output": "image"}
+    chained["nodes"] = [chained["nodes"][0], clip, frame, chained["nodes"][-1]]
+    state = submit(client, chained)
+    assert state["status"] == "done", state
+    takes = {t["nodeId"]: t for t in state["takes"]}
+    assert takes["f"]["kind"] == "image" and takes["w"]["kind"] == "video"
+    last_frame = client.get(takes["f"]["uri"]).content
+    clip_frames = decode_apng(client.get(takes["c"]["uri"]).content)
+    assert np.array_equal(decode_apng(last_frame)[0], clip_frames[-1])
+    uploaded = client.post("/v1/assets", content=last_frame, headers={"content-type": "image/png"})
+    direct = submit(
+        client, wan_graph(image=str(uploaded.json()["id"]), format="png", guidance=1.0, **RENDER)
+    )
+    (direct_take,) = direct["takes"]
+    ours = decode_apng(client.get(takes["w"]["uri"]).content)
+    assert np.array_equal(ours, decode_apng(client.get(direct_take["uri"]).content))
