@@ -141,3 +141,31 @@ def test_a_clips_last_frame_starts_the_next(client: TestClient) -> None:
     (direct_take,) = direct["takes"]
     ours = decode_apng(client.get(takes["w"]["uri"]).content)
     assert np.array_equal(ours, decode_apng(client.get(direct_take["uri"]).content))
+
+
+def test_a_vae_the_model_cannot_take_is_refused_naming_the_right_one(
+    wan_kit: WanKit, tmp_path: Path
+) -> None:
+    """INLINE_WAN_VAE pointing the 5B at Wan 2.1's VAE: a 422 at submit saying which VAE it takes;
+    with only Wan 2.1's VAE in the folder, the 5B's is model_missing naming where it goes."""
+    assert wan_kit.vae_file is not None and wan_kit.ti2v_diffusion_file is not None
+    assert wan_kit.text_encoder_file is not None and wan_kit.tokenizer_dir is not None
+    models = tmp_path / "models"
+    for folder in ("diffusion_models", "vae", "text_encoders"):
+        (models / folder).mkdir(parents=True)
+    shutil.copy(wan_kit.ti2v_diffusion_file, models / "diffusion_models")
+    shutil.copy(wan_kit.vae_file, models / "vae")
+    shutil.copy(wan_kit.text_encoder_file, models / "text_encoders")
+    shutil.copytree(wan_kit.tokenizer_dir, models / "text_encoders" / wan_kit.tokenizer_dir.name)
+    graph = wan_graph(width=64, height=32)
+    for env, code, says in [
+        ({}, "model_missing", "wan2.2_vae.safetensors"),
+        ({"INLINE_WAN_VAE": str(models / "vae" / wan_kit.vae_file.name)}, "invalid_request",
+         "takes 48: use wan2.2_vae.safetensors"),
+    ]:  # fmt: skip
+        config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu", env=env)
+        with TestClient(create_app(config)) as c:
+            response = c.post("/v1/runs", json={"graph": graph, "target": "w"})
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        assert error["code"] == code and says in error["message"], error

@@ -20,7 +20,7 @@ from inline_core.families.files import StackRules
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.sources import Sources
 from inline_core.families.wan.descriptor import EXTRA_HINT, NODE_TYPE, WAN_DESCRIPTOR
-from inline_core.families.wan.files import RULES, flow_shift
+from inline_core.families.wan.files import RULES, flow_shift, source_vae_channels
 from inline_core.families.wan.request import TEMPORAL_FACTOR, WanRequest, new_request
 from inline_core.families.wan.transformer import config_of
 from inline_core.families.wan.variants import T2V, WanVariant, model_title, variant_of
@@ -106,6 +106,14 @@ class WanFamily(Family):
         if resolution.sources is None:
             return  # `check` has refused it with model_missing already
         kind = _variant(resolution.sources)
+        vae = resolution.sources.get("vae")
+        channels = None if vae is None else source_vae_channels(vae)
+        if vae is not None and channels is not None and channels != kind.latent_channels:
+            raise InvalidRequest(
+                f"the VAE {vae.location.name!r} makes {channels}-channel latents, but "
+                f"{kind.title} takes {kind.latent_channels}: use {kind.vae_file}",
+                node_id=node_id,
+            )
         if "image" in wired and not kind.image_to_video:
             raise InvalidRequest(_no_image(resolution.sources), node_id=node_id)
         for name in ("width", "height"):
@@ -121,6 +129,7 @@ class WanFamily(Family):
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
     ) -> WanRequest:
+        kwargs.setdefault("spatial_factor", _variant(sources).spatial_factor)
         return new_request(model_key, **kwargs)
 
     def flow_shift(self, scheduler: Source | None) -> float | None:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from inline_core.diffusion.files.shapes import Shapes, read_shapes, strip_prefix
@@ -64,18 +65,22 @@ def is_wan_model(shapes: Shapes) -> bool:
     return variant_of({**config, "image_dim": 1 if image else None}) is not None
 
 
-def vae_channels(entry: CatalogEntry) -> int | None:
+def vae_channels(path: Path, is_folder: bool) -> int | None:
     """A Wan VAE's latent channels (16: Wan 2.1's, 48: Wan 2.2's); None: not a Wan VAE."""
-    if entry.is_folder:
-        config = read_json(entry.path / "config.json")
+    if is_folder:
+        config = read_json(path / "config.json")
         if config is None or config.get("_class_name") != wan_vae.CLASS_NAME:
             return None
         channels = config.get("z_dim", wan_vae.LATENT_CHANNELS)
         return channels if isinstance(channels, int) else None
-    shapes = read_shapes(entry.path)
+    shapes = read_shapes(path)
     if shapes is None or not wan_vae.is_wan_vae(shapes):
         return None
     return wan_vae.latent_channels(shapes)
+
+
+def source_vae_channels(source: Source) -> int | None:
+    return vae_channels(source.location, not source.is_file)
 
 
 def vae_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
@@ -83,7 +88,7 @@ def vae_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
     2.2's for the 5B); a Wan name ranks first."""
     config = None if transformer is None else config_of(transformer)
     kind = variant_of(config) or T2V
-    if vae_channels(entry) != kind.latent_channels:
+    if vae_channels(entry.path, entry.is_folder) != kind.latent_channels:
         return None
     return 1 if WAN_NAME.search(entry.name) else 0
 

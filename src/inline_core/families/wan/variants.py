@@ -27,6 +27,7 @@ PATCH = 2  # the transformer patchifies latents 1x2x2
 class WanVariant:
     title: str  # how messages name the kind of model
     latent_channels: int  # what its VAE must give
+    vae_file: str  # ComfyUI's name for that VAE
     spatial_factor: int  # pixels per latent along each side (its VAE's)
     width: int
     height: int
@@ -47,6 +48,7 @@ class WanVariant:
 T2V = WanVariant(
     title="Wan 2.1 text-to-video",
     latent_channels=16,
+    vae_file="wan_2.1_vae.safetensors",
     spatial_factor=8,
     width=832,
     height=480,
@@ -59,6 +61,7 @@ T2V = WanVariant(
 TI2V = WanVariant(
     title="Wan 2.2 TI2V-5B",
     latent_channels=48,
+    vae_file="wan2.2_vae.safetensors",
     spatial_factor=16,
     width=1280,
     height=704,
