@@ -50,10 +50,13 @@ class Case:
     width: int
     height: int
     image: bool = False  # image-to-video from IMAGE_SIZE
+    frames: int = RENDER["frames"]
+    steps: int = RENDER["steps"]
 
     @property
     def render(self) -> dict[str, Any]:
-        return {**RENDER, "width": self.width, "height": self.height}
+        size = {"width": self.width, "height": self.height}
+        return {**RENDER, **size, "frames": self.frames, "steps": self.steps}
 
 
 CASES = (
@@ -84,7 +87,9 @@ def loopback_port() -> int:
 
 
 class BarePipeline:
-    def __init__(self, models: Path, case: Case) -> None:
+    def __init__(
+        self, models: Path, case: Case, device: str = "cpu", dtype: str = "float32"
+    ) -> None:
         import io
 
         import torch
@@ -98,10 +103,11 @@ class BarePipeline:
         started = time.perf_counter()
         pipe: Any = WanPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
             str(models / "diffusion_models" / case.model),
-            dtype=torch.float32,
+            dtype=getattr(torch, dtype),
             local_files_only=True,
         )
         pipe.set_progress_bar_config(disable=True)
+        pipe.to(device)
         self.encoder, self.pipe = pipe, pipe
         self.image: Any = None
         if case.image:
@@ -140,7 +146,7 @@ class BarePipeline:
 class Server:
     """The real app under uvicorn on loopback, driven over HTTP and the websocket."""
 
-    def __init__(self, models: Path) -> None:
+    def __init__(self, models: Path, dtype: str = "float32", profile: str | None = "cpu") -> None:
         import httpx
         import uvicorn
 
@@ -150,7 +156,7 @@ class Server:
         self.port = loopback_port()
         data = Path(tempfile.mkdtemp(prefix="wan-bench-"))
         config = Config(
-            models_dir=models, data_dir=data, profile="cpu", port=self.port, dtype="float32"
+            models_dir=models, data_dir=data, profile=profile, port=self.port, dtype=dtype
         )
         self.server = uvicorn.Server(
             uvicorn.Config(create_app(config), host="127.0.0.1", port=self.port, log_level="error")
@@ -208,8 +214,9 @@ class Server:
         self.thread.join(timeout=30)
 
 
-def bench_case(case: Case, models: Path, server: Server, renders: int) -> dict[str, Any]:
-    pipe = BarePipeline(models, case)
+def bench_case(case: Case, models: Path, server: Server, renders: int, **on: str) -> dict[str, Any]:
+    """Paired renders of one case; `on` places the bare pipeline (`device`, `dtype`)."""
+    pipe = BarePipeline(models, case, **on)
     first = {"pipeline": pipe.render(0), "server": server.render(case, 0)}
     times: dict[str, list[float]] = {"pipeline": [], "server": []}
 
