@@ -38,6 +38,7 @@ class WanFamily(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.wan.build:BUILDER"
     comfy_text_encoder_types = ("wan",)  # how ComfyUI's CLIPLoader loads UMT5 for Wan
+    comfy_node = NODE_TYPE  # its ComfyUI workflows import as one alibaba/wan node
     kit = "inline_core.families.wan.kit:main"
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor per forward: one latent shape per forward
