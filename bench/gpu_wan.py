@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -40,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_zimage import randomize  # noqa: E402
+from gpu_zimage import randomize, write_results  # noqa: E402
 from wan_tiny import Case, Server, bench_case  # noqa: E402
 
 from inline_core.diffusion.libs import diffusers, manual_seed, transformers  # noqa: E402
@@ -191,23 +189,8 @@ def main() -> int:
         size = f"{r['width']}x{r['height']}x{r['frames']}"
         print(f"{r['case']:<16} {size:>14} {r['pipelineMedianMs']:>10.1f} "
               f"{r['serverMedianMs']:>10.1f} {r['ratio']:>6.3f}")  # fmt: skip
-    gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else platform.processor()
-    body = {
-        "machine": {"device": gpu, "platform": platform.platform(), "torch": torch.__version__},
-        "preset": preset,
-        "steps": int(args.steps),
-        "models": built,
-        "rows": rows,
-    }
-    # A smoke run (tiny preset or no GPU) must not overwrite the GPU figures.
-    real = preset == "full" and device.startswith("cuda")
-    results = RESULTS if real else RESULTS.with_name("gpu_wan_smoke.json")
-    results.parent.mkdir(parents=True, exist_ok=True)
-    results.write_text(json.dumps(body, indent=2) + "\n")
-    out = os.environ.get("OUT")
-    if out:
-        shutil.copy(results, Path(out) / results.name)
-    print(f"wrote {results}")
+    body = {"preset": preset, "steps": int(args.steps), "models": built, "rows": rows}
+    write_results(RESULTS, body, device=device, preset=preset)
     return 0
 
 

@@ -11,6 +11,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # helpers live next to this file
     sys.path.insert(0, str(HERE))
 
+from inline_core.config import Config  # noqa: E402
 from inline_core.families.wan.kit import WanKit, build_kit  # noqa: E402
 from inline_core.sampling.loop import StepLoopSampler  # noqa: E402
 
@@ -67,3 +68,17 @@ def i2v_reference(ti2v_reference: Any) -> Any:
     pipe: Any = WanImageToVideoPipeline(**parts, expand_timesteps=True)
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+@pytest.fixture
+def client(wan_kit: WanKit, tmp_path: Path) -> Iterator[Any]:
+    """The app over the kit's models, in process (ASGI), CPU float32."""
+    from fastapi.testclient import TestClient
+
+    from inline_core.server.app import create_app
+
+    config = Config(
+        models_dir=wan_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
+    )
+    with TestClient(create_app(config)) as c:
+        yield c

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +31,6 @@ def png_bytes(width: int = 50, height: int = 40) -> bytes:
     buf = io.BytesIO()
     first_frame_image(width, height).save(buf, format="PNG")
     return buf.getvalue()
-
-
-@pytest.fixture
-def client(wan_kit: WanKit, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(
-        models_dir=wan_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
-    )
-    with TestClient(create_app(config)) as c:
-        yield c
 
 
 def upload(client: TestClient) -> str:

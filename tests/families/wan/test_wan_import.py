@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,10 +16,7 @@ from fastapi.testclient import TestClient
 from test_wan_server import finished_state, wan_graph
 from wan_harness import first_frame_image
 
-from inline_core.config import Config
-from inline_core.families.wan.kit import WanKit
 from inline_core.runtime.video import decode_apng
-from inline_core.server.app import create_app
 
 TEMPLATES = resources.files("comfyui_workflow_templates_json") / "templates"
 TI2V_FILE = "wan2.2_ti2v_tiny_fp32.safetensors"
@@ -29,15 +24,6 @@ MODELS = {
     "wan2.1_t2v_1.3B_fp16.safetensors": "wan2.1_t2v_tiny_fp32.safetensors",
     "wan2.2_ti2v_5B_fp16.safetensors": TI2V_FILE,
 }
-
-
-@pytest.fixture
-def client(wan_kit: WanKit, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(
-        models_dir=wan_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
-    )
-    with TestClient(create_app(config)) as c:
-        yield c
 
 
 def template(name: str) -> Any:
