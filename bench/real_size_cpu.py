@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -184,11 +185,18 @@ class RssPeaks:
 
     def major_faults(self) -> int:
         """Pages the process has read from disk on a fault (its mapped weights paged in)."""
+        return self._stat_field(9)  # majflt, after the command's name
+
+    def minor_faults(self) -> int:
+        """Pages the process touched fresh without reading them (new heap or mapped memory)."""
+        return self._stat_field(7)  # minflt
+
+    def _stat_field(self, index: int) -> int:
         try:
             stat = Path(f"/proc/{self.pid}/stat").read_text()
         except OSError:
             return 0
-        return int(stat.rpartition(")")[2].split()[9])  # majflt, after the command's name
+        return int(stat.rpartition(")")[2].split()[index])
 
     def close(self) -> None:
         self._stop.set()
@@ -357,10 +365,15 @@ def measure_server(
             bare = BareCalls(models, dtype)
         forwards_before = sampler_forward_s(base)
         seeds: list[float] = []
+        server_faults = bare_faults = 0
         for i in range(renders):
+            before = peaks.minor_faults()
             seeds.append(render(base, PROMPTS[0], 2 + i))
+            server_faults += peaks.minor_faults() - before
             if bare is not None:
+                before = own_minor_faults()
                 bare_sd.append(bare.sample_decode(PROMPTS[0], 2 + i))
+                bare_faults += own_minor_faults() - before
         seed_forwards_s = (sampler_forward_s(base) - forwards_before) / renders
         prompts: list[float] = []
         for i in range(renders):
@@ -391,8 +404,11 @@ def measure_server(
         "steadyLoads": counters["loads"] - after_first["loads"],
         "steadyMajorFaults": steady_faults,
         "seedOnlyForwardsS": round(seed_forwards_s, 3),  # the server's own time in the model
+        # Fresh pages touched per seed-only render: memory unmapped and faulted in again.
+        "seedOnlyMinorFaults": server_faults // renders,
     }
     if bare is not None:
+        result["bareSeedOnlyMinorFaults"] = bare_faults // renders
         result["bareSampleDecodeS"] = _summary(bare_sd)
         result["bareEncodeSampleDecodeS"] = _summary(bare_full)
         result["bareParts"] = bare.parts()
@@ -407,6 +423,10 @@ def measure_server(
             statistics.median(a / b for a, b in zip(prompts, bare_full, strict=True)), 3
         )
     return result
+
+
+def own_minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _summary(values: list[float]) -> dict[str, float]:
@@ -528,6 +548,8 @@ def main() -> int:
         ("seed-only change s (median)", full["seedOnlyS"]["median"], ""),
         ("  bare sample+decode s", full["bareSampleDecodeS"]["median"], ""),
         ("  server's forwards in a seed-only render s", full["seedOnlyForwardsS"], ""),
+        ("  page faults per seed-only render, server", full["seedOnlyMinorFaults"], ""),
+        ("  page faults per seed-only render, bare", full["bareSeedOnlyMinorFaults"], ""),
         ("identical resubmission s (median)", full["identicalS"]["median"], ""),
         ("bare encode s", parts["encode"]["median"], ""),
         ("bare sample s", parts["sample"]["median"], ""),

@@ -37,11 +37,16 @@ def test_settling_freezes_what_exists_and_raises_the_young_threshold() -> None:
 def test_malloc_settings_apply_on_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
     for _parameter, _value, variable in SERVER_MALLOC:
         monkeypatch.delenv(variable, raising=False)
-    assert tune_malloc() == ["MALLOC_ARENA_MAX=2", f"MALLOC_MMAP_THRESHOLD_={4 * 1024 * 1024}"]
+    assert tune_malloc() == [
+        "MALLOC_ARENA_MAX=2",
+        f"MALLOC_MMAP_THRESHOLD_={64 * 1024 * 1024}",
+        f"MALLOC_TRIM_THRESHOLD_={128 * 1024 * 1024}",
+    ]
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 def test_a_users_own_malloc_setting_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
-    assert tune_malloc() == ["MALLOC_ARENA_MAX=2"]
+    assert tune_malloc() == ["MALLOC_ARENA_MAX=2", f"MALLOC_TRIM_THRESHOLD_={128 * 1024 * 1024}"]

@@ -40,9 +40,12 @@ class StackHost(Protocol):
 
     def placement(self, family: Family, role: str) -> Placement: ...
 
+    def renders_in_progress(self) -> frozenset[Hashable]: ...
 
-# Renders whose parts are remembered, for the no-thrash rule: a render's parts are not evicted
-# for one another (a run holds one render at a time; more than this many at once is unusual).
+
+# Renders whose parts are remembered, for the no-thrash rule: the parts of a render, and of every
+# render in progress, are not evicted for one another (a render's are forgotten when it ends;
+# this bounds what renders never marked as in progress leave behind).
 RENDERS_REMEMBERED = 64
 
 
@@ -90,9 +93,22 @@ class Stacks:
         identity = DEFAULT if source is None else source.identity()
         key = (family.name, name, identity, placement)
         load = _sized(lambda: builder.load(name, source, placement))
-        value = self.runtime.residency.get(key, load, keep=frozenset(held))
+        value = self.runtime.residency.get(key, load, keep=self._kept(held))
         held.add(key)
         return key, value
+
+    def _kept(self, held: set[Hashable]) -> frozenset[Hashable]:
+        """What a load must not evict: the parts its render holds and those of every render in
+        progress."""
+        in_progress = self.runtime.renders_in_progress()
+        with self._lock:
+            others = [keys for render, keys in self._renders.items() if render in in_progress]
+            return frozenset(held).union(*others)
+
+    def render_ended(self, render: Hashable) -> None:
+        """Forget what a finished render held: its parts may be evicted for later renders."""
+        with self._lock:
+            self._renders.pop(render, None)
 
     def _held_by(self, render: Hashable) -> set[Hashable]:
         if render is None:

@@ -4,6 +4,7 @@
 - one residency cache of loaded components under the one memory budget the policy gives, so
   families compete for memory instead of each budgeting all of it;
 - the loaded stacks built from it (`diffusion/stacks.py`, imported with torch on the first render);
+- the renders in progress (`rendering`): the parts any of them holds are not evicted for another;
 - the in-process step loop (`sampling`), and at most one worker group: its ranks hold the devices,
   so a split of another family or model restarts it with that one.
 
@@ -14,6 +15,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
+from collections.abc import Generator, Hashable
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from inline_core.config import Config
@@ -48,6 +52,7 @@ class ModelRuntime:
         self._budget_set = False
         self._lock = threading.Lock()
         self._stacks: Stacks | None = None
+        self._rendering: Counter[Hashable] = Counter()
         self._splits: dict[tuple[str, str], ParallelSpec | None] = {}
         self._group: ModelGroup | None = None
         self._closed = False
@@ -96,6 +101,30 @@ class ModelRuntime:
 
                 self._stacks = Stacks(self)
             return self._stacks
+
+    @contextmanager
+    def rendering(self, render: Hashable) -> Generator[None]:
+        """While one render (a run id) is in progress, what it has loaded is kept resident for
+        every render: two runs in progress on models that together exceed the budget stay over
+        it (with a warning) rather than evicting each other's parts between their steps and
+        reloading them at the next run. Torch-free: it only marks the render."""
+        with self._lock:
+            self._rendering[render] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._rendering[render] -= 1
+                ended = self._rendering[render] <= 0
+                if ended:
+                    del self._rendering[render]
+                stacks = self._stacks
+            if ended and stacks is not None:
+                stacks.render_ended(render)
+
+    def renders_in_progress(self) -> frozenset[Hashable]:
+        with self._lock:
+            return frozenset(self._rendering)
 
     # -- step previews -------------------------------------------------------------------------
 

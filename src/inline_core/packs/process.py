@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 
 from inline_core.errors import Cancelled
+from inline_core.heap_settings import LARGE_BLOCK_MALLOC
 from inline_core.packs.arena import MadeArena, make_arena
 from inline_core.packs.errors import PackNodeFailed
 from inline_core.packs.loaded import LoadedPack
@@ -50,11 +51,9 @@ PASSED_VARIABLES = ("LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS"
 # Its own environment's commands first (a `python` it runs is its own), then the system's.
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 PASSED_PREFIXES = ("OPENBLAS_", "MALLOC_")
-# glibc hands a freed block of 128 KB or more back to the OS, and the next image of that size
-# page-faults its memory in again: a 1024 px call spent 9.9 ms of worker CPU, 3.8 ms with these
-# (freed memory stays in the worker, up to the trim threshold; its memory limit still counts it).
-# A MALLOC_* variable set for the server wins.
-WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(64 * MB), "MALLOC_TRIM_THRESHOLD_": str(128 * MB)}
+# The server's large-block settings (heap_settings), passed in the environment: the worker's
+# memory limit still counts what its heap keeps. A MALLOC_* variable set for the server wins.
+WORKER_MALLOC = {name: str(value) for name, value in LARGE_BLOCK_MALLOC.items()}
 
 Progress = Callable[[dict[str, Any]], None]
 

@@ -19,6 +19,7 @@ import importlib
 import logging
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
@@ -182,6 +183,10 @@ def _sampler_device(config: Config) -> str:
     return "cuda"
 
 
+def _no_scope(_run_id: str) -> AbstractContextManager[object]:
+    return nullcontext()
+
+
 def _register_models(
     registry: Registry, catalog: Catalog, config: Config, sampler: BatchedSampler | None
 ) -> tuple[Families, ModelRuntime | None]:
@@ -272,6 +277,7 @@ def _build(config: Config, lock: DataLock | None) -> Services:
         takes=takes,
         executor=executor,
         device_kind=device.kind,
+        run_scope=_no_scope if runtime is None else runtime.rendering,
     )
     return Services(
         config=config,

@@ -27,6 +27,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -127,6 +128,7 @@ class RunManager:
         takes: TakeStore,
         executor: Executor,
         device_kind: Callable[[], str | None] = lambda: None,
+        run_scope: Callable[[str], AbstractContextManager[object]] = lambda _run_id: nullcontext(),
         rng: random.Random | None = None,
     ) -> None:
         self.config = config
@@ -137,6 +139,7 @@ class RunManager:
         self.takes = takes
         self.executor = executor
         self._device_kind = device_kind
+        self._run_scope = run_scope  # around each execution: the model runtime marks it in progress
         self._rng = rng
         self._lock = threading.RLock()
         self._work = threading.Condition(self._lock)
@@ -587,7 +590,8 @@ class RunManager:
                     self.previews.publish,
                 ),
             )
-            result = self.executor.execute(validated, ctx)
+            with self._run_scope(run.id):
+                result = self.executor.execute(validated, ctx)
         except Cancelled:
             return self._interrupted(run.token.reason)
         except InlineError as exc:

@@ -6,16 +6,18 @@ built-in family's tiny kit model: about +4 MB per 100 renders, flat once trimmed
 `malloc_trim(0)` hands the free pages back (2-4 ms with a model resident), so the manager calls it
 after a run, at most once per interval. Where there is no glibc (macOS, musl) this does nothing.
 
-Two more glibc settings, applied once at start (`tune_malloc`):
+Settings applied once at start (`tune_malloc`):
 - Arenas: glibc gives each new thread an arena of its own, up to 8 per core; with a server's dozens
   of threads the freed memory is spread over many arenas and RSS settles higher. Two arenas (what
   `MALLOC_ARENA_MAX=2` gives) measured about 40 MB less RSS under the 200-client load.
-- The mmap threshold: by default it rises to the size of any mmapped block freed (up to 32 MB), so
-  after the first large activations are freed, later ones up to that size come from the heap, where
-  fragmentation keeps them: with batched VAE decodes, RSS under the 200-client load rose from 528 MB
-  after 50 renders to 660-700 MB and stayed there (644 MB idle at the end). Fixed at 4 MB, blocks
-  that large are mapped and unmapped each time: 499 MB after 50, 500-550 MB under load, 502 MB idle
-  at the end, at the same renders/s (26.2 vs 26.8). At 256 KB the page faults cost ~20% throughput.
+- Large blocks (`inline_core.heap_settings`): kept in the heap for reuse, up to 64 MB, instead of
+  mapped and unmapped at every step. The server had a 4 MB threshold, chosen for RSS under the
+  200-client load on the tiny kit model; with real-size weights that cost a seed-only render 58,000
+  page faults, against 4,800 now. The 200-client load, both settings in one session
+  (`bench/load_clients.py --seconds 40 --renders 300`, a loaded machine): RSS 712 MB after 50
+  renders and 723 MB after 300 with these, 690 and 718 MB with the old ones; 15.7 and 14.2
+  renders/s.
+  What the heap keeps between runs is handed back by the trim above.
 """
 
 from __future__ import annotations
@@ -28,15 +30,19 @@ import threading
 import time
 from collections.abc import Callable
 
+from inline_core.heap_settings import LARGE_BLOCK_MALLOC
+
 log = logging.getLogger(__name__)
 
 # mallopt parameter numbers, from glibc's malloc.h, with the values the server uses and the
 # environment variable through which a user's own choice wins.
-M_ARENA_MAX = -8
+M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
 SERVER_MALLOC = (
     (M_ARENA_MAX, 2, "MALLOC_ARENA_MAX"),
-    (M_MMAP_THRESHOLD, 4 * 1024 * 1024, "MALLOC_MMAP_THRESHOLD_"),
+    (M_MMAP_THRESHOLD, LARGE_BLOCK_MALLOC["MALLOC_MMAP_THRESHOLD_"], "MALLOC_MMAP_THRESHOLD_"),
+    (M_TRIM_THRESHOLD, LARGE_BLOCK_MALLOC["MALLOC_TRIM_THRESHOLD_"], "MALLOC_TRIM_THRESHOLD_"),
 )
 
 IDLE_INTERVAL_S = 0.1  # several workers finishing together trim once

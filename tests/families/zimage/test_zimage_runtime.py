@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import threading
@@ -69,6 +70,36 @@ def test_a_render_larger_than_the_budget_keeps_its_parts_and_never_reloads(
     assert stats["overBudget"] and stats["residentBytes"] > 1
     [warning] = [r.getMessage() for r in caplog.records if "budget" in r.getMessage()]
     assert "stay resident together rather than being reloaded" in warning
+
+
+def test_renders_in_progress_keep_each_others_parts_and_an_ended_one_gives_them_up(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    # Transformers (the kit's, and the same file under other names: other components),
+    # computed in bfloat16 from float32 files, so every part is a copy over the 1-byte budget.
+    assert kit.diffusion_file is not None
+    models = tmp_path / "models"
+    shutil.copytree(kit.root, models)
+    second = models / "diffusion_models" / "second.safetensors"
+    third = models / "diffusion_models" / "third.safetensors"
+    shutil.copy(kit.diffusion_file, second)
+    shutil.copy(kit.diffusion_file, third)
+    runner = make_runner(models, sampler, dtype="bfloat16")
+    runtime, family = runner.runtime, runner.family
+    runtime.residency.budget_bytes = 1
+    stacks = runtime.stacks()
+    with runtime.rendering("first run"):
+        stacks.pipeline(family, runner.sources(kit.diffusion_file.name), render="first run")
+        with runtime.rendering("second run"):
+            stacks.pipeline(family, runner.sources(second.name), render="second run")
+        # The second run's loads evicted nothing the first, still in progress, holds.
+        assert runner.stats()["evictions"] == 0
+        stacks.pipeline(family, runner.sources(kit.diffusion_file.name), render="first run")
+        assert runner.stats()["reloads"] == 0
+    # Both ended: a third transformer's load may now evict what they held.
+    with runtime.rendering("third run"):
+        stacks.pipeline(family, runner.sources(third.name), render="third run")
+    assert runner.stats()["evictions"] > 0 and runtime.renders_in_progress() == frozenset()
 
 
 def test_resident_cache_lru_order_and_single_loader() -> None:

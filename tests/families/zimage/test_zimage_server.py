@@ -181,10 +181,14 @@ def node_step(state: dict[str, Any]) -> int:
 def test_cancel_mid_denoise(client: TestClient) -> None:
     run_id = submit(client, zimage_graph("a long render", steps=100, seed=1))
     wait(client, run_id, lambda state: node_step(state) >= 1)
+    # Mid-denoise, the run is in progress for the residency: its parts are kept for every load.
+    assert model_runtime(client).renders_in_progress() == {run_id}
     assert client.delete(f"/v1/runs/{run_id}").status_code == 200
     state = wait(client, run_id)
     assert state["status"] == "cancelled" and state["takes"] == []
     assert node_step(state) < 100
+    # Whatever ended it, it is no longer in progress (the status is written after the scope).
+    assert model_runtime(client).renders_in_progress() == frozenset()
 
 
 def test_missing_models_are_refused_at_submit(tmp_path: Path) -> None:
