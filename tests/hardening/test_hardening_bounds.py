@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -260,8 +261,25 @@ def test_a_bomb_streamed_without_a_length_is_refused_and_leaves_no_file(
     assert list(config.assets_dir.iterdir()) == []
 
 
-def test_the_heap_trimmer_runs_at_most_once_per_interval() -> None:
+def test_the_heap_trimmer_runs_at_most_once_per_interval_while_busy() -> None:
     trimmer = HeapTrimmer(interval_s=3600.0)
-    assert trimmer.maybe_trim() is trimmer.available  # glibc: trims; elsewhere: nothing to do
-    assert trimmer.maybe_trim() is False  # within the interval
+    assert trimmer.maybe_trim() is False  # within the interval since start
+    assert trimmer.trim_now() is trimmer.available  # glibc: trims; elsewhere: nothing to do
+    assert trimmer.maybe_trim() is False
     assert trimmer.trims == (1 if trimmer.available else 0)
+    assert HeapTrimmer(interval_s=0.0).maybe_trim() is trimmer.available
+
+
+@pytest.mark.skipif(not HeapTrimmer().available, reason="malloc_trim is glibc's")
+def test_an_idle_trim_waits_out_its_delay_and_a_run_starting_first_drops_it() -> None:
+    waiting = HeapTrimmer(idle_delay_s=3600.0)
+    waiting.went_idle()
+    waiting.busy()  # the next run started within the delay
+    waiting.close()
+    assert waiting.trims == 0
+    prompt = HeapTrimmer(idle_delay_s=0.0)
+    prompt.went_idle()
+    deadline = time.monotonic() + 30  # a liveness bound: the timer thread runs on a busy machine
+    while prompt.trims == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert prompt.trims == 1

@@ -50,7 +50,13 @@ def test_every_template_is_mapped_or_refused_naming_why(catalog: Catalog) -> Non
     # The families ComfyUI ships the most templates for are each refused by name.
     for family in ("Wan", "Qwen-Image", "FLUX.1", "FLUX.2", "SDXL", "LTX-Video"):
         assert families[family] > 0, family
-    assert outcomes["image_z_image_turbo_fun_union_controlnet.json"].kind == "node it cannot run"
+    # Z-Image's control template maps onto `load/controlnet`; its Canny preprocessor has no
+    # equivalent here, so the photo itself becomes the control image, said in changesPicture.
+    control = outcomes["image_z_image_turbo_fun_union_controlnet.json"]
+    assert control.kind == "mapped" and control.result is not None
+    [patch] = [n for n in control.result.graph.nodes if n.type == "load/controlnet"]
+    assert patch.params["name"] == "Z-Image-Turbo-Fun-Controlnet-Union.safetensors"
+    assert [c.class_type for c in control.result.changes] == ["Canny"]
     assert kinds["mapped"] + kinds["other family"] + kinds["node it cannot run"] + kinds[
         "no image"
     ] == len(outcomes)

@@ -7,8 +7,9 @@ node pipeline's denoise half), so a primitive graph renders what the node render
 The denoiser's `request()` takes the `sample` arguments a family serving the primitives accepts:
 `prompt` (unused, ""), `width`, `height`, `steps`, `guidance`, `seed`, `sampler`,
 `sigma_schedule`, `denoise`, `start` (latents to start from), `batch_size`, `batch_index`,
-`positive` and `negative` (encoded prompts), and `loras` (the model handle's LoRA stack, a
-tuple of `diffusion.adapters.stack.LoraUse`).
+`positive` and `negative` (encoded prompts), `loras` (the model handle's LoRA stack, a
+tuple of `diffusion.adapters.stack.LoraUse`) and, for a model with a control (`load/controlnet`),
+`control` (the family's record of it) and `control_latents` (its image, encoded here).
 
 Where the device policy splits the model across ranks, `load/diffusion-model` starts the worker
 group with the transformer (no weights in this process) and `sample` denoises there: the encoded
@@ -35,6 +36,7 @@ from inline_core.errors import InvalidRequest, RunFailed
 from inline_core.families.family import Family
 from inline_core.families.nodes.handles import (
     ConditioningHandle,
+    ControlHandle,
     LatentHandle,
     ModelHandle,
     TextEncoderHandle,
@@ -192,6 +194,7 @@ def sample(
     if fit is not None:
         _check_fit(*fit, model, positive, negative, latent)
     guidance = family.guidance_for_cfg(settings.cfg)
+    control = _control_fields(runtime, family, model, latent, ctx.run_id)
     states = [
         pipeline.request(
             prompt="",
@@ -210,17 +213,45 @@ def sample(
             negative=negative.conditioning if settings.guided and negative is not None else None,
             # A family that takes no LoRAs gets no stack (load/lora refused one for it).
             **({"loras": model.loras} if model.loras else {}),
+            **control,
         )
         for index in range(latent.batch)
     ]
     samples = run(states, ctx, reporter)
     info = settings.to_info() | {
         **({"loras": stack_info(model.loras)} if model.loras else {}),
+        **(_control_info(model) if model.control else {}),
         "model": model.name,
         "width": latent.width,
         "height": latent.height,
     }
     return LatentHandle(latent.width, latent.height, latent.batch, tuple(samples), info)
+
+
+def _control_fields(
+    runtime: ModelRuntime,
+    family: Family,
+    model: ModelHandle,
+    latent: LatentHandle,
+    render: Hashable,
+) -> dict[str, Any]:
+    """A controlled model's request fields: its family's control record, and the control image
+    encoded (the posterior's mode) at the latent's size, resized as the high-level nodes do."""
+    control = model.control
+    if control is None:
+        return {}
+    vae: Any = runtime.stacks().vae(family, control.vae.source, render)
+    image = cast(Image.Image, control.image).convert("RGB")
+    if image.size != (latent.width, latent.height):
+        image = image.resize((latent.width, latent.height), Image.Resampling.LANCZOS)
+    with torch.inference_mode():
+        latents = cast(Latents, vae.encode(image, None))
+    return {"control": control.use, "control_latents": latents}
+
+
+def _control_info(model: ModelHandle) -> dict[str, Any]:
+    control = cast(ControlHandle, model.control)
+    return {"controlnet": control.name, "control_strength": getattr(control.use, "strength", None)}
 
 
 _BatchRun = Callable[[Sequence[Any], ExecutionContext, NodeReporter], list[Latents]]

@@ -129,6 +129,28 @@ class Family(ABC):
         `InlineError`); by default everything passes."""
         return None
 
+    def check_sizes(
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        sizes: Mapping[str, tuple[int, int]],
+        node_id: str,
+    ) -> None:
+        """Refuse at submit images wired in whose sizes cannot work together (`sizes`: the
+        inputs whose sizes are known at submit); by default everything passes."""
+        return None
+
+    def params_identity(self, node_type: str, params: Mapping[str, Any]) -> str:
+        """The identity of files a node's params pick beyond its model stack (e.g. a control
+        model), for its cache key: a file replaced under the same name re-runs the node."""
+        return ""
+
+    def control_use(self, name: str, strength: float, node_id: str | None) -> object | None:
+        """The family's record of `controlnet/<name>` at `strength` for `load/controlnet` (what
+        its requests take as `control`); None: this family takes no control models. Raise an
+        `InlineError` for a file it cannot use, naming it and what was expected."""
+        return None
+
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
         """Which files a node's render uses (torch-free; runs at submit)."""
         return self.files.resolve(self.model_param(node_type, params))

@@ -40,6 +40,9 @@ class ParamSpec:
     max_length: int | None = None  # TEXT/TEXTAREA only
     options: tuple[str, ...] = ()  # SELECT with a fixed list
     options_from: str | None = None  # SELECT fed by a catalog category (a model picker)
+    # A picker left empty picks no model (an optional one, e.g. a control model), rather than
+    # one the server chooses: a run then needs nothing of that category.
+    empty_picks_none: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -63,6 +66,8 @@ class ParamSpec:
             out["options"] = list(self.options)
         if self.options_from is not None:
             out["optionsFrom"] = self.options_from
+        if self.empty_picks_none:
+            out["emptyPicksNone"] = True
         return out
 
 

@@ -122,6 +122,33 @@ INPUT_LORA = _lora_node(
     hidden=False,
 )
 
+# `model` in, the same model steered by a control model and its image out (ComfyUI's
+# ModelPatchLoader + QwenImageDiffsynthControlnet); the image is encoded at the latent's size.
+LOAD_CONTROLNET = NodeDescriptor(
+    type="load/controlnet",
+    title="Apply control model",
+    category="loaders",
+    icon="layers",
+    hidden=True,
+    inputs=(
+        PortSpec("model", PortKind.MODEL),
+        PortSpec("vae", PortKind.VAE),
+        PortSpec("image", PortKind.IMAGE, label="Control image"),
+    ),
+    params=(
+        ParamSpec(
+            "name",
+            ParamWidget.SELECT,
+            required=True,
+            options_from="controlnet",
+            label="Control model",
+        ),
+        ParamSpec("strength", ParamWidget.NUMBER, 1.0, minimum=-10.0, maximum=10.0, step=0.01),
+    ),
+    outputs=(PortSpec("model", PortKind.MODEL),),
+    description="Steers the model with a control model from controlnet/ and a control image.",
+)
+
 ENCODE_TEXT = NodeDescriptor(
     type="encode/text",
     title="Encode text",
@@ -200,6 +227,7 @@ PRIMITIVE_DESCRIPTORS: tuple[NodeDescriptor, ...] = (
     LOAD_TEXT_ENCODER,
     LOAD_LORA,
     INPUT_LORA,
+    LOAD_CONTROLNET,
     ENCODE_TEXT,
     LATENT_EMPTY,
     SAMPLE,

@@ -84,6 +84,19 @@ class NodeRunner(ABC):
         leaves no step once an image is wired). Raise an `InlineError` to refuse the run."""
         return None
 
+    def image_size(self, params: Mapping[str, Any]) -> tuple[int, int] | None:
+        """The (width, height) of the image this node outputs, where it is known at submit (a
+        source reads its file's header); None: known only once it runs."""
+        return None
+
+    def check_sizes(
+        self, node_id: str, params: Mapping[str, Any], sizes: Mapping[str, tuple[int, int]]
+    ) -> None:
+        """Submit-time check of the images wired in whose sizes are known at submit (`sizes`:
+        input name -> (width, height)), e.g. a mask that must match its image. Raise an
+        `InlineError` to refuse the run; a size known only at run is checked then."""
+        return None
+
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         """Extra cache-key material: the identity of files this node reads beyond its params."""
         return ""

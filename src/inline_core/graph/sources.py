@@ -77,6 +77,13 @@ class ImageSource(NodeRunner):
         except NotFound as exc:
             raise InvalidGraph(f"param 'asset': {exc.message}", node_id=node_id) from exc
 
+    def image_size(self, params: Mapping[str, Any]) -> tuple[int, int] | None:
+        try:
+            with Image.open(self.media.resolve(media_ref(_ref_param(params)))) as image:
+                return image.size  # the header's: the pixels are not read
+        except (NotFound, OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+            return None  # refused by `check`, or when it runs
+
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         # Assets and takes are immutable and named by content or run, so the id is the identity.
         ref = media_ref(_ref_param(params))

@@ -125,6 +125,24 @@ def _check_inputs(node: Node, descriptors: dict[str, NodeDescriptor]) -> None:
                 )
 
 
+def _known_sizes(
+    node: Node,
+    nodes: Mapping[str, Node],
+    descriptors: Mapping[str, NodeDescriptor],
+    registry: Registry,
+) -> dict[str, tuple[int, int]]:
+    """The sizes of the images wired into `node` that are known at submit, by input name."""
+    sizes: dict[str, tuple[int, int]] = {}
+    for port, edges in node.inputs.items():
+        if len(edges) != 1 or edges[0].source not in nodes:
+            continue
+        source = nodes[edges[0].source]
+        size = runner_for(registry, descriptors[source.id], source.id).image_size(source.params)
+        if size is not None:
+            sizes[port] = size
+    return sizes
+
+
 def _check_required_inputs(node: Node, descriptor: NodeDescriptor) -> None:
     for port in descriptor.inputs:
         if not port.optional and port.name not in node.inputs:
@@ -168,6 +186,9 @@ def validate_graph(
         try:
             runner.check_wired(node_id, node.params, frozenset(node.inputs))
             found = runner.check(node_id, node.params)
+            if type(runner).check_sizes is not NodeRunner.check_sizes:
+                sizes = _known_sizes(node, normalised, descriptors, registry)
+                runner.check_sizes(node_id, node.params, sizes)
         except InlineError as exc:
             if exc.node_id is None:
                 exc.node_id = node_id

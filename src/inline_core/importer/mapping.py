@@ -38,6 +38,9 @@ COMFY_KINDS: dict[str, PortKind] = {
 }
 
 SAVE_IMAGE = "SaveImage"
+MODEL_PATCH_LOADER = "ModelPatchLoader"
+# Our nodes that take a model and hand on the same model, adapted.
+MODEL_WRAPPERS = ("load/lora", "load/controlnet")
 PREVIEW_IMAGE = "PreviewImage"
 DECODERS = ("VAEDecode", "VAEDecodeTiled")
 MAX_CANDIDATES = 20
@@ -452,6 +455,55 @@ class Mapper:
         )
         return replace(model, port=port)
 
+    def control_patch(self, node: ComfyNode, slot: int) -> Value | None:
+        """QwenImageDiffsynthControlnet fed by ModelPatchLoader (Z-Image's Fun ControlNet
+        Union): a `load/controlnet` on the model's way, its image encoded by the workflow's VAE.
+        Its optional mask (a 2.x model's inpainting) has no equivalent on this path."""
+        where = describe(node)
+        model = self.input_value(node, "model", PortKind.MODEL)
+        if model is None or model.port is None:
+            return None
+        if isinstance(node.inputs.get("mask"), Link):
+            raise UnsupportedNode(
+                f"{where} inpaints through its control model (its mask input), which an "
+                "imported workflow cannot do yet; use the Z-Image node's mask and image inputs "
+                "with a 2.x control model, or remove the mask to import the rest"
+            )
+        patch = node.inputs.get("model_patch")
+        loader = self.workflow.nodes.get(patch.node) if isinstance(patch, Link) else None
+        if loader is None or loader.class_type != MODEL_PATCH_LOADER:
+            shown = describe(loader) if loader is not None else "nothing"
+            raise UnsupportedNode(
+                f"{where}: its model_patch comes from {shown}; Inline Core maps a "
+                f"{MODEL_PATCH_LOADER} there (a Z-Image Fun ControlNet Union file)"
+            )
+        self._used.add(loader.id)
+        vae = self.input_value(node, "vae", PortKind.VAE)
+        image = self.input_value(node, "image", PortKind.IMAGE)
+        port = self.loader(
+            f"c{node.id}",
+            "load/controlnet",
+            self.text(loader, "name"),
+            f"{where} ({describe(loader)})",
+            param="name",
+            params={"strength": self.number(node, "strength", 1.0)},
+            inputs={
+                "model": model.port,
+                "vae": vae.port if vae is not None else None,
+                "image": image.port if image is not None else None,
+            },
+        )
+        return replace(model, port=port)
+
+    def inpaint_node(self, node: ComfyNode, slot: int) -> Value | None:
+        """ComfyUI's inpaint nodes carry a noise mask on the latent (or an inpaint model's
+        concat image on the conditioning); the primitives here have no mask yet."""
+        raise UnsupportedNode(
+            f"{describe(node)} masks the latent for inpainting, which an imported workflow "
+            "cannot do yet (the mask would be lost and the whole image repainted); use the "
+            "Z-Image node's image and mask inputs, which render diffusers' ZImageInpaintPipeline"
+        )
+
     # -- text and conditioning ------------------------------------------------------------
 
     def text_source(self, node_id: str, text: str, where: str) -> Port:
@@ -535,7 +587,7 @@ class Mapper:
         """The flow shift of the diffusion model a `model` value was loaded from, as the model
         families this server runs know it."""
         draft = None if model.port is None else self.drafts.get(model.port.node)
-        while draft is not None and draft.type == "load/lora":  # the model it adapts
+        while draft is not None and draft.type in MODEL_WRAPPERS:  # the model it adapts
             draft = self.drafts.get(draft.inputs["model"].node)
         if self.facts is None or draft is None or draft.type != "load/diffusion-model":
             return None
@@ -781,6 +833,10 @@ Mapper.HANDLERS = {
     "VAELoader": Mapper.vae_loader,
     "LoraLoaderModelOnly": Mapper.lora_loader,
     "LoraLoader": Mapper.lora_loader,
+    "QwenImageDiffsynthControlnet": Mapper.control_patch,
+    "VAEEncodeForInpaint": Mapper.inpaint_node,
+    "SetLatentNoiseMask": Mapper.inpaint_node,
+    "InpaintModelConditioning": Mapper.inpaint_node,
     "CLIPTextEncode": Mapper.clip_text_encode,
     "ConditioningZeroOut": Mapper.conditioning_zero_out,
     "EmptyLatentImage": Mapper.empty_latent,

@@ -151,6 +151,7 @@ class RunManager:
         self._reserved = 0  # queue slots held by submissions not yet committed
         self._queued = 0  # runs waiting in the store: the last claim's count, plus ours since
         self._recording = 0  # runs of `_live` whose end (or requeue) is being written
+        self._executing = 0  # runs a worker is executing
         self._closing = False
         self._workers: list[threading.Thread] = []
         self.trimmer = HeapTrimmer()
@@ -236,6 +237,7 @@ class RunManager:
                     )
                 except Exception:
                     log.exception("could not give run %s back to the queue", run.id)
+        self.trimmer.close()
         self.journal.close()
         self.feed.close()
         self.leases.close()
@@ -550,6 +552,9 @@ class RunManager:
             self._execute(run)
 
     def _execute(self, run: LiveRun) -> None:
+        with self._lock:
+            self._executing += 1
+        self.trimmer.busy()
         try:
             outcome = self._run(run)
         except BaseException as exc:  # a bug in the bookkeeping still ends the run
@@ -563,12 +568,17 @@ class RunManager:
         except Exception:
             log.exception("could not record the end of run %s", run.id)
             self._forget(run)
-        # What the run freed goes back to the OS, so RSS tracks what is resident, not history.
-        # Idle: nothing claimed here waits for a worker and the store's queue looked empty (the
-        # claimed runs alone say nothing: a claim takes only what the workers can start).
+        # What the runs freed goes back to the OS once the server is idle, so RSS tracks what is
+        # resident, not history. Idle: no run executes here, nothing claimed here waits for a
+        # worker and the store's queue looked empty (the claimed runs alone say nothing: a claim
+        # takes only what the workers can start).
         with self._lock:
-            idle = not self._ready and self._queued <= 0
-        self.trimmer.maybe_trim(idle=idle)
+            self._executing -= 1
+            idle = not self._executing and not self._ready and self._queued <= 0
+        if idle:
+            self.trimmer.went_idle()
+        else:
+            self.trimmer.maybe_trim()
 
     def _run(self, run: LiveRun) -> _Outcome:
         # Its run_started is in the history already: the claim wrote it.

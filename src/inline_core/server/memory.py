@@ -3,8 +3,9 @@
 A render allocates and frees many buffers on several threads; glibc keeps what is freed in its
 per-thread arenas, so RSS creeps up run after run although nothing leaks (measured on the
 built-in family's tiny kit model: about +4 MB per 100 renders, flat once trimmed).
-`malloc_trim(0)` hands the free pages back (2-4 ms with a model resident), so the manager calls it
-after a run, at most once per interval. Where there is no glibc (macOS, musl) this does nothing.
+`malloc_trim(0)` hands the free pages back (2-4 ms with a model resident), so the manager has it
+called when the server goes idle (`HeapTrimmer`), and now and then while it stays busy. Where
+there is no glibc (macOS, musl) this does nothing.
 
 Settings applied once at start (`tune_malloc`):
 - Arenas: glibc gives each new thread an arena of its own, up to 8 per core; with a server's dozens
@@ -12,12 +13,12 @@ Settings applied once at start (`tune_malloc`):
   `MALLOC_ARENA_MAX=2` gives) measured about 40 MB less RSS under the 200-client load.
 - Large blocks (`inline_core.heap_settings`): kept in the heap for reuse, up to 64 MB, instead of
   mapped and unmapped at every step. The server had a 4 MB threshold, chosen for RSS under the
-  200-client load on the tiny kit model; with real-size weights that cost a seed-only render 58,000
-  page faults, against 4,800 now. The 200-client load, both settings in one session
-  (`bench/load_clients.py --seconds 40 --renders 300`, a loaded machine): RSS 712 MB after 50
-  renders and 723 MB after 300 with these, 690 and 718 MB with the old ones; 15.7 and 14.2
-  renders/s.
-  What the heap keeps between runs is handed back by the trim above.
+  200-client load on the tiny kit model; with real-size weights that cost a seed-only render
+  58,000 page faults, 4,800 with these (250 with the idle trim's delay, `HeapTrimmer`). The
+  200-client load, both settings in one session (`bench/load_clients.py --seconds 40 --renders
+  300`, a loaded machine): RSS 712 MB after 50 renders and 723 MB after 300 with these, 690 and
+  718 MB with the old ones; 15.7 and 14.2 renders/s. What the heap keeps between runs is handed
+  back by the trim above.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ SERVER_MALLOC = (
     (M_TRIM_THRESHOLD, LARGE_BLOCK_MALLOC["MALLOC_TRIM_THRESHOLD_"], "MALLOC_TRIM_THRESHOLD_"),
 )
 
-IDLE_INTERVAL_S = 0.1  # several workers finishing together trim once
+IDLE_DELAY_S = 10.0  # an idle server trims this long after its last run, unless another starts
+BUSY_INTERVAL_S = 30.0  # a busy one trims at most this often (RSS creeps ~4 MB per 100 renders)
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -89,28 +91,62 @@ def tune_malloc() -> list[str]:
 
 
 class HeapTrimmer:
-    def __init__(self, interval_s: float = 1.0) -> None:
+    """Trims when the server goes idle, `idle_delay_s` after its last run ended unless another
+    starts first, and while busy at most once per `interval_s`. A trim hands back every free page,
+    so the next render faults them in again: after each of a real-size model's seed-only renders
+    that was 4,200 pages (about 17 MB, bench/real_size_cpu.py). So renders that follow each other
+    within the delay (a user's edits) do not trim: such a render now faults 250 fresh pages, the
+    same calls in a plain process 300."""
+
+    def __init__(self, interval_s: float = BUSY_INTERVAL_S, idle_delay_s: float = IDLE_DELAY_S):
         self.interval_s = interval_s
+        self.idle_delay_s = idle_delay_s
         self._trim = _malloc_trim()
         self._lock = threading.Lock()
-        self._last = -interval_s
+        self._last = time.monotonic()  # the heap at start was settled by the collector
+        self._pending: threading.Timer | None = None
         self.trims = 0
 
     @property
     def available(self) -> bool:
         return self._trim is not None
 
-    def maybe_trim(self, idle: bool = False) -> bool:
-        """Trim unless the last trim was less than `interval_s` ago (`IDLE_INTERVAL_S` when the
-        queue has just emptied, so an idle server settles at what it keeps resident); True if it
-        trimmed."""
+    def maybe_trim(self) -> bool:
+        """While busy: trim unless the last trim was less than `interval_s` ago; True if it did."""
+        with self._lock:
+            if time.monotonic() - self._last < self.interval_s:
+                return False
+        return self.trim_now()
+
+    def went_idle(self) -> None:
+        """The last run ended and none waits: trim after the idle delay, unless `busy()` first."""
+        if self._trim is None:
+            return
+        timer = threading.Timer(self.idle_delay_s, self.trim_now)
+        timer.daemon = True
+        timer.name = "heap-trim"
+        with self._lock:
+            if self._pending is not None:
+                self._pending.cancel()
+            self._pending = timer
+        timer.start()
+
+    def busy(self) -> None:
+        """A run started: an idle trim still waiting is dropped."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.cancel()
+
+    def close(self) -> None:
+        self.busy()
+
+    def trim_now(self) -> bool:
         if self._trim is None:
             return False
-        now = time.monotonic()
         with self._lock:
-            if now - self._last < (IDLE_INTERVAL_S if idle else self.interval_s):
-                return False
-            self._last = now
+            self._last = time.monotonic()
+            self._pending = None
             self.trims += 1
         try:
             self._trim(0)

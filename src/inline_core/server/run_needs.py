@@ -32,7 +32,7 @@ def run_needs(validated: ValidatedGraph, registry: Registry) -> tuple[str, ...]:
             name = node.params.get(spec.name)
             if isinstance(name, str) and name:
                 needs.add(f"model:{spec.options_from}/{name}")
-            else:
+            elif not spec.empty_picks_none:
                 needs.add(f"models:{spec.options_from}")
     return tuple(sorted(needs))
 

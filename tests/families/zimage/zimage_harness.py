@@ -53,6 +53,8 @@ def render(
     *,
     image: Image.Image | None = None,
     loras: list[Any] | None = None,
+    control_image: Image.Image | None = None,
+    mask: Image.Image | None = None,
     cancel: CancelToken | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
     **params: Any,
@@ -72,6 +74,10 @@ def render(
         inputs["image"] = image
     if loras:
         inputs["loras"] = loras  # `input/lora` handles, one per edge
+    if control_image is not None:
+        inputs["control_image"] = control_image
+    if mask is not None:
+        inputs["mask"] = mask
     call = NodeCall(ctx=ctx, node_id="z", params=node_params(**params), inputs=inputs)
     return runner.run(call)
 

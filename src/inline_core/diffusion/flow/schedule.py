@@ -119,6 +119,12 @@ class FlowMatchSchedule:
         t = self.timesteps[:1].repeat(image_latents.shape[0])
         return cast(torch.Tensor, self.scheduler.scale_noise(image_latents, t, noise))
 
+    def renoised(self, index: int, clean: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Inpainting's kept part after step `index`: `clean` noised to the next step's level
+        (the scheduler's own `scale_noise` at its current step, as diffusers' inpaint does)."""
+        t = self.timesteps[index + 1 : index + 2]
+        return cast(torch.Tensor, self.scheduler.scale_noise(clean, t, noise))
+
     def noised(self, latents: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """`latents` noised to the first sigma this schedule visits, by the flow forward process
         `sigma * noise + (1 - sigma) * x` (for any sampler; not all of them have `scale_noise`)."""

@@ -62,6 +62,10 @@ class AutoencoderKLVAE:
         """Encode an RGB PIL image at the output size, sampling the posterior with `generator`
         (None: its mode, so the same image always gives the same latents)."""
         pixels: torch.Tensor = cast(Any, self.processor).preprocess(cast(Image.Image, image))
+        return self.encode_pixels(pixels, generator)
+
+    def encode_pixels(self, pixels: torch.Tensor, generator: Any, /) -> Latents:
+        """`encode` of pixels already preprocessed: `(N, 3, H, W)` in [-1, 1]."""
         pixels = pixels.to(device=self.device, dtype=self.dtype)
         with self.swap.use(self.autoencoder, self.placement):
             dist = cast(Any, self.autoencoder).encode(pixels).latent_dist

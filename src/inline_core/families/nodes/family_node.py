@@ -42,9 +42,15 @@ class FamilyNodeRunner(NodeRunner):
     def check_wired(self, node_id: str, params: Mapping[str, Any], wired: frozenset[str]) -> None:
         self.family.check_wired(self.descriptor.type, params, wired, node_id)
 
+    def check_sizes(
+        self, node_id: str, params: Mapping[str, Any], sizes: Mapping[str, tuple[int, int]]
+    ) -> None:
+        self.family.check_sizes(self.descriptor.type, params, sizes, node_id)
+
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         sources = prepared if isinstance(prepared, Sources) else self._sources(params, None)
-        return sources.identity()
+        extra = self.family.params_identity(self.descriptor.type, params)
+        return sources.identity() + (f"|{extra}" if extra else "")
 
     def _sources(self, params: Mapping[str, Any], node_id: str | None) -> Sources:
         return self.family.resolve(self.descriptor.type, params).require(node_id)

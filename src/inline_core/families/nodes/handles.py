@@ -1,5 +1,5 @@
 """Engine handles: the values on the `model`, `vae`, `text-encoder`, `conditioning`, `latent` and
-`lora` sockets of a primitive graph (torch-free).
+`lora` sockets of a primitive graph (torch-free); a model handle may carry a control.
 
 They are small frozen records, never takes, and each names the family whose files it holds: the
 low-level vocabulary dispatches by it. Loader handles name files, not weights: the weights stay in
@@ -28,6 +28,19 @@ class ModelHandle:
     transformer: Source
     scheduler: Source | None  # None: the family's own scheduler config
     loras: LoraStack = ()  # `load/lora` nodes chained after the loader, in order
+    control: ControlHandle | None = None  # `load/controlnet` on the model's way
+
+
+@dataclass(frozen=True, eq=False)
+class ControlHandle:
+    """`load/controlnet`: a control model (its family's record of the file and strength), the
+    control image, and the VAE that encodes it at the sampled latent's size."""
+
+    family: str
+    use: Any
+    image: Any  # a PIL image
+    vae: VAEHandle
+    name: str  # its catalog name in controlnet/
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ install; the primitives are unavailable when no family serving them can run.
 from __future__ import annotations
 
 from inline_core.engine.runtime import ModelRuntime
+from inline_core.families.nodes.controls import LoadControl
 from inline_core.families.nodes.family_node import FamilyNodeRunner
 from inline_core.families.nodes.loaders import (
     LoadDiffusionModel,
@@ -28,6 +29,7 @@ from inline_core.graph.primitives import (
     ENCODE_TEXT,
     INPUT_LORA,
     LATENT_EMPTY,
+    LOAD_CONTROLNET,
     LOAD_DIFFUSION_MODEL,
     LOAD_LORA,
     LOAD_TEXT_ENCODER,
@@ -75,6 +77,7 @@ def register_primitives(
         LOAD_TEXT_ENCODER.type: LoadTextEncoder(loaders),
         LOAD_LORA.type: LoadLora(loras),
         INPUT_LORA.type: InputLora(loras),
+        LOAD_CONTROLNET.type: LoadControl(families),
         ENCODE_TEXT.type: EncodeText(families, runtime),
         LATENT_EMPTY.type: EmptyLatent(),
         SAMPLE.type: Sample(families, runtime),

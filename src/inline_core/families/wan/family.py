@@ -60,7 +60,7 @@ class WanFamily(Family):
             raise InvalidRequest(f"Wan has no node {node_type!r}", node_id=node_id)
         sources = self.resolve(node_type, params).require(node_id)
         kind = _variant(sources)
-        image = image_input(inputs.get("image"), node_id)
+        image = image_input(inputs, "image", node_id)
         if image is not None and not kind.image_to_video:
             raise InvalidRequest(_no_image(sources), node_id=node_id)
         prompt = prompt_text(inputs.get("prompt"), node_id)

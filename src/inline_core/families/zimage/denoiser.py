@@ -2,12 +2,14 @@
 
 `ZImageTransformer2DModel` takes per-request lists (latents, captions) and a timestep per item, so
 requests with different prompts, sizes and timesteps share one forward; each item's LoRA stack is
-added to its own rows of that forward (`diffusion/adapters/`).
+added to its own rows of that forward (`diffusion/adapters/`), and each item's control model adds
+its hints to its own rows (`control.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
+from contextlib import contextmanager
 from typing import Any, cast
 
 import torch
@@ -17,6 +19,7 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.families.zimage.control import ControlBranch, RowControl
 from inline_core.families.zimage.lora import read_lora
 
 
@@ -37,6 +40,7 @@ class ZImageDenoiser:
         self.adapters = AdapterBank(
             transformer, read_lora, self.device, self.dtype, adapter_cache, model_key
         )
+        self.control = ControlBranch(transformer, self.device, self.dtype, adapter_cache, model_key)
 
     @property
     def in_channels(self) -> int:
@@ -48,14 +52,29 @@ class ZImageDenoiser:
         timesteps: Sequence[Any],
         conditioning: Sequence[Conditioning],
         loras: Sequence[LoraStack] = (),
+        controls: Sequence[RowControl | None] = (),
         /,
     ) -> list[torch.Tensor]:
         """Raw outputs, one `(C, 1, h, w)` tensor per item (the caller owns guidance and sign);
-        `loras`: each item's stack (none: no item has one)."""
+        `loras`: each item's stack (none: no item has one); `controls`: each item's control."""
         x = [cast(torch.Tensor, lat.value).to(self.dtype).unsqueeze(2)[0] for lat in latents]
         t = torch.cat([cast(torch.Tensor, ts) for ts in timesteps])
         caps = [cast(torch.Tensor, c.value).to(self.device, self.dtype) for c in conditioning]
-        rows = self.adapters.resolve(loras) if any(loras) else []
-        with self.swap.use(self.transformer, self.placement), self.adapters.rows.rows(rows):
-            out = self.transformer(x, t, caps, return_dict=False)[0]
+        extra: dict[str, Any] = {}
+        with self.swap.use(self.transformer, self.placement):
+            if any(c is not None for c in controls):
+
+                @contextmanager
+                def rows_for(indexes: Sequence[int]) -> Generator[None]:
+                    with self._lora_rows([loras[i] for i in indexes] if loras else []):
+                        yield
+
+                extra["controlnet_block_samples"] = self.control.block_samples(
+                    x, t, caps, controls, rows_for
+                )
+            with self._lora_rows(loras):
+                out = self.transformer(x, t, caps, return_dict=False, **extra)[0]
         return list(cast(list[torch.Tensor], out))
+
+    def _lora_rows(self, loras: Sequence[LoraStack]) -> Any:
+        return self.adapters.rows.rows(self.adapters.resolve(loras) if any(loras) else [])

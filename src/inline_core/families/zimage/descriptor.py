@@ -19,6 +19,9 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
     inputs=(
         PortSpec("prompt", PortKind.TEXT),
         PortSpec("image", PortKind.IMAGE, optional=True, label="Image (img2img)"),
+        # A control image as the user made it (canny edges, depth, pose), for `controlnet`.
+        PortSpec("control_image", PortKind.IMAGE, optional=True, label="Control image"),
+        PortSpec("mask", PortKind.IMAGE, optional=True, label="Mask (inpaint: white repaints)"),
         # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
         PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
     ),
@@ -54,6 +57,23 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
             step=0.01,
             label="Strength (img2img)",
         ),
+        ParamSpec(
+            "controlnet",
+            ParamWidget.SELECT,
+            default=None,
+            options_from="controlnet",
+            empty_picks_none=True,
+            label="Control model (controlnet/)",
+        ),
+        ParamSpec(
+            "control_strength",
+            ParamWidget.NUMBER,
+            default=0.75,
+            minimum=0.0,
+            maximum=2.0,
+            step=0.05,
+            label="Control strength",
+        ),
         SEED,
         MODEL,
     ),
@@ -61,7 +81,9 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
         "Text to image, or image to image when an image is wired in (strength sets how much "
         "changes; the image is resized to width x height). Guidance above 0 turns on "
         "classifier-free guidance with the negative prompt. LoRAs wired in "
-        "(input/lora) apply to this render alone."
+        "(input/lora) apply to this render alone. A control model (the Z-Image Fun ControlNet "
+        "Union) follows the control image at the control strength. A mask repaints the image's "
+        "white part; with a 2.x control model the mask and image feed the control instead."
     ),
 )
 

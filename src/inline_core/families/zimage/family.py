@@ -20,8 +20,11 @@ from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import StackRules, read_json
 from inline_core.families.nodes.handles import LoraHandle
-from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.nodes.inputs import prompt_text
 from inline_core.families.sources import Sources
+from inline_core.families.zimage import control_inputs
+from inline_core.families.zimage.control_files import control_config, control_entry, control_use
+from inline_core.families.zimage.controlnet import ControlUse
 from inline_core.families.zimage.descriptor import EXTRA_HINT, NODE_TYPE, ZIMAGE_DESCRIPTOR
 from inline_core.families.zimage.download import DOWNLOADS
 from inline_core.families.zimage.files import RULES, flow_shift
@@ -31,6 +34,9 @@ from inline_core.families.zimage.split import SPLIT_METHODS, support_for
 from inline_core.families.zimage.transformer import config_of
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
+
+# Request fields that are inputs, not settings: kept off the take's params.
+_NOT_TAKE_PARAMS = ("image", "loras", *control_inputs.INPUT_FIELDS)
 
 
 class ZImageFamily(Family):
@@ -68,7 +74,7 @@ class ZImageFamily(Family):
     ) -> Lowered:
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"Z-Image has no node {node_type!r}", node_id=node_id)
-        image = image_input(inputs.get("image"), node_id)
+        image = control_inputs.image_input(inputs, "image", node_id)
         request: dict[str, Any] = {
             "prompt": prompt_text(inputs.get("prompt"), node_id),
             "negative_prompt": str(params.get("negative_prompt") or ""),
@@ -84,8 +90,14 @@ class ZImageFamily(Family):
         loras = _loras(inputs.get("loras"), node_id)
         if loras:
             request["loras"] = loras
-        take_params = {k: v for k, v in request.items() if k not in ("image", "loras")}
-        take_params["img2img"] = image is not None
+        control = control_inputs.lower(self.catalog, params, inputs, node_id)
+        request |= control
+        if request.get("image") is None:  # none wired, or it feeds the control instead
+            request.pop("image", None)
+            request.pop("strength", None)
+        take_params = {k: v for k, v in request.items() if k not in _NOT_TAKE_PARAMS}
+        take_params["img2img"] = "image" in request
+        take_params |= control_inputs.take_params(control)
         if loras:
             take_params["loras"] = stack_info(loras)
         return Lowered(request, take_params)
@@ -93,7 +105,11 @@ class ZImageFamily(Family):
     def check_wired(
         self, node_type: str, params: Mapping[str, Any], wired: frozenset[str], node_id: str
     ) -> None:
-        if node_type != NODE_TYPE or "image" not in wired:
+        if node_type != NODE_TYPE:
+            return
+        transformer = self._transformer_config(params) if params.get("controlnet") else None
+        control_inputs.check_wired(self.catalog, params, wired, transformer, node_id)
+        if "image" not in wired:
             return
         steps, strength = int(params["steps"]), float(params["strength"])
         if steps - img2img_start(steps, strength) < 1:
@@ -102,6 +118,30 @@ class ZImageFamily(Family):
                 f"{steps}: raise the strength (0 would return the image unchanged) or the steps",
                 node_id=node_id,
             )
+
+    def _transformer_config(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The config of the transformer a node's params pick (None: not found or unreadable)."""
+        sources = self.resolve(NODE_TYPE, params).sources
+        transformer = None if sources is None else sources.get("transformer")
+        return None if transformer is None else config_of(transformer)
+
+    def params_identity(self, node_type: str, params: Mapping[str, Any]) -> str:
+        return control_inputs.params_identity(self.catalog, params)
+
+    def control_use(self, name: str, strength: float, node_id: str | None) -> ControlUse:
+        entry = control_entry(self.catalog, name, node_id)
+        control_config(entry, None, node_id)
+        return control_use(entry, strength)
+
+    def check_sizes(
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        sizes: Mapping[str, tuple[int, int]],
+        node_id: str,
+    ) -> None:
+        if "mask" in sizes and "image" in sizes:
+            control_inputs.same_size(sizes["mask"], sizes["image"], node_id)
 
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any

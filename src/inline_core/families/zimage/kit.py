@@ -11,6 +11,8 @@ The kit builds a transformer, a FLUX-style VAE, a Qwen3 text encoder with a byte
 - diffusers layout: `diffusion_models/zimage_<size>_diffusers/` (with `model_index.json`);
 - `loras/zimage_<size>_lora_a*.safetensors` (one LoRA in the diffusers/PEFT, ai-toolkit and kohya
   namings) and `loras/zimage_<size>_lora_b.safetensors` (another, on other layers);
+- `controlnet/zimage_<size>_control_union*.safetensors` (control models matched to the
+  transformer, 1.0 and 2.1 layouts) and `controlnet/zimage_<size>_control_union_diffusers/`;
 - a tiny `vae_approx/taef1_decoder.safetensors` for its latents' `taesd` previews.
 
 Both layouts hold the same weights, so they render the same pixels. Random weights draw noise: the
@@ -40,6 +42,7 @@ from inline_core.diffusion.kit import (
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.diffusion.preview.formats import preview_format
 from inline_core.diffusion.preview.kit import write_tiny_decoder
+from inline_core.families.zimage.kit_control import write_kit_controls
 from inline_core.families.zimage.kit_loras import write_kit_loras
 from inline_core.families.zimage.pipeline import PREVIEW_FORMAT
 from inline_core.families.zimage.transformer import axes_dims, to_original
@@ -83,6 +86,7 @@ class KitPaths:
     diffusers_dir: Path | None
     tiny_decoder: Path | None = None  # vae_approx/taef1_decoder.safetensors (taesd previews)
     loras: dict[str, Path] = field(default_factory=dict[str, Path])
+    controls: dict[str, Path] = field(default_factory=dict[str, Path])
 
 
 def build_tokenizer() -> Any:
@@ -178,6 +182,7 @@ def build_kit(
     name = f"zimage_{size}"
     diffusion_file = vae_file = te_dir = diffusers_dir = None
     loras = write_kit_loras(out, name, transformer)
+    controls = write_kit_controls(out, name, transformer)
     if "comfy" in layouts:
         diffusion_file = out / "diffusion_models" / f"{name}.safetensors"
         save_weights(to_original(transformer.state_dict()), diffusion_file, torch_dtype)
@@ -198,11 +203,13 @@ def build_kit(
             transformer=transformer,
         )
         pipe.save_pretrained(str(diffusers_dir))
-    for category in ("diffusion_models", "vae", "text_encoders", "loras"):
+    for category in ("diffusion_models", "vae", "text_encoders", "loras", "controlnet"):
         (out / category).mkdir(parents=True, exist_ok=True)
     # The tiny decoder for its latents' previews (`taesd`), where ComfyUI keeps it.
     tiny_decoder = write_tiny_decoder(out, preview_format(PREVIEW_FORMAT))
-    return KitPaths(out, diffusion_file, vae_file, te_dir, diffusers_dir, tiny_decoder, loras)
+    return KitPaths(
+        out, diffusion_file, vae_file, te_dir, diffusers_dir, tiny_decoder, loras, controls
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -235,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             paths.tiny_decoder,
         )
         if p is not None
-    ] + list(paths.loras.values())
+    ] + [*paths.loras.values(), *paths.controls.values()]
     if args.qwen_single_file:
         written.append(write_qwen3_single_file(out / "text_encoders" / "qwen_3_tiny.safetensors"))
     print(report(out, written))

@@ -26,9 +26,18 @@ from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.libs import vector_norm
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
-from inline_core.families.zimage import xdit
+from inline_core.families.zimage import controlnet, xdit
+from inline_core.families.zimage.control import RowControl
+from inline_core.families.zimage.controlnet import ControlUse
 from inline_core.families.zimage.denoiser import ZImageDenoiser
 from inline_core.families.zimage.family import ZImageFamily
+from inline_core.families.zimage.inpaint import (
+    InpaintBlend,
+    control_context,
+    latent_size,
+    mask_pixels,
+    padded_context,
+)
 from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, new_request
 from inline_core.families.zimage.xdit import XDIT_MODEL
 
@@ -90,6 +99,17 @@ class ZImageDenoisePipeline:
     def _encode_image(self, image: Image.Image, generator: torch.Generator) -> torch.Tensor:
         raise InvalidRequest("the denoiser alone has no VAE to encode an image with")
 
+    def _control_context(self, state: ZImageRequest) -> torch.Tensor:
+        """The control model's input from latents encoded upstream (`sample`'s control)."""
+        if state.control_latents is None:
+            raise InvalidRequest("the denoiser alone has no VAE to encode a control image with")
+        in_dim = self.denoiser.control.in_dim(cast(ControlUse, state.control))
+        latents = cast(torch.Tensor, state.control_latents.value)
+        return padded_context(latents, in_dim)
+
+    def _latent_mask(self, state: ZImageRequest, shape: tuple[int, ...]) -> torch.Tensor:
+        raise InvalidRequest("the denoiser alone cannot read an inpaint mask")
+
     # -- step protocol ---------------------------------------------------------------------------
 
     def prepare_encode(self, state: ZImageRequest, /) -> ZImageRequest:
@@ -127,6 +147,9 @@ class ZImageDenoisePipeline:
             model_time=model_time,
         )
         state.schedule = schedule
+        if state.control is not None:  # its model loads here too, off the step loop
+            _refuse_split(state)
+            state.control_context = self._control_context(state).to(device)
         if noise is not None:
             if state.start is not None:
                 start = cast(torch.Tensor, state.start.value).to(device, torch.float32)
@@ -142,6 +165,9 @@ class ZImageDenoisePipeline:
         noise = torch.randn(shape, generator=generator, dtype=noise_dtype).to(device)
         start = schedule.scale_noise(encoded.to(noise_dtype), noise)
         state.latents = Latents(start, shape)
+        if state.mask is not None:
+            mask = self._latent_mask(state, shape).to(device, noise_dtype)
+            state.inpaint = InpaintBlend(mask, encoded.to(noise_dtype), noise)
 
     def denoise_step(self, states: Sequence[ZImageRequest], /) -> list[torch.Tensor]:
         with torch.inference_mode():
@@ -152,6 +178,7 @@ class ZImageDenoisePipeline:
         timesteps: list[torch.Tensor] = []
         conds: list[Conditioning] = []
         loras: list[LoraStack] = []  # each row's stack: a negative row gets its request's
+        controls: list[RowControl | None] = []  # and its control, as diffusers repeats it
         guided: list[int] = []  # indexes into `states` that also run their negative prompt
         for i, s in enumerate(states):
             schedule, lat = _prepared(s)
@@ -159,6 +186,7 @@ class ZImageDenoisePipeline:
             timesteps.append(schedule.model_timestep(s.step_index))
             conds.append(cast(Conditioning, s.positive))
             loras.append(s.loras)
+            controls.append(_row_control(s))
             if s.guidance_at(s.step_index) > 0:
                 guided.append(i)
         # Negatives follow all positives, as in the pipeline's `prompt_embeds + negative_embeds`.
@@ -168,7 +196,8 @@ class ZImageDenoisePipeline:
             timesteps.append(cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index))
             conds.append(cast(Conditioning, s.negative))
             loras.append(s.loras)
-        out = self.denoiser.predict(latents, timesteps, conds, loras)
+            controls.append(_row_control(s))
+        out = self.denoiser.predict(latents, timesteps, conds, loras, controls)
         negatives = dict(zip(guided, out[len(states) :], strict=True))
         preds: list[torch.Tensor] = []
         for i, s in enumerate(states):
@@ -186,6 +215,9 @@ class ZImageDenoisePipeline:
         schedule, lat = _prepared(state)
         with torch.inference_mode():
             state.latents = schedule.step(state.step_index, noise_pred, lat)
+            if state.inpaint is not None:
+                blend = cast(InpaintBlend, state.inpaint)
+                state.latents = blend.blend(schedule, state.step_index, state.latents)
         state.step_index += 1
 
     # -- previews (components.step.SupportsPreview) ------------------------------------------------
@@ -249,6 +281,27 @@ class ZImageStepPipeline(ZImageDenoisePipeline):
     def _encode_image(self, image: Image.Image, generator: torch.Generator) -> torch.Tensor:
         return cast(torch.Tensor, self.vae.encode(image, generator).value)
 
+    def _control_context(self, state: ZImageRequest) -> torch.Tensor:
+        if state.control_latents is not None:
+            return super()._control_context(state)
+        use = cast(ControlUse, state.control)
+        in_dim = self.denoiser.control.in_dim(use)
+        masked = None
+        if state.control_source is not None and state.mask is not None:
+            if not controlnet.takes_inpaint({"control_in_dim": in_dim}, self.vae.latent_channels):
+                raise InvalidRequest(
+                    f"controlnet/{use.name} takes no inpaint mask: wire the image to inpaint "
+                    "as an img2img image instead"
+                )
+            masked = (state.control_source, state.mask)
+        return control_context(
+            self.vae, state.control_image, state.width, state.height, in_dim, masked
+        )
+
+    def _latent_mask(self, state: ZImageRequest, shape: tuple[int, ...]) -> torch.Tensor:
+        pixels = mask_pixels(state.mask, state.width, state.height, self.vae.pixel_multiple)
+        return latent_size(pixels, shape)
+
     def post_decode(self, state: ZImageRequest, /) -> Image.Image:
         _schedule, lat = _prepared(state)
         with torch.inference_mode():
@@ -293,6 +346,25 @@ def _prepared(state: ZImageRequest) -> tuple[FlowMatchSchedule, Latents]:
 def _release(state: ZImageRequest) -> None:
     """Drop the request's tensors once it is done: the state object may outlive the render."""
     state.latents = state.positive = state.negative = state.start = None
+    state.control_context = state.inpaint = None
+
+
+def _refuse_split(state: ZImageRequest) -> None:
+    """The control branch adds whole-sequence hints, which a sequence-parallel split of the
+    transformer would add to shards: a split control render is refused, not drawn wrong."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        name = cast(ControlUse, state.control).name
+        raise InvalidRequest(
+            f"controlnet/{name}: a control render cannot run split over "
+            f"{dist.get_world_size()} ranks yet; render it without INLINE_PARALLEL"
+        )
+
+
+def _row_control(state: ZImageRequest) -> RowControl | None:
+    if state.control is None:
+        return None
+    return RowControl(state.control, cast(torch.Tensor, state.control_context))
 
 
 def _guide(

@@ -15,6 +15,7 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.flow.steps import img2img_start
 from inline_core.errors import InvalidRequest
+from inline_core.families.zimage.controlnet import ControlUse
 from inline_core.parallel.wire import LOCAL
 
 # Pixels per latent cell along a side: Z-Image's FLUX VAE downsamples by 8, and the transformer
@@ -46,6 +47,17 @@ class ZImageRequest:
     positive: Conditioning | None = None
     negative: Conditioning | None = None
     loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
+    # Control (`control.py`): the control model, and its image (resized to width x height).
+    control: ControlUse | None = None
+    control_image: Any = None
+    control_latents: Latents | None = None  # the control image encoded (the `sample` primitive)
+    # Inpainting: white repaints, black keeps. With `image` (img2img) the kept part is blended
+    # back after each step (ZImageInpaintPipeline); with `control_source` instead, the mask and
+    # the masked image feed a control model that takes them (ZImageControlNetInpaintPipeline).
+    mask: Any = None
+    control_source: Any = None
+    control_context: Any = field(default=None, metadata=LOCAL)  # (C, 1, h, w), made at prepare
+    inpaint: Any = field(default=None, metadata=LOCAL)  # its `InpaintBlend`, made at prepare
     model_key: Hashable = field(default="", metadata=LOCAL)  # which weights, dtype and device
     step_index: int = field(default=0, metadata=LOCAL)
     schedule: Any = field(default=None, metadata=LOCAL)  # its private FlowMatchSchedule
@@ -99,6 +111,13 @@ def new_request(model_key: Hashable, spatial_factor: int, **kwargs: Any) -> ZIma
         raise InvalidRequest(
             f"batch index {state.batch_index} is outside 0..{state.batch_size - 1}"
         )
+    if state.mask is not None and state.image is None and state.control_source is None:
+        raise InvalidRequest("a mask needs the image it masks")
+    has_image = state.control_image is not None or state.control_latents is not None
+    if has_image and state.control is None:
+        raise InvalidRequest("a control image needs a control model")
+    if state.control is not None and not has_image:
+        raise InvalidRequest(f"controlnet/{state.control.name} needs a control image")
     if state.step_count < 1:
         raise InvalidRequest(
             f"strength {state.strength} leaves no step to run out of {state.steps}; "

@@ -1,0 +1,88 @@
+"""`load/controlnet`, for every family that takes control models (torch-free).
+
+At submit, `check` asks each family whether the picked file in `controlnet/` is a control model
+it takes (each reads its header only): a file none takes is refused with a 422 naming it and what
+each expected. At run, the model handle leaves with the control (the family's record, the image
+and the VAE), so `sample` encodes the image at the latent's size and the family's denoiser adds
+the control to that request's rows. The control is part of the model handle, so the node cache
+keys of everything downstream change with it, and an encode upstream does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image
+
+from inline_core.errors import InlineError, InvalidRequest
+from inline_core.families.nodes.handles import ControlHandle, ModelHandle, VAEHandle
+from inline_core.families.nodes.inputs import handle_input
+from inline_core.families.registry import Families
+from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+
+
+@dataclass(frozen=True)
+class Picked:
+    family: str
+    use: object  # the family's record of the file and strength
+
+
+class LoadControl(NodeRunner):
+    def __init__(self, families: Families) -> None:
+        self.families = families
+
+    def _pick(self, params: Mapping[str, Any], node_id: str | None) -> Picked:
+        """The family that takes the picked file, and its record of it."""
+        name, strength = str(params["name"]), float(params["strength"])
+        refusals: list[str] = []
+        for family in self.families:
+            try:
+                use = family.control_use(name, strength, node_id)
+            except InlineError as exc:
+                if exc.status != 422:
+                    raise
+                refusals.append(exc.message)
+                continue
+            if use is not None:
+                return Picked(family.name, use)
+        if not refusals:
+            raise InvalidRequest(
+                "no model family this server runs takes control models", node_id=node_id
+            )
+        raise InvalidRequest("; ".join(refusals), node_id=node_id)
+
+    def check(self, node_id: str, params: Mapping[str, Any]) -> Picked:
+        return self._pick(params, node_id)
+
+    def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
+        # The file's identity: one replaced under the same name re-runs everything downstream.
+        picked = prepared if isinstance(prepared, Picked) else self._pick(params, None)
+        return str(getattr(picked.use, "identity", ""))
+
+    def run(self, call: NodeCall) -> NodeResult:
+        model = handle_input(call, "model", ModelHandle)
+        vae = handle_input(call, "vae", VAEHandle)
+        image = call.inputs.get("image")
+        if not isinstance(image, Image.Image):
+            raise InvalidRequest("the image input must be an image", node_id=call.node_id)
+        prepared = call.prepared
+        picked = prepared if isinstance(prepared, Picked) else self._pick(call.params, call.node_id)
+        family, use = picked.family, picked.use
+        name = str(call.params["name"])
+        if family != model.family:
+            raise InvalidRequest(
+                f"controlnet/{name} is a control model for {family}; model {model.name!r} is "
+                f"{model.family}",
+                node_id=call.node_id,
+            )
+        if model.control is not None:
+            raise InvalidRequest(
+                f"model {model.name!r} already has a control model "
+                f"(controlnet/{model.control.name}); a render takes one",
+                node_id=call.node_id,
+            )
+        control = ControlHandle(family, use, image, vae, name)
+        return NodeResult(outputs={"model": dataclasses.replace(model, control=control)})
