@@ -255,24 +255,25 @@ def main() -> int:
             batching["peakGpuMb"] = round(torch.cuda.max_memory_allocated() / 2**20)
         print(f"batching on {batching['limitsOn']} vs off (max_batch 1), sampler path")
         print_table(batching["rows"])
+    body = {"preset": preset, "model": built, "rows": rows, "batching": batching}
+    write_results(RESULTS, body, device=device, preset=preset)
+    return 0
+
+
+def write_results(results: Path, body: dict[str, Any], *, device: str, preset: str) -> Path:
+    """Write `body` with the machine, copied to $OUT when it is set. A smoke run (tiny preset or
+    no GPU) writes `<name>_smoke.json`, so it never overwrites the GPU figures."""
     gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else platform.processor()
-    body = {
-        "machine": {"device": gpu, "platform": platform.platform(), "torch": torch.__version__},
-        "preset": preset,
-        "model": built,
-        "rows": rows,
-        "batching": batching,
-    }
-    # A smoke run (tiny preset or no GPU) must not overwrite the GPU figures.
-    real = preset == "full" and device.startswith("cuda")
-    results = RESULTS if real else RESULTS.with_name("gpu_zimage_smoke.json")
+    machine = {"device": gpu, "platform": platform.platform(), "torch": torch.__version__}
+    if not (preset == "full" and device.startswith("cuda")):
+        results = results.with_name(f"{results.stem}_smoke.json")
     results.parent.mkdir(parents=True, exist_ok=True)
-    results.write_text(json.dumps(body, indent=2) + "\n")
+    results.write_text(json.dumps({"machine": machine, **body}, indent=2) + "\n")
     out = os.environ.get("OUT")
     if out:
         shutil.copy(results, Path(out) / results.name)
     print(f"wrote {results}")
-    return 0
+    return results
 
 
 if __name__ == "__main__":

@@ -1,14 +1,22 @@
-"""One tiny Wan 2.1 render through the server vs the same render by a bare diffusers `WanPipeline`.
+"""Tiny Wan renders through the server vs the same renders by bare diffusers pipelines.
 
 Run by hand: `python bench/wan_tiny.py [--renders 8] [--threads N]`.
 
-The kit's random-weight Wan (`inline-core kit --family wan`), 48x32 px, 9 frames, 4 steps,
-guidance 4 (CFG on), CPU float32, both loaded from the same diffusers folder, in one process:
-- pipeline: `WanPipeline.from_pretrained(folder)` and `pipe(prompt, ..., generator)` per render,
-  output as numpy frames (no file written);
+The kit's random-weight Wan models (`inline-core kit --family wan`), 9 frames, 4 steps, guidance
+4 (CFG on), CPU float32, each side loaded from the same diffusers folder, in one process. Rows:
+- `wan2.1-t2v`: Wan 2.1 text-to-video at 48x32 against `WanPipeline`;
+- `wan2.2-ti2v-t2v`: the TI2V stack's text-to-video at 64x32 against `WanPipeline`
+  (`expand_timesteps`);
+- `wan2.2-ti2v-i2v`: its image-to-video from a 50x40 image against `WanImageToVideoPipeline`
+  (its prompts encoded by `WanPipeline.encode_prompt` inside the timed call: the i2v pipeline's
+  own prompt cleaning needs `ftfy`, not installed here).
+
+Sides:
+- pipeline: `from_pretrained(folder)` and `pipe(...)` per render, output as numpy frames (no file
+  written);
 - server: the real app under uvicorn on loopback (in a thread), a render being `POST /v1/runs`
-  (input/text -> alibaba/wan, format png: a lossless APNG take) until the websocket's
-  `run_done`: the take encoded, fsynced and committed, each decoded chunk streamed as an event.
+  (input/text [+ input/image] -> alibaba/wan, format png: a lossless APNG take) until the
+  websocket's `run_done`: the take encoded, fsynced and committed, each decoded chunk streamed.
 Renders alternate between the sides seed by seed, so both see the same machine load; the medians
 are compared as a ratio. The first render of each side (it loads) is reported apart. Prints a
 table and writes bench/results/wan_tiny.json.
@@ -25,14 +33,51 @@ import statistics
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "wan_tiny.json"
 PROMPT = "a paper boat drifting down a rainy street"
-MODEL = "wan2.1_t2v_tiny_diffusers"
-RENDER: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "steps": 4, "guidance": 4.0}
+RENDER: dict[str, Any] = {"frames": 9, "steps": 4, "guidance": 4.0}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    model: str  # the kit's diffusers folder
+    width: int
+    height: int
+    image: bool = False  # image-to-video from IMAGE_SIZE
+    frames: int = RENDER["frames"]
+    steps: int = RENDER["steps"]
+
+    @property
+    def render(self) -> dict[str, Any]:
+        size = {"width": self.width, "height": self.height}
+        return {**RENDER, **size, "frames": self.frames, "steps": self.steps}
+
+
+CASES = (
+    Case("wan2.1-t2v", "wan2.1_t2v_tiny_diffusers", 48, 32),
+    Case("wan2.2-ti2v-t2v", "wan2.2_ti2v_tiny_diffusers", 64, 32),
+    Case("wan2.2-ti2v-i2v", "wan2.2_ti2v_tiny_diffusers", 64, 32, image=True),
+)
+IMAGE_SIZE = (50, 40)
+
+
+def first_frame_png() -> bytes:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (IMAGE_SIZE[1], IMAGE_SIZE[0], 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, format="PNG")
+    return buf.getvalue()
 
 
 def loopback_port() -> int:
@@ -42,28 +87,56 @@ def loopback_port() -> int:
 
 
 class BarePipeline:
-    def __init__(self, models: Path) -> None:
-        import torch
-        from diffusers import WanPipeline  # pyright: ignore[reportPrivateImportUsage]
+    def __init__(
+        self, models: Path, case: Case, device: str = "cpu", dtype: str = "float32"
+    ) -> None:
+        import io
 
-        self.torch = torch
+        import torch
+        from diffusers import (
+            WanImageToVideoPipeline,  # pyright: ignore[reportPrivateImportUsage]
+            WanPipeline,  # pyright: ignore[reportPrivateImportUsage]
+        )
+        from PIL import Image
+
+        self.torch, self.case = torch, case
         started = time.perf_counter()
         pipe: Any = WanPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
-            str(models / "diffusion_models" / MODEL), dtype=torch.float32, local_files_only=True
+            str(models / "diffusion_models" / case.model),
+            dtype=getattr(torch, dtype),
+            local_files_only=True,
         )
         pipe.set_progress_bar_config(disable=True)
-        self.pipe = pipe
+        pipe.to(device)
+        self.encoder, self.pipe = pipe, pipe
+        self.image: Any = None
+        if case.image:
+            names = ("tokenizer", "text_encoder", "vae", "scheduler", "transformer")
+            parts = {name: getattr(pipe, name) for name in names}
+            i2v: Any = WanImageToVideoPipeline(**parts, expand_timesteps=True)
+            i2v.set_progress_bar_config(disable=True)
+            self.pipe = i2v
+            self.image = Image.open(io.BytesIO(first_frame_png())).convert("RGB")
         self.load_s = time.perf_counter() - started
 
     def render(self, seed: int) -> float:
+        render = self.case.render
         t0 = time.perf_counter()
+        kwargs: dict[str, Any] = {}
+        if self.image is None:
+            kwargs["prompt"] = PROMPT
+        else:
+            positive, negative = self.encoder.encode_prompt(
+                PROMPT, None, do_classifier_free_guidance=True, max_sequence_length=512
+            )
+            kwargs.update(image=self.image, prompt_embeds=positive, negative_prompt_embeds=negative)
         self.pipe(
-            prompt=PROMPT,
-            width=RENDER["width"],
-            height=RENDER["height"],
-            num_frames=RENDER["frames"],
-            num_inference_steps=RENDER["steps"],
-            guidance_scale=RENDER["guidance"],
+            **kwargs,
+            width=render["width"],
+            height=render["height"],
+            num_frames=render["frames"],
+            num_inference_steps=render["steps"],
+            guidance_scale=render["guidance"],
             generator=self.torch.Generator("cpu").manual_seed(seed),
             output_type="np",
         )
@@ -73,7 +146,7 @@ class BarePipeline:
 class Server:
     """The real app under uvicorn on loopback, driven over HTTP and the websocket."""
 
-    def __init__(self, models: Path) -> None:
+    def __init__(self, models: Path, dtype: str = "float32", profile: str | None = "cpu") -> None:
         import httpx
         import uvicorn
 
@@ -83,7 +156,7 @@ class Server:
         self.port = loopback_port()
         data = Path(tempfile.mkdtemp(prefix="wan-bench-"))
         config = Config(
-            models_dir=models, data_dir=data, profile="cpu", port=self.port, dtype="float32"
+            models_dir=models, data_dir=data, profile=profile, port=self.port, dtype=dtype
         )
         self.server = uvicorn.Server(
             uvicorn.Config(create_app(config), host="127.0.0.1", port=self.port, log_level="error")
@@ -101,19 +174,29 @@ class Server:
                     raise RuntimeError("the server did not start") from None
                 time.sleep(0.02)
 
-    def render(self, seed: int) -> float:
+        uploaded = self.client.post(
+            "/v1/assets", content=first_frame_png(), headers={"content-type": "image/png"}
+        )
+        uploaded.raise_for_status()
+        self.image_asset = str(uploaded.json()["id"])
+
+    def render(self, case: Case, seed: int) -> float:
         from websockets.sync.client import connect
 
-        node = {
+        node: dict[str, Any] = {
             "id": "w",
             "type": "alibaba/wan",
-            "params": {**RENDER, "seed": seed, "model": MODEL, "format": "png"},
+            "params": {**case.render, "seed": seed, "model": case.model, "format": "png"},
             "inputs": {"prompt": {"from": "p", "output": "text"}},
         }
-        graph = {
-            "schemaVersion": 1,
-            "nodes": [{"id": "p", "type": "input/text", "params": {"text": PROMPT}}, node],
-        }
+        nodes: list[dict[str, Any]] = [
+            {"id": "p", "type": "input/text", "params": {"text": PROMPT}}
+        ]
+        if case.image:
+            asset = {"ref": "asset", "id": self.image_asset}
+            nodes.append({"id": "i", "type": "input/image", "params": {"asset": asset}})
+            node["inputs"]["image"] = {"from": "i", "output": "image"}
+        graph = {"schemaVersion": 1, "nodes": [*nodes, node]}
         t0 = time.perf_counter()
         response = self.client.post("/v1/runs", json={"graph": graph, "target": "w"})
         response.raise_for_status()
@@ -131,10 +214,41 @@ class Server:
         self.thread.join(timeout=30)
 
 
+def bench_case(case: Case, models: Path, server: Server, renders: int, **on: str) -> dict[str, Any]:
+    """Paired renders of one case; `on` places the bare pipeline (`device`, `dtype`)."""
+    pipe = BarePipeline(models, case, **on)
+    first = {"pipeline": pipe.render(0), "server": server.render(case, 0)}
+    times: dict[str, list[float]] = {"pipeline": [], "server": []}
+
+    def server_render(seed: int) -> float:
+        return server.render(case, seed)
+
+    for seed in range(1, renders + 1):
+        sides = [("pipeline", pipe.render), ("server", server_render)]
+        for name, render in sides if seed % 2 else sides[::-1]:
+            times[name].append(render(seed))
+    p_med, s_med = statistics.median(times["pipeline"]), statistics.median(times["server"])
+    return {
+        "case": case.name,
+        **case.render,
+        "image": case.image,
+        "renders": len(times["server"]),
+        "pipelineMedianMs": round(p_med, 2),
+        "serverMedianMs": round(s_med, 2),
+        "addedMs": round(s_med - p_med, 2),
+        "ratio": round(s_med / p_med, 4),
+        "firstMs": {k: round(v, 1) for k, v in first.items()},
+        "ms": {k: [round(x, 2) for x in v] for k, v in times.items()},
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--renders", type=int, default=8)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--case", action="append", choices=[c.name for c in CASES], help="only these rows"
+    )
     args = parser.parse_args()
     if args.threads is not None:
         import torch
@@ -144,29 +258,17 @@ def main() -> int:
 
     models = Path(tempfile.mkdtemp(prefix="wan-kit-"))
     build_kit(models, layouts=("diffusers",))
-    pipe, server = BarePipeline(models), Server(models)
+    cases = [c for c in CASES if not args.case or c.name in args.case]
+    server = Server(models)
     try:
-        first = {"pipeline": pipe.render(0), "server": server.render(0)}
-        times: dict[str, list[float]] = {"pipeline": [], "server": []}
-        for seed in range(1, int(args.renders) + 1):
-            sides = [("pipeline", pipe.render), ("server", server.render)]
-            for name, render in sides if seed % 2 else sides[::-1]:
-                times[name].append(render(seed))
+        rows = [bench_case(case, models, server, int(args.renders)) for case in cases]
     finally:
         server.close()
-    p_med, s_med = statistics.median(times["pipeline"]), statistics.median(times["server"])
-    row = {
-        **RENDER,
-        "renders": len(times["server"]),
-        "pipelineMedianMs": round(p_med, 2),
-        "serverMedianMs": round(s_med, 2),
-        "addedMs": round(s_med - p_med, 2),
-        "ratio": round(s_med / p_med, 4),
-        "firstMs": {k: round(v, 1) for k, v in first.items()},
-        "ms": {k: [round(x, 2) for x in v] for k, v in times.items()},
-    }
-    print(f"{'pipe ms':>9} {'server ms':>10} {'+ms':>8} {'ratio':>6}")
-    print(f"{p_med:>9.2f} {s_med:>10.2f} {s_med - p_med:>8.2f} {s_med / p_med:>6.3f}")
+    print(f"{'case':<16} {'pipe ms':>9} {'server ms':>10} {'+ms':>8} {'ratio':>6}")
+    for row in rows:
+        p_med, s_med = row["pipelineMedianMs"], row["serverMedianMs"]
+        print(f"{row['case']:<16} {p_med:>9.2f} {s_med:>10.2f} {s_med - p_med:>8.2f} "
+              f"{row['ratio']:>6.3f}")  # fmt: skip
     machine = {
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
@@ -174,7 +276,7 @@ def main() -> int:
         "loadAverage": list(os.getloadavg()),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"machine": machine, "row": row}, indent=2) + "\n")
+    RESULTS.write_text(json.dumps({"machine": machine, "rows": rows}, indent=2) + "\n")
     print(f"wrote {RESULTS}")
     return 0
 

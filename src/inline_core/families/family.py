@@ -54,6 +54,9 @@ class Family(ABC):
     # How ComfyUI workflows built for it load its text encoder (CLIPLoader's `type`, e.g.
     # "lumina2"): with its model rule's file name, how the importer recognises them.
     comfy_text_encoder_types: ClassVar[tuple[str, ...]] = ()
+    # The node its ComfyUI workflows collapse onto (loaders, prompts, latent, sampler, decode and
+    # save as one node) when it serves no low-level vocabulary; None: they are refused.
+    comfy_node: ClassVar[str | None] = None
     kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
     # "package.module:main" behind `inline-core download` (usually its `downloads()` table's main)
     download: ClassVar[str | None] = None

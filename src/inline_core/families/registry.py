@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from inline_core.errors import NotFound
 from inline_core.families.discovery import FamilyEntry, discover
 from inline_core.families.family import Family
+from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.catalog import Catalog
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,10 @@ class Families:
 
     def importable(self, family: str) -> bool:
         return self.named(family).capabilities.primitives
+
+    def own_node(self, family: str) -> NodeDescriptor | None:
+        chosen = self.named(family)
+        return next((d for d in chosen.nodes() if d.type == chosen.comfy_node), None)
 
     def text_encoder_types(self, family: str) -> tuple[str, ...]:
         return self.named(family).comfy_text_encoder_types

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from PIL import Image
+
 from inline_core.errors import Cancelled, InlineError, RunFailed
 from inline_core.graph.cache import NodeCache, key_for
 from inline_core.graph.descriptor import NodeDescriptor
@@ -22,6 +24,7 @@ from inline_core.graph.schema import Edge, Node, PortKind
 from inline_core.graph.validate import ValidatedGraph, runner_for
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import NodeDone, NodeFailed, NodeStarted
+from inline_core.runtime.video import Video
 from inline_core.takes import Take
 
 
@@ -129,7 +132,8 @@ class Executor:
 def _gather_inputs(
     node: Node, descriptor: NodeDescriptor, done: Mapping[str, _Executed]
 ) -> dict[str, Any]:
-    """Input values per port: a `multiple` port gets a list; `image` into `image[]` is wrapped."""
+    """Input values per port: a `multiple` port gets a list; `image` into `image[]` is wrapped,
+    and `image` into `video` is a one-frame video."""
     inputs: dict[str, Any] = {}
     for port_name, edges in node.inputs.items():
         port = descriptor.input(port_name)
@@ -147,6 +151,12 @@ def _gather_inputs(
                 else:
                     images.extend(cast(list[Any], value))
             inputs[port_name] = images
+        elif port.kind == PortKind.VIDEO:
+            videos = [
+                Video.of_image(value) if isinstance(value, Image.Image) else value
+                for value in values
+            ]
+            inputs[port_name] = videos if port.multiple else videos[0]
         elif port.multiple:
             inputs[port_name] = values
         else:

@@ -55,9 +55,10 @@ class PortKind(StrEnum):
     LORA = "lora"
 
 
-# Output kind -> input kinds it may feed besides its own.
+# Output kind -> input kinds it may feed besides its own: an image is a one-image list and a
+# one-frame video (the executor wraps it, `executor._gather_inputs`).
 _COERCIONS: dict[PortKind, frozenset[PortKind]] = {
-    PortKind.IMAGE: frozenset({PortKind.IMAGES}),
+    PortKind.IMAGE: frozenset({PortKind.IMAGES, PortKind.VIDEO}),
 }
 
 
@@ -138,8 +139,9 @@ def _node(raw: object, index: int) -> Node:
     obj = cast(Mapping[str, object], raw)
     node_id = obj.get("id")
     if not isinstance(node_id, str) or not node_id or len(node_id) > MAX_ID_LENGTH:
-        raise InvalidGraph(f"nodes[{index}].id must be a non-empty string of at most "
-                           f"{MAX_ID_LENGTH} characters")
+        raise InvalidGraph(
+            f"nodes[{index}].id must be a non-empty string of at most {MAX_ID_LENGTH} characters"
+        )
     node_type = obj.get("type")
     if not isinstance(node_type, str) or not node_type or len(node_type) > MAX_TYPE_LENGTH:
         raise InvalidGraph(
@@ -167,8 +169,7 @@ def _node(raw: object, index: int) -> Node:
     for port, value in cast(Mapping[object, object], raw_inputs).items():
         if not isinstance(port, str) or not _short(port):
             raise InvalidGraph(
-                f"input port names must be non-empty strings of at most {MAX_ID_LENGTH} "
-                "characters",
+                f"input port names must be non-empty strings of at most {MAX_ID_LENGTH} characters",
                 node_id=node_id,
             )
         items = cast(list[object], value) if isinstance(value, list) else [value]

@@ -6,7 +6,9 @@
 
 All ComfyUI format knowledge lives in this package: `workflow.py` (the flat model and the API
 format), `ui_format.py` (the UI format and its subgraphs), `widgets.py` (ComfyUI's node classes),
-`mapping.py` (onto our node vocabulary), `model_files.py` and `samplers.py` (names onto ours).
+`mapping.py` (onto our node vocabulary), `own_node.py` (a family's template chain onto its own
+node, for a family without the low-level vocabulary), `model_files.py` and `samplers.py` (names
+onto ours).
 Garbage raises `InvalidRequest` (422). A workflow built for a model family this server does not
 run is refused naming the family (`recognise.py`), and so is one whose point is a node we cannot
 apply (a ControlNet: `dropped.py`). Other nodes we cannot map are reported, never fatal, unless
@@ -30,6 +32,7 @@ from inline_core.graph.sources import INPUT_IMAGE, INPUT_TEXT
 from inline_core.importer.dropped import Change, UnsupportedNode
 from inline_core.importer.facts import ModelFacts
 from inline_core.importer.mapping import UNUSED, Mapper
+from inline_core.importer.own_node import Collapse
 from inline_core.importer.recognise import Recognition, recognise
 from inline_core.importer.ui_format import read_ui
 from inline_core.importer.workflow import Skipped, Workflow, read_api
@@ -159,10 +162,19 @@ def import_comfy(
     renamed = dict(models or {})
     family = recognise(flat, facts, catalog, renamed) if facts is not None else Recognition(None)
     descriptors = {**vocabulary(registry), **{d.type: d for d in declared.values()}}
+    own = family.own_node
+    if own is not None:  # the family's own node, as the registry serves it where it can
+        own = (
+            registry.descriptor(own.type) if registry is not None and own.type in registry else own
+        )
+        descriptors[own.type] = own
     mapper = Mapper(flat, catalog, descriptors, dict(assets or {}), facts, declared, renamed)
     for warning in family.warnings:
         mapper.warn(warning)
-    target = mapper.run()
+    if own is not None and family.family is not None:
+        target = Collapse(mapper, family.family, own, family.refusal).run()
+    else:
+        target = mapper.run()
     if target is not None and mapper.passed_images and not _samples(mapper.graph(), target):
         raise UnsupportedNode(
             f"the image this workflow saves is made by {mapper.passed_images[0]}, which "

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from inline_core.graph.descriptor import NodeDescriptor
+
 
 class ModelFacts(Protocol):
     def flow_shift(self, model_file: str) -> float | None:
@@ -25,6 +27,11 @@ class ModelFacts(Protocol):
     def importable(self, family: str) -> bool:
         """Whether workflows can be mapped onto `family` (the importer maps onto the low-level
         vocabulary: a family that does not serve it runs only its own nodes)."""
+        ...
+
+    def own_node(self, family: str) -> NodeDescriptor | None:
+        """The node a workflow for `family` collapses onto when the family serves no low-level
+        vocabulary (Wan's `alibaba/wan`); None: such workflows are refused."""
         ...
 
     def text_encoder_types(self, family: str) -> tuple[str, ...]:

@@ -330,6 +330,14 @@ class Mapper:
         spec = self.descriptors[node_type].param(param)
         others, wired = dict(params or {}), dict(inputs or {})
         category = spec.options_from if spec is not None and spec.options_from else ""
+        chosen = self.model_file(node_id, category, wanted, where, bundled=bundled)
+        return self.add(node_id, node_type, {param: chosen, **others}, wired, where)
+
+    def model_file(
+        self, node_id: str, category: str, wanted: str, where: str, *, bundled: bool = False
+    ) -> str:
+        """The catalog's file in `category` for the workflow's `wanted`: the caller's mapping,
+        or the nearest match (recorded in `unmatched` when it is not the file itself)."""
         chosen = self.renamed.get(wanted)
         if chosen is not None and not (bundled and chosen not in self.catalog.options(category)):
             if chosen not in self.catalog.options(category):
@@ -338,7 +346,7 @@ class Mapper:
                     f"in {category}/ (it holds {self.listing(category)})"
                 )
             self.warn(f"{where}: model {wanted!r} is {category}/{chosen!r}, as the import maps it")
-            return self.add(node_id, node_type, {param: chosen, **others}, wired, where)
+            return chosen
         match = match_model_file(self.catalog, category, wanted)
         if match.note is not None:
             self.warn(f"{where}: {match.note}")
@@ -353,7 +361,7 @@ class Mapper:
                     "candidates": self.catalog.options(category)[:MAX_CANDIDATES],
                 }
             )
-        return self.add(node_id, node_type, {param: match.name, **others}, wired, where)
+        return match.name
 
     def listing(self, category: str) -> str:
         listed = self.catalog.options(category)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from inline_core.errors import InvalidRequest
+from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import CatalogView
 from inline_core.importer.facts import ModelFacts
 from inline_core.importer.known_families import (
@@ -47,6 +48,11 @@ class Recognition:
     # Said plainly in the answer: the caller's mapping put a workflow built for another family
     # onto this one, so the picture is not the one the workflow makes.
     warnings: tuple[str, ...] = ()
+    # The family's own node the workflow collapses onto (`ModelFacts.own_node`); None: it maps
+    # onto the low-level vocabulary.
+    own_node: NodeDescriptor | None = None
+    # With `own_node`: why the workflow is refused when it is not that node's template chain.
+    refusal: str = ""
 
 
 @dataclass
@@ -93,7 +99,11 @@ def recognise(
                 evidence.foreign.setdefault(known.title, []).append(_where(node))
     for name, where in evidence.served.items():
         if name not in titles:
-            raise UnsupportedFamily(_runs_only_its_nodes(every[name], where, titles))
+            own = facts.own_node(name) if facts is not None else None
+            message = _runs_only_its_nodes(every[name], where, titles, own)
+            if own is None:
+                raise UnsupportedFamily(message)
+            return Recognition(name, every[name], own_node=own, refusal=message)
     if evidence.mapped and evidence.served:
         name = next(iter(evidence.served))
         notes = tuple(
@@ -227,7 +237,17 @@ def _foreign_message(
     )
 
 
-def _runs_only_its_nodes(title: str, where: list[str], titles: Mapping[str, str]) -> str:
+def _runs_only_its_nodes(
+    title: str, where: list[str], titles: Mapping[str, str], own: NodeDescriptor | None
+) -> str:
+    if own is not None:
+        return (
+            f"this workflow is built for {title} ({_shown(where)}): this server runs {title} "
+            f"through its own node only, and a {title} workflow imports as one {own.type} node "
+            "from ComfyUI's template chain (a model loader, two prompts, a video latent, "
+            "KSampler, VAEDecode, then SaveVideo or SaveAnimatedWEBP), which this one is not; "
+            f"build the graph with {own.type} (see /v1/models)"
+        )
     return (
         f"this workflow is built for {title} ({_shown(where)}): this server runs {title} "
         "through its own node only, and a ComfyUI workflow is mapped onto the low-level nodes "

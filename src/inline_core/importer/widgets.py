@@ -63,6 +63,13 @@ WIDGET_ORDER: dict[str, tuple[str, ...]] = {
     "PrimitiveBoolean": ("value",),
     "PrimitiveString": ("value",),
     "PrimitiveStringMultiline": ("value",),
+    # Video (the Wan templates)
+    "EmptyHunyuanLatentVideo": ("width", "height", "length", "batch_size"),
+    "Wan22ImageToVideoLatent": ("width", "height", "length", "batch_size"),
+    "WanImageToVideo": ("width", "height", "length", "batch_size"),
+    "CreateVideo": ("fps",),
+    "SaveVideo": ("filename_prefix", "format", "codec"),
+    "SaveAnimatedWEBP": ("filename_prefix", "fps", "lossless", "quality", "method"),
 }
 
 # Output types by slot, for reading API-format files (the UI format writes them on each node).
@@ -96,6 +103,10 @@ OUTPUT_TYPES: dict[str, tuple[str, ...]] = {
     "PrimitiveBoolean": ("BOOLEAN",),
     "PrimitiveString": ("STRING",),
     "PrimitiveStringMultiline": ("STRING",),
+    "EmptyHunyuanLatentVideo": ("LATENT",),
+    "Wan22ImageToVideoLatent": ("LATENT",),
+    "WanImageToVideo": ("CONDITIONING", "CONDITIONING", "LATENT"),
+    "CreateVideo": ("VIDEO",),
 }
 
 # Input names that, on a node we do not know, most likely carry a value of this type. Used only

@@ -37,6 +37,23 @@ class Video:
     def size(self) -> tuple[int, int]:
         return int(self.frames.shape[2]), int(self.frames.shape[1])
 
+    @property
+    def frame_count(self) -> int:
+        return int(self.frames.shape[0])
+
+    @classmethod
+    def of_image(cls, image: Image.Image) -> Video:
+        """An image as a one-frame video (the graph's `image` -> `video` coercion)."""
+        frames = np.asarray(image.convert("RGB"), dtype=np.uint8)[np.newaxis]
+        return cls(frames, fps=1, format="png")
+
+    def frame(self, index: int) -> Image.Image:
+        """Frame `index` as an RGB image (negative: from the end, -1 the last)."""
+        count = self.frame_count
+        if not -count <= index < count:
+            raise IndexError(index)
+        return Image.fromarray(self.frames[index], "RGB")
+
 
 def video_available() -> bool:
     return importlib.util.find_spec(VIDEO_MODULE) is not None

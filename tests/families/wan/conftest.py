@@ -11,6 +11,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # helpers live next to this file
     sys.path.insert(0, str(HERE))
 
+from inline_core.config import Config  # noqa: E402
 from inline_core.families.wan.kit import WanKit, build_kit  # noqa: E402
 from inline_core.sampling.loop import StepLoopSampler  # noqa: E402
 
@@ -40,3 +41,44 @@ def wan_reference(wan_kit: WanKit) -> Any:
     )
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+@pytest.fixture(scope="session")
+def ti2v_reference(wan_kit: WanKit) -> Any:
+    """diffusers' WanPipeline over the kit's Wan 2.2 TI2V folder (`expand_timesteps`)."""
+    import torch
+    from diffusers import WanPipeline  # pyright: ignore[reportPrivateImportUsage]
+
+    assert wan_kit.ti2v_diffusers_dir is not None
+    pipe: Any = WanPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+        str(wan_kit.ti2v_diffusers_dir), dtype=torch.float32, local_files_only=True
+    )
+    pipe.set_progress_bar_config(disable=True)
+    assert pipe.config.expand_timesteps
+    return pipe
+
+
+@pytest.fixture(scope="session")
+def i2v_reference(ti2v_reference: Any) -> Any:
+    """diffusers' WanImageToVideoPipeline over the same TI2V parts (its Wan 2.2 5B path)."""
+    from diffusers import WanImageToVideoPipeline  # pyright: ignore[reportPrivateImportUsage]
+
+    names = ("tokenizer", "text_encoder", "vae", "scheduler", "transformer")
+    parts = {name: getattr(ti2v_reference, name) for name in names}
+    pipe: Any = WanImageToVideoPipeline(**parts, expand_timesteps=True)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+@pytest.fixture
+def client(wan_kit: WanKit, tmp_path: Path) -> Iterator[Any]:
+    """The app over the kit's models, in process (ASGI), CPU float32."""
+    from fastapi.testclient import TestClient
+
+    from inline_core.server.app import create_app
+
+    config = Config(
+        models_dir=wan_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
+    )
+    with TestClient(create_app(config)) as c:
+        yield c

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from wan_harness import wan_rig
+from wan_harness import first_frame_image, wan_rig
 
 from inline_core.families.wan.kit import WanKit
 from inline_core.runtime.video import Video
@@ -29,6 +29,7 @@ SPECS: list[dict[str, Any]] = [
 TOLERANCE = 2  # levels of 255
 MAX_DIFFERING = 0.01  # share of channel values allowed to differ at all
 SHAPE = {"width": 48, "height": 32, "frames": 9, "format": "png"}
+IMAGES = [first_frame_image(64, 32, seed=1), first_frame_image(40, 40, seed=2)]
 
 
 def all_in_loop(sampler: StepLoopSampler, count: int) -> bool | None:
@@ -42,6 +43,40 @@ def frames(output: object) -> np.ndarray[Any, Any]:
     return output.frames
 
 
+def solo_and_together(
+    sampler: StepLoopSampler, pipeline: Any, requests: Sequence[dict[str, Any]]
+) -> tuple[list[np.ndarray[Any, Any]], list[np.ndarray[Any, Any]], dict[str, Any]]:
+    """Each request rendered alone, then all together, and the loop's stats after."""
+    solo = [frames(sampler.run(SampleJob(pipeline, pipeline.request(**r)))) for r in requests]
+    assert sampler.stats()["batchedForwards"] == 0
+    # The loop is parked in its first forward until all are in it, so which requests meet in a
+    # forward does not depend on how fast this machine submits them.
+    release = threading.Event()
+    forward = pipeline.denoise_step
+
+    def held(states: Sequence[Any], /) -> Any:
+        release.wait(60.0)
+        return forward(states)
+
+    pipeline.denoise_step = held
+    try:
+        futures = [sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
+        wait_until(lambda: all_in_loop(sampler, len(requests)), "all of them in the loop")
+        release.set()
+        together = [frames(f.result(timeout=300)) for f in futures]
+    finally:
+        release.set()
+        del pipeline.denoise_step
+    return solo, together, sampler.stats()
+
+
+def assert_same(solo: list[np.ndarray[Any, Any]], together: list[np.ndarray[Any, Any]]) -> None:
+    for alone, batched in zip(solo, together, strict=True):
+        difference = np.abs(alone.astype(np.int16) - batched.astype(np.int16))
+        assert int(difference.max()) <= TOLERANCE
+        assert float((difference > 0).mean()) <= MAX_DIFFERING
+
+
 def test_same_shape_renders_share_forwards_and_equal_their_solo_renders(
     wan_kit: WanKit,
 ) -> None:
@@ -49,37 +84,36 @@ def test_same_shape_renders_share_forwards_and_equal_their_solo_renders(
     try:
         pipeline = wan_rig(wan_kit.root, sampler).pipeline()
         requests = [{**SHAPE, **spec} for spec in SPECS]
-        solo = [frames(sampler.run(SampleJob(pipeline, pipeline.request(**r)))) for r in requests]
-        assert sampler.stats()["batchedForwards"] == 0
         keys = [pipeline.request(**r).batch_key for r in requests]
         assert keys[0] == keys[1] != keys[2]  # the shape is part of the key
-        # The loop is parked in its first forward until all three are in it, so which requests
-        # meet in a forward does not depend on how fast this machine submits them.
-        release = threading.Event()
-        forward = pipeline.denoise_step
-
-        def held(states: Sequence[Any], /) -> Any:
-            release.wait(60.0)
-            return forward(states)
-
-        pipeline.denoise_step = held
-        try:
-            futures = [
-                sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests
-            ]
-            wait_until(lambda: all_in_loop(sampler, len(requests)), "all three in the loop")
-            release.set()
-            together = [frames(f.result(timeout=300)) for f in futures]
-        finally:
-            release.set()
-            del pipeline.denoise_step
-        stats = sampler.stats()
+        solo, together, stats = solo_and_together(sampler, pipeline, requests)
     finally:
         sampler.close()
     assert stats["batchedForwards"] > 0
     # The first two shared forwards (each forward carries at most the two same-shape requests).
     assert stats["meanBatch"] > 1.0
-    for alone, batched in zip(solo, together, strict=True):
-        difference = np.abs(alone.astype(np.int16) - batched.astype(np.int16))
-        assert int(difference.max()) <= TOLERANCE
-        assert float((difference > 0).mean()) <= MAX_DIFFERING
+    assert_same(solo, together)
+
+
+def test_ti2v_image_and_text_requests_share_forwards_and_equal_their_solo_renders(
+    wan_kit: WanKit,
+) -> None:
+    """On the 5B, image-to-video and text-to-video requests of one shape are one batch: each
+    row carries its own latents (an image's first frame in place) and per-token timesteps."""
+    shape = {"width": 64, "height": 32, "frames": 9, "format": "png"}
+    requests: list[dict[str, Any]] = [
+        {**shape, "prompt": "a kite", "seed": 1, "guidance": 3.0, "steps": 5, "image": IMAGES[0]},
+        {**shape, "prompt": "a train", "seed": 2, "guidance": 3.0, "steps": 4, "image": IMAGES[1]},
+        {**shape, "prompt": "no image", "seed": 3, "guidance": 3.0, "steps": 3},
+    ]
+    sampler = StepLoopSampler()
+    try:
+        pipeline = wan_rig(wan_kit.root, sampler).pipeline("wan2.2_ti2v_tiny_fp32.safetensors")
+        keys = {pipeline.request(**r).batch_key for r in requests}
+        assert len(keys) == 1  # image or not, one shape: one key
+        solo, together, stats = solo_and_together(sampler, pipeline, requests)
+    finally:
+        sampler.close()
+    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
+    assert_same(solo, together)
+    assert int(np.abs(solo[0][0].astype(np.int16) - solo[1][0]).max()) > 8  # own first frames

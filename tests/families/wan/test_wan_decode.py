@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from wan_harness import render, take_frames, wan_rig
 
@@ -17,14 +18,24 @@ from inline_core.runtime.progress import ChunkDecoded, NodeDone, RunEvent
 from inline_core.sampling.loop import StepLoopSampler
 
 
-def test_chunked_decode_equals_whole_decode(wan_kit: WanKit, wan_sampler: StepLoopSampler) -> None:
+@pytest.mark.parametrize(
+    ("model", "channels", "factor"),
+    [("wan2.1_t2v_tiny_fp32.safetensors", 16, 8), ("wan2.2_ti2v_tiny_fp32.safetensors", 48, 16)],
+    ids=["wan21-vae", "wan22-vae"],
+)
+def test_chunked_decode_equals_whole_decode(
+    wan_kit: WanKit, wan_sampler: StepLoopSampler, model: str, channels: int, factor: int
+) -> None:
+    """Wan 2.2's VAE unpatchifies each chunk (2x2 pixels per cell, frame by frame): the same."""
     from diffusers import AutoencoderKLWan  # pyright: ignore[reportPrivateImportUsage]
 
-    pipeline = wan_rig(wan_kit.root, wan_sampler).pipeline("wan2.1_t2v_tiny_fp32.safetensors")
+    pipeline = wan_rig(wan_kit.root, wan_sampler).pipeline(model)
     vae = pipeline.vae
     assert supports_chunked_vae_decode(pipeline.vae)
     assert vae.chunk_value_range == (-1.0, 1.0)
-    latents = torch.randn(1, 16, 4, 4, 6, generator=torch.Generator().manual_seed(3))
+    assert vae.spatial_factor == factor
+    size = (32 // factor, 48 // factor)
+    latents = torch.randn(1, channels, 4, *size, generator=torch.Generator().manual_seed(3))
     chunks = list(vae.decode_chunks(Latents(latents, tuple(latents.shape))))
     assert [c.shape[2] for c in chunks] == [1, 4, 4, 4]  # the first frame alone, then four each
     joined = torch.cat(chunks, dim=2)

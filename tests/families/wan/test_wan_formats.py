@@ -9,11 +9,19 @@ import pytest
 import torch
 
 from inline_core.diffusion.files.shapes import ConfigInferenceError, read_shapes
-from inline_core.diffusion.formats import umt5, wan_vae
+from inline_core.diffusion.formats import umt5, wan22_vae, wan_vae
 from inline_core.diffusion.libs import load_safetensors
 from inline_core.families.wan import transformer as wan_transformer
-from inline_core.families.wan.files import is_wan_t2v
-from inline_core.families.wan.kit import TRANSFORMER_CONFIG, VAE_CONFIG, WanKit, build_parts
+from inline_core.families.wan.files import is_wan_model
+from inline_core.families.wan.kit import (
+    TI2V_TRANSFORMER_CONFIG,
+    TI2V_VAE_CONFIG,
+    TRANSFORMER_CONFIG,
+    VAE_CONFIG,
+    WanKit,
+    build_parts,
+)
+from inline_core.families.wan.variants import TI2V, variant_of
 
 
 @pytest.fixture(scope="module")
@@ -21,11 +29,16 @@ def parts() -> dict[str, Any]:
     return build_parts()
 
 
+@pytest.fixture(scope="module")
+def ti2v_parts() -> dict[str, Any]:
+    return build_parts("ti2v")
+
+
 def test_transformer_file_config_is_inferred_from_shapes(wan_kit: WanKit) -> None:
     assert wan_kit.diffusion_file is not None
     shapes = read_shapes(wan_kit.diffusion_file)
     assert shapes is not None and "head.modulation" in shapes  # the original naming
-    assert is_wan_t2v(shapes)
+    assert is_wan_model(shapes)
     config = wan_transformer.infer_config(shapes)
     for key, value in TRANSFORMER_CONFIG.items():
         assert config[key] == value, key
@@ -33,19 +46,23 @@ def test_transformer_file_config_is_inferred_from_shapes(wan_kit: WanKit) -> Non
 
 
 @pytest.mark.parametrize(
-    ("dim", "layers", "ffn", "heads", "variant"),
-    [(1536, 30, 8960, 12, "1.3B"), (5120, 40, 13824, 40, "14B")],
+    ("dim", "layers", "ffn", "heads", "channels", "variant"),
+    [
+        (1536, 30, 8960, 12, 16, "1.3B"),
+        (5120, 40, 13824, 40, 16, "14B"),
+        (3072, 30, 14336, 24, 48, "TI2V-5B"),
+    ],
 )
 def test_published_variants_are_told_from_shapes(
-    dim: int, layers: int, ffn: int, heads: int, variant: str
+    dim: int, layers: int, ffn: int, heads: int, channels: int, variant: str
 ) -> None:
-    """Header shapes of the published 1.3B and 14B files (no weights needed to tell them)."""
+    """Header shapes of the published 1.3B, 14B and Wan 2.2 5B files (no weights needed)."""
     shapes: dict[str, tuple[int, ...]] = {
         "head.modulation": (1, 2, dim),
-        "patch_embedding.weight": (dim, 16, 1, 2, 2),
+        "patch_embedding.weight": (dim, channels, 1, 2, 2),
         "text_embedding.0.weight": (dim, 4096),
         "time_embedding.0.weight": (dim, 256),
-        "head.head.weight": (64, dim),
+        "head.head.weight": (channels * 4, dim),
     }
     for i in range(layers):
         shapes[f"blocks.{i}.ffn.0.weight"] = (ffn, dim)
@@ -58,11 +75,14 @@ def test_published_variants_are_told_from_shapes(
         assert config["attention_head_dim"] == 128
         assert (config["num_layers"], config["ffn_dim"], config["text_dim"]) == (layers, ffn, 4096)
         assert wan_transformer.variant(config) == variant
-        assert is_wan_t2v(candidate)
+        assert (config["in_channels"], config["out_channels"]) == (channels, channels)
+        assert is_wan_model(candidate)
+        kind = variant_of(config)
+        assert kind is not None and kind.image_to_video == (channels == 48)
     image_to_video = {**shapes, "patch_embedding.weight": (dim, 36, 1, 2, 2)}
     image_to_video["img_emb.proj.1.weight"] = (dim, 1280)
     assert wan_transformer.is_wan_transformer(image_to_video)
-    assert not is_wan_t2v(image_to_video)  # an I2V model is not this node's model
+    assert not is_wan_model(image_to_video)  # an I2V model is not this node's model
 
 
 def test_scaled_fp8_transformer_is_recognised_but_refused_with_the_fix() -> None:
@@ -72,7 +92,7 @@ def test_scaled_fp8_transformer_is_recognised_but_refused_with_the_fix() -> None
         "blocks.0.self_attn.q.scale_weight": (1,),
         "scaled_fp8": (0,),
     }
-    assert is_wan_t2v(shapes)  # found at submit as the model it is
+    assert is_wan_model(shapes)  # found at submit as the model it is
     with pytest.raises(ConfigInferenceError, match="fp16"):  # the load says what to use instead
         wan_transformer.infer_config(shapes)
 
@@ -135,3 +155,43 @@ def test_scaled_fp8_umt5_is_refused_with_the_fix() -> None:
     assert umt5.is_umt5(shapes)
     with pytest.raises(ConfigInferenceError, match="bf16"):
         umt5.infer_config(shapes)
+
+
+def test_ti2v_transformer_file_is_the_5b_layout(wan_kit: WanKit) -> None:
+    assert wan_kit.ti2v_diffusion_file is not None
+    shapes = read_shapes(wan_kit.ti2v_diffusion_file)
+    assert shapes is not None and is_wan_model(shapes)
+    config = wan_transformer.infer_config(shapes)
+    for key, value in TI2V_TRANSFORMER_CONFIG.items():
+        assert config[key] == value, key
+    assert variant_of(config) is TI2V
+
+
+def test_wan22_vae_file_round_trips_and_is_configured(
+    ti2v_parts: dict[str, Any], wan_kit: WanKit
+) -> None:
+    """The 48-channel Wan 2.2 VAE: its original (nested, residual) naming converts to diffusers'
+    exactly, and its config, patch and latent statistics come from the shapes alone."""
+    assert wan_kit.ti2v_vae_file is not None
+    shapes = read_shapes(wan_kit.ti2v_vae_file)
+    assert shapes is not None and wan_vae.is_wan_vae(shapes)
+    assert wan22_vae.MARKER in shapes  # the Wan 2.2 repository's naming
+    config = wan_vae.infer_config(shapes)
+    for key, value in TI2V_VAE_CONFIG.items():
+        assert config[key] == value, key
+    assert config["temperal_downsample"] == [False, True, True]
+    sd = ti2v_parts["vae"].state_dict()
+    back = wan_vae.from_original(load_safetensors(wan_kit.ti2v_vae_file), config)
+    assert set(back) == set(sd)
+    assert all(torch.equal(back[k], sd[k]) for k in sd)
+
+
+def test_wan22_vae_of_other_channels_is_refused() -> None:
+    shapes = {
+        wan_vae.MARKER: (32,),
+        wan22_vae.MARKER: (32, 1, 1, 1),
+        "encoder.conv1.weight": (32, 12, 3, 3, 3),
+        "conv2.weight": (32, 32, 1, 1, 1),
+    }
+    with pytest.raises(ConfigInferenceError, match="48"):
+        wan_vae.infer_config(shapes)

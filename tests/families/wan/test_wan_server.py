@@ -10,7 +10,6 @@ import io
 import json
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +46,6 @@ def wan_graph(prompt: str = PROMPT, image: str | None = None, **params: Any) -> 
         nodes.append({"id": "i", "type": "input/image", "params": {"asset": asset}})
         node["inputs"]["image"] = {"from": "i", "output": "image"}
     return {"schemaVersion": 1, "nodes": [*nodes, node]}
-
-
-@pytest.fixture
-def client(wan_kit: WanKit, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(
-        models_dir=wan_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
-    )
-    with TestClient(create_app(config)) as c:
-        yield c
 
 
 def finished_state(client: TestClient, run_id: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from PIL import Image
 
 from inline_core.config import Config
 from inline_core.families.standalone import FamilyRig, family_rig
@@ -46,6 +47,7 @@ def render(
     takes_dir: Path,
     prompt: str = PROMPT,
     *,
+    image: Image.Image | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
     **params: Any,
 ) -> NodeResult:
@@ -56,7 +58,10 @@ def render(
     ctx = ExecutionContext(
         run_id=f"run{next(_run_ids)}", takes=FileTakeStore(takes_dir), events=events
     )
-    call = NodeCall(ctx=ctx, node_id="w", params=node_params(**params), inputs={"prompt": prompt})
+    inputs: dict[str, Any] = {"prompt": prompt}
+    if image is not None:
+        inputs["image"] = image
+    call = NodeCall(ctx=ctx, node_id="w", params=node_params(**params), inputs=inputs)
     return rig.run(call)
 
 
@@ -86,6 +91,36 @@ def reference_frames(pipe: Any, prompt: str = PROMPT, **params: Any) -> Pixels:
     """diffusers' frames for the same render, rounded to uint8 as its PIL output rounds them."""
     video = pipe(prompt=prompt, **reference_kwargs(params)).frames[0]
     return (np.asarray(video) * 255).round().astype(np.uint8).astype(np.int16)
+
+
+def reference_i2v_frames(
+    pipe: Any, encoder: Any, image: Image.Image, prompt: str = PROMPT, **params: Any
+) -> Pixels:
+    """`WanImageToVideoPipeline`'s frames for the same render. Its prompts come encoded by
+    `WanPipeline.encode_prompt` (`encoder`) at `__call__`'s 512 tokens: the i2v pipeline's own
+    prompt cleaning calls `ftfy` unconditionally, which this install lacks; WanPipeline's skips
+    it then, and the rest of the text path is the same code."""
+    import torch
+
+    kwargs = reference_kwargs(params)
+    negative = kwargs.pop("negative_prompt")
+    positive, negative_embeds = encoder.encode_prompt(
+        prompt,
+        negative,
+        do_classifier_free_guidance=kwargs["guidance_scale"] > 1,
+        max_sequence_length=512,
+        device=torch.device("cpu"),
+    )
+    video = pipe(
+        image=image, prompt_embeds=positive, negative_prompt_embeds=negative_embeds, **kwargs
+    ).frames[0]
+    return (np.asarray(video) * 255).round().astype(np.uint8).astype(np.int16)
+
+
+def first_frame_image(width: int, height: int, seed: int = 0) -> Image.Image:
+    """A first frame of random pixels (any size: the node resizes it as diffusers does)."""
+    rng = np.random.default_rng(seed)
+    return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
 
 
 def max_diff(a: Pixels, b: Pixels) -> int:

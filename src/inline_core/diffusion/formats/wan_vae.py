@@ -1,11 +1,13 @@
-"""The Wan 2.1 VAE (`wan_2.1_vae.safetensors`, or an `AutoencoderKLWan` folder): one format.
+"""The Wan VAE (`wan_2.1_vae.safetensors`, `wan2.2_vae.safetensors`, or an `AutoencoderKLWan`
+folder): one format, two layouts.
 
-A causal 3D autoencoder: 16 latent channels, 8x down in space, 4x in time (the first frame alone,
-then four per latent frame). Recognised from a single file's header (torch-free), its config
-inferred from tensor shapes, its original (Wan repository / ComfyUI) keys renamed with diffusers'
-own converter; `to_original` writes that naming back (the kit's ComfyUI file; the round trip is
-tested). The converter knows the published layout only (four levels, two residual blocks each), so
-a file of another layout is refused by name.
+A causal 3D autoencoder, 4x down in time (the first frame alone, then four per latent frame). Wan
+2.1's has 16 latent channels and is 8x down in space; Wan 2.2's (the 5B's) has 48, is 16x down,
+and has its own layout (`wan22_vae.py`, which this format dispatches to). Recognised from a single
+file's header (torch-free), its config inferred from tensor shapes, its original (Wan repository /
+ComfyUI) keys renamed with diffusers' own converter; `to_original` writes that naming back (the
+kit's ComfyUI file; the round trip is tested). The 2.1 converter knows the published layout only
+(four levels, two residual blocks each), so a file of another layout is refused by name.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from inline_core.diffusion.files.shapes import ConfigInferenceError, Shapes, shape_of
+from inline_core.diffusion.formats import wan22_vae
 from inline_core.diffusion.formats.format import ModelFormat
 
 if TYPE_CHECKING:
@@ -41,7 +44,9 @@ def latent_channels(shapes: Shapes) -> int:
 
 
 def infer_config(shapes: Shapes) -> dict[str, Any]:
-    """`AutoencoderKLWan` kwargs from an original-naming file."""
+    """`AutoencoderKLWan` kwargs from an original-naming file (either layout)."""
+    if wan22_vae.is_wan22_layout(shapes):
+        return wan22_vae.infer_config(shapes)
     base_dim = shape_of(shapes, "encoder.conv1.weight")[0]
     z_dim = latent_channels(shapes)
     if shape_of(shapes, "decoder.conv1.weight")[1] != z_dim:
@@ -49,8 +54,8 @@ def infer_config(shapes: Shapes) -> dict[str, Any]:
     blocks = {int(m.group(1)) for k in shapes if (m := re.match(r"decoder\.upsamples\.(\d+)\.", k))}
     if len(blocks) != UPSAMPLES:
         raise ConfigInferenceError(
-            f"{len(blocks)} decoder blocks, not the Wan 2.1 VAE's {UPSAMPLES} (another layout, "
-            "e.g. Wan 2.2's 48-channel VAE, is not supported)"
+            f"{len(blocks)} decoder blocks, not the Wan 2.1 VAE's {UPSAMPLES} nor the Wan 2.2 "
+            "VAE's residual layout (another layout is not supported)"
         )
     widths = [
         shape_of(shapes, f"encoder.downsamples.{i * 3}.residual.2.weight")[0] for i in range(4)
@@ -73,6 +78,8 @@ def from_original(sd: dict[str, Any], _config: Mapping[str, Any]) -> dict[str, A
 
     if MARKER not in sd:
         return sd
+    if wan22_vae.is_wan22_layout(sd):
+        return wan22_vae.from_original(sd)
     convert = module("diffusers.loaders.single_file_utils")
     return cast(dict[str, Any], convert.convert_wan_vae_to_diffusers(sd))
 
@@ -126,7 +133,7 @@ def to_original(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 FORMAT = ModelFormat(
     what="vae",
-    title="Wan 2.1 VAE",
+    title="Wan VAE",
     library="diffusers",
     class_name=CLASS_NAME,
     recognize=is_wan_vae,

@@ -4,8 +4,10 @@ Latents are normalised per channel by the VAE's `latents_mean` / `latents_std`. 
 causal with a feature cache: it decodes one latent frame at a time (the first gives one video
 frame, each later one four), so `decode_chunks` yields each latent frame's frames as soon as they
 are decoded, and their concatenation is exactly `decode` (the same calls in the same order;
-diffusers' clamp is elementwise). Frames are floats in `chunk_value_range`, (-1, 1)
-(`components.step.SupportsChunkedVAEDecode`).
+diffusers' clamp is elementwise, and Wan 2.2's 2x2 unpatchify works frame by frame). Frames are
+floats in `chunk_value_range`, (-1, 1) (`components.step.SupportsChunkedVAEDecode`). `encode`
+gives an image's normalised latents, as `WanImageToVideoPipeline` takes them (the posterior's
+mode).
 """
 
 from __future__ import annotations
@@ -20,6 +22,13 @@ from inline_core.components.interfaces import Latents
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike
 
 
+def unpatchify(x: torch.Tensor, patch_size: int) -> torch.Tensor:
+    """diffusers' Wan 2.2 unpatchify (`autoencoder_kl_wan.unpatchify`)."""
+    from diffusers.models.autoencoders import autoencoder_kl_wan
+
+    return cast(torch.Tensor, cast(Any, autoencoder_kl_wan).unpatchify(x, patch_size=patch_size))
+
+
 class WanVAE:
     chunk_value_range: tuple[float, float] = (-1.0, 1.0)
 
@@ -32,6 +41,7 @@ class WanVAE:
         self.latent_channels = int(config.z_dim)
         self.spatial_factor = int(config.scale_factor_spatial or 8)
         self.temporal_factor = int(config.scale_factor_temporal or 4)
+        self.patch_size: int | None = config.patch_size  # Wan 2.2: pixels patchified 2x2
         self._mean = torch.tensor(config.latents_mean).view(1, -1, 1, 1, 1)
         self._std = torch.tensor(config.latents_std).view(1, -1, 1, 1, 1)
 
@@ -44,6 +54,16 @@ class WanVAE:
         mean = self._mean.to(x.device, x.dtype)
         inverse_std = 1.0 / self._std.to(x.device, x.dtype)  # as WanPipeline computes it
         return x / inverse_std + mean
+
+    def encode(self, pixels: torch.Tensor, /) -> torch.Tensor:
+        """(B, 3, frames, H, W) pixels in (-1, 1) -> normalised latents (the posterior's mode)."""
+        vae = cast(Any, self.autoencoder)
+        with self.swap.use(self.autoencoder, self.placement), torch.inference_mode():
+            x = pixels.to(self.device, self.dtype)
+            raw = cast(torch.Tensor, vae.encode(x).latent_dist.mode()).float()
+        mean = self._mean.to(raw.device, raw.dtype)
+        inverse_std = 1.0 / self._std.to(raw.device, raw.dtype)
+        return (raw - mean) * inverse_std
 
     def decode(self, latents: Latents, /) -> torch.Tensor:
         """(B, 3, frames, H, W) floats in (-1, 1)."""
@@ -66,6 +86,8 @@ class WanVAE:
                         feat_idx=vae._conv_idx,
                         first_chunk=i == 0,
                     )
+                    if self.patch_size is not None:
+                        out = unpatchify(out, patch_size=self.patch_size)
                     yield torch.clamp(out, min=-1.0, max=1.0)
             finally:
                 vae.clear_cache()

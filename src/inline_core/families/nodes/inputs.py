@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from PIL import Image
 
 from inline_core.errors import InvalidRequest
 from inline_core.graph.runner import NodeCall
@@ -33,4 +36,18 @@ def prompt_text(value: object, node_id: str) -> str:
         value = " ".join(str(v) for v in parts)
     if not isinstance(value, str):
         raise InvalidRequest("the prompt input must be text", node_id=node_id)
+    return value
+
+
+def image_input(inputs: Mapping[str, Any], port: str, node_id: str) -> Image.Image | None:
+    """A high-level node's optional image input `port`: an image, the first of several, or
+    none."""
+    value = inputs.get(port)
+    if isinstance(value, list):
+        items: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
+        value = items[0] if items else None
+    if value is None:
+        return None
+    if not isinstance(value, Image.Image):
+        raise InvalidRequest(f"the {port} input must be an image", node_id=node_id)
     return value

@@ -1,8 +1,8 @@
 """Wan's torch side: how each part of its stack loads, and how loaded parts make its pipeline.
 
-The shared layer calls this (`families/builder.py`). Wan is diffusers' `WanTransformer3DModel`, the
-Wan 2.1 VAE (`AutoencoderKLWan`) and a UMT5 encoder read as `WanPipeline` reads it (512 tokens,
-zero-padded past the prompt).
+The shared layer calls this (`families/builder.py`). Wan is diffusers' `WanTransformer3DModel`, a
+Wan VAE (`AutoencoderKLWan`, Wan 2.1's or 2.2's) and a UMT5 encoder read as `WanPipeline` reads
+it (512 tokens, zero-padded past the prompt).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from inline_core.families.wan import transformer
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.wan.pipeline import WanStepPipeline
 from inline_core.families.wan.request import MAX_PROMPT_TOKENS
+from inline_core.families.wan.variants import variant_of
 
 
 class WanBuilder:
@@ -48,6 +49,7 @@ class WanBuilder:
         return WanVAE(parts["vae"], parts.placements["vae"], parts.swap)
 
     def pipeline(self, parts: Parts) -> WanStepPipeline:
+        kind = variant_of(dict(parts["transformer"].config))
         return WanStepPipeline(
             text_encoder=self.text_encoder(parts),
             transformer=parts["transformer"],
@@ -57,6 +59,7 @@ class WanBuilder:
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
             serial_phases=any(p.offload for p in parts.placements.values()),
+            expand_timesteps=kind is not None and kind.expand_timesteps,
         )
 
     def denoiser(self, parts: Parts) -> StepPipeline:

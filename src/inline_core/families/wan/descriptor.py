@@ -10,31 +10,60 @@ NODE_TYPE = "alibaba/wan"
 MAX_PROMPT_CHARS = 20_000
 
 
-def _size(name: str, default: int) -> ParamSpec:
+MODEL_DEFAULT = "empty: the model's own"
+
+
+def _size(name: str) -> ParamSpec:
+    # Multiples of 16 here; the 5B's VAE needs 32 (checked at submit, `WanFamily.check_wired`).
     return ParamSpec(
-        name, ParamWidget.NUMBER, default, minimum=16, maximum=2048, step=16, integer=True
+        name,
+        ParamWidget.NUMBER,
+        None,
+        minimum=16,
+        maximum=2048,
+        step=16,
+        integer=True,
+        label=f"{name.capitalize()} ({MODEL_DEFAULT}: 832x480 for Wan 2.1, 1280x704 for 2.2 5B)",
     )
 
 
 WAN_DESCRIPTOR = NodeDescriptor(
     type=NODE_TYPE,
-    title="Wan 2.1",
+    title="Wan",
     category="video/generate",
     icon="film",
     source="core",
     output_kind="video",
     inputs=(
         PortSpec("prompt", PortKind.TEXT),
-        PortSpec("image", PortKind.IMAGE, optional=True, label="Image (image-to-video models)"),
+        PortSpec(
+            "image", PortKind.IMAGE, optional=True, label="First frame (image-to-video models)"
+        ),
     ),
     outputs=(PortSpec("video", PortKind.VIDEO),),
     params=(
         ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
-        _size("width", 832),
-        _size("height", 480),
+        _size("width"),
+        _size("height"),
         # 4k+1, checked at submit (`WanFamily.check_wired` names the param).
-        ParamSpec("frames", ParamWidget.NUMBER, default=81, minimum=1, maximum=1001, integer=True),
-        ParamSpec("fps", ParamWidget.NUMBER, default=16, minimum=1, maximum=120, integer=True),
+        ParamSpec(
+            "frames",
+            ParamWidget.NUMBER,
+            default=None,
+            minimum=1,
+            maximum=1001,
+            integer=True,
+            label=f"Frames, 4k+1 ({MODEL_DEFAULT}: 81 for Wan 2.1, 121 for 2.2 5B)",
+        ),
+        ParamSpec(
+            "fps",
+            ParamWidget.NUMBER,
+            default=None,
+            minimum=1,
+            maximum=120,
+            integer=True,
+            label=f"FPS ({MODEL_DEFAULT}: 16 for Wan 2.1, 24 for 2.2 5B)",
+        ),
         ParamSpec("steps", ParamWidget.NUMBER, default=50, minimum=1, maximum=200, integer=True),
         ParamSpec("guidance", ParamWidget.NUMBER, default=5.0, minimum=1.0, maximum=20.0, step=0.1),
         ParamSpec(
@@ -44,16 +73,19 @@ WAN_DESCRIPTOR = NodeDescriptor(
             minimum=0.0,
             maximum=20.0,
             step=0.1,
-            label="Flow shift (empty: the model's own)",
+            label=f"Flow shift ({MODEL_DEFAULT})",
         ),
         SEED,
         MODEL,
         ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),
     ),
     description=(
-        "Text to video with Wan 2.1 (1.3B or 14B). frames is 4k+1 (81 at 16 fps is five seconds). "
-        "Guidance above 1 turns on classifier-free guidance with the negative prompt. format mp4 "
-        "is H.264 (yuv420p); png is a lossless animated PNG, for exact comparisons."
+        "Text to video with Wan 2.1 (1.3B or 14B) or Wan 2.2 TI2V-5B; image to video with the 5B "
+        "(wire an image: it becomes the first frame, resized to width x height). Size, frames "
+        "and fps left empty take the model's own (832x480, 81 frames at 16 fps for Wan 2.1; "
+        "1280x704, 121 at 24 for the 5B). frames is 4k+1. Guidance above 1 turns on "
+        "classifier-free guidance with the negative prompt. format mp4 is H.264 (yuv420p); png "
+        "is a lossless animated PNG, for exact comparisons."
     ),
 )
 

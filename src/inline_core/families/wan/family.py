@@ -1,9 +1,11 @@
-"""Wan 2.1 as a family: its node, files, request and capabilities (torch-free).
+"""Wan as a family: its node, files, request and capabilities (torch-free).
 
-`alibaba/wan` renders text to video with a Wan 2.1 T2V model (1.3B or 14B, told from the file's
-shapes). Its transformer takes one batched tensor, so requests of one latent shape (size and
-frames) share a forward. Its VAE decodes in temporal chunks, streamed to the run's clients as
-they decode. Its torch side is `build.py` (imported on the first render).
+`alibaba/wan` renders text to video with a Wan 2.1 T2V model (1.3B or 14B) or Wan 2.2 TI2V-5B,
+and image to video with the 5B; the variant is told from the file's shapes (`variants.py`) and
+gives the defaults of the params left empty. Its transformer takes one batched tensor, so
+requests of one latent shape (size and frames) share a forward. Its VAE decodes in temporal
+chunks, streamed to the run's clients as they decode. Its torch side is `build.py` (imported on
+the first render).
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import StackRules
-from inline_core.families.nodes.inputs import prompt_text
+from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.sources import Sources
 from inline_core.families.wan.descriptor import EXTRA_HINT, NODE_TYPE, WAN_DESCRIPTOR
-from inline_core.families.wan.files import RULES, flow_shift
+from inline_core.families.wan.files import RULES, flow_shift, source_vae_channels
 from inline_core.families.wan.request import TEMPORAL_FACTOR, WanRequest, new_request
+from inline_core.families.wan.transformer import config_of
+from inline_core.families.wan.variants import T2V, WanVariant, model_title, variant_of
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
 from inline_core.runtime.video import VIDEO_HINT, video_available
@@ -34,6 +38,7 @@ class WanFamily(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.wan.build:BUILDER"
     comfy_text_encoder_types = ("wan",)  # how ComfyUI's CLIPLoader loads UMT5 for Wan
+    comfy_node = NODE_TYPE  # its ComfyUI workflows import as one alibaba/wan node
     kit = "inline_core.families.wan.kit:main"
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor per forward: one latent shape per forward
@@ -53,52 +58,97 @@ class WanFamily(Family):
     ) -> Lowered:
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"Wan has no node {node_type!r}", node_id=node_id)
-        if inputs.get("image") is not None:
-            raise InvalidRequest(_NO_I2V, node_id=node_id)
+        sources = self.resolve(node_type, params).require(node_id)
+        kind = _variant(sources)
+        image = image_input(inputs, "image", node_id)
+        if image is not None and not kind.image_to_video:
+            raise InvalidRequest(_no_image(sources), node_id=node_id)
         prompt = prompt_text(inputs.get("prompt"), node_id)
         request: dict[str, Any] = {
             "prompt": prompt,
             "negative_prompt": str(params.get("negative_prompt") or ""),
             **{name: params[name] for name in REQUEST_PARAMS},
         }
+        for name, value in kind.defaults().items():
+            if request[name] is None:
+                request[name] = value
         for name in ("width", "height", "frames", "fps", "steps", "seed"):
             request[name] = int(request[name])
         request["guidance"] = float(request["guidance"])
         shift = params.get("shift")
+        if shift is None and sources.get("scheduler") is None:
+            shift = kind.shift  # a single file: its variant's published shift
         request["shift"] = None if shift is None else float(shift)
-        return Lowered(request, dict(request))
+        take_params = dict(request)
+        take_params["image_to_video"] = image is not None
+        if image is not None:
+            request["image"] = image
+        return Lowered(request, take_params)
 
     def check_wired(
         self, node_type: str, params: Mapping[str, Any], wired: frozenset[str], node_id: str
     ) -> None:
         if node_type != NODE_TYPE:
             return
-        frames = int(params["frames"])
-        if (frames - 1) % TEMPORAL_FACTOR:
+        frames = params.get("frames")
+        if frames is not None and (int(frames) - 1) % TEMPORAL_FACTOR:
             raise InvalidRequest(
                 f"param 'frames' must be 4k+1 (1, 5, 9, ..., 81), got {frames}: the Wan VAE "
                 "decodes the first frame alone and four frames per latent frame after it",
                 node_id=node_id,
             )
-        if "image" in wired:
-            raise InvalidRequest(_NO_I2V, node_id=node_id)
         if params.get("format") == "mp4" and not video_available():
             raise InvalidRequest(
                 f"param 'format' mp4 needs PyAV, which is not installed: {VIDEO_HINT}; or ask "
                 "for format png (a lossless animated PNG)",
                 node_id=node_id,
             )
+        resolution = self.resolve(node_type, params)
+        if resolution.sources is None:
+            return  # `check` has refused it with model_missing already
+        kind = _variant(resolution.sources)
+        vae = resolution.sources.get("vae")
+        channels = None if vae is None else source_vae_channels(vae)
+        if vae is not None and channels is not None and channels != kind.latent_channels:
+            raise InvalidRequest(
+                f"the VAE {vae.location.name!r} makes {channels}-channel latents, but "
+                f"{kind.title} takes {kind.latent_channels}: use {kind.vae_file}",
+                node_id=node_id,
+            )
+        if "image" in wired and not kind.image_to_video:
+            raise InvalidRequest(_no_image(resolution.sources), node_id=node_id)
+        for name in ("width", "height"):
+            value = params.get(name)
+            if value is not None and int(value) % kind.size_multiple:
+                raise InvalidRequest(
+                    f"param '{name}' must be a multiple of {kind.size_multiple} for "
+                    f"{kind.title} (its VAE is {kind.spatial_factor}x down, then 2x2 patches), "
+                    f"got {value}",
+                    node_id=node_id,
+                )
 
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
     ) -> WanRequest:
+        kwargs.setdefault("spatial_factor", _variant(sources).spatial_factor)
         return new_request(model_key, **kwargs)
 
     def flow_shift(self, scheduler: Source | None) -> float | None:
         return flow_shift(scheduler)
 
 
-_NO_I2V = (
-    "the Wan models this server renders are text-to-video (Wan 2.1 T2V); an image cannot be "
-    "wired into alibaba/wan until an image-to-video model is supported"
-)
+def _variant(sources: Sources) -> WanVariant:
+    transformer = sources.get("transformer")
+    kind = variant_of(None if transformer is None else config_of(transformer))
+    return kind or T2V
+
+
+def _no_image(sources: Sources) -> str:
+    transformer = sources.get("transformer")
+    config = None if transformer is None else config_of(transformer)
+    title = "this Wan model" if config is None else model_title(config)
+    return (
+        f"model {sources.model_name!r} ({title}) is text-to-video only: it takes no image. "
+        "Unwire the image, or pick an image-to-video model (Wan 2.2 TI2V-5B, "
+        "wan2.2_ti2v_5B_fp16.safetensors)"
+    )

@@ -1,9 +1,10 @@
 """Which files make a Wan stack, and how each is recognised (torch-free; runs at submit).
 
-- the diffusion model: a Wan 2.1 text-to-video transformer (header shapes: 1.3B or 14B), or a
-  diffusers Wan folder, which brings its own VAE, text encoder, tokenizer and scheduler;
-- the VAE: the Wan 2.1 VAE (`wan_2.1_vae.safetensors`, original naming) or an `AutoencoderKLWan`
-  folder;
+- the diffusion model: a Wan 2.1 text-to-video transformer (header shapes: 1.3B or 14B) or a Wan
+  2.2 TI2V-5B (48 channels in), or a diffusers Wan folder, which brings its own VAE, text
+  encoder, tokenizer and scheduler;
+- the VAE: the one whose latents the model takes, the Wan 2.1 VAE (`wan_2.1_vae.safetensors`) or
+  the Wan 2.2 VAE (`wan2.2_vae.safetensors`), original naming, or an `AutoencoderKLWan` folder;
 - the text encoder: a UMT5 as wide as the transformer's text input, a single file (its tokenizer
   from a `text_encoders/*umt5*tokenizer*/` folder) or an HF folder with its tokenizer.
 
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from inline_core.diffusion.files.shapes import Shapes, read_shapes, strip_prefix
@@ -28,9 +30,9 @@ from inline_core.families.wan.transformer import (
     CLASS_NAME,
     PREFIXES,
     config_of,
-    is_text_to_video,
     is_wan_transformer,
 )
+from inline_core.families.wan.variants import T2V, variant_of
 from inline_core.models.catalog import CatalogEntry
 from inline_core.models.source import Source
 
@@ -51,30 +53,44 @@ UMT5_NAME = re.compile(r"umt5", re.IGNORECASE)
 TOKENIZER_FOLDER = re.compile(r"umt5.*tokenizer|tokenizer.*umt5", re.IGNORECASE)
 
 
-def is_wan_t2v(shapes: Shapes) -> bool:
-    """A Wan 2.1 text-to-video transformer file (image-to-video ones take 36 channels)."""
+def is_wan_model(shapes: Shapes) -> bool:
+    """A Wan transformer file this family renders: Wan 2.1 text-to-video (16 channels in) or
+    Wan 2.2 TI2V-5B (48); Wan 2.1's image-to-video ones (36, with an image embedder) are not."""
     if not is_wan_transformer(shapes):
         return False
     _prefix, s = strip_prefix(shapes, PREFIXES)
     patch = s.get("patch_embedding.weight")
     image = any(k.startswith(("img_emb.", "condition_embedder.image_embedder.")) for k in s)
-    return patch is not None and len(patch) > 1 and is_text_to_video(
-        {"in_channels": patch[1], "image_dim": 1 if image else None}
-    )
+    config = {"in_channels": patch[1] if patch and len(patch) > 1 else None}
+    return variant_of({**config, "image_dim": 1 if image else None}) is not None
 
 
-def vae_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
-    """The 16-channel Wan 2.1 VAE; a Wan name ranks first."""
-    named = 1 if WAN_NAME.search(entry.name) else 0
-    if entry.is_folder:
-        config = read_json(entry.path / "config.json")
+def vae_channels(path: Path, is_folder: bool) -> int | None:
+    """A Wan VAE's latent channels (16: Wan 2.1's, 48: Wan 2.2's); None: not a Wan VAE."""
+    if is_folder:
+        config = read_json(path / "config.json")
         if config is None or config.get("_class_name") != wan_vae.CLASS_NAME:
             return None
-        return named if config.get("z_dim", wan_vae.LATENT_CHANNELS) == 16 else None
-    shapes = read_shapes(entry.path)
+        channels = config.get("z_dim", wan_vae.LATENT_CHANNELS)
+        return channels if isinstance(channels, int) else None
+    shapes = read_shapes(path)
     if shapes is None or not wan_vae.is_wan_vae(shapes):
         return None
-    return named if wan_vae.latent_channels(shapes) == wan_vae.LATENT_CHANNELS else None
+    return wan_vae.latent_channels(shapes)
+
+
+def source_vae_channels(source: Source) -> int | None:
+    return vae_channels(source.location, not source.is_file)
+
+
+def vae_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
+    """The Wan VAE whose latents the transformer takes (Wan 2.1's for a 16-channel model, Wan
+    2.2's for the 5B); a Wan name ranks first."""
+    config = None if transformer is None else config_of(transformer)
+    kind = variant_of(config) or T2V
+    if vae_channels(entry.path, entry.is_folder) != kind.latent_channels:
+        return None
+    return 1 if WAN_NAME.search(entry.name) else 0
 
 
 def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
@@ -101,7 +117,8 @@ def text_width_of(transformer: Source | None) -> int | None:
 
 
 def flow_shift(scheduler: Source | None) -> float:
-    """The shift of the scheduler config beside a diffusers model, or Wan 2.1's own."""
+    """The shift of the scheduler config beside a diffusers model, or Wan 2.1's own (a single
+    file's variant may have its own: `WanVariant.shift`)."""
     config = DEFAULT_SCHEDULER_CONFIG
     if scheduler is not None:
         config = read_json(scheduler.location / "scheduler_config.json") or {}
@@ -113,29 +130,30 @@ RULES = StackRules(
     title=TITLE,
     family=FAMILY,
     model=ModelRule(
-        title="Wan 2.1 text-to-video diffusion model",
+        title="Wan diffusion model (Wan 2.1 text-to-video or Wan 2.2 TI2V-5B)",
         override="INLINE_WAN_MODEL",
         pipeline_prefix="WanPipeline",
         transformer_class=CLASS_NAME,
-        recognize=is_wan_t2v,
-        name=re.compile(r"wan2?\.?1.*t2v", re.IGNORECASE),
+        recognize=is_wan_model,
+        name=re.compile(r"wan2?\.?1.*t2v|wan2?\.?2.*ti2v", re.IGNORECASE),
         hint=(
-            "put a Wan 2.1 text-to-video model (wan2.1_t2v_1.3B_fp16.safetensors, or a diffusers "
-            "Wan folder) in {root}/diffusion_models, or set INLINE_WAN_MODEL"
+            "put a Wan 2.1 text-to-video model (wan2.1_t2v_1.3B_fp16.safetensors) or Wan 2.2 "
+            "TI2V-5B (wan2.2_ti2v_5B_fp16.safetensors), or a diffusers Wan folder, in "
+            "{root}/diffusion_models, or set INLINE_WAN_MODEL"
         ),
     ),
     parts=(
         PartRule(
             part="vae",
             label="vae",
-            title="Wan 2.1 VAE",
+            title="Wan VAE (Wan 2.1's; Wan 2.2's for the 5B)",
             category="vae",
             subfolder="vae",
             override="INLINE_WAN_VAE",
             score=vae_score,
             hint=(
-                "put the Wan 2.1 VAE (wan_2.1_vae.safetensors) in {root}/vae, or set "
-                "INLINE_WAN_VAE"
+                "put the Wan VAE the model takes (wan_2.1_vae.safetensors for Wan 2.1, "
+                "wan2.2_vae.safetensors for Wan 2.2 TI2V-5B) in {root}/vae, or set INLINE_WAN_VAE"
             ),
         ),
         PartRule(

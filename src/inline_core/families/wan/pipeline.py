@@ -1,11 +1,13 @@
-"""Wan 2.1 text-to-video as a step pipeline (spec 003): the arithmetic of diffusers' `WanPipeline`,
-per request.
+"""Wan as a step pipeline (spec 003): the arithmetic of diffusers' `WanPipeline` (and, for Wan 2.2
+TI2V with an image, `WanImageToVideoPipeline`), per request.
 
 `prepare_encode` encodes the prompts (UMT5, padded to 512 tokens), draws the noise and gives the
 request its own UniPC scheduler; `denoise_step` runs one transformer forward over a batch of
 requests of one latent shape (their positives, then the negatives of those with guidance);
 `step_scheduler` advances one request; `post_decode` decodes it, latent frame by latent frame,
-handing each chunk of frames to the request's `on_chunk` as it is decoded.
+handing each chunk of frames to the request's `on_chunk` as it is decoded. A TI2V model
+(`expand_timesteps`) takes its timesteps per latent token, and an image as its first latent frame
+(`first_frame.py`); its text-to-video and image-to-video requests share forwards.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
 from inline_core.diffusion.vae.wan_vae import WanVAE
+from inline_core.errors import InvalidRequest
+from inline_core.families.wan import first_frame
 from inline_core.families.wan.request import WanRequest, new_request
 from inline_core.runtime.video import Frames, Video
 
@@ -56,6 +60,7 @@ class WanStepPipeline:
         scheduler_config: Mapping[str, Any],
         model_key: Hashable,
         serial_phases: bool = False,
+        expand_timesteps: bool = False,
     ) -> None:
         self.text_encoder = text_encoder
         self.transformer = transformer
@@ -67,13 +72,18 @@ class WanStepPipeline:
         self.scheduler_config = dict(scheduler_config)
         self.model_key = model_key
         self.serial_phases = serial_phases  # with CPU offload, encode/decode run between steps
+        self.expand_timesteps = expand_timesteps  # Wan 2.2 TI2V: per-token timesteps
 
     @property
     def in_channels(self) -> int:
         return int(cast(Any, self.transformer).config.in_channels)
 
     def request(self, **kwargs: Any) -> WanRequest:
-        return new_request(self.model_key, **kwargs)
+        kwargs.setdefault("spatial_factor", self.vae.spatial_factor)
+        state = new_request(self.model_key, **kwargs)
+        if state.image is not None and not self.expand_timesteps:
+            raise InvalidRequest("this Wan model is text-to-video only: it takes no image")
+        return state
 
     def new_scheduler(self, state: WanRequest) -> Any:
         config = dict(self.scheduler_config)
@@ -96,9 +106,30 @@ class WanStepPipeline:
             shape = (1, self.in_channels, *state.latent_shape)
             noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(self.device)
             state.latents = Latents(noise, shape)
+            if state.image is not None:
+                pixels = first_frame.image_pixels(
+                    state.image, state.width, state.height, state.spatial_factor
+                )
+                state.condition = self.vae.encode(pixels).to(self.device)
             state.scheduler = self.new_scheduler(state)
             state.prepared = True
         return state
+
+    def _mask(self, state: WanRequest) -> torch.Tensor:
+        if state.condition is None:
+            return first_frame.all_frames_mask(state.latent_shape, self.device)
+        return first_frame.first_frame_mask(state.latent_shape, self.device)
+
+    def _model_input(self, state: WanRequest) -> tuple[torch.Tensor, torch.Tensor]:
+        """One row's latents and timestep as the transformer takes them."""
+        latents = cast(torch.Tensor, _prepared(state).value)
+        t = _timestep(state)
+        if not self.expand_timesteps:
+            return latents, t.expand(1)
+        mask = self._mask(state)
+        if state.condition is not None:
+            latents = first_frame.with_first_frame(latents, state.condition, mask)
+        return latents, first_frame.token_timesteps(mask, t)
 
     def denoise_step(self, states: Sequence[WanRequest], /) -> list[torch.Tensor]:
         with torch.inference_mode():
@@ -116,8 +147,9 @@ class WanStepPipeline:
             return preds
 
     def _forward(self, rows: list[tuple[WanRequest, Conditioning]]) -> torch.Tensor:
-        hidden = torch.cat([cast(torch.Tensor, _prepared(s).value) for s, _c in rows])
-        timestep = torch.cat([_timestep(s).expand(1) for s, _c in rows])
+        inputs = {id(s): self._model_input(s) for s, _c in rows}
+        hidden = torch.cat([inputs[id(s)][0] for s, _c in rows])
+        timestep = torch.cat([inputs[id(s)][1] for s, _c in rows])
         text = torch.stack([cast(torch.Tensor, c.value) for _s, c in rows])
         with self.swap.use(self.transformer, self.placement):
             return cast(
@@ -142,8 +174,14 @@ class WanStepPipeline:
     def post_latents(self, state: WanRequest, /) -> Latents:
         """The final latents, undecoded (`components.step.SupportsLatentOutput`)."""
         latents = _prepared(state)
+        if state.condition is not None:  # the image's frame, clean, in place of the first
+            value = first_frame.with_first_frame(
+                cast(torch.Tensor, latents.value), state.condition, self._mask(state)
+            )
+            latents = Latents(value, latents.shape)
         # The state may outlive the render: drop its tensors (the scheduler keeps past outputs).
         state.latents = state.positive = state.negative = state.scheduler = None
+        state.condition = None
         return latents
 
     def post_decode(self, state: WanRequest, /) -> Video:

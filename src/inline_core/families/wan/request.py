@@ -15,7 +15,7 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.errors import InvalidRequest
 from inline_core.parallel.wire import LOCAL
 
-SPATIAL_FACTOR = 8  # the Wan 2.1 VAE: 8x down in space
+SPATIAL_FACTOR = 8  # the Wan 2.1 VAE: 8x down in space (Wan 2.2's: 16)
 TEMPORAL_FACTOR = 4  # and 4x in time, after the first frame
 PATCH = 2  # the transformer patchifies latents 1x2x2
 MAX_PROMPT_TOKENS = 512  # WanPipeline's max_sequence_length
@@ -35,6 +35,9 @@ class WanRequest:
     shift: float | None = None  # the scheduler's flow shift (None: the model's own)
     fps: int = 16
     format: str = "mp4"
+    # Image-to-video (TI2V models): the first frame, a PIL image resized to width x height.
+    image: Any = None
+    spatial_factor: int = SPATIAL_FACTOR  # the VAE's, set by the pipeline
     positive: Conditioning | None = None
     negative: Conditioning | None = None
     model_key: Hashable = field(default="", metadata=LOCAL)
@@ -42,6 +45,7 @@ class WanRequest:
     prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
     scheduler: Any = field(default=None, metadata=LOCAL)  # its private UniPC copy
     latents: Latents | None = field(default=None, metadata=LOCAL)
+    condition: Any = field(default=None, metadata=LOCAL)  # the image's latent frame (i2v)
     # Called with each decoded chunk's first frame index and frames (the run streams them).
     on_chunk: Any = field(default=None, metadata=LOCAL)
 
@@ -54,8 +58,8 @@ class WanRequest:
         """(frames, height, width) of the latents."""
         return (
             (self.frames - 1) // TEMPORAL_FACTOR + 1,
-            self.height // SPATIAL_FACTOR,
-            self.width // SPATIAL_FACTOR,
+            self.height // self.spatial_factor,
+            self.width // self.spatial_factor,
         )
 
     @property
@@ -80,9 +84,12 @@ class WanRequest:
 def new_request(model_key: Hashable, **kwargs: Any) -> WanRequest:
     """A request state, checked: sizes the VAE and patches allow, 4k+1 frames, a known format."""
     state = WanRequest(**kwargs, model_key=model_key)
-    multiple = SPATIAL_FACTOR * PATCH
+    multiple = state.spatial_factor * PATCH
     if state.width % multiple or state.height % multiple:
-        raise InvalidRequest(f"width and height must be multiples of {multiple}")
+        raise InvalidRequest(
+            f"width and height must be multiples of {multiple} for this model, not "
+            f"{state.width}x{state.height}"
+        )
     if state.frames < 1 or (state.frames - 1) % TEMPORAL_FACTOR:
         raise InvalidRequest(
             f"frames must be 4k+1 (1, 5, 9, ..., 81), not {state.frames}: the VAE decodes the "

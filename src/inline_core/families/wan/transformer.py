@@ -31,7 +31,8 @@ CLASS_NAME = "WanTransformer3DModel"
 HEAD_DIM, SMALL_HEAD_DIM = 128, 16
 PATCH = (1, 2, 2)
 # Published variants, by (width, depth): what health and messages call them.
-VARIANTS = {(1536, 30): "1.3B", (5120, 40): "14B"}
+VARIANTS = {(1536, 30): "1.3B", (5120, 40): "14B", (3072, 30): "TI2V-5B"}
+TI2V_CHANNELS = 48  # Wan 2.2 TI2V: latents of the 48-channel Wan 2.2 VAE in, no image embedder
 
 
 def _body(shapes: Shapes) -> dict[str, tuple[int, ...]]:
@@ -51,6 +52,11 @@ def is_wan_transformer(shapes: Shapes) -> bool:
 def is_text_to_video(config: Mapping[str, Any]) -> bool:
     """A text-to-video model: 16 latent channels in, no image embedder."""
     return config.get("in_channels") == 16 and config.get("image_dim") is None
+
+
+def is_text_image_to_video(config: Mapping[str, Any]) -> bool:
+    """A Wan 2.2 TI2V model: text to video, or image to video through its first latent frame."""
+    return config.get("in_channels") == TI2V_CHANNELS and config.get("image_dim") is None
 
 
 def heads_for(dim: int) -> int:

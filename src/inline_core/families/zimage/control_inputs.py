@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from PIL import Image
-
 from inline_core.errors import InvalidRequest
+from inline_core.families.nodes.inputs import image_input
 from inline_core.families.zimage import controlnet
 from inline_core.families.zimage.control_files import control_config, control_entry, control_use
 from inline_core.models.catalog import Catalog
@@ -23,18 +22,6 @@ from inline_core.models.catalog import Catalog
 LATENT_CHANNELS = 16  # the FLUX VAE's
 # Request fields that are inputs, not settings: kept off the take's params.
 INPUT_FIELDS = ("control", "control_image", "mask", "control_source")
-
-
-def image_input(inputs: Mapping[str, Any], port: str, node_id: str) -> Image.Image | None:
-    value = inputs.get(port)
-    if isinstance(value, list):
-        items: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
-        value = items[0] if items else None
-    if value is None:
-        return None
-    if not isinstance(value, Image.Image):
-        raise InvalidRequest(f"the {port} input must be an image", node_id=node_id)
-    return value
 
 
 def same_size(mask: tuple[int, int], image: tuple[int, int], node_id: str) -> None:

@@ -1,0 +1,92 @@
+"""Wan's model variants, told from the transformer's config: what each renders and its defaults
+(torch-free; runs at submit).
+
+- Wan 2.1 text-to-video (1.3B, 14B): 16 latent channels, the Wan 2.1 VAE (8x down in space),
+  832x480, 81 frames at 16 fps, flow shift 3.
+- Wan 2.2 TI2V-5B: 48 latent channels, the Wan 2.2 VAE (16x down), 1280x704, 121 frames at 24 fps,
+  flow shift 5, and diffusers' `expand_timesteps`: the timestep is given per latent token, so an
+  image's latent can stand as the first latent frame at timestep 0 (image-to-video).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from inline_core.families.wan.transformer import (
+    is_text_image_to_video,
+    is_text_to_video,
+    variant,
+)
+
+PATCH = 2  # the transformer patchifies latents 1x2x2
+
+
+@dataclass(frozen=True)
+class WanVariant:
+    title: str  # how messages name the kind of model
+    latent_channels: int  # what its VAE must give
+    vae_file: str  # ComfyUI's name for that VAE
+    spatial_factor: int  # pixels per latent along each side (its VAE's)
+    width: int
+    height: int
+    frames: int
+    fps: int
+    shift: float  # the flow shift it samples at when no scheduler config says otherwise
+    expand_timesteps: bool  # per-token timesteps (diffusers' Wan 2.2 TI2V flag)
+    image_to_video: bool  # takes an image as its first frame
+
+    @property
+    def size_multiple(self) -> int:
+        return self.spatial_factor * PATCH
+
+    def defaults(self) -> dict[str, Any]:
+        return {"width": self.width, "height": self.height, "frames": self.frames, "fps": self.fps}
+
+
+T2V = WanVariant(
+    title="Wan 2.1 text-to-video",
+    latent_channels=16,
+    vae_file="wan_2.1_vae.safetensors",
+    spatial_factor=8,
+    width=832,
+    height=480,
+    frames=81,
+    fps=16,
+    shift=3.0,
+    expand_timesteps=False,
+    image_to_video=False,
+)
+TI2V = WanVariant(
+    title="Wan 2.2 TI2V-5B",
+    latent_channels=48,
+    vae_file="wan2.2_vae.safetensors",
+    spatial_factor=16,
+    width=1280,
+    height=704,
+    frames=121,
+    fps=24,
+    shift=5.0,
+    expand_timesteps=True,
+    image_to_video=True,
+)
+
+
+def variant_of(config: Mapping[str, Any] | None) -> WanVariant | None:
+    """The variant of a transformer config (None: not one this family renders)."""
+    if config is None:
+        return None
+    if is_text_to_video(config):
+        return T2V
+    if is_text_image_to_video(config):
+        return TI2V
+    return None
+
+
+def model_title(config: Mapping[str, Any]) -> str:
+    """ "Wan 2.2 TI2V-5B", "Wan 2.1 text-to-video 1.3B", ... for messages."""
+    kind = variant_of(config)
+    size = variant(config)
+    title = "Wan" if kind is None else kind.title
+    return title if size in ("custom", "TI2V-5B") else f"{title} {size}"

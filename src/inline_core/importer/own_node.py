@@ -1,0 +1,207 @@
+"""A workflow for a family that serves no low-level vocabulary, collapsed onto its own node.
+
+ComfyUI's Wan templates (Wan 2.1 text-to-video, Wan 2.2 5B text/image-to-video) are one chain,
+read back from their output: SaveVideo <- CreateVideo (fps) or SaveAnimatedWEBP (fps) <- VAEDecode
+<- KSampler (seed, steps, cfg) <- ModelSamplingSD3 (shift) <- UNETLoader (the model), two
+CLIPTextEncode prompts, and a latent: EmptyHunyuanLatentVideo or Wan22ImageToVideoLatent (width,
+height, length; its optional start image is the first frame). That chain is the node's params and
+inputs by name: `prompt` and `image` in; `negative_prompt`, `width`, `height`, `frames`, `fps`,
+`steps`, `guidance` (ComfyUI's cfg counts as diffusers' guidance scale does), `shift`, `seed`,
+`model`, `format`. The node finds the VAE and text encoder for its model itself. What it renders
+otherwise than the workflow (another sampler or scheduler, a denoise below 1, a batch, WebP) is said
+in the warnings; a chain it cannot render (Wan 2.1's CLIP-vision image-to-video) is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.importer.dropped import UnsupportedNode
+from inline_core.importer.mapping import MAX_CANDIDATES, Mapper, Port, describe
+from inline_core.importer.recognise import UnsupportedFamily
+from inline_core.importer.workflow import ComfyNode, Link, node_sort_key
+
+SINKS = {"SaveVideo": "video", "SaveAnimatedWEBP": "images"}  # output node: its frames input
+LATENTS = ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent")
+SAMPLERS = ("uni_pc", "uni_pc_bh2")  # what the node samples with: UniPC
+REFUSED = {
+    "WanImageToVideo": (
+        "is Wan 2.1's image-to-video (a 14B I2V model conditioned on CLIP vision), which this "
+        "server does not run; image-to-video imports from Wan 2.2 TI2V-5B's template "
+        "(Wan22ImageToVideoLatent with a start image)"
+    ),
+    "KSamplerAdvanced": (
+        "samples in stages (Wan 2.2 A14B's two experts), which this server does not run; the "
+        "Wan 2.1 and Wan 2.2 5B templates (one KSampler) import"
+    ),
+}
+CHOSEN_BY_NODE = "the node finds the VAE and text encoder for its model itself"
+
+
+class Collapse:
+    """Reads one output's chain into one node of `descriptor`, through `mapper`'s bookkeeping."""
+
+    def __init__(
+        self, mapper: Mapper, family: str, descriptor: NodeDescriptor, refusal: str
+    ) -> None:
+        self.mapper = mapper
+        self.family = family
+        self.descriptor = descriptor
+        self.refusal = refusal  # why a workflow that saves no video is refused
+        self.nodes = mapper.workflow.nodes
+        self.read: set[str] = set()
+
+    def source(self, node: ComfyNode, name: str, *, optional: bool = False) -> ComfyNode | None:
+        """The node on `node`'s input `name` (marked read); refuses a chain it cannot render."""
+        raw = node.inputs.get(name)
+        found = self.nodes.get(raw.node) if isinstance(raw, Link) else None
+        if found is None:
+            if not optional:
+                raise UnsupportedNode(
+                    f"{describe(node)}: its {name!r} input is not connected to a node Inline "
+                    f"Core can read into {self.descriptor.type}"
+                )
+            return None
+        if found.class_type in REFUSED:
+            raise UnsupportedNode(f"{describe(found)} {REFUSED[found.class_type]}")
+        self.read.add(found.id)
+        return found
+
+    def expect(self, node: ComfyNode, *types: str) -> None:
+        if node.class_type not in types:
+            raise UnsupportedNode(
+                f"{describe(node)} is not one of {', '.join(types)}: only ComfyUI's "
+                f"{self.descriptor.title} template chain imports onto {self.descriptor.type}"
+            )
+
+    def prompt(self, sampler: ComfyNode, name: str) -> str:
+        node = self.source(sampler, name)
+        assert node is not None
+        if node.class_type == "ConditioningZeroOut":
+            return ""
+        self.expect(node, "CLIPTextEncode")
+        clip = self.source(node, "clip", optional=True)
+        if clip is not None:
+            self.mapper.skip(clip, CHOSEN_BY_NODE)
+        return self.mapper.text(node, "text")
+
+    def run(self) -> str:
+        m = self.mapper
+        ordered = sorted(self.nodes.values(), key=lambda n: node_sort_key(n.id))
+        sink = next((n for n in ordered if n.class_type in SINKS), None)
+        if sink is None:
+            raise UnsupportedFamily(self.refusal)
+        self.read.add(sink.id)
+        params: dict[str, Any] = {"format": "mp4", "fps": None}
+        frames = self.source(sink, SINKS[sink.class_type])
+        assert frames is not None
+        if sink.class_type == "SaveAnimatedWEBP":
+            params["format"] = "png"
+            params["fps"] = m.whole(sink, "fps", 16)
+            m.warn(f"{describe(sink)}: WebP is not offered; the take is a lossless animated PNG")
+        else:
+            self.expect(frames, "CreateVideo")
+            params["fps"] = m.whole(frames, "fps", 16)
+            frames = self.source(frames, "images")
+            assert frames is not None
+        self.expect(frames, "VAEDecode", "VAEDecodeTiled")
+        vae = self.source(frames, "vae", optional=True)
+        if vae is not None:
+            m.skip(vae, CHOSEN_BY_NODE)
+        sampler = self.source(frames, "samples")
+        assert sampler is not None
+        self.expect(sampler, "KSampler")
+        where = describe(sampler)
+        params.update(
+            seed=m.whole(sampler, "seed", 0),
+            steps=m.whole(sampler, "steps", 30),
+            guidance=m.number(sampler, "cfg", 5.0),
+            negative_prompt=self.prompt(sampler, "negative"),
+        )
+        self.sampling_notes(sampler)
+        prompt = m.text_source(f"c{sampler.id}_prompt", self.prompt(sampler, "positive"), where)
+        params.update(self.model(sampler))
+        image = self.latent(sampler, params)
+        m.add(f"c{sampler.id}", self.descriptor.type, params, {"prompt": prompt, "image": image},
+              where)  # fmt: skip
+        for node in ordered:
+            if node.id not in self.read and node.id not in m.skipped:
+                m.skip(node, "not on the chain to the saved video")
+        return f"c{sampler.id}"
+
+    def sampling_notes(self, sampler: ComfyNode) -> None:
+        m, where = self.mapper, describe(sampler)
+        name = m.text(sampler, "sampler_name", "uni_pc")
+        if name not in SAMPLERS:
+            m.warn(f"{where}: sampler {name!r} is not offered; {self.descriptor.type} samples "
+                   "with UniPC")  # fmt: skip
+        schedule = m.text(sampler, "scheduler", "simple")
+        if schedule != "simple":
+            m.warn(f"{where}: scheduler {schedule!r} is not offered; the model's flow schedule "
+                   "is used")  # fmt: skip
+        denoise = m.number(sampler, "denoise", 1.0)
+        if denoise < 1.0:
+            m.warn(f"{where}: denoise {denoise:g} is not offered; the whole schedule runs")
+
+    def model(self, sampler: ComfyNode) -> dict[str, Any]:
+        m = self.mapper
+        out: dict[str, Any] = {"shift": None}
+        node = self.source(sampler, "model")
+        assert node is not None
+        if node.class_type == "ModelSamplingSD3":
+            out["shift"] = m.number(node, "shift", 0.0) or None
+            node = self.source(node, "model")
+            assert node is not None
+        self.expect(node, "UNETLoader")
+        wanted, where = m.text(node, "unet_name"), describe(node)
+        listed = m.catalog.options("diffusion_models")
+        if wanted in m.renamed or wanted in listed:
+            out["model"] = m.model_file(f"c{sampler.id}", "diffusion_models", wanted, where)
+            return out
+        # Not here: the node picks its family's first model (never another family's file).
+        ours = [f for f in listed if self.facts_family(f)]
+        m.unmatched.append(
+            {
+                "nodeId": f"c{sampler.id}",
+                "comfyNode": where,
+                "file": wanted,
+                "category": "diffusion_models",
+                "using": ours[0] if ours else None,
+                "candidates": ours[:MAX_CANDIDATES],
+            }
+        )
+        m.warn(
+            f"{where}: model {wanted!r} is not in diffusion_models/; {self.descriptor.type} "
+            "renders with the first of its models there (map the file with the import's models)"
+        )
+        out["model"] = None
+        return out
+
+    def facts_family(self, file_name: str) -> bool:
+        """Whether the catalog's diffusion model `file_name` is one of this family's."""
+        facts = self.mapper.facts
+        return facts is None or facts.family_of("diffusion_models", file_name) == self.family
+
+    def latent(self, sampler: ComfyNode, params: dict[str, Any]) -> Port | None:
+        """The latent's size into `params`; the start image's port, if it has one."""
+        m = self.mapper
+        node = self.source(sampler, "latent_image")
+        assert node is not None
+        self.expect(node, *LATENTS)
+        params.update(
+            width=m.whole(node, "width", 832),
+            height=m.whole(node, "height", 480),
+            frames=m.whole(node, "length", 81),
+        )
+        if m.whole(node, "batch_size", 1) != 1:
+            m.warn(f"{describe(node)}: a batch of videos is not offered; one video renders")
+        vae = self.source(node, "vae", optional=True)
+        if vae is not None:
+            m.skip(vae, CHOSEN_BY_NODE)
+        start = self.source(node, "start_image", optional=True)
+        if start is None:
+            return None
+        self.expect(start, "LoadImage")
+        value = m.load_image(start, 0)
+        return None if value is None else value.port

@@ -1,0 +1,183 @@
+"""ComfyUI's Wan workflows import onto `alibaba/wan` (through `POST /v1/import/comfy`): the
+official Wan 2.1 text-to-video and Wan 2.2 5B templates' chains become one node with the
+workflow's params, an imported workflow renders the same frames as the graph written by hand, and
+what the node cannot render (Wan 2.1's CLIP-vision image-to-video) is refused naming the node."""
+
+from __future__ import annotations
+
+import io
+import json
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from test_wan_server import finished_state, wan_graph
+from wan_harness import first_frame_image
+
+from inline_core.runtime.video import decode_apng
+
+TEMPLATES = resources.files("comfyui_workflow_templates_json") / "templates"
+TI2V_FILE = "wan2.2_ti2v_tiny_fp32.safetensors"
+MODELS = {
+    "wan2.1_t2v_1.3B_fp16.safetensors": "wan2.1_t2v_tiny_fp32.safetensors",
+    "wan2.2_ti2v_5B_fp16.safetensors": TI2V_FILE,
+}
+
+
+def template(name: str) -> Any:
+    return json.loads((TEMPLATES / name).read_text(encoding="utf-8"))
+
+
+def import_comfy(client: TestClient, workflow: Any, **extra: Any) -> Any:
+    return client.post("/v1/import/comfy", json={"workflow": workflow, "models": MODELS, **extra})
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "text_to_video_wan.json",
+            {"model": "wan2.1_t2v_tiny_fp32.safetensors", "width": 832, "height": 480,
+             "frames": 33, "fps": 16, "steps": 30, "guidance": 6.0, "shift": 8.0,
+             "format": "mp4"},
+        ),
+        (
+            "video_wan2_2_5B_ti2v.json",
+            {"model": TI2V_FILE, "width": 1280, "height": 704, "frames": 121, "fps": 24,
+             "steps": 20, "guidance": 5.0, "shift": 8.0, "format": "mp4"},
+        ),
+    ],
+)  # fmt: skip
+def test_official_templates_import_as_one_wan_node(
+    client: TestClient, name: str, expected: dict[str, Any]
+) -> None:
+    response = import_comfy(client, template(name))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["family"] == {"name": "wan", "title": "Wan"}
+    nodes = {n["id"]: n for n in body["graph"]["nodes"]}
+    target = nodes[body["target"]]
+    assert target["type"] == "alibaba/wan"
+    assert {k: target["params"][k] for k in expected} == expected
+    assert target["params"]["negative_prompt"]  # the template's negative prompt came along
+    prompt = nodes[target["inputs"]["prompt"]["from"]]
+    assert prompt["type"] == "input/text" and prompt["params"]["text"]
+    assert "image" not in target["inputs"]  # neither template wires a start image
+    skipped = {s["classType"]: s["reason"] for s in body["skipped"]}
+    assert "VAELoader" in skipped and "finds the VAE" in skipped["VAELoader"]
+    submitted = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+    assert submitted.status_code == 201, submitted.text  # it validates as it stands
+    client.delete(f"/v1/runs/{submitted.json()['runId']}")
+    finished_state(client, str(submitted.json()["runId"]))
+
+
+def small_workflow(image: str | None) -> dict[str, Any]:
+    """The 5B template's chain in the API format, at a size a CPU test renders."""
+    latent: dict[str, Any] = {"width": 64, "height": 32, "length": 9, "batch_size": 1,
+                              "vae": ["39", 0]}  # fmt: skip
+    nodes: dict[str, Any] = {
+        "37": {"class_type": "UNETLoader",
+               "inputs": {"unet_name": "wan2.2_ti2v_5B_fp16.safetensors"}},
+        "38": {"class_type": "CLIPLoader",
+               "inputs": {"clip_name": "umt5_xxl_fp16.safetensors", "type": "wan"}},
+        "39": {"class_type": "VAELoader", "inputs": {"vae_name": "wan2.2_vae.safetensors"}},
+        "48": {"class_type": "ModelSamplingSD3", "inputs": {"shift": 6.0, "model": ["37", 0]}},
+        "6": {"class_type": "CLIPTextEncode",
+              "inputs": {"text": "a paper boat on a rainy street", "clip": ["38", 0]}},
+        "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "blurry", "clip": ["38", 0]}},
+        "55": {"class_type": "Wan22ImageToVideoLatent", "inputs": latent},
+        "3": {"class_type": "KSampler",
+              "inputs": {"seed": 11, "steps": 3, "cfg": 3.0, "sampler_name": "uni_pc",
+                         "scheduler": "simple", "denoise": 1.0, "model": ["48", 0],
+                         "positive": ["6", 0], "negative": ["7", 0], "latent_image": ["55", 0]}},
+        "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["39", 0]}},
+        "60": {"class_type": "SaveAnimatedWEBP",
+               "inputs": {"images": ["8", 0], "fps": 24, "filename_prefix": "wan"}},
+    }  # fmt: skip
+    if image is not None:
+        nodes["52"] = {"class_type": "LoadImage", "inputs": {"image": image}}
+        latent["start_image"] = ["52", 0]
+    return nodes
+
+
+@pytest.mark.parametrize("with_image", [False, True], ids=["t2v", "i2v"])
+def test_an_imported_workflow_renders_the_hand_written_graphs_frames(
+    client: TestClient, with_image: bool
+) -> None:
+    asset = None
+    extra: dict[str, Any] = {}
+    if with_image:
+        buf = io.BytesIO()
+        first_frame_image(50, 40).save(buf, format="PNG")
+        uploaded = client.post(
+            "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
+        )
+        asset = str(uploaded.json()["id"])
+        extra["assets"] = {"start.png": asset}
+    response = import_comfy(client, small_workflow("start.png" if with_image else None), **extra)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert any("lossless animated PNG" in w for w in body["warnings"])  # WebP is not offered
+    imported = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+    assert imported.status_code == 201, imported.text
+    by_hand = wan_graph(
+        "a paper boat on a rainy street",
+        image=asset,
+        model=TI2V_FILE,
+        width=64,
+        height=32,
+        frames=9,
+        fps=24,
+        steps=3,
+        guidance=3.0,
+        shift=6.0,
+        negative_prompt="blurry",
+        format="png",
+    )
+    direct = client.post("/v1/runs", json={"graph": by_hand, "target": "w"})
+    frames: list[np.ndarray[Any, Any]] = []
+    for run in (imported, direct):
+        state = finished_state(client, str(run.json()["runId"]))
+        assert state["status"] == "done", state
+        (take,) = state["takes"]
+        assert take["params"]["image_to_video"] is with_image
+        frames.append(decode_apng(client.get(take["uri"]).content))
+    assert np.array_equal(frames[0], frames[1])
+
+
+def test_wan_21_clip_vision_image_to_video_is_refused_naming_the_node(client: TestClient) -> None:
+    response = import_comfy(client, template("image_to_video_wan.json"))
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_node"
+    assert "WanImageToVideo 50" in error["message"] and "CLIP vision" in error["message"]
+
+
+def test_a_wan_workflow_without_a_saved_video_says_so(client: TestClient) -> None:
+    workflow = small_workflow(None)
+    del workflow["60"]
+    response = import_comfy(client, workflow)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_model_family"
+    assert (
+        "built for Wan" in error["message"] and "SaveVideo or SaveAnimatedWEBP" in error["message"]
+    )
+
+
+def test_a_model_not_here_leaves_the_pick_to_the_node_and_lists_the_wan_models(
+    client: TestClient,
+) -> None:
+    response = client.post(
+        "/v1/import/comfy", json={"workflow": template("text_to_video_wan.json")}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    target = next(n for n in body["graph"]["nodes"] if n["id"] == body["target"])
+    assert "model" not in target["params"]  # empty: the node renders with a Wan model here
+    (unmatched,) = body["unmatchedModels"]
+    assert unmatched["file"] == "wan2.1_t2v_1.3B_fp16.safetensors"
+    assert unmatched["candidates"] and all("wan" in c for c in unmatched["candidates"])
+    assert any("not in diffusion_models/" in w for w in body["warnings"])

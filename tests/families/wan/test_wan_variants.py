@@ -1,0 +1,46 @@
+"""The variant is told from the model's file and gives the params left empty: the 5B's size,
+frames, fps and flow shift (a single file brings no scheduler config; a diffusers folder's own
+config keeps its shift), Wan 2.1's for a 2.1 model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from wan_harness import wan_rig
+
+from inline_core.families.wan.descriptor import NODE_TYPE, WAN_DESCRIPTOR
+from inline_core.families.wan.kit import WanKit
+from inline_core.sampling.loop import StepLoopSampler
+
+EMPTY = {p.name: p.default for p in WAN_DESCRIPTOR.params}
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("wan2.2_ti2v_tiny_fp32.safetensors", (1280, 704, 121, 24, 5.0)),
+        ("wan2.2_ti2v_tiny_diffusers", (1280, 704, 121, 24, None)),  # its scheduler's shift
+        ("wan2.1_t2v_tiny_fp32.safetensors", (832, 480, 81, 16, 3.0)),
+        ("wan2.1_t2v_tiny_diffusers", (832, 480, 81, 16, None)),
+    ],
+)
+def test_empty_params_take_the_models_own(
+    wan_kit: WanKit, wan_sampler: StepLoopSampler, model: str, expected: tuple[Any, ...]
+) -> None:
+    family = wan_rig(wan_kit.root, wan_sampler).family
+    params = {**EMPTY, "model": model, "seed": 3}
+    lowered = family.lower(NODE_TYPE, params, {"prompt": "a fox"}, "w")
+    request = lowered.request
+    got = tuple(request[k] for k in ("width", "height", "frames", "fps", "shift"))
+    assert got == expected
+    assert lowered.take_params["width"] == expected[0]  # the take records what was rendered
+
+
+def test_set_params_win_over_the_models_own(wan_kit: WanKit, wan_sampler: StepLoopSampler) -> None:
+    family = wan_rig(wan_kit.root, wan_sampler).family
+    params = {**EMPTY, "model": "wan2.2_ti2v_tiny_fp32.safetensors", "seed": 3}
+    params.update(width=640, height=352, frames=49, fps=12, shift=8.0)
+    request = family.lower(NODE_TYPE, params, {"prompt": "a fox"}, "w").request
+    assert (request["width"], request["height"], request["frames"]) == (640, 352, 49)
+    assert (request["fps"], request["shift"]) == (12, 8.0)
