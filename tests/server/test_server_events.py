@@ -1,8 +1,9 @@
-"""Subscriber buffers: progress coalesced per node, everything else always delivered, in order."""
+"""Subscriber buffers: progress coalesced per node and phase, all else delivered, in order."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 from inline_core.server.events import Subscriber, WireEvent
 
@@ -43,6 +44,36 @@ def test_a_lagging_reader_gets_each_nodes_latest_progress_and_every_milestone() 
         {"type": "node_done", "nodeId": "b"},
         {"type": "run_done"},
     ]
+
+
+def test_each_phase_keeps_its_latest_tick() -> None:
+    async def scenario() -> list[dict[str, object]]:
+        sub = Subscriber(asyncio.get_running_loop())
+        for step in range(1, 5):  # a fast node: every step and its decode before the reader reads
+            sub.publish(phased("z", "sample", step))
+        sub.publish(phased("z", "decode", 0))
+        sub.publish(phased("z", "decode", 1))
+        sub.publish(done("z"))
+        sub.close()
+        assert sub.coalesced == 4
+        return [event.body async for event in _drained(sub)]
+
+    bodies = asyncio.run(scenario())
+    assert [(b.get("phase"), b.get("step")) for b in bodies] == [
+        ("sample", 4),
+        ("decode", 1),
+        (None, None),
+    ]
+
+
+def phased(node: str, phase: str, step: int) -> WireEvent:
+    body = {"type": "progress", "nodeId": node, "phase": phase, "step": step}
+    return WireEvent("progress", body, node)
+
+
+async def _drained(sub: Subscriber) -> AsyncIterator[WireEvent]:
+    while (event := await sub.next()) is not None:
+        yield event
 
 
 def test_a_reader_that_keeps_up_sees_every_tick() -> None:

@@ -2,9 +2,10 @@
 history), read from asyncio.
 
 A subscriber's buffer is bounded by the graph, not by the run's length: progress is coalesced per
-node (a newer tick replaces an undelivered older one in place, so order is kept), while run_started,
-node_done and the terminal event are always kept. A client that stops reading therefore costs at
-most a few events per node, and a worker publishing never waits on a socket.
+node and phase (a newer tick replaces an undelivered older one of its phase in place, so order is
+kept), while run_started, node_done and the terminal event are always kept. A client that stops
+reading therefore costs at most a few events per node, and a worker publishing never waits on a
+socket.
 """
 
 from __future__ import annotations
@@ -47,12 +48,15 @@ class _Slot:
 
 class CoalescedEvents:
     """An ordered buffer in which a node's newer progress takes the place of its older progress
-    that is still waiting, so order is kept and the buffer is bounded by the graph: a few events
-    per node, however long the run. Not thread-safe: its owner locks around it."""
+    of the same phase that is still waiting, so order is kept and the buffer is bounded by the
+    graph: a few events per node, however long the run. Each phase keeps its own latest tick, so a
+    fast node (every sample step inside one journal interval, or a reader that lags) still shows
+    how far its sampling went before its decode, not only the decode.
+    Not thread-safe: its owner locks around it."""
 
     def __init__(self) -> None:
         self._slots: deque[_Slot] = deque()
-        self._progress: dict[str, _Slot] = {}
+        self._progress: dict[tuple[str, object], _Slot] = {}
         self.coalesced = 0  # progress events replaced before they were taken
 
     def __len__(self) -> int:
@@ -60,22 +64,24 @@ class CoalescedEvents:
 
     def add(self, event: WireEvent) -> None:
         if event.type == "progress" and event.node_id is not None:
-            waiting = self._progress.get(event.node_id)
+            key = _progress_key(event)
+            waiting = self._progress.get(key)
             if waiting is not None:
                 waiting.event = event  # the newer tick, in the older one's place
                 self.coalesced += 1
                 return
             slot = _Slot(event)
-            self._progress[event.node_id] = slot
+            self._progress[key] = slot
             self._slots.append(slot)
             return
         self._slots.append(_Slot(event))
 
     def pop(self) -> WireEvent:
         slot = self._slots.popleft()
-        node_id = slot.event.node_id
-        if node_id is not None and self._progress.get(node_id) is slot:
-            del self._progress[node_id]
+        if slot.event.type == "progress" and slot.event.node_id is not None:
+            key = _progress_key(slot.event)
+            if self._progress.get(key) is slot:
+                del self._progress[key]
         return slot.event
 
     def take_all(self) -> list[WireEvent]:
@@ -83,6 +89,11 @@ class CoalescedEvents:
         self._slots.clear()
         self._progress.clear()
         return taken
+
+
+def _progress_key(event: WireEvent) -> tuple[str, object]:
+    assert event.node_id is not None
+    return event.node_id, event.body.get("phase")
 
 
 class LoopWake:
