@@ -78,13 +78,13 @@ class StepCacheBackend:
         if len(self.blocks) < 2 or all(r is None for r in rows):
             yield
             return
-        modules = cast(dict[str, nn.Module], self.transformer._modules)  # pyright: ignore[reportPrivateUsage]
         self._pass = _Pass(self, rows, _group())
-        modules[self.layout.blocks] = self._proxies
+        # nn.Module's own attribute assignment re-registers the submodule under that name.
+        setattr(self.transformer, self.layout.blocks, self._proxies)
         try:
             yield
         finally:
-            modules[self.layout.blocks] = self.blocks
+            setattr(self.transformer, self.layout.blocks, self.blocks)
             self._pass = None
 
     def call_rows(self, rows: Sequence[int], block: nn.Module, args: Args) -> torch.Tensor:

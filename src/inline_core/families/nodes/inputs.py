@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from PIL import Image
 
@@ -32,7 +32,7 @@ def optional_handle(call: NodeCall, port: str, kind: type[H]) -> H | None:
 def prompt_text(value: object, node_id: str) -> str:
     """A high-level node's `prompt` input: text, or several text edges joined by spaces."""
     if isinstance(value, list):
-        parts: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
+        parts = cast(list[object], value)
         value = " ".join(str(v) for v in parts)
     if not isinstance(value, str):
         raise InvalidRequest("the prompt input must be text", node_id=node_id)
@@ -44,7 +44,7 @@ def image_input(inputs: Mapping[str, Any], port: str, node_id: str) -> Image.Ima
     none."""
     value = inputs.get(port)
     if isinstance(value, list):
-        items: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
+        items = cast(list[object], value)
         value = items[0] if items else None
     if value is None:
         return None
