@@ -36,7 +36,9 @@ class FamilyRig:
         return FamilyNodeRunner(self.family, descriptor, self.runtime)
 
     def sources(self, model: str | None = None) -> Sources:
-        return self.family.files.resolve(model).require()
+        # Through the family's own resolve (e.g. Wan finds an A14B expert's sibling there).
+        node_type = self.family.nodes()[0].type
+        return self.family.resolve(node_type, {"model": model}).require()
 
     def pipeline(self, model: str | None = None) -> Any:
         """The resident node pipeline a render of `model` uses (loaded on first use)."""

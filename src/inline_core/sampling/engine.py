@@ -45,6 +45,7 @@ class EngineCounters:
     jobs_forwarded: int = 0  # sum of group sizes (mean batch = jobs_forwarded / forwards)
     batched_decodes: int = 0  # on-loop decode calls that carried more than one job
     batch_decoded_jobs: int = 0  # jobs decoded in those calls
+    key_changes: int = 0  # steps after which a job's batch key changed (Wan A14B's expert switch)
     forward_seconds: float = 0.0  # wall time inside denoise_step: the model's share of a run
 
 
@@ -239,8 +240,22 @@ class StepEngine:
             if done:
                 self._remove(ticket)
                 finished.append(ticket)
+            else:
+                self._rekey(ticket)
         if finished:
             self._finish(finished)
+
+    def _rekey(self, ticket: Ticket) -> None:
+        """A key may follow the step (a two-expert model batches by the expert at this step)."""
+        before = ticket.key
+        try:
+            ticket.read_shape()
+        except Exception as exc:
+            self._remove(ticket)
+            self._fail(ticket, exc)
+            return
+        if ticket.key != before:
+            self.counters.key_changes += 1
 
     def _finish(self, tickets: list[Ticket]) -> None:
         """Hand sampled states back (decoded off the loop), or decode them here, together."""

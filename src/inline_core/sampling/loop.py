@@ -167,6 +167,8 @@ class StepLoopSampler:
             "decodePixelBudget": self.limits.decode_pixel_budget if self.limits.batching else 0,
             "batchedDecodes": batched_decodes,
             "batchDecodedJobs": batch_decoded,
+            # Jobs whose batch key changed between steps: a two-expert model's switch.
+            "batchKeyChanges": counters.key_changes,
             "closed": self._engine.closed,
         }
 

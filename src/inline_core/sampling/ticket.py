@@ -21,7 +21,7 @@ class Ticket:
     # Resolves with the sampled state (or post_decode's output when decode_on_loop).
     future: Future[Any] = field(default_factory=lambda: Future[Any]())
     last_served: int = -1  # loop iteration of this ticket's last forward (or its admission)
-    # Read once from the prepared state at admission (see `read_shape`).
+    # Read from the prepared state at admission and after each step (see `read_shape`).
     key: tuple[int, Hashable] = (0, None)
     tokens: int = 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from wan_harness import first_frame_image, wan_rig
@@ -117,3 +117,47 @@ def test_ti2v_image_and_text_requests_share_forwards_and_equal_their_solo_render
     assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
     assert_same(solo, together)
     assert int(np.abs(solo[0][0].astype(np.int16) - solo[1][0]).max()) > 8  # own first frames
+
+
+def test_a14b_requests_batch_only_on_the_same_expert_and_equal_their_solo_renders(
+    wan_kit: WanKit,
+) -> None:
+    """Two requests on the A14B pair at different steps: they share forwards while both are on
+    one expert, and never a forward across the switch (the key follows it), each rendering what
+    it renders alone. At shift 12 the 6-step request switches at its step 4, the 3-step one at
+    its step 2: whether they start together or a step apart, one is on the low-noise expert
+    while the other is still on the high-noise one."""
+    from inline_core.families.wan.kit import A14B_BOUNDARY
+
+    shape = {**SHAPE, "guidance": 3.0, "shift": 12.0, "boundary_ratio": A14B_BOUNDARY}
+    requests: list[dict[str, Any]] = [
+        {**shape, "prompt": "a kite", "seed": 1, "steps": 6},
+        {**shape, "prompt": "a train", "seed": 2, "steps": 3, "guidance_2": 5.0},
+    ]
+    sampler = StepLoopSampler()
+    experts: list[list[int]] = []
+    try:
+        pipeline = wan_rig(wan_kit.root, sampler).pipeline(
+            "wan2.2_t2v_high_noise_tiny_fp32.safetensors"
+        )
+        forward = pipeline.denoise_step
+
+        def recorded(states: Sequence[Any], /) -> Any:
+            experts.append([int(s.expert) for s in states])
+            return forward(states)
+
+        pipeline.denoise_step = recorded  # wrapped again, and unwrapped, by solo_and_together
+        try:
+            solo, together, stats = solo_and_together(sampler, pipeline, requests)
+        finally:
+            cast(dict[str, Any], vars(pipeline)).pop("denoise_step", None)
+    finally:
+        sampler.close()
+    assert_same(solo, together)
+    solo_forwards = 6 + 3
+    shared = experts[solo_forwards:]
+    assert all(len(set(group)) == 1 for group in shared)  # never a forward across the switch
+    assert any(len(group) == 2 for group in shared)  # and they shared while on one expert
+    assert {0, 1} <= {e for group in shared for e in group}  # both experts ran
+    assert sorted(e for group in experts[:6] for e in group) == [0] * 4 + [1] * 2
+    assert stats["batchKeyChanges"] == 4  # each request switched once, alone and together

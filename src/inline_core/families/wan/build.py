@@ -2,7 +2,9 @@
 
 The shared layer calls this (`families/builder.py`). Wan is diffusers' `WanTransformer3DModel`, a
 Wan VAE (`AutoencoderKLWan`, Wan 2.1's or 2.2's) and a UMT5 encoder read as `WanPipeline` reads
-it (512 tokens, zero-padded past the prompt).
+it (512 tokens, zero-padded past the prompt). A Wan 2.2 A14B pair adds its low-noise expert,
+`transformer_2`, placed as a denoiser too: both are the render's parts, resident together (with
+CPU offload, the one in use is on the device).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.builder import Parts
 from inline_core.families.wan import transformer
+from inline_core.families.wan.experts import LOW_NOISE
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.wan.pipeline import WanStepPipeline
 from inline_core.families.wan.request import MAX_PROMPT_TOKENS
@@ -26,13 +29,19 @@ from inline_core.families.wan.variants import variant_of
 class WanBuilder:
     roles: Mapping[str, str] = {
         "transformer": "denoiser",
+        LOW_NOISE: "denoiser",
         "text_encoder": "text_encoder",
         "vae": "vae",
     }
 
     load = PartLoader(
         "Wan",
-        {"transformer": transformer.FORMAT, "text_encoder": umt5.FORMAT, "vae": wan_vae.FORMAT},
+        {
+            "transformer": transformer.FORMAT,
+            LOW_NOISE: transformer.FORMAT,
+            "text_encoder": umt5.FORMAT,
+            "vae": wan_vae.FORMAT,
+        },
         DEFAULT_SCHEDULER_CONFIG,
     ).load
 
@@ -60,6 +69,7 @@ class WanBuilder:
             model_key=parts.model_key,
             serial_phases=any(p.offload for p in parts.placements.values()),
             expand_timesteps=kind is not None and kind.expand_timesteps,
+            transformer_2=parts.values.get(LOW_NOISE),
         )
 
     def denoiser(self, parts: Parts) -> StepPipeline:

@@ -66,6 +66,16 @@ WAN_DESCRIPTOR = NodeDescriptor(
         ),
         ParamSpec("steps", ParamWidget.NUMBER, default=50, minimum=1, maximum=200, integer=True),
         ParamSpec("guidance", ParamWidget.NUMBER, default=5.0, minimum=1.0, maximum=20.0, step=0.1),
+        # diffusers' guidance_scale_2 (checked at submit: two-expert models only).
+        ParamSpec(
+            "guidance_2",
+            ParamWidget.NUMBER,
+            default=None,
+            minimum=1.0,
+            maximum=20.0,
+            step=0.1,
+            label="Low-noise expert's guidance (Wan 2.2 A14B; empty: guidance)",
+        ),
         ParamSpec(
             "shift",
             ParamWidget.NUMBER,
@@ -80,7 +90,9 @@ WAN_DESCRIPTOR = NodeDescriptor(
         ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),
     ),
     description=(
-        "Text to video with Wan 2.1 (1.3B or 14B) or Wan 2.2 TI2V-5B; image to video with the 5B "
+        "Text to video with Wan 2.1 (1.3B or 14B), Wan 2.2 TI2V-5B or Wan 2.2 A14B (pick either "
+        "expert's file: its sibling is found beside it; guidance_2 guides the low-noise one); "
+        "image to video with the 5B "
         "(wire an image: it becomes the first frame, resized to width x height). Size, frames "
         "and fps left empty take the model's own (832x480, 81 frames at 16 fps for Wan 2.1; "
         "1280x704, 121 at 24 for the 5B). frames is 4k+1. Guidance above 1 turns on "

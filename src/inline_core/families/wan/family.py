@@ -1,7 +1,8 @@
 """Wan as a family: its node, files, request and capabilities (torch-free).
 
-`alibaba/wan` renders text to video with a Wan 2.1 T2V model (1.3B or 14B) or Wan 2.2 TI2V-5B,
-and image to video with the 5B; the variant is told from the file's shapes (`variants.py`) and
+`alibaba/wan` renders text to video with a Wan 2.1 T2V model (1.3B or 14B), Wan 2.2 TI2V-5B or
+Wan 2.2 A14B's pair of experts (either file picks the pair, `experts.py`), and image to video
+with the 5B; the variant is told from the file's shapes (`variants.py`) and
 gives the defaults of the params left empty. Its transformer takes one batched tensor, so
 requests of one latent shape (size and frames) share a forward. Its VAE decodes in temporal
 chunks, streamed to the run's clients as they decode. Its torch side is `build.py` (imported on
@@ -16,9 +17,10 @@ from typing import Any
 from inline_core.errors import InvalidRequest
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
-from inline_core.families.files import StackRules
+from inline_core.families.files import SCHEDULER, StackRules
 from inline_core.families.nodes.inputs import image_input, prompt_text
-from inline_core.families.sources import Sources
+from inline_core.families.sources import Missing, Resolution, Sources
+from inline_core.families.wan import experts
 from inline_core.families.wan.descriptor import EXTRA_HINT, NODE_TYPE, WAN_DESCRIPTOR
 from inline_core.families.wan.files import RULES, flow_shift, source_vae_channels
 from inline_core.families.wan.request import TEMPORAL_FACTOR, WanRequest, new_request
@@ -28,7 +30,17 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
 from inline_core.runtime.video import VIDEO_HINT, video_available
 
-REQUEST_PARAMS = ("width", "height", "frames", "fps", "steps", "guidance", "seed", "format")
+REQUEST_PARAMS = (
+    "width",
+    "height",
+    "frames",
+    "fps",
+    "steps",
+    "guidance",
+    "guidance_2",
+    "seed",
+    "format",
+)
 
 
 class WanFamily(Family):
@@ -53,6 +65,15 @@ class WanFamily(Family):
     def rules(self) -> StackRules:
         return RULES
 
+    def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
+        """The stack as the resolver finds it, with an A14B expert's sibling beside it."""
+        found = self.files.found(self.model_param(node_type, params))
+        missing: list[Missing] = list(found.missing)
+        parts = experts.with_experts(found.parts, missing)
+        if any(source is None for name, source in parts.items() if name != SCHEDULER):
+            return Resolution(RULES.title, None, tuple(missing))
+        return Resolution(RULES.title, Sources.of(self.name, found.name, parts), tuple(missing))
+
     def lower(
         self, node_type: str, params: Mapping[str, Any], inputs: Mapping[str, Any], node_id: str
     ) -> Lowered:
@@ -75,11 +96,19 @@ class WanFamily(Family):
         for name in ("width", "height", "frames", "fps", "steps", "seed"):
             request[name] = int(request[name])
         request["guidance"] = float(request["guidance"])
+        if request["guidance_2"] is not None:
+            request["guidance_2"] = float(request["guidance_2"])
+        boundary = None if kind.boundary is None else experts.boundary_ratio(sources, kind.boundary)
+        if boundary is not None:
+            request["boundary_ratio"] = boundary
         shift = params.get("shift")
         if shift is None and sources.get("scheduler") is None:
             shift = kind.shift  # a single file: its variant's published shift
         request["shift"] = None if shift is None else float(shift)
-        take_params = dict(request)
+        take_params = {k: v for k, v in request.items() if k != "guidance_2" or v is not None}
+        if boundary is not None:  # what the low-noise expert ran at
+            low = request["guidance_2"]
+            take_params["guidance_2"] = request["guidance"] if low is None else low
         take_params["image_to_video"] = image is not None
         if image is not None:
             request["image"] = image
@@ -117,6 +146,12 @@ class WanFamily(Family):
             )
         if "image" in wired and not kind.image_to_video:
             raise InvalidRequest(_no_image(resolution.sources), node_id=node_id)
+        if params.get("guidance_2") is not None and kind.boundary is None:
+            raise InvalidRequest(
+                f"param 'guidance_2' is the low-noise expert's guidance, and {kind.title} has one "
+                "model: leave it empty, or pick a Wan 2.2 A14B expert",
+                node_id=node_id,
+            )
         for name in ("width", "height"):
             value = params.get(name)
             if value is not None and int(value) % kind.size_multiple:
@@ -139,14 +174,14 @@ class WanFamily(Family):
 
 def _variant(sources: Sources) -> WanVariant:
     transformer = sources.get("transformer")
-    kind = variant_of(None if transformer is None else config_of(transformer))
-    return kind or T2V
+    config = None if transformer is None else config_of(transformer)
+    return variant_of(config, experts.is_pair(sources)) or T2V
 
 
 def _no_image(sources: Sources) -> str:
     transformer = sources.get("transformer")
     config = None if transformer is None else config_of(transformer)
-    title = "this Wan model" if config is None else model_title(config)
+    title = "this Wan model" if config is None else model_title(config, experts.is_pair(sources))
     return (
         f"model {sources.model_name!r} ({title}) is text-to-video only: it takes no image. "
         "Unwire the image, or pick an image-to-video model (Wan 2.2 TI2V-5B, "

@@ -1,5 +1,5 @@
-"""Tiny random-weight Wan models (2.1 text-to-video and 2.2 TI2V), written into a models folder
-in both layouts.
+"""Tiny random-weight Wan models (2.1 text-to-video, 2.2 TI2V and 2.2 A14B's pair of experts),
+written into a models folder in both layouts.
 
     inline-core kit --family wan --out models/
 
@@ -10,12 +10,16 @@ config, and writes:
 
 - ComfyUI layout: `diffusion_models/wan2.1_t2v_tiny_fp32.safetensors` and
   `diffusion_models/wan2.2_ti2v_tiny_fp32.safetensors` (the Wan repository's key naming),
+  `diffusion_models/wan2.2_t2v_high_noise_tiny_fp32.safetensors` and its sibling
+  `..._low_noise_...` (the A14B pair: two transformers of the 2.1 shape, other seeds),
   `vae/wan_2.1_vae_tiny.safetensors` and `vae/wan2.2_vae_tiny.safetensors` (their naming too),
   `text_encoders/umt5_tiny_fp32.safetensors` and its tokenizer folder
   `text_encoders/umt5_tiny_tokenizer/`;
 - diffusers layout: `diffusion_models/wan2.1_t2v_tiny_diffusers/` and
   `diffusion_models/wan2.2_ti2v_tiny_diffusers/` (`WanPipeline.save_pretrained`; the TI2V one with
-  `expand_timesteps`, as diffusers' Wan2.2-TI2V-5B folder).
+  `expand_timesteps`, as diffusers' Wan2.2-TI2V-5B folder), and
+  `diffusion_models/wan2.2_t2v_a14b_tiny_diffusers/` (`transformer`, `transformer_2` and
+  `boundary_ratio`, as diffusers' Wan2.2-T2V-A14B folder).
 
 Both layouts hold the same weights, so they render the same frames. Random weights draw noise.
 """
@@ -37,10 +41,10 @@ from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.wan import transformer as wan_transformer
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.wan.request import MAX_PROMPT_TOKENS
-from inline_core.families.wan.variants import TI2V
+from inline_core.families.wan.variants import A14B_T2V, TI2V
 
 LAYOUTS = ("comfy", "diffusers")
-VARIANTS = ("t2v", "ti2v")
+VARIANTS = ("t2v", "ti2v", "a14b")
 TEXT_DIM = 32
 TRANSFORMER_CONFIG: dict[str, Any] = {
     "patch_size": list(wan_transformer.PATCH),
@@ -58,7 +62,15 @@ TRANSFORMER_CONFIG: dict[str, Any] = {
     "rope_max_seq_len": 1024,
 }
 VAE_CONFIG: dict[str, Any] = {"base_dim": 8, "z_dim": wan_vae.LATENT_CHANNELS}
-SEEDS = {"text_encoder": 21, "transformer": 22, "vae": 23, "ti2v_transformer": 24, "ti2v_vae": 25}
+SEEDS = {
+    "text_encoder": 21,
+    "transformer": 22,
+    "vae": 23,
+    "ti2v_transformer": 24,
+    "ti2v_vae": 25,
+    "a14b_high": 26,
+    "a14b_low": 27,
+}
 # Wan 2.2 TI2V: the same transformer at 48 channels, and Wan 2.2's VAE (published statistics).
 TI2V_TRANSFORMER_CONFIG: dict[str, Any] = {
     **TRANSFORMER_CONFIG,
@@ -79,6 +91,10 @@ TI2V_VAE_CONFIG: dict[str, Any] = {
     "latents_std": list(wan22_vae.LATENTS_STD),
 }
 TI2V_SCHEDULER_CONFIG: dict[str, Any] = {**DEFAULT_SCHEDULER_CONFIG, "flow_shift": TI2V.shift}
+# Wan 2.2 A14B: the Wan 2.1 stack with two experts, switched at the published boundary.
+A14B_SCHEDULER_CONFIG: dict[str, Any] = {**DEFAULT_SCHEDULER_CONFIG, "flow_shift": A14B_T2V.shift}
+A14B_BOUNDARY = A14B_T2V.boundary
+A14B_FILES = ("wan2.2_t2v_high_noise_tiny_fp32", "wan2.2_t2v_low_noise_tiny_fp32")
 
 
 @dataclass(frozen=True)
@@ -92,6 +108,9 @@ class WanKit:
     ti2v_diffusion_file: Path | None = None
     ti2v_vae_file: Path | None = None
     ti2v_diffusers_dir: Path | None = None
+    a14b_high_file: Path | None = None
+    a14b_low_file: Path | None = None
+    a14b_diffusers_dir: Path | None = None
 
 
 def build_tokenizer() -> Any:
@@ -120,29 +139,51 @@ def umt5_config(vocab_size: int, pad_token_id: int) -> Any:
     )
 
 
+def _transformer(config: dict[str, Any], seed: str) -> Any:
+    seeded(SEEDS[seed])
+    return diffusers().WanTransformer3DModel(**config).eval()
+
+
 def build_parts(variant: str = "t2v") -> dict[str, Any]:
-    """The tiny stack of one variant ("t2v": Wan 2.1, "ti2v": Wan 2.2 TI2V), as diffusers' Wan
-    pipeline takes its parts."""
+    """The tiny stack of one variant ("t2v": Wan 2.1, "ti2v": Wan 2.2 TI2V, "a14b": Wan 2.2
+    A14B's experts as `transformer` and `transformer_2`), as diffusers' Wan pipeline takes its
+    parts."""
     quiet()
     tokenizer = build_tokenizer()
     seeded(SEEDS["text_encoder"])
     config = umt5_config(len(tokenizer), int(tokenizer.pad_token_id))
     text_encoder = transformers().UMT5EncoderModel(config).eval()
-    ti2v = variant == "ti2v"
-    seeded(SEEDS["ti2v_transformer" if ti2v else "transformer"])
-    transformer_config = TI2V_TRANSFORMER_CONFIG if ti2v else TRANSFORMER_CONFIG
-    transformer = diffusers().WanTransformer3DModel(**transformer_config).eval()
+    ti2v, a14b = variant == "ti2v", variant == "a14b"
+    experts: dict[str, Any] = {}
+    if ti2v:
+        experts["transformer"] = _transformer(TI2V_TRANSFORMER_CONFIG, "ti2v_transformer")
+    elif a14b:
+        experts["transformer"] = _transformer(TRANSFORMER_CONFIG, "a14b_high")
+        experts["transformer_2"] = _transformer(TRANSFORMER_CONFIG, "a14b_low")
+    else:
+        experts["transformer"] = _transformer(TRANSFORMER_CONFIG, "transformer")
     seeded(SEEDS["ti2v_vae" if ti2v else "vae"])
     vae = diffusers().AutoencoderKLWan(**(TI2V_VAE_CONFIG if ti2v else VAE_CONFIG)).eval()
-    scheduler_config = TI2V_SCHEDULER_CONFIG if ti2v else DEFAULT_SCHEDULER_CONFIG
+    scheduler_config = DEFAULT_SCHEDULER_CONFIG
+    if ti2v or a14b:
+        scheduler_config = TI2V_SCHEDULER_CONFIG if ti2v else A14B_SCHEDULER_CONFIG
     scheduler = diffusers().UniPCMultistepScheduler.from_config(scheduler_config)
     return {
         "tokenizer": tokenizer,
         "text_encoder": text_encoder,
-        "transformer": transformer,
+        **experts,
         "vae": vae,
         "scheduler": scheduler,
     }
+
+
+def pipeline_options(variant: str) -> dict[str, Any]:
+    """The WanPipeline arguments of a variant beyond its parts."""
+    if variant == "ti2v":
+        return {"expand_timesteps": True}
+    if variant == "a14b":
+        return {"boundary_ratio": A14B_BOUNDARY}
+    return {}
 
 
 def build_kit(
@@ -158,33 +199,49 @@ def build_kit(
         parts = build_parts(variant)
         ti2v = variant == "ti2v"
         if "comfy" in layouts:
-            name = "wan2.2_ti2v_tiny_fp32" if ti2v else "wan2.1_t2v_tiny_fp32"
-            diffusion_file = out / "diffusion_models" / f"{name}.safetensors"
-            sd = wan_transformer.to_original(parts["transformer"].state_dict())
-            save_weights(sd, diffusion_file, torch.float32)
+            if variant == "a14b":
+                for expert, name in zip(("transformer", "transformer_2"), A14B_FILES, strict=True):
+                    path = out / "diffusion_models" / f"{name}.safetensors"
+                    sd = wan_transformer.to_original(parts[expert].state_dict())
+                    save_weights(sd, path, torch.float32)
+                    written[f"{variant}_{expert}"] = path
+            else:
+                name = "wan2.2_ti2v_tiny_fp32" if ti2v else "wan2.1_t2v_tiny_fp32"
+                diffusion_file = out / "diffusion_models" / f"{name}.safetensors"
+                sd = wan_transformer.to_original(parts["transformer"].state_dict())
+                save_weights(sd, diffusion_file, torch.float32)
+                written[f"{variant}_diffusion"] = diffusion_file
             vae_name = "wan2.2_vae_tiny" if ti2v else "wan_2.1_vae_tiny"
             vae_file = out / "vae" / f"{vae_name}.safetensors"
             to_original = wan22_vae.to_original if ti2v else wan_vae.to_original
             save_weights(to_original(parts["vae"].state_dict()), vae_file, torch.float32)
-            written[f"{variant}_diffusion"], written[f"{variant}_vae"] = diffusion_file, vae_file
+            written[f"{variant}_vae"] = vae_file
             written.update(_write_text_encoder(out, parts))
         if "diffusers" in layouts:
-            name = "wan2.2_ti2v_tiny_diffusers" if ti2v else "wan2.1_t2v_tiny_diffusers"
+            name = {
+                "t2v": "wan2.1_t2v_tiny_diffusers",
+                "ti2v": "wan2.2_ti2v_tiny_diffusers",
+                "a14b": "wan2.2_t2v_a14b_tiny_diffusers",
+            }[variant]
             folder = out / "diffusion_models" / name
-            diffusers().WanPipeline(**parts, expand_timesteps=ti2v).save_pretrained(str(folder))
+            pipeline = diffusers().WanPipeline(**parts, **pipeline_options(variant))
+            pipeline.save_pretrained(str(folder))
             written[f"{variant}_diffusers"] = folder
     for category in ("diffusion_models", "vae", "text_encoders"):
         (out / category).mkdir(parents=True, exist_ok=True)
     return WanKit(
         out,
         diffusion_file=written.get("t2v_diffusion"),
-        vae_file=written.get("t2v_vae"),
+        vae_file=written.get("t2v_vae") or written.get("a14b_vae"),  # the same Wan 2.1 VAE
         text_encoder_file=written.get("text_encoder"),
         tokenizer_dir=written.get("tokenizer"),
         diffusers_dir=written.get("t2v_diffusers"),
         ti2v_diffusion_file=written.get("ti2v_diffusion"),
         ti2v_vae_file=written.get("ti2v_vae"),
         ti2v_diffusers_dir=written.get("ti2v_diffusers"),
+        a14b_high_file=written.get("a14b_transformer"),
+        a14b_low_file=written.get("a14b_transformer_2"),
+        a14b_diffusers_dir=written.get("a14b_diffusers"),
     )
 
 
@@ -212,7 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--variant",
         choices=VARIANTS,
         action="append",
-        help="write only this variant (t2v: Wan 2.1, ti2v: Wan 2.2 TI2V; repeatable)",
+        help=(
+            "write only this variant (t2v: Wan 2.1, ti2v: Wan 2.2 TI2V, a14b: Wan 2.2 A14B's "
+            "two experts; repeatable)"
+        ),
     )
     args = parser.parse_args(argv)
     out = cast(Path, args.out)
@@ -224,10 +284,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         kit.vae_file,
         kit.ti2v_diffusion_file,
         kit.ti2v_vae_file,
+        kit.a14b_high_file,
+        kit.a14b_low_file,
         kit.text_encoder_file,
         kit.tokenizer_dir,
         kit.diffusers_dir,
         kit.ti2v_diffusers_dir,
+        kit.a14b_diffusers_dir,
     ]
     print(report(out, written))
     return 0

@@ -7,7 +7,10 @@ requests of one latent shape (their positives, then the negatives of those with 
 `step_scheduler` advances one request; `post_decode` decodes it, latent frame by latent frame,
 handing each chunk of frames to the request's `on_chunk` as it is decoded. A TI2V model
 (`expand_timesteps`) takes its timesteps per latent token, and an image as its first latent frame
-(`first_frame.py`); its text-to-video and image-to-video requests share forwards.
+(`first_frame.py`); its text-to-video and image-to-video requests share forwards. A Wan 2.2 A14B
+pair (`transformer_2`, the low-noise expert) runs each step on the expert its timestep falls to,
+as diffusers does (at or above `boundary_ratio` x the training timesteps: the high-noise one); a
+request's `batch_key` names its expert, so a forward never mixes them.
 """
 
 from __future__ import annotations
@@ -61,9 +64,11 @@ class WanStepPipeline:
         model_key: Hashable,
         serial_phases: bool = False,
         expand_timesteps: bool = False,
+        transformer_2: nn.Module | None = None,
     ) -> None:
         self.text_encoder = text_encoder
         self.transformer = transformer
+        self.transformer_2 = transformer_2  # the low-noise expert of a pair (None: one model)
         self.vae = vae
         self.placement = placement
         self.swap = swap
@@ -83,6 +88,13 @@ class WanStepPipeline:
         state = new_request(self.model_key, **kwargs)
         if state.image is not None and not self.expand_timesteps:
             raise InvalidRequest("this Wan model is text-to-video only: it takes no image")
+        pair = self.transformer_2 is not None
+        if pair != (state.boundary_ratio is not None):
+            raise InvalidRequest(
+                "a two-expert Wan model needs the request's boundary_ratio"
+                if pair
+                else "boundary_ratio is for two-expert models (Wan 2.2 A14B) only"
+            )
         return state
 
     def new_scheduler(self, state: WanRequest) -> Any:
@@ -100,7 +112,7 @@ class WanStepPipeline:
         with torch.inference_mode():
             if state.positive is None:
                 state.positive = self.text_encoder.encode(state.prompt)
-            if state.cfg and state.negative is None:
+            if state.needs_negative and state.negative is None:
                 state.negative = self.text_encoder.encode(state.negative_prompt)
             generator = torch.Generator("cpu").manual_seed(state.seed)
             shape = (1, self.in_channels, *state.latent_shape)
@@ -112,6 +124,8 @@ class WanStepPipeline:
                 )
                 state.condition = self.vae.encode(pixels).to(self.device)
             state.scheduler = self.new_scheduler(state)
+            if state.boundary_ratio is not None:
+                state.switch_step = switch_step(state.scheduler, state.boundary_ratio)
             state.prepared = True
         return state
 
@@ -131,30 +145,44 @@ class WanStepPipeline:
             latents = first_frame.with_first_frame(latents, state.condition, mask)
         return latents, first_frame.token_timesteps(mask, t)
 
+    def expert_model(self, states: Sequence[WanRequest]) -> nn.Module:
+        """The transformer this forward runs: the one expert every row is on."""
+        experts = {s.expert for s in states}
+        if len(experts) != 1:
+            raise RuntimeError(f"one forward over rows on experts {sorted(experts)}")
+        if experts == {1}:
+            if self.transformer_2 is None:
+                raise RuntimeError("a request on the low-noise expert of a one-expert model")
+            return self.transformer_2
+        return self.transformer
+
     def denoise_step(self, states: Sequence[WanRequest], /) -> list[torch.Tensor]:
         with torch.inference_mode():
+            model = self.expert_model(states)
             rows = [(s, cast(Conditioning, s.positive)) for s in states]
             rows += [(s, cast(Conditioning, s.negative)) for s in states if s.cfg]
-            out = self._forward(rows)
+            out = self._forward(model, rows)
             negatives = iter(out[len(states) :])
             preds: list[torch.Tensor] = []
             for i, s in enumerate(states):
                 pred = out[i : i + 1]
                 if s.cfg:
                     uncond = next(negatives).unsqueeze(0)
-                    pred = uncond + s.guidance * (pred - uncond)
+                    pred = uncond + s.current_guidance * (pred - uncond)
                 preds.append(pred)
             return preds
 
-    def _forward(self, rows: list[tuple[WanRequest, Conditioning]]) -> torch.Tensor:
+    def _forward(
+        self, model: nn.Module, rows: list[tuple[WanRequest, Conditioning]]
+    ) -> torch.Tensor:
         inputs = {id(s): self._model_input(s) for s, _c in rows}
         hidden = torch.cat([inputs[id(s)][0] for s, _c in rows])
         timestep = torch.cat([inputs[id(s)][1] for s, _c in rows])
         text = torch.stack([cast(torch.Tensor, c.value) for _s, c in rows])
-        with self.swap.use(self.transformer, self.placement):
+        with self.swap.use(model, self.placement):
             return cast(
                 torch.Tensor,
-                self.transformer(
+                model(
                     hidden_states=hidden.to(self.dtype),
                     timestep=timestep,
                     encoder_hidden_states=text.to(self.device, self.dtype),
@@ -201,6 +229,14 @@ def _prepared(state: WanRequest) -> Latents:
     if state.scheduler is None or state.latents is None:
         raise RuntimeError("prepare_encode has not run for this request")
     return state.latents
+
+
+def switch_step(scheduler: Any, boundary_ratio: float) -> int:
+    """The first step on the low-noise expert: the schedule's timesteps fall, and diffusers runs
+    the high-noise expert while `t >= boundary_ratio x num_train_timesteps`."""
+    boundary = boundary_ratio * int(scheduler.config.num_train_timesteps)
+    timesteps = cast(list[float], scheduler.timesteps.tolist())  # one copy, no syncs
+    return sum(1 for t in timesteps if t >= boundary)
 
 
 def _timestep(state: WanRequest) -> torch.Tensor:

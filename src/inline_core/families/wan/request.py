@@ -31,6 +31,10 @@ class WanRequest:
     steps: int
     guidance: float  # diffusers' guidance_scale: classifier-free guidance above 1
     seed: int
+    # Two experts (Wan 2.2 A14B): the low-noise expert's guidance (diffusers' guidance_scale_2;
+    # None: `guidance`), and where the experts switch, a share of the training timesteps.
+    guidance_2: float | None = None
+    boundary_ratio: float | None = None
     negative_prompt: str = ""
     shift: float | None = None  # the scheduler's flow shift (None: the model's own)
     fps: int = 16
@@ -42,6 +46,8 @@ class WanRequest:
     negative: Conditioning | None = None
     model_key: Hashable = field(default="", metadata=LOCAL)
     step_index: int = field(default=0, metadata=LOCAL)
+    # The first step on the low-noise expert (None: one model), from the request's schedule.
+    switch_step: int | None = field(default=None, metadata=LOCAL)
     prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
     scheduler: Any = field(default=None, metadata=LOCAL)  # its private UniPC copy
     latents: Latents | None = field(default=None, metadata=LOCAL)
@@ -50,8 +56,26 @@ class WanRequest:
     on_chunk: Any = field(default=None, metadata=LOCAL)
 
     @property
+    def expert(self) -> int:
+        """The expert this step runs on: 0 (the only one, or the high-noise), 1 (low-noise)."""
+        low = self.switch_step is not None and self.step_index >= self.switch_step
+        return 1 if low else 0
+
+    @property
+    def current_guidance(self) -> float:
+        if self.expert == 1 and self.guidance_2 is not None:
+            return self.guidance_2
+        return self.guidance
+
+    @property
     def cfg(self) -> bool:
-        return self.guidance > 1
+        """This step's forward carries the negative prompt."""
+        return self.current_guidance > 1
+
+    @property
+    def needs_negative(self) -> bool:
+        """Some step guides (the negative prompt is encoded)."""
+        return self.guidance > 1 or (self.guidance_2 is not None and self.guidance_2 > 1)
 
     @property
     def latent_shape(self) -> tuple[int, int, int]:
@@ -72,8 +96,9 @@ class WanRequest:
 
     @property
     def batch_key(self) -> Hashable:
-        # The transformer takes one batched tensor: only requests of one latent shape share it.
-        return ("wan", self.model_key, self.cfg, self.latent_shape)
+        # The transformer takes one batched tensor: only requests of one latent shape share it;
+        # with two experts, only requests on the same expert at this step (the loop re-reads it).
+        return ("wan", self.model_key, self.cfg, self.latent_shape, self.expert)
 
     @property
     def tokens(self) -> int:
@@ -99,4 +124,11 @@ def new_request(model_key: Hashable, **kwargs: Any) -> WanRequest:
         raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, not {state.format!r}")
     if state.steps < 1:
         raise InvalidRequest("steps must be at least 1")
+    if state.guidance_2 is not None and state.boundary_ratio is None:
+        raise InvalidRequest(
+            "guidance_2 is the low-noise expert's guidance: only two-expert models (Wan 2.2 "
+            "A14B) take it"
+        )
+    if state.boundary_ratio is not None and not 0 < state.boundary_ratio < 1:
+        raise InvalidRequest(f"boundary_ratio must be between 0 and 1, not {state.boundary_ratio}")
     return state

@@ -6,6 +6,9 @@
 - Wan 2.2 TI2V-5B: 48 latent channels, the Wan 2.2 VAE (16x down), 1280x704, 121 frames at 24 fps,
   flow shift 5, and diffusers' `expand_timesteps`: the timestep is given per latent token, so an
   image's latent can stand as the first latent frame at timestep 0 (image-to-video).
+- Wan 2.2 A14B text-to-video: two Wan 2.1 14B-shaped experts (`experts.py` finds the pair), the
+  high-noise one above the boundary timestep (0.875 of the training timesteps), the low-noise one
+  below; the Wan 2.1 VAE, 1280x720, 81 frames at 16 fps, flow shift 12 (Wan's own settings).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class WanVariant:
     shift: float  # the flow shift it samples at when no scheduler config says otherwise
     expand_timesteps: bool  # per-token timesteps (diffusers' Wan 2.2 TI2V flag)
     image_to_video: bool  # takes an image as its first frame
+    # Two experts: where they switch, as a share of the training timesteps (None: one model).
+    boundary: float | None = None
 
     @property
     def size_multiple(self) -> int:
@@ -71,22 +76,37 @@ TI2V = WanVariant(
     expand_timesteps=True,
     image_to_video=True,
 )
+A14B_T2V = WanVariant(
+    title="Wan 2.2 A14B text-to-video",
+    latent_channels=16,
+    vae_file="wan_2.1_vae.safetensors",
+    spatial_factor=8,
+    width=1280,
+    height=720,
+    frames=81,
+    fps=16,
+    shift=12.0,
+    expand_timesteps=False,
+    image_to_video=False,
+    boundary=0.875,
+)
 
 
-def variant_of(config: Mapping[str, Any] | None) -> WanVariant | None:
-    """The variant of a transformer config (None: not one this family renders)."""
+def variant_of(config: Mapping[str, Any] | None, pair: bool = False) -> WanVariant | None:
+    """The variant of a transformer config, `pair` when it is one of two experts (None: not one
+    this family renders)."""
     if config is None:
         return None
     if is_text_to_video(config):
-        return T2V
+        return A14B_T2V if pair else T2V
     if is_text_image_to_video(config):
         return TI2V
     return None
 
 
-def model_title(config: Mapping[str, Any]) -> str:
+def model_title(config: Mapping[str, Any], pair: bool = False) -> str:
     """ "Wan 2.2 TI2V-5B", "Wan 2.1 text-to-video 1.3B", ... for messages."""
-    kind = variant_of(config)
+    kind = variant_of(config, pair)
     size = variant(config)
     title = "Wan" if kind is None else kind.title
-    return title if size in ("custom", "TI2V-5B") else f"{title} {size}"
+    return title if pair or size in ("custom", "TI2V-5B") else f"{title} {size}"
