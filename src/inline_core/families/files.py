@@ -46,7 +46,8 @@ class ModelRule:
 
     title: str  # "... is not a <title>", e.g. "Z-Image diffusion model"
     override: str | None  # the variable that names a model path outright
-    pipeline_prefix: str  # model_index.json `_class_name` of its diffusers pipelines
+    # model_index.json `_class_name` of its diffusers pipelines (a prefix, or several)
+    pipeline_prefix: str | tuple[str, ...]
     transformer_class: str  # config.json `_class_name` of a transformer folder
     recognize: Callable[[Shapes], bool]  # a single file, from its header's shapes
     name: re.Pattern[str] | None  # a file whose header is unreadable, claimed by its name

@@ -53,8 +53,6 @@ def reference(pipe: Any, **params: Any) -> Any:
     import numpy as np
 
     kwargs = reference_kwargs(params)
-    if params.get("guidance_2") is not None:
-        kwargs["guidance_scale_2"] = params["guidance_2"]
     video = pipe(prompt=PROMPT, **kwargs).frames[0]
     return (np.asarray(video) * 255).round().astype(np.uint8).astype(np.int16)
 

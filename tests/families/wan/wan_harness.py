@@ -75,7 +75,9 @@ def reference_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
     import torch
 
     p = node_params(**params)
+    pair = {} if p["guidance_2"] is None else {"guidance_scale_2": p["guidance_2"]}
     return {
+        **pair,
         "width": p["width"],
         "height": p["height"],
         "num_frames": p["frames"],

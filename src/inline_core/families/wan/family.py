@@ -84,6 +84,8 @@ class WanFamily(Family):
         image = image_input(inputs, "image", node_id)
         if image is not None and not kind.image_to_video:
             raise InvalidRequest(_no_image(sources), node_id=node_id)
+        if image is None and kind.needs_image:
+            raise InvalidRequest(_needs_image(kind), node_id=node_id)
         prompt = prompt_text(inputs.get("prompt"), node_id)
         request: dict[str, Any] = {
             "prompt": prompt,
@@ -135,6 +137,15 @@ class WanFamily(Family):
         resolution = self.resolve(node_type, params)
         if resolution.sources is None:
             return  # `check` has refused it with model_missing already
+        transformer = resolution.sources.get("transformer")
+        config = None if transformer is None else config_of(transformer)
+        if config is not None and variant_of(config, experts.is_pair(resolution.sources)) is None:
+            raise InvalidRequest(
+                f"model {resolution.sources.model_name!r} is an image-to-video expert of Wan 2.2 "
+                "A14B, which renders only as a pair: name its two files ..._high_noise_... and "
+                "..._low_noise_..., side by side",
+                node_id=node_id,
+            )
         kind = _variant(resolution.sources)
         vae = resolution.sources.get("vae")
         channels = None if vae is None else source_vae_channels(vae)
@@ -146,6 +157,8 @@ class WanFamily(Family):
             )
         if "image" in wired and not kind.image_to_video:
             raise InvalidRequest(_no_image(resolution.sources), node_id=node_id)
+        if "image" not in wired and kind.needs_image:
+            raise InvalidRequest(_needs_image(kind), node_id=node_id)
         if params.get("guidance_2") is not None and kind.boundary is None:
             raise InvalidRequest(
                 f"param 'guidance_2' is the low-noise expert's guidance, and {kind.title} has one "
@@ -185,5 +198,13 @@ def _no_image(sources: Sources) -> str:
     return (
         f"model {sources.model_name!r} ({title}) is text-to-video only: it takes no image. "
         "Unwire the image, or pick an image-to-video model (Wan 2.2 TI2V-5B, "
-        "wan2.2_ti2v_5B_fp16.safetensors)"
+        "wan2.2_ti2v_5B_fp16.safetensors, or the Wan 2.2 A14B i2v pair, "
+        "wan2.2_i2v_high_noise_14B_fp16.safetensors)"
+    )
+
+
+def _needs_image(kind: WanVariant) -> str:
+    return (
+        f"{kind.title} renders from an image: wire one into the 'image' input (it becomes the "
+        "first frame), or pick a text-to-video model"
     )

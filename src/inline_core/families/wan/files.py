@@ -54,15 +54,16 @@ TOKENIZER_FOLDER = re.compile(r"umt5.*tokenizer|tokenizer.*umt5", re.IGNORECASE)
 
 
 def is_wan_model(shapes: Shapes) -> bool:
-    """A Wan transformer file this family renders: Wan 2.1 text-to-video (16 channels in) or
-    Wan 2.2 TI2V-5B (48); Wan 2.1's image-to-video ones (36, with an image embedder) are not."""
+    """A Wan transformer file this family renders: Wan 2.1 text-to-video (16 channels in), Wan
+    2.2 TI2V-5B (48) or an A14B expert (16, or 36 for image-to-video, with no image embedder);
+    Wan 2.1's image-to-video ones (36, with an image embedder) are not."""
     if not is_wan_transformer(shapes):
         return False
     _prefix, s = strip_prefix(shapes, PREFIXES)
     patch = s.get("patch_embedding.weight")
     image = any(k.startswith(("img_emb.", "condition_embedder.image_embedder.")) for k in s)
     config = {"in_channels": patch[1] if patch and len(patch) > 1 else None}
-    return variant_of({**config, "image_dim": 1 if image else None}) is not None
+    return variant_of({**config, "image_dim": 1 if image else None}, pair=True) is not None
 
 
 def vae_channels(path: Path, is_folder: bool) -> int | None:
@@ -130,16 +131,17 @@ RULES = StackRules(
     title=TITLE,
     family=FAMILY,
     model=ModelRule(
-        title="Wan diffusion model (Wan 2.1 text-to-video or Wan 2.2 TI2V-5B)",
+        title="Wan diffusion model (Wan 2.1 text-to-video, Wan 2.2 TI2V-5B or an A14B expert)",
         override="INLINE_WAN_MODEL",
-        pipeline_prefix="WanPipeline",
+        pipeline_prefix=("WanPipeline", "WanImageToVideoPipeline"),
         transformer_class=CLASS_NAME,
         recognize=is_wan_model,
         name=re.compile(r"wan2?\.?1.*t2v|wan2?\.?2.*ti2v", re.IGNORECASE),
         hint=(
-            "put a Wan 2.1 text-to-video model (wan2.1_t2v_1.3B_fp16.safetensors) or Wan 2.2 "
-            "TI2V-5B (wan2.2_ti2v_5B_fp16.safetensors), or a diffusers Wan folder, in "
-            "{root}/diffusion_models, or set INLINE_WAN_MODEL"
+            "put a Wan 2.1 text-to-video model (wan2.1_t2v_1.3B_fp16.safetensors), Wan 2.2 "
+            "TI2V-5B (wan2.2_ti2v_5B_fp16.safetensors), the two files of a Wan 2.2 A14B pair "
+            "(wan2.2_t2v_high_noise_14B_fp16.safetensors and its low_noise sibling), or a "
+            "diffusers Wan folder, in {root}/diffusion_models, or set INLINE_WAN_MODEL"
         ),
     ),
     parts=(

@@ -11,7 +11,8 @@ config, and writes:
 - ComfyUI layout: `diffusion_models/wan2.1_t2v_tiny_fp32.safetensors` and
   `diffusion_models/wan2.2_ti2v_tiny_fp32.safetensors` (the Wan repository's key naming),
   `diffusion_models/wan2.2_t2v_high_noise_tiny_fp32.safetensors` and its sibling
-  `..._low_noise_...` (the A14B pair: two transformers of the 2.1 shape, other seeds),
+  `..._low_noise_...` (the A14B pair: two transformers of the 2.1 shape, other seeds), and the
+  i2v pair `wan2.2_i2v_high_noise_tiny_fp32.safetensors` / `..._low_noise_...` (36 channels in),
   `vae/wan_2.1_vae_tiny.safetensors` and `vae/wan2.2_vae_tiny.safetensors` (their naming too),
   `text_encoders/umt5_tiny_fp32.safetensors` and its tokenizer folder
   `text_encoders/umt5_tiny_tokenizer/`;
@@ -19,7 +20,8 @@ config, and writes:
   `diffusion_models/wan2.2_ti2v_tiny_diffusers/` (`WanPipeline.save_pretrained`; the TI2V one with
   `expand_timesteps`, as diffusers' Wan2.2-TI2V-5B folder), and
   `diffusion_models/wan2.2_t2v_a14b_tiny_diffusers/` (`transformer`, `transformer_2` and
-  `boundary_ratio`, as diffusers' Wan2.2-T2V-A14B folder).
+  `boundary_ratio`, as diffusers' Wan2.2-T2V-A14B folder) and `wan2.2_i2v_a14b_tiny_diffusers/`
+  (a `WanImageToVideoPipeline` without an image encoder, as Wan2.2-I2V-A14B's).
 
 Both layouts hold the same weights, so they render the same frames. Random weights draw noise.
 """
@@ -41,10 +43,11 @@ from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.wan import transformer as wan_transformer
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.wan.request import MAX_PROMPT_TOKENS
-from inline_core.families.wan.variants import A14B_T2V, TI2V
+from inline_core.families.wan.transformer import I2V_CHANNELS
+from inline_core.families.wan.variants import A14B_I2V, A14B_T2V, TI2V
 
 LAYOUTS = ("comfy", "diffusers")
-VARIANTS = ("t2v", "ti2v", "a14b")
+VARIANTS = ("t2v", "ti2v", "a14b", "a14b_i2v")
 TEXT_DIM = 32
 TRANSFORMER_CONFIG: dict[str, Any] = {
     "patch_size": list(wan_transformer.PATCH),
@@ -70,6 +73,8 @@ SEEDS = {
     "ti2v_vae": 25,
     "a14b_high": 26,
     "a14b_low": 27,
+    "i2v_high": 28,
+    "i2v_low": 29,
 }
 # Wan 2.2 TI2V: the same transformer at 48 channels, and Wan 2.2's VAE (published statistics).
 TI2V_TRANSFORMER_CONFIG: dict[str, Any] = {
@@ -95,6 +100,7 @@ TI2V_SCHEDULER_CONFIG: dict[str, Any] = {**DEFAULT_SCHEDULER_CONFIG, "flow_shift
 A14B_SCHEDULER_CONFIG: dict[str, Any] = {**DEFAULT_SCHEDULER_CONFIG, "flow_shift": A14B_T2V.shift}
 A14B_BOUNDARY = A14B_T2V.boundary
 A14B_FILES = ("wan2.2_t2v_high_noise_tiny_fp32", "wan2.2_t2v_low_noise_tiny_fp32")
+A14B_I2V_FILES = ("wan2.2_i2v_high_noise_tiny_fp32", "wan2.2_i2v_low_noise_tiny_fp32")
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,9 @@ class WanKit:
     a14b_high_file: Path | None = None
     a14b_low_file: Path | None = None
     a14b_diffusers_dir: Path | None = None
+    a14b_i2v_high_file: Path | None = None
+    a14b_i2v_low_file: Path | None = None
+    a14b_i2v_diffusers_dir: Path | None = None
 
 
 def build_tokenizer() -> Any:
@@ -139,51 +148,81 @@ def umt5_config(vocab_size: int, pad_token_id: int) -> Any:
     )
 
 
-def _transformer(config: dict[str, Any], seed: str) -> Any:
-    seeded(SEEDS[seed])
-    return diffusers().WanTransformer3DModel(**config).eval()
+@dataclass(frozen=True)
+class KitVariant:
+    """How one variant's tiny stack is built and written."""
+
+    experts: tuple[tuple[dict[str, Any], str], ...]  # (config, seed name) per expert, high first
+    files: tuple[str, ...]  # each expert's ComfyUI file name (no suffix)
+    folder: str  # its diffusers folder
+    pipeline: str  # the diffusers pipeline class that writes the folder
+    options: dict[str, Any]  # that pipeline's arguments beyond its parts
+    scheduler: dict[str, Any]
+    wan22_vae: bool = False  # Wan 2.2's 48-channel VAE (else Wan 2.1's)
+
+
+I2V_TRANSFORMER_CONFIG: dict[str, Any] = {**TRANSFORMER_CONFIG, "in_channels": I2V_CHANNELS}
+KIT_VARIANTS: dict[str, KitVariant] = {
+    "t2v": KitVariant(
+        ((TRANSFORMER_CONFIG, "transformer"),),
+        ("wan2.1_t2v_tiny_fp32",),
+        "wan2.1_t2v_tiny_diffusers",
+        "WanPipeline",
+        {},
+        DEFAULT_SCHEDULER_CONFIG,
+    ),
+    "ti2v": KitVariant(
+        ((TI2V_TRANSFORMER_CONFIG, "ti2v_transformer"),),
+        ("wan2.2_ti2v_tiny_fp32",),
+        "wan2.2_ti2v_tiny_diffusers",
+        "WanPipeline",
+        {"expand_timesteps": True},
+        TI2V_SCHEDULER_CONFIG,
+        wan22_vae=True,
+    ),
+    "a14b": KitVariant(
+        ((TRANSFORMER_CONFIG, "a14b_high"), (TRANSFORMER_CONFIG, "a14b_low")),
+        A14B_FILES,
+        "wan2.2_t2v_a14b_tiny_diffusers",
+        "WanPipeline",
+        {"boundary_ratio": A14B_BOUNDARY},
+        A14B_SCHEDULER_CONFIG,
+    ),
+    "a14b_i2v": KitVariant(
+        ((I2V_TRANSFORMER_CONFIG, "i2v_high"), (I2V_TRANSFORMER_CONFIG, "i2v_low")),
+        A14B_I2V_FILES,
+        "wan2.2_i2v_a14b_tiny_diffusers",
+        "WanImageToVideoPipeline",
+        {"boundary_ratio": A14B_I2V.boundary},
+        {**DEFAULT_SCHEDULER_CONFIG, "flow_shift": A14B_I2V.shift},
+    ),
+}
+EXPERTS = ("transformer", "transformer_2")
 
 
 def build_parts(variant: str = "t2v") -> dict[str, Any]:
-    """The tiny stack of one variant ("t2v": Wan 2.1, "ti2v": Wan 2.2 TI2V, "a14b": Wan 2.2
-    A14B's experts as `transformer` and `transformer_2`), as diffusers' Wan pipeline takes its
-    parts."""
+    """The tiny stack of one variant (`KIT_VARIANTS`; a pair's experts as `transformer` and
+    `transformer_2`), as diffusers' Wan pipelines take their parts."""
     quiet()
+    kind = KIT_VARIANTS[variant]
     tokenizer = build_tokenizer()
     seeded(SEEDS["text_encoder"])
     config = umt5_config(len(tokenizer), int(tokenizer.pad_token_id))
     text_encoder = transformers().UMT5EncoderModel(config).eval()
-    ti2v, a14b = variant == "ti2v", variant == "a14b"
     experts: dict[str, Any] = {}
-    if ti2v:
-        experts["transformer"] = _transformer(TI2V_TRANSFORMER_CONFIG, "ti2v_transformer")
-    elif a14b:
-        experts["transformer"] = _transformer(TRANSFORMER_CONFIG, "a14b_high")
-        experts["transformer_2"] = _transformer(TRANSFORMER_CONFIG, "a14b_low")
-    else:
-        experts["transformer"] = _transformer(TRANSFORMER_CONFIG, "transformer")
-    seeded(SEEDS["ti2v_vae" if ti2v else "vae"])
-    vae = diffusers().AutoencoderKLWan(**(TI2V_VAE_CONFIG if ti2v else VAE_CONFIG)).eval()
-    scheduler_config = DEFAULT_SCHEDULER_CONFIG
-    if ti2v or a14b:
-        scheduler_config = TI2V_SCHEDULER_CONFIG if ti2v else A14B_SCHEDULER_CONFIG
-    scheduler = diffusers().UniPCMultistepScheduler.from_config(scheduler_config)
+    for part, (transformer_config, seed) in zip(EXPERTS, kind.experts, strict=False):
+        seeded(SEEDS[seed])
+        experts[part] = diffusers().WanTransformer3DModel(**transformer_config).eval()
+    seeded(SEEDS["ti2v_vae" if kind.wan22_vae else "vae"])
+    vae = diffusers().AutoencoderKLWan(**(TI2V_VAE_CONFIG if kind.wan22_vae else VAE_CONFIG))
+    scheduler = diffusers().UniPCMultistepScheduler.from_config(kind.scheduler)
     return {
         "tokenizer": tokenizer,
         "text_encoder": text_encoder,
         **experts,
-        "vae": vae,
+        "vae": vae.eval(),
         "scheduler": scheduler,
     }
-
-
-def pipeline_options(variant: str) -> dict[str, Any]:
-    """The WanPipeline arguments of a variant beyond its parts."""
-    if variant == "ti2v":
-        return {"expand_timesteps": True}
-    if variant == "a14b":
-        return {"boundary_ratio": A14B_BOUNDARY}
-    return {}
 
 
 def build_kit(
@@ -196,52 +235,46 @@ def build_kit(
         raise ValueError(f"unknown variants {sorted(unknown)}; choose from {VARIANTS}")
     written: dict[str, Path | None] = {}
     for variant in variants:
+        kind = KIT_VARIANTS[variant]
         parts = build_parts(variant)
-        ti2v = variant == "ti2v"
         if "comfy" in layouts:
-            if variant == "a14b":
-                for expert, name in zip(("transformer", "transformer_2"), A14B_FILES, strict=True):
-                    path = out / "diffusion_models" / f"{name}.safetensors"
-                    sd = wan_transformer.to_original(parts[expert].state_dict())
-                    save_weights(sd, path, torch.float32)
-                    written[f"{variant}_{expert}"] = path
-            else:
-                name = "wan2.2_ti2v_tiny_fp32" if ti2v else "wan2.1_t2v_tiny_fp32"
-                diffusion_file = out / "diffusion_models" / f"{name}.safetensors"
-                sd = wan_transformer.to_original(parts["transformer"].state_dict())
-                save_weights(sd, diffusion_file, torch.float32)
-                written[f"{variant}_diffusion"] = diffusion_file
-            vae_name = "wan2.2_vae_tiny" if ti2v else "wan_2.1_vae_tiny"
+            for expert, name in zip(EXPERTS, kind.files, strict=False):
+                path = out / "diffusion_models" / f"{name}.safetensors"
+                sd = wan_transformer.to_original(parts[expert].state_dict())
+                save_weights(sd, path, torch.float32)
+                written[f"{variant}_{expert}"] = path
+            vae_name = "wan2.2_vae_tiny" if kind.wan22_vae else "wan_2.1_vae_tiny"
             vae_file = out / "vae" / f"{vae_name}.safetensors"
-            to_original = wan22_vae.to_original if ti2v else wan_vae.to_original
+            to_original = wan22_vae.to_original if kind.wan22_vae else wan_vae.to_original
             save_weights(to_original(parts["vae"].state_dict()), vae_file, torch.float32)
             written[f"{variant}_vae"] = vae_file
             written.update(_write_text_encoder(out, parts))
         if "diffusers" in layouts:
-            name = {
-                "t2v": "wan2.1_t2v_tiny_diffusers",
-                "ti2v": "wan2.2_ti2v_tiny_diffusers",
-                "a14b": "wan2.2_t2v_a14b_tiny_diffusers",
-            }[variant]
-            folder = out / "diffusion_models" / name
-            pipeline = diffusers().WanPipeline(**parts, **pipeline_options(variant))
+            folder = out / "diffusion_models" / kind.folder
+            pipeline = getattr(diffusers(), kind.pipeline)(**parts, **kind.options)
             pipeline.save_pretrained(str(folder))
             written[f"{variant}_diffusers"] = folder
     for category in ("diffusion_models", "vae", "text_encoders"):
         (out / category).mkdir(parents=True, exist_ok=True)
     return WanKit(
         out,
-        diffusion_file=written.get("t2v_diffusion"),
-        vae_file=written.get("t2v_vae") or written.get("a14b_vae"),  # the same Wan 2.1 VAE
+        diffusion_file=written.get("t2v_transformer"),
+        # Every variant but the 5B writes the same Wan 2.1 VAE.
+        vae_file=next(
+            (p for k, p in written.items() if k.endswith("_vae") and "ti2v" not in k), None
+        ),
         text_encoder_file=written.get("text_encoder"),
         tokenizer_dir=written.get("tokenizer"),
         diffusers_dir=written.get("t2v_diffusers"),
-        ti2v_diffusion_file=written.get("ti2v_diffusion"),
+        ti2v_diffusion_file=written.get("ti2v_transformer"),
         ti2v_vae_file=written.get("ti2v_vae"),
         ti2v_diffusers_dir=written.get("ti2v_diffusers"),
         a14b_high_file=written.get("a14b_transformer"),
         a14b_low_file=written.get("a14b_transformer_2"),
         a14b_diffusers_dir=written.get("a14b_diffusers"),
+        a14b_i2v_high_file=written.get("a14b_i2v_transformer"),
+        a14b_i2v_low_file=written.get("a14b_i2v_transformer_2"),
+        a14b_i2v_diffusers_dir=written.get("a14b_i2v_diffusers"),
     )
 
 
@@ -270,8 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=VARIANTS,
         action="append",
         help=(
-            "write only this variant (t2v: Wan 2.1, ti2v: Wan 2.2 TI2V, a14b: Wan 2.2 A14B's "
-            "two experts; repeatable)"
+            "write only this variant (t2v: Wan 2.1, ti2v: Wan 2.2 TI2V, a14b and a14b_i2v: Wan "
+            "2.2 A14B's two experts, text or image to video; repeatable)"
         ),
     )
     args = parser.parse_args(argv)
@@ -286,11 +319,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         kit.ti2v_vae_file,
         kit.a14b_high_file,
         kit.a14b_low_file,
+        kit.a14b_i2v_high_file,
+        kit.a14b_i2v_low_file,
         kit.text_encoder_file,
         kit.tokenizer_dir,
         kit.diffusers_dir,
         kit.ti2v_diffusers_dir,
         kit.a14b_diffusers_dir,
+        kit.a14b_i2v_diffusers_dir,
     ]
     print(report(out, written))
     return 0

@@ -7,7 +7,8 @@ requests of one latent shape (their positives, then the negatives of those with 
 `step_scheduler` advances one request; `post_decode` decodes it, latent frame by latent frame,
 handing each chunk of frames to the request's `on_chunk` as it is decoded. A TI2V model
 (`expand_timesteps`) takes its timesteps per latent token, and an image as its first latent frame
-(`first_frame.py`); its text-to-video and image-to-video requests share forwards. A Wan 2.2 A14B
+(`first_frame.py`); its text-to-video and image-to-video requests share forwards. A model with 36
+channels in (Wan 2.2 A14B i2v) takes the image's latents and a mask as channels. A Wan 2.2 A14B
 pair (`transformer_2`, the low-noise expert) runs each step on the expert its timestep falls to,
 as diffusers does (at or above `boundary_ratio` x the training timesteps: the high-noise one); a
 request's `batch_key` names its expert, so a forward never mixes them.
@@ -80,14 +81,21 @@ class WanStepPipeline:
         self.expand_timesteps = expand_timesteps  # Wan 2.2 TI2V: per-token timesteps
 
     @property
-    def in_channels(self) -> int:
-        return int(cast(Any, self.transformer).config.in_channels)
+    def latent_channels(self) -> int:
+        return int(cast(Any, self.transformer).config.out_channels)
+
+    @property
+    def channel_image(self) -> bool:
+        """The image enters as input channels beside the latents (36 in, 16 out)."""
+        return int(cast(Any, self.transformer).config.in_channels) != self.latent_channels
 
     def request(self, **kwargs: Any) -> WanRequest:
         kwargs.setdefault("spatial_factor", self.vae.spatial_factor)
         state = new_request(self.model_key, **kwargs)
-        if state.image is not None and not self.expand_timesteps:
+        if state.image is not None and not (self.expand_timesteps or self.channel_image):
             raise InvalidRequest("this Wan model is text-to-video only: it takes no image")
+        if state.image is None and self.channel_image:
+            raise InvalidRequest("this Wan model is image-to-video only: it needs an image")
         pair = self.transformer_2 is not None
         if pair != (state.boundary_ratio is not None):
             raise InvalidRequest(
@@ -115,14 +123,18 @@ class WanStepPipeline:
             if state.needs_negative and state.negative is None:
                 state.negative = self.text_encoder.encode(state.negative_prompt)
             generator = torch.Generator("cpu").manual_seed(state.seed)
-            shape = (1, self.in_channels, *state.latent_shape)
+            shape = (1, self.latent_channels, *state.latent_shape)
             noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(self.device)
             state.latents = Latents(noise, shape)
             if state.image is not None:
                 pixels = first_frame.image_pixels(
                     state.image, state.width, state.height, state.spatial_factor
                 )
-                state.condition = self.vae.encode(pixels).to(self.device)
+                if self.channel_image:
+                    video = self.vae.encode(first_frame.video_pixels(pixels, state.frames))
+                    state.condition = first_frame.channel_condition(video.to(self.device))
+                else:
+                    state.condition = self.vae.encode(pixels).to(self.device)
             state.scheduler = self.new_scheduler(state)
             if state.boundary_ratio is not None:
                 state.switch_step = switch_step(state.scheduler, state.boundary_ratio)
@@ -139,6 +151,8 @@ class WanStepPipeline:
         latents = cast(torch.Tensor, _prepared(state).value)
         t = _timestep(state)
         if not self.expand_timesteps:
+            if state.condition is not None:  # the image's channels beside the latents
+                latents = torch.cat([latents, state.condition.to(latents.dtype)], dim=1)
             return latents, t.expand(1)
         mask = self._mask(state)
         if state.condition is not None:
@@ -202,7 +216,7 @@ class WanStepPipeline:
     def post_latents(self, state: WanRequest, /) -> Latents:
         """The final latents, undecoded (`components.step.SupportsLatentOutput`)."""
         latents = _prepared(state)
-        if state.condition is not None:  # the image's frame, clean, in place of the first
+        if state.condition is not None and self.expand_timesteps:  # the image's frame, clean
             value = first_frame.with_first_frame(
                 cast(torch.Tensor, latents.value), state.condition, self._mask(state)
             )

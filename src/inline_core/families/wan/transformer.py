@@ -33,6 +33,8 @@ PATCH = (1, 2, 2)
 # Published variants, by (width, depth): what health and messages call them.
 VARIANTS = {(1536, 30): "1.3B", (5120, 40): "14B", (3072, 30): "TI2V-5B"}
 TI2V_CHANNELS = 48  # Wan 2.2 TI2V: latents of the 48-channel Wan 2.2 VAE in, no image embedder
+# Image-to-video by channels: 16 noisy latents, a 4-channel first-frame mask, the image's 16.
+I2V_CHANNELS = 36
 
 
 def _body(shapes: Shapes) -> dict[str, tuple[int, ...]]:
@@ -57,6 +59,12 @@ def is_text_to_video(config: Mapping[str, Any]) -> bool:
 def is_text_image_to_video(config: Mapping[str, Any]) -> bool:
     """A Wan 2.2 TI2V model: text to video, or image to video through its first latent frame."""
     return config.get("in_channels") == TI2V_CHANNELS and config.get("image_dim") is None
+
+
+def is_channel_image_to_video(config: Mapping[str, Any]) -> bool:
+    """An image-to-video model that takes the image's latents as extra input channels (Wan 2.2
+    A14B i2v: no image embedder; Wan 2.1's i2v adds a CLIP image embedder)."""
+    return config.get("in_channels") == I2V_CHANNELS
 
 
 def heads_for(dim: int) -> int:

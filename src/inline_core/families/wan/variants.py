@@ -9,6 +9,8 @@
 - Wan 2.2 A14B text-to-video: two Wan 2.1 14B-shaped experts (`experts.py` finds the pair), the
   high-noise one above the boundary timestep (0.875 of the training timesteps), the low-noise one
   below; the Wan 2.1 VAE, 1280x720, 81 frames at 16 fps, flow shift 12 (Wan's own settings).
+- Wan 2.2 A14B image-to-video: the same, from an image (its latents and a first-frame mask as 20
+  more input channels, no image embedder), switched at 0.9, flow shift 5; it needs the image.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inline_core.families.wan.transformer import (
+    is_channel_image_to_video,
     is_text_image_to_video,
     is_text_to_video,
     variant,
@@ -41,6 +44,7 @@ class WanVariant:
     image_to_video: bool  # takes an image as its first frame
     # Two experts: where they switch, as a share of the training timesteps (None: one model).
     boundary: float | None = None
+    needs_image: bool = False  # image-to-video only: a render without an image is refused
 
     @property
     def size_multiple(self) -> int:
@@ -91,6 +95,22 @@ A14B_T2V = WanVariant(
     boundary=0.875,
 )
 
+A14B_I2V = WanVariant(
+    title="Wan 2.2 A14B image-to-video",
+    latent_channels=16,
+    vae_file="wan_2.1_vae.safetensors",
+    spatial_factor=8,
+    width=1280,
+    height=720,
+    frames=81,
+    fps=16,
+    shift=5.0,
+    expand_timesteps=False,
+    image_to_video=True,
+    boundary=0.9,
+    needs_image=True,
+)
+
 
 def variant_of(config: Mapping[str, Any] | None, pair: bool = False) -> WanVariant | None:
     """The variant of a transformer config, `pair` when it is one of two experts (None: not one
@@ -101,6 +121,8 @@ def variant_of(config: Mapping[str, Any] | None, pair: bool = False) -> WanVaria
         return A14B_T2V if pair else T2V
     if is_text_image_to_video(config):
         return TI2V
+    if is_channel_image_to_video(config) and config.get("image_dim") is None:
+        return A14B_I2V if pair else None  # an expert alone renders nothing whole
     return None
 
 
