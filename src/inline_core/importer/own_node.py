@@ -9,7 +9,8 @@ inputs by name: `prompt` and `image` in; `negative_prompt`, `width`, `height`, `
 `steps`, `guidance` (ComfyUI's cfg counts as diffusers' guidance scale does), `shift`, `seed`,
 `model`, `format`. The node finds the VAE and text encoder for its model itself. What it renders
 otherwise than the workflow (another sampler or scheduler, a denoise below 1, a batch, WebP) is said
-in the warnings; a chain it cannot render (Wan 2.1's CLIP-vision image-to-video) is refused.
+in the warnings; a chain it cannot render (A14B's two-stage sampling) is refused. Wan 2.1's
+CLIP-vision image-to-video chain (`WanImageToVideo`) is read in `wan_i2v.py`.
 """
 
 from __future__ import annotations
@@ -17,20 +18,16 @@ from __future__ import annotations
 from typing import Any
 
 from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.importer import wan_i2v
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.mapping import MAX_CANDIDATES, Mapper, Port, describe
 from inline_core.importer.recognise import UnsupportedFamily
 from inline_core.importer.workflow import ComfyNode, Link, node_sort_key
 
 SINKS = {"SaveVideo": "video", "SaveAnimatedWEBP": "images"}  # output node: its frames input
-LATENTS = ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent")
+LATENTS = ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent", wan_i2v.LATENT)
 SAMPLERS = ("uni_pc", "uni_pc_bh2")  # what the node samples with: UniPC
 REFUSED = {
-    "WanImageToVideo": (
-        "is Wan 2.1's image-to-video (a 14B I2V model conditioned on CLIP vision), which this "
-        "server does not run; image-to-video imports from Wan 2.2 TI2V-5B's template "
-        "(Wan22ImageToVideoLatent with a start image)"
-    ),
     "KSamplerAdvanced": (
         "samples in stages (Wan 2.2 A14B's two experts), which this server does not run; the "
         "Wan 2.1 and Wan 2.2 5B templates (one KSampler) import"
@@ -78,6 +75,7 @@ class Collapse:
     def prompt(self, sampler: ComfyNode, name: str) -> str:
         node = self.source(sampler, name)
         assert node is not None
+        node = wan_i2v.through(self, node, name)
         if node.class_type == "ConditioningZeroOut":
             return ""
         self.expect(node, "CLIPTextEncode")
@@ -200,6 +198,8 @@ class Collapse:
         if vae is not None:
             m.skip(vae, CHOSEN_BY_NODE)
         start = self.source(node, "start_image", optional=True)
+        if node.class_type == wan_i2v.LATENT:
+            wan_i2v.read_clip_vision(self, node, start)
         if start is None:
             return None
         self.expect(start, "LoadImage")

@@ -67,6 +67,8 @@ WIDGET_ORDER: dict[str, tuple[str, ...]] = {
     "EmptyHunyuanLatentVideo": ("width", "height", "length", "batch_size"),
     "Wan22ImageToVideoLatent": ("width", "height", "length", "batch_size"),
     "WanImageToVideo": ("width", "height", "length", "batch_size"),
+    "CLIPVisionLoader": ("clip_name",),
+    "CLIPVisionEncode": ("crop",),
     "CreateVideo": ("fps",),
     "SaveVideo": ("filename_prefix", "format", "codec"),
     "SaveAnimatedWEBP": ("filename_prefix", "fps", "lossless", "quality", "method"),
@@ -106,6 +108,8 @@ OUTPUT_TYPES: dict[str, tuple[str, ...]] = {
     "EmptyHunyuanLatentVideo": ("LATENT",),
     "Wan22ImageToVideoLatent": ("LATENT",),
     "WanImageToVideo": ("CONDITIONING", "CONDITIONING", "LATENT"),
+    "CLIPVisionLoader": ("CLIP_VISION",),
+    "CLIPVisionEncode": ("CLIP_VISION_OUTPUT",),
     "CreateVideo": ("VIDEO",),
 }
 

@@ -21,7 +21,7 @@ from inline_core.families.wan.kit import (
     WanKit,
     build_parts,
 )
-from inline_core.families.wan.variants import TI2V, variant_of
+from inline_core.families.wan.variants import A14B_I2V, I2V, TI2V, variant_of
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,13 @@ def test_published_variants_are_told_from_shapes(
     image_to_video = {**shapes, "patch_embedding.weight": (dim, 36, 1, 2, 2)}
     image_to_video["img_emb.proj.1.weight"] = (dim, 1280)
     assert wan_transformer.is_wan_transformer(image_to_video)
-    assert not is_wan_model(image_to_video)  # an I2V model is not this node's model
+    assert is_wan_model(image_to_video)  # Wan 2.1 image-to-video: its CLIP-vision embedder
+    i2v = wan_transformer.infer_config(image_to_video)
+    assert (i2v["image_dim"], i2v["added_kv_proj_dim"]) == (1280, dim)
+    assert variant_of(i2v) is I2V
+    expert = {k: v for k, v in image_to_video.items() if not k.startswith("img_emb.")}
+    assert variant_of(wan_transformer.infer_config(expert)) is None  # alone: not renderable
+    assert variant_of(wan_transformer.infer_config(expert), pair=True) is A14B_I2V
 
 
 def test_scaled_fp8_transformer_is_recognised_but_refused_with_the_fix() -> None:

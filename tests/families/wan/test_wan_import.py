@@ -1,7 +1,10 @@
 """ComfyUI's Wan workflows import onto `alibaba/wan` (through `POST /v1/import/comfy`): the
 official Wan 2.1 text-to-video and Wan 2.2 5B templates' chains become one node with the
-workflow's params, an imported workflow renders the same frames as the graph written by hand, and
-what the node cannot render (Wan 2.1's CLIP-vision image-to-video) is refused naming the node."""
+workflow's params, an imported workflow renders the same frames as the graph written by hand;
+Wan 2.1's CLIP-vision image-to-video template (`WanImageToVideo`, `CLIPVisionEncode`,
+`CLIPVisionLoader`) imports onto the node with its start image, and renders as the graph
+written by hand does; what the node cannot render (A14B's two-stage sampling) is refused naming
+the node."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ TI2V_FILE = "wan2.2_ti2v_tiny_fp32.safetensors"
 MODELS = {
     "wan2.1_t2v_1.3B_fp16.safetensors": "wan2.1_t2v_tiny_fp32.safetensors",
     "wan2.2_ti2v_5B_fp16.safetensors": TI2V_FILE,
+    "wan2.1_i2v_480p_14B_fp16.safetensors": "wan2.1_i2v_tiny_fp32.safetensors",
 }
 
 
@@ -147,12 +151,96 @@ def test_an_imported_workflow_renders_the_hand_written_graphs_frames(
     assert np.array_equal(frames[0], frames[1])
 
 
-def test_wan_21_clip_vision_image_to_video_is_refused_naming_the_node(client: TestClient) -> None:
-    response = import_comfy(client, template("image_to_video_wan.json"))
-    assert response.status_code == 422, response.text
-    error = response.json()["error"]
-    assert error["code"] == "unsupported_node"
-    assert "WanImageToVideo 50" in error["message"] and "CLIP vision" in error["message"]
+def upload(client: TestClient, seed: int = 0) -> str:
+    buf = io.BytesIO()
+    first_frame_image(50, 40, seed=seed).save(buf, format="PNG")
+    uploaded = client.post(
+        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    return str(uploaded.json()["id"])
+
+
+def test_wan_21_clip_vision_template_imports_with_its_start_image(client: TestClient) -> None:
+    asset = upload(client)
+    workflow = template("image_to_video_wan.json")
+    response = import_comfy(client, workflow, assets={"image_to_video_wan_start_image.png": asset})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    nodes = {n["id"]: n for n in body["graph"]["nodes"]}
+    target = nodes[body["target"]]
+    assert target["type"] == "alibaba/wan"
+    expected = {"model": "wan2.1_i2v_tiny_fp32.safetensors", "width": 512, "height": 512,
+                "frames": 33, "fps": 16, "steps": 20, "guidance": 6.0, "shift": 8.0}  # fmt: skip
+    assert {k: target["params"][k] for k in expected} == expected
+    image = nodes[target["inputs"]["image"]["from"]]
+    assert image["type"] == "input/image" and image["params"]["asset"]["id"] == asset
+    skipped = {s["classType"]: s["reason"] for s in body["skipped"]}
+    assert "CLIP vision" in skipped["CLIPVisionLoader"]
+    # The template's CLIPVisionEncode does not crop; the node's view is center-cropped.
+    assert any("crop 'none'" in w for w in body["warnings"])
+    submitted = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+    assert submitted.status_code == 201, submitted.text  # it validates as it stands
+    client.delete(f"/v1/runs/{submitted.json()['runId']}")
+    finished_state(client, str(submitted.json()["runId"]))
+
+
+def test_an_imported_clip_vision_workflow_renders_the_hand_written_graphs_frames(
+    client: TestClient,
+) -> None:
+    asset = upload(client)
+    nodes: dict[str, Any] = {
+        "37": {"class_type": "UNETLoader",
+               "inputs": {"unet_name": "wan2.1_i2v_480p_14B_fp16.safetensors"}},
+        "38": {"class_type": "CLIPLoader",
+               "inputs": {"clip_name": "umt5_xxl_fp16.safetensors", "type": "wan"}},
+        "39": {"class_type": "VAELoader", "inputs": {"vae_name": "wan_2.1_vae.safetensors"}},
+        "49": {"class_type": "CLIPVisionLoader",
+               "inputs": {"clip_name": "clip_vision_h.safetensors"}},
+        "52": {"class_type": "LoadImage", "inputs": {"image": "start.png"}},
+        "51": {"class_type": "CLIPVisionEncode",
+               "inputs": {"clip_vision": ["49", 0], "image": ["52", 0], "crop": "center"}},
+        "6": {"class_type": "CLIPTextEncode",
+              "inputs": {"text": "a paper boat on a rainy street", "clip": ["38", 0]}},
+        "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "blurry", "clip": ["38", 0]}},
+        "50": {"class_type": "WanImageToVideo",
+               "inputs": {"positive": ["6", 0], "negative": ["7", 0], "vae": ["39", 0],
+                          "clip_vision_output": ["51", 0], "start_image": ["52", 0],
+                          "width": 48, "height": 32, "length": 9, "batch_size": 1}},
+        "3": {"class_type": "KSampler",
+              "inputs": {"seed": 11, "steps": 3, "cfg": 3.0, "sampler_name": "uni_pc",
+                         "scheduler": "simple", "denoise": 1.0, "model": ["37", 0],
+                         "positive": ["50", 0], "negative": ["50", 1], "latent_image": ["50", 2]}},
+        "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["39", 0]}},
+        "60": {"class_type": "SaveAnimatedWEBP",
+               "inputs": {"images": ["8", 0], "fps": 16, "filename_prefix": "wan"}},
+    }  # fmt: skip
+    response = import_comfy(client, nodes, assets={"start.png": asset})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert not any("crop" in w for w in body["warnings"])  # a center crop is what it does
+    imported = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+    assert imported.status_code == 201, imported.text
+    by_hand = wan_graph(
+        "a paper boat on a rainy street",
+        image=asset,
+        model="wan2.1_i2v_tiny_fp32.safetensors",
+        width=48,
+        height=32,
+        frames=9,
+        fps=16,
+        steps=3,
+        guidance=3.0,
+        negative_prompt="blurry",
+        format="png",
+    )
+    direct = client.post("/v1/runs", json={"graph": by_hand, "target": "w"})
+    frames: list[np.ndarray[Any, Any]] = []
+    for run in (imported, direct):
+        state = finished_state(client, str(run.json()["runId"]))
+        assert state["status"] == "done", state
+        frames.append(decode_apng(client.get(state["takes"][0]["uri"]).content))
+    assert np.array_equal(frames[0], frames[1])
 
 
 def test_a_wan_workflow_without_a_saved_video_says_so(client: TestClient) -> None:

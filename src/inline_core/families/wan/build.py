@@ -10,20 +10,25 @@ CPU offload, the one in use is on the device).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from inline_core.components.step import StepPipeline
+from inline_core.device.policy import Placement
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
 from inline_core.diffusion.formats import umt5, wan_vae
 from inline_core.diffusion.parts import PartLoader
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.builder import Parts
-from inline_core.families.wan import transformer
+from inline_core.families.wan import clip_vision, transformer
 from inline_core.families.wan.experts import LOW_NOISE
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
+from inline_core.families.wan.image_encoder import load_processor
 from inline_core.families.wan.pipeline import WanStepPipeline
 from inline_core.families.wan.request import MAX_PROMPT_TOKENS
 from inline_core.families.wan.variants import variant_of
+from inline_core.families.wan.vision_files import IMAGE_ENCODER, IMAGE_PROCESSOR
+from inline_core.models.source import Source
 
 
 class WanBuilder:
@@ -31,19 +36,26 @@ class WanBuilder:
         "transformer": "denoiser",
         LOW_NOISE: "denoiser",
         "text_encoder": "text_encoder",
+        IMAGE_ENCODER: "text_encoder",  # an encoder of the conditioning, placed as one
         "vae": "vae",
     }
 
-    load = PartLoader(
+    parts = PartLoader(
         "Wan",
         {
             "transformer": transformer.FORMAT,
             LOW_NOISE: transformer.FORMAT,
             "text_encoder": umt5.FORMAT,
             "vae": wan_vae.FORMAT,
+            IMAGE_ENCODER: clip_vision.FORMAT,
         },
         DEFAULT_SCHEDULER_CONFIG,
-    ).load
+    )
+
+    def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
+        if part == IMAGE_PROCESSOR:  # a config, no weights
+            return load_processor(source)
+        return self.parts.load(part, source, placement)
 
     def text_encoder(self, parts: Parts) -> PaddedT5Encoder:
         return PaddedT5Encoder(
@@ -70,6 +82,9 @@ class WanBuilder:
             serial_phases=any(p.offload for p in parts.placements.values()),
             expand_timesteps=kind is not None and kind.expand_timesteps,
             transformer_2=parts.values.get(LOW_NOISE),
+            image_encoder=parts.values.get(IMAGE_ENCODER),
+            image_processor=parts.values.get(IMAGE_PROCESSOR),
+            encoder_placement=parts.placements["text_encoder"],
         )
 
     def denoiser(self, parts: Parts) -> StepPipeline:

@@ -20,7 +20,7 @@ from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import SCHEDULER, StackRules
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.sources import Missing, Resolution, Sources
-from inline_core.families.wan import experts
+from inline_core.families.wan import experts, vision_files
 from inline_core.families.wan.descriptor import EXTRA_HINT, NODE_TYPE, WAN_DESCRIPTOR
 from inline_core.families.wan.files import RULES, flow_shift, source_vae_channels
 from inline_core.families.wan.request import TEMPORAL_FACTOR, WanRequest, new_request
@@ -65,12 +65,28 @@ class WanFamily(Family):
     def rules(self) -> StackRules:
         return RULES
 
+    def model_param(self, node_type: str, params: Mapping[str, Any]) -> str | None:
+        """The model picked, or the first in the catalog that renders from a prompt alone (an
+        image-to-video-only model is never the default)."""
+        value = params.get("model")
+        if value:
+            return str(value)
+        for entry in self.files.models():
+            found = self.files.model_file(entry)
+            config = None if found is None else config_of(found[0])
+            kind = variant_of(config, experts.expert_of(entry.name) is not None)
+            if kind is not None and not kind.needs_image:
+                return entry.name
+        return None
+
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
         """The stack as the resolver finds it, with an A14B expert's sibling beside it."""
         found = self.files.found(self.model_param(node_type, params))
         missing: list[Missing] = list(found.missing)
         parts = experts.with_experts(found.parts, missing)
-        if any(source is None for name, source in parts.items() if name != SCHEDULER):
+        parts = vision_files.with_image_encoder(parts, missing, self.catalog, self.env)
+        defaults = (SCHEDULER, vision_files.IMAGE_PROCESSOR)  # None: the built-in one
+        if any(source is None for name, source in parts.items() if name not in defaults):
             return Resolution(RULES.title, None, tuple(missing))
         return Resolution(RULES.title, Sources.of(self.name, found.name, parts), tuple(missing))
 

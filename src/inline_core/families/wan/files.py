@@ -55,8 +55,8 @@ TOKENIZER_FOLDER = re.compile(r"umt5.*tokenizer|tokenizer.*umt5", re.IGNORECASE)
 
 def is_wan_model(shapes: Shapes) -> bool:
     """A Wan transformer file this family renders: Wan 2.1 text-to-video (16 channels in), Wan
-    2.2 TI2V-5B (48) or an A14B expert (16, or 36 for image-to-video, with no image embedder);
-    Wan 2.1's image-to-video ones (36, with an image embedder) are not."""
+    2.2 TI2V-5B (48), Wan 2.1 image-to-video (36, with an image embedder) or an A14B expert (16,
+    or 36 for image-to-video, without one)."""
     if not is_wan_transformer(shapes):
         return False
     _prefix, s = strip_prefix(shapes, PREFIXES)
@@ -136,7 +136,7 @@ RULES = StackRules(
         pipeline_prefix=("WanPipeline", "WanImageToVideoPipeline"),
         transformer_class=CLASS_NAME,
         recognize=is_wan_model,
-        name=re.compile(r"wan2?\.?1.*t2v|wan2?\.?2.*ti2v", re.IGNORECASE),
+        name=re.compile(r"wan2?\.?1.*[ti]2v|wan2?\.?2.*(ti2v|[ti]2v.*noise)", re.IGNORECASE),
         hint=(
             "put a Wan 2.1 text-to-video model (wan2.1_t2v_1.3B_fp16.safetensors), Wan 2.2 "
             "TI2V-5B (wan2.2_ti2v_5B_fp16.safetensors), the two files of a Wan 2.2 A14B pair "

@@ -21,7 +21,10 @@ config, and writes:
   `expand_timesteps`, as diffusers' Wan2.2-TI2V-5B folder), and
   `diffusion_models/wan2.2_t2v_a14b_tiny_diffusers/` (`transformer`, `transformer_2` and
   `boundary_ratio`, as diffusers' Wan2.2-T2V-A14B folder) and `wan2.2_i2v_a14b_tiny_diffusers/`
-  (a `WanImageToVideoPipeline` without an image encoder, as Wan2.2-I2V-A14B's).
+  (a `WanImageToVideoPipeline` without an image encoder, as Wan2.2-I2V-A14B's); Wan 2.1 i2v as
+  `diffusion_models/wan2.1_i2v_tiny_fp32.safetensors` with a tiny CLIP vision encoder
+  `clip_vision/clip_vision_h_tiny_fp32.safetensors`, and `wan2.1_i2v_tiny_diffusers/` (its
+  `image_encoder/` and `image_processor/` inside).
 
 Both layouts hold the same weights, so they render the same frames. Random weights draw noise.
 """
@@ -41,13 +44,14 @@ from inline_core.diffusion.formats import umt5, wan22_vae, wan_vae
 from inline_core.diffusion.kit import byte_tokenizer, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.wan import transformer as wan_transformer
+from inline_core.families.wan.clip_vision import PROCESSOR_CONFIG
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.wan.request import MAX_PROMPT_TOKENS
 from inline_core.families.wan.transformer import I2V_CHANNELS
 from inline_core.families.wan.variants import A14B_I2V, A14B_T2V, TI2V
 
 LAYOUTS = ("comfy", "diffusers")
-VARIANTS = ("t2v", "ti2v", "a14b", "a14b_i2v")
+VARIANTS = ("t2v", "ti2v", "a14b", "a14b_i2v", "i2v")
 TEXT_DIM = 32
 TRANSFORMER_CONFIG: dict[str, Any] = {
     "patch_size": list(wan_transformer.PATCH),
@@ -75,7 +79,23 @@ SEEDS = {
     "a14b_low": 27,
     "i2v_high": 28,
     "i2v_low": 29,
+    "i2v": 30,
+    "clip_vision": 31,
 }
+# Wan 2.1 i2v's CLIP vision encoder, tiny: the published tower's layout (224 px, 14 px patches,
+# 16 heads), 32 wide.
+CLIP_VISION_CONFIG: dict[str, Any] = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 16,
+    "image_size": 224,
+    "patch_size": 14,
+    "hidden_act": "gelu",
+    "layer_norm_eps": 1e-5,
+    "projection_dim": 16,
+}
+CLIP_VISION_FILE = "clip_vision_h_tiny_fp32"
 # Wan 2.2 TI2V: the same transformer at 48 channels, and Wan 2.2's VAE (published statistics).
 TI2V_TRANSFORMER_CONFIG: dict[str, Any] = {
     **TRANSFORMER_CONFIG,
@@ -120,6 +140,9 @@ class WanKit:
     a14b_i2v_high_file: Path | None = None
     a14b_i2v_low_file: Path | None = None
     a14b_i2v_diffusers_dir: Path | None = None
+    i2v_diffusion_file: Path | None = None
+    clip_vision_file: Path | None = None
+    i2v_diffusers_dir: Path | None = None
 
 
 def build_tokenizer() -> Any:
@@ -159,9 +182,16 @@ class KitVariant:
     options: dict[str, Any]  # that pipeline's arguments beyond its parts
     scheduler: dict[str, Any]
     wan22_vae: bool = False  # Wan 2.2's 48-channel VAE (else Wan 2.1's)
+    clip_vision: bool = False  # Wan 2.1 i2v: a CLIP vision encoder and its image processor
 
 
 I2V_TRANSFORMER_CONFIG: dict[str, Any] = {**TRANSFORMER_CONFIG, "in_channels": I2V_CHANNELS}
+WAN21_I2V_TRANSFORMER_CONFIG: dict[str, Any] = {
+    **I2V_TRANSFORMER_CONFIG,
+    "image_dim": CLIP_VISION_CONFIG["hidden_size"],
+    "added_kv_proj_dim": TRANSFORMER_CONFIG["num_attention_heads"]
+    * TRANSFORMER_CONFIG["attention_head_dim"],
+}
 KIT_VARIANTS: dict[str, KitVariant] = {
     "t2v": KitVariant(
         ((TRANSFORMER_CONFIG, "transformer"),),
@@ -196,6 +226,15 @@ KIT_VARIANTS: dict[str, KitVariant] = {
         {"boundary_ratio": A14B_I2V.boundary},
         {**DEFAULT_SCHEDULER_CONFIG, "flow_shift": A14B_I2V.shift},
     ),
+    "i2v": KitVariant(
+        ((WAN21_I2V_TRANSFORMER_CONFIG, "i2v"),),
+        ("wan2.1_i2v_tiny_fp32",),
+        "wan2.1_i2v_tiny_diffusers",
+        "WanImageToVideoPipeline",
+        {},
+        DEFAULT_SCHEDULER_CONFIG,
+        clip_vision=True,
+    ),
 }
 EXPERTS = ("transformer", "transformer_2")
 
@@ -216,12 +255,19 @@ def build_parts(variant: str = "t2v") -> dict[str, Any]:
     seeded(SEEDS["ti2v_vae" if kind.wan22_vae else "vae"])
     vae = diffusers().AutoencoderKLWan(**(TI2V_VAE_CONFIG if kind.wan22_vae else VAE_CONFIG))
     scheduler = diffusers().UniPCMultistepScheduler.from_config(kind.scheduler)
+    vision: dict[str, Any] = {}
+    if kind.clip_vision:
+        seeded(SEEDS["clip_vision"])
+        config = transformers().CLIPVisionConfig(**CLIP_VISION_CONFIG)
+        vision["image_encoder"] = transformers().CLIPVisionModel(config).eval()
+        vision["image_processor"] = transformers().CLIPImageProcessor(**PROCESSOR_CONFIG)
     return {
         "tokenizer": tokenizer,
         "text_encoder": text_encoder,
         **experts,
         "vae": vae.eval(),
         "scheduler": scheduler,
+        **vision,
     }
 
 
@@ -249,12 +295,14 @@ def build_kit(
             save_weights(to_original(parts["vae"].state_dict()), vae_file, torch.float32)
             written[f"{variant}_vae"] = vae_file
             written.update(_write_text_encoder(out, parts))
+            if kind.clip_vision:
+                written["clip_vision"] = _write_clip_vision(out, parts["image_encoder"])
         if "diffusers" in layouts:
             folder = out / "diffusion_models" / kind.folder
             pipeline = getattr(diffusers(), kind.pipeline)(**parts, **kind.options)
             pipeline.save_pretrained(str(folder))
             written[f"{variant}_diffusers"] = folder
-    for category in ("diffusion_models", "vae", "text_encoders"):
+    for category in ("diffusion_models", "vae", "text_encoders", "clip_vision"):
         (out / category).mkdir(parents=True, exist_ok=True)
     return WanKit(
         out,
@@ -275,7 +323,24 @@ def build_kit(
         a14b_i2v_high_file=written.get("a14b_i2v_transformer"),
         a14b_i2v_low_file=written.get("a14b_i2v_transformer_2"),
         a14b_i2v_diffusers_dir=written.get("a14b_i2v_diffusers"),
+        i2v_diffusion_file=written.get("i2v_transformer"),
+        clip_vision_file=written.get("clip_vision"),
+        i2v_diffusers_dir=written.get("i2v_diffusers"),
     )
+
+
+def _write_clip_vision(out: Path, encoder: Any) -> Path:
+    """ComfyUI's naming: transformers' `CLIPVisionModelWithProjection` keys, its projection
+    included (the real file has one; Wan does not use it)."""
+    path = out / "clip_vision" / f"{CLIP_VISION_FILE}.safetensors"
+    prefix = "vision_model."
+    items = encoder.state_dict().items()
+    sd = {k if k.startswith(prefix) else prefix + k: v for k, v in items}
+    seeded(SEEDS["clip_vision"] + 100)
+    width = CLIP_VISION_CONFIG["hidden_size"]
+    sd["visual_projection.weight"] = torch.randn(CLIP_VISION_CONFIG["projection_dim"], width)
+    save_weights(sd, path, torch.float32)
+    return path
 
 
 def _write_text_encoder(out: Path, parts: dict[str, Any]) -> dict[str, Path]:
@@ -303,8 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=VARIANTS,
         action="append",
         help=(
-            "write only this variant (t2v: Wan 2.1, ti2v: Wan 2.2 TI2V, a14b and a14b_i2v: Wan "
-            "2.2 A14B's two experts, text or image to video; repeatable)"
+            "write only this variant (t2v and i2v: Wan 2.1, ti2v: Wan 2.2 TI2V, a14b and "
+            "a14b_i2v: Wan 2.2 A14B's two experts, text or image to video; repeatable)"
         ),
     )
     args = parser.parse_args(argv)
@@ -321,12 +386,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         kit.a14b_low_file,
         kit.a14b_i2v_high_file,
         kit.a14b_i2v_low_file,
+        kit.i2v_diffusion_file,
+        kit.clip_vision_file,
         kit.text_encoder_file,
         kit.tokenizer_dir,
         kit.diffusers_dir,
         kit.ti2v_diffusers_dir,
         kit.a14b_diffusers_dir,
         kit.a14b_i2v_diffusers_dir,
+        kit.i2v_diffusers_dir,
     ]
     print(report(out, written))
     return 0

@@ -30,6 +30,7 @@ from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dt
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan import first_frame
+from inline_core.families.wan.image_encoder import image_embeds
 from inline_core.families.wan.request import WanRequest, new_request
 from inline_core.runtime.video import Frames, Video
 
@@ -66,10 +67,17 @@ class WanStepPipeline:
         serial_phases: bool = False,
         expand_timesteps: bool = False,
         transformer_2: nn.Module | None = None,
+        image_encoder: nn.Module | None = None,
+        image_processor: Any = None,
+        encoder_placement: PlacementLike | None = None,
     ) -> None:
         self.text_encoder = text_encoder
         self.transformer = transformer
         self.transformer_2 = transformer_2  # the low-noise expert of a pair (None: one model)
+        # Wan 2.1 i2v: the CLIP vision encoder its image embedder takes (None: no embedder).
+        self.image_encoder = image_encoder
+        self.image_processor = image_processor
+        self.encoder_placement = encoder_placement or placement
         self.vae = vae
         self.placement = placement
         self.swap = swap
@@ -133,6 +141,14 @@ class WanStepPipeline:
                 if self.channel_image:
                     video = self.vae.encode(first_frame.video_pixels(pixels, state.frames))
                     state.condition = first_frame.channel_condition(video.to(self.device))
+                    if self.image_encoder is not None:
+                        state.image_embeds = image_embeds(
+                            self.image_encoder,
+                            self.image_processor,
+                            state.image,
+                            self.encoder_placement,
+                            self.swap,
+                        )
                 else:
                     state.condition = self.vae.encode(pixels).to(self.device)
             state.scheduler = self.new_scheduler(state)
@@ -193,6 +209,10 @@ class WanStepPipeline:
         hidden = torch.cat([inputs[id(s)][0] for s, _c in rows])
         timestep = torch.cat([inputs[id(s)][1] for s, _c in rows])
         text = torch.stack([cast(torch.Tensor, c.value) for _s, c in rows])
+        extra: dict[str, torch.Tensor] = {}
+        if self.image_encoder is not None:  # each row's own image, negatives included
+            views = torch.cat([cast(torch.Tensor, s.image_embeds) for s, _c in rows])
+            extra["encoder_hidden_states_image"] = views.to(self.device, self.dtype)
         with self.swap.use(model, self.placement):
             return cast(
                 torch.Tensor,
@@ -201,6 +221,7 @@ class WanStepPipeline:
                     timestep=timestep,
                     encoder_hidden_states=text.to(self.device, self.dtype),
                     return_dict=False,
+                    **extra,
                 )[0],
             )
 
@@ -223,7 +244,7 @@ class WanStepPipeline:
             latents = Latents(value, latents.shape)
         # The state may outlive the render: drop its tensors (the scheduler keeps past outputs).
         state.latents = state.positive = state.negative = state.scheduler = None
-        state.condition = None
+        state.condition = state.image_embeds = None
         return latents
 
     def post_decode(self, state: WanRequest, /) -> Video:

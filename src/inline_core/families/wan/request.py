@@ -52,6 +52,7 @@ class WanRequest:
     scheduler: Any = field(default=None, metadata=LOCAL)  # its private UniPC copy
     latents: Latents | None = field(default=None, metadata=LOCAL)
     condition: Any = field(default=None, metadata=LOCAL)  # the image's latent frame (i2v)
+    image_embeds: Any = field(default=None, metadata=LOCAL)  # its CLIP vision view (Wan 2.1 i2v)
     # Called with each decoded chunk's first frame index and frames (the run streams them).
     on_chunk: Any = field(default=None, metadata=LOCAL)
 

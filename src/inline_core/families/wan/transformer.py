@@ -140,6 +140,11 @@ config_of = ConfigReader(infer_config)
 
 # diffusers -> original, applied in order (the inverse of diffusers' converter's renames).
 _TO_ORIGINAL = (
+    # Wan 2.1 i2v's image embedder, before the generic renames (its norm2 is not a block's).
+    ("condition_embedder.image_embedder.norm1.", "img_emb.proj.0."),
+    ("condition_embedder.image_embedder.ff.net.0.proj.", "img_emb.proj.1."),
+    ("condition_embedder.image_embedder.ff.net.2.", "img_emb.proj.3."),
+    ("condition_embedder.image_embedder.norm2.", "img_emb.proj.4."),
     ("condition_embedder.time_embedder.linear_1.", "time_embedding.0."),
     ("condition_embedder.time_embedder.linear_2.", "time_embedding.2."),
     ("condition_embedder.text_embedder.linear_1.", "text_embedding.0."),

@@ -9,8 +9,11 @@
 - Wan 2.2 A14B text-to-video: two Wan 2.1 14B-shaped experts (`experts.py` finds the pair), the
   high-noise one above the boundary timestep (0.875 of the training timesteps), the low-noise one
   below; the Wan 2.1 VAE, 1280x720, 81 frames at 16 fps, flow shift 12 (Wan's own settings).
-- Wan 2.2 A14B image-to-video: the same, from an image (its latents and a first-frame mask as 20
-  more input channels, no image embedder), switched at 0.9, flow shift 5; it needs the image.
+- Wan 2.1 image-to-video (14B, 480p and 720p): 36 channels in (the image's latents and a
+  first-frame mask beside the noise) and an image embedder fed by a CLIP vision encoder; Wan 2.1's
+  480p settings (832x480, 81 frames at 16 fps, flow shift 3); it needs the image.
+- Wan 2.2 A14B image-to-video: the pair from an image, by the same 36 channels without an image
+  embedder, switched at 0.9, flow shift 5; it needs the image.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class WanVariant:
     # Two experts: where they switch, as a share of the training timesteps (None: one model).
     boundary: float | None = None
     needs_image: bool = False  # image-to-video only: a render without an image is refused
+    clip_vision: bool = False  # conditioned on a CLIP vision encoder's view of the image too
 
     @property
     def size_multiple(self) -> int:
@@ -95,6 +99,21 @@ A14B_T2V = WanVariant(
     boundary=0.875,
 )
 
+I2V = WanVariant(
+    title="Wan 2.1 image-to-video",
+    latent_channels=16,
+    vae_file="wan_2.1_vae.safetensors",
+    spatial_factor=8,
+    width=832,
+    height=480,
+    frames=81,
+    fps=16,
+    shift=3.0,
+    expand_timesteps=False,
+    image_to_video=True,
+    needs_image=True,
+    clip_vision=True,
+)
 A14B_I2V = WanVariant(
     title="Wan 2.2 A14B image-to-video",
     latent_channels=16,
@@ -121,7 +140,9 @@ def variant_of(config: Mapping[str, Any] | None, pair: bool = False) -> WanVaria
         return A14B_T2V if pair else T2V
     if is_text_image_to_video(config):
         return TI2V
-    if is_channel_image_to_video(config) and config.get("image_dim") is None:
+    if is_channel_image_to_video(config):
+        if config.get("image_dim") is not None:
+            return I2V
         return A14B_I2V if pair else None  # an expert alone renders nothing whole
     return None
 
