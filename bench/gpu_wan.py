@@ -6,7 +6,11 @@ Run on a GPU machine: `python bench/gpu_wan.py [--cases ...] [--steps 10] [--ren
 - Wan 2.1 1.3B (dim 1536, 30 layers, 12 heads) with the Wan 2.1 VAE, text-to-video at 832x480,
   81 frames;
 - Wan 2.2 TI2V-5B (dim 3072, 30 layers, 24 heads, 48 channels) with the Wan 2.2 VAE, text-to-video
-  and image-to-video at 1280x704, 121 frames.
+  and image-to-video at 1280x704, 121 frames;
+- Wan 2.2 A14B's two experts (the 14B's width: dim 5120, 40 heads, ffn 13824, but 10 of its 40
+  layers each, so two experts' random weights build, load and run within one 10-minute call) with
+  the Wan 2.1 VAE, text-to-video at 832x480, 81 frames, switching expert at 0.875 (shift 12: 10
+  steps run 7 on the high-noise expert, 3 on the low-noise one).
 
 The UMT5 has the real width (4096) but 2 layers and the kit's byte-level tokenizer: it runs once
 per render, so the full 5.7B encoder would add load time, not per-render time. Weights are drawn
@@ -44,6 +48,8 @@ from wan_tiny import Case, Server, bench_case  # noqa: E402
 from inline_core.diffusion.libs import diffusers, manual_seed, transformers  # noqa: E402
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG  # noqa: E402
 from inline_core.families.wan.kit import (  # noqa: E402
+    A14B_BOUNDARY,
+    A14B_SCHEDULER_CONFIG,
     TI2V_SCHEDULER_CONFIG,
     TI2V_TRANSFORMER_CONFIG,
     TI2V_VAE_CONFIG,
@@ -54,6 +60,7 @@ from inline_core.families.wan.kit import (  # noqa: E402
 )
 
 RESULTS = ROOT / "bench" / "results" / "gpu_wan.json"
+A14B_LAYERS = 10  # of the published 40, per expert (see the docstring)
 COMMON: dict[str, Any] = {
     "patch_size": [1, 2, 2],
     "attention_head_dim": 128,
@@ -77,23 +84,33 @@ FULL: dict[str, dict[str, Any]] = {
         "vae": {**TI2V_VAE_CONFIG, "base_dim": 160, "decoder_base_dim": 256},
         "scheduler": TI2V_SCHEDULER_CONFIG,
     },
+    "a14b": {
+        "transformer": {**COMMON, "num_attention_heads": 40, "ffn_dim": 13824,
+                        "num_layers": A14B_LAYERS, "in_channels": 16, "out_channels": 16},
+        "vae": {"base_dim": 96, "z_dim": 16},
+        "scheduler": A14B_SCHEDULER_CONFIG,
+    },
 }  # fmt: skip
 TINY: dict[str, dict[str, Any]] = {
     "wan21": {"transformer": TRANSFORMER_CONFIG, "vae": VAE_CONFIG,
               "scheduler": DEFAULT_SCHEDULER_CONFIG},
     "wan22": {"transformer": TI2V_TRANSFORMER_CONFIG, "vae": TI2V_VAE_CONFIG,
               "scheduler": TI2V_SCHEDULER_CONFIG},
+    "a14b": {"transformer": TRANSFORMER_CONFIG, "vae": VAE_CONFIG,
+             "scheduler": A14B_SCHEDULER_CONFIG},
 }  # fmt: skip
 SIZES = {  # case: (model, width, height, frames, image), full and tiny
     "full": {
         "wan2.1-1.3b-t2v": ("wan21", 832, 480, 81, False),
         "wan2.2-5b-t2v": ("wan22", 1280, 704, 121, False),
         "wan2.2-5b-i2v": ("wan22", 1280, 704, 121, True),
+        "wan2.2-a14b-t2v": ("a14b", 832, 480, 81, False),
     },
     "tiny": {
         "wan2.1-1.3b-t2v": ("wan21", 48, 32, 9, False),
         "wan2.2-5b-t2v": ("wan22", 64, 32, 9, False),
         "wan2.2-5b-i2v": ("wan22", 64, 32, 9, True),
+        "wan2.2-a14b-t2v": ("a14b", 48, 32, 9, False),
     },
 }
 
@@ -104,8 +121,10 @@ def build_model(folder: Path, model: str, preset: str, device: str) -> dict[str,
     lib, tlib = diffusers(), transformers()
     recipe = (FULL if preset == "full" else TINY)[model]
     manual_seed(0)
+    pair = model == "a14b"
     with torch.device(device):
         transformer = lib.WanTransformer3DModel(**recipe["transformer"])
+        transformer_2 = lib.WanTransformer3DModel(**recipe["transformer"]) if pair else None
     tokenizer = build_tokenizer()
     te_config = umt5_config(len(tokenizer), int(tokenizer.pad_token_id))
     if preset == "full":  # the real width and heads, two layers
@@ -117,6 +136,8 @@ def build_model(folder: Path, model: str, preset: str, device: str) -> dict[str,
     if preset == "full":  # the tiny preset keeps the kit's own initialisation
         randomize(transformer)
         randomize(text_encoder)
+        if transformer_2 is not None:
+            randomize(transformer_2)
     pipe = lib.WanPipeline(
         tokenizer=tokenizer,
         text_encoder=text_encoder.to(dtype),
@@ -124,10 +145,12 @@ def build_model(folder: Path, model: str, preset: str, device: str) -> dict[str,
         vae=vae,
         scheduler=lib.UniPCMultistepScheduler.from_config(recipe["scheduler"]),
         expand_timesteps=model == "wan22",
+        transformer_2=None if transformer_2 is None else transformer_2.to(dtype),
+        boundary_ratio=A14B_BOUNDARY if pair else None,
     )
     pipe.save_pretrained(str(folder))
-    params = sum(p.numel() for p in transformer.parameters())
-    del pipe, transformer, text_encoder, vae
+    params = sum(p.numel() for p in transformer.parameters()) * (2 if pair else 1)
+    del pipe, transformer, transformer_2, text_encoder, vae
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
     return {"transformerParams": params, "buildS": round(time.perf_counter() - started, 1)}

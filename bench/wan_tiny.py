@@ -9,7 +9,9 @@ The kit's random-weight Wan models (`inline-core kit --family wan`), 9 frames, 4
   (`expand_timesteps`);
 - `wan2.2-ti2v-i2v`: its image-to-video from a 50x40 image against `WanImageToVideoPipeline`
   (its prompts encoded by `WanPipeline.encode_prompt` inside the timed call: the i2v pipeline's
-  own prompt cleaning needs `ftfy`, not installed here).
+  own prompt cleaning needs `ftfy`, not installed here);
+- `wan2.2-a14b-t2v`: the tiny A14B pair at 48x32 against `WanPipeline(transformer,
+  transformer_2, boundary_ratio)` (shift 12: of the 4 steps, 3 on the high-noise expert).
 
 Sides:
 - pipeline: `from_pretrained(folder)` and `pipe(...)` per render, output as numpy frames (no file
@@ -63,6 +65,7 @@ CASES = (
     Case("wan2.1-t2v", "wan2.1_t2v_tiny_diffusers", 48, 32),
     Case("wan2.2-ti2v-t2v", "wan2.2_ti2v_tiny_diffusers", 64, 32),
     Case("wan2.2-ti2v-i2v", "wan2.2_ti2v_tiny_diffusers", 64, 32, image=True),
+    Case("wan2.2-a14b-t2v", "wan2.2_t2v_a14b_tiny_diffusers", 48, 32),
 )
 IMAGE_SIZE = (50, 40)
 
