@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wan_harness import PROMPT, max_diff, node_params, reference_kwargs, render, take_frames
+from wan_harness import (
+    PROMPT,
+    max_diff,
+    node_params,
+    reference_kwargs,
+    reference_pipe,
+    render,
+    take_frames,
+)
 from wan_harness import wan_rig as rig_of
 
 from inline_core.errors import InvalidRequest, ModelMissing
@@ -37,14 +45,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def a14b_reference(wan_kit: WanKit) -> Any:
-    import torch
-    from diffusers import WanPipeline  # pyright: ignore[reportPrivateImportUsage]
-
-    assert wan_kit.a14b_diffusers_dir is not None
-    pipe: Any = WanPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
-        str(wan_kit.a14b_diffusers_dir), dtype=torch.float32, local_files_only=True
-    )
-    pipe.set_progress_bar_config(disable=True)
+    pipe = reference_pipe("WanPipeline", wan_kit.a14b_diffusers_dir)
     assert pipe.transformer_2 is not None and pipe.config.boundary_ratio == A14B_BOUNDARY
     return pipe
 

@@ -16,6 +16,7 @@ from wan_harness import (
     first_frame_image,
     max_diff,
     reference_i2v_frames,
+    reference_pipe,
     render,
     take_frames,
     wan_rig,
@@ -39,14 +40,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def clip_i2v_reference(wan_kit: WanKit) -> Any:
-    import torch
-    from diffusers import WanImageToVideoPipeline  # pyright: ignore[reportPrivateImportUsage]
-
-    assert wan_kit.i2v_diffusers_dir is not None
-    pipe: Any = WanImageToVideoPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
-        str(wan_kit.i2v_diffusers_dir), dtype=torch.float32, local_files_only=True
-    )
-    pipe.set_progress_bar_config(disable=True)
+    pipe = reference_pipe("WanImageToVideoPipeline", wan_kit.i2v_diffusers_dir)
     assert pipe.image_encoder is not None and pipe.transformer.config.image_dim is not None
     return pipe
 

@@ -15,6 +15,7 @@ from wan_harness import (
     max_diff,
     node_params,
     reference_i2v_frames,
+    reference_pipe,
     render,
     take_frames,
     wan_rig,
@@ -41,14 +42,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def i2v_pair_reference(wan_kit: WanKit) -> Any:
-    import torch
-    from diffusers import WanImageToVideoPipeline  # pyright: ignore[reportPrivateImportUsage]
-
-    assert wan_kit.a14b_i2v_diffusers_dir is not None
-    pipe: Any = WanImageToVideoPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
-        str(wan_kit.a14b_i2v_diffusers_dir), dtype=torch.float32, local_files_only=True
-    )
-    pipe.set_progress_bar_config(disable=True)
+    pipe = reference_pipe("WanImageToVideoPipeline", wan_kit.a14b_i2v_diffusers_dir)
     assert pipe.transformer_2 is not None and pipe.image_encoder is None
     return pipe
 

@@ -77,6 +77,25 @@ def test_official_templates_import_as_one_wan_node(
     finished_state(client, str(submitted.json()["runId"]))
 
 
+def rendered_alike(
+    client: TestClient, body: dict[str, Any], by_hand: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The imported graph and the one written by hand, rendered: the same frames; their takes."""
+    imported = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+    assert imported.status_code == 201, imported.text
+    direct = client.post("/v1/runs", json={"graph": by_hand, "target": "w"})
+    takes: list[dict[str, Any]] = []
+    frames: list[np.ndarray[Any, Any]] = []
+    for run in (imported, direct):
+        state = finished_state(client, str(run.json()["runId"]))
+        assert state["status"] == "done", state
+        (take,) = state["takes"]
+        takes.append(take)
+        frames.append(decode_apng(client.get(take["uri"]).content))
+    assert np.array_equal(frames[0], frames[1])
+    return takes
+
+
 def small_workflow(image: str | None) -> dict[str, Any]:
     """The 5B template's chain in the API format, at a size a CPU test renders."""
     latent: dict[str, Any] = {"width": 64, "height": 32, "length": 9, "batch_size": 1,
@@ -124,8 +143,6 @@ def test_an_imported_workflow_renders_the_hand_written_graphs_frames(
     assert response.status_code == 200, response.text
     body = response.json()
     assert any("lossless animated PNG" in w for w in body["warnings"])  # WebP is not offered
-    imported = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
-    assert imported.status_code == 201, imported.text
     by_hand = wan_graph(
         "a paper boat on a rainy street",
         image=asset,
@@ -140,15 +157,8 @@ def test_an_imported_workflow_renders_the_hand_written_graphs_frames(
         negative_prompt="blurry",
         format="png",
     )
-    direct = client.post("/v1/runs", json={"graph": by_hand, "target": "w"})
-    frames: list[np.ndarray[Any, Any]] = []
-    for run in (imported, direct):
-        state = finished_state(client, str(run.json()["runId"]))
-        assert state["status"] == "done", state
-        (take,) = state["takes"]
+    for take in rendered_alike(client, body, by_hand):
         assert take["params"]["image_to_video"] is with_image
-        frames.append(decode_apng(client.get(take["uri"]).content))
-    assert np.array_equal(frames[0], frames[1])
 
 
 def upload(client: TestClient, seed: int = 0) -> str:
@@ -219,8 +229,6 @@ def test_an_imported_clip_vision_workflow_renders_the_hand_written_graphs_frames
     assert response.status_code == 200, response.text
     body = response.json()
     assert not any("crop" in w for w in body["warnings"])  # a center crop is what it does
-    imported = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
-    assert imported.status_code == 201, imported.text
     by_hand = wan_graph(
         "a paper boat on a rainy street",
         image=asset,
@@ -234,13 +242,7 @@ def test_an_imported_clip_vision_workflow_renders_the_hand_written_graphs_frames
         negative_prompt="blurry",
         format="png",
     )
-    direct = client.post("/v1/runs", json={"graph": by_hand, "target": "w"})
-    frames: list[np.ndarray[Any, Any]] = []
-    for run in (imported, direct):
-        state = finished_state(client, str(run.json()["runId"]))
-        assert state["status"] == "done", state
-        frames.append(decode_apng(client.get(state["takes"][0]["uri"]).content))
-    assert np.array_equal(frames[0], frames[1])
+    rendered_alike(client, body, by_hand)
 
 
 def test_a_wan_workflow_without_a_saved_video_says_so(client: TestClient) -> None:

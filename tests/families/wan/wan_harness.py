@@ -70,6 +70,20 @@ def take_frames(result: NodeResult) -> Pixels:
     return decode_apng(Path(take.path).read_bytes()).astype(np.int16)
 
 
+def reference_pipe(class_name: str, folder: Path | None) -> Any:
+    """A diffusers Wan pipeline (`WanPipeline`, `WanImageToVideoPipeline`) over a kit folder,
+    float32, quiet: a pixel reference."""
+    import diffusers
+    import torch
+
+    assert folder is not None
+    pipe: Any = getattr(diffusers, class_name).from_pretrained(
+        str(folder), dtype=torch.float32, local_files_only=True
+    )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
 def reference_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
     """WanPipeline arguments for the same render as `node_params(**params)`."""
     import torch
