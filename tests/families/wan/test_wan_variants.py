@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from wan_harness import wan_rig
+from wan_harness import first_frame_image, wan_rig
 
 from inline_core.families.wan.descriptor import NODE_TYPE, WAN_DESCRIPTOR
 from inline_core.families.wan.kit import WanKit
@@ -23,6 +23,10 @@ EMPTY = {p.name: p.default for p in WAN_DESCRIPTOR.params}
         ("wan2.2_ti2v_tiny_diffusers", (1280, 704, 121, 24, None)),  # its scheduler's shift
         ("wan2.1_t2v_tiny_fp32.safetensors", (832, 480, 81, 16, 3.0)),
         ("wan2.1_t2v_tiny_diffusers", (832, 480, 81, 16, None)),
+        ("wan2.2_t2v_high_noise_tiny_fp32.safetensors", (1280, 720, 81, 16, 12.0)),  # A14B
+        ("wan2.2_t2v_a14b_tiny_diffusers", (1280, 720, 81, 16, None)),
+        ("wan2.2_i2v_low_noise_tiny_fp32.safetensors", (1280, 720, 81, 16, 5.0)),
+        ("wan2.1_i2v_tiny_fp32.safetensors", (832, 480, 81, 16, 3.0)),
     ],
 )
 def test_empty_params_take_the_models_own(
@@ -30,7 +34,10 @@ def test_empty_params_take_the_models_own(
 ) -> None:
     family = wan_rig(wan_kit.root, wan_sampler).family
     params = {**EMPTY, "model": model, "seed": 3}
-    lowered = family.lower(NODE_TYPE, params, {"prompt": "a fox"}, "w")
+    inputs: dict[str, Any] = {"prompt": "a fox"}
+    if "i2v" in model:  # image-to-video only
+        inputs["image"] = first_frame_image(32, 32)
+    lowered = family.lower(NODE_TYPE, params, inputs, "w")
     request = lowered.request
     got = tuple(request[k] for k in ("width", "height", "frames", "fps", "shift"))
     assert got == expected
@@ -44,3 +51,13 @@ def test_set_params_win_over_the_models_own(wan_kit: WanKit, wan_sampler: StepLo
     request = family.lower(NODE_TYPE, params, {"prompt": "a fox"}, "w").request
     assert (request["width"], request["height"], request["frames"]) == (640, 352, 49)
     assert (request["fps"], request["shift"]) == (12, 8.0)
+
+
+def test_the_default_model_renders_from_a_prompt_alone(
+    wan_kit: WanKit, wan_sampler: StepLoopSampler
+) -> None:
+    """With no model param, the first model in the catalog that needs no image (the kit's
+    `wan2.1_i2v_*` sort first and need one)."""
+    family = wan_rig(wan_kit.root, wan_sampler).family
+    assert family.model_param(NODE_TYPE, {}) == "wan2.1_t2v_tiny_diffusers"
+    assert family.model_param(NODE_TYPE, {"model": "x"}) == "x"

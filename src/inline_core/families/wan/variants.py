@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from inline_core.families.wan.transformer import (
@@ -84,49 +84,24 @@ TI2V = WanVariant(
     expand_timesteps=True,
     image_to_video=True,
 )
-A14B_T2V = WanVariant(
+# The others are Wan 2.1's stack (16 channels, its VAE) with what differs.
+A14B_T2V = replace(
+    T2V,
     title="Wan 2.2 A14B text-to-video",
-    latent_channels=16,
-    vae_file="wan_2.1_vae.safetensors",
-    spatial_factor=8,
     width=1280,
     height=720,
-    frames=81,
-    fps=16,
     shift=12.0,
-    expand_timesteps=False,
-    image_to_video=False,
     boundary=0.875,
 )
-
-I2V = WanVariant(
-    title="Wan 2.1 image-to-video",
-    latent_channels=16,
-    vae_file="wan_2.1_vae.safetensors",
-    spatial_factor=8,
-    width=832,
-    height=480,
-    frames=81,
-    fps=16,
-    shift=3.0,
-    expand_timesteps=False,
-    image_to_video=True,
-    needs_image=True,
-    clip_vision=True,
+I2V = replace(
+    T2V, title="Wan 2.1 image-to-video", image_to_video=True, needs_image=True, clip_vision=True
 )
-A14B_I2V = WanVariant(
+A14B_I2V = replace(
+    A14B_T2V,
     title="Wan 2.2 A14B image-to-video",
-    latent_channels=16,
-    vae_file="wan_2.1_vae.safetensors",
-    spatial_factor=8,
-    width=1280,
-    height=720,
-    frames=81,
-    fps=16,
     shift=5.0,
-    expand_timesteps=False,
-    image_to_video=True,
     boundary=0.9,
+    image_to_video=True,
     needs_image=True,
 )
 
