@@ -191,3 +191,18 @@ def test_server_refuses_a_pair_missing_its_sibling_at_submit(
     error = response.json()["error"]
     assert error["code"] == "model_missing" and error["nodeId"] == "w"
     assert LOW in error["message"] and "low-noise expert" in error["message"]
+
+
+def test_a_budget_smaller_than_the_pair_keeps_both_experts_without_reloads(
+    wan_kit: WanKit, wan_sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    """On a budget below the pair (1 MiB; bfloat16 copies of the float32 files are the
+    residency's own bytes) the render still holds both experts (its keep-set), over budget, and
+    a second render reloads nothing."""
+    rig = rig_of(wan_kit.root, wan_sampler, ram_budget_gb=0.001, dtype="bfloat16")
+    first = take_frames(render(rig, tmp_path, model=HIGH, steps=STEPS, guidance=1.0))
+    again = take_frames(render(rig, tmp_path, model=HIGH, steps=STEPS, guidance=1.0))
+    assert max_diff(first, again) == 0
+    residency = rig.stats()
+    assert residency["overBudget"] is True
+    assert residency["reloads"] == 0 and residency["hits"] > 0
