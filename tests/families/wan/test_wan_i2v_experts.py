@@ -70,17 +70,12 @@ def test_the_i2v_pair_matches_image_to_video_pipeline(
     (take,) = result.takes
     assert take.params["image_to_video"] is True
     assert take.params["boundary_ratio"] == A14B_I2V.boundary
-    other = take_frames(
-        render(
-            rig,
-            tmp_path,
-            image=first_frame_image(50, 40, seed=1),
-            model=model,
-            steps=STEPS,
-            **params,
+    if model == HIGH and params["guidance"] == 1.0:  # once: the image conditions the video
+        other_image = first_frame_image(50, 40, seed=1)
+        other = take_frames(
+            render(rig, tmp_path, image=other_image, model=model, steps=STEPS, **params)
         )
-    )
-    assert max_diff(ours, other) > 8  # the image conditions the video
+        assert max_diff(ours, other) > 8
 
 
 def test_the_i2v_pair_without_an_image_is_refused_naming_the_input(
