@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from inline_core.diffusion.adapters.naming import read_layout
-from inline_core.diffusion.adapters.stack import LoraUse
+from inline_core.diffusion.adapters.stack import LoraStack, LoraUse
 from inline_core.diffusion.files.header import HeaderError, read_header
 from inline_core.errors import InvalidRequest, ModelMissing, NotFound
 from inline_core.families.nodes.handles import LoraHandle, ModelHandle
@@ -92,3 +92,21 @@ class LoadLora(_LoraRunner):
 class InputLora(_LoraRunner):
     def run(self, call: NodeCall) -> NodeResult:
         return NodeResult(outputs={"lora": self._handle(call)})
+
+
+def lora_stack(value: object, family: str, title: str, node_id: str) -> LoraStack:
+    """A high-level node's `loras` input (`input/lora` handles, in edge order) as the stack its
+    request carries; a LoRA of another family is refused, naming it."""
+    if value is None:
+        return ()
+    items: list[object] = list(cast(list[object], value)) if isinstance(value, list) else [value]
+    stack: list[LoraUse] = []
+    for item in items:
+        if not isinstance(item, LoraHandle):
+            raise InvalidRequest("the loras input takes input/lora nodes", node_id=node_id)
+        if item.family != family:
+            raise InvalidRequest(
+                f"loras/{item.use.name} is a LoRA for {item.family}, not {title}", node_id=node_id
+            )
+        stack.append(item.use)
+    return tuple(stack)
