@@ -40,7 +40,11 @@ class FamilyNodeRunner(NodeRunner):
     # -- submit-time hooks -----------------------------------------------------------------------
 
     def check(self, node_id: str, params: Mapping[str, Any]) -> Sources:
-        return self.family.resolve(self.descriptor.type, params).require(node_id)
+        node_type = self.descriptor.type
+        sources = self.family.resolve(node_type, params).require(node_id)
+        transformer = sources.get("transformer")
+        self.runtime.refuse_if_split(self.family, node_type, params, transformer, node_id)
+        return sources
 
     def check_wired(self, node_id: str, params: Mapping[str, Any], wired: frozenset[str]) -> None:
         self.family.check_wired(self.descriptor.type, params, wired, node_id)

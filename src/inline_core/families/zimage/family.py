@@ -23,7 +23,12 @@ from inline_core.families.nodes.inputs import prompt_text
 from inline_core.families.nodes.loras import lora_stack
 from inline_core.families.sources import Sources
 from inline_core.families.zimage import control_inputs
-from inline_core.families.zimage.control_files import control_config, control_entry, control_use
+from inline_core.families.zimage.control_files import (
+    control_config,
+    control_entry,
+    control_use,
+    split_refusal,
+)
 from inline_core.families.zimage.controlnet import ControlUse
 from inline_core.families.zimage.descriptor import EXTRA_HINT, NODE_TYPE, ZIMAGE_DESCRIPTOR
 from inline_core.families.zimage.download import DOWNLOADS
@@ -33,6 +38,7 @@ from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, ne
 from inline_core.families.zimage.split import SPLIT_METHODS, support_for
 from inline_core.families.zimage.transformer import config_of
 from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.graph.primitives import LOAD_CONTROLNET
 from inline_core.models.source import Source
 
 # Request fields that are inputs, not settings: kept off the take's params.
@@ -128,6 +134,11 @@ class ZImageFamily(Family):
 
     def params_identity(self, node_type: str, params: Mapping[str, Any]) -> str:
         return control_inputs.params_identity(self.catalog, params)
+
+    def unsplittable(self, node_type: str, params: Mapping[str, Any]) -> str | None:
+        key = "controlnet" if node_type == NODE_TYPE else "name"  # the node's, load/controlnet's
+        name = params.get(key) if node_type in (NODE_TYPE, LOAD_CONTROLNET.type) else None
+        return split_refusal(str(name)) if name else None
 
     def control_use(self, name: str, strength: float, node_id: str | None) -> ControlUse:
         entry = control_entry(self.catalog, name, node_id)
