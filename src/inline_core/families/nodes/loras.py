@@ -12,7 +12,7 @@ downstream change with a LoRA or its strength, and an encode upstream does not.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from inline_core.diffusion.adapters.naming import read_layout
@@ -76,6 +76,21 @@ class _LoraRunner(NodeRunner):
 
 
 class LoadLora(_LoraRunner):
+    def check_upstream(
+        self, node_id: str, params: Mapping[str, Any], upstream: Mapping[str, Sequence[object]]
+    ) -> None:
+        # The model wired in, as its loader (or the load/lora before) checked it at submit.
+        models = [v for v in upstream.get("model", ()) if isinstance(v, ModelHandle | LoraHandle)]
+        if not models:
+            return
+        lora = self.picker.pick(params, node_id)
+        if lora.family != models[0].family:
+            raise InvalidRequest(
+                f"loras/{lora.use.name} is a LoRA for {lora.family}; the model it is wired to is "
+                f"{models[0].family}",
+                node_id=node_id,
+            )
+
     def run(self, call: NodeCall) -> NodeResult:
         model = handle_input(call, "model", ModelHandle)
         lora = self._handle(call)
