@@ -4,6 +4,7 @@ layers, written into `loras/`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from torch import nn
@@ -47,41 +48,35 @@ def _kohya(module: str) -> str:
     return "lora_unet_" + to_original(module).replace(".", "_")
 
 
+# A's namings: key, file suffix, tensor names, pair endings, kohya's alpha, PEFT's alpha.
+_NAMINGS: tuple[
+    tuple[str, str, Callable[[str], str], str, str, float | None, float | None], ...
+] = (
+    ("a", "", "transformer.".__add__, LORA_DOWN, LORA_UP, None, 8.0),
+    ("a-comfy", "_comfy", _comfy, KOHYA_DOWN, KOHYA_UP, 2.0, None),
+    ("a-ai-toolkit", "_aitoolkit", _comfy, LORA_DOWN, LORA_UP, None, None),
+    ("a-kohya", "_kohya", _kohya, KOHYA_DOWN, KOHYA_UP, 2.0, None),
+)
+
+
 def write_kit_loras(out: Path, name: str, model: nn.Module) -> dict[str, Path]:
     """`loras/<name>_lora_a*.safetensors` (one per naming) and `<name>_lora_b.safetensors`."""
     a: KitLora = random_lora(model, lora_a_modules(model), RANK, seed=31)
     b: KitLora = random_lora(model, _B_MODULES, RANK, seed=32)
     folder = out / "loras"
-    diffusers = "transformer.".__add__
-    return {
-        "a": write_lora(
+    written = {
+        key: write_lora(
             a,
-            folder / f"{name}_lora_a.safetensors",
-            diffusers,
-            down=LORA_DOWN,
-            up=LORA_UP,
-            peft_alpha=8.0,
-        ),
-        "a-comfy": write_lora(
-            a,
-            folder / f"{name}_lora_a_comfy.safetensors",
-            _comfy,
-            down=KOHYA_DOWN,
-            up=KOHYA_UP,
-            alpha=2.0,
-        ),
-        "a-ai-toolkit": write_lora(
-            a, folder / f"{name}_lora_a_aitoolkit.safetensors", _comfy, down=LORA_DOWN, up=LORA_UP
-        ),
-        "a-kohya": write_lora(
-            a,
-            folder / f"{name}_lora_a_kohya.safetensors",
-            _kohya,
-            down=KOHYA_DOWN,
-            up=KOHYA_UP,
-            alpha=2.0,
-        ),
-        "b": write_lora(
-            b, folder / f"{name}_lora_b.safetensors", diffusers, down=LORA_DOWN, up=LORA_UP
-        ),
+            folder / f"{name}_lora_a{suffix}.safetensors",
+            tensor,
+            down=down,
+            up=up,
+            alpha=alpha,
+            peft_alpha=peft_alpha,
+        )
+        for key, suffix, tensor, down, up, alpha, peft_alpha in _NAMINGS
     }
+    diffusers = "transformer.".__add__
+    b_file = folder / f"{name}_lora_b.safetensors"
+    written["b"] = write_lora(b, b_file, diffusers, down=LORA_DOWN, up=LORA_UP)
+    return written
