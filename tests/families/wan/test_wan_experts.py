@@ -207,3 +207,12 @@ def test_a_budget_smaller_than_the_pair_keeps_both_experts_without_reloads(
     residency = rig.stats()
     assert residency["overBudget"] is True
     assert residency["reloads"] == 0 and residency["hits"] > 0
+
+
+def test_loras_on_the_pair_are_refused_at_submit_naming_why(
+    wan_kit: WanKit, wan_sampler: StepLoopSampler
+) -> None:
+    family = rig_of(wan_kit.root, wan_sampler).family
+    params = node_params(model=HIGH)
+    with pytest.raises(InvalidRequest, match="one per expert"):
+        family.check_wired(NODE_TYPE, params, frozenset({"prompt", "loras"}), "w")

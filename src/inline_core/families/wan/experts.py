@@ -22,6 +22,10 @@ from inline_core.families.wan.transformer import config_of
 from inline_core.models.source import Source
 
 LOW_NOISE = "transformer_2"  # the low-noise expert's part (diffusers' name and subfolder)
+LORAS_ON_A_PAIR = (
+    "LoRAs on Wan 2.2 A14B's two experts are not supported yet (its LoRAs come one per expert); "
+    "unwire the loras input, or use a one-model Wan"
+)
 _EXPERT = re.compile(r"(high|low)([_-]?)noise", re.IGNORECASE)
 _OTHER = {"high": "low", "low": "high"}
 

@@ -24,7 +24,10 @@ config, and writes:
   (a `WanImageToVideoPipeline` without an image encoder, as Wan2.2-I2V-A14B's); Wan 2.1 i2v as
   `diffusion_models/wan2.1_i2v_tiny_fp32.safetensors` with a tiny CLIP vision encoder
   `clip_vision/clip_vision_h_tiny_fp32.safetensors`, and `wan2.1_i2v_tiny_diffusers/` (its
-  `image_encoder/` and `image_processor/` inside).
+  `image_encoder/` and `image_processor/` inside);
+- `loras/wan2.1_t2v_tiny_lora_a*.safetensors` (one Wan 2.1 LoRA in the diffusers/PEFT, ComfyUI,
+  ai-toolkit and musubi-tuner namings) and `loras/wan2.1_t2v_tiny_lora_b.safetensors` (another,
+  on other layers; `kit_loras.py`).
 
 Both layouts hold the same weights, so they render the same frames. Random weights draw noise.
 """
@@ -34,7 +37,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -46,6 +49,7 @@ from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.wan import transformer as wan_transformer
 from inline_core.families.wan.clip_vision import PROCESSOR_CONFIG
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
+from inline_core.families.wan.kit_loras import write_kit_loras
 from inline_core.families.wan.request import MAX_PROMPT_TOKENS
 from inline_core.families.wan.transformer import I2V_CHANNELS
 from inline_core.families.wan.variants import A14B_I2V, A14B_T2V, TI2V
@@ -143,6 +147,7 @@ class WanKit:
     i2v_diffusion_file: Path | None = None
     clip_vision_file: Path | None = None
     i2v_diffusers_dir: Path | None = None
+    loras: dict[str, Path] = field(default_factory=dict[str, Path])
 
 
 def build_tokenizer() -> Any:
@@ -280,9 +285,12 @@ def build_kit(
     if unknown := set(variants) - set(VARIANTS):
         raise ValueError(f"unknown variants {sorted(unknown)}; choose from {VARIANTS}")
     written: dict[str, Path | None] = {}
+    loras: dict[str, Path] = {}
     for variant in variants:
         kind = KIT_VARIANTS[variant]
         parts = build_parts(variant)
+        if variant == "t2v":
+            loras = write_kit_loras(out, "wan2.1_t2v_tiny", parts["transformer"])
         if "comfy" in layouts:
             for expert, name in zip(EXPERTS, kind.files, strict=False):
                 path = out / "diffusion_models" / f"{name}.safetensors"
@@ -302,7 +310,7 @@ def build_kit(
             pipeline = getattr(diffusers(), kind.pipeline)(**parts, **kind.options)
             pipeline.save_pretrained(str(folder))
             written[f"{variant}_diffusers"] = folder
-    for category in ("diffusion_models", "vae", "text_encoders", "clip_vision"):
+    for category in ("diffusion_models", "vae", "text_encoders", "clip_vision", "loras"):
         (out / category).mkdir(parents=True, exist_ok=True)
     return WanKit(
         out,
@@ -326,6 +334,7 @@ def build_kit(
         i2v_diffusion_file=written.get("i2v_transformer"),
         clip_vision_file=written.get("clip_vision"),
         i2v_diffusers_dir=written.get("i2v_diffusers"),
+        loras=loras,
     )
 
 
@@ -395,6 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kit.a14b_diffusers_dir,
         kit.a14b_i2v_diffusers_dir,
         kit.i2v_diffusers_dir,
+        *kit.loras.values(),
     ]
     print(report(out, written))
     return 0

@@ -24,13 +24,16 @@ import torch
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan import first_frame
+from inline_core.families.wan.experts import LORAS_ON_A_PAIR
 from inline_core.families.wan.image_encoder import image_embeds
+from inline_core.families.wan.lora import read_lora
 from inline_core.families.wan.request import WanRequest, new_request
 from inline_core.runtime.video import Frames, Video
 
@@ -70,6 +73,7 @@ class WanStepPipeline:
         image_encoder: nn.Module | None = None,
         image_processor: Any = None,
         encoder_placement: PlacementLike | None = None,
+        adapter_cache: Fetch | None = None,
     ) -> None:
         self.text_encoder = text_encoder
         self.transformer = transformer
@@ -87,6 +91,10 @@ class WanStepPipeline:
         self.model_key = model_key
         self.serial_phases = serial_phases  # with CPU offload, encode/decode run between steps
         self.expand_timesteps = expand_timesteps  # Wan 2.2 TI2V: per-token timesteps
+        # Each request's LoRA stack, added to its own rows of every forward.
+        self.adapters = AdapterBank(
+            transformer, read_lora, self.device, self.dtype, adapter_cache, model_key
+        )
 
     @property
     def latent_channels(self) -> int:
@@ -105,6 +113,8 @@ class WanStepPipeline:
         if state.image is None and self.channel_image:
             raise InvalidRequest("this Wan model is image-to-video only: it needs an image")
         pair = self.transformer_2 is not None
+        if pair and state.loras:
+            raise InvalidRequest(LORAS_ON_A_PAIR)
         if pair != (state.boundary_ratio is not None):
             raise InvalidRequest(
                 "a two-expert Wan model needs the request's boundary_ratio"
@@ -126,6 +136,8 @@ class WanStepPipeline:
 
     def prepare_encode(self, state: WanRequest, /) -> WanRequest:
         with torch.inference_mode():
+            # The LoRA files load here, off the step loop, and a bad one fails this request alone.
+            self.adapters.check(state.loras)
             if state.positive is None:
                 state.positive = self.text_encoder.encode(state.prompt)
             if state.needs_negative and state.negative is None:
@@ -213,7 +225,9 @@ class WanStepPipeline:
         if self.image_encoder is not None:  # each row's own image, negatives included
             views = torch.cat([cast(torch.Tensor, s.image_embeds) for s, _c in rows])
             extra["encoder_hidden_states_image"] = views.to(self.device, self.dtype)
-        with self.swap.use(model, self.placement):
+        # A negative row gets its request's stack too (a pair takes none: `request` refuses).
+        stacks = [s.loras for s, _c in rows]
+        with self.swap.use(model, self.placement), self.adapters.applied(stacks):
             return cast(
                 torch.Tensor,
                 model(
