@@ -20,6 +20,7 @@ from inline_core.families.wan import transformer
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.wan.pipeline import WanStepPipeline
 from inline_core.families.wan.request import MAX_PROMPT_TOKENS
+from inline_core.families.wan.step_cache import LAYOUT
 from inline_core.families.wan.variants import variant_of
 
 
@@ -29,6 +30,7 @@ class WanBuilder:
         "text_encoder": "text_encoder",
         "vae": "vae",
     }
+    step_cache_layout = LAYOUT  # its pipelines cache their blocks per request
 
     load = PartLoader(
         "Wan",

@@ -23,6 +23,8 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.stepcache import rows as step_rows
+from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan import first_frame
@@ -73,10 +75,15 @@ class WanStepPipeline:
         self.model_key = model_key
         self.serial_phases = serial_phases  # with CPU offload, encode/decode run between steps
         self.expand_timesteps = expand_timesteps  # Wan 2.2 TI2V: per-token timesteps
+        self.step_cache: StepCacheBackend | None = None  # adopted once (stepcache/adopt.py)
 
     @property
     def in_channels(self) -> int:
         return int(cast(Any, self.transformer).config.in_channels)
+
+    def adopt_cache_dit_backend(self, backend: StepCacheBackend, /) -> None:
+        """The per-request step cache on its transformer (components.step)."""
+        self.step_cache = backend
 
     def request(self, **kwargs: Any) -> WanRequest:
         kwargs.setdefault("spatial_factor", self.vae.spatial_factor)
@@ -112,6 +119,7 @@ class WanStepPipeline:
                 )
                 state.condition = self.vae.encode(pixels).to(self.device)
             state.scheduler = self.new_scheduler(state)
+            state.cache = step_rows.request_cache(state.step_cache)
             state.prepared = True
         return state
 
@@ -135,7 +143,9 @@ class WanStepPipeline:
         with torch.inference_mode():
             rows = [(s, cast(Conditioning, s.positive)) for s in states]
             rows += [(s, cast(Conditioning, s.negative)) for s in states if s.cfg]
-            out = self._forward(rows)
+            caches = [step_rows.branch_row(s.cache, "positive") for s in states]
+            caches += [step_rows.branch_row(s.cache, "negative") for s in states if s.cfg]
+            out = self._forward(rows, caches)
             negatives = iter(out[len(states) :])
             preds: list[torch.Tensor] = []
             for i, s in enumerate(states):
@@ -146,12 +156,17 @@ class WanStepPipeline:
                 preds.append(pred)
             return preds
 
-    def _forward(self, rows: list[tuple[WanRequest, Conditioning]]) -> torch.Tensor:
+    def _forward(
+        self,
+        rows: list[tuple[WanRequest, Conditioning]],
+        caches: Sequence[step_rows.RowCache | None],
+    ) -> torch.Tensor:
         inputs = {id(s): self._model_input(s) for s, _c in rows}
         hidden = torch.cat([inputs[id(s)][0] for s, _c in rows])
         timestep = torch.cat([inputs[id(s)][1] for s, _c in rows])
         text = torch.stack([cast(torch.Tensor, c.value) for _s, c in rows])
-        with self.swap.use(self.transformer, self.placement):
+        cached = cached_forward(self.step_cache, self.transformer, caches)
+        with self.swap.use(self.transformer, self.placement), cached:
             return cast(
                 torch.Tensor,
                 self.transformer(
@@ -182,6 +197,7 @@ class WanStepPipeline:
         # The state may outlive the render: drop its tensors (the scheduler keeps past outputs).
         state.latents = state.positive = state.negative = state.scheduler = None
         state.condition = None
+        step_rows.release(state.cache)
         return latents
 
     def post_decode(self, state: WanRequest, /) -> Video:

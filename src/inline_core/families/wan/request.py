@@ -14,6 +14,7 @@ from typing import Any
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.errors import InvalidRequest
 from inline_core.parallel.wire import LOCAL
+from inline_core.runtime.step_cache import StepCacheSettings
 
 SPATIAL_FACTOR = 8  # the Wan 2.1 VAE: 8x down in space (Wan 2.2's: 16)
 TEMPORAL_FACTOR = 4  # and 4x in time, after the first frame
@@ -40,6 +41,7 @@ class WanRequest:
     spatial_factor: int = SPATIAL_FACTOR  # the VAE's, set by the pipeline
     positive: Conditioning | None = None
     negative: Conditioning | None = None
+    step_cache: StepCacheSettings | None = None  # DBCache on its own rows of each forward
     model_key: Hashable = field(default="", metadata=LOCAL)
     step_index: int = field(default=0, metadata=LOCAL)
     prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
@@ -48,6 +50,7 @@ class WanRequest:
     condition: Any = field(default=None, metadata=LOCAL)  # the image's latent frame (i2v)
     # Called with each decoded chunk's first frame index and frames (the run streams them).
     on_chunk: Any = field(default=None, metadata=LOCAL)
+    cache: Any = field(default=None, metadata=LOCAL)  # its `stepcache.rows.RequestCache`
 
     @property
     def cfg(self) -> bool:
