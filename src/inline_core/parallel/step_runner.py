@@ -27,7 +27,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
-from inline_core.components.step import supports_latent_output, supports_preview
+from inline_core.components.step import (
+    step_cache_counts,
+    supports_latent_output,
+    supports_preview,
+)
 from inline_core.config import Config
 from inline_core.errors import Cancelled, InlineError
 from inline_core.parallel.collective import STOP, TICK, Admit, Command, Forward
@@ -322,6 +326,9 @@ class StepLoopRunner:
             **self.meter.meta(job_id),
             "loop": self._loop_counters(),
         }
+        counts = step_cache_counts(state)
+        if counts is not None:  # the server's copy of the request never held its cache
+            meta["stepCache"] = cast(dict[str, Json], counts)
         send(Result(job_id, 0, meta=meta, arrays=arrays))
 
     def _loop_counters(self) -> dict[str, Json]:
