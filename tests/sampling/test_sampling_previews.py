@@ -181,3 +181,48 @@ def test_flush_waits_for_the_last_offer_to_be_delivered(worker: PreviewWorker) -
     release.set()
     assert channel.flush(30.0)
     assert delivered.steps == [1, 2]
+
+
+def test_then_runs_after_the_last_delivery_without_making_its_caller_wait(
+    worker: PreviewWorker,
+) -> None:
+    """A job's end that must follow its last preview (a worker group's result) is handed to the
+    worker: the caller (the loop thread) goes on, and the action runs right after the last
+    delivery, on the worker's thread; at once when nothing waits."""
+    slow, started, release = blocked_render()
+    delivered = Delivered()
+    channel = worker.channel(slow, delivered)
+    ran: list[tuple[list[int], str]] = []
+
+    def record() -> None:
+        ran.append((delivered.steps, threading.current_thread().name))
+
+    channel.then(record)
+    assert ran == [([], threading.current_thread().name)]  # nothing offered: at once, here
+    ran.clear()
+    channel.offer("x1", "toy", 1, 2)
+    assert started.wait(30.0)
+    channel.offer("x2", "toy", 2, 2)
+    channel.then(record)  # returns while the worker renders
+    assert ran == []
+    release.set()
+    assert worker.wait_idle(30.0)
+    wait_until(lambda: bool(ran), "the action after the last delivery")
+    assert ran == [([1, 2], "inline-previews")]
+
+
+def test_then_still_runs_when_the_worker_closes_first() -> None:
+    worker = PreviewWorker(duty=0.001)  # a long rest after the first render
+    delivered = Delivered()
+    channel = worker.channel(as_tuple, delivered)
+    ran: list[str] = []
+    slow, started, release = blocked_render()
+    other = worker.channel(slow, Delivered())
+    other.offer("y", "toy", 1, 1)
+    assert started.wait(30.0)  # the worker is busy elsewhere
+    channel.offer((1.0,), "toy", 1, 1)
+    channel.then(lambda: ran.append("after"))
+    assert ran == []
+    threading.Timer(0.05, release.set).start()
+    worker.close()
+    assert ran == ["after"]  # a result waiting on a preview is never lost

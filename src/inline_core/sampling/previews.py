@@ -10,7 +10,9 @@ render that raises is logged and the render goes on without that preview.
 The worker renders at most `duty` of the time (10%): after a render of r seconds it rests
 r * (1/duty - 1) before the next, so a costly method (a tiny decoder on a CPU) is coalesced into
 fewer previews instead of taking the step loop's processor (bench/previews.py). A runner waiting
-for its last preview (`flush`) cuts the rest short.
+for its last preview (`flush`) cuts the rest short, and so does a job's end that must follow its
+last preview (`then`: a worker group's rank 0 sends a job's result only after its last preview,
+so a client never sees a preview after the run's end, and the loop thread never waits for it).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class PreviewChannel:
         self.deliver = deliver
         self.remote = remote  # how a worker group's rank 0 renders them (see `PreviewSink`)
         self.pending: _Offer | None = None  # guarded by the worker's lock
+        self.after: list[Callable[[], None]] = []  # run once all offered is delivered (`then`)
 
     def offer(self, latents: Any, latent_format: str, step: int, step_count: int, /) -> None:
         self._worker.put(self, _Offer(latents, latent_format, step, step_count))
@@ -74,6 +77,12 @@ class PreviewChannel:
         done, so its last preview is out before the run ends); False if `timeout` passed."""
         return self._worker.wait_delivered(self, timeout)
 
+    def then(self, action: Callable[[], None]) -> None:
+        """Run `action` once what was offered is delivered, without waiting for it: at once, on
+        this thread, when nothing is waiting or rendering; else on the worker's thread right
+        after the last delivery (rendered without its rest), or at the worker's close."""
+        self._worker.after_delivered(self, action)
+
 
 class PreviewWorker:
     def __init__(self, name: str = "inline-previews", duty: float = DUTY) -> None:
@@ -82,12 +91,13 @@ class PreviewWorker:
         self._name = name
         self._rest = 1.0 / duty - 1.0  # seconds of rest per second of rendering
         self._rest_until = 0.0  # monotonic: no render starts before it (unless hurried)
-        self._hurry = 0  # flushes waiting
+        self._hurry = 0  # flushes and `then` actions waiting: no rest meanwhile
         self._cond = threading.Condition()
         self._ready: list[PreviewChannel] = []  # channels with an offer waiting, oldest first
         self._thread: threading.Thread | None = None
         self._closed = False
         self._rendering: PreviewChannel | None = None  # whose render is in progress
+        self._awaiting: list[PreviewChannel] = []  # channels with actions waiting (`then`)
         self.counters = PreviewCounters()
 
     def channel(
@@ -110,6 +120,21 @@ class PreviewWorker:
                 self._thread.start()
             self._cond.notify()
 
+    def after_delivered(self, channel: PreviewChannel, action: Callable[[], None]) -> None:
+        with self._cond:
+            now = self._closed or self._delivered(channel)
+            if not now:
+                channel.after.append(action)
+                if channel not in self._awaiting:
+                    self._awaiting.append(channel)
+                self._hurry += 1  # no rest before this channel's last render
+                self._cond.notify_all()
+        if now:
+            _run(action)
+
+    def _delivered(self, channel: PreviewChannel) -> bool:
+        return channel.pending is None and self._rendering is not channel
+
     def wait_idle(self, timeout: float) -> bool:
         """Block until nothing waits or renders (tests, benches); False after `timeout`."""
         with self._cond:
@@ -121,10 +146,7 @@ class PreviewWorker:
             self._cond.notify_all()
             try:
                 return self._cond.wait_for(
-                    lambda: (
-                        self._closed or (channel.pending is None and self._rendering is not channel)
-                    ),
-                    timeout,
+                    lambda: self._closed or self._delivered(channel), timeout
                 )
             finally:
                 self._hurry -= 1
@@ -148,6 +170,11 @@ class PreviewWorker:
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=10.0)
+        with self._cond:
+            awaiting = list(self._awaiting)
+        for channel in awaiting:  # what waited on a delivery runs all the same
+            for action in self._take_after(channel):
+                _run(action)
 
     def _loop(self) -> None:
         while True:
@@ -163,6 +190,7 @@ class PreviewWorker:
                 offer, channel.pending = channel.pending, None
                 self._rendering = channel
             started = time.monotonic()
+            actions: list[Callable[[], None]] = []
             try:
                 if offer is not None:
                     self._render(channel, offer)
@@ -171,7 +199,20 @@ class PreviewWorker:
                 with self._cond:
                     self._rendering = None
                     self._rest_until = ended + (ended - started) * self._rest
+                    if channel.pending is None:
+                        actions = self._take_after(channel)
                     self._cond.notify_all()
+            for action in actions:
+                _run(action)
+
+    def _take_after(self, channel: PreviewChannel) -> list[Callable[[], None]]:
+        """The channel's actions waiting on its delivery, taken (the caller runs them)."""
+        with self._cond:
+            actions, channel.after = channel.after, []
+            self._hurry -= len(actions)
+            if channel in self._awaiting:
+                self._awaiting.remove(channel)
+            return actions
 
     def _render(self, channel: PreviewChannel, offer: _Offer) -> None:
         try:
@@ -182,3 +223,10 @@ class PreviewWorker:
             log.exception("a step preview failed; the render goes on without it")
             return
         self.counters.rendered += 1
+
+
+def _run(action: Callable[[], None]) -> None:
+    try:
+        action()
+    except Exception:
+        log.exception("an action waiting on a step preview's delivery failed")
