@@ -80,6 +80,7 @@ def test_previews_arrive_in_step_order_rendered_off_the_loop(
     first_format, first_values = delivered.items[0][0]
     assert first_format == "toy" and len(first_values) == 4
     assert {thread for *_rest, thread in delivered.items} == {"inline-previews"}
+    assert sampler.stats()["previewSeconds"] > 0.0  # the loop's share: the hand-overs
 
 
 def test_previews_never_change_the_result(sampler: StepLoopSampler, worker: PreviewWorker) -> None:
@@ -94,6 +95,7 @@ def test_previews_off_cost_no_call(sampler: StepLoopSampler) -> None:
     result = sampler.run(make_job(pipeline, make_state("a", seed=1, steps=4)))
     assert result == solo_render(make_state("a", seed=1, steps=4))
     assert pipeline.preview_calls == 0
+    assert sampler.stats()["previewSeconds"] == 0.0  # not one clock read on the loop for them
 
 
 def test_a_pipeline_without_previews_renders_with_them_asked(

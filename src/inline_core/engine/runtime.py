@@ -26,7 +26,7 @@ from inline_core.engine.residency import ResidentCache
 from inline_core.errors import InvalidRequest, Unavailable
 from inline_core.families.family import Family
 from inline_core.models.source import Source
-from inline_core.runtime.preview import PreviewImage, PreviewTarget
+from inline_core.runtime.preview import PreviewImage, PreviewTarget, preview_duty
 from inline_core.runtime.step_cache import StepCacheChoice, StepCacheSettings, StepCacheTotals
 from inline_core.sampling.job import BatchedSampler, PreviewSink
 from inline_core.sampling.previews import PreviewWorker
@@ -164,7 +164,7 @@ class ModelRuntime:
             "size": self.config.preview_size,
             "vaeApprox": str(self.config.models_dir / "vae_approx"),
         }
-        return self.previews.channel(render, delivered, remote)
+        return self.previews.channel(render, delivered, remote, preview_duty(method))
 
     def _preview_renderer(self) -> PreviewRenderer:
         with self._lock:

@@ -7,12 +7,14 @@ older is dropped, counted), so a slow render or a slow client never builds a bac
 never waits on a preview. Rendering is the caller's function (torch lives there, not here); a
 render that raises is logged and the render goes on without that preview.
 
-The worker renders at most `duty` of the time (10%): after a render of r seconds it rests
-r * (1/duty - 1) before the next, so a costly method (a tiny decoder on a CPU) is coalesced into
-fewer previews instead of taking the step loop's processor (bench/previews.py). A runner waiting
-for its last preview (`flush`) cuts the rest short, and so does a job's end that must follow its
-last preview (`then`: a worker group's rank 0 sends a job's result only after its last preview,
-so a client never sees a preview after the run's end, and the loop thread never waits for it).
+Each channel's renders take at most its `duty` of the time (10% unless the channel says: the
+server gives each method its own, `runtime.preview.PREVIEW_DUTY`): after a render of r seconds
+the worker rests r * (1/duty - 1) before the next, so a costly method (a tiny decoder on a CPU)
+is coalesced into fewer previews instead of taking the step loop's processor (bench/previews.py).
+A runner waiting for its last preview (`flush`) cuts the rest short, and so does a job's end that
+must follow its last preview (`then`: a worker group's rank 0 sends a job's result only after
+its last preview, so a client never sees a preview after the run's end, and the loop thread
+never waits for it).
 """
 
 from __future__ import annotations
@@ -58,8 +60,12 @@ class PreviewChannel:
         render: Render,
         deliver: Deliver,
         remote: dict[str, Any] | None = None,
+        duty: float = DUTY,
     ) -> None:
+        if not 0.0 < duty <= 1.0:
+            raise ValueError(f"duty is a share of the time, in (0, 1]; got {duty}")
         self._worker = worker
+        self.rest = 1.0 / duty - 1.0  # seconds of rest per second of its rendering
         self.render = render
         self.deliver = deliver
         self.remote = remote  # how a worker group's rank 0 renders them (see `PreviewSink`)
@@ -89,7 +95,7 @@ class PreviewWorker:
         if not 0.0 < duty <= 1.0:
             raise ValueError(f"duty is a share of the time, in (0, 1]; got {duty}")
         self._name = name
-        self._rest = 1.0 / duty - 1.0  # seconds of rest per second of rendering
+        self._duty = duty  # a channel's unless it says
         self._rest_until = 0.0  # monotonic: no render starts before it (unless hurried)
         self._hurry = 0  # flushes and `then` actions waiting: no rest meanwhile
         self._cond = threading.Condition()
@@ -101,15 +107,20 @@ class PreviewWorker:
         self.counters = PreviewCounters()
 
     def channel(
-        self, render: Render, deliver: Deliver, remote: dict[str, Any] | None = None
+        self,
+        render: Render,
+        deliver: Deliver,
+        remote: dict[str, Any] | None = None,
+        duty: float | None = None,
     ) -> PreviewChannel:
-        return PreviewChannel(self, render, deliver, remote)
+        return PreviewChannel(self, render, deliver, remote, self._duty if duty is None else duty)
 
     def put(self, channel: PreviewChannel, offer: _Offer) -> None:
         with self._cond:
             if self._closed:
                 return
             self.counters.offered += 1
+            idle = not self._ready  # the worker waits for work, not for the end of its rest
             if channel.pending is not None:
                 self.counters.dropped += 1  # the worker had not reached it: newest wins
             else:
@@ -118,7 +129,11 @@ class PreviewWorker:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            # Woken only when it waits for work: a worker resting or rendering finds the offer
+            # by itself, and a wake-up it does not need would take the interpreter lock from
+            # the step loop (the loop offers every step; bench/previews.py).
+            if idle:
+                self._cond.notify()
 
     def after_delivered(self, channel: PreviewChannel, action: Callable[[], None]) -> None:
         with self._cond:
@@ -198,7 +213,7 @@ class PreviewWorker:
                 ended = time.monotonic()
                 with self._cond:
                     self._rendering = None
-                    self._rest_until = ended + (ended - started) * self._rest
+                    self._rest_until = ended + (ended - started) * channel.rest
                     if channel.pending is None:
                         actions = self._take_after(channel)
                     self._cond.notify_all()
