@@ -7,13 +7,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Generator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
-from zimage_harness import make_runner, render
+from zimage_harness import make_runner, render, take_pixels
 
 from inline_core.config import Config
 from inline_core.engine.residency import Footprint, ResidentCache
@@ -44,6 +47,37 @@ def test_second_render_loads_nothing_and_img2img_shares_the_stack(
     stats = runner.stats()
     assert stats["loads"] == COMPONENTS and stats["hits"] == 2 * COMPONENTS
     assert stats["evictions"] == 0
+
+
+@contextmanager
+def text_encoder_forwards() -> Generator[list[int]]:
+    """Counts the text encoder's forwards (Qwen3Model's own, not its layers')."""
+    calls: list[int] = []
+
+    def hook(module: torch.nn.Module, _args: Any, _out: Any) -> None:
+        if type(module).__name__ == "Qwen3Model":
+            calls.append(1)
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        yield calls
+    finally:
+        handle.remove()
+
+
+def test_a_seed_only_change_reuses_the_prompt_encoding_and_its_pixels_match_a_fresh_render(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    runner = make_runner(kit.root, sampler)
+    with text_encoder_forwards() as first:
+        render(runner, tmp_path, seed=1)
+    with text_encoder_forwards() as seed_change:
+        reused = render(runner, tmp_path, seed=2)
+    with text_encoder_forwards() as prompt_change:
+        render(runner, tmp_path, "a grey wolf in the rain", seed=2)
+    assert len(first) == 1 and len(seed_change) == 0 and len(prompt_change) == 1
+    alone = render(make_runner(kit.root, sampler), tmp_path, seed=2)
+    assert np.array_equal(take_pixels(reused), take_pixels(alone))
 
 
 def test_float32_files_computed_in_float32_are_mapped_and_cost_no_budget(

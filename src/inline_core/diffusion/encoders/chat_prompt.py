@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning
+from inline_core.diffusion.encoders.memo import PromptMemo
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike
 
 
@@ -36,6 +37,7 @@ class ChatPromptEncoder:
         self.placement = placement
         self.swap = swap
         self.max_sequence_length = max_sequence_length
+        self.memo = PromptMemo()  # an unchanged prompt is not encoded again
         self.hidden_layer = hidden_layer
         self.template_options = dict(template_options or {})
 
@@ -49,6 +51,9 @@ class ChatPromptEncoder:
         )
 
     def encode(self, prompt: str, /) -> Conditioning:
+        return self.memo.encode(prompt, self._encode)
+
+    def _encode(self, prompt: str) -> Conditioning:
         batch = self.tokenizer(
             [self.template(prompt)],
             padding=False,

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning
+from inline_core.diffusion.encoders.memo import PromptMemo
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike
 
 
@@ -46,8 +47,12 @@ class PaddedT5Encoder:
         self.placement = placement
         self.swap = swap
         self.max_sequence_length = max_sequence_length
+        self.memo = PromptMemo()  # an unchanged prompt is not encoded again
 
     def encode(self, prompt: str, /) -> Conditioning:
+        return self.memo.encode(prompt, self._encode)
+
+    def _encode(self, prompt: str) -> Conditioning:
         batch = self.tokenizer(
             [clean_prompt(prompt)],
             padding="max_length",
