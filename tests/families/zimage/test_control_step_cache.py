@@ -9,16 +9,14 @@ other Z-Image step cache tests."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from control_harness import UNION, UNION_21, edges
+from control_harness import UNION, UNION_21, control_fields
 from zimage_harness import make_runner, max_diff, pixels
 
 from inline_core.families.standalone import FamilyRig
-from inline_core.families.zimage.control_files import control_entry, control_use
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.runtime.step_cache import StepCacheSettings
 from inline_core.sampling.job import SampleJob
@@ -41,13 +39,6 @@ class Case:
 
 
 @pytest.fixture(scope="module")
-def sampler() -> Iterator[StepLoopSampler]:
-    s = StepLoopSampler()
-    yield s
-    s.close()
-
-
-@pytest.fixture(scope="module")
 def rig(kit: KitPaths, sampler: StepLoopSampler) -> FamilyRig:
     return make_runner(kit.root, sampler)
 
@@ -56,9 +47,7 @@ def job(rig: FamilyRig, index: int, case: Case) -> SampleJob:
     pipeline = rig.pipeline()
     extra: dict[str, Any] = {}
     if case.control is not None:
-        entry = control_entry(rig.catalog, case.control, None)
-        extra["control"] = control_use(entry, case.strength)
-        extra["control_image"] = edges(case.width, 64, case.shift)
+        extra.update(control_fields(rig, case.control, case.strength, case.width, case.shift))
     request: Any = pipeline.request(
         prompt="a fox",  # one prompt: rows of one length
         width=case.width,
