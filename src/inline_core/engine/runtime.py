@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Generator, Hashable
+from collections.abc import Generator, Hashable, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -199,6 +199,20 @@ class ModelRuntime:
         with self._lock:
             self._splits[key] = split
         return split
+
+    def refuse_if_split(
+        self,
+        family: Family,
+        node_type: str,
+        params: Mapping[str, Any],
+        transformer: Source | None,
+        node_id: str,
+    ) -> None:
+        """At submit: a render the family cannot split (`Family.unsplittable`) whose model this
+        server splits is a 422 saying why, before it is queued."""
+        why = family.unsplittable(node_type, params)
+        if why is not None and self.split_for(family, transformer, node_id) is not None:
+            raise InvalidRequest(why, node_id=node_id)
 
     def check_split(self, family: Family) -> None:
         """At start-up: an explicit split this family's default model cannot run is an

@@ -145,6 +145,12 @@ class Family(ABC):
         model), for its cache key: a file replaced under the same name re-runs the node."""
         return ""
 
+    def unsplittable(self, node_type: str, params: Mapping[str, Any]) -> str | None:
+        """Why a render of `node_type` with `params` (the family's node, or a primitive such as
+        `load/controlnet`) cannot run split across a worker group's ranks, for a 422 at submit
+        when its model would be split; None (the default): it can."""
+        return None
+
     def control_use(self, name: str, strength: float, node_id: str | None) -> object | None:
         """The family's record of `controlnet/<name>` at `strength` for `load/controlnet` (what
         its requests take as `control`); None: this family takes no control models. Raise an

@@ -9,7 +9,7 @@ and submit a `SampleJob` to the sampler.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -85,6 +85,14 @@ class NodeRunner(ABC):
     def check_wired(self, node_id: str, params: Mapping[str, Any], wired: frozenset[str]) -> None:
         """Submit-time check of params against which inputs are connected (e.g. a strength that
         leaves no step once an image is wired). Raise an `InlineError` to refuse the run."""
+        return None
+
+    def check_upstream(
+        self, node_id: str, params: Mapping[str, Any], upstream: Mapping[str, Sequence[object]]
+    ) -> None:
+        """Submit-time check of what the nodes wired into each input prepared at submit
+        (`upstream`: input name -> their `check` results, in edge order), e.g. a LoRA picked for
+        another model. Raise an `InlineError` to refuse the run."""
         return None
 
     def image_size(self, params: Mapping[str, Any]) -> tuple[int, int] | None:

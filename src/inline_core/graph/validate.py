@@ -189,6 +189,12 @@ def validate_graph(
             if type(runner).check_sizes is not NodeRunner.check_sizes:
                 sizes = _known_sizes(node, normalised, descriptors, registry)
                 runner.check_sizes(node_id, node.params, sizes)
+            if type(runner).check_upstream is not NodeRunner.check_upstream:
+                upstream = {
+                    port: [prepared[e.source] for e in edges if e.source in prepared]
+                    for port, edges in node.inputs.items()
+                }
+                runner.check_upstream(node_id, node.params, upstream)
         except InlineError as exc:
             if exc.node_id is None:
                 exc.node_id = node_id

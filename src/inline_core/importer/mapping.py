@@ -69,7 +69,7 @@ class _Draft:
     id: str
     type: str
     params: dict[str, Any]
-    inputs: dict[str, Port]
+    inputs: dict[str, tuple[Port, ...]]  # an input's edges, in order (a `loras` input has many)
 
 
 def describe(node: ComfyNode) -> str:
@@ -132,7 +132,7 @@ class Mapper:
         node_id: str,
         node_type: str,
         params: Mapping[str, Any],
-        inputs: Mapping[str, Port | None],
+        inputs: Mapping[str, Port | tuple[Port, ...] | None],
         where: str,
     ) -> Port:
         """Add one of our nodes (once: a second call with the same id returns the first)."""
@@ -142,7 +142,11 @@ class Mapper:
                 for name, value in params.items()
                 if value is not None
             }
-            wired = {name: port for name, port in inputs.items() if port is not None}
+            wired = {
+                name: (port,) if isinstance(port, Port) else port
+                for name, port in inputs.items()
+                if port
+            }
             self.drafts[node_id] = _Draft(node_id, node_type, fitted, wired)
         return Port(node_id, self.output_name(node_type))
 
@@ -435,10 +439,7 @@ class Mapper:
         where = describe(node)
         if slot == 1:
             encoder = self.input_value(node, "clip", PortKind.TEXT_ENCODER)
-            if self.number(node, "strength_clip", 1.0) != 0 and node.id not in self.changes:
-                reason = "the LoRA's text-encoder half (strength_clip) is not applied here"
-                self.changes[node.id] = Change(node.id, node.class_type, reason)
-                self.warn(self.changes[node.id].warning())
+            self.lora_clip_half(node)
             return encoder
         model = self.input_value(node, "model", PortKind.MODEL)
         if model is None or model.port is None:
@@ -454,6 +455,16 @@ class Mapper:
             inputs={"model": model.port},
         )
         return replace(model, port=port)
+
+    def lora_clip_half(self, node: ComfyNode) -> None:
+        """LoraLoader's text-encoder half, not applied: a change to the picture unless its
+        strength_clip is 0."""
+        if node.class_type != "LoraLoader" or node.id in self.changes:
+            return
+        if self.number(node, "strength_clip", 1.0) != 0:
+            reason = "the LoRA's text-encoder half (strength_clip) is not applied here"
+            self.changes[node.id] = Change(node.id, node.class_type, reason)
+            self.warn(self.changes[node.id].warning())
 
     def control_patch(self, node: ComfyNode, slot: int) -> Value | None:
         """QwenImageDiffsynthControlnet fed by ModelPatchLoader (Z-Image's Fun ControlNet
@@ -588,7 +599,7 @@ class Mapper:
         families this server runs know it."""
         draft = None if model.port is None else self.drafts.get(model.port.node)
         while draft is not None and draft.type in MODEL_WRAPPERS:  # the model it adapts
-            draft = self.drafts.get(draft.inputs["model"].node)
+            draft = self.drafts.get(draft.inputs["model"][0].node)
         if self.facts is None or draft is None or draft.type != "load/diffusion-model":
             return None
         return self.facts.flow_shift(str(draft.params.get("file", "")))
@@ -815,7 +826,11 @@ class Mapper:
                     id=d.id,
                     type=d.type,
                     params=d.params,
-                    inputs={k: (Edge(p.node, p.output),) for k, p in d.inputs.items()},
+                    inputs={
+                        k: tuple(Edge(p.node, p.output) for p in ports)
+                        for k, ports in d.inputs.items()
+                    },
+                    list_inputs=frozenset(k for k, ports in d.inputs.items() if len(ports) > 1),
                 )
                 for d in self.drafts.values()
             )

@@ -7,9 +7,12 @@ CLIPTextEncode prompts, and a latent: EmptyHunyuanLatentVideo or Wan22ImageToVid
 height, length; its optional start image is the first frame). That chain is the node's params and
 inputs by name: `prompt` and `image` in; `negative_prompt`, `width`, `height`, `frames`, `fps`,
 `steps`, `guidance` (ComfyUI's cfg counts as diffusers' guidance scale does), `shift`, `seed`,
-`model`, `format`. The node finds the VAE and text encoder for its model itself. What it renders
-otherwise than the workflow (another sampler or scheduler, a denoise below 1, a batch, WebP) is said
-in the warnings; a chain it cannot render (Wan 2.1's CLIP-vision image-to-video) is refused.
+`model`, `format`. LoraLoaderModelOnly and LoraLoader nodes on the model's way become `input/lora`
+nodes on the node's `loras` input, in the workflow's order (LoraLoader's text-encoder half is
+listed as a change to the picture). The node finds the VAE and text encoder for its model itself.
+What it renders otherwise than the workflow (another sampler or scheduler, a denoise below 1, a
+batch, WebP) is said in the warnings; a chain it cannot render (Wan 2.1's CLIP-vision
+image-to-video) is refused.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ REFUSED = {
     ),
 }
 CHOSEN_BY_NODE = "the node finds the VAE and text encoder for its model itself"
+LORA_LOADERS = ("LoraLoaderModelOnly", "LoraLoader")
 
 
 class Collapse:
@@ -51,6 +55,7 @@ class Collapse:
         self.refusal = refusal  # why a workflow that saves no video is refused
         self.nodes = mapper.workflow.nodes
         self.read: set[str] = set()
+        self.loras: list[Port] = []  # the `input/lora` nodes of the model's way, in order
 
     def source(self, node: ComfyNode, name: str, *, optional: bool = False) -> ComfyNode | None:
         """The node on `node`'s input `name` (marked read); refuses a chain it cannot render."""
@@ -82,7 +87,7 @@ class Collapse:
             return ""
         self.expect(node, "CLIPTextEncode")
         clip = self.source(node, "clip", optional=True)
-        if clip is not None:
+        if clip is not None and clip.class_type not in LORA_LOADERS:  # a LoRA's: read on its way
             self.mapper.skip(clip, CHOSEN_BY_NODE)
         return self.mapper.text(node, "text")
 
@@ -123,8 +128,8 @@ class Collapse:
         prompt = m.text_source(f"c{sampler.id}_prompt", self.prompt(sampler, "positive"), where)
         params.update(self.model(sampler))
         image = self.latent(sampler, params)
-        m.add(f"c{sampler.id}", self.descriptor.type, params, {"prompt": prompt, "image": image},
-              where)  # fmt: skip
+        inputs = {"prompt": prompt, "image": image, "loras": tuple(self.loras)}
+        m.add(f"c{sampler.id}", self.descriptor.type, params, inputs, where)
         for node in ordered:
             if node.id not in self.read and node.id not in m.skipped:
                 m.skip(node, "not on the chain to the saved video")
@@ -149,10 +154,15 @@ class Collapse:
         out: dict[str, Any] = {"shift": None}
         node = self.source(sampler, "model")
         assert node is not None
-        if node.class_type == "ModelSamplingSD3":
-            out["shift"] = m.number(node, "shift", 0.0) or None
+        adapters: list[ComfyNode] = []
+        while node.class_type == "ModelSamplingSD3" or node.class_type in LORA_LOADERS:
+            if node.class_type == "ModelSamplingSD3":
+                out["shift"] = m.number(node, "shift", 0.0) or None
+            else:
+                adapters.append(node)
             node = self.source(node, "model")
             assert node is not None
+        self.loras = [self.lora(n) for n in reversed(adapters)]  # the first applied, first
         self.expect(node, "UNETLoader")
         wanted, where = m.text(node, "unet_name"), describe(node)
         listed = m.catalog.options("diffusion_models")
@@ -177,6 +187,22 @@ class Collapse:
         )
         out["model"] = None
         return out
+
+    def lora(self, node: ComfyNode) -> Port:
+        """One LoRA loader of the model's way as an `input/lora` node."""
+        m = self.mapper
+        clip = self.source(node, "clip", optional=True)  # LoraLoader's: its encoder is the node's
+        if clip is not None:
+            m.skip(clip, CHOSEN_BY_NODE)
+        m.lora_clip_half(node)
+        return m.loader(
+            f"c{node.id}",
+            "input/lora",
+            m.text(node, "lora_name"),
+            describe(node),
+            param="name",
+            params={"strength": m.number(node, "strength_model", 1.0)},
+        )
 
     def facts_family(self, file_name: str) -> bool:
         """Whether the catalog's diffusion model `file_name` is one of this family's."""

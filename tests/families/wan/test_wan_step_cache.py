@@ -178,3 +178,40 @@ def test_the_node_caches_from_20_steps_and_its_take_records_it(
     plain = node_render(rig, tmp_path, StepCacheChoice(True, None), steps=6)
     assert asked.takes[0].params["cache"]["threshold"] == 0.0
     assert np.array_equal(take_frames(asked), take_frames(plain))
+
+
+def test_cached_requests_with_their_own_loras_share_forwards_and_render_as_alone(
+    rig: FamilyRig, wan_kit: WanKit
+) -> None:
+    """Rows that compute their middle block run it as a sub-batch, and each keeps its own LoRA
+    stack there (the per-row plan narrowed to the sub-batch)."""
+    from test_wan_batching import assert_same, solo_and_together
+
+    from tests.families.zimage.lora_harness import Stack, picks
+
+    specs: list[tuple[Stack, StepCacheSettings | None]] = [
+        ([("a", 1.0)], LOOSE),
+        ([("b", 1.0)], OTHER),
+        ([("a", 0.5), ("b", 1.5)], None),
+        ([], LOOSE),
+    ]
+    sampler = StepLoopSampler()
+    try:
+        pipeline = wan_rig(wan_kit.root, sampler).pipeline()
+        requests = [
+            {
+                **SHAPE,
+                "prompt": f"render {i}",
+                "seed": i,
+                "steps": 8,
+                "guidance": 3.0,
+                "loras": tuple(h.use for h in picks(rig, wan_kit, stack)),
+                "step_cache": cache,
+            }
+            for i, (stack, cache) in enumerate(specs)
+        ]
+        solo, together, stats = solo_and_together(sampler, pipeline, requests)
+    finally:
+        sampler.close()
+    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0, stats
+    assert_same(solo, together)

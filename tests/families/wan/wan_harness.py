@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ def render(
     *,
     image: Image.Image | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
+    loras: Sequence[object] = (),
     **params: Any,
 ) -> NodeResult:
     def events(event: RunEvent) -> None:
@@ -61,6 +62,8 @@ def render(
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:
         inputs["image"] = image
+    if loras:  # `input/lora` handles, one per edge
+        inputs["loras"] = list(loras)
     call = NodeCall(ctx=ctx, node_id="w", params=node_params(**params), inputs=inputs)
     return rig.run(call)
 

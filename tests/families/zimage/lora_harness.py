@@ -1,17 +1,25 @@
-"""Helpers of the LoRA tests: the kit's LoRAs picked as `input/lora` picks them, and diffusers'
-ZImagePipeline with the same LoRAs loaded through PEFT (the pixel reference)."""
+"""Helpers of the LoRA tests (Z-Image's and Wan's): a kit's LoRAs picked as `input/lora` picks
+them, and a diffusers pipeline with the same LoRAs loaded through PEFT (the pixel reference)."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from inline_core.families.nodes.handles import LoraHandle
 from inline_core.families.nodes.loras import LoraPicker
 from inline_core.families.registry import Families
 from inline_core.families.standalone import FamilyRig
-from inline_core.families.zimage.kit import KitPaths
+
+
+class KitPaths(Protocol):
+    """A family kit's written files: its LoRAs by key."""
+
+    @property
+    def loras(self) -> Mapping[str, Path]: ...
+
 
 # (kit LoRA key, strength) pairs: a stack.
 Stack = Sequence[tuple[str, float]]

@@ -12,7 +12,7 @@ import pytest
 import torch
 from comfy_zimage import zimage_api
 from fastapi.testclient import TestClient
-from primitive_graphs import MODEL
+from primitive_graphs import MODEL, primitive_graph
 from test_primitives_comfy import imported, run, serve, take_pixels
 from zimage_harness import max_diff
 
@@ -128,11 +128,48 @@ def test_bad_loras_are_422_at_submit_with_the_envelope(kit: KitPaths, tmp_path: 
         },
         flux,
     )
+    wan = kit.root / "loras" / "wan_style_test.safetensors"  # a Wan LoRA: another family's
+    save_safetensors(
+        {
+            "diffusion_model.blocks.0.self_attn.q.lora_A.weight": torch.zeros(2, 8),
+            "diffusion_model.blocks.0.self_attn.q.lora_B.weight": torch.zeros(8, 2),
+        },
+        wan,
+    )
     try:
         with serve(kit.root, tmp_path / "data") as client:
             check_refusals(client, kit, flux.name)
+            check_another_family(client, wan.name)
     finally:
         flux.unlink()
+        wan.unlink()
+
+
+def check_another_family(client: TestClient, wan: str) -> None:
+    """A Wan LoRA is refused at submit on the Z-Image node and on load/lora over a Z-Image
+    model, naming the file and both families."""
+    params = {"width": 64, "height": 64, "steps": 2, "seed": 1}
+    on_node = submit(client, node_graph("x", [(wan, 1.0)], **params))
+    assert on_node.status_code == 422, on_node.text
+    assert wan in on_node.json()["error"]["message"]
+    assert "LoRA for wan, not Z-Image" in on_node.json()["error"]["message"]
+    graph = primitive_graph("x")
+    graph["nodes"].append(
+        {
+            "id": "lora",
+            "type": "load/lora",
+            "params": {"name": wan, "strength": 1.0},
+            "inputs": {"model": {"from": "model", "output": "model"}},
+        }
+    )
+    sample = next(n for n in graph["nodes"] if n["type"] == "sample")
+    sample["inputs"]["model"] = {"from": "lora", "output": "model"}
+    primitive = submit(client, graph, "decode")
+    assert primitive.status_code == 422, primitive.text
+    error = primitive.json()["error"]
+    assert error["nodeId"] == "lora" and wan in error["message"]
+    assert "LoRA for wan" in error["message"] and "z-image" in error["message"]
+    assert client.get("/v1/runs").json()["runs"] == []  # nothing was queued
 
 
 def check_refusals(client: TestClient, kit: KitPaths, flux: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
+from contextlib import AbstractContextManager
 
 import torch
 from torch import nn
@@ -84,3 +85,8 @@ class AdapterBank:
 
     def resolve(self, stacks: Sequence[LoraStack]) -> list[RowStack]:
         return [[(self.weights(use), use.strength) for use in stack] for stack in stacks]
+
+    def applied(self, stacks: Sequence[LoraStack]) -> AbstractContextManager[None]:
+        """Within the block, row `i` of the model's forward gets `stacks[i]` (none: no row has
+        one, and the hooks add nothing)."""
+        return self.rows.rows(self.resolve(stacks) if any(stacks) else [])

@@ -25,6 +25,8 @@ ROLES: Mapping[str, str] = {
     ".lora.up.weight": "up",
     ".alpha": "alpha",
 }
+# Full weight and bias differences some trainers add beside the pairs (LyCORIS, distilled LoRAs).
+DIFFS = (".diff", ".diff_b")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,13 @@ def read_layout(file: str, keys: Iterable[str], namings: LoraNamings) -> LoraLay
     keys = [k for k in keys if "dora_scale" not in k]
     split = [(key, split_key(key)) for key in keys]
     strays = [key for key, parts in split if parts is None]
+    diffs = [key for key in strays if key.endswith(DIFFS)]
+    if diffs:
+        raise InvalidRequest(
+            f"loras/{file} holds weight or bias differences such as {diffs[0]!r} (.diff, "
+            f".diff_b), which are not applied per request: only low-rank (down/up) pairs are; "
+            f"expected {namings.expected()}"
+        )
     if not keys or strays:
         what = "no tensors" if not keys else f"tensors such as {strays[0]!r} that are not LoRA's"
         raise InvalidRequest(f"loras/{file} has {what}; expected {namings.expected()}")

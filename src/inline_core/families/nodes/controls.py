@@ -2,9 +2,10 @@
 
 At submit, `check` asks each family whether the picked file in `controlnet/` is a control model
 it takes (each reads its header only): a file none takes is refused with a 422 naming it and what
-each expected. At run, the model handle leaves with the control (the family's record, the image
-and the VAE), so `sample` encodes the image at the latent's size and the family's denoiser adds
-the control to that request's rows. The control is part of the model handle, so the node cache
+each expected, and so is a control its family cannot split when this server splits its renders.
+At run, the model handle leaves with the control (the family's record, the image and the VAE),
+so `sample` encodes the image at the latent's size and the family's denoiser adds the control to
+that request's rows. The control is part of the model handle, so the node cache
 keys of everything downstream change with it, and an encode upstream does not.
 """
 
@@ -17,10 +18,12 @@ from typing import Any
 
 from PIL import Image
 
+from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InlineError, InvalidRequest
 from inline_core.families.nodes.handles import ControlHandle, ModelHandle, VAEHandle
 from inline_core.families.nodes.inputs import handle_input
 from inline_core.families.registry import Families
+from inline_core.graph.primitives import LOAD_CONTROLNET
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 
 
@@ -31,8 +34,9 @@ class Picked:
 
 
 class LoadControl(NodeRunner):
-    def __init__(self, families: Families) -> None:
+    def __init__(self, families: Families, runtime: ModelRuntime) -> None:
         self.families = families
+        self.runtime = runtime
 
     def _pick(self, params: Mapping[str, Any], node_id: str | None) -> Picked:
         """The family that takes the picked file, and its record of it."""
@@ -55,7 +59,12 @@ class LoadControl(NodeRunner):
         raise InvalidRequest("; ".join(refusals), node_id=node_id)
 
     def check(self, node_id: str, params: Mapping[str, Any]) -> Picked:
-        return self._pick(params, node_id)
+        picked = self._pick(params, node_id)
+        # Whichever of its family's models it drives: a control the family cannot split is
+        # refused here when the family's renders are split.
+        family = self.families.named(picked.family)
+        self.runtime.refuse_if_split(family, LOAD_CONTROLNET.type, params, None, node_id)
+        return picked
 
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         # The file's identity: one replaced under the same name re-runs everything downstream.

@@ -10,7 +10,7 @@ its own). The output becomes a take of the node's output kind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sized
+from collections.abc import Mapping, Sequence, Sized
 from typing import Any
 
 from PIL import Image
@@ -19,6 +19,7 @@ from inline_core.components.step import caches_steps, step_cache_counts, streams
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import RunFailed
 from inline_core.families.family import Family
+from inline_core.families.nodes.loras import lora_stack
 from inline_core.families.sources import Sources
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
@@ -39,7 +40,11 @@ class FamilyNodeRunner(NodeRunner):
     # -- submit-time hooks -----------------------------------------------------------------------
 
     def check(self, node_id: str, params: Mapping[str, Any]) -> Sources:
-        return self.family.resolve(self.descriptor.type, params).require(node_id)
+        node_type = self.descriptor.type
+        sources = self.family.resolve(node_type, params).require(node_id)
+        transformer = sources.get("transformer")
+        self.runtime.refuse_if_split(self.family, node_type, params, transformer, node_id)
+        return sources
 
     def check_wired(self, node_id: str, params: Mapping[str, Any], wired: frozenset[str]) -> None:
         self.family.check_wired(self.descriptor.type, params, wired, node_id)
@@ -48,6 +53,12 @@ class FamilyNodeRunner(NodeRunner):
         self, node_id: str, params: Mapping[str, Any], sizes: Mapping[str, tuple[int, int]]
     ) -> None:
         self.family.check_sizes(self.descriptor.type, params, sizes, node_id)
+
+    def check_upstream(
+        self, node_id: str, params: Mapping[str, Any], upstream: Mapping[str, Sequence[object]]
+    ) -> None:
+        # A LoRA picked for another family's model is refused before the run is queued.
+        lora_stack(list(upstream.get("loras", ())), self.family.name, self.family.title, node_id)
 
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         sources = prepared if isinstance(prepared, Sources) else self._sources(params, None)

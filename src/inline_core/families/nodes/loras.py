@@ -12,11 +12,11 @@ downstream change with a LoRA or its strength, and an encode upstream does not.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from inline_core.diffusion.adapters.naming import read_layout
-from inline_core.diffusion.adapters.stack import LoraUse
+from inline_core.diffusion.adapters.stack import LoraStack, LoraUse
 from inline_core.diffusion.files.header import HeaderError, read_header
 from inline_core.errors import InvalidRequest, ModelMissing, NotFound
 from inline_core.families.nodes.handles import LoraHandle, ModelHandle
@@ -76,6 +76,21 @@ class _LoraRunner(NodeRunner):
 
 
 class LoadLora(_LoraRunner):
+    def check_upstream(
+        self, node_id: str, params: Mapping[str, Any], upstream: Mapping[str, Sequence[object]]
+    ) -> None:
+        # The model wired in, as its loader (or the load/lora before) checked it at submit.
+        models = [v for v in upstream.get("model", ()) if isinstance(v, ModelHandle | LoraHandle)]
+        if not models:
+            return
+        lora = self.picker.pick(params, node_id)
+        if lora.family != models[0].family:
+            raise InvalidRequest(
+                f"loras/{lora.use.name} is a LoRA for {lora.family}; the model it is wired to is "
+                f"{models[0].family}",
+                node_id=node_id,
+            )
+
     def run(self, call: NodeCall) -> NodeResult:
         model = handle_input(call, "model", ModelHandle)
         lora = self._handle(call)
@@ -92,3 +107,21 @@ class LoadLora(_LoraRunner):
 class InputLora(_LoraRunner):
     def run(self, call: NodeCall) -> NodeResult:
         return NodeResult(outputs={"lora": self._handle(call)})
+
+
+def lora_stack(value: object, family: str, title: str, node_id: str) -> LoraStack:
+    """A high-level node's `loras` input (`input/lora` handles, in edge order) as the stack its
+    request carries; a LoRA of another family is refused, naming it."""
+    if value is None:
+        return ()
+    items: list[object] = list(cast(list[object], value)) if isinstance(value, list) else [value]
+    stack: list[LoraUse] = []
+    for item in items:
+        if not isinstance(item, LoraHandle):
+            raise InvalidRequest("the loras input takes input/lora nodes", node_id=node_id)
+        if item.family != family:
+            raise InvalidRequest(
+                f"loras/{item.use.name} is a LoRA for {item.family}, not {title}", node_id=node_id
+            )
+        stack.append(item.use)
+    return tuple(stack)

@@ -77,7 +77,7 @@ def register_primitives(
         LOAD_TEXT_ENCODER.type: LoadTextEncoder(loaders),
         LOAD_LORA.type: LoadLora(loras),
         INPUT_LORA.type: InputLora(loras),
-        LOAD_CONTROLNET.type: LoadControl(families),
+        LOAD_CONTROLNET.type: LoadControl(families, runtime),
         ENCODE_TEXT.type: EncodeText(families, runtime),
         LATENT_EMPTY.type: EmptyLatent(),
         SAMPLE.type: Sample(families, runtime),

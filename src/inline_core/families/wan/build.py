@@ -15,7 +15,7 @@ from inline_core.diffusion.formats import umt5, wan_vae
 from inline_core.diffusion.parts import PartLoader
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
-from inline_core.families.builder import Parts
+from inline_core.families.builder import ADAPTER_CACHE, Parts
 from inline_core.families.wan import transformer
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.wan.pipeline import WanStepPipeline
@@ -62,6 +62,7 @@ class WanBuilder:
             model_key=parts.model_key,
             serial_phases=any(p.offload for p in parts.placements.values()),
             expand_timesteps=kind is not None and kind.expand_timesteps,
+            adapter_cache=parts.extra.get(ADAPTER_CACHE),
         )
 
     def denoiser(self, parts: Parts) -> StepPipeline:

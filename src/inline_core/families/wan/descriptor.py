@@ -39,6 +39,8 @@ WAN_DESCRIPTOR = NodeDescriptor(
         PortSpec(
             "image", PortKind.IMAGE, optional=True, label="First frame (image-to-video models)"
         ),
+        # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
+        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
     ),
     outputs=(PortSpec("video", PortKind.VIDEO),),
     params=(

@@ -13,14 +13,17 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.errors import InvalidRequest
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import StackRules
 from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.nodes.loras import lora_stack
 from inline_core.families.sources import Sources
 from inline_core.families.wan.descriptor import EXTRA_HINT, NODE_TYPE, WAN_DESCRIPTOR
 from inline_core.families.wan.files import RULES, flow_shift, source_vae_channels
+from inline_core.families.wan.lora_naming import WAN_LORAS
 from inline_core.families.wan.request import TEMPORAL_FACTOR, WanRequest, new_request
 from inline_core.families.wan.transformer import config_of
 from inline_core.families.wan.variants import T2V, WanVariant, model_title, variant_of
@@ -40,6 +43,7 @@ class WanFamily(Family):
     comfy_text_encoder_types = ("wan",)  # how ComfyUI's CLIPLoader loads UMT5 for Wan
     comfy_node = NODE_TYPE  # its ComfyUI workflows import as one alibaba/wan node
     kit = "inline_core.families.wan.kit:main"
+    loras = WAN_LORAS
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor per forward: one latent shape per forward
         chunked_decode=True,
@@ -84,6 +88,10 @@ class WanFamily(Family):
         take_params["image_to_video"] = image is not None
         if image is not None:
             request["image"] = image
+        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        if loras:
+            request["loras"] = loras
+            take_params["loras"] = stack_info(loras)
         return Lowered(request, take_params)
 
     def check_wired(

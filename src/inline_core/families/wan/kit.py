@@ -15,7 +15,10 @@ config, and writes:
   `text_encoders/umt5_tiny_tokenizer/`;
 - diffusers layout: `diffusion_models/wan2.1_t2v_tiny_diffusers/` and
   `diffusion_models/wan2.2_ti2v_tiny_diffusers/` (`WanPipeline.save_pretrained`; the TI2V one with
-  `expand_timesteps`, as diffusers' Wan2.2-TI2V-5B folder).
+  `expand_timesteps`, as diffusers' Wan2.2-TI2V-5B folder);
+- `loras/wan2.1_t2v_tiny_lora_a*.safetensors` (one Wan 2.1 LoRA in the diffusers/PEFT, ComfyUI,
+  ai-toolkit and musubi-tuner namings) and `loras/wan2.1_t2v_tiny_lora_b.safetensors` (another,
+  on other layers; `kit_loras.py`).
 
 Both layouts hold the same weights, so they render the same frames. Random weights draw noise.
 """
@@ -25,7 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -36,6 +39,7 @@ from inline_core.diffusion.kit import byte_tokenizer, report, save_weights, seed
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.wan import transformer as wan_transformer
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
+from inline_core.families.wan.kit_loras import write_kit_loras
 from inline_core.families.wan.request import MAX_PROMPT_TOKENS
 from inline_core.families.wan.variants import TI2V
 
@@ -92,6 +96,7 @@ class WanKit:
     ti2v_diffusion_file: Path | None = None
     ti2v_vae_file: Path | None = None
     ti2v_diffusers_dir: Path | None = None
+    loras: dict[str, Path] = field(default_factory=dict[str, Path])
 
 
 def build_tokenizer() -> Any:
@@ -154,9 +159,12 @@ def build_kit(
     if unknown := set(variants) - set(VARIANTS):
         raise ValueError(f"unknown variants {sorted(unknown)}; choose from {VARIANTS}")
     written: dict[str, Path | None] = {}
+    loras: dict[str, Path] = {}
     for variant in variants:
         parts = build_parts(variant)
         ti2v = variant == "ti2v"
+        if not ti2v:
+            loras = write_kit_loras(out, "wan2.1_t2v_tiny", parts["transformer"])
         if "comfy" in layouts:
             name = "wan2.2_ti2v_tiny_fp32" if ti2v else "wan2.1_t2v_tiny_fp32"
             diffusion_file = out / "diffusion_models" / f"{name}.safetensors"
@@ -173,7 +181,7 @@ def build_kit(
             folder = out / "diffusion_models" / name
             diffusers().WanPipeline(**parts, expand_timesteps=ti2v).save_pretrained(str(folder))
             written[f"{variant}_diffusers"] = folder
-    for category in ("diffusion_models", "vae", "text_encoders"):
+    for category in ("diffusion_models", "vae", "text_encoders", "loras"):
         (out / category).mkdir(parents=True, exist_ok=True)
     return WanKit(
         out,
@@ -185,6 +193,7 @@ def build_kit(
         ti2v_diffusion_file=written.get("ti2v_diffusion"),
         ti2v_vae_file=written.get("ti2v_vae"),
         ti2v_diffusers_dir=written.get("ti2v_diffusers"),
+        loras=loras,
     )
 
 
@@ -228,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kit.tokenizer_dir,
         kit.diffusers_dir,
         kit.ti2v_diffusers_dir,
+        *kit.loras.values(),
     ]
     print(report(out, written))
     return 0

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
@@ -28,6 +29,7 @@ from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_for
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan import first_frame
+from inline_core.families.wan.lora import read_lora
 from inline_core.families.wan.request import WanRequest, new_request
 from inline_core.runtime.video import Frames, Video
 
@@ -63,6 +65,7 @@ class WanStepPipeline:
         model_key: Hashable,
         serial_phases: bool = False,
         expand_timesteps: bool = False,
+        adapter_cache: Fetch | None = None,
     ) -> None:
         self.text_encoder = text_encoder
         self.transformer = transformer
@@ -75,6 +78,10 @@ class WanStepPipeline:
         self.model_key = model_key
         self.serial_phases = serial_phases  # with CPU offload, encode/decode run between steps
         self.expand_timesteps = expand_timesteps  # Wan 2.2 TI2V: per-token timesteps
+        # Each request's LoRA stack, added to its own rows of every forward.
+        self.adapters = AdapterBank(
+            transformer, read_lora, self.device, self.dtype, adapter_cache, model_key
+        )
         self.step_cache: StepCacheBackend | None = None  # adopted once (stepcache/adopt.py)
 
     @property
@@ -83,6 +90,7 @@ class WanStepPipeline:
 
     def adopt_cache_dit_backend(self, backend: StepCacheBackend, /) -> None:
         """The per-request step cache on its transformer (components.step)."""
+        backend.add_row_scope(self.adapters.rows)  # a sub-batch's rows keep their own LoRAs
         self.step_cache = backend
 
     def request(self, **kwargs: Any) -> WanRequest:
@@ -105,6 +113,8 @@ class WanStepPipeline:
 
     def prepare_encode(self, state: WanRequest, /) -> WanRequest:
         with torch.inference_mode():
+            # The LoRA files load here, off the step loop, and a bad one fails this request alone.
+            self.adapters.check(state.loras)
             if state.positive is None:
                 state.positive = self.text_encoder.encode(state.prompt)
             if state.cfg and state.negative is None:
@@ -165,8 +175,9 @@ class WanStepPipeline:
         hidden = torch.cat([inputs[id(s)][0] for s, _c in rows])
         timestep = torch.cat([inputs[id(s)][1] for s, _c in rows])
         text = torch.stack([cast(torch.Tensor, c.value) for _s, c in rows])
+        stacks = [s.loras for s, _c in rows]  # a negative row gets its request's stack too
         cached = cached_forward(self.step_cache, self.transformer, caches)
-        with self.swap.use(self.transformer, self.placement), cached:
+        with self.swap.use(self.transformer, self.placement), self.adapters.applied(stacks), cached:
             return cast(
                 torch.Tensor,
                 self.transformer(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.errors import InvalidRequest
 from inline_core.parallel.wire import LOCAL
 from inline_core.runtime.step_cache import StepCacheSettings
@@ -38,6 +39,7 @@ class WanRequest:
     format: str = "mp4"
     # Image-to-video (TI2V models): the first frame, a PIL image resized to width x height.
     image: Any = None
+    loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
     spatial_factor: int = SPATIAL_FACTOR  # the VAE's, set by the pipeline
     positive: Conditioning | None = None
     negative: Conditioning | None = None

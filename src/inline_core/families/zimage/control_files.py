@@ -51,3 +51,14 @@ def control_config(
 
 def control_use(entry: CatalogEntry, strength: float) -> ControlUse:
     return ControlUse(entry.name, str(entry.path), entry.identity, strength)
+
+
+def split_refusal(name: str) -> str:
+    """Why a control render does not run split: the control branch adds hints over the whole
+    sequence, where a split transformer holds a shard of it (cache-dit's plan for that gathers
+    after every layer, a cost every render of the group would pay)."""
+    return (
+        f"controlnet/{name}: a control render cannot run split across a worker group's ranks "
+        "yet (the control model's hints cover the whole image, each rank holds a part of it); "
+        "render it on a server without INLINE_PARALLEL"
+    )

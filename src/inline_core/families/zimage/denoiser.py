@@ -75,18 +75,15 @@ class ZImageDenoiser:
 
                 @contextmanager
                 def rows_for(indexes: Sequence[int]) -> Generator[None]:
-                    with self._lora_rows([loras[i] for i in indexes] if loras else []):
+                    with self.adapters.applied([loras[i] for i in indexes] if loras else []):
                         yield
 
                 extra["controlnet_block_samples"] = self.control.block_samples(
                     x, t, caps, controls, rows_for
                 )
-            with self._lora_rows(loras), self._cached(caches):
+            with self.adapters.applied(loras), self._cached(caches):
                 out = self.transformer(x, t, caps, return_dict=False, **extra)[0]
         return list(cast(list[torch.Tensor], out))
-
-    def _lora_rows(self, loras: Sequence[LoraStack]) -> Any:
-        return self.adapters.rows.rows(self.adapters.resolve(loras) if any(loras) else [])
 
     def _cached(self, caches: Sequence[RowCache | None]) -> AbstractContextManager[None]:
         # xDiT puts its own transformer class in the adopted one's place (and may run a batch's

@@ -11,7 +11,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.device.split import ModelParallelSupport
-from inline_core.diffusion.adapters.stack import LoraStack, LoraUse, stack_info
+from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.diffusion.flow.steps import img2img_start
 from inline_core.diffusion.formats import ldm_vae
 from inline_core.downloads.targets import Downloads
@@ -19,11 +19,16 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import StackRules, read_json
-from inline_core.families.nodes.handles import LoraHandle
 from inline_core.families.nodes.inputs import prompt_text
+from inline_core.families.nodes.loras import lora_stack
 from inline_core.families.sources import Sources
 from inline_core.families.zimage import control_inputs
-from inline_core.families.zimage.control_files import control_config, control_entry, control_use
+from inline_core.families.zimage.control_files import (
+    control_config,
+    control_entry,
+    control_use,
+    split_refusal,
+)
 from inline_core.families.zimage.controlnet import ControlUse
 from inline_core.families.zimage.descriptor import EXTRA_HINT, NODE_TYPE, ZIMAGE_DESCRIPTOR
 from inline_core.families.zimage.download import DOWNLOADS
@@ -33,6 +38,7 @@ from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, ne
 from inline_core.families.zimage.split import SPLIT_METHODS, support_for
 from inline_core.families.zimage.transformer import config_of
 from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.graph.primitives import LOAD_CONTROLNET
 from inline_core.models.source import Source
 
 # Request fields that are inputs, not settings: kept off the take's params.
@@ -88,7 +94,7 @@ class ZImageFamily(Family):
         if image is not None:
             request["image"] = image
             request["strength"] = float(params["strength"])
-        loras = _loras(inputs.get("loras"), node_id)
+        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
         if loras:
             request["loras"] = loras
         control = control_inputs.lower(self.catalog, params, inputs, node_id)
@@ -128,6 +134,11 @@ class ZImageFamily(Family):
 
     def params_identity(self, node_type: str, params: Mapping[str, Any]) -> str:
         return control_inputs.params_identity(self.catalog, params)
+
+    def unsplittable(self, node_type: str, params: Mapping[str, Any]) -> str | None:
+        key = "controlnet" if node_type == NODE_TYPE else "name"  # the node's, load/controlnet's
+        name = params.get(key) if node_type in (NODE_TYPE, LOAD_CONTROLNET.type) else None
+        return split_refusal(str(name)) if name else None
 
     def control_use(self, name: str, strength: float, node_id: str | None) -> ControlUse:
         entry = control_entry(self.catalog, name, node_id)
@@ -185,19 +196,3 @@ def _vae_factor(source: Source | None) -> int | None:
     config = read_json(source.location / "config.json")
     return None if config is None else ldm_vae.spatial_factor(config)
 
-
-def _loras(value: object, node_id: str) -> LoraStack:
-    """The `loras` input's edges (`input/lora` handles), in order."""
-    if value is None:
-        return ()
-    items: list[object] = list(value) if isinstance(value, list) else [value]  # pyright: ignore[reportUnknownArgumentType]
-    stack: list[LoraUse] = []
-    for item in items:
-        if not isinstance(item, LoraHandle):
-            raise InvalidRequest("the loras input takes input/lora nodes", node_id=node_id)
-        if item.family != ZImageFamily.name:
-            raise InvalidRequest(
-                f"loras/{item.use.name} is a LoRA for {item.family}, not Z-Image", node_id=node_id
-            )
-        stack.append(item.use)
-    return tuple(stack)

@@ -31,6 +31,7 @@ from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.zimage import controlnet, xdit
 from inline_core.families.zimage.control import RowControl
+from inline_core.families.zimage.control_files import split_refusal
 from inline_core.families.zimage.controlnet import ControlUse
 from inline_core.families.zimage.denoiser import ZImageDenoiser
 from inline_core.families.zimage.family import ZImageFamily
@@ -363,15 +364,10 @@ def _release(state: ZImageRequest) -> None:
 
 
 def _refuse_split(state: ZImageRequest) -> None:
-    """The control branch adds whole-sequence hints, which a sequence-parallel split of the
-    transformer would add to shards: a split control render is refused, not drawn wrong."""
+    """A rank's guard behind the refusal at submit (`ZImageFamily.unsplittable`)."""
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        name = cast(ControlUse, state.control).name
-        raise InvalidRequest(
-            f"controlnet/{name}: a control render cannot run split over "
-            f"{dist.get_world_size()} ranks yet; render it without INLINE_PARALLEL"
-        )
+        raise InvalidRequest(split_refusal(cast(ControlUse, state.control).name))
 
 
 def _row_control(state: ZImageRequest) -> RowControl | None:
