@@ -3,16 +3,26 @@ side in one run, at 1 and 8 concurrent renders.
 
     .venv/bin/python bench/previews.py [--rounds 12] [--steps 8] [--size 64] [--threads 1]
 
-Each round submits `concurrency` renders at once to one `StepLoopSampler`, once per method, the
-methods interleaved so drift hits them alike; a render with previews gets the server's path (a
-channel on the one preview worker, the renderer at the default 512 px preview size, the kit's
-tiny taef1 for taesd). Reported per method, as ratios to previews off in the same run:
-- `wall`: the median round's wall time (what a user waits for, previews' thread included);
-- `renderPerStep`: the preview worker's median time to render one preview over the median time
-  of one forward (the sampler's counters): the budget is 3% for latent2rgb, 15% for taesd;
-- `share`: all the rendering over all the forwards (the worker renders at most 10% of the time,
-  so a costly method is coalesced into fewer previews);
-- how many previews were rendered or dropped (stale: a newer one came first).
+As the server runs them: one `StepLoopSampler` and one preview worker for the whole bench (the
+runtime holds one of each), the renderer at the default 512 px preview size, the kit's tiny
+taef1 for taesd. Each round submits `concurrency` renders at once, once per setting, the settings
+interleaved so drift hits them alike; a round ends when every render is done and its last preview
+delivered (as a node waits for its last preview before it ends). "off again" is previews off a
+second time: the noise floor of the comparison. Reported per setting, as ratios to "off":
+- `loop/step`: the step loop's own time on previews (x0 estimates handed to the worker: the
+  sampler's `previewSeconds`) over its time in forwards, per step. The rendering is the
+  worker's, off the loop; this is what a preview costs a step. The budget is 3% for latent2rgb,
+  15% for taesd;
+- `step`: the mean forward time over off's (what the worker's thread beside the loop costs
+  the forwards on this machine's cores);
+- `wall`: the median round's wall time over off's (what a user waits for, the last previews
+  included);
+- `render/step`: the worker's median time to render one preview over off's mean forward;
+- `worker`: all its rendering over the wall time: the most previews can take from the loop,
+  were the worker to hold the interpreter lock the whole time it renders (each method's duty,
+  `runtime.preview.PREVIEW_DUTY`, caps it: 3% latent2rgb, 10% taesd);
+- how many previews were rendered or dropped (stale: a newer one came first; the worker renders
+  at most a tenth of the time, so a costly method is coalesced into fewer previews).
 Writes bench/results/previews.json.
 """
 
@@ -20,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import threading
@@ -28,8 +39,9 @@ from pathlib import Path
 from typing import Any, cast
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "previews.json"
-METHODS = ("off", "latent2rgb", "taesd")
+SETTINGS = ("off", "off again", "latent2rgb", "taesd")
 CONCURRENCY = (1, 8)
+BUDGET = {"latent2rgb": 0.03, "taesd": 0.15}  # the issue's: a preview's share of a tiny step
 
 
 class Timed:
@@ -49,6 +61,99 @@ class Timed:
         return image
 
 
+class Bench:
+    def __init__(self, models: Path, steps: int, size: int) -> None:
+        from batching_phases import load
+
+        from inline_core.diffusion.preview.renderer import PreviewRenderer
+        from inline_core.sampling import StepLoopSampler
+        from inline_core.sampling.previews import PreviewWorker
+
+        self.pipeline = load(models)
+        self.renderer = PreviewRenderer(models / "vae_approx", 512)
+        self.sampler = StepLoopSampler()
+        self.worker = PreviewWorker()
+        self.steps, self.size = steps, size
+
+    def one_round(self, concurrency: int, setting: str, seed0: int) -> dict[str, Any]:
+        from inline_core.runtime.preview import preview_duty
+        from inline_core.sampling import SampleJob
+
+        method = setting if setting in BUDGET else None
+        timed = None if method is None else Timed(self.renderer, method)
+        jobs: list[SampleJob] = []
+        for i in range(concurrency):
+            state = self.pipeline.request(
+                prompt="a lighthouse",
+                width=self.size,
+                height=self.size,
+                steps=self.steps,
+                guidance=0.0,
+                seed=seed0 + i,
+            )
+            job = SampleJob(self.pipeline, state)
+            if timed is not None and method is not None:
+                job.preview = self.worker.channel(
+                    timed, lambda image, step, count: None, duty=preview_duty(method)
+                )
+            jobs.append(job)
+        before, counted = self.sampler.stats(), self.worker.stats()
+        t0 = time.perf_counter()
+        futures = [self.sampler.submit(job) for job in jobs]
+        for future in futures:
+            future.result()
+        for job in jobs:
+            if job.preview is not None:
+                job.preview.flush(30.0)
+        wall = (time.perf_counter() - t0) * 1000
+        after, counts = self.sampler.stats(), self.worker.stats()
+        forwards = after["forwards"] - before["forwards"]
+        return {
+            "wallMs": wall,
+            "forwards": forwards,
+            "forwardMs": (after["forwardSeconds"] - before["forwardSeconds"]) * 1000,
+            "loopPreviewMs": (after["previewSeconds"] - before["previewSeconds"]) * 1000,
+            "renderMs": [] if timed is None else timed.ms,
+            "rendered": counts["rendered"] - counted["rendered"],
+            "dropped": counts["dropped"] - counted["dropped"],
+        }
+
+    def close(self) -> None:
+        self.sampler.close()
+        self.worker.close()
+
+
+def summary(runs: dict[str, list[dict[str, Any]]], concurrency: int) -> dict[str, dict[str, Any]]:
+    def step_ms(rounds: list[dict[str, Any]]) -> float:
+        return sum(r["forwardMs"] for r in rounds) / max(1, sum(r["forwards"] for r in rounds))
+
+    base_wall = statistics.median(r["wallMs"] for r in runs["off"])
+    base_step = step_ms(runs["off"])
+    table: dict[str, dict[str, Any]] = {}
+    for setting, rounds in runs.items():
+        render_ms = [ms for r in rounds for ms in r["renderMs"]]
+        render = statistics.median(render_ms) if render_ms else 0.0
+        loop = sum(r["loopPreviewMs"] for r in rounds) / sum(r["forwardMs"] for r in rounds)
+        table[f"{concurrency}x{setting}"] = {
+            "concurrency": concurrency,
+            "setting": setting,
+            "wallMs": round(statistics.median(r["wallMs"] for r in rounds), 2),
+            "wallRatio": round(statistics.median(r["wallMs"] for r in rounds) / base_wall, 3),
+            "stepMs": round(step_ms(rounds), 3),
+            "stepRatio": round(step_ms(rounds) / base_step, 3),
+            "loopPerStep": round(loop, 5),
+            # The worker's rendering over the wall time: all previews could take from the loop
+            # if the worker held the interpreter lock the whole time (its duty caps it).
+            "workerShare": round(sum(render_ms) / sum(r["wallMs"] for r in rounds), 4),
+            "budget": BUDGET.get(setting),
+            "renderMs": round(render, 3),
+            "renderPerStep": round(render / base_step, 4),
+            "rendered": sum(r["rendered"] for r in rounds),
+            "dropped": sum(r["dropped"] for r in rounds),
+        }
+    return table
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=12)
@@ -61,96 +166,44 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(cast(int, args.threads))
-    from batching_phases import load
-
-    from inline_core.diffusion.preview.renderer import PreviewRenderer
-    from inline_core.sampling import SampleJob, StepLoopSampler
-    from inline_core.sampling.previews import PreviewWorker
-
-    models = Path(tempfile.mkdtemp(prefix="previews-")) / "models"
-    pipeline = load(models)
-    renderer = PreviewRenderer(models / "vae_approx", 512)
-    steps, size = cast(int, args.steps), cast(int, args.size)
-
-    def one_round(concurrency: int, method: str, seed0: int) -> dict[str, Any]:
-        sampler, worker = StepLoopSampler(), PreviewWorker()
-        timed = Timed(renderer, method)
-        jobs: list[SampleJob] = []
-        for i in range(concurrency):
-            state = pipeline.request(
-                prompt="a lighthouse",
-                width=size,
-                height=size,
-                steps=steps,
-                guidance=0.0,
-                seed=seed0 + i,
-            )
-            job = SampleJob(pipeline, state)
-            if method != "off":
-                job.preview = worker.channel(timed, lambda image, step, count: None)
-            jobs.append(job)
-        t0 = time.perf_counter()
-        futures = [sampler.submit(job) for job in jobs]
-        for future in futures:
-            future.result()
-        for job in jobs:
-            if job.preview is not None:
-                job.preview.flush(30.0)
-        wall = (time.perf_counter() - t0) * 1000
-        stats = sampler.stats()
-        sampler.close()
-        worker.close()
-        return {
-            "wallMs": wall,
-            "forwardMs": stats["forwardSeconds"] * 1000,
-            "stepMs": stats["forwardSeconds"] * 1000 / max(1, stats["forwards"]),
-            "renderMs": timed.ms,
-            "rendered": worker.counters.rendered,
-            "dropped": worker.counters.dropped,
-        }
-
-    for method in METHODS:  # warm-up (loads the tiny decoder)
-        one_round(1, method, 0)
+    load_before = os.getloadavg()
+    bench = Bench(Path(tempfile.mkdtemp(prefix="previews-")) / "models", args.steps, args.size)
     table: dict[str, dict[str, Any]] = {}
-    for concurrency in CONCURRENCY:
-        rounds: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
-        for r in range(cast(int, args.rounds)):
-            for method in METHODS:
-                rounds[method].append(one_round(concurrency, method, 100 * r))
-        base_wall = statistics.median(x["wallMs"] for x in rounds["off"])
-        step_ms = statistics.median(x["stepMs"] for x in rounds["off"])
-        for method in METHODS:
-            runs = rounds[method]
-            wall = statistics.median(x["wallMs"] for x in runs)
-            render_ms = [ms for x in runs for ms in x["renderMs"]]
-            render = statistics.median(render_ms) if render_ms else 0.0
-            table[f"{concurrency}x{method}"] = {
-                "concurrency": concurrency,
-                "method": method,
-                "wallMs": round(wall, 2),
-                "wallRatio": round(wall / base_wall, 3),
-                "stepMs": round(statistics.median(x["stepMs"] for x in runs), 3),
-                "renderMs": round(render, 3),
-                "renderPerStep": round(render / step_ms, 4),
-                # All preview rendering over all forwards: what previews cost the run, amortised.
-                "renderShare": round(sum(render_ms) / sum(x["forwardMs"] for x in runs), 4),
-                "rendered": sum(x["rendered"] for x in runs),
-                "dropped": sum(x["dropped"] for x in runs),
-            }
-    print(f"tiny Z-Image {size} px, {steps} steps, {args.rounds} rounds, {args.threads} thread(s)")
+    try:
+        for setting in SETTINGS:  # warm-up (loads the tiny decoder, starts the threads)
+            bench.one_round(1, setting, 0)
+        for concurrency in CONCURRENCY:
+            runs: dict[str, list[dict[str, Any]]] = {s: [] for s in SETTINGS}
+            for r in range(cast(int, args.rounds)):
+                order = SETTINGS if r % 2 == 0 else SETTINGS[::-1]
+                for setting in order:
+                    runs[setting].append(bench.one_round(concurrency, setting, 100 * r))
+            table.update(summary(runs, concurrency))
+    finally:
+        bench.close()
+    load_after = os.getloadavg()
     print(
-        f"{'renders':>7} {'method':>10} {'wall ms':>9} {'wall/off':>8} {'step ms':>8} "
-        f"{'render ms':>9} {'render/step':>11} {'share':>6} {'rendered':>8} {'dropped':>7}"
+        f"tiny Z-Image {args.size} px, {args.steps} steps, {args.rounds} rounds, "
+        f"{args.threads} thread(s); load (1 min) {load_before[0]:.2f} -> {load_after[0]:.2f}"
+    )
+    print(
+        f"{'renders':>7} {'setting':>10} {'loop/step':>9} {'worker':>6} {'budget':>6} "
+        f"{'step ms':>8} "
+        f"{'step/off':>8} {'wall ms':>8} {'wall/off':>8} {'render ms':>9} {'render/step':>11} "
+        f"{'rendered':>8} {'dropped':>7}"
     )
     for row in table.values():
+        budget = "" if row["budget"] is None else f"{row['budget']:.0%}"
         print(
-            f"{row['concurrency']:>7} {row['method']:>10} {row['wallMs']:>9.1f} "
-            f"{row['wallRatio']:>8.3f} {row['stepMs']:>8.2f} {row['renderMs']:>9.3f} "
-            f"{row['renderPerStep']:>11.2%} {row['renderShare']:>6.1%} {row['rendered']:>8} "
-            f"{row['dropped']:>7}"
+            f"{row['concurrency']:>7} {row['setting']:>10} {row['loopPerStep']:>9.2%} "
+            f"{row['workerShare']:>6.1%} {budget:>6} {row['stepMs']:>8.2f} "
+            f"{row['stepRatio']:>8.3f} {row['wallMs']:>8.1f} "
+            f"{row['wallRatio']:>8.3f} {row['renderMs']:>9.3f} {row['renderPerStep']:>11.2%} "
+            f"{row['rendered']:>8} {row['dropped']:>7}"
         )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    body = {"steps": steps, "size": size, "rounds": args.rounds, "threads": args.threads}
+    body = {"steps": args.steps, "size": args.size, "rounds": args.rounds, "threads": args.threads}
+    body["load"] = {"before": load_before, "after": load_after}
     RESULTS.write_text(json.dumps({**body, "table": table}, indent=2) + "\n")
     print(f"wrote {RESULTS}")
     return 0

@@ -178,3 +178,13 @@ def test_cached_split_renders_decide_alike_on_every_rank_and_equal_their_solo_ta
     plain = render_in_process(local, group_config(), None, **COMMON, prompt="a red fox", seed=20)
     first = np.asarray(outputs[0], dtype=np.int16)
     assert int(np.abs(first - np.asarray(plain, dtype=np.int16)).max()) > 1
+    # Rank 0 reported what each cache did: one row a step, some of them reused.
+    from inline_core.components.step import step_cache_counts
+
+    for job, cache in zip(jobs, caches, strict=True):
+        counts = step_cache_counts(job.state)
+        if cache is None:
+            assert counts is None
+        else:
+            assert counts is not None and counts["reusedSteps"] > 0, counts
+            assert counts["computedSteps"] + counts["reusedSteps"] == COMMON["steps"]

@@ -5,6 +5,7 @@ in-process take, and each rank's attention really saw half the tokens."""
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -131,8 +132,19 @@ def test_rank_0_renders_step_previews_of_a_split_render(
     kit: KitPaths, local: ZImageStepPipeline, handle: GroupPipeline, sampler: ParallelSampler
 ) -> None:
     """Rank 0's step loop previews the split forward's x0 estimate with the same renderer, and
-    each image reaches the job's sink on the server as a `PreviewFrame`; the take is unchanged."""
+    each image reaches the job's sink on the server as a `PreviewFrame`; the take is unchanged.
+    Rank 0 sends the job's result only after its last preview, so the last step's preview is
+    shown before the job ends here and none after (a later job on the group, its messages
+    behind any late frame on rank 0's connection, would have brought one)."""
     shown: list[tuple[EncodedPreview, int, int]] = []
+    late: list[int] = []  # steps shown after the job had ended
+    ended = threading.Event()
+
+    def show(image: EncodedPreview, step: int, count: int) -> None:
+        if ended.is_set():
+            late.append(step)
+        shown.append((image, step, count))
+
     worker = PreviewWorker()  # the server side's: a split job's previews never render here
     try:
         remote: dict[str, Any] = {
@@ -140,16 +152,16 @@ def test_rank_0_renders_step_previews_of_a_split_render(
             "size": 32,
             "vaeApprox": str(kit.root / "vae_approx"),
         }
-        channel = worker.channel(
-            lambda latents, fmt: None,
-            lambda image, step, count: shown.append((image, step, count)),
-            remote,
-        )
+        channel = worker.channel(lambda latents, fmt: None, show, remote)
         job = SampleJob(pipeline=handle, state=handle.request(guidance=0.0, **KW))
         job.preview = channel
         got = sampler.run(job)
+        ended.set()
+        assert shown and shown[-1][1] == 4  # the last step's, before the end
+        sampler.run(SampleJob(pipeline=handle, state=handle.request(guidance=0.0, **KW)))
     finally:
         worker.close()
+    assert late == []
     expected = _in_process(local, [], guidance=0.0, **KW)
     assert np.array_equal(np.asarray(got), np.asarray(expected))
     assert worker.counters.offered == 0  # rendered in rank 0, not here

@@ -80,6 +80,7 @@ def test_previews_arrive_in_step_order_rendered_off_the_loop(
     first_format, first_values = delivered.items[0][0]
     assert first_format == "toy" and len(first_values) == 4
     assert {thread for *_rest, thread in delivered.items} == {"inline-previews"}
+    assert sampler.stats()["previewSeconds"] > 0.0  # the loop's share: the hand-overs
 
 
 def test_previews_never_change_the_result(sampler: StepLoopSampler, worker: PreviewWorker) -> None:
@@ -94,6 +95,7 @@ def test_previews_off_cost_no_call(sampler: StepLoopSampler) -> None:
     result = sampler.run(make_job(pipeline, make_state("a", seed=1, steps=4)))
     assert result == solo_render(make_state("a", seed=1, steps=4))
     assert pipeline.preview_calls == 0
+    assert sampler.stats()["previewSeconds"] == 0.0  # not one clock read on the loop for them
 
 
 def test_a_pipeline_without_previews_renders_with_them_asked(
@@ -181,3 +183,48 @@ def test_flush_waits_for_the_last_offer_to_be_delivered(worker: PreviewWorker) -
     release.set()
     assert channel.flush(30.0)
     assert delivered.steps == [1, 2]
+
+
+def test_then_runs_after_the_last_delivery_without_making_its_caller_wait(
+    worker: PreviewWorker,
+) -> None:
+    """A job's end that must follow its last preview (a worker group's result) is handed to the
+    worker: the caller (the loop thread) goes on, and the action runs right after the last
+    delivery, on the worker's thread; at once when nothing waits."""
+    slow, started, release = blocked_render()
+    delivered = Delivered()
+    channel = worker.channel(slow, delivered)
+    ran: list[tuple[list[int], str]] = []
+
+    def record() -> None:
+        ran.append((delivered.steps, threading.current_thread().name))
+
+    channel.then(record)
+    assert ran == [([], threading.current_thread().name)]  # nothing offered: at once, here
+    ran.clear()
+    channel.offer("x1", "toy", 1, 2)
+    assert started.wait(30.0)
+    channel.offer("x2", "toy", 2, 2)
+    channel.then(record)  # returns while the worker renders
+    assert ran == []
+    release.set()
+    assert worker.wait_idle(30.0)
+    wait_until(lambda: bool(ran), "the action after the last delivery")
+    assert ran == [([1, 2], "inline-previews")]
+
+
+def test_then_still_runs_when_the_worker_closes_first() -> None:
+    worker = PreviewWorker(duty=0.001)  # a long rest after the first render
+    delivered = Delivered()
+    channel = worker.channel(as_tuple, delivered)
+    ran: list[str] = []
+    slow, started, release = blocked_render()
+    other = worker.channel(slow, Delivered())
+    other.offer("y", "toy", 1, 1)
+    assert started.wait(30.0)  # the worker is busy elsewhere
+    channel.offer((1.0,), "toy", 1, 1)
+    channel.then(lambda: ran.append("after"))
+    assert ran == []
+    threading.Timer(0.05, release.set).start()
+    worker.close()
+    assert ran == ["after"]  # a result waiting on a preview is never lost

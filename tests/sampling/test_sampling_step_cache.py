@@ -80,7 +80,12 @@ def test_a_threshold_that_never_reuses_equals_no_caching_to_the_last_level(
     cached = render(sampler, pipeline, state)
     assert max_diff(plain, cached) == 0
     # Both rows (the prompt and the negative one) computed at every step.
-    assert stats(state) == {"computedSteps": 24, "reusedSteps": 0, "skippedBlocks": 0}
+    assert stats(state) == {
+        "computedSteps": 24,
+        "reusedSteps": 0,
+        "skippedBlocks": 0,
+        "computedBlocks": 24 * 2,
+    }
 
 
 def test_a_threshold_that_reuses_skips_blocks_and_counts_them(
@@ -109,9 +114,10 @@ def test_a_row_reuses_only_after_warmup_and_at_most_its_cap_in_a_row() -> None:
         may.append(allowed)
         if not allowed:  # a computed step keeps its residuals
             row.front = row.middle = torch.zeros(1)
-        row.record(allowed, blocks=5)
+        row.record(allowed, middle=5, blocks=7)
     assert may == [False, False, False, True, True, False, True, True, False, True, True]
     assert (row.computed, row.reused, row.skipped_blocks) == (5, 6, 30)
+    assert row.computed_blocks == 11 * 7 - 30
     assert not RowCache(StepCacheSettings(threshold=0.0, warmup=0)).may_reuse()
 
 

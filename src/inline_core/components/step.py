@@ -168,6 +168,20 @@ class CachesSteps(Protocol):
     def step_count(self) -> int: ...
 
 
+@runtime_checkable
+class CountsCachedSteps(Protocol):
+    """A request's step cache state (`stepcache.rows.RequestCache`, or the counts a worker
+    group reported for it): what it computed and skipped (`runtime.step_cache.COUNTS`)."""
+
+    def stats(self) -> dict[str, int]: ...
+
+
+def step_cache_counts(state: object) -> dict[str, int] | None:
+    """What a finished render's step cache did (None: it was not cached)."""
+    cache = getattr(state, "cache", None)
+    return cache.stats() if isinstance(cache, CountsCachedSteps) else None
+
+
 def adopt_request_scoped_cache_dit(pipeline: object, backend: object) -> bool:
     """Hand an enabled step cache backend to a pipeline that opted in; False if it did not."""
     if not isinstance(pipeline, SupportsCacheDiTBackend):

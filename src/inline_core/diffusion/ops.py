@@ -29,7 +29,7 @@ import torch
 from PIL import Image
 
 from inline_core.components.interfaces import Latents
-from inline_core.components.step import caches_steps
+from inline_core.components.step import caches_steps, step_cache_counts
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.engine.group import GroupPipeline, ModelGroup
 from inline_core.engine.runtime import ModelRuntime
@@ -46,7 +46,7 @@ from inline_core.families.nodes.handles import (
 from inline_core.families.nodes.settings import SampleSettings
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import NodeReporter
-from inline_core.runtime.step_cache import StepCacheSettings
+from inline_core.runtime.step_cache import StepCacheSettings, sum_counts
 from inline_core.sampling.job import PREVIEW_FLUSH_S, SampleJob
 
 # -- loaders: bring the weights into the resident cache ------------------------------------------
@@ -223,8 +223,8 @@ def sample(
     samples = run(states, ctx, reporter)
     info = settings.to_info() | {
         **({"loras": stack_info(model.loras)} if model.loras else {}),
-        # Cached steps are an approximation: the decoded take says how.
-        **({"cache": cache.to_json()} if cache is not None else {}),
+        # Cached steps are an approximation: the decoded take says how, and what it skipped.
+        **(_cache_info(runtime, cache, states) if cache is not None else {}),
         **(_control_info(model) if model.control else {}),
         "model": model.name,
         "width": latent.width,
@@ -243,6 +243,18 @@ def _step_cache(
     for state in states:
         state.step_cache = cache
     return cache
+
+
+def _cache_info(
+    runtime: ModelRuntime, cache: StepCacheSettings, states: Sequence[Any]
+) -> dict[str, Any]:
+    info: dict[str, Any] = {"cache": cache.to_json()}
+    counted = [c for c in (step_cache_counts(s) for s in states) if c is not None]
+    for counts in counted:
+        runtime.step_cache_totals.add(counts)
+    if counted:
+        info["cacheCounts"] = sum_counts(counted)
+    return info
 
 
 def _control_fields(

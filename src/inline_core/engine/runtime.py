@@ -26,8 +26,8 @@ from inline_core.engine.residency import ResidentCache
 from inline_core.errors import InvalidRequest, Unavailable
 from inline_core.families.family import Family
 from inline_core.models.source import Source
-from inline_core.runtime.preview import PreviewImage, PreviewTarget
-from inline_core.runtime.step_cache import StepCacheChoice, StepCacheSettings
+from inline_core.runtime.preview import PreviewImage, PreviewTarget, preview_duty
+from inline_core.runtime.step_cache import StepCacheChoice, StepCacheSettings, StepCacheTotals
 from inline_core.sampling.job import BatchedSampler, PreviewSink
 from inline_core.sampling.previews import PreviewWorker
 
@@ -58,6 +58,7 @@ class ModelRuntime:
         self._group: ModelGroup | None = None
         self._closed = False
         self.previews = PreviewWorker()
+        self.step_cache_totals = StepCacheTotals()  # every cached render's counts
         self._renderer: PreviewRenderer | None = None
         if policy is not None:
             self._apply_budget(policy)
@@ -163,7 +164,7 @@ class ModelRuntime:
             "size": self.config.preview_size,
             "vaeApprox": str(self.config.models_dir / "vae_approx"),
         }
-        return self.previews.channel(render, delivered, remote)
+        return self.previews.channel(render, delivered, remote, preview_duty(method))
 
     def _preview_renderer(self) -> PreviewRenderer:
         with self._lock:

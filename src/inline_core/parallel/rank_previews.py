@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from inline_core.parallel.protocol import Job, Message, PreviewFrame
+from inline_core.runtime.preview import preview_duty
 from inline_core.sampling.previews import PreviewChannel, PreviewWorker
 
 
@@ -41,7 +42,7 @@ class RankPreviews:
             frame: Message = PreviewFrame(job_id, step, step_count, image.data, info)
             send(frame)
 
-        return self._preview_worker().channel(render, deliver)
+        return self._preview_worker().channel(render, deliver, duty=preview_duty(method))
 
     def _preview_worker(self) -> PreviewWorker:
         with self._lock:

@@ -25,6 +25,7 @@ from inline_core.parallel.remote import PipelineSpec, RemotePipeline, decode_out
 from inline_core.parallel.settings import RankSettings
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.preview import EncodedPreview
+from inline_core.runtime.step_cache import ReportedCounts
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,9 @@ class ParallelSampler:
         with self._lock:
             self._completed += 1
         self.last_meta = reply.meta
+        counts = reply.meta[0].get("stepCache")
+        if isinstance(counts, dict) and hasattr(job.state, "cache"):
+            job.state.cache = ReportedCounts(cast(dict[str, int], counts))
         log.info("worker group job done (%s): %s", self.config.ranks.split, summarize(reply.meta))
         return decode_output(reply.meta[0].get("output"), reply.arrays)
 

@@ -324,7 +324,8 @@ class Session:
             if pending is None:
                 return
             if isinstance(message, PreviewFrame):
-                _show(pending, message)
+                if 0 not in pending.outcomes:  # none after rank 0 ended the job (a failure's)
+                    _show(pending, message)
             elif isinstance(message, Phase | Progress):
                 self._report(pending, message)
             else:

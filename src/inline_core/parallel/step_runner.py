@@ -27,7 +27,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
-from inline_core.components.step import supports_latent_output, supports_preview
+from inline_core.components.step import (
+    step_cache_counts,
+    supports_latent_output,
+    supports_preview,
+)
 from inline_core.config import Config
 from inline_core.errors import Cancelled, InlineError
 from inline_core.parallel.collective import STOP, TICK, Admit, Command, Forward
@@ -51,6 +55,7 @@ from inline_core.parallel.wire import decode_fields
 from inline_core.runtime.cancel import CancelToken
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
+from inline_core.sampling.previews import PreviewChannel
 
 Share = Callable[[Command], Command]  # rank 0: share a command with every rank
 Receive = Callable[[], Command]  # the other ranks: the next command rank 0 shared
@@ -289,6 +294,7 @@ class StepLoopRunner:
         token = CancelToken()
         shared.hold(state, job, token)
         job_id = job.job_id
+        preview = self.previews.channel(job, send)
         future = sampler.submit(
             SampleJob(
                 pipeline=shared,
@@ -297,13 +303,21 @@ class StepLoopRunner:
                 on_phase=lambda phase: send(Phase(job_id, phase)),
                 on_step=lambda step, count: send(Progress(job_id, step, count)),
                 label=f"job {job_id}",
-                preview=self.previews.channel(job, send),
+                preview=preview,
             )
         )
-        future.add_done_callback(lambda done: self._finished(job_id, state, done, shared, send))
+        future.add_done_callback(
+            lambda done: self._finished(job_id, state, done, shared, send, preview)
+        )
 
     def _finished(
-        self, job_id: int, state: Any, done: Future[Any], shared: SharedPipeline, send: Send
+        self,
+        job_id: int,
+        state: Any,
+        done: Future[Any],
+        shared: SharedPipeline,
+        send: Send,
+        preview: PreviewChannel | None,
     ) -> None:
         entry = shared.release(state)
         exc = done.exception()
@@ -322,7 +336,14 @@ class StepLoopRunner:
             **self.meter.meta(job_id),
             "loop": self._loop_counters(),
         }
-        send(Result(job_id, 0, meta=meta, arrays=arrays))
+        counts = step_cache_counts(state)
+        if counts is not None:  # the server's copy of the request never held its cache
+            meta["stepCache"] = cast(dict[str, Json], counts)
+        result = Result(job_id, 0, meta=meta, arrays=arrays)
+        if preview is None:
+            send(result)
+        else:  # after its last preview (the server ends the run on the result), never waiting
+            preview.then(lambda: send(result))
 
     def _loop_counters(self) -> dict[str, Json]:
         """How rank 0's step loop has grouped its jobs so far (forwards, and those shared)."""

@@ -14,6 +14,15 @@ NONE = "none"
 LATENT2RGB = "latent2rgb"
 TAESD = "taesd"
 PREVIEW_METHODS: tuple[str, ...] = (NONE, LATENT2RGB, TAESD)
+# The share of the time the preview worker may spend on a method's renders: its budget in a
+# step's time (the cheap linear map 3%, a tiny decoder 10%, under its 15%), so that even a
+# worker holding the interpreter lock the whole time it renders takes no more from the step
+# loop; a method costlier than that sends fewer previews instead (bench/previews.py).
+PREVIEW_DUTY: dict[str, float] = {LATENT2RGB: 0.03, TAESD: 0.10}
+
+
+def preview_duty(method: str) -> float:
+    return PREVIEW_DUTY.get(method, PREVIEW_DUTY[TAESD])
 
 
 @dataclass(frozen=True)

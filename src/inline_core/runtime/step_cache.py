@@ -15,7 +15,9 @@ settings a render used are recorded in its take's params and are part of its nod
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from inline_core.errors import InvalidRequest
@@ -127,3 +129,45 @@ class StepCacheChoice:
         if self.settings is None:
             return "cache:none"
         return "cache:" + json.dumps(self.settings.to_json(), sort_keys=True)
+
+
+# What a render's step cache did, summed over its rows (its prompt's and its negative's): the
+# steps each row computed or reused, and the block calls it skipped or made.
+COUNTS: tuple[str, ...] = ("computedSteps", "reusedSteps", "skippedBlocks", "computedBlocks")
+
+
+def sum_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    totals = dict.fromkeys(COUNTS, 0)
+    for one in counts:
+        for name in COUNTS:
+            totals[name] += int(one.get(name, 0))
+    return totals
+
+
+@dataclass(frozen=True)
+class ReportedCounts:
+    """A render's counts as the worker group's rank 0 reported them (the server's copy of a
+    split request never held its cache)."""
+
+    counts: Mapping[str, int]
+
+    def stats(self) -> dict[str, int]:
+        return sum_counts([self.counts])
+
+
+@dataclass
+class StepCacheTotals:
+    """The server's cached renders and their counts since it started (`/v1/health`)."""
+
+    renders: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, counts: Mapping[str, int]) -> None:
+        with self._lock:
+            self.renders += 1
+            self.counts = sum_counts([self.counts, counts])
+
+    def to_json(self) -> dict[str, int]:
+        with self._lock:
+            return {"renders": self.renders, **self.counts}

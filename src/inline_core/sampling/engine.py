@@ -47,6 +47,9 @@ class EngineCounters:
     batch_decoded_jobs: int = 0  # jobs decoded in those calls
     key_changes: int = 0  # steps after which a job's batch key changed (Wan A14B's expert switch)
     forward_seconds: float = 0.0  # wall time inside denoise_step: the model's share of a run
+    # Loop time on step previews (x0 estimates, handed to the preview worker): their whole
+    # cost on the loop, the rendering being the worker's.
+    preview_seconds: float = 0.0
 
 
 class StepEngine:
@@ -226,7 +229,11 @@ class StepEngine:
             ticket.last_served = self._iteration
             state = ticket.state
             preview = ticket.job.preview
-            x0 = None if preview is None else _preview_latents(pipeline, state, prediction)
+            x0 = None
+            if preview is not None:
+                began = time.perf_counter()
+                x0 = _preview_latents(pipeline, state, prediction)
+                counters.preview_seconds += time.perf_counter() - began
             try:
                 pipeline.step_scheduler(state, prediction)
                 ticket.job.on_step(int(state.step_index), int(state.step_count))
@@ -236,7 +243,9 @@ class StepEngine:
                 self._fail(ticket, exc)
                 continue
             if x0 is not None and preview is not None:
+                began = time.perf_counter()
                 _offer(preview, x0, state)
+                counters.preview_seconds += time.perf_counter() - began
             if done:
                 self._remove(ticket)
                 finished.append(ticket)

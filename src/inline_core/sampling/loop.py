@@ -163,6 +163,7 @@ class StepLoopSampler:
             "batchedForwards": counters.batched_forwards,
             # Microseconds kept: a tiny model's forwards add up to less than a millisecond.
             "forwardSeconds": round(counters.forward_seconds, 6),
+            "previewSeconds": round(counters.preview_seconds, 6),  # the loop's, not the worker's
             "meanBatch": round(counters.jobs_forwarded / forwards, 3) if forwards else 0.0,
             "decodePixelBudget": self.limits.decode_pixel_budget if self.limits.batching else 0,
             "batchedDecodes": batched_decodes,

@@ -162,6 +162,7 @@ def health_json(
     lease_timeout_s: float,
     servers: list[ServerSeen],
     models: Mapping[str, Any] | None = None,
+    step_cache: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "ok": True,
@@ -181,6 +182,8 @@ def health_json(
         out["sampler"] = dict(sampler)
     if models is not None:
         out["models"] = dict(models)
+    if step_cache is not None:  # cached renders since start, and what their caches skipped
+        out["stepCache"] = dict(step_cache)
     return out
 
 

@@ -24,6 +24,16 @@ def edges(width: int = 64, height: int = 64, shift: int = 0) -> Image.Image:
     return image
 
 
+def control_fields(
+    rig: Any, name: str, strength: float, width: int = 64, shift: int = 0
+) -> dict[str, Any]:
+    """A request's control fields: the kit's control model `name` at `strength`, on `edges`."""
+    from inline_core.families.zimage.control_files import control_entry, control_use
+
+    entry = control_entry(rig.catalog, name, None)
+    return {"control": control_use(entry, strength), "control_image": edges(width, 64, shift)}
+
+
 def source(width: int = 64, height: int = 64, seed: int = 3) -> Image.Image:
     rng = np.random.default_rng(seed)
     return Image.fromarray(rng.integers(0, 255, (height, width, 3), dtype=np.uint8))

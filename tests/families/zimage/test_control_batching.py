@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from control_harness import UNION, UNION_21, edges
+from control_harness import UNION, UNION_21, control_fields
 from lora_harness import picks
 from zimage_harness import make_runner, max_diff, pixels
 
@@ -46,9 +46,7 @@ def _job(rig: FamilyRig, kit: KitPaths, index: int, case: Case) -> SampleJob:
     pipeline = rig.pipeline()
     extra: dict[str, Any] = {}
     if case.control is not None:
-        entry = control_entry(rig.catalog, case.control, None)
-        extra["control"] = control_use(entry, case.strength)
-        extra["control_image"] = edges(case.width, 64, case.shift)
+        extra.update(control_fields(rig, case.control, case.strength, case.width, case.shift))
     if case.lora is not None:
         extra["loras"] = tuple(h.use for h in picks(rig, kit, [(case.lora, 1.0)]))
     request: Any = pipeline.request(

@@ -65,6 +65,15 @@ def test_a_runs_own_settings_reach_the_render_and_its_take(rig: Any, tmp_path: P
     reused = render(rig, tmp_path, StepCacheChoice(True, loose), steps=6)
     assert reused.params["cache"]["threshold"] == 0.97
     assert not np.array_equal(take_pixels(reused), take_pixels(plain))
+    # Each take says what its cache did: six steps, one row, two main blocks a step.
+    assert asked.params["cacheCounts"] == {
+        "computedSteps": 6,
+        "reusedSteps": 0,
+        "skippedBlocks": 0,
+        "computedBlocks": 12,
+    }
+    assert reused.params["cacheCounts"]["reusedSteps"] > 0
+    assert "cacheCounts" not in plain.params
 
 
 def test_cached_requests_with_their_own_loras_share_forwards_and_render_as_alone(
@@ -156,6 +165,7 @@ def test_the_sample_primitive_follows_the_run_and_its_decoded_take_says_so(
 
         policy, _ = run(StepCacheChoice())
         assert policy.params["cache"] == StepCacheSettings().to_json()  # 20 steps: on
+        assert policy.params["cacheCounts"]["computedSteps"] == 20  # warmup 8, threshold 0.08
         off, ran = run(StepCacheChoice(True, None))
         assert "cache" not in off.params
         assert ran == {"sample", "decode"}  # another key: sampled again, loaders reused

@@ -27,7 +27,7 @@ blocks (the LoRA rows) are narrowed to the sub-batch through `RowScoped.subset`.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from typing import Any, Protocol, cast
 from weakref import WeakKeyDictionary
 
@@ -187,6 +187,9 @@ class _Pass:
             residual = hidden[j, :n] - start[j, :n]
             residuals[j] = residual
             cache = cast(RowCache, row.cache)
+            if cache.owner is not self.backend:
+                cache.front = cache.middle = None
+                cache.owner = self.backend
             prev = cache.front
             if cache.may_reuse() and prev is not None and prev.shape == residual.shape:
                 compared.append(j)
@@ -209,7 +212,7 @@ class _Pass:
             row.reuse = j in verdict and verdict[j] < cache.settings.threshold
             if not row.reuse:
                 cache.front = residuals[j]
-            cache.record(row.reuse, row.middle_end - row.front_end)
+            cache.record(row.reuse, row.middle_end - row.front_end, self.count)
 
     def _end_middle(self, hidden: torch.Tensor, index: int) -> torch.Tensor:
         """At the end of a row's middle blocks: a reusing row adds its cached residual, a
@@ -289,6 +292,17 @@ class _Pass:
     def _with_hidden(self, args: Args, hidden: torch.Tensor) -> Args:
         at = self.layout.hidden
         return (*args[:at], hidden, *args[at + 1 :])
+
+
+def cached_forward(
+    backend: StepCacheBackend | None, transformer: nn.Module, rows: Sequence[RowCache | None]
+) -> AbstractContextManager[None]:
+    """The block in which `transformer`'s forward caches `rows` (one per row of its batch): a
+    no-op without a backend, without a cached row, or when another module stands in the adopted
+    one's place (xDiT's transformer class: its renders are not cached)."""
+    if backend is None or backend.transformer is not transformer or not any(rows):
+        return nullcontext()
+    return backend.forward(rows)
 
 
 def _shard_of(full: torch.Tensor, tokens: int, group: Any) -> torch.Tensor:

@@ -18,9 +18,13 @@ class RowCache:
     streak: int = 0  # reuses in a row since it last computed
     computed: int = 0
     reused: int = 0
-    skipped_blocks: int = 0
+    skipped_blocks: int = 0  # block calls this row skipped (its middle blocks, when reused)
+    computed_blocks: int = 0  # and the block calls it made
     front: torch.Tensor | None = None  # the front blocks' residual at its last computed step
     middle: torch.Tensor | None = None  # the middle blocks' residual at that step
+    # The backend whose blocks made those residuals: a request handed to another transformer
+    # (e.g. the next expert of a two-expert model) computes before it compares again.
+    owner: object | None = None
 
     def may_reuse(self) -> bool:
         """Whether this forward may reuse at all (before its residual is compared): never in
@@ -34,12 +38,15 @@ class RowCache:
             and self.middle is not None
         )
 
-    def record(self, reuse: bool, blocks: int) -> None:
+    def record(self, reuse: bool, middle: int, blocks: int) -> None:
+        """One forward's decision: `middle` blocks skipped when it reused, of `blocks`."""
         self.forwards += 1
+        skipped = middle if reuse else 0
+        self.skipped_blocks += skipped
+        self.computed_blocks += blocks - skipped
         if reuse:
             self.reused += 1
             self.streak += 1
-            self.skipped_blocks += blocks
         else:
             self.computed += 1
             self.streak = 0
@@ -64,9 +71,26 @@ class RequestCache:
             "computedSteps": sum(r.computed for r in rows),
             "reusedSteps": sum(r.reused for r in rows),
             "skippedBlocks": sum(r.skipped_blocks for r in rows),
+            "computedBlocks": sum(r.computed_blocks for r in rows),
         }
 
     def release(self) -> None:
         """Drop the cached residuals (the counts stay)."""
         for r in self._rows.values():
             r.front = r.middle = None
+
+
+def request_cache(settings: StepCacheSettings | None) -> RequestCache | None:
+    """A new request's cache state (None: its render is not cached)."""
+    return None if settings is None else RequestCache(settings)
+
+
+def branch_row(cache: object, branch: str) -> RowCache | None:
+    """A request's row for `branch` of a forward, from its state's `cache` (None: not cached)."""
+    return cache.row(branch) if isinstance(cache, RequestCache) else None
+
+
+def release(cache: object) -> None:
+    """Drop a finished request's residuals (a state may outlive its render)."""
+    if isinstance(cache, RequestCache):
+        cache.release()

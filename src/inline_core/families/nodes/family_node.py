@@ -15,7 +15,7 @@ from typing import Any
 
 from PIL import Image
 
-from inline_core.components.step import caches_steps, streams_chunks
+from inline_core.components.step import caches_steps, step_cache_counts, streams_chunks
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import RunFailed
 from inline_core.families.family import Family
@@ -121,6 +121,10 @@ class FamilyNodeRunner(NodeRunner):
         params = {**lowered.take_params, "model": sources.model_name}
         if cache is not None:  # cached steps are an approximation: the take says how
             params["cache"] = cache.to_json()
+            counts = step_cache_counts(state)
+            if counts is not None:  # and what the cache skipped
+                params["cacheCounts"] = counts
+                self.runtime.step_cache_totals.add(counts)
         take = self._save(ctx, node_id, output, params, chosen)
         reporter.phase("save", 1.0)
         return NodeResult(outputs={self.descriptor.outputs[0].name: output}, takes=(take,))

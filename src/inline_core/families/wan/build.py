@@ -26,6 +26,7 @@ from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.wan.image_encoder import load_processor
 from inline_core.families.wan.pipeline import WanStepPipeline
 from inline_core.families.wan.request import MAX_PROMPT_TOKENS
+from inline_core.families.wan.step_cache import LAYOUT
 from inline_core.families.wan.variants import variant_of
 from inline_core.families.wan.vision_files import IMAGE_ENCODER, IMAGE_PROCESSOR
 from inline_core.models.source import Source
@@ -39,6 +40,7 @@ class WanBuilder:
         IMAGE_ENCODER: "text_encoder",  # an encoder of the conditioning, placed as one
         "vae": "vae",
     }
+    step_cache_layout = LAYOUT  # its pipelines cache their blocks per request
 
     parts = PartLoader(
         "Wan",

@@ -61,6 +61,7 @@ class WanFamily(Family):
         chunked_decode=True,
         # UMT5 overflows float16 (T5's known activations); Wan is trained in bfloat16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
+        step_cache=frozenset({"dbcache"}),  # per request, on its blocks (step_cache.py)
     )
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:

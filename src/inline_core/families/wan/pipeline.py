@@ -28,6 +28,8 @@ from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.stepcache import rows as step_rows
+from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan import first_frame
@@ -95,6 +97,7 @@ class WanStepPipeline:
         self.adapters = AdapterBank(
             transformer, read_lora, self.device, self.dtype, adapter_cache, model_key
         )
+        self.step_cache: StepCacheBackend | None = None  # adopted once (stepcache/adopt.py)
 
     @property
     def latent_channels(self) -> int:
@@ -104,6 +107,11 @@ class WanStepPipeline:
     def channel_image(self) -> bool:
         """The image enters as input channels beside the latents (36 in, 16 out)."""
         return int(cast(Any, self.transformer).config.in_channels) != self.latent_channels
+
+    def adopt_cache_dit_backend(self, backend: StepCacheBackend, /) -> None:
+        """The per-request step cache on its transformer (components.step)."""
+        backend.add_row_scope(self.adapters.rows)  # a sub-batch's rows keep their own LoRAs
+        self.step_cache = backend
 
     def request(self, **kwargs: Any) -> WanRequest:
         kwargs.setdefault("spatial_factor", self.vae.spatial_factor)
@@ -166,6 +174,7 @@ class WanStepPipeline:
             state.scheduler = self.new_scheduler(state)
             if state.boundary_ratio is not None:
                 state.switch_step = switch_step(state.scheduler, state.boundary_ratio)
+            state.cache = step_rows.request_cache(state.step_cache)
             state.prepared = True
         return state
 
@@ -203,7 +212,9 @@ class WanStepPipeline:
             model = self.expert_model(states)
             rows = [(s, cast(Conditioning, s.positive)) for s in states]
             rows += [(s, cast(Conditioning, s.negative)) for s in states if s.cfg]
-            out = self._forward(model, rows)
+            caches = [step_rows.branch_row(s.cache, "positive") for s in states]
+            caches += [step_rows.branch_row(s.cache, "negative") for s in states if s.cfg]
+            out = self._forward(model, rows, caches)
             negatives = iter(out[len(states) :])
             preds: list[torch.Tensor] = []
             for i, s in enumerate(states):
@@ -215,7 +226,10 @@ class WanStepPipeline:
             return preds
 
     def _forward(
-        self, model: nn.Module, rows: list[tuple[WanRequest, Conditioning]]
+        self,
+        model: nn.Module,
+        rows: list[tuple[WanRequest, Conditioning]],
+        caches: Sequence[step_rows.RowCache | None],
     ) -> torch.Tensor:
         inputs = {id(s): self._model_input(s) for s, _c in rows}
         hidden = torch.cat([inputs[id(s)][0] for s, _c in rows])
@@ -227,7 +241,10 @@ class WanStepPipeline:
             extra["encoder_hidden_states_image"] = views.to(self.device, self.dtype)
         # A negative row gets its request's stack too (a pair takes none: `request` refuses).
         stacks = [s.loras for s, _c in rows]
-        with self.swap.use(model, self.placement), self.adapters.applied(stacks):
+        # The cache is adopted on the first transformer: an A14B pair's low-noise steps run
+        # uncached (`cached_forward` is a no-op for another module).
+        cached = cached_forward(self.step_cache, model, caches)
+        with self.swap.use(model, self.placement), self.adapters.applied(stacks), cached:
             return cast(
                 torch.Tensor,
                 model(
@@ -259,6 +276,7 @@ class WanStepPipeline:
         # The state may outlive the render: drop its tensors (the scheduler keeps past outputs).
         state.latents = state.positive = state.negative = state.scheduler = None
         state.condition = state.image_embeds = None
+        step_rows.release(state.cache)
         return latents
 
     def post_decode(self, state: WanRequest, /) -> Video:

@@ -15,6 +15,7 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.errors import InvalidRequest
 from inline_core.parallel.wire import LOCAL
+from inline_core.runtime.step_cache import StepCacheSettings
 
 SPATIAL_FACTOR = 8  # the Wan 2.1 VAE: 8x down in space (Wan 2.2's: 16)
 TEMPORAL_FACTOR = 4  # and 4x in time, after the first frame
@@ -46,6 +47,7 @@ class WanRequest:
     spatial_factor: int = SPATIAL_FACTOR  # the VAE's, set by the pipeline
     positive: Conditioning | None = None
     negative: Conditioning | None = None
+    step_cache: StepCacheSettings | None = None  # DBCache on its own rows of each forward
     model_key: Hashable = field(default="", metadata=LOCAL)
     step_index: int = field(default=0, metadata=LOCAL)
     # The first step on the low-noise expert (None: one model), from the request's schedule.
@@ -57,6 +59,7 @@ class WanRequest:
     image_embeds: Any = field(default=None, metadata=LOCAL)  # its CLIP vision view (Wan 2.1 i2v)
     # Called with each decoded chunk's first frame index and frames (the run streams them).
     on_chunk: Any = field(default=None, metadata=LOCAL)
+    cache: Any = field(default=None, metadata=LOCAL)  # its `stepcache.rows.RequestCache`
 
     @property
     def expert(self) -> int:

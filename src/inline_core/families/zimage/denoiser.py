@@ -9,7 +9,7 @@ its hints to its own rows (`control.py`).
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, cast
 
 import torch
@@ -19,7 +19,7 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
-from inline_core.diffusion.stepcache.backend import StepCacheBackend
+from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
 from inline_core.diffusion.stepcache.rows import RowCache
 from inline_core.families.zimage.control import ControlBranch, RowControl
 from inline_core.families.zimage.lora import read_lora
@@ -86,9 +86,6 @@ class ZImageDenoiser:
         return list(cast(list[torch.Tensor], out))
 
     def _cached(self, caches: Sequence[RowCache | None]) -> AbstractContextManager[None]:
-        backend = self.step_cache
         # xDiT puts its own transformer class in the adopted one's place (and may run a batch's
         # sequences one by one): its renders are not cached.
-        if backend is None or backend.transformer is not self.transformer or not any(caches):
-            return nullcontext()
-        return backend.forward(caches)
+        return cached_forward(self.step_cache, self.transformer, caches)

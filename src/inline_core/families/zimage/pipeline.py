@@ -24,8 +24,9 @@ from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.libs import vector_norm
+from inline_core.diffusion.stepcache import rows as step_rows
 from inline_core.diffusion.stepcache.backend import StepCacheBackend
-from inline_core.diffusion.stepcache.rows import RequestCache, RowCache
+from inline_core.diffusion.stepcache.rows import RowCache
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.zimage import controlnet, xdit
@@ -129,7 +130,7 @@ class ZImageDenoisePipeline:
         device = self.denoiser.device
         # The LoRA files load here, off the step loop, and a bad one fails this request alone.
         self.denoiser.adapters.check(state.loras)
-        state.cache = None if state.step_cache is None else RequestCache(state.step_cache)
+        state.cache = step_rows.request_cache(state.step_cache)
         generator = torch.Generator("cpu").manual_seed(state.seed)
         h = 2 * (state.height // (self.latent_factor * 2))
         w = 2 * (state.width // (self.latent_factor * 2))
@@ -196,7 +197,7 @@ class ZImageDenoisePipeline:
             timesteps.append(schedule.model_timestep(s.step_index))
             conds.append(cast(Conditioning, s.positive))
             loras.append(s.loras)
-            caches.append(_row_cache(s, "positive"))
+            caches.append(step_rows.branch_row(s.cache, "positive"))
             controls.append(_row_control(s))
             if s.guidance_at(s.step_index) > 0:
                 guided.append(i)
@@ -208,7 +209,7 @@ class ZImageDenoisePipeline:
             conds.append(cast(Conditioning, s.negative))
             loras.append(s.loras)
             controls.append(_row_control(s))
-            caches.append(_row_cache(s, "negative"))
+            caches.append(step_rows.branch_row(s.cache, "negative"))
         out = self.denoiser.predict(latents, timesteps, conds, loras, controls, caches=caches)
         negatives = dict(zip(guided, out[len(states) :], strict=True))
         preds: list[torch.Tensor] = []
@@ -355,16 +356,10 @@ def _prepared(state: ZImageRequest) -> tuple[FlowMatchSchedule, Latents]:
     return state.schedule, state.latents
 
 
-def _row_cache(state: ZImageRequest, branch: str) -> RowCache | None:
-    cache = cast(RequestCache | None, state.cache)
-    return None if cache is None else cache.row(branch)
-
-
 def _release(state: ZImageRequest) -> None:
     """Drop the request's tensors once it is done: the state object may outlive the render."""
     state.latents = state.positive = state.negative = state.start = None
-    if state.cache is not None:
-        cast(RequestCache, state.cache).release()
+    step_rows.release(state.cache)
     state.control_context = state.inpaint = None
 
 

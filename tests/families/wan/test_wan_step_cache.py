@@ -1,0 +1,217 @@
+"""Step caching (DBCache, kept per request) on the real tiny Wan, through the step loop and the
+node.
+
+The kit's transformer has two blocks: the first is its front block (always computed), the second
+its middle block (computed or reused per row). Its random weights move the front residual by
+0.05-0.12 (relative L1) from step to step, so 0.01 compares and never reuses, and 0.3 or 0.5
+reuse as often as their caps allow; no threshold here is near a residual's change, so a few ulps
+of batching never flip a decision."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from wan_harness import PROMPT, node_params, take_frames, wan_rig
+
+from inline_core.families.standalone import FamilyRig
+from inline_core.families.wan.kit import WanKit
+from inline_core.families.wan.request import WanRequest
+from inline_core.graph.runner import NodeCall, NodeResult
+from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.file_store import FileTakeStore
+from inline_core.runtime.step_cache import StepCacheChoice, StepCacheSettings
+from inline_core.runtime.video import Video
+from inline_core.sampling.job import SampleJob
+from inline_core.sampling.loop import StepLoopSampler
+
+NEVER = StepCacheSettings(threshold=0.0, warmup=0, front_blocks=1)
+TIGHT = StepCacheSettings(threshold=0.01, warmup=0, front_blocks=1)  # compares, never reuses
+LOOSE = StepCacheSettings(threshold=0.5, warmup=2, front_blocks=1, max_consecutive=2)
+OTHER = StepCacheSettings(threshold=0.3, warmup=1, front_blocks=1, max_consecutive=1)
+SHAPE: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "format": "png"}
+TOLERANCE = 2  # levels of 255: a batch of more rows is blocked otherwise by the CPU's kernels
+MAX_DIFFERING = 0.01  # share of channel values allowed to differ at all
+
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def sampler() -> Iterator[StepLoopSampler]:
+    # Phases on the loop: a request submitted between two forwards is in the next one.
+    s = StepLoopSampler(phases="loop")
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def rig(wan_kit: WanKit, sampler: StepLoopSampler) -> FamilyRig:
+    return wan_rig(wan_kit.root, sampler)
+
+
+def request(pipeline: Any, seed: int, cache: StepCacheSettings | None, **spec: Any) -> WanRequest:
+    values: dict[str, Any] = {"prompt": f"a kite number {seed}", "steps": 12, "guidance": 3.0}
+    state: WanRequest = pipeline.request(
+        **{**SHAPE, **values, "seed": seed, "step_cache": cache, **spec}
+    )
+    return state
+
+
+def frames(output: object) -> np.ndarray[Any, Any]:
+    assert isinstance(output, Video)
+    return output.frames.astype(np.int16)
+
+
+def render(rig: FamilyRig, state: WanRequest) -> np.ndarray[Any, Any]:
+    return frames(rig.runtime.sampler.run(SampleJob(rig.pipeline(), state)))
+
+
+def stats(state: WanRequest) -> dict[str, int]:
+    assert state.cache is not None
+    counted: dict[str, int] = state.cache.stats()
+    return counted
+
+
+@pytest.mark.parametrize("never", [NEVER, TIGHT], ids=["threshold-0", "threshold-0.01"])
+def test_a_threshold_that_never_reuses_equals_no_caching_to_the_last_level(
+    rig: FamilyRig, never: StepCacheSettings
+) -> None:
+    pipeline = rig.pipeline()
+    plain = render(rig, request(pipeline, 1, None))
+    state = request(pipeline, 1, never)
+    assert int(np.abs(plain - render(rig, state)).max()) == 0
+    # Both rows (the prompt and the negative one) computed both blocks at every step.
+    assert stats(state)["computedSteps"] == 24 and stats(state)["reusedSteps"] == 0
+    assert stats(state)["skippedBlocks"] == 0 and stats(state)["computedBlocks"] == 48
+
+
+def test_a_threshold_that_reuses_skips_blocks_and_counts_them(rig: FamilyRig) -> None:
+    pipeline = rig.pipeline()
+    plain = render(rig, request(pipeline, 2, None))
+    state = request(pipeline, 2, LOOSE)
+    cached = render(rig, state)
+    counted = stats(state)
+    assert counted["computedSteps"] + counted["reusedSteps"] == 24  # two rows, twelve steps
+    # Per row: two warmup steps computed, then two reuses (the cap) after each computed step:
+    # steps 2, 3, 5, 6, 8, 9 and 11 reuse.
+    assert counted["reusedSteps"] == 2 * 7
+    # One middle block skipped per reused step; the front block always runs.
+    assert counted["skippedBlocks"] == counted["reusedSteps"]
+    assert counted["computedBlocks"] == 2 * 24 - counted["skippedBlocks"]
+    assert int(np.abs(plain - cached).max()) > 0  # an approximation: not the same frames
+
+
+def test_a_cached_request_batched_with_others_renders_as_it_does_alone(
+    rig: FamilyRig, sampler: StepLoopSampler
+) -> None:
+    """The first request is cached; at its fourth step two more of its shape join its forwards:
+    one cached with other settings and fewer steps, one not cached at all. Every row decides on
+    its own, so each renders what it renders alone, with the same decisions."""
+    pipeline: Any = rig.pipeline()
+    specs: list[tuple[int, StepCacheSettings | None, dict[str, Any]]] = [
+        (11, LOOSE, {"steps": 12}),
+        (12, OTHER, {"steps": 8, "prompt": "a much longer prompt for the second request"}),
+        (13, None, {"steps": 6}),
+    ]
+    alone: list[np.ndarray[Any, Any]] = []
+    alone_stats: list[dict[str, int] | None] = []
+    for seed, cache, spec in specs:
+        state = request(pipeline, seed, cache, **spec)
+        alone.append(render(rig, state))
+        alone_stats.append(None if cache is None else stats(state))
+
+    states = [request(pipeline, seed, cache, **spec) for seed, cache, spec in specs]
+    arrived: list[Future[Any]] = []
+    batches: list[tuple[int, ...]] = []
+    forward = pipeline.denoise_step
+    lock = threading.Lock()
+
+    def watched(batch: Sequence[WanRequest], /) -> Any:
+        with lock:
+            batches.append(tuple(s.seed for s in batch))
+            if not arrived and batch[0].seed == 11 and batch[0].step_index == 3:
+                arrived.extend(sampler.submit(SampleJob(pipeline, s)) for s in states[1:])
+        return forward(batch)
+
+    pipeline.denoise_step = watched
+    try:
+        first = frames(sampler.run(SampleJob(pipeline, states[0])))
+        together = [first, *(frames(f.result(timeout=120)) for f in arrived)]
+    finally:
+        del pipeline.denoise_step
+
+    assert (11, 12, 13) in batches  # they shared forwards, at different steps
+    for i, (solo, batched) in enumerate(zip(alone, together, strict=True)):
+        difference = np.abs(solo - batched)
+        assert int(difference.max()) <= TOLERANCE, f"request {i}"
+        assert float((difference > 0).mean()) <= MAX_DIFFERING, f"request {i}"
+    assert [None if s.cache is None else stats(s) for s in states] == alone_stats
+    assert alone_stats[0] is not None and alone_stats[0]["reusedSteps"] > 0
+    assert alone_stats[1] is not None and alone_stats[1]["reusedSteps"] > 0
+
+
+def node_render(rig: FamilyRig, takes: Path, choice: StepCacheChoice, **params: Any) -> NodeResult:
+    ctx = ExecutionContext(
+        run_id=f"wan-cache{next(_ids)}", takes=FileTakeStore(takes), step_cache=choice
+    )
+    call = NodeCall(ctx=ctx, node_id="w", params=node_params(**params), inputs={"prompt": PROMPT})
+    return rig.run(call)
+
+
+def test_the_node_caches_from_20_steps_and_its_take_records_it(
+    rig: FamilyRig, tmp_path: Path
+) -> None:
+    few = node_render(rig, tmp_path, StepCacheChoice(), steps=8)
+    assert "cache" not in few.takes[0].params  # few steps: the policy leaves it off
+    many = node_render(rig, tmp_path, StepCacheChoice(), steps=20)
+    assert many.takes[0].params["cache"]["method"] == "dbcache"
+    assert many.takes[0].params["cache"]["threshold"] == StepCacheSettings().threshold
+    off = node_render(rig, tmp_path, StepCacheChoice(True, None), steps=20)
+    assert "cache" not in off.takes[0].params  # {"method": "none"} wins over the policy
+    asked = node_render(rig, tmp_path, StepCacheChoice(True, NEVER), steps=6)
+    plain = node_render(rig, tmp_path, StepCacheChoice(True, None), steps=6)
+    assert asked.takes[0].params["cache"]["threshold"] == 0.0
+    assert np.array_equal(take_frames(asked), take_frames(plain))
+
+
+def test_cached_requests_with_their_own_loras_share_forwards_and_render_as_alone(
+    rig: FamilyRig, wan_kit: WanKit
+) -> None:
+    """Rows that compute their middle block run it as a sub-batch, and each keeps its own LoRA
+    stack there (the per-row plan narrowed to the sub-batch)."""
+    from test_wan_batching import assert_same, solo_and_together
+
+    from tests.families.zimage.lora_harness import Stack, picks
+
+    specs: list[tuple[Stack, StepCacheSettings | None]] = [
+        ([("a", 1.0)], LOOSE),
+        ([("b", 1.0)], OTHER),
+        ([("a", 0.5), ("b", 1.5)], None),
+        ([], LOOSE),
+    ]
+    sampler = StepLoopSampler()
+    try:
+        pipeline = wan_rig(wan_kit.root, sampler).pipeline()
+        requests = [
+            {
+                **SHAPE,
+                "prompt": f"render {i}",
+                "seed": i,
+                "steps": 8,
+                "guidance": 3.0,
+                "loras": tuple(h.use for h in picks(rig, wan_kit, stack)),
+                "step_cache": cache,
+            }
+            for i, (stack, cache) in enumerate(specs)
+        ]
+        solo, together, stats = solo_and_together(sampler, pipeline, requests)
+    finally:
+        sampler.close()
+    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0, stats
+    assert_same(solo, together)
