@@ -215,3 +215,24 @@ def test_cached_requests_with_their_own_loras_share_forwards_and_render_as_alone
         sampler.close()
     assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0, stats
     assert_same(solo, together)
+
+
+A14B_HIGH = "wan2.2_t2v_high_noise_tiny_fp32.safetensors"
+
+
+def test_an_a14b_pair_caches_its_high_noise_steps_and_never_reusing_equals_no_cache(
+    rig: FamilyRig,
+) -> None:
+    """The cache is adopted on the pair's first (high-noise) expert; the low-noise expert's
+    steps run uncached, and a request crossing the switch renders the uncached frames when
+    its threshold never reuses."""
+    pipeline = rig.pipeline(A14B_HIGH)
+    pair: dict[str, Any] = {"steps": 8, "shift": 12.0, "boundary_ratio": 0.875}
+    run = rig.runtime.sampler.run
+    plain = frames(run(SampleJob(pipeline, request(pipeline, 21, None, **pair))))
+    state = request(pipeline, 21, TIGHT, **pair)
+    assert int(np.abs(plain - frames(run(SampleJob(pipeline, state)))).max()) == 0
+    counted = stats(state)
+    assert state.switch_step is not None and 0 < state.switch_step < 8
+    # Two rows (guidance), computed at every high-noise step; the low-noise steps count nothing.
+    assert counted["computedSteps"] == 2 * state.switch_step and counted["reusedSteps"] == 0
