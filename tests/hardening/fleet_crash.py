@@ -199,23 +199,27 @@ def check_history(config: Config, store: Totals, run_ids: list[str]) -> FleetTot
 
 
 def check_one_server_at_a_time(run_id: str, events: list[tuple[int, str, int, str, float]]) -> None:
-    """From the run's history (seq order): every attempt ran on one server, began with its
-    run_started (its claim), and ended before the next one began, in the order of the
-    database's clock as well as of the history; the last attempt ended the run."""
+    """From the run's history (seq order): every execution (from one run_started, its claim, to
+    the next) ran on one server and ended before the next one began, in the order of the
+    database's clock as well as of the history; attempts never go back; the last execution
+    ended the run. Executions are told apart by their run_started, not by their attempt number:
+    a run given back unsure of its lease (a late heartbeat under load) is refunded its attempt,
+    so its next execution, on any server, carries the same number."""
     attempts = [attempt for _seq, _server, attempt, _kind, _at in events]
     assert attempts == sorted(attempts), f"{run_id}: attempts interleave: {attempts}"
-    servers: dict[int, str] = {}
-    first_at: dict[int, float] = {}
-    last_at: dict[int, float] = {}
+    executions: list[list[tuple[str, int, float]]] = []
     for _seq, server, attempt, kind, at in events:
-        if attempt not in servers:
-            assert kind == "run_started", f"{run_id}: attempt {attempt} began with {kind}"
-            servers[attempt] = server
-            first_at[attempt] = at
-        assert servers[attempt] == server, f"{run_id}: attempt {attempt} on two servers"
-        last_at[attempt] = at
-    ordered = sorted(servers)
-    for earlier, later in zip(ordered, ordered[1:], strict=False):
-        assert last_at[earlier] <= first_at[later], f"{run_id}: attempts {earlier}, {later} overlap"
+        if kind == "run_started":
+            executions.append([])
+        assert executions, f"{run_id}: its history began with {kind}"
+        execution = executions[-1]
+        if execution:
+            assert execution[0][0] == server, (
+                f"{run_id}: attempt {attempt} on two servers ({execution[0][0]}, {server})"
+            )
+            assert execution[0][1] == attempt, f"{run_id}: one execution, two attempts"
+        execution.append((server, attempt, at))
+    for earlier, later in zip(executions, executions[1:], strict=False):
+        assert earlier[-1][2] <= later[0][2], f"{run_id}: executions overlap"
     kinds = [kind for _seq, _server, _attempt, kind, _at in events]
     assert kinds[-1] in TERMINAL and sum(k in TERMINAL for k in kinds) == 1, f"{run_id}: {kinds}"
