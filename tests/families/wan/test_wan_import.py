@@ -81,12 +81,13 @@ def rendered_alike(
     client: TestClient, body: dict[str, Any], by_hand: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """The imported graph and the one written by hand, rendered: the same frames; their takes."""
-    imported = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
-    assert imported.status_code == 201, imported.text
-    direct = client.post("/v1/runs", json={"graph": by_hand, "target": "w"})
+    # One after the other: two runs in flight at once may share some forwards and not others,
+    # and a row batched with another differs by a few ulps from the same row alone.
     takes: list[dict[str, Any]] = []
     frames: list[np.ndarray[Any, Any]] = []
-    for run in (imported, direct):
+    for graph, target in ((body["graph"], body["target"]), (by_hand, "w")):
+        run = client.post("/v1/runs", json={"graph": graph, "target": target})
+        assert run.status_code == 201, run.text
         state = finished_state(client, str(run.json()["runId"]))
         assert state["status"] == "done", state
         (take,) = state["takes"]

@@ -59,8 +59,6 @@ def test_imported_wan_lora_loaders_render_the_hand_written_graphs_frames(
     assert change["classType"] == "LoraLoader" and "strength_clip" in change["reason"]
     skipped = {s["classType"] for s in body["skipped"]}
     assert "LoraLoader" not in skipped and "LoraLoaderModelOnly" not in skipped
-    imported = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
-    assert imported.status_code == 201, imported.text
     by_hand = wan_graph(
         "a paper boat on a rainy street",
         model=T2V_FILE,
@@ -74,9 +72,12 @@ def test_imported_wan_lora_loaders_render_the_hand_written_graphs_frames(
         negative_prompt="blurry",
         format="png",
     )
-    direct = client.post("/v1/runs", json={"graph": with_loras(by_hand, stack), "target": "w"})
+    # One after the other: two runs in flight at once may share some forwards and not others,
+    # and a row batched with another differs by a few ulps from the same row alone.
     frames: list[np.ndarray[Any, Any]] = []
-    for run in (imported, direct):
+    for graph, target in ((body["graph"], body["target"]), (with_loras(by_hand, stack), "w")):
+        run = client.post("/v1/runs", json={"graph": graph, "target": target})
+        assert run.status_code == 201, run.text
         state = finished_state(client, str(run.json()["runId"]))
         assert state["status"] == "done", state
         (take,) = state["takes"]
