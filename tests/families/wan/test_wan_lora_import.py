@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from fastapi.testclient import TestClient
-from test_wan_import import import_comfy, small_workflow
+from test_wan_import import import_comfy, rendered_alike, small_workflow
 from test_wan_lora_server import with_loras
-from test_wan_server import finished_state, wan_graph
+from test_wan_server import wan_graph
 
 from inline_core.families.wan.kit import WanKit
-from inline_core.runtime.video import decode_apng
 
 T2V_FILE = "wan2.1_t2v_tiny_fp32.safetensors"
 
@@ -72,15 +70,6 @@ def test_imported_wan_lora_loaders_render_the_hand_written_graphs_frames(
         negative_prompt="blurry",
         format="png",
     )
-    # One after the other: two runs in flight at once may share some forwards and not others,
-    # and a row batched with another differs by a few ulps from the same row alone.
-    frames: list[np.ndarray[Any, Any]] = []
-    for graph, target in ((body["graph"], body["target"]), (with_loras(by_hand, stack), "w")):
-        run = client.post("/v1/runs", json={"graph": graph, "target": target})
-        assert run.status_code == 201, run.text
-        state = finished_state(client, str(run.json()["runId"]))
-        assert state["status"] == "done", state
-        (take,) = state["takes"]
+    # The same frames, rendered one after the other (`rendered_alike`), each with the stack.
+    for take in rendered_alike(client, body, with_loras(by_hand, stack)):
         assert take["params"]["loras"] == [{"name": n, "strength": s} for n, s in stack]
-        frames.append(decode_apng(client.get(take["uri"]).content))
-    assert np.array_equal(frames[0], frames[1])
