@@ -78,6 +78,17 @@ WAN_DESCRIPTOR = NodeDescriptor(
             step=0.1,
             label="Low-noise expert's guidance (Wan 2.2 A14B; empty: guidance)",
         ),
+        # The step the pair switches at, as ComfyUI's two KSamplerAdvanced stages split it
+        # (checked at submit: 1..steps-1, two-expert models only).
+        ParamSpec(
+            "switch_step",
+            ParamWidget.NUMBER,
+            default=None,
+            minimum=1,
+            maximum=199,
+            integer=True,
+            label="First step on the low-noise expert (Wan 2.2 A14B; empty: the model's boundary)",
+        ),
         ParamSpec(
             "shift",
             ParamWidget.NUMBER,
@@ -93,7 +104,9 @@ WAN_DESCRIPTOR = NodeDescriptor(
     ),
     description=(
         "Text to video with Wan 2.1 (1.3B or 14B), Wan 2.2 TI2V-5B or Wan 2.2 A14B (pick either "
-        "expert's file: its sibling is found beside it; guidance_2 guides the low-noise one); "
+        "expert's file: its sibling is found beside it; guidance_2 guides the low-noise one, "
+        "switch_step is the first step on it, empty: the model's boundary ratio; an input/lora's "
+        "expert picks the experts it adapts); "
         "image to video with the 5B "
         "(wire an image: it becomes the first frame, resized to width x height). Size, frames "
         "and fps left empty take the model's own (832x480, 81 frames at 16 fps for Wan 2.1; "
