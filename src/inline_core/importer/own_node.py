@@ -123,7 +123,7 @@ class Collapse:
         inputs = {"prompt": prompt, "image": image, "loras": tuple(self.loras)}
         m.add(node_id, self.descriptor.type, params, inputs, where)
         for node in ordered:
-            if node.id not in self.read and node.id not in m.skipped:
+            if node.id not in self.read and node.id not in m.skipped and not m.used(node.id):
                 m.skip(node, "not on the chain to the saved video")
         return node_id
 

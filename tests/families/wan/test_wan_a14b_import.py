@@ -9,7 +9,9 @@ SaveVideo (or SaveAnimatedWEBP, for exact frames). In both ComfyUI formats the c
 node with the high-noise file as `model`, `switch_step` k, the first stage's cfg and noise_seed
 as `guidance` and `seed`, the second's cfg as `guidance_2`, and each stage's LoRAs on its expert;
 it renders the hand-written graph's frames. Stages that do not chain so are refused naming the
-node; two different shifts are a warning naming the one used.
+node; two different shifts are a warning naming the one used. The official templates themselves
+import too: their LoRA toggle (`ComfySwitchNode`, set by one PrimitiveBoolean) is decided as the
+workflow is read.
 """
 
 from __future__ import annotations
@@ -300,13 +302,84 @@ def test_a_lone_advanced_sampler_over_the_whole_schedule_reads_as_a_ksampler(
     assert "no second stage takes its latents" in partial.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("name", ["video_wan2_2_14B_t2v.json", "video_wan2_2_14B_i2v.json"])
-def test_the_official_14b_templates_are_refused_naming_a_node_they_need(
-    client: TestClient, name: str
+OFFICIAL = {
+    "wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors": MODELS[T2V[0]],
+    "wan2.2_i2v_high_noise_14B_fp8_scaled.safetensors": MODELS[I2V[0]],
+}
+
+
+def switched_on(workflow: Json) -> Json:
+    """The t2v template with its 4-step LoRA switch turned on (its one PrimitiveBoolean)."""
+    (subgraph,) = workflow["definitions"]["subgraphs"]
+    (boolean,) = [n for n in subgraph["nodes"] if n["type"] == "PrimitiveBoolean"]
+    boolean["widgets_values"] = [True]
+    return workflow
+
+
+@pytest.mark.parametrize(
+    ("name", "lightx2v", "expected"),
+    [
+        ("video_wan2_2_14B_t2v.json", False, {"steps": 20, "switch_step": 10, "guidance": 3.5,
+                                              "guidance_2": 3.5, "width": 640, "frames": 81}),
+        ("video_wan2_2_14B_t2v.json", True, {"steps": 4, "switch_step": 2, "guidance": 1.0,
+                                             "guidance_2": 1.0, "width": 640, "frames": 81}),
+        ("video_wan2_2_14B_i2v.json", False, {"steps": 20, "switch_step": 10, "guidance": 3.5,
+                                              "guidance_2": 3.5, "width": 640, "frames": 81}),
+    ],
+)  # fmt: skip
+def test_the_official_14b_templates_import_with_their_switches_decided(
+    client: TestClient, wan_kit: WanKit, name: str, lightx2v: bool, expected: Json
 ) -> None:
-    """Their LoRA toggles and step presets are ComfySwitchNode and math nodes, which decide the
-    steps, cfg and LoRAs only when ComfyUI runs them."""
-    response = import_comfy(client, template(name))
+    """Their LoRA toggle (ComfySwitchNode, set by one PrimitiveBoolean) picks the models, steps,
+    switch step and cfg; off, the LoRA loaders are off the chain; on, each expert gets its own
+    lightx2v LoRA (mapped here onto the kit's)."""
+    workflow = template(name)
+    models = dict(OFFICIAL)
+    if lightx2v:
+        workflow = switched_on(workflow)
+        models["wan2.2_t2v_lightx2v_4steps_lora_v1.1_high_noise.safetensors"] = wan_kit.loras[
+            "a-comfy"
+        ].name
+        models["wan2.2_t2v_lightx2v_4steps_lora_v1.1_low_noise.safetensors"] = wan_kit.loras[
+            "b"
+        ].name
+    assets = {}
+    if "i2v" in name:
+        assets = {"video_wan2_2_14B_i2v_input_image.jpg": upload(client)}
+    response = client.post(
+        "/v1/import/comfy", json={"workflow": workflow, "models": models, "assets": assets}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    target, nodes = target_of(body)
+    assert {k: target["params"][k] for k in expected} == expected
+    assert target["params"]["model"] == (MODELS[I2V[0]] if "i2v" in name else MODELS[T2V[0]])
+    assert target["params"]["shift"] == pytest.approx(5.0)
+    loras = [nodes[edge["from"]]["params"] for edge in target["inputs"].get("loras", [])]
+    if lightx2v:
+        assert [(lora["name"], lora["expert"]) for lora in loras] == [
+            (wan_kit.loras["a-comfy"].name, "high"),
+            (wan_kit.loras["b"].name, "low"),
+        ]
+    else:
+        assert loras == []
+    assert ("image" in target["inputs"]) is ("i2v" in name)
+    skipped = [s for s in body["skipped"] if s["classType"] == "ComfySwitchNode"]
+    assert skipped and all(f"switch is {str(lightx2v).lower()}" in s["reason"] for s in skipped)
+    submitted = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+    assert submitted.status_code == 201, submitted.text  # it validates as it stands
+    client.delete(f"/v1/runs/{submitted.json()['runId']}")
+
+
+def test_a_switch_no_value_decides_is_refused_naming_it(
+    client: TestClient, wan_kit: WanKit
+) -> None:
+    workflow = two_stages(wan_kit)
+    workflow["120"] = {"class_type": "ComfySwitchNode",
+                       "inputs": {"switch": ["121", 0], "on_false": 20, "on_true": 4}}  # fmt: skip
+    workflow["121"] = {"class_type": "RandomBoolean", "inputs": {}}
+    workflow["81"]["inputs"]["steps"] = ["120", 0]
+    response = import_comfy(client, workflow)
     assert response.status_code == 422, response.text
-    error = response.json()["error"]
-    assert error["code"] == "unsupported_node" and "ComfySwitchNode" in error["message"], error
+    message = response.json()["error"]["message"]
+    assert "KSamplerAdvanced 81: its steps comes from ComfySwitchNode 120" in message
