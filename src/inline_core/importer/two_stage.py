@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.mapping import describe
+from inline_core.importer.widgets import CONTROL_AFTER_GENERATE, WIDGET_ORDER
 from inline_core.importer.workflow import ComfyNode, Link
 
 if TYPE_CHECKING:
@@ -28,18 +29,8 @@ if TYPE_CHECKING:
 
 ADVANCED = "KSamplerAdvanced"
 END = 10_000  # ComfyUI's end_at_step default: past any schedule's last step
-# A stage's widgets that decide its part of the schedule.
-SCHEDULE = (
-    "add_noise",
-    "noise_seed",
-    "steps",
-    "cfg",
-    "sampler_name",
-    "scheduler",
-    "start_at_step",
-    "end_at_step",
-    "return_with_leftover_noise",
-)
+# A stage's widgets: what decides its part of the schedule.
+SCHEDULE = tuple(n for n in WIDGET_ORDER[ADVANCED] if n != CONTROL_AFTER_GENERATE)
 
 
 @dataclass(frozen=True)
