@@ -11,6 +11,7 @@ MAX_PROMPT_CHARS = 20_000
 
 
 MODEL_DEFAULT = "empty: the model's own"
+STEPS_DEFAULT = 50
 
 
 def _size(name: str) -> ParamSpec:
@@ -66,7 +67,9 @@ WAN_DESCRIPTOR = NodeDescriptor(
             integer=True,
             label=f"FPS ({MODEL_DEFAULT}: 16 for Wan 2.1, 24 for 2.2 5B)",
         ),
-        ParamSpec("steps", ParamWidget.NUMBER, default=50, minimum=1, maximum=200, integer=True),
+        ParamSpec(
+            "steps", ParamWidget.NUMBER, default=STEPS_DEFAULT, minimum=1, maximum=200, integer=True
+        ),
         ParamSpec("guidance", ParamWidget.NUMBER, default=5.0, minimum=1.0, maximum=20.0, step=0.1),
         # diffusers' guidance_scale_2 (checked at submit: two-expert models only).
         ParamSpec(

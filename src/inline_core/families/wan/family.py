@@ -24,7 +24,12 @@ from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.nodes.loras import expert_stacks, lora_handles, lora_stack
 from inline_core.families.sources import Missing, Resolution, Sources
 from inline_core.families.wan import experts, lora_shapes, vision_files
-from inline_core.families.wan.descriptor import EXTRA_HINT, NODE_TYPE, WAN_DESCRIPTOR
+from inline_core.families.wan.descriptor import (
+    EXTRA_HINT,
+    NODE_TYPE,
+    STEPS_DEFAULT,
+    WAN_DESCRIPTOR,
+)
 from inline_core.families.wan.files import RULES, flow_shift, source_vae_channels
 from inline_core.families.wan.lora_naming import WAN_LORAS
 from inline_core.families.wan.request import (
@@ -219,7 +224,7 @@ class WanFamily(Family):
             raise InvalidRequest(_no_image(resolution.sources), node_id=node_id)
         if "image" not in wired and kind.needs_image:
             raise InvalidRequest(_needs_image(kind), node_id=node_id)
-        steps = int(params.get("steps") or 50)
+        steps = int(params.get("steps") or STEPS_DEFAULT)
         switch = params.get("switch_step")
         if switch is not None and not (kind.boundary is not None and 1 <= int(switch) < steps):
             raise InvalidRequest(
