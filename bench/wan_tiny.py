@@ -16,7 +16,7 @@ The kit's random-weight Wan models (`inline-core kit --family wan`), 9 frames, 4
 Sides:
 - pipeline: `from_pretrained(folder)` and `pipe(...)` per render, output as numpy frames (no file
   written);
-- server: the real app under uvicorn on loopback (in a thread), a render being `POST /v1/runs`
+- server: the real server in its own process on loopback, a render being `POST /v1/runs`
   (input/text [+ input/image] -> alibaba/wan, format png: a lossless APNG take) until the
   websocket's `run_done`: the take encoded, fsynced and committed, each decoded chunk streamed.
 Renders alternate between the sides seed by seed, so both see the same machine load; the medians
@@ -30,10 +30,12 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import socket
 import statistics
+import subprocess
+import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,25 +149,29 @@ class BarePipeline:
 
 
 class Server:
-    """The real app under uvicorn on loopback, driven over HTTP and the websocket."""
+    """The real server in its own process (`python -m inline_core.server`, as a user starts it),
+    on loopback, driven over HTTP and the websocket. Its own process, not a thread here: a CPU
+    server does its model work on one thread (diffusion/threads.py), and a bare pipeline
+    computing beside it in one process would throttle both."""
 
     def __init__(self, models: Path, dtype: str = "float32", profile: str | None = "cpu") -> None:
         import httpx
-        import uvicorn
-
-        from inline_core.config import Config
-        from inline_core.server.app import create_app
 
         self.port = loopback_port()
-        data = Path(tempfile.mkdtemp(prefix="wan-bench-"))
-        config = Config(
-            models_dir=models, data_dir=data, profile=profile, port=self.port, dtype=dtype
+        self.data = Path(tempfile.mkdtemp(prefix="wan-bench-"))
+        env = {
+            **os.environ,
+            "INLINE_MODELS_DIR": str(models),
+            "INLINE_DATA_DIR": str(self.data),
+            "INLINE_PORT": str(self.port),
+            "INLINE_DTYPE": dtype,
+            "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"),
+            **({"INLINE_PROFILE": profile} if profile else {}),
+        }
+        self.log = (self.data / "server.log").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "inline_core.server"], env=env, stdout=self.log, stderr=self.log
         )
-        self.server = uvicorn.Server(
-            uvicorn.Config(create_app(config), host="127.0.0.1", port=self.port, log_level="error")
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=600)
         deadline = time.monotonic() + 120  # a server that never answers fails the bench
         while True:
@@ -173,9 +179,10 @@ class Server:
                 if self.client.get("/v1/health").is_success:
                     break
             except httpx.TransportError:
-                if time.monotonic() > deadline or not self.thread.is_alive():
-                    raise RuntimeError("the server did not start") from None
-                time.sleep(0.02)
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    tail = (self.data / "server.log").read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"the server did not start:\n{tail}") from None
+                time.sleep(0.05)
 
         uploaded = self.client.post(
             "/v1/assets", content=first_frame_png(), headers={"content-type": "image/png"}
@@ -213,8 +220,10 @@ class Server:
 
     def close(self) -> None:
         self.client.close()
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
+        self.proc.terminate()
+        self.proc.wait(30)
+        self.log.close()
+        shutil.rmtree(self.data, ignore_errors=True)
 
 
 def bench_case(case: Case, models: Path, server: Server, renders: int, **on: str) -> dict[str, Any]:

@@ -64,23 +64,30 @@ def load_model(
         group, pipeline = split
         group.start(pipeline)  # the ranks load the transformer
         return
-    stacks = runtime.stacks()
-    stacks.part(family, "transformer", handle.transformer, render)
-    stacks.part(family, "scheduler", handle.scheduler, render)
+
+    def load() -> None:
+        stacks = runtime.stacks()
+        stacks.part(family, "transformer", handle.transformer, render)
+        stacks.part(family, "scheduler", handle.scheduler, render)
+
+    runtime.compute(load)
 
 
 def load_vae(
     runtime: ModelRuntime, family: Family, handle: VAEHandle, render: Hashable = None
 ) -> None:
-    runtime.stacks().part(family, "vae", handle.source, render)
+    runtime.compute(lambda: runtime.stacks().part(family, "vae", handle.source, render))
 
 
 def load_text_encoder(
     runtime: ModelRuntime, family: Family, handle: TextEncoderHandle, render: Hashable = None
 ) -> None:
-    stacks = runtime.stacks()
-    stacks.part(family, "text_encoder", handle.encoder, render)
-    stacks.part(family, "tokenizer", handle.tokenizer, render)
+    def load() -> None:
+        stacks = runtime.stacks()
+        stacks.part(family, "text_encoder", handle.encoder, render)
+        stacks.part(family, "tokenizer", handle.tokenizer, render)
+
+    runtime.compute(load)
 
 
 # -- text ----------------------------------------------------------------------------------------
@@ -93,8 +100,11 @@ def encode_text(
     prompt: str,
     render: Hashable = None,
 ) -> ConditioningHandle:
-    encoder = runtime.stacks().text_encoder(family, handle.encoder, handle.tokenizer, render)
-    conditioning = encoder.encode(prompt)
+    def encode() -> Any:
+        encoder = runtime.stacks().text_encoder(family, handle.encoder, handle.tokenizer, render)
+        return encoder.encode(prompt)
+
+    conditioning = runtime.compute(encode)
     width = int(cast(torch.Tensor, conditioning.value).shape[-1])
     return ConditioningHandle(family.name, conditioning, width, handle.name)
 
@@ -108,6 +118,16 @@ def decode(
     handle: VAEHandle,
     latent: LatentHandle,
     render: Hashable = None,
+) -> list[Image.Image]:
+    return runtime.compute(lambda: _decode(runtime, family, handle, latent, render))
+
+
+def _decode(
+    runtime: ModelRuntime,
+    family: Family,
+    handle: VAEHandle,
+    latent: LatentHandle,
+    render: Hashable,
 ) -> list[Image.Image]:
     vae: Any = runtime.stacks().vae(family, handle.source, render)
     factor = int(vae.spatial_factor)
@@ -138,10 +158,14 @@ def encode_image(
 ) -> LatentHandle:
     """Encode an image (its posterior's mode: the same image always gives the same latents),
     centre-cropped to the pixel multiple its model takes, as ComfyUI's VAEEncode crops."""
-    vae: Any = runtime.stacks().vae(family, handle.source, render)
-    cropped = _crop(image.convert("RGB"), int(vae.pixel_multiple))
-    with torch.inference_mode():
-        latents = cast(Latents, vae.encode(cropped, None))
+
+    def encode() -> tuple[Image.Image, Latents]:
+        vae: Any = runtime.stacks().vae(family, handle.source, render)
+        cropped = _crop(image.convert("RGB"), int(vae.pixel_multiple))
+        with torch.inference_mode():
+            return cropped, cast(Latents, vae.encode(cropped, None))
+
+    cropped, latents = runtime.compute(encode)
     return LatentHandle(
         width=cropped.width,
         height=cropped.height,
@@ -182,8 +206,10 @@ def sample(
     reporter.phase("loading")
     split = _group_denoiser(runtime, family, model, node_id)
     if split is None:
-        pipeline: Any = runtime.stacks().denoiser(
-            family, model.transformer, model.scheduler, ctx.run_id
+        pipeline: Any = runtime.compute(
+            lambda: runtime.stacks().denoiser(
+                family, model.transformer, model.scheduler, ctx.run_id
+            )
         )
         run = _jobs(pipeline, runtime.sampler.run, runtime)
     else:
@@ -195,9 +221,41 @@ def sample(
     fit = family.denoiser_fit(model.transformer)
     if fit is not None:
         _check_fit(*fit, model, positive, negative, latent)
+    # The control image's encode and each request's noise are model work too (on the loop on
+    # a CPU: one thread computes, so the primitives' pixels are the node's).
+    states = runtime.compute(
+        lambda: _requests(
+            runtime, family, settings, model, positive, negative, latent, ctx, pipeline
+        )
+    )
+    cache = _step_cache(runtime, family, ctx, states)
+    samples = run(states, ctx, reporter)
+    info = settings.to_info() | {
+        **({"loras": stack_info(model.loras)} if model.loras else {}),
+        # Cached steps are an approximation: the decoded take says how, and what it skipped.
+        **(_cache_info(runtime, cache, states) if cache is not None else {}),
+        **(_control_info(model) if model.control else {}),
+        "model": model.name,
+        "width": latent.width,
+        "height": latent.height,
+    }
+    return LatentHandle(latent.width, latent.height, latent.batch, tuple(samples), info)
+
+
+def _requests(
+    runtime: ModelRuntime,
+    family: Family,
+    settings: SampleSettings,
+    model: ModelHandle,
+    positive: ConditioningHandle,
+    negative: ConditioningHandle | None,
+    latent: LatentHandle,
+    ctx: ExecutionContext,
+    pipeline: Any,
+) -> list[Any]:
     guidance = family.guidance_for_cfg(settings.cfg)
     control = _control_fields(runtime, family, model, latent, ctx.run_id)
-    states = [
+    return [
         pipeline.request(
             prompt="",
             width=latent.width,
@@ -219,18 +277,6 @@ def sample(
         )
         for index in range(latent.batch)
     ]
-    cache = _step_cache(runtime, family, ctx, states)
-    samples = run(states, ctx, reporter)
-    info = settings.to_info() | {
-        **({"loras": stack_info(model.loras)} if model.loras else {}),
-        # Cached steps are an approximation: the decoded take says how, and what it skipped.
-        **(_cache_info(runtime, cache, states) if cache is not None else {}),
-        **(_control_info(model) if model.control else {}),
-        "model": model.name,
-        "width": latent.width,
-        "height": latent.height,
-    }
-    return LatentHandle(latent.width, latent.height, latent.batch, tuple(samples), info)
 
 
 def _step_cache(

@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Generator, Hashable, Mapping
+from collections.abc import Callable, Generator, Hashable, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from inline_core.config import Config
 from inline_core.device.split import ParallelSpec
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
+T = TypeVar("T")
 
 
 class ModelRuntime:
@@ -107,6 +108,15 @@ class ModelRuntime:
         return self.policy().step_cache(methods, steps)
 
     # -- loaded stacks -------------------------------------------------------------------------
+
+    def compute(self, fn: Callable[[], T]) -> T:
+        """Run a node's model work (an encode, a decode) where the sampler wants it: on a CPU, on
+        the step loop's thread, so one thread does all of the process's compute (see
+        `diffusion/threads.py` for why). A sampler without a say runs it here."""
+        compute = cast(
+            "Callable[[Callable[[], T]], T] | None", getattr(self.sampler, "compute", None)
+        )
+        return fn() if compute is None else compute(fn)
 
     def stacks(self) -> Stacks:
         """The resident stacks (imports torch and diffusers on first use)."""

@@ -20,9 +20,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from inline_core.components.step import StepPipeline, supports_preview
 from inline_core.errors import Cancelled, RunFailed, Unavailable
@@ -33,6 +34,7 @@ from inline_core.sampling.scheduler import next_group
 from inline_core.sampling.ticket import Ticket
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
@@ -53,9 +55,16 @@ class EngineCounters:
 
 
 class StepEngine:
-    def __init__(self, limits: BatchLimits, *, name: str = "inline-step-loop") -> None:
+    def __init__(
+        self,
+        limits: BatchLimits,
+        *,
+        name: str = "inline-step-loop",
+        on_start: Callable[[], None] | None = None,
+    ) -> None:
         self.limits = limits
         self._name = name
+        self._on_start = on_start  # run first on the loop thread (e.g. its intra-op threads)
         self._cond = threading.Condition()
         self._incoming: deque[Ticket] = deque()
         self._active: list[Ticket] = []
@@ -68,6 +77,7 @@ class StepEngine:
         # see them all at once and can decode them together (`PhaseSlots.adding`).
         self.settling: Callable[[], AbstractContextManager[None]] = nullcontext
         self._calls: deque[Callable[[], None]] = deque()
+        self._waiting: set[Future[Any]] = set()  # `call`s not answered yet: failed at the end
 
     # -- called from any thread -------------------------------------------------------------
 
@@ -106,6 +116,41 @@ class StepEngine:
             self._start()
             self._cond.notify()
 
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run `fn` on the loop thread at its next boundary and return what it returns (or raise
+        what it raises); on the loop thread itself, run it at once."""
+        if threading.current_thread() is self._thread:
+            return fn()
+        done: Future[T] = Future()
+
+        def run() -> None:
+            with self._cond:  # claimed here or failed by `_fail_waiting`, never both
+                self._waiting.discard(done)
+                if not done.set_running_or_notify_cancel():
+                    return
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # the caller's to handle, not the loop's
+                done.set_exception(exc)
+
+        with self._cond:
+            self._waiting.add(done)
+        try:
+            self.call_soon(run)
+        except Unavailable:
+            with self._cond:
+                self._waiting.discard(done)
+            raise
+        return done.result()
+
+    def _fail_waiting(self) -> None:
+        """A loop that stops answers the `call`s it will not run (their callers wait on them)."""
+        with self._cond:
+            waiting = [done for done in self._waiting if done.set_running_or_notify_cancel()]
+            self._waiting.clear()
+        for done in waiting:
+            done.set_exception(Unavailable("the sampler stopped before this call ran"))
+
     def _start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
@@ -131,10 +176,16 @@ class StepEngine:
             self._active.clear()
         for ticket in leftovers:
             ticket.fail(Unavailable("the sampler was closed before this job finished"))
+        self._fail_waiting()
 
     # -- the loop thread --------------------------------------------------------------------
 
     def _loop(self) -> None:
+        if self._on_start is not None:
+            try:
+                self._on_start()
+            except Exception:
+                log.exception("the step loop's start hook failed; the loop goes on")
         try:
             while True:
                 with self._cond:
@@ -173,6 +224,7 @@ class StepEngine:
                 self._active.clear()
             for ticket in leftovers:
                 ticket.fail(Unavailable("the sampler stopped before this job finished"))
+            self._fail_waiting()
 
     def _admit(self, tickets: list[Ticket]) -> None:
         for ticket in tickets:

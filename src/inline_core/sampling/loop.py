@@ -6,7 +6,9 @@ default (on the thread that called `run`, or a small pool for `submit`), so a te
 decode of one run does not stall the steps of the others; at most `phase_slots` of them run at once
 so they do not pile up on the device. A pipeline whose phases must not overlap the denoise loop
 (e.g. one that swaps modules on and off the device) sets `serial_phases = True`, and its phases
-then run on the loop thread, between steps.
+then run on the loop thread, between steps. A CPU server runs every job's phases there
+(`phases="loop"`), and nodes hand their own model work to `compute`, so one thread computes
+(`diffusion/threads.py`).
 
 Measured (bench/batching_phases.py, 8 and 16 concurrent tiny kit renders on CPU): with the
 phases on the loop thread the longest pause between two forwards was 100-170 ms (a VAE decode);
@@ -25,7 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from inline_core.components.step import StepPipeline
 from inline_core.errors import Cancelled, Unavailable
@@ -36,6 +38,7 @@ from inline_core.sampling.limits import BatchLimits, resolve_limits
 from inline_core.sampling.phase_slots import PhaseSlots
 
 PhasePlacement = Literal["caller", "loop"]
+T = TypeVar("T")
 
 
 class StepLoopSampler:
@@ -48,12 +51,13 @@ class StepLoopSampler:
         phases: PhasePlacement = "caller",
         phase_slots: int = 1,
         decode_pixel_budget: int | None = None,
+        on_loop_start: Callable[[], None] | None = None,
     ) -> None:
         self.limits: BatchLimits = resolve_limits(
             max_batch, token_budget, device, decode_pixel_budget
         )
         self._phases: PhasePlacement = phases
-        self._engine = StepEngine(self.limits)
+        self._engine = StepEngine(self.limits, on_start=on_loop_start)
         self._slots = PhaseSlots(phase_slots, self.limits)
         self._engine.settling = self._slots.adding
         self._pool_workers = max(1, phase_slots)
@@ -134,6 +138,14 @@ class StepLoopSampler:
         if not self._in_pool(outer, encode_and_enqueue, None):
             self._count_encoding(-1)
         return outer
+
+    def compute(self, fn: Callable[[], T]) -> T:
+        """Run a node's own model work (a text encode, a VAE decode) where the phases run: on the
+        loop thread with `phases="loop"`, so one thread does all of the process's compute, else
+        on the calling thread."""
+        if self._phases == "loop":
+            return self._engine.call(fn)
+        return fn()
 
     def call_soon(self, call: Callable[[], None]) -> None:
         """Run `call` on the loop thread at its next step boundary (`StepEngine.call_soon`)."""

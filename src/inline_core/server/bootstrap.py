@@ -167,11 +167,25 @@ def _make_sampler(config: Config) -> BatchedSampler | None:
     except (ImportError, AttributeError) as exc:
         log.warning("batched sampler not available (%s); model nodes will not run", exc)
         return None
+    device = _sampler_device(config)
+    if device != "cpu":
+        return StepLoopSampler(
+            max_batch=config.max_batch, token_budget=config.batch_token_budget, device=device
+        )
+    # On a CPU one thread does the model work: the loop's (diffusion/threads.py says why).
     return StepLoopSampler(
         max_batch=config.max_batch,
         token_budget=config.batch_token_budget,
-        device=_sampler_device(config),
+        device=device,
+        phases="loop",
+        on_loop_start=_claim_compute_thread,
     )
+
+
+def _claim_compute_thread() -> None:
+    from inline_core.diffusion.threads import claim_compute_thread
+
+    claim_compute_thread()
 
 
 def _sampler_device(config: Config) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -93,6 +94,16 @@ def take_image(client: TestClient, take: dict[str, Any]) -> Image.Image:
     data = client.get(take["uri"]).content
     assert data.startswith(b"\x89PNG")
     return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+def test_a_cpu_server_does_its_model_work_on_the_step_loops_thread(client: TestClient) -> None:
+    # One thread computes (diffusion/threads.py): the encode, the denoise and the decode of a
+    # render all run on the loop, and so does any node's own model work handed to `compute`.
+    run_id = submit(client, zimage_graph("a harbour at night", seed=7))
+    assert wait(client, run_id)["status"] == "done"
+    runtime = model_runtime(client)
+    assert runtime.compute(lambda: threading.current_thread().name) == "inline-step-loop"
+    assert runtime.compute(torch.get_num_threads) == torch.get_num_threads()  # all of them
 
 
 def test_prompt_graph_renders_the_diffusers_pixels(client: TestClient, reference_pipe: Any) -> None:

@@ -34,7 +34,8 @@ def _settle_threads() -> None:
     """State the intra-op thread count once on this thread (the preview worker's): on a thread
     that torch has not seen set, its first ops ran 30-40x slower and slowed the step loop's
     forwards 2-3x beside them (bench/previews.py: a 0.3 ms latent2rgb took 12-16 ms). Setting the
-    value it already has changes no other thread."""
+    value it already has changes no other thread. (On a CPU server that value is one thread:
+    the step loop claims the others, `diffusion/threads.py`.)"""
     if not getattr(_settled, "done", False):
         torch.set_num_threads(torch.get_num_threads())
         _settled.done = True

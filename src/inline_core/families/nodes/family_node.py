@@ -79,8 +79,13 @@ class FamilyNodeRunner(NodeRunner):
         lowered = family.lower(self.descriptor.type, call.params, call.inputs, node_id)
         split = self.runtime.split_for(family, sources.get("transformer"), node_id)
         if split is None:
-            pipeline: Any = self.runtime.stacks().pipeline(family, sources, ctx.run_id)
-            state = pipeline.request(**lowered.request)
+            runtime = self.runtime
+
+            def load_and_request() -> tuple[Any, Any]:
+                loaded: Any = runtime.stacks().pipeline(family, sources, ctx.run_id)
+                return loaded, loaded.request(**lowered.request)
+
+            pipeline, state = runtime.compute(load_and_request)
             accelerator: Any = self.runtime.sampler
         else:
             group = self.runtime.group(split)

@@ -29,7 +29,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from inline_core.errors import InvalidRequest, Unavailable
 from inline_core.server.stores.records import CANCEL, EVENTS, QUEUED
-from inline_core.server.stores.sql import Db, Dialect
+from inline_core.server.stores.sql import Cursor, Db, Dialect, Params
 from inline_core.server.stores.writer import describe
 
 log = logging.getLogger(__name__)
@@ -93,10 +93,48 @@ def redacted(url: str) -> str:
     return f"postgresql://{user}{host}:{port}/{parts.get('dbname') or ''}"
 
 
+class _PipelinedCursor:
+    """A cursor whose row count waits for its statement's answer (in pipeline mode psycopg
+    reports -1 until the pipeline is synced; a fetch waits by itself)."""
+
+    def __init__(self, cursor: Any, pipeline: Any) -> None:
+        self._cursor = cursor
+        self._pipeline = pipeline
+
+    @property
+    def rowcount(self) -> int:
+        if self._cursor.rowcount < 0:
+            self._pipeline.sync()
+        return int(self._cursor.rowcount)
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> Any:
+        return self._cursor.fetchall()
+
+
 class PostgresDb(Db):
+    _pipeline: Any = None  # psycopg's Pipeline while `pipelined()` is open
+
     @property
     def pg(self) -> Any:
         return self.conn
+
+    @contextmanager
+    def pipelined(self) -> Generator[object]:
+        with self.pg.pipeline() as pipeline:
+            self._pipeline = pipeline
+            try:
+                yield pipeline
+            finally:
+                self._pipeline = None
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        cursor = super().execute(sql, params)
+        if self._pipeline is None:
+            return cursor
+        return _PipelinedCursor(cursor, self._pipeline)
 
     def begin(self, durable: bool = True) -> None:
         # psycopg opens a transaction at the first statement. Every commit here waits for the

@@ -45,7 +45,7 @@ from inline_core.server.stores.records import (
     ServerSeen,
     StoredEvent,
 )
-from inline_core.server.stores.sql import Backend, Db
+from inline_core.server.stores.sql import Backend, Db, Later
 from inline_core.server.stores.writer import GroupWriter, unreachable
 from inline_core.takes import Take
 
@@ -261,10 +261,15 @@ class RunStore:
             "ON CONFLICT (client_run_id) WHERE client_run_id IS NOT NULL DO NOTHING"
         )
 
-        def op(db: Db) -> tuple[RunRecord, bool]:
+        def op(db: Db) -> Later[tuple[RunRecord, bool]]:
+            inserted = db.execute(insert, values)
             # Its row count says whether it went in (no RETURNING: on SQLite a row returned is
-            # one more step, and one more hand-off of the interpreter lock).
-            if db.execute(insert, values).rowcount != 1:
+            # one more step, and one more hand-off of the interpreter lock). It is read once the
+            # whole group is sent: on PostgreSQL a group of submissions is one round trip.
+            return Later(lambda: settle(db, inserted.rowcount == 1))
+
+        def settle(db: Db, went_in: bool) -> tuple[RunRecord, bool]:
+            if not went_in:
                 row = db.one(
                     f"SELECT {rows.RUN_COLUMNS} FROM runs WHERE client_run_id = ?",
                     (new.client_run_id,),
@@ -291,7 +296,7 @@ class RunStore:
             )
             return record, True
 
-        return self._writer.submit(op)
+        return self._writer.submit_later(op)
 
     def insert_run(self, new: NewRun) -> tuple[RunRecord, bool]:
         return self.insert_run_future(new).result()

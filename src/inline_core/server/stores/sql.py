@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 Params = Sequence[object]
+T = TypeVar("T")
 
 
 class Row(Protocol):
@@ -32,6 +33,18 @@ class Cursor(Protocol):
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Later(Generic[T]):
+    """A write's result, read only once every write of its group has sent its statements.
+
+    A write that returns one (instead of reading its cursor at once) lets a backend that
+    pipelines (PostgreSQL) send the whole group in one round trip: a group of 32 submissions
+    costs one wait for the database, not 32. `read` may still refuse with an `InlineError` if
+    the write changed nothing (an insert that met a conflict)."""
+
+    read: Callable[[], T]
 
 
 _FRAGMENT = re.compile(r"\{([a-z_]+)\}")
@@ -88,6 +101,11 @@ class Db(ABC):
     def all(self, sql: str, params: Params = ()) -> list[Row]:
         rows: list[Row] = self.execute(sql, params).fetchall()
         return rows
+
+    def pipelined(self) -> AbstractContextManager[object]:
+        """Within it, statements go out without waiting for their answers where the backend
+        can (a result read waits for what was sent before it)."""
+        return nullcontext()
 
     def notify(self, channel: str, payload: str) -> None:
         """Tell whoever watches `channel` (this process and, on PostgreSQL, every other server)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from inline_core.errors import InlineError, Unavailable
-from inline_core.server.stores.sql import Backend, Db
+from inline_core.server.stores.sql import Backend, Db, Later
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,20 @@ class _Outage(Exception):
         self.cause = cause
         self.token = token
         self.outcomes = outcomes
+
+
+Outcome = tuple[Future[Any], object, InlineError | None]
+
+
+def _settled(outcome: Outcome) -> Outcome:
+    """A write's result, its `Later` read now that the whole group has been sent."""
+    future, result, _error = outcome
+    if not isinstance(result, Later):
+        return outcome
+    try:
+        return future, cast(Later[object], result).read(), None
+    except InlineError as refusal:  # it changed nothing: the group goes on
+        return future, None, refusal
 
 
 def describe(exc: BaseException) -> str:
@@ -122,6 +136,12 @@ class GroupWriter:
             write = _Write(op, cast(Future[Any], future), time.monotonic() + wait_s, durable)
             self._writes.put(write)
         return future
+
+    def submit_later(
+        self, op: Callable[[Db], Later[T]], wait_s: float = 0.0, *, durable: bool = True
+    ) -> Future[T]:
+        """`submit` for a write whose result is read once its group is sent (`Later`)."""
+        return cast(Future[T], self.submit(op, wait_s, durable=durable))
 
     # ---- the writer thread ---------------------------------------------------------------------
 
@@ -328,12 +348,14 @@ class GroupWriter:
         token: object | None = None
         try:
             db.begin(durable=any(write.durable for write in batch))
-            for write in batch:
-                try:
-                    outcomes.append((write.future, write.op(db), None))
-                except InlineError as refusal:  # refused before writing: the group goes on
-                    outcomes.append((write.future, None, refusal))
-            token = db.commit_token()
+            with db.pipelined():  # the group's statements go out together
+                for write in batch:
+                    try:
+                        outcomes.append((write.future, write.op(db), None))
+                    except InlineError as refusal:  # refused before writing: the group goes on
+                        outcomes.append((write.future, None, refusal))
+                outcomes = [_settled(outcome) for outcome in outcomes]
+                token = db.commit_token()
             synced = time.perf_counter()
             db.commit()
             self._sync_s += time.perf_counter() - synced
