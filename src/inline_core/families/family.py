@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -139,6 +139,16 @@ class Family(ABC):
         """Refuse at submit images wired in whose sizes cannot work together (`sizes`: the
         inputs whose sizes are known at submit); by default everything passes."""
         return None
+
+    def check_loras(
+        self, node_type: str, params: Mapping[str, Any], loras: Sequence[object], node_id: str
+    ) -> None:
+        """Refuse at submit a stack on a node's `loras` input (its `input/lora` handles, in edge
+        order) that cannot render on the node's model; by default a LoRA of another family, or
+        one that picks an expert of a two-model stack, is refused."""
+        from inline_core.families.nodes.loras import lora_stack  # nodes/ imports this module
+
+        lora_stack(list(loras), self.name, self.title, node_id)
 
     def params_identity(self, node_type: str, params: Mapping[str, Any]) -> str:
         """The identity of files a node's params pick beyond its model stack (e.g. a control

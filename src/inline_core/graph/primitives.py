@@ -72,6 +72,7 @@ def _lora_node(
     about: str,
     *,
     hidden: bool,
+    extra: tuple[ParamSpec, ...] = (),
 ) -> NodeDescriptor:
     """A node picking one LoRA from `loras/` and its strength."""
     strength = ParamSpec(
@@ -94,6 +95,7 @@ def _lora_node(
                 "name", ParamWidget.SELECT, required=True, options_from="loras", label="LoRA"
             ),
             strength,
+            *extra,
         ),
         outputs=(output,),
         description=about,
@@ -118,8 +120,18 @@ INPUT_LORA = _lora_node(
     "inputs",
     (),
     PortSpec("lora", PortKind.LORA),
-    "A LoRA from loras/ and its strength, for a model node's loras input.",
+    "A LoRA from loras/ and its strength, for a model node's loras input; on a two-model "
+    "stack (Wan 2.2 A14B's high- and low-noise experts), expert picks the models it adapts.",
     hidden=False,
+    extra=(
+        ParamSpec(
+            "expert",
+            ParamWidget.SELECT,
+            default="both",
+            options=("both", "high", "low"),
+            label="Expert (two-model stacks: the high-noise, the low-noise or both)",
+        ),
+    ),
 )
 
 # `model` in, the same model steered by a control model and its image out (ComfyUI's

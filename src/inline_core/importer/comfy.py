@@ -34,6 +34,7 @@ from inline_core.importer.facts import ModelFacts
 from inline_core.importer.mapping import UNUSED, Mapper
 from inline_core.importer.own_node import Collapse
 from inline_core.importer.recognise import Recognition, recognise
+from inline_core.importer.switches import resolve_switches
 from inline_core.importer.ui_format import read_ui
 from inline_core.importer.workflow import Skipped, Workflow, read_api
 
@@ -158,7 +159,7 @@ def import_comfy(
     names onto the catalog's, as the caller chose them.
     """
     declared = declared_classes(registry)
-    flat = read_workflow(workflow, _widget_orders(declared))
+    flat = resolve_switches(read_workflow(workflow, _widget_orders(declared)))
     renamed = dict(models or {})
     family = recognise(flat, facts, catalog, renamed) if facts is not None else Recognition(None)
     descriptors = {**vocabulary(registry), **{d.type: d for d in declared.values()}}

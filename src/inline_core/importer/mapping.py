@@ -124,6 +124,10 @@ class Mapper:
         if node.id not in self.skipped:
             self.skipped[node.id] = Skipped(node.id, node.class_type, reason)
 
+    def used(self, node_id: str) -> bool:
+        """Whether a node's value was read (a constant node a widget follows)."""
+        return node_id in self._used
+
     def output_name(self, node_type: str) -> str:
         return self.descriptors[node_type].outputs[0].name
 

@@ -11,8 +11,8 @@ inputs by name: `prompt` and `image` in; `negative_prompt`, `width`, `height`, `
 nodes on the node's `loras` input, in the workflow's order (LoraLoader's text-encoder half is
 listed as a change to the picture). The node finds the VAE and text encoder for its model itself.
 What it renders otherwise than the workflow (another sampler or scheduler, a denoise below 1, a
-batch, WebP) is said in the warnings; a chain it cannot render (A14B's two-stage sampling) is
-refused. Wan 2.1's CLIP-vision image-to-video chain (`WanImageToVideo`) is read in `wan_i2v.py`.
+batch, WebP) is said in the warnings. Wan 2.2 A14B's two KSamplerAdvanced stages are read in
+`two_stage.py`, Wan 2.1's CLIP-vision image-to-video chain (`WanImageToVideo`) in `wan_i2v.py`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from inline_core.graph.descriptor import NodeDescriptor
-from inline_core.importer import wan_i2v
+from inline_core.importer import two_stage, wan_i2v
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.mapping import MAX_CANDIDATES, Mapper, Port, describe
 from inline_core.importer.recognise import UnsupportedFamily
@@ -29,14 +29,6 @@ from inline_core.importer.workflow import ComfyNode, Link, node_sort_key
 SINKS = {"SaveVideo": "video", "SaveAnimatedWEBP": "images"}  # output node: its frames input
 LATENTS = ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent", wan_i2v.LATENT)
 SAMPLERS = ("uni_pc", "uni_pc_bh2")  # what the node samples with: UniPC
-REFUSED = {
-    "KSamplerAdvanced": (
-        "samples in stages (Wan 2.2 A14B's two experts, each on its own UNETLoader), a chain "
-        "the importer does not read yet; build the graph with alibaba/wan and pick the "
-        "high-noise file (its low-noise sibling is found beside it). The Wan 2.1 and Wan 2.2 5B "
-        "templates (one KSampler) import"
-    ),
-}
 CHOSEN_BY_NODE = "the node finds the VAE and text encoder for its model itself"
 LORA_LOADERS = ("LoraLoaderModelOnly", "LoraLoader")
 
@@ -66,8 +58,6 @@ class Collapse:
                     f"Core can read into {self.descriptor.type}"
                 )
             return None
-        if found.class_type in REFUSED:
-            raise UnsupportedNode(f"{describe(found)} {REFUSED[found.class_type]}")
         self.read.add(found.id)
         return found
 
@@ -115,24 +105,27 @@ class Collapse:
             m.skip(vae, CHOSEN_BY_NODE)
         sampler = self.source(frames, "samples")
         assert sampler is not None
-        self.expect(sampler, "KSampler")
-        where = describe(sampler)
+        self.expect(sampler, "KSampler", two_stage.ADVANCED)
+        sampling = two_stage.read(self, sampler)
+        first, node_id, where = sampling.first, f"c{sampler.id}", describe(sampler)
         params.update(
-            seed=m.whole(sampler, "seed", 0),
-            steps=m.whole(sampler, "steps", 30),
-            guidance=m.number(sampler, "cfg", 5.0),
-            negative_prompt=self.prompt(sampler, "negative"),
+            seed=sampling.seed,
+            steps=sampling.steps,
+            guidance=sampling.guidance,
+            guidance_2=sampling.guidance_2,
+            switch_step=sampling.switch_step,
+            negative_prompt=self.prompt(first, "negative"),
         )
-        self.sampling_notes(sampler)
-        prompt = m.text_source(f"c{sampler.id}_prompt", self.prompt(sampler, "positive"), where)
-        params.update(self.model(sampler))
-        image = self.latent(sampler, params)
+        self.sampling_notes(first)
+        prompt = m.text_source(f"{node_id}_prompt", self.prompt(first, "positive"), where)
+        params.update(self.model(sampling, node_id))
+        image = self.latent(first, params)
         inputs = {"prompt": prompt, "image": image, "loras": tuple(self.loras)}
-        m.add(f"c{sampler.id}", self.descriptor.type, params, inputs, where)
+        m.add(node_id, self.descriptor.type, params, inputs, where)
         for node in ordered:
-            if node.id not in self.read and node.id not in m.skipped:
+            if node.id not in self.read and node.id not in m.skipped and not m.used(node.id):
                 m.skip(node, "not on the chain to the saved video")
-        return f"c{sampler.id}"
+        return node_id
 
     def sampling_notes(self, sampler: ComfyNode) -> None:
         m, where = self.mapper, describe(sampler)
@@ -148,31 +141,50 @@ class Collapse:
         if denoise < 1.0:
             m.warn(f"{where}: denoise {denoise:g} is not offered; the whole schedule runs")
 
-    def model(self, sampler: ComfyNode) -> dict[str, Any]:
-        m = self.mapper
-        out: dict[str, Any] = {"shift": None}
+    def model_way(self, sampler: ComfyNode) -> tuple[float | None, list[ComfyNode], ComfyNode]:
+        """A sampler's model chain: its shift, its LoRA loaders (the first applied first) and
+        its UNETLoader."""
+        shift: float | None = None
         node = self.source(sampler, "model")
         assert node is not None
         adapters: list[ComfyNode] = []
         while node.class_type == "ModelSamplingSD3" or node.class_type in LORA_LOADERS:
             if node.class_type == "ModelSamplingSD3":
-                out["shift"] = m.number(node, "shift", 0.0) or None
+                shift = self.mapper.number(node, "shift", 0.0) or None
             else:
                 adapters.append(node)
             node = self.source(node, "model")
             assert node is not None
-        self.loras = [self.lora(n) for n in reversed(adapters)]  # the first applied, first
         self.expect(node, "UNETLoader")
+        return shift, adapters[::-1], node
+
+    def model(self, sampling: two_stage.Sampling, node_id: str) -> dict[str, Any]:
+        m = self.mapper
+        shift, adapters, node = self.model_way(sampling.first)
+        pair = sampling.last is not None  # the first stage's LoRAs adapt the high-noise expert
+        self.loras = [self.lora(n, "high" if pair else None) for n in adapters]
+        if sampling.last is not None:  # the low-noise stage: its own shift and LoRAs
+            shift_2, adapters_2, low = self.model_way(sampling.last)
+            if low.id == node.id or m.text(low, "unet_name") == m.text(node, "unet_name"):
+                raise UnsupportedNode(
+                    f"{describe(sampling.last)}: both stages sample {describe(node)}'s model; two "
+                    "stages import only as Wan 2.2 A14B's two experts, each on its own "
+                    "UNETLoader (the high-noise file first)"
+                )
+            two_stage.shifts_note(self, shift, shift_2)
+            m.skip(low, "the node finds the high-noise model's low-noise sibling beside it itself")
+            self.loras += [self.lora(n, "low") for n in adapters_2]
+        out: dict[str, Any] = {"shift": shift}
         wanted, where = m.text(node, "unet_name"), describe(node)
         listed = m.catalog.options("diffusion_models")
         if wanted in m.renamed or wanted in listed:
-            out["model"] = m.model_file(f"c{sampler.id}", "diffusion_models", wanted, where)
+            out["model"] = m.model_file(node_id, "diffusion_models", wanted, where)
             return out
         # Not here: the node picks its family's first model (never another family's file).
         ours = [f for f in listed if self.facts_family(f)]
         m.unmatched.append(
             {
-                "nodeId": f"c{sampler.id}",
+                "nodeId": node_id,
                 "comfyNode": where,
                 "file": wanted,
                 "category": "diffusion_models",
@@ -187,8 +199,9 @@ class Collapse:
         out["model"] = None
         return out
 
-    def lora(self, node: ComfyNode) -> Port:
-        """One LoRA loader of the model's way as an `input/lora` node."""
+    def lora(self, node: ComfyNode, expert: str | None = None) -> Port:
+        """One LoRA loader of the model's way as an `input/lora` node (`expert`: the stage's
+        model of a pair, high or low; None: both)."""
         m = self.mapper
         clip = self.source(node, "clip", optional=True)  # LoraLoader's: its encoder is the node's
         if clip is not None:
@@ -200,7 +213,7 @@ class Collapse:
             m.text(node, "lora_name"),
             describe(node),
             param="name",
-            params={"strength": m.number(node, "strength_model", 1.0)},
+            params={"strength": m.number(node, "strength_model", 1.0), "expert": expert},
         )
 
     def facts_family(self, file_name: str) -> bool:

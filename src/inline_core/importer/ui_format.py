@@ -312,8 +312,11 @@ class _Reader:
                     return _Const(values[index])
             return None
         widget_inputs = [str(e.get("name")) for e in _inputs(instance) if "widget" in e]
-        if not widget_inputs:
-            widget_inputs = self._widget_inputs_by_links(scope.level)
+        by_links = self._widget_inputs_by_links(scope.level)
+        # Some frontends list only a few of the promoted widgets on the instance while its
+        # values hold them all, in the subgraph's input order (the Wan 2.2 14B i2v template).
+        if not widget_inputs or (len(widget_inputs) != len(values) == len(by_links)):
+            widget_inputs = by_links
         if name in widget_inputs and widget_inputs.index(name) < len(values):
             return _Const(values[widget_inputs.index(name)])
         return None

@@ -63,6 +63,7 @@ WIDGET_ORDER: dict[str, tuple[str, ...]] = {
     "PrimitiveBoolean": ("value",),
     "PrimitiveString": ("value",),
     "PrimitiveStringMultiline": ("value",),
+    "ComfySwitchNode": ("switch",),
     # Video (the Wan templates)
     "EmptyHunyuanLatentVideo": ("width", "height", "length", "batch_size"),
     "Wan22ImageToVideoLatent": ("width", "height", "length", "batch_size"),

@@ -43,6 +43,19 @@ def wan_reference(wan_kit: WanKit) -> Any:
     return pipe
 
 
+@pytest.fixture(scope="module")
+def a14b_reference(wan_kit: WanKit) -> Any:
+    """diffusers' WanPipeline over the kit's A14B folder (both transformers, its boundary); one
+    per module, as the LoRA tests load adapters into it."""
+    from wan_harness import reference_pipe
+
+    from inline_core.families.wan.kit import A14B_BOUNDARY
+
+    pipe = reference_pipe("WanPipeline", wan_kit.a14b_diffusers_dir)
+    assert pipe.transformer_2 is not None and pipe.config.boundary_ratio == A14B_BOUNDARY
+    return pipe
+
+
 @pytest.fixture(scope="session")
 def ti2v_reference(wan_kit: WanKit) -> Any:
     """diffusers' WanPipeline over the kit's Wan 2.2 TI2V folder (`expand_timesteps`)."""

@@ -16,7 +16,6 @@ from wan_harness import (
     max_diff,
     node_params,
     reference_kwargs,
-    reference_pipe,
     render,
     take_frames,
 )
@@ -41,13 +40,6 @@ CASES = [
     pytest.param({"guidance": 4.0, "negative_prompt": "blurry"}, id="cfg"),
     pytest.param({"guidance": 4.0, "guidance_2": 2.0, "width": 32, "height": 48}, id="cfg2-tall"),
 ]
-
-
-@pytest.fixture(scope="module")
-def a14b_reference(wan_kit: WanKit) -> Any:
-    pipe = reference_pipe("WanPipeline", wan_kit.a14b_diffusers_dir)
-    assert pipe.transformer_2 is not None and pipe.config.boundary_ratio == A14B_BOUNDARY
-    return pipe
 
 
 def reference(pipe: Any, **params: Any) -> Any:
@@ -207,12 +199,3 @@ def test_a_budget_smaller_than_the_pair_keeps_both_experts_without_reloads(
     residency = rig.stats()
     assert residency["overBudget"] is True
     assert residency["reloads"] == 0 and residency["hits"] > 0
-
-
-def test_loras_on_the_pair_are_refused_at_submit_naming_why(
-    wan_kit: WanKit, wan_sampler: StepLoopSampler
-) -> None:
-    family = rig_of(wan_kit.root, wan_sampler).family
-    params = node_params(model=HIGH)
-    with pytest.raises(InvalidRequest, match="one per expert"):
-        family.check_wired(NODE_TYPE, params, frozenset({"prompt", "loras"}), "w")

@@ -3,8 +3,7 @@ official Wan 2.1 text-to-video and Wan 2.2 5B templates' chains become one node 
 workflow's params, an imported workflow renders the same frames as the graph written by hand;
 Wan 2.1's CLIP-vision image-to-video template (`WanImageToVideo`, `CLIPVisionEncode`,
 `CLIPVisionLoader`) imports onto the node with its start image, and renders as the graph
-written by hand does; what the node cannot render (A14B's two-stage sampling) is refused naming
-the node."""
+written by hand does (A14B's two-stage sampling: `test_wan_a14b_import.py`)."""
 
 from __future__ import annotations
 

@@ -56,6 +56,8 @@ class LoraNamings:
 class LoraLayout:
     naming: str
     modules: tuple[str, ...]  # the model's modules it adapts, in file order
+    # The file's layer names (its tensor names before the down/up/alpha endings) -> modules.
+    layers: Mapping[str, str]
 
 
 def split_key(key: str) -> tuple[str, str] | None:
@@ -87,6 +89,7 @@ def read_layout(file: str, keys: Iterable[str], namings: LoraNamings) -> LoraLay
         if not all(layer.startswith(naming.prefix) for layer in layers):
             continue
         modules: dict[str, None] = {}
+        by_layer: dict[str, str] = {}
         for layer in sorted(layers):
             module = naming.module(layer[len(naming.prefix) :])
             if module is None:
@@ -96,8 +99,9 @@ def read_layout(file: str, keys: Iterable[str], namings: LoraNamings) -> LoraLay
                     f"(expected {namings.expected()})"
                 )
             modules[module] = None
+            by_layer[layer] = module
         _check_pairs(file, split)
-        return LoraLayout(naming.title, tuple(modules))
+        return LoraLayout(naming.title, tuple(modules), by_layer)
     raise InvalidRequest(
         f"loras/{file} matches no known LoRA naming (its layers start like "
         f"{sorted(layers)[0]!r}); expected {namings.expected()}"

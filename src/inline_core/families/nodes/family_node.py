@@ -19,7 +19,6 @@ from inline_core.components.step import caches_steps, step_cache_counts, streams
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import RunFailed
 from inline_core.families.family import Family
-from inline_core.families.nodes.loras import lora_stack
 from inline_core.families.sources import Sources
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
@@ -57,8 +56,9 @@ class FamilyNodeRunner(NodeRunner):
     def check_upstream(
         self, node_id: str, params: Mapping[str, Any], upstream: Mapping[str, Sequence[object]]
     ) -> None:
-        # A LoRA picked for another family's model is refused before the run is queued.
-        lora_stack(list(upstream.get("loras", ())), self.family.name, self.family.title, node_id)
+        # A LoRA that cannot render on the node's model is refused before the run is queued.
+        loras = list(upstream.get("loras", ()))
+        self.family.check_loras(self.descriptor.type, params, loras, node_id)
 
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         sources = prepared if isinstance(prepared, Sources) else self._sources(params, None)

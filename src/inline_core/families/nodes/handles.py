@@ -49,6 +49,9 @@ class LoraHandle:
 
     family: str
     use: LoraUse
+    # Which model of a two-model stack it adapts (Wan 2.2 A14B's experts): "both", "high" (the
+    # first, high-noise one) or "low"; a one-model stack takes "both" only.
+    expert: str = "both"
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ that declares LoRA namings whether they are its own: a file of no known naming, 
 layers no family's model has, is refused with a 422 naming the file and what was expected. At run,
 `load/lora` appends the LoRA to the model handle's stack (the weights load where the request is
 denoised, once per file, into the resident cache) and `input/lora` outputs it for a high-level
-node's `loras` input. The stack is part of the model handle, so the node cache keys of everything
-downstream change with a LoRA or its strength, and an encode upstream does not.
+node's `loras` input, with the experts of a two-model stack it adapts (`expert`: both, the first,
+high-noise model, or the second, low-noise one; a one-model stack takes both only). The stack is
+part of the model handle, so the node cache keys of everything downstream change with a LoRA or
+its strength, and an encode upstream does not.
 """
 
 from __future__ import annotations
@@ -105,17 +107,28 @@ class LoadLora(_LoraRunner):
 
 
 class InputLora(_LoraRunner):
+    def check(self, node_id: str, params: Mapping[str, Any]) -> LoraHandle:
+        return self._with_expert(super().check(node_id, params), params)
+
     def run(self, call: NodeCall) -> NodeResult:
-        return NodeResult(outputs={"lora": self._handle(call)})
+        handle = self._with_expert(self._handle(call), call.params)
+        return NodeResult(outputs={"lora": handle})
+
+    @staticmethod
+    def _with_expert(handle: LoraHandle, params: Mapping[str, Any]) -> LoraHandle:
+        return dataclasses.replace(handle, expert=str(params.get("expert") or BOTH))
 
 
-def lora_stack(value: object, family: str, title: str, node_id: str) -> LoraStack:
-    """A high-level node's `loras` input (`input/lora` handles, in edge order) as the stack its
-    request carries; a LoRA of another family is refused, naming it."""
+BOTH, HIGH, LOW = "both", "high", "low"  # `input/lora`'s expert: the models of a pair it adapts
+
+
+def lora_handles(value: object, family: str, title: str, node_id: str) -> list[LoraHandle]:
+    """A high-level node's `loras` input: its `input/lora` handles, in edge order; a LoRA of
+    another family is refused, naming it."""
     if value is None:
-        return ()
+        return []
     items: list[object] = list(cast(list[object], value)) if isinstance(value, list) else [value]
-    stack: list[LoraUse] = []
+    handles: list[LoraHandle] = []
     for item in items:
         if not isinstance(item, LoraHandle):
             raise InvalidRequest("the loras input takes input/lora nodes", node_id=node_id)
@@ -123,5 +136,33 @@ def lora_stack(value: object, family: str, title: str, node_id: str) -> LoraStac
             raise InvalidRequest(
                 f"loras/{item.use.name} is a LoRA for {item.family}, not {title}", node_id=node_id
             )
-        stack.append(item.use)
-    return tuple(stack)
+        handles.append(item)
+    return handles
+
+
+def lora_stack(value: object, family: str, title: str, node_id: str) -> LoraStack:
+    """The stack a one-model request carries; a LoRA that picks one expert of a two-model stack
+    is refused, naming the param."""
+    handles = lora_handles(value, family, title, node_id)
+    for handle in handles:
+        if handle.expert != BOTH:
+            raise InvalidRequest(one_model_expert(handle, f"this {title} model"), node_id=node_id)
+    return tuple(h.use for h in handles)
+
+
+def expert_stacks(
+    value: object, family: str, title: str, node_id: str
+) -> tuple[LoraStack, LoraStack]:
+    """The stacks of a two-model stack's first (high-noise) and second (low-noise) models: each
+    LoRA on the models its `expert` picks, in edge order."""
+    handles = lora_handles(value, family, title, node_id)
+    first = tuple(h.use for h in handles if h.expert in (BOTH, HIGH))
+    second = tuple(h.use for h in handles if h.expert in (BOTH, LOW))
+    return first, second
+
+
+def one_model_expert(handle: LoraHandle, model: str) -> str:
+    return (
+        f"loras/{handle.use.name}: param 'expert' is {handle.expert!r}, which picks one model of "
+        f"a two-model stack, and {model} has one: set it to 'both'"
+    )

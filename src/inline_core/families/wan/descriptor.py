@@ -11,6 +11,7 @@ MAX_PROMPT_CHARS = 20_000
 
 
 MODEL_DEFAULT = "empty: the model's own"
+STEPS_DEFAULT = 50
 
 
 def _size(name: str) -> ParamSpec:
@@ -66,7 +67,9 @@ WAN_DESCRIPTOR = NodeDescriptor(
             integer=True,
             label=f"FPS ({MODEL_DEFAULT}: 16 for Wan 2.1, 24 for 2.2 5B)",
         ),
-        ParamSpec("steps", ParamWidget.NUMBER, default=50, minimum=1, maximum=200, integer=True),
+        ParamSpec(
+            "steps", ParamWidget.NUMBER, default=STEPS_DEFAULT, minimum=1, maximum=200, integer=True
+        ),
         ParamSpec("guidance", ParamWidget.NUMBER, default=5.0, minimum=1.0, maximum=20.0, step=0.1),
         # diffusers' guidance_scale_2 (checked at submit: two-expert models only).
         ParamSpec(
@@ -77,6 +80,17 @@ WAN_DESCRIPTOR = NodeDescriptor(
             maximum=20.0,
             step=0.1,
             label="Low-noise expert's guidance (Wan 2.2 A14B; empty: guidance)",
+        ),
+        # The step the pair switches at, as ComfyUI's two KSamplerAdvanced stages split it
+        # (checked at submit: 1..steps-1, two-expert models only).
+        ParamSpec(
+            "switch_step",
+            ParamWidget.NUMBER,
+            default=None,
+            minimum=1,
+            maximum=199,
+            integer=True,
+            label="First step on the low-noise expert (Wan 2.2 A14B; empty: the model's boundary)",
         ),
         ParamSpec(
             "shift",
@@ -93,7 +107,9 @@ WAN_DESCRIPTOR = NodeDescriptor(
     ),
     description=(
         "Text to video with Wan 2.1 (1.3B or 14B), Wan 2.2 TI2V-5B or Wan 2.2 A14B (pick either "
-        "expert's file: its sibling is found beside it; guidance_2 guides the low-noise one); "
+        "expert's file: its sibling is found beside it; guidance_2 guides the low-noise one, "
+        "switch_step is the first step on it, empty: the model's boundary ratio; an input/lora's "
+        "expert picks the experts it adapts); "
         "image to video with the 5B "
         "(wire an image: it becomes the first frame, resized to width x height). Size, frames "
         "and fps left empty take the model's own (832x480, 81 frames at 16 fps for Wan 2.1; "

@@ -7,7 +7,10 @@ is what marks it. ComfyUI ships the pair as two files whose names differ only in
 picking either renders the pair, its sibling found beside it (a missing sibling is named, with
 where it goes). A diffusers folder holds both (`transformer/`, `transformer_2/`) and its
 `boundary_ratio` in `model_index.json`. The high-noise expert is the stack's `transformer`, the
-low-noise one its `transformer_2`: diffusers' `WanPipeline` names them so.
+low-noise one its `transformer_2`: diffusers' `WanPipeline` names them so. The pair switches where
+the model's boundary ratio falls in a request's schedule, or at the request's `switch_step` (the
+step ComfyUI's two KSamplerAdvanced stages split at); each expert takes its own LoRA stack (an
+`input/lora`'s `expert`: both, high or low).
 """
 
 from __future__ import annotations
@@ -22,10 +25,6 @@ from inline_core.families.wan.transformer import config_of
 from inline_core.models.source import Source
 
 LOW_NOISE = "transformer_2"  # the low-noise expert's part (diffusers' name and subfolder)
-LORAS_ON_A_PAIR = (
-    "LoRAs on Wan 2.2 A14B's two experts are not supported yet (its LoRAs come one per expert); "
-    "unwire the loras input, or use a one-model Wan"
-)
 _EXPERT = re.compile(r"(high|low)([_-]?)noise", re.IGNORECASE)
 _OTHER = {"high": "low", "low": "high"}
 

@@ -11,7 +11,7 @@ the first render).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from inline_core.diffusion.adapters.stack import stack_info
@@ -19,14 +19,25 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import SCHEDULER, StackRules
+from inline_core.families.nodes.handles import LoraHandle
 from inline_core.families.nodes.inputs import image_input, prompt_text
-from inline_core.families.nodes.loras import lora_stack
+from inline_core.families.nodes.loras import expert_stacks, lora_handles, lora_stack
 from inline_core.families.sources import Missing, Resolution, Sources
-from inline_core.families.wan import experts, vision_files
-from inline_core.families.wan.descriptor import EXTRA_HINT, NODE_TYPE, WAN_DESCRIPTOR
+from inline_core.families.wan import experts, lora_shapes, vision_files
+from inline_core.families.wan.descriptor import (
+    EXTRA_HINT,
+    NODE_TYPE,
+    STEPS_DEFAULT,
+    WAN_DESCRIPTOR,
+)
 from inline_core.families.wan.files import RULES, flow_shift, source_vae_channels
 from inline_core.families.wan.lora_naming import WAN_LORAS
-from inline_core.families.wan.request import TEMPORAL_FACTOR, WanRequest, new_request
+from inline_core.families.wan.request import (
+    TEMPORAL_FACTOR,
+    WanRequest,
+    new_request,
+    switch_step_refusal,
+)
 from inline_core.families.wan.transformer import config_of
 from inline_core.families.wan.variants import T2V, WanVariant, model_title, variant_of
 from inline_core.graph.descriptor import NodeDescriptor
@@ -41,6 +52,7 @@ REQUEST_PARAMS = (
     "steps",
     "guidance",
     "guidance_2",
+    "switch_step",
     "seed",
     "format",
 )
@@ -121,6 +133,8 @@ class WanFamily(Family):
         request["guidance"] = float(request["guidance"])
         if request["guidance_2"] is not None:
             request["guidance_2"] = float(request["guidance_2"])
+        if request["switch_step"] is not None:
+            request["switch_step"] = int(request["switch_step"])
         boundary = None if kind.boundary is None else experts.boundary_ratio(sources, kind.boundary)
         if boundary is not None:
             request["boundary_ratio"] = boundary
@@ -128,20 +142,44 @@ class WanFamily(Family):
         if shift is None and sources.get("scheduler") is None:
             shift = kind.shift  # a single file: its variant's published shift
         request["shift"] = None if shift is None else float(shift)
-        take_params = {k: v for k, v in request.items() if k != "guidance_2" or v is not None}
-        if boundary is not None:  # what the low-noise expert ran at
+        pair_only = ("guidance_2", "switch_step")
+        take_params = {k: v for k, v in request.items() if k not in pair_only or v is not None}
+        if boundary is not None:  # what the low-noise expert ran at, and from which step
             low = request["guidance_2"]
             take_params["guidance_2"] = request["guidance"] if low is None else low
+            take_params["switch_step"] = request["switch_step"]  # None: at the boundary ratio
         take_params["image_to_video"] = image is not None
         if image is not None:
             request["image"] = image
-        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
-        if loras and experts.is_pair(sources):
-            raise InvalidRequest(experts.LORAS_ON_A_PAIR, node_id=node_id)
-        if loras:
+        handles = lora_handles(inputs.get("loras"), self.name, self.title, node_id)
+        if experts.is_pair(sources):
+            high, low = expert_stacks(handles, self.name, self.title, node_id)
+            if high or low:
+                request.update(loras=high, loras_2=low)
+                take_params["loras"] = lora_info(handles)
+        elif handles:
+            loras = lora_stack(handles, self.name, self.title, node_id)
             request["loras"] = loras
             take_params["loras"] = stack_info(loras)
         return Lowered(request, take_params)
+
+    def check_loras(
+        self, node_type: str, params: Mapping[str, Any], loras: Sequence[object], node_id: str
+    ) -> None:
+        """A LoRA of another family, one that picks an expert on a one-model stack, or one
+        trained for another size of Wan (its shapes read from its header) is refused."""
+        handles = lora_handles(list(loras), self.name, self.title, node_id)
+        resolution = self.resolve(node_type, params)
+        if not handles or resolution.sources is None:
+            return
+        sources = resolution.sources
+        if not experts.is_pair(sources):
+            lora_stack(handles, self.name, self.title, node_id)
+        transformer = sources.get("transformer")
+        config = None if transformer is None else config_of(transformer)
+        if config is not None:
+            for handle in handles:
+                lora_shapes.check(handle.use, config, sources.model_name, node_id)
 
     def check_wired(
         self, node_type: str, params: Mapping[str, Any], wired: frozenset[str], node_id: str
@@ -186,8 +224,13 @@ class WanFamily(Family):
             raise InvalidRequest(_no_image(resolution.sources), node_id=node_id)
         if "image" not in wired and kind.needs_image:
             raise InvalidRequest(_needs_image(kind), node_id=node_id)
-        if "loras" in wired and experts.is_pair(resolution.sources):
-            raise InvalidRequest(experts.LORAS_ON_A_PAIR, node_id=node_id)
+        steps = int(params.get("steps") or STEPS_DEFAULT)
+        switch = params.get("switch_step")
+        if switch is not None and not (kind.boundary is not None and 1 <= int(switch) < steps):
+            raise InvalidRequest(
+                switch_step_refusal(int(switch), steps, kind.boundary is not None),
+                node_id=node_id,
+            )
         if params.get("guidance_2") is not None and kind.boundary is None:
             raise InvalidRequest(
                 f"param 'guidance_2' is the low-noise expert's guidance, and {kind.title} has one "
@@ -212,6 +255,11 @@ class WanFamily(Family):
 
     def flow_shift(self, scheduler: Source | None) -> float | None:
         return flow_shift(scheduler)
+
+
+def lora_info(handles: Sequence[LoraHandle]) -> list[dict[str, object]]:
+    """A pair's stack as its take records it: each LoRA with the experts it adapted."""
+    return [{**h.use.to_info(), "expert": h.expert} for h in handles]
 
 
 def _variant(sources: Sources) -> WanVariant:

@@ -10,8 +10,9 @@ handing each chunk of frames to the request's `on_chunk` as it is decoded. A TI2
 (`first_frame.py`); its text-to-video and image-to-video requests share forwards. A model with 36
 channels in (Wan 2.2 A14B i2v) takes the image's latents and a mask as channels. A Wan 2.2 A14B
 pair (`transformer_2`, the low-noise expert) runs each step on the expert its timestep falls to,
-as diffusers does (at or above `boundary_ratio` x the training timesteps: the high-noise one); a
-request's `batch_key` names its expert, so a forward never mixes them.
+as diffusers does (at or above `boundary_ratio` x the training timesteps: the high-noise one), or
+from the request's `switch_step` on; a request's `batch_key` names its expert, so a forward never
+mixes them, and each expert adds its own rows' LoRAs (`loras`, `loras_2`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_for
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan import first_frame
-from inline_core.families.wan.experts import LORAS_ON_A_PAIR
 from inline_core.families.wan.image_encoder import image_embeds
 from inline_core.families.wan.lora import read_lora
 from inline_core.families.wan.request import WanRequest, new_request
@@ -93,9 +93,17 @@ class WanStepPipeline:
         self.model_key = model_key
         self.serial_phases = serial_phases  # with CPU offload, encode/decode run between steps
         self.expand_timesteps = expand_timesteps  # Wan 2.2 TI2V: per-token timesteps
-        # Each request's LoRA stack, added to its own rows of every forward.
+        # Each request's LoRA stack, added to its own rows of every forward; a pair's experts
+        # each hook their own rows (a file's weights, loaded once, serve both: same shapes).
         self.adapters = AdapterBank(
             transformer, read_lora, self.device, self.dtype, adapter_cache, model_key
+        )
+        self.adapters_2 = (
+            None
+            if transformer_2 is None
+            else AdapterBank(
+                transformer_2, read_lora, self.device, self.dtype, adapter_cache, model_key
+            )
         )
         self.step_cache: StepCacheBackend | None = None  # adopted once (stepcache/adopt.py)
 
@@ -121,8 +129,6 @@ class WanStepPipeline:
         if state.image is None and self.channel_image:
             raise InvalidRequest("this Wan model is image-to-video only: it needs an image")
         pair = self.transformer_2 is not None
-        if pair and state.loras:
-            raise InvalidRequest(LORAS_ON_A_PAIR)
         if pair != (state.boundary_ratio is not None):
             raise InvalidRequest(
                 "a two-expert Wan model needs the request's boundary_ratio"
@@ -146,6 +152,8 @@ class WanStepPipeline:
         with torch.inference_mode():
             # The LoRA files load here, off the step loop, and a bad one fails this request alone.
             self.adapters.check(state.loras)
+            if self.adapters_2 is not None:
+                self.adapters_2.check(state.loras_2)
             if state.positive is None:
                 state.positive = self.text_encoder.encode(state.prompt)
             if state.needs_negative and state.negative is None:
@@ -172,7 +180,7 @@ class WanStepPipeline:
                 else:
                     state.condition = self.vae.encode(pixels).to(self.device)
             state.scheduler = self.new_scheduler(state)
-            if state.boundary_ratio is not None:
+            if state.boundary_ratio is not None and state.switch_step is None:
                 state.switch_step = switch_step(state.scheduler, state.boundary_ratio)
             state.cache = step_rows.request_cache(state.step_cache)
             state.prepared = True
@@ -239,12 +247,14 @@ class WanStepPipeline:
         if self.image_encoder is not None:  # each row's own image, negatives included
             views = torch.cat([cast(torch.Tensor, s.image_embeds) for s, _c in rows])
             extra["encoder_hidden_states_image"] = views.to(self.device, self.dtype)
-        # A negative row gets its request's stack too (a pair takes none: `request` refuses).
-        stacks = [s.loras for s, _c in rows]
+        # A negative row gets its request's stack too; a pair's low-noise expert, its own.
+        low = model is self.transformer_2
+        stacks = [s.loras_2 if low else s.loras for s, _c in rows]
+        bank = self.adapters_2 if low and self.adapters_2 is not None else self.adapters
         # The cache is adopted on the first transformer: an A14B pair's low-noise steps run
         # uncached (`cached_forward` is a no-op for another module).
         cached = cached_forward(self.step_cache, model, caches)
-        with self.swap.use(model, self.placement), self.adapters.applied(stacks), cached:
+        with self.swap.use(model, self.placement), bank.applied(stacks), cached:
             return cast(
                 torch.Tensor,
                 model(

@@ -37,6 +37,9 @@ class WanRequest:
     # None: `guidance`), and where the experts switch, a share of the training timesteps.
     guidance_2: float | None = None
     boundary_ratio: float | None = None
+    # The first step on the low-noise expert, as ComfyUI's two stages split the steps (None:
+    # where `boundary_ratio` falls in the request's schedule, found at `prepare_encode`).
+    switch_step: int | None = None
     negative_prompt: str = ""
     shift: float | None = None  # the scheduler's flow shift (None: the model's own)
     fps: int = 16
@@ -44,14 +47,13 @@ class WanRequest:
     # Image-to-video (TI2V models): the first frame, a PIL image resized to width x height.
     image: Any = None
     loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
+    loras_2: LoraStack = ()  # the low-noise expert's stack (a pair; `loras`: the high-noise one)
     spatial_factor: int = SPATIAL_FACTOR  # the VAE's, set by the pipeline
     positive: Conditioning | None = None
     negative: Conditioning | None = None
     step_cache: StepCacheSettings | None = None  # DBCache on its own rows of each forward
     model_key: Hashable = field(default="", metadata=LOCAL)
     step_index: int = field(default=0, metadata=LOCAL)
-    # The first step on the low-noise expert (None: one model), from the request's schedule.
-    switch_step: int | None = field(default=None, metadata=LOCAL)
     prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
     scheduler: Any = field(default=None, metadata=LOCAL)  # its private UniPC copy
     latents: Latents | None = field(default=None, metadata=LOCAL)
@@ -112,6 +114,19 @@ class WanRequest:
         return f * (h // PATCH) * (w // PATCH) * (2 if self.cfg else 1)
 
 
+def switch_step_refusal(value: int, steps: int, pair: bool) -> str:
+    """Why a `switch_step` cannot be: on a one-model stack, or outside 1..steps-1."""
+    if not pair:
+        return (
+            "param 'switch_step' is the first step on Wan 2.2 A14B's low-noise expert, and this "
+            "model has one expert: leave it empty, or pick a Wan 2.2 A14B expert"
+        )
+    return (
+        f"param 'switch_step' must be between 1 and steps - 1 ({steps - 1}), got {value}: each "
+        "expert runs at least one step"
+    )
+
+
 def new_request(model_key: Hashable, **kwargs: Any) -> WanRequest:
     """A request state, checked: sizes the VAE and patches allow, 4k+1 frames, a known format."""
     state = WanRequest(**kwargs, model_key=model_key)
@@ -137,4 +152,11 @@ def new_request(model_key: Hashable, **kwargs: Any) -> WanRequest:
         )
     if state.boundary_ratio is not None and not 0 < state.boundary_ratio < 1:
         raise InvalidRequest(f"boundary_ratio must be between 0 and 1, not {state.boundary_ratio}")
+    pair = state.boundary_ratio is not None
+    if state.switch_step is not None and not (pair and 1 <= state.switch_step < state.steps):
+        raise InvalidRequest(switch_step_refusal(state.switch_step, state.steps, pair))
+    if state.loras_2 and not pair:
+        raise InvalidRequest(
+            "loras_2 is the low-noise expert's stack: only two-expert models take it"
+        )
     return state
