@@ -6,11 +6,15 @@
 - `test/with-model`: `test/slow` that names a model in `checkpoints/` (only a server whose catalog
   lists it may run it).
 - `test/cuda-only`: `test/slow` whose descriptor requires a CUDA device.
+- `test/gated`: reports its first step, then waits (cancellably) until the file `gate` exists,
+  then writes a take as `test/slow` does: a run that is in progress for as long as a test wants,
+  whatever the machine's load.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from PIL import Image
 
@@ -43,6 +47,13 @@ WITH_MODEL = replace(
     ),
 )
 
+GATED = replace(
+    SLOW,
+    type="test/gated",
+    title="Gated (test)",
+    params=(*SLOW.params, ParamSpec("gate", ParamWidget.TEXT, "", required=True)),
+)
+
 CUDA_ONLY = replace(SLOW, type="test/cuda-only", title="CUDA only (test)", requires_device="cuda")
 
 BOOM = NodeDescriptor(
@@ -65,11 +76,30 @@ class SlowRunner(NodeRunner):
             call.ctx.cancel.wait(delay)
             call.ctx.cancel.raise_if_cancelled()
             reporter.step(step, steps)
-        seed = int(call.params["seed"])
-        colour = (seed % 251, (seed // 251) % 251, (seed // 63001) % 251)
-        image = Image.new("RGB", (8, 8), colour)
-        take = call.ctx.save_image(call.node_id, image, call.params)
-        return NodeResult(outputs={"image": image}, takes=(take,))
+        return seeded_take(call)
+
+
+def seeded_take(call: NodeCall) -> NodeResult:
+    """One PNG take whose colour comes from the call's seed."""
+    seed = int(call.params["seed"])
+    colour = (seed % 251, (seed // 251) % 251, (seed // 63001) % 251)
+    image = Image.new("RGB", (8, 8), colour)
+    take = call.ctx.save_image(call.node_id, image, call.params)
+    return NodeResult(outputs={"image": image}, takes=(take,))
+
+
+class GatedRunner(NodeRunner):
+    cacheable = False
+
+    def run(self, call: NodeCall) -> NodeResult:
+        gate = Path(str(call.params["gate"]))
+        reporter = call.ctx.reporter(call.node_id)
+        reporter.step(1, 2)
+        while not gate.exists():
+            call.ctx.cancel.wait(0.01)
+            call.ctx.cancel.raise_if_cancelled()
+        reporter.step(2, 2)
+        return seeded_take(call)
 
 
 class BoomRunner(NodeRunner):
@@ -81,4 +111,5 @@ def register(registry: Registry) -> None:
     registry.register(SLOW, SlowRunner())
     registry.register(WITH_MODEL, SlowRunner())
     registry.register(CUDA_ONLY, SlowRunner())
+    registry.register(GATED, GatedRunner())
     registry.register(BOOM, BoomRunner())

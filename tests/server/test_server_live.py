@@ -76,14 +76,18 @@ def test_websocket_then_restart_serves_finished_runs_takes_and_client_run_ids(
 def test_sigterm_puts_a_running_run_back_and_the_next_start_finishes_it(
     server: LiveServer,
 ) -> None:
-    run_id = post_run(server, slow_graph(steps=150, delay=0.01), "s").json()["runId"]
+    # Gated: in progress until the gate opens, however slowly this machine runs the rest.
+    gate = server.data_dir / "gate"
+    graph = slow_graph(node_type="test/gated", gate=str(gate))
+    run_id = post_run(server, graph, "s").json()["runId"]
     queued = post_run(server, text_graph(), "t").json()["runId"]
     wait_finished(server, queued)
     wait_until(
-        lambda: run_state(server, run_id)["fraction"] > 0 or None, "the slow run to progress"
+        lambda: run_state(server, run_id)["fraction"] > 0 or None, "the gated run to progress"
     )
 
     server.stop(signal.SIGTERM)
+    gate.touch()  # the next start finishes it
 
     [(status, attempts)] = query(
         server.store_config, "SELECT status, attempts FROM runs WHERE id = ?", (run_id,)
