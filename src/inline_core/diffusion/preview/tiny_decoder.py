@@ -1,7 +1,8 @@
 """`taesd`: a tiny decoder from `models/vae_approx/` (ComfyUI's files) turns latents into pixels.
 
-ComfyUI picks the first file there whose name starts with the format's decoder name and
-`_decoder` (`taef1_decoder.safetensors`, `taef1_decoder.pth`); so does this. The file's layout is
+ComfyUI picks the first file there whose name starts with the format's decoder name
+(`taef1_decoder.safetensors`, `taef1_decoder.pth`); so does this (a video format's decoders are
+`taehv.py`'s). The file's layout is
 read from its keys (`diffusion/formats/taesd.py`) and loaded into diffusers' `DecoderTiny`. The
 decoder takes the latents as the transformer sees them and returns pixels in (-1, 1).
 """
@@ -23,17 +24,20 @@ SUFFIXES = (".safetensors", ".pth")
 
 
 def find_decoder(vae_approx: Path, fmt: PreviewFormat) -> Path | None:
-    """The format's tiny decoder file in `vae_approx`, or None (none named, or none there)."""
-    if fmt.tiny_decoder is None or not vae_approx.is_dir():
+    """The format's tiny decoder file in `vae_approx`, or None (none named, or none there): the
+    first file whose name starts with one of the format's names, in their order."""
+    if not vae_approx.is_dir():
         return None
-    stem = f"{fmt.tiny_decoder}_decoder"
-    for path in sorted(vae_approx.iterdir()):
-        if path.is_file() and path.name.startswith(stem) and path.suffix in SUFFIXES:
-            return path
+    files = sorted(p for p in vae_approx.iterdir() if p.is_file() and p.suffix in SUFFIXES)
+    for stem in fmt.tiny_decoders:
+        for path in files:
+            if path.name.startswith(stem):
+                return path
     return None
 
 
-def _read(path: Path) -> dict[str, torch.Tensor]:
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    """A decoder file's tensors (safetensors, or a weights-only torch pickle)."""
     if path.suffix == ".safetensors":
         return load_safetensors(path)
     loaded = torch.load(str(path), map_location="cpu", weights_only=True)
@@ -42,7 +46,7 @@ def _read(path: Path) -> dict[str, torch.Tensor]:
 
 class TinyDecoder:
     def __init__(self, path: Path, fmt: PreviewFormat) -> None:
-        state = _read(path)
+        state = read_weights(path)
         config = infer_config({k: tuple(v.shape) for k, v in state.items()})
         if config.latent_channels != fmt.channels:
             raise ValueError(
@@ -72,4 +76,4 @@ class TinyDecoder:
             self.device = x.device
         with torch.inference_mode():
             pixels = cast(torch.Tensor, self.decoder(x))[0]  # (3, H, W) in (-1, 1)
-        return to_image(pixels.permute(1, 2, 0))
+        return to_image(pixels.permute(1, 2, 0), value_range=(-1.0, 1.0))
