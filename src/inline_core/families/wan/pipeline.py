@@ -109,7 +109,8 @@ class WanStepPipeline:
                 transformer_2, read_lora, self.device, self.dtype, adapter_cache, model_key
             )
         )
-        self.step_cache: StepCacheBackend | None = None  # adopted once (stepcache/adopt.py)
+        # The step cache adopted on each expert (stepcache/adopt.py): each caches its own steps.
+        self.step_caches: list[StepCacheBackend] = []
 
     @property
     def latent_channels(self) -> int:
@@ -121,9 +122,17 @@ class WanStepPipeline:
         return int(cast(Any, self.transformer).config.in_channels) != self.latent_channels
 
     def adopt_cache_dit_backend(self, backend: StepCacheBackend, /) -> None:
-        """The per-request step cache on its transformer (components.step)."""
-        backend.add_row_scope(self.adapters.rows)  # a sub-batch's rows keep their own LoRAs
-        self.step_cache = backend
+        """The per-request step cache on one of its transformers (components.step): a pair
+        adopts one on each expert."""
+        low = backend.transformer is self.transformer_2 and self.adapters_2 is not None
+        bank = cast(AdapterBank, self.adapters_2) if low else self.adapters
+        backend.add_row_scope(bank.rows)  # a sub-batch's rows keep their own LoRAs
+        if not any(b is backend for b in self.step_caches):
+            self.step_caches.append(backend)
+
+    def step_cache_of(self, model: nn.Module) -> StepCacheBackend | None:
+        """The step cache adopted on `model` (None: none)."""
+        return next((b for b in self.step_caches if b.transformer is model), None)
 
     def request(self, **kwargs: Any) -> WanRequest:
         kwargs.setdefault("spatial_factor", self.vae.spatial_factor)
@@ -255,9 +264,9 @@ class WanStepPipeline:
         low = model is self.transformer_2
         stacks = [s.loras_2 if low else s.loras for s, _c in rows]
         bank = self.adapters_2 if low and self.adapters_2 is not None else self.adapters
-        # The cache is adopted on the first transformer: an A14B pair's low-noise steps run
-        # uncached (`cached_forward` is a no-op for another module).
-        cached = cached_forward(self.step_cache, model, caches)
+        # Each expert caches its own steps: a row's residuals are its expert's (a row moving to
+        # the other expert computes its first step there, `RowCache.owner`).
+        cached = cached_forward(self.step_cache_of(model), model, caches)
         with self.swap.use(model, self.placement), bank.applied(stacks), cached:
             return cast(
                 torch.Tensor,
