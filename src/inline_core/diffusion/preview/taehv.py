@@ -30,10 +30,9 @@ from inline_core.diffusion.formats.taehv import (
     TinyVideoDecoderConfig,
     infer_config,
 )
-from inline_core.diffusion.libs import assign_state
 from inline_core.diffusion.preview.formats import PreviewFormat
 from inline_core.diffusion.preview.latent_rgb import first_image, to_image
-from inline_core.diffusion.preview.tiny_decoder import read_weights
+from inline_core.diffusion.preview.tiny_decoder import assign_weights, check_channels, read_weights
 
 
 def _conv(channels_in: int, channels_out: int, bias: bool = True) -> nn.Conv2d:
@@ -112,21 +111,12 @@ class TinyVideoDecoder:
     def __init__(self, path: Path, fmt: PreviewFormat) -> None:
         state = read_weights(path)
         config = infer_config({k: tuple(v.shape) for k, v in state.items()})
-        if config.latent_channels != fmt.channels:
-            raise ValueError(
-                f"{path.name} decodes {config.latent_channels} latent channels; {fmt.name} "
-                f"latents have {fmt.channels}"
-            )
+        check_channels(path, config.latent_channels, fmt)
         if fmt.latents_mean is None or fmt.latents_std is None:
             raise ValueError(f"{fmt.name} latents have no statistics for a TAEHV decoder")
         decoder = build_decoder(config)
-        weights = {k[len(PREFIX) :]: v.float() for k, v in state.items() if k.startswith(PREFIX)}
-        missing, unexpected = assign_state(decoder, weights)
-        if missing or unexpected:
-            raise ValueError(
-                f"{path.name} does not fit a TAEHV decoder: missing {missing[:3]}, "
-                f"unexpected {unexpected[:3]}"
-            )
+        weights = {k[len(PREFIX) :]: v for k, v in state.items() if k.startswith(PREFIX)}
+        assign_weights(path, decoder, weights, "TAEHV")
         self.path = path
         self.format = fmt
         self.config = config

@@ -44,25 +44,35 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
     return cast(dict[str, torch.Tensor], loaded)
 
 
+def check_channels(path: Path, latent_channels: int, fmt: PreviewFormat) -> None:
+    """A decoder file's latent channels against the format's (a clear refusal otherwise)."""
+    if latent_channels != fmt.channels:
+        raise ValueError(
+            f"{path.name} decodes {latent_channels} latent channels; {fmt.name} latents have "
+            f"{fmt.channels}"
+        )
+
+
+def assign_weights(
+    path: Path, decoder: torch.nn.Module, weights: dict[str, torch.Tensor], kind: str
+) -> None:
+    """The file's weights into the decoder built for them, every one in place."""
+    missing, unexpected = assign_state(decoder, {k: v.float() for k, v in weights.items()})
+    if missing or unexpected:
+        raise ValueError(
+            f"{path.name} does not fit a {kind} decoder: missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]}"
+        )
+
+
 class TinyDecoder:
     def __init__(self, path: Path, fmt: PreviewFormat) -> None:
         state = read_weights(path)
         config = infer_config({k: tuple(v.shape) for k, v in state.items()})
-        if config.latent_channels != fmt.channels:
-            raise ValueError(
-                f"{path.name} decodes {config.latent_channels} latent channels; {fmt.name} "
-                f"latents have {fmt.channels}"
-            )
+        check_channels(path, config.latent_channels, fmt)
         vae_module = module("diffusers.models.autoencoders.vae")
         decoder = cast(torch.nn.Module, vae_module.DecoderTiny(**config.to_diffusers()))
-        missing, unexpected = assign_state(
-            decoder, {to_diffusers_key(k): v.float() for k, v in state.items()}
-        )
-        if missing or unexpected:
-            raise ValueError(
-                f"{path.name} does not fit a tiny decoder: missing {missing[:3]}, "
-                f"unexpected {unexpected[:3]}"
-            )
+        assign_weights(path, decoder, {to_diffusers_key(k): v for k, v in state.items()}, "tiny")
         self.path = path
         self.format = fmt
         self.device = torch.device("cpu")
