@@ -77,13 +77,16 @@ def test_a_real_server_sends_the_frames(wan_kit: WanKit, tmp_path: Path) -> None
         "INLINE_MIN_FREE_DISK_MB": "0",
     }
     live = LiveServer(data_dir=tmp_path / "data", models_dir=wan_kit.root, env=env)
-    live.start()
+    # Liveness bounds: at a load of 11-12 on 2 cores, starting took over 60 s, and so did the
+    # render between two of its events (loading the models).
+    live.start(timeout=240.0)
     try:
         model = "wan2.2_ti2v_tiny_fp32.safetensors"  # Wan 2.2's latents: 64 x 32, 16x down
         response = post_run(live, wan_graph(model=model, width=64), "w")
         assert response.status_code == 201, response.text
         run_id = str(response.json()["runId"])
-        check_previews(live_socket_messages(live, run_id), (16, 8), "taesd", "w", STEPS)
-        assert wait_finished(live, run_id, timeout=120)["status"] == "done", live.log()
+        messages = live_socket_messages(live, run_id, timeout=240.0)
+        check_previews(messages, (16, 8), "taesd", "w", STEPS)
+        assert wait_finished(live, run_id, timeout=240)["status"] == "done", live.log()
     finally:
         live.close()
