@@ -13,7 +13,9 @@ SQLite's `synchronous=FULL`), from Debian's package (scripts/ensure-postgres.sh 
 3. Renders: tiny Z-Image renders (the `inline-core kit` models, 64 px, 4 steps) per second with
    1, 2 and 3 servers sharing PostgreSQL and one on SQLite, 16 clients that each submit and
    watch their run to its end. On 2 cores throughput cannot grow with servers: this shows what
-   coordinating costs.
+   coordinating costs. Every server computes on one thread (OMP_NUM_THREADS=1, as servers that
+   share a machine should split its cores): three servers' two-thread teams on two cores would
+   spin at their barriers against each other, which measures the machine, not the store.
 
 Prints tables and writes bench/results/fleet.json.
 """
@@ -228,7 +230,7 @@ def renders(
                 data_dir=folder / "shared",
                 models_dir=models,
                 database_url=url,
-                env={"INLINE_SERVER_ID": f"s{i}"},
+                env={"INLINE_SERVER_ID": f"s{i}", "OMP_NUM_THREADS": "1"},
                 name=f"s{i}",
             )
             for i in range(count)
