@@ -67,7 +67,8 @@ class Placement:
     vae_slicing: bool = False
     attention_slicing: bool = False
     quantize: str | None = None  # "int8" weights, or None
-    lora_fusing: bool = True  # a held LoRA stack may get a fused copy (`device/adapters.py`)
+    # A held LoRA stack may get a fused copy (`device/adapters.py`; health's `device.adapters`).
+    lora_fusing: bool = True
 
     @property
     def adapters(self) -> AdapterMode:
@@ -83,7 +84,6 @@ class Placement:
             "vaeSlicing": self.vae_slicing,
             "attentionSlicing": self.attention_slicing,
             "quantize": self.quantize,
-            "loraFusing": self.lora_fusing,
         }
 
 
