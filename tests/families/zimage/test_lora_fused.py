@@ -88,7 +88,12 @@ def test_requests_joining_a_fused_render_mid_run_keep_their_pixels(kit: KitPaths
             )  # fmt: skip
             return SampleJob(pipeline, request, **kw)
 
-        plan = {"A": (1, [("a", 1.0)], 8), "B": (2, [("b", 1.0)], 3), "C": (3, [], 3)}
+        none: Stack = []
+        plan: dict[str, tuple[int, Stack, int]] = {
+            "A": (1, [("a", 1.0)], 8),
+            "B": (2, [("b", 1.0)], 3),
+            "C": (3, none, 3),
+        }
         alone = {
             name: pixels(sampler.run(job(per_row, seed, stack, steps)))
             for name, (seed, stack, steps) in plan.items()
