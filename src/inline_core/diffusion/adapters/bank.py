@@ -14,13 +14,14 @@ from contextlib import AbstractContextManager
 import torch
 from torch import nn
 
-from inline_core.device.adapters import AdapterMode
+from inline_core.device.adapters import AdapterMode, adapter_mode
 from inline_core.diffusion.adapters.fused import swapped_in
 from inline_core.diffusion.adapters.fusing import CopyStore, Fusing
 from inline_core.diffusion.adapters.plan import RowStack
 from inline_core.diffusion.adapters.rows import RowAdapters
 from inline_core.diffusion.adapters.stack import LoraStack, LoraUse
 from inline_core.diffusion.adapters.weights import LoraWeights
+from inline_core.diffusion.placement import PlacementLike, torch_dtype
 from inline_core.engine.residency import Footprint
 
 # (key, load) -> the value, loading it on a miss: `ResidentCache.get` or `LocalCache.get`.
@@ -80,6 +81,22 @@ class AdapterBank:
         self._scope = scope  # the model the weights were checked against (its resident key)
         self._lock = threading.Lock()
         self.loads = 0  # files read (a cache miss each)
+
+    @classmethod
+    def placed(
+        cls,
+        model: nn.Module,
+        read: Reader,
+        placement: PlacementLike,
+        fetch: Fetch | None,
+        scope: Hashable,
+        copies: CopyStore | None,
+        copy_scope: Hashable = None,
+    ) -> AdapterBank:
+        """A bank for a model placed as `placement`: its device, dtype and adapter mode."""
+        mode = adapter_mode(placement.offload, placement.quantize, placement.lora_fusing)
+        device, dtype = torch.device(placement.device), torch_dtype(placement.dtype)
+        return cls(model, read, device, dtype, fetch, scope, copies, mode, copy_scope)
 
     def weights(self, use: LoraUse) -> LoraWeights:
         key = ("lora", self._scope, use.identity, str(self._device), str(self._dtype))

@@ -25,7 +25,6 @@ import torch
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
-from inline_core.device.adapters import adapter_mode
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
@@ -99,29 +98,19 @@ class WanStepPipeline:
         # Each request's LoRA stack, added to its own rows of every forward; a pair's experts
         # each hook their own rows (a file's weights, loaded once, serve both: same shapes), and
         # each may fuse its own copy of a held stack.
-        mode = adapter_mode(placement.offload, placement.quantize, placement.lora_fusing)
-        self.adapters = AdapterBank(
-            transformer,
-            read_lora,
-            self.device,
-            self.dtype,
-            adapter_cache,
-            model_key,
-            fused_copies,
-            mode,
+        self.adapters = AdapterBank.placed(
+            transformer, read_lora, placement, adapter_cache, model_key, fused_copies
         )
         self.adapters_2 = (
             None
             if transformer_2 is None
-            else AdapterBank(
+            else AdapterBank.placed(
                 transformer_2,
                 read_lora,
-                self.device,
-                self.dtype,
+                placement,
                 adapter_cache,
                 model_key,
                 fused_copies,
-                mode,
                 copy_scope=(model_key, "transformer_2"),
             )
         )

@@ -17,7 +17,6 @@ import torch
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
-from inline_core.device.adapters import adapter_mode
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.adapters.stack import LoraStack
@@ -43,15 +42,8 @@ class ZImageDenoiser:
         self.swap = swap
         self.device = torch.device(placement.device)
         self.dtype = torch_dtype(placement.dtype)
-        self.adapters = AdapterBank(
-            transformer,
-            read_lora,
-            self.device,
-            self.dtype,
-            adapter_cache,
-            model_key,
-            fused_copies,
-            adapter_mode(placement.offload, placement.quantize, placement.lora_fusing),
+        self.adapters = AdapterBank.placed(
+            transformer, read_lora, placement, adapter_cache, model_key, fused_copies
         )
         self.control = ControlBranch(transformer, self.device, self.dtype, adapter_cache, model_key)
         self.step_cache: StepCacheBackend | None = None  # adopted by its pipeline
