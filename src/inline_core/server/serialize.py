@@ -163,6 +163,7 @@ def health_json(
     servers: list[ServerSeen],
     models: Mapping[str, Any] | None = None,
     step_cache: Mapping[str, int] | None = None,
+    adapters: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "ok": True,
@@ -184,6 +185,8 @@ def health_json(
         out["models"] = dict(models)
     if step_cache is not None:  # cached renders since start, and what their caches skipped
         out["stepCache"] = dict(step_cache)
+    if adapters is not None:  # how forwards applied their LoRAs: fused or per row, and why
+        out["adapters"] = dict(adapters)
     return out
 
 

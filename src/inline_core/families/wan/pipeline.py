@@ -26,6 +26,7 @@ from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
+from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
@@ -76,6 +77,7 @@ class WanStepPipeline:
         image_processor: Any = None,
         encoder_placement: PlacementLike | None = None,
         adapter_cache: Fetch | None = None,
+        fused_copies: CopyStore | None = None,
     ) -> None:
         self.text_encoder = text_encoder
         self.transformer = transformer
@@ -94,15 +96,22 @@ class WanStepPipeline:
         self.serial_phases = serial_phases  # with CPU offload, encode/decode run between steps
         self.expand_timesteps = expand_timesteps  # Wan 2.2 TI2V: per-token timesteps
         # Each request's LoRA stack, added to its own rows of every forward; a pair's experts
-        # each hook their own rows (a file's weights, loaded once, serve both: same shapes).
-        self.adapters = AdapterBank(
-            transformer, read_lora, self.device, self.dtype, adapter_cache, model_key
+        # each hook their own rows (a file's weights, loaded once, serve both: same shapes), and
+        # each may fuse its own copy of a held stack.
+        self.adapters = AdapterBank.placed(
+            transformer, read_lora, placement, adapter_cache, model_key, fused_copies
         )
         self.adapters_2 = (
             None
             if transformer_2 is None
-            else AdapterBank(
-                transformer_2, read_lora, self.device, self.dtype, adapter_cache, model_key
+            else AdapterBank.placed(
+                transformer_2,
+                read_lora,
+                placement,
+                adapter_cache,
+                model_key,
+                fused_copies,
+                copy_scope=(model_key, "transformer_2"),
             )
         )
         self.step_cache: StepCacheBackend | None = None  # adopted once (stepcache/adopt.py)
@@ -254,7 +263,7 @@ class WanStepPipeline:
         # The cache is adopted on the first transformer: an A14B pair's low-noise steps run
         # uncached (`cached_forward` is a no-op for another module).
         cached = cached_forward(self.step_cache, model, caches)
-        with self.swap.use(model, self.placement), bank.applied(stacks), cached:
+        with self.swap.use(model, self.placement), bank.forward(stacks), cached:
             return cast(
                 torch.Tensor,
                 model(
