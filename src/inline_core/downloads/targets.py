@@ -91,11 +91,11 @@ class Downloads:
         lines = [f"what it downloads (into {models}/; --models DIR for another folder):"]
         for name, members in self.presets.items():
             sizes = [self.targets[m].approx_gb for m in members]
-            about = f", about {sum(s for s in sizes if s):.1f} GB" if all(sizes) else ""
+            about = f", about {_size(sum(s for s in sizes if s))}" if all(sizes) else ""
             default = " (the default)" if name == self.default else ""
             lines.append(f"  {name}{default}: {' + '.join(members)}{about}")
         for name, target in self.targets.items():
-            about = f", about {target.approx_gb:.1f} GB" if target.approx_gb else ""
+            about = f", about {_size(target.approx_gb)}" if target.approx_gb else ""
             default = " (the default)" if name == self.default else ""
             lines.append(f"  {name}{default}: {target.repo_id}{about}")
             lines.append(f"      {', '.join(target.files)}")
@@ -105,3 +105,8 @@ class Downloads:
     def providing(self, role: str) -> list[tuple[str, Target]]:
         """The targets that provide one part of the stack, in table order."""
         return [(name, t) for name, t in self.targets.items() if role in t.roles]
+
+
+def _size(gb: float) -> str:
+    """A rough size for the listing: GB, or MB below a tenth of one (a tokenizer's files)."""
+    return f"{gb:.1f} GB" if gb >= 0.1 else f"{gb * 1000:.0f} MB"
