@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -18,6 +19,7 @@ from inline_core.runtime.progress import EventSink, NodeReporter, RunEvent
 from inline_core.runtime.step_cache import StepCacheChoice
 from inline_core.runtime.store import TakeStore
 from inline_core.runtime.video import SUFFIXES, Video, encode
+from inline_core.runtime.video_stream import LiveVideo, LiveVideos
 from inline_core.takes import Take
 
 # How takes are deflated: zlib level 1 with run-length matching after PNG's row filters. On 1024 px
@@ -43,6 +45,18 @@ class ExecutionContext:
     preview: PreviewTarget | None = None
     # The run's step caching, as it asked (nothing: the device policy chooses per render).
     step_cache: StepCacheChoice = field(default_factory=StepCacheChoice)
+    # The server's videos decoding now, streamed to clients as they decode (None: not streamed).
+    videos: LiveVideos | None = None
+
+    @contextmanager
+    def streaming(self, node_id: str, fps: int) -> Generator[LiveVideo | None]:
+        """The node's video, live for the block (its clients stream the frames handed to it);
+        None where nothing streams."""
+        if self.videos is None:
+            yield None
+            return
+        with self.videos.streaming(self.run_id, node_id, fps) as live:
+            yield live
 
     def reporter(self, node_id: str) -> NodeReporter:
         return NodeReporter(self.run_id, node_id, self.events)

@@ -83,23 +83,36 @@ def encode_apng(video: Video) -> bytes:
 
 
 def encode_mp4(video: Video) -> bytes:
-    if not video_available():
-        raise RunFailed(f"MP4 takes need PyAV: {VIDEO_HINT}")
-    av = cast(Any, importlib.import_module(VIDEO_MODULE))
     width, height = video.size
+    buf = io.BytesIO()
+    out, stream, av = open_h264(buf, video.fps, width, height)
     # yuv420p halves the chroma planes: odd sides are padded by one edge row or column.
     frames = np.pad(video.frames, ((0, 0), (0, height % 2), (0, width % 2), (0, 0)), mode="edge")
-    buf = io.BytesIO()
-    with av.open(buf, "w", format="mp4", options={"movflags": "frag_keyframe+empty_moov"}) as out:
-        stream = out.add_stream("libx264", rate=video.fps)
-        stream.width, stream.height = frames.shape[2], frames.shape[1]
-        stream.pix_fmt = "yuv420p"
+    with out:
         for frame in frames:
             for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
     return buf.getvalue()
+
+
+def open_h264(
+    file: object, fps: int, width: int, height: int, *, live: bool = False
+) -> tuple[Any, Any, Any]:
+    """An H.264 (yuv420p, sides rounded up to even) fragmented MP4 written to `file`: the
+    container, its video stream and the `av` module. `live`: each frame's packet out at once
+    (x264's zerolatency: no lookahead, no B-frames) and a fragment per frame, for a stream read
+    while it is written."""
+    if not video_available():
+        raise RunFailed(f"MP4 takes need PyAV: {VIDEO_HINT}")
+    av = cast(Any, importlib.import_module(VIDEO_MODULE))
+    movflags = "frag_keyframe+empty_moov" + ("+default_base_moof+frag_every_frame" if live else "")
+    out = av.open(file, "w", format="mp4", options={"movflags": movflags})
+    stream = out.add_stream("libx264", rate=fps, options={"tune": "zerolatency"} if live else {})
+    stream.width, stream.height = width + width % 2, height + height % 2
+    stream.pix_fmt = "yuv420p"
+    return out, stream, av
 
 
 def decode_apng(data: bytes) -> Frames:
