@@ -263,42 +263,22 @@ def bench_overhead(models: Path, renders: int) -> dict[str, Any]:
 def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(measure, figures, ratio) lines."""
     lines: list[tuple[str, str, str]] = []
-    if "rss" in results:
-        for r in results["rss"]["rows"]:
-            lines.append(
-                (
-                    f"peak RSS, {r['frames']} frames ({r['chunks']} chunks)",
-                    f"{r['peakMb']} MB (before {r['beforeMb']})",
-                    f"+{r['growthMb']} MB over 17f; frames +{r['framesGrowthMb']} MB",
-                )
-            )
+    for r in results.get("overhead", {}).get("rows", []):
+        figures = f"{r['serverMedianMs']:.1f} vs {r['pipelineMedianMs']:.1f} ms"
+        lines.append((f"server vs bare: {r['case']}", figures, f"x{r['ratio']:.3f}"))
+    for r in results.get("rss", {}).get("rows", []):
+        measure = f"peak RSS, {r['frames']} frames ({r['chunks']} chunks)"
+        growth = f"{r['growthMb']:+} MB over 17f; frames +{r['framesGrowthMb']} MB"
+        lines.append((measure, f"{r['peakMb']} MB (before {r['beforeMb']})", growth))
     if "first-bytes" in results:
-        m = results["first-bytes"]["median"]
-        lines.append(
-            (
-                f"first MP4 bytes, {results['first-bytes']['frames']} frames",
-                f"{m['firstByteS']:.2f} s vs take {m['streamEndS']:.2f} s",
-                f"x{m['firstByteOverTake']:.3f}; decode share {m['decodeShareAtFirstByte']:.3f}",
-            )
-        )
-    if "batching" in results:
-        for r in results["batching"]["rows"]:
-            lines.append(
-                (
-                    f"batching x{r['n']}: {r['case']}",
-                    f"img/s on {r['on']['imagesPerS']} off {r['off']['imagesPerS']}",
-                    f"on/off x{r['throughputRatio']}",
-                )
-            )
-    if "overhead" in results:
-        for r in results["overhead"]["rows"]:
-            lines.append(
-                (
-                    f"server vs bare: {r['case']}",
-                    f"{r['serverMedianMs']:.1f} vs {r['pipelineMedianMs']:.1f} ms",
-                    f"x{r['ratio']:.3f}",
-                )
-            )
+        m, frames = results["first-bytes"]["median"], results["first-bytes"]["frames"]
+        figures = f"{m['firstByteS']:.2f} s vs take {m['streamEndS']:.2f} s"
+        share = f"x{m['firstByteOverTake']:.3f}; decode share {m['decodeShareAtFirstByte']:.3f}"
+        lines.append((f"first MP4 bytes, {frames} frames", figures, share))
+    for r in results.get("batching", {}).get("rows", []):
+        figures = f"img/s on {r['on']['imagesPerS']} off {r['off']['imagesPerS']}"
+        ratio = f"on/off x{r['throughputRatio']}"
+        lines.append((f"batching x{r['n']}: {r['case']}", figures, ratio))
     return lines
 
 
