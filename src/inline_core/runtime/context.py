@@ -73,11 +73,8 @@ class ExecutionContext:
         `chosen`: params of this node the run chose itself (e.g. the model, left empty for
         "auto"), written into the embedded graph so re-submitting it renders the same take."""
         info = PngImagePlugin.PngInfo()
-        info.add_text("inline:params", json.dumps(dict(params), sort_keys=True, default=str))
-        graph = _with_params(self.graph_json, node_id, chosen or {})
-        info.add_text("inline:graph", json.dumps(graph, sort_keys=True))
-        info.add_text("inline:target", self.target or node_id)
-        info.add_text("inline:node", node_id)
+        for key, value in self._embedded(node_id, params, chosen).items():
+            info.add_text(key, value)
         buf = io.BytesIO()
         image.save(buf, format="PNG", pnginfo=info, **PNG_OPTIONS)
         return self.takes.write(
@@ -96,17 +93,32 @@ class ExecutionContext:
         video: Video,
         params: Mapping[str, Any],
         index: int = 0,
+        chosen: Mapping[str, Any] | None = None,
     ) -> Take:
-        """Encode `video` (MP4 or APNG, as it says) as a video take."""
+        """Encode `video` (MP4 or APNG, as it says) as a video take carrying the graph and
+        params as an image take does (MP4 metadata tags, APNG text chunks)."""
         return self.takes.write(
             run_id=self.run_id,
             node_id=node_id,
             index=index,
             kind=MediaKind.VIDEO,
-            data=encode(video),
+            data=encode(video, self._embedded(node_id, params, chosen)),
             suffix=SUFFIXES[video.format],
             params=params,
         )
+
+    def _embedded(
+        self, node_id: str, params: Mapping[str, Any], chosen: Mapping[str, Any] | None
+    ) -> dict[str, str]:
+        """What a take file carries so it can be rendered again: its params, the run's graph
+        (with the params the run chose itself), the target and the node."""
+        graph = _with_params(self.graph_json, node_id, chosen or {})
+        return {
+            "inline:params": json.dumps(dict(params), sort_keys=True, default=str),
+            "inline:graph": json.dumps(graph, sort_keys=True),
+            "inline:target": self.target or node_id,
+            "inline:node": node_id,
+        }
 
 
 def _with_params(

@@ -151,7 +151,7 @@ class FamilyNodeRunner(NodeRunner):
         if self.descriptor.output_kind == "image" and isinstance(output, Image.Image):
             return ctx.save_image(node_id, output, params, chosen=chosen)
         if self.descriptor.output_kind == "video" and isinstance(output, Video):
-            return ctx.save_video(node_id, output, params)
+            return ctx.save_video(node_id, output, params, chosen=chosen)
         raise RunFailed(
             f"{self.descriptor.type} produced a {type(output).__name__}, not its "
             f"{self.descriptor.output_kind}"
