@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import io
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -94,15 +94,22 @@ def encode_mp4(video: Video, metadata: Mapping[str, str] | None = None) -> bytes
     width, height = video.size
     buf = io.BytesIO()
     out, stream, av = open_h264(buf, video.fps, width, height, metadata=metadata)
-    # yuv420p halves the chroma planes: odd sides are padded by one edge row or column.
-    frames = np.pad(video.frames, ((0, 0), (0, height % 2), (0, width % 2), (0, 0)), mode="edge")
     with out:
-        for frame in frames:
+        for frame in even_frames(video.frames):
             for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
     return buf.getvalue()
+
+
+def even_frames(frames: Frames) -> Iterator[Frames]:
+    """Each frame with even sides: yuv420p halves the chroma planes, so an odd side is padded by
+    one edge row or column (a frame at a time, never a copy of the whole video)."""
+    height, width = frames.shape[1], frames.shape[2]
+    pad = ((0, height % 2), (0, width % 2), (0, 0))
+    for frame in frames:
+        yield np.pad(frame, pad, mode="edge") if height % 2 or width % 2 else frame
 
 
 def open_h264(

@@ -19,9 +19,7 @@ from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
-
-from inline_core.runtime.video import Frames, open_h264
+from inline_core.runtime.video import Frames, even_frames, open_h264
 
 
 class LiveVideo:
@@ -131,9 +129,7 @@ class Mp4Fragments:
             self._out, self._stream, self._av = open_h264(
                 self._sink, self.fps, frames.shape[2], frames.shape[1], live=True
             )
-        width, height = self._stream.width, self._stream.height
-        pad = ((0, 0), (0, height - frames.shape[1]), (0, width - frames.shape[2]), (0, 0))
-        for frame in np.pad(frames, pad, mode="edge") if any(p[1] for p in pad) else frames:
+        for frame in even_frames(frames):
             image = self._av.VideoFrame.from_ndarray(frame, format="rgb24")
             for packet in self._stream.encode(image):
                 self._out.mux(packet)
