@@ -1,7 +1,7 @@
 """Wan video through the server, measured side by side in one run, each figure as a ratio.
 
     .venv/bin/python bench/wan_video.py [--sections overhead,rss,first-bytes,batching]
-                                        [--rounds 2] [--renders 6] [--models DIR]
+                                        [--rounds 2] [--renders 6] [--models DIR] [--threads N]
 
 Models (CPU, float32, random weights, written once into `--models` or a temporary folder): the
 kit's tiny Wan 2.1 and Wan 2.2 TI2V diffusers folders, and a mid-size Wan 2.1 (`gpu_wan.py`'s
@@ -29,8 +29,11 @@ VAE at a third of its width). Each server is the real one; sections:
   medians (target: at most 1.05).
 
 Run it at autogroup nice -15 on a shared machine (`echo -15 > /proc/self/autogroup` in its shell:
-plain `nice` does not reach other sessions' processes). Prints one table and writes
-bench/results/wan_video.json, with the load average at the start and the end.
+plain `nice` does not reach other sessions' processes). With other work on the cores, two
+intra-op threads stall at OpenMP's barriers whenever one is descheduled, and that hit the bare
+calls far more than the server's here (bare 0.5-8.5 s for one tiny render); `--threads 1` gives
+every side one thread, so the comparison measures the server's own costs. Prints one table and
+writes bench/results/wan_video.json, with the load average at the start and the end.
 """
 
 from __future__ import annotations
@@ -289,7 +292,19 @@ def main() -> int:
     parser.add_argument("--renders", type=int, default=6, help="per side, overhead section")
     parser.add_argument("--models", type=Path, default=None, help="reuse a models folder")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="intra-op threads on every side (this process's bare pipeline and in-process "
+        "servers; OMP_NUM_THREADS for the server processes); default: torch's own",
+    )
     args = parser.parse_args()
+    if args.threads is not None:
+        import torch
+
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # the servers started from here
+        torch.set_num_threads(cast(int, args.threads))
     chosen = [s for s in cast(str, args.sections).split(",") if s]
     if unknown := sorted(set(chosen) - set(SECTIONS)):
         parser.error(f"unknown sections {unknown}; choose from {', '.join(SECTIONS)}")
@@ -315,6 +330,7 @@ def main() -> int:
     machine = {
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
+        "threads": args.threads,
         "loadAverageStart": list(load_start),
         "loadAverageEnd": list(os.getloadavg()),
     }
