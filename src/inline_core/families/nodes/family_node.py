@@ -102,7 +102,9 @@ class FamilyNodeRunner(NodeRunner):
             cache = self.runtime.step_cache_for(family, ctx.step_cache, state.step_count)
             state.step_cache = cache
         with ExitStack() as streams:
-            if streams_chunks(state):  # its clients see each decoded chunk before the take
+            # Its clients see each decoded chunk before the take (decoded here: a worker group
+            # decodes on its rank 0, whose chunks do not cross back, and its take comes whole).
+            if split is None and streams_chunks(state):
                 live = streams.enter_context(ctx.streaming(node_id, state.fps))
                 state.on_chunk = chunk_listener(reporter, live, ctx.cancel)
             reporter.phase("loading", 1.0)
