@@ -15,6 +15,16 @@ from pathlib import Path
 from typing import Literal
 
 Layout = Literal["comfy", "diffusers"]
+# A diffusers pipeline folder as a download: its model index and its parts' folders (not the
+# repo's example images or its original-format weights).
+DIFFUSERS_PIPELINE = (
+    "model_index.json",
+    "scheduler/*",
+    "transformer/*",
+    "vae/*",
+    "text_encoder/*",
+    "tokenizer/*",
+)
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,13 @@ class Downloads:
             lines.append(f"      {', '.join(target.files)}")
             lines.append(f"      -> {target.destination(models)}")
         return "\n".join(lines)
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """`inline-core download` over this table: the download manager, with progress (imported
+        here: the table alone is what the server's requirements route needs)."""
+        from inline_core.downloads.cli import run_cli
+
+        return run_cli(self, argv)
 
     def providing(self, role: str) -> list[tuple[str, Target]]:
         """The targets that provide one part of the stack, in table order."""

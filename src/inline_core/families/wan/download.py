@@ -15,42 +15,35 @@ example images). The default is the smallest: Wan 2.1 text-to-video 1.3B.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 
-from inline_core.downloads.targets import Downloads, Target
+from inline_core.downloads.targets import DIFFUSERS_PIPELINE, Downloads, Target
 
 COMFY_21 = "Comfy-Org/Wan_2.1_ComfyUI_repackaged"
 COMFY_22 = "Comfy-Org/Wan_2.2_ComfyUI_Repackaged"
 TOKENIZER_REPO = "Wan-AI/Wan2.1-T2V-14B-Diffusers"
 TOKENIZER_FOLDER = "umt5-xxl-tokenizer"  # matches the family's tokenizer rule (files.py)
-DIFFUSERS_PARTS = (
-    "model_index.json",
-    "scheduler/*",
-    "transformer/*",
-    "vae/*",
-    "text_encoder/*",
-    "tokenizer/*",
-)
 STACK = ("diffusion_model", "vae", "text_encoder", "tokenizer")
 # The files every preset but the 5B's shares: Wan 2.1's VAE, the UMT5 and its tokenizer.
 SHARED = ("vae", "text_encoder", "tokenizer")
 
 
+def _split(
+    repo: str, category: str, name: str, role: str, approx_gb: float | None = None
+) -> Target:
+    """One of ComfyUI's repackaged files: `split_files/<category>/<name>.safetensors`."""
+    path = f"split_files/{category}/{name}.safetensors"
+    return Target(repo, category, (path,), roles=(role,), approx_gb=approx_gb)
+
+
 def _model(repo: str, name: str, approx_gb: float | None = None) -> Target:
-    return Target(
-        repo,
-        "diffusion_models",
-        (f"split_files/diffusion_models/{name}.safetensors",),
-        roles=("diffusion_model",),
-        approx_gb=approx_gb,
-    )
+    return _split(repo, "diffusion_models", name, "diffusion_model", approx_gb)
 
 
 def _diffusers(repo: str, extra: tuple[str, ...] = (), roles: tuple[str, ...] = ()) -> Target:
     return Target(
         repo,
         "diffusion_models",
-        DIFFUSERS_PARTS + extra,
+        DIFFUSERS_PIPELINE + extra,
         folder=repo.split("/", 1)[1],
         roles=STACK + roles,
         layout="diffusers",
@@ -68,27 +61,9 @@ DOWNLOADS = Downloads(
         "model-t2v-a14b-low": _model(COMFY_22, "wan2.2_t2v_low_noise_14B_fp16"),
         "model-i2v-a14b-high": _model(COMFY_22, "wan2.2_i2v_high_noise_14B_fp16"),
         "model-i2v-a14b-low": _model(COMFY_22, "wan2.2_i2v_low_noise_14B_fp16"),
-        "vae": Target(
-            COMFY_21,
-            "vae",
-            ("split_files/vae/wan_2.1_vae.safetensors",),
-            roles=("vae",),
-            approx_gb=0.25,
-        ),
-        "vae-2.2": Target(
-            COMFY_22,
-            "vae",
-            ("split_files/vae/wan2.2_vae.safetensors",),
-            roles=("vae",),
-            approx_gb=1.4,
-        ),
-        "text_encoder": Target(
-            COMFY_21,
-            "text_encoders",
-            ("split_files/text_encoders/umt5_xxl_fp16.safetensors",),
-            roles=("text_encoder",),
-            approx_gb=11.4,
-        ),
+        "vae": _split(COMFY_21, "vae", "wan_2.1_vae", "vae", 0.25),
+        "vae-2.2": _split(COMFY_22, "vae", "wan2.2_vae", "vae", 1.4),
+        "text_encoder": _split(COMFY_21, "text_encoders", "umt5_xxl_fp16", "text_encoder", 11.4),
         "tokenizer": Target(
             TOKENIZER_REPO,
             "text_encoders",
@@ -97,12 +72,7 @@ DOWNLOADS = Downloads(
             roles=("tokenizer",),
             approx_gb=0.02,
         ),
-        "clip_vision": Target(
-            COMFY_21,
-            "clip_vision",
-            ("split_files/clip_vision/clip_vision_h.safetensors",),
-            roles=("image_encoder",),
-        ),
+        "clip_vision": _split(COMFY_21, "clip_vision", "clip_vision_h", "image_encoder"),
         "diffusers-t2v-1.3b": _diffusers("Wan-AI/Wan2.1-T2V-1.3B-Diffusers"),
         "diffusers-t2v-14b": _diffusers("Wan-AI/Wan2.1-T2V-14B-Diffusers"),
         "diffusers-i2v-14b-480p": _diffusers(
@@ -126,14 +96,7 @@ DOWNLOADS = Downloads(
 )
 expand = DOWNLOADS.expand
 plan = DOWNLOADS.plan
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`inline-core download --family wan`: the download manager over its table."""
-    from inline_core.downloads.cli import run_cli
-
-    return run_cli(DOWNLOADS, argv)
-
+main = DOWNLOADS.main  # `inline-core download --family wan`
 
 if __name__ == "__main__":
     sys.exit(main())
