@@ -299,16 +299,23 @@ class WanStepPipeline:
         return latents
 
     def post_decode(self, state: WanRequest, /) -> Video:
+        """The video, chunk by chunk into one array of the render's frames (each chunk's are
+        handed to `on_chunk` as a view of it: the frames are held once, never joined)."""
         latents = self.post_latents(state)
-        chunks: list[Frames] = []
+        video: Frames | None = None
         done = 0
         for chunk in self.vae.decode_chunks(latents):
             pixels = to_pixels(chunk, self.vae.chunk_value_range)
+            if video is None:
+                video = np.empty((state.frames, *pixels.shape[1:]), dtype=np.uint8)
+            count = pixels.shape[0]
+            video[done : done + count] = pixels
             if state.on_chunk is not None:
-                state.on_chunk(done, pixels, state.frames)
-            chunks.append(pixels)
-            done += pixels.shape[0]
-        return Video(np.concatenate(chunks), state.fps, state.format)
+                state.on_chunk(done, video[done : done + count], state.frames)
+            done += count
+        if video is None or done != state.frames:
+            raise RuntimeError(f"the VAE decoded {done} frames of {state.frames}")
+        return Video(video, state.fps, state.format)
 
 
 def _prepared(state: WanRequest) -> Latents:
