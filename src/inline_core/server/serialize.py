@@ -229,9 +229,11 @@ def progress_event(run_id: str, node_id: str, node: NodeState, run_fraction: flo
     return WireEvent("progress", body, node_id=node_id)
 
 
-def chunk_event(run_id: str, node_id: str, first: int, count: int, total: int) -> WireEvent:
+def chunk_event(
+    run_id: str, node_id: str, first: int, count: int, total: int, fps: float
+) -> WireEvent:
     """Frames `first` .. `first + count - 1` of a video node's `total` are decoded (a streaming
-    decode's chunk; the take follows in `node_done`)."""
+    decode's chunk, played at `fps`; the take follows in `node_done`)."""
     body: dict[str, Any] = {
         "type": "chunk",
         "runId": run_id,
@@ -239,6 +241,7 @@ def chunk_event(run_id: str, node_id: str, first: int, count: int, total: int) -
         "firstFrame": first,
         "frames": count,
         "totalFrames": total,
+        "fps": fps,
     }
     return WireEvent("chunk", body, node_id=node_id)
 

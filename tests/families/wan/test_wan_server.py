@@ -200,4 +200,5 @@ def test_live_server_streams_chunks_then_the_take(wan_kit: WanKit, tmp_path: Pat
     chunks = [e for e in events if e["type"] == "chunk"]
     assert [(c["firstFrame"], c["frames"]) for c in chunks] == [(0, 1), (1, 4), (5, 4), (9, 4)]
     assert all(c["totalFrames"] == 13 and c["nodeId"] == "w" for c in chunks)
+    assert all(c["fps"] == 16 for c in chunks)  # Wan 2.1's own
     assert kinds.index(("chunk", "w")) < kinds.index(("node_done", "w"))

@@ -106,7 +106,7 @@ class FamilyNodeRunner(NodeRunner):
             # decodes on its rank 0, whose chunks do not cross back, and its take comes whole).
             if split is None and streams_chunks(state):
                 live = streams.enter_context(ctx.streaming(node_id, state.fps))
-                state.on_chunk = chunk_listener(reporter, live, ctx.cancel)
+                state.on_chunk = chunk_listener(reporter, live, ctx.cancel, state.fps)
             reporter.phase("loading", 1.0)
             ctx.cancel.raise_if_cancelled()
             job = SampleJob(
@@ -161,14 +161,14 @@ class FamilyNodeRunner(NodeRunner):
 
 
 def chunk_listener(
-    reporter: NodeReporter, live: LiveVideo | None, cancel: CancelToken
+    reporter: NodeReporter, live: LiveVideo | None, cancel: CancelToken, fps: float
 ) -> Callable[[int, Frames, int], None]:
     """What a streaming decode calls with each chunk (its first frame's index, its frames, the
-    total): a `chunk` event, the frames to the node's live video, and the run's cancel checked,
-    so a cancel during the decode stops it at the next chunk."""
+    total): a `chunk` event (with the video's `fps`), the frames to the node's live video, and
+    the run's cancel checked, so a cancel during the decode stops it at the next chunk."""
 
     def on_chunk(first: int, frames: Frames, total: int) -> None:
-        reporter.chunk(first, len(frames), total)
+        reporter.chunk(first, len(frames), total, fps)
         if live is not None:
             live.add(frames)
         cancel.raise_if_cancelled()
