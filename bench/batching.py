@@ -87,22 +87,17 @@ def free_port() -> int:
 
 
 def graph(case: dict[str, Any], seed: int) -> dict[str, Any]:
+    """A prompt into the case's node (`node`, Z-Image's by default, with its `params` on top)."""
     size, steps = shape_of(case, 0)
+    params = {"width": size, "height": size, "steps": steps, "guidance": 0.0, "seed": seed}
     return {
         "schemaVersion": 1,
         "nodes": [
             {"id": "p", "type": "input/text", "params": {"text": PROMPTS[seed % len(PROMPTS)]}},
             {
                 "id": "z",
-                "type": "alibaba/z-image-turbo",
-                "params": {
-                    "width": size,
-                    "height": size,
-                    "steps": steps,
-                    "guidance": 0.0,
-                    "seed": seed,
-                    "model": case["model"],
-                },
+                "type": case.get("node", "alibaba/z-image-turbo"),
+                "params": {**params, "model": case["model"], **case.get("params", {})},
                 "inputs": {"prompt": {"from": "p", "output": "text"}},
             },
         ],

@@ -99,6 +99,19 @@ TINY: dict[str, dict[str, Any]] = {
     "a14b": {"transformer": TRANSFORMER_CONFIG, "vae": VAE_CONFIG,
              "scheduler": A14B_SCHEDULER_CONFIG},
 }  # fmt: skip
+# A mid-size Wan 2.1 for the CPU benches (bench/wan_video.py): a transformer of about 100M
+# parameters (dim 768, 10 layers) on the kit's tiny UMT5, and the Wan 2.1 VAE's layout at a third
+# of its width (base 32, not 96: the real one decodes a 128 px latent frame in about 7 s on one
+# thread here, which would leave the decode all a CPU bench measures).
+MID: dict[str, dict[str, Any]] = {
+    "wan21": {
+        "transformer": {**TRANSFORMER_CONFIG, "num_attention_heads": 6, "attention_head_dim": 128,
+                        "ffn_dim": 3072, "num_layers": 10},
+        "vae": {"base_dim": 32, "z_dim": 16},
+        "scheduler": DEFAULT_SCHEDULER_CONFIG,
+    },
+}  # fmt: skip
+RECIPES = {"full": FULL, "mid": MID, "tiny": TINY}
 SIZES = {  # case: (model, width, height, frames, image), full and tiny
     "full": {
         "wan2.1-1.3b-t2v": ("wan21", 832, 480, 81, False),
@@ -116,10 +129,11 @@ SIZES = {  # case: (model, width, height, frames, image), full and tiny
 
 
 def build_model(folder: Path, model: str, preset: str, device: str) -> dict[str, Any]:
-    """Write one random model as a diffusers folder; returns its size and build time."""
+    """Write one random model as a diffusers folder (`preset`: full, mid or tiny); returns its
+    size and build time."""
     started = time.perf_counter()
     lib, tlib = diffusers(), transformers()
-    recipe = (FULL if preset == "full" else TINY)[model]
+    recipe = RECIPES[preset][model]
     manual_seed(0)
     pair = model == "a14b"
     with torch.device(device):

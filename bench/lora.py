@@ -1,7 +1,7 @@
 """LoRA stacks per request, at the sampler: what per-row adapters cost and what they save.
 
     .venv/bin/python bench/lora.py [--rounds 5] [--steps 8] [--mid-rounds 3] [--skip-mid]
-        [--wan-steps 4] [--skip-wan]
+        [--wan-steps 4] [--skip-wan] [--mid-only]
 
 All on the kits' random-weight Z-Image (and Wan) models (written to a temporary folder), through
 the real `StepLoopSampler` and the resident pipeline, side by side in one run, turns alternating
@@ -15,9 +15,12 @@ per round so drift on a shared machine hits every setting alike:
    shared): a tiny Wan render's time is mostly its encode and chunked decode, which batching
    does not change, so its wall ratio says little on a busy CPU.
 2. Added time of one LoRA (rank 16 on every attention, feed-forward and modulation layer) on a
-   lone render of the mid-size (~110M) transformer at 256 px, 4 steps: wall time with against
-   without, and the share of the LoRA render's forward time spent inside the adapter hooks (a
-   ratio within the same forwards, so it holds on a busy machine where wall times drift).
+   lone render of the mid-size (~110M) transformer at 256 px, 4 steps, side by side: without a
+   LoRA, with it applied per row (fused copies off), and with it on its fused copy (made once and
+   kept while the stack holds the forwards, as a server keeps it); wall times as ratios to the
+   render without, the share of the per-row render's forward time spent inside the adapter
+   hooks (a ratio within the same forwards, so it holds on a busy machine where wall times
+   drift), and what making the fused copy takes.
 3. First use of a new LoRA (read, converted, checked, cached) against a cached one: the lone tiny
    render's wall time both ways, and the load alone.
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import statistics
 import tempfile
@@ -88,15 +92,26 @@ FAMILY_FIELDS: dict[str, dict[str, Any]] = {
 
 
 class Rig:
-    def __init__(self, models: Path, model: str, family: str = "zimage") -> None:
+    def __init__(
+        self,
+        models: Path,
+        model: str,
+        family: str = "zimage",
+        *,
+        sampler: Any = None,
+        per_row: bool = False,
+    ) -> None:
+        """A family's pipeline on a runtime of its own (`per_row`: fused LoRA copies off, as
+        INLINE_NO_LORA_FUSING turns them off), on its own sampler or `sampler`."""
         from inline_core.config import Config
         from inline_core.families.standalone import family_rig
         from inline_core.families.wan import WanFamily
         from inline_core.families.zimage import ZImageFamily
         from inline_core.sampling.loop import StepLoopSampler
 
-        self.sampler = StepLoopSampler()
-        config = Config(models_dir=models, profile="cpu", dtype="float32")
+        self.owns_sampler = sampler is None
+        self.sampler = StepLoopSampler() if sampler is None else sampler
+        config = Config(models_dir=models, profile="cpu", dtype="float32", no_lora_fusing=per_row)
         kind = WanFamily if family == "wan" else ZImageFamily
         self.rig = family_rig(kind, models, self.sampler, config=config)
         self.pipeline: Any = self.rig.pipeline(model)
@@ -137,7 +152,8 @@ class Rig:
         return time.perf_counter() - start
 
     def close(self) -> None:
-        self.sampler.close()
+        if self.owns_sampler:
+            self.sampler.close()
 
 
 class HookClock:
@@ -254,43 +270,133 @@ def throughput(root: Path, rounds: int, steps: int, family: str = "zimage") -> d
 
 
 def lone_overhead(root: Path, rounds: int) -> dict[str, Any]:
+    """A lone render of the mid-size model: no LoRA, one LoRA applied per row (fused copies off),
+    and one LoRA on its fused copy (made once, kept while its stack holds the forwards), on two
+    runtimes sharing one sampler (one loop thread computes), alternating per round. Each render's
+    wall time, and its forwards' own seconds (the sampler's count: what a LoRA changes)."""
     from inline_core.families.zimage.kit import build_kit, build_transformer
 
     build_kit(root, "mid", layouts=("diffusers",), dtype="float32")
     model = build_transformer("mid")
     [path] = write_loras(root, model, zimage_modules(model), 1, 16, "bench_mid")
-    rig = Rig(root, "zimage_mid_diffusers")
-    lora = (rig.use(path),)
+    from inline_core.sampling.loop import StepLoopSampler
+
+    # Phases on the loop, as a CPU server runs them: one thread computes everything.
+    shared = StepLoopSampler(phases="loop")
+    rows = Rig(root, "zimage_mid_diffusers", sampler=shared, per_row=True)
+    fused = Rig(root, "zimage_mid_diffusers", sampler=shared)
+    lora, fused_lora = (rows.use(path),), (fused.use(path),)
     hooks = HookClock()
+    forward_s: dict[str, list[float]] = {}
+
+    def setting(name: str, rig: Rig, loras: tuple[Any, ...]) -> Callable[[], float]:
+        def render() -> float:
+            before = rows.sampler.stats()["forwardSeconds"]
+            seconds = rig.wave([rig.job(1, 256, 4, loras, False)])
+            spent = rows.sampler.stats()["forwardSeconds"] - before
+            forward_s.setdefault(name, []).append(spent)
+            if rig is rows and loras:
+                hooks.forward += spent
+            return seconds
+
+        if rig is rows and loras:  # time the per-row hooks inside its forwards
+
+            def hooked() -> float:
+                with hooks:
+                    return render()
+
+            return hooked
+        return render
+
     try:
-        rig.wave([rig.job(1, 256, 4, lora, False)])  # warm, and the LoRA cached
-        forwards = rig.sampler.stats()["forwardSeconds"]
-
-        def with_lora() -> float:
-            nonlocal forwards
-            with hooks:
-                seconds = rig.wave([rig.job(1, 256, 4, lora, False)])
-            now = rig.sampler.stats()["forwardSeconds"]
-            hooks.forward += now - forwards
-            forwards = now
-            return seconds
-
-        def without() -> float:
-            nonlocal forwards
-            seconds = rig.wave([rig.job(1, 256, 4, (), False)])
-            forwards = rig.sampler.stats()["forwardSeconds"]
-            return seconds
-
-        times = alternate({"mid, no LoRA": without, "mid, 1 LoRA": with_lora}, rounds)
+        rows.wave([rows.job(1, 256, 4, lora, False)])  # warm, and the LoRA cached
+        fused.wave([fused.job(1, 256, 4, fused_lora, False)])  # warm: its copy is made
+        times = alternate(
+            {
+                PLAIN: setting(PLAIN, rows, ()),
+                PER_ROW: setting(PER_ROW, rows, lora),
+                FUSED: setting(FUSED, fused, fused_lora),
+            },
+            rounds,
+        )
+        # One forward at a time, the three alternating: what a LoRA adds to the forward itself,
+        # away from the encodes and decodes (many short samples drift less on a busy machine).
+        single = alternate(
+            {
+                PLAIN: one_forward(rows, ()),
+                PER_ROW: one_forward(rows, lora),
+                FUSED: one_forward(fused, fused_lora),
+            },
+            rounds * FORWARDS_PER_ROUND,
+        )
+        fuse_s = fuse_seconds(fused, path, rounds)
+        counts = fused.rig.runtime.adapter_totals.to_json()
     finally:
-        rig.close()
-    medians = {name: statistics.median(t) for name, t in times.items()}
+        shared.close()
+    walls = {name: statistics.median(t) for name, t in times.items()}
+    forwards = {name: statistics.median(t) for name, t in forward_s.items()}
+    one = {name: statistics.median(t) for name, t in single.items()}
     return {
-        "seconds": medians,
+        "oneForwardSeconds": one,
+        "oneForwardSamples": single,
+        "addedToOneForward": {
+            "per row": one[PER_ROW] / one[PLAIN] - 1,
+            "fused": one[FUSED] / one[PLAIN] - 1,
+        },
+        "seconds": walls,
         "samples": times,
-        "addedFraction": medians["mid, 1 LoRA"] / medians["mid, no LoRA"] - 1,
+        "forwardSeconds": forwards,
+        "forwardSamples": forward_s,
+        "addedFraction": {
+            "per row": walls[PER_ROW] / walls[PLAIN] - 1,
+            "fused": walls[FUSED] / walls[PLAIN] - 1,
+        },
+        "addedForwardFraction": {
+            "per row": forwards[PER_ROW] / forwards[PLAIN] - 1,
+            "fused": forwards[FUSED] / forwards[PLAIN] - 1,
+        },
+        "fusedOverPerRow": walls[FUSED] / walls[PER_ROW],
         "hookShareOfForward": hooks.inside / hooks.forward if hooks.forward else None,
+        "fuseSeconds": fuse_s,
+        "fusedRuntime": counts,
     }
+
+
+PLAIN, PER_ROW, FUSED = "mid, no LoRA", "mid, 1 LoRA per row", "mid, 1 LoRA fused"
+FORWARDS_PER_ROUND = 3
+
+
+def one_forward(rig: Rig, loras: tuple[Any, ...]) -> Callable[[], float]:
+    """One denoise forward of a prepared 256 px request, timed on the loop thread."""
+    pipeline = rig.pipeline
+    state = pipeline.request(
+        prompt="a render", width=256, height=256, steps=4, seed=1, loras=loras, **rig.fields
+    )
+    rig.sampler.compute(lambda: pipeline.prepare_encode(state))
+
+    def forward() -> float:
+        start = time.perf_counter()
+        pipeline.denoise_step([state])
+        return time.perf_counter() - start
+
+    return lambda: float(rig.sampler.compute(forward))
+
+
+def fuse_seconds(rig: Rig, path: Path, rounds: int) -> float:
+    """What making the fused copy of the LoRA at `path` on `rig`'s model takes (median)."""
+    import torch
+
+    from inline_core.diffusion.adapters.fused import fuse
+
+    bank = rig.pipeline.denoiser.adapters
+    [row] = bank.resolve([(rig.use(path),)])
+    seconds: list[float] = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        with torch.inference_mode():
+            fuse("bench", bank.rows.modules, row)
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
 
 
 def first_use(root: Path, rounds: int, steps: int) -> dict[str, Any]:
@@ -348,6 +454,10 @@ def throughput_rows(title: str, tput: dict[str, Any], unit: str) -> list[tuple[s
     return rows
 
 
+def _load(load: tuple[float, float, float]) -> str:
+    return ", ".join(f"{x:.2f}" for x in load)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -356,34 +466,55 @@ def main() -> int:
     parser.add_argument("--skip-mid", action="store_true")
     parser.add_argument("--wan-steps", type=int, default=4)
     parser.add_argument("--skip-wan", action="store_true")
+    parser.add_argument("--mid-only", action="store_true", help="the lone mid-size renders only")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    tiny = not args.mid_only
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="inline-lora-bench-") as tmp:
         root = Path(tmp) / "models"
-        tput = throughput(root, args.rounds, args.steps)
-        wan = None if args.skip_wan else throughput(root, args.rounds, args.wan_steps, "wan")
-        first = first_use(root, args.rounds, args.steps)
+        tput = throughput(root, args.rounds, args.steps) if tiny else None
+        wan_on = tiny and not args.skip_wan
+        wan = throughput(root, args.rounds, args.wan_steps, "wan") if wan_on else None
+        first = first_use(root, args.rounds, args.steps) if tiny else None
         lone = None if args.skip_mid else lone_overhead(root, args.mid_rounds)
-    rows = throughput_rows("Z-Image", tput, "img/s")
+    rows: list[tuple[str, str]] = []
+    if tput is not None:
+        rows += throughput_rows("Z-Image", tput, "img/s")
     if wan is not None:
         rows += throughput_rows("Wan", wan, "videos/s")
-    for name, seconds in first["renderSeconds"].items():
-        rows.append((f"lone tiny render, {name}", f"{seconds * 1000:.0f} ms"))
-    for name, seconds in first["loadSeconds"].items():
-        rows.append((f"LoRA weights, {name}", f"{seconds * 1000:.2f} ms"))
+    if first is not None:
+        for name, seconds in first["renderSeconds"].items():
+            rows.append((f"lone tiny render, {name}", f"{seconds * 1000:.0f} ms"))
+        for name, seconds in first["loadSeconds"].items():
+            rows.append((f"LoRA weights, {name}", f"{seconds * 1000:.2f} ms"))
     if lone is not None:
         for name, seconds in lone["seconds"].items():
             rows.append((f"lone render, {name}", f"{seconds:.3f} s"))
-        added = f"{lone['addedFraction'] * 100:+.1f}% (target <= 10%)"
-        rows.append(("added by 1 LoRA (mid, wall)", added))
+        for name, seconds in lone["forwardSeconds"].items():
+            rows.append((f"its forwards, {name}", f"{seconds:.3f} s"))
+        for name, seconds in lone["oneForwardSeconds"].items():
+            rows.append((f"one forward, {name}", f"{seconds * 1000:.0f} ms"))
+        for how, fraction in lone["addedFraction"].items():
+            added = f"{fraction * 100:+.1f}% (target <= 10%)"
+            rows.append((f"added by 1 LoRA {how} (mid, wall)", added))
+        for how, fraction in lone["addedForwardFraction"].items():
+            rows.append((f"added by 1 LoRA {how} (mid, forwards)", f"{fraction * 100:+.1f}%"))
+        for how, fraction in lone["addedToOneForward"].items():
+            rows.append((f"added by 1 LoRA {how} (mid, one forward)", f"{fraction * 100:+.1f}%"))
+        rows.append(("fused / per row (mid, wall)", f"{lone['fusedOverPerRow']:.3f}x"))
         share = lone["hookShareOfForward"]
         if share is not None:
             rows.append(("LoRA hooks' share of its forwards (mid)", f"{share * 100:.1f}%"))
+        rows.append(("making the fused copy (mid)", f"{lone['fuseSeconds'] * 1000:.0f} ms"))
+    rows.append(("load average (1, 5, 15 min), start", _load(load_before)))
+    rows.append(("load average (1, 5, 15 min), end", _load(os.getloadavg())))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
     out: dict[str, Any] = {
         "machine": platform.platform(),
+        "loadAverage": {"start": load_before, "end": os.getloadavg()},
         "rounds": args.rounds,
         "steps": args.steps,
         "throughput8": tput,

@@ -56,11 +56,13 @@ class Case:
     image: bool = False  # image-to-video from IMAGE_SIZE
     frames: int = RENDER["frames"]
     steps: int = RENDER["steps"]
+    guidance: float = RENDER["guidance"]
+    format: str = "png"  # the server's take: a lossless APNG (or "mp4")
 
     @property
     def render(self) -> dict[str, Any]:
         size = {"width": self.width, "height": self.height}
-        return {**RENDER, **size, "frames": self.frames, "steps": self.steps}
+        return {**size, "frames": self.frames, "steps": self.steps, "guidance": self.guidance}
 
 
 CASES = (
@@ -190,13 +192,12 @@ class Server:
         uploaded.raise_for_status()
         self.image_asset = str(uploaded.json()["id"])
 
-    def render(self, case: Case, seed: int) -> float:
-        from websockets.sync.client import connect
-
+    def graph(self, case: Case, seed: int) -> dict[str, Any]:
+        """input/text [+ input/image] -> `w`, an alibaba/wan node rendering the case."""
         node: dict[str, Any] = {
             "id": "w",
             "type": "alibaba/wan",
-            "params": {**case.render, "seed": seed, "model": case.model, "format": "png"},
+            "params": {**case.render, "seed": seed, "model": case.model, "format": case.format},
             "inputs": {"prompt": {"from": "p", "output": "text"}},
         }
         nodes: list[dict[str, Any]] = [
@@ -206,11 +207,19 @@ class Server:
             asset = {"ref": "asset", "id": self.image_asset}
             nodes.append({"id": "i", "type": "input/image", "params": {"asset": asset}})
             node["inputs"]["image"] = {"from": "i", "output": "image"}
-        graph = {"schemaVersion": 1, "nodes": [*nodes, node]}
-        t0 = time.perf_counter()
-        response = self.client.post("/v1/runs", json={"graph": graph, "target": "w"})
+        return {"schemaVersion": 1, "nodes": [*nodes, node]}
+
+    def submit(self, case: Case, seed: int) -> str:
+        body = {"graph": self.graph(case, seed), "target": "w"}
+        response = self.client.post("/v1/runs", json=body)
         response.raise_for_status()
-        run_id = response.json()["runId"]
+        return str(response.json()["runId"])
+
+    def render(self, case: Case, seed: int) -> float:
+        from websockets.sync.client import connect
+
+        t0 = time.perf_counter()
+        run_id = self.submit(case, seed)
         with connect(f"ws://127.0.0.1:{self.port}/v1/runs/{run_id}/events") as ws:
             while (event := json.loads(ws.recv()))["type"] not in ("run_done", "error"):
                 pass

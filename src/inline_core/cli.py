@@ -97,6 +97,11 @@ def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
         "--allow-cpu-offload", action="store_true", help="opt into CPU offload (slow, saves VRAM)"
     )
     dev.add_argument(
+        "--no-lora-fusing",
+        action="store_true",
+        help="apply LoRAs per row only, never on a fused private copy of the weights",
+    )
+    dev.add_argument(
         "--multi-gpu",
         "--parallel",
         dest="parallel",
@@ -142,6 +147,7 @@ def apply_serve_args(args: argparse.Namespace, env: dict[str, str] | None = None
         "INLINE_RAM_BUDGET_GB": str(args.ram_budget) if args.ram_budget else None,
         "INLINE_DTYPE": args.dtype,
         "INLINE_ALLOW_CPU_OFFLOAD": "1" if args.allow_cpu_offload else None,
+        "INLINE_NO_LORA_FUSING": "1" if args.no_lora_fusing else None,
         "INLINE_PARALLEL": args.parallel,
         "INLINE_MAX_BATCH": None if args.max_batch is None else str(args.max_batch),
         "INLINE_BATCH_TOKEN_BUDGET": None

@@ -129,6 +129,7 @@ class Config:
     ram_budget_gb: float | None = None  # RAM the models may take where they live in RAM
     dtype: str | None = None  # float32 | bfloat16 | float16; None (auto) = per hardware
     allow_cpu_offload: bool = False
+    no_lora_fusing: bool = False  # LoRAs per row only: never a fused private copy
     parallel: str | None = None  # e.g. "ulysses=2"
     # Access
     api_token: str | None = None
@@ -221,6 +222,7 @@ class Config:
             ram_budget_gb=_float(env, "INLINE_RAM_BUDGET_GB", None),
             dtype=env.get("INLINE_DTYPE") or None,
             allow_cpu_offload=_flag(env, "INLINE_ALLOW_CPU_OFFLOAD"),
+            no_lora_fusing=_flag(env, "INLINE_NO_LORA_FUSING"),
             parallel=env.get("INLINE_PARALLEL") or None,
             api_token=env.get("INLINE_API_TOKEN") or None,
             allow_insecure=_flag(env, "INLINE_ALLOW_INSECURE"),

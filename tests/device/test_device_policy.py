@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import cast
 
 import pytest
 from device_machines import (
@@ -322,12 +321,3 @@ def test_hardware_descriptions_reject_contradictions() -> None:
         HardwareDescription(gpus=(cuda(8000),), ram_mb=GIB, cpu_count=1, backend="mps")
     with pytest.raises(ValueError, match="cpu_count"):
         HardwareDescription.cpu_only(ram_mb=GIB, cpu_count=0)
-
-
-def test_health_records_how_lora_adapters_are_applied_and_why() -> None:
-    """Per-row deltas on shared weights on every profile; the reason names the profile's case."""
-    cpu = cast(dict[str, str], DevicePolicy(CPU_BOX).describe()["adapters"])
-    assert cpu["mode"] == "per-row" and "share forwards" in cpu["reason"]
-    settings = DeviceSettings(allow_cpu_offload=True)
-    offloaded = cast(dict[str, str], DevicePolicy(RTX_3070, settings).describe()["adapters"])
-    assert offloaded["mode"] == "per-row" and "offloaded" in offloaded["reason"]

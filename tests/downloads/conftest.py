@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # helpers live next to this file
     sys.path.insert(0, str(HERE))
 
+from download_support import without_hub_token  # noqa: E402
 from fake_hub import FakeHub  # noqa: E402
 
 from inline_core.config import Config  # noqa: E402
@@ -21,14 +22,7 @@ from inline_core.config import Config  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def no_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import huggingface_hub.constants as constants
-
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))
-    monkeypatch.setattr(
-        constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "hf-home" / "stored_tokens")
-    )
+    without_hub_token(monkeypatch, tmp_path / "hf-home")
 
 
 @pytest.fixture

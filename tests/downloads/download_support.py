@@ -1,4 +1,5 @@
-"""Helpers of the download tests: files of known bytes, waiting on a download, its events."""
+"""Helpers of the download tests: no hub token, files of known bytes, waiting on a download, its
+events."""
 
 from __future__ import annotations
 
@@ -8,9 +9,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 FINISHED = ("done", "error", "cancelled")
+
+
+def without_hub_token(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """No Hugging Face token to be found: none in the environment, the token files under `home`
+    (empty), so a test never reaches a real account."""
+    import huggingface_hub.constants as constants
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
 
 
 def write_blob(path: Path, size: int, seed: int) -> Path:

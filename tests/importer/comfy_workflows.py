@@ -263,22 +263,45 @@ def _zimage_nodes(t: ZImageTemplate, *, ksampler_id: int = 3) -> list[Json]:
     ]
 
 
+def zimage_ui_nodes(**fields: Unpack[TemplateFields]) -> list[Json]:
+    """The template's nodes as the UI saves them, without links or an output node."""
+    return _zimage_nodes(ZImageTemplate(**fields))
+
+
+# The template's links in the UI format (its SaveImage is node 9).
+ZIMAGE_LINKS: list[LinkRow] = [
+    (20, 16, 0, 11, 0, "MODEL"),
+    (21, 18, 0, 6, 0, "CLIP"),
+    (22, 17, 0, 8, 1, "VAE"),
+    (23, 11, 0, 3, 0, "MODEL"),
+    (24, 6, 0, 3, 1, "CONDITIONING"),
+    (25, 6, 0, 7, 0, "CONDITIONING"),
+    (26, 7, 0, 3, 2, "CONDITIONING"),
+    (27, 13, 0, 3, 3, "LATENT"),
+    (28, 3, 0, 8, 0, "LATENT"),
+    (29, 8, 0, 9, 0, "IMAGE"),
+]
+
+
+def ui_document(nodes: list[Json], links: list[LinkRow]) -> Json:
+    """A UI-format workflow of `nodes` wired by `links` (schema 0.4, links as arrays)."""
+    return {
+        "last_node_id": max(n["id"] for n in nodes),
+        "last_link_id": max(row[0] for row in links),
+        "nodes": nodes,
+        "links": wire(nodes, links),
+        "groups": [],
+        "config": {},
+        "extra": {},
+        "version": 0.4,
+    }
+
+
 def zimage_ui(**fields: Unpack[TemplateFields]) -> Json:
     """The same template as the UI saves it (schema 0.4, links as arrays)."""
     nodes = _zimage_nodes(ZImageTemplate(**fields))
     nodes.append(ui_node(9, "SaveImage", inputs=[("images", "IMAGE")], widgets=["z-image"]))
-    links: list[LinkRow] = [
-        (20, 16, 0, 11, 0, "MODEL"),
-        (21, 18, 0, 6, 0, "CLIP"),
-        (22, 17, 0, 8, 1, "VAE"),
-        (23, 11, 0, 3, 0, "MODEL"),
-        (24, 6, 0, 3, 1, "CONDITIONING"),
-        (25, 6, 0, 7, 0, "CONDITIONING"),
-        (26, 7, 0, 3, 2, "CONDITIONING"),
-        (27, 13, 0, 3, 3, "LATENT"),
-        (28, 3, 0, 8, 0, "LATENT"),
-        (29, 8, 0, 9, 0, "IMAGE"),
-    ]
+    links = ZIMAGE_LINKS
     return {
         "id": "8d1b0d5e-7a55-4b36-9d0e-3c1c1a1f9e21",
         "revision": 0,
@@ -473,16 +496,7 @@ def sd_txt2img_ui() -> Json:
         (8, 4, 2, 8, 1, "VAE"),
         (9, 8, 0, 9, 0, "IMAGE"),
     ]
-    return {
-        "last_node_id": 9,
-        "last_link_id": 9,
-        "nodes": nodes,
-        "links": wire(nodes, links),
-        "groups": [],
-        "config": {},
-        "extra": {},
-        "version": 0.4,
-    }
+    return ui_document(nodes, links)
 
 
 def with_nodes(workflow: Json, **extra: Json) -> Json:

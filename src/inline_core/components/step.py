@@ -100,9 +100,11 @@ class SupportsChunkedVAEDecode(Protocol):
 class StreamsChunks(Protocol):
     """A request state whose decode delivers its frames chunk by chunk: the node runner sets
     `on_chunk`, and the pipeline calls it as each chunk decodes with (the chunk's first frame
-    index, its frames, the total frame count), from whichever thread decodes."""
+    index, its frames as uint8 (frames, height, width, 3), the total frame count), from
+    whichever thread decodes. `fps`: how fast they play (the streamed video's rate)."""
 
     on_chunk: Any
+    fps: int
 
 
 @runtime_checkable

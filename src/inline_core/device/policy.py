@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inline_core.config import Config
-from inline_core.device.adapters import adapter_mode
+from inline_core.device.adapters import AdapterMode, adapter_mode
 from inline_core.device.hardware import HardwareDescription
 from inline_core.device.profile import Profile, choose_profile, resolve_profile
 from inline_core.device.split import (
@@ -67,6 +67,13 @@ class Placement:
     vae_slicing: bool = False
     attention_slicing: bool = False
     quantize: str | None = None  # "int8" weights, or None
+    # A held LoRA stack may get a fused copy (`device/adapters.py`; health's `device.adapters`).
+    lora_fusing: bool = True
+
+    @property
+    def adapters(self) -> AdapterMode:
+        """How this placement applies LoRAs: per row, or also on a fused copy where one pays."""
+        return adapter_mode(self.offload, self.quantize, self.lora_fusing)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -147,8 +154,10 @@ def make_placement(
     fp16_safe: bool = True,
     prefer_fp16: bool = False,
     dtype: str | None = None,
+    lora_fusing: bool = True,
 ) -> Placement:
-    """The placement of one component role under a profile (`dtype`: the stated one, if any)."""
+    """The placement of one component role under a profile (`dtype`: the stated one, if any;
+    `lora_fusing`: False where the user turned fused LoRA copies off)."""
     if role not in ROLES:
         raise ValueError(f"unknown component role {role!r}; roles: {', '.join(ROLES)}")
     chosen = compute_dtype(
@@ -158,14 +167,15 @@ def make_placement(
         # VAE decoders are known to overflow in float16; the VAE is small, so float32 is cheap.
         chosen = "float32"
     if profile is Profile.CPU:
-        return Placement(device="cpu", dtype=chosen)
+        return Placement(device="cpu", dtype=chosen, lora_fusing=lora_fusing)
     if not hw.gpus:
         raise ValueError(f"profile {profile.value} needs a GPU")
     if profile is Profile.GPU_MAX:
-        return Placement(device=hw.backend, dtype=chosen)
+        return Placement(device=hw.backend, dtype=chosen, lora_fusing=lora_fusing)
     return Placement(
         device=hw.backend,
         dtype=chosen,
+        lora_fusing=lora_fusing,
         offload=offload_enabled(hw, profile, allow_cpu_offload),
         vae_tiling=role == "vae",
         vae_slicing=role == "vae",
@@ -213,8 +223,8 @@ def memory_budget_mb(
 @dataclass(frozen=True)
 class DeviceSettings:
     """The user's explicit device choices (`INLINE_PROFILE`, `INLINE_VRAM_BUDGET_GB`,
-    `INLINE_RAM_BUDGET_GB`, `INLINE_DTYPE`, `INLINE_ALLOW_CPU_OFFLOAD`, `INLINE_PARALLEL`). None
-    means "decide from the hardware"."""
+    `INLINE_RAM_BUDGET_GB`, `INLINE_DTYPE`, `INLINE_ALLOW_CPU_OFFLOAD`, `INLINE_PARALLEL`,
+    `INLINE_NO_LORA_FUSING`). None means "decide from the hardware"."""
 
     profile: Profile | None = None
     vram_budget_gb: float | None = None
@@ -222,6 +232,7 @@ class DeviceSettings:
     parallel: ParallelSpec | None = None  # ParallelSpec() (from "off") forbids a split
     dtype: str | None = None  # the compute dtype of every component (None: per hardware)
     ram_budget_gb: float | None = None  # RAM that weights living in RAM may take
+    lora_fusing: bool = True  # False: LoRAs per row only (INLINE_NO_LORA_FUSING)
 
     def __post_init__(self) -> None:
         for name, value in (
@@ -242,6 +253,7 @@ class DeviceSettings:
             parallel=ParallelSpec.parse(config.parallel) if config.parallel else None,
             dtype=parse_dtype(config.dtype),
             ram_budget_gb=config.ram_budget_gb,
+            lora_fusing=not config.no_lora_fusing,
         )
 
 
@@ -350,7 +362,7 @@ class DevicePolicy:
             "ramMb": hw.ram_mb,
             "cpuCount": hw.cpu_count,
             "placements": {role: p.to_json() for role, p in self._placements.items()},
-            "adapters": adapter_mode(denoiser.offload, denoiser.quantize).to_json(),
+            "adapters": denoiser.adapters.to_json(),
             # Step caching for renders that ask for nothing: from this many steps, these settings.
             "stepCache": {"fromSteps": STEP_CACHE_FROM_STEPS, **StepCacheSettings().to_json()},
         }
@@ -367,4 +379,5 @@ class DevicePolicy:
             fp16_safe=fp16_safe,
             prefer_fp16=prefer_fp16,
             dtype=self._settings.dtype,
+            lora_fusing=self._settings.lora_fusing,
         )

@@ -8,8 +8,10 @@ The denoiser's `request()` takes the `sample` arguments a family serving the pri
 `prompt` (unused, ""), `width`, `height`, `steps`, `guidance`, `seed`, `sampler`,
 `sigma_schedule`, `denoise`, `start` (latents to start from), `batch_size`, `batch_index`,
 `positive` and `negative` (encoded prompts), `loras` (the model handle's LoRA stack, a
-tuple of `diffusion.adapters.stack.LoraUse`) and, for a model with a control (`load/controlnet`),
-`control` (the family's record of it) and `control_latents` (its image, encoded here).
+tuple of `diffusion.adapters.stack.LoraUse`), for a latent with a noise mask `noise_mask` (the
+mask as a `(1, 1, H, W)` tensor, white repaints, at its own size) and, for a model with a control
+(`load/controlnet`), `control` (the family's record of it) and `control_latents` (its image,
+encoded here), with `control_inpaint` and `control_mask` where it inpaints (`masks.py`).
 
 Where the device policy splits the model across ranks, `load/diffusion-model` starts the worker
 group with the transformer (no weights in this process) and `sample` denoises there: the encoded
@@ -30,6 +32,7 @@ from PIL import Image
 
 from inline_core.components.interfaces import Latents
 from inline_core.components.step import caches_steps, step_cache_counts
+from inline_core.diffusion import masks
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.engine.group import GroupPipeline, ModelGroup
 from inline_core.engine.runtime import ModelRuntime
@@ -176,7 +179,7 @@ def encode_image(
 
 
 def _crop(image: Image.Image, multiple: int) -> Image.Image:
-    width, height = (side // multiple * multiple for side in image.size)
+    left, top, width, height = masks.crop_box(image.width, image.height, multiple)
     if width == 0 or height == 0:
         raise InvalidRequest(
             f"the image is {image.width}x{image.height}; it must be at least "
@@ -184,8 +187,35 @@ def _crop(image: Image.Image, multiple: int) -> Image.Image:
         )
     if (width, height) == image.size:
         return image
-    left, top = (image.width - width) // 2, (image.height - height) // 2
     return image.crop((left, top, left + width, top + height))
+
+
+def encode_for_inpaint(
+    runtime: ModelRuntime,
+    family: Family,
+    handle: VAEHandle,
+    image: Image.Image,
+    mask: Image.Image,
+    grow: int,
+    render: Hashable = None,
+) -> LatentHandle:
+    """`vae/encode-inpaint`: the image cropped as `encode_image` crops it, its masked part
+    encoded as mid-gray, and the grown mask as the latent's noise mask (`masks.py`)."""
+
+    def encode() -> tuple[tuple[int, int], Latents, Image.Image]:
+        vae: Any = runtime.stacks().vae(family, handle.source, render)
+        with torch.inference_mode():
+            return masks.encode_for_inpaint(vae, image, mask, grow)
+
+    (width, height), latents, noise_mask = runtime.compute(encode)
+    return LatentHandle(
+        width=width,
+        height=height,
+        batch=1,
+        samples=(latents,),
+        info={"vae": handle.name, "width": width, "height": height},
+        noise_mask=noise_mask,
+    )
 
 
 # -- sampling ------------------------------------------------------------------------------------
@@ -235,11 +265,15 @@ def sample(
         # Cached steps are an approximation: the decoded take says how, and what it skipped.
         **(_cache_info(runtime, cache, states) if cache is not None else {}),
         **(_control_info(model) if model.control else {}),
+        **({"noise_mask": True} if latent.noise_mask is not None else {}),
         "model": model.name,
         "width": latent.width,
         "height": latent.height,
     }
-    return LatentHandle(latent.width, latent.height, latent.batch, tuple(samples), info)
+    # The noise mask stays with the latents, as ComfyUI's sampled latent keeps it.
+    return LatentHandle(
+        latent.width, latent.height, latent.batch, tuple(samples), info, latent.noise_mask
+    )
 
 
 def _requests(
@@ -254,7 +288,9 @@ def _requests(
     pipeline: Any,
 ) -> list[Any]:
     guidance = family.guidance_for_cfg(settings.cfg)
-    control = _control_fields(runtime, family, model, latent, ctx.run_id)
+    fields = _control_fields(runtime, family, model, latent, ctx.run_id)
+    if latent.noise_mask is not None:  # at its own size: the denoiser resizes it to the latent
+        fields["noise_mask"] = masks.mask_tensor(latent.noise_mask)
     return [
         pipeline.request(
             prompt="",
@@ -273,7 +309,7 @@ def _requests(
             negative=negative.conditioning if settings.guided and negative is not None else None,
             # A family that takes no LoRAs gets no stack (load/lora refused one for it).
             **({"loras": model.loras} if model.loras else {}),
-            **control,
+            **fields,
         )
         for index in range(latent.batch)
     ]
@@ -311,17 +347,17 @@ def _control_fields(
     render: Hashable,
 ) -> dict[str, Any]:
     """A controlled model's request fields: its family's control record, and the control image
-    encoded (the posterior's mode) at the latent's size, resized as the high-level nodes do."""
+    encoded (the posterior's mode) at the latent's size, resized as the high-level nodes do;
+    with a mask or an image to inpaint, those too (`masks.control_inpaint`)."""
     control = model.control
     if control is None:
         return {}
     vae: Any = runtime.stacks().vae(family, control.vae.source, render)
-    image = cast(Image.Image, control.image).convert("RGB")
-    if image.size != (latent.width, latent.height):
-        image = image.resize((latent.width, latent.height), Image.Resampling.LANCZOS)
     with torch.inference_mode():
-        latents = cast(Latents, vae.encode(image, None))
-    return {"control": control.use, "control_latents": latents}
+        fields = masks.control_inpaint(
+            vae, control.image, control.inpaint_image, control.mask, latent.width, latent.height
+        )
+    return {"control": control.use, **fields}
 
 
 def _control_info(model: ModelHandle) -> dict[str, Any]:

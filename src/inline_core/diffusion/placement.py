@@ -41,6 +41,9 @@ class PlacementLike(Protocol):
     @property
     def quantize(self) -> str | None: ...
 
+    @property
+    def lora_fusing(self) -> bool: ...
+
 
 def torch_dtype(name: str) -> torch.dtype:
     dtype = getattr(torch, name.removeprefix("torch."), None)

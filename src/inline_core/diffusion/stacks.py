@@ -22,9 +22,10 @@ from inline_core.device.policy import Placement
 from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.stepcache.adopt import with_step_cache
+from inline_core.engine.adapter_counts import AdapterTotals
 from inline_core.engine.group import rank_spec
 from inline_core.engine.residency import Footprint, ResidentCache
-from inline_core.families.builder import ADAPTER_CACHE, FamilyBuilder, Parts
+from inline_core.families.builder import ADAPTER_CACHE, FUSED_COPIES, FamilyBuilder, Parts
 from inline_core.families.discovery import load_builder
 from inline_core.families.family import Family
 from inline_core.families.sources import DEFAULT, Sources
@@ -38,6 +39,7 @@ class StackHost(Protocol):
     role of a family runs, and the one residency cache every family shares."""
 
     residency: ResidentCache
+    adapter_totals: AdapterTotals
 
     def placement(self, family: Family, role: str) -> Placement: ...
 
@@ -202,7 +204,12 @@ class Stacks:
             self.swap,
             model_key=transformer_key,  # the weights, device and dtype of the forward
             remote=remote,
-            extra={ADAPTER_CACHE: self._adapter_cache(frozenset(keys))},
+            extra={
+                ADAPTER_CACHE: self._adapter_cache(frozenset(keys)),
+                FUSED_COPIES: ResidentCopies(
+                    self.runtime.residency, frozenset(keys), self.runtime.adapter_totals
+                ),
+            },
         )
         made = make(parts)
         with self._lock:
@@ -226,3 +233,27 @@ class Stacks:
             part_keys = memo_key[1:]
             if any(residency.peek(k) is not v for k, v in zip(part_keys, values, strict=True)):
                 del self._memo[memo_key]
+
+
+class ResidentCopies:
+    """Fused LoRA copies (`diffusion/adapters/fusing.py`) as residency entries: counted in the
+    budget, evicted when memory is needed, never evicting the parts of the model they copy."""
+
+    def __init__(
+        self, residency: ResidentCache, keep: frozenset[Hashable], totals: AdapterTotals
+    ) -> None:
+        self._residency = residency
+        self._keep = keep
+        self.totals = totals
+
+    def room(self) -> int | None:
+        return self._residency.room()
+
+    def put(self, key: Hashable, value: object, footprint: Footprint) -> None:
+        self._residency.put(key, value, footprint, keep=self._keep)
+
+    def holds(self, key: Hashable, value: object) -> bool:
+        return self._residency.holds(key, value)
+
+    def drop(self, key: Hashable) -> bool:
+        return self._residency.evict(key)

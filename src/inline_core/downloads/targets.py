@@ -15,6 +15,16 @@ from pathlib import Path
 from typing import Literal
 
 Layout = Literal["comfy", "diffusers"]
+# A diffusers pipeline folder as a download: its model index and its parts' folders (not the
+# repo's example images or its original-format weights).
+DIFFUSERS_PIPELINE = (
+    "model_index.json",
+    "scheduler/*",
+    "transformer/*",
+    "vae/*",
+    "text_encoder/*",
+    "tokenizer/*",
+)
 
 
 @dataclass(frozen=True)
@@ -91,17 +101,29 @@ class Downloads:
         lines = [f"what it downloads (into {models}/; --models DIR for another folder):"]
         for name, members in self.presets.items():
             sizes = [self.targets[m].approx_gb for m in members]
-            about = f", about {sum(s for s in sizes if s):.1f} GB" if all(sizes) else ""
+            about = f", about {_size(sum(s for s in sizes if s))}" if all(sizes) else ""
             default = " (the default)" if name == self.default else ""
             lines.append(f"  {name}{default}: {' + '.join(members)}{about}")
         for name, target in self.targets.items():
-            about = f", about {target.approx_gb:.1f} GB" if target.approx_gb else ""
+            about = f", about {_size(target.approx_gb)}" if target.approx_gb else ""
             default = " (the default)" if name == self.default else ""
             lines.append(f"  {name}{default}: {target.repo_id}{about}")
             lines.append(f"      {', '.join(target.files)}")
             lines.append(f"      -> {target.destination(models)}")
         return "\n".join(lines)
 
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """`inline-core download` over this table: the download manager, with progress (imported
+        here: the table alone is what the server's requirements route needs)."""
+        from inline_core.downloads.cli import run_cli
+
+        return run_cli(self, argv)
+
     def providing(self, role: str) -> list[tuple[str, Target]]:
         """The targets that provide one part of the stack, in table order."""
         return [(name, t) for name, t in self.targets.items() if role in t.roles]
+
+
+def _size(gb: float) -> str:
+    """A rough size for the listing: GB, or MB below a tenth of one (a tokenizer's files)."""
+    return f"{gb:.1f} GB" if gb >= 0.1 else f"{gb * 1000:.0f} MB"

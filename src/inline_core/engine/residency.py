@@ -118,10 +118,34 @@ class ResidentCache:
                 self._warn_if_over_budget()
             return value
 
+    def put(
+        self, key: Hashable, value: object, footprint: Footprint, keep: Collection[Hashable] = ()
+    ) -> None:
+        """Hold `value` (made here, not loaded from files: not counted as a load) under `key`,
+        in the budget like any entry, evicting others but `keep` to make room."""
+        with self._lock:
+            self._entries.pop(key, None)
+            self._make_room(footprint.own_bytes, keep)
+            self._entries[key] = _Entry(value, footprint)
+            self._warn_if_over_budget()
+
     def peek(self, key: Hashable) -> Any | None:
         with self._lock:
             entry = self._entries.get(key)
             return None if entry is None else entry.value
+
+    def room(self) -> int | None:
+        """Bytes of the budget no resident entry takes (None: no budget)."""
+        with self._lock:
+            if self.budget_bytes is None:
+                return None
+            return max(0, self.budget_bytes - self._own_bytes())
+
+    def holds(self, key: Hashable, value: object) -> bool:
+        """Whether `value` is the one resident under `key` (not evicted, nor replaced)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return entry is not None and entry.value is value
 
     def evict(self, key: Hashable) -> bool:
         with self._lock:

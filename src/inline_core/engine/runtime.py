@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from inline_core.config import Config
 from inline_core.device.split import ParallelSpec
+from inline_core.engine.adapter_counts import AdapterTotals
 from inline_core.engine.residency import ResidentCache
 from inline_core.errors import InvalidRequest, Unavailable
 from inline_core.families.family import Family
@@ -60,6 +61,7 @@ class ModelRuntime:
         self._closed = False
         self.previews = PreviewWorker()
         self.step_cache_totals = StepCacheTotals()  # every cached render's counts
+        self.adapter_totals = AdapterTotals()  # how forwards applied their LoRAs
         self._renderer: PreviewRenderer | None = None
         if policy is not None:
             self._apply_budget(policy)

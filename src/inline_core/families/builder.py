@@ -19,6 +19,7 @@ from inline_core.device.policy import Placement
 from inline_core.models.source import Source
 
 ADAPTER_CACHE = "adapter_cache"
+FUSED_COPIES = "fused_copies"
 
 
 @dataclass
@@ -29,7 +30,8 @@ class Parts:
     device and dtype of the forward (requests with equal keys may share one); `remote` is how a
     worker group's ranks rebuild the same stack (None: not built from files). `extra` carries
     what the resident stacks add: under `ADAPTER_CACHE` the cache adapter weights load through
-    (absent on a rank: the denoiser keeps its own)."""
+    (absent on a rank: the denoiser keeps its own), under `FUSED_COPIES` where fused LoRA copies
+    are counted (absent on a rank: its forwards apply LoRAs per row)."""
 
     values: Mapping[str, Any]
     placements: Mapping[str, Placement]

@@ -74,7 +74,9 @@ class TokenizerRule:
     fallback: Callable[[], Path | None]  # e.g. a tokenizer a package ships
     hint: str
     # A tokenizer-only folder (no weights) in the encoder's category whose name matches, for a
-    # single-file encoder no package ships a tokenizer for (e.g. `text_encoders/umt5-tokenizer/`).
+    # single-file encoder no package ships a tokenizer for (e.g. `text_encoders/umt5-tokenizer/`):
+    # the tokenizer's files in it, or in its `tokenizer/` subfolder (a diffusers repo's, as a
+    # download target with a folder lands it).
     folder: re.Pattern[str] | None = None
 
 
@@ -293,8 +295,12 @@ class StackResolver:
         except OSError:
             return None
         for child in children:
-            if child.is_dir() and pattern.search(child.name) and has_tokenizer(child):
+            if not child.is_dir() or not pattern.search(child.name):
+                continue
+            if has_tokenizer(child):
                 return Source(child)
+            if has_tokenizer(child / TOKENIZER):  # a repo's `tokenizer/` folder, downloaded
+                return Source(child, TOKENIZER)
         return None
 
     # -- one picked file per part (the low-level loaders) --------------------------------------

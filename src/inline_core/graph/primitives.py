@@ -135,7 +135,9 @@ INPUT_LORA = _lora_node(
 )
 
 # `model` in, the same model steered by a control model and its image out (ComfyUI's
-# ModelPatchLoader + QwenImageDiffsynthControlnet); the image is encoded at the latent's size.
+# ModelPatchLoader + QwenImageDiffsynthControlnet, or ZImageFunControlnet); the images are
+# encoded at the latent's size. A control model that inpaints takes a mask (white repaints) and
+# the image it masks (without one: mid-gray), and a mid-gray control image when none is wired.
 LOAD_CONTROLNET = NodeDescriptor(
     type="load/controlnet",
     title="Apply control model",
@@ -145,7 +147,9 @@ LOAD_CONTROLNET = NodeDescriptor(
     inputs=(
         PortSpec("model", PortKind.MODEL),
         PortSpec("vae", PortKind.VAE),
-        PortSpec("image", PortKind.IMAGE, label="Control image"),
+        PortSpec("image", PortKind.IMAGE, optional=True, label="Control image"),
+        PortSpec("mask", PortKind.MASK, optional=True, label="Inpaint mask (white repaints)"),
+        PortSpec("inpaint_image", PortKind.IMAGE, optional=True, label="Image to inpaint"),
     ),
     params=(
         ParamSpec(
@@ -158,7 +162,8 @@ LOAD_CONTROLNET = NodeDescriptor(
         ParamSpec("strength", ParamWidget.NUMBER, 1.0, minimum=-10.0, maximum=10.0, step=0.01),
     ),
     outputs=(PortSpec("model", PortKind.MODEL),),
-    description="Steers the model with a control model from controlnet/ and a control image.",
+    description="Steers the model with a control model from controlnet/ and a control image; "
+    "a control model that inpaints also takes a mask and the image it masks.",
 )
 
 ENCODE_TEXT = NodeDescriptor(
@@ -233,6 +238,38 @@ VAE_ENCODE = NodeDescriptor(
     outputs=(PortSpec("latent", PortKind.LATENT),),
 )
 
+# ComfyUI's VAEEncodeForInpaint: the masked pixels (the mask rounded) encoded as mid-gray, and
+# the mask grown by `grow` pixels as the latent's noise mask.
+VAE_ENCODE_INPAINT = NodeDescriptor(
+    type="vae/encode-inpaint",
+    title="VAE encode for inpainting",
+    category="latent",
+    icon="square",
+    hidden=True,
+    inputs=(
+        PortSpec("vae", PortKind.VAE),
+        PortSpec("image", PortKind.IMAGE),
+        PortSpec("mask", PortKind.MASK),
+    ),
+    params=(ParamSpec("grow", ParamWidget.NUMBER, 6, minimum=0, maximum=64, step=1, integer=True),),
+    outputs=(PortSpec("latent", PortKind.LATENT),),
+    description="Encodes the image with its masked part mid-gray; `sample` repaints the mask, "
+    "grown by `grow` pixels, and keeps the rest.",
+)
+
+# ComfyUI's SetLatentNoiseMask: `sample` repaints where the mask is white and keeps the latent
+# elsewhere (a gray mask blends), at every step.
+LATENT_NOISE_MASK = NodeDescriptor(
+    type="latent/noise-mask",
+    title="Set latent noise mask",
+    category="latent",
+    icon="square",
+    hidden=True,
+    inputs=(PortSpec("latent", PortKind.LATENT), PortSpec("mask", PortKind.MASK)),
+    outputs=(PortSpec("latent", PortKind.LATENT),),
+    description="Sampling repaints the latent where the mask is white and keeps it where black.",
+)
+
 PRIMITIVE_DESCRIPTORS: tuple[NodeDescriptor, ...] = (
     LOAD_DIFFUSION_MODEL,
     LOAD_VAE,
@@ -245,6 +282,8 @@ PRIMITIVE_DESCRIPTORS: tuple[NodeDescriptor, ...] = (
     SAMPLE,
     VAE_DECODE,
     VAE_ENCODE,
+    VAE_ENCODE_INPAINT,
+    LATENT_NOISE_MASK,
 )
 
 

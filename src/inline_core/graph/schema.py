@@ -56,9 +56,10 @@ class PortKind(StrEnum):
 
 
 # Output kind -> input kinds it may feed besides its own: an image is a one-image list and a
-# one-frame video (the executor wraps it, `executor._gather_inputs`).
+# one-frame video (the executor wraps it, `executor._gather_inputs`), and a mask read by its
+# luminance (the node taking it converts it, `mask_nodes.mask_value`).
 _COERCIONS: dict[PortKind, frozenset[PortKind]] = {
-    PortKind.IMAGE: frozenset({PortKind.IMAGES, PortKind.VIDEO}),
+    PortKind.IMAGE: frozenset({PortKind.IMAGES, PortKind.VIDEO, PortKind.MASK}),
 }
 
 

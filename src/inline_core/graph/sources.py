@@ -53,19 +53,32 @@ def _ref_param(params: Mapping[str, Any]) -> Mapping[str, Any]:
     return cast(Mapping[str, Any], params["asset"])
 
 
-def open_rgb(path: Path, what: str) -> Image.Image:
-    """Open an image file fully (so a truncated file fails here, not downstream) as RGB."""
+def open_image(path: Path, what: str) -> Image.Image:
+    """Open an image file fully (so a truncated file fails here, not downstream), in its own
+    mode (its alpha kept)."""
     try:
         with Image.open(path) as probe:
             probe.verify()  # checks the file's structure; the image must be reopened after it
-        with Image.open(path) as image:
+        image = Image.open(path)
+        try:
             image.load()
-            return image.convert("RGB")
+        except BaseException:
+            image.close()
+            raise
+        return image
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise InvalidRequest(f"{what} is not a readable image: {exc}") from exc
 
 
-class ImageSource(NodeRunner):
+def open_rgb(path: Path, what: str) -> Image.Image:
+    """`open_image`, as RGB."""
+    with open_image(path, what) as image:
+        return image.convert("RGB")
+
+
+class MediaSource(NodeRunner):
+    """A source reading an uploaded asset or a take, named by its `asset` param."""
+
     def __init__(self, media: MediaResolver) -> None:
         self.media = media
 
@@ -89,10 +102,15 @@ class ImageSource(NodeRunner):
         ref = media_ref(_ref_param(params))
         return f"{ref.ref}:{ref.id}"
 
+    def path(self, params: Mapping[str, Any]) -> tuple[Path, str]:
+        """The file behind the node's `asset`, and how to name it in an error."""
+        ref = media_ref(_ref_param(params))
+        return self.media.resolve(ref), f"{ref.ref} {ref.id!r}"
+
+
+class ImageSource(MediaSource):
     def run(self, call: NodeCall) -> NodeResult:
-        ref = media_ref(_ref_param(call.params))
-        path = self.media.resolve(ref)
-        image = open_rgb(path, f"{ref.ref} {ref.id!r}")
+        image = open_rgb(*self.path(call.params))
         return NodeResult(outputs={"image": image})
 
 

@@ -6,9 +6,9 @@
 
 All ComfyUI format knowledge lives in this package: `workflow.py` (the flat model and the API
 format), `ui_format.py` (the UI format and its subgraphs), `widgets.py` (ComfyUI's node classes),
-`mapping.py` (onto our node vocabulary), `own_node.py` (a family's template chain onto its own
-node, for a family without the low-level vocabulary), `model_files.py` and `samplers.py` (names
-onto ours).
+`mapping.py` (onto our node vocabulary; `controls.py` and `inpaint.py` for control patches,
+masks and inpainting), `own_node.py` (a family's template chain onto its own node, for a family
+without the low-level vocabulary), `model_files.py` and `samplers.py` (names onto ours).
 Garbage raises `InvalidRequest` (422). A workflow built for a model family this server does not
 run is refused naming the family (`recognise.py`), and so is one whose point is a node we cannot
 apply (a ControlNet: `dropped.py`). Other nodes we cannot map are reported, never fatal, unless
@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from inline_core.errors import InvalidRequest
 from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.graph.mask_nodes import INPUT_MASK, MASK_NODES
 from inline_core.graph.primitives import PRIMITIVE_DESCRIPTORS
 from inline_core.graph.registry import Registry
 from inline_core.graph.runner import CatalogView
@@ -43,7 +44,13 @@ __all__ = ["ImportResult", "Skipped", "import_comfy", "import_request", "read_wo
 # ComfyUI's output nodes start so (SaveVideo, SaveAudio, SaveGLB, PreviewAny, ...).
 OUTPUT_PREFIXES = ("Save", "Preview")
 # The node types an imported graph is made of.
-TARGET_VOCABULARY: tuple[NodeDescriptor, ...] = (*PRIMITIVE_DESCRIPTORS, INPUT_TEXT, INPUT_IMAGE)
+TARGET_VOCABULARY: tuple[NodeDescriptor, ...] = (
+    *PRIMITIVE_DESCRIPTORS,
+    INPUT_TEXT,
+    INPUT_IMAGE,
+    INPUT_MASK,
+    *(descriptor for descriptor, _runner in MASK_NODES),
+)
 
 
 @dataclass(frozen=True)
@@ -250,7 +257,7 @@ def _samples(graph: Graph, target: str) -> bool:
         if node is None or node.id in seen:
             continue
         seen.add(node.id)
-        if not node.type.startswith(("input/", "image/")):  # inputs and Pillow's edits
+        if not node.type.startswith(("input/", "image/", "mask/")):  # inputs, Pillow's edits
             return True
         todo.extend(edge.source for edges in node.inputs.values() for edge in edges)
     return False

@@ -19,26 +19,16 @@ from inline_core.errors import InvalidRequest
 from inline_core.graph.descriptor import SEED_MAX, NodeDescriptor, ParamWidget
 from inline_core.graph.runner import CatalogView
 from inline_core.graph.schema import Edge, Graph, Node, PortKind
+from inline_core.importer import controls, inpaint
 from inline_core.importer.dropped import Change, UnsupportedNode, change_reason, refusal
 from inline_core.importer.facts import ModelFacts
 from inline_core.importer.model_files import match_model_file
 from inline_core.importer.samplers import nearest_sampler, nearest_scheduler
+from inline_core.importer.values import COMFY_KINDS, Port, Value, describe
 from inline_core.importer.widgets import CONSTANT_TYPES, INPUT_NAMES_BY_TYPE, OUTPUT_TYPES
 from inline_core.importer.workflow import ComfyNode, Link, Skipped, Workflow, node_sort_key
 
-COMFY_KINDS: dict[str, PortKind] = {
-    "MODEL": PortKind.MODEL,
-    "CLIP": PortKind.TEXT_ENCODER,
-    "VAE": PortKind.VAE,
-    "CONDITIONING": PortKind.CONDITIONING,
-    "LATENT": PortKind.LATENT,
-    "IMAGE": PortKind.IMAGE,
-    "MASK": PortKind.MASK,
-    "STRING": PortKind.TEXT,
-}
-
 SAVE_IMAGE = "SaveImage"
-MODEL_PATCH_LOADER = "ModelPatchLoader"
 # Our nodes that take a model and hand on the same model, adapted.
 MODEL_WRAPPERS = ("load/lora", "load/controlnet")
 PREVIEW_IMAGE = "PreviewImage"
@@ -47,34 +37,12 @@ MAX_CANDIDATES = 20
 UNUSED = "not connected to an image output"  # why a node nothing needs is skipped
 
 
-@dataclass(frozen=True)
-class Port:
-    node: str
-    output: str
-
-
-@dataclass(frozen=True)
-class Value:
-    """What a ComfyUI output slot became in our graph."""
-
-    kind: PortKind
-    port: Port | None  # None only for a zeroed conditioning (ConditioningZeroOut)
-    origin: str  # the ComfyUI node it came from
-    shift: float | None = None  # a model's flow shift, set by ModelSampling* on the way
-    encoder: Port | None = None  # the text encoder behind a conditioning
-
-
 @dataclass
 class _Draft:
     id: str
     type: str
     params: dict[str, Any]
     inputs: dict[str, tuple[Port, ...]]  # an input's edges, in order (a `loras` input has many)
-
-
-def describe(node: ComfyNode) -> str:
-    title = f" ({node.title!r})" if node.title and node.title != node.class_type else ""
-    return f"{node.class_type} {node.id}{title}"
 
 
 def _is_number(value: object) -> bool:
@@ -127,6 +95,10 @@ class Mapper:
     def used(self, node_id: str) -> bool:
         """Whether a node's value was read (a constant node a widget follows)."""
         return node_id in self._used
+
+    def mark_used(self, node_id: str) -> None:
+        """A node read directly, not through a link's value (a loader a patch names)."""
+        self._used.add(node_id)
 
     def output_name(self, node_type: str) -> str:
         return self.descriptors[node_type].outputs[0].name
@@ -318,6 +290,17 @@ class Mapper:
         self.skip(node, reason)
         return None
 
+    def drop_for(self, node: ComfyNode, name: str, kind: PortKind, reason: str) -> Value | None:
+        """Skip `node`, handing on its input `name` of `kind`, listed as a change: `reason`."""
+        passed = self.input_value(node, name, kind)
+        if passed is None:
+            return None
+        self.skip(node, f"{reason}; its {name!r} input was passed straight through")
+        if node.id not in self.changes:
+            self.changes[node.id] = Change(node.id, node.class_type, reason)
+            self.warn(self.changes[node.id].warning())
+        return passed
+
     # -- loaders --------------------------------------------------------------------------
 
     def loader(
@@ -469,55 +452,6 @@ class Mapper:
             reason = "the LoRA's text-encoder half (strength_clip) is not applied here"
             self.changes[node.id] = Change(node.id, node.class_type, reason)
             self.warn(self.changes[node.id].warning())
-
-    def control_patch(self, node: ComfyNode, slot: int) -> Value | None:
-        """QwenImageDiffsynthControlnet fed by ModelPatchLoader (Z-Image's Fun ControlNet
-        Union): a `load/controlnet` on the model's way, its image encoded by the workflow's VAE.
-        Its optional mask (a 2.x model's inpainting) has no equivalent on this path."""
-        where = describe(node)
-        model = self.input_value(node, "model", PortKind.MODEL)
-        if model is None or model.port is None:
-            return None
-        if isinstance(node.inputs.get("mask"), Link):
-            raise UnsupportedNode(
-                f"{where} inpaints through its control model (its mask input), which an "
-                "imported workflow cannot do yet; use the Z-Image node's mask and image inputs "
-                "with a 2.x control model, or remove the mask to import the rest"
-            )
-        patch = node.inputs.get("model_patch")
-        loader = self.workflow.nodes.get(patch.node) if isinstance(patch, Link) else None
-        if loader is None or loader.class_type != MODEL_PATCH_LOADER:
-            shown = describe(loader) if loader is not None else "nothing"
-            raise UnsupportedNode(
-                f"{where}: its model_patch comes from {shown}; Inline Core maps a "
-                f"{MODEL_PATCH_LOADER} there (a Z-Image Fun ControlNet Union file)"
-            )
-        self._used.add(loader.id)
-        vae = self.input_value(node, "vae", PortKind.VAE)
-        image = self.input_value(node, "image", PortKind.IMAGE)
-        port = self.loader(
-            f"c{node.id}",
-            "load/controlnet",
-            self.text(loader, "name"),
-            f"{where} ({describe(loader)})",
-            param="name",
-            params={"strength": self.number(node, "strength", 1.0)},
-            inputs={
-                "model": model.port,
-                "vae": vae.port if vae is not None else None,
-                "image": image.port if image is not None else None,
-            },
-        )
-        return replace(model, port=port)
-
-    def inpaint_node(self, node: ComfyNode, slot: int) -> Value | None:
-        """ComfyUI's inpaint nodes carry a noise mask on the latent (or an inpaint model's
-        concat image on the conditioning); the primitives here have no mask yet."""
-        raise UnsupportedNode(
-            f"{describe(node)} masks the latent for inpainting, which an imported workflow "
-            "cannot do yet (the mask would be lost and the whole image repainted); use the "
-            "Z-Image node's image and mask inputs, which render diffusers' ZImageInpaintPipeline"
-        )
 
     # -- text and conditioning ------------------------------------------------------------
 
@@ -725,22 +659,26 @@ class Mapper:
         return Value(PortKind.LATENT, port, node.id)
 
     def load_image(self, node: ComfyNode, slot: int) -> Value | None:
-        where = describe(node)
-        if slot != 0:
-            self.warn(f"{where}: its MASK output has no equivalent here; left unconnected")
-            return None
+        """LoadImage: its IMAGE an `input/image`, its MASK an `input/mask` (`inpaint.py`)."""
+        if slot == 1:
+            return inpaint.image_alpha(self, node)
+        port = self.add(
+            f"c{node.id}", "input/image", {"asset": self.image_asset(node)}, {}, describe(node)
+        )
+        return Value(PortKind.IMAGE, port, node.id)
+
+    def image_asset(self, node: ComfyNode) -> dict[str, str]:
+        """The asset param for a loader's `image` file (empty, with a warning, when it is not
+        an uploaded asset here)."""
         name = self.text(node, "image")
         asset = self.asset_for(name)
         if asset is None:
             self.warn(
-                f"{where}: image {name!r} is not an uploaded asset here; upload it "
+                f"{describe(node)}: image {name!r} is not an uploaded asset here; upload it "
                 "(POST /v1/assets) and set this node's asset"
             )
             asset = ""
-        port = self.add(
-            f"c{node.id}", "input/image", {"asset": {"ref": "asset", "id": asset}}, {}, where
-        )
-        return Value(PortKind.IMAGE, port, node.id)
+        return {"ref": "asset", "id": asset}
 
     def asset_for(self, name: str) -> str | None:
         # ComfyUI annotates names from its other folders: "x.png [output]".
@@ -852,10 +790,8 @@ Mapper.HANDLERS = {
     "VAELoader": Mapper.vae_loader,
     "LoraLoaderModelOnly": Mapper.lora_loader,
     "LoraLoader": Mapper.lora_loader,
-    "QwenImageDiffsynthControlnet": Mapper.control_patch,
-    "VAEEncodeForInpaint": Mapper.inpaint_node,
-    "SetLatentNoiseMask": Mapper.inpaint_node,
-    "InpaintModelConditioning": Mapper.inpaint_node,
+    **controls.HANDLERS,
+    **inpaint.HANDLERS,
     "CLIPTextEncode": Mapper.clip_text_encode,
     "ConditioningZeroOut": Mapper.conditioning_zero_out,
     "EmptyLatentImage": Mapper.empty_latent,

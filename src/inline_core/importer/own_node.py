@@ -22,8 +22,9 @@ from typing import Any
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.importer import two_stage, wan_i2v
 from inline_core.importer.dropped import UnsupportedNode
-from inline_core.importer.mapping import MAX_CANDIDATES, Mapper, Port, describe
+from inline_core.importer.mapping import MAX_CANDIDATES, Mapper
 from inline_core.importer.recognise import UnsupportedFamily
+from inline_core.importer.values import Port, describe
 from inline_core.importer.workflow import ComfyNode, Link, node_sort_key
 
 SINKS = {"SaveVideo": "video", "SaveAnimatedWEBP": "images"}  # output node: its frames input

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from inline_core.importer.dropped import UnsupportedNode
-from inline_core.importer.mapping import describe
+from inline_core.importer.values import describe
 from inline_core.importer.widgets import CONTROL_AFTER_GENERATE, WIDGET_ORDER
 from inline_core.importer.workflow import ComfyNode, Link
 

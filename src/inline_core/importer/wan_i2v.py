@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from inline_core.importer.mapping import describe
+from inline_core.importer.values import describe
 from inline_core.importer.workflow import ComfyNode
 
 if TYPE_CHECKING:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -18,6 +19,7 @@ from inline_core.runtime.progress import EventSink, NodeReporter, RunEvent
 from inline_core.runtime.step_cache import StepCacheChoice
 from inline_core.runtime.store import TakeStore
 from inline_core.runtime.video import SUFFIXES, Video, encode
+from inline_core.runtime.video_stream import LiveVideo, LiveVideos
 from inline_core.takes import Take
 
 # How takes are deflated: zlib level 1 with run-length matching after PNG's row filters. On 1024 px
@@ -43,6 +45,18 @@ class ExecutionContext:
     preview: PreviewTarget | None = None
     # The run's step caching, as it asked (nothing: the device policy chooses per render).
     step_cache: StepCacheChoice = field(default_factory=StepCacheChoice)
+    # The server's videos decoding now, streamed to clients as they decode (None: not streamed).
+    videos: LiveVideos | None = None
+
+    @contextmanager
+    def streaming(self, node_id: str, fps: int) -> Generator[LiveVideo | None]:
+        """The node's video, live for the block (its clients stream the frames handed to it);
+        None where nothing streams."""
+        if self.videos is None:
+            yield None
+            return
+        with self.videos.streaming(self.run_id, node_id, fps) as live:
+            yield live
 
     def reporter(self, node_id: str) -> NodeReporter:
         return NodeReporter(self.run_id, node_id, self.events)
@@ -59,11 +73,8 @@ class ExecutionContext:
         `chosen`: params of this node the run chose itself (e.g. the model, left empty for
         "auto"), written into the embedded graph so re-submitting it renders the same take."""
         info = PngImagePlugin.PngInfo()
-        info.add_text("inline:params", json.dumps(dict(params), sort_keys=True, default=str))
-        graph = _with_params(self.graph_json, node_id, chosen or {})
-        info.add_text("inline:graph", json.dumps(graph, sort_keys=True))
-        info.add_text("inline:target", self.target or node_id)
-        info.add_text("inline:node", node_id)
+        for key, value in self._embedded(node_id, params, chosen).items():
+            info.add_text(key, value)
         buf = io.BytesIO()
         image.save(buf, format="PNG", pnginfo=info, **PNG_OPTIONS)
         return self.takes.write(
@@ -82,17 +93,32 @@ class ExecutionContext:
         video: Video,
         params: Mapping[str, Any],
         index: int = 0,
+        chosen: Mapping[str, Any] | None = None,
     ) -> Take:
-        """Encode `video` (MP4 or APNG, as it says) as a video take."""
+        """Encode `video` (MP4 or APNG, as it says) as a video take carrying the graph and
+        params as an image take does (MP4 metadata tags, APNG text chunks)."""
         return self.takes.write(
             run_id=self.run_id,
             node_id=node_id,
             index=index,
             kind=MediaKind.VIDEO,
-            data=encode(video),
+            data=encode(video, self._embedded(node_id, params, chosen)),
             suffix=SUFFIXES[video.format],
             params=params,
         )
+
+    def _embedded(
+        self, node_id: str, params: Mapping[str, Any], chosen: Mapping[str, Any] | None
+    ) -> dict[str, str]:
+        """What a take file carries so it can be rendered again: its params, the run's graph
+        (with the params the run chose itself), the target and the node."""
+        graph = _with_params(self.graph_json, node_id, chosen or {})
+        return {
+            "inline:params": json.dumps(dict(params), sort_keys=True, default=str),
+            "inline:graph": json.dumps(graph, sort_keys=True),
+            "inline:target": self.target or node_id,
+            "inline:node": node_id,
+        }
 
 
 def _with_params(

@@ -52,13 +52,15 @@ class NodeFailed:
 @dataclass(frozen=True)
 class ChunkDecoded:
     """A chunk of a video's frames has been decoded (frames `first` .. `first + count - 1` of
-    `total`): a streaming VAE decode's progress, while the take is still to come."""
+    `total`, played at `fps`): a streaming VAE decode's progress, while the take is still to
+    come."""
 
     run_id: str
     node_id: str
     first: int
     count: int
     total: int
+    fps: float
 
 
 RunEvent = RunStarted | NodeStarted | Progress | NodeDone | NodeFailed | ChunkDecoded
@@ -95,9 +97,9 @@ class NodeReporter:
             self._first_step_at = time.perf_counter()
         self.sink(Progress(self.run_id, self.node_id, name, frac))
 
-    def chunk(self, first: int, count: int, total: int) -> None:
+    def chunk(self, first: int, count: int, total: int, fps: float) -> None:
         """Report a decoded chunk of frames (and the decode's progress through the frames)."""
-        self.sink(ChunkDecoded(self.run_id, self.node_id, first, count, total))
+        self.sink(ChunkDecoded(self.run_id, self.node_id, first, count, total, fps))
         self.phase("decode", (first + count) / total if total else 1.0)
 
     def step(self, step: int, step_count: int, phase: str = "sample") -> None:

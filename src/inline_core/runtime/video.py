@@ -2,7 +2,8 @@
 
 MP4 goes through PyAV (the `video` extra; `startup_checks` names it when missing): libx264,
 yuv420p (what every player takes), fragmented so the first bytes are ready before the last frame.
-APNG goes through Pillow, lossless, for exact comparisons.
+APNG goes through Pillow, lossless, for exact comparisons. Either carries the take's graph and
+params as image takes do (MP4 metadata tags, the APNG's text chunks).
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import io
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 from inline_core.errors import RunFailed
 
@@ -59,16 +61,21 @@ def video_available() -> bool:
     return importlib.util.find_spec(VIDEO_MODULE) is not None
 
 
-def encode(video: Video) -> bytes:
+def encode(video: Video, metadata: Mapping[str, str] | None = None) -> bytes:
+    """The take's file; `metadata` (text by key) goes inside it: the APNG's text chunks, the
+    MP4's metadata tags."""
     if video.format == "png":
-        return encode_apng(video)
+        return encode_apng(video, metadata)
     if video.format == "mp4":
-        return encode_mp4(video)
+        return encode_mp4(video, metadata)
     raise RunFailed(f"unknown video format {video.format!r}")
 
 
-def encode_apng(video: Video) -> bytes:
+def encode_apng(video: Video, metadata: Mapping[str, str] | None = None) -> bytes:
     images = [Image.fromarray(frame, "RGB") for frame in video.frames]
+    info = PngImagePlugin.PngInfo()
+    for key, value in (metadata or {}).items():
+        info.add_text(key, value)
     buf = io.BytesIO()
     images[0].save(
         buf,
@@ -78,28 +85,58 @@ def encode_apng(video: Video) -> bytes:
         duration=1000 / video.fps,
         loop=0,
         compress_level=1,
+        pnginfo=info,
     )
     return buf.getvalue()
 
 
-def encode_mp4(video: Video) -> bytes:
-    if not video_available():
-        raise RunFailed(f"MP4 takes need PyAV: {VIDEO_HINT}")
-    av = cast(Any, importlib.import_module(VIDEO_MODULE))
+def encode_mp4(video: Video, metadata: Mapping[str, str] | None = None) -> bytes:
     width, height = video.size
-    # yuv420p halves the chroma planes: odd sides are padded by one edge row or column.
-    frames = np.pad(video.frames, ((0, 0), (0, height % 2), (0, width % 2), (0, 0)), mode="edge")
     buf = io.BytesIO()
-    with av.open(buf, "w", format="mp4", options={"movflags": "frag_keyframe+empty_moov"}) as out:
-        stream = out.add_stream("libx264", rate=video.fps)
-        stream.width, stream.height = frames.shape[2], frames.shape[1]
-        stream.pix_fmt = "yuv420p"
-        for frame in frames:
+    out, stream, av = open_h264(buf, video.fps, width, height, metadata=metadata)
+    with out:
+        for frame in even_frames(video.frames):
             for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
     return buf.getvalue()
+
+
+def even_frames(frames: Frames) -> Iterator[Frames]:
+    """Each frame with even sides: yuv420p halves the chroma planes, so an odd side is padded by
+    one edge row or column (a frame at a time, never a copy of the whole video)."""
+    height, width = frames.shape[1], frames.shape[2]
+    pad = ((0, height % 2), (0, width % 2), (0, 0))
+    for frame in frames:
+        yield np.pad(frame, pad, mode="edge") if height % 2 or width % 2 else frame
+
+
+def open_h264(
+    file: object,
+    fps: int,
+    width: int,
+    height: int,
+    *,
+    live: bool = False,
+    metadata: Mapping[str, str] | None = None,
+) -> tuple[Any, Any, Any]:
+    """An H.264 (yuv420p, sides rounded up to even) fragmented MP4 written to `file`: the
+    container, its video stream and the `av` module. `live`: each frame's packet out at once
+    (x264's zerolatency: no lookahead, no B-frames) and a fragment per frame, for a stream read
+    while it is written. `metadata`: tags of any name, in the header."""
+    if not video_available():
+        raise RunFailed(f"MP4 takes need PyAV: {VIDEO_HINT}")
+    av = cast(Any, importlib.import_module(VIDEO_MODULE))
+    movflags = "frag_keyframe+empty_moov" + ("+default_base_moof+frag_every_frame" if live else "")
+    if metadata:
+        movflags += "+use_metadata_tags"  # names beyond the few MP4 knows (`inline:params`)
+    out = av.open(file, "w", format="mp4", options={"movflags": movflags})
+    out.metadata.update(metadata or {})
+    stream = out.add_stream("libx264", rate=fps, options={"tune": "zerolatency"} if live else {})
+    stream.width, stream.height = width + width % 2, height + height % 2
+    stream.pix_fmt = "yuv420p"
+    return out, stream, av
 
 
 def decode_apng(data: bytes) -> Frames:

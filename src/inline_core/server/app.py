@@ -17,7 +17,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from inline_core import __version__
 from inline_core.config import Config
-from inline_core.server import download_routes, download_socket, routes, websocket
+from inline_core.server import download_routes, download_socket, media_routes, routes, websocket
 from inline_core.server.access import OriginGate, TokenGate
 from inline_core.server.bootstrap import Services, build_services
 from inline_core.server.frontend import mount_frontend
@@ -53,6 +53,7 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(download_routes.router)  # first: its requirements path is under /models/
     app.include_router(routes.router)
+    app.include_router(media_routes.router)
     app.include_router(websocket.router)
     app.include_router(download_socket.router)
     app.include_router(websocket.fallback)

@@ -124,7 +124,7 @@ class LiveRun:
             if event.node_id not in self.nodes:
                 return None
             return serialize.chunk_event(
-                self.id, event.node_id, event.first, event.count, event.total
+                self.id, event.node_id, event.first, event.count, event.total, event.fps
             )
         elif isinstance(event, NodeFailed):
             old = self.nodes.get(event.node_id, NodeState())

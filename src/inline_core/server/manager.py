@@ -50,6 +50,7 @@ from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.preview import PreviewTarget
 from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.store import TakeStore
+from inline_core.runtime.video_stream import LiveVideos
 from inline_core.server import serialize
 from inline_core.server.claimer import Claimer
 from inline_core.server.event_feed import EventFeed
@@ -157,6 +158,7 @@ class RunManager:
         self.trimmer = HeapTrimmer()
         self.feed = EventFeed(store)
         self.previews = PreviewBoard()
+        self.videos = LiveVideos()  # video nodes decoding here, streamed as they decode
         self.journal = EventJournal(store, self._lock, self._journal_failed)
         self.leases = LeaseKeeper(
             store,
@@ -600,6 +602,7 @@ class RunManager:
                     self.previews.publish,
                 ),
                 step_cache=step_cache_choice(run.record.options),
+                videos=self.videos,
             )
             with self._run_scope(run.id):
                 result = self.executor.execute(validated, ctx)

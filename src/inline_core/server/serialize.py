@@ -163,6 +163,7 @@ def health_json(
     servers: list[ServerSeen],
     models: Mapping[str, Any] | None = None,
     step_cache: Mapping[str, int] | None = None,
+    adapters: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "ok": True,
@@ -184,6 +185,8 @@ def health_json(
         out["models"] = dict(models)
     if step_cache is not None:  # cached renders since start, and what their caches skipped
         out["stepCache"] = dict(step_cache)
+    if adapters is not None:  # how forwards applied their LoRAs: fused or per row, and why
+        out["adapters"] = dict(adapters)
     return out
 
 
@@ -226,9 +229,11 @@ def progress_event(run_id: str, node_id: str, node: NodeState, run_fraction: flo
     return WireEvent("progress", body, node_id=node_id)
 
 
-def chunk_event(run_id: str, node_id: str, first: int, count: int, total: int) -> WireEvent:
+def chunk_event(
+    run_id: str, node_id: str, first: int, count: int, total: int, fps: float
+) -> WireEvent:
     """Frames `first` .. `first + count - 1` of a video node's `total` are decoded (a streaming
-    decode's chunk; the take follows in `node_done`)."""
+    decode's chunk, played at `fps`; the take follows in `node_done`)."""
     body: dict[str, Any] = {
         "type": "chunk",
         "runId": run_id,
@@ -236,6 +241,7 @@ def chunk_event(run_id: str, node_id: str, first: int, count: int, total: int) -
         "firstFrame": first,
         "frames": count,
         "totalFrames": total,
+        "fps": fps,
     }
     return WireEvent("chunk", body, node_id=node_id)
 

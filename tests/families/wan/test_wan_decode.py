@@ -59,11 +59,11 @@ def test_a_render_streams_each_chunk_before_its_take(
     rig = wan_rig(wan_kit.root, wan_sampler)
     result = render(rig, tmp_path, on_event=events.append, frames=13, guidance=1.0)
     chunks = [e for e in events if isinstance(e, ChunkDecoded)]
-    assert [(c.first, c.count, c.total) for c in chunks] == [
-        (0, 1, 13),
-        (1, 4, 13),
-        (5, 4, 13),
-        (9, 4, 13),
+    assert [(c.first, c.count, c.total, c.fps) for c in chunks] == [
+        (0, 1, 13, 16),
+        (1, 4, 13, 16),
+        (5, 4, 13, 16),
+        (9, 4, 13, 16),
     ]
     assert not any(isinstance(e, NodeDone) for e in events)  # the executor sends that
     assert take_frames(result).shape[0] == 13

@@ -11,7 +11,7 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import av
 import httpx
@@ -71,6 +71,16 @@ def mp4_frames(data: bytes) -> tuple[str, str, int]:
         return stream.codec_context.name, str(stream.codec_context.pix_fmt), count
 
 
+def embedded_graph(metadata: dict[str, str]) -> dict[str, Any]:
+    """The Wan node's params in the graph a take carries (checked against its own params)."""
+    assert metadata["inline:target"] == metadata["inline:node"] == "w"
+    params: dict[str, Any] = json.loads(metadata["inline:params"])
+    graph: dict[str, Any] = json.loads(metadata["inline:graph"])
+    [node] = [n for n in graph["nodes"] if n["id"] == "w"]
+    assert params["seed"] == node["params"]["seed"]
+    return node["params"]
+
+
 def test_default_take_is_an_h264_mp4_served_as_video(client: TestClient) -> None:
     state = submit(client, wan_graph())
     assert state["status"] == "done", state
@@ -83,6 +93,10 @@ def test_default_take_is_an_h264_mp4_served_as_video(client: TestClient) -> None
     assert take["hash"] == "sha256-" + hashlib.sha256(data).hexdigest()
     assert mp4_frames(data) == ("h264", "yuv420p", 9)
     assert take["params"]["frames"] == 9 and take["params"]["fps"] == 16
+    with av.open(io.BytesIO(data), "r") as container:  # its graph and params, as a PNG take's
+        embedded = embedded_graph(container.metadata)
+    # The model the node picked ("auto") is named in the graph it carries: it renders the same.
+    assert embedded["model"] == take["params"]["model"] and embedded["seed"] == RENDER["seed"]
 
 
 def test_png_take_is_the_wan_pipelines_frames_exactly(
@@ -96,6 +110,9 @@ def test_png_take_is_the_wan_pipelines_frames_exactly(
     frames = decode_apng(response.content).astype(np.int16)
     ref = reference_frames(wan_reference, guidance=1.0)
     assert np.array_equal(frames, ref)
+    with Image.open(io.BytesIO(response.content)) as apng:  # in its text chunks
+        embedded = embedded_graph(cast(dict[str, str], getattr(apng, "text")))  # noqa: B009
+    assert embedded["model"] == "wan2.1_t2v_tiny_diffusers" and embedded["format"] == "png"
     again = client.get(take["uri"])  # immutable: the same bytes every time
     assert again.content == response.content
 
@@ -183,4 +200,5 @@ def test_live_server_streams_chunks_then_the_take(wan_kit: WanKit, tmp_path: Pat
     chunks = [e for e in events if e["type"] == "chunk"]
     assert [(c["firstFrame"], c["frames"]) for c in chunks] == [(0, 1), (1, 4), (5, 4), (9, 4)]
     assert all(c["totalFrames"] == 13 and c["nodeId"] == "w" for c in chunks)
+    assert all(c["fps"] == 16 for c in chunks)  # Wan 2.1's own
     assert kinds.index(("chunk", "w")) < kinds.index(("node_done", "w"))

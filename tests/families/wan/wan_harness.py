@@ -16,10 +16,12 @@ from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.families.wan import WanFamily
 from inline_core.families.wan.descriptor import WAN_DESCRIPTOR
 from inline_core.graph.runner import NodeCall, NodeResult
+from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.file_store import FileTakeStore
 from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.video import decode_apng
+from inline_core.runtime.video_stream import LiveVideos
 from inline_core.sampling.job import BatchedSampler
 
 Pixels = npt.NDArray[np.int16]
@@ -50,6 +52,8 @@ def render(
     image: Image.Image | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
     loras: Sequence[object] = (),
+    cancel: CancelToken | None = None,
+    videos: LiveVideos | None = None,
     **params: Any,
 ) -> NodeResult:
     def events(event: RunEvent) -> None:
@@ -57,7 +61,11 @@ def render(
             on_event(event)
 
     ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}", takes=FileTakeStore(takes_dir), events=events
+        run_id=f"run{next(_run_ids)}",
+        takes=FileTakeStore(takes_dir),
+        cancel=cancel or CancelToken(),
+        events=events,
+        videos=videos,
     )
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:

@@ -1,6 +1,6 @@
 """An imported ComfyUI control workflow (ModelPatchLoader + QwenImageDiffsynthControlnet) renders
-the pixels of the direct graph (the Z-Image node with a control image and model); ComfyUI's inpaint
-nodes, and a control mask, are refused naming the node and what to use instead."""
+the pixels of the direct graph (the Z-Image node with a control image and model). Inpainting
+through a control's mask: `test_inpaint_import.py`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from comfy_zimage import zimage_api
-from control_harness import UNION, edges, mask
+from control_harness import UNION, edges
 from fastapi.testclient import TestClient
 from test_control_server import graph, upload
 from test_primitives_comfy import run, serve, take_pixels
@@ -29,7 +29,7 @@ def client(kit: KitPaths, tmp_path: Path) -> Iterator[TestClient]:
         yield c
 
 
-def with_control(workflow: Json, strength: float, *, masked: bool = False) -> Json:
+def with_control(workflow: Json, strength: float) -> Json:
     """`workflow` with a Z-Image control patch between its model and its sampler."""
     out = copy.deepcopy(workflow)
     out["40"] = {"class_type": "ModelPatchLoader", "inputs": {"name": UNION}}
@@ -41,9 +41,6 @@ def with_control(workflow: Json, strength: float, *, masked: bool = False) -> Js
         "image": ["41", 0],
         "strength": strength,
     }
-    if masked:
-        out["43"] = {"class_type": "LoadImage", "inputs": {"image": "mask.png", "upload": "image"}}
-        inputs["mask"] = ["43", 1]
     out["42"] = {"class_type": "QwenImageDiffsynthControlnet", "inputs": inputs}
     out["3"]["inputs"]["model"] = ["42", 0]
     return out
@@ -89,26 +86,3 @@ def _without_control(graph: Json) -> list[Json]:
         if node["type"] == "sample":
             node["inputs"]["model"] = patch["inputs"]["model"]
     return nodes
-
-
-def test_a_control_mask_and_the_inpaint_nodes_are_refused(client: TestClient) -> None:
-    assets = {"edges.png": upload(client, edges())["id"], "mask.png": upload(client, mask())["id"]}
-    masked = import_response(
-        client, with_control(zimage_api("x", seed=1), 1.0, masked=True), assets
-    )
-    assert masked.status_code == 422
-    error = masked.json()["error"]
-    assert error["code"] == "unsupported_node"
-    assert "QwenImageDiffsynthControlnet" in error["message"] and "mask" in error["message"]
-
-    workflow = zimage_api("x", seed=1)
-    workflow["50"] = {"class_type": "LoadImage", "inputs": {"image": "mask.png", "upload": "image"}}
-    workflow["51"] = {
-        "class_type": "SetLatentNoiseMask",
-        "inputs": {"samples": workflow["3"]["inputs"]["latent_image"], "mask": ["50", 1]},
-    }
-    workflow["3"]["inputs"]["latent_image"] = ["51", 0]
-    refused = import_response(client, workflow, assets)
-    assert refused.status_code == 422
-    message = refused.json()["error"]["message"]
-    assert "SetLatentNoiseMask" in message and "mask inputs" in message

@@ -1,6 +1,7 @@
 """LoRAs through the HTTP API: an imported ComfyUI workflow with LoraLoaderModelOnly renders the
 pixels of the direct graph (the Z-Image node fed by `input/lora` nodes); a change of strength
-re-runs the sampler and not the encode; a bad LoRA is a 422 at submit with the error envelope."""
+re-runs the sampler and not the encode; health counts the fused and per-row forwards; a bad LoRA
+is a 422 at submit with the error envelope."""
 
 from __future__ import annotations
 
@@ -89,6 +90,13 @@ def test_imported_lora_loaders_render_the_direct_graphs_pixels(
     assert states["c6"] == "cached" and states["c16"] == "cached" and states["c30"] == "cached"
     assert states["c31"] == "done" and states["c3"] == "done" and states["c8"] == "done"
     assert max_diff(take_pixels(client, again), ours) > 0
+
+    # Health says how the forwards applied their LoRAs: each render's stack held every row, so
+    # after its first forward it ran on a fused copy (the CPU profile may fuse).
+    adapters = client.get("/v1/health").json()["adapters"]
+    assert adapters["mode"] == "fuse-held" and "fused copy" in adapters["reason"]
+    assert adapters["fuses"] >= 2 and adapters["fusedForwards"] > adapters["perRowForwards"] > 0
+    assert adapters["lastDecision"]["fuse"] is True
 
 
 def test_lora_loaders_text_encoder_half_is_listed_as_dropped(

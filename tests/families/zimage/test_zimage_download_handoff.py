@@ -18,6 +18,7 @@ from inline_core.families.zimage.descriptor import NODE_TYPE
 from inline_core.families.zimage.download import COMFY_REPO, DIFFUSERS_REPO
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.server.app import create_app
+from tests.downloads.download_support import without_hub_token
 from tests.downloads.fake_hub import FakeHub
 
 GRAPH: dict[str, Any] = {
@@ -36,10 +37,7 @@ GRAPH: dict[str, Any] = {
 
 @pytest.fixture
 def hub(kit: KitPaths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
-    import huggingface_hub.constants as constants
-
-    monkeypatch.delenv("HF_TOKEN", raising=False)  # no account is ever involved
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))
+    without_hub_token(monkeypatch, tmp_path / "hf-home")  # no account is ever involved
     started = FakeHub().start()
     assert kit.diffusers_dir and kit.diffusion_file and kit.vae_file and kit.text_encoder_dir
     started.add_folder(DIFFUSERS_REPO, kit.diffusers_dir)

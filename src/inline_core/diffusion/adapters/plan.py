@@ -53,7 +53,7 @@ def signature(stacks: Sequence[RowStack]) -> tuple[tuple[tuple[int, float], ...]
 
 
 def make_plan(stacks: Sequence[RowStack]) -> BatchPlan:
-    merged = [_merged(row) for row in stacks]
+    merged = [merged_row(row) for row in stacks]
     holds = tuple({id(w): w for row in merged for w, _s in row}.values())
     modules = sorted({m for w in holds for m in w.layers})
     first = merged[0] if merged else []
@@ -64,7 +64,7 @@ def make_plan(stacks: Sequence[RowStack]) -> BatchPlan:
     return BatchPlan(len(stacks), layers, holds)
 
 
-def _merged(row: RowStack) -> list[tuple[LoraWeights, float]]:
+def merged_row(row: RowStack) -> list[tuple[LoraWeights, float]]:
     """A row's stack with a file named twice at its summed strength, in first-use order."""
     summed: dict[int, tuple[LoraWeights, float]] = {}
     for weights, strength in row:

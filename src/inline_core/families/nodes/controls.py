@@ -3,10 +3,11 @@
 At submit, `check` asks each family whether the picked file in `controlnet/` is a control model
 it takes (each reads its header only): a file none takes is refused with a 422 naming it and what
 each expected, and so is a control its family cannot split when this server splits its renders.
-At run, the model handle leaves with the control (the family's record, the image and the VAE),
-so `sample` encodes the image at the latent's size and the family's denoiser adds the control to
-that request's rows. The control is part of the model handle, so the node cache
-keys of everything downstream change with it, and an encode upstream does not.
+At run, the model handle leaves with the control (the family's record, the image and the VAE, and
+for a control model that inpaints the mask and the image it masks), so `sample` encodes the images
+at the latent's size and the family's denoiser adds the control to that request's rows. A
+control image or an image to inpaint must be wired. The control is part of the model handle, so
+the node cache keys of everything downstream change with it, and an encode upstream does not.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from inline_core.errors import InlineError, InvalidRequest
 from inline_core.families.nodes.handles import ControlHandle, ModelHandle, VAEHandle
 from inline_core.families.nodes.inputs import handle_input
 from inline_core.families.registry import Families
+from inline_core.graph.mask_nodes import mask_value
 from inline_core.graph.primitives import LOAD_CONTROLNET
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 
@@ -74,9 +76,16 @@ class LoadControl(NodeRunner):
     def run(self, call: NodeCall) -> NodeResult:
         model = handle_input(call, "model", ModelHandle)
         vae = handle_input(call, "vae", VAEHandle)
-        image = call.inputs.get("image")
-        if not isinstance(image, Image.Image):
-            raise InvalidRequest("the image input must be an image", node_id=call.node_id)
+        image = _optional_image(call, "image")
+        inpaint = _optional_image(call, "inpaint_image")
+        raw_mask = call.inputs.get("mask")
+        mask = None if raw_mask is None else mask_value(raw_mask, "mask", call.node_id)
+        if image is None and inpaint is None:
+            raise InvalidRequest(
+                "a control model needs a control image, or an image to inpaint (a 2.x Z-Image "
+                "Fun ControlNet Union inpaints): wire one",
+                node_id=call.node_id,
+            )
         prepared = call.prepared
         picked = prepared if isinstance(prepared, Picked) else self._pick(call.params, call.node_id)
         family, use = picked.family, picked.use
@@ -93,5 +102,12 @@ class LoadControl(NodeRunner):
                 f"(controlnet/{model.control.name}); a render takes one",
                 node_id=call.node_id,
             )
-        control = ControlHandle(family, use, image, vae, name)
+        control = ControlHandle(family, use, image, vae, name, mask, inpaint)
         return NodeResult(outputs={"model": dataclasses.replace(model, control=control)})
+
+
+def _optional_image(call: NodeCall, port: str) -> Image.Image | None:
+    value = call.inputs.get(port)
+    if value is not None and not isinstance(value, Image.Image):
+        raise InvalidRequest(f"the {port} input must be an image", node_id=call.node_id)
+    return value

@@ -10,7 +10,8 @@ its own). The output becomes a take of the node's output kind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Sized
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from typing import Any
 
 from PIL import Image
@@ -22,8 +23,11 @@ from inline_core.families.family import Family
 from inline_core.families.sources import Sources
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.video import Video
+from inline_core.runtime.progress import NodeReporter
+from inline_core.runtime.video import Frames, Video
+from inline_core.runtime.video_stream import LiveVideo
 from inline_core.sampling.job import PREVIEW_FLUSH_S, SampleJob
 from inline_core.takes import Take
 
@@ -97,42 +101,42 @@ class FamilyNodeRunner(NodeRunner):
         if caches_steps(state):  # the same settings travel to every rank of a worker group
             cache = self.runtime.step_cache_for(family, ctx.step_cache, state.step_count)
             state.step_cache = cache
-        if streams_chunks(state):  # its clients hear each decoded chunk before the take
-
-            def on_chunk(first: int, frames: Sized, total: int) -> None:
-                reporter.chunk(first, len(frames), total)
-
-            state.on_chunk = on_chunk
-        reporter.phase("loading", 1.0)
-        ctx.cancel.raise_if_cancelled()
-        job = SampleJob(
-            pipeline=pipeline,
-            state=state,
-            cancel=ctx.cancel,
-            on_phase=reporter.phase,
-            on_step=reporter.step,
-            label=f"{ctx.run_id}/{node_id}",
-            preview=self.runtime.preview_sink(ctx.preview, ctx.run_id, node_id),
-        )
-        output: object = accelerator.run(job)
-        if job.preview is not None:  # its last preview out before the run can end
-            job.preview.flush(PREVIEW_FLUSH_S)
-        reporter.phase("save")
-        chosen = {}
-        if not call.params.get("model") and sources.model_name in family.catalog.options(
-            "diffusion_models"
-        ):  # "auto": the embedded graph names the model it picked
-            chosen = {"model": sources.model_name}
-        params = {**lowered.take_params, "model": sources.model_name}
-        if cache is not None:  # cached steps are an approximation: the take says how
-            params["cache"] = cache.to_json()
-            counts = step_cache_counts(state)
-            if counts is not None:  # and what the cache skipped
-                params["cacheCounts"] = counts
-                self.runtime.step_cache_totals.add(counts)
-        take = self._save(ctx, node_id, output, params, chosen)
-        reporter.phase("save", 1.0)
-        return NodeResult(outputs={self.descriptor.outputs[0].name: output}, takes=(take,))
+        with ExitStack() as streams:
+            # Its clients see each decoded chunk before the take (decoded here: a worker group
+            # decodes on its rank 0, whose chunks do not cross back, and its take comes whole).
+            if split is None and streams_chunks(state):
+                live = streams.enter_context(ctx.streaming(node_id, state.fps))
+                state.on_chunk = chunk_listener(reporter, live, ctx.cancel, state.fps)
+            reporter.phase("loading", 1.0)
+            ctx.cancel.raise_if_cancelled()
+            job = SampleJob(
+                pipeline=pipeline,
+                state=state,
+                cancel=ctx.cancel,
+                on_phase=reporter.phase,
+                on_step=reporter.step,
+                label=f"{ctx.run_id}/{node_id}",
+                preview=self.runtime.preview_sink(ctx.preview, ctx.run_id, node_id),
+            )
+            output: object = accelerator.run(job)
+            if job.preview is not None:  # its last preview out before the run can end
+                job.preview.flush(PREVIEW_FLUSH_S)
+            reporter.phase("save")
+            chosen = {}
+            if not call.params.get("model") and sources.model_name in family.catalog.options(
+                "diffusion_models"
+            ):  # "auto": the embedded graph names the model it picked
+                chosen = {"model": sources.model_name}
+            params = {**lowered.take_params, "model": sources.model_name}
+            if cache is not None:  # cached steps are an approximation: the take says how
+                params["cache"] = cache.to_json()
+                counts = step_cache_counts(state)
+                if counts is not None:  # and what the cache skipped
+                    params["cacheCounts"] = counts
+                    self.runtime.step_cache_totals.add(counts)
+            take = self._save(ctx, node_id, output, params, chosen)
+            reporter.phase("save", 1.0)
+            return NodeResult(outputs={self.descriptor.outputs[0].name: output}, takes=(take,))
 
     def _dtypes(self) -> dict[str, str]:
         roles = ("text_encoder", "denoiser", "vae")
@@ -149,8 +153,24 @@ class FamilyNodeRunner(NodeRunner):
         if self.descriptor.output_kind == "image" and isinstance(output, Image.Image):
             return ctx.save_image(node_id, output, params, chosen=chosen)
         if self.descriptor.output_kind == "video" and isinstance(output, Video):
-            return ctx.save_video(node_id, output, params)
+            return ctx.save_video(node_id, output, params, chosen=chosen)
         raise RunFailed(
             f"{self.descriptor.type} produced a {type(output).__name__}, not its "
             f"{self.descriptor.output_kind}"
         )
+
+
+def chunk_listener(
+    reporter: NodeReporter, live: LiveVideo | None, cancel: CancelToken, fps: float
+) -> Callable[[int, Frames, int], None]:
+    """What a streaming decode calls with each chunk (its first frame's index, its frames, the
+    total): a `chunk` event (with the video's `fps`), the frames to the node's live video, and
+    the run's cancel checked, so a cancel during the decode stops it at the next chunk."""
+
+    def on_chunk(first: int, frames: Frames, total: int) -> None:
+        reporter.chunk(first, len(frames), total, fps)
+        if live is not None:
+            live.add(frames)
+        cancel.raise_if_cancelled()
+
+    return on_chunk

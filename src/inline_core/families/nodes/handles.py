@@ -1,5 +1,6 @@
 """Engine handles: the values on the `model`, `vae`, `text-encoder`, `conditioning`, `latent` and
-`lora` sockets of a primitive graph (torch-free); a model handle may carry a control.
+`lora` sockets of a primitive graph (torch-free); a model handle may carry a control, a latent a
+noise mask.
 
 They are small frozen records, never takes, and each names the family whose files it holds: the
 low-level vocabulary dispatches by it. Loader handles name files, not weights: the weights stay in
@@ -38,9 +39,11 @@ class ControlHandle:
 
     family: str
     use: Any
-    image: Any  # a PIL image
+    image: Any  # a PIL image; None: mid-gray (a control model that inpaints)
     vae: VAEHandle
     name: str  # its catalog name in controlnet/
+    mask: Any = None  # an `L` image, white repaints: a control model that inpaints
+    inpaint_image: Any = None  # the image it inpaints (a PIL image; None: mid-gray)
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,9 @@ class LatentHandle:
     samples: tuple[Latents, ...] | None = None
     # How the latents were made (seed, steps, sampler, ...): carried onto the decoded takes.
     info: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    # Where `sample` repaints (an `L` image, white repaints, gray blends; any size): ComfyUI's
+    # noise mask (`latent/noise-mask`, `vae/encode-inpaint`). None: everywhere.
+    noise_mask: Any = None
 
     @property
     def empty(self) -> bool:

@@ -1,5 +1,6 @@
-"""`encode/text`, `latent/empty`, `sample`, `vae/decode`, `vae/encode`, for every family (torch-free
-at import; the work is in `diffusion/ops.py`, imported on a node's first run).
+"""`encode/text`, `latent/empty`, `latent/noise-mask`, `sample`, `vae/decode`, `vae/encode`,
+`vae/encode-inpaint`, for every family (torch-free at import; the work is in `diffusion/ops.py`,
+imported on a node's first run).
 
 Each runner works with the family its input handle names: a text encoder's family encodes, a
 model's family samples, a VAE's family decodes. Handles flow between them as values; only
@@ -8,6 +9,8 @@ used in its params).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from PIL import Image
 
@@ -23,6 +26,7 @@ from inline_core.families.nodes.handles import (
 from inline_core.families.nodes.inputs import handle_input, optional_handle
 from inline_core.families.nodes.settings import SampleSettings
 from inline_core.families.registry import Families
+from inline_core.graph.mask_nodes import mask_value
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 
 
@@ -57,6 +61,15 @@ class EmptyLatent(NodeRunner):
             width=int(params["width"]), height=int(params["height"]), batch=int(params["batch"])
         )
         return NodeResult(outputs={"latent": latent})
+
+
+class NoiseMask(NodeRunner):
+    """The latent with a noise mask: `sample` repaints where it is white."""
+
+    def run(self, call: NodeCall) -> NodeResult:
+        latent = handle_input(call, "latent", LatentHandle)
+        mask = mask_value(call.inputs.get("mask"), "mask", call.node_id)
+        return NodeResult(outputs={"latent": dataclasses.replace(latent, noise_mask=mask)})
 
 
 class Sample(_FamilyRunner):
@@ -123,9 +136,7 @@ class VAEEncode(_FamilyRunner):
         from inline_core.diffusion import ops
 
         vae = handle_input(call, "vae", VAEHandle)
-        image = call.inputs.get("image")
-        if not isinstance(image, Image.Image):
-            raise InvalidRequest("the image input must be an image", node_id=call.node_id)
+        image = _image(call)
         reporter = call.ctx.reporter(call.node_id)
         reporter.phase("encode")
         latent = ops.encode_image(
@@ -133,3 +144,31 @@ class VAEEncode(_FamilyRunner):
         )
         reporter.phase("encode", 1.0)
         return NodeResult(outputs={"latent": latent})
+
+
+class VAEEncodeInpaint(_FamilyRunner):
+    """The image with its masked part mid-gray, encoded; its latent's noise mask, the mask grown
+    by `grow` pixels."""
+
+    def run(self, call: NodeCall) -> NodeResult:
+        from inline_core.diffusion import ops
+
+        vae = handle_input(call, "vae", VAEHandle)
+        image = _image(call)
+        mask = mask_value(call.inputs.get("mask"), "mask", call.node_id)
+        reporter = call.ctx.reporter(call.node_id)
+        reporter.phase("encode")
+        family = self.families.named(vae.family)
+        grow = int(call.params["grow"])
+        latent = ops.encode_for_inpaint(
+            self.runtime, family, vae, image, mask, grow, call.ctx.run_id
+        )
+        reporter.phase("encode", 1.0)
+        return NodeResult(outputs={"latent": latent})
+
+
+def _image(call: NodeCall) -> Image.Image:
+    image = call.inputs.get("image")
+    if not isinstance(image, Image.Image):
+        raise InvalidRequest("the image input must be an image", node_id=call.node_id)
+    return image

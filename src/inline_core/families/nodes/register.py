@@ -20,15 +20,18 @@ from inline_core.families.nodes.loras import InputLora, LoadLora, LoraPicker
 from inline_core.families.nodes.primitives import (
     EmptyLatent,
     EncodeText,
+    NoiseMask,
     Sample,
     VAEDecode,
     VAEEncode,
+    VAEEncodeInpaint,
 )
 from inline_core.families.registry import Families
 from inline_core.graph.primitives import (
     ENCODE_TEXT,
     INPUT_LORA,
     LATENT_EMPTY,
+    LATENT_NOISE_MASK,
     LOAD_CONTROLNET,
     LOAD_DIFFUSION_MODEL,
     LOAD_LORA,
@@ -38,6 +41,7 @@ from inline_core.graph.primitives import (
     SAMPLE,
     VAE_DECODE,
     VAE_ENCODE,
+    VAE_ENCODE_INPAINT,
 )
 from inline_core.graph.registry import Registry
 from inline_core.graph.runner import NodeRunner
@@ -83,6 +87,8 @@ def register_primitives(
         SAMPLE.type: Sample(families, runtime),
         VAE_DECODE.type: VAEDecode(families, runtime),
         VAE_ENCODE.type: VAEEncode(families, runtime),
+        VAE_ENCODE_INPAINT.type: VAEEncodeInpaint(families, runtime),
+        LATENT_NOISE_MASK.type: NoiseMask(),
     }
     for descriptor in PRIMITIVE_DESCRIPTORS:
         registry.register(descriptor, runners[descriptor.type])

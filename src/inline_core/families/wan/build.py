@@ -19,7 +19,7 @@ from inline_core.diffusion.formats import umt5, wan_vae
 from inline_core.diffusion.parts import PartLoader
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
-from inline_core.families.builder import ADAPTER_CACHE, Parts
+from inline_core.families.builder import ADAPTER_CACHE, FUSED_COPIES, Parts
 from inline_core.families.wan import clip_vision, transformer
 from inline_core.families.wan.experts import LOW_NOISE
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
@@ -88,6 +88,7 @@ class WanBuilder:
             image_processor=parts.values.get(IMAGE_PROCESSOR),
             encoder_placement=parts.placements["text_encoder"],
             adapter_cache=parts.extra.get(ADAPTER_CACHE),
+            fused_copies=parts.extra.get(FUSED_COPIES),
         )
 
     def denoiser(self, parts: Parts) -> StepPipeline:

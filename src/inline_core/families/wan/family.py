@@ -16,6 +16,7 @@ from typing import Any
 
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.diffusion.formats import wan22_vae, wan_vae
+from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
@@ -31,6 +32,7 @@ from inline_core.families.wan.descriptor import (
     STEPS_DEFAULT,
     WAN_DESCRIPTOR,
 )
+from inline_core.families.wan.download import DOWNLOADS
 from inline_core.families.wan.files import RULES, flow_shift, source_vae_channels
 from inline_core.families.wan.lora_naming import WAN_LORAS
 from inline_core.families.wan.request import (
@@ -72,6 +74,7 @@ class WanFamily(Family):
     comfy_text_encoder_types = ("wan",)  # how ComfyUI's CLIPLoader loads UMT5 for Wan
     comfy_node = NODE_TYPE  # its ComfyUI workflows import as one alibaba/wan node
     kit = "inline_core.families.wan.kit:main"
+    download = "inline_core.families.wan.download:main"
     loras = WAN_LORAS
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor per forward: one latent shape per forward
@@ -87,6 +90,9 @@ class WanFamily(Family):
 
     def rules(self) -> StackRules:
         return RULES
+
+    def downloads(self) -> Downloads:
+        return DOWNLOADS
 
     def model_param(self, node_type: str, params: Mapping[str, Any]) -> str | None:
         """The model picked, or the first in the catalog that renders from a prompt alone (an

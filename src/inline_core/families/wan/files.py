@@ -6,7 +6,8 @@
 - the VAE: the one whose latents the model takes, the Wan 2.1 VAE (`wan_2.1_vae.safetensors`) or
   the Wan 2.2 VAE (`wan2.2_vae.safetensors`), original naming, or an `AutoencoderKLWan` folder;
 - the text encoder: a UMT5 as wide as the transformer's text input, a single file (its tokenizer
-  from a `text_encoders/*umt5*tokenizer*/` folder) or an HF folder with its tokenizer.
+  from a `text_encoders/*umt5*tokenizer*/` folder, or that folder's `tokenizer/`, as the download
+  target lands Wan-AI's) or an HF folder with its tokenizer.
 
 `INLINE_WAN_MODEL`, `INLINE_WAN_VAE` and `INLINE_WAN_TEXT_ENCODER` override each part.
 """
@@ -177,10 +178,11 @@ RULES = StackRules(
         fallback=lambda: None,
         folder=TOKENIZER_FOLDER,
         hint=(
-            "a single-file UMT5 text encoder needs google/umt5-xxl's tokenizer files "
+            "a single-file UMT5 text encoder needs the UMT5-XXL tokenizer files "
             "(tokenizer.json or spiece.model, tokenizer_config.json) in a folder "
-            "{root}/text_encoders/umt5-xxl-tokenizer/; or use an HF text-encoder folder that "
-            "includes its tokenizer"
+            "{root}/text_encoders/umt5-xxl-tokenizer/ (or its tokenizer/ subfolder, where "
+            "`inline-core download --family wan tokenizer` puts them); or use an HF "
+            "text-encoder folder that includes its tokenizer"
         ),
     ),
 )

@@ -28,6 +28,7 @@ from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
+from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
 from inline_core.diffusion.flow.schedule import flow_x0
 from inline_core.diffusion.libs import module
@@ -80,6 +81,7 @@ class WanStepPipeline:
         image_processor: Any = None,
         encoder_placement: PlacementLike | None = None,
         adapter_cache: Fetch | None = None,
+        fused_copies: CopyStore | None = None,
     ) -> None:
         self.text_encoder = text_encoder
         self.transformer = transformer
@@ -98,15 +100,22 @@ class WanStepPipeline:
         self.serial_phases = serial_phases  # with CPU offload, encode/decode run between steps
         self.expand_timesteps = expand_timesteps  # Wan 2.2 TI2V: per-token timesteps
         # Each request's LoRA stack, added to its own rows of every forward; a pair's experts
-        # each hook their own rows (a file's weights, loaded once, serve both: same shapes).
-        self.adapters = AdapterBank(
-            transformer, read_lora, self.device, self.dtype, adapter_cache, model_key
+        # each hook their own rows (a file's weights, loaded once, serve both: same shapes), and
+        # each may fuse its own copy of a held stack.
+        self.adapters = AdapterBank.placed(
+            transformer, read_lora, placement, adapter_cache, model_key, fused_copies
         )
         self.adapters_2 = (
             None
             if transformer_2 is None
-            else AdapterBank(
-                transformer_2, read_lora, self.device, self.dtype, adapter_cache, model_key
+            else AdapterBank.placed(
+                transformer_2,
+                read_lora,
+                placement,
+                adapter_cache,
+                model_key,
+                fused_copies,
+                copy_scope=(model_key, "transformer_2"),
             )
         )
         # The step cache adopted on each expert (stepcache/adopt.py): each caches its own steps.
@@ -267,7 +276,7 @@ class WanStepPipeline:
         # Each expert caches its own steps: a row's residuals are its expert's (a row moving to
         # the other expert computes its first step there, `RowCache.owner`).
         cached = cached_forward(self.step_cache_of(model), model, caches)
-        with self.swap.use(model, self.placement), bank.applied(stacks), cached:
+        with self.swap.use(model, self.placement), bank.forward(stacks), cached:
             return cast(
                 torch.Tensor,
                 model(
@@ -322,16 +331,23 @@ class WanStepPipeline:
         return latents
 
     def post_decode(self, state: WanRequest, /) -> Video:
+        """The video, chunk by chunk into one array of the render's frames (each chunk's are
+        handed to `on_chunk` as a view of it: the frames are held once, never joined)."""
         latents = self.post_latents(state)
-        chunks: list[Frames] = []
+        video: Frames | None = None
         done = 0
         for chunk in self.vae.decode_chunks(latents):
             pixels = to_pixels(chunk, self.vae.chunk_value_range)
+            if video is None:
+                video = np.empty((state.frames, *pixels.shape[1:]), dtype=np.uint8)
+            count = pixels.shape[0]
+            video[done : done + count] = pixels
             if state.on_chunk is not None:
-                state.on_chunk(done, pixels, state.frames)
-            chunks.append(pixels)
-            done += pixels.shape[0]
-        return Video(np.concatenate(chunks), state.fps, state.format)
+                state.on_chunk(done, video[done : done + count], state.frames)
+            done += count
+        if video is None or done != state.frames:
+            raise RuntimeError(f"the VAE decoded {done} frames of {state.frames}")
+        return Video(video, state.fps, state.format)
 
 
 def _prepared(state: WanRequest) -> Latents:

@@ -14,7 +14,7 @@ from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.formats import ldm_vae, qwen3
 from inline_core.diffusion.parts import PartLoader
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
-from inline_core.families.builder import ADAPTER_CACHE, Parts
+from inline_core.families.builder import ADAPTER_CACHE, FUSED_COPIES, Parts
 from inline_core.families.zimage import transformer
 from inline_core.families.zimage.denoiser import ZImageDenoiser
 from inline_core.families.zimage.files import DEFAULT_SCHEDULER_CONFIG
@@ -62,6 +62,7 @@ class ZImageBuilder:
             parts.swap,
             adapter_cache=parts.extra.get(ADAPTER_CACHE),
             model_key=parts.model_key,
+            fused_copies=parts.extra.get(FUSED_COPIES),
         )
 
     def denoiser(self, parts: Parts) -> ZImageDenoisePipeline:

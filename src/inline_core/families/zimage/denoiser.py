@@ -2,8 +2,9 @@
 
 `ZImageTransformer2DModel` takes per-request lists (latents, captions) and a timestep per item, so
 requests with different prompts, sizes and timesteps share one forward; each item's LoRA stack is
-added to its own rows of that forward (`diffusion/adapters/`), and each item's control model adds
-its hints to its own rows (`control.py`).
+added to its own rows of that forward (`diffusion/adapters/`; a forward whose rows all hold one
+stack may run on its fused copy, where the device policy says it pays), and each item's control
+model adds its hints to its own rows (`control.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
+from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
 from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
@@ -33,14 +35,15 @@ class ZImageDenoiser:
         swap: OffloadSwap,
         adapter_cache: Fetch | None = None,
         model_key: object = "",
+        fused_copies: CopyStore | None = None,
     ) -> None:
         self.transformer = transformer
         self.placement = placement
         self.swap = swap
         self.device = torch.device(placement.device)
         self.dtype = torch_dtype(placement.dtype)
-        self.adapters = AdapterBank(
-            transformer, read_lora, self.device, self.dtype, adapter_cache, model_key
+        self.adapters = AdapterBank.placed(
+            transformer, read_lora, placement, adapter_cache, model_key, fused_copies
         )
         self.control = ControlBranch(transformer, self.device, self.dtype, adapter_cache, model_key)
         self.step_cache: StepCacheBackend | None = None  # adopted by its pipeline
@@ -81,7 +84,7 @@ class ZImageDenoiser:
                 extra["controlnet_block_samples"] = self.control.block_samples(
                     x, t, caps, controls, rows_for
                 )
-            with self.adapters.applied(loras), self._cached(caches):
+            with self.adapters.forward(loras), self._cached(caches):
                 out = self.transformer(x, t, caps, return_dict=False, **extra)[0]
         return list(cast(list[torch.Tensor], out))
 

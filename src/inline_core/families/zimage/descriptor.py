@@ -21,7 +21,7 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
         PortSpec("image", PortKind.IMAGE, optional=True, label="Image (img2img)"),
         # A control image as the user made it (canny edges, depth, pose), for `controlnet`.
         PortSpec("control_image", PortKind.IMAGE, optional=True, label="Control image"),
-        PortSpec("mask", PortKind.IMAGE, optional=True, label="Mask (inpaint: white repaints)"),
+        PortSpec("mask", PortKind.MASK, optional=True, label="Mask (inpaint: white repaints)"),
         # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
         PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
     ),

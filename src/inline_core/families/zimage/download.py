@@ -11,20 +11,11 @@ present are skipped unless `--force`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 
-from inline_core.downloads.targets import Downloads, Target
+from inline_core.downloads.targets import DIFFUSERS_PIPELINE, Downloads, Target
 
 COMFY_REPO = "Comfy-Org/z_image_turbo"
 DIFFUSERS_REPO = "Tongyi-MAI/Z-Image-Turbo"
-DIFFUSERS_FILES = (
-    "model_index.json",
-    "scheduler/*",
-    "transformer/*",
-    "vae/*",
-    "text_encoder/*",
-    "tokenizer/*",
-)
 
 DOWNLOADS = Downloads(
     title="Z-Image Turbo",
@@ -53,7 +44,7 @@ DOWNLOADS = Downloads(
         "diffusers": Target(
             DIFFUSERS_REPO,
             "diffusion_models",
-            DIFFUSERS_FILES,
+            DIFFUSERS_PIPELINE,
             folder="Z-Image-Turbo",
             roles=("diffusion_model", "vae", "text_encoder", "tokenizer"),
             layout="diffusers",
@@ -65,15 +56,7 @@ DOWNLOADS = Downloads(
 )
 expand = DOWNLOADS.expand
 plan = DOWNLOADS.plan
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`inline-core download` for Z-Image: the download manager over its table (imported here:
-    the table alone is what the server's requirements route needs)."""
-    from inline_core.downloads.cli import run_cli
-
-    return run_cli(DOWNLOADS, argv)
-
+main = DOWNLOADS.main  # `inline-core download` (the manager over its table)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -84,6 +84,18 @@ def control_context(
     return padded_context(torch.cat(parts, dim=1), in_dim)
 
 
+def inpaint_context(
+    control: torch.Tensor, repaint: torch.Tensor | None, inpaint: torch.Tensor
+) -> torch.Tensor:
+    """`(1, C, h, w)` control latents followed by the kept-part mask (`1 - repaint` at latent
+    size; zeros without a mask: nothing kept) and the masked image's latents."""
+    if repaint is None:
+        keep = control.new_zeros((control.shape[0], 1, *control.shape[2:]))
+    else:
+        keep = 1 - repaint.to(control.device, control.dtype)
+    return torch.cat([control, keep, inpaint.to(control.dtype)], dim=1)
+
+
 def padded_context(context: torch.Tensor, in_dim: int) -> torch.Tensor:
     """`(1, C, h, w)` latents -> the control model's `(in_dim, 1, h, w)` input: a 2.x model's
     mask and image channels, where none were given, are zeros (as diffusers pads them)."""

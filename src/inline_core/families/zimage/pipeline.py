@@ -22,6 +22,7 @@ from PIL import Image
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
+from inline_core.diffusion.flow.noise_mask import NoiseMask
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.libs import vector_norm
 from inline_core.diffusion.stepcache import rows as step_rows
@@ -38,6 +39,7 @@ from inline_core.families.zimage.family import ZImageFamily
 from inline_core.families.zimage.inpaint import (
     InpaintBlend,
     control_context,
+    inpaint_context,
     latent_size,
     mask_pixels,
     padded_context,
@@ -112,9 +114,18 @@ class ZImageDenoisePipeline:
         """The control model's input from latents encoded upstream (`sample`'s control)."""
         if state.control_latents is None:
             raise InvalidRequest("the denoiser alone has no VAE to encode a control image with")
-        in_dim = self.denoiser.control.in_dim(cast(ControlUse, state.control))
+        use = cast(ControlUse, state.control)
+        in_dim = self.denoiser.control.in_dim(use)
         latents = cast(torch.Tensor, state.control_latents.value)
-        return padded_context(latents, in_dim)
+        if state.control_inpaint is None:
+            return padded_context(latents, in_dim)
+        if not controlnet.takes_inpaint({"control_in_dim": in_dim}, latents.shape[1]):
+            raise InvalidRequest(
+                f"controlnet/{use.name} takes no inpaint mask or image (a 1.x layout): remove "
+                "them (ComfyUI ignores them with this model), or pick a 2.x file"
+            )
+        inpaint = cast(torch.Tensor, state.control_inpaint.value).to(latents.device)
+        return padded_context(inpaint_context(latents, state.control_mask, inpaint), in_dim)
 
     def _latent_mask(self, state: ZImageRequest, shape: tuple[int, ...]) -> torch.Tensor:
         raise InvalidRequest("the denoiser alone cannot read an inpaint mask")
@@ -161,10 +172,15 @@ class ZImageDenoisePipeline:
             _refuse_split(state)
             state.control_context = self._control_context(state).to(device)
         if noise is not None:
+            start = None
             if state.start is not None:
                 start = cast(torch.Tensor, state.start.value).to(device, torch.float32)
-                noise = schedule.noised(start, noise)
-            state.latents = Latents(noise, shape)
+            noised = noise if start is None else schedule.noised(start, noise)
+            state.latents = Latents(noised, shape)
+            if state.noise_mask is not None:
+                kept = torch.zeros_like(noise) if start is None else start
+                mask = cast(torch.Tensor, state.noise_mask)
+                state.masked = NoiseMask.at_latents(mask, kept, noise)
             return
         source = cast(Image.Image, state.image).convert("RGB")
         if source.size != (state.width, state.height):
@@ -191,9 +207,10 @@ class ZImageDenoisePipeline:
         caches: list[RowCache | None] = []  # each row's step cache: its request's, per branch
         controls: list[RowControl | None] = []  # and its control, as diffusers repeats it
         guided: list[int] = []  # indexes into `states` that also run their negative prompt
+        seen = [_model_input(s) for s in states]  # a noise mask's kept part noised (noise_mask)
         for i, s in enumerate(states):
-            schedule, lat = _prepared(s)
-            latents.append(lat)
+            schedule, _lat = _prepared(s)
+            latents.append(seen[i])
             timesteps.append(schedule.model_timestep(s.step_index))
             conds.append(cast(Conditioning, s.positive))
             loras.append(s.loras)
@@ -204,7 +221,7 @@ class ZImageDenoisePipeline:
         # Negatives follow all positives, as in the pipeline's `prompt_embeds + negative_embeds`.
         for i in guided:
             s = states[i]
-            latents.append(cast(Latents, s.latents))
+            latents.append(seen[i])
             timesteps.append(cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index))
             conds.append(cast(Conditioning, s.negative))
             loras.append(s.loras)
@@ -221,7 +238,12 @@ class ZImageDenoisePipeline:
                 )
             else:
                 pred = pos
-            preds.append(-pred.unsqueeze(0).squeeze(2))
+            velocity = -pred.unsqueeze(0).squeeze(2)
+            if s.masked is not None:
+                schedule, lat = _prepared(s)
+                masked = cast(NoiseMask, s.masked)
+                velocity = masked.prediction(schedule, s.step_index, lat, seen[i], velocity)
+            preds.append(velocity)
         return preds
 
     def step_scheduler(self, state: ZImageRequest, noise_pred: Any, /) -> None:
@@ -360,7 +382,7 @@ def _release(state: ZImageRequest) -> None:
     """Drop the request's tensors once it is done: the state object may outlive the render."""
     state.latents = state.positive = state.negative = state.start = None
     step_rows.release(state.cache)
-    state.control_context = state.inpaint = None
+    state.control_context = state.inpaint = state.masked = None
 
 
 def _refuse_split(state: ZImageRequest) -> None:
@@ -368,6 +390,14 @@ def _refuse_split(state: ZImageRequest) -> None:
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         raise InvalidRequest(split_refusal(cast(ControlUse, state.control).name))
+
+
+def _model_input(state: ZImageRequest) -> Latents:
+    """The latents the model sees for `state` this step."""
+    schedule, lat = _prepared(state)
+    if state.masked is None:
+        return lat
+    return cast(NoiseMask, state.masked).model_input(schedule, state.step_index, lat)
 
 
 def _row_control(state: ZImageRequest) -> RowControl | None:

@@ -53,13 +53,21 @@ class ZImageRequest:
     control: ControlUse | None = None
     control_image: Any = None
     control_latents: Latents | None = None  # the control image encoded (the `sample` primitive)
+    # A 2.x control's inpaint inputs from `sample`: the masked image's latents, and the repaint
+    # mask at latent size (None: nothing kept).
+    control_inpaint: Latents | None = None
+    control_mask: Any = None
     # Inpainting: white repaints, black keeps. With `image` (img2img) the kept part is blended
     # back after each step (ZImageInpaintPipeline); with `control_source` instead, the mask and
     # the masked image feed a control model that takes them (ZImageControlNetInpaintPipeline).
     mask: Any = None
     control_source: Any = None
+    # `sample`'s noise mask (ComfyUI's: repaints where 1, at every model call), `(1, 1, H, W)`
+    # at its own size, over the `start` latents.
+    noise_mask: Any = None
     control_context: Any = field(default=None, metadata=LOCAL)  # (C, 1, h, w), made at prepare
     inpaint: Any = field(default=None, metadata=LOCAL)  # its `InpaintBlend`, made at prepare
+    masked: Any = field(default=None, metadata=LOCAL)  # its `NoiseMask`, made at prepare
     model_key: Hashable = field(default="", metadata=LOCAL)  # which weights, dtype and device
     step_index: int = field(default=0, metadata=LOCAL)
     schedule: Any = field(default=None, metadata=LOCAL)  # its private FlowMatchSchedule
@@ -116,6 +124,8 @@ def new_request(model_key: Hashable, spatial_factor: int, **kwargs: Any) -> ZIma
         )
     if state.mask is not None and state.image is None and state.control_source is None:
         raise InvalidRequest("a mask needs the image it masks")
+    if state.noise_mask is not None and state.image is not None:
+        raise InvalidRequest("a noise mask masks the latents sampled from, not an img2img image")
     has_image = state.control_image is not None or state.control_latents is not None
     if has_image and state.control is None:
         raise InvalidRequest("a control image needs a control model")

@@ -1,0 +1,125 @@
+"""Masks as the primitives apply them (torch): a mask node's `L` image (white repaints) resized,
+rounded and grown the way ComfyUI's inpaint nodes do, so an imported workflow keeps their
+arithmetic.
+
+- A latent's noise mask (`sample`): resized to the latent bilinearly, soft values kept
+  (`noise_mask.NoiseMask` applies it at every step).
+- `vae/encode-inpaint` (VAEEncodeForInpaint): the mask resized to the image bilinearly and
+  cropped with it; the pixels under its rounded part encoded as mid-gray; the noise mask is that
+  rounded mask grown by a `grow` x `grow` box (`ceil((grow - 1) / 2)` pixels down and right,
+  the rest up and left, as its padded convolution spreads it).
+- A control's inpaint inputs (ZImageFunControlnet's): the repaint mask resized to the latent by
+  nearest neighbour, soft values kept; the image to inpaint (mid-gray without one) with the
+  rounded kept part kept and the rest mid-gray; a missing control image is mid-gray too.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, cast
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
+from PIL import Image
+
+from inline_core.components.interfaces import Latents
+from inline_core.errors import InvalidRequest
+
+
+def mask_tensor(mask: Image.Image) -> torch.Tensor:
+    """`(1, 1, H, W)` float32 in [0, 1]: 255 is 1."""
+    gray = mask.convert("L")
+    raw = torch.frombuffer(bytearray(gray.tobytes()), dtype=torch.uint8)
+    return (raw.to(torch.float32) / 255).reshape(1, 1, gray.height, gray.width)
+
+
+def resized(mask: torch.Tensor, size: tuple[int, int], mode: str) -> torch.Tensor:
+    """`mask` at `size` (height, width), by `mode` ("bilinear" or "nearest")."""
+    if tuple(mask.shape[-2:]) == size:
+        return mask
+    return F.interpolate(mask, size=size, mode=mode)
+
+
+def crop_box(width: int, height: int, multiple: int) -> tuple[int, int, int, int]:
+    """(left, top, width, height): the centred box of whole `multiple`s inside the image."""
+    inner_width, inner_height = width // multiple * multiple, height // multiple * multiple
+    return (width - inner_width) // 2, (height - inner_height) // 2, inner_width, inner_height
+
+
+def grown(mask: torch.Tensor, by: int) -> torch.Tensor:
+    """The rounded mask grown by a `by` x `by` box (0: rounded only)."""
+    rounded = mask.round()
+    if by == 0:
+        return rounded
+    height, width = mask.shape[-2:]
+    kernel = torch.ones((1, 1, by, by), dtype=mask.dtype)
+    spread = F.conv2d(rounded, kernel, padding=math.ceil((by - 1) / 2))
+    return spread.clamp(0, 1)[..., :height, :width].round()
+
+
+def mask_image(mask: torch.Tensor) -> Image.Image:
+    """A `(1, 1, H, W)` mask in [0, 1] as an `L` image."""
+    array = (mask[0, 0] * 255).round().clamp(0, 255).to(torch.uint8).numpy()
+    return Image.fromarray(np.ascontiguousarray(array), "L")
+
+
+def encode_for_inpaint(
+    vae: Any, image: Image.Image, mask: Image.Image, grow: int
+) -> tuple[tuple[int, int], Latents, Image.Image]:
+    """VAEEncodeForInpaint on a loaded VAE: (the cropped image's size, its latents with the
+    masked part mid-gray, the grown noise mask as an `L` image at that size)."""
+    rgb = image.convert("RGB")
+    multiple = int(vae.pixel_multiple)
+    left, top, width, height = crop_box(rgb.width, rgb.height, multiple)
+    if width == 0 or height == 0:
+        raise InvalidRequest(
+            f"the image is {rgb.width}x{rgb.height}; it must be at least {multiple}x{multiple} "
+            "pixels"
+        )
+    at_image = resized(mask_tensor(mask), (rgb.height, rgb.width), "bilinear")
+    cropped_mask = at_image[..., top : top + height, left : left + width]
+    cropped = rgb.crop((left, top, left + width, top + height))
+    pixels = cast(torch.Tensor, vae.processor.preprocess(cropped))
+    keep = (1.0 - cropped_mask.round()).to(pixels.device, pixels.dtype)
+    latents = cast(Latents, vae.encode_pixels(pixels * keep, None))
+    return (width, height), latents, mask_image(grown(cropped_mask, grow))
+
+
+def control_inpaint(
+    vae: Any,
+    control: Image.Image | None,
+    inpaint: Image.Image | None,
+    mask: Image.Image | None,
+    width: int,
+    height: int,
+) -> dict[str, Any]:
+    """A control's request fields at the output size: `control_latents` (the control image, or
+    mid-gray), and with a mask or an image to inpaint, `control_inpaint` (that image's latents,
+    its masked part mid-gray) and `control_mask` (the repaint mask at latent size, or None)."""
+    gray = torch.zeros((1, 3, height, width))
+
+    def pixels(image: Image.Image | None) -> torch.Tensor:
+        if image is None:
+            return gray
+        rgb = image.convert("RGB")
+        if rgb.size != (width, height):
+            rgb = rgb.resize((width, height), Image.Resampling.LANCZOS)
+        return cast(torch.Tensor, vae.processor.preprocess(rgb))
+
+    latents = cast(Latents, vae.encode_pixels(pixels(control), None))
+    if inpaint is None and mask is None:
+        return {"control_latents": latents}
+    source = pixels(inpaint)
+    repaint: torch.Tensor | None = None
+    if mask is not None:
+        tensor = mask_tensor(mask)
+        keep = (1.0 - resized(tensor, (height, width), "bilinear")).round()
+        source = source * keep.to(source.dtype)
+        shape = cast(torch.Tensor, latents.value).shape
+        repaint = resized(tensor, (int(shape[-2]), int(shape[-1])), "nearest")
+    return {
+        "control_latents": latents,
+        "control_inpaint": vae.encode_pixels(source, None),
+        "control_mask": repaint,
+    }

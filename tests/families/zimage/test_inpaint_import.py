@@ -1,0 +1,217 @@
+"""Imported ComfyUI inpaint workflows render the pixels of the direct graphs: VAEEncodeForInpaint,
+SetLatentNoiseMask (behind mask ops) and InpaintModelConditioning onto the inpaint primitives,
+and a control model's mask onto `load/controlnet`'s, where a ZImageFunControlnet inpaint renders
+what the Z-Image node's control inpaint renders (diffusers' ZImageControlNetInpaintPipeline)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+from comfy_zimage import KIT_FILES
+from control_harness import UNION, UNION_21, edges, mask, source
+from fastapi.testclient import TestClient
+from PIL import Image
+from primitive_graphs import edge, primitive_graph
+from test_control_server import upload
+from test_primitives_comfy import finished, run, serve, take_pixels
+from zimage_harness import max_diff
+
+from inline_core.families.zimage.descriptor import NODE_TYPE
+from inline_core.families.zimage.kit import KitPaths
+from tests.importer import comfy_inpaint
+from tests.importer.comfy_inpaint import MASK, PHOTO
+
+Json = dict[str, Any]
+PROMPT, SEED, STEPS = "a red fox", 42, 4
+
+
+@pytest.fixture(scope="module")
+def client(kit: KitPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    with serve(kit.root, tmp_path_factory.mktemp("inpaint") / "data") as c:
+        yield c
+
+
+def photo() -> Image.Image:
+    """The source photo with its middle transparent: LoadImage's MASK repaints it."""
+    out = source().convert("RGBA")
+    out.putalpha(Image.eval(mask(), lambda v: 255 - v))
+    return out
+
+
+@pytest.fixture(scope="module")
+def assets(client: TestClient) -> dict[str, Json]:
+    return {PHOTO: upload(client, photo()), MASK: upload(client, mask())}
+
+
+def imported(client: TestClient, workflow: Json, assets: dict[str, Json]) -> Json:
+    ids = {name: ref["id"] for name, ref in assets.items()}
+    response = client.post("/v1/import/comfy", json={"workflow": workflow, "assets": ids})
+    assert response.status_code == 200, response.text
+    body = cast(Json, response.json())
+    assert body["skipped"] == [] and body["changesPicture"] == [], body
+    return body
+
+
+def rendered(client: TestClient, graph: Json, target: str) -> Any:
+    return take_pixels(client, run(client, graph, target))
+
+
+def direct(extra: list[Json], latent: str, *, model: str = "model") -> Json:
+    """The primitive graph of the template's render, sampling from `latent` with `model`."""
+    graph = primitive_graph(PROMPT, steps=STEPS, seed=SEED)
+    nodes = cast(list[Json], graph["nodes"])
+    nodes[:] = [n for n in nodes if n["id"] != "latent"] + extra
+    sample = next(n for n in nodes if n["id"] == "sample")
+    sample["inputs"]["latent"] = edge(latent, "latent")
+    sample["inputs"]["model"] = edge(model, "model")
+    return graph
+
+
+def node(node_id: str, node_type: str, params: Json | None = None, **inputs: str) -> Json:
+    wired = {port: edge(*spec.split(".")) for port, spec in inputs.items()}
+    return {"id": node_id, "type": node_type, "params": params or {}, "inputs": wired}
+
+
+def image(assets: dict[str, Json], node_id: str = "photo") -> Json:
+    return node(node_id, "input/image", {"asset": assets[PHOTO]})
+
+
+def alpha(assets: dict[str, Json]) -> Json:
+    params = {"asset": assets[PHOTO], "channel": "alpha", "invert": True}
+    return node("alpha", "input/mask", params)
+
+
+def template(**fields: Any) -> Json:
+    return {
+        "prompt": PROMPT,
+        "seed": SEED,
+        "steps": STEPS,
+        "width": 64,
+        "height": 64,
+        **KIT_FILES,
+        **fields,
+    }
+
+
+def test_imported_inpaint_workflows_render_the_direct_graphs_pixels(
+    client: TestClient, assets: dict[str, Json]
+) -> None:
+    encode = [
+        image(assets),
+        alpha(assets),
+        node(
+            "inpaint",
+            "vae/encode-inpaint",
+            {"grow": 6},
+            vae="vae.vae",
+            image="photo.image",
+            mask="alpha.mask",
+        ),
+    ]
+    grown = [
+        image(assets),
+        node("encode", "vae/encode", vae="vae.vae", image="photo.image"),
+        node("red", "input/mask", {"asset": assets[MASK], "channel": "red", "invert": False}),
+        node("grow", "mask/grow", {"expand": 2, "tapered_corners": False}, mask="red.mask"),
+        node("inv", "mask/invert", mask="grow.mask"),
+        node("cut", "mask/threshold", {"value": 0.5}, mask="inv.mask"),
+        node("back", "mask/invert", mask="cut.mask"),
+        node("masked", "latent/noise-mask", latent="encode.latent", mask="back.mask"),
+    ]
+    conditioned = [
+        image(assets),
+        alpha(assets),
+        node("encode", "vae/encode", vae="vae.vae", image="photo.image"),
+        node("masked", "latent/noise-mask", latent="encode.latent", mask="alpha.mask"),
+    ]
+    cases = [
+        (comfy_inpaint.encode_for_inpaint(**template()), direct(encode, "inpaint")),
+        (comfy_inpaint.noise_mask(**template()), direct(grown, "masked")),
+        (comfy_inpaint.model_conditioning(**template()), direct(conditioned, "masked")),
+    ]
+    plain = rendered(client, primitive_graph(PROMPT, steps=STEPS, seed=SEED), "decode")
+    for workflow, graph in cases:
+        body = imported(client, workflow, assets)
+        ours = rendered(client, body["graph"], body["target"])
+        assert max_diff(ours, rendered(client, graph, "decode")) == 0
+        assert max_diff(ours, plain) > 10  # it sampled from the photo, not from nothing
+
+
+def test_an_imported_control_inpaint_renders_the_nodes_control_inpaint(
+    client: TestClient, assets: dict[str, Json]
+) -> None:
+    # ZImageFunControlnet: the edges as the control image, the photo to inpaint, its alpha's
+    # mask; from noise, as the node inpaints through a 2.x control model.
+    workflow = comfy_inpaint.control_inpaint(UNION_21, fun=True, **template())
+    workflow["41"] = {"class_type": "LoadImage", "inputs": {"image": "edges.png"}}
+    workflow["42"]["inputs"]["image"] = ["41", 0]
+    with_edges = assets | {"edges.png": upload(client, edges())}
+    body = imported(client, workflow, with_edges)
+    ours = rendered(client, body["graph"], body["target"])
+    nodes = [
+        {"id": "p", "type": "input/text", "params": {"text": PROMPT}},
+        image(assets, "image"),
+        alpha(assets),
+        node("edges", "input/image", {"asset": with_edges["edges.png"]}),
+        {
+            "id": "z",
+            "type": NODE_TYPE,
+            "params": {
+                "model": KIT_FILES["model"],
+                "width": 64,
+                "height": 64,
+                "steps": STEPS,
+                "seed": SEED,
+                "guidance": 0.0,
+                "controlnet": UNION_21,
+                "control_strength": 0.8,
+            },
+            "inputs": {
+                "prompt": edge("p", "text"),
+                "image": edge("image", "image"),
+                "mask": edge("alpha", "mask"),
+                "control_image": edge("edges", "image"),
+            },
+        },
+    ]
+    state = run(client, {"schemaVersion": 1, "nodes": nodes}, "z")
+    assert state["takes"][0]["params"]["inpaint"] == "control"
+    assert max_diff(ours, take_pixels(client, state)) == 0
+
+    # QwenImageDiffsynthControlnet's mask: its masked image is mid-gray (it takes no image to
+    # inpaint), here as in ComfyUI.
+    qwen = imported(client, comfy_inpaint.control_inpaint(UNION_21, **template()), assets)
+    graph = direct(
+        [
+            image(assets),
+            alpha(assets),
+            node(
+                "control",
+                "load/controlnet",
+                {"name": UNION_21, "strength": 0.8},
+                model="model.model",
+                vae="vae.vae",
+                image="photo.image",
+                mask="alpha.mask",
+            ),
+            node("latent", "latent/empty", {"width": 64, "height": 64, "batch": 1}),
+        ],
+        "latent",
+        model="control",
+    )
+    assert (
+        max_diff(rendered(client, qwen["graph"], qwen["target"]), rendered(client, graph, "decode"))
+        == 0
+    )
+
+
+def test_a_control_mask_on_a_model_without_inpaint_channels_fails_saying_why(
+    client: TestClient, assets: dict[str, Json]
+) -> None:
+    body = imported(client, comfy_inpaint.control_inpaint(UNION, **template()), assets)
+    state = finished(client, body["graph"], body["target"])
+    assert state["status"] == "error", state
+    message = str(state["error"]["message"])
+    assert UNION in message and "no inpaint mask" in message and "2.x" in message
