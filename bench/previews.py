@@ -1,11 +1,15 @@
-"""What step previews cost: tiny Z-Image renders with previews off, latent2rgb and taesd, side by
-side in one run, at 1 and 8 concurrent renders.
+"""What step previews cost: tiny renders with previews off, latent2rgb and taesd, side by side in
+one run, at 1 and 8 concurrent renders, on Z-Image or Wan.
 
-    .venv/bin/python bench/previews.py [--rounds 12] [--steps 8] [--size 64] [--threads 1]
+    .venv/bin/python bench/previews.py [--family zimage|wan] [--rounds 12] [--steps 8]
+                                       [--size 64] [--threads 1]
 
-As the server runs them: one `StepLoopSampler` and one preview worker for the whole bench (the
-runtime holds one of each), the renderer at the default 512 px preview size, the kit's tiny
-taef1 for taesd. Each round submits `concurrency` renders at once, once per setting, the settings
+Z-Image (the default): `--size` square images, no guidance, the kit's tiny taef1 for taesd.
+Wan: the kit's tiny Wan 2.1 text-to-video, `--size` x `--size` at 9 frames (3 latent frames),
+guidance 3 (two rows a forward), the kit's tiny lighttaew2_1 (TAEHV) for taesd; its renders
+decode their video in the round. As the server runs them: one `StepLoopSampler` and one preview
+worker for the whole bench (the runtime holds one of each), the renderer at the default 512 px
+preview size. Each round submits `concurrency` renders at once, once per setting, the settings
 interleaved so drift hits them alike; a round ends when every render is done and its last preview
 delivered (as a node waits for its last preview before it ends). "off again" is previews off a
 second time: the noise floor of the comparison. Reported per setting, as ratios to "off":
@@ -23,7 +27,7 @@ second time: the noise floor of the comparison. Reported per setting, as ratios 
   `runtime.preview.PREVIEW_DUTY`, caps it: 3% latent2rgb, 10% taesd);
 - how many previews were rendered or dropped (stale: a newer one came first; the worker renders
   at most a tenth of the time, so a costly method is coalesced into fewer previews).
-Writes bench/results/previews.json.
+Writes bench/results/previews.json (Z-Image) or bench/results/previews_wan.json.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "previews.json"
+RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
+RESULT_FILES = {"zimage": "previews.json", "wan": "previews_wan.json"}
 SETTINGS = ("off", "off again", "latent2rgb", "taesd")
 CONCURRENCY = (1, 8)
 BUDGET = {"latent2rgb": 0.03, "taesd": 0.15}  # the issue's: a preview's share of a tiny step
@@ -61,19 +66,40 @@ class Timed:
         return image
 
 
+def load_wan(models: Path, sampler: Any) -> Any:
+    """The kit's tiny Wan 2.1 text-to-video (ComfyUI layout) over the bench's sampler."""
+    from inline_core.config import Config
+    from inline_core.families.standalone import family_rig
+    from inline_core.families.wan import WanFamily
+    from inline_core.families.wan.kit import build_kit
+
+    build_kit(models, ["comfy"], ["t2v"])
+    config = Config(models_dir=models, profile="cpu", dtype="float32")
+    return family_rig(WanFamily, models, sampler, config=config).pipeline()
+
+
 class Bench:
-    def __init__(self, models: Path, steps: int, size: int) -> None:
+    def __init__(self, family: str, models: Path, steps: int, size: int) -> None:
         from batching_phases import load
 
         from inline_core.diffusion.preview.renderer import PreviewRenderer
         from inline_core.sampling import StepLoopSampler
         from inline_core.sampling.previews import PreviewWorker
 
-        self.pipeline = load(models)
-        self.renderer = PreviewRenderer(models / "vae_approx", 512)
         self.sampler = StepLoopSampler()
+        self.family = family
+        self.pipeline = load_wan(models, self.sampler) if family == "wan" else load(models)
+        self.renderer = PreviewRenderer(models / "vae_approx", 512)
         self.worker = PreviewWorker()
         self.steps, self.size = steps, size
+
+    def request(self, seed: int) -> Any:
+        shape = {"width": self.size, "height": self.size, "steps": self.steps, "seed": seed}
+        if self.family == "wan":
+            return self.pipeline.request(
+                prompt="a lighthouse", frames=9, guidance=3.0, format="png", **shape
+            )
+        return self.pipeline.request(prompt="a lighthouse", guidance=0.0, **shape)
 
     def one_round(self, concurrency: int, setting: str, seed0: int) -> dict[str, Any]:
         from inline_core.runtime.preview import preview_duty
@@ -83,15 +109,7 @@ class Bench:
         timed = None if method is None else Timed(self.renderer, method)
         jobs: list[SampleJob] = []
         for i in range(concurrency):
-            state = self.pipeline.request(
-                prompt="a lighthouse",
-                width=self.size,
-                height=self.size,
-                steps=self.steps,
-                guidance=0.0,
-                seed=seed0 + i,
-            )
-            job = SampleJob(self.pipeline, state)
+            job = SampleJob(self.pipeline, self.request(seed0 + i))
             if timed is not None and method is not None:
                 job.preview = self.worker.channel(
                     timed, lambda image, step, count: None, duty=preview_duty(method)
@@ -156,6 +174,7 @@ def summary(runs: dict[str, list[dict[str, Any]]], concurrency: int) -> dict[str
 
 def main() -> int:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--family", choices=sorted(RESULT_FILES), default="zimage")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--size", type=int, default=64)
@@ -167,7 +186,9 @@ def main() -> int:
 
     torch.set_num_threads(cast(int, args.threads))
     load_before = os.getloadavg()
-    bench = Bench(Path(tempfile.mkdtemp(prefix="previews-")) / "models", args.steps, args.size)
+    family = cast(str, args.family)
+    models = Path(tempfile.mkdtemp(prefix="previews-")) / "models"
+    bench = Bench(family, models, args.steps, args.size)
     table: dict[str, dict[str, Any]] = {}
     try:
         for setting in SETTINGS:  # warm-up (loads the tiny decoder, starts the threads)
@@ -182,8 +203,9 @@ def main() -> int:
     finally:
         bench.close()
     load_after = os.getloadavg()
+    subject = "Wan 2.1, 9 frames, guidance 3" if family == "wan" else "Z-Image"
     print(
-        f"tiny Z-Image {args.size} px, {args.steps} steps, {args.rounds} rounds, "
+        f"tiny {subject}, {args.size} px, {args.steps} steps, {args.rounds} rounds, "
         f"{args.threads} thread(s); load (1 min) {load_before[0]:.2f} -> {load_after[0]:.2f}"
     )
     print(
@@ -201,11 +223,13 @@ def main() -> int:
             f"{row['wallRatio']:>8.3f} {row['renderMs']:>9.3f} {row['renderPerStep']:>11.2%} "
             f"{row['rendered']:>8} {row['dropped']:>7}"
         )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    body = {"steps": args.steps, "size": args.size, "rounds": args.rounds, "threads": args.threads}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    body: dict[str, Any] = {"family": family, "steps": args.steps, "size": args.size}
+    body.update(rounds=args.rounds, threads=args.threads)
     body["load"] = {"before": load_before, "after": load_after}
-    RESULTS.write_text(json.dumps({**body, "table": table}, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    written = RESULTS / RESULT_FILES[family]
+    written.write_text(json.dumps({**body, "table": table}, indent=2) + "\n")
+    print(f"wrote {written}")
     return 0
 
 

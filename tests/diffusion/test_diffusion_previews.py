@@ -50,7 +50,8 @@ def test_every_format_has_a_factor_row_per_latent_channel() -> None:
         assert len(fmt.rgb_factors) == fmt.channels
         assert all(len(row) == 3 for row in fmt.rgb_factors) and len(fmt.rgb_bias) == 3
     assert (FLUX.channels, WAN21.channels, WAN22.channels) == (16, 16, 48)
-    assert FLUX.tiny_decoder == "taef1" and not FLUX.video and WAN21.video and WAN22.video
+    assert FLUX.tiny_decoders == ("taef1_decoder",) and not FLUX.video
+    assert WAN21.video and WAN22.video and WAN21.tiny_decoders[0] == "lighttaew2_1"
     with pytest.raises(KeyError, match="no preview format 'sd15'"):
         preview_format("sd15")
 

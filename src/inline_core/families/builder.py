@@ -74,7 +74,9 @@ class FamilyBuilder(Protocol):
 
 @runtime_checkable
 class CachesBlocks(Protocol):
-    """A builder whose pipelines adopt the step cache (`diffusion/stepcache/`) on its
-    `transformer` part's blocks, laid out as `step_cache_layout` says (a `BlockLayout`)."""
+    """A builder whose pipelines adopt the step cache (`diffusion/stepcache/`) on the blocks of
+    each part it places as a denoiser (its `transformer`; a two-expert model's both experts),
+    laid out as `step_cache_layout` says (a `BlockLayout`)."""
 
+    roles: Mapping[str, str]
     step_cache_layout: Any

@@ -22,9 +22,9 @@ class Capabilities:
     split_engines: frozenset[str] = field(default_factory=frozenset[str])
     # Its VAE decodes in chunks and declares the range of its values (spec 003).
     chunked_decode: bool = False
-    # Its latents' format in the step previews' table, `diffusion/preview/formats.py` (None: no
-    # previews).
-    preview_latents: str | None = None
+    # Its latents' formats in the step previews' table, `diffusion/preview/formats.py`, one per
+    # VAE its models take (empty: no previews).
+    preview_latents: frozenset[str] = field(default_factory=frozenset[str])
     adapters: frozenset[str] = field(default_factory=frozenset[str])
     # Roles whose activations overflow float16: they get bfloat16 (or float32) instead.
     fp16_overflow: frozenset[str] = field(default_factory=frozenset[str])
@@ -46,7 +46,7 @@ class Capabilities:
             "splitMethods": sorted(self.split_methods),
             "splitEngines": sorted(self.split_engines),
             "chunkedDecode": self.chunked_decode,
-            "previewLatents": self.preview_latents,
+            "previewLatents": sorted(self.preview_latents),
             "adapters": sorted(self.adapters),
             "primitives": self.primitives,
             "stepCache": sorted(self.step_cache),

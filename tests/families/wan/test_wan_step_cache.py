@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -218,21 +218,60 @@ def test_cached_requests_with_their_own_loras_share_forwards_and_render_as_alone
 
 
 A14B_HIGH = "wan2.2_t2v_high_noise_tiny_fp32.safetensors"
+PAIR: dict[str, Any] = {"steps": 8, "shift": 12.0, "boundary_ratio": 0.875}
 
 
-def test_an_a14b_pair_caches_its_high_noise_steps_and_never_reusing_equals_no_cache(
+def test_an_a14b_pair_caches_both_experts_and_never_reusing_equals_no_cache(
     rig: FamilyRig,
 ) -> None:
-    """The cache is adopted on the pair's first (high-noise) expert; the low-noise expert's
-    steps run uncached, and a request crossing the switch renders the uncached frames when
-    its threshold never reuses."""
+    """Each expert caches its own steps (both count them): a request crossing the switch
+    renders the uncached frames when its threshold never reuses."""
     pipeline = rig.pipeline(A14B_HIGH)
-    pair: dict[str, Any] = {"steps": 8, "shift": 12.0, "boundary_ratio": 0.875}
     run = rig.runtime.sampler.run
-    plain = frames(run(SampleJob(pipeline, request(pipeline, 21, None, **pair))))
-    state = request(pipeline, 21, TIGHT, **pair)
+    plain = frames(run(SampleJob(pipeline, request(pipeline, 21, None, **PAIR))))
+    state = request(pipeline, 21, TIGHT, **PAIR)
     assert int(np.abs(plain - frames(run(SampleJob(pipeline, state)))).max()) == 0
+    assert state.switch_step is not None and 1 < state.switch_step < 7
     counted = stats(state)
-    assert state.switch_step is not None and 0 < state.switch_step < 8
-    # Two rows (guidance), computed at every high-noise step; the low-noise steps count nothing.
-    assert counted["computedSteps"] == 2 * state.switch_step and counted["reusedSteps"] == 0
+    # Two rows (guidance), two blocks each, computed at all eight steps of the two experts.
+    assert counted["computedSteps"] == 2 * 8 and counted["reusedSteps"] == 0
+    assert counted["computedBlocks"] == 2 * 2 * 8 and counted["skippedBlocks"] == 0
+
+
+def test_an_a14b_pair_reuses_on_both_experts_each_from_its_own_residuals(
+    rig: FamilyRig,
+) -> None:
+    """A threshold that reuses whenever it may: each row reuses on the high-noise expert past
+    its warmup, computes its first step on the low-noise one (the residuals it holds are the
+    other expert's), then reuses there too; every skip is counted."""
+    pipeline: Any = rig.pipeline(A14B_HIGH)
+    state = request(pipeline, 22, LOOSE, **PAIR)
+    reused = {0: 0, 1: 0}  # reused row-steps by expert
+    forward = pipeline.denoise_step
+
+    def watched(batch: Sequence[WanRequest], /) -> Any:
+        expert, before = batch[0].expert, stats(batch[0])["reusedSteps"]
+        out = forward(batch)
+        reused[expert] += stats(batch[0])["reusedSteps"] - before
+        return out
+
+    pipeline.denoise_step = watched
+    try:
+        cached = frames(rig.runtime.sampler.run(SampleJob(pipeline, state)))
+    finally:
+        del pipeline.denoise_step
+    switch = cast(int, state.switch_step)
+    # Step 5 reused once: were the rows to keep their residuals, step 6 could reuse too.
+    assert switch == 6
+    # LOOSE: two warmup steps, then at most two reuses after each computed step.
+    high = [s for s in range(switch) if s >= 2 and (s - 2) % 3 < 2]
+    low = [s for s in range(switch, 8) if (s - switch) % 3 > 0]
+    assert reused == {0: 2 * len(high), 1: 2 * len(low)}
+    assert reused[0] > 0 and reused[1] > 0
+    counted = stats(state)
+    assert counted["reusedSteps"] == reused[0] + reused[1] == counted["skippedBlocks"]
+    assert counted["computedBlocks"] == 2 * 2 * 8 - counted["skippedBlocks"]
+    plain = frames(
+        rig.runtime.sampler.run(SampleJob(pipeline, request(pipeline, 22, None, **PAIR)))
+    )
+    assert int(np.abs(plain - cached).max()) > 0  # an approximation: not the same frames

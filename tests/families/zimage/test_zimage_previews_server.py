@@ -7,8 +7,6 @@ previews."""
 from __future__ import annotations
 
 import io
-import json
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +18,17 @@ from fastapi.testclient import TestClient
 from PIL import Image
 from primitive_graphs import primitive_graph
 from test_zimage_server import submit, take_image, wait, zimage_graph
-from websockets.exceptions import ConnectionClosedOK
-from websockets.sync.client import connect
 
 from inline_core.config import Config
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.server.app import create_app
+from tests.server.preview_frames import (
+    Messages,
+    live_socket_messages,
+    post_run_with,
+    socket_messages,
+)
+from tests.server.preview_frames import check_previews as check_frames
 from tests.server.server_support import LiveServer, wait_finished
 
 STEPS = 3
@@ -49,59 +52,14 @@ def client(kit: KitPaths, tmp_path: Path) -> Iterator[TestClient]:
         yield c
 
 
-def decode_frame(frame: bytes) -> tuple[int, int, Image.Image]:
-    event_type, image_format = struct.unpack(">II", frame[:8])
-    return event_type, image_format, Image.open(io.BytesIO(frame[8:]))
-
-
 def check_previews(
-    messages: list[str | bytes], size: tuple[int, int], method: str, node_id: str = "z"
+    messages: Messages, size: tuple[int, int], method: str, node_id: str = "z"
 ) -> list[int]:
-    """Every preview event is followed by its frame, in ComfyUI's format; returns their steps."""
-    steps: list[int] = []
-    for i, message in enumerate(messages):
-        if isinstance(message, bytes):
-            event = json.loads(messages[i - 1])
-            assert event["type"] == "preview"
-            event_type, image_format, image = decode_frame(message)
-            assert (event_type, image_format, image.format) == (1, 1, "JPEG")
-            assert image.size == size == (event["width"], event["height"])
-            assert (event["nodeId"], event["stepCount"], event["method"]) == (
-                node_id,
-                STEPS,
-                method,
-            )
-            steps.append(int(event["step"]))
-        elif json.loads(message)["type"] == "preview":
-            assert isinstance(messages[i + 1], bytes)
-    assert steps and steps == sorted(set(steps)) and steps[-1] == STEPS
-    assert json.loads(messages[-1])["type"] == "run_done"
-    return steps
-
-
-def socket_messages(client: TestClient, run_id: str) -> list[str | bytes]:
-    """The run's socket, binary frames and text, until its terminal event."""
-    messages: list[str | bytes] = []
-    with client.websocket_connect(f"/v1/runs/{run_id}/events") as ws:
-        while True:
-            message = ws.receive()
-            if message.get("bytes") is not None:
-                messages.append(message["bytes"])
-                continue
-            text = message.get("text")
-            if text is None:
-                break
-            messages.append(text)
-            if json.loads(text)["type"] in ("run_done", "error", "cancelled"):
-                break
-    return messages
+    return check_frames(messages, size, method, node_id, STEPS)
 
 
 def post(client: TestClient, graph: dict[str, Any], target: str = "z", **options: str) -> str:
-    body = {"graph": graph, "target": target, "options": options}
-    response = client.post("/v1/runs", json=body)
-    assert response.status_code == 201, response.text
-    return str(response.json()["runId"])
+    return post_run_with(client, graph, target, **options)
 
 
 @pytest.mark.parametrize("method", ["latent2rgb", "taesd"])
@@ -161,14 +119,7 @@ def test_a_real_server_sends_the_frames(kit: KitPaths, tmp_path: Path) -> None:
         response = httpx.post(f"{live.base}/v1/runs", json={"graph": graph, "target": "z"})
         assert response.status_code == 201, response.text
         run_id = response.json()["runId"]
-        messages: list[str | bytes] = []
-        with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
-            try:
-                while True:
-                    messages.append(ws.recv(timeout=60))
-            except ConnectionClosedOK:
-                pass
-        check_previews(messages, (16, 16), "taesd")
+        check_previews(live_socket_messages(live, run_id), (16, 16), "taesd")
         assert wait_finished(live, run_id)["status"] == "done"
     finally:
         live.close()

@@ -33,6 +33,17 @@ def diffusers_time(timesteps: torch.Tensor) -> torch.Tensor:
     return timesteps / 1000
 
 
+def flow_x0(
+    latents: torch.Tensor, sigma: torch.Tensor | float, prediction: torch.Tensor
+) -> torch.Tensor:
+    """The finished latents a flow model's prediction (`noise - x0`) points at, from latents at
+    noise level `sigma`: `x0 = x_t - sigma * prediction`, a new float32 tensor on the latents'
+    device (no sync: `sigma` is a float or a tensor the host holds or the device computes)."""
+    if isinstance(sigma, torch.Tensor):
+        sigma = sigma.to(latents.device, torch.float32)
+    return latents.to(torch.float32) - sigma * prediction.to(torch.float32)
+
+
 def calculate_shift(
     image_seq_len: int,
     base_seq_len: int = 256,
@@ -110,9 +121,7 @@ class FlowMatchSchedule:
         `noise - x0`, so `x0 = x_t - sigma * prediction`, with `sigma` the level the model saw
         (`timesteps[index] / 1000` for every sampler here, Heun's half-steps included)."""
         sigma = self.timesteps[index] / self.scheduler.config.num_train_timesteps
-        x = cast(torch.Tensor, latents.value)
-        pred = cast(torch.Tensor, noise_pred).to(torch.float32)
-        return x.to(torch.float32) - sigma.to(x.device, torch.float32) * pred
+        return flow_x0(cast(torch.Tensor, latents.value), sigma, cast(torch.Tensor, noise_pred))
 
     def scale_noise(self, image_latents: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """img2img's starting point: the encoded image noised to the first timestep."""

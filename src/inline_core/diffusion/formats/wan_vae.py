@@ -33,6 +33,16 @@ VALUE_RANGE = (-1.0, 1.0)
 DIM_MULT = [1, 2, 4, 4]
 RES_BLOCKS = 2
 UPSAMPLES = len(DIM_MULT) * (RES_BLOCKS + 1) + len(DIM_MULT) - 1  # 15 numbered decoder blocks
+# Wan 2.1's per-channel latent statistics (`AutoencoderKLWan`'s defaults, which its files take:
+# a single file carries none). Wan 2.2's are `wan22_vae.LATENTS_MEAN` / `LATENTS_STD`.
+LATENTS_MEAN = [
+    -0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+    0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921,
+]  # fmt: skip
+LATENTS_STD = [
+    2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+    3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160,
+]  # fmt: skip
 
 
 def is_wan_vae(shapes: Shapes) -> bool:

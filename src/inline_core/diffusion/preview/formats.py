@@ -1,19 +1,25 @@
 """The latent formats a preview knows, one entry each (torch-free data).
 
 Each entry holds the published latent-to-RGB factors for a VAE's latents as the transformer sees
-them (normalised), from ComfyUI's `comfy/latent_formats.py`, and the name ComfyUI gives its tiny
-decoder in `models/vae_approx/`. A family names its format through its pipeline's
-`preview_format` (`components.step.SupportsPreview`); a new VAE adds one entry here.
+them (normalised), from ComfyUI's `comfy/latent_formats.py`, and the names of its tiny decoder's
+files in `models/vae_approx/` (ComfyUI's first). A family names its format through its
+pipeline's `preview_format` (`components.step.SupportsPreview`); a new VAE adds one entry here.
 
-- `flux`: the FLUX autoencoder's 16 channels (Z-Image uses it). Tiny decoder: `taef1`.
-- `wan21` / `wan22`: the Wan 2.1 (16 channels) and Wan 2.2 (48 channels, 16x down) video VAEs.
-  No tiny decoder named yet (ComfyUI has none either). Video latents `(B, C, F, H, W)` preview
-  their first latent frame, as ComfyUI does.
+- `flux`: the FLUX autoencoder's 16 channels (Z-Image uses it). Tiny decoder: `taef1_decoder`
+  (TAESD's layout, `tiny_decoder.py`).
+- `wan21` / `wan22`: the Wan 2.1 (16 channels; Wan 2.2 A14B's too) and Wan 2.2 (48 channels, 16x
+  down: the TI2V-5B's) video VAEs. Tiny decoders: lightx2v's `lighttaew2_1` / `lighttaew2_2`, the
+  names ComfyUI looks for, or madebyollin's `taew2_1` / `taew2_2` (TAEHV's layout, `taehv.py`),
+  which decode raw latents: these formats carry their VAE's statistics to undo the
+  normalisation. Video latents `(B, C, F, H, W)` preview their first latent frame, as ComfyUI
+  does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from inline_core.diffusion.formats import wan22_vae, wan_vae
 
 Factors = tuple[tuple[float, float, float], ...]
 
@@ -26,7 +32,13 @@ class PreviewFormat:
     video: bool  # latents carry a frame axis: (B, C, F, H, W)
     rgb_factors: Factors  # one (R, G, B) row per latent channel
     rgb_bias: tuple[float, float, float]
-    tiny_decoder: str | None  # ComfyUI's file name stem in models/vae_approx/, e.g. "taef1"
+    # Names its tiny decoder's files start with in models/vae_approx/, e.g. "taef1_decoder"
+    # (the first found wins, in this order; empty: none).
+    tiny_decoders: tuple[str, ...]
+    # The VAE's per-channel statistics, for a tiny decoder that takes raw latents (x * std + mean
+    # of the normalised ones; None: it takes them as the transformer sees them).
+    latents_mean: tuple[float, ...] | None = None
+    latents_std: tuple[float, ...] | None = None
 
 
 FLUX = PreviewFormat(
@@ -53,7 +65,7 @@ FLUX = PreviewFormat(
         (-0.1262, -0.0982, -0.0778),
     ),
     rgb_bias=(-0.0329, -0.0718, -0.0851),
-    tiny_decoder="taef1",
+    tiny_decoders=("taef1_decoder",),
 )
 
 WAN21 = PreviewFormat(
@@ -80,7 +92,9 @@ WAN21 = PreviewFormat(
         (0.1984, 0.0913, 0.1861),
     ),
     rgb_bias=(-0.1835, -0.0868, -0.3360),
-    tiny_decoder=None,
+    tiny_decoders=("lighttaew2_1", "taew2_1"),
+    latents_mean=tuple(wan_vae.LATENTS_MEAN),
+    latents_std=tuple(wan_vae.LATENTS_STD),
 )
 
 WAN22 = PreviewFormat(
@@ -139,7 +153,9 @@ WAN22 = PreviewFormat(
         (-0.0837, 0.0168, 0.0055),
     ),
     rgb_bias=(0.0317, -0.0878, -0.1388),
-    tiny_decoder=None,
+    tiny_decoders=("lighttaew2_2", "taew2_2"),
+    latents_mean=tuple(wan22_vae.LATENTS_MEAN),
+    latents_std=tuple(wan22_vae.LATENTS_STD),
 )
 
 PREVIEW_FORMATS: dict[str, PreviewFormat] = {f.name: f for f in (FLUX, WAN21, WAN22)}

@@ -47,10 +47,11 @@ def latent_to_rgb(latents: torch.Tensor, fmt: PreviewFormat) -> Image.Image:
     return Image.fromarray(_to_bytes(rgb.reshape(height, width, 3)), mode="RGB")
 
 
-def to_image(rgb: torch.Tensor) -> Image.Image:
-    """An `(H, W, 3)` tensor in (-1, 1) as an 8-bit image."""
+def to_image(rgb: torch.Tensor, value_range: tuple[float, float]) -> Image.Image:
+    """An `(H, W, 3)` tensor with values in `value_range` as an 8-bit image."""
+    low, high = value_range
     pixels = rgb.detach().to("cpu", torch.float32).numpy()
-    return Image.fromarray(_to_bytes((pixels + 1.0) * 127.5), mode="RGB")
+    return Image.fromarray(_to_bytes((pixels - low) * (255.0 / (high - low))), mode="RGB")
 
 
 def _to_bytes(values: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.uint8]:

@@ -2,8 +2,10 @@
 
 A preview's longest side is the server's preview size (`--preview-size`), or the picture's own
 when that is smaller: latent2rgb's image (one pixel per latent cell) is scaled up to it, a tiny
-decoder's (full size) down. `taesd` without a decoder file for the latents' format falls back to
-latent2rgb, as ComfyUI does, and says so once in the log. Runs on the preview worker's thread.
+decoder's (full size) down. `taesd` without a decoder file for the latents' format (or with one
+that does not load) falls back to latent2rgb, as ComfyUI does, says so once in the log, and the
+preview names the method that made it. Video latents preview their first frame. Runs on the
+preview worker's thread.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ from PIL import Image
 
 from inline_core.diffusion.preview.formats import PreviewFormat, preview_format
 from inline_core.diffusion.preview.latent_rgb import first_image, latent_to_rgb
+from inline_core.diffusion.preview.taehv import TinyVideoDecoder
 from inline_core.diffusion.preview.tiny_decoder import TinyDecoder, find_decoder
 from inline_core.runtime.preview import LATENT2RGB, TAESD, EncodedPreview
 
 log = logging.getLogger(__name__)
 
 JPEG_QUALITY = 85
+
+Decoder = TinyDecoder | TinyVideoDecoder
 
 # Threads whose intra-op settings were stated (see `_settle_threads`).
 _settled = threading.local()
@@ -46,22 +51,37 @@ class PreviewRenderer:
         self.vae_approx = vae_approx
         self.size = size
         self._lock = threading.Lock()
-        self._decoders: dict[str, TinyDecoder | None] = {}
+        self._decoders: dict[str, Decoder | None] = {}
 
-    def decoder(self, fmt: PreviewFormat) -> TinyDecoder | None:
-        """The format's tiny decoder, loaded once (None: no file for it)."""
+    def decoder(self, fmt: PreviewFormat) -> Decoder | None:
+        """The format's tiny decoder, loaded once (None: no file for it, or one that does not
+        load: said once in the log, and its previews are latent2rgb's)."""
         with self._lock:
             if fmt.name not in self._decoders:
-                path = find_decoder(self.vae_approx, fmt)
-                if path is None:
-                    log.warning(
-                        "taesd previews of %s latents: no %s_decoder file in %s; using latent2rgb",
-                        fmt.name,
-                        fmt.tiny_decoder or "tiny",
-                        self.vae_approx,
-                    )
-                self._decoders[fmt.name] = None if path is None else TinyDecoder(path, fmt)
+                self._decoders[fmt.name] = self._load(fmt)
             return self._decoders[fmt.name]
+
+    def _load(self, fmt: PreviewFormat) -> Decoder | None:
+        path = find_decoder(self.vae_approx, fmt)
+        if path is None:
+            names = " or ".join(f"{n}*" for n in fmt.tiny_decoders) or "no tiny decoder named"
+            log.warning(
+                "taesd previews of %s latents: no %s file in %s; using latent2rgb",
+                fmt.name,
+                names,
+                self.vae_approx,
+            )
+            return None
+        try:
+            return TinyVideoDecoder(path, fmt) if fmt.video else TinyDecoder(path, fmt)
+        except Exception as exc:  # a broken or foreign file: its previews fall back
+            log.warning(
+                "taesd previews of %s latents: %s does not load (%s); using latent2rgb",
+                fmt.name,
+                path,
+                exc,
+            )
+            return None
 
     def image(
         self, method: str, latents: torch.Tensor, format_name: str

@@ -1,5 +1,6 @@
-"""The shared layer hands a family's new pipeline its step cache backend (spec 003's
-request-scoped adoption): built once per transformer, adopted by every pipeline over it."""
+"""The shared layer hands a family's new pipeline its step cache backends (spec 003's
+request-scoped adoption): one built per transformer, adopted by every pipeline over it. Every part
+placed as a denoiser is one (a two-expert model's pair: each expert caches its own steps)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,17 @@ from inline_core.families.builder import CachesBlocks, Parts
 
 P = TypeVar("P")
 
+DENOISER = "denoiser"
+
 
 def with_step_cache(builder: object, parts: Parts, pipeline: P) -> P:
-    """`pipeline`, having adopted the backend on its transformer when its builder declares a
-    block layout (a pipeline that does not opt in is left as it is)."""
-    if isinstance(builder, CachesBlocks) and "transformer" in parts.values:
-        backend = StepCacheBackend.of(parts["transformer"], builder.step_cache_layout)
-        adopt_request_scoped_cache_dit(pipeline, backend)
+    """`pipeline`, having adopted a backend on each of its denoiser parts when its builder
+    declares a block layout (a pipeline that does not opt in is left as it is)."""
+    if not isinstance(builder, CachesBlocks):
+        return pipeline
+    for part, role in builder.roles.items():
+        if role == DENOISER and part in parts.values:
+            backend = StepCacheBackend.of(parts[part], builder.step_cache_layout)
+            if not adopt_request_scoped_cache_dit(pipeline, backend):
+                break
     return pipeline

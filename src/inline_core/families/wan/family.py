@@ -15,6 +15,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from inline_core.diffusion.adapters.stack import stack_info
+from inline_core.diffusion.formats import wan22_vae, wan_vae
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.capabilities import Capabilities
@@ -45,6 +46,10 @@ from inline_core.families.wan.variants import T2V, WanVariant, model_title, vari
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
 from inline_core.runtime.video import VIDEO_HINT, video_available
+
+# Each VAE's latents in the step previews' table (`diffusion/preview/formats.py`), by their
+# channels: Wan 2.1's (its models and Wan 2.2 A14B's) and Wan 2.2's (the TI2V-5B's).
+PREVIEW_LATENTS = {wan_vae.LATENT_CHANNELS: "wan21", wan22_vae.LATENT_CHANNELS: "wan22"}
 
 REQUEST_PARAMS = (
     "width",
@@ -77,6 +82,7 @@ class WanFamily(Family):
         # UMT5 overflows float16 (T5's known activations); Wan is trained in bfloat16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
         step_cache=frozenset({"dbcache"}),  # per request, on its blocks (step_cache.py)
+        preview_latents=frozenset(PREVIEW_LATENTS.values()),
     )
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:

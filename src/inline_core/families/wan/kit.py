@@ -25,6 +25,9 @@ config, and writes:
   `diffusion_models/wan2.1_i2v_tiny_fp32.safetensors` with a tiny CLIP vision encoder
   `clip_vision/clip_vision_h_tiny_fp32.safetensors`, and `wan2.1_i2v_tiny_diffusers/` (its
   `image_encoder/` and `image_processor/` inside);
+- `vae_approx/lighttaew2_1.safetensors` and `vae_approx/lighttaew2_2.safetensors`: tiny TAEHV
+  decoders for the `taesd` previews of Wan 2.1's and Wan 2.2's latents, named as ComfyUI looks
+  for them (`diffusion/preview/kit.py`);
 - `loras/wan2.1_t2v_tiny_lora_a*.safetensors` (one Wan 2.1 LoRA in the diffusers/PEFT, ComfyUI,
   ai-toolkit and musubi-tuner namings) and `loras/wan2.1_t2v_tiny_lora_b.safetensors` (another,
   on other layers; `kit_loras.py`).
@@ -46,8 +49,11 @@ import torch
 from inline_core.diffusion.formats import umt5, wan22_vae, wan_vae
 from inline_core.diffusion.kit import byte_tokenizer, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
+from inline_core.diffusion.preview.formats import preview_format
+from inline_core.diffusion.preview.kit import write_tiny_decoder
 from inline_core.families.wan import transformer as wan_transformer
 from inline_core.families.wan.clip_vision import PROCESSOR_CONFIG
+from inline_core.families.wan.family import PREVIEW_LATENTS
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.wan.kit_loras import write_kit_loras
 from inline_core.families.wan.request import MAX_PROMPT_TOKENS
@@ -148,6 +154,8 @@ class WanKit:
     clip_vision_file: Path | None = None
     i2v_diffusers_dir: Path | None = None
     loras: dict[str, Path] = field(default_factory=dict[str, Path])
+    # The tiny `taesd` preview decoders, by latent format ("wan21", "wan22").
+    tiny_decoders: dict[str, Path] = field(default_factory=dict[str, Path])
 
 
 def build_tokenizer() -> Any:
@@ -312,6 +320,12 @@ def build_kit(
             written[f"{variant}_diffusers"] = folder
     for category in ("diffusion_models", "vae", "text_encoders", "clip_vision", "loras"):
         (out / category).mkdir(parents=True, exist_ok=True)
+    channels = {
+        wan22_vae.LATENT_CHANNELS if KIT_VARIANTS[v].wan22_vae else wan_vae.LATENT_CHANNELS
+        for v in variants
+    }
+    formats = {PREVIEW_LATENTS[c] for c in channels}
+    tiny_decoders = {f: write_tiny_decoder(out, preview_format(f)) for f in sorted(formats)}
     return WanKit(
         out,
         diffusion_file=written.get("t2v_transformer"),
@@ -335,6 +349,7 @@ def build_kit(
         clip_vision_file=written.get("clip_vision"),
         i2v_diffusers_dir=written.get("i2v_diffusers"),
         loras=loras,
+        tiny_decoders=tiny_decoders,
     )
 
 
@@ -405,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kit.a14b_i2v_diffusers_dir,
         kit.i2v_diffusers_dir,
         *kit.loras.values(),
+        *kit.tiny_decoders.values(),
     ]
     print(report(out, written))
     return 0

@@ -12,7 +12,9 @@ channels in (Wan 2.2 A14B i2v) takes the image's latents and a mask as channels.
 pair (`transformer_2`, the low-noise expert) runs each step on the expert its timestep falls to,
 as diffusers does (at or above `boundary_ratio` x the training timesteps: the high-noise one), or
 from the request's `switch_step` on; a request's `batch_key` names its expert, so a forward never
-mixes them, and each expert adds its own rows' LoRAs (`loras`, `loras_2`).
+mixes them, and each expert adds its own rows' LoRAs (`loras`, `loras_2`). A step preview is the
+x0 estimate of a request's latents (`preview_latents`), in its VAE's latent format (`wan21`, or
+`wan22` for the 5B): a video previews its first frame.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
+from inline_core.diffusion.flow.schedule import flow_x0
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
 from inline_core.diffusion.stepcache import rows as step_rows
@@ -35,6 +38,7 @@ from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_for
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan import first_frame
+from inline_core.families.wan.family import PREVIEW_LATENTS
 from inline_core.families.wan.image_encoder import image_embeds
 from inline_core.families.wan.lora import read_lora
 from inline_core.families.wan.request import WanRequest, new_request
@@ -114,7 +118,8 @@ class WanStepPipeline:
                 copy_scope=(model_key, "transformer_2"),
             )
         )
-        self.step_cache: StepCacheBackend | None = None  # adopted once (stepcache/adopt.py)
+        # The step cache adopted on each expert (stepcache/adopt.py): each caches its own steps.
+        self.step_caches: list[StepCacheBackend] = []
 
     @property
     def latent_channels(self) -> int:
@@ -126,9 +131,17 @@ class WanStepPipeline:
         return int(cast(Any, self.transformer).config.in_channels) != self.latent_channels
 
     def adopt_cache_dit_backend(self, backend: StepCacheBackend, /) -> None:
-        """The per-request step cache on its transformer (components.step)."""
-        backend.add_row_scope(self.adapters.rows)  # a sub-batch's rows keep their own LoRAs
-        self.step_cache = backend
+        """The per-request step cache on one of its transformers (components.step): a pair
+        adopts one on each expert."""
+        low = backend.transformer is self.transformer_2 and self.adapters_2 is not None
+        bank = cast(AdapterBank, self.adapters_2) if low else self.adapters
+        backend.add_row_scope(bank.rows)  # a sub-batch's rows keep their own LoRAs
+        if not any(b is backend for b in self.step_caches):
+            self.step_caches.append(backend)
+
+    def step_cache_of(self, model: nn.Module) -> StepCacheBackend | None:
+        """The step cache adopted on `model` (None: none)."""
+        return next((b for b in self.step_caches if b.transformer is model), None)
 
     def request(self, **kwargs: Any) -> WanRequest:
         kwargs.setdefault("spatial_factor", self.vae.spatial_factor)
@@ -260,9 +273,9 @@ class WanStepPipeline:
         low = model is self.transformer_2
         stacks = [s.loras_2 if low else s.loras for s, _c in rows]
         bank = self.adapters_2 if low and self.adapters_2 is not None else self.adapters
-        # The cache is adopted on the first transformer: an A14B pair's low-noise steps run
-        # uncached (`cached_forward` is a no-op for another module).
-        cached = cached_forward(self.step_cache, model, caches)
+        # Each expert caches its own steps: a row's residuals are its expert's (a row moving to
+        # the other expert computes its first step there, `RowCache.owner`).
+        cached = cached_forward(self.step_cache_of(model), model, caches)
         with self.swap.use(model, self.placement), bank.forward(stacks), cached:
             return cast(
                 torch.Tensor,
@@ -283,6 +296,25 @@ class WanStepPipeline:
             )[0]
         state.latents = Latents(stepped, latents.shape)
         state.step_index += 1
+
+    # -- previews (components.step.SupportsPreview) ------------------------------------------------
+
+    def preview_format(self, state: WanRequest, /) -> str:
+        return PREVIEW_LATENTS[self.vae.latent_channels]
+
+    def preview_latents(self, state: WanRequest, noise_pred: Any, /) -> torch.Tensor:
+        """The x0 estimate at the level the model saw (UniPC's sigma, held on the host: no
+        sync), a new tensor. On TI2V image-to-video the first latent frame is the start image
+        itself, so the estimate starts at the first frame the model makes."""
+        latents = cast(torch.Tensor, _prepared(state).value)
+        sigma = float(state.scheduler.sigmas[state.step_index])
+        with torch.inference_mode():
+            x0 = flow_x0(latents, sigma, cast(torch.Tensor, noise_pred))
+            if state.condition is None or not self.expand_timesteps:
+                return x0
+            if x0.shape[2] > 1:
+                return x0[:, :, 1:]
+            return first_frame.with_first_frame(x0, state.condition, self._mask(state))
 
     def post_latents(self, state: WanRequest, /) -> Latents:
         """The final latents, undecoded (`components.step.SupportsLatentOutput`)."""

@@ -60,7 +60,7 @@ class ZImageFamily(Family):
         batching="lists",  # its transformer takes per-request lists: any sizes share a forward
         split_methods=SPLIT_METHODS,
         split_engines=frozenset({"cache-dit", "xfuser"}),
-        preview_latents="flux",
+        preview_latents=frozenset({"flux"}),
         # Its diffusers transformer and Qwen3 overflow float16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
         primitives=True,

@@ -48,7 +48,7 @@ from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, ne
 from inline_core.families.zimage.xdit import XDIT_MODEL
 
 # Its latents' preview format (`diffusion/preview/formats.py`), as its family declares it.
-PREVIEW_FORMAT = cast(str, ZImageFamily.capabilities.preview_latents)
+(PREVIEW_FORMAT,) = ZImageFamily.capabilities.preview_latents
 
 
 def model_time(timesteps: torch.Tensor) -> torch.Tensor:
