@@ -1,15 +1,20 @@
-"""The serving process's collector and allocator settings (collector.py, memory.py)."""
+"""The serving process's collector, allocator and OpenMP settings (collector.py, memory.py,
+openmp.py)."""
 
 from __future__ import annotations
 
 import gc
 import platform
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 
+from inline_core.server import openmp
 from inline_core.server.collector import YOUNG_THRESHOLD, settle_startup_heap
 from inline_core.server.memory import SERVER_MALLOC, tune_malloc
+from tests.server.server_support import running_server
 
 
 @pytest.fixture
@@ -50,3 +55,34 @@ def test_a_users_own_malloc_setting_wins(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
     assert tune_malloc() == ["MALLOC_ARENA_MAX=2", f"MALLOC_TRIM_THRESHOLD_={128 * 1024 * 1024}"]
+
+
+@pytest.mark.parametrize(
+    ("environ", "setting"),
+    [
+        ({}, openmp.SpinSetting(openmp.LIBGOMP_DEFAULT, "libgomp")),
+        ({"GOMP_SPINCOUNT": "10000"}, openmp.SpinSetting(10_000, "GOMP_SPINCOUNT")),
+        ({"GOMP_SPINCOUNT": "infinite"}, openmp.SpinSetting("infinite", "GOMP_SPINCOUNT")),
+        ({"OMP_WAIT_POLICY": "PASSIVE"}, openmp.SpinSetting(0, "OMP_WAIT_POLICY")),
+        ({"OMP_WAIT_POLICY": "active"}, openmp.SpinSetting(30_000_000_000, "OMP_WAIT_POLICY")),
+        # GOMP_SPINCOUNT wins over the policy, as in libgomp
+        (
+            {"OMP_WAIT_POLICY": "passive", "GOMP_SPINCOUNT": "500"},
+            openmp.SpinSetting(500, "GOMP_SPINCOUNT"),
+        ),
+    ],
+)
+def test_the_spin_is_read_as_libgomp_reads_it(
+    environ: dict[str, str], setting: openmp.SpinSetting
+) -> None:
+    assert openmp.spin_setting(environ) == setting
+
+
+def test_a_real_server_reports_how_its_compute_threads_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(openmp.POLICY, raising=False)
+    monkeypatch.setenv(openmp.VARIABLE, "10000")  # what a user on a shared machine starts with
+    with running_server(tmp_path) as live:
+        device = httpx.get(live.base + "/v1/health", timeout=30).json()["device"]
+    assert device["openmp"] == {"spinCount": 10_000, "source": "GOMP_SPINCOUNT"}

@@ -15,6 +15,7 @@ from typing import Any
 from inline_core.config import Config
 from inline_core.device.detect import gpu_device_nodes_present
 from inline_core.errors import InlineError
+from inline_core.server.openmp import spin_setting
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,11 @@ class DeviceInfo:
 
     def to_json(self) -> dict[str, Any]:
         with self._lock:
-            return dict(self._body)
+            body = dict(self._body)
+        # How the CPU's compute threads wait at a barrier (server/openmp.py): on any device the
+        # CPU does some of the work, and on a shared CPU the wait decides its pace.
+        body["openmp"] = spin_setting().to_json()
+        return body
 
     def kind(self) -> str | None:
         """The detected device kind ("cpu", "cuda", ...); None until detection has finished."""
