@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 from primitive_graphs import edge, primitive_graph
 from test_control_server import upload
-from test_primitives_comfy import finished, run, serve, take_pixels
+from test_primitives_comfy import run, serve, take_pixels
 from zimage_harness import max_diff
 
 from inline_core.families.zimage.descriptor import NODE_TYPE
@@ -207,11 +207,73 @@ def test_an_imported_control_inpaint_renders_the_nodes_control_inpaint(
     )
 
 
-def test_a_control_mask_on_a_model_without_inpaint_channels_fails_saying_why(
+def test_a_control_mask_on_a_model_without_inpaint_channels_is_refused_at_submit(
     client: TestClient, assets: dict[str, Json]
 ) -> None:
+    """A mask or an image to inpaint on a 1.x control file (control latents only) is a 422 at
+    submit naming the file and saying to use a 2.x one, and so is a control with neither a
+    control image nor an image to inpaint: nothing is stored."""
+
+    def on_union(**wired: str) -> Json:
+        patch = node(
+            "control",
+            "load/controlnet",
+            {"name": UNION, "strength": 0.8},
+            model="model.model",
+            vae="vae.vae",
+            **wired,
+        )
+        latent = node("latent", "latent/empty", {"width": 64, "height": 64, "batch": 1})
+        return direct([image(assets), alpha(assets), patch, latent], "latent", model="control")
+
+    before = client.get("/v1/runs").json()["runs"]
+    for wired, words in [
+        ({"image": "photo.image", "mask": "alpha.mask"}, (f"controlnet/{UNION}", "2.x")),
+        ({"inpaint_image": "photo.image"}, (f"controlnet/{UNION}", "2.x")),
+        ({"image": "photo.image", "inpaint_image": "photo.image"}, ("no inpaint mask", "2.x")),
+        ({"mask": "alpha.mask"}, ("needs a control image",)),
+    ]:
+        response = client.post("/v1/runs", json={"graph": on_union(**wired), "target": "decode"})
+        assert response.status_code == 422, (wired, response.text)
+        error = response.json()["error"]
+        assert error["nodeId"] == "control", error
+        assert all(word in error["message"] for word in words), (wired, error)
+    assert client.get("/v1/runs").json()["runs"] == before  # nothing was stored
+
+
+def test_a_control_mask_on_a_model_without_inpaint_channels_is_left_out_at_import(
+    client: TestClient, assets: dict[str, Json]
+) -> None:
+    """ComfyUI ignores a control patch's mask with a 1.x file: the import leaves it out, saying
+    so, and renders what the graph without it renders; with only an image to inpaint there is
+    nothing to control with, and the import is refused."""
     body = imported(client, comfy_inpaint.control_inpaint(UNION, **template()), assets)
-    state = finished(client, body["graph"], body["target"])
-    assert state["status"] == "error", state
-    message = str(state["error"]["message"])
-    assert UNION in message and "no inpaint mask" in message and "2.x" in message
+    assert any("mask are left out" in w and UNION in w for w in body["warnings"]), body
+    [patch] = [n for n in body["graph"]["nodes"] if n["type"] == "load/controlnet"]
+    assert set(patch["inputs"]) == {"model", "vae", "image"}
+    graph = direct(
+        [
+            image(assets),
+            node(
+                "control",
+                "load/controlnet",
+                {"name": UNION, "strength": 0.8},
+                model="model.model",
+                vae="vae.vae",
+                image="photo.image",
+            ),
+            node("latent", "latent/empty", {"width": 64, "height": 64, "batch": 1}),
+        ],
+        "latent",
+        model="control",
+    )
+    ours = rendered(client, body["graph"], body["target"])
+    assert max_diff(ours, rendered(client, graph, "decode")) == 0
+
+    ids = {name: ref["id"] for name, ref in assets.items()}
+    fun = comfy_inpaint.control_inpaint(UNION, fun=True, **template())
+    response = client.post("/v1/import/comfy", json={"workflow": fun, "assets": ids})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_node" and UNION in error["message"], error
+
