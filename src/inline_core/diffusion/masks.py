@@ -10,7 +10,9 @@ arithmetic.
   the rest up and left, as its padded convolution spreads it).
 - A control's inpaint inputs (ZImageFunControlnet's): the repaint mask resized to the latent by
   nearest neighbour, soft values kept; the image to inpaint (mid-gray without one) with the
-  rounded kept part kept and the rest mid-gray; a missing control image is mid-gray too.
+  rounded kept part kept and the rest mid-gray; a missing control image is mid-gray too. A
+  control model that takes them gets them with neither a mask nor an image to inpaint wired:
+  the mid-gray image, nothing kept (ComfyUI's, where diffusers pads zeros).
 """
 
 from __future__ import annotations
@@ -93,10 +95,14 @@ def control_inpaint(
     mask: Image.Image | None,
     width: int,
     height: int,
+    *,
+    inpaints: bool = False,
 ) -> dict[str, Any]:
     """A control's request fields at the output size: `control_latents` (the control image, or
-    mid-gray), and with a mask or an image to inpaint, `control_inpaint` (that image's latents,
-    its masked part mid-gray) and `control_mask` (the repaint mask at latent size, or None)."""
+    mid-gray), and with a mask or an image to inpaint, or for a control model that takes them
+    (`inpaints`, as ComfyUI feeds one without them: a mid-gray image, nothing kept),
+    `control_inpaint` (that image's latents, its masked part mid-gray) and `control_mask` (the
+    repaint mask at latent size, or None)."""
     gray = torch.zeros((1, 3, height, width))
 
     def pixels(image: Image.Image | None) -> torch.Tensor:
@@ -108,7 +114,7 @@ def control_inpaint(
         return cast(torch.Tensor, vae.processor.preprocess(rgb))
 
     latents = cast(Latents, vae.encode_pixels(pixels(control), None))
-    if inpaint is None and mask is None:
+    if inpaint is None and mask is None and not inpaints:
         return {"control_latents": latents}
     source = pixels(inpaint)
     repaint: torch.Tensor | None = None

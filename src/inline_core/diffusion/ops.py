@@ -348,14 +348,22 @@ def _control_fields(
 ) -> dict[str, Any]:
     """A controlled model's request fields: its family's control record, and the control image
     encoded (the posterior's mode) at the latent's size, resized as the high-level nodes do;
-    with a mask or an image to inpaint, those too (`masks.control_inpaint`)."""
+    with a mask or an image to inpaint, or a control model that takes them, those too
+    (`masks.control_inpaint`)."""
     control = model.control
     if control is None:
         return {}
     vae: Any = runtime.stacks().vae(family, control.vae.source, render)
+    inpaints = family.control_inpaints(control.name) is True
     with torch.inference_mode():
         fields = masks.control_inpaint(
-            vae, control.image, control.inpaint_image, control.mask, latent.width, latent.height
+            vae,
+            control.image,
+            control.inpaint_image,
+            control.mask,
+            latent.width,
+            latent.height,
+            inpaints=inpaints,
         )
     return {"control": control.use, **fields}
 

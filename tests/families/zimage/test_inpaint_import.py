@@ -277,3 +277,29 @@ def test_a_control_mask_on_a_model_without_inpaint_channels_is_left_out_at_impor
     error = response.json()["error"]
     assert error["code"] == "unsupported_node" and UNION in error["message"], error
 
+
+def test_a_control_model_that_inpaints_gets_comfyuis_mid_gray_without_a_mask(
+    client: TestClient, assets: dict[str, Json]
+) -> None:
+    """A 2.x control model with a control image only, as ComfyUI's patch feeds it: its inpaint
+    channels are a mid-gray image's latents and nothing kept (not diffusers' zeros), which is
+    what a mask that repaints everything gives it, pixel for pixel."""
+    white = upload(client, Image.new("L", (64, 64), 255))
+
+    def on_union_21(*extra: Json, **wired: str) -> Json:
+        patch = node(
+            "control",
+            "load/controlnet",
+            {"name": UNION_21, "strength": 0.8},
+            model="model.model",
+            vae="vae.vae",
+            image="photo.image",
+            **wired,
+        )
+        latent = node("latent", "latent/empty", {"width": 64, "height": 64, "batch": 1})
+        return direct([image(assets), *extra, patch, latent], "latent", model="control")
+
+    everywhere = node("white", "input/mask", {"asset": white, "channel": "red", "invert": False})
+    alone = rendered(client, on_union_21(), "decode")
+    repaints_all = rendered(client, on_union_21(everywhere, mask="white.mask"), "decode")
+    assert max_diff(alone, repaints_all) == 0
