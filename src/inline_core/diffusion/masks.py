@@ -3,7 +3,8 @@ rounded and grown the way ComfyUI's inpaint nodes do, so an imported workflow ke
 arithmetic.
 
 - A latent's noise mask (`sample`): resized to the latent bilinearly, soft values kept
-  (`noise_mask.NoiseMask` applies it at every step).
+  (`noise_mask.NoiseMask` applies it at every step); InpaintModelConditioning's is first resized
+  to the encoded image and cropped with it (`cropped_with`).
 - `vae/encode-inpaint` (VAEEncodeForInpaint): the mask resized to the image bilinearly and
   cropped with it; the pixels under its rounded part encoded as mid-gray; the noise mask is that
   rounded mask grown by a `grow` x `grow` box (`ceil((grow - 1) / 2)` pixels down and right,
@@ -47,6 +48,17 @@ def crop_box(width: int, height: int, multiple: int) -> tuple[int, int, int, int
     """(left, top, width, height): the centred box of whole `multiple`s inside the image."""
     inner_width, inner_height = width // multiple * multiple, height // multiple * multiple
     return (width - inner_width) // 2, (height - inner_height) // 2, inner_width, inner_height
+
+
+def cropped_with(
+    mask: torch.Tensor, image: tuple[int, int], cropped: tuple[int, int]
+) -> torch.Tensor:
+    """A mask over an image of size `image` (width, height), resized to it bilinearly and
+    centre-cropped to `cropped` as the image was (InpaintModelConditioning's arithmetic)."""
+    (width, height), (inner_width, inner_height) = image, cropped
+    at_image = resized(mask, (height, width), "bilinear")
+    left, top = (width - inner_width) // 2, (height - inner_height) // 2
+    return at_image[..., top : top + inner_height, left : left + inner_width]
 
 
 def grown(mask: torch.Tensor, by: int) -> torch.Tensor:

@@ -22,6 +22,7 @@ request's private schedule, which the ranks build from the same settings.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -175,6 +176,7 @@ def encode_image(
         batch=1,
         samples=(latents,),
         info={"vae": handle.name, "width": cropped.width, "height": cropped.height},
+        encoded_from=image.size,
     )
 
 
@@ -271,9 +273,7 @@ def sample(
         "height": latent.height,
     }
     # The noise mask stays with the latents, as ComfyUI's sampled latent keeps it.
-    return LatentHandle(
-        latent.width, latent.height, latent.batch, tuple(samples), info, latent.noise_mask
-    )
+    return dataclasses.replace(latent, samples=tuple(samples), info=info)
 
 
 def _requests(
@@ -290,7 +290,10 @@ def _requests(
     guidance = family.guidance_for_cfg(settings.cfg)
     fields = _control_fields(runtime, family, model, latent, ctx.run_id)
     if latent.noise_mask is not None:  # at its own size: the denoiser resizes it to the latent
-        fields["noise_mask"] = masks.mask_tensor(latent.noise_mask)
+        mask = masks.mask_tensor(latent.noise_mask)
+        if latent.noise_mask_on is not None:  # over the image before the encode's crop
+            mask = masks.cropped_with(mask, latent.noise_mask_on, (latent.width, latent.height))
+        fields["noise_mask"] = mask
     return [
         pipeline.request(
             prompt="",

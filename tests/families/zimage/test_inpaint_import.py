@@ -303,3 +303,31 @@ def test_a_control_model_that_inpaints_gets_comfyuis_mid_gray_without_a_mask(
     alone = rendered(client, on_union_21(), "decode")
     repaints_all = rendered(client, on_union_21(everywhere, mask="white.mask"), "decode")
     assert max_diff(alone, repaints_all) == 0
+
+
+def test_inpaint_model_conditionings_mask_is_cropped_with_its_pixels(client: TestClient) -> None:
+    """A photo whose size is not a multiple of the VAE's: `vae/encode` centre-crops it, and
+    InpaintModelConditioning's mask is cropped with it, as ComfyUI crops it, not stretched over
+    the cropped latent: the import renders what a plain noise mask cut to the crop renders."""
+    size, inner = 72, 64  # the kit's VAE takes multiples of 16: 4 pixels off each side
+    repaint = Image.new("L", (size, size), 0)
+    # The left strip repaints. Stretched over the cropped latent its edge would move: the 8
+    # latent columns sample pixels 9k + 4 of the photo, cropped ones 8k + 7.5 (k = 6: 58, 55.5).
+    repaint.paste(255, (0, 0, 57, size))
+    wide = source(size, size).convert("RGBA")
+    wide.putalpha(Image.eval(repaint, lambda v: 255 - v))
+    photo_ref = upload(client, wide)
+    crop = (size - inner) // 2
+    cut = upload(client, repaint.crop((crop, crop, crop + inner, crop + inner)))
+    body = imported(client, comfy_inpaint.model_conditioning(**template()), {PHOTO: photo_ref})
+    graph = direct(
+        [
+            node("photo", "input/image", {"asset": photo_ref}),
+            node("encode", "vae/encode", vae="vae.vae", image="photo.image"),
+            node("cut", "input/mask", {"asset": cut, "channel": "red", "invert": False}),
+            node("masked", "latent/noise-mask", latent="encode.latent", mask="cut.mask"),
+        ],
+        "masked",
+    )
+    ours = rendered(client, body["graph"], body["target"])
+    assert max_diff(ours, rendered(client, graph, "decode")) == 0
