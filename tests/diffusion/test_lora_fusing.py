@@ -6,7 +6,15 @@ residency evicts it."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import json
+import subprocess
+import sys
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -14,9 +22,12 @@ from torch import nn
 from inline_core.device.adapters import (
     DROP_AFTER_FORWARDS,
     FUSE_AFTER_FORWARDS,
+    FuseDecision,
     adapter_mode,
 )
 from inline_core.diffusion.adapters.bank import AdapterBank
+from inline_core.diffusion.adapters.fused import FusedCopy
+from inline_core.diffusion.adapters.fusing import StackKey, stack_key
 from inline_core.diffusion.adapters.stack import LoraStack, LoraUse
 from inline_core.diffusion.adapters.weights import LoraWeights, LowRank
 from inline_core.diffusion.libs import manual_seed
@@ -69,12 +80,14 @@ def checksum(model: nn.Module) -> str:
 
 
 class Rig:
-    def __init__(self, budget_bytes: int | None = None) -> None:
+    def __init__(
+        self, budget_bytes: int | None = None, totals: AdapterTotals | None = None
+    ) -> None:
         manual_seed(0)
         self.model = Model().eval()
         self.residency = ResidentCache(budget_bytes)
-        self.totals = AdapterTotals()
-        copies = ResidentCopies(self.residency, frozenset(), self.totals)
+        self.totals = totals or AdapterTotals()
+        copies = ResidentCopies(self.residency, self.totals)
         mode = adapter_mode(offload=False, quantize=None)
         cpu = torch.device("cpu")
         self.bank = AdapterBank(self.model, read, cpu, torch.float32, None, "m", copies, mode)
@@ -158,3 +171,109 @@ def test_the_budgets_room_decides_and_an_evicted_copy_is_let_go() -> None:
     assert torch.allclose(roomy.forward(held), roomy.per_row(held), atol=1e-6)
     assert roomy.counts()["fusedForwards"] == 1
     assert roomy.residency.stats().evictions == 1
+
+
+def fused_key(stack: LoraStack) -> tuple[str, str, StackKey]:
+    return ("lora-fused", "m", stack_key(stack))  # the copy's name for the Rig's model "m"
+
+
+def test_a_copy_the_residency_evicts_is_freed_at_once() -> None:
+    copy_bytes = 2 * WIDTH * WIDTH * 4
+    rig = Rig(budget_bytes=copy_bytes)
+    held: list[LoraStack] = [(use("x"),)] * 3
+    for _ in range(FUSE_AFTER_FORWARDS):
+        rig.forward(held)
+    copy = rig.residency.peek(fused_key(held[0]))
+    assert isinstance(copy, FusedCopy) and rig.counts()["fuses"] == 1
+    freed = [weakref.ref(copy), *(weakref.ref(w) for w in copy.weights.values())]
+    del copy
+    # Memory needed elsewhere: the residency evicts the copy, and nothing else holds it (no
+    # forward has run since to notice it gone).
+    rig.residency.put("a model part", object(), Footprint(copy_bytes))
+    gc.collect()
+    assert [ref() for ref in freed] == [None] * len(freed)
+
+
+def test_a_dropped_model_is_freed_with_its_hooks_and_fusing() -> None:
+    rig = Rig()
+    held: list[LoraStack] = [(use("x"), use("y", 0.5))] * 3
+    for _ in range(FUSE_AFTER_FORWARDS + 1):
+        rig.forward(held)
+    rig.per_row([(use("y"),), (), ()])  # the per-row hooks installed on it too
+    assert rig.counts()["fusedForwards"] == 2
+    model = weakref.ref(rig.model)
+    del rig.model, rig.bank, rig.rows
+    gc.collect()
+    assert model() is None
+    # Its copy is a residency entry like any, counted in the budget until evicted or replaced.
+    assert rig.residency.stats().resident == 1
+
+
+def test_a_fuse_that_fails_runs_its_forward_per_row() -> None:
+    """In a process whose address space is capped just before the forward the policy fuses on:
+    the copy cannot be allocated (as a device out of memory), and that forward, rather than
+    failing its batch, runs per row; the same stack is not tried again while it stays held, and
+    is fused once the cap is gone and another stack has held a forward."""
+    helper = Path(__file__).with_name("fuse_out_of_memory.py")
+    done = subprocess.run(
+        [sys.executable, str(helper)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    capped = seen["capped"]
+    assert capped["fuses"] == 0 and capped["perRowForwards"] == FUSE_AFTER_FORWARDS
+    assert capped["lastDecision"]["fuse"] is False
+    assert capped["lastDecision"]["reason"].startswith("fuse failed: ")
+    assert "allocate" in capped["lastDecision"]["reason"]
+    assert seen["cappedMatches"] and seen["againMatches"] and seen["fusedMatches"]
+    again = seen["again"]
+    assert again["fuses"] == 0 and again["perRowForwards"] == FUSE_AFTER_FORWARDS + 1
+    assert seen["end"]["fuses"] == 1 and seen["end"]["fusedForwards"] == 1
+    assert seen["resident"] == 1
+    assert done.stderr.count("could not be made") == 1  # logged once
+
+
+def test_put_if_room_puts_into_the_room_there_is_and_evicts_nothing() -> None:
+    cache = ResidentCache(budget_bytes=100)
+    cache.put("part", "weights", Footprint(60))
+    assert not cache.put_if_room("copy", "big", Footprint(41))
+    assert cache.peek("part") == "weights" and cache.peek("copy") is None
+    assert cache.put_if_room("copy", "fits", Footprint(40))
+    assert cache.put_if_room("copy", "replaces", Footprint(40))  # its own bytes count as freed
+    assert cache.peek("copy") == "replaces" and cache.stats().evictions == 0
+    assert ResidentCache(None).put_if_room("copy", "any", Footprint(10**12))  # no budget
+
+
+@dataclass
+class RoomTakenWhileFusing(AdapterTotals):
+    """The counts, and at the moment a copy has been decided on (its room checked, the copy not
+    made yet) another render loads a part that takes that room: the interleaving of a load on
+    another thread with a fuse that takes seconds on a real model, made certain."""
+
+    meanwhile: Callable[[], object] | None = None
+
+    def decided(self, decision: FuseDecision) -> None:
+        super().decided(decision)
+        if decision.fuse and self.meanwhile is not None:
+            self.meanwhile()
+
+
+def test_a_copy_never_evicts_a_part_that_took_its_room_meanwhile() -> None:
+    copy_bytes = 2 * WIDTH * WIDTH * 4
+    totals = RoomTakenWhileFusing()
+    rig = Rig(budget_bytes=copy_bytes, totals=totals)
+    part = ("other render", "transformer")
+
+    def load() -> tuple[object, Footprint]:
+        return "its weights", Footprint(copy_bytes // 2)
+
+    totals.meanwhile = lambda: rig.residency.get(part, load)
+    held: list[LoraStack] = [(use("x"),)] * 3
+    outs = [rig.forward(held) for _ in range(FUSE_AFTER_FORWARDS + 1)]
+    assert rig.residency.peek(part) == "its weights"  # never evicted for the copy
+    assert rig.residency.stats().evictions == 0 and rig.residency.stats().resident == 1
+    counts = rig.counts()
+    assert counts["fuses"] == 0 and counts["fusedForwards"] == 0
+    decision = counts["lastDecision"]
+    assert isinstance(decision, dict) and decision["fuse"] is False  # the next forward's
+    assert all(torch.allclose(out, rig.per_row(held), atol=1e-6) for out in outs)

@@ -62,6 +62,7 @@ def test_a_noise_mask_from_load_image_mask_through_the_mask_ops(
     nodes = nodes_of(result)
     masked = source_of(nodes, "c3", "latent")
     assert masked["type"] == "latent/noise-mask"
+    assert masked["params"] == {}  # SetLatentNoiseMask's: stretched over the latent
     assert source_of(nodes, masked["id"], "latent")["type"] == "vae/encode"
     chain: list[tuple[str, dict[str, Any]]] = []
     node = source_of(nodes, masked["id"], "mask")
@@ -102,6 +103,7 @@ def test_inpaint_model_conditioning_masks_the_latent_and_passes_its_prompts(
     assert any("passes through unchanged" in w for w in result.warnings), result.warnings
     masked = source_of(nodes, "c3", "latent")
     assert masked["type"] == "latent/noise-mask"
+    assert masked["params"] == {"crop": True}  # cropped with the pixels, as ComfyUI crops it
     assert source_of(nodes, masked["id"], "latent")["type"] == "vae/encode"
     assert source_of(nodes, masked["id"], "mask")["params"] == photo_mask()
     checker.validate(result)

@@ -17,9 +17,9 @@ the others, per-row deltas are the first choice, since they let every stack shar
 `fuse_decision` says when a copy pays: once one stack has held every row of
 `FUSE_AFTER_FORWARDS` forwards in a row (a lone render past its first step, or a run of requests
 with one stack; making the copy costs about one forward's matmuls, saved back within a few), and
-only where the copy fits the budget's room (a copy never evicts a model). A copy whose stack has
-been away from `DROP_AFTER_FORWARDS` forwards in a row is dropped, and the residency drops it
-first when memory is needed: it is an entry like a model.
+only where the copy fits the budget's room (a copy never evicts anything: the residency puts it
+only into room). A copy whose stack has been away from `DROP_AFTER_FORWARDS` forwards in a row is
+dropped, and the residency drops it first when memory is needed: it is an entry like a model.
 """
 
 from __future__ import annotations

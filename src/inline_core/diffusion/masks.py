@@ -3,14 +3,17 @@ rounded and grown the way ComfyUI's inpaint nodes do, so an imported workflow ke
 arithmetic.
 
 - A latent's noise mask (`sample`): resized to the latent bilinearly, soft values kept
-  (`noise_mask.NoiseMask` applies it at every step).
+  (`noise_mask.NoiseMask` applies it at every step); InpaintModelConditioning's is first resized
+  to the encoded image and cropped with it (`cropped_with`).
 - `vae/encode-inpaint` (VAEEncodeForInpaint): the mask resized to the image bilinearly and
   cropped with it; the pixels under its rounded part encoded as mid-gray; the noise mask is that
   rounded mask grown by a `grow` x `grow` box (`ceil((grow - 1) / 2)` pixels down and right,
   the rest up and left, as its padded convolution spreads it).
 - A control's inpaint inputs (ZImageFunControlnet's): the repaint mask resized to the latent by
   nearest neighbour, soft values kept; the image to inpaint (mid-gray without one) with the
-  rounded kept part kept and the rest mid-gray; a missing control image is mid-gray too.
+  rounded kept part kept and the rest mid-gray; a missing control image is mid-gray too. A
+  control model that takes them gets them with neither a mask nor an image to inpaint wired:
+  the mid-gray image, nothing kept (ComfyUI's, where diffusers pads zeros).
 """
 
 from __future__ import annotations
@@ -45,6 +48,17 @@ def crop_box(width: int, height: int, multiple: int) -> tuple[int, int, int, int
     """(left, top, width, height): the centred box of whole `multiple`s inside the image."""
     inner_width, inner_height = width // multiple * multiple, height // multiple * multiple
     return (width - inner_width) // 2, (height - inner_height) // 2, inner_width, inner_height
+
+
+def cropped_with(
+    mask: torch.Tensor, image: tuple[int, int], cropped: tuple[int, int]
+) -> torch.Tensor:
+    """A mask over an image of size `image` (width, height), resized to it bilinearly and
+    centre-cropped to `cropped` as the image was (InpaintModelConditioning's arithmetic)."""
+    (width, height), (inner_width, inner_height) = image, cropped
+    at_image = resized(mask, (height, width), "bilinear")
+    left, top = (width - inner_width) // 2, (height - inner_height) // 2
+    return at_image[..., top : top + inner_height, left : left + inner_width]
 
 
 def grown(mask: torch.Tensor, by: int) -> torch.Tensor:
@@ -93,10 +107,14 @@ def control_inpaint(
     mask: Image.Image | None,
     width: int,
     height: int,
+    *,
+    inpaints: bool = False,
 ) -> dict[str, Any]:
     """A control's request fields at the output size: `control_latents` (the control image, or
-    mid-gray), and with a mask or an image to inpaint, `control_inpaint` (that image's latents,
-    its masked part mid-gray) and `control_mask` (the repaint mask at latent size, or None)."""
+    mid-gray), and with a mask or an image to inpaint, or for a control model that takes them
+    (`inpaints`, as ComfyUI feeds one without them: a mid-gray image, nothing kept),
+    `control_inpaint` (that image's latents, its masked part mid-gray) and `control_mask` (the
+    repaint mask at latent size, or None)."""
     gray = torch.zeros((1, 3, height, width))
 
     def pixels(image: Image.Image | None) -> torch.Tensor:
@@ -108,7 +126,7 @@ def control_inpaint(
         return cast(torch.Tensor, vae.processor.preprocess(rgb))
 
     latents = cast(Latents, vae.encode_pixels(pixels(control), None))
-    if inpaint is None and mask is None:
+    if inpaint is None and mask is None and not inpaints:
         return {"control_latents": latents}
     source = pixels(inpaint)
     repaint: torch.Tensor | None = None

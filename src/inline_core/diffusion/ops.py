@@ -22,6 +22,7 @@ request's private schedule, which the ranks build from the same settings.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -175,6 +176,7 @@ def encode_image(
         batch=1,
         samples=(latents,),
         info={"vae": handle.name, "width": cropped.width, "height": cropped.height},
+        encoded_from=image.size,
     )
 
 
@@ -271,9 +273,7 @@ def sample(
         "height": latent.height,
     }
     # The noise mask stays with the latents, as ComfyUI's sampled latent keeps it.
-    return LatentHandle(
-        latent.width, latent.height, latent.batch, tuple(samples), info, latent.noise_mask
-    )
+    return dataclasses.replace(latent, samples=tuple(samples), info=info)
 
 
 def _requests(
@@ -290,7 +290,10 @@ def _requests(
     guidance = family.guidance_for_cfg(settings.cfg)
     fields = _control_fields(runtime, family, model, latent, ctx.run_id)
     if latent.noise_mask is not None:  # at its own size: the denoiser resizes it to the latent
-        fields["noise_mask"] = masks.mask_tensor(latent.noise_mask)
+        mask = masks.mask_tensor(latent.noise_mask)
+        if latent.noise_mask_on is not None:  # over the image before the encode's crop
+            mask = masks.cropped_with(mask, latent.noise_mask_on, (latent.width, latent.height))
+        fields["noise_mask"] = mask
     return [
         pipeline.request(
             prompt="",
@@ -348,14 +351,22 @@ def _control_fields(
 ) -> dict[str, Any]:
     """A controlled model's request fields: its family's control record, and the control image
     encoded (the posterior's mode) at the latent's size, resized as the high-level nodes do;
-    with a mask or an image to inpaint, those too (`masks.control_inpaint`)."""
+    with a mask or an image to inpaint, or a control model that takes them, those too
+    (`masks.control_inpaint`)."""
     control = model.control
     if control is None:
         return {}
     vae: Any = runtime.stacks().vae(family, control.vae.source, render)
+    inpaints = family.control_inpaints(control.name) is True
     with torch.inference_mode():
         fields = masks.control_inpaint(
-            vae, control.image, control.inpaint_image, control.mask, latent.width, latent.height
+            vae,
+            control.image,
+            control.inpaint_image,
+            control.mask,
+            latent.width,
+            latent.height,
+            inpaints=inpaints,
         )
     return {"control": control.use, **fields}
 

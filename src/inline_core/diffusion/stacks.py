@@ -206,9 +206,7 @@ class Stacks:
             remote=remote,
             extra={
                 ADAPTER_CACHE: self._adapter_cache(frozenset(keys)),
-                FUSED_COPIES: ResidentCopies(
-                    self.runtime.residency, frozenset(keys), self.runtime.adapter_totals
-                ),
+                FUSED_COPIES: ResidentCopies(self.runtime.residency, self.runtime.adapter_totals),
             },
         )
         made = make(parts)
@@ -237,23 +235,21 @@ class Stacks:
 
 class ResidentCopies:
     """Fused LoRA copies (`diffusion/adapters/fusing.py`) as residency entries: counted in the
-    budget, evicted when memory is needed, never evicting the parts of the model they copy."""
+    budget and evicted when memory is needed, put only where the budget has room for them, so
+    no part of any render is ever evicted for one (the renders in progress included)."""
 
-    def __init__(
-        self, residency: ResidentCache, keep: frozenset[Hashable], totals: AdapterTotals
-    ) -> None:
+    def __init__(self, residency: ResidentCache, totals: AdapterTotals) -> None:
         self._residency = residency
-        self._keep = keep
         self.totals = totals
 
     def room(self) -> int | None:
         return self._residency.room()
 
-    def put(self, key: Hashable, value: object, footprint: Footprint) -> None:
-        self._residency.put(key, value, footprint, keep=self._keep)
+    def put_if_room(self, key: Hashable, value: object, footprint: Footprint) -> bool:
+        return self._residency.put_if_room(key, value, footprint)
 
-    def holds(self, key: Hashable, value: object) -> bool:
-        return self._residency.holds(key, value)
+    def peek(self, key: Hashable) -> object | None:
+        return self._residency.peek(key)
 
     def drop(self, key: Hashable) -> bool:
         return self._residency.evict(key)

@@ -129,6 +129,22 @@ class ResidentCache:
             self._entries[key] = _Entry(value, footprint)
             self._warn_if_over_budget()
 
+    def put_if_room(self, key: Hashable, value: object, footprint: Footprint) -> bool:
+        """Hold `value` under `key` only where it fits the budget's room as it is now (what
+        `key` held before counted as freed), evicting nothing; whether it was put. For a made
+        entry that is only a speed-up (a fused LoRA copy): checked and put under one hold of
+        the lock, so room taken since a caller looked at `room()` is never spent twice, and no
+        part of a render is evicted for it."""
+        with self._lock:
+            if self.budget_bytes is not None:
+                replaced = self._entries.get(key)
+                used = self._own_bytes() - (0 if replaced is None else replaced.footprint.own_bytes)
+                if used + footprint.own_bytes > self.budget_bytes:
+                    return False
+            self._entries.pop(key, None)
+            self._entries[key] = _Entry(value, footprint)
+            return True
+
     def peek(self, key: Hashable) -> Any | None:
         with self._lock:
             entry = self._entries.get(key)
@@ -140,12 +156,6 @@ class ResidentCache:
             if self.budget_bytes is None:
                 return None
             return max(0, self.budget_bytes - self._own_bytes())
-
-    def holds(self, key: Hashable, value: object) -> bool:
-        """Whether `value` is the one resident under `key` (not evicted, nor replaced)."""
-        with self._lock:
-            entry = self._entries.get(key)
-            return entry is not None and entry.value is value
 
     def evict(self, key: Hashable) -> bool:
         with self._lock:

@@ -167,6 +167,18 @@ class Family(ABC):
         `InlineError` for a file it cannot use, naming it and what was expected."""
         return None
 
+    def control_inpaints(self, name: str) -> bool | None:
+        """Whether its control model `controlnet/<name>` takes an inpaint mask and an image to
+        inpaint (`load/controlnet`'s `mask` and `inpaint_image`); None: the file is not one of
+        its control models (or cannot be read). The importer asks it too."""
+        return None
+
+    def check_control_inputs(self, name: str, wired: frozenset[str], node_id: str) -> None:
+        """Refuse at submit the inputs wired into a `load/controlnet` of its control model
+        `controlnet/<name>` that the model cannot take (raise an `InlineError` naming the file
+        and what to use instead); by default everything passes."""
+        return None
+
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
         """Which files a node's render uses (torch-free; runs at submit)."""
         return self.files.resolve(self.model_param(node_type, params))

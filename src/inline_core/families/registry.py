@@ -120,6 +120,15 @@ class Families:
                     return family.name
         return None
 
+    def control_inpaints(self, file_name: str) -> bool | None:
+        """Whether `controlnet/<file_name>` takes an inpaint mask and an image to inpaint, as
+        the family whose control model it is says; None when none takes it."""
+        for family in self._families:
+            found = family.control_inpaints(file_name)
+            if found is not None:
+                return found
+        return None
+
     def models_missing(self, node_type: str) -> str | None:
         """Why a family's high-level node cannot render with the models on disk now (its files,
         resolved as a submit would with no model chosen); None when they are there or the node

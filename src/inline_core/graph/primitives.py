@@ -258,7 +258,9 @@ VAE_ENCODE_INPAINT = NodeDescriptor(
 )
 
 # ComfyUI's SetLatentNoiseMask: `sample` repaints where the mask is white and keeps the latent
-# elsewhere (a gray mask blends), at every step.
+# elsewhere (a gray mask blends), at every step. `crop`: the mask covers the image a `vae/encode`
+# latent was made from, before the encode's centre crop, and is cropped with it
+# (InpaintModelConditioning's); otherwise it is stretched over the latent.
 LATENT_NOISE_MASK = NodeDescriptor(
     type="latent/noise-mask",
     title="Set latent noise mask",
@@ -266,8 +268,11 @@ LATENT_NOISE_MASK = NodeDescriptor(
     icon="square",
     hidden=True,
     inputs=(PortSpec("latent", PortKind.LATENT), PortSpec("mask", PortKind.MASK)),
+    params=(ParamSpec("crop", ParamWidget.BOOLEAN, False),),
     outputs=(PortSpec("latent", PortKind.LATENT),),
-    description="Sampling repaints the latent where the mask is white and keeps it where black.",
+    description="Sampling repaints the latent where the mask is white and keeps it where black. "
+    "With `crop`, a mask over the encoded image is resized to it and cropped as the encode "
+    "cropped the image.",
 )
 
 PRIMITIVE_DESCRIPTORS: tuple[NodeDescriptor, ...] = (

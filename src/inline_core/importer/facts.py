@@ -42,3 +42,8 @@ class ModelFacts(Protocol):
         """The family that takes the catalog's `category/file_name`, by its contents; None if
         none does (or the file is not there)."""
         ...
+
+    def control_inpaints(self, file_name: str) -> bool | None:
+        """Whether the control model `controlnet/<file_name>` takes an inpaint mask and an image
+        to inpaint; None when no family takes the file (or it is not there)."""
+        ...

@@ -18,8 +18,8 @@ The latent's noise mask, which `sample` applies at every step as ComfyUI's sampl
 - ImageCompositeMasked (a render pasted back onto its image through the mask) has no equivalent:
   its render goes on as it is, listed under `changesPicture`.
 - InpaintModelConditioning: its latent is the pixels' `vae/encode` with, when `noise_mask` is on,
-  a `latent/noise-mask` of the mask (given at its own size: a mask of another size than the
-  image is resized once, to the latent, where ComfyUI resizes it to the image first). Its two
+  a `latent/noise-mask` of the mask with `crop`: resized to the pixels and cropped with them as
+  the encode crops them, as ComfyUI crops it (not stretched over the cropped latent). Its two
   conditionings pass through as they came: what it adds to them (the masked image and mask as
   extra input channels) only inpaint models with such channels read, and none served here has
   them (ComfyUI's Z-Image model ignores them too).
@@ -128,13 +128,14 @@ def set_noise_mask(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
 
 
 def _noise_mask(
-    m: Mapper, node: ComfyNode, node_id: str, latent: Port, mask: Value | None
+    m: Mapper, node: ComfyNode, node_id: str, latent: Port, mask: Value | None, crop: bool = False
 ) -> Value:
     if mask is None or mask.port is None:
         m.warn(f"{describe(node)}: its mask could not be mapped; the whole latent is sampled")
         return Value(PortKind.LATENT, latent, node.id)
     inputs = {"latent": latent, "mask": mask.port}
-    port = m.add(node_id, "latent/noise-mask", {}, inputs, describe(node))
+    params = {"crop": True} if crop else {}
+    port = m.add(node_id, "latent/noise-mask", params, inputs, describe(node))
     return Value(PortKind.LATENT, port, node.id)
 
 
@@ -168,7 +169,7 @@ def inpaint_conditioning(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
     if noise_mask is False:
         return Value(PortKind.LATENT, encoded, node.id)
     mask = m.input_value(node, "mask", PortKind.MASK)
-    return _noise_mask(m, node, f"c{node.id}", encoded, mask)
+    return _noise_mask(m, node, f"c{node.id}", encoded, mask, crop=True)
 
 
 def composite_masked(m: Mapper, node: ComfyNode, slot: int) -> Value | None:

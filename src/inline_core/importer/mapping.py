@@ -354,6 +354,16 @@ class Mapper:
             )
         return match.name
 
+    def chosen_file(self, node_type: str, param: str, wanted: str) -> str:
+        """The catalog's file a loader of `wanted` (`node_type`'s picker `param`) picks, as
+        `model_file` picks it, without recording anything."""
+        spec = self.descriptors[node_type].param(param)
+        category = spec.options_from if spec is not None and spec.options_from else ""
+        chosen = self.renamed.get(wanted)
+        if chosen is not None and chosen in self.catalog.options(category):
+            return chosen
+        return match_model_file(self.catalog, category, wanted).name
+
     def listing(self, category: str) -> str:
         listed = self.catalog.options(category)
         if not listed:

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 from primitive_graphs import edge, primitive_graph
 from test_control_server import upload
-from test_primitives_comfy import finished, run, serve, take_pixels
+from test_primitives_comfy import run, serve, take_pixels
 from zimage_harness import max_diff
 
 from inline_core.families.zimage.descriptor import NODE_TYPE
@@ -207,11 +207,127 @@ def test_an_imported_control_inpaint_renders_the_nodes_control_inpaint(
     )
 
 
-def test_a_control_mask_on_a_model_without_inpaint_channels_fails_saying_why(
+def test_a_control_mask_on_a_model_without_inpaint_channels_is_refused_at_submit(
     client: TestClient, assets: dict[str, Json]
 ) -> None:
+    """A mask or an image to inpaint on a 1.x control file (control latents only) is a 422 at
+    submit naming the file and saying to use a 2.x one, and so is a control with neither a
+    control image nor an image to inpaint: nothing is stored."""
+
+    def on_union(**wired: str) -> Json:
+        patch = node(
+            "control",
+            "load/controlnet",
+            {"name": UNION, "strength": 0.8},
+            model="model.model",
+            vae="vae.vae",
+            **wired,
+        )
+        latent = node("latent", "latent/empty", {"width": 64, "height": 64, "batch": 1})
+        return direct([image(assets), alpha(assets), patch, latent], "latent", model="control")
+
+    before = client.get("/v1/runs").json()["runs"]
+    for wired, words in [
+        ({"image": "photo.image", "mask": "alpha.mask"}, (f"controlnet/{UNION}", "2.x")),
+        ({"inpaint_image": "photo.image"}, (f"controlnet/{UNION}", "2.x")),
+        ({"image": "photo.image", "inpaint_image": "photo.image"}, ("no inpaint mask", "2.x")),
+        ({"mask": "alpha.mask"}, ("needs a control image",)),
+    ]:
+        response = client.post("/v1/runs", json={"graph": on_union(**wired), "target": "decode"})
+        assert response.status_code == 422, (wired, response.text)
+        error = response.json()["error"]
+        assert error["nodeId"] == "control", error
+        assert all(word in error["message"] for word in words), (wired, error)
+    assert client.get("/v1/runs").json()["runs"] == before  # nothing was stored
+
+
+def test_a_control_mask_on_a_model_without_inpaint_channels_is_left_out_at_import(
+    client: TestClient, assets: dict[str, Json]
+) -> None:
+    """ComfyUI ignores a control patch's mask with a 1.x file: the import leaves it out, saying
+    so, and renders what the graph without it renders; with only an image to inpaint there is
+    nothing to control with, and the import is refused."""
     body = imported(client, comfy_inpaint.control_inpaint(UNION, **template()), assets)
-    state = finished(client, body["graph"], body["target"])
-    assert state["status"] == "error", state
-    message = str(state["error"]["message"])
-    assert UNION in message and "no inpaint mask" in message and "2.x" in message
+    assert any("mask are left out" in w and UNION in w for w in body["warnings"]), body
+    [patch] = [n for n in body["graph"]["nodes"] if n["type"] == "load/controlnet"]
+    assert set(patch["inputs"]) == {"model", "vae", "image"}
+    graph = direct(
+        [
+            image(assets),
+            node(
+                "control",
+                "load/controlnet",
+                {"name": UNION, "strength": 0.8},
+                model="model.model",
+                vae="vae.vae",
+                image="photo.image",
+            ),
+            node("latent", "latent/empty", {"width": 64, "height": 64, "batch": 1}),
+        ],
+        "latent",
+        model="control",
+    )
+    ours = rendered(client, body["graph"], body["target"])
+    assert max_diff(ours, rendered(client, graph, "decode")) == 0
+
+    ids = {name: ref["id"] for name, ref in assets.items()}
+    fun = comfy_inpaint.control_inpaint(UNION, fun=True, **template())
+    response = client.post("/v1/import/comfy", json={"workflow": fun, "assets": ids})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_node" and UNION in error["message"], error
+
+
+def test_a_control_model_that_inpaints_gets_comfyuis_mid_gray_without_a_mask(
+    client: TestClient, assets: dict[str, Json]
+) -> None:
+    """A 2.x control model with a control image only, as ComfyUI's patch feeds it: its inpaint
+    channels are a mid-gray image's latents and nothing kept (not diffusers' zeros), which is
+    what a mask that repaints everything gives it, pixel for pixel."""
+    white = upload(client, Image.new("L", (64, 64), 255))
+
+    def on_union_21(*extra: Json, **wired: str) -> Json:
+        patch = node(
+            "control",
+            "load/controlnet",
+            {"name": UNION_21, "strength": 0.8},
+            model="model.model",
+            vae="vae.vae",
+            image="photo.image",
+            **wired,
+        )
+        latent = node("latent", "latent/empty", {"width": 64, "height": 64, "batch": 1})
+        return direct([image(assets), *extra, patch, latent], "latent", model="control")
+
+    everywhere = node("white", "input/mask", {"asset": white, "channel": "red", "invert": False})
+    alone = rendered(client, on_union_21(), "decode")
+    repaints_all = rendered(client, on_union_21(everywhere, mask="white.mask"), "decode")
+    assert max_diff(alone, repaints_all) == 0
+
+
+def test_inpaint_model_conditionings_mask_is_cropped_with_its_pixels(client: TestClient) -> None:
+    """A photo whose size is not a multiple of the VAE's: `vae/encode` centre-crops it, and
+    InpaintModelConditioning's mask is cropped with it, as ComfyUI crops it, not stretched over
+    the cropped latent: the import renders what a plain noise mask cut to the crop renders."""
+    size, inner = 72, 64  # the kit's VAE takes multiples of 16: 4 pixels off each side
+    repaint = Image.new("L", (size, size), 0)
+    # The left strip repaints. Stretched over the cropped latent its edge would move: the 8
+    # latent columns sample pixels 9k + 4 of the photo, cropped ones 8k + 7.5 (k = 6: 58, 55.5).
+    repaint.paste(255, (0, 0, 57, size))
+    wide = source(size, size).convert("RGBA")
+    wide.putalpha(Image.eval(repaint, lambda v: 255 - v))
+    photo_ref = upload(client, wide)
+    crop = (size - inner) // 2
+    cut = upload(client, repaint.crop((crop, crop, crop + inner, crop + inner)))
+    body = imported(client, comfy_inpaint.model_conditioning(**template()), {PHOTO: photo_ref})
+    graph = direct(
+        [
+            node("photo", "input/image", {"asset": photo_ref}),
+            node("encode", "vae/encode", vae="vae.vae", image="photo.image"),
+            node("cut", "input/mask", {"asset": cut, "channel": "red", "invert": False}),
+            node("masked", "latent/noise-mask", latent="encode.latent", mask="cut.mask"),
+        ],
+        "masked",
+    )
+    ours = rendered(client, body["graph"], body["target"])
+    assert max_diff(ours, rendered(client, graph, "decode")) == 0

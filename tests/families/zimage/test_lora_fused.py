@@ -7,7 +7,10 @@ the runtime counts fused and per-row forwards and fuses."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,8 @@ from zimage_harness import (
 )
 
 from inline_core.device.adapters import FUSE_AFTER_FORWARDS
+from inline_core.diffusion.adapters.fused import FusedCopy
+from inline_core.diffusion.adapters.fusing import stack_key
 from inline_core.families.standalone import FamilyRig
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.sampling.job import SampleJob
@@ -123,3 +128,29 @@ def test_requests_joining_a_fused_render_mid_run_keep_their_pixels(kit: KitPaths
     assert (mid["fuses"], mid["fusedForwards"], mid["perRowForwards"]) == (1, 4, 4)
     # D's stack held: one per-row forward, then its own copy replaces A's.
     assert (end["fuses"], end["drops"], end["fusedForwards"]) == (2, 1, 7)
+
+
+def test_an_evicted_transformer_is_freed_with_its_fused_copy(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    """The transformer a render adapted per row, fused and adopted for the step cache, once the
+    residency lets it go, is freed: nothing the registries keep of it holds it (nor its copy)."""
+    fusing = make_runner(kit.root, sampler)
+    handles = picks(fusing, kit, TWO)
+    render(fusing, tmp_path, loras=handles, **PARAMS)
+    assert fusing.runtime.adapter_totals.to_json()["fuses"] == 1
+    residency = fusing.runtime.residency
+    held = stack_key(tuple(h.use for h in handles))
+    copy = residency.peek(("lora-fused", fusing.pipeline().model_key, held))
+    assert isinstance(copy, FusedCopy)
+    freed = [weakref.ref(transformer(fusing)), weakref.ref(copy)]
+    del copy
+    residency.clear()  # every entry evicted: the transformer, its VAE and encoder, the copy
+    fresh = transformer(fusing)  # a new load: the stacks forget what held the evicted parts
+    # The step loop's thread may not have let go of the finished job's locals yet.
+    deadline = time.monotonic() + 30
+    while any(ref() is not None for ref in freed) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.02)
+    assert [ref() for ref in freed] == [None, None]
+    assert fresh is not None

@@ -44,6 +44,8 @@ class RowAdapters:
         return found
 
     def __init__(self, model: nn.Module) -> None:
+        # Its submodules, not the model: the registry keeps this while the model lives, so
+        # nothing here may keep the model (one the residency evicts is then freed).
         self.modules = modules_of(model)
         self._hooked: set[str] = set()
         self._plan = _NO_PLAN

@@ -15,8 +15,10 @@ DOWN, UP = ".lora_A.weight", ".lora_B.weight"
 
 
 def modules_of(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
-    """A model's submodules by their dotted names (the names LoRA files use)."""
-    return {name: module for name, module in model.named_modules()}  # pyright: ignore[reportUnknownVariableType]
+    """A model's submodules by their dotted names (the names LoRA files use). The model itself
+    (`named_modules`' "") is left out: what a per-model registry keeps of its key must never
+    reach the key, or the key could never be collected."""
+    return {name: module for name, module in model.named_modules() if name}  # pyright: ignore[reportUnknownVariableType]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from typing import Any, Protocol, cast
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, ref
 
 import torch
 from torch import nn
@@ -60,12 +60,19 @@ class StepCacheBackend:
         return found
 
     def __init__(self, transformer: nn.Module, layout: BlockLayout) -> None:
-        self.transformer = transformer
+        # Held weakly: the registry keeps this backend while its transformer lives, so the
+        # backend must not keep the transformer (one the residency evicts is then freed).
+        self._transformer = ref(transformer)
         self.layout = layout
         self.blocks = cast(nn.ModuleList, getattr(transformer, layout.blocks))
         self._proxies = nn.ModuleList([_Proxy(self, i) for i in range(len(self.blocks))])
         self._scoped: list[RowScoped] = []
         self._pass: _Pass | None = None
+
+    @property
+    def transformer(self) -> nn.Module | None:
+        """The transformer it caches (None once it is gone)."""
+        return self._transformer()
 
     def add_row_scope(self, scoped: RowScoped) -> None:
         if not any(s is scoped for s in self._scoped):
@@ -75,16 +82,17 @@ class StepCacheBackend:
     def forward(self, rows: Sequence[RowCache | None]) -> Generator[None]:
         """Within the block, the transformer's forward caches row `i` with `rows[i]` (None:
         that row always computes). A forward without a cached row is left alone."""
-        if len(self.blocks) < 2 or all(r is None for r in rows):
+        transformer = self.transformer
+        if transformer is None or len(self.blocks) < 2 or all(r is None for r in rows):
             yield
             return
         self._pass = _Pass(self, rows, _group())
         # nn.Module's own attribute assignment re-registers the submodule under that name.
-        setattr(self.transformer, self.layout.blocks, self._proxies)
+        setattr(transformer, self.layout.blocks, self._proxies)
         try:
             yield
         finally:
-            setattr(self.transformer, self.layout.blocks, self.blocks)
+            setattr(transformer, self.layout.blocks, self.blocks)
             self._pass = None
 
     def call_rows(self, rows: Sequence[int], block: nn.Module, args: Args) -> torch.Tensor:

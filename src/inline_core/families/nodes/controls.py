@@ -3,6 +3,8 @@
 At submit, `check` asks each family whether the picked file in `controlnet/` is a control model
 it takes (each reads its header only): a file none takes is refused with a 422 naming it and what
 each expected, and so is a control its family cannot split when this server splits its renders.
+`check_wired` refuses a node with neither a control image nor an image to inpaint wired, and a
+mask or an image to inpaint on a control model that takes none (its family says why).
 At run, the model handle leaves with the control (the family's record, the image and the VAE, and
 for a control model that inpaints the mask and the image it masks), so `sample` encodes the images
 at the latent's size and the family's denoiser adds the control to that request's rows. A
@@ -27,6 +29,11 @@ from inline_core.families.registry import Families
 from inline_core.graph.mask_nodes import mask_value
 from inline_core.graph.primitives import LOAD_CONTROLNET
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+
+NEEDS_AN_IMAGE = (
+    "a control model needs a control image, or an image to inpaint (for a control model that "
+    "inpaints): wire one"
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,13 @@ class LoadControl(NodeRunner):
             )
         raise InvalidRequest("; ".join(refusals), node_id=node_id)
 
+    def check_wired(self, node_id: str, params: Mapping[str, Any], wired: frozenset[str]) -> None:
+        if "image" not in wired and "inpaint_image" not in wired:
+            raise InvalidRequest(NEEDS_AN_IMAGE, node_id=node_id)
+        if wired & {"mask", "inpaint_image"}:  # only a control model that inpaints takes them
+            family = self.families.named(self._pick(params, node_id).family)
+            family.check_control_inputs(str(params["name"]), wired, node_id)
+
     def check(self, node_id: str, params: Mapping[str, Any]) -> Picked:
         picked = self._pick(params, node_id)
         # Whichever of its family's models it drives: a control the family cannot split is
@@ -80,12 +94,8 @@ class LoadControl(NodeRunner):
         inpaint = _optional_image(call, "inpaint_image")
         raw_mask = call.inputs.get("mask")
         mask = None if raw_mask is None else mask_value(raw_mask, "mask", call.node_id)
-        if image is None and inpaint is None:
-            raise InvalidRequest(
-                "a control model needs a control image, or an image to inpaint (a 2.x Z-Image "
-                "Fun ControlNet Union inpaints): wire one",
-                node_id=call.node_id,
-            )
+        if image is None and inpaint is None:  # refused at submit: an input wired to nothing
+            raise InvalidRequest(NEEDS_AN_IMAGE, node_id=call.node_id)
         prepared = call.prepared
         picked = prepared if isinstance(prepared, Picked) else self._pick(call.params, call.node_id)
         family, use = picked.family, picked.use

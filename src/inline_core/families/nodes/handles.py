@@ -103,6 +103,12 @@ class LatentHandle:
     # Where `sample` repaints (an `L` image, white repaints, gray blends; any size): ComfyUI's
     # noise mask (`latent/noise-mask`, `vae/encode-inpaint`). None: everywhere.
     noise_mask: Any = None
+    # `vae/encode`'s image size before its centre crop (None: not encoded from an image).
+    encoded_from: tuple[int, int] | None = None
+    # The size of the image the noise mask covers, when it covers the image before the encode's
+    # crop (InpaintModelConditioning's): `sample` resizes the mask to it and crops it as the
+    # encode cropped the image. None: the mask is stretched over the latent.
+    noise_mask_on: tuple[int, int] | None = None
 
     @property
     def empty(self) -> bool:

@@ -64,12 +64,16 @@ class EmptyLatent(NodeRunner):
 
 
 class NoiseMask(NodeRunner):
-    """The latent with a noise mask: `sample` repaints where it is white."""
+    """The latent with a noise mask: `sample` repaints where it is white. With `crop`, a mask
+    over the image a `vae/encode` latent was encoded from is cropped as the encode cropped the
+    image; otherwise it is stretched over the latent."""
 
     def run(self, call: NodeCall) -> NodeResult:
         latent = handle_input(call, "latent", LatentHandle)
         mask = mask_value(call.inputs.get("mask"), "mask", call.node_id)
-        return NodeResult(outputs={"latent": dataclasses.replace(latent, noise_mask=mask)})
+        on = latent.encoded_from if call.params.get("crop") else None
+        masked = dataclasses.replace(latent, noise_mask=mask, noise_mask_on=on)
+        return NodeResult(outputs={"latent": masked})
 
 
 class Sample(_FamilyRunner):

@@ -123,3 +123,13 @@ def mismatch(config: Mapping[str, Any], transformer: Mapping[str, Any]) -> str |
 def takes_inpaint(config: Mapping[str, Any], latent_channels: int) -> bool:
     """Whether the control input has room for the inpaint mask and masked image (2.x)."""
     return int(config.get("control_in_dim") or 0) >= 2 * latent_channels + 1
+
+
+def no_inpaint(name: str) -> str:
+    """Why a 1.x file is refused a mask or an image to inpaint (at submit; at run, a file
+    replaced since)."""
+    return (
+        f"controlnet/{name} takes no inpaint mask or image to inpaint (a 1.x layout: control "
+        "latents only): remove them (ComfyUI ignores them with this model), or pick a 2.x Z-Image "
+        "Fun ControlNet Union file, which inpaints"
+    )

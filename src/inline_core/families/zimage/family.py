@@ -15,14 +15,14 @@ from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.diffusion.flow.steps import img2img_start
 from inline_core.diffusion.formats import ldm_vae
 from inline_core.downloads.targets import Downloads
-from inline_core.errors import InvalidRequest
+from inline_core.errors import InlineError, InvalidRequest
 from inline_core.families.capabilities import Capabilities
 from inline_core.families.family import Family, Lowered, Stack
 from inline_core.families.files import StackRules, read_json
 from inline_core.families.nodes.inputs import prompt_text
 from inline_core.families.nodes.loras import lora_stack
 from inline_core.families.sources import Sources
-from inline_core.families.zimage import control_inputs
+from inline_core.families.zimage import control_inputs, controlnet
 from inline_core.families.zimage.control_files import (
     control_config,
     control_entry,
@@ -144,6 +144,18 @@ class ZImageFamily(Family):
         entry = control_entry(self.catalog, name, node_id)
         control_config(entry, None, node_id)
         return control_use(entry, strength)
+
+    def control_inpaints(self, name: str) -> bool | None:
+        try:
+            config = control_config(control_entry(self.catalog, name, None), None, None)
+        except InlineError:
+            return None
+        return controlnet.takes_inpaint(config, control_inputs.LATENT_CHANNELS)
+
+    def check_control_inputs(self, name: str, wired: frozenset[str], node_id: str) -> None:
+        inpaint = wired & {"mask", "inpaint_image"}
+        if inpaint and self.control_inpaints(name) is False:
+            raise InvalidRequest(controlnet.no_inpaint(name), node_id=node_id)
 
     def check_sizes(
         self,

@@ -120,10 +120,8 @@ class ZImageDenoisePipeline:
         if state.control_inpaint is None:
             return padded_context(latents, in_dim)
         if not controlnet.takes_inpaint({"control_in_dim": in_dim}, latents.shape[1]):
-            raise InvalidRequest(
-                f"controlnet/{use.name} takes no inpaint mask or image (a 1.x layout): remove "
-                "them (ComfyUI ignores them with this model), or pick a 2.x file"
-            )
+            # Refused at submit; here only for a file replaced by a 1.x one since.
+            raise InvalidRequest(controlnet.no_inpaint(use.name))
         inpaint = cast(torch.Tensor, state.control_inpaint.value).to(latents.device)
         return padded_context(inpaint_context(latents, state.control_mask, inpaint), in_dim)
 
