@@ -69,6 +69,9 @@ class Placement:
     quantize: str | None = None  # "int8" weights, or None
     # A held LoRA stack may get a fused copy (`device/adapters.py`; health's `device.adapters`).
     lora_fusing: bool = True
+    # The dtype the weights are kept in when it is not `dtype`: their file's, mapped, each layer
+    # casting them to `dtype` as it computes (`device/storage.py` says when). None: `dtype`.
+    storage: str | None = None
 
     @property
     def adapters(self) -> AdapterMode:
@@ -84,6 +87,7 @@ class Placement:
             "vaeSlicing": self.vae_slicing,
             "attentionSlicing": self.attention_slicing,
             "quantize": self.quantize,
+            **({} if self.storage is None else {"storage": self.storage}),
         }
 
 

@@ -20,6 +20,7 @@ from torch import nn
 from inline_core.diffusion.files.header import read_header
 from inline_core.diffusion.files.shapes import ConfigInferenceError
 from inline_core.diffusion.formats.format import ModelFormat
+from inline_core.diffusion.layer_cast import compute_in
 from inline_core.diffusion.libs import assign_state, load_safetensors, module, quiet
 from inline_core.diffusion.placement import PlacementLike, home_device, quantize, torch_dtype
 from inline_core.errors import InlineError, ModelMissing, RunFailed
@@ -49,9 +50,19 @@ def _reason(exc: BaseException) -> str:
 
 
 def place(model: nn.Module, placement: PlacementLike) -> nn.Module:
-    """Move to where the module lives between uses, in its dtype, then quantize if asked."""
+    """Move to where the module lives between uses, in its dtype, then quantize if asked. Weights
+    kept in another dtype (`placement.storage`) stay as loaded and are cast as each layer runs."""
+    kept = placement.storage
+    if kept is not None and kept != placement.dtype:
+        model = model.to(device=home_device(placement))
+        return compute_in(model.eval(), torch_dtype(placement.dtype))
     model = model.to(device=home_device(placement), dtype=torch_dtype(placement.dtype))
     return quantize(model.eval(), placement)
+
+
+def load_dtype(placement: PlacementLike) -> torch.dtype:
+    """The dtype weights are read in: the one they are kept in."""
+    return torch_dtype(placement.storage or placement.dtype)
 
 
 def load_component(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn.Module:
@@ -78,7 +89,7 @@ def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn
         model = cast(
             nn.Module,
             getattr(library, fmt.class_name).from_pretrained(
-                None, config=model_config, state_dict=state, dtype=torch_dtype(placement.dtype)
+                None, config=model_config, state_dict=state, dtype=load_dtype(placement)
             ),
         )
         return place(model, placement)
@@ -101,7 +112,7 @@ def _from_folder(fmt: ModelFormat, source: Source, placement: PlacementLike) -> 
             str(source.path),
             subfolder=source.subfolder or ("" if fmt.library == "transformers" else None),
             local_files_only=True,
-            dtype=torch_dtype(placement.dtype),
+            dtype=load_dtype(placement),
         ),
     )
     return place(model, placement)

@@ -44,6 +44,9 @@ class PlacementLike(Protocol):
     @property
     def lora_fusing(self) -> bool: ...
 
+    @property
+    def storage(self) -> str | None: ...
+
 
 def torch_dtype(name: str) -> torch.dtype:
     dtype = getattr(torch, name.removeprefix("torch."), None)

@@ -20,6 +20,7 @@ from inline_core.components.interfaces import TextEncoder
 from inline_core.components.step import StepPipeline
 from inline_core.device.policy import Placement
 from inline_core.diffusion.footprint import footprint
+from inline_core.diffusion.kept_weights import KeptWeights
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.stepcache.adopt import with_step_cache
 from inline_core.engine.adapter_counts import AdapterTotals
@@ -70,6 +71,7 @@ class Stacks:
         self._memo: dict[tuple[Hashable, ...], tuple[tuple[object, ...], object]] = {}
         # render (a run id) -> the resident keys it has used
         self._renders: OrderedDict[Hashable, set[Hashable]] = OrderedDict()
+        self._storage = KeptWeights(lambda: runtime.residency.budget_bytes)
 
     def builder(self, family: Family) -> FamilyBuilder:
         with self._lock:
@@ -93,6 +95,8 @@ class Stacks:
         builder = self.builder(family)
         role = builder.roles.get(name)
         placement = None if role is None else self.runtime.placement(family, role)
+        if placement is not None and source is not None:
+            placement = self._storage.placement(f"{family.title} {name}", source, placement)
         identity = DEFAULT if source is None else source.identity()
         key = (family.name, name, identity, placement)
         load = _sized(lambda: builder.load(name, source, placement))
@@ -107,6 +111,10 @@ class Stacks:
         with self._lock:
             others = [keys for render, keys in self._renders.items() if render in in_progress]
             return frozenset(held).union(*others)
+
+    def kept_weights(self) -> list[dict[str, str]]:
+        """The parts computing from weights kept in their file's dtype."""
+        return self._storage.kept()
 
     def render_ended(self, render: Hashable) -> None:
         """Forget what a finished render held: its parts may be evicted for later renders."""

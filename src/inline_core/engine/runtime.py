@@ -271,6 +271,9 @@ class ModelRuntime:
     def stats(self) -> dict[str, Any]:
         """Residency counters (loads, hits, evictions, resident bytes) and the worker group's."""
         body: dict[str, Any] = self.residency.stats().to_json()
+        stacks = self._stacks
+        if stacks is not None and (kept := stacks.kept_weights()):
+            body["keptWeights"] = kept  # parts computing from their file's dtype, mapped
         group = self._group
         if group is not None:
             body["workerGroup"] = group.stats()

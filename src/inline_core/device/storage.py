@@ -1,0 +1,51 @@
+"""Which dtype a part's weights are kept in, when it is not the dtype they compute in (torch-free).
+
+On a CPU without fast bfloat16 the policy computes in float32. A part stored in bfloat16 or
+float16 then gets a float32 copy on the heap, twice its file. When that copy would take more than
+half the memory budget, it is not made: the weights stay in their file's dtype, mapped from the
+file (page cache, no budget), and each layer casts its weights to float32 as it computes. A render
+needs its text encoder and its diffusion model at once, so a part over half the budget would leave
+the other no room: without this, the two stay resident over the budget (a small machine is killed
+for memory) or evict each other on every render. The numbers are the same: a float32 copy of a
+bfloat16 weight holds the very values the layer casts to. The cost is the cast, layer by layer.
+"""
+
+from __future__ import annotations
+
+from inline_core.device.policy import Placement
+
+# Dtypes kept as stored and cast as they compute: the lower floats a float32 copy doubles.
+CASTABLE = frozenset({"bfloat16", "float16"})
+# Bytes per number of the compute dtypes this rule applies to.
+COMPUTE_BYTES = {"float32": 4}
+
+
+def kept_dtype(
+    placement: Placement, stored_dtype: str | None, numbers: int, budget_bytes: int | None
+) -> str | None:
+    """The dtype to keep the part's weights in (its file's), or None to convert them to the
+    placement's dtype as usual. Only a CPU part (not offloaded, not quantized) stored in a lower
+    float than it computes in, whose copy would take more than half the budget, is kept."""
+    compute_bytes = COMPUTE_BYTES.get(placement.dtype)
+    if (
+        budget_bytes is None
+        or compute_bytes is None
+        or stored_dtype not in CASTABLE
+        or placement.device != "cpu"
+        or placement.offload
+        or placement.quantize is not None
+    ):
+        return None
+    return stored_dtype if numbers * compute_bytes * 2 > budget_bytes else None
+
+
+def kept_reason(name: str, placement: Placement, kept: str, numbers: int, budget: int) -> str:
+    """The warning a load gives when it keeps a part's weights in their file's dtype."""
+    gib = 1024**3
+    copy = numbers * COMPUTE_BYTES[placement.dtype]
+    return (
+        f"the {name} would take {copy / gib:.1f} GiB as a {placement.dtype} copy, more than half "
+        f"the {budget / gib:.1f} GiB memory budget: its weights stay in the file's {kept}, mapped "
+        f"from the file, and each layer casts them to {placement.dtype} as it computes (the same "
+        f"numbers; slower per layer on this CPU, which has no fast {kept})"
+    )

@@ -1,0 +1,51 @@
+"""What a part's weight files hold, read from their headers (torch-free): how many numbers, and
+in which floating dtype most of them are stored. The device policy reads it to tell whether a
+float32 copy of the part would fit its memory budget (`device/storage.py`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from inline_core.diffusion.files.header import HEADERS, HeaderError
+from inline_core.models.source import Source
+
+# safetensors' names of the floating dtypes a part may be stored in, as torch names them.
+FLOAT_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
+
+
+@dataclass(frozen=True)
+class StoredWeights:
+    dtype: str  # the torch name of the floating dtype most of its numbers are stored in
+    numbers: int  # floating numbers in all its files
+
+
+def stored_weights(source: Source) -> StoredWeights | None:
+    """The part's stored floating weights; None when it has no readable safetensors files or
+    stores them in no plain float (a quantized checkpoint)."""
+    files = _weight_files(source)
+    counts: Counter[str] = Counter()
+    for path in files:
+        try:
+            header = HEADERS.get(path)
+        except (HeaderError, OSError):
+            return None
+        for info in header.values():
+            dtype = FLOAT_DTYPES.get(info.dtype)
+            if dtype is not None:
+                numbers = 1
+                for side in info.shape:
+                    numbers *= side
+                counts[dtype] += numbers
+    if not counts:
+        return None
+    dtype, _ = counts.most_common(1)[0]
+    return StoredWeights(dtype, sum(counts.values()))
+
+
+def _weight_files(source: Source) -> list[Path]:
+    if source.is_file:
+        return [source.path] if source.path.suffix == ".safetensors" else []
+    where = source.location
+    return sorted(where.glob("*.safetensors")) if where.is_dir() else []

@@ -1,0 +1,59 @@
+"""`compute_in`: a module whose linear and embedding weights stay bfloat16 computes in float32
+exactly what its float32 copy computes, keeps those weights (no copy), and a deep copy of it (a
+fused LoRA copy) computes with its own weights."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from inline_core.diffusion.layer_cast import CastEmbedding, CastLinear, compute_in
+from inline_core.diffusion.libs import manual_seed
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(50, 16)
+        self.norm = nn.LayerNorm(16)
+        self.up = nn.Linear(16, 32)
+        self.down = nn.Linear(32, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.down(nn.functional.gelu(self.up(self.norm(self.embed(ids)))))
+
+
+def stored() -> Tiny:
+    manual_seed(0)
+    return Tiny().to(torch.bfloat16)
+
+
+def ids(*shape: int) -> torch.Tensor:
+    return torch.randint(0, 50, shape, generator=torch.Generator().manual_seed(1))
+
+
+def test_kept_weights_compute_what_their_float32_copy_computes() -> None:
+    kept = stored()
+    copied = copy.deepcopy(kept).to(torch.float32)
+    kept_weight = kept.up.weight
+    compute_in(kept, torch.float32)
+    assert isinstance(kept.embed, CastEmbedding) and isinstance(kept.up, CastLinear)
+    assert kept.up.weight is kept_weight and kept_weight.dtype == torch.bfloat16
+    assert kept.norm.weight.dtype == torch.float32  # a norm's few numbers are cast once
+    tokens = ids(3, 7)
+    with torch.inference_mode():
+        want, got = copied(tokens), kept(tokens)
+    assert got.dtype == torch.float32 and torch.equal(got, want)
+
+
+def test_a_deep_copy_computes_with_its_own_weights() -> None:
+    kept = stored()
+    compute_in(kept, torch.float32)
+    twin = copy.deepcopy(kept)
+    with torch.no_grad():
+        twin.down.weight.add_(1.0)
+    tokens = ids(2, 5)
+    with torch.inference_mode():
+        assert not torch.equal(twin(tokens), kept(tokens))

@@ -1,0 +1,83 @@
+"""A part whose float32 copy would take more than half the memory budget keeps its weights in its
+file's bfloat16, mapped, and casts them layer by layer as it computes (`device/storage.py`). The
+float32 copy of a bfloat16 weight holds the very numbers the layer casts to, so a part computes
+what its copy would. The one exception in Z-Image: its timestep embedder casts its frequencies to
+its first layer's weight dtype (diffusers' `TimestepEmbedder`), which rounds them to bfloat16."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from zimage_harness import make_runner, render, take_pixels
+
+from inline_core.device.policy import Placement
+from inline_core.diffusion.footprint import footprint
+from inline_core.diffusion.layer_cast import CastLinear
+from inline_core.diffusion.libs import load_safetensors, save_safetensors
+from inline_core.families.zimage.build import ZImageBuilder
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.models.source import Source
+from inline_core.sampling.loop import StepLoopSampler
+
+PARTS = ("diffusion_models/zimage_tiny.safetensors", "vae", "text_encoders/zimage_tiny_qwen3")
+COPIED = Placement(device="cpu", dtype="float32")
+KEPT = Placement(device="cpu", dtype="float32", storage="bfloat16")
+
+
+@pytest.fixture(scope="module")
+def bf16_models(kit: KitPaths, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The kit's single-file stack with every weight file stored in bfloat16."""
+    root = tmp_path_factory.mktemp("bf16-models")
+    for part in PARTS:
+        source, target = kit.root / part, root / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            shutil.copy(source, target)
+    for file in root.rglob("*.safetensors"):
+        tensors = load_safetensors(file)
+        save_safetensors({k: v.to(torch.bfloat16) for k, v in tensors.items()}, file)
+    return root
+
+
+def test_a_kept_text_encoder_is_mapped_and_encodes_exactly_what_its_float32_copy_does(
+    bf16_models: Path,
+) -> None:
+    source = Source(bf16_models / "text_encoders" / "zimage_tiny_qwen3")
+    copied = ZImageBuilder.load("text_encoder", source, COPIED)
+    kept = ZImageBuilder.load("text_encoder", source, KEPT)
+    linears = [m for m in kept.modules() if isinstance(m, CastLinear)]
+    assert linears and all(m.weight.dtype == torch.bfloat16 for m in linears)
+    assert {p.dtype for p in copied.parameters()} == {torch.float32}
+    assert footprint(kept).mapped_bytes > 0 and footprint(copied).mapped_bytes == 0
+    ids = torch.randint(0, 200, (2, 12), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        want = copied(input_ids=ids, output_hidden_states=True).hidden_states[-2]
+        got = kept(input_ids=ids, output_hidden_states=True).hidden_states[-2]
+    assert got.dtype == torch.float32 and torch.equal(got, want)
+
+
+def test_a_stack_over_half_the_budget_renders_without_its_copies_within_a_level(
+    bf16_models: Path, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    copied = make_runner(bf16_models, sampler)  # no budget: float32 copies
+    kept = make_runner(bf16_models, sampler, ram_budget_gb=0.001)  # 1 MB
+    want = take_pixels(render(copied, tmp_path, seed=5))
+    got = take_pixels(render(kept, tmp_path, seed=5))
+    # Measured: 1 level on under 1% of the values (the timestep embedder's rounding).
+    assert int(np.abs(got - want).max()) <= 1 and float(np.not_equal(got, want).mean()) < 0.02
+    copied_stats, kept_stats = copied.runtime.residency.stats(), kept.runtime.residency.stats()
+    assert copied_stats.mapped_bytes == 0 and kept_stats.mapped_bytes > 0
+    # Each byte left mapped in bfloat16 is two float32 bytes not copied onto the heap.
+    assert kept_stats.resident_bytes + 2 * kept_stats.mapped_bytes == copied_stats.resident_bytes
+    # Health's residency names each part kept, and what it computes in.
+    shown = {row["part"]: row for row in kept.runtime.stats()["keptWeights"]}
+    # (The tiny text encoder's copy, 0.1 MB, is under half of the smallest budget, 1 MB.)
+    assert set(shown) == {"Z-Image transformer", "Z-Image vae"}
+    assert {(row["kept"], row["computes"]) for row in shown.values()} == {("bfloat16", "float32")}
+    assert "keptWeights" not in copied.runtime.stats()
