@@ -106,10 +106,14 @@ def test_requests_batched_in_one_forward_match_their_solo_renders(
 
 
 # bfloat16 keeps 8 bits of mantissa: the two paths round differently in a few places (the
-# unpadded prompt encode, the order of a sum), which moves a channel by a few levels
-# (5 and 7 measured).
-# A real divergence (a wrong dtype somewhere, a missed cast, a step off) moves it by tens.
-BF16_TOLERANCE = 10
+# unpadded prompt encode, the order of a sum), which moves a few channels by some levels. How far
+# depends on the CPU's bf16 kernels: at most 5 and 7 levels measured with AMX-BF16, 6 and 11 on an
+# AVX2-only CPU (emulated bf16), where the mean stayed under 0.9 levels and 0.07% of the values
+# moved more than 5. A real divergence (a wrong dtype somewhere, a missed cast, a step off)
+# moves much of the image by tens, so the check bounds the mean and the share of far values too.
+BF16_MAX = 16
+BF16_MEAN = 1.5
+BF16_FAR_SHARE = 0.005  # of the values more than 5 levels off
 
 
 @pytest.mark.parametrize("params", CASES[:2])
@@ -132,5 +136,7 @@ def test_text_to_image_in_bfloat16_matches_diffusers_in_bfloat16(
     finally:
         runner.close()
     ref = reference(prompt="a lighthouse at dusk", **reference_kwargs(params)).images[0]
-    assert max_diff(ours, pixels(ref)) <= BF16_TOLERANCE
+    diff = np.abs(ours - pixels(ref))
+    assert int(diff.max()) <= BF16_MAX and float(diff.mean()) <= BF16_MEAN
+    assert float(np.greater(diff, 5).mean()) <= BF16_FAR_SHARE
     assert ours.std() > 1.0
