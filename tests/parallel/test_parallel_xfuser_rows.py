@@ -1,9 +1,10 @@
 """Per-request state under xDiT's split (xfuser 0.7 on 2 gloo CPU ranks, `xfuser_on_cpu`): xDiT
 puts its own transformer class in place of the resident one, so each request's LoRA rows and
 step cache must follow the module that runs. A LoRA render and a cached render equal the same
-render in process; a cache that never reuses gives the uncached take; and requests with their own
-stacks, caches and prompt lengths batched in one split forward (xDiT runs sequences of another
-length apart, each with its own rows' state) each equal their render alone."""
+render in process (a new LoRA file restarts nothing); a cache that never reuses gives the
+uncached take; and requests with their own stacks, caches and prompt lengths batched in one split
+forward (xDiT runs sequences of another length apart, each with its own rows' state) each equal
+their render alone."""
 
 from __future__ import annotations
 
@@ -71,6 +72,12 @@ def test_a_lora_render_split_by_xdit_equals_the_lora_render_in_process(
     got = split(sampler, handle, **kw, loras=loras)
     assert max_diff(got, expected) <= 1
     assert sampler.last_meta[0]["engine"] == "xfuser"
+    # A file the ranks have not loaded (A's weights in kohya's naming): the same group renders
+    # it, and the same picture.
+    launches = sampler.stats()["group"]["launches"]
+    fresh = split(sampler, handle, **kw, loras=(kit_lora(kit, "a-kohya", 1.0), loras[1]))
+    assert sampler.stats()["group"]["launches"] == launches
+    assert max_diff(fresh, got) <= 1
 
 
 def test_a_cached_render_split_by_xdit_skips_blocks_and_equals_the_cached_render_in_process(
