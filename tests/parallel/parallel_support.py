@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import replace
@@ -13,7 +14,9 @@ from inline_core.device.split import ParallelSpec
 from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.group import WorkerGroup
 from inline_core.parallel.launch import is_running
+from inline_core.parallel.sampler import ParallelSampler
 from inline_core.parallel.settings import RankSettings
+from inline_core.sampling import SampleJob
 
 HERE = Path(__file__).resolve().parent
 SPLIT = ParallelSpec.parse("ulysses=2")  # what INLINE_PARALLEL=ulysses=2 asks for
@@ -72,3 +75,21 @@ def wait_gone(pids: Iterable[int], timeout: float = 20.0, poll_s: float = 0.05) 
         if pending:
             time.sleep(poll_s)
     return alive(pending)
+
+
+def at_once(sampler: ParallelSampler, jobs: list[SampleJob]) -> list[object]:
+    """Run the jobs from one thread each, started together; each one's output or its error."""
+    out: list[object] = [None] * len(jobs)
+
+    def run(index: int) -> None:
+        try:
+            out[index] = sampler.run(jobs[index])
+        except Exception as exc:
+            out[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    return out

@@ -7,17 +7,15 @@ with the same stack, and a LoRA the ranks have not seen does not restart the gro
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
-from parallel_support import group_children, group_config
+from parallel_support import at_once, group_children, group_config
 from PIL import Image
-from zimage_support import kit_handle, load_spec, render_in_process
+from zimage_support import kit_handle, kit_lora, load_spec, render_in_process
 
-from inline_core.diffusion.adapters.stack import LoraUse
 from inline_core.engine.group import GroupPipeline
 from inline_core.errors import Cancelled
 from inline_core.families.zimage.kit import KitPaths
@@ -53,24 +51,6 @@ def sampler() -> Iterator[ParallelSampler]:
     yield s
     s.close()
     assert group_children() == []
-
-
-def at_once(sampler: ParallelSampler, jobs: list[SampleJob]) -> list[object]:
-    """Run the jobs from one thread each, started together; each one's output or its error."""
-    out: list[object] = [None] * len(jobs)
-
-    def run(index: int) -> None:
-        try:
-            out[index] = sampler.run(jobs[index])
-        except Exception as exc:
-            out[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    return out
 
 
 def test_concurrent_split_renders_share_forwards_and_equal_their_solo_takes(
@@ -113,18 +93,13 @@ def test_cancelling_one_batched_render_leaves_the_others_to_finish(
     assert all(isinstance(output, Image.Image) for output in again)
 
 
-def use(kit: KitPaths, key: str, strength: float) -> LoraUse:
-    path = kit.loras[key]
-    return LoraUse(path.name, str(path), f"{path.name}:{path.stat().st_mtime_ns}", strength)
-
-
 def test_split_renders_apply_each_requests_stack_and_share_forwards(
     kit: KitPaths, local: ZImageStepPipeline, handle: GroupPipeline, sampler: ParallelSampler
 ) -> None:
     sampler.start(handle.remote_spec())
     renders: list[dict[str, Any]] = [
-        {"prompt": "a red fox", "seed": 1, "loras": (use(kit, "a", 1.0),)},
-        {"prompt": "a cat", "seed": 2, "loras": (use(kit, "b", 0.7), use(kit, "a", 0.5))},
+        {"prompt": "a red fox", "seed": 1, "loras": (kit_lora(kit, "a", 1.0),)},
+        {"prompt": "a cat", "seed": 2, "loras": (kit_lora(kit, "b", 0.7), kit_lora(kit, "a", 0.5))},
         {"prompt": "a boat", "seed": 3, "loras": ()},
     ]
     jobs = [SampleJob(handle, handle.request(**COMMON, **r)) for r in renders]
@@ -139,7 +114,7 @@ def test_split_renders_apply_each_requests_stack_and_share_forwards(
 
     # A LoRA the ranks have not loaded yet, at a new strength: the same group renders it.
     launches = sampler.stats()["group"]["launches"]
-    fresh = {"prompt": "a red fox", "seed": 1, "loras": (use(kit, "a-kohya", 1.0),)}
+    fresh = {"prompt": "a red fox", "seed": 1, "loras": (kit_lora(kit, "a-kohya", 1.0),)}
     [again] = at_once(sampler, [SampleJob(handle, handle.request(**COMMON, **fresh))])
     assert sampler.stats()["group"]["launches"] == launches
     # The kohya file holds A's weights: the same take as A at the same strength.

@@ -9,9 +9,11 @@ from typing import Any
 import torch
 from PIL import Image
 
+from inline_core.diffusion.adapters.stack import LoraUse
 from inline_core.engine.group import GroupPipeline, rank_spec
 from inline_core.families.sources import Sources
 from inline_core.families.zimage import ZImageFamily
+from inline_core.families.zimage.kit import KitPaths
 from inline_core.families.zimage.pipeline import ZImageStepPipeline
 from inline_core.models.catalog import Catalog
 from inline_core.parallel.config import GroupConfig
@@ -35,6 +37,12 @@ def kit_handle(models_dir: Path) -> GroupPipeline:
     family = kit_family(models_dir)
     sources = family.files.resolve().require()
     return GroupPipeline(family, rank_spec(family, "node", sources, CPU_DTYPES), "node", sources)
+
+
+def kit_lora(kit: KitPaths, key: str, strength: float) -> LoraUse:
+    """One of the kit's LoRAs (`kit_loras.py`) at `strength`, as a node's stack names it."""
+    path = kit.loras[key]
+    return LoraUse(path.name, str(path), f"{path.name}:{path.stat().st_mtime_ns}", strength)
 
 
 def load_spec(spec: PipelineSpec) -> ZImageStepPipeline:

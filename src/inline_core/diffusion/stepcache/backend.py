@@ -21,19 +21,22 @@ forward where every row computes calls every block on the whole batch, as withou
 
 While a cached forward runs, the transformer's block list is swapped for proxies that route
 each call through `_Pass.block`; outside one the model is untouched. Per-row hooks inside the
-blocks (the LoRA rows) are narrowed to the sub-batch through `RowScoped.subset`.
+blocks (the LoRA rows) are narrowed to the sub-batch through `RowScoped.subset`; the backend
+is one too (`subset`), for a transformer that runs a batch's rows in calls of their own (xDiT's
+Z-Image class: one sequence length a call, `row_scopes.ScopesRows`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
-from typing import Any, Protocol, cast
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, cast
 from weakref import WeakKeyDictionary, ref
 
 import torch
 from torch import nn
 
+from inline_core.diffusion.row_scopes import RowScoped, narrowed
 from inline_core.diffusion.stepcache.layout import BlockLayout
 from inline_core.diffusion.stepcache.rows import RowCache
 
@@ -41,12 +44,6 @@ _ON_MODEL: WeakKeyDictionary[nn.Module, StepCacheBackend] = WeakKeyDictionary()
 
 Args = tuple[Any, ...]
 Kwargs = dict[str, Any]
-
-
-class RowScoped(Protocol):
-    """Hooks inside the blocks that work per row (e.g. `adapters.rows.RowAdapters`)."""
-
-    def subset(self, rows: Sequence[int], /) -> AbstractContextManager[None]: ...
 
 
 class StepCacheBackend:
@@ -95,10 +92,23 @@ class StepCacheBackend:
             setattr(transformer, self.layout.blocks, self.blocks)
             self._pass = None
 
+    @contextmanager
+    def subset(self, rows: Sequence[int]) -> Generator[None]:
+        """Within the block, the cached forward's batch is rows `rows` of the current one, each
+        with its own cache, for a whole forward over them (`row_scopes.RowScoped`: a transformer
+        that runs a batch in several calls of its own). Outside a cached forward, nothing."""
+        current = self._pass
+        if current is None:
+            yield
+            return
+        self._pass = current.narrowed(rows)
+        try:
+            yield
+        finally:
+            self._pass = current
+
     def call_rows(self, rows: Sequence[int], block: nn.Module, args: Args) -> torch.Tensor:
-        with ExitStack() as stack:
-            for scoped in self._scoped:
-                stack.enter_context(scoped.subset(rows))
+        with narrowed(self._scoped, rows):
             return cast(torch.Tensor, block(*args))
 
     def route(self, index: int, args: Args, kwargs: Kwargs) -> torch.Tensor:
@@ -155,10 +165,18 @@ class _Pass:
         self.start: torch.Tensor | None = None
         self.lengths: list[int] | None = None
 
+    def narrowed(self, rows: Sequence[int]) -> _Pass:
+        """A pass over rows `rows` of this one's batch, from its first block (none has run)."""
+        return _Pass(self.backend, [self.rows[j].cache for j in rows], self.group)
+
     def block(self, index: int, args: Args, kwargs: Kwargs) -> torch.Tensor:
         args = self._positional(args, kwargs)
         hidden = cast(torch.Tensor, args[self.layout.hidden])
         if index == 0:
+            if hidden.shape[0] != len(self.rows):
+                raise RuntimeError(
+                    f"a cached block saw {hidden.shape[0]} rows in a forward of {len(self.rows)}"
+                )
             self.start = hidden
             self.lengths = self._lengths(args, hidden)
         if index > 0:
@@ -306,10 +324,16 @@ def cached_forward(
     backend: StepCacheBackend | None, transformer: nn.Module, rows: Sequence[RowCache | None]
 ) -> AbstractContextManager[None]:
     """The block in which `transformer`'s forward caches `rows` (one per row of its batch): a
-    no-op without a backend, without a cached row, or when another module stands in the adopted
-    one's place (xDiT's transformer class: its renders are not cached)."""
-    if backend is None or backend.transformer is not transformer or not any(rows):
+    no-op without a backend or without a cached row. A backend adopted on another module than
+    the one that runs (a split engine's class put in its place, not adopted again) is an error:
+    cached rows are never silently computed uncached."""
+    if backend is None or not any(rows):
         return nullcontext()
+    if backend.transformer is not transformer:
+        raise RuntimeError(
+            "the step cache was adopted on another transformer than the "
+            f"{type(transformer).__name__} that runs: adopt it on the module in place"
+        )
     return backend.forward(rows)
 
 

@@ -4,7 +4,8 @@
 requests with different prompts, sizes and timesteps share one forward; each item's LoRA stack is
 added to its own rows of that forward (`diffusion/adapters/`; a forward whose rows all hold one
 stack may run on its fused copy, where the device policy says it pays), and each item's control
-model adds its hints to its own rows (`control.py`).
+model adds its hints to its own rows (`control.py`). That per-model state follows the transformer
+in place: a split engine's class put there (xDiT, `xdit.py`) gets it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.row_scopes import RowScoped, ScopesRows
 from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
 from inline_core.diffusion.stepcache.rows import RowCache
 from inline_core.families.zimage.control import ControlBranch, RowControl
@@ -28,6 +30,9 @@ from inline_core.families.zimage.lora import read_lora
 
 
 class ZImageDenoiser:
+    adapters: AdapterBank  # each row's LoRA stack, on the transformer in place
+    control: ControlBranch
+
     def __init__(
         self,
         transformer: nn.Module,
@@ -37,20 +42,56 @@ class ZImageDenoiser:
         model_key: object = "",
         fused_copies: CopyStore | None = None,
     ) -> None:
-        self.transformer = transformer
         self.placement = placement
         self.swap = swap
         self.device = torch.device(placement.device)
         self.dtype = torch_dtype(placement.dtype)
-        self.adapters = AdapterBank.placed(
-            transformer, read_lora, placement, adapter_cache, model_key, fused_copies
-        )
-        self.control = ControlBranch(transformer, self.device, self.dtype, adapter_cache, model_key)
+        self._adapter_cache = adapter_cache
+        self._model_key = model_key
+        self._fused_copies = fused_copies
         self.step_cache: StepCacheBackend | None = None  # adopted by its pipeline
+        self.transformer = transformer
+
+    @property
+    def transformer(self) -> nn.Module:
+        return self._transformer
+
+    @transformer.setter
+    def transformer(self, module: nn.Module) -> None:
+        """The transformer that runs, with this denoiser's per-model state bound to it: LoRA row
+        hooks and fused copies, the control branch and the step cache. A split engine that puts
+        its own class in the resident one's place (xDiT: its own submodules over the same
+        tensors) gets them too, never the module it replaced."""
+        self._transformer = module
+        self.adapters = AdapterBank.placed(
+            module,
+            read_lora,
+            self.placement,
+            self._adapter_cache,
+            self._model_key,
+            self._fused_copies,
+        )
+        self.control = ControlBranch(
+            module, self.device, self.dtype, self._adapter_cache, self._model_key
+        )
+        if self.step_cache is not None:
+            self.adopt_step_cache(StepCacheBackend.of(module, self.step_cache.layout))
+        else:
+            self._scope_rows()
 
     def adopt_step_cache(self, backend: StepCacheBackend) -> None:
         backend.add_row_scope(self.adapters.rows)  # a sub-batch's rows keep their own LoRAs
         self.step_cache = backend
+        self._scope_rows()
+
+    def _scope_rows(self) -> None:
+        """A transformer that runs a batch's rows in calls of their own (xDiT's class) narrows
+        each row's LoRA stack and step cache to the rows of each call."""
+        if isinstance(self._transformer, ScopesRows):
+            scopes: list[RowScoped] = [self.adapters.rows]
+            if self.step_cache is not None:
+                scopes.append(self.step_cache)
+            self._transformer.scope_rows(scopes)
 
     @property
     def in_channels(self) -> int:
@@ -89,6 +130,4 @@ class ZImageDenoiser:
         return list(cast(list[torch.Tensor], out))
 
     def _cached(self, caches: Sequence[RowCache | None]) -> AbstractContextManager[None]:
-        # xDiT puts its own transformer class in the adopted one's place (and may run a batch's
-        # sequences one by one): its renders are not cached.
         return cached_forward(self.step_cache, self.transformer, caches)
