@@ -64,12 +64,11 @@ def test_int8_placement_quantizes_the_transformer_weights(
     runner = make_runner(kit.root, sampler)
     pipeline = runner.pipeline()
     transformer = pipeline.denoiser.transformer
-    flags = {"offload": False, "vae_tiling": False, "vae_slicing": False}
-    int8 = Placement("cpu", "float32", **flags, attention_slicing=False, quantize="int8")
+    int8 = Placement("cpu", "float32", quantize="int8")
     quantized = quantize(copy.deepcopy(transformer), int8)
     linears = [m for m in quantized.modules() if isinstance(m, nn.Linear)]
     assert linears and all("Int8" in type(m.weight).__name__ for m in linears)
-    plain = Placement("cpu", "float32", **flags, attention_slicing=False, quantize=None)
+    plain = Placement("cpu", "float32", quantize=None)
     assert quantize(transformer, plain) is transformer
     untouched = [m for m in transformer.modules() if isinstance(m, nn.Linear)]
     assert not any("Int8" in type(m.weight).__name__ for m in untouched)
