@@ -88,6 +88,20 @@ def test_outputs_come_back_as_the_same_type_and_pixels() -> None:
     assert rebuilt[1].tolist() == [[1.0, 1.0], [1.0, 1.0]]
 
 
+def test_a_video_comes_back_with_its_frames_rate_and_format() -> None:
+    from inline_core.runtime.video import Video
+
+    frames = np.arange(5 * 4 * 6 * 3, dtype=np.uint8).reshape(5, 4, 6, 3)
+    meta, arrays = encode_output(Video(frames, fps=16, format="png"))
+    back = decode(encode(Result(1, 0, meta={"output": meta}, arrays=arrays)))
+    assert isinstance(back, Result)
+    rebuilt = decode_output(back.meta["output"], back.arrays)
+    assert isinstance(rebuilt, Video)
+    assert (rebuilt.fps, rebuilt.format, rebuilt.frames.dtype) == (16, "png", np.uint8)
+    assert np.array_equal(rebuilt.frames, frames)
+    rebuilt.frames[0, 0, 0, 0] = 255  # writable, as the in-process video's frames are
+
+
 def test_socket_is_private_and_needs_the_key() -> None:
     server = IpcServer()
     try:

@@ -220,10 +220,11 @@ class ModelRuntime:
         transformer: Source | None,
         node_id: str,
     ) -> None:
-        """At submit: a render the family cannot split (`Family.unsplittable`) whose model this
-        server splits is a 422 saying why, before it is queued."""
-        why = family.unsplittable(node_type, params)
-        if why is not None and self.split_for(family, transformer, node_id) is not None:
+        """At submit: a render whose model this server splits and that the family cannot run
+        under that split (`Family.unsplittable`) is a 422 saying why, before it is queued."""
+        split = self.split_for(family, transformer, node_id)
+        why = None if split is None else family.unsplittable(node_type, params, split)
+        if why is not None:
             raise InvalidRequest(why, node_id=node_id)
 
     def check_split(self, family: Family) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from inline_core.device.split import ModelParallelSupport
+from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.naming import LoraNamings
 from inline_core.downloads.targets import Downloads
 from inline_core.families.capabilities import Capabilities
@@ -155,10 +155,13 @@ class Family(ABC):
         model), for its cache key: a file replaced under the same name re-runs the node."""
         return ""
 
-    def unsplittable(self, node_type: str, params: Mapping[str, Any]) -> str | None:
+    def unsplittable(
+        self, node_type: str, params: Mapping[str, Any], split: ParallelSpec
+    ) -> str | None:
         """Why a render of `node_type` with `params` (the family's node, or a primitive such as
-        `load/controlnet`) cannot run split across a worker group's ranks, for a 422 at submit
-        when its model would be split; None (the default): it can."""
+        `load/controlnet`) cannot run under `split`, the split this server runs its model with,
+        for a 422 at submit (e.g. a control model, or a token sequence its ranks cannot share
+        evenly); None (the default): it can."""
         return None
 
     def control_use(self, name: str, strength: float, node_id: str | None) -> object | None:

@@ -14,18 +14,22 @@ from torch.utils.hooks import RemovableHandle
 
 
 class AttentionProbe:
-    def __init__(self, dit: nn.Module) -> None:
+    """The counts of one DiT, or of each of a pair of experts (one runs each forward)."""
+
+    def __init__(self, *dits: nn.Module) -> None:
         self.forwards = 0
         self.first_forward: list[int] = []  # tokens per attention layer, first forward of a job
         self.last_forward: list[int] = []  # tokens per attention layer, the latest forward
         self._current: list[int] = []
         self._handles: list[RemovableHandle] = []
         # diffusers names its attention modules `Attention`, `FluxAttention`, `WanAttention`...
-        attentions = [m for m in dit.modules() if type(m).__name__.endswith("Attention")]
-        for module in attentions:
-            self._handles.append(module.register_forward_pre_hook(self._seen, with_kwargs=True))
-        self._handles.append(dit.register_forward_pre_hook(self._forward_begins))
-        self._handles.append(dit.register_forward_hook(self._forward_ends))
+        for dit in dits:
+            attentions = [m for m in dit.modules() if type(m).__name__.endswith("Attention")]
+            for module in attentions:
+                hook = module.register_forward_pre_hook(self._seen, with_kwargs=True)
+                self._handles.append(hook)
+            self._handles.append(dit.register_forward_pre_hook(self._forward_begins))
+            self._handles.append(dit.register_forward_hook(self._forward_ends))
 
     def reset(self) -> None:
         self.forwards = 0

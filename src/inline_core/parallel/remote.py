@@ -5,9 +5,9 @@ that rebuilds the same pipeline inside each rank from plain arguments (the famil
 dtypes), and turns a request state into plain params plus raw blobs (`remote_request`, with the
 wire codec in `wire.py`); the rank rebuilds the state with its own pipeline's `request()`.
 Outputs come back as raw arrays and are rebuilt into the type the in-process path returns (a PIL
-image, a numpy array, a torch tensor, or a list of them), bit for bit. Tensors travel as their raw
-bytes with dtype and shape, so every dtype (bfloat16, which numpy lacks, included) arrives exactly
-as it left.
+image, a video's frames with its rate and format, a numpy array, a torch tensor, or a list of
+them), bit for bit. Tensors travel as their raw bytes with dtype and shape, so every dtype
+(bfloat16, which numpy lacks, included) arrives exactly as it left.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from PIL import Image
 
 from inline_core.parallel.protocol import Array, Json
+from inline_core.runtime.video import Video
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ def decode_output(meta: Json, arrays: Mapping[str, Array]) -> Any:
         return array.copy()  # writable, like the in-process result
     if kind == "tensor":
         return unpack_tensor(meta, array.tobytes())
+    if kind == "video":
+        return Video(array.copy(), int(cast(int, meta["fps"])), str(meta["format"]))
     raise ValueError(f"unknown output kind {kind!r}")
 
 
@@ -94,6 +97,9 @@ def _describe(value: object, arrays: dict[str, Array]) -> Json:
     if isinstance(value, np.ndarray):
         arrays[name] = cast(Array, value)
         return {"kind": "ndarray", "array": name}
+    if isinstance(value, Video):  # its frames as they are, uint8 (frames, height, width, 3)
+        arrays[name] = cast(Array, value.frames)
+        return {"kind": "video", "array": name, "fps": value.fps, "format": value.format}
     if isinstance(value, list | tuple):
         items = cast(Sequence[object], value)
         return {"kind": "list", "items": [_describe(item, arrays) for item in items]}

@@ -92,31 +92,37 @@ def rebuild(pipeline: RankPipeline, params: Mapping[str, Json], blobs: Mapping[s
 
 
 class Meter:
-    """Each job's debug counters on this rank: forwards taken part in, the tokens its first
-    forward's attention layers saw (a shard of the sequence under a split), control time."""
+    """Each job's debug counters on this rank: forwards taken part in, the tokens its first and
+    last forwards' attention layers saw (a shard of the sequence under a split; a pair of experts
+    runs its last forwards on the second), control time."""
 
     def __init__(self, probe: AttentionProbe | None) -> None:
         self.probe = probe
         self.forwards: dict[int, int] = {}
         self.tokens: dict[int, list[int]] = {}
+        self.last_tokens: dict[int, list[int]] = {}
         self.control_s: dict[int, float] = {}
 
     def forwarded(self, job_ids: Sequence[int], control_s: float) -> None:
-        seen = [] if self.probe is None else self.probe.last_forward
+        seen: list[int] = []
+        if self.probe is not None:  # taken: a forward the probe did not see leaves none
+            seen, self.probe.last_forward = self.probe.last_forward, []
         for job_id in job_ids:
             self.forwards[job_id] = self.forwards.get(job_id, 0) + 1
             self.tokens.setdefault(job_id, list(seen))
+            self.last_tokens[job_id] = list(seen)
             self.control_s[job_id] = self.control_s.get(job_id, 0.0) + control_s
 
     def meta(self, job_id: int) -> dict[str, Json]:
         meta: dict[str, Json] = {"controlS": self.control_s.pop(job_id, 0.0)}
         if self.probe is not None:
             meta["attentionTokens"] = cast(list[Json], self.tokens.pop(job_id, []))
+            meta["lastAttentionTokens"] = cast(list[Json], self.last_tokens.pop(job_id, []))
             meta["forwards"] = self.forwards.pop(job_id, 0)
         return meta
 
     def forget(self, job_id: int) -> None:
-        for counters in (self.forwards, self.tokens, self.control_s):
+        for counters in (self.forwards, self.tokens, self.last_tokens, self.control_s):
             counters.pop(job_id, None)
 
 
@@ -440,5 +446,6 @@ def load_step_runner(context: WorkerContext, args: Mapping[str, Json]) -> StepLo
         raise TypeError(f"{loader} built a {type(pipeline).__name__}, not a step pipeline")
     engine = apply_split(pipeline, context)
     dit_paths = cast(list[str], getattr(pipeline, "_dit_modules", []))
-    probe = AttentionProbe(resolve_module(pipeline, dit_paths[0])) if dit_paths else None
+    dits = [resolve_module(pipeline, path) for path in dit_paths]
+    probe = AttentionProbe(*dits) if dits else None
     return StepLoopRunner(pipeline, context, engine, probe, loader)

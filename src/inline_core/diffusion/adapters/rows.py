@@ -26,6 +26,7 @@ from inline_core.diffusion.adapters.plan import (
     select_rows,
     signature,
 )
+from inline_core.diffusion.adapters.split_input import whole_input
 from inline_core.diffusion.adapters.weights import modules_of
 
 _ON_MODEL: WeakKeyDictionary[nn.Module, RowAdapters] = WeakKeyDictionary()
@@ -105,6 +106,8 @@ class RowAdapters:
         rows = self._plan.rows
         if x.shape[0] != rows:
             raise RuntimeError(f"an adapted layer saw {x.shape[0]} rows in a forward of {rows}")
+        if out.dim() == x.dim() >= 3 and out.shape[-2] != x.shape[-2]:
+            x = whole_input(x, int(out.shape[-2]))  # a split gathered its output (split_input)
         out = out.contiguous()  # a linear layer's fresh output: added to in place
         down, up = layer.down_t, layer.up_t.to(out.dtype)
         if isinstance(layer, Shared):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.diffusion.formats import wan22_vae, wan_vae
 from inline_core.downloads.targets import Downloads
@@ -40,6 +41,12 @@ from inline_core.families.wan.request import (
     WanRequest,
     new_request,
     switch_step_refusal,
+)
+from inline_core.families.wan.split import (
+    SPLIT_ENGINES,
+    SPLIT_METHODS,
+    sequence_refusal,
+    support_for,
 )
 from inline_core.families.wan.transformer import config_of
 from inline_core.families.wan.variants import T2V, WanVariant, model_title, variant_of
@@ -83,6 +90,9 @@ class WanFamily(Family):
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
         step_cache=frozenset({"dbcache"}),  # per request, on its blocks (step_cache.py)
         preview_latents=frozenset(PREVIEW_LATENTS.values()),
+        # cache-dit's context parallelism (its Wan plan): Ulysses, Ring (split.py)
+        split_methods=SPLIT_METHODS,
+        split_engines=SPLIT_ENGINES,
     )
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
@@ -267,6 +277,18 @@ class WanFamily(Family):
 
     def flow_shift(self, scheduler: Source | None) -> float | None:
         return flow_shift(scheduler)
+
+    def split_support(self, transformer: Source | None) -> ModelParallelSupport:
+        return support_for(transformer)
+
+    def unsplittable(
+        self, node_type: str, params: Mapping[str, Any], split: ParallelSpec
+    ) -> str | None:
+        """A render whose token sequence the split's ranks cannot share evenly."""
+        if node_type != NODE_TYPE:
+            return None
+        sources = self.resolve(node_type, params).sources
+        return None if sources is None else sequence_refusal(params, _variant(sources), split)
 
 
 def lora_info(handles: Sequence[LoraHandle]) -> list[dict[str, object]]:

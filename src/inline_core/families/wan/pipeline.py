@@ -86,6 +86,8 @@ class WanStepPipeline:
         self.text_encoder = text_encoder
         self.transformer = transformer
         self.transformer_2 = transformer_2  # the low-noise expert of a pair (None: one model)
+        if transformer_2 is not None:  # a split shards both experts
+            self._dit_modules = ["transformer", "transformer_2"]
         # Wan 2.1 i2v: the CLIP vision encoder its image embedder takes (None: no embedder).
         self.image_encoder = image_encoder
         self.image_processor = image_processor

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from inline_core.device.split import ModelParallelSupport
+from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.diffusion.flow.steps import img2img_start
 from inline_core.diffusion.formats import ldm_vae
@@ -135,7 +135,9 @@ class ZImageFamily(Family):
     def params_identity(self, node_type: str, params: Mapping[str, Any]) -> str:
         return control_inputs.params_identity(self.catalog, params)
 
-    def unsplittable(self, node_type: str, params: Mapping[str, Any]) -> str | None:
+    def unsplittable(
+        self, node_type: str, params: Mapping[str, Any], split: ParallelSpec
+    ) -> str | None:
         key = "controlnet" if node_type == NODE_TYPE else "name"  # the node's, load/controlnet's
         name = params.get(key) if node_type in (NODE_TYPE, LOAD_CONTROLNET.type) else None
         return split_refusal(str(name)) if name else None

@@ -33,6 +33,14 @@ def declared(pipeline: object, attribute: str) -> str:
     return paths[0]
 
 
+def declared_all(pipeline: object, attribute: str) -> list[str]:
+    """Every module path a pipeline declares under `attribute` (at least one)."""
+    paths: object = getattr(pipeline, attribute, None)
+    if not isinstance(paths, list) or not paths:
+        raise TypeError(f"{type(pipeline).__name__} declares no {attribute}")
+    return [str(path) for path in cast(list[object], paths)]
+
+
 def resolve_module(root: object, dotted: str) -> nn.Module:
     target: object = root
     for part in dotted.split("."):

@@ -6,7 +6,7 @@ for. Hooks are added to the resident transformer in place; no caching is enabled
 from __future__ import annotations
 
 import importlib
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -16,9 +16,11 @@ from inline_core.device.split import ParallelSpec
 
 
 class CacheDitSplit:
+    """Splits each of a pipeline's transformers (a pair of experts: both), each on its own."""
+
     name = "cache-dit"
 
-    def __init__(self, dit: nn.Module, split: ParallelSpec) -> None:
+    def __init__(self, dits: Sequence[nn.Module], split: ParallelSpec) -> None:
         import cache_dit
 
         ulysses, ring = split.degree("ulysses"), split.degree("ring")
@@ -27,9 +29,10 @@ class CacheDitSplit:
             degrees["ulysses_size"] = ulysses
         if ring > 1:
             degrees["ring_size"] = ring
-        config = cache_dit.ParallelismConfig(**degrees)
         with _without_settling_sleep():
-            cast(Any, cache_dit).enable_cache(dit, parallelism_config=config)
+            for dit in dits:
+                config = cache_dit.ParallelismConfig(**degrees)
+                cast(Any, cache_dit).enable_cache(dit, parallelism_config=config)
 
     def before_job(self, state: Any) -> None:
         return None

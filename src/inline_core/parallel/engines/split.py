@@ -16,6 +16,7 @@ from inline_core.parallel.engines.base import (
     NoSplit,
     SplitEngine,
     declared,
+    declared_all,
     resolve_module,
     set_module,
 )
@@ -46,12 +47,12 @@ def apply_split(pipeline: object, context: WorkerContext) -> SplitEngine:
         )
     if split.world_size != context.world_size:
         raise ValueError(f"split {split} needs {split.world_size} ranks, got {context.world_size}")
-    dit_path = declared(pipeline, "_dit_modules")
     engine: SplitEngine
     if choose_engine(context, pipeline) == "xfuser":
-        engine = xfuser_split(pipeline, dit_path, context)
-    else:
-        engine = CacheDitSplit(resolve_module(pipeline, dit_path), split)
+        engine = xfuser_split(pipeline, declared(pipeline, "_dit_modules"), context)
+    else:  # every transformer it declares (a pair of experts declares two)
+        dits = [resolve_module(pipeline, path) for path in declared_all(pipeline, "_dit_modules")]
+        engine = CacheDitSplit(dits, split)
     if supports_split_notice(pipeline):
         pipeline.split_by(engine.name, dict(split.degrees))
     return engine
