@@ -158,3 +158,23 @@ def test_failure_summary_picks_the_exception_line() -> None:
         "ModuleNotFoundError: No module named 'q'"
     )
     assert summarize_failure("") == "no output"
+
+
+def test_a_channel_tells_unread_messages_without_taking_them() -> None:
+    """What keeps a loaded server from calling a rank hung: the rank's heartbeats may sit unread
+    while this process is starved, and the monitor asks the channel before it blames the rank."""
+    from multiprocessing import Pipe
+
+    ours, theirs = Pipe()
+    channel, rank = Channel(ours), Channel(theirs)
+    assert not channel.unread()
+    rank.send(Heartbeat(1))
+    rank.send(Heartbeat(1))
+    assert channel.unread() and channel.unread()  # asking takes nothing
+    assert channel.recv(timeout=5.0) == Heartbeat(1)
+    assert channel.unread()
+    assert channel.recv(timeout=5.0) == Heartbeat(1)
+    assert not channel.unread()
+    channel.close()
+    assert not channel.unread()
+    rank.close()

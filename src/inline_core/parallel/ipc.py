@@ -41,6 +41,17 @@ class Channel:
             return None
         return decode(self._conn.recv_bytes())
 
+    def unread(self) -> bool:
+        """Whether bytes have arrived that the receiving thread has not read yet (any thread may
+        ask; nothing is consumed). False once closed."""
+        if self._closed:
+            return False
+        try:
+            readable, _, _ = select.select([self._conn.fileno()], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return bool(readable)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

@@ -389,7 +389,7 @@ class Session:
                 self.faults.seen(rank, "its process is gone")
                 return Fault(f"rank {rank} (pid {proc.pid}) died", rank)
         for rank, seen in list(self._last_beat.items()):
-            if now - seen > self.config.heartbeat_timeout_s:
+            if now - seen > self.config.heartbeat_timeout_s and not self._unread(rank):
                 self.faults.seen(rank, "it stopped sending heartbeats")
                 return Fault(
                     f"rank {rank} (pid {self.pids.get(rank)}) sent no heartbeat for "
@@ -397,6 +397,12 @@ class Session:
                     rank,
                 )
         return None
+
+    def _unread(self, rank: int) -> bool:
+        """A rank's messages wait unread: this process was too busy (a loaded machine) for its
+        reader to take them, so the rank has not gone quiet; its reader will note the beat."""
+        channel = self.channels.get(rank)
+        return channel is not None and channel.unread()
 
     def _check_deadlines(self, now: float) -> Fault | None:
         if not self.ready.is_set() and now - self.started_at > self.config.start_timeout_s:
