@@ -313,6 +313,10 @@ class Session:
         if isinstance(message, Ready):
             self.info = message.info
             self.ready_at = time.monotonic()
+            # Every rank got here (rank 0 says so after gathering them all): their silence
+            # counts from now on, not from a beat held back while a library loaded.
+            for beating in list(self._last_beat):
+                self._last_beat[beating] = self.ready_at
             self.ready.set()
         elif isinstance(message, StartFailed):
             self._start_failures.append(message.message)
@@ -388,7 +392,12 @@ class Session:
             if not is_running(proc):
                 self.faults.seen(rank, "its process is gone")
                 return Fault(f"rank {rank} (pid {proc.pid}) died", rank)
-        for rank, seen in list(self._last_beat.items()):
+        # Silence counts once the group is ready. Before, a rank is importing its libraries and
+        # loading its model: a library's initialisation holds the interpreter lock (so the rank's
+        # heartbeat thread waits) for a second or more, several on a loaded machine; the start
+        # deadline, and the launcher's exit, catch a rank that never gets there.
+        beats = list(self._last_beat.items()) if self.ready.is_set() else []
+        for rank, seen in beats:
             if now - seen > self.config.heartbeat_timeout_s and not self._unread(rank):
                 self.faults.seen(rank, "it stopped sending heartbeats")
                 return Fault(
