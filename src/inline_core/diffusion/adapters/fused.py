@@ -71,13 +71,13 @@ def fuse(key: Hashable, modules: Mapping[str, nn.Module], row: RowStack) -> Fuse
 def swapped_in(modules: Mapping[str, nn.Module], copy: FusedCopy) -> Generator[None]:
     """Within the block the adapted layers compute with the copy's weights; the base weights are
     put back after it, however it ends."""
-    saved: dict[str, object] = {}
+    saved: dict[str, torch.Tensor | nn.Module] = {}
     try:
         for name, weight in copy.weights.items():
             module = modules[name]
-            saved[name] = module._parameters["weight"]  # pyright: ignore[reportPrivateUsage]
-            module._parameters["weight"] = weight  # pyright: ignore[reportPrivateUsage]
+            saved[name] = module.weight
+            module.weight = weight  # a Parameter: registered in the base's place, nothing copied
         yield
     finally:
         for name, base in saved.items():
-            modules[name]._parameters["weight"] = base  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+            modules[name].weight = base
