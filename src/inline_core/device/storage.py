@@ -7,7 +7,8 @@ file (page cache, no budget), and each layer casts its weights to float32 as it 
 needs its text encoder and its diffusion model at once, so a part over half the budget would leave
 the other no room: without this, the two stay resident over the budget (a small machine is killed
 for memory) or evict each other on every render. The numbers are the same: a float32 copy of a
-bfloat16 weight holds the very values the layer casts to. The cost is the cast, layer by layer.
+bfloat16 weight holds the very values the layer casts to (only a model that casts its inputs to
+its weights' dtype rounds them there). The cost is the cast, layer by layer.
 """
 
 from __future__ import annotations
@@ -41,11 +42,15 @@ def kept_dtype(
 
 def kept_reason(name: str, placement: Placement, kept: str, numbers: int, budget: int) -> str:
     """The warning a load gives when it keeps a part's weights in their file's dtype."""
-    gib = 1024**3
     copy = numbers * COMPUTE_BYTES[placement.dtype]
     return (
-        f"the {name} would take {copy / gib:.1f} GiB as a {placement.dtype} copy, more than half "
-        f"the {budget / gib:.1f} GiB memory budget: its weights stay in the file's {kept}, mapped "
-        f"from the file, and each layer casts them to {placement.dtype} as it computes (the same "
-        f"numbers; slower per layer on this CPU, which has no fast {kept})"
+        f"the {name} would take {_size(copy)} as a {placement.dtype} copy, more than half the "
+        f"{_size(budget)} memory budget: its weights stay in the file's {kept}, mapped from the "
+        f"file, and each layer casts them to {placement.dtype} as it computes (a {kept} weight "
+        f"casts to the very number its copy holds; each layer is slower than with the copy)"
     )
+
+
+def _size(count: int) -> str:
+    gib = 1024**3
+    return f"{count / gib:.1f} GiB" if count >= gib // 10 else f"{count / 1024**2:.1f} MiB"
