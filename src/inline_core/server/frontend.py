@@ -15,6 +15,7 @@ from starlette.responses import FileResponse, Response
 
 from inline_core.errors import NotFound
 from inline_core.server.assets import inside
+from inline_core.server.comfy.paths import is_comfy_api
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
@@ -24,7 +25,7 @@ def mount_frontend(app: FastAPI, root: Path) -> None:
     index = base / "index.html"
 
     async def serve(request: Request, path: str = "") -> Response:
-        if path == "v1" or path.startswith("v1/"):
+        if path == "v1" or path.startswith("v1/") or is_comfy_api(path):
             raise NotFound("no such route")  # unknown API paths stay API errors
         if request.method not in ("GET", "HEAD"):
             raise HTTPException(405, headers={"Allow": "GET, HEAD"})
