@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
+
+from inline_core.errors import InlineError
 from starlette.responses import JSONResponse, Response
 
 
@@ -83,3 +85,10 @@ class ComfyError(Exception):
 async def comfy_error_response(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ComfyError)
     return JSONResponse(exc.to_json(), status_code=exc.status)
+
+
+class BadPath(InlineError):
+    """A file name that tries to leave its folder: 400, as ComfyUI answers it."""
+
+    code = "bad_path"
+    status = 400

@@ -25,6 +25,7 @@ from inline_core.errors import InvalidRequest, NotFound, UnsupportedMedia
 from inline_core.media import mime_for_suffix
 from inline_core.server.assets import ASSET_ID, TAKE_ID, asset_row
 from inline_core.server.bootstrap import Services
+from inline_core.server.comfy.errors import BadPath
 from inline_core.server.http_io import MB, declared_length, read_body
 from inline_core.server.stores.records import Asset
 
@@ -45,7 +46,7 @@ def annotated(name: str) -> tuple[str, str | None]:
 def checked_name(filename: str, subfolder: str) -> None:
     for part in (filename, subfolder):
         if part.startswith("/") or ".." in part or "\\" in part or "\0" in part:
-            raise InvalidRequest("a file name may not hold '..' or start with '/'")
+            raise BadPath("a file name may not hold '..' or start with '/'")
     if not filename:
         raise InvalidRequest("'filename' is required")
 

@@ -55,6 +55,10 @@ class PromptMessages:
         self.current: str | None = None  # the prompt node executing now
         self._done: list[str] = []  # prompt nodes finished, in order
         self._cached: set[str] = set()
+        # How many of our nodes each prompt node became: it has finished once all of them have.
+        self._left: dict[str, int] = {}
+        for node in self._nodes.values():
+            self._left[node] = self._left.get(node, 0) + 1
 
     def prompt_node(self, our_id: str | None) -> str | None:
         return None if our_id is None else self._nodes.get(our_id)
@@ -139,9 +143,10 @@ class PromptMessages:
                 )
             else:
                 out += self._executing(node)
-            if node not in self._done:
+            self._left[node] = self._left.get(node, 1) - 1
+            if self._left[node] <= 0 and node not in self._done:
                 self._done.append(node)
-            out.append(self._state(node, 1.0, 1.0, "finished"))
+                out.append(self._state(node, 1.0, 1.0, "finished"))
         if our_id == self.target:
             ids = [str(t["id"]) for t in cast(list[Mapping[str, Any]], body.get("takes", []))]
             takes = self._takes(ids) if ids else []

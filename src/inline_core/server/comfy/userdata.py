@@ -11,8 +11,9 @@ import threading
 from pathlib import Path
 from typing import Any, cast
 
-from inline_core.errors import Conflict, InvalidRequest, NotFound
+from inline_core.errors import Conflict, NotFound
 from inline_core.server.access import Forbidden
+from inline_core.server.comfy.errors import BadPath
 
 SETTINGS_FILE = "comfy.settings.json"
 # A new user opens straight onto the default graph, with the cheap live previews.
@@ -30,10 +31,10 @@ class UserFiles:
     def path(self, relative: str) -> Path:
         """`relative` inside the user folder; 400 for `..`, an absolute path or a NUL."""
         if not relative or "\0" in relative or relative.startswith(("/", "\\")):
-            raise InvalidRequest("a user file path must be relative to the user folder")
+            raise BadPath("a user file path must be relative to the user folder")
         parts = relative.replace("\\", "/").split("/")
         if any(p in ("..", "") for p in parts):
-            raise InvalidRequest("a user file path may not hold '..' or empty parts")
+            raise BadPath("a user file path may not hold '..' or empty parts")
         base = self.root.resolve()
         target = (base / relative).resolve()
         if target != base and base not in target.parents:
