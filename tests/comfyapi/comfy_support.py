@@ -10,8 +10,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from inline_core.families.zimage.kit import KitPaths  # noqa: F401  (the kit these name)
-
 Json = dict[str, Any]
 MODEL = "zimage_tiny.safetensors"
 ENCODER = "zimage_tiny_qwen3"
@@ -40,7 +38,8 @@ def zimage_prompt(
             "class_type": "EmptySD3LatentImage",
             "inputs": {"width": size, "height": size, "batch_size": 1},
         },
-        "16": {"class_type": "UNETLoader", "inputs": {"unet_name": MODEL, "weight_dtype": "default"}},
+        "16": {"class_type": "UNETLoader",
+               "inputs": {"unet_name": MODEL, "weight_dtype": "default"}},
         "17": {"class_type": "VAELoader", "inputs": {"vae_name": VAE}},
         "18": {"class_type": "CLIPLoader", "inputs": {"clip_name": ENCODER, "type": "lumina2"}},
     }  # fmt: skip

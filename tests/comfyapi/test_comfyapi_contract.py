@@ -15,7 +15,12 @@ from PIL import Image
 from starlette.testclient import WebSocketTestSession
 
 from inline_core.importer.prompt_nodes import COMFY_NODE_TYPES
+from inline_core.server.bootstrap import Services
 from inline_core.server.comfy.node_defs import NODE_DEFS
+
+
+def services_of(client: TestClient) -> Services:
+    return cast(Services, cast(Any, client.app).state.services)
 
 
 def png(size: int = 32, color: tuple[int, int, int] = (200, 40, 40)) -> bytes:
@@ -57,8 +62,9 @@ def test_object_info_describes_exactly_the_types_the_importer_runs(client: TestC
     assert set(info) == set(COMFY_NODE_TYPES)
     assert client.get("/api/object_info").json() == info
     ksampler = info["KSampler"]
-    for key in ("input", "input_order", "output", "output_is_list", "output_name", "name",
-                "display_name", "description", "python_module", "category", "output_node"):  # fmt: skip
+    keys = ("input", "input_order", "output", "output_is_list", "output_name", "name")
+    keys += ("display_name", "description", "python_module", "category", "output_node")
+    for key in keys:
         assert key in ksampler
     required = ksampler["input"]["required"]
     sample = cast(Json, client.get("/v1/models/sample").json())
@@ -80,13 +86,15 @@ def test_object_info_lists_a_model_dropped_in(client: TestClient, kit_models: Pa
     dropped = kit_models / "loras" / "dropped_in_now.safetensors"
     dropped.parent.mkdir(exist_ok=True)
     dropped.write_bytes(b"not read by the listing")
-    services = client.app.state.services  # pyright: ignore[reportAttributeAccessIssue]
-    services.catalog.rescan()  # the catalog looks again within a second; the test need not wait
+    services_of(
+        client
+    ).catalog.rescan()  # the catalog looks again within a second; the test need not wait
     try:
         lora = client.get("/object_info/LoraLoaderModelOnly").json()
-        assert "dropped_in_now.safetensors" in lora["LoraLoaderModelOnly"]["input"]["required"][
-            "lora_name"
-        ][0]
+        assert (
+            "dropped_in_now.safetensors"
+            in lora["LoraLoaderModelOnly"]["input"]["required"]["lora_name"][0]
+        )
         assert "dropped_in_now.safetensors" in client.get("/models/loras").json()
     finally:
         dropped.unlink()
@@ -191,7 +199,9 @@ def test_a_prompt_renders_with_comfyuis_messages(client: TestClient) -> None:
     values = [d["value"] for d in steps]  # progress is coalesced: a fast step may be skipped
     assert values == sorted(set(values)) and values[-1] == 2 and steps[-1]["max"] == 2
     assert all(d["prompt_id"] == prompt_id for d in got.of("progress"))
-    finished = [d for d in got.of("progress_state") if d["nodes"].get("3", {}).get("state") == "finished"]
+    finished = [
+        d for d in got.of("progress_state") if d["nodes"].get("3", {}).get("state") == "finished"
+    ]
     assert finished
     (executed,) = got.of("executed")
     assert executed["node"] == "9"
@@ -223,7 +233,9 @@ def test_a_prompt_renders_with_comfyuis_messages(client: TestClient) -> None:
 def test_previews_come_as_binary_frames_when_asked(client: TestClient) -> None:
     with client.websocket_connect("/ws?clientId=previews") as ws:
         ws.receive_json()
-        ws.send_text(json.dumps({"type": "feature_flags", "data": {"supports_preview_metadata": True}}))
+        ws.send_text(
+            json.dumps({"type": "feature_flags", "data": {"supports_preview_metadata": True}})
+        )
         assert ws.receive_json()["type"] == "feature_flags"
         body = {
             "prompt": zimage_prompt(seed=11, steps=4),
@@ -233,7 +245,10 @@ def test_previews_come_as_binary_frames_when_asked(client: TestClient) -> None:
         prompt_id = client.post("/prompt", json=body).json()["prompt_id"]
         got = until_done(ws, prompt_id)
     assert got.frames
-    kind, length = int.from_bytes(got.frames[0][:4], "big"), int.from_bytes(got.frames[0][4:8], "big")
+    kind, length = (
+        int.from_bytes(got.frames[0][:4], "big"),
+        int.from_bytes(got.frames[0][4:8], "big"),
+    )
     assert kind == 4
     meta = json.loads(got.frames[0][8 : 8 + length])
     assert meta["prompt_id"] == prompt_id and meta["node_id"] == "3"
@@ -303,10 +318,10 @@ def test_upload_then_view_then_mask(client: TestClient) -> None:
 
 
 def test_uploads_are_checked_as_assets_are(client: TestClient) -> None:
-    services = client.app.state.services  # pyright: ignore[reportAttributeAccessIssue]
+    services = services_of(client)
     text = client.post("/upload/image", files={"image": ("a.png", b"not an image", "image/png")})
     assert text.status_code == 415
-    limit = int(services.assets.max_bytes)
+    limit = services.assets.max_bytes
     big = client.post(
         "/upload/image", files={"image": ("big.png", b"\0" * (limit + 200_000), "image/png")}
     )
@@ -345,7 +360,9 @@ def test_user_files_round_trip(client: TestClient) -> None:
     assert saved.status_code == 200 and saved.json() == "workflows/mine.json"
     again = client.post("/api/userdata/workflows%2Fmine.json?overwrite=false", content=workflow)
     assert again.status_code == 409
-    listed = client.get("/api/userdata", params={"dir": "workflows", "recurse": "true", "full_info": "true"})
+    listed = client.get(
+        "/api/userdata", params={"dir": "workflows", "recurse": "true", "full_info": "true"}
+    )
     assert [f["path"] for f in listed.json()] == ["mine.json"]
     assert client.get("/api/userdata/workflows%2Fmine.json").content == workflow
     moved = client.post("/api/userdata/workflows%2Fmine.json/move/workflows%2Fours.json")

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from inline_core.errors import InlineError
-from starlette.responses import JSONResponse, Response
 
 
 @dataclass(frozen=True)

@@ -329,6 +329,13 @@ async def experiment_model_folder(request: Request) -> Response:
     return ok([{"name": n, "pathIndex": 0} for n in entries])
 
 
+async def folder_paths(request: Request) -> Response:
+    """ComfyUI's `/internal/folder_paths`: where each model folder is (the missing-models
+    dialog names them)."""
+    root = api(request).services.catalog.root
+    return ok({name: [str(root / category)] for name, category in MODEL_FOLDERS})
+
+
 async def embeddings(request: Request) -> Response:
     names = api(request).services.catalog.options("embeddings")
     return ok([n.rsplit(".", 1)[0] for n in names])
@@ -616,6 +623,7 @@ def comfy_router() -> APIRouter:
                 continue  # ComfyUI registers its jobs routes with the prefix in the path
             router.add_api_route(prefix + path, handler, methods=methods)
         router.add_api_websocket_route(prefix + "/ws", socket)
+    router.add_api_route("/internal/folder_paths", folder_paths, methods=["GET"])  # no /api copy
     return router
 
 

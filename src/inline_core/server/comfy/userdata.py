@@ -16,6 +16,7 @@ from inline_core.server.access import Forbidden
 from inline_core.server.comfy.errors import BadPath
 
 SETTINGS_FILE = "comfy.settings.json"
+FOLDERS = ("workflows", "subgraphs")
 # A new user opens straight onto the default graph, with the cheap live previews.
 DEFAULT_SETTINGS: dict[str, Any] = {
     "Comfy.TutorialCompleted": True,
@@ -27,6 +28,8 @@ class UserFiles:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._lock = threading.Lock()
+        for folder in FOLDERS:  # the frontend lists these at boot
+            (root / folder).mkdir(parents=True, exist_ok=True)
 
     def path(self, relative: str) -> Path:
         """`relative` inside the user folder; 400 for `..`, an absolute path or a NUL."""
