@@ -23,7 +23,7 @@ from inline_core.server.access import OriginGate, TokenGate
 from inline_core.server.bootstrap import Services, build_services
 from inline_core.server.comfy.frontend import find_frontend, mount_templates
 from inline_core.server.comfy.routes import install
-from inline_core.server.frontend import mount_frontend
+from inline_core.server.frontend import mount_frontend, serve_files
 from inline_core.server.http_errors import InternalErrors, install_error_handlers
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     if config.frontend_root is not None:
         mount_frontend(app, config.frontend_root)
     elif comfy_frontend is not None:
-        mount_frontend(app, comfy_frontend.root)
+        serve_files(app, comfy_frontend.root)
 
     if config.api_token:
         app.add_middleware(TokenGate, token=config.api_token)
