@@ -17,7 +17,6 @@ from starlette.types import Receive, Scope, Send
 from inline_core.errors import NotFound
 from inline_core.server.assets import inside
 from inline_core.server.comfy.paths import is_comfy_api
-from inline_core.server.comfy.paths import is_comfy_api
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
