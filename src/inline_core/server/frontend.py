@@ -1,7 +1,6 @@
-"""Serving a local frontend build (`--front-end-root`) at `/`, behind the API routes.
-
-Files are served from the root; any other path that is not the API gets `index.html`, so a
-single-page app's client-side routes work. A request can never read outside the root.
+"""Serving a frontend at `/`, behind the API routes: a local build (`--front-end-root`), whose
+other paths get `index.html` so a single-page app's client-side routes work, or a static site
+(ComfyUI's frontend, `serve_files`). A request can never read outside the root.
 """
 
 from __future__ import annotations
