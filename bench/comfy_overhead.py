@@ -6,7 +6,9 @@ starts a real `python -m inline_core.server` on loopback, warms both paths up, t
 the ComfyUI client (its `/ws` open throughout, as ComfyUI's clients keep it) posts the default
 graph's prompt and waits for `execution_success`; the `/v1` client posts the graph that prompt
 imports to, with the same size and steps, opens the run's socket and waits for `run_done`. Every
-render has its own seed, so none is a cache hit. Prints a table and writes
+render has its own seed, so none is a cache hit. Then the submissions alone, where the layer's
+own work is (checking the prompt, importing it): `POST /prompt` against `POST /v1/runs` of the
+graph it imports to, each run cancelled at once. Prints a table and writes
 bench/results/comfy_overhead.json. Target (issue 36): the compatibility layer adds at most 5 ms.
 """
 
@@ -108,6 +110,24 @@ def v1_render(base: str, graph: dict[str, Any], target: str, seed: int) -> float
                 raise SystemExit(f"the run failed: {body}")
 
 
+def submit_pair(base: str, graph: dict[str, Any], target: str, seed: int) -> tuple[float, float]:
+    """How long each path takes to answer a submission (the run is cancelled right after)."""
+    prompt = zimage_prompt(seed=seed, steps=2, size=64)
+    start = time.perf_counter()
+    comfy = httpx.post(base + "/prompt", json={"prompt": prompt}, timeout=60)
+    comfy_s = time.perf_counter() - start
+    graph = copy.deepcopy(graph)
+    for node in graph["nodes"]:
+        if node["type"] == "sample":
+            node["params"]["seed"] = seed + 1
+    start = time.perf_counter()
+    v1 = httpx.post(base + "/v1/runs", json={"graph": graph, "target": target}, timeout=60)
+    v1_s = time.perf_counter() - start
+    for run_id in (comfy.json()["prompt_id"], v1.json()["runId"]):
+        httpx.delete(f"{base}/v1/runs/{run_id}", timeout=60)
+    return comfy_s, v1_s
+
+
 def summary(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     return {
@@ -120,6 +140,7 @@ def summary(values: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--renders", type=int, default=20, help="renders per path")
+    parser.add_argument("--submits", type=int, default=50, help="submissions per path")
     args = parser.parse_args()
     from inline_core.families.zimage.kit import build_kit
 
@@ -145,6 +166,7 @@ def main() -> None:
                     else:
                         v1.append(v1_render(base, graph, target, seed + 1))
                         comfy.append(comfy_render(base, ws, client_id, seed))
+            submits = [submit_pair(base, graph, target, 5000 + 2 * i) for i in range(args.submits)]
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -155,6 +177,10 @@ def main() -> None:
         "comfyPromptToSuccess": summary(comfy),
         "v1RunToDone": summary(v1),
         "addedMedianMs": round(statistics.median(pairs) * 1000, 2),
+        "submits": args.submits,
+        "comfySubmit": summary([c for c, _v in submits]),
+        "v1Submit": summary([v for _c, v in submits]),
+        "submitAddedMedianMs": round(statistics.median([c - v for c, v in submits]) * 1000, 2),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
     print(f"{'path':<34}{'median ms':>12}{'p90 ms':>10}{'min ms':>10}")
@@ -165,6 +191,12 @@ def main() -> None:
     print(
         f"added by the ComfyUI layer (median of paired differences): {result['addedMedianMs']} ms"
     )
+    for name, key in (("POST /prompt answered", "comfySubmit"),
+                      ("POST /v1/runs answered", "v1Submit")):  # fmt: skip
+        row = result[key]
+        print(f"{name:<34}{row['medianMs']:>12}{row['p90Ms']:>10}{row['minMs']:>10}")
+    added = result["submitAddedMedianMs"]
+    print(f"submission: added by the ComfyUI layer (median of paired differences): {added} ms")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
 
