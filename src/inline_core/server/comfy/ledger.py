@@ -135,6 +135,16 @@ class PromptLedger:
         they share the workers)."""
         return self._store.queued_count() + len(self._store.unfinished_runs(RunStatus.RUNNING))
 
-    def takes(self, ids: Iterable[str]) -> list[Take]:
-        found = [self._store.get_take(i) for i in ids]
-        return [t for t in found if t is not None]
+    def takes(self, run_id: str, ids: Iterable[str]) -> list[Take]:
+        """The run's takes of `ids`: announced so far while it runs (the takes table has them
+        only once it has ended), recorded after."""
+        wanted = list(ids)
+        view = self._store.view(run_id)
+        known = {t.id: t for t in view.takes} if view is not None else {}
+        missing = [i for i in wanted if i not in known]
+        if missing:
+            try:  # this server's own live takes, where its announcement is not stored yet
+                known.update({t.id: t for t in self._manager.get(run_id)[1]})
+            except Exception:
+                pass
+        return [known[i] for i in wanted if i in known]

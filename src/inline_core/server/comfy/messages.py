@@ -33,14 +33,14 @@ def now_ms() -> int:
 class PromptMessages:
     """Turns one run's events into ComfyUI messages, in order (one per run, not thread-safe).
 
-    `takes`: the stored takes for ids (their file names are what `/view` takes back);
+    `takes`: the run's takes for ids (their file names are what `/view` takes back);
     `finished`: the run as stored once it has ended (its error, its end time)."""
 
     def __init__(
         self,
         record: RunRecord,
         meta: PromptMeta,
-        takes: Callable[[Iterable[str]], list[Take]],
+        takes: Callable[[str, Iterable[str]], list[Take]],
         finished: Callable[[], RunRecord | None],
     ) -> None:
         self.id = record.id
@@ -149,7 +149,7 @@ class PromptMessages:
                 out.append(self._state(node, 1.0, 1.0, "finished"))
         if our_id == self.target:
             ids = [str(t["id"]) for t in cast(list[Mapping[str, Any]], body.get("takes", []))]
-            takes = self._takes(ids) if ids else []
+            takes = self._takes(self.id, ids) if ids else []
             if takes:
                 output = self.meta.output
                 out += self._executing(output)
