@@ -110,22 +110,92 @@ def v1_render(base: str, graph: dict[str, Any], target: str, seed: int) -> float
                 raise SystemExit(f"the run failed: {body}")
 
 
-def submit_pair(base: str, graph: dict[str, Any], target: str, seed: int) -> tuple[float, float]:
-    """How long each path takes to answer a submission (the run is cancelled right after)."""
-    prompt = zimage_prompt(seed=seed, steps=2, size=64)
-    start = time.perf_counter()
-    comfy = httpx.post(base + "/prompt", json={"prompt": prompt}, timeout=60)
-    comfy_s = time.perf_counter() - start
-    graph = copy.deepcopy(graph)
-    for node in graph["nodes"]:
-        if node["type"] == "sample":
-            node["params"]["seed"] = seed + 1
-    start = time.perf_counter()
-    v1 = httpx.post(base + "/v1/runs", json={"graph": graph, "target": target}, timeout=60)
-    v1_s = time.perf_counter() - start
-    for run_id in (comfy.json()["prompt_id"], v1.json()["runId"]):
-        httpx.delete(f"{base}/v1/runs/{run_id}", timeout=60)
-    return comfy_s, v1_s
+def submit_pair(
+    base: str, graph: dict[str, Any], target: str, seed: int, comfy_first: bool
+) -> tuple[float, float]:
+    """How long each path takes to answer a submission; each run is cancelled (and has stopped)
+    before the next is posted, so no render competes with a submission."""
+
+    def comfy() -> float:
+        prompt = zimage_prompt(seed=seed, steps=2, size=64)
+        start = time.perf_counter()
+        answer = httpx.post(base + "/prompt", json={"prompt": prompt}, timeout=60)
+        took = time.perf_counter() - start
+        httpx.delete(f"{base}/v1/runs/{answer.json()['prompt_id']}", timeout=60)
+        return took
+
+    def v1() -> float:
+        posted = copy.deepcopy(graph)
+        for node in posted["nodes"]:
+            if node["type"] == "sample":
+                node["params"]["seed"] = seed + 1
+        start = time.perf_counter()
+        answer = httpx.post(base + "/v1/runs", json={"graph": posted, "target": target}, timeout=60)
+        took = time.perf_counter() - start
+        httpx.delete(f"{base}/v1/runs/{answer.json()['runId']}", timeout=60)
+        return took
+
+    if comfy_first:
+        first = comfy()
+        return first, v1()
+    second = v1()
+    return comfy(), second
+
+
+def layer_work(models: Path, data: Path, repeats: int) -> dict[str, float]:
+    """The layer's own work, in process: checking and importing a prompt (what `POST /prompt`
+    does before the ordinary submit) and turning one render's events into ComfyUI's messages."""
+    from inline_core.config import Config
+    from inline_core.server.bootstrap import build_services
+    from inline_core.server.comfy.files import input_names
+    from inline_core.server.comfy.messages import PromptMessages
+    from inline_core.server.comfy.object_info import Choices
+    from inline_core.server.comfy.prompt_meta import META_KEY, PromptMeta
+    from inline_core.server.comfy.submit import imported
+    from inline_core.server.comfy.validate import check_prompt, outputs_of, read_prompt
+    from inline_core.server.events import WireEvent
+    from inline_core.server.run_state import RunRecord, RunStatus
+
+    config = Config(models_dir=models, data_dir=data, profile="cpu", dtype="float32")
+    s = build_services(config)
+    try:
+        choices = Choices(s.catalog, s.registry, lambda: input_names(s))
+        start = time.perf_counter()
+        for _ in range(repeats):
+            prompt = read_prompt(zimage_prompt(steps=2, size=64))
+            check_prompt(prompt, outputs_of(prompt, None), choices)
+            imported(s, prompt, "9")
+        check_import_ms = (time.perf_counter() - start) * 1000 / repeats
+        prompt = read_prompt(zimage_prompt(steps=2, size=64))
+        result = imported(s, prompt, "9")
+        meta = PromptMeta(prompt, {}, 1, "bench", "9", "SaveImage")
+        graph: dict[str, Any] = {**result.graph.to_json(), "meta": {META_KEY: meta.to_json()}}
+        nodes: list[dict[str, Any]] = graph["nodes"]
+        record = RunRecord("run_bench", result.target, graph, RunStatus.RUNNING, time.time(), "")
+        events = [WireEvent("run_started", {"type": "run_started"})]
+        for node in nodes:
+            base = {"type": "progress", "nodeId": node["id"], "state": "running"}
+            events.append(WireEvent("progress", {**base, "fraction": 0.0}, node["id"]))
+            if node["type"] == "sample":
+                for step in (1, 2):
+                    body = {**base, "step": step, "stepCount": 2, "fraction": step / 2}
+                    events.append(WireEvent("progress", body, node["id"]))
+            done: dict[str, Any] = {"type": "node_done", "nodeId": node["id"], "takes": []}
+            events.append(WireEvent("node_done", done, node["id"]))
+        events.append(WireEvent("run_done", {"type": "run_done"}))
+        start = time.perf_counter()
+        for _ in range(repeats):
+            run = PromptMessages(record, meta, lambda _run, _ids: [], lambda: record)
+            for event in events:
+                run.on_event(event)
+        translate_ms = (time.perf_counter() - start) * 1000 / repeats
+    finally:
+        s.runs.close()
+    return {
+        "checkAndImportMs": round(check_import_ms, 3),
+        "messagesPerRenderMs": round(translate_ms, 3),
+        "eventsPerRender": len(events),
+    }
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -141,6 +211,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--renders", type=int, default=20, help="renders per path")
     parser.add_argument("--submits", type=int, default=50, help="submissions per path")
+    parser.add_argument("--repeats", type=int, default=200, help="in-process repeats")
     args = parser.parse_args()
     from inline_core.families.zimage.kit import build_kit
 
@@ -166,10 +237,14 @@ def main() -> None:
                     else:
                         v1.append(v1_render(base, graph, target, seed + 1))
                         comfy.append(comfy_render(base, ws, client_id, seed))
-            submits = [submit_pair(base, graph, target, 5000 + 2 * i) for i in range(args.submits)]
+            submits = [
+                submit_pair(base, graph, target, 5000 + 2 * i, i % 2 == 0)
+                for i in range(args.submits)
+            ]
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+        work = layer_work(root / "models", root / "work-data", args.repeats)
     pairs = [c - v for c, v in zip(comfy, v1, strict=True)]
     result: dict[str, Any] = {
         "renders": args.renders,
@@ -181,6 +256,7 @@ def main() -> None:
         "comfySubmit": summary([c for c, _v in submits]),
         "v1Submit": summary([v for _c, v in submits]),
         "submitAddedMedianMs": round(statistics.median([c - v for c, v in submits]) * 1000, 2),
+        "layerWork": work,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
     print(f"{'path':<34}{'median ms':>12}{'p90 ms':>10}{'min ms':>10}")
@@ -197,6 +273,9 @@ def main() -> None:
         print(f"{name:<34}{row['medianMs']:>12}{row['p90Ms']:>10}{row['minMs']:>10}")
     added = result["submitAddedMedianMs"]
     print(f"submission: added by the ComfyUI layer (median of paired differences): {added} ms")
+    print(f"the layer's own work: checking and importing a prompt: {work['checkAndImportMs']} ms")
+    events, took = work["eventsPerRender"], work["messagesPerRenderMs"]
+    print(f"the layer's own work: one render's {events} events as messages: {took} ms")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
 
