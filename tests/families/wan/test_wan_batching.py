@@ -55,7 +55,9 @@ def solo_and_together(
     forward = pipeline.denoise_step
 
     def held(states: Sequence[Any], /) -> Any:
-        release.wait(60.0)
+        # No bound of its own: on a loaded machine the others may take long to encode, and a
+        # forward released early would batch fewer rows. The `finally` below always releases it.
+        release.wait()
         return forward(states)
 
     pipeline.denoise_step = held
