@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Start Inline Core. Sets up ./.venv on first use, then serves /v1 on 127.0.0.1:8848.
+# Start Inline Core. Sets up ./.venv on first use, then serves /v1, ComfyUI's API and the web UI
+# (ComfyUI's frontend, the `ui` extra) on http://127.0.0.1:8848.
 #
 #   ./webui.sh                          loopback, port 8848
 #   ./webui.sh --listen --token SECRET  all interfaces (a token is required there)
@@ -18,8 +19,8 @@ usage: ./webui.sh [--install] [--extra LIST] [--skip-install] [server flags]
 
 Launcher flags:
   --install        set up ./.venv (PyTorch pinned first, then the extras) and exit
-  --extra LIST     extras to install, comma-separated, besides "server" (default: zimage,video);
-                   e.g. zimage,video,postgres  parallel  xdit
+  --extra LIST     extras to install, comma-separated, besides "server" (default:
+                   zimage,video,ui); e.g. zimage,video,ui,postgres  parallel  xdit
   --skip-install   never touch ./.venv (start with what is installed)
 USAGE
 }
@@ -36,7 +37,7 @@ for arg in "$@"; do
     exit 0
   fi
 done
-extras="server,zimage,video"
+extras="server,zimage,video,ui"
 install_only=0
 skip_install=0
 args=()

@@ -101,6 +101,9 @@ class Node:
 class Graph:
     nodes: tuple[Node, ...]
     schema_version: int = SCHEMA_VERSION_MAX
+    # What a client keeps with the graph (never read by a node): stored with the run and carried
+    # in its takes, e.g. the ComfyUI prompt a run came from.
+    meta: Mapping[str, Any] | None = None
 
     def node(self, node_id: str) -> Node:
         for n in self.nodes:
@@ -113,7 +116,13 @@ class Graph:
         return {n.id: n for n in self.nodes}
 
     def to_json(self) -> dict[str, Any]:
-        return {"schemaVersion": self.schema_version, "nodes": [n.to_json() for n in self.nodes]}
+        out: dict[str, Any] = {
+            "schemaVersion": self.schema_version,
+            "nodes": [n.to_json() for n in self.nodes],
+        }
+        if self.meta is not None:
+            out["meta"] = dict(self.meta)
+        return out
 
 
 def _edge(raw: object, node_id: str, port: str) -> Edge:
@@ -229,4 +238,8 @@ def parse_graph(raw: object, *, max_nodes: int | None = None) -> Graph:
         if n.id in seen:
             raise InvalidGraph("duplicate node id", node_id=n.id)
         seen.add(n.id)
-    return Graph(nodes=nodes, schema_version=version)
+    meta = obj.get("meta")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise InvalidGraph("'meta' must be an object")
+    kept = None if meta is None else dict(cast(Mapping[str, Any], meta))
+    return Graph(nodes=nodes, schema_version=version, meta=kept)

@@ -1,9 +1,12 @@
 """Who may connect: the API token gate, and the web-page guards of a server without a token.
 
-With `config.api_token` set, every `/v1` route and the websocket need the token, as
-`Authorization: Bearer <token>` or `?token=<token>` (for clients that cannot set headers, such as a
-browser's WebSocket). `GET /v1/health` stays open so a launcher can wait for readiness, and the
-static frontend stays open so a browser can load the app that then asks for the token.
+With `config.api_token` set, every `/v1` route, ComfyUI's API routes and the websockets need the
+token, as `Authorization: Bearer <token>` or `?token=<token>` (for clients that cannot set headers,
+such as a browser's WebSocket), or the `inline_token` cookie. A page opened once with
+`?token=<token>` (the web UI's link) gets that cookie (HttpOnly, SameSite=Strict) and is sent on
+without the token in its address, so the frontend's own requests carry it. `GET /v1/health` stays
+open so a launcher can wait for readiness, and the static frontend stays open so a browser can load
+the app that then asks for the token.
 
 Without a token, a web page the user happens to visit could still reach a server on loopback. Two
 guards stop it (a token replaces both):
@@ -18,14 +21,17 @@ from __future__ import annotations
 
 import hmac
 import json
-from urllib.parse import parse_qs
+from http.cookies import SimpleCookie
+from urllib.parse import parse_qs, urlencode
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from inline_core.errors import InlineError, Unauthorized
+from inline_core.server.comfy.paths import is_comfy_api
 
 OPEN_HTTP = frozenset({("GET", "/v1/health"), ("HEAD", "/v1/health")})
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+TOKEN_COOKIE = "inline_token"
 
 
 class Forbidden(InlineError):
@@ -56,12 +62,23 @@ def _presented_token(scope: Scope) -> str | None:
                 return credentials.strip()
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     tokens = query.get("token")
-    return tokens[0] if tokens else None
+    if tokens:
+        return tokens[0]
+    cookie = _header(scope, b"cookie")
+    if cookie:
+        jar = SimpleCookie()
+        try:
+            jar.load(cookie)
+        except Exception:  # a malformed cookie header is no token
+            return None
+        if TOKEN_COOKIE in jar:
+            return jar[TOKEN_COOKIE].value
+    return None
 
 
 def _guarded(scope: Scope) -> bool:
     path: str = scope["path"]
-    if not (path == "/v1" or path.startswith("/v1/")):
+    if not (path == "/v1" or path.startswith("/v1/") or is_comfy_api(path)):
         return False
     if scope["type"] == "http" and (scope["method"], path) in OPEN_HTTP:
         return False
@@ -101,6 +118,11 @@ class TokenGate:
         self._token = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not _guarded(scope) and scope["method"] == "GET":
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            if "token" in query:  # the web UI's link: set the cookie, drop the token from the URL
+                await self._token_link(scope, receive, send, query)
+                return
         if scope["type"] not in ("http", "websocket") or not _guarded(scope):
             await self.app(scope, receive, send)
             return
@@ -111,9 +133,28 @@ class TokenGate:
         reason = "an API token is required" if presented is None else "the API token is wrong"
         await deny(scope, receive, send, Unauthorized(reason))
 
+    async def _token_link(
+        self, scope: Scope, receive: Receive, send: Send, query: dict[str, list[str]]
+    ) -> None:
+        given = query["token"][0].encode()
+        if not hmac.compare_digest(given, self._token):
+            await deny(scope, receive, send, Unauthorized("the API token is wrong"))
+            return
+        rest = urlencode([(k, v) for k, vs in query.items() if k != "token" for v in vs])
+        location = scope["path"] + (f"?{rest}" if rest else "")
+        cookie = f"{TOKEN_COOKIE}={given.decode()}; Path=/; HttpOnly; SameSite=Strict"
+        headers = [
+            (b"location", location.encode("latin-1")),
+            (b"set-cookie", cookie.encode("latin-1")),
+            (b"cache-control", b"no-store"),
+            (b"content-length", b"0"),
+        ]
+        await send({"type": "http.response.start", "status": 303, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+
 
 class OriginGate:
-    """Refuse (403) a `/v1` request from a web page whose origin was not allowed."""
+    """Refuse (403) an API request from a web page whose origin was not allowed."""
 
     def __init__(self, app: ASGIApp, allowed: tuple[str, ...]) -> None:
         self.app = app

@@ -2,7 +2,8 @@
 
 Middleware, outermost first: CORS (so even errors carry CORS headers), the internal-error guard
 (500 envelope, never a traceback), the token gate (or, without a token, the origin gate). Routes:
-the `/v1` API, its websocket, and optionally a frontend build behind them.
+the `/v1` API, its websocket, ComfyUI's API (`comfy/`), and a frontend behind them: a build given
+with `--front-end-root`, else ComfyUI's frontend where the `ui` extra is installed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from inline_core.config import Config
 from inline_core.server import download_routes, download_socket, media_routes, routes, websocket
 from inline_core.server.access import OriginGate, TokenGate
 from inline_core.server.bootstrap import Services, build_services
-from inline_core.server.frontend import mount_frontend
+from inline_core.server.comfy.frontend import find_frontend, mount_templates
+from inline_core.server.comfy.routes import install
+from inline_core.server.frontend import mount_frontend, serve_files
 from inline_core.server.http_errors import InternalErrors, install_error_handlers
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,7 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         try:
             yield
         finally:
+            await comfy.hub.close()
             await run_in_threadpool(built.close, SHUTDOWN_TIMEOUT_S)
 
     app = FastAPI(
@@ -56,9 +60,14 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     app.include_router(media_routes.router)
     app.include_router(websocket.router)
     app.include_router(download_socket.router)
+    comfy_frontend = find_frontend()
+    comfy = install(app, built, None if comfy_frontend is None else comfy_frontend.version)
     app.include_router(websocket.fallback)
+    mount_templates(app)
     if config.frontend_root is not None:
         mount_frontend(app, config.frontend_root)
+    elif comfy_frontend is not None:
+        serve_files(app, comfy_frontend.root)
 
     if config.api_token:
         app.add_middleware(TokenGate, token=config.api_token)
