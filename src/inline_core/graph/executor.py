@@ -8,7 +8,6 @@ from upstream outputs, reuses cached outputs when the node's content key matches
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -179,17 +178,6 @@ def _check_outputs(descriptor: NodeDescriptor, result: NodeResult) -> None:
 
 
 def _reissue(take: Take, ctx: ExecutionContext, node_id: str, index: int) -> Take:
-    """A cache hit still gives this run its own take (same bytes, new id): regenerating adds a
-    take and never points one run at another run's file."""
-    with open(take.path, "rb") as f:
-        data = f.read()
-    suffix = os.path.splitext(take.path)[1]
-    return ctx.takes.write(
-        run_id=ctx.run_id,
-        node_id=node_id,
-        index=index,
-        kind=take.kind,
-        data=data,
-        suffix=suffix,
-        params=take.params,
-    )
+    """A cache hit still gives this run its own take (same bytes, new id, its own file name):
+    regenerating adds a take and never points one run at another run's take."""
+    return ctx.takes.reissue(take, run_id=ctx.run_id, node_id=node_id, index=index)
