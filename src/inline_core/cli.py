@@ -194,8 +194,8 @@ def _family_tool(tool: str) -> Callable[[Sequence[str]], int]:
     when left out); the rest of the arguments are the family's."""
 
     def run(argv: Sequence[str]) -> int:
+        from inline_core.contract.discovery import discover
         from inline_core.dotted import resolve_object
-        from inline_core.families.discovery import discover
 
         entries = [e for e in discover() if e.family is not None]
         builtin = [e.family for e in entries if e.builtin and e.family is not None]

@@ -26,10 +26,10 @@ from zimage_support import kit_handle, load_spec, render_in_process
 
 from inline_core import cli
 from inline_core.config import Config
+from inline_core.contract.registry import Families
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.register import register_families
-from inline_core.families.registry import Families
 from inline_core.families.zimage import NODE_TYPE, ZImageFamily
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.families.zimage.split import parallel_support, support_for

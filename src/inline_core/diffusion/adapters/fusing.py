@@ -32,12 +32,12 @@ from inline_core.device.adapters import (
     FuseDecision,
     fuse_decision,
 )
+from inline_core.diffusion.adapter_counts import AdapterTotals
 from inline_core.diffusion.adapters.fused import FusedCopy, copy_bytes, fuse
 from inline_core.diffusion.adapters.plan import RowStack
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.adapters.weights import modules_of
-from inline_core.engine.adapter_counts import AdapterTotals
-from inline_core.engine.residency import Footprint
+from inline_core.diffusion.residency import Footprint
 
 log = logging.getLogger(__name__)
 

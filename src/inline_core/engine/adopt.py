@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TypeVar
 
 from inline_core.components.step import adopt_request_scoped_cache_dit
+from inline_core.contract.builder import CachesBlocks, Parts
 from inline_core.diffusion.stepcache.backend import StepCacheBackend
-from inline_core.families.builder import CachesBlocks, Parts
 
 P = TypeVar("P")
 
