@@ -36,6 +36,7 @@ from inline_core.families.zimage.split import parallel_support, support_for
 from inline_core.graph.registry import Registry
 from inline_core.models.catalog import Catalog
 from inline_core.sampling import StepLoopSampler
+from tests.server.server_support import free_port
 
 PARAMS: dict[str, Any] = {
     "width": 64,
@@ -148,6 +149,7 @@ def test_the_multi_gpu_flag_is_checked_the_same_way(
     for name in ("INLINE_PARALLEL", "INLINE_PROFILE", "INLINE_MODELS_DIR", "INLINE_DATA_DIR"):
         monkeypatch.setenv(name, "")  # restored afterwards: the flags write os.environ
     argv = ["--cpu", "--multi-gpu", "ulysses=4", "--models-dir", str(kit.root)]
+    argv += ["--port", str(free_port())]  # it binds before the split is checked: never 8848
     assert cli.main([*argv, "--data-dir", str(tmp_path / "data")]) == 2
     assert capsys.readouterr().err.strip() == (
         "inline-core: INLINE_PARALLEL=ulysses=4: a ulysses degree must divide the 2 attention "
