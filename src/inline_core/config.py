@@ -96,6 +96,14 @@ def _path(env: Mapping[str, str], name: str) -> Path | None:
     return Path(raw).expanduser() if raw else None
 
 
+def absolute(path: Path) -> Path:
+    """`path` from the working directory, `..` folded; the file system is not read."""
+    return Path(os.path.abspath(path))
+
+
+_FOLDERS = ("models_dir", "data_dir", "frontend_root", "packs_dir_override", "pack_scratch_dir")
+
+
 def _preview_method(env: Mapping[str, str]) -> str:
     method = env.get("INLINE_PREVIEW_METHOD") or NONE
     if method not in PREVIEW_METHODS:
@@ -183,6 +191,14 @@ class Config:
     server_id: str | None = None  # this server's name among them; None: host name + random tag
     lease_timeout_s: float = 15.0  # a server that stops renewing loses its runs after this
     database_retry_s: float = 60.0  # how long to wait for an unreachable database (start, results)
+
+    def __post_init__(self) -> None:
+        # Folders are made absolute here, once: a relative one would name another place once a
+        # subprocess runs in its own working directory (a pack's worker, its installer).
+        for name in _FOLDERS:
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, absolute(value))
 
     @property
     def is_loopback(self) -> bool:
