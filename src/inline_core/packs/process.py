@@ -34,6 +34,7 @@ from inline_core.packs.arena import MadeArena, make_arena
 from inline_core.packs.errors import PackNodeFailed
 from inline_core.packs.loaded import LoadedPack
 from inline_core.runtime.cancel import CancelToken
+from inline_core.sizes import human_size
 from inline_core_sdk.arena import Arena
 from inline_core_sdk.protocol import ProtocolError, read_frame, send_frame
 from inline_core_sdk.version import PROTOCOL_VERSION
@@ -270,7 +271,7 @@ class PackProcess:
                 raise self._fail(
                     node,
                     f"grew past its memory limit of {limits.memory_mb} MB "
-                    f"(it held {held // MB} MB)",
+                    f"(it held {human_size(held)})",
                 )
             if cancel_deadline is None and cancel.cancelled:
                 self._send_cancel(call_id)
