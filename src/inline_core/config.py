@@ -141,6 +141,7 @@ class Config:
     parallel: str | None = None  # e.g. "ulysses=2"
     # Access
     api_token: str | None = None
+    access_log: bool = False  # one log line per HTTP request (INLINE_ACCESS_LOG, --access-log)
     allow_insecure: bool = False
     cors_origins: tuple[str, ...] = ()
     # Limits
@@ -205,6 +206,13 @@ class Config:
         return self.host in LOOPBACK_HOSTS
 
     @property
+    def url(self) -> str:
+        """Where a browser on this machine reaches the server (an unspecified bind address
+        answers on loopback too)."""
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        return f"http://[{host}]:{self.port}/" if ":" in host else f"http://{host}:{self.port}/"
+
+    @property
     def runs_db(self) -> Path:
         return self.data_dir / "runs.db"
 
@@ -241,6 +249,7 @@ class Config:
             no_lora_fusing=_flag(env, "INLINE_NO_LORA_FUSING"),
             parallel=env.get("INLINE_PARALLEL") or None,
             api_token=env.get("INLINE_API_TOKEN") or None,
+            access_log=_flag(env, "INLINE_ACCESS_LOG"),
             allow_insecure=_flag(env, "INLINE_ALLOW_INSECURE"),
             cors_origins=origins,
             max_upload_mb=_int(env, "INLINE_MAX_UPLOAD_MB", 256),
