@@ -92,6 +92,22 @@ def test_a_node_that_hangs_past_its_time_limit_is_ended(live: LiveServer) -> Non
     assert packs_listing(live)["hang"]["status"] == "idle"
 
 
+def test_a_cancel_ends_a_hung_node_cancelled_not_at_its_time_limit(live: LiveServer) -> None:
+    run_id = start_run(live, chain_graph(None, ("hang/forever", {})), "n1")
+
+    def at_work() -> bool | None:
+        state = run_state(live, run_id)
+        return True if state["status"] == "running" and "n1" in state["nodes"] else None
+
+    wait_until(at_work, "the hung node to start")
+    assert httpx.delete(f"{live.base}/v1/runs/{run_id}", timeout=30).status_code == 200
+    state = finished(live, run_id)
+    # Its worker never answers the cancel: it is ended, and the run is cancelled, not failed
+    # at its 3 s limit (which used to outlast the cancel's grace).
+    assert state["status"] == "cancelled", state
+    assert packs_listing(live)["hang"]["status"] == "idle"
+
+
 def test_a_node_that_grows_past_its_memory_limit_is_ended(live: LiveServer) -> None:
     state = run_to_end(live, chain_graph(None, ("faults/hog", {})), "n1")
     message = logged_failure(live, state)

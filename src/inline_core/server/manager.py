@@ -507,9 +507,9 @@ class RunManager:
     # ---- cancel --------------------------------------------------------------------------------
 
     def cancel(self, run_id: str, wait_s: float = 2.0) -> RunRecord:
-        """Cancel a queued run at once, or a running one (here or on another server) at its next
-        step boundary, waiting up to `wait_s` for it to stop. Raises `Conflict` for a finished
-        run."""
+        """Cancel a queued run at once, or a running one (here or on another server) within one
+        transformer block (a pack node: its worker ended if it does not stop), waiting up to
+        `wait_s` for it to stop. Raises `Conflict` for a finished run."""
         with self._lock:
             live = self._live.get(run_id)
             if live is not None:
