@@ -22,6 +22,11 @@ ADAPTER_CACHE = "adapter_cache"
 FUSED_COPIES = "fused_copies"
 
 
+# The role of a part that denoises (a two-expert model has two): the step cache and the
+# cancel between blocks attach to these.
+DENOISER = "denoiser"
+
+
 @dataclass
 class Parts:
     """Loaded parts of one stack, by the family's part names, with where each role runs.

@@ -24,6 +24,7 @@ from inline_core.contract.family import Family
 from inline_core.contract.sources import DEFAULT, Sources
 from inline_core.device.policy import Placement
 from inline_core.diffusion.adapter_counts import AdapterTotals
+from inline_core.diffusion.cancel_blocks import watch_denoisers
 from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.kept_weights import KeptWeights
 from inline_core.diffusion.placement import OffloadSwap
@@ -218,6 +219,7 @@ class Stacks:
             },
         )
         made = make(parts)
+        watch_denoisers(builder.roles, parts)  # a cancel stops a forward between its blocks
         with self._lock:
             self._memo[memo_key] = (values, made)
         return made

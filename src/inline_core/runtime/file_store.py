@@ -15,6 +15,7 @@ from typing import Any
 from inline_core.errors import InlineError, InsufficientStorage, RunFailed
 from inline_core.media import MediaKind
 from inline_core.runtime.disk_space import describe_free, is_disk_full
+from inline_core.sizes import human_size
 from inline_core.takes import Take
 
 # Prefix of the temp file a write goes through; a file still named so at start-up is garbage.
@@ -142,7 +143,8 @@ class FileTakeStore:
         if is_disk_full(exc):
             return InsufficientStorage(
                 f"the disk holding the takes ({self.root}) is full: take {take_id} of node "
-                f"{node_id!r} ({size} bytes) could not be written ({describe_free(self.root)}); "
+                f"{node_id!r} ({human_size(size)}) could not be written "
+                f"({describe_free(self.root)}); "
                 "free some space and run it again",
                 node_id=node_id,
             )
