@@ -14,6 +14,7 @@ from typing import Any
 from inline_core.errors import InlineError, InsufficientStorage, RunFailed
 from inline_core.media import MediaKind
 from inline_core.runtime.disk_space import describe_free, is_disk_full
+from inline_core.runtime.media_facts import media_facts
 from inline_core.takes import Take
 
 # Prefix of the temp file a write goes through; a file still named so at start-up is garbage.
@@ -84,6 +85,7 @@ class FileTakeStore:
             params=dict(params),
             created_at=time.time(),
             path=str(path),
+            facts=media_facts(data, suffix, kind),
         )
 
     def _write_error(self, exc: OSError, take_id: str, node_id: str, size: int) -> InlineError:
