@@ -15,6 +15,7 @@ from typing import Any
 from inline_core.errors import InlineError, InsufficientStorage, RunFailed
 from inline_core.media import MediaKind
 from inline_core.runtime.disk_space import describe_free, is_disk_full
+from inline_core.runtime.media_facts import media_facts
 from inline_core.sizes import human_size
 from inline_core.takes import Take
 
@@ -105,6 +106,7 @@ class FileTakeStore:
             params=dict(params),
             created_at=time.time(),
             path=str(path),
+            facts=media_facts(data, suffix, kind),
         )
 
     def reissue(self, take: Take, *, run_id: str, node_id: str, index: int) -> Take:
@@ -136,6 +138,7 @@ class FileTakeStore:
             params=dict(take.params),
             created_at=time.time(),
             path=str(path),
+            facts=take.facts,
         )
 
     def _write_error(self, exc: OSError, take_id: str, node_id: str, size: int) -> InlineError:
