@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from inline_core.diffusion.files.header import HEADERS, TensorInfo
+from inline_core.diffusion.files.scales import weights_only
 
 Shapes = Mapping[str, tuple[int, ...]]
 SAFETENSORS_SUFFIXES = (".safetensors", ".sft")
@@ -49,11 +50,12 @@ def shape_of(shapes: Shapes, *names: str) -> tuple[int, ...]:
 
 
 def read_shapes(path: Path) -> dict[str, tuple[int, ...]] | None:
-    """Tensor shapes from a safetensors header; None when the file cannot be read as one."""
+    """Tensor shapes from a safetensors header, fp8 scales left out (`scales.py`); None when the
+    file cannot be read as one."""
     if path.suffix.lower() not in SAFETENSORS_SUFFIXES:
         return None
     try:
         header: dict[str, TensorInfo] = HEADERS.get(path)
     except Exception:  # an unreadable or malformed header: not identifiable
         return None
-    return {k: v.shape for k, v in header.items()}
+    return {k: v.shape for k, v in weights_only(header).items()}
