@@ -10,8 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from zimage_harness import make_runner, render, take_pixels
+from fastapi.testclient import TestClient
+from test_zimage_server import submit, take_image, wait, zimage_graph
+from zimage_harness import Pixels, make_runner, pixels, render, take_pixels
 
+from inline_core.config import Config
 from inline_core.device.policy import Placement
 from inline_core.diffusion.layer_cast import CastLinear, ScaledCastLinear
 from inline_core.diffusion.loading import load_component
@@ -19,6 +22,7 @@ from inline_core.families.zimage.kit import KitPaths
 from inline_core.families.zimage.transformer import FORMAT
 from inline_core.models.source import Source
 from inline_core.sampling.loop import StepLoopSampler
+from inline_core.server.app import create_app
 from tests.diffusion.fp8_files import write_fp8
 
 DIFFUSION = "diffusion_models/zimage_tiny.safetensors"
@@ -76,3 +80,29 @@ def test_a_scaled_layer_multiplies_its_stored_weight_by_its_scale(
     assert any(
         isinstance(m, CastLinear) and m.weight.dtype == torch.float8_e4m3fn for m in model.modules()
     )
+
+
+def test_a_server_renders_from_an_fp8_transformer_in_its_models_folder(
+    kit: KitPaths, tmp_path: Path
+) -> None:
+    """ComfyUI's `z_image_turbo_fp8_e4m3fn`-style file dropped into `diffusion_models/`: picked,
+    rendered through the HTTP API with the pixels of its weights upcast by hand, and shown in
+    health as kept in fp8."""
+    assert kit.diffusion_file is not None
+    fp8, by_hand = tmp_path / "fp8.safetensors", tmp_path / "by_hand.safetensors"
+    write_fp8(kit.diffusion_file, fp8, by_hand, scaled=True, dtype=torch.float8_e4m3fn)
+    renders: list[Pixels] = []
+    for name, weights in (("fp8", fp8), ("by_hand", by_hand)):
+        root = models_with(kit, tmp_path / name, weights)
+        config = Config(
+            models_dir=root, data_dir=tmp_path / f"data-{name}", profile="cpu", dtype="float32"
+        )
+        with TestClient(create_app(config)) as client:
+            state = wait(client, submit(client, zimage_graph("a lighthouse", steps=2, seed=9)))
+            assert state["status"] == "done", state
+            [take] = state["takes"]
+            renders.append(pixels(take_image(client, take)))
+            residency = client.get("/v1/health").json()["models"]["residency"]
+            kept = {row["part"]: row["kept"] for row in residency.get("keptWeights", [])}
+            assert kept == ({"Z-Image transformer": "float8_e4m3fn"} if name == "fp8" else {})
+    assert np.array_equal(renders[0], renders[1])
