@@ -1,6 +1,7 @@
 """Loading components from local files (never the network), as the device policy places them.
 
-One loader for every `ModelFormat`: a single file is recognised from its header, configured from
+One loader for every `ModelFormat`: a single file (or a checkpoint's view of one part, read as if
+it were that part's file) is recognised from its header, configured from
 its shapes, renamed to the library's keys and read straight onto the component's device into a
 model built on the meta device (no random initialisation, no copy through CPU memory when the
 component lives on a GPU); a folder loads with the library's own `from_pretrained`, local files
@@ -17,7 +18,7 @@ from typing import Any, TypeVar, cast
 import torch
 from torch import nn
 
-from inline_core.diffusion.files.header import read_header
+from inline_core.diffusion.files.header import read_view
 from inline_core.diffusion.files.scales import weights_only
 from inline_core.diffusion.files.shapes import ConfigInferenceError
 from inline_core.diffusion.formats.format import ModelFormat
@@ -29,7 +30,13 @@ from inline_core.diffusion.fp8_scales import (
     split_scales,
 )
 from inline_core.diffusion.layer_cast import compute_in, named_layers
-from inline_core.diffusion.libs import assign_state, load_safetensors, module, quiet
+from inline_core.diffusion.libs import (
+    assign_state,
+    load_safetensors,
+    load_safetensors_view,
+    module,
+    quiet,
+)
 from inline_core.diffusion.placement import PlacementLike, home_device, quantize, torch_dtype
 from inline_core.errors import InlineError, ModelMissing, RunFailed
 from inline_core.models.source import Source
@@ -93,11 +100,16 @@ def load_component(fmt: ModelFormat, source: Source, placement: PlacementLike) -
 
 
 def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn.Module:
-    shapes = {k: v.shape for k, v in weights_only(read_header(source.path)).items()}
+    shapes = {k: v.shape for k, v in weights_only(read_view(source.path, source.view)).items()}
     if not fmt.recognize(shapes):
         raise RunFailed(f"{source.path} is not a {fmt.title}")
     config = fmt.infer_config(shapes)
-    raw = load_safetensors(source.path, str(home_device(placement)))
+    device = str(home_device(placement))
+    raw = (
+        load_safetensors_view(source.path, source.view, device)
+        if source.view
+        else load_safetensors(source.path, device)
+    )
     weights, file_scales = split_scales(raw)
     compute = torch_dtype(placement.dtype)
     converted = convert_scaled(

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from inline_core.diffusion.files.header import HEADERS, HeaderError
+from inline_core.diffusion.files.header import HeaderError, read_view
 from inline_core.diffusion.files.scales import FP8_DTYPES
 from inline_core.models.source import Source
 
@@ -29,7 +29,7 @@ def stored_weights(source: Source) -> StoredWeights | None:
     counts: Counter[str] = Counter()
     for path in files:
         try:
-            header = HEADERS.get(path)
+            header = read_view(path, source.view)
         except (HeaderError, OSError):
             return None
         for info in header.values():
