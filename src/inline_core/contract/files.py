@@ -2,11 +2,14 @@
 
 Each part of a stack is found, in order of precedence:
 1. the family's override variable for it (e.g. `INLINE_<FAMILY>_VAE`), read from the config;
-2. for the diffusion model, the node's `model` param (a name in `diffusion_models/`);
+2. for the diffusion model, the node's `model` param (a name in `diffusion_models/`, or of an
+   all-in-one checkpoint in `checkpoints/`);
 3. the diffusers pipeline folder the model came from (its `vae/`, `text_encoder/`, `tokenizer/`,
    `scheduler/` subfolders);
 4. a scan of the ComfyUI category folders, scoring each file or folder with the family's rule
-   (safetensors header shapes, folder configs, names).
+   (safetensors header shapes, folder configs, names); with no diffusion model there, the first
+   checkpoint whose diffusion model is the family's. A checkpoint's model takes its VAE and text
+   encoder from the same file's views (`diffusion/files/checkpoint.py`) where it holds them.
 
 The low-level loaders (`load/diffusion-model`, `load/vae`, `load/text-encoder`) name one file each;
 `model_file`, `part_file` and `text_encoder_file` check it with the same rules and find its
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from inline_core.contract.sources import Missing, Resolution, Sources
+from inline_core.diffusion.files.checkpoint import checkpoint_views, view_of
 from inline_core.diffusion.files.shapes import Shapes, read_shapes
 from inline_core.errors import ModelMissing, NotFound
 from inline_core.models.catalog import Catalog, CatalogEntry
@@ -34,6 +38,8 @@ from inline_core.models.source import Source
 REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
 TRANSFORMER, TOKENIZER, SCHEDULER = "transformer", "tokenizer", "scheduler"
+# A part's category -> the kind of checkpoint view that holds it.
+CHECKPOINT_PARTS = {"vae": "vae", "text_encoders": "text_encoder"}
 
 # A part's score for a catalog entry, given the transformer already found (e.g. a text encoder
 # must be as wide as the transformer's captions). Higher is better; None: not this part.
@@ -181,6 +187,9 @@ class StackResolver:
             try:
                 path = self.catalog.path("diffusion_models", model)
             except NotFound:
+                checkpoint = self._checkpoint_model(model)
+                if checkpoint is not None:
+                    return checkpoint, None, model
                 where = self.root / "diffusion_models"
                 missing.append(Missing("diffusion model", f"{model!r} is not in {where}"))
                 return None, None, model
@@ -200,6 +209,10 @@ class StackResolver:
             None,
         )
         if entry is None:
+            for checkpoint in self.catalog.entries("checkpoints"):
+                source = self._checkpoint_model(checkpoint.name)
+                if source is not None:
+                    return source, None, checkpoint.name
             missing.append(Missing("diffusion model", self.hint(rule.hint)))
             return None, None, ""
         source, root, _ = self._diffusion_at(entry.path, entry.name, missing)
@@ -236,6 +249,18 @@ class StackResolver:
         missing.append(Missing("diffusion model", f"{label}={path} does not exist"))
         return None, None, label
 
+    def _checkpoint_model(self, name: str) -> Source | None:
+        """The diffusion model of the `checkpoints/` entry `name`, when it is this family's."""
+        try:
+            entry = self.catalog.entry("checkpoints", name)
+        except NotFound:
+            return None
+        view = view_of(checkpoint_views(entry.path) or (), "diffusion_model")
+        shapes = None if view is None else read_shapes(entry.path, view.prefix)
+        if view is None or shapes is None or not self.rules.model.recognize(shapes):
+            return None
+        return Source(entry.path, view=view.prefix)
+
     def recognizes_model(self, entry: CatalogEntry) -> bool:
         """Whether a `diffusion_models/` entry is this family's model."""
         rule = self.rules.model
@@ -267,6 +292,11 @@ class StackResolver:
             return found
         if pipeline_root is not None and (pipeline_root / rule.subfolder).is_dir():
             return Source(pipeline_root, rule.subfolder)
+        if transformer is not None and transformer.view is not None:
+            kind = CHECKPOINT_PARTS.get(rule.category)
+            view = view_of(checkpoint_views(transformer.path) or (), kind or "")
+            if view is not None:  # the checkpoint's own part: the loader checks its format
+                return Source(transformer.path, view=view.prefix)
         entry = _best(self.catalog.entries(rule.category), lambda e: rule.score(e, transformer))
         if entry is None:
             missing.append(Missing(rule.label, self.hint(rule.hint)))

@@ -54,6 +54,15 @@ def load_safetensors(path: Path, device: str = "cpu") -> dict[str, torch.Tensor]
     return cast(dict[str, torch.Tensor], cast(Any, st).load_file(str(path), device=device))
 
 
+def load_safetensors_view(path: Path, view: str, device: str = "cpu") -> dict[str, torch.Tensor]:
+    """The tensors under the prefix `view` (an all-in-one checkpoint's part), the prefix cut,
+    read as `load_safetensors` reads a whole file (mapped on a CPU)."""
+    st = cast(Any, importlib.import_module("safetensors"))
+    with st.safe_open(str(path), framework="pt", device=device) as f:
+        keys = [k for k in cast(list[str], f.keys()) if k.startswith(view)]
+        return {k[len(view) :]: cast(torch.Tensor, f.get_tensor(k)) for k in keys}
+
+
 def save_safetensors(
     tensors: Mapping[str, torch.Tensor], path: Path, metadata: Mapping[str, str] | None = None
 ) -> None:

@@ -1,6 +1,7 @@
 """Loading components from local files (never the network), as the device policy places them.
 
-One loader for every `ModelFormat`: a single file is recognised from its header, configured from
+One loader for every `ModelFormat`: a single file (or a checkpoint's view of one part, read as if
+it were that part's file) is recognised from its header, configured from
 its shapes, renamed to the library's keys and read straight onto the component's device into a
 model built on the meta device (no random initialisation, no copy through CPU memory when the
 component lives on a GPU); a folder loads with the library's own `from_pretrained`, local files
@@ -17,11 +18,25 @@ from typing import Any, TypeVar, cast
 import torch
 from torch import nn
 
-from inline_core.diffusion.files.header import read_header
+from inline_core.diffusion.files.header import read_view
+from inline_core.diffusion.files.scales import weights_only
 from inline_core.diffusion.files.shapes import ConfigInferenceError
 from inline_core.diffusion.formats.format import ModelFormat
-from inline_core.diffusion.layer_cast import compute_in
-from inline_core.diffusion.libs import assign_state, load_safetensors, module, quiet
+from inline_core.diffusion.fp8_scales import (
+    FP8,
+    Converted,
+    convert_scaled,
+    dequantize,
+    split_scales,
+)
+from inline_core.diffusion.layer_cast import compute_in, named_layers
+from inline_core.diffusion.libs import (
+    assign_state,
+    load_safetensors,
+    load_safetensors_view,
+    module,
+    quiet,
+)
 from inline_core.diffusion.placement import PlacementLike, home_device, quantize, torch_dtype
 from inline_core.errors import InlineError, ModelMissing, RunFailed
 from inline_core.models.source import Source
@@ -49,13 +64,24 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
-def place(model: nn.Module, placement: PlacementLike) -> nn.Module:
+def place(
+    model: nn.Module,
+    placement: PlacementLike,
+    scales: Mapping[str, torch.Tensor] | None = None,
+    fmt: ModelFormat | None = None,
+) -> nn.Module:
     """Move to where the module lives between uses, in its dtype, then quantize if asked. Weights
-    kept in another dtype (`placement.storage`) stay as loaded and are cast as each layer runs."""
+    kept in another dtype (`placement.storage`) stay as loaded and are cast as each layer runs
+    (`scales`: a scaled fp8 file's, by linear layer), but for the modules `fmt` computes at load."""
     kept = placement.storage
     if kept is not None and kept != placement.dtype:
         model = model.to(device=home_device(placement))
-        return compute_in(model.eval(), torch_dtype(placement.dtype))
+        dtype = torch_dtype(placement.dtype)
+        if fmt is not None:
+            for name, layer in named_layers(model):
+                if name and fmt.computes_at_load(name):
+                    layer.to(dtype)
+        return compute_in(model.eval(), dtype, scales)
     model = model.to(device=home_device(placement), dtype=torch_dtype(placement.dtype))
     return quantize(model.eval(), placement)
 
@@ -74,31 +100,95 @@ def load_component(fmt: ModelFormat, source: Source, placement: PlacementLike) -
 
 
 def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn.Module:
-    shapes = {k: v.shape for k, v in read_header(source.path).items()}
+    shapes = {k: v.shape for k, v in weights_only(read_view(source.path, source.view)).items()}
     if not fmt.recognize(shapes):
         raise RunFailed(f"{source.path} is not a {fmt.title}")
     config = fmt.infer_config(shapes)
-    raw = load_safetensors(source.path, str(home_device(placement)))
-    state = cast(dict[str, torch.Tensor], fmt.convert(dict(raw), config))
+    device = str(home_device(placement))
+    raw = (
+        load_safetensors_view(source.path, source.view, device)
+        if source.view
+        else load_safetensors(source.path, device)
+    )
+    weights, file_scales = split_scales(raw)
+    compute = torch_dtype(placement.dtype)
+    converted = convert_scaled(
+        weights,
+        file_scales,
+        lambda sd: cast(dict[str, torch.Tensor], fmt.convert(dict(sd), config)),
+        compute,
+    )
+    state = converted.state
     library = module(fmt.library)
     if fmt.config_class is not None:  # transformers: built by its own loader, buffers included
         model_config = getattr(library, fmt.config_class)(**config)
         with torch.device("meta"):
-            expected = set(getattr(library, fmt.class_name)(model_config).state_dict())
+            shell = cast(nn.Module, getattr(library, fmt.class_name)(model_config))
+        expected = set(shell.state_dict())
         _check_keys(fmt, source, sorted(expected - set(state)), sorted(set(state) - expected))
+        scales = _layer_scales(shell, converted, placement, fmt)
+        stored = _stored_only(state, placement, fmt)
         model = cast(
             nn.Module,
             getattr(library, fmt.class_name).from_pretrained(
-                None, config=model_config, state_dict=state, dtype=load_dtype(placement)
+                None,
+                config=model_config,
+                state_dict=state,
+                dtype=compute if stored else load_dtype(placement),
             ),
         )
-        return place(model, placement)
+        _assign_stored(model, stored)
+        return place(model, placement, scales, fmt)
     # Parameters on the meta device (no random initialisation); buffers a module computes at
     # init and keeps out of its state dict (e.g. rope tables) are made for real.
     with module("accelerate").init_empty_weights(include_buffers=False):
         model = cast(nn.Module, getattr(library, fmt.class_name).from_config(config))
+    scales = _layer_scales(model, converted, placement, fmt)
     _check_keys(fmt, source, *assign_state(model, state))
-    return place(model, placement)
+    return place(model, placement, scales, fmt)
+
+
+def _layer_scales(
+    model: nn.Module, converted: Converted, placement: PlacementLike, fmt: ModelFormat
+) -> dict[str, torch.Tensor]:
+    """The scale of each linear layer whose scaled fp8 weight stays stored, by layer name; every
+    other scaled weight is multiplied out in `converted.state`, in the compute dtype."""
+    kept = placement.storage is not None and placement.storage != placement.dtype
+    compute = torch_dtype(placement.dtype)
+    layers = dict(named_layers(model))
+    scales: dict[str, torch.Tensor] = {}
+    for key, scale in converted.scales.items():
+        name, _dot, param = key.rpartition(".")
+        linear = type(layers.get(name)) is nn.Linear and param == "weight"
+        if kept and linear and not fmt.computes_at_load(name):
+            scales[name] = scale
+        else:
+            converted.state[key] = dequantize(converted.state[key], scale, compute)
+    return scales
+
+
+def _stored_only(
+    state: dict[str, torch.Tensor], placement: PlacementLike, fmt: ModelFormat
+) -> dict[str, torch.Tensor]:
+    """The fp8 tensors of a state kept so: transformers' loader would round the rest of a
+    part's numbers to fp8 if asked for it, so such a part loads in the compute dtype and these
+    are put back after."""
+    if placement.storage is None or torch_dtype(placement.storage) not in FP8:
+        return {}
+    return {
+        k: v
+        for k, v in state.items()
+        if v.dtype in FP8 and not fmt.computes_at_load(k.rpartition(".")[0])
+    }
+
+
+def _assign_stored(model: nn.Module, stored: Mapping[str, torch.Tensor]) -> None:
+    """Put the stored fp8 tensors back in place of the copies the loader made of them."""
+    for key, tensor in stored.items():
+        name, _dot, param = key.rpartition(".")
+        layer = model.get_submodule(name)
+        if isinstance(getattr(layer, param, None), nn.Parameter):
+            setattr(layer, param, nn.Parameter(tensor, requires_grad=False))
 
 
 def _from_folder(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn.Module:

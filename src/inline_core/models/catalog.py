@@ -3,7 +3,10 @@
 Each category lists weight files (recursively, by relative path) and model folders (a diffusers
 snapshot with `model_index.json`, or an HF folder with `config.json`). The scan is repeated when it
 is older than `ttl_s`, so a file dropped in, removed or replaced shows up without a restart, and the
-fingerprint (folded into the registry version) changes with it.
+fingerprint (folded into the registry version) changes with it. An all-in-one checkpoint in
+`checkpoints/` is listed with what it contains (its diffusion model, VAE, text encoders), read
+from its header by the `contents` the server hands in (the layout is the diffusers layer's,
+`diffusion/files/checkpoint.py`, above this package).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +35,9 @@ CATEGORIES = (
 WEIGHT_SUFFIXES = frozenset({".safetensors", ".sft", ".ckpt", ".pt", ".pth", ".bin", ".gguf"})
 FOLDER_MARKERS = ("model_index.json", "config.json")
 MAX_DEPTH = 16  # folder levels below a category that are scanned
+# A checkpoint's parts, from its header (e.g. [{"part": "vae", "name": "vae", "prefix": ...}]);
+# None when it cannot be read.
+Contents = Callable[[Path], list[dict[str, str]] | None]
 
 
 @dataclass(frozen=True)
@@ -120,9 +127,10 @@ def _scan_category(root: Path, category: str) -> list[CatalogEntry]:
 
 
 class Catalog:
-    def __init__(self, root: Path, ttl_s: float = 1.0) -> None:
+    def __init__(self, root: Path, ttl_s: float = 1.0, contents: Contents | None = None) -> None:
         self.root = root
         self.ttl_s = ttl_s
+        self.contents = contents
         self._lock = threading.Lock()
         self._entries: dict[str, list[CatalogEntry]] = {}
         self._scanned_at = -1.0
@@ -166,7 +174,14 @@ class Catalog:
         return h.hexdigest()[:16]
 
     def to_json(self) -> dict[str, list[dict[str, object]]]:
-        return {
-            c: [{"name": e.name, "folder": e.is_folder, "bytes": e.size} for e in es]
-            for c, es in sorted(self._fresh().items())
+        return {c: [self._entry_json(e) for e in es] for c, es in sorted(self._fresh().items())}
+
+    def _entry_json(self, entry: CatalogEntry) -> dict[str, object]:
+        body: dict[str, object] = {
+            "name": entry.name,
+            "folder": entry.is_folder,
+            "bytes": entry.size,
         }
+        if entry.category == "checkpoints" and not entry.is_folder and self.contents is not None:
+            body["contains"] = self.contents(entry.path)  # None: its header is unreadable
+        return body

@@ -1,8 +1,9 @@
 """`Source`: where one component's files are, and an identity that changes when they do (torch-free).
 
-A source is a single file, a component folder, or a subfolder of a diffusers pipeline folder. Every
-family names its components with sources; residency keys, node cache keys and the worker group's
-rank specs are built from them.
+A source is a single file, a view of one (an all-in-one checkpoint's tensors under one prefix, the
+prefix cut: read as if it were a file of its own), a component folder, or a subfolder of a
+diffusers pipeline folder. Every family names its components with sources; residency keys, node
+cache keys and the worker group's rank specs are built from them.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ _identities: dict[Path, tuple[float, str]] = {}
 
 @dataclass(frozen=True)
 class Source:
-    """A component's files: a file, a folder, or a subfolder of a diffusers pipeline folder."""
+    """A component's files: a file, a view of a file, a folder, or a subfolder of a diffusers
+    pipeline folder."""
 
     path: Path
     subfolder: str | None = None
+    view: str | None = None  # a checkpoint's key prefix, e.g. "first_stage_model."
 
     @property
     def location(self) -> Path:
@@ -37,7 +40,12 @@ class Source:
         return self.subfolder is None and self.path.is_file()
 
     def identity(self) -> str:
-        """Changes when the files behind this source change (size and mtime)."""
+        """Changes when the files behind this source change (size and mtime); a view's names its
+        prefix, so two parts of one checkpoint are two components."""
+        file = self._file_identity()
+        return f"{file}#{self.view}" if self.view else file
+
+    def _file_identity(self) -> str:
         loc = self.location
         now = time.monotonic()
         with _identity_lock:
@@ -50,7 +58,8 @@ class Source:
         return value
 
     def to_json(self) -> dict[str, str | None]:
-        return {"path": str(self.path), "subfolder": self.subfolder}
+        body = {"path": str(self.path), "subfolder": self.subfolder}
+        return {**body, "view": self.view} if self.view else body
 
     @classmethod
     def from_json(cls, value: object) -> Source | None:
@@ -58,8 +67,12 @@ class Source:
         if not isinstance(value, dict) or "path" not in value:
             return None
         fields = cast(dict[str, object], value)
-        subfolder = fields.get("subfolder")
-        return cls(Path(str(fields["path"])), str(subfolder) if subfolder else None)
+        subfolder, view = fields.get("subfolder"), fields.get("view")
+        return cls(
+            Path(str(fields["path"])),
+            str(subfolder) if subfolder else None,
+            str(view) if view else None,
+        )
 
 
 def _identity_of(loc: Path) -> str:

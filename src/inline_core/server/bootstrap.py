@@ -25,6 +25,7 @@ from typing import Literal, cast
 
 from inline_core.config import Config
 from inline_core.contract.registry import Families
+from inline_core.diffusion.files.checkpoint import checkpoint_contents
 from inline_core.downloads.manager import DownloadManager
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InlineError
@@ -248,7 +249,7 @@ def build_services(
 
 
 def _build(config: Config, lock: DataLock | None) -> Services:
-    catalog = Catalog(config.models_dir)
+    catalog = Catalog(config.models_dir, contents=checkpoint_contents)
     runs = open_run_store(config, config.server_id or default_server_id())
     budget = DiskBudget(
         min_free_bytes=config.min_free_disk_mb * MB,

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from inline_core.diffusion.files.scales import weights_only
 from inline_core.diffusion.files.shapes import ConfigInferenceError, read_shapes
 from inline_core.diffusion.formats import umt5, wan22_vae, wan_vae
 from inline_core.diffusion.libs import load_safetensors
@@ -91,16 +92,23 @@ def test_published_variants_are_told_from_shapes(
     assert variant_of(wan_transformer.infer_config(expert), pair=True) is A14B_I2V
 
 
-def test_scaled_fp8_transformer_is_recognised_but_refused_with_the_fix() -> None:
-    shapes = {
+def test_a_scaled_fp8_transformer_is_configured_as_its_plain_file_is() -> None:
+    plain = {
         "head.modulation": (1, 2, 32),
         "patch_embedding.weight": (32, 16, 1, 2, 2),
-        "blocks.0.self_attn.q.scale_weight": (1,),
+        "text_embedding.0.weight": (32, 32),
+        "time_embedding.0.weight": (32, 256),
+        "blocks.0.ffn.0.weight": (64, 32),
+        "head.head.weight": (64, 32),
+    }
+    scales = {
+        "blocks.0.ffn.0.scale_weight": (),
+        "blocks.0.ffn.0.scale_input": (),
         "scaled_fp8": (0,),
     }
-    assert is_wan_model(shapes)  # found at submit as the model it is
-    with pytest.raises(ConfigInferenceError, match="fp16"):  # the load says what to use instead
-        wan_transformer.infer_config(shapes)
+    scaled = weights_only({**plain, **scales})  # what `read_shapes` gives of its header
+    assert scaled == plain and is_wan_model(scaled)
+    assert wan_transformer.infer_config(scaled) == wan_transformer.infer_config(plain)
 
 
 def test_transformer_keys_round_trip(parts: dict[str, Any], wan_kit: WanKit) -> None:
@@ -148,19 +156,6 @@ def test_umt5_file_config_is_inferred(parts: dict[str, Any], wan_kit: WanKit) ->
     assert config["feed_forward_proj"] == "gated-gelu"
     converted = umt5.from_single(load_safetensors(wan_kit.text_encoder_file), config)
     assert set(converted) == set(parts["text_encoder"].state_dict())
-
-
-def test_scaled_fp8_umt5_is_refused_with_the_fix() -> None:
-    shapes = {
-        "shared.weight": (256, 32),
-        umt5.BIAS: (32, 4),
-        umt5.SECOND_BIAS: (32, 4),
-        "scaled_fp8": (0,),
-        "encoder.block.0.layer.0.SelfAttention.q.weight": (32, 32),
-    }
-    assert umt5.is_umt5(shapes)
-    with pytest.raises(ConfigInferenceError, match="bf16"):
-        umt5.infer_config(shapes)
 
 
 def test_ti2v_transformer_file_is_the_5b_layout(wan_kit: WanKit) -> None:

@@ -33,7 +33,7 @@ class ConfigReader:
             except (OSError, ValueError):
                 return None
             return cast(dict[str, Any], data) if isinstance(data, dict) else None
-        shapes = read_shapes(source.path)
+        shapes = read_shapes(source.path, source.view)
         if shapes is None:
             return None
         try:

@@ -86,3 +86,16 @@ class HeaderCache:
 
 
 HEADERS = HeaderCache()
+
+
+def read_view(path: Path, view: str | None = None) -> dict[str, TensorInfo]:
+    """A file's header, or a view's: the tensors under the prefix `view`, the prefix cut (an
+    all-in-one checkpoint's part, `checkpoint.py`). Raises `HeaderError` as `read_header` does,
+    and when the view holds nothing."""
+    header = HEADERS.get(path)
+    if not view:
+        return header
+    part = {k[len(view) :]: v for k, v in header.items() if k.startswith(view)}
+    if not part:
+        raise HeaderError(f"{path}: no tensors under {view!r}")
+    return part

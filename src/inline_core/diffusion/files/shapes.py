@@ -12,7 +12,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from inline_core.diffusion.files.header import HEADERS, TensorInfo
+from inline_core.diffusion.files.header import TensorInfo, read_view
+from inline_core.diffusion.files.scales import weights_only
 
 Shapes = Mapping[str, tuple[int, ...]]
 SAFETENSORS_SUFFIXES = (".safetensors", ".sft")
@@ -48,12 +49,13 @@ def shape_of(shapes: Shapes, *names: str) -> tuple[int, ...]:
     raise ConfigInferenceError(f"missing tensor {names[0]!r}")
 
 
-def read_shapes(path: Path) -> dict[str, tuple[int, ...]] | None:
-    """Tensor shapes from a safetensors header; None when the file cannot be read as one."""
+def read_shapes(path: Path, view: str | None = None) -> dict[str, tuple[int, ...]] | None:
+    """Tensor shapes from a safetensors header (of a checkpoint's `view`: its prefix cut), fp8
+    scales left out (`scales.py`); None when the file cannot be read as one."""
     if path.suffix.lower() not in SAFETENSORS_SUFFIXES:
         return None
     try:
-        header: dict[str, TensorInfo] = HEADERS.get(path)
+        header: dict[str, TensorInfo] = read_view(path, view)
     except Exception:  # an unreadable or malformed header: not identifiable
         return None
-    return {k: v.shape for k, v in header.items()}
+    return {k: v.shape for k, v in weights_only(header).items()}

@@ -8,11 +8,12 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from inline_core.diffusion.files.header import HEADERS, HeaderError
+from inline_core.diffusion.files.header import HeaderError, read_view
+from inline_core.diffusion.files.scales import FP8_DTYPES
 from inline_core.models.source import Source
 
 # safetensors' names of the floating dtypes a part may be stored in, as torch names them.
-FLOAT_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
+FLOAT_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", **FP8_DTYPES}
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,12 @@ class StoredWeights:
 
 def stored_weights(source: Source) -> StoredWeights | None:
     """The part's stored floating weights; None when it has no readable safetensors files or
-    stores them in no plain float (a quantized checkpoint)."""
+    stores them in no float (an integer-quantized checkpoint)."""
     files = _weight_files(source)
     counts: Counter[str] = Counter()
     for path in files:
         try:
-            header = HEADERS.get(path)
+            header = read_view(path, source.view)
         except (HeaderError, OSError):
             return None
         for info in header.values():

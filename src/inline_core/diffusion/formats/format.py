@@ -50,3 +50,11 @@ class ModelFormat:
     convert: Convert = keep_keys
     config_class: str | None = None  # transformers: the config class the inferred kwargs build
     folder_loader: str = "from_pretrained"  # transformers folders load with AutoModel instead
+    # Modules whose code reads their weights' dtype (e.g. to cast a timestep embedding to it):
+    # their weights are converted to the compute dtype at load, never kept in a file's lower one.
+    # Module names, or dotted parts of them ("t_embedder" matches "t_embedder.mlp.0").
+    computed_at_load: tuple[str, ...] = ()
+
+    def computes_at_load(self, module_name: str) -> bool:
+        dotted = f".{module_name}."
+        return any(f".{part}." in dotted for part in self.computed_at_load)

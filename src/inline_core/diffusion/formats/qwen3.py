@@ -21,7 +21,8 @@ from inline_core.diffusion.files.shapes import (
 )
 from inline_core.diffusion.formats.format import ModelFormat
 
-PREFIXES = ("model.", "text_model.", "transformer.")
+# `transformer.model.`: a ComfyUI checkpoint's `text_encoders.qwen3_4b.` view.
+PREFIXES = ("transformer.model.", "model.", "text_model.", "transformer.")
 # Qwen3 constants that are not visible in shapes (Qwen3-4B's; the kit uses the same).
 ROPE_THETA = 1_000_000.0
 RMS_EPS = 1e-6

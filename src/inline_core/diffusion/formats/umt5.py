@@ -46,19 +46,9 @@ def hidden_size(shapes: Shapes) -> int:
     return shape_of(_body(shapes), EMBED, TIED)[1]
 
 
-def is_scaled_fp8(shapes: Shapes) -> bool:
-    """ComfyUI's `*_fp8_scaled` files carry per-tensor scales this loader does not apply."""
-    return "scaled_fp8" in _body(shapes) or any(k.endswith(".scale_weight") for k in shapes)
-
-
 def infer_config(shapes: Shapes) -> dict[str, Any]:
     """`UMT5Config` kwargs for a single-file UMT5 encoder."""
     s = _body(shapes)
-    if is_scaled_fp8(shapes):
-        raise ConfigInferenceError(
-            "scaled fp8 weights (a ComfyUI *_fp8_scaled file) are not supported; use the bf16 "
-            "or fp16 umt5_xxl file"
-        )
     vocab_size, d_model = shape_of(s, EMBED, TIED)
     buckets, heads = shape_of(s, BIAS)
     q_rows = shape_of(s, "encoder.block.0.layer.0.SelfAttention.q.weight")[0]
@@ -110,4 +100,6 @@ FORMAT = ModelFormat(
     infer_config=infer_config,
     convert=from_single,
     config_class="UMT5Config",
+    # Its feed-forward casts its input to `wo`'s weight dtype (transformers keeps `wo` in float32).
+    computed_at_load=("wo",),
 )

@@ -77,11 +77,6 @@ def heads_for(dim: int) -> int:
 def infer_config(shapes: Shapes) -> dict[str, Any]:
     """A `WanTransformer3DModel` config from original (ComfyUI) or diffusers naming."""
     s = _body(shapes)
-    if "scaled_fp8" in s or any(k.endswith(".scale_weight") for k in s):
-        raise ConfigInferenceError(
-            "scaled fp8 weights (a ComfyUI *_fp8_scaled file) are not supported; use the bf16 "
-            "or fp16 file"
-        )
     original = "head.modulation" in s
     patch = shape_of(s, "patch_embedding.weight")
     dim, in_channels = patch[0], patch[1]
@@ -195,4 +190,6 @@ FORMAT = ModelFormat(
     recognize=is_wan_transformer,
     infer_config=infer_config,
     convert=from_original,
+    # diffusers casts the timestep's sinusoids to the time embedder's weight dtype.
+    computed_at_load=("condition_embedder.time_embedder",),
 )

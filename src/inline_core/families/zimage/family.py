@@ -203,7 +203,7 @@ def _vae_factor(source: Source | None) -> int | None:
     if source.is_file:
         from inline_core.diffusion.files.shapes import read_shapes
 
-        shapes = read_shapes(source.path)
+        shapes = read_shapes(source.path, source.view)
         if shapes is None or not ldm_vae.is_ldm_vae(shapes):
             return None
         return ldm_vae.spatial_factor(ldm_vae.infer_config(shapes))

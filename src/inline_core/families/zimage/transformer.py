@@ -145,4 +145,6 @@ FORMAT = ModelFormat(
     recognize=is_zimage_transformer,
     infer_config=infer_config,
     convert=from_original,
+    # diffusers casts the timestep's sinusoids to the embedder's first weight's dtype.
+    computed_at_load=("t_embedder",),
 )

@@ -1,0 +1,108 @@
+"""Z-Image from fp8 transformer files (ComfyUI's `*_fp8_e4m3fn` and `*_fp8_scaled`): a render
+keeps the transformer's layers in fp8, mapped, whatever the budget, and its pixels are those of
+the same weights upcast by hand; health names the storage dtype."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from test_zimage_server import submit, take_image, wait, zimage_graph
+from zimage_harness import Pixels, make_runner, pixels, render, take_pixels
+
+from inline_core.config import Config
+from inline_core.device.policy import Placement
+from inline_core.diffusion.layer_cast import CastLinear, ScaledCastLinear
+from inline_core.diffusion.loading import load_component
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.families.zimage.transformer import FORMAT
+from inline_core.models.source import Source
+from inline_core.sampling.loop import StepLoopSampler
+from inline_core.server.app import create_app
+from tests.diffusion.fp8_files import write_fp8
+
+DIFFUSION = "diffusion_models/zimage_tiny.safetensors"
+PARTS = ("vae", "text_encoders/zimage_tiny_qwen3")
+
+
+def models_with(kit: KitPaths, root: Path, diffusion: Path) -> Path:
+    """The kit's single-file stack with `diffusion` as its transformer."""
+    for part in PARTS:
+        source, target = kit.root / part, root / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        copy = shutil.copytree if source.is_dir() else shutil.copy
+        copy(source, target)
+    (root / DIFFUSION).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(diffusion, root / DIFFUSION)
+    return root
+
+
+@pytest.mark.parametrize("scaled", [False, True], ids=["fp8_e4m3fn", "fp8_scaled"])
+def test_an_fp8_transformer_renders_the_pixels_of_its_weights_upcast_by_hand(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path, scaled: bool
+) -> None:
+    assert kit.diffusion_file is not None
+    fp8, by_hand = tmp_path / "fp8.safetensors", tmp_path / "by_hand.safetensors"
+    write_fp8(kit.diffusion_file, fp8, by_hand, scaled=scaled, dtype=torch.float8_e4m3fn)
+    stored = make_runner(models_with(kit, tmp_path / "fp8", fp8), sampler)
+    upcast = make_runner(models_with(kit, tmp_path / "by_hand", by_hand), sampler)
+    want = take_pixels(render(upcast, tmp_path, seed=5))
+    got = take_pixels(render(stored, tmp_path, seed=5))
+    assert np.array_equal(got, want)
+    # No budget asked for it: an fp8 file is kept so, mapped, and health says in which dtype.
+    assert stored.runtime.residency.stats().mapped_bytes > 0
+    shown = {row["part"]: row for row in stored.runtime.stats()["keptWeights"]}
+    assert shown["Z-Image transformer"]["kept"] == "float8_e4m3fn"
+    assert shown["Z-Image transformer"]["computes"] == "float32"
+    assert "keptWeights" not in upcast.runtime.stats()
+
+
+def test_a_scaled_layer_multiplies_its_stored_weight_by_its_scale(
+    kit: KitPaths, tmp_path: Path
+) -> None:
+    assert kit.diffusion_file is not None
+    fp8, by_hand = tmp_path / "fp8.safetensors", tmp_path / "by_hand.safetensors"
+    write_fp8(kit.diffusion_file, fp8, by_hand, scaled=True, dtype=torch.float8_e4m3fn)
+    kept = Placement(device="cpu", dtype="float32", storage="float8_e4m3fn")
+    model = load_component(FORMAT, Source(fp8), kept)
+    reference = load_component(FORMAT, Source(by_hand), Placement(device="cpu", dtype="float32"))
+    # The file's fused qkv is split into three views of the stored tensor, each scaled.
+    q = model.get_submodule("layers.0.attention.to_q")
+    assert isinstance(q, ScaledCastLinear) and q.weight.dtype == torch.float8_e4m3fn
+    want = reference.get_submodule("layers.0.attention.to_q")
+    assert isinstance(want, torch.nn.Linear) and torch.equal(q.computed_weight(), want.weight)
+    # Computed at load: diffusers casts the timestep to its first weight's dtype.
+    assert {p.dtype for p in model.get_submodule("t_embedder").parameters()} == {torch.float32}
+    assert any(
+        isinstance(m, CastLinear) and m.weight.dtype == torch.float8_e4m3fn for m in model.modules()
+    )
+
+
+def test_a_server_renders_from_an_fp8_transformer_in_its_models_folder(
+    kit: KitPaths, tmp_path: Path
+) -> None:
+    """ComfyUI's `z_image_turbo_fp8_e4m3fn`-style file dropped into `diffusion_models/`: picked,
+    rendered through the HTTP API with the pixels of its weights upcast by hand, and shown in
+    health as kept in fp8."""
+    assert kit.diffusion_file is not None
+    fp8, by_hand = tmp_path / "fp8.safetensors", tmp_path / "by_hand.safetensors"
+    write_fp8(kit.diffusion_file, fp8, by_hand, scaled=True, dtype=torch.float8_e4m3fn)
+    renders: list[Pixels] = []
+    for name, weights in (("fp8", fp8), ("by_hand", by_hand)):
+        root = models_with(kit, tmp_path / name, weights)
+        config = Config(
+            models_dir=root, data_dir=tmp_path / f"data-{name}", profile="cpu", dtype="float32"
+        )
+        with TestClient(create_app(config)) as client:
+            state = wait(client, submit(client, zimage_graph("a lighthouse", steps=2, seed=9)))
+            assert state["status"] == "done", state
+            [take] = state["takes"]
+            renders.append(pixels(take_image(client, take)))
+            residency = client.get("/v1/health").json()["models"]["residency"]
+            kept = {row["part"]: row["kept"] for row in residency.get("keptWeights", [])}
+            assert kept == ({"Z-Image transformer": "float8_e4m3fn"} if name == "fp8" else {})
+    assert np.array_equal(renders[0], renders[1])
