@@ -6,11 +6,11 @@
 #   ./webui.sh --listen --token SECRET  all interfaces (a token is required there)
 #   ./webui.sh --port 9000 --lowvram    other port, tight-VRAM profile
 #   ./webui.sh --multi-gpu ulysses=2    split one image across 2 ranks
-#   ./webui.sh --install --extra zimage set up ./.venv with the given extras, then exit
+#   ./webui.sh --install --extra diffusers  set up ./.venv with the given extras, then exit
 #   ./webui.sh --help                   every server flag
 #
 # Launcher-only flags: --install (set up and exit), --extra LIST (extras to install besides
-# "server", default "zimage,video,ui"; --extra server alone gives a torch-free core),
+# "server", default "diffusers,video,ui"; --extra server alone gives a torch-free core),
 # --skip-install (never touch .venv). Installing shows pip's progress (torch is a few GB).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -21,7 +21,7 @@ usage: ./webui.sh [--install] [--extra LIST] [--skip-install] [server flags]
 Launcher flags:
   --install        set up ./.venv (PyTorch pinned first, then the extras) and exit
   --extra LIST     extras to install, comma-separated, besides "server" (default:
-                   zimage,video,ui); e.g. zimage,video,ui,postgres  parallel  xdit
+                   diffusers,video,ui); e.g. diffusers,video,ui,postgres  parallel  xdit
   --skip-install   never touch ./.venv (start with what is installed)
 USAGE
 }
@@ -38,7 +38,7 @@ for arg in "$@"; do
     exit 0
   fi
 done
-extras="server,zimage,video,ui"
+extras="server,diffusers,video,ui"
 install_only=0
 skip_install=0
 args=()

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Create ./.venv (if needed) and install the project with the given extras.
-#   scripts/bootstrap-venv.sh [EXTRAS]      e.g. "server,zimage" (default) or "dev,zimage"
+#   scripts/bootstrap-venv.sh [EXTRAS]      e.g. "server,diffusers" (default) or "dev,diffusers"
+#   (`zimage` is the old name of `diffusers`, kept as an alias)
 # torch is installed first, pinned, so the extras resolve against it instead of letting pip pick
 # a multi-GB build on its own. Override the pin with INLINE_TORCH_SPEC (e.g. a CUDA index URL
 # build, or "skip" to keep what is installed). pip's own output is shown (not --quiet): torch and
 # its libraries are gigabytes, and its progress bars say how far the download has got.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${1:-server,zimage}"
+extras="${1:-server,diffusers}"
 python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
@@ -16,7 +17,7 @@ fi
 pip() { .venv/bin/python -m pip "$@"; }
 torch_spec="${INLINE_TORCH_SPEC:-torch==2.13.0}"
 needs_torch=false
-for extra in zimage parallel xdit; do
+for extra in diffusers zimage parallel xdit; do
   [[ ",$extras," == *",$extra,"* ]] && needs_torch=true
 done
 if $needs_torch && [ "$torch_spec" != "skip" ]; then

@@ -6,7 +6,7 @@
 # rather than skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap-venv.sh "dev,zimage,parallel,xdit"
+scripts/bootstrap-venv.sh "dev,diffusers,parallel,xdit"
 INLINE_TEST_POSTGRES_BIN="$(scripts/ensure-postgres.sh)"
 export INLINE_TEST_POSTGRES_BIN INLINE_TEST_REQUIRE_POSTGRES=1
 INLINE_TEST_CHROMIUM="$(scripts/ensure-chromium.sh)"

@@ -65,7 +65,7 @@ def test_a_database_url_without_the_postgres_extra_refuses_naming_the_install(
     )
     said = refusal(done)
     assert "needs the postgres extra" in said
-    assert "./webui.sh --install --extra zimage,postgres" in said
+    assert "./webui.sh --install --extra diffusers,postgres" in said
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -21,6 +21,7 @@ from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.files import StackResolver, StackRules
 from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Resolution, Sources
+from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.naming import LoraNamings
 from inline_core.downloads.targets import Downloads
@@ -79,9 +80,15 @@ class Family(ABC):
 
     @abstractmethod
     def lower(
-        self, node_type: str, params: Mapping[str, Any], inputs: Mapping[str, Any], node_id: str
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        inputs: Mapping[str, Any],
+        node_id: str,
+        sources: Sources,
     ) -> Lowered:
-        """One of its nodes' params and inputs as a pipeline request (raises `InvalidRequest`)."""
+        """One of its nodes' params and inputs as a pipeline request (raises `InvalidRequest`),
+        over `sources`, the files its submit check resolved."""
 
     @abstractmethod
     def new_request(
@@ -123,31 +130,13 @@ class Family(ABC):
         pattern = self.rules().model.name
         return pattern is not None and pattern.search(file_name) is not None
 
-    def check_wired(
-        self, node_type: str, params: Mapping[str, Any], wired: frozenset[str], node_id: str
-    ) -> None:
-        """Refuse at submit params that cannot render with these inputs connected (raise an
-        `InlineError`); by default everything passes."""
-        return None
-
-    def check_sizes(
-        self,
-        node_type: str,
-        params: Mapping[str, Any],
-        sizes: Mapping[str, tuple[int, int]],
-        node_id: str,
-    ) -> None:
-        """Refuse at submit images wired in whose sizes cannot work together (`sizes`: the
-        inputs whose sizes are known at submit); by default everything passes."""
-        return None
-
-    def check_loras(
-        self, node_type: str, params: Mapping[str, Any], loras: Sequence[object], node_id: str
-    ) -> None:
-        """Refuse at submit a stack on a node's `loras` input (its `input/lora` handles, in edge
-        order) that cannot render on the node's model; by default a LoRA of another family, or
-        one that picks an expert of a two-model stack, is refused."""
-        lora_stack(list(loras), self.name, self.title, node_id)
+    def check(self, submit: Submit) -> None:
+        """Refuse at submit, in one call, a node that cannot render (raise an `InlineError`):
+        params that do not fit the inputs wired or the files resolved, images wired in whose
+        sizes cannot work together, a LoRA stack on its `loras` input that cannot render on its
+        model. By default a LoRA of another family, or one that picks an expert of a two-model
+        stack, is refused."""
+        lora_stack(submit.loras, self.name, self.title, submit.node_id)
 
     def params_identity(self, node_type: str, params: Mapping[str, Any]) -> str:
         """The identity of files a node's params pick beyond its model stack (e.g. a control
@@ -155,12 +144,16 @@ class Family(ABC):
         return ""
 
     def unsplittable(
-        self, node_type: str, params: Mapping[str, Any], split: ParallelSpec
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        split: ParallelSpec,
+        sources: Sources | None,
     ) -> str | None:
-        """Why a render of `node_type` with `params` (the family's node, or a primitive such as
-        `load/controlnet`) cannot run under `split`, the split this server runs its model with,
-        for a 422 at submit (e.g. a control model, or a token sequence its ranks cannot share
-        evenly); None (the default): it can."""
+        """Why a render of `node_type` with `params` (the family's node over `sources`, or a
+        primitive such as `load/controlnet`, without) cannot run under `split`, the split this
+        server runs its model with, for a 422 at submit (e.g. a control model, or a token
+        sequence its ranks cannot share evenly); None (the default): it can."""
         return None
 
     def control_use(self, name: str, strength: float, node_id: str | None) -> object | None:

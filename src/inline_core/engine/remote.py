@@ -16,7 +16,7 @@ from inline_core.contract.discovery import family_named, load_builder
 from inline_core.contract.sources import Sources
 from inline_core.device import Placement
 from inline_core.diffusion.placement import OffloadSwap
-from inline_core.engine.adopt import with_step_cache
+from inline_core.engine.assemble import assemble
 from inline_core.parallel.protocol import Json
 from inline_core.parallel.remote import PipelineSpec
 
@@ -45,5 +45,4 @@ def load_for_rank(
         {"family": family, "stack": stack, "sources": dict(sources), "dtypes": dict(dtypes)},
     )
     parts = Parts(values, placements, OffloadSwap(), model_key=spec.key, remote=spec)
-    made = builder.denoiser(parts) if stack == "denoiser" else builder.pipeline(parts)
-    return with_step_cache(builder, parts, made)
+    return assemble(builder, parts, "denoiser" if stack == "denoiser" else "node")

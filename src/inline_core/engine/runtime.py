@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from inline_core.config import Config
 from inline_core.contract.family import Family
+from inline_core.contract.sources import Sources
 from inline_core.device.split import ParallelSpec
 from inline_core.diffusion.adapter_counts import AdapterTotals
 from inline_core.diffusion.residency import ResidentCache
@@ -217,13 +218,15 @@ class ModelRuntime:
         family: Family,
         node_type: str,
         params: Mapping[str, Any],
-        transformer: Source | None,
+        sources: Sources | None,
         node_id: str,
     ) -> None:
-        """At submit: a render whose model this server splits and that the family cannot run
-        under that split (`Family.unsplittable`) is a 422 saying why, before it is queued."""
+        """At submit: a render (over `sources`, its files; None: a primitive's default model)
+        whose model this server splits and that the family cannot run under that split
+        (`Family.unsplittable`) is a 422 saying why, before it is queued."""
+        transformer = None if sources is None else sources.get("transformer")
         split = self.split_for(family, transformer, node_id)
-        why = None if split is None else family.unsplittable(node_type, params, split)
+        why = None if split is None else family.unsplittable(node_type, params, split, sources)
         if why is not None:
             raise InvalidRequest(why, node_id=node_id)
 

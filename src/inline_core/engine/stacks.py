@@ -29,7 +29,7 @@ from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.kept_weights import KeptWeights
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.residency import Footprint, ResidentCache
-from inline_core.engine.adopt import with_step_cache
+from inline_core.engine.assemble import assemble
 from inline_core.engine.group import rank_spec
 from inline_core.models.source import Source
 
@@ -144,7 +144,7 @@ class Stacks:
             "node",
             family,
             dict(sources.parts),
-            lambda parts: with_step_cache(builder, parts, builder.pipeline(parts)),
+            lambda parts: assemble(builder, parts, "node"),
             render,
             remote,
         )
@@ -163,7 +163,7 @@ class Stacks:
             "denoiser",
             family,
             named,
-            lambda parts: with_step_cache(builder, parts, builder.denoiser(parts)),
+            lambda parts: assemble(builder, parts, "denoiser"),
             render,
         )
 

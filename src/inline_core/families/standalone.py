@@ -18,7 +18,7 @@ from inline_core.device import DevicePolicy, policy_from_config
 from inline_core.device.split import ParallelSpec
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.families.nodes.family_node import FamilyNodeRunner
-from inline_core.graph.runner import NodeCall, NodeResult
+from inline_core.graph.runner import NodeCall, NodeResult, SubmitFacts
 from inline_core.models.catalog import Catalog
 from inline_core.sampling.job import BatchedSampler
 
@@ -44,8 +44,11 @@ class FamilyRig:
         """The resident node pipeline a render of `model` uses (loaded on first use)."""
         return self.runtime.stacks().pipeline(self.family, self.sources(model))
 
-    def check(self, node_id: str, params: dict[str, Any]) -> Sources:
-        return self.node().check(node_id, params)
+    def check(
+        self, node_id: str, params: dict[str, Any], facts: SubmitFacts | None = None
+    ) -> Sources:
+        """The node's submit check (alone, by default: nothing wired in)."""
+        return self.node().check_node(node_id, params, facts or SubmitFacts.bare())
 
     def run(self, call: NodeCall) -> NodeResult:
         return self.node().run(call)

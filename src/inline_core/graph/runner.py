@@ -9,7 +9,7 @@ and submit a `SampleJob` to the sampler.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +28,23 @@ class NodeCall:
     # What the runner's `check` returned at submit for this node (None: it returned nothing, or
     # the call did not come through validation).
     prepared: object | None = None
+
+
+@dataclass(frozen=True)
+class SubmitFacts:
+    """What validation knows of a node at submit beyond its params: the inputs wired, the images
+    wired in whose sizes are known (`sizes()`: read from their headers when asked), and what the
+    nodes wired into each input prepared (input name -> their `check` results, in edge order)."""
+
+    wired: frozenset[str]
+    sizes: Callable[[], Mapping[str, tuple[int, int]]]
+    upstream: Mapping[str, Sequence[object]]
+
+    @classmethod
+    def bare(cls, wired: Iterable[str] = ()) -> SubmitFacts:
+        """A node checked on its own (scripts, tests): `wired` connected, no sizes known,
+        nothing upstream."""
+        return cls(frozenset(wired), lambda: {}, {})
 
 
 @dataclass(frozen=True)
@@ -72,6 +89,21 @@ class NodeRunner(ABC):
     @abstractmethod
     def run(self, call: NodeCall) -> NodeResult:
         """Execute the node. Raise `Cancelled` (via `ctx.cancel`) to stop at a step boundary."""
+
+    def check_node(
+        self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts
+    ) -> object | None:
+        """The whole submit-time check of a node, once: by default `check_wired`, `check`,
+        `check_sizes` and `check_upstream` in turn (the sizes read only for a runner that checks
+        them). A runner that needs them all at once overrides this instead. What it returns is
+        `check`'s: the node's `NodeCall.prepared`."""
+        self.check_wired(node_id, params, facts.wired)
+        found = self.check(node_id, params)
+        if type(self).check_sizes is not NodeRunner.check_sizes:
+            self.check_sizes(node_id, params, facts.sizes())
+        if type(self).check_upstream is not NodeRunner.check_upstream:
+            self.check_upstream(node_id, params, facts.upstream)
+        return found
 
     def check(self, node_id: str, params: Mapping[str, Any]) -> object | None:
         """Submit-time readiness check beyond param types (e.g. model files present).

@@ -17,7 +17,7 @@ from inline_core.errors import InlineError, InvalidGraph, InvalidRequest, ModelM
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.params import normalize_params, resolve_seeds
 from inline_core.graph.registry import Registry
-from inline_core.graph.runner import CatalogView, NodeRunner
+from inline_core.graph.runner import CatalogView, NodeRunner, SubmitFacts
 from inline_core.graph.schema import Graph, Node, port_satisfies
 from inline_core.graph.topo import topological_order, upstream_closure
 
@@ -183,18 +183,17 @@ def validate_graph(
     for node_id in order:
         runner = runner_for(registry, descriptors[node_id], node_id)
         node = normalised[node_id]
+        upstream = {
+            port: [prepared[e.source] for e in edges if e.source in prepared]
+            for port, edges in node.inputs.items()
+        }
+        facts = SubmitFacts(
+            frozenset(node.inputs),
+            lambda node=node: _known_sizes(node, normalised, descriptors, registry),
+            upstream,
+        )
         try:
-            runner.check_wired(node_id, node.params, frozenset(node.inputs))
-            found = runner.check(node_id, node.params)
-            if type(runner).check_sizes is not NodeRunner.check_sizes:
-                sizes = _known_sizes(node, normalised, descriptors, registry)
-                runner.check_sizes(node_id, node.params, sizes)
-            if type(runner).check_upstream is not NodeRunner.check_upstream:
-                upstream = {
-                    port: [prepared[e.source] for e in edges if e.source in prepared]
-                    for port, edges in node.inputs.items()
-                }
-                runner.check_upstream(node_id, node.params, upstream)
+            found = runner.check_node(node_id, node.params, facts)
         except InlineError as exc:
             if exc.node_id is None:
                 exc.node_id = node_id

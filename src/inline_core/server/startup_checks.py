@@ -50,7 +50,7 @@ def _database(config: Config) -> str | None:
 
 EXTRA_NEEDS = (
     ExtraNeed(_split, ("torch", "cache_dit"), "parallel"),
-    ExtraNeed(_database, ("psycopg", "psycopg_pool"), "zimage,postgres"),
+    ExtraNeed(_database, ("psycopg", "psycopg_pool"), "diffusers,postgres"),
 )
 
 

@@ -17,6 +17,7 @@ from wan_harness import (
     node_params,
     reference_kwargs,
     render,
+    submit_check,
     take_frames,
 )
 from wan_harness import wan_rig as rig_of
@@ -142,9 +143,9 @@ def test_guidance_2_on_a_one_model_stack_is_refused_naming_it(
     family = rig_of(wan_kit.root, wan_sampler).family
     params = node_params(model="wan2.1_t2v_tiny_fp32.safetensors", guidance_2=3.0)
     with pytest.raises(InvalidRequest, match="'guidance_2'"):
-        family.check_wired(NODE_TYPE, params, frozenset({"prompt"}), "w")
+        submit_check(family, params, {"prompt"})
     pair = node_params(model=HIGH, guidance_2=3.0)
-    family.check_wired(NODE_TYPE, pair, frozenset({"prompt"}), "w")  # the pair takes it
+    submit_check(family, pair, {"prompt"})  # the pair takes it
 
 
 @pytest.mark.parametrize("model", [HIGH, FOLDER], ids=["comfy", "diffusers"])

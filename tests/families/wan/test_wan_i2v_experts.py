@@ -17,12 +17,12 @@ from wan_harness import (
     reference_i2v_frames,
     reference_pipe,
     render,
+    submit_check,
     take_frames,
     wan_rig,
 )
 
 from inline_core.errors import InvalidRequest
-from inline_core.families.wan.descriptor import NODE_TYPE
 from inline_core.families.wan.kit import WanKit
 from inline_core.families.wan.variants import A14B_I2V
 from inline_core.sampling.loop import StepLoopSampler
@@ -84,5 +84,5 @@ def test_the_i2v_pair_without_an_image_is_refused_naming_the_input(
     family = wan_rig(wan_kit.root, wan_sampler).family
     params = node_params(model=HIGH)
     with pytest.raises(InvalidRequest, match="'image'"):
-        family.check_wired(NODE_TYPE, params, frozenset({"prompt"}), "w")
-    family.check_wired(NODE_TYPE, params, frozenset({"prompt", "image"}), "w")
+        submit_check(family, params, {"prompt"})
+    submit_check(family, params, {"prompt", "image"})

@@ -30,6 +30,7 @@ from inline_core.families.wan.split import (
 )
 from inline_core.families.wan.variants import A14B_T2V, T2V, TI2V
 from inline_core.graph.registry import Registry
+from inline_core.graph.runner import SubmitFacts
 from inline_core.models.catalog import Catalog
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.server.app import create_app
@@ -104,9 +105,10 @@ def test_a_sequence_that_divides_passes_the_submit_checks(wan_kit: WanKit) -> No
         register_families(registry, Families([family]), family.catalog, runtime)
         runner = registry.runner(NODE_TYPE)
         assert runner is not None
-        runner.check("w", {"width": 48, "height": 48, "frames": 5})  # 18 tokens: 9 a rank
+        # 18 tokens: 9 a rank
+        runner.check_node("w", {"width": 48, "height": 48, "frames": 5}, SubmitFacts.bare())
         with pytest.raises(InvalidRequest, match="cannot share evenly") as refused:
-            runner.check("w", ODD)
+            runner.check_node("w", ODD, SubmitFacts.bare())
         assert refused.value.status == 422 and refused.value.node_id == "w"
     finally:
         runtime.close()

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 from test_wan_experts import HIGH, MAX_DIFFERING, STEPS, TOLERANCE, reference
 from test_wan_server import wan_graph
-from wan_harness import max_diff, node_params, render, take_frames, wan_rig
+from wan_harness import max_diff, node_params, render, submit_check, take_frames, wan_rig
 
 from inline_core.errors import InvalidRequest
-from inline_core.families.wan.descriptor import NODE_TYPE
 from inline_core.families.wan.kit import A14B_BOUNDARY, WanKit
 from inline_core.families.wan.pipeline import switch_step
 from inline_core.sampling.loop import StepLoopSampler
@@ -89,7 +88,7 @@ def test_a_bad_switch_step_is_refused_naming_it(
     family = wan_rig(wan_kit.root, wan_sampler).family
     params = node_params(model=model, steps=STEPS, switch_step=switch)
     with pytest.raises(InvalidRequest, match="'switch_step'") as raised:
-        family.check_wired(NODE_TYPE, params, frozenset({"prompt"}), "w")
+        submit_check(family, params, {"prompt"})
     assert expected in raised.value.message
 
 

@@ -49,7 +49,8 @@ def test_null_params_take_the_models_own(
     inputs: dict[str, Any] = {"prompt": "a fox"}
     if "i2v" in model:  # image-to-video only
         inputs["image"] = first_frame_image(32, 32)
-    lowered = family.lower(NODE_TYPE, params, inputs, "w")
+    sources = family.resolve(NODE_TYPE, params).require("w")
+    lowered = family.lower(NODE_TYPE, params, inputs, "w", sources)
     request = lowered.request
     got = tuple(request[k] for k in ("width", "height", "frames", "fps", "shift"))
     assert got == expected
@@ -78,7 +79,8 @@ def test_set_params_win_over_the_models_own(wan_kit: WanKit, wan_sampler: StepLo
     family = wan_rig(wan_kit.root, wan_sampler).family
     params = {**EMPTY, "model": "wan2.2_ti2v_tiny_fp32.safetensors", "seed": 3}
     params.update(width=640, height=352, frames=49, fps=12, shift=8.0)
-    request = family.lower(NODE_TYPE, params, {"prompt": "a fox"}, "w").request
+    sources = family.resolve(NODE_TYPE, params).require("w")
+    request = family.lower(NODE_TYPE, params, {"prompt": "a fox"}, "w", sources).request
     assert (request["width"], request["height"], request["frames"]) == (640, 352, 49)
     assert (request["fps"], request["shift"]) == (12, 8.0)
 

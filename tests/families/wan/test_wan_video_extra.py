@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from wan_harness import submit_check
 
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan import family as wan_family
-from inline_core.families.wan.descriptor import NODE_TYPE, WAN_DESCRIPTOR
+from inline_core.families.wan.descriptor import WAN_DESCRIPTOR
 from inline_core.families.wan.family import WanFamily
 from inline_core.models.catalog import Catalog
 from inline_core.server.startup_checks import video_warning
@@ -32,7 +33,7 @@ def test_mp4_without_pyav_is_refused_at_submit(
     family = WanFamily(Catalog(tmp_path), {})
     monkeypatch.setattr(wan_family, "video_available", lambda: False)  # this install, minus av
     with pytest.raises(InvalidRequest) as refused:
-        family.check_wired(NODE_TYPE, defaults(), frozenset({"prompt"}), "w")
+        submit_check(family, defaults(), {"prompt"})
     assert refused.value.status == 422 and "'format'" in refused.value.message
     assert "inline-core[video]" in refused.value.message
-    family.check_wired(NODE_TYPE, {**defaults(), "format": "png"}, frozenset({"prompt"}), "w")
+    submit_check(family, {**defaults(), "format": "png"}, {"prompt"})

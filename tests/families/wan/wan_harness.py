@@ -12,9 +12,11 @@ import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
+from inline_core.contract.family import Family
+from inline_core.contract.submit import Submit
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.families.wan import WanFamily
-from inline_core.families.wan.descriptor import WAN_DESCRIPTOR
+from inline_core.families.wan.descriptor import NODE_TYPE, WAN_DESCRIPTOR
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
@@ -35,6 +37,12 @@ def wan_rig(models_dir: Path, sampler: BatchedSampler, **overrides: Any) -> Fami
     settings: dict[str, Any] = {"profile": "cpu", "dtype": "float32", **overrides}
     config = Config(models_dir=models_dir, **settings)
     return family_rig(WanFamily, models_dir, sampler, config=config)
+
+
+def submit_check(family: Family, params: Mapping[str, Any], wired: set[str]) -> None:
+    """The Wan node's one submit check, alone: its files resolved, `wired` connected."""
+    resolution = family.resolve(NODE_TYPE, params)
+    family.check(Submit(NODE_TYPE, params, "w", resolution, frozenset(wired), {}, {}))
 
 
 def node_params(**overrides: Any) -> dict[str, Any]:

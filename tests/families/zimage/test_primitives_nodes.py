@@ -242,4 +242,4 @@ def test_without_the_runtime_primitives_are_listed_but_refused(
         assert rig.registry.runner(node_type) is None
     with pytest.raises(ModelMissing) as caught:
         validate_graph(parse_graph(primitive_graph("x")), "decode", rig.registry, rig.catalog)
-    assert "pip install 'inline-core[zimage]'" in caught.value.message
+    assert "pip install 'inline-core[diffusers]'" in caught.value.message

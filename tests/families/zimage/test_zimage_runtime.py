@@ -271,7 +271,7 @@ def test_missing_runtime_marks_the_node_unavailable(
     for node_type in (NODE_TYPE, *PRIMITIVE_TYPES):
         descriptor = registry.descriptor(node_type)
         assert descriptor.unavailable_reason is not None
-        assert "pip install 'inline-core[zimage]'" in descriptor.unavailable_reason
+        assert "pip install 'inline-core[diffusers]'" in descriptor.unavailable_reason
         assert "inline_core_not_installed_mod" in descriptor.unavailable_reason
         assert registry.runner(node_type) is None
 

@@ -10,7 +10,7 @@ its own). The output becomes a take of the node's output kind.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from typing import Any
 
@@ -19,10 +19,12 @@ from PIL import Image
 from inline_core.components.step import caches_steps, step_cache_counts, streams_chunks
 from inline_core.contract.family import Family
 from inline_core.contract.sources import Sources
+from inline_core.contract.submit import Submit
 from inline_core.engine.runtime import ModelRuntime
+from inline_core.engine.target import node_target
 from inline_core.errors import RunFailed
 from inline_core.graph.descriptor import NodeDescriptor
-from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import NodeReporter
@@ -40,29 +42,21 @@ class FamilyNodeRunner(NodeRunner):
         self.descriptor = descriptor
         self.runtime = runtime
 
-    # -- submit-time hooks -----------------------------------------------------------------------
+    # -- submit ----------------------------------------------------------------------------------
 
-    def check(self, node_id: str, params: Mapping[str, Any]) -> Sources:
+    def check_node(self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts) -> Sources:
+        """One check at submit: the node's files resolved once, the family's one check with
+        everything it needs, then the files required and the split asked; the files found are
+        the run's (`NodeCall.prepared`), for `lower` and the render."""
         node_type = self.descriptor.type
-        sources = self.family.resolve(node_type, params).require(node_id)
-        transformer = sources.get("transformer")
-        self.runtime.refuse_if_split(self.family, node_type, params, transformer, node_id)
+        resolution = self.family.resolve(node_type, params)
+        submit = Submit(
+            node_type, params, node_id, resolution, facts.wired, facts.sizes(), facts.upstream
+        )
+        self.family.check(submit)
+        sources = resolution.require(node_id)
+        self.runtime.refuse_if_split(self.family, node_type, params, sources, node_id)
         return sources
-
-    def check_wired(self, node_id: str, params: Mapping[str, Any], wired: frozenset[str]) -> None:
-        self.family.check_wired(self.descriptor.type, params, wired, node_id)
-
-    def check_sizes(
-        self, node_id: str, params: Mapping[str, Any], sizes: Mapping[str, tuple[int, int]]
-    ) -> None:
-        self.family.check_sizes(self.descriptor.type, params, sizes, node_id)
-
-    def check_upstream(
-        self, node_id: str, params: Mapping[str, Any], upstream: Mapping[str, Sequence[object]]
-    ) -> None:
-        # A LoRA that cannot render on the node's model is refused before the run is queued.
-        loras = list(upstream.get("loras", ()))
-        self.family.check_loras(self.descriptor.type, params, loras, node_id)
 
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         sources = prepared if isinstance(prepared, Sources) else self._sources(params, None)
@@ -80,23 +74,10 @@ class FamilyNodeRunner(NodeRunner):
         reporter.phase("loading")
         prepared = call.prepared
         sources = prepared if isinstance(prepared, Sources) else self._sources(call.params, node_id)
-        lowered = family.lower(self.descriptor.type, call.params, call.inputs, node_id)
-        split = self.runtime.split_for(family, sources.get("transformer"), node_id)
-        if split is None:
-            runtime = self.runtime
-
-            def load_and_request() -> tuple[Any, Any]:
-                loaded: Any = runtime.stacks().pipeline(family, sources, ctx.run_id)
-                return loaded, loaded.request(**lowered.request)
-
-            pipeline, state = runtime.compute(load_and_request)
-            accelerator: Any = self.runtime.sampler
-        else:
-            group = self.runtime.group(split)
-            pipeline = group.pipeline_for(family, sources, self._dtypes())
-            state = pipeline.request(**lowered.request)  # checked before any rank is bothered
-            group.start(pipeline)  # the ranks load the model: part of the loading phase
-            accelerator = group
+        lowered = family.lower(self.descriptor.type, call.params, call.inputs, node_id, sources)
+        target = node_target(self.runtime, family, sources, ctx.run_id, node_id)
+        state = target.request(**lowered.request)
+        target.start()  # a worker group's ranks load the model: part of the loading phase
         cache = None
         if caches_steps(state):  # the same settings travel to every rank of a worker group
             cache = self.runtime.step_cache_for(family, ctx.step_cache, state.step_count)
@@ -104,13 +85,13 @@ class FamilyNodeRunner(NodeRunner):
         with ExitStack() as streams:
             # Its clients see each decoded chunk before the take (decoded here: a worker group
             # decodes on its rank 0, whose chunks do not cross back, and its take comes whole).
-            if split is None and streams_chunks(state):
+            if target.in_process and streams_chunks(state):
                 live = streams.enter_context(ctx.streaming(node_id, state.fps))
                 state.on_chunk = chunk_listener(reporter, live, ctx.cancel, state.fps)
             reporter.phase("loading", 1.0)
             ctx.cancel.raise_if_cancelled()
             job = SampleJob(
-                pipeline=pipeline,
+                pipeline=target.pipeline,
                 state=state,
                 cancel=ctx.cancel,
                 on_phase=reporter.phase,
@@ -118,7 +99,7 @@ class FamilyNodeRunner(NodeRunner):
                 label=f"{ctx.run_id}/{node_id}",
                 preview=self.runtime.preview_sink(ctx.preview, ctx.run_id, node_id),
             )
-            output: object = accelerator.run(job)
+            output: object = target.sampler.run(job)
             if job.preview is not None:  # its last preview out before the run can end
                 job.preview.flush(PREVIEW_FLUSH_S)
             reporter.phase("save")
@@ -137,10 +118,6 @@ class FamilyNodeRunner(NodeRunner):
             take = self._save(ctx, node_id, output, params, chosen)
             reporter.phase("save", 1.0)
             return NodeResult(outputs={self.descriptor.outputs[0].name: output}, takes=(take,))
-
-    def _dtypes(self) -> dict[str, str]:
-        roles = ("text_encoder", "denoiser", "vae")
-        return {role: self.runtime.placement(self.family, role).dtype for role in roles}
 
     def _save(
         self,

@@ -14,7 +14,7 @@ its strength, and an encode upstream does not.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from inline_core.contract.handles import LoraHandle, ModelHandle
@@ -25,7 +25,7 @@ from inline_core.diffusion.adapters.stack import LoraUse
 from inline_core.diffusion.files.header import HeaderError, read_header
 from inline_core.errors import InvalidRequest, ModelMissing, NotFound
 from inline_core.families.nodes.inputs import handle_input
-from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
 from inline_core.models.catalog import Catalog
 
 
@@ -36,7 +36,11 @@ class LoraPicker:
         self.families = families
         self.catalog = catalog
 
-    def pick(self, params: Mapping[str, Any], node_id: str | None = None) -> LoraHandle:
+    def pick(
+        self, params: Mapping[str, Any], node_id: str | None = None, family: str | None = None
+    ) -> LoraHandle:
+        """The picked file as a LoRA of `family` (the family of the model it adapts, read in
+        that family's namings alone), or of the first family whose namings read it (None)."""
         name = str(params["name"])
         try:
             entry = self.catalog.entry("loras", name)
@@ -48,19 +52,22 @@ class LoraPicker:
             keys = read_header(entry.path)
         except HeaderError as exc:
             raise InvalidRequest(f"loras/{name}: {exc.message}", node_id=node_id) from exc
-        takers = [f for f in self.families if f.loras is not None]
+        takers = [
+            f for f in self.families if f.loras is not None and family in (None, f.name)
+        ]
         if not takers:
-            raise InvalidRequest("no model family this server runs takes LoRAs", node_id=node_id)
+            who = "no model family this server runs" if family is None else family
+            raise InvalidRequest(f"{who} takes no LoRAs", node_id=node_id)
         refusals: list[str] = []
-        for family in takers:
-            assert family.loras is not None
+        for taker in takers:
+            assert taker.loras is not None
             try:
-                read_layout(name, keys, family.loras)
+                read_layout(name, keys, taker.loras)
             except InvalidRequest as exc:
                 refusals.append(exc.message)
                 continue
             use = LoraUse(name, str(entry.path), entry.identity, float(params["strength"]))
-            return LoraHandle(family.name, use)
+            return LoraHandle(taker.name, use)
         raise InvalidRequest("; ".join(refusals), node_id=node_id)
 
 
@@ -71,32 +78,38 @@ class _LoraRunner(NodeRunner):
     def check(self, node_id: str, params: Mapping[str, Any]) -> LoraHandle:
         return self.picker.pick(params, node_id)
 
-    def _handle(self, call: NodeCall) -> LoraHandle:
+    def _handle(self, call: NodeCall, family: str | None = None) -> LoraHandle:
         prepared = call.prepared
         if isinstance(prepared, LoraHandle) and prepared.use.strength == call.params["strength"]:
             return prepared
-        return self.picker.pick(call.params, call.node_id)
+        return self.picker.pick(call.params, call.node_id, family)
 
 
 class LoadLora(_LoraRunner):
-    def check_upstream(
-        self, node_id: str, params: Mapping[str, Any], upstream: Mapping[str, Sequence[object]]
-    ) -> None:
-        # The model wired in, as its loader (or the load/lora before) checked it at submit.
-        models = [v for v in upstream.get("model", ()) if isinstance(v, ModelHandle | LoraHandle)]
+    def check_node(
+        self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts
+    ) -> LoraHandle:
+        # The model wired in carries its family (as its loader, or the load/lora before,
+        # checked it at submit): the file is read in that family's namings alone.
+        models = [
+            v for v in facts.upstream.get("model", ()) if isinstance(v, ModelHandle | LoraHandle)
+        ]
         if not models:
-            return
-        lora = self.picker.pick(params, node_id)
-        if lora.family != models[0].family:
+            return self.picker.pick(params, node_id)
+        family = models[0].family
+        try:
+            return self.picker.pick(params, node_id, family)
+        except InvalidRequest:
+            other = self.picker.pick(params, node_id)  # another family's file: say whose
             raise InvalidRequest(
-                f"loras/{lora.use.name} is a LoRA for {lora.family}; the model it is wired to is "
-                f"{models[0].family}",
+                f"loras/{other.use.name} is a LoRA for {other.family}; the model it is wired to "
+                f"is {family}",
                 node_id=node_id,
-            )
+            ) from None
 
     def run(self, call: NodeCall) -> NodeResult:
         model = handle_input(call, "model", ModelHandle)
-        lora = self._handle(call)
+        lora = self._handle(call, model.family)
         if lora.family != model.family:
             raise InvalidRequest(
                 f"loras/{lora.use.name} is a LoRA for {lora.family}; model {model.name!r} is "

@@ -45,8 +45,8 @@ from inline_core.contract.handles import (
 from inline_core.contract.settings import SampleSettings
 from inline_core.diffusion import masks
 from inline_core.diffusion.adapters.stack import stack_info
-from inline_core.engine.group import GroupPipeline, ModelGroup
 from inline_core.engine.runtime import ModelRuntime
+from inline_core.engine.target import RenderTarget, denoiser_target
 from inline_core.errors import InvalidRequest, RunFailed
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import NodeReporter
@@ -63,18 +63,8 @@ def load_model(
     node_id: str | None = None,
     render: Hashable = None,
 ) -> None:
-    split = _group_denoiser(runtime, family, handle, node_id)
-    if split is not None:
-        group, pipeline = split
-        group.start(pipeline)  # the ranks load the transformer
-        return
-
-    def load() -> None:
-        stacks = runtime.stacks()
-        stacks.part(family, "transformer", handle.transformer, render)
-        stacks.part(family, "scheduler", handle.scheduler, render)
-
-    runtime.compute(load)
+    # In process its denoiser is assembled over the loaded parts; a worker group's ranks load it.
+    _denoiser(runtime, family, handle, node_id, render).start()
 
 
 def load_vae(
@@ -236,18 +226,10 @@ def sample(
 ) -> LatentHandle:
     reporter = ctx.reporter(node_id)
     reporter.phase("loading")
-    split = _group_denoiser(runtime, family, model, node_id)
-    if split is None:
-        pipeline: Any = runtime.compute(
-            lambda: runtime.stacks().denoiser(
-                family, model.transformer, model.scheduler, ctx.run_id
-            )
-        )
-        run = _jobs(pipeline, runtime.sampler.run, runtime)
-    else:
-        group, pipeline = split
-        run = _jobs(pipeline, group.run, runtime)
-        group.start(pipeline)  # the ranks load the transformer: part of the loading phase
+    target = _denoiser(runtime, family, model, node_id, ctx.run_id)
+    pipeline: Any = target.pipeline
+    run = _jobs(pipeline, target.sampler.run, runtime)
+    target.start()  # a worker group's ranks load the transformer: part of the loading phase
     reporter.phase("loading", 1.0)
     ctx.cancel.raise_if_cancelled()
     fit = family.denoiser_fit(model.transformer)
@@ -416,17 +398,14 @@ def _latents(value: object) -> Latents:
     return Latents(value, tuple(int(n) for n in shape))
 
 
-def _group_denoiser(
-    runtime: ModelRuntime, family: Family, model: ModelHandle, node_id: str | None
-) -> tuple[ModelGroup, GroupPipeline] | None:
-    """The worker group and the handle to sample with in it, where the policy splits this
-    model; None: sample in process."""
-    split = runtime.split_for(family, model.transformer, node_id)
-    if split is None:
-        return None
-    group = runtime.group(split)
-    dtype = runtime.placement(family, "denoiser").dtype
-    return group, group.denoiser_for(family, model.transformer, model.scheduler, dtype)
+def _denoiser(
+    runtime: ModelRuntime,
+    family: Family,
+    model: ModelHandle,
+    node_id: str | None,
+    render: Hashable,
+) -> RenderTarget:
+    return denoiser_target(runtime, family, model.transformer, model.scheduler, render, node_id)
 
 
 def _check_fit(

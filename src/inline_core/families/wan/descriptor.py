@@ -126,6 +126,6 @@ WAN_DESCRIPTOR = NodeDescriptor(
 )
 
 EXTRA_HINT = (
-    "install the zimage extra (torch, diffusers, transformers) for Wan: "
-    "pip install 'inline-core[zimage]'"
+    "install the diffusers extra (torch, diffusers, transformers) for Wan: "
+    "pip install 'inline-core[diffusers]'"
 )

@@ -20,6 +20,7 @@ from inline_core.contract.files import SCHEDULER, StackRules
 from inline_core.contract.handles import LoraHandle
 from inline_core.contract.lora_stacks import expert_stacks, lora_handles, lora_stack
 from inline_core.contract.sources import Missing, Resolution, Sources
+from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.diffusion.formats import wan22_vae, wan_vae
@@ -130,11 +131,15 @@ class WanFamily(Family):
         return Resolution(RULES.title, Sources.of(self.name, found.name, parts), tuple(missing))
 
     def lower(
-        self, node_type: str, params: Mapping[str, Any], inputs: Mapping[str, Any], node_id: str
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        inputs: Mapping[str, Any],
+        node_id: str,
+        sources: Sources,
     ) -> Lowered:
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"Wan has no node {node_type!r}", node_id=node_id)
-        sources = self.resolve(node_type, params).require(node_id)
         kind = _variant(sources)
         image = image_input(inputs, "image", node_id)
         if image is not None and not kind.image_to_video:
@@ -185,16 +190,20 @@ class WanFamily(Family):
             take_params["loras"] = stack_info(loras)
         return Lowered(request, take_params)
 
-    def check_loras(
-        self, node_type: str, params: Mapping[str, Any], loras: Sequence[object], node_id: str
+    def check(self, submit: Submit) -> None:
+        if submit.node_type != NODE_TYPE:
+            return
+        self._check_params(submit.params, submit.wired, submit.sources, submit.node_id)
+        self._check_loras(submit.loras, submit.sources, submit.node_id)
+
+    def _check_loras(
+        self, loras: Sequence[object], sources: Sources | None, node_id: str
     ) -> None:
         """A LoRA of another family, one that picks an expert on a one-model stack, or one
         trained for another size of Wan (its shapes read from its header) is refused."""
         handles = lora_handles(list(loras), self.name, self.title, node_id)
-        resolution = self.resolve(node_type, params)
-        if not handles or resolution.sources is None:
+        if not handles or sources is None:
             return
-        sources = resolution.sources
         if not experts.is_pair(sources):
             lora_stack(handles, self.name, self.title, node_id)
         transformer = sources.get("transformer")
@@ -203,11 +212,13 @@ class WanFamily(Family):
             for handle in handles:
                 lora_shapes.check(handle.use, config, sources.model_name, node_id)
 
-    def check_wired(
-        self, node_type: str, params: Mapping[str, Any], wired: frozenset[str], node_id: str
+    def _check_params(
+        self,
+        params: Mapping[str, Any],
+        wired: frozenset[str],
+        sources: Sources | None,
+        node_id: str,
     ) -> None:
-        if node_type != NODE_TYPE:
-            return
         frames = params.get("frames")
         if frames is not None and (int(frames) - 1) % TEMPORAL_FACTOR:
             raise InvalidRequest(
@@ -221,20 +232,19 @@ class WanFamily(Family):
                 "for format png (a lossless animated PNG)",
                 node_id=node_id,
             )
-        resolution = self.resolve(node_type, params)
-        if resolution.sources is None:
-            return  # `check` has refused it with model_missing already
-        transformer = resolution.sources.get("transformer")
+        if sources is None:
+            return  # refused as model_missing once these checks have run
+        transformer = sources.get("transformer")
         config = None if transformer is None else config_of(transformer)
-        if config is not None and variant_of(config, experts.is_pair(resolution.sources)) is None:
+        if config is not None and variant_of(config, experts.is_pair(sources)) is None:
             raise InvalidRequest(
-                f"model {resolution.sources.model_name!r} is an image-to-video expert of Wan 2.2 "
+                f"model {sources.model_name!r} is an image-to-video expert of Wan 2.2 "
                 "A14B, which renders only as a pair: name its two files ..._high_noise_... and "
                 "..._low_noise_..., side by side",
                 node_id=node_id,
             )
-        kind = _variant(resolution.sources)
-        vae = resolution.sources.get("vae")
+        kind = _variant(sources)
+        vae = sources.get("vae")
         channels = None if vae is None else source_vae_channels(vae)
         if vae is not None and channels is not None and channels != kind.latent_channels:
             raise InvalidRequest(
@@ -243,7 +253,7 @@ class WanFamily(Family):
                 node_id=node_id,
             )
         if "image" in wired and not kind.image_to_video:
-            raise InvalidRequest(_no_image(resolution.sources), node_id=node_id)
+            raise InvalidRequest(_no_image(sources), node_id=node_id)
         if "image" not in wired and kind.needs_image:
             raise InvalidRequest(_needs_image(kind), node_id=node_id)
         steps = int(params.get("steps") or STEPS_DEFAULT)
@@ -282,12 +292,15 @@ class WanFamily(Family):
         return support_for(transformer)
 
     def unsplittable(
-        self, node_type: str, params: Mapping[str, Any], split: ParallelSpec
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        split: ParallelSpec,
+        sources: Sources | None,
     ) -> str | None:
         """A render whose token sequence the split's ranks cannot share evenly."""
         if node_type != NODE_TYPE:
             return None
-        sources = self.resolve(node_type, params).sources
         return None if sources is None else sequence_refusal(params, _variant(sources), split)
 
 

@@ -87,4 +87,4 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
     ),
 )
 
-EXTRA_HINT = "install the zimage extra: pip install 'inline-core[zimage]'"
+EXTRA_HINT = "install the diffusers extra: pip install 'inline-core[diffusers]'"

@@ -15,6 +15,7 @@ from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules, read_json
 from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
+from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.diffusion.flow.steps import img2img_start
@@ -77,7 +78,12 @@ class ZImageFamily(Family):
         return DOWNLOADS
 
     def lower(
-        self, node_type: str, params: Mapping[str, Any], inputs: Mapping[str, Any], node_id: str
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        inputs: Mapping[str, Any],
+        node_id: str,
+        sources: Sources,
     ) -> Lowered:
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"Z-Image has no node {node_type!r}", node_id=node_id)
@@ -109,13 +115,15 @@ class ZImageFamily(Family):
             take_params["loras"] = stack_info(loras)
         return Lowered(request, take_params)
 
-    def check_wired(
-        self, node_type: str, params: Mapping[str, Any], wired: frozenset[str], node_id: str
-    ) -> None:
-        if node_type != NODE_TYPE:
+    def check(self, submit: Submit) -> None:
+        super().check(submit)  # its LoRAs
+        if submit.node_type != NODE_TYPE:
             return
-        transformer = self._transformer_config(params) if params.get("controlnet") else None
+        params, wired, node_id = submit.params, submit.wired, submit.node_id
+        transformer = _transformer_config(submit.sources) if params.get("controlnet") else None
         control_inputs.check_wired(self.catalog, params, wired, transformer, node_id)
+        if "mask" in submit.sizes and "image" in submit.sizes:
+            control_inputs.same_size(submit.sizes["mask"], submit.sizes["image"], node_id)
         if "image" not in wired:
             return
         steps, strength = int(params["steps"]), float(params["strength"])
@@ -126,17 +134,15 @@ class ZImageFamily(Family):
                 node_id=node_id,
             )
 
-    def _transformer_config(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The config of the transformer a node's params pick (None: not found or unreadable)."""
-        sources = self.resolve(NODE_TYPE, params).sources
-        transformer = None if sources is None else sources.get("transformer")
-        return None if transformer is None else config_of(transformer)
-
     def params_identity(self, node_type: str, params: Mapping[str, Any]) -> str:
         return control_inputs.params_identity(self.catalog, params)
 
     def unsplittable(
-        self, node_type: str, params: Mapping[str, Any], split: ParallelSpec
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        split: ParallelSpec,
+        sources: Sources | None,
     ) -> str | None:
         key = "controlnet" if node_type == NODE_TYPE else "name"  # the node's, load/controlnet's
         name = params.get(key) if node_type in (NODE_TYPE, LOAD_CONTROLNET.type) else None
@@ -158,16 +164,6 @@ class ZImageFamily(Family):
         inpaint = wired & {"mask", "inpaint_image"}
         if inpaint and self.control_inpaints(name) is False:
             raise InvalidRequest(controlnet.no_inpaint(name), node_id=node_id)
-
-    def check_sizes(
-        self,
-        node_type: str,
-        params: Mapping[str, Any],
-        sizes: Mapping[str, tuple[int, int]],
-        node_id: str,
-    ) -> None:
-        if "mask" in sizes and "image" in sizes:
-            control_inputs.same_size(sizes["mask"], sizes["image"], node_id)
 
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
@@ -210,3 +206,8 @@ def _vae_factor(source: Source | None) -> int | None:
     config = read_json(source.location / "config.json")
     return None if config is None else ldm_vae.spatial_factor(config)
 
+
+def _transformer_config(sources: Sources | None) -> dict[str, Any] | None:
+    """The config of the transformer a node's files name (None: not found or unreadable)."""
+    transformer = None if sources is None else sources.get("transformer")
+    return None if transformer is None else config_of(transformer)

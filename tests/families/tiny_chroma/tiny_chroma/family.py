@@ -131,7 +131,7 @@ class ChromaFamily(Family):
     name = "chroma"
     title = "Chroma"
     requires = ("torch", "diffusers", "transformers")
-    install_hint = "install inline-core's zimage extra (torch, diffusers, transformers)"
+    install_hint = "install inline-core's diffusers extra (torch, diffusers, transformers)"
     builder = "tiny_chroma.build:BUILDER"
     kit = "tiny_chroma.kit:main"
     capabilities = Capabilities(
@@ -148,7 +148,12 @@ class ChromaFamily(Family):
         return RULES
 
     def lower(
-        self, node_type: str, params: Mapping[str, Any], inputs: Mapping[str, Any], node_id: str
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        inputs: Mapping[str, Any],
+        node_id: str,
+        sources: Sources,
     ) -> Lowered:
         prompt = inputs.get("prompt")
         if not isinstance(prompt, str):
