@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,7 +20,11 @@ from fastapi.testclient import TestClient
 from test_wan_server import finished_state, wan_graph
 from wan_harness import first_frame_image
 
+from inline_core.config import Config
+from inline_core.families.wan.kit import WanKit
+from inline_core.families.zimage.kit import build_kit as build_zimage_kit
 from inline_core.runtime.video import decode_apng
+from inline_core.server.app import create_app
 
 TEMPLATES = resources.files("comfyui_workflow_templates_json") / "templates"
 TI2V_FILE = "wan2.2_ti2v_tiny_fp32.safetensors"
@@ -314,3 +320,31 @@ def test_a_vae_the_workflow_names_is_the_one_the_node_renders_with(client: TestC
     assert submitted.status_code == 422, submitted.text
     error = submitted.json()["error"]
     assert error["code"] == "model_missing" and "wan2.2_vae_tiny.safetensors" in error["message"]
+
+
+def test_a_family_nodes_model_picker_offers_only_its_familys_files(
+    wan_kit: WanKit, tmp_path: Path
+) -> None:
+    """Z-Image's and Wan's models in one folder: each node's `model` picker lists its own."""
+    root = tmp_path / "models"
+    shutil.copytree(wan_kit.root, root)
+    zimage = build_zimage_kit(tmp_path / "zimage", layouts=("comfy",))
+    assert zimage.diffusion_file is not None
+    shutil.copy(zimage.diffusion_file, root / "diffusion_models" / "z_image_tiny.safetensors")
+    config = Config(models_dir=root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
+    with TestClient(create_app(config)) as client:
+        models = {m["type"]: m for m in client.get("/v1/models").json()["models"]}
+
+        def options(node_type: str, param: str) -> list[str]:
+            (spec,) = [p for p in models[node_type]["params"] if p["name"] == param]
+            return list(spec["options"])
+
+        assert options("alibaba/z-image-turbo", "model") == ["z_image_tiny.safetensors"]
+        wan = options("alibaba/wan", "model")
+        assert TI2V_FILE in wan and "z_image_tiny.safetensors" not in wan
+        # The shared low-level loader still lists the whole folder.
+        assert set(options("load/diffusion-model", "file")) >= {"z_image_tiny.safetensors", *wan}
+        # A node's own endpoint says the same.
+        one = client.get("/v1/models/alibaba/z-image-turbo").json()
+        (spec,) = [p for p in one["params"] if p["name"] == "model"]
+        assert spec["options"] == ["z_image_tiny.safetensors"]
