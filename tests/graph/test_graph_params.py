@@ -119,14 +119,15 @@ def test_model_picker_accepts_only_files_the_catalog_lists(h: Harness) -> None:
     assert "'../z.safetensors'" in _refused(h, model="../z.safetensors")
 
 
-def test_long_option_lists_are_truncated(h: Harness) -> None:
+def test_a_missing_model_lists_every_file_as_model_missing(h: Harness) -> None:
     for i in range(30):
         (h.models / "diffusion_models" / f"m{i:02}.safetensors").write_bytes(b"w")
     h.catalog.rescan()
-    msg = _refused(h, model="nope")
-    assert "'m00.safetensors'" in msg
-    assert "'m29.safetensors'" not in msg
-    assert "(18 more)" in msg
+    with pytest.raises(InvalidGraph) as info:
+        _norm(h, model="nope")
+    assert info.value.code == "model_missing"
+    assert "'m00.safetensors'" in info.value.message and "'m29.safetensors'" in info.value.message
+    assert "more)" not in info.value.message
 
 
 def test_random_seeds_are_resolved_at_validation_reproducibly(h: Harness) -> None:

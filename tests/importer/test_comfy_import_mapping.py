@@ -149,7 +149,8 @@ def test_a_missing_model_with_several_candidates_is_kept_and_reported(
             "file": "z_image_turbo_fp8.safetensors",
             "category": "diffusion_models",
             "using": None,
-            "candidates": ["other.safetensors", "z_image_turbo_bf16.safetensors"],
+            # Every file, the workflow's family's first.
+            "candidates": ["z_image_turbo_bf16.safetensors", "other.safetensors"],
         }
     ]
     with pytest.raises(InvalidGraph, match="z_image_turbo_fp8.safetensors"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from comfy_harness import Checker, imported
 from comfy_workflows import (
     PROMPT,
@@ -15,6 +16,7 @@ from comfy_workflows import (
     zimage_ui_subgraph,
 )
 
+from inline_core.errors import InvalidGraph
 from inline_core.models.catalog import Catalog
 
 
@@ -169,5 +171,32 @@ def test_guidance_with_a_zeroed_negative_uses_an_empty_prompt(
 def test_a_shift_other_than_the_models_own_is_reported(catalog: Catalog) -> None:
     workflow = zimage_api()
     workflow["11"]["inputs"]["shift"] = 6.0
+    workflow["3"]["inputs"]["sampler_name"] = "dpmpp_2m_sde_gpu"
     result = imported(workflow, catalog)
     assert any("shift 6" in w for w in result.warnings)
+    # Both substitutions change the picture: listed there, not only among the warnings.
+    changes = {c["classType"]: c for c in result.to_json()["changesPicture"]}
+    assert set(changes) == {"ModelSamplingAuraFlow", "KSampler"}, changes
+    assert changes["ModelSamplingAuraFlow"]["nodeId"] == "11"
+    assert "sampling shift 6" in changes["ModelSamplingAuraFlow"]["reason"]
+    assert "sampler 'dpmpp_2m_sde_gpu' is not offered" in changes["KSampler"]["reason"]
+
+
+def test_a_model_not_here_is_named_never_swapped_for_the_only_one(
+    catalog: Catalog, checker: Checker
+) -> None:
+    """The folders hold one file each: a workflow naming others keeps its names (listed as
+    unmatched) and the graph is refused at submit as `model_missing`, naming the file."""
+    result = imported(
+        zimage_api(model="z_image_fp8.safetensors", vae="other_ae.safetensors"), catalog
+    )
+    body = result.to_json()
+    nodes = {n["id"]: n for n in body["graph"]["nodes"]}
+    assert nodes["c16"]["params"]["file"] == "z_image_fp8.safetensors"
+    assert nodes["c17"]["params"]["file"] == "other_ae.safetensors"
+    missing = {m["file"]: m for m in body["unmatchedModels"]}
+    assert set(missing) == {"z_image_fp8.safetensors", "other_ae.safetensors"}
+    assert all(m["using"] is None for m in missing.values())
+    with pytest.raises(InvalidGraph) as info:
+        checker.validate(result)
+    assert info.value.code == "model_missing" and "z_image_fp8.safetensors" in info.value.message

@@ -14,3 +14,15 @@ MODEL = ParamSpec(
     options_from="diffusion_models",
     label="Diffusion model (empty: auto)",
 )
+# The stack's VAE and text encoder, pickers over their folders (empty: the ones the family finds
+# for its model). A file named here is used or refused at submit (`StackResolver.picks_of`).
+VAE = ParamSpec(
+    "vae", ParamWidget.SELECT, default=None, options_from="vae", label="VAE (empty: auto)"
+)
+TEXT_ENCODER = ParamSpec(
+    "text_encoder",
+    ParamWidget.SELECT,
+    default=None,
+    options_from="text_encoders",
+    label="Text encoder (empty: auto)",
+)

@@ -176,7 +176,8 @@ class Family(ABC):
 
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
         """Which files a node's render uses (torch-free; runs at submit)."""
-        return self.files.resolve(self.model_param(node_type, params))
+        picks = self.files.picks_of(params)  # a `vae` or `text_encoder` the node names
+        return self.files.resolve(self.model_param(node_type, params), picks)
 
     def downloads(self) -> Downloads | None:
         """What it can download: targets (hub repos and files, ComfyUI's split files and the

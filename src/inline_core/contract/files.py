@@ -147,21 +147,28 @@ class StackResolver:
 
     # -- the node's whole stack --------------------------------------------------------------------
 
-    def resolve(self, model: str | None = None) -> Resolution:
-        found = self.found(model)
+    def resolve(
+        self, model: str | None = None, picks: Mapping[str, str] | None = None
+    ) -> Resolution:
+        found = self.found(model, picks)
         required = {k: v for k, v in found.parts.items() if k != SCHEDULER}
         if any(source is None for source in required.values()):
             return Resolution(self.rules.title, None, found.missing)
         sources = Sources.of(self.rules.family, found.name, found.parts)
         return Resolution(self.rules.title, sources, found.missing)
 
-    def found(self, model: str | None = None) -> Found:
-        """Each part of the stack as found (None: missing) and what is missing, part by part."""
+    def found(self, model: str | None = None, picks: Mapping[str, str] | None = None) -> Found:
+        """Each part of the stack as found (None: missing) and what is missing, part by part.
+        `picks`: a part's file the node names (`picks_of`), taken as named or said missing."""
         missing: list[Missing] = []
         transformer, pipeline_root, name = self._diffusion(model or None, missing)
         parts: dict[str, Source | None] = {TRANSFORMER: transformer}
         for rule in self.rules.parts:
-            parts[rule.part] = self._part(rule, pipeline_root, transformer, missing)
+            picked = (picks or {}).get(rule.part)
+            if picked:
+                parts[rule.part] = self._picked(rule, picked, transformer, missing)
+            else:
+                parts[rule.part] = self._part(rule, pipeline_root, transformer, missing)
         tokenizer_rule = self.rules.tokenizer
         if tokenizer_rule is not None:
             encoder = parts.get(tokenizer_rule.part)
@@ -302,6 +309,35 @@ class StackResolver:
             missing.append(Missing(rule.label, self.hint(rule.hint)))
             return None
         return Source(entry.path)
+
+    def _picked(
+        self, rule: PartRule, name: str, transformer: Source | None, missing: list[Missing]
+    ) -> Source | None:
+        """The part a node names: that file, or missing saying why (never another one)."""
+        try:
+            entry = self.catalog.entry(rule.category, name)
+        except NotFound:
+            where = self.root / rule.category
+            missing.append(Missing(rule.label, f"{name!r} is not in {where}"))
+            return None
+        if rule.score(entry, transformer) is None:
+            missing.append(
+                Missing(
+                    rule.label,
+                    f"{rule.category}/{name} is not a {rule.title} for this model; "
+                    + self.hint(rule.hint),
+                )
+            )
+            return None
+        return Source(entry.path)
+
+    def picks_of(self, params: Mapping[str, Any]) -> dict[str, str]:
+        """The parts a node's params name (a param named as the part: `vae`, `text_encoder`)."""
+        return {
+            rule.part: str(params[rule.part])
+            for rule in self.rules.parts
+            if isinstance(params.get(rule.part), str) and params[rule.part]
+        }
 
     def tokenizer_for(self, encoder: Source) -> Source | None:
         if encoder.subfolder is not None:

@@ -142,6 +142,20 @@ class Families:
                 return f"{family.title} is missing model files. {lines}"
         return None
 
+    def picker_options(self, node_type: str, category: str) -> list[str] | None:
+        """A family node's picker over `category`: only the family's diffusion models (a Z-Image
+        node is not offered Wan's), and its other parts' files first, then the rest (a part's
+        fit may depend on the model picked). None: not a family's node."""
+        family = self.serving(node_type)
+        if family is None:
+            return None
+        listed = family.catalog.options(category)
+        if category == "diffusion_models":
+            ours = {entry.name for entry in family.files.models()}
+            return [name for name in listed if name in ours]
+        ours_first = [name for name in listed if self.family_of(category, name) == family.name]
+        return ours_first + [name for name in listed if name not in ours_first]
+
     def describe(self) -> list[dict[str, object]]:
         """Each family for health: what it supports, and whether its torch side is installed."""
         listed: list[dict[str, object]] = []

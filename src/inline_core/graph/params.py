@@ -40,6 +40,12 @@ def _allowed(values: Sequence[str]) -> str:
     return f"{shown}, ... ({more} more)" if more > 0 else shown
 
 
+class ModelNotListed(InvalidGraph):
+    """A model picker names a file its catalog folder does not hold."""
+
+    code = "model_missing"
+
+
 def _fail(node_id: str, spec: ParamSpec, problem: str) -> InvalidGraph:
     return InvalidGraph(f"param {spec.name!r} {problem}", node_id=node_id)
 
@@ -94,17 +100,14 @@ def _select(spec: ParamSpec, node_id: str, value: object, catalog: CatalogView) 
         listed = catalog.options(spec.options_from)
         if value not in listed:
             if not listed:
-                raise _fail(
-                    node_id,
-                    spec,
-                    f"names {_quote(value)}, but there are no models in {spec.options_from}/",
+                problem = f"names {_quote(value)}, but there are no models in {spec.options_from}/"
+            else:  # every file: the right one may sort last
+                shown = ", ".join(repr(v) for v in listed)
+                problem = (
+                    f"names {_quote(value)}, which is not in {spec.options_from}/; "
+                    f"choose one of {shown}"
                 )
-            raise _fail(
-                node_id,
-                spec,
-                f"names {_quote(value)}, which is not in {spec.options_from}/; "
-                f"choose one of {_allowed(listed)}",
-            )
+            raise ModelNotListed(f"param {spec.name!r} {problem}", node_id=node_id)
     elif spec.options and value not in spec.options:
         raise _fail(node_id, spec, f"is {_quote(value)}; choose one of {_allowed(spec.options)}")
     return value

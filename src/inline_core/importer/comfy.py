@@ -176,7 +176,9 @@ def import_comfy(
             registry.descriptor(own.type) if registry is not None and own.type in registry else own
         )
         descriptors[own.type] = own
-    mapper = Mapper(flat, catalog, descriptors, dict(assets or {}), facts, declared, renamed)
+    mapper = Mapper(
+        flat, catalog, descriptors, dict(assets or {}), facts, declared, renamed, family.family
+    )
     for warning in family.warnings:
         mapper.warn(warning)
     if own is not None and family.family is not None:

@@ -31,11 +31,14 @@ class Change:
     node_id: str
     class_type: str
     reason: str
+    dropped: bool = True  # False: the node is carried over with a substitute (a sampler)
 
     def to_json(self) -> dict[str, str]:
         return {"nodeId": self.node_id, "classType": self.class_type, "reason": self.reason}
 
     def warning(self) -> str:
+        if not self.dropped:
+            return f"changes the picture: {self.class_type} {self.node_id}: {self.reason}"
         return f"changes the picture: {self.class_type} {self.node_id} was dropped ({self.reason})"
 
 

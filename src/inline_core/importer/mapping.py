@@ -33,7 +33,6 @@ SAVE_IMAGE = "SaveImage"
 MODEL_WRAPPERS = ("load/lora", "load/controlnet")
 PREVIEW_IMAGE = "PreviewImage"
 DECODERS = ("VAEDecode", "VAEDecodeTiled")
-MAX_CANDIDATES = 20
 UNUSED = "not connected to an image output"  # why a node nothing needs is skipped
 
 
@@ -63,6 +62,8 @@ class Mapper:
     declared: Mapping[str, NodeDescriptor] = field(default_factory=dict[str, NodeDescriptor])
     # The caller's explicit model-name mapping: a workflow's file -> the catalog's.
     renamed: Mapping[str, str] = field(default_factory=dict[str, str])
+    # The served family the workflow was recognised as (`recognise.py`): its files listed first.
+    family: str | None = None
     drafts: dict[str, _Draft] = field(default_factory=dict[str, _Draft])
     changes: dict[str, Change] = field(default_factory=dict[str, Change])
     # Loaders whose file is not in the catalog, with the catalog's candidates.
@@ -290,6 +291,18 @@ class Mapper:
         self.skip(node, reason)
         return None
 
+    def substituted(self, node: ComfyNode, reason: str) -> None:
+        """`node` is carried over, but renders otherwise than in ComfyUI (`reason`): listed
+        under `changesPicture`, and said in the warnings."""
+        earlier = self.changes.get(node.id)
+        if earlier is not None and (earlier.dropped or reason in earlier.reason):
+            return
+        change = Change(node.id, node.class_type, reason, dropped=False)
+        self.changes[node.id] = change
+        self.warn(change.warning())
+        if earlier is not None:  # one entry a node: its reasons together
+            self.changes[node.id] = replace(change, reason=f"{earlier.reason}; {reason}")
+
     def drop_for(self, node: ComfyNode, name: str, kind: PortKind, reason: str) -> Value | None:
         """Skip `node`, handing on its input `name` of `kind`, listed as a change: `reason`."""
         passed = self.input_value(node, name, kind)
@@ -339,6 +352,16 @@ class Mapper:
             self.warn(f"{where}: model {wanted!r} is {category}/{chosen!r}, as the import maps it")
             return chosen
         match = match_model_file(self.catalog, category, wanted)
+        listed = self.catalog.options(category)
+        if bundled and not match.found and len(listed) == 1:
+            # A checkpoint's own VAE or text encoder cannot load from it here: its folder's only
+            # file stands in, said and listed (`using`), as the checkpoint's mapping was asked.
+            match = replace(
+                match,
+                name=listed[0],
+                note=f"the checkpoint {wanted!r} bundles its {category} part, which loads from "
+                f"{category}/ here; using the only one there, {listed[0]!r}",
+            )
         if match.note is not None:
             self.warn(f"{where}: {match.note}")
         if not match.found and node_id not in self.drafts:
@@ -349,10 +372,20 @@ class Mapper:
                     "file": wanted,
                     "category": category,
                     "using": match.name if match.name in self.catalog.options(category) else None,
-                    "candidates": self.catalog.options(category)[:MAX_CANDIDATES],
+                    "candidates": self.candidates(category),
                 }
             )
         return match.name
+
+    def candidates(self, category: str) -> list[str]:
+        """Every file of `category`, the workflow's family's first (then the others: a file
+        the server cannot tell the family of may still be the one)."""
+        listed = self.catalog.options(category)
+        facts, family = self.facts, self.family
+        if facts is None or family is None:
+            return listed
+        ours = [n for n in listed if facts.family_of(category, n) == family]
+        return ours + [n for n in listed if n not in ours]
 
     def chosen_file(self, node_type: str, param: str, wanted: str) -> str:
         """The catalog's file a loader of `wanted` (`node_type`'s picker `param`) picks, as
@@ -525,7 +558,7 @@ class Mapper:
         if model is None:
             return None
         default = 1.73 if node.class_type == "ModelSamplingAuraFlow" else 3.0  # ComfyUI's
-        return replace(model, shift=self.number(node, "shift", default))
+        return replace(model, shift=self.number(node, "shift", default), shift_node=node)
 
     def shift_not_carried(self, model: Value, where: str) -> None:
         """`sample` runs a model at its own flow shift, so a ModelSampling node that sets another
@@ -537,10 +570,14 @@ class Mapper:
         if own is not None and math.isclose(shift, own):
             return
         known = f" ({own:g} for this model)" if own is not None else ""
-        self.warn(
-            f"{where}: the model's sampling shift {shift:g} is not carried over; `sample` uses "
-            f"the model's own flow shift{known}"
+        reason = (
+            f"the model's sampling shift {shift:g} is not carried over; `sample` uses the "
+            f"model's own flow shift{known}"
         )
+        if model.shift_node is not None:
+            self.substituted(model.shift_node, reason)
+        else:
+            self.warn(f"{where}: {reason}")
 
     def model_shift(self, model: Value) -> float | None:
         """The flow shift of the diffusion model a `model` value was loaded from, as the model
@@ -635,9 +672,10 @@ class Mapper:
         allowed = list(spec.options) if spec is not None else []
         chosen = nearest(wanted, allowed, default)
         if chosen != wanted:
-            self.warn(
-                f"{describe(node)}: {param} {wanted!r} is not offered here; using the "
-                f"nearest, {chosen!r} (offered: {', '.join(allowed)})"
+            self.substituted(
+                node,
+                f"{param} {wanted!r} is not offered here; using the nearest, {chosen!r} "
+                f"(offered: {', '.join(allowed)})",
             )
         return chosen
 

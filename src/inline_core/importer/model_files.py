@@ -20,8 +20,8 @@ def _basename(name: str) -> str:
 
 def match_model_file(catalog: CatalogView, category: str, wanted: str) -> FileMatch:
     """Exact name, then the same path with `/`, then the same file name anywhere in the category;
-    failing those, the category's only entry; failing that, the name as written (validation will
-    then report the model as missing)."""
+    failing those, the name as written: never another file (validation then refuses the graph
+    with `model_missing`, and the caller may map the name with the import's `models`)."""
     listed = catalog.options(category)
     if wanted in listed:
         return FileMatch(wanted, None, True)
@@ -37,15 +37,12 @@ def match_model_file(catalog: CatalogView, category: str, wanted: str) -> FileMa
             if len(same) > 1:
                 note += f" (also named so: {', '.join(repr(n) for n in same[1:])})"
             return FileMatch(same[0], note, True)
-    if len(listed) == 1:
-        return FileMatch(
-            listed[0],
-            f"model {wanted!r} is not in {category}/; using the only one there, {listed[0]!r}",
-            False,
-        )
     if not listed:
         return FileMatch(wanted, f"model {wanted!r} is not installed: {category}/ is empty", False)
-    shown = ", ".join(repr(n) for n in listed[:8]) + (", ..." if len(listed) > 8 else "")
+    shown = ", ".join(repr(n) for n in listed)
     return FileMatch(
-        wanted, f"model {wanted!r} is not in {category}/ (it holds {shown}); pick one there", False
+        wanted,
+        f"model {wanted!r} is not in {category}/ (it holds {shown}); map it onto one there with "
+        "the import's models",
+        False,
     )

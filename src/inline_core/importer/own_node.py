@@ -9,7 +9,9 @@ inputs by name: `prompt` and `image` in; `negative_prompt`, `width`, `height`, `
 `steps`, `guidance` (ComfyUI's cfg counts as diffusers' guidance scale does), `shift`, `seed`,
 `model`, `format`. LoraLoaderModelOnly and LoraLoader nodes on the model's way become `input/lora`
 nodes on the node's `loras` input, in the workflow's order (LoraLoader's text-encoder half is
-listed as a change to the picture). The node finds the VAE and text encoder for its model itself.
+listed as a change to the picture). The CLIPLoader's and VAELoader's files become the node's
+`text_encoder` and `vae`, and the UNETLoader's its `model`: a file not here stays named, so
+the graph is refused at submit (`model_missing`) until the import's models map it.
 What it renders otherwise than the workflow (another sampler or scheduler, a denoise below 1, a
 batch, WebP) is said in the warnings. Wan 2.2 A14B's two KSamplerAdvanced stages are read in
 `two_stage.py`, Wan 2.1's CLIP-vision image-to-video chain (`WanImageToVideo`) in `wan_i2v.py`.
@@ -22,7 +24,7 @@ from typing import Any
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.importer import two_stage, wan_i2v
 from inline_core.importer.dropped import UnsupportedNode
-from inline_core.importer.mapping import MAX_CANDIDATES, Mapper
+from inline_core.importer.mapping import Mapper
 from inline_core.importer.recognise import UnsupportedFamily
 from inline_core.importer.values import Port, describe
 from inline_core.importer.workflow import ComfyNode, Link, node_sort_key
@@ -30,7 +32,12 @@ from inline_core.importer.workflow import ComfyNode, Link, node_sort_key
 SINKS = {"SaveVideo": "video", "SaveAnimatedWEBP": "images"}  # output node: its frames input
 LATENTS = ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent", wan_i2v.LATENT)
 SAMPLERS = ("uni_pc", "uni_pc_bh2")  # what the node samples with: UniPC
-CHOSEN_BY_NODE = "the node finds the VAE and text encoder for its model itself"
+# The loaders whose file becomes one of the node's pickers: (ComfyUI class, its widget, our
+# param, our category).
+PART_LOADERS = {
+    "VAELoader": ("vae_name", "vae", "vae"),
+    "CLIPLoader": ("clip_name", "text_encoder", "text_encoders"),
+}
 LORA_LOADERS = ("LoraLoaderModelOnly", "LoraLoader")
 
 
@@ -47,6 +54,7 @@ class Collapse:
         self.nodes = mapper.workflow.nodes
         self.read: set[str] = set()
         self.loras: list[Port] = []  # the `input/lora` nodes of the model's way, in order
+        self.parts: dict[str, tuple[ComfyNode, str]] = {}  # param -> (its loader, the file)
 
     def source(self, node: ComfyNode, name: str, *, optional: bool = False) -> ComfyNode | None:
         """The node on `node`'s input `name` (marked read); refuses a chain it cannot render."""
@@ -77,9 +85,43 @@ class Collapse:
             return ""
         self.expect(node, "CLIPTextEncode")
         clip = self.source(node, "clip", optional=True)
-        if clip is not None and clip.class_type not in LORA_LOADERS:  # a LoRA's: read on its way
-            self.mapper.skip(clip, CHOSEN_BY_NODE)
+        if clip is not None:  # a LoRA's: read on its way, through to its own loader
+            self.part(self.through_loras(clip, "clip"))
         return self.mapper.text(node, "text")
+
+    def through_loras(self, node: ComfyNode, name: str) -> ComfyNode:
+        """The loader behind a chain of LoraLoaders on their `name` input."""
+        while node.class_type in LORA_LOADERS:
+            found = self.source(node, name, optional=True)
+            if found is None:
+                return node
+            node = found
+        return node
+
+    def part(self, loader: ComfyNode) -> None:
+        """A VAELoader's or CLIPLoader's file, the node's `vae` or `text_encoder`: the workflow's
+        choice, rendered with or refused at submit (`model_missing`), never another file."""
+        found = PART_LOADERS.get(loader.class_type)
+        if found is None:
+            self.expect(loader, *PART_LOADERS)
+            return
+        widget, param, _category = found
+        wanted = self.mapper.text(loader, widget)
+        earlier = self.parts.get(param)
+        if earlier is not None and earlier[1] != wanted:
+            raise UnsupportedNode(
+                f"{describe(loader)} loads {wanted!r}, and {describe(earlier[0])} "
+                f"{earlier[1]!r}: {self.descriptor.type} renders with one {param}"
+            )
+        self.parts.setdefault(param, (loader, wanted))
+
+    def part_params(self, node_id: str) -> dict[str, str]:
+        """The node's `vae` and `text_encoder`, as the catalog names the workflow's files."""
+        out: dict[str, str] = {}
+        for param, (loader, wanted) in self.parts.items():
+            category = PART_LOADERS[loader.class_type][2]
+            out[param] = self.mapper.model_file(node_id, category, wanted, describe(loader))
+        return out
 
     def run(self) -> str:
         m = self.mapper
@@ -103,7 +145,7 @@ class Collapse:
         self.expect(frames, "VAEDecode", "VAEDecodeTiled")
         vae = self.source(frames, "vae", optional=True)
         if vae is not None:
-            m.skip(vae, CHOSEN_BY_NODE)
+            self.part(vae)
         sampler = self.source(frames, "samples")
         assert sampler is not None
         self.expect(sampler, "KSampler", two_stage.ADVANCED)
@@ -121,6 +163,7 @@ class Collapse:
         prompt = m.text_source(f"{node_id}_prompt", self.prompt(first, "positive"), where)
         params.update(self.model(sampling, node_id))
         image = self.latent(first, params)
+        params.update(self.part_params(node_id))
         inputs = {"prompt": prompt, "image": image, "loras": tuple(self.loras)}
         m.add(node_id, self.descriptor.type, params, inputs, where)
         for node in ordered:
@@ -129,18 +172,23 @@ class Collapse:
         return node_id
 
     def sampling_notes(self, sampler: ComfyNode) -> None:
-        m, where = self.mapper, describe(sampler)
+        """What the node samples otherwise than `sampler`: each listed as changing the picture."""
+        m = self.mapper
         name = m.text(sampler, "sampler_name", "uni_pc")
         if name not in SAMPLERS:
-            m.warn(f"{where}: sampler {name!r} is not offered; {self.descriptor.type} samples "
-                   "with UniPC")  # fmt: skip
+            m.substituted(
+                sampler,
+                f"sampler {name!r} is not offered; {self.descriptor.type} samples with UniPC",
+            )
         schedule = m.text(sampler, "scheduler", "simple")
         if schedule != "simple":
-            m.warn(f"{where}: scheduler {schedule!r} is not offered; the model's flow schedule "
-                   "is used")  # fmt: skip
+            m.substituted(
+                sampler,
+                f"scheduler {schedule!r} is not offered; the model's flow schedule is used",
+            )
         denoise = m.number(sampler, "denoise", 1.0)
         if denoise < 1.0:
-            m.warn(f"{where}: denoise {denoise:g} is not offered; the whole schedule runs")
+            m.substituted(sampler, f"denoise {denoise:g} is not offered; the whole schedule runs")
 
     def model_way(self, sampler: ComfyNode) -> tuple[float | None, list[ComfyNode], ComfyNode]:
         """A sampler's model chain: its shift, its LoRA loaders (the first applied first) and
@@ -172,41 +220,18 @@ class Collapse:
                     "stages import only as Wan 2.2 A14B's two experts, each on its own "
                     "UNETLoader (the high-noise file first)"
                 )
-            two_stage.shifts_note(self, shift, shift_2)
+            two_stage.shifts_note(self, sampling.last, shift, shift_2)
             m.skip(low, "the node finds the high-noise model's low-noise sibling beside it itself")
             self.loras += [self.lora(n, "low") for n in adapters_2]
-        out: dict[str, Any] = {"shift": shift}
+        # The workflow's file: not here, the graph names it still and is refused at submit
+        # (`model_missing`) until the import's models map it; the node never picks one itself.
         wanted, where = m.text(node, "unet_name"), describe(node)
-        listed = m.catalog.options("diffusion_models")
-        if wanted in m.renamed or wanted in listed:
-            out["model"] = m.model_file(node_id, "diffusion_models", wanted, where)
-            return out
-        # Not here: the node picks its family's first model (never another family's file).
-        ours = [f for f in listed if self.facts_family(f)]
-        m.unmatched.append(
-            {
-                "nodeId": node_id,
-                "comfyNode": where,
-                "file": wanted,
-                "category": "diffusion_models",
-                "using": ours[0] if ours else None,
-                "candidates": ours[:MAX_CANDIDATES],
-            }
-        )
-        m.warn(
-            f"{where}: model {wanted!r} is not in diffusion_models/; {self.descriptor.type} "
-            "renders with the first of its models there (map the file with the import's models)"
-        )
-        out["model"] = None
-        return out
+        return {"shift": shift, "model": m.model_file(node_id, "diffusion_models", wanted, where)}
 
     def lora(self, node: ComfyNode, expert: str | None = None) -> Port:
         """One LoRA loader of the model's way as an `input/lora` node (`expert`: the stage's
         model of a pair, high or low; None: both)."""
         m = self.mapper
-        clip = self.source(node, "clip", optional=True)  # LoraLoader's: its encoder is the node's
-        if clip is not None:
-            m.skip(clip, CHOSEN_BY_NODE)
         m.lora_clip_half(node)
         return m.loader(
             f"c{node.id}",
@@ -216,11 +241,6 @@ class Collapse:
             param="name",
             params={"strength": m.number(node, "strength_model", 1.0), "expert": expert},
         )
-
-    def facts_family(self, file_name: str) -> bool:
-        """Whether the catalog's diffusion model `file_name` is one of this family's."""
-        facts = self.mapper.facts
-        return facts is None or facts.family_of("diffusion_models", file_name) == self.family
 
     def latent(self, sampler: ComfyNode, params: dict[str, Any]) -> Port | None:
         """The latent's size into `params`; the start image's port, if it has one."""
@@ -237,7 +257,7 @@ class Collapse:
             m.warn(f"{describe(node)}: a batch of videos is not offered; one video renders")
         vae = self.source(node, "vae", optional=True)
         if vae is not None:
-            m.skip(vae, CHOSEN_BY_NODE)
+            self.part(vae)
         start = self.source(node, "start_image", optional=True)
         if node.class_type == wan_i2v.LATENT:
             wan_i2v.read_clip_vision(self, node, start)

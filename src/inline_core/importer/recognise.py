@@ -115,12 +115,12 @@ def recognise(
         return Recognition(name, titles[name], notes)
     if evidence.foreign:
         title, where = next(iter(evidence.foreign.items()))
-        raise UnsupportedFamily(_foreign_message(title, where, titles, catalog, facts))
+        raise UnsupportedFamily(_foreign_message(title, where, every, catalog, facts))
     if evidence.served:
         name = next(iter(evidence.served))
         return Recognition(name, titles[name])
     if evidence.unknown_models:
-        raise UnsupportedFamily(_unknown_message(evidence.unknown_models, titles, catalog, facts))
+        raise UnsupportedFamily(_unknown_message(evidence.unknown_models, every, catalog, facts))
     return Recognition(None)
 
 
@@ -218,6 +218,7 @@ def _read_text_encoder(
 
 
 def _runs_here(titles: Mapping[str, str]) -> str:
+    """Every family this server runs (its own nodes, or the low-level vocabulary too)."""
     return ", ".join(titles.values()) if titles else "none (no model family is installed)"
 
 
@@ -228,6 +229,15 @@ def _foreign_message(
     catalog: CatalogView,
     facts: ModelFacts | None,
 ) -> str:
+    served = next((t for t in titles.values() if t.casefold() == title.casefold()), None)
+    if served is not None:  # a family this server runs, through what it cannot run
+        return (
+            f"this workflow is built for {served} ({_shown(where)}) through what this server "
+            f"cannot run for it (a ComfyUI cloud API node, or a model file or node {served} "
+            f"here does not take); this server runs {served}: import ComfyUI's local {served} "
+            f"templates (a model loader, KSampler, VAEDecode), or build the graph with "
+            f"{served}'s node (see /v1/models). The model families it runs: {_runs_here(titles)}"
+        )
     return (
         f"this workflow is built for {title} ({_shown(where)}), which this server cannot run; "
         f"the model families it runs: {_runs_here(titles)}. Inline Core has no {title} family "

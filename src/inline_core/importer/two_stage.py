@@ -149,13 +149,17 @@ def _require(ok: bool, node: ComfyNode, why: str) -> None:
         )
 
 
-def shifts_note(collapse: Collapse, high: float | None, low: float | None) -> None:
-    """Two stages' shifts: the node samples one schedule, at the first stage's."""
+def shifts_note(
+    collapse: Collapse, low_stage: ComfyNode, high: float | None, low: float | None
+) -> None:
+    """Two stages' shifts: the node samples one schedule, at the first stage's (the low-noise
+    stage's shift is listed as changing the picture)."""
     if high == low:
         return
     shown = ["the model's own" if s is None else f"{s:g}" for s in (high, low)]
-    collapse.mapper.warn(
+    collapse.mapper.substituted(
+        low_stage,
         f"the two stages' ModelSamplingSD3 shifts differ ({shown[0]} on the high-noise stage, "
         f"{shown[1]} on the low-noise one); alibaba/wan samples one schedule, at the high-noise "
-        f"stage's shift ({shown[0]})"
+        f"stage's shift ({shown[0]})",
     )

@@ -34,6 +34,7 @@ class Value:
     port: Port | None  # None only for a zeroed conditioning (ConditioningZeroOut)
     origin: str  # the ComfyUI node it came from
     shift: float | None = None  # a model's flow shift, set by ModelSampling* on the way
+    shift_node: ComfyNode | None = None  # the ModelSampling* node that set it
     encoder: Port | None = None  # the text encoder behind a conditioning
 
 

@@ -129,7 +129,12 @@ async def models(request: Request) -> Response:
     if etag_matches(request, version):
         return Response(status_code=304, headers=headers)
     body = serialize.models_json(
-        version, s.registry.descriptors(), s.catalog, s.catalog.to_json(), s.families.models_missing
+        version,
+        s.registry.descriptors(),
+        s.catalog,
+        s.catalog.to_json(),
+        s.families.models_missing,
+        s.families.picker_options,
     )
     return json_response(body, headers=headers)
 
@@ -140,7 +145,9 @@ async def model(request: Request, node_type: str) -> Response:
     if node_type not in s.registry:
         raise NotFound(f"no node type {node_type!r}")
     descriptor = s.registry.descriptor(node_type)
-    body = serialize.descriptor_json(descriptor, s.catalog, s.families.models_missing)
+    body = serialize.descriptor_json(
+        descriptor, s.catalog, s.families.models_missing, s.families.picker_options
+    )
     return json_response(body)
 
 

@@ -121,9 +121,11 @@ def descriptor_json(
     descriptor: NodeDescriptor,
     catalog: CatalogView,
     models_missing: Callable[[str], str | None] | None = None,
+    picker_options: Callable[[str, str], list[str] | None] | None = None,
 ) -> dict[str, Any]:
-    """A descriptor with each model picker's options filled in from the catalog, and not
-    available while the models it renders with are missing (`models_missing`: why)."""
+    """A descriptor with each model picker's options filled in from the catalog (as its family
+    offers them: `picker_options`), and not available while the models it renders with are
+    missing (`models_missing`: why)."""
     out = descriptor.to_json()
     missing = None if models_missing is None else models_missing(descriptor.type)
     if missing is not None and out["available"]:
@@ -133,7 +135,10 @@ def descriptor_json(
         for param in out["params"]:
             category = pickers.get(param["name"])
             if category is not None:
-                param["options"] = catalog.options(category)
+                offered = (
+                    None if picker_options is None else picker_options(descriptor.type, category)
+                )
+                param["options"] = catalog.options(category) if offered is None else offered
     return out
 
 
@@ -143,10 +148,13 @@ def models_json(
     catalog: CatalogView,
     catalog_listing: Mapping[str, Any],
     models_missing: Callable[[str], str | None] | None = None,
+    picker_options: Callable[[str, str], list[str] | None] | None = None,
 ) -> dict[str, Any]:
     return {
         "registryVersion": registry_version,
-        "models": [descriptor_json(d, catalog, models_missing) for d in descriptors],
+        "models": [
+            descriptor_json(d, catalog, models_missing, picker_options) for d in descriptors
+        ],
         "catalog": catalog_listing,
     }
 

@@ -23,7 +23,7 @@ from typing import Any, cast
 import pytest
 from fastapi.testclient import TestClient
 from test_wan_a14b_loras import expert_graph
-from test_wan_import import rendered_alike, template, upload
+from test_wan_import import PARTS, rendered_alike, template, upload
 from test_wan_server import wan_graph
 
 from inline_core.families.wan.kit import WanKit
@@ -40,6 +40,7 @@ MODELS = {
     T2V[1]: "wan2.2_t2v_low_noise_tiny_fp32.safetensors",
     I2V[0]: "wan2.2_i2v_high_noise_tiny_fp32.safetensors",
     I2V[1]: "wan2.2_i2v_low_noise_tiny_fp32.safetensors",
+    **PARTS,
 }
 STEPS, SWITCH = 4, 2
 
@@ -192,6 +193,8 @@ def by_hand(kit: WanKit, model: str, image: str | None = None) -> Json:
     node["params"].update(
         steps=STEPS, switch_step=SWITCH, guidance=3.5, guidance_2=1.0, shift=5.0, seed=11,
         fps=16, negative_prompt="blurry", format="png",
+        vae=PARTS["wan_2.1_vae.safetensors"],  # the workflow's files, as the import names them
+        text_encoder=PARTS["umt5_xxl_fp8_e4m3fn_scaled.safetensors"],
     )  # fmt: skip
     if image is not None:
         plain = wan_graph(PROMPT, image=image)
@@ -305,6 +308,7 @@ def test_a_lone_advanced_sampler_over_the_whole_schedule_reads_as_a_ksampler(
 OFFICIAL = {
     "wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors": MODELS[T2V[0]],
     "wan2.2_i2v_high_noise_14B_fp8_scaled.safetensors": MODELS[I2V[0]],
+    **PARTS,
 }
 
 

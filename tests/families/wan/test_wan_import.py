@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,14 +20,26 @@ from fastapi.testclient import TestClient
 from test_wan_server import finished_state, wan_graph
 from wan_harness import first_frame_image
 
+from inline_core.config import Config
+from inline_core.families.wan.kit import WanKit
+from inline_core.families.zimage.kit import build_kit as build_zimage_kit
 from inline_core.runtime.video import decode_apng
+from inline_core.server.app import create_app
 
 TEMPLATES = resources.files("comfyui_workflow_templates_json") / "templates"
 TI2V_FILE = "wan2.2_ti2v_tiny_fp32.safetensors"
+# The workflows' VAEs and text encoders onto the kit's (the node renders with the files named).
+PARTS = {
+    "umt5_xxl_fp8_e4m3fn_scaled.safetensors": "umt5_tiny_fp32.safetensors",
+    "umt5_xxl_fp16.safetensors": "umt5_tiny_fp32.safetensors",
+    "wan_2.1_vae.safetensors": "wan_2.1_vae_tiny.safetensors",
+    "wan2.2_vae.safetensors": "wan2.2_vae_tiny.safetensors",
+}
 MODELS = {
     "wan2.1_t2v_1.3B_fp16.safetensors": "wan2.1_t2v_tiny_fp32.safetensors",
     "wan2.2_ti2v_5B_fp16.safetensors": TI2V_FILE,
     "wan2.1_i2v_480p_14B_fp16.safetensors": "wan2.1_i2v_tiny_fp32.safetensors",
+    **PARTS,
 }
 
 
@@ -44,12 +58,14 @@ def import_comfy(client: TestClient, workflow: Any, **extra: Any) -> Any:
             "text_to_video_wan.json",
             {"model": "wan2.1_t2v_tiny_fp32.safetensors", "width": 832, "height": 480,
              "frames": 33, "fps": 16, "steps": 30, "guidance": 6.0, "shift": 8.0,
-             "format": "mp4"},
+             "format": "mp4", "vae": "wan_2.1_vae_tiny.safetensors",
+             "text_encoder": "umt5_tiny_fp32.safetensors"},
         ),
         (
             "video_wan2_2_5B_ti2v.json",
             {"model": TI2V_FILE, "width": 1280, "height": 704, "frames": 121, "fps": 24,
-             "steps": 20, "guidance": 5.0, "shift": 8.0, "format": "mp4"},
+             "steps": 20, "guidance": 5.0, "shift": 8.0, "format": "mp4",
+             "vae": "wan2.2_vae_tiny.safetensors", "text_encoder": "umt5_tiny_fp32.safetensors"},
         ),
     ],
 )  # fmt: skip
@@ -68,8 +84,9 @@ def test_official_templates_import_as_one_wan_node(
     prompt = nodes[target["inputs"]["prompt"]["from"]]
     assert prompt["type"] == "input/text" and prompt["params"]["text"]
     assert "image" not in target["inputs"]  # neither template wires a start image
-    skipped = {s["classType"]: s["reason"] for s in body["skipped"]}
-    assert "VAELoader" in skipped and "finds the VAE" in skipped["VAELoader"]
+    # The workflow's VAE and text encoder are the node's, not left for it to find.
+    assert not {"VAELoader", "CLIPLoader"} & {s["classType"] for s in body["skipped"]}
+    assert body["changesPicture"] == []
     submitted = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
     assert submitted.status_code == 201, submitted.text  # it validates as it stands
     client.delete(f"/v1/runs/{submitted.json()['runId']}")
@@ -257,17 +274,77 @@ def test_a_wan_workflow_without_a_saved_video_says_so(client: TestClient) -> Non
     )
 
 
-def test_a_model_not_here_leaves_the_pick_to_the_node_and_lists_the_wan_models(
+def test_files_not_here_stay_named_and_the_run_is_refused_naming_them(
     client: TestClient,
 ) -> None:
+    """No file the workflow names is swapped for another: the graph names them, the Wan files
+    listed first among the candidates, and a submit is 422 `model_missing` naming the file."""
     response = client.post(
         "/v1/import/comfy", json={"workflow": template("text_to_video_wan.json")}
     )
     assert response.status_code == 200, response.text
     body = response.json()
     target = next(n for n in body["graph"]["nodes"] if n["id"] == body["target"])
-    assert "model" not in target["params"]  # empty: the node renders with a Wan model here
-    (unmatched,) = body["unmatchedModels"]
-    assert unmatched["file"] == "wan2.1_t2v_1.3B_fp16.safetensors"
-    assert unmatched["candidates"] and all("wan" in c for c in unmatched["candidates"])
-    assert any("not in diffusion_models/" in w for w in body["warnings"])
+    params = target["params"]
+    assert params["model"] == "wan2.1_t2v_1.3B_fp16.safetensors"
+    assert params["vae"] == "wan_2.1_vae.safetensors"
+    assert params["text_encoder"] == "umt5_xxl_fp8_e4m3fn_scaled.safetensors"
+    unmatched = {m["category"]: m for m in body["unmatchedModels"]}
+    assert set(unmatched) == {"diffusion_models", "vae", "text_encoders"}
+    models = unmatched["diffusion_models"]
+    assert models["file"] == "wan2.1_t2v_1.3B_fp16.safetensors" and models["using"] is None
+    # Every file of the folder, Wan's first (the kit holds Wan files only).
+    assert models["candidates"] and all("wan" in c for c in models["candidates"])
+    vaes = unmatched["vae"]["candidates"]
+    assert vaes[0] == "wan_2.1_vae_tiny.safetensors" and "wan2.2_vae_tiny.safetensors" in vaes
+    submitted = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+    assert submitted.status_code == 422, submitted.text
+    error = submitted.json()["error"]
+    assert error["code"] == "model_missing" and error["nodeId"] == body["target"]
+    assert "wan2.1_t2v_1.3B_fp16.safetensors" in error["message"]
+
+
+def test_a_vae_the_workflow_names_is_the_one_the_node_renders_with(client: TestClient) -> None:
+    """The workflow's VAE is honoured: a Wan 2.2 VAE named for a Wan 2.1 model is refused at
+    submit naming it, where the node used to find the right one itself and drop the choice."""
+    models = {**MODELS, "wan_2.1_vae.safetensors": "wan2.2_vae_tiny.safetensors"}
+    response = client.post(
+        "/v1/import/comfy",
+        json={"workflow": template("text_to_video_wan.json"), "models": models},
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    target = next(n for n in body["graph"]["nodes"] if n["id"] == body["target"])
+    assert target["params"]["vae"] == "wan2.2_vae_tiny.safetensors"
+    submitted = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+    assert submitted.status_code == 422, submitted.text
+    error = submitted.json()["error"]
+    assert error["code"] == "model_missing" and "wan2.2_vae_tiny.safetensors" in error["message"]
+
+
+def test_a_family_nodes_model_picker_offers_only_its_familys_files(
+    wan_kit: WanKit, tmp_path: Path
+) -> None:
+    """Z-Image's and Wan's models in one folder: each node's `model` picker lists its own."""
+    root = tmp_path / "models"
+    shutil.copytree(wan_kit.root, root)
+    zimage = build_zimage_kit(tmp_path / "zimage", layouts=("comfy",))
+    assert zimage.diffusion_file is not None
+    shutil.copy(zimage.diffusion_file, root / "diffusion_models" / "z_image_tiny.safetensors")
+    config = Config(models_dir=root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
+    with TestClient(create_app(config)) as client:
+        models = {m["type"]: m for m in client.get("/v1/models").json()["models"]}
+
+        def options(node_type: str, param: str) -> list[str]:
+            (spec,) = [p for p in models[node_type]["params"] if p["name"] == param]
+            return list(spec["options"])
+
+        assert options("alibaba/z-image-turbo", "model") == ["z_image_tiny.safetensors"]
+        wan = options("alibaba/wan", "model")
+        assert TI2V_FILE in wan and "z_image_tiny.safetensors" not in wan
+        # The shared low-level loader still lists the whole folder.
+        assert set(options("load/diffusion-model", "file")) >= {"z_image_tiny.safetensors", *wan}
+        # A node's own endpoint says the same.
+        one = client.get("/v1/models/alibaba/z-image-turbo").json()
+        (spec,) = [p for p in one["params"] if p["name"] == "model"]
+        assert spec["options"] == ["z_image_tiny.safetensors"]

@@ -20,6 +20,7 @@ def with_lora_loaders(kit: WanKit) -> dict[str, Any]:
     ModelSamplingSD3 (the LoraLoader's CLIP half feeding the prompts)."""
     workflow = small_workflow(None)
     workflow["37"]["inputs"]["unet_name"] = "wan2.1_t2v_1.3B_fp16.safetensors"
+    workflow["39"]["inputs"]["vae_name"] = "wan_2.1_vae.safetensors"  # Wan 2.1's VAE
     workflow["55"] = {
         "class_type": "EmptyHunyuanLatentVideo",
         "inputs": {"width": 48, "height": 32, "length": 9, "batch_size": 1},
@@ -69,6 +70,8 @@ def test_imported_wan_lora_loaders_render_the_hand_written_graphs_frames(
         shift=6.0,
         negative_prompt="blurry",
         format="png",
+        vae="wan_2.1_vae_tiny.safetensors",  # the workflow's files, as the import names them
+        text_encoder="umt5_tiny_fp32.safetensors",
     )
     # The same frames, rendered one after the other (`rendered_alike`), each with the stack.
     for take in rendered_alike(client, body, with_loras(by_hand, stack)):

@@ -182,3 +182,41 @@ def test_the_node_is_available_only_with_its_models(kit: KitPaths, tmp_path: Pat
         services.catalog.rescan()
         node = {d["type"]: d for d in client.get("/v1/models").json()["models"]}[NODE_TYPE]
         assert node["available"] is True and "modelsMissing" not in node
+
+
+def test_a_named_vae_or_text_encoder_is_used_or_refused_at_submit(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    """The node's `vae` and `text_encoder` pick those files (as an imported workflow's VAELoader
+    and CLIPLoader name them), never another: one not there, or not Z-Image's, is a 422
+    `model_missing` naming it."""
+    assert kit.vae_file is not None and kit.text_encoder_dir is not None
+    root = tmp_path / "models"
+    shutil.copytree(kit.root, root)
+    shutil.copy(kit.vae_file, root / "vae" / "other_vae.safetensors")
+    shutil.copy(next(iter(kit.loras.values())), root / "vae" / "not_a_vae.safetensors")
+    picked = make_runner(root, sampler).check("z", node_params(vae="other_vae.safetensors"))
+    assert picked.require("vae").path == root / "vae" / "other_vae.safetensors"
+    config = Config(models_dir=root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
+    with TestClient(create_app(config)) as client:
+        for params, named in (
+            ({"vae": "absent_vae.safetensors"}, "absent_vae.safetensors"),
+            ({"vae": "not_a_vae.safetensors"}, "not_a_vae.safetensors"),
+            ({"text_encoder": "nope"}, "nope"),
+        ):
+            graph = {
+                "nodes": [
+                    {"id": "p", "type": "input/text", "params": {"text": "a lighthouse"}},
+                    {
+                        "id": "z",
+                        "type": NODE_TYPE,
+                        "params": {"width": 64, "height": 64, "steps": 1, **params},
+                        "inputs": {"prompt": {"from": "p", "output": "text"}},
+                    },
+                ]
+            }
+            response = client.post("/v1/runs", json={"graph": graph, "target": "z"})
+            assert response.status_code == 422, response.text
+            error = response.json()["error"]
+            assert error["code"] == "model_missing" and error["nodeId"] == "z", error
+            assert named in error["message"], error

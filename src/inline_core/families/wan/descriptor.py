@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inline_core.contract.common_params import MODEL, SEED
+from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
 from inline_core.families.wan.variants import T2V
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
@@ -109,6 +109,8 @@ WAN_DESCRIPTOR = NodeDescriptor(
         ),
         SEED,
         MODEL,
+        VAE,
+        TEXT_ENCODER,
         ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),
     ),
     description=(

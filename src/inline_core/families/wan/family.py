@@ -121,7 +121,7 @@ class WanFamily(Family):
 
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
         """The stack as the resolver finds it, with an A14B expert's sibling beside it."""
-        found = self.files.found(self.model_param(node_type, params))
+        found = self.files.found(self.model_param(node_type, params), self.files.picks_of(params))
         missing: list[Missing] = list(found.missing)
         parts = experts.with_experts(found.parts, missing)
         parts = vision_files.with_image_encoder(parts, missing, self.catalog, self.env)

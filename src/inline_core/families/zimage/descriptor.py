@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inline_core.contract.common_params import MODEL, SEED
+from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 
@@ -76,6 +76,8 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
         ),
         SEED,
         MODEL,
+        VAE,
+        TEXT_ENCODER,
     ),
     description=(
         "Text to image, or image to image when an image is wired in (strength sets how much "
