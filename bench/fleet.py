@@ -17,6 +17,14 @@ SQLite's `synchronous=FULL`), from Debian's package (scripts/ensure-postgres.sh 
    share a machine should split its cores): three servers' two-thread teams on two cores would
    spin at their barriers against each other, which measures the machine, not the store.
 
+4. Renders under kills (issue 41): three servers, each with the default workers and OpenMP
+   settings, render the kit models (`--kill-size` px, `--kill-steps` steps) for clients that post
+   `--kill-runs` runs to whichever server answers, while one server at a time is killed with
+   SIGKILL and restarted `--kills` times. Runs per second (from the first post to the last run's
+   end), how many ended `done`, holder changes (from the event history) and how many of them left
+   a server that was never killed (a lease lapsed on a live server). `--src` runs the servers
+   from another checkout's `src` (main's, to compare).
+
 Prints tables and writes bench/results/fleet.json.
 """
 
@@ -27,6 +35,7 @@ import asyncio
 import json
 import os
 import platform
+import random
 import signal
 import subprocess
 import sys
@@ -46,6 +55,7 @@ from server_submit import drive, fsync_baseline, graph_for, start_server, stop_s
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.hardening.fleet_crash import FleetCrash, executions, render_body  # noqa: E402
 from tests.postgres_cluster import PostgresCluster, postgres_bin  # noqa: E402
 from tests.server.server_support import LiveServer, running_fleet, slow_graph  # noqa: E402
 from tests.server.store_support import query  # noqa: E402
@@ -260,6 +270,65 @@ def renders(
     return rows
 
 
+# ---- 4. renders under kills ---------------------------------------------------------------------
+
+
+def renders_under_kills(
+    cluster: PostgresCluster, root: Path, models: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    url = cluster.new_database()
+    env = {"INLINE_MAX_RETRIES": "20"}
+    if args.src:
+        # Its plugins (tests/server) stay importable: the fleet's servers load `server_nodes`.
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(args.src).resolve()), str(ROOT / "tests" / "server")]
+        )
+    clients = 4
+    with running_fleet(root / "kills", url, 3, env, models=models) as servers:
+        crash = FleetCrash(
+            servers,
+            random.Random(41),
+            clients=clients,
+            runs_per_client=-(-args.kill_runs // clients),
+            pause_s=(0.1, 0.3),
+            kill_every_s=(args.kill_every, args.kill_every * 1.5),
+            body=lambda c: render_body(c, args.kill_size, args.kill_steps),
+        )
+        began = time.perf_counter()
+        crash.run(kills=args.kills)
+        killed_at = time.perf_counter()
+        config = servers[0].store_config
+        deadline = killed_at + args.kill_wait
+        while time.perf_counter() < deadline:
+            [(left,)] = query(
+                config, "SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running')"
+            )
+            if left == 0:
+                break
+            time.sleep(0.5)
+        wall = time.perf_counter() - began
+        statuses = dict(query(config, "SELECT status, COUNT(*) FROM runs GROUP BY status"))
+        moved = executions(config, list(crash.accepted.values()))
+    killed = {kill.server for kill in crash.kills}
+    changes = sum(len(servers) - 1 for servers in moved.values())
+    left_live = sum(1 for ran in moved.values() for server in ran[:-1] if server not in killed)
+    done = int(statuses.get("done", 0))
+    return {
+        "src": args.src or "this checkout",
+        "runs": len(crash.accepted),
+        "size": args.kill_size,
+        "steps": args.kill_steps,
+        "kills": len(crash.kills),
+        "heldAtKills": sum(kill.held for kill in crash.kills),
+        "statuses": statuses,
+        "seconds": round(wall, 1),
+        "afterLastKillS": round(time.perf_counter() - killed_at, 1),
+        "donePerS": round(done / wall, 3),
+        "holderChanges": changes,
+        "changesFromLiveServers": left_live,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="several servers on one PostgreSQL store")
     parser.add_argument("--seconds", type=float, default=5.0, help="submission load per backend")
@@ -269,6 +338,13 @@ def main() -> int:
     parser.add_argument("--render-clients", type=int, default=16)
     parser.add_argument("--warm-seconds", type=float, default=10.0)
     parser.add_argument("--render-seconds", type=float, default=20.0)
+    parser.add_argument("--kill-runs", type=int, default=16, help="renders posted under kills")
+    parser.add_argument("--kill-size", type=int, default=128)
+    parser.add_argument("--kill-steps", type=int, default=8)
+    parser.add_argument("--kills", type=int, default=4)
+    parser.add_argument("--kill-every", type=float, default=6.0, help="seconds between kills")
+    parser.add_argument("--kill-wait", type=float, default=300.0, help="for the runs to end")
+    parser.add_argument("--src", default="", help="run the servers from this src folder")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
@@ -313,6 +389,13 @@ def main() -> int:
                     f"{row['backend']:>10} {row['servers']:>7} {row['renders']:>7} "
                     f"{row['rendersPerS']:>6} {row['p50S']:>6} {row['p99S']:>6}"
                 )
+        if "kills" not in skip:
+            models = root / "models"
+            if not models.exists():
+                make_kit(models)
+            row = renders_under_kills(cluster, root, models, args)
+            result["rendersUnderKills"] = row
+            print(json.dumps(row))
     result["loadAverageBefore"] = [round(x, 2) for x in load_before]
     result["loadAverageAfter"] = [round(x, 2) for x in os.getloadavg()]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

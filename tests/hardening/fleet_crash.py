@@ -1,6 +1,6 @@
 """`kill -9` one of several servers sharing one PostgreSQL store every few seconds, under clients
 submitting to whichever server answers, and check what the fleet did. Shared by the fleet crash
-test and the bench (bench/fleet.py).
+test, the fleet renders test (kit Z-Image renders: real compute) and the bench (bench/fleet.py).
 
 Clients submit slow runs with clientRunIds to a random live server; a POST a kill cut off is sent
 again, same clientRunId and body, to another server until one answers (as a real client would).
@@ -20,14 +20,15 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from PIL import Image
 
 from inline_core.config import Config
-from tests.hardening.crash_harness import Totals, accepted_run, verify_store
+from tests.hardening.crash_harness import Totals, accepted_run, slow_take_matches, verify_store
 from tests.server.server_support import LiveServer, slow_graph, wait_until
 from tests.server.store_support import query
 
@@ -36,7 +37,7 @@ TERMINAL = ("run_done", "error", "cancelled")
 
 @dataclass
 class Kill:
-    server: str
+    server: str  # the id it had (a restart gives it a new one)
     at_s: float  # since the load began
     held: int  # runs the killed server held when it died
     restart_s: float = 0.0
@@ -51,6 +52,51 @@ class FleetTotals:
     events: int
 
 
+def slow_body(crash: FleetCrash) -> dict[str, Any]:
+    """A `test/slow` run of a random length (the seed drawn by the server)."""
+    steps = crash.rng.randint(*crash.steps)
+    return {"graph": slow_graph(steps=steps, delay=crash.delay_s, seed=-1), "target": "s"}
+
+
+def render_body(crash: FleetCrash, size: int = 64, steps: int = 4) -> dict[str, Any]:
+    """A kit Z-Image render (the `inline-core kit` models; the server draws the seed)."""
+    prompt = f"a fleet render {crash.rng.randint(0, 10**6)}"
+    params = {"width": size, "height": size, "steps": steps, "seed": -1}
+    return {
+        "graph": {
+            "schemaVersion": 1,
+            "nodes": [
+                {"id": "p", "type": "input/text", "params": {"text": prompt}},
+                {
+                    "id": "z",
+                    "type": "alibaba/z-image-turbo",
+                    "params": params,
+                    "inputs": {"prompt": {"from": "p", "output": "text"}},
+                },
+            ],
+        },
+        "target": "z",
+    }
+
+
+def render_matches(graph: dict[str, Any], image: Image.Image) -> bool:
+    params = graph["nodes"][1]["params"]
+    return image.size == (params["width"], params["height"]) and params["seed"] >= 0
+
+
+def executions(config: Config, run_ids: list[str]) -> dict[str, list[str]]:
+    """Each run's servers, in the order their claims started it."""
+    started = query(
+        config, "SELECT run_id, server_id FROM events WHERE type = 'run_started' ORDER BY seq"
+    )
+    wanted = set(run_ids)
+    out: dict[str, list[str]] = {}
+    for run_id, server_id in started:
+        if run_id in wanted:
+            out.setdefault(run_id, []).append(server_id)
+    return out
+
+
 @dataclass
 class FleetCrash:
     servers: Sequence[LiveServer]
@@ -60,6 +106,8 @@ class FleetCrash:
     delay_s: float = 0.01
     pause_s: tuple[float, float] = (0.05, 0.2)  # between a client's submissions
     kill_every_s: tuple[float, float] = (1.5, 3.0)
+    body: Callable[[FleetCrash], dict[str, Any]] = slow_body  # a run to submit (no clientRunId)
+    runs_per_client: int | None = None  # None: submit until the kills are done
     accepted: dict[str, str] = field(default_factory=dict[str, str])  # clientRunId -> runId
     kills: list[Kill] = field(default_factory=list[Kill])
     answers: dict[int, int] = field(default_factory=dict[int, int])  # HTTP status -> count
@@ -71,7 +119,7 @@ class FleetCrash:
         with self._lock:
             return [s for i, s in enumerate(self.servers) if i not in self._down]
 
-    def _submit(self, body: dict[str, Any]) -> None:
+    def submit(self, body: dict[str, Any]) -> None:
         """POST until some server answers with the run (trying another after a cut-off)."""
         while True:
             up = self._up()
@@ -92,11 +140,9 @@ class FleetCrash:
 
     def _client(self, name: str, stop: threading.Event) -> None:
         n = 0
-        while not stop.is_set():
+        while not stop.is_set() and (self.runs_per_client is None or n < self.runs_per_client):
             n += 1
-            steps = self.rng.randint(*self.steps)
-            graph = slow_graph(steps=steps, delay=self.delay_s, seed=-1)  # the server draws it
-            self._submit({"graph": graph, "target": "s", "clientRunId": f"{name}-{n}"})
+            self.submit({**self.body(self), "clientRunId": f"{name}-{n}"})
             stop.wait(self.rng.uniform(*self.pause_s))
 
     def _held_by(self, server: LiveServer) -> int:
@@ -145,7 +191,7 @@ class FleetCrash:
         server = self.servers[index]
         held = self._held_by(server)
         server.kill9()
-        kill = Kill(server.name, time.perf_counter() - self._began, held)
+        kill = Kill(server.env["INLINE_SERVER_ID"], time.perf_counter() - self._began, held)
         self.kills.append(kill)
         # A new id on restart: what it held is left for the others to take over.
         server.env["INLINE_SERVER_ID"] = f"{server.name}-{len(self.kills)}"
@@ -172,9 +218,12 @@ class FleetCrash:
 
         wait_until(drained, "every accepted run to finish", timeout=timeout, interval=0.2)
 
-    def verify(self) -> FleetTotals:
+    def verify(
+        self, matches: Callable[[dict[str, Any], Image.Image], bool] = slow_take_matches
+    ) -> FleetTotals:
         config = self.servers[0].store_config
-        store = verify_store(config, self.servers[0].data_dir / "takes", dict(self.accepted))
+        takes = self.servers[0].data_dir / "takes"
+        store = verify_store(config, takes, dict(self.accepted), matches)
         return check_history(config, store, list(self.accepted.values()))
 
 

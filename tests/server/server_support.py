@@ -139,7 +139,13 @@ class LiveServer:
 
     def start(self, timeout: float = 60.0) -> None:
         """Launch and wait for /v1/health (a liveness bound, not a timing assertion)."""
-        proc = self.launch()
+        self.launch()
+        self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait for the launched server to answer /v1/health."""
+        proc = self.proc
+        assert proc is not None
 
         def ready() -> bool | None:
             if proc.poll() is not None:
@@ -220,14 +226,19 @@ def read_events(live: LiveServer, run_id: str, timeout: float = 60.0) -> list[di
 
 @contextmanager
 def running_fleet(
-    root: Path, database_url: str, count: int, env: dict[str, str] | None = None
+    root: Path,
+    database_url: str,
+    count: int,
+    env: dict[str, str] | None = None,
+    models: Path | None = None,
 ) -> Generator[list[LiveServer]]:
     """`count` started servers sharing one PostgreSQL store and one data dir (takes, assets),
-    named s0, s1, ..., each with its own (empty) models folder; killed on exit."""
+    named s0, s1, ..., each with its own models folder (empty), or all with `models`; killed
+    on exit."""
     servers = [
         LiveServer(
             data_dir=root / "shared",
-            models_dir=root / f"models-s{i}",
+            models_dir=models or root / f"models-s{i}",
             env={"INLINE_SERVER_ID": f"s{i}", **(env or {})},
             database_url=database_url,
             name=f"s{i}",
@@ -235,8 +246,10 @@ def running_fleet(
         for i in range(count)
     ]
     try:
+        for server in servers:  # started together: each start is mostly imports
+            server.launch()
         for server in servers:
-            server.start()
+            server.wait_ready()
         yield servers
     finally:
         for server in servers:

@@ -18,7 +18,7 @@ from inline_core.errors import Conflict
 from inline_core.server import serialize
 from inline_core.server.events import WireEvent
 from inline_core.server.run_state import NodeState, NodeStatus, RunStatus
-from inline_core.server.stores.records import EVENTS, QUEUED, RunMirror
+from inline_core.server.stores.records import EVENTS, QUEUED, ClaimRequest, RunMirror
 from inline_core.server.stores.run_store import LeaseLost, RunStore
 from inline_core.server.stores.sql import Db
 from inline_core.server.stores.sqlite import SqliteBackend
@@ -344,6 +344,44 @@ def test_a_heartbeat_renews_held_leases_lists_servers_and_carries_cancel_request
         [taken] = claim(b, take_over_expired=True)
         assert taken.id == "run_2"
         assert {r.id for r in claim(b, take_over_expired=True)} == set()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_shared_store_claim_takes_its_share_and_counts_earlier_holders(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    if database_url is None:
+        pytest.skip("one server per SQLite store: there is nobody to share with")
+    a = open_store(tmp_path, database_url, "server-a")
+    b = open_store(tmp_path, database_url, "server-b")
+    try:
+        for i in range(5):
+            a.insert_run(new_run(f"run_{i}"))
+        for store in (a, b):
+            store.heartbeat_future(started_at=1.0, holding=[], lease_s=30, info={}).result()
+        # Two servers alive, five runs: a takes three (rounded up), not all it has room for.
+        mine = claim(a, 16, lease_s=0.3, take_over_expired=True)
+        assert [r.id for r in mine] == ["run_0", "run_1", "run_2"]
+        assert claim(a, 16, take_over_expired=True) == []  # its share is taken
+        assert [r.id for r in claim(b, 16, take_over_expired=True)] == ["run_3", "run_4"]
+        time.sleep(0.5)
+        # a's leases lapsed: they are queued again, and b (running two) takes one: its share of
+        # five among two. That run had been started once before.
+        request = ClaimRequest(
+            server_id="server-b",
+            limit=16,
+            capabilities=(),
+            holding=("run_3", "run_4"),
+            lease_s=30.0,
+            max_retries=2,
+            take_over_expired=True,
+        )
+        claimed = b.claim_future(lambda: request).result()
+        assert claimed is not None and claimed.requeued == ["run_0", "run_1", "run_2"]
+        assert [r.id for r in claimed.runs] == ["run_0"]
+        assert claimed.ran_before == {"run_0": 1}
     finally:
         a.close()
         b.close()

@@ -3,7 +3,9 @@
 Take files live on storage every server shares, and a take's name is a function of (run, node,
 index), so the server that re-runs an interrupted run rewrites the same files. A server whose
 lease on the run can no longer be vouched for (see `leases.py`) must not write one: the run may
-be someone else's by now. The write is refused by cancelling the run, which stops it at once.
+be someone else's by now. The write waits until a renewal vouches for the lease again (a late
+renewal on a busy machine: the take is written then), or finds it lost (the run is cancelled,
+which stops it at once, and nothing is written).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from inline_core.errors import Cancelled
 from inline_core.media import MediaKind
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.store import TakeStore
-from inline_core.server.leases import LEASE_UNSURE, HeldLease
+from inline_core.server.leases import LEASE_LOST, HeldLease
 from inline_core.takes import Take
 
 
@@ -53,7 +55,9 @@ class FencedTakes:
         return self.inner.reissue(take, run_id=run_id, node_id=node_id, index=index)
 
     def _vouch(self) -> None:
-        if not self.held.vouched():
-            reason = self.held.lost or LEASE_UNSURE
-            self.token.cancel(reason)
-            raise Cancelled(reason)
+        """Wait until the lease is vouched for (a late renewal holds the take back); a lease
+        found lost, or a cancel meanwhile, stops the run instead."""
+        if not self.held.wait_vouched(self.token.wait):
+            if not self.token.cancelled:
+                self.token.cancel(self.held.lost or LEASE_LOST)
+            raise Cancelled(self.token.reason)

@@ -58,7 +58,7 @@ from inline_core.server.event_feed import EventFeed
 from inline_core.server.event_journal import EventJournal
 from inline_core.server.events import Subscriber, WireEvent
 from inline_core.server.fenced_takes import FencedTakes
-from inline_core.server.leases import LEASE_LOST, LEASE_UNSURE, HeldLease, LeaseKeeper
+from inline_core.server.leases import LEASE_LOST, HeldLease, LeaseKeeper
 from inline_core.server.live_run import LiveRun
 from inline_core.server.memory import HeapTrimmer
 from inline_core.server.previews import PreviewBoard
@@ -389,6 +389,8 @@ class RunManager:
             log.warning("run %s: its server stopped renewing its lease; queued again", run_id)
         for run_id in claimed.exhausted:
             log.warning("run %s: its server stopped renewing its lease; no retries left", run_id)
+        for record in claimed.runs:
+            self.leases.note_claimed(record.id, claimed.ran_before.get(record.id, 0))
         with self._work:
             self._queued = claimed.queued
             for record in claimed.runs:
@@ -639,7 +641,7 @@ class RunManager:
     def _interrupted(reason: str) -> _Outcome:
         if reason == LEASE_LOST:
             return _Outcome(None, lost=True)
-        if reason in (SHUTDOWN, LEASE_UNSURE):
+        if reason == SHUTDOWN:
             return _Outcome(None)
         return _Outcome(RunStatus.CANCELLED)
 

@@ -117,6 +117,7 @@ async def health(request: Request) -> Response:
         servers=s.manager.leases.servers_alive(),
         step_cache=None if s.runtime is None else s.runtime.step_cache_totals.to_json(),
         adapters=None if s.runtime is None else s.runtime.adapter_totals.to_json(),
+        leasing=s.manager.leases.leasing_json(),
     )
     return json_response(body)
 

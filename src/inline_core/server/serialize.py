@@ -185,6 +185,7 @@ def health_json(
     models: Mapping[str, Any] | None = None,
     step_cache: Mapping[str, int] | None = None,
     adapters: Mapping[str, Any] | None = None,
+    leasing: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "ok": True,
@@ -208,6 +209,8 @@ def health_json(
         out["stepCache"] = dict(step_cache)
     if adapters is not None:  # how forwards applied their LoRAs: fused or per row, and why
         out["adapters"] = dict(adapters)
+    if leasing is not None:  # how this server's lease renewals went
+        out["leasing"] = dict(leasing)
     return out
 
 

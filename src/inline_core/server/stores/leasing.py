@@ -5,6 +5,12 @@ A claim takes the oldest queued runs whose needs the server's capabilities cover
 passing over rows another server is locking, never waiting for them), gives each a fresh lease
 (the fencing epoch goes up by one) and attempt, and writes its `run_started`. A shared store first
 puts back the runs whose lease expired: queued again within the retry limit, else ended.
+
+On a shared store a claim takes no more than this server's share of the work: the runs queued or
+running, divided among the servers alive, less what it runs already. A server with free workers
+would otherwise take every queued run into one batch while the others idle: all of them finish
+together at the batch's end, and a server that dies loses all of them. The share is never zero
+while work is waiting, so a run only some servers can serve still runs, one share at a time.
 """
 
 from __future__ import annotations
@@ -25,6 +31,12 @@ from inline_core.server.stores.records import (
     ServerSeen,
 )
 from inline_core.server.stores.sql import Db, Row
+
+_WORK = (
+    "SELECT (SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running')) AS active, "
+    "(SELECT COUNT(*) FROM runs WHERE status = 'running' AND lease_owner = ?) AS mine, "
+    "(SELECT COUNT(*) FROM servers WHERE heartbeat_at > {now} - ?) AS alive"
+)
 
 # How long a server's row stays once it stopped renewing it (health lists only live ones).
 FORGET_SERVERS_AFTER_S = 24 * 3600.0
@@ -57,14 +69,17 @@ def claim(request: ClaimRequest) -> Callable[[Db], Claimed]:
             requeued, exhausted = put_back(
                 db, "lease_expires_at < {now}", (), request.max_retries, request.server_id
             )
+        limit = request.limit
+        if request.take_over_expired and limit > 0:
+            limit = min(limit, fair_share(db, request.server_id, request.lease_s))
         found: list[Any] = []
-        if request.limit > 0:
+        if limit > 0:
             found = db.all(
                 _CLAIM,
                 (
                     rows.dumps(sorted(request.capabilities)),
                     rows.dumps(list(request.holding)),
-                    request.limit,
+                    limit,
                     request.server_id,
                     request.lease_s,
                     time.time(),
@@ -73,6 +88,7 @@ def claim(request: ClaimRequest) -> Callable[[Db], Claimed]:
         counted = db.one("SELECT COUNT(*) AS n FROM runs WHERE status = 'queued'")
         queued = int(counted["n"]) if counted is not None else 0
         claimed = [rows.record(r) for r in sorted(found, key=lambda r: int(r["seq"]))]
+        ran_before = executions(db, [record.id for record in claimed]) if claimed else {}
         # Their history says they started with the claim: a snapshot that shows a run running
         # is never followed by its run_started.
         history.append_all(
@@ -87,9 +103,31 @@ def claim(request: ClaimRequest) -> Callable[[Db], Claimed]:
                 for record in claimed
             ),
         )
-        return Claimed(claimed, queued, requeued, exhausted)
+        return Claimed(claimed, queued, requeued, exhausted, ran_before)
 
     return op
+
+
+def fair_share(db: Db, server_id: str, lease_s: float) -> int:
+    """How many more runs `server_id` may claim: its share of the runs queued or running among
+    the servers alive (itself at least), less the runs it runs."""
+    row = db.one(_WORK, (server_id, lease_s))
+    if row is None:
+        return 0
+    alive = max(1, int(row["alive"]))
+    share = -(-int(row["active"]) // alive)  # rounded up: no run is left without a server
+    return max(0, share - int(row["mine"]))
+
+
+def executions(db: Db, run_ids: list[str]) -> dict[str, int]:
+    """How many times each run was started (by a claim, on any server): a run that ran before
+    changed holder that many times when it is claimed again."""
+    found = db.all(
+        "SELECT run_id, COUNT(*) AS n FROM events WHERE type = 'run_started' "
+        "AND run_id IN ({json_values}) GROUP BY run_id",
+        (rows.dumps(run_ids),),
+    )
+    return {str(r["run_id"]): int(r["n"]) for r in found}
 
 
 def put_back(

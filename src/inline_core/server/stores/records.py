@@ -59,6 +59,8 @@ class Claimed:
     queued: int  # runs still waiting to be claimed (by any server) after this claim
     requeued: list[str] = field(default_factory=list[str])  # expired leases put back
     exhausted: list[str] = field(default_factory=list[str])  # ... or ended: no retries left
+    # How many times each claimed run had been started before (on any server); absent: never.
+    ran_before: dict[str, int] = field(default_factory=dict[str, int])
 
 
 class EventLike(Protocol):

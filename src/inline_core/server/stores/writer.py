@@ -35,7 +35,7 @@ Op = Callable[[Db], Any]
 MAX_GROUP = 512
 # Backoff between attempts to reach the database again: doubles from the first to the cap.
 FIRST_BACKOFF_S = 0.2
-MAX_BACKOFF_S = 5.0
+MAX_BACKOFF_S = 1.0
 
 Notices = set[tuple[str, str]]
 
