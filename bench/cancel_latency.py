@@ -1,0 +1,165 @@
+"""How long a cancel takes to end a long render, through the real server.
+
+Run by hand: `python bench/cancel_latency.py [--against /work/main/src] [--trials 3]`.
+
+The kit's `mid` Z-Image (random weights: 768 wide, 10 main and 4 refiner blocks) renders 1024 x 1024
+with 50 steps on the CPU. Each trial submits that render, waits until it has finished two steps
+(the step period is read from them), waits a further fraction of a step so the cancel lands
+anywhere in a forward, then `DELETE /v1/runs/{id}` and polls until the run is `cancelled`. The
+latency is from the DELETE to the first poll that sees `cancelled`.
+
+With `--against SRC` a second server runs that checkout's code (e.g. main's, where a cancel waits
+for the step to end) and the trials alternate between the two, so both see the same machine load;
+the medians are compared as a ratio. Prints a table, writes bench/results/cancel_latency.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "cancel_latency.json"
+SIZE, STEPS = 1024, 50
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(
+    src: Path, models: Path, data: Path, log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INLINE_")}
+    env.update(
+        INLINE_MODELS_DIR=str(models),
+        INLINE_DATA_DIR=str(data),
+        INLINE_PORT=str(port),
+        INLINE_PROFILE="cpu",
+        PYTHONPATH=str(src),
+    )
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "inline_core.server"], env=env, stdout=out, stderr=out
+        )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/v1/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"the server did not start: {log.read_text()[-2000:]}")
+
+
+def graph(seed: int) -> dict[str, Any]:
+    return {
+        "target": "img",
+        "graph": {
+            "schemaVersion": 1,
+            "nodes": [
+                {"id": "p", "type": "input/text", "params": {"text": "a lighthouse at dusk"}},
+                {
+                    "id": "img",
+                    "type": "alibaba/z-image-turbo",
+                    "params": {"width": SIZE, "height": SIZE, "steps": STEPS, "seed": seed},
+                    "inputs": {"prompt": {"from": "p", "output": "text"}},
+                },
+            ],
+        },
+    }
+
+
+def step_of(base: str, run_id: str) -> int:
+    state = httpx.get(f"{base}/v1/runs/{run_id}", timeout=10).json()
+    return int(state["nodes"].get("img", {}).get("step") or 0)
+
+
+def trial(base: str, seed: int, rng: random.Random) -> dict[str, float]:
+    run_id = httpx.post(base + "/v1/runs", json=graph(seed), timeout=30).json()["runId"]
+    while step_of(base, run_id) < 1:
+        time.sleep(0.05)
+    first = time.monotonic()
+    while step_of(base, run_id) < 2:
+        time.sleep(0.05)
+    period = time.monotonic() - first
+    time.sleep(rng.uniform(0, period))  # anywhere in the next forward
+    asked = time.monotonic()
+    httpx.delete(f"{base}/v1/runs/{run_id}", timeout=600)
+    while httpx.get(f"{base}/v1/runs/{run_id}", timeout=10).json()["status"] != "cancelled":
+        time.sleep(0.02)
+    return {"latency_s": time.monotonic() - asked, "step_s": period}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Cancel latency of a long render.")
+    parser.add_argument("--against", type=Path, help="another checkout's src/ to compare with")
+    parser.add_argument("--trials", type=int, default=3)
+    args = parser.parse_args()
+    sides = {"this": ROOT / "src"}
+    if args.against is not None:
+        sides["against"] = args.against.resolve()
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory(prefix="cancel-latency-") as tmp:
+        root = Path(tmp)
+        models = root / "models"
+        subprocess.run(
+            [sys.executable, "-m", "inline_core.cli", "kit", "--out", str(models), "--size", "mid"],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )
+        servers = {
+            name: start_server(src, models, root / f"data-{name}", root / f"{name}.log")
+            for name, src in sides.items()
+        }
+        rows: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
+        try:
+            for seed in range(args.trials):
+                for name, (_proc, base) in servers.items():
+                    rows[name].append(trial(base, seed, rng))
+        finally:
+            for proc, _base in servers.values():
+                proc.kill()
+                proc.wait()
+    load = os.getloadavg()[0]
+    print(f"{'side':<8} {'step s (median)':>16} {'cancel s (median)':>18} {'cancel s (max)':>15}")
+    summary: dict[str, Any] = {}
+    for name, trials in rows.items():
+        latency = [t["latency_s"] for t in trials]
+        step = statistics.median(t["step_s"] for t in trials)
+        summary[name] = {
+            "src": str(sides[name]),
+            "trials": trials,
+            "step_median_s": step,
+            "latency_median_s": statistics.median(latency),
+        }
+        print(f"{name:<8} {step:>16.2f} {statistics.median(latency):>18.2f} {max(latency):>15.2f}")
+    if "against" in summary:
+        ratio = summary["against"]["latency_median_s"] / summary["this"]["latency_median_s"]
+        summary["ratio_against_over_this"] = ratio
+        print(f"cancel latency, against / this (medians): {ratio:.1f}x; load average {load:.1f}")
+    summary.update(size=SIZE, steps=STEPS, model="zimage mid (kit)", load_average=load)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
