@@ -1,12 +1,12 @@
 """How long a cancel takes to end a long render, through the real server.
 
-Run by hand: `python bench/cancel_latency.py [--against /work/main/src] [--trials 3]`.
+Run by hand: `python bench/cancel_latency.py [--against /work/main/src] [--trials 3] [--size 1024]`.
 
-The kit's `mid` Z-Image (random weights: 768 wide, 10 main and 4 refiner blocks) renders 1024 x 1024
-with 50 steps on the CPU. Each trial submits that render, waits until it has finished two steps
-(the step period is read from them), waits a further fraction of a step so the cancel lands
-anywhere in a forward, then `DELETE /v1/runs/{id}` and polls until the run is `cancelled`. The
-latency is from the DELETE to the first poll that sees `cancelled`.
+The kit's `mid` Z-Image (random weights: 768 wide, 10 main and 4 refiner blocks) renders SIZE x
+SIZE (1024 unless given) with 50 steps on the CPU. Each trial submits that render, waits until
+it has finished two steps (the step period is read from them), waits a further fraction of a step
+so the cancel lands anywhere in a forward, then `DELETE /v1/runs/{id}` and polls until the run is
+`cancelled`. The latency is from the DELETE to the first poll that sees `cancelled`.
 
 With `--against SRC` a second server runs that checkout's code (e.g. main's, where a cancel waits
 for the step to end) and the trials alternate between the two, so both see the same machine load;
@@ -32,7 +32,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "cancel_latency.json"
-SIZE, STEPS = 1024, 50
+STEPS = 50
 
 
 def free_port() -> int:
@@ -69,7 +69,7 @@ def start_server(
     raise SystemExit(f"the server did not start: {log.read_text()[-2000:]}")
 
 
-def graph(seed: int) -> dict[str, Any]:
+def graph(seed: int, size: int) -> dict[str, Any]:
     return {
         "target": "img",
         "graph": {
@@ -79,7 +79,7 @@ def graph(seed: int) -> dict[str, Any]:
                 {
                     "id": "img",
                     "type": "alibaba/z-image-turbo",
-                    "params": {"width": SIZE, "height": SIZE, "steps": STEPS, "seed": seed},
+                    "params": {"width": size, "height": size, "steps": STEPS, "seed": seed},
                     "inputs": {"prompt": {"from": "p", "output": "text"}},
                 },
             ],
@@ -92,8 +92,8 @@ def step_of(base: str, run_id: str) -> int:
     return int(state["nodes"].get("img", {}).get("step") or 0)
 
 
-def trial(base: str, seed: int, rng: random.Random) -> dict[str, float]:
-    run_id = httpx.post(base + "/v1/runs", json=graph(seed), timeout=30).json()["runId"]
+def trial(base: str, seed: int, size: int, rng: random.Random) -> dict[str, float]:
+    run_id = httpx.post(base + "/v1/runs", json=graph(seed, size), timeout=30).json()["runId"]
     while step_of(base, run_id) < 1:
         time.sleep(0.05)
     first = time.monotonic()
@@ -112,6 +112,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Cancel latency of a long render.")
     parser.add_argument("--against", type=Path, help="another checkout's src/ to compare with")
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--size", type=int, default=1024, help="the render's width and height")
     args = parser.parse_args()
     sides = {"this": ROOT / "src"}
     if args.against is not None:
@@ -134,7 +135,7 @@ def main() -> None:
         try:
             for seed in range(args.trials):
                 for name, (_proc, base) in servers.items():
-                    rows[name].append(trial(base, seed, rng))
+                    rows[name].append(trial(base, seed, args.size, rng))
         finally:
             for proc, _base in servers.values():
                 proc.kill()
@@ -156,7 +157,7 @@ def main() -> None:
         ratio = summary["against"]["latency_median_s"] / summary["this"]["latency_median_s"]
         summary["ratio_against_over_this"] = ratio
         print(f"cancel latency, against / this (medians): {ratio:.1f}x; load average {load:.1f}")
-    summary.update(size=SIZE, steps=STEPS, model="zimage mid (kit)", load_average=load)
+    summary.update(size=args.size, steps=STEPS, model="zimage mid (kit)", load_average=load)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(summary, indent=2))
 
