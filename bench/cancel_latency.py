@@ -6,7 +6,8 @@ The kit's `mid` Z-Image (random weights: 768 wide, 10 main and 4 refiner blocks)
 SIZE (1024 unless given) with 50 steps on the CPU. Each trial submits that render, waits until
 it has finished two steps (the step period is read from them), waits a further fraction of a step
 so the cancel lands anywhere in a forward, then `DELETE /v1/runs/{id}` and polls until the run is
-`cancelled`. The latency is from the DELETE to the first poll that sees `cancelled`.
+`cancelled`, and until the step loop holds no job (`/v1/health`'s sampler: the device is free
+for the next render). Both are timed from the DELETE.
 
 With `--against SRC` a second server runs that checkout's code (e.g. main's, where a cancel waits
 for the step to end) and the trials alternate between the two, so both see the same machine load;
@@ -103,9 +104,26 @@ def trial(base: str, seed: int, size: int, rng: random.Random) -> dict[str, floa
     time.sleep(rng.uniform(0, period))  # anywhere in the next forward
     asked = time.monotonic()
     httpx.delete(f"{base}/v1/runs/{run_id}", timeout=600)
-    while httpx.get(f"{base}/v1/runs/{run_id}", timeout=10).json()["status"] != "cancelled":
+    cancelled = free = None
+    while cancelled is None or free is None:
+        now = time.monotonic() - asked
+        if cancelled is None:
+            status = httpx.get(f"{base}/v1/runs/{run_id}", timeout=10).json()["status"]
+            cancelled = now if status == "cancelled" else None
+        if free is None:
+            free = now if sampler(base)["activeJobs"] == 0 else None
         time.sleep(0.02)
-    return {"latency_s": time.monotonic() - asked, "step_s": period}
+    stats = sampler(base)
+    return {
+        "latency_s": cancelled,
+        "device_free_s": free,  # the step loop holds no job: the next render may start
+        "step_s": period,
+        "mean_forward_s": stats["forwardSeconds"] / max(1, stats["forwards"]),
+    }
+
+
+def sampler(base: str) -> dict[str, Any]:
+    return httpx.get(base + "/v1/health", timeout=10).json()["sampler"]
 
 
 def main() -> None:
@@ -141,22 +159,33 @@ def main() -> None:
                 proc.kill()
                 proc.wait()
     load = os.getloadavg()[0]
-    print(f"{'side':<8} {'step s (median)':>16} {'cancel s (median)':>18} {'cancel s (max)':>15}")
+    print(
+        f"{'side':<8} {'step s':>8} {'forward s':>10} {'cancelled s':>12} {'max':>6} "
+        f"{'device free s':>14} {'max':>6}"
+    )
     summary: dict[str, Any] = {}
     for name, trials in rows.items():
         latency = [t["latency_s"] for t in trials]
+        free = [t["device_free_s"] for t in trials]
         step = statistics.median(t["step_s"] for t in trials)
+        forward = statistics.median(t["mean_forward_s"] for t in trials)
         summary[name] = {
             "src": str(sides[name]),
             "trials": trials,
             "step_median_s": step,
             "latency_median_s": statistics.median(latency),
+            "device_free_median_s": statistics.median(free),
         }
-        print(f"{name:<8} {step:>16.2f} {statistics.median(latency):>18.2f} {max(latency):>15.2f}")
+        print(
+            f"{name:<8} {step:>8.2f} {forward:>10.2f} {statistics.median(latency):>12.2f} "
+            f"{max(latency):>6.2f} {statistics.median(free):>14.2f} {max(free):>6.2f}"
+        )
     if "against" in summary:
-        ratio = summary["against"]["latency_median_s"] / summary["this"]["latency_median_s"]
-        summary["ratio_against_over_this"] = ratio
-        print(f"cancel latency, against / this (medians): {ratio:.1f}x; load average {load:.1f}")
+        for what in ("latency", "device_free"):
+            ratio = summary["against"][f"{what}_median_s"] / summary["this"][f"{what}_median_s"]
+            summary[f"{what}_ratio_against_over_this"] = ratio
+            print(f"{what}, against / this (medians): {ratio:.1f}x")
+        print(f"load average {load:.1f}")
     summary.update(size=args.size, steps=STEPS, model="zimage mid (kit)", load_average=load)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(summary, indent=2))
