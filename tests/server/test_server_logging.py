@@ -1,6 +1,7 @@
 """What a server says, through a real one: its URL at start, every run that fails with its run id
 (a node's own bug with its traceback), a cancelled run, and one line per request only when asked
-(`--access-log`). And the command's help: `inline-core --help` lists its subcommands."""
+(`--access-log`), and what a queued run waits for. And the command's help: `inline-core --help`
+lists its subcommands."""
 
 from __future__ import annotations
 
@@ -108,3 +109,23 @@ def test_the_launcher_names_its_default_extras_and_installs_show_progress() -> N
     for spec in ('"$torch_spec"', '".[$extras]"'):
         [line] = [line for line in bootstrap.splitlines() if "pip install" in line and spec in line]
         assert "--quiet" not in line and "--progress-bar on" in line, line
+
+
+def test_a_queued_run_says_what_it_waits_for(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    with running_server(tmp_path / "one-slot", {"INLINE_RUN_WORKERS": "1"}) as one:
+        first = post_run(one, slow_graph(node_type="test/gated", gate=str(gate)), "s")
+        first_id = first.json()["runId"]
+        wait_until(
+            lambda: httpx.get(f"{one.base}/v1/runs/{first_id}").json()["status"] == "running"
+            or None,
+            "the first run to hold the one run slot",
+        )
+        second_id = post_run(one, slow_graph(steps=1, seed=3), "s").json()["runId"]
+        queued = httpx.get(f"{one.base}/v1/runs/{second_id}").json()
+        assert queued["status"] == "queued", queued
+        assert queued["waitingFor"].startswith("a free run slot (1 running here, at most 1: ")
+        gate.touch()
+        assert wait_finished(one, second_id)["status"] == "done"
+        done = httpx.get(f"{one.base}/v1/runs/{second_id}").json()
+        assert "waitingFor" not in done

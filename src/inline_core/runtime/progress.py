@@ -12,6 +12,8 @@ from typing import Protocol
 
 from inline_core.takes import Take
 
+WAITING = "waiting"  # a node's phase while it waits for the device (`sampling/waits.py`)
+
 
 @dataclass(frozen=True)
 class RunStarted:
@@ -42,6 +44,8 @@ class Progress:
     step: int | None = None
     step_count: int | None = None
     eta_ms: int | None = None
+    # Phase "waiting": what the node waits for (`eta_ms`: about how long); its progress stands.
+    waiting_for: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,11 @@ class NodeReporter:
         if name == "sample" and fraction_in_phase == 0.0:
             self._first_step_at = time.perf_counter()
         self.sink(Progress(self.run_id, self.node_id, name, frac))
+
+    def waiting(self, what: str, eta_s: float) -> None:
+        """Report that the node waits for `what`, about `eta_s` seconds (its progress stands)."""
+        eta = int(eta_s * 1000)
+        self.sink(Progress(self.run_id, self.node_id, WAITING, 0.0, eta_ms=eta, waiting_for=what))
 
     def chunk(self, first: int, count: int, total: int, fps: float) -> None:
         """Report a decoded chunk of frames (and the decode's progress through the frames)."""

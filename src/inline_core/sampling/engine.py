@@ -36,6 +36,7 @@ from inline_core.sampling.job import PreviewSink, SampleJob
 from inline_core.sampling.limits import BatchLimits
 from inline_core.sampling.scheduler import next_group
 from inline_core.sampling.ticket import Ticket
+from inline_core.sampling.waits import ForwardWatch
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,6 +83,7 @@ class StepEngine:
         self.settling: Callable[[], AbstractContextManager[None]] = nullcontext
         self._calls: deque[Callable[[], None]] = deque()
         self._waiting: set[Future[Any]] = set()  # `call`s not answered yet: failed at the end
+        self._watch = ForwardWatch()  # tells waiting jobs what they wait for
 
     # -- called from any thread -------------------------------------------------------------
 
@@ -107,6 +109,7 @@ class StepEngine:
             self._incoming.append(ticket)
             self._start()
             self._cond.notify()
+        self._watch.arrived(ticket)
         return ticket
 
     def call_soon(self, call: Callable[[], None]) -> None:
@@ -268,8 +271,9 @@ class StepEngine:
             counters.batched_forwards += 1
         pipeline = group[0].pipeline
         started = time.perf_counter()
+        self._watch.waiting([t for t in self._active if t not in group], group)
         try:
-            with forward_rows([t.job.cancel for t in group]):
+            with forward_rows([t.job.cancel for t in group]), self._watch.forward(group):
                 predictions = list(pipeline.denoise_step([t.state for t in group]))
             counters.forward_seconds += time.perf_counter() - started
             if len(predictions) != len(group):

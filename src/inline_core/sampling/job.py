@@ -14,6 +14,10 @@ def _ignore_phase(_phase: str) -> None:
     return None
 
 
+def _ignore_wait(_what: str, _eta_s: float) -> None:
+    pass
+
+
 def _ignore_step(_step: int, _count: int) -> None:
     return None
 
@@ -68,6 +72,8 @@ class SampleJob:
     cancel: CancelToken = field(default_factory=CancelToken)
     on_phase: Callable[[str], None] = _ignore_phase  # "encode" | "sample" | "decode"
     on_step: Callable[[int, int], None] = _ignore_step  # (steps done, step count)
+    # What it waits for on the loop and about how long, in seconds (`sampling/waits.py`).
+    on_wait: Callable[[str, float], None] = _ignore_wait
     label: str = ""
     # Step previews (None: off, and the loop does nothing for them). Taken only from a pipeline
     # that supports them (`components.step.SupportsPreview`).

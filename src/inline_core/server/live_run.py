@@ -117,6 +117,12 @@ class LiveRun:
             return None
         if isinstance(event, NodeStarted):
             node = NodeState(NodeStatus.RUNNING, 0.0, phase="run")
+        elif isinstance(event, Progress) and event.waiting_for is not None:
+            # Waiting for the device: its progress stands, the reason and the wait are new.
+            was = self.nodes.get(event.node_id, NodeState(NodeStatus.RUNNING))
+            node = replace(
+                was, phase=event.phase, eta_ms=event.eta_ms, waiting_for=event.waiting_for
+            )
         elif isinstance(event, Progress):
             node = NodeState(
                 NodeStatus.RUNNING,

@@ -450,6 +450,20 @@ class RunManager:
             raise NotFound(f"no run {run_id!r}")
         return view.record, view.takes
 
+    def waiting_for(self, record: RunRecord) -> str | None:
+        """What a queued run waits for (None: it is not queued). A running one waiting for the
+        device says so in its node's `waitingFor` (`sampling/waits.py`)."""
+        if record.status != RunStatus.QUEUED:
+            return None
+        if self.store.shared:
+            return "a free run slot on a server that can run it (queuePosition in GET /v1/runs)"
+        with self._lock:
+            busy = self._executing
+        return (
+            f"a free run slot ({busy} running here, at most {self.config.run_workers}: "
+            "INLINE_RUN_WORKERS); its place in the queue is queuePosition in GET /v1/runs"
+        )
+
     def list_runs(self, limit: int) -> list[RunSummary]:
         """Recent runs, newest first: queued ones with their place in the queue, running ones
         with the server that holds them (this server's with their live progress)."""

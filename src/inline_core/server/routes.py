@@ -198,8 +198,13 @@ async def list_runs(request: Request) -> Response:
 
 @router.get("/runs/{run_id}")
 async def get_run(request: Request, run_id: str) -> Response:
-    record, takes = services(request).manager.get(run_id)
-    return json_response(serialize.run_json(record, takes))
+    manager = services(request).manager
+    record, takes = manager.get(run_id)
+    body = serialize.run_json(record, takes)
+    waiting = manager.waiting_for(record)
+    if waiting is not None:
+        body["waitingFor"] = waiting
+    return json_response(body)
 
 
 @router.get("/runs/{run_id}/preview")

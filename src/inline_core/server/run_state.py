@@ -41,6 +41,7 @@ class NodeState:
     step: int | None = None
     step_count: int | None = None
     eta_ms: int | None = None
+    waiting_for: str | None = None  # phase "waiting": what for (`etaMs`: about how long)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state.value, "fraction": round(self.fraction, 4)}
@@ -52,6 +53,8 @@ class NodeState:
             out["stepCount"] = self.step_count
         if self.eta_ms is not None:
             out["etaMs"] = self.eta_ms
+        if self.waiting_for is not None:
+            out["waitingFor"] = self.waiting_for
         return out
 
     @classmethod
@@ -63,6 +66,7 @@ class NodeState:
             step=raw.get("step"),
             step_count=raw.get("stepCount"),
             eta_ms=raw.get("etaMs"),
+            waiting_for=raw.get("waitingFor"),
         )
 
 

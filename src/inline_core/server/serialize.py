@@ -250,6 +250,8 @@ def progress_event(run_id: str, node_id: str, node: NodeState, run_fraction: flo
         "etaMs": node.eta_ms,
         "runFraction": round(run_fraction, 4),
     }
+    if node.waiting_for is not None:
+        body["waitingFor"] = node.waiting_for
     return WireEvent("progress", body, node_id=node_id)
 
 

@@ -96,6 +96,7 @@ class FamilyNodeRunner(NodeRunner):
                 cancel=ctx.cancel,
                 on_phase=reporter.phase,
                 on_step=reporter.step,
+                on_wait=reporter.waiting,
                 label=f"{ctx.run_id}/{node_id}",
                 preview=self.runtime.preview_sink(ctx.preview, ctx.run_id, node_id),
             )

@@ -375,6 +375,7 @@ def _jobs(pipeline: Any, run_job: Callable[[SampleJob], Any], runtime: ModelRunt
                 cancel=ctx.cancel,
                 on_phase=reporter.phase,
                 on_step=progress.callback(index),
+                on_wait=reporter.waiting,
                 label=f"{ctx.run_id}/{reporter.node_id}#{index}",
                 preview=preview if index == 0 else None,
             )
