@@ -33,7 +33,7 @@ from inline_core.server.http_io import (
     quoted,
     read_json_object,
 )
-from inline_core.server.previews import MEDIA_TYPES
+from inline_core.server.previews import MEDIA_TYPES, no_preview_reason
 from inline_core_sdk.version import PROTOCOL_VERSION
 
 router = APIRouter(prefix="/v1")
@@ -197,14 +197,12 @@ async def get_run(request: Request, run_id: str) -> Response:
 @router.get("/runs/{run_id}/preview")
 async def run_preview(request: Request, run_id: str) -> Response:
     """The run's newest step preview, as the image it is (its step in the headers)."""
-    manager = services(request).manager
-    preview = manager.previews.latest(run_id)
+    s = services(request)
+    preview = s.manager.previews.latest(run_id)
     if preview is None:
-        manager.get(run_id)  # a 404 not_found for an unknown run
-        raise NoPreview(
-            f"run {run_id!r} has no step preview on this server: none rendered yet, previews "
-            "are off for it (options.preview, --preview-method), or another server runs it"
-        )
+        record, _takes = s.manager.get(run_id)  # a 404 not_found for an unknown run
+        why = no_preview_reason(record, s.manager.server_id, s.config.preview_method)
+        raise NoPreview(f"run {run_id!r} has no step preview on this server: {why}")
     headers = {
         "Cache-Control": "no-store",
         "X-Preview-Node": preview.node_id,
