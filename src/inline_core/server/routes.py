@@ -19,6 +19,7 @@ from inline_core.graph.schema import SCHEMA_VERSION_MAX, SCHEMA_VERSION_MIN
 from inline_core.importer import import_request
 from inline_core.media import mime_for_suffix
 from inline_core.runtime.preview import PREVIEW_METHODS
+from inline_core.runtime.step_cache import cache_option_schema
 from inline_core.server import serialize
 from inline_core.server.assets import asset_row
 from inline_core.server.bootstrap import Services
@@ -34,6 +35,19 @@ from inline_core.server.http_io import (
     read_json_object,
 )
 from inline_core.server.previews import MEDIA_TYPES, no_preview_reason
+from inline_core.server.schemas import (
+    Asset,
+    Descriptor,
+    Health,
+    Imported,
+    Models,
+    Packs,
+    Run,
+    RunList,
+    Submitted,
+    Take,
+    error_responses,
+)
 from inline_core_sdk.version import PROTOCOL_VERSION
 
 router = APIRouter(prefix="/v1")
@@ -74,8 +88,10 @@ RUN_BODY: dict[str, Any] = {
                         "options": {
                             "type": "object",
                             "properties": {
-                                "preview": {"type": "string", "enum": list(PREVIEW_METHODS)}
+                                "preview": {"type": "string", "enum": list(PREVIEW_METHODS)},
+                                "cache": cache_option_schema(),
                             },
+                            "additionalProperties": False,
                         },
                     },
                 }
@@ -98,7 +114,7 @@ def services(request: Request) -> Services:
 # ---- health and models -------------------------------------------------------------------------
 
 
-@router.get("/health")
+@router.get("/health", response_model=Health)
 async def health(request: Request) -> Response:
     s = services(request)
     body = serialize.health_json(
@@ -121,7 +137,11 @@ async def health(request: Request) -> Response:
     return json_response(body)
 
 
-@router.get("/models")
+@router.get(
+    "/models",
+    response_model=Models,
+    responses={304: {"description": "not modified: the registry version is the If-None-Match"}},
+)
 async def models(request: Request) -> Response:
     s = services(request)
     version = s.registry_version()
@@ -134,7 +154,7 @@ async def models(request: Request) -> Response:
     return json_response(body, headers=headers)
 
 
-@router.get("/models/{node_type:path}")
+@router.get("/models/{node_type:path}", response_model=Descriptor, responses=error_responses(404))
 async def model(request: Request, node_type: str) -> Response:
     s = services(request)
     if node_type not in s.registry:
@@ -144,7 +164,7 @@ async def model(request: Request, node_type: str) -> Response:
     return json_response(body)
 
 
-@router.get("/packs")
+@router.get("/packs", response_model=Packs)
 async def packs(request: Request) -> Response:
     """The installed node packs: versions, status, node types and last error."""
     host = services(request).packs
@@ -155,7 +175,16 @@ async def packs(request: Request) -> Response:
 # ---- runs --------------------------------------------------------------------------------------
 
 
-@router.post("/runs", openapi_extra=RUN_BODY)
+@router.post(
+    "/runs",
+    status_code=201,
+    response_model=Submitted,
+    openapi_extra=RUN_BODY,
+    responses={
+        200: {"model": Submitted, "description": "the same run, for a repeated clientRunId"},
+        **error_responses(409, 413, 415, 422, 507),
+    },
+)
 async def submit_run(request: Request) -> Response:
     s = services(request)
     body = await read_json_object(request, s.config.max_body_mb * MB)
@@ -176,7 +205,7 @@ async def submit_run(request: Request) -> Response:
     return json_response(serialize.submitted_json(record), 201 if created else 200, headers)
 
 
-@router.get("/runs")
+@router.get("/runs", response_model=RunList, responses=error_responses(422))
 async def list_runs(request: Request) -> Response:
     raw = request.query_params.get("limit")
     limit = DEFAULT_LIST
@@ -188,13 +217,20 @@ async def list_runs(request: Request) -> Response:
     return json_response({"runs": [serialize.run_list_item(r) for r in runs]})
 
 
-@router.get("/runs/{run_id}")
+@router.get("/runs/{run_id}", response_model=Run, responses=error_responses(404))
 async def get_run(request: Request, run_id: str) -> Response:
     record, takes = services(request).manager.get(run_id)
     return json_response(serialize.run_json(record, takes))
 
 
-@router.get("/runs/{run_id}/preview")
+@router.get(
+    "/runs/{run_id}/preview",
+    response_class=Response,
+    responses={
+        200: {"description": "the newest step preview", "content": {"image/jpeg": {}}},
+        **error_responses(404),
+    },
+)
 async def run_preview(request: Request, run_id: str) -> Response:
     """The run's newest step preview, as the image it is (its step in the headers)."""
     s = services(request)
@@ -213,7 +249,7 @@ async def run_preview(request: Request, run_id: str) -> Response:
     return Response(image.data, media_type=MEDIA_TYPES[image.format], headers=headers)
 
 
-@router.delete("/runs/{run_id}")
+@router.delete("/runs/{run_id}", response_model=Submitted, responses=error_responses(404, 409))
 def cancel_run(request: Request, run_id: str) -> Response:
     # A plain def: it may wait (briefly) for a running run to reach its next step boundary.
     record = services(request).manager.cancel(run_id)
@@ -223,7 +259,7 @@ def cancel_run(request: Request, run_id: str) -> Response:
 # ---- takes and assets --------------------------------------------------------------------------
 
 
-@router.get("/takes/{take_id}")
+@router.get("/takes/{take_id}", response_model=Take, responses=error_responses(404))
 async def get_take(request: Request, take_id: str) -> Response:
     take = services(request).runs.get_take(take_id)
     if take is None:
@@ -243,7 +279,16 @@ async def _file_chunks(path: str, first: int, length: int) -> AsyncIterator[byte
             yield chunk
 
 
-@router.get("/takes/{take_id}/bytes")
+@router.get(
+    "/takes/{take_id}/bytes",
+    response_class=Response,
+    responses={
+        200: {"description": "the take's file", "content": {"*/*": {}}},
+        206: {"description": "the range asked for (Range)", "content": {"*/*": {}}},
+        304: {"description": "not modified: its hash is the If-None-Match"},
+        **error_responses(404, 416),
+    },
+)
 async def take_bytes(request: Request, take_id: str) -> Response:
     s = services(request)
     take = s.runs.get_take(take_id)
@@ -271,7 +316,13 @@ async def take_bytes(request: Request, take_id: str) -> Response:
     return StreamingResponse(chunks, 206, headers, media_type)
 
 
-@router.post("/assets", openapi_extra=ASSET_BODY)
+@router.post(
+    "/assets",
+    status_code=201,
+    response_model=Asset,
+    openapi_extra=ASSET_BODY,
+    responses=error_responses(413, 415, 507),
+)
 async def upload_asset(request: Request) -> Response:
     s = services(request)
     declared_length(request, s.assets.max_bytes, "the upload")
@@ -297,7 +348,7 @@ async def upload_asset(request: Request) -> Response:
 # ---- ComfyUI import ----------------------------------------------------------------------------
 
 
-@router.post("/import/comfy")
+@router.post("/import/comfy", response_model=Imported, responses=error_responses(413, 415, 422))
 async def import_comfy_workflow(request: Request) -> Response:
     """A ComfyUI workflow (API or UI format, or `{workflow, assets}`) as `{graph, target,
     skipped, warnings}`: a graph to post to `/v1/runs`, and what was left out or changed."""
