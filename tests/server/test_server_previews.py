@@ -61,7 +61,7 @@ def test_options_are_stored_with_the_run_and_its_preview_404s_until_one_exists(
     missing = client.get(f"/v1/runs/{run_id}/preview")
     assert missing.status_code == 404
     error = missing.json()["error"]
-    assert error["code"] == "no_preview" and "previews are off" in error["message"]
+    assert error["code"] == "no_preview" and "none was rendered" in error["message"]
     unknown = client.get("/v1/runs/run_nope/preview")
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
 

@@ -7,6 +7,9 @@ references are covered by their ids, which name immutable, content-addressed byt
 
 Outputs are stored by reference (engine handles such as loaded models can be large), so runners
 must treat their input values as read-only.
+
+A sampling node's entry remembers the step previews its render showed: a run that asks for
+previews such an entry did not show renders the node again (with them) instead of reusing it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, cast
 from inline_core.errors import ModelMissing, NotFound
 from inline_core.graph.descriptor import NodeDescriptor, ParamWidget
 from inline_core.graph.runner import CatalogView
+from inline_core.runtime.preview import NONE
 from inline_core.takes import Take
 
 _KEY_VERSION = "inline-node-cache/1"
@@ -83,6 +87,13 @@ class CacheEntry:
     outputs: Mapping[str, Any]
     # Takes the node wrote when it ran; a hit in a later run re-issues them under that run.
     takes: tuple[Take, ...] = ()
+    # The step previews its render showed (a preview method; "none": none, or not a sampler).
+    previews: str = NONE
+
+    def shows(self, previews: str) -> bool:
+        """Whether reusing it gives a run what it asked of previews: nothing, or the previews
+        its own render showed (they went to that run's clients; a rerun sees none)."""
+        return previews == NONE or previews == self.previews
 
 
 class NodeCache:
@@ -101,19 +112,27 @@ class NodeCache:
         entry = self.get_entry(key)
         return None if entry is None else entry.outputs
 
-    def get_entry(self, key: str) -> CacheEntry | None:
+    def get_entry(self, key: str, previews: str = NONE) -> CacheEntry | None:
+        """The entry under `key`, unless its render did not show the `previews` a run asks for
+        (a miss: the node renders again, with them)."""
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None:
+            if entry is None or not entry.shows(previews):
                 self.misses += 1
                 return None
             self._entries.move_to_end(key)
             self.hits += 1
             return entry
 
-    def put(self, key: str, outputs: Mapping[str, Any], takes: tuple[Take, ...] = ()) -> None:
+    def put(
+        self,
+        key: str,
+        outputs: Mapping[str, Any],
+        takes: tuple[Take, ...] = (),
+        previews: str = NONE,
+    ) -> None:
         with self._lock:
-            self._entries[key] = CacheEntry(dict(outputs), takes)
+            self._entries[key] = CacheEntry(dict(outputs), takes, previews)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)

@@ -22,6 +22,7 @@ from inline_core.graph.runner import CatalogView, NodeCall, NodeResult, NodeRunn
 from inline_core.graph.schema import Edge, Node, PortKind
 from inline_core.graph.validate import ValidatedGraph, runner_for
 from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.preview import NONE
 from inline_core.runtime.progress import (
     NodeDone,
     NodeFailed,
@@ -93,8 +94,11 @@ class Executor:
             descriptor = self.registry.descriptor(node.type)
             runner = runner_for(self.registry, descriptor, node.id)
             key = self._key(node, descriptor, runner, done, prepared, ctx)
+            previews = _previews(runner, ctx)
             cached = (
-                self.cache.get_entry(key) if self.cache is not None and key is not None else None
+                self.cache.get_entry(key, previews)
+                if self.cache is not None and key is not None
+                else None
             )
             if cached is not None:
                 reissued = tuple(
@@ -117,7 +121,7 @@ class Executor:
             ctx.events(NodeFailed(ctx.run_id, node.id, failure.message))
             raise failure from exc
         if self.cache is not None and key is not None:
-            self.cache.put(key, result.outputs, result.takes)
+            self.cache.put(key, result.outputs, result.takes, previews)
         ctx.events(NodeDone(ctx.run_id, node.id, cached=False, takes=result.takes))
         return _Executed(descriptor, result.outputs, key), result.takes
 
@@ -154,6 +158,14 @@ class Executor:
         if runner.caches_steps:  # cached steps are an approximation: not the same output
             identity = f"{identity}|{ctx.step_cache.identity()}"
         return key_for(descriptor, node.params, upstream, self.catalog, identity)
+
+
+def _previews(runner: NodeRunner, ctx: ExecutionContext) -> str:
+    """The step previews a node's render shows in this run: the run's method for a node that
+    samples (its steps follow the run's step cache: the family nodes, `sample`), else none."""
+    if ctx.preview is None or not runner.caches_steps:
+        return NONE
+    return ctx.preview.method
 
 
 def _gather_inputs(

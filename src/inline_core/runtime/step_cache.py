@@ -60,6 +60,15 @@ _FIELDS: tuple[tuple[str, str, float, float, bool], ...] = (
 _NAMES = ("method", *(name for name, *_rest in _FIELDS))
 
 
+def cache_option_schema() -> dict[str, Any]:
+    """`options.cache` as a JSON schema, for the API's description."""
+    properties: dict[str, Any] = {"method": {"type": "string", "enum": list(CACHE_METHODS)}}
+    for name, _field, low, high, integer in _FIELDS:
+        kind = "integer" if integer else "number"
+        properties[name] = {"type": kind, "minimum": low, "maximum": high}
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
 def parse_cache_option(raw: object) -> StepCacheSettings | None:
     """`options.cache` as the run stores it: settings, or None for `{"method": "none"}`.
     `InvalidRequest` names the field that is wrong."""

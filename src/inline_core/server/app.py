@@ -25,6 +25,7 @@ from inline_core.server.comfy.frontend import find_frontend, mount_templates
 from inline_core.server.comfy.routes import install
 from inline_core.server.frontend import mount_frontend, serve_files
 from inline_core.server.http_errors import InternalErrors, install_error_handlers
+from inline_core.server.openapi import described_app
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +53,7 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
             await comfy.hub.close()
             await run_in_threadpool(built.close, SHUTDOWN_TIMEOUT_S)
 
-    app = FastAPI(
-        title="Inline Core",
-        version=__version__,
-        lifespan=lifespan,
-        docs_url="/docs",
-        redoc_url=None,
-    )
+    app = described_app(title="Inline Core", version=__version__, lifespan=lifespan)
     app.state.services = built
     install_error_handlers(app)
     app.include_router(download_routes.router)  # first: its requirements path is under /models/

@@ -16,6 +16,13 @@ from inline_core.downloads.manager import DownloadManager
 from inline_core.errors import InvalidRequest, NotFound
 from inline_core.server.bootstrap import Services
 from inline_core.server.http_io import MB, clipped_names, json_response, read_json_object
+from inline_core.server.schemas import (
+    Download,
+    DownloadList,
+    DownloadStarted,
+    Requirements,
+    error_responses,
+)
 from inline_core.server.serialize_downloads import requirements_json
 
 router = APIRouter(prefix="/v1")
@@ -53,7 +60,11 @@ def _downloads(request: Request) -> DownloadManager:
     return _services(request).downloads
 
 
-@router.get("/models/{node_type:path}/requirements")
+@router.get(
+    "/models/{node_type:path}/requirements",
+    response_model=Requirements,
+    responses=error_responses(404),
+)
 async def requirements(request: Request, node_type: str) -> Response:
     """Each piece the node needs: present or not (and which file), its size, and the hub
     sources the family knows for it, each with the body that downloads it."""
@@ -70,7 +81,13 @@ async def requirements(request: Request, node_type: str) -> Response:
     return json_response(body)
 
 
-@router.post("/downloads", openapi_extra=DOWNLOAD_BODY)
+@router.post(
+    "/downloads",
+    status_code=201,
+    response_model=DownloadStarted,
+    openapi_extra=DOWNLOAD_BODY,
+    responses=error_responses(403, 404, 409, 422, 507),
+)
 async def submit_download(request: Request) -> Response:
     s = _services(request)
     body = await read_json_object(request, s.config.max_body_mb * MB)
@@ -98,7 +115,7 @@ async def submit_download(request: Request) -> Response:
     )
 
 
-@router.get("/downloads")
+@router.get("/downloads", response_model=DownloadList, responses=error_responses(422))
 async def list_downloads(request: Request) -> Response:
     raw = request.query_params.get("limit")
     limit = DEFAULT_LIST
@@ -109,12 +126,14 @@ async def list_downloads(request: Request) -> Response:
     return json_response({"downloads": _downloads(request).list(limit)})
 
 
-@router.get("/downloads/{download_id}")
+@router.get("/downloads/{download_id}", response_model=Download, responses=error_responses(404))
 async def get_download(request: Request, download_id: str) -> Response:
     return json_response(_downloads(request).get(download_id))
 
 
-@router.delete("/downloads/{download_id}")
+@router.delete(
+    "/downloads/{download_id}", response_model=Download, responses=error_responses(404, 409)
+)
 def cancel_download(request: Request, download_id: str) -> Response:
     # A plain def: it waits (briefly) for a running download to stop at its next chunk.
     return json_response(_downloads(request).cancel(download_id))

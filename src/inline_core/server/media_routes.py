@@ -25,13 +25,21 @@ from inline_core.runtime.video_stream import LiveVideo, Mp4Fragments
 from inline_core.server.bootstrap import Services
 from inline_core.server.routes import take_bytes
 from inline_core.server.run_state import RunStatus
+from inline_core.server.schemas import error_responses
 
 router = APIRouter(prefix="/v1")
 
 WAIT_S = 1.0  # how long one wait for frames (or for the node to start) blocks a worker thread
 
 
-@router.get("/runs/{run_id}/media/{node_id}")
+@router.get(
+    "/runs/{run_id}/media/{node_id}",
+    response_class=Response,
+    responses={
+        200: {"description": "live fragmented MP4, or the take", "content": {"video/mp4": {}}},
+        **error_responses(404, 409),
+    },
+)
 async def run_media(request: Request, run_id: str, node_id: str) -> Response:
     s = cast(Services, request.app.state.services)
     manager = s.manager

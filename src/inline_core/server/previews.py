@@ -14,8 +14,10 @@ import struct
 import threading
 from collections import OrderedDict
 
-from inline_core.runtime.preview import PreviewImage
+from inline_core.runtime.preview import NONE, PreviewImage
 from inline_core.server.events import LoopWake, WireEvent
+from inline_core.server.run_options import preview_method
+from inline_core.server.run_state import NodeStatus, RunRecord, RunStatus
 
 KEEP = 256  # runs whose newest preview is kept after they end
 
@@ -46,6 +48,30 @@ def preview_event(preview: PreviewImage) -> WireEvent:
         "height": image.height,
     }
     return WireEvent("preview", body, node_id=preview.node_id)
+
+
+def no_preview_reason(run: RunRecord, server_id: str, default_method: str) -> str:
+    """Why a run has no preview to serve here, from what is known of it: off, not started,
+    another server's, answered from the node cache, or not rendered (yet)."""
+    if preview_method(run.options, default_method) == NONE:
+        return "previews are off for it (options.preview, --preview-method)"
+    if run.status == RunStatus.QUEUED:
+        return "it has not started yet"
+    if run.holder is not None and run.holder != server_id:
+        return f"server {run.holder!r} runs it, and previews are delivered, never stored"
+    cached = sorted(k for k, n in run.nodes.items() if n.state == NodeStatus.CACHED)
+    if cached:
+        return (
+            f"nodes {', '.join(cached)} came from the node cache: a cached sampler is not "
+            "sampled again, and its previews went to the run that rendered it (change a param "
+            "or the seed to render again)"
+        )
+    if run.status == RunStatus.RUNNING:
+        return "none rendered yet (a node that samples sends one after each step)"
+    return (
+        "none was rendered (only a node that samples previews its steps), or it ended before "
+        f"this server started (the newest {KEEP} runs' are kept)"
+    )
 
 
 class PreviewSubscriber:

@@ -19,6 +19,7 @@ from inline_core.graph.schema import SCHEMA_VERSION_MAX, SCHEMA_VERSION_MIN
 from inline_core.importer import import_request
 from inline_core.media import mime_for_suffix
 from inline_core.runtime.preview import PREVIEW_METHODS
+from inline_core.runtime.step_cache import cache_option_schema
 from inline_core.server import serialize
 from inline_core.server.assets import asset_row
 from inline_core.server.bootstrap import Services
@@ -33,7 +34,20 @@ from inline_core.server.http_io import (
     quoted,
     read_json_object,
 )
-from inline_core.server.previews import MEDIA_TYPES
+from inline_core.server.previews import MEDIA_TYPES, no_preview_reason
+from inline_core.server.schemas import (
+    Asset,
+    Descriptor,
+    Health,
+    Imported,
+    Models,
+    Packs,
+    Run,
+    RunList,
+    Submitted,
+    Take,
+    error_responses,
+)
 from inline_core_sdk.version import PROTOCOL_VERSION
 
 router = APIRouter(prefix="/v1")
@@ -74,8 +88,10 @@ RUN_BODY: dict[str, Any] = {
                         "options": {
                             "type": "object",
                             "properties": {
-                                "preview": {"type": "string", "enum": list(PREVIEW_METHODS)}
+                                "preview": {"type": "string", "enum": list(PREVIEW_METHODS)},
+                                "cache": cache_option_schema(),
                             },
+                            "additionalProperties": False,
                         },
                     },
                 }
@@ -98,7 +114,7 @@ def services(request: Request) -> Services:
 # ---- health and models -------------------------------------------------------------------------
 
 
-@router.get("/health")
+@router.get("/health", response_model=Health)
 async def health(request: Request) -> Response:
     s = services(request)
     body = serialize.health_json(
@@ -122,7 +138,11 @@ async def health(request: Request) -> Response:
     return json_response(body)
 
 
-@router.get("/models")
+@router.get(
+    "/models",
+    response_model=Models,
+    responses={304: {"description": "not modified: the registry version is the If-None-Match"}},
+)
 async def models(request: Request) -> Response:
     s = services(request)
     version = s.registry_version()
@@ -140,7 +160,7 @@ async def models(request: Request) -> Response:
     return json_response(body, headers=headers)
 
 
-@router.get("/models/{node_type:path}")
+@router.get("/models/{node_type:path}", response_model=Descriptor, responses=error_responses(404))
 async def model(request: Request, node_type: str) -> Response:
     s = services(request)
     if node_type not in s.registry:
@@ -152,7 +172,7 @@ async def model(request: Request, node_type: str) -> Response:
     return json_response(body)
 
 
-@router.get("/packs")
+@router.get("/packs", response_model=Packs)
 async def packs(request: Request) -> Response:
     """The installed node packs: versions, status, node types and last error."""
     host = services(request).packs
@@ -163,7 +183,16 @@ async def packs(request: Request) -> Response:
 # ---- runs --------------------------------------------------------------------------------------
 
 
-@router.post("/runs", openapi_extra=RUN_BODY)
+@router.post(
+    "/runs",
+    status_code=201,
+    response_model=Submitted,
+    openapi_extra=RUN_BODY,
+    responses={
+        200: {"model": Submitted, "description": "the same run, for a repeated clientRunId"},
+        **error_responses(409, 413, 415, 422, 507),
+    },
+)
 async def submit_run(request: Request) -> Response:
     s = services(request)
     body = await read_json_object(request, s.config.max_body_mb * MB)
@@ -184,7 +213,7 @@ async def submit_run(request: Request) -> Response:
     return json_response(serialize.submitted_json(record), 201 if created else 200, headers)
 
 
-@router.get("/runs")
+@router.get("/runs", response_model=RunList, responses=error_responses(422))
 async def list_runs(request: Request) -> Response:
     raw = request.query_params.get("limit")
     limit = DEFAULT_LIST
@@ -196,7 +225,7 @@ async def list_runs(request: Request) -> Response:
     return json_response({"runs": [serialize.run_list_item(r) for r in runs]})
 
 
-@router.get("/runs/{run_id}")
+@router.get("/runs/{run_id}", response_model=Run, responses=error_responses(404))
 async def get_run(request: Request, run_id: str) -> Response:
     manager = services(request).manager
     record, takes = manager.get(run_id)
@@ -207,17 +236,22 @@ async def get_run(request: Request, run_id: str) -> Response:
     return json_response(body)
 
 
-@router.get("/runs/{run_id}/preview")
+@router.get(
+    "/runs/{run_id}/preview",
+    response_class=Response,
+    responses={
+        200: {"description": "the newest step preview", "content": {"image/jpeg": {}}},
+        **error_responses(404),
+    },
+)
 async def run_preview(request: Request, run_id: str) -> Response:
     """The run's newest step preview, as the image it is (its step in the headers)."""
-    manager = services(request).manager
-    preview = manager.previews.latest(run_id)
+    s = services(request)
+    preview = s.manager.previews.latest(run_id)
     if preview is None:
-        manager.get(run_id)  # a 404 not_found for an unknown run
-        raise NoPreview(
-            f"run {run_id!r} has no step preview on this server: none rendered yet, previews "
-            "are off for it (options.preview, --preview-method), or another server runs it"
-        )
+        record, _takes = s.manager.get(run_id)  # a 404 not_found for an unknown run
+        why = no_preview_reason(record, s.manager.server_id, s.config.preview_method)
+        raise NoPreview(f"run {run_id!r} has no step preview on this server: {why}")
     headers = {
         "Cache-Control": "no-store",
         "X-Preview-Node": preview.node_id,
@@ -228,7 +262,7 @@ async def run_preview(request: Request, run_id: str) -> Response:
     return Response(image.data, media_type=MEDIA_TYPES[image.format], headers=headers)
 
 
-@router.delete("/runs/{run_id}")
+@router.delete("/runs/{run_id}", response_model=Submitted, responses=error_responses(404, 409))
 def cancel_run(request: Request, run_id: str) -> Response:
     # A plain def: it may wait (briefly) for a running run to reach its next step boundary.
     record = services(request).manager.cancel(run_id)
@@ -238,7 +272,7 @@ def cancel_run(request: Request, run_id: str) -> Response:
 # ---- takes and assets --------------------------------------------------------------------------
 
 
-@router.get("/takes/{take_id}")
+@router.get("/takes/{take_id}", response_model=Take, responses=error_responses(404))
 async def get_take(request: Request, take_id: str) -> Response:
     take = services(request).runs.get_take(take_id)
     if take is None:
@@ -258,7 +292,16 @@ async def _file_chunks(path: str, first: int, length: int) -> AsyncIterator[byte
             yield chunk
 
 
-@router.get("/takes/{take_id}/bytes")
+@router.get(
+    "/takes/{take_id}/bytes",
+    response_class=Response,
+    responses={
+        200: {"description": "the take's file", "content": {"*/*": {}}},
+        206: {"description": "the range asked for (Range)", "content": {"*/*": {}}},
+        304: {"description": "not modified: its hash is the If-None-Match"},
+        **error_responses(404, 416),
+    },
+)
 async def take_bytes(request: Request, take_id: str) -> Response:
     s = services(request)
     take = s.runs.get_take(take_id)
@@ -286,7 +329,13 @@ async def take_bytes(request: Request, take_id: str) -> Response:
     return StreamingResponse(chunks, 206, headers, media_type)
 
 
-@router.post("/assets", openapi_extra=ASSET_BODY)
+@router.post(
+    "/assets",
+    status_code=201,
+    response_model=Asset,
+    openapi_extra=ASSET_BODY,
+    responses=error_responses(413, 415, 507),
+)
 async def upload_asset(request: Request) -> Response:
     s = services(request)
     declared_length(request, s.assets.max_bytes, "the upload")
@@ -312,7 +361,7 @@ async def upload_asset(request: Request) -> Response:
 # ---- ComfyUI import ----------------------------------------------------------------------------
 
 
-@router.post("/import/comfy")
+@router.post("/import/comfy", response_model=Imported, responses=error_responses(413, 415, 422))
 async def import_comfy_workflow(request: Request) -> Response:
     """A ComfyUI workflow (API or UI format, or `{workflow, assets}`) as `{graph, target,
     skipped, warnings}`: a graph to post to `/v1/runs`, and what was left out or changed."""
