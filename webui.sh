@@ -9,8 +9,9 @@
 #   ./webui.sh --install --extra zimage set up ./.venv with the given extras, then exit
 #   ./webui.sh --help                   every server flag
 #
-# Launcher-only flags: --install (set up and exit), --extra LIST (extras to install, default
-# "server,zimage"; "server" alone gives a torch-free core), --skip-install (never touch .venv).
+# Launcher-only flags: --install (set up and exit), --extra LIST (extras to install besides
+# "server", default "zimage,video,ui"; --extra server alone gives a torch-free core),
+# --skip-install (never touch .venv). Installing shows pip's progress (torch is a few GB).
 set -euo pipefail
 cd "$(dirname "$0")"
 launcher_help() {

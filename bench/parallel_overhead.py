@@ -10,7 +10,7 @@ On CPU ranks over gloo (INLINE_PROFILE=cpu, INLINE_PARALLEL=ulysses=2) with the 
 - faults: from a rank's SIGKILL / SIGSTOP to the job's error (the tree already torn down), and from
   a server's SIGKILL to its last rank gone.
 Prints a table and writes bench/results/parallel.json. Z-Image goes through the real path: the
-ranks rebuild the stack with the shared rank loader (`diffusion/remote.py`) from the spec the
+ranks rebuild the stack with the shared rank loader (`engine/remote.py`) from the spec the
 server sends, and jobs are sent through the weightless handle the server uses (`engine/group.py`).
 """
 

@@ -3,7 +3,8 @@
 #   scripts/bootstrap-venv.sh [EXTRAS]      e.g. "server,zimage" (default) or "dev,zimage"
 # torch is installed first, pinned, so the extras resolve against it instead of letting pip pick
 # a multi-GB build on its own. Override the pin with INLINE_TORCH_SPEC (e.g. a CUDA index URL
-# build, or "skip" to keep what is installed).
+# build, or "skip" to keep what is installed). pip's own output is shown (not --quiet): torch and
+# its libraries are gigabytes, and its progress bars say how far the download has got.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-server,zimage}"
@@ -21,10 +22,10 @@ done
 if $needs_torch && [ "$torch_spec" != "skip" ]; then
   if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
     echo "installing $torch_spec ..."
-    pip install --quiet "$torch_spec"
+    pip install --progress-bar on "$torch_spec"
   fi
 fi
 echo "installing inline-core[$extras] ..."
 # The SDK node packs are written against lives in sdk/ (its own distribution): installed first,
 # so the server's dependency on it resolves here rather than on a registry.
-pip install --quiet -e ./sdk -e ".[$extras]"
+pip install --progress-bar on -e ./sdk -e ".[$extras]"

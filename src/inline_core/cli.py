@@ -46,9 +46,29 @@ def at_least_one(text: str) -> int:
     return value
 
 
+# The subcommands beside serving: what `inline-core --help` lists (each has its own --help).
+TOOL_SUMMARIES = {
+    "kit": "write a family's tiny random-weight models (tests, the demo)",
+    "download": "download a family's real weights into the models folder",
+    "import-comfy": "convert a ComfyUI workflow into an Inline Core graph",
+    "packs": "install, list or remove node packs (each in its own environment)",
+    "move-store": "copy the SQLite run store into PostgreSQL (several servers)",
+}
+
+
+def tools_help(prog: str) -> str:
+    lines = [f"  {prog} {name:<14} {summary}" for name, summary in TOOL_SUMMARIES.items()]
+    return "\n".join(
+        ["subcommands (each with its own --help; none given: serve):", *lines]
+    )
+
+
 def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=prog, description="Run the Inline Core render server (/v1 HTTP + websocket)."
+        prog=prog,
+        description="Run the Inline Core render server (/v1 HTTP + websocket).",
+        epilog=tools_help(prog),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     net = p.add_argument_group("networking")
     net.add_argument("--host", help="bind address (default 127.0.0.1)")
@@ -61,6 +81,11 @@ def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
         "--insecure",
         action="store_true",
         help="allow listening beyond loopback without a token (warns on every start)",
+    )
+    net.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log one line per HTTP request (INLINE_ACCESS_LOG; off by default)",
     )
     net.add_argument(
         "--cors-origin",
@@ -134,6 +159,7 @@ def apply_serve_args(args: argparse.Namespace, env: dict[str, str] | None = None
         "INLINE_PORT": None if args.port is None else str(args.port),
         "INLINE_API_TOKEN": args.token,
         "INLINE_ALLOW_INSECURE": "1" if args.insecure else None,
+        "INLINE_ACCESS_LOG": "1" if args.access_log else None,
         "INLINE_CORS_ORIGINS": ",".join(args.cors_origin) if args.cors_origin else None,
         "INLINE_MODELS_DIR": args.models_dir,
         "INLINE_DATA_DIR": args.data_dir,
@@ -194,8 +220,8 @@ def _family_tool(tool: str) -> Callable[[Sequence[str]], int]:
     when left out); the rest of the arguments are the family's."""
 
     def run(argv: Sequence[str]) -> int:
+        from inline_core.contract.discovery import discover
         from inline_core.dotted import resolve_object
-        from inline_core.families.discovery import discover
 
         entries = [e for e in discover() if e.family is not None]
         builtin = [e.family for e in entries if e.builtin and e.family is not None]

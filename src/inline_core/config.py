@@ -96,6 +96,14 @@ def _path(env: Mapping[str, str], name: str) -> Path | None:
     return Path(raw).expanduser() if raw else None
 
 
+def absolute(path: Path) -> Path:
+    """`path` from the working directory, `..` folded; the file system is not read."""
+    return Path(os.path.abspath(path))
+
+
+_FOLDERS = ("models_dir", "data_dir", "frontend_root", "packs_dir_override", "pack_scratch_dir")
+
+
 def _preview_method(env: Mapping[str, str]) -> str:
     method = env.get("INLINE_PREVIEW_METHOD") or NONE
     if method not in PREVIEW_METHODS:
@@ -133,6 +141,7 @@ class Config:
     parallel: str | None = None  # e.g. "ulysses=2"
     # Access
     api_token: str | None = None
+    access_log: bool = False  # one log line per HTTP request (INLINE_ACCESS_LOG, --access-log)
     allow_insecure: bool = False
     cors_origins: tuple[str, ...] = ()
     # Limits
@@ -184,9 +193,24 @@ class Config:
     lease_timeout_s: float = 15.0  # a server that stops renewing loses its runs after this
     database_retry_s: float = 60.0  # how long to wait for an unreachable database (start, results)
 
+    def __post_init__(self) -> None:
+        # Folders are made absolute here, once: a relative one would name another place once a
+        # subprocess runs in its own working directory (a pack's worker, its installer).
+        for name in _FOLDERS:
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, absolute(value))
+
     @property
     def is_loopback(self) -> bool:
         return self.host in LOOPBACK_HOSTS
+
+    @property
+    def url(self) -> str:
+        """Where a browser on this machine reaches the server (an unspecified bind address
+        answers on loopback too)."""
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        return f"http://[{host}]:{self.port}/" if ":" in host else f"http://{host}:{self.port}/"
 
     @property
     def runs_db(self) -> Path:
@@ -225,6 +249,7 @@ class Config:
             no_lora_fusing=_flag(env, "INLINE_NO_LORA_FUSING"),
             parallel=env.get("INLINE_PARALLEL") or None,
             api_token=env.get("INLINE_API_TOKEN") or None,
+            access_log=_flag(env, "INLINE_ACCESS_LOG"),
             allow_insecure=_flag(env, "INLINE_ALLOW_INSECURE"),
             cors_origins=origins,
             max_upload_mb=_int(env, "INLINE_MAX_UPLOAD_MB", 256),

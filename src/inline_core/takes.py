@@ -2,10 +2,50 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from inline_core.media import MediaKind
+
+
+@dataclass(frozen=True)
+class MediaFacts:
+    """What a take's file holds, read from its bytes: its content type and size, and a video's
+    frame count and rate (None where the file does not say, e.g. an MP4 without PyAV)."""
+
+    content_type: str
+    width: int | None = None
+    height: int | None = None
+    frames: int | None = None  # a video's
+    fps: float | None = None  # a video's
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.frames is None or not self.fps:
+            return None
+        return self.frames / self.fps
+
+    def to_json(self) -> dict[str, Any]:
+        """As the run store keeps it (snake_case, every field)."""
+        return {
+            "content_type": self.content_type,
+            "width": self.width,
+            "height": self.height,
+            "frames": self.frames,
+            "fps": self.fps,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], content_type: str) -> MediaFacts:
+        """Stored facts; `content_type` stands in where none were stored (an older take)."""
+        return cls(
+            content_type=str(raw.get("content_type") or content_type),
+            width=raw.get("width"),
+            height=raw.get("height"),
+            frames=raw.get("frames"),
+            fps=raw.get("fps"),
+        )
 
 
 @dataclass(frozen=True)
@@ -21,6 +61,7 @@ class Take:
     params: dict[str, Any]
     created_at: float
     path: str  # where the bytes live on this machine (never sent to clients)
+    facts: MediaFacts
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ import torch
 from torch import nn
 
 from inline_core.device.adapters import FUSE_AFTER_FORWARDS, adapter_mode
+from inline_core.diffusion.adapter_counts import AdapterTotals
 from inline_core.diffusion.adapters.bank import AdapterBank
 from inline_core.diffusion.adapters.stack import LoraStack, LoraUse
 from inline_core.diffusion.adapters.weights import LoraWeights, LowRank
 from inline_core.diffusion.libs import manual_seed
-from inline_core.diffusion.stacks import ResidentCopies
-from inline_core.engine.adapter_counts import AdapterTotals
-from inline_core.engine.residency import ResidentCache
+from inline_core.diffusion.residency import ResidentCache
+from inline_core.engine.stacks import ResidentCopies
 
 WIDTH, RANK = 2048, 4  # one float32 weight: 16 MiB
 HEADROOM = 4 * 2**20  # the cap, above what the process has mapped when it is set

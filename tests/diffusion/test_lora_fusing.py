@@ -25,15 +25,15 @@ from inline_core.device.adapters import (
     FuseDecision,
     adapter_mode,
 )
+from inline_core.diffusion.adapter_counts import AdapterTotals
 from inline_core.diffusion.adapters.bank import AdapterBank
 from inline_core.diffusion.adapters.fused import FusedCopy
 from inline_core.diffusion.adapters.fusing import StackKey, stack_key
 from inline_core.diffusion.adapters.stack import LoraStack, LoraUse
 from inline_core.diffusion.adapters.weights import LoraWeights, LowRank
 from inline_core.diffusion.libs import manual_seed
-from inline_core.diffusion.stacks import ResidentCopies
-from inline_core.engine.adapter_counts import AdapterTotals
-from inline_core.engine.residency import Footprint, ResidentCache
+from inline_core.diffusion.residency import Footprint, ResidentCache
+from inline_core.engine.stacks import ResidentCopies
 
 WIDTH, RANK = 16, 4
 

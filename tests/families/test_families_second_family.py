@@ -28,10 +28,10 @@ from websockets.exceptions import ConnectionClosedOK
 from websockets.sync.client import connect
 
 from inline_core.config import Config
+from inline_core.contract.registry import Families
 from inline_core.device import policy_from_config
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.families.nodes.register import register_families
-from inline_core.families.registry import Families
 from inline_core.graph.builtin import register_builtin_nodes
 from inline_core.graph.cache import NodeCache
 from inline_core.graph.executor import Executor

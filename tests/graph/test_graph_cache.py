@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from graph_harness import Harness, graph, node
@@ -140,5 +141,43 @@ def test_a_cached_media_node_gives_each_run_its_own_take_with_the_same_bytes(h: 
     assert (a.run_id, b.run_id) == ("run-a", "run-b")
     assert a.id != b.id and a.path != b.path
     assert a.hash == b.hash and a.params == b.params
+    with open(a.path, "rb") as fa, open(b.path, "rb") as fb:
+        assert fa.read() == fb.read()
+
+
+def test_a_reissued_take_shares_the_cached_file_and_outlives_it(h: Harness) -> None:
+    cache = NodeCache()
+    raw = graph(
+        node("i", "input/image", {"asset": h.asset("a1", (40, 30))}),
+        node("r", "image/resize", {"width": 20, "height": 20, "mode": "stretch"}, image="i.image"),
+    )
+    a = h.execute(raw, "r", cache=cache, ctx=h.ctx("run-a")).takes[0]
+    b = h.execute(raw, "r", cache=cache, ctx=h.ctx("run-b")).takes[0]
+    # One file under two names: a cache hit reads, hashes and writes no bytes again.
+    assert os.stat(a.path).st_ino == os.stat(b.path).st_ino
+    kept = Path(b.path).read_bytes()
+    os.unlink(a.path)  # the first run's take removed: the second's stays whole
+    with open(b.path, "rb") as fb:
+        assert fb.read() == kept
+    assert not [p for p in os.listdir(h.store.root) if p.startswith(".tmp-")]
+
+
+def test_a_take_is_copied_where_the_file_system_cannot_link_it(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = NodeCache()
+    raw = graph(
+        node("i", "input/image", {"asset": h.asset("a1", (40, 30))}),
+        node("r", "image/resize", {"width": 20, "height": 20, "mode": "stretch"}, image="i.image"),
+    )
+    a = h.execute(raw, "r", cache=cache, ctx=h.ctx("run-a")).takes[0]
+
+    def no_links(source: object, target: object) -> None:
+        raise OSError(95, "Operation not supported")  # e.g. a FAT or SMB take folder
+
+    monkeypatch.setattr(os, "link", no_links)
+    b = h.execute(raw, "r", cache=cache, ctx=h.ctx("run-b")).takes[0]
+    assert os.stat(a.path).st_ino != os.stat(b.path).st_ino
+    assert a.hash == b.hash
     with open(a.path, "rb") as fa, open(b.path, "rb") as fb:
         assert fa.read() == fb.read()

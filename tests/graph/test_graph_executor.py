@@ -24,6 +24,7 @@ def test_runs_only_the_closure_in_order_and_reports_each_node(h: Harness) -> Non
     assert result.takes == ()
     assert h.echo.runs == ["e1", "e2"]
     assert [(type(e).__name__, getattr(e, "node_id", None)) for e in h.events] == [
+        ("RunPlanned", None),
         ("NodeStarted", "t"),
         ("NodeDone", "t"),
         ("NodeStarted", "e1"),

@@ -6,8 +6,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from inline_core.contract.registry import Families
 from inline_core.errors import NotFound
-from inline_core.families.registry import Families
 from inline_core.graph.registry import Registry
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 from inline_core.graph.schema import parse_graph

@@ -10,8 +10,8 @@ import pytest
 from comfy_harness import imported
 from comfy_workflows import with_nodes, zimage_api
 
+from inline_core.contract.registry import Families
 from inline_core.errors import InlineError, InvalidRequest
-from inline_core.families.registry import Families
 from inline_core.importer import import_request
 from inline_core.models.catalog import Catalog
 

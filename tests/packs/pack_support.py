@@ -154,6 +154,15 @@ def pack_failure(state: Mapping[str, Any]) -> str:
     return str(state["error"]["message"])
 
 
+def logged_failure(live: LiveServer, state: Mapping[str, Any]) -> str:
+    """`pack_failure`, once the server's log has said it too, with the run id."""
+    message = pack_failure(state)
+    error = state["error"]
+    line = f"run {state['runId']} failed at node {error['nodeId']!r} ({error['code']}): "
+    assert line + message.splitlines()[0] in live.logs(), live.log()
+    return message
+
+
 def gradient(size: int = 16) -> Image.Image:
     """An RGB image whose every pixel differs, so flips and inversions are visible."""
     image = Image.new("RGB", (size, size))

@@ -16,6 +16,7 @@ from tests.packs.pack_support import (
     chain_graph,
     finished,
     gradient,
+    logged_failure,
     pack_failure,
     pack_server,
     packs_listing,
@@ -59,7 +60,7 @@ def test_a_segfault_fails_the_node_keeps_earlier_takes_and_the_pack_restarts(
     asset = upload_image(live, source)
     graph = chain_graph(asset, ("pillow10/invert", {}), ("segv/crash", {}))
     state = run_to_end(live, graph, "n2")
-    message = pack_failure(state)
+    message = logged_failure(live, state)
     assert state["error"]["nodeId"] == "n2"
     assert "pack 'segv' (1.0.0) node 'crash' crashed (SIGSEGV)" in message
     assert "Segmentation fault" in message  # the worker's own last words, from its log
@@ -85,15 +86,31 @@ def test_a_node_that_exits_fails_and_the_next_use_starts_a_new_worker(live: Live
 
 def test_a_node_that_hangs_past_its_time_limit_is_ended(live: LiveServer) -> None:
     state = run_to_end(live, chain_graph(None, ("hang/forever", {})), "n1")
-    assert "pack 'hang' (1.0.0) node 'forever' hung past its time limit of 3 s" in pack_failure(
-        state
+    assert "pack 'hang' (1.0.0) node 'forever' hung past its time limit of 3 s" in logged_failure(
+        live, state
     )
+    assert packs_listing(live)["hang"]["status"] == "idle"
+
+
+def test_a_cancel_ends_a_hung_node_cancelled_not_at_its_time_limit(live: LiveServer) -> None:
+    run_id = start_run(live, chain_graph(None, ("hang/forever", {})), "n1")
+
+    def at_work() -> bool | None:
+        state = run_state(live, run_id)
+        return True if state["status"] == "running" and "n1" in state["nodes"] else None
+
+    wait_until(at_work, "the hung node to start")
+    assert httpx.delete(f"{live.base}/v1/runs/{run_id}", timeout=30).status_code == 200
+    state = finished(live, run_id)
+    # Its worker never answers the cancel: it is ended, and the run is cancelled, not failed
+    # at its 3 s limit (which used to outlast the cancel's grace).
+    assert state["status"] == "cancelled", state
     assert packs_listing(live)["hang"]["status"] == "idle"
 
 
 def test_a_node_that_grows_past_its_memory_limit_is_ended(live: LiveServer) -> None:
     state = run_to_end(live, chain_graph(None, ("faults/hog", {})), "n1")
-    message = pack_failure(state)
+    message = logged_failure(live, state)
     assert "pack 'faults' (1.0.0) node 'hog' grew past its memory limit of 300 MB" in message
     assert slow_mask(live, 9) == bytes([9]) * 4
 

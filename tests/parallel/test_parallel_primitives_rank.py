@@ -16,10 +16,10 @@ import torch
 
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.config import Config
+from inline_core.contract.sources import Sources
 from inline_core.device import ParallelSpec, policy_from_config
 from inline_core.engine.group import GroupPipeline, ModelGroup, rank_spec
 from inline_core.engine.runtime import ModelRuntime
-from inline_core.families.sources import Sources
 from inline_core.families.zimage import ZImageFamily
 from inline_core.families.zimage.kit import KitPaths, build_kit
 from inline_core.graph.primitives import FLOW_SAMPLERS, FLOW_SCHEDULES

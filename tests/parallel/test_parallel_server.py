@@ -26,16 +26,17 @@ from zimage_support import kit_handle, load_spec, render_in_process
 
 from inline_core import cli
 from inline_core.config import Config
+from inline_core.contract.registry import Families
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.register import register_families
-from inline_core.families.registry import Families
 from inline_core.families.zimage import NODE_TYPE, ZImageFamily
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.families.zimage.split import parallel_support, support_for
 from inline_core.graph.registry import Registry
 from inline_core.models.catalog import Catalog
 from inline_core.sampling import StepLoopSampler
+from tests.server.server_support import free_port
 
 PARAMS: dict[str, Any] = {
     "width": 64,
@@ -148,6 +149,7 @@ def test_the_multi_gpu_flag_is_checked_the_same_way(
     for name in ("INLINE_PARALLEL", "INLINE_PROFILE", "INLINE_MODELS_DIR", "INLINE_DATA_DIR"):
         monkeypatch.setenv(name, "")  # restored afterwards: the flags write os.environ
     argv = ["--cpu", "--multi-gpu", "ulysses=4", "--models-dir", str(kit.root)]
+    argv += ["--port", str(free_port())]  # it binds before the split is checked: never 8848
     assert cli.main([*argv, "--data-dir", str(tmp_path / "data")]) == 2
     assert capsys.readouterr().err.strip() == (
         "inline-core: INLINE_PARALLEL=ulysses=4: a ulysses degree must divide the 2 attention "

@@ -23,9 +23,9 @@ import torch
 from parallel_support import group_children
 from PIL import Image
 
+from inline_core.contract.registry import Families
 from inline_core.device.split import ParallelSpec
 from inline_core.families.nodes.loras import LoraPicker
-from inline_core.families.registry import Families
 from inline_core.families.standalone import FamilyRig
 from inline_core.families.wan.kit import WanKit, build_kit
 from inline_core.graph.runner import NodeCall, NodeResult

@@ -1,5 +1,5 @@
 """Z-Image split across 2 gloo ranks by cache-dit (INLINE_PROFILE=cpu, INLINE_PARALLEL=ulysses=2),
-rebuilt in each rank by the shared rank loader (`diffusion/remote.py`): the take equals the
+rebuilt in each rank by the shared rank loader (`engine/remote.py`): the take equals the
 in-process take, and each rank's attention really saw half the tokens."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from parallel_support import group_children, group_config
 from PIL import Image
 from zimage_support import kit_handle, load_spec, render_in_process
 
-from inline_core.diffusion.remote import load_for_rank
 from inline_core.engine.group import LOADER, GroupPipeline
+from inline_core.engine.remote import load_for_rank
 from inline_core.errors import Cancelled
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.families.zimage.pipeline import ZImageStepPipeline

@@ -12,10 +12,10 @@ from PIL import Image
 from zimage_support import CPU_DTYPES, kit_family, kit_sources, load_spec
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.contract.sources import Sources
 from inline_core.device import ParallelSpec
 from inline_core.engine.group import LOADER, GroupPipeline, ModelGroup, rank_spec
 from inline_core.errors import InvalidRequest
-from inline_core.families.sources import Sources
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.families.zimage.request import ZImageRequest
 from inline_core.parallel.protocol import Job, decode, encode

@@ -9,9 +9,9 @@ from typing import Any
 import torch
 from PIL import Image
 
+from inline_core.contract.sources import Sources
 from inline_core.diffusion.adapters.stack import LoraUse
 from inline_core.engine.group import GroupPipeline, rank_spec
-from inline_core.families.sources import Sources
 from inline_core.families.zimage import ZImageFamily
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.families.zimage.pipeline import ZImageStepPipeline

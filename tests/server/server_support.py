@@ -89,6 +89,7 @@ class LiveServer:
     env: dict[str, str] = field(default_factory=dict[str, str])
     database_url: str | None = None  # None: the SQLite store in the data dir
     name: str = "server"  # its logs are <name>-<start>.log beside the data dir
+    cwd: Path | None = None  # its working directory (None: the test's)
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -128,7 +129,11 @@ class LiveServer:
         self.starts += 1
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "inline_core.server"], env=env, stdout=log, stderr=log
+                [sys.executable, "-m", "inline_core.server"],
+                env=env,
+                stdout=log,
+                stderr=log,
+                cwd=self.cwd,
             )
         return self.proc
 

@@ -23,7 +23,7 @@ from inline_core.server.stores.records import (
     RunMirror,
 )
 from inline_core.server.stores.run_store import RunStore
-from inline_core.takes import Take
+from inline_core.takes import MediaFacts, Take
 
 SERVER = "server-a"
 
@@ -61,6 +61,7 @@ def take(run_id: str, take_id: str) -> Take:
         params={"seed": 7},
         created_at=time.time(),
         path=f"/nowhere/{take_id}.png",
+        facts=MediaFacts("image/png", 8, 8),
     )
 
 

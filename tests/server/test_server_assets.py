@@ -15,7 +15,7 @@ from inline_core.errors import NotFound, PayloadTooLarge, UnsupportedMedia
 from inline_core.media import MediaKind
 from inline_core.server.assets import AssetStore, StoredMediaResolver
 from inline_core.server.run_state import NewRun, RunStatus
-from inline_core.takes import MediaRef, Take
+from inline_core.takes import MediaFacts, MediaRef, Take
 
 
 def png_bytes(colour: tuple[int, int, int] = (200, 10, 10)) -> bytes:
@@ -82,10 +82,12 @@ def test_resolver_finds_assets_and_recorded_takes_only_inside_their_roots(tmp_pa
         [running] = claim(runs)
         recorded = [
             Take(
-                "tk_aa", "run_a", "t", MediaKind.IMAGE, "u", "sha256-x", {}, 1.0, str(inside_file)
+                "tk_aa", "run_a", "t", MediaKind.IMAGE, "u", "sha256-x", {}, 1.0, str(inside_file),
+                MediaFacts("image/png"),
             ),
             Take(
-                "tk_bb", "run_a", "t", MediaKind.IMAGE, "u", "sha256-x", {}, 1.0, str(outside_file)
+                "tk_bb", "run_a", "t", MediaKind.IMAGE, "u", "sha256-x", {}, 1.0, str(outside_file),
+                MediaFacts("image/png"),
             ),
         ]
         runs.finish_future(

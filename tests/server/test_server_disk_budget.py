@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from inline_core.runtime.disk_space import MB, free_bytes
 from inline_core.runtime.file_store import FileTakeStore, take_id_for
 from inline_core.server.app import create_app
 from inline_core.server.assets import AssetStore, DiskBudget
+from inline_core.sizes import human_size
 
 
 def png_bytes(colour: tuple[int, int, int]) -> bytes:
@@ -75,7 +77,28 @@ def test_an_upload_below_the_free_space_floor_is_a_507_envelope(tmp_path: Path) 
     error = response.json()["error"]
     assert error["code"] == "insufficient_storage"
     assert "INLINE_MIN_FREE_DISK_MB" in error["message"]
+    # Sizes in human units: the floor is a terabyte and more, said in TiB, not as millions of MB.
+    assert re.search(
+        r"\d+\.\d [KMGTP]iB free on the data disk, and \d+\.\d TiB are kept free", error["message"]
+    ), error["message"]
     assert list(config.assets_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("count", "said"),
+    [
+        (0, "0 bytes"),
+        (1, "1 byte"),
+        (1023, "1023 bytes"),
+        (1024, "1.0 KiB"),
+        (256 * MB, "256.0 MiB"),
+        (3 * 1024 * MB // 2, "1.5 GiB"),
+        (2**50, "1.0 PiB"),
+        (10**16, "8.9 PiB"),
+    ],
+)
+def test_sizes_in_messages_are_in_human_units(count: int, said: str) -> None:
+    assert human_size(count) == said
 
 
 def test_an_upload_is_refused_while_streaming_once_it_would_cross_the_floor(

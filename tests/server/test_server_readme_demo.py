@@ -3,8 +3,8 @@
 The demo's block is read from README.md and run with bash in an empty folder laid out as a
 fresh clone after `./webui.sh --install` (the README's one set-up line, which this test checks
 and does not run: `./.venv` is this checkout's): `webui.sh`, `scripts/` and `.venv` linked in.
-The only change is the port (in the block's URLs, and INLINE_PORT for the server it starts), so
-the test never meets another server.
+The only change is the port, set in the block's one `PORT=` line, so the test never meets another
+server.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ def test_the_readme_demo_runs_as_printed(tmp_path: Path) -> None:
     for name in ("webui.sh", "scripts", ".venv"):
         (tmp_path / name).symlink_to(ROOT / name)
     port = str(free_port())
-    script = demo.replace("8848", port)
+    assert demo.count("8848") == 1 and demo.startswith("PORT=8848 ")  # its port, in one place
+    script = demo.replace("PORT=8848 ", f"PORT={port} ", 1)
     env = {k: v for k, v in os.environ.items() if not k.startswith("INLINE_")}
-    env["INLINE_PORT"] = port
     proc = subprocess.Popen(
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=tmp_path,
@@ -64,4 +64,5 @@ def test_the_readme_demo_runs_as_printed(tmp_path: Path) -> None:
         with Image.open(tmp_path / name) as png:
             assert png.format == "PNG" and png.size == (256, 256), name
     assert "Traceback" not in log, log
+    assert f"serving at http://127.0.0.1:{port}/" in log, log  # where to point a browser
     assert (tmp_path / ".inline").is_dir()  # the server's data folder, in the clone

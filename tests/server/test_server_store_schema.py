@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from server_support import HERE, PLUGIN, SRC
+from server_support import HERE, PLUGIN, SRC, free_port
 from store_support import claim, open_store
 
 from inline_core.config import Config
@@ -74,6 +74,7 @@ def test_a_server_started_on_a_newer_schema_exits_saying_why(
         **os.environ,
         "INLINE_DATA_DIR": str(config.data_dir),
         "INLINE_MODELS_DIR": str(tmp_path / "models"),
+        "INLINE_PORT": str(free_port()),  # it binds before it reads the store: never 8848
         "INLINE_PROFILE": "cpu",
         "INLINE_PLUGINS": PLUGIN,
         "PYTHONPATH": f"{SRC}:{HERE}",

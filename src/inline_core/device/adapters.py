@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inline_core.sizes import human_size
+
 FUSE_AFTER_FORWARDS = 2
 DROP_AFTER_FORWARDS = 4
 PER_ROW = "per-row"
@@ -94,15 +96,11 @@ def fuse_decision(
     if room_bytes is not None and copy_bytes > room_bytes:
         return FuseDecision(
             False,
-            f"a fused copy needs {_mib(copy_bytes)}, the memory budget has {_mib(room_bytes)} "
-            "left: per-row deltas on the shared weights",
+            f"a fused copy needs {human_size(copy_bytes)}, the memory budget has "
+            f"{human_size(room_bytes)} left: per-row deltas on the shared weights",
         )
     return FuseDecision(
         True,
         f"one stack has held every row of {held_forwards} forwards in a row and its fused copy "
-        f"({_mib(copy_bytes)}) fits the memory budget",
+        f"({human_size(copy_bytes)}) fits the memory budget",
     )
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB"

@@ -18,6 +18,7 @@ take two to four times the file for the same numbers.
 from __future__ import annotations
 
 from inline_core.device.policy import Placement
+from inline_core.sizes import human_size
 
 # Dtypes kept as stored and cast as they compute: the lower floats a float32 copy doubles.
 CASTABLE = frozenset({"bfloat16", "float16"})
@@ -53,10 +54,10 @@ def kept_reason(name: str, placement: Placement, kept: str, numbers: int, budget
     """The warning a load gives when it keeps a part's weights in their file's dtype."""
     copy = numbers * COMPUTE_BYTES[placement.dtype]
     return (
-        f"the {name} would take {_size(copy)} as a {placement.dtype} copy, more than half the "
-        f"{_size(budget)} memory budget: its weights stay in the file's {kept}, mapped from the "
-        f"file, and each layer casts them to {placement.dtype} as it computes (a {kept} weight "
-        f"casts to the very number its copy holds; each layer is slower than with the copy)"
+        f"the {name} would take {human_size(copy)} as a {placement.dtype} copy, more than half "
+        f"the {human_size(budget)} memory budget: its weights stay in the file's {kept}, mapped "
+        f"from the file, and each layer casts them to {placement.dtype} as it computes (a {kept} "
+        f"weight casts to the very number its copy holds; each layer is slower than with the copy)"
     )
 
 
@@ -66,8 +67,3 @@ def stored_reason(name: str, placement: Placement, kept: str) -> str:
         f"the {name}'s weights are stored in {kept}: they stay so (on a CPU, mapped from the "
         f"file), and each layer casts them to {placement.dtype} as it computes"
     )
-
-
-def _size(count: int) -> str:
-    gib = 1024**3
-    return f"{count / gib:.1f} GiB" if count >= gib // 10 else f"{count / 1024**2:.1f} MiB"

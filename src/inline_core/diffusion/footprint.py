@@ -15,7 +15,7 @@ from pathlib import Path
 
 from torch import nn
 
-from inline_core.engine.residency import Footprint
+from inline_core.diffusion.residency import Footprint
 
 MAPS = Path("/proc/self/maps")
 

@@ -2,7 +2,7 @@
 
 Most families' stacks are the same kinds of part (a denoiser, text encoders, a VAE read through a
 `ModelFormat`; a tokenizer; a scheduler config with a published default), so a builder's `load`
-is this table (`families/builder.py`)."""
+is this table (`contract/builder.py`)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
 
 from inline_core.downloads.manager import DownloadManager
 from inline_core.errors import InlineError
@@ -20,6 +20,19 @@ if TYPE_CHECKING:
     from inline_core.downloads.targets import Downloads, Target
 
 MB = 1024 * 1024
+
+
+class DownloadCommand(Protocol):
+    def __call__(self, argv: Sequence[str] | None = None) -> int: ...
+
+
+def download_command(table: Downloads) -> DownloadCommand:
+    """A family's `inline-core download`: this command over its table."""
+
+    def main(argv: Sequence[str] | None = None) -> int:
+        return run_cli(table, argv)
+
+    return main
 
 
 def run_cli(table: Downloads, argv: Sequence[str] | None) -> int:

@@ -14,7 +14,7 @@ from inline_core.downloads.records import FileRecord
 from inline_core.downloads.remote import Listing
 from inline_core.errors import InsufficientStorage, InvalidRequest, NotFound
 from inline_core.models.catalog import CATEGORIES
-from inline_core.runtime.disk_space import MB
+from inline_core.sizes import human_size
 
 MAX_FILES = 10_000
 
@@ -68,15 +68,11 @@ def check_space(folder: Path, needed: int, keep_free: int) -> None:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     if free - keep_free < needed:
-        kept = f" (plus {keep_free // MB} MB kept free)" if keep_free else ""
+        kept = f" (plus {human_size(keep_free)} kept free)" if keep_free else ""
         raise InsufficientStorage(
-            f"the download needs {_mb(needed)} MB in {folder}{kept}; the disk has {free // MB} MB "
-            "free"
+            f"the download needs {human_size(needed)} in {folder}{kept}; the disk has "
+            f"{human_size(free)} free"
         )
-
-
-def _mb(n: int) -> int:
-    return -(-n // MB)  # rounded up: 1 byte needs 1 MB of room in a message
 
 
 def _plain_name(name: str) -> bool:

@@ -2,7 +2,7 @@
 its stack they provide) and presets of them, as one table per family (`Family.downloads`).
 
 The table is data: the server's requirements route lists its targets as sources a client can post
-to `/v1/downloads` as they are, and `inline-core download` (`downloads/cli.run_cli`) runs the
+to `/v1/downloads` as they are, and `inline-core download` (`downloads/cli.py`) runs the
 same download manager over them.
 """
 
@@ -111,13 +111,6 @@ class Downloads:
             lines.append(f"      {', '.join(target.files)}")
             lines.append(f"      -> {target.destination(models)}")
         return "\n".join(lines)
-
-    def main(self, argv: Sequence[str] | None = None) -> int:
-        """`inline-core download` over this table: the download manager, with progress (imported
-        here: the table alone is what the server's requirements route needs)."""
-        from inline_core.downloads.cli import run_cli
-
-        return run_cli(self, argv)
 
     def providing(self, role: str) -> list[tuple[str, Target]]:
         """The targets that provide one part of the stack, in table order."""

@@ -4,7 +4,7 @@ box a second copy would take memory the ranks need).
 
 - `GroupPipeline` is the server's handle on one family's pipeline in the ranks: it builds and
   checks request states with the family's own request type, names how the ranks rebuild the
-  pipeline (`diffusion/remote.py`), and says what they send back: the decoded output (a node's
+  pipeline (`engine/remote.py`), and says what they send back: the decoded output (a node's
   whole stack) or the final latents (the `sample` primitive).
 - `ModelGroup` is the split and the `ParallelSampler` that runs it: the same `BatchedSampler` seam
   as the in-process step loop. A `sample` primitive on a group already holding a node's stack with
@@ -17,10 +17,10 @@ from collections.abc import Generator, Hashable, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, cast
 
+from inline_core.contract.family import Family, Stack
+from inline_core.contract.sources import Sources
 from inline_core.device.split import ParallelSpec
 from inline_core.errors import Unavailable
-from inline_core.families.family import Family, Stack
-from inline_core.families.sources import Sources
 from inline_core.models.source import Source
 from inline_core.parallel.errors import WorkerGroupError
 from inline_core.parallel.protocol import Json
@@ -28,7 +28,7 @@ from inline_core.parallel.remote import PipelineSpec, RemoteRequest
 from inline_core.parallel.sampler import ParallelSampler, SampleJobLike
 from inline_core.parallel.wire import encode_fields, state_fields
 
-LOADER = "inline_core.diffusion.remote:load_for_rank"
+LOADER = "inline_core.engine.remote:load_for_rank"
 Output = Literal["output", "latents"]
 
 

@@ -3,7 +3,7 @@
 - the device policy (built on first use; torch-free), which places every component;
 - one residency cache of loaded components under the one memory budget the policy gives, so
   families compete for memory instead of each budgeting all of it;
-- the loaded stacks built from it (`diffusion/stacks.py`, imported with torch on the first render);
+- the loaded stacks built from it (`engine/stacks.py`, imported with torch on the first render);
 - the renders in progress (`rendering`): the parts any of them holds are not evicted for another;
 - the in-process step loop (`sampling`), and at most one worker group: its ranks hold the devices,
   so a split of another family or model restarts it with that one.
@@ -21,11 +21,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from inline_core.config import Config
+from inline_core.contract.family import Family
 from inline_core.device.split import ParallelSpec
-from inline_core.engine.adapter_counts import AdapterTotals
-from inline_core.engine.residency import ResidentCache
+from inline_core.diffusion.adapter_counts import AdapterTotals
+from inline_core.diffusion.residency import ResidentCache
 from inline_core.errors import InvalidRequest, Unavailable
-from inline_core.families.family import Family
 from inline_core.models.source import Source
 from inline_core.runtime.preview import PreviewImage, PreviewTarget, preview_duty
 from inline_core.runtime.step_cache import StepCacheChoice, StepCacheSettings, StepCacheTotals
@@ -35,8 +35,8 @@ from inline_core.sampling.previews import PreviewWorker
 if TYPE_CHECKING:
     from inline_core.device import DevicePolicy, Placement
     from inline_core.diffusion.preview.renderer import PreviewRenderer
-    from inline_core.diffusion.stacks import Stacks
     from inline_core.engine.group import ModelGroup
+    from inline_core.engine.stacks import Stacks
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class ModelRuntime:
         """The resident stacks (imports torch and diffusers on first use)."""
         with self._lock:
             if self._stacks is None:
-                from inline_core.diffusion.stacks import Stacks
+                from inline_core.engine.stacks import Stacks
 
                 self._stacks = Stacks(self)
             return self._stacks

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from inline_core.config import Config
+from inline_core.contract.family import Family
+from inline_core.contract.sources import Sources
 from inline_core.device import DevicePolicy, policy_from_config
 from inline_core.device.split import ParallelSpec
 from inline_core.engine.runtime import ModelRuntime
-from inline_core.families.family import Family
 from inline_core.families.nodes.family_node import FamilyNodeRunner
-from inline_core.families.sources import Sources
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.models.catalog import Catalog
 from inline_core.sampling.job import BatchedSampler

@@ -8,7 +8,6 @@ from upstream outputs, reuses cached outputs when the node's content key matches
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -23,9 +22,26 @@ from inline_core.graph.runner import CatalogView, NodeCall, NodeResult, NodeRunn
 from inline_core.graph.schema import Edge, Node, PortKind
 from inline_core.graph.validate import ValidatedGraph, runner_for
 from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.progress import NodeDone, NodeFailed, NodeStarted
+from inline_core.runtime.progress import (
+    NodeDone,
+    NodeFailed,
+    NodeStarted,
+    RunPlanned,
+    node_work,
+)
 from inline_core.runtime.video import Video
 from inline_core.takes import Take
+
+# Ports that carry a model's work: a node with one runs a model (or feeds one that does).
+MODEL_PORTS = frozenset(
+    {
+        PortKind.MODEL,
+        PortKind.VAE,
+        PortKind.TEXT_ENCODER,
+        PortKind.CONDITIONING,
+        PortKind.LATENT,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +69,8 @@ class Executor:
         """Run the target's closure in order. Raises `Cancelled`, or an `InlineError` naming the
         node that failed (any other exception from a runner is wrapped in `RunFailed`)."""
         by_id = validated.graph.by_id
+        work = {node_id: self._work(by_id[node_id]) for node_id in validated.order}
+        ctx.events(RunPlanned(ctx.run_id, work))
         done: dict[str, _Executed] = {}
         takes: list[Take] = []
         for node_id in validated.order:
@@ -102,6 +120,15 @@ class Executor:
             self.cache.put(key, result.outputs, result.takes)
         ctx.events(NodeDone(ctx.run_id, node.id, cached=False, takes=result.takes))
         return _Executed(descriptor, result.outputs, key), result.takes
+
+    def _work(self, node: Node) -> float:
+        """The node's share of the run's work: its steps if it samples; about one step if it
+        runs a model (its ports carry one) or a pack's code; next to nothing otherwise."""
+        descriptor = self.registry.descriptor(node.type)
+        steps = node.params.get("steps") if descriptor.param("steps") is not None else None
+        ports = (*descriptor.inputs, *descriptor.outputs)
+        runs_model = descriptor.source != "core" or any(p.kind in MODEL_PORTS for p in ports)
+        return node_work(steps if isinstance(steps, int) else None, runs_model)
 
     def _key(
         self,
@@ -179,17 +206,6 @@ def _check_outputs(descriptor: NodeDescriptor, result: NodeResult) -> None:
 
 
 def _reissue(take: Take, ctx: ExecutionContext, node_id: str, index: int) -> Take:
-    """A cache hit still gives this run its own take (same bytes, new id): regenerating adds a
-    take and never points one run at another run's file."""
-    with open(take.path, "rb") as f:
-        data = f.read()
-    suffix = os.path.splitext(take.path)[1]
-    return ctx.takes.write(
-        run_id=ctx.run_id,
-        node_id=node_id,
-        index=index,
-        kind=take.kind,
-        data=data,
-        suffix=suffix,
-        params=take.params,
-    )
+    """A cache hit still gives this run its own take (same bytes, new id, its own file name):
+    regenerating adds a take and never points one run at another run's take."""
+    return ctx.takes.reissue(take, run_id=ctx.run_id, node_id=node_id, index=index)

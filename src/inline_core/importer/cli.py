@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
         catalog = Catalog(Path(args.models_dir or config.models_dir))
         # What the installed families know of the model files (their flow shifts), as the
         # server's import route asks them; torch-free.
-        from inline_core.families.registry import Families
+        from inline_core.contract.registry import Families
 
         facts = Families.discovered(catalog, config.env)
         result = import_comfy(workflow, catalog, assets=assets, facts=facts, models=models)

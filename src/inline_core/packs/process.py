@@ -34,6 +34,7 @@ from inline_core.packs.arena import MadeArena, make_arena
 from inline_core.packs.errors import PackNodeFailed
 from inline_core.packs.loaded import LoadedPack
 from inline_core.runtime.cancel import CancelToken
+from inline_core.sizes import human_size
 from inline_core_sdk.arena import Arena
 from inline_core_sdk.protocol import ProtocolError, read_frame, send_frame
 from inline_core_sdk.version import PROTOCOL_VERSION
@@ -42,7 +43,9 @@ MB = 1024 * 1024
 POLL_S = 0.05
 CHILDREN_EVERY_S = 1.0
 START_TIMEOUT_S = 120.0
-CANCEL_GRACE_S = 5.0
+# A node that checks for cancel answers within the SDK listener's 0.1 s and its own next check;
+# one that does not is ended after this, whatever its time limit has left.
+CANCEL_GRACE_S = 2.0
 STOP_GRACE_S = 2.0
 LOG_TAIL_CHARS = 600
 FATAL_LINES = 5  # of a crash report: what went wrong and where
@@ -270,7 +273,7 @@ class PackProcess:
                 raise self._fail(
                     node,
                     f"grew past its memory limit of {limits.memory_mb} MB "
-                    f"(it held {held // MB} MB)",
+                    f"(it held {human_size(held)})",
                 )
             if cancel_deadline is None and cancel.cancelled:
                 self._send_cancel(call_id)
@@ -278,7 +281,7 @@ class PackProcess:
             if cancel_deadline is not None and now > cancel_deadline:
                 self.kill()  # it ignored the cancel: the only way to stop it is to end it
                 raise Cancelled(cancel.reason)
-            if now > deadline:
+            if now > deadline and cancel_deadline is None:  # a cancelled call ends cancelled
                 self.kill()
                 raise self._fail(node, f"hung past its time limit of {limits.timeout_s:g} s")
 

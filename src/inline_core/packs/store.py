@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from inline_core.config import absolute
 from inline_core.packs.errors import PackNotInstalled
 
 INDEX = "index.json"
@@ -81,7 +82,8 @@ def hold_in_use(folder: Path) -> int:
 
 class PackStore:
     def __init__(self, root: Path) -> None:
-        self.root = root
+        # Absolute: a pack's interpreter is started from another working directory.
+        self.root = absolute(root)
 
     @property
     def index_path(self) -> Path:

@@ -6,6 +6,8 @@ import errno
 import shutil
 from pathlib import Path
 
+from inline_core.sizes import human_size
+
 MB = 1024 * 1024
 # A quota running out is the same problem for the user as the disk filling up.
 _DISK_FULL = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
@@ -21,8 +23,8 @@ def is_disk_full(exc: OSError) -> bool:
 
 
 def describe_free(folder: Path) -> str:
-    """E.g. "123 MB free", for messages; never raises (the disk may be failing too)."""
+    """E.g. "123.4 MiB free", for messages; never raises (the disk may be failing too)."""
     try:
-        return f"{free_bytes(folder) // MB} MB free"
+        return f"{human_size(free_bytes(folder))} free"
     except OSError:
         return "free space unknown"

@@ -7,6 +7,7 @@ import hashlib
 import os
 import tempfile
 import time
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 from inline_core.errors import InlineError, InsufficientStorage, RunFailed
 from inline_core.media import MediaKind
 from inline_core.runtime.disk_space import describe_free, is_disk_full
+from inline_core.runtime.media_facts import media_facts
+from inline_core.sizes import human_size
 from inline_core.takes import Take
 
 # Prefix of the temp file a write goes through; a file still named so at start-up is garbage.
@@ -42,7 +45,26 @@ def write_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    _sync_folder(path.parent)
+
+
+def link_atomic(source: Path, path: Path) -> None:
+    """Make `path` a second name of `source`'s file (takes are immutable, so both may share it):
+    a reader sees either nothing or the whole file. Raises OSError where the file system has no
+    hard links or `source` is on another device; `path` is then left as it was."""
+    tmp = path.with_name(f"{TEMP_PREFIX}{uuid.uuid4().hex}{path.suffix}")
+    os.link(source, tmp)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -84,6 +106,39 @@ class FileTakeStore:
             params=dict(params),
             created_at=time.time(),
             path=str(path),
+            facts=media_facts(data, suffix, kind),
+        )
+
+    def reissue(self, take: Take, *, run_id: str, node_id: str, index: int) -> Take:
+        """A cache hit's take for this run: a hard link to the cached file (no bytes read,
+        hashed or written again: at 1024 px that was most of a cached render's server time), or
+        a copy where the file system cannot link it."""
+        source = Path(take.path)
+        take_id = take_id_for(run_id, node_id, index)
+        path = self.path_for(take_id, source.suffix)
+        try:
+            link_atomic(source, path)
+        except OSError:  # no hard links here, another device, or the cached file is gone
+            return self.write(
+                run_id=run_id,
+                node_id=node_id,
+                index=index,
+                kind=take.kind,
+                data=source.read_bytes(),
+                suffix=source.suffix,
+                params=take.params,
+            )
+        return Take(
+            id=take_id,
+            run_id=run_id,
+            node_id=node_id,
+            kind=take.kind,
+            uri=f"/v1/takes/{take_id}/bytes",
+            hash=take.hash,
+            params=dict(take.params),
+            created_at=time.time(),
+            path=str(path),
+            facts=take.facts,
         )
 
     def _write_error(self, exc: OSError, take_id: str, node_id: str, size: int) -> InlineError:
@@ -91,7 +146,8 @@ class FileTakeStore:
         if is_disk_full(exc):
             return InsufficientStorage(
                 f"the disk holding the takes ({self.root}) is full: take {take_id} of node "
-                f"{node_id!r} ({size} bytes) could not be written ({describe_free(self.root)}); "
+                f"{node_id!r} ({human_size(size)}) could not be written "
+                f"({describe_free(self.root)}); "
                 "free some space and run it again",
                 node_id=node_id,
             )

@@ -6,6 +6,7 @@ Events are plain frozen dataclasses; `server/serialize.py` turns them into contr
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -15,6 +16,15 @@ from inline_core.takes import Take
 @dataclass(frozen=True)
 class RunStarted:
     run_id: str
+
+
+@dataclass(frozen=True)
+class RunPlanned:
+    """How much of the run's work each node of its closure is (`node_work`), so the run's
+    fraction weighs a sampling node by its steps and a text input next to nothing."""
+
+    run_id: str
+    work: Mapping[str, float]
 
 
 @dataclass(frozen=True)
@@ -63,7 +73,32 @@ class ChunkDecoded:
     fps: float
 
 
-RunEvent = RunStarted | NodeStarted | Progress | NodeDone | NodeFailed | ChunkDecoded
+RunEvent = RunStarted | RunPlanned | NodeStarted | Progress | NodeDone | NodeFailed | ChunkDecoded
+
+# Share of a node's progress each phase covers (a sampling node's: its load, prompt encode,
+# steps, decode and save); an unknown phase covers the whole node.
+PHASES: dict[str, tuple[float, float]] = {
+    "loading": (0.0, 0.1),
+    "encode": (0.1, 0.15),
+    "sample": (0.15, 0.9),
+    "decode": (0.9, 0.97),
+    "save": (0.97, 1.0),
+}
+_SAMPLE_SHARE = PHASES["sample"][1] - PHASES["sample"][0]
+# A node's work in sampling steps when it has no steps of its own: one that runs a model (a
+# loader, a text encode, a VAE decode) or a pack's code about one step; anything else (a text,
+# an image op, a setting) next to nothing, so it never counts as a share of a render.
+MODEL_WORK = 1.0
+CHEAP_WORK = 0.01
+
+
+def node_work(steps: int | None, runs_model: bool) -> float:
+    """How much of a run's work a node is, in sampling steps: a node that samples `steps` its
+    steps, over the share of its own progress the steps cover (so its load, encode and decode
+    count as well)."""
+    if steps is not None and steps > 0:
+        return steps / _SAMPLE_SHARE
+    return MODEL_WORK if runs_model else CHEAP_WORK
 
 
 class EventSink(Protocol):
@@ -77,16 +112,7 @@ class NodeReporter:
     run_id: str
     node_id: str
     sink: EventSink
-    # Share of the node's progress each phase covers; unknown phases count as a point.
-    weights: dict[str, tuple[float, float]] = field(
-        default_factory=lambda: {
-            "loading": (0.0, 0.1),
-            "encode": (0.1, 0.15),
-            "sample": (0.15, 0.9),
-            "decode": (0.9, 0.97),
-            "save": (0.97, 1.0),
-        }
-    )
+    weights: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(PHASES))
     _step_started: float | None = None
     _first_step_at: float | None = None
 

@@ -24,3 +24,8 @@ class TakeStore(Protocol):
         """Write one take atomically. The id is a function of (run, node, index), so a run that is
         re-executed after a crash rewrites the same take instead of adding a second one."""
         ...
+
+    def reissue(self, take: Take, *, run_id: str, node_id: str, index: int) -> Take:
+        """Give this run its own take of `take`'s bytes (a cache hit): a new id, the same bytes,
+        hash and params, without re-reading or re-hashing them."""
+        ...

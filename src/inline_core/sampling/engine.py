@@ -2,8 +2,11 @@
 
 Data moves one way: `enqueue` -> incoming -> (admit) active -> (next_group) one `denoise_step` ->
 each job's `step_scheduler` -> finished jobs resolve their tickets. At every boundary the loop
-admits new tickets, drops cancelled ones and runs one group. It sleeps on a condition variable only
-when there is nothing to do, so a lone job pays no polling latency.
+admits new tickets, drops cancelled ones and runs one group. Inside a forward, the model checks
+between its blocks (`diffusion/cancel_blocks.py`): a forward whose every row was cancelled stops
+there; one with a live row runs on, and its cancelled rows are dropped at the next boundary. It
+sleeps on a condition variable only when there is nothing to do, so a lone job pays no polling
+latency.
 
 Failures stay where they belong: an exception in `denoise_step` fails that group's jobs, one in a
 job's own `step_scheduler`, callbacks, `prepare_encode` or `post_decode` fails only that job (a
@@ -27,6 +30,7 @@ from typing import Any, TypeVar
 
 from inline_core.components.step import StepPipeline, supports_preview
 from inline_core.errors import Cancelled, RunFailed, Unavailable
+from inline_core.runtime.cancel import forward_rows
 from inline_core.sampling.decode_batch import decode_group, decode_item, take_group
 from inline_core.sampling.job import PreviewSink, SampleJob
 from inline_core.sampling.limits import BatchLimits
@@ -265,12 +269,21 @@ class StepEngine:
         pipeline = group[0].pipeline
         started = time.perf_counter()
         try:
-            predictions = list(pipeline.denoise_step([t.state for t in group]))
+            with forward_rows([t.job.cancel for t in group]):
+                predictions = list(pipeline.denoise_step([t.state for t in group]))
             counters.forward_seconds += time.perf_counter() - started
             if len(predictions) != len(group):
                 raise RunFailed(
                     f"denoise_step returned {len(predictions)} predictions for {len(group)} jobs"
                 )
+        except Cancelled as exc:  # every row was cancelled: the model stopped between its blocks
+            for ticket in group:
+                self._remove(ticket)
+                if ticket.job.cancel.cancelled:
+                    self._cancel(ticket)
+                else:
+                    self._fail(ticket, exc)
+            return
         except Exception as exc:  # the whole group shared the forward, so the whole group fails
             for ticket in group:
                 self._remove(ticket)

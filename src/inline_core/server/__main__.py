@@ -83,7 +83,9 @@ def serve(config: Config) -> int:
             host=config.host,
             port=config.port,
             lifespan="on",
-            access_log=False,  # per-request lines cost throughput; errors are still logged
+            # Per-request lines cost throughput: off unless asked (--access-log); errors are
+            # logged either way.
+            access_log=config.access_log,
             # Events are small JSON frames: compressing them saves little, while each socket's
             # zlib state holds ~200 KB (tracemalloc, 16 watching clients).
             ws_per_message_deflate=False,

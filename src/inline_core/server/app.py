@@ -39,7 +39,13 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncGenerator[None]:
         built.start()
-        log.info("inline-core %s serving; data in %s", __version__, config.data_dir)
+        log.info(
+            "inline-core %s serving at %s (bound to %s); data in %s",
+            __version__,
+            config.url,
+            config.host,
+            config.data_dir,
+        )
         try:
             yield
         finally:

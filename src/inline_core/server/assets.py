@@ -41,6 +41,7 @@ from inline_core.errors import (
 from inline_core.media import MediaKind, sniff
 from inline_core.runtime.disk_space import MB, free_bytes, is_disk_full
 from inline_core.server.stores.records import Asset, AssetRow
+from inline_core.sizes import human_size
 from inline_core.takes import MediaRef
 
 if TYPE_CHECKING:  # the store imports this module's neighbours; only its type is needed here
@@ -154,7 +155,7 @@ class AssetUpload:
         if self.size + len(chunk) > self._store.max_bytes:
             self.abort()
             raise PayloadTooLarge(
-                f"upload is larger than the {self._store.max_bytes // (1024 * 1024)} MB limit"
+                f"upload is larger than the {human_size(self._store.max_bytes)} limit"
             )
         with upload_failures(self.abort):
             if not self._store.reserve(len(chunk)):
@@ -248,8 +249,8 @@ class AssetStore:
             return  # cannot tell; the write itself will say if the disk is full
         if free - incoming < floor:
             raise InsufficientStorage(
-                f"not enough disk space for this upload: {free // MB} MB free on the data disk, "
-                f"and {floor // MB} MB are kept free for takes and the run database "
+                f"not enough disk space for this upload: {human_size(free)} free on the data disk, "
+                f"and {human_size(floor)} are kept free for takes and the run database "
                 "(INLINE_MIN_FREE_DISK_MB)"
             )
 
@@ -267,9 +268,9 @@ class AssetStore:
         with self._lock:
             stored = self._stored
         return InsufficientStorage(
-            f"no room in the assets folder for this {size}-byte upload: {stored // MB} MB are "
-            f"stored (with uploads in progress counted) and the cap is {cap // MB} MB "
-            "(INLINE_MAX_ASSETS_GB)"
+            f"no room in the assets folder for this {human_size(size)} upload: "
+            f"{human_size(stored)} are stored (with uploads in progress counted) and the cap is "
+            f"{human_size(cap)} (INLINE_MAX_ASSETS_GB)"
         )
 
     def settle(self, reserved: int, stored: int) -> None:

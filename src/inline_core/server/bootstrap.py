@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from typing import Literal, cast
 
 from inline_core.config import Config
+from inline_core.contract.registry import Families
 from inline_core.diffusion.files.checkpoint import checkpoint_contents
 from inline_core.downloads.manager import DownloadManager
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InlineError
 from inline_core.families.nodes.register import register_families
-from inline_core.families.registry import Families
 from inline_core.graph.builtin import register_builtin_nodes
 from inline_core.graph.cache import NodeCache
 from inline_core.graph.executor import Executor

@@ -11,9 +11,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from inline_core.contract.requirements import node_requirements
 from inline_core.downloads.manager import DownloadManager
 from inline_core.errors import InvalidRequest, NotFound
-from inline_core.families.requirements import node_requirements
 from inline_core.server.bootstrap import Services
 from inline_core.server.http_io import MB, clipped_names, json_response, read_json_object
 from inline_core.server.serialize_downloads import requirements_json

@@ -37,10 +37,7 @@ class FencedTakes:
         suffix: str,
         params: Mapping[str, Any],
     ) -> Take:
-        if not self.held.vouched():
-            reason = self.held.lost or LEASE_UNSURE
-            self.token.cancel(reason)
-            raise Cancelled(reason)
+        self._vouch()
         return self.inner.write(
             run_id=run_id,
             node_id=node_id,
@@ -50,3 +47,13 @@ class FencedTakes:
             suffix=suffix,
             params=params,
         )
+
+    def reissue(self, take: Take, *, run_id: str, node_id: str, index: int) -> Take:
+        self._vouch()
+        return self.inner.reissue(take, run_id=run_id, node_id=node_id, index=index)
+
+    def _vouch(self) -> None:
+        if not self.held.vouched():
+            reason = self.held.lost or LEASE_UNSURE
+            self.token.cancel(reason)
+            raise Cancelled(reason)

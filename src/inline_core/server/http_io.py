@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from inline_core.errors import InvalidRequest, PayloadTooLarge, UnsupportedMedia
+from inline_core.sizes import human_size
 
 MB = 1024 * 1024
 # JSON nested deeper than this is refused: nothing in the contract comes close, and unbounded
@@ -47,7 +48,7 @@ def declared_length(request: Request, limit: int, what: str) -> None:
     except ValueError:
         raise InvalidRequest("Content-Length is not a number") from None
     if length > limit:
-        raise PayloadTooLarge(f"{what} is larger than the {limit // MB} MB limit")
+        raise PayloadTooLarge(f"{what} is larger than the {human_size(limit)} limit")
 
 
 async def read_body(request: Request, limit: int, what: str = "the request body") -> bytes:
@@ -57,7 +58,7 @@ async def read_body(request: Request, limit: int, what: str = "the request body"
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise PayloadTooLarge(f"{what} is larger than the {limit // MB} MB limit")
+            raise PayloadTooLarge(f"{what} is larger than the {human_size(limit)} limit")
     return bytes(body)
 
 

@@ -19,6 +19,7 @@ from inline_core.runtime.progress import (
     NodeStarted,
     Progress,
     RunEvent,
+    RunPlanned,
 )
 from inline_core.server import serialize
 from inline_core.server.events import CoalescedEvents, WireEvent
@@ -44,6 +45,10 @@ class LiveRun:
     journal: CoalescedEvents = field(default_factory=CoalescedEvents)
     journal_closed: bool = False
     recording: bool = False  # its worker is done; its end is being written
+    # Each node's share of the run's work (`RunPlanned`; 1 each until the run says), and the
+    # sum of each node's fraction times its share.
+    work: dict[str, float] = field(default_factory=dict[str, float])
+    _work_total: float = 0.0
     _fraction_sum: float = 0.0
 
     @classmethod
@@ -70,7 +75,13 @@ class LiveRun:
 
     @property
     def fraction(self) -> float:
-        return self._fraction_sum / len(self.nodes) if self.nodes else 0.0
+        total = self._work_total if self.work else float(len(self.nodes))
+        return self._fraction_sum / total if total > 0 else 0.0
+
+    def _weigh(self, work: dict[str, float]) -> None:
+        self.work = {node_id: max(0.0, float(work.get(node_id, 1.0))) for node_id in self.nodes}
+        self._work_total = sum(self.work.values())
+        self._fraction_sum = sum(self.work[k] * n.fraction for k, n in self.nodes.items())
 
     def snapshot(self) -> RunRecord:
         return replace(
@@ -95,11 +106,15 @@ class LiveRun:
 
     def _set(self, node_id: str, state: NodeState) -> None:
         old = self.nodes.get(node_id)
-        self._fraction_sum += state.fraction - (old.fraction if old is not None else 0.0)
+        change = state.fraction - (old.fraction if old is not None else 0.0)
+        self._fraction_sum += self.work.get(node_id, 1.0) * change
         self.nodes[node_id] = state
 
     def apply(self, event: RunEvent) -> WireEvent | None:
         """Fold a runtime event into the node states; return what subscribers should hear."""
+        if isinstance(event, RunPlanned):
+            self._weigh(dict(event.work))
+            return None
         if isinstance(event, NodeStarted):
             node = NodeState(NodeStatus.RUNNING, 0.0, phase="run")
         elif isinstance(event, Progress):

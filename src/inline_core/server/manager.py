@@ -39,6 +39,7 @@ from inline_core.errors import (
     InlineError,
     InvalidRequest,
     NotFound,
+    RunFailed,
     Unavailable,
 )
 from inline_core.graph.executor import Executor
@@ -506,9 +507,9 @@ class RunManager:
     # ---- cancel --------------------------------------------------------------------------------
 
     def cancel(self, run_id: str, wait_s: float = 2.0) -> RunRecord:
-        """Cancel a queued run at once, or a running one (here or on another server) at its next
-        step boundary, waiting up to `wait_s` for it to stop. Raises `Conflict` for a finished
-        run."""
+        """Cancel a queued run at once, or a running one (here or on another server) within one
+        transformer block (a pack node: its worker ended if it does not stop), waiting up to
+        `wait_s` for it to stop. Raises `Conflict` for a finished run."""
         with self._lock:
             live = self._live.get(run_id)
             if live is not None:
@@ -607,10 +608,26 @@ class RunManager:
             with self._run_scope(run.id):
                 result = self.executor.execute(validated, ctx)
         except Cancelled:
+            log.info("run %s stopped: %s", run.id, run.token.reason)
             return self._interrupted(run.token.reason)
         except InlineError as exc:
             if self._closing and isinstance(exc, Unavailable):
                 return _Outcome(None)  # the sampler closed under it: run it again next start
+            # Every run error in the server's log, with its run id: a pack's crash, time limit or
+            # memory kill among them (each an InlineError naming the pack and node).
+            where = f" at node {exc.node_id!r}" if exc.node_id else ""
+            # A node's own bug (an exception the executor wrapped) is logged with its traceback.
+            cause = exc.__cause__
+            bug = isinstance(exc, RunFailed) and cause is not None
+            bug = bug and not isinstance(cause, InlineError)
+            log.error(
+                "run %s failed%s (%s): %s",
+                run.id,
+                where,
+                exc.code,
+                exc.message,
+                exc_info=exc if bug else None,
+            )
             return _Outcome(
                 RunStatus.ERROR, error=serialize.error_body(exc.code, exc.message, exc.node_id)
             )

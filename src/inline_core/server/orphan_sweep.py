@@ -26,6 +26,7 @@ from typing import cast
 from inline_core.runtime.file_store import take_id_for
 from inline_core.server.run_state import RunRecord
 from inline_core.server.stores.run_store import RunStore
+from inline_core.sizes import human_size
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +99,11 @@ def sweep_orphan_takes(
         removed += 1
         freed += size
         if removed <= LOGGED_NAMES:
-            log.info("removed orphan take file %s (%d bytes, unreferenced)", entry.name, size)
+            log.info("removed orphan take file %s (%s, unreferenced)", entry.name, human_size(size))
     if removed:
         log.info(
-            "removed %d orphan take files (%d bytes) left by runs that ended without them",
+            "removed %d orphan take files (%s) left by runs that ended without them",
             removed,
-            freed,
+            human_size(freed),
         )
     return SweepReport(removed=removed, freed_bytes=freed, kept_for_rerun=kept)

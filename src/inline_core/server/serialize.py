@@ -12,6 +12,7 @@ from typing import Any
 
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import CatalogView
+from inline_core.media import MediaKind
 from inline_core.packs.host import PackSlot
 from inline_core.server.events import WireEvent
 from inline_core.server.run_state import NodeState, NodeStatus, RunRecord, RunStatus
@@ -40,16 +41,28 @@ def error_envelope(code: str, message: str, node_id: str | None = None) -> dict[
 
 
 def take_json(take: Take) -> dict[str, Any]:
-    return {
+    """A take, with what its file holds: its content type and size; a video's frame count,
+    rate and length (null where its file does not say)."""
+    facts = take.facts
+    out: dict[str, Any] = {
         "id": take.id,
         "runId": take.run_id,
         "nodeId": take.node_id,
         "kind": take.kind.value,
         "uri": take.uri,
         "hash": take.hash,
+        "contentType": facts.content_type,
+        "width": facts.width,
+        "height": facts.height,
         "params": take.params,
         "createdAt": timestamp(take.created_at),
     }
+    if take.kind == MediaKind.VIDEO:
+        duration = facts.duration_s
+        out["frames"] = facts.frames
+        out["fps"] = facts.fps
+        out["durationS"] = None if duration is None else round(duration, 4)
+    return out
 
 
 def nodes_json(nodes: Mapping[str, NodeState], status: RunStatus | None = None) -> dict[str, Any]:

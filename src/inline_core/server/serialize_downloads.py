@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from inline_core.contract.requirements import Piece
 from inline_core.downloads.manager import DownloadManager
 from inline_core.downloads.targets import Target
 from inline_core.errors import InlineError
-from inline_core.families.requirements import Piece
 
 
 def requirements_json(

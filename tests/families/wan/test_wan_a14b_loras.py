@@ -24,8 +24,8 @@ from test_wan_lora_server import with_loras
 from test_wan_server import submit, wan_graph
 from wan_harness import max_diff, render, take_frames, wan_rig
 
+from inline_core.contract.handles import LoraHandle
 from inline_core.diffusion.libs import save_safetensors
-from inline_core.families.nodes.handles import LoraHandle
 from inline_core.families.wan.kit import WanKit
 from inline_core.runtime.video import decode_apng
 from inline_core.sampling.loop import StepLoopSampler

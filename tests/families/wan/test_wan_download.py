@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from inline_core.families.files import StackResolver
+from inline_core.contract.files import StackResolver
 from inline_core.families.wan.download import (
     COMFY_21,
     COMFY_22,

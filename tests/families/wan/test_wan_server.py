@@ -202,3 +202,36 @@ def test_live_server_streams_chunks_then_the_take(wan_kit: WanKit, tmp_path: Pat
     assert all(c["totalFrames"] == 13 and c["nodeId"] == "w" for c in chunks)
     assert all(c["fps"] == 16 for c in chunks)  # Wan 2.1's own
     assert kinds.index(("chunk", "w")) < kinds.index(("node_done", "w"))
+
+
+def test_video_takes_report_their_facts_and_the_node_its_defaults(
+    wan_kit: WanKit, tmp_path: Path
+) -> None:
+    """A video take says its content type, size, frame count, fps and duration (MP4 and APNG
+    alike, read from its file), and the node's descriptor gives its size, frames and fps."""
+    shutil.copytree(wan_kit.root, tmp_path / "models")
+    with running_server(tmp_path, env={"INLINE_DTYPE": "float32"}) as live:
+        described = httpx.get(f"{live.base}/v1/models/{NODE_TYPE}", timeout=30).json()
+        defaults = {p["name"]: p["default"] for p in described["params"]}
+        assert [defaults[k] for k in ("width", "height", "frames", "fps")] == [832, 480, 81, 16]
+        takes: dict[str, dict[str, Any]] = {}
+        for video_format in ("mp4", "png"):
+            graph = wan_graph(frames=9, fps=12, format=video_format)
+            response = post_run(live, graph, "w")
+            assert response.status_code == 201, response.text
+            state = wait_finished(live, str(response.json()["runId"]), timeout=120)
+            assert state["status"] == "done", live.log()
+            (takes[video_format],) = state["takes"]
+        stored = httpx.get(f"{live.base}/v1/takes/{takes['mp4']['id']}", timeout=30).json()
+    assert stored == takes["mp4"]
+    for video_format, content_type in (("mp4", "video/mp4"), ("png", "image/apng")):
+        take = takes[video_format]
+        facts = {k: take[k] for k in ("contentType", "width", "height", "frames", "fps")}
+        assert facts == {
+            "contentType": content_type,
+            "width": 48,
+            "height": 32,
+            "frames": 9,
+            "fps": 12.0,
+        }
+        assert take["durationS"] == 0.75

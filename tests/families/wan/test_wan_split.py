@@ -14,11 +14,11 @@ from fastapi.testclient import TestClient
 from test_wan_server import wan_graph
 
 from inline_core.config import Config
+from inline_core.contract.registry import Families
 from inline_core.device.split import ParallelSpec
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.register import register_families
-from inline_core.families.registry import Families
 from inline_core.families.wan import WanFamily
 from inline_core.families.wan.descriptor import NODE_TYPE
 from inline_core.families.wan.kit import WanKit

@@ -1,6 +1,7 @@
-"""The variant is told from the model's file and gives the params left empty: the 5B's size,
-frames, fps and flow shift (a single file brings no scheduler config; a diffusers folder's own
-config keeps its shift), Wan 2.1's for a 2.1 model."""
+"""The variant is told from the model's file and gives the params a direct caller leaves null:
+the 5B's size, frames, fps and flow shift (a single file brings no scheduler config; a diffusers
+folder's own config keeps its shift), Wan 2.1's for a 2.1 model. The node's descriptor has
+defaults of its own (Wan 2.1's size, length and rate), which every variant renders."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ from inline_core.families.wan.descriptor import NODE_TYPE, WAN_DESCRIPTOR
 from inline_core.families.wan.kit import WanKit
 from inline_core.sampling.loop import StepLoopSampler
 
-EMPTY = {p.name: p.default for p in WAN_DESCRIPTOR.params}
+SHAPE = ("width", "height", "frames", "fps")
+DEFAULTS = {p.name: p.default for p in WAN_DESCRIPTOR.params}
+EMPTY = {**DEFAULTS, **dict.fromkeys(SHAPE)}
+
+
+MODELS = (
+    "wan2.2_ti2v_tiny_fp32.safetensors",
+    "wan2.1_t2v_tiny_fp32.safetensors",
+    "wan2.2_t2v_high_noise_tiny_fp32.safetensors",
+    "wan2.2_i2v_low_noise_tiny_fp32.safetensors",
+    "wan2.1_i2v_tiny_fp32.safetensors",
+)
 
 
 @pytest.mark.parametrize(
@@ -29,7 +41,7 @@ EMPTY = {p.name: p.default for p in WAN_DESCRIPTOR.params}
         ("wan2.1_i2v_tiny_fp32.safetensors", (832, 480, 81, 16, 3.0)),
     ],
 )
-def test_empty_params_take_the_models_own(
+def test_null_params_take_the_models_own(
     wan_kit: WanKit, wan_sampler: StepLoopSampler, model: str, expected: tuple[Any, ...]
 ) -> None:
     family = wan_rig(wan_kit.root, wan_sampler).family
@@ -42,6 +54,24 @@ def test_empty_params_take_the_models_own(
     got = tuple(request[k] for k in ("width", "height", "frames", "fps", "shift"))
     assert got == expected
     assert lowered.take_params["width"] == expected[0]  # the take records what was rendered
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_the_descriptor_defaults_render_on_every_variant(
+    wan_kit: WanKit, wan_sampler: StepLoopSampler, model: str
+) -> None:
+    """A graph that leaves the size, frames and fps out gets the descriptor's own numbers
+    (Wan 2.1's 480p, 81 frames at 16 fps), and every variant takes them at submit."""
+    assert tuple(DEFAULTS[k] for k in SHAPE) == (832, 480, 81, 16)
+    family = wan_rig(wan_kit.root, wan_sampler).family
+    params = {**DEFAULTS, "model": model, "seed": 3}
+    wired = frozenset({"prompt", "image"} if "i2v" in model else {"prompt"})
+    family.check_wired(NODE_TYPE, params, wired, "w")
+    inputs: dict[str, Any] = {"prompt": "a fox"}
+    if "i2v" in model:
+        inputs["image"] = first_frame_image(32, 32)
+    request = family.lower(NODE_TYPE, params, inputs, "w").request
+    assert tuple(request[k] for k in SHAPE) == (832, 480, 81, 16)
 
 
 def test_set_params_win_over_the_models_own(wan_kit: WanKit, wan_sampler: StepLoopSampler) -> None:

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from inline_core.families.nodes.handles import LoraHandle
+from inline_core.contract.handles import LoraHandle
+from inline_core.contract.registry import Families
 from inline_core.families.nodes.loras import LoraPicker
-from inline_core.families.registry import Families
 from inline_core.families.standalone import FamilyRig
 
 

@@ -11,9 +11,9 @@ from typing import Any
 from PIL import Image
 from zimage_harness import Pixels, cpu_config, pixels
 
+from inline_core.contract.registry import Families
 from inline_core.errors import NotFound
 from inline_core.families.nodes.register import register_families
-from inline_core.families.registry import Families
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.families.zimage import ZImageFamily
 from inline_core.graph.builtin import register_builtin_nodes

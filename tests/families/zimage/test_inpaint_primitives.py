@@ -16,7 +16,7 @@ from control_harness import source
 from PIL import Image, ImageDraw
 from primitive_graphs import Json, Rig, edge, make_rig, primitive_graph
 
-from inline_core.families.nodes.handles import LatentHandle
+from inline_core.contract.handles import LatentHandle
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.sampling.loop import StepLoopSampler
 

@@ -23,16 +23,16 @@ from primitive_graphs import (
 )
 from zimage_harness import max_diff, pixels, render
 
-from inline_core.diffusion.flow.samplers import SAMPLERS, SCHEDULES
-from inline_core.diffusion.libs import save_safetensors
-from inline_core.errors import InvalidGraph, InvalidRequest, ModelMissing
-from inline_core.families.nodes.handles import (
+from inline_core.contract.handles import (
     ConditioningHandle,
     LatentHandle,
     ModelHandle,
     TextEncoderHandle,
     VAEHandle,
 )
+from inline_core.diffusion.flow.samplers import SAMPLERS, SCHEDULES
+from inline_core.diffusion.libs import save_safetensors
+from inline_core.errors import InvalidGraph, InvalidRequest, ModelMissing
 from inline_core.families.nodes.register import PRIMITIVE_TYPES
 from inline_core.families.zimage import ZImageFamily
 from inline_core.families.zimage.kit import KitPaths

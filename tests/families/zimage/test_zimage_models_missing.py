@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from zimage_harness import make_runner, models_without_diffusion, node_params, render
 
 from inline_core.config import Config
+from inline_core.contract.files import StackResolver
 from inline_core.errors import ModelMissing, RunFailed
-from inline_core.families.files import StackResolver
 from inline_core.families.zimage import ZImageFamily
 from inline_core.families.zimage.descriptor import NODE_TYPE
 from inline_core.families.zimage.kit import KitPaths

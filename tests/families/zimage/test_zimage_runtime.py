@@ -19,11 +19,11 @@ from PIL import Image
 from zimage_harness import make_runner, render, take_pixels
 
 from inline_core.config import Config
-from inline_core.engine.residency import Footprint, ResidentCache
+from inline_core.contract.registry import Families
+from inline_core.diffusion.residency import Footprint, ResidentCache
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import Cancelled, InvalidRequest
 from inline_core.families.nodes.register import PRIMITIVE_TYPES, register_families
-from inline_core.families.registry import Families
 from inline_core.families.zimage import NODE_TYPE, ZImageFamily
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.graph.registry import Registry
@@ -95,7 +95,7 @@ def test_a_render_larger_than_the_budget_keeps_its_parts_and_never_reloads(
     # bfloat16 from float32 files: copies of their own, every one larger than the budget.
     runner = make_runner(kit.root, sampler, dtype="bfloat16")
     runner.runtime.residency.budget_bytes = 1
-    with caplog.at_level("WARNING", logger="inline_core.engine.residency"):
+    with caplog.at_level("WARNING", logger="inline_core.diffusion.residency"):
         render(runner, tmp_path, "a fox", seed=1)
         render(runner, tmp_path, "a fox", seed=2)  # a seed change
         render(runner, tmp_path, "a heron", seed=2)  # a prompt change
@@ -169,7 +169,7 @@ def test_resident_cache_keeps_a_renders_parts_and_counts_reloads_and_mapped_page
     cache = ResidentCache(budget_bytes=100)
     cache.get("other", lambda: ("O", Footprint(60)))
     assert not cache.stats().mapped_over_budget
-    with caplog.at_level("WARNING", logger="inline_core.engine.residency"):
+    with caplog.at_level("WARNING", logger="inline_core.diffusion.residency"):
         cache.get("te", lambda: ("T", Footprint(60, mapped_bytes=500)))  # evicts "other"
     assert cache.stats().mapped_over_budget  # 560 > 100: the OS pages the mapped weights in
     [paged] = [r.getMessage() for r in caplog.records]
@@ -247,7 +247,7 @@ def test_registration_is_torch_free() -> None:
         "from inline_core.config import Config;"
         "from inline_core.engine.runtime import ModelRuntime;"
         "from inline_core.families.nodes.register import register_families;"
-        "from inline_core.families.registry import Families;"
+        "from inline_core.contract.registry import Families;"
         "from inline_core.graph.registry import Registry;"
         "from inline_core.models.catalog import Catalog;"
         "from inline_core.sampling.loop import StepLoopSampler;"

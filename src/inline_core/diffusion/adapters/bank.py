@@ -22,7 +22,7 @@ from inline_core.diffusion.adapters.rows import RowAdapters
 from inline_core.diffusion.adapters.stack import LoraStack, LoraUse
 from inline_core.diffusion.adapters.weights import LoraWeights
 from inline_core.diffusion.placement import PlacementLike, torch_dtype
-from inline_core.engine.residency import Footprint
+from inline_core.diffusion.residency import Footprint
 
 # (key, load) -> the value, loading it on a miss: `ResidentCache.get` or `LocalCache.get`.
 Fetch = Callable[[Hashable, Callable[[], tuple[LoraWeights, Footprint]]], LoraWeights]

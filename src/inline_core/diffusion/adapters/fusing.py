@@ -32,12 +32,13 @@ from inline_core.device.adapters import (
     FuseDecision,
     fuse_decision,
 )
+from inline_core.diffusion.adapter_counts import AdapterTotals
 from inline_core.diffusion.adapters.fused import FusedCopy, copy_bytes, fusable, fuse
 from inline_core.diffusion.adapters.plan import RowStack
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.adapters.weights import modules_of
-from inline_core.engine.adapter_counts import AdapterTotals
-from inline_core.engine.residency import Footprint
+from inline_core.diffusion.residency import Footprint
+from inline_core.sizes import human_size
 
 log = logging.getLogger(__name__)
 
@@ -180,9 +181,9 @@ class Fusing:
             why = f"fuse failed: {type(exc).__name__}: {exc}"
             self._store.totals.decided(FuseDecision(False, f"{why}; per-row deltas"))
             log.warning(
-                "a fused LoRA copy (%.1f MiB) could not be made, %s; the forwards of this stack "
+                "a fused LoRA copy (%s) could not be made, %s; the forwards of this stack "
                 "run per row on the shared weights",
-                need / 2**20,
+                human_size(need),
                 why,
             )
             return None
@@ -192,7 +193,7 @@ class Fusing:
                 FuseDecision(
                     False,
                     f"the memory budget's room went to other entries while the copy was made "
-                    f"({_mib(need)} needed, {_mib(left or 0)} left): per-row deltas",
+                    f"({human_size(need)} needed, {human_size(left or 0)} left): per-row deltas",
                 )
             )
             return None
@@ -204,7 +205,3 @@ class Fusing:
         key, self._copy_key = self._copy_key, None
         if key is not None and self._store.drop(key):
             self._store.totals.dropped()
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB"

@@ -3,7 +3,7 @@
 Recognised from a safetensors header (torch-free), its `UMT5Config` inferred from tensor shapes
 (UMT5 keeps a relative attention bias in every layer, whose width is the head count), and its keys
 reduced to `UMT5EncoderModel`'s. A single file carries no tokenizer: a family pairs it with a
-tokenizer folder of its own (see `families/files.TokenizerRule.folder`).
+tokenizer folder of its own (see `contract/files.TokenizerRule.folder`).
 """
 
 from __future__ import annotations

@@ -21,11 +21,11 @@ from typing import Any
 
 from PIL import Image
 
+from inline_core.contract.handles import ControlHandle, ModelHandle, VAEHandle
+from inline_core.contract.registry import Families
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InlineError, InvalidRequest
-from inline_core.families.nodes.handles import ControlHandle, ModelHandle, VAEHandle
 from inline_core.families.nodes.inputs import handle_input
-from inline_core.families.registry import Families
 from inline_core.graph.mask_nodes import mask_value
 from inline_core.graph.primitives import LOAD_CONTROLNET
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner

@@ -17,10 +17,10 @@ from typing import Any
 from PIL import Image
 
 from inline_core.components.step import caches_steps, step_cache_counts, streams_chunks
+from inline_core.contract.family import Family
+from inline_core.contract.sources import Sources
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import RunFailed
-from inline_core.families.family import Family
-from inline_core.families.sources import Sources
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 from inline_core.runtime.cancel import CancelToken

@@ -14,11 +14,11 @@ from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
+from inline_core.contract.family import Family
+from inline_core.contract.handles import ModelHandle, TextEncoderHandle, VAEHandle
+from inline_core.contract.registry import Families
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import ModelMissing, NotFound
-from inline_core.families.family import Family
-from inline_core.families.nodes.handles import ModelHandle, TextEncoderHandle, VAEHandle
-from inline_core.families.registry import Families
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 from inline_core.models.catalog import Catalog, CatalogEntry
 
@@ -143,7 +143,7 @@ class LoadDiffusionModel(HandleLoader[ModelHandle]):
         return f"{handle.family}|{handle.transformer.identity()}|{scheduler}"
 
     def load(self, family: Family, handle: ModelHandle, call: NodeCall) -> None:
-        from inline_core.diffusion import ops
+        from inline_core.families.nodes import ops
 
         ops.load_model(self.loaders.runtime, family, handle, call.node_id, call.ctx.run_id)
 
@@ -165,7 +165,7 @@ class LoadVAE(HandleLoader[VAEHandle]):
         return f"{handle.family}|{handle.source.identity()}"
 
     def load(self, family: Family, handle: VAEHandle, call: NodeCall) -> None:
-        from inline_core.diffusion import ops
+        from inline_core.families.nodes import ops
 
         ops.load_vae(self.loaders.runtime, family, handle, call.ctx.run_id)
 
@@ -203,6 +203,6 @@ class LoadTextEncoder(HandleLoader[TextEncoderHandle]):
         return f"{handle.family}|{handle.encoder.identity()}|{handle.tokenizer.identity()}"
 
     def load(self, family: Family, handle: TextEncoderHandle, call: NodeCall) -> None:
-        from inline_core.diffusion import ops
+        from inline_core.families.nodes import ops
 
         ops.load_text_encoder(self.loaders.runtime, family, handle, call.ctx.run_id)

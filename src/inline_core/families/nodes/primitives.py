@@ -1,5 +1,5 @@
 """`encode/text`, `latent/empty`, `latent/noise-mask`, `sample`, `vae/decode`, `vae/encode`,
-`vae/encode-inpaint`, for every family (torch-free at import; the work is in `diffusion/ops.py`,
+`vae/encode-inpaint`, for every family (torch-free at import; the work is in `nodes/ops.py`,
 imported on a node's first run).
 
 Each runner works with the family its input handle names: a text encoder's family encodes, a
@@ -14,18 +14,18 @@ import dataclasses
 
 from PIL import Image
 
-from inline_core.engine.runtime import ModelRuntime
-from inline_core.errors import InvalidRequest
-from inline_core.families.nodes.handles import (
+from inline_core.contract.handles import (
     ConditioningHandle,
     LatentHandle,
     ModelHandle,
     TextEncoderHandle,
     VAEHandle,
 )
+from inline_core.contract.registry import Families
+from inline_core.contract.settings import SampleSettings
+from inline_core.engine.runtime import ModelRuntime
+from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import handle_input, optional_handle
-from inline_core.families.nodes.settings import SampleSettings
-from inline_core.families.registry import Families
 from inline_core.graph.mask_nodes import mask_value
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 
@@ -38,7 +38,7 @@ class _FamilyRunner(NodeRunner):
 
 class EncodeText(_FamilyRunner):
     def run(self, call: NodeCall) -> NodeResult:
-        from inline_core.diffusion import ops
+        from inline_core.families.nodes import ops
 
         encoder = handle_input(call, "text_encoder", TextEncoderHandle)
         prompt = call.inputs.get("prompt")
@@ -96,7 +96,7 @@ class Sample(_FamilyRunner):
         if settings.denoise <= 0:
             # ComfyUI's answer to denoise 0: no step to take, the latent as it came.
             return NodeResult(outputs={"latent": latent})
-        from inline_core.diffusion import ops
+        from inline_core.families.nodes import ops
 
         sampled = ops.sample(
             self.runtime,
@@ -114,7 +114,7 @@ class Sample(_FamilyRunner):
 
 class VAEDecode(_FamilyRunner):
     def run(self, call: NodeCall) -> NodeResult:
-        from inline_core.diffusion import ops
+        from inline_core.families.nodes import ops
 
         vae = handle_input(call, "vae", VAEHandle)
         latent = handle_input(call, "latent", LatentHandle)
@@ -137,7 +137,7 @@ class VAEDecode(_FamilyRunner):
 
 class VAEEncode(_FamilyRunner):
     def run(self, call: NodeCall) -> NodeResult:
-        from inline_core.diffusion import ops
+        from inline_core.families.nodes import ops
 
         vae = handle_input(call, "vae", VAEHandle)
         image = _image(call)
@@ -155,7 +155,7 @@ class VAEEncodeInpaint(_FamilyRunner):
     by `grow` pixels."""
 
     def run(self, call: NodeCall) -> NodeResult:
-        from inline_core.diffusion import ops
+        from inline_core.families.nodes import ops
 
         vae = handle_input(call, "vae", VAEHandle)
         image = _image(call)

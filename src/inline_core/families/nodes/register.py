@@ -7,6 +7,7 @@ install; the primitives are unavailable when no family serving them can run.
 
 from __future__ import annotations
 
+from inline_core.contract.registry import Families
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.families.nodes.controls import LoadControl
 from inline_core.families.nodes.family_node import FamilyNodeRunner
@@ -26,7 +27,6 @@ from inline_core.families.nodes.primitives import (
     VAEEncode,
     VAEEncodeInpaint,
 )
-from inline_core.families.registry import Families
 from inline_core.graph.primitives import (
     ENCODE_TEXT,
     INPUT_LORA,

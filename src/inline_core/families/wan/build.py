@@ -1,6 +1,6 @@
 """Wan's torch side: how each part of its stack loads, and how loaded parts make its pipeline.
 
-The shared layer calls this (`families/builder.py`). Wan is diffusers' `WanTransformer3DModel`, a
+The shared layer calls this (`contract/builder.py`). Wan is diffusers' `WanTransformer3DModel`, a
 Wan VAE (`AutoencoderKLWan`, Wan 2.1's or 2.2's) and a UMT5 encoder read as `WanPipeline` reads
 it (512 tokens, zero-padded past the prompt). A Wan 2.2 A14B pair adds its low-noise expert,
 `transformer_2`, placed as a denoiser too: both are the render's parts, resident together (with
@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from inline_core.components.step import StepPipeline
+from inline_core.contract.builder import ADAPTER_CACHE, FUSED_COPIES, Parts
 from inline_core.device.policy import Placement
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
 from inline_core.diffusion.formats import umt5, wan_vae
 from inline_core.diffusion.parts import PartLoader
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
-from inline_core.families.builder import ADAPTER_CACHE, FUSED_COPIES, Parts
 from inline_core.families.wan import clip_vision, transformer
 from inline_core.families.wan.experts import LOW_NOISE
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG

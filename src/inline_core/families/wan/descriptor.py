@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from inline_core.families.common_params import MODEL, SEED
+from inline_core.contract.common_params import MODEL, SEED
+from inline_core.families.wan.variants import T2V
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 
@@ -12,6 +13,11 @@ MAX_PROMPT_CHARS = 20_000
 
 MODEL_DEFAULT = "empty: the model's own"
 STEPS_DEFAULT = 50
+# Size, length and rate by default: Wan 2.1's 480p, the default download's, which every variant
+# renders (multiples of 32, 4k+1 frames). The 5B and the A14B pair were trained larger (their
+# own sizes are in the labels); a render at those sets them, as ComfyUI's templates do.
+DEFAULTS = T2V.defaults()
+TRAINED_AT = "Wan 2.2 5B: 1280x704, 121 frames at 24 fps; A14B: 1280x720"
 
 
 def _size(name: str) -> ParamSpec:
@@ -19,12 +25,12 @@ def _size(name: str) -> ParamSpec:
     return ParamSpec(
         name,
         ParamWidget.NUMBER,
-        None,
+        DEFAULTS[name],
         minimum=16,
         maximum=2048,
         step=16,
         integer=True,
-        label=f"{name.capitalize()} ({MODEL_DEFAULT}: 832x480 for Wan 2.1, 1280x704 for 2.2 5B)",
+        label=f"{name.capitalize()} ({TRAINED_AT})",
     )
 
 
@@ -52,20 +58,20 @@ WAN_DESCRIPTOR = NodeDescriptor(
         ParamSpec(
             "frames",
             ParamWidget.NUMBER,
-            default=None,
+            default=DEFAULTS["frames"],
             minimum=1,
             maximum=1001,
             integer=True,
-            label=f"Frames, 4k+1 ({MODEL_DEFAULT}: 81 for Wan 2.1, 121 for 2.2 5B)",
+            label="Frames, 4k+1 (Wan 2.2 5B: 121)",
         ),
         ParamSpec(
             "fps",
             ParamWidget.NUMBER,
-            default=None,
+            default=DEFAULTS["fps"],
             minimum=1,
             maximum=120,
             integer=True,
-            label=f"FPS ({MODEL_DEFAULT}: 16 for Wan 2.1, 24 for 2.2 5B)",
+            label="FPS (Wan 2.2 5B: 24)",
         ),
         ParamSpec(
             "steps", ParamWidget.NUMBER, default=STEPS_DEFAULT, minimum=1, maximum=200, integer=True
@@ -112,10 +118,10 @@ WAN_DESCRIPTOR = NodeDescriptor(
         "expert picks the experts it adapts); "
         "image to video with the 5B "
         "(wire an image: it becomes the first frame, resized to width x height). Size, frames "
-        "and fps left empty take the model's own (832x480, 81 frames at 16 fps for Wan 2.1; "
-        "1280x704, 121 at 24 for the 5B). frames is 4k+1. Guidance above 1 turns on "
-        "classifier-free guidance with the negative prompt. format mp4 is H.264 (yuv420p); png "
-        "is a lossless animated PNG, for exact comparisons."
+        "and fps default to Wan 2.1's 832x480, 81 frames at 16 fps, which every model renders; "
+        "the 5B was trained at 1280x704, 121 at 24, the A14B pair at 1280x720. frames is "
+        "4k+1. Guidance above 1 turns on classifier-free guidance with the negative prompt. "
+        "format mp4 is H.264 (yuv420p); png is a lossless animated PNG, for exact comparisons."
     ),
 )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 
+from inline_core.downloads.cli import download_command
 from inline_core.downloads.targets import DIFFUSERS_PIPELINE, Downloads, Target
 
 COMFY_21 = "Comfy-Org/Wan_2.1_ComfyUI_repackaged"
@@ -96,7 +97,7 @@ DOWNLOADS = Downloads(
 )
 expand = DOWNLOADS.expand
 plan = DOWNLOADS.plan
-main = DOWNLOADS.main  # `inline-core download --family wan`
+main = download_command(DOWNLOADS)  # `inline-core download --family wan`
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,8 +19,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from inline_core.families.files import TRANSFORMER, read_json
-from inline_core.families.sources import Missing, Sources
+from inline_core.contract.files import TRANSFORMER, read_json
+from inline_core.contract.sources import Missing, Sources
 from inline_core.families.wan.transformer import config_of
 from inline_core.models.source import Source
 

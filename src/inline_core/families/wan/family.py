@@ -14,18 +14,18 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.family import Family, Lowered, Stack
+from inline_core.contract.files import SCHEDULER, StackRules
+from inline_core.contract.handles import LoraHandle
+from inline_core.contract.lora_stacks import expert_stacks, lora_handles, lora_stack
+from inline_core.contract.sources import Missing, Resolution, Sources
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.diffusion.formats import wan22_vae, wan_vae
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
-from inline_core.families.capabilities import Capabilities
-from inline_core.families.family import Family, Lowered, Stack
-from inline_core.families.files import SCHEDULER, StackRules
-from inline_core.families.nodes.handles import LoraHandle
 from inline_core.families.nodes.inputs import image_input, prompt_text
-from inline_core.families.nodes.loras import expert_stacks, lora_handles, lora_stack
-from inline_core.families.sources import Missing, Resolution, Sources
 from inline_core.families.wan import experts, lora_shapes, vision_files
 from inline_core.families.wan.descriptor import (
     EXTRA_HINT,

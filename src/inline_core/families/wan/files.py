@@ -18,15 +18,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from inline_core.diffusion.files.shapes import Shapes, read_shapes, strip_prefix
-from inline_core.diffusion.formats import umt5, wan_vae
-from inline_core.families.files import (
+from inline_core.contract.files import (
     ModelRule,
     PartRule,
     StackRules,
     TokenizerRule,
     read_json,
 )
+from inline_core.diffusion.files.shapes import Shapes, read_shapes, strip_prefix
+from inline_core.diffusion.formats import umt5, wan_vae
 from inline_core.families.wan.transformer import (
     CLASS_NAME,
     PREFIXES,

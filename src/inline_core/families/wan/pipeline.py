@@ -120,7 +120,7 @@ class WanStepPipeline:
                 copy_scope=(model_key, "transformer_2"),
             )
         )
-        # The step cache adopted on each expert (stepcache/adopt.py): each caches its own steps.
+        # The step cache adopted on each expert (engine/adopt.py): each caches its own steps.
         self.step_caches: list[StepCacheBackend] = []
 
     @property

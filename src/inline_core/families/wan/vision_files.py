@@ -15,9 +15,9 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from inline_core.contract.files import TRANSFORMER, read_json
+from inline_core.contract.sources import Missing
 from inline_core.diffusion.files.shapes import read_shapes
-from inline_core.families.files import TRANSFORMER, read_json
-from inline_core.families.sources import Missing
 from inline_core.families.wan import clip_vision
 from inline_core.families.wan.transformer import config_of
 from inline_core.models.catalog import Catalog, CatalogEntry

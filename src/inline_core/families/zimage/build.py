@@ -1,6 +1,6 @@
 """Z-Image's torch side: how each part of its stack loads, and how loaded parts make its pipelines.
 
-The shared layer calls this (`families/builder.py`): in process through the resident stacks, in a
+The shared layer calls this (`contract/builder.py`): in process through the resident stacks, in a
 worker group's ranks straight from the files. Z-Image is a transformer of its own, the FLUX VAE and
 a Qwen3 text encoder read through its chat template with thinking enabled (the second to last
 hidden state of the real tokens, at most 512 of them).
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from inline_core.contract.builder import ADAPTER_CACHE, FUSED_COPIES, Parts
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.formats import ldm_vae, qwen3
 from inline_core.diffusion.parts import PartLoader
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
-from inline_core.families.builder import ADAPTER_CACHE, FUSED_COPIES, Parts
 from inline_core.families.zimage import transformer
 from inline_core.families.zimage.denoiser import ZImageDenoiser
 from inline_core.families.zimage.files import DEFAULT_SCHEDULER_CONFIG

@@ -25,7 +25,7 @@ from torch import nn
 from inline_core.diffusion.files.header import read_header
 from inline_core.diffusion.libs import assign_state, diffusers, load_safetensors, module, quiet
 from inline_core.diffusion.loading import guarded
-from inline_core.engine.residency import Footprint
+from inline_core.diffusion.residency import Footprint
 from inline_core.errors import InvalidRequest, RunFailed
 from inline_core.families.zimage import controlnet
 from inline_core.families.zimage.controlnet import ControlUse

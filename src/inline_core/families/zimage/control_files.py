@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from inline_core.contract.files import read_json
 from inline_core.diffusion.files.shapes import ConfigInferenceError, read_shapes
 from inline_core.errors import InvalidRequest, ModelMissing, NotFound
-from inline_core.families.files import read_json
 from inline_core.families.zimage import controlnet
 from inline_core.families.zimage.controlnet import CATEGORY, ControlUse
 from inline_core.models.catalog import Catalog, CatalogEntry

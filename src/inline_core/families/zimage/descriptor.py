@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inline_core.families.common_params import MODEL, SEED
+from inline_core.contract.common_params import MODEL, SEED
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 
+from inline_core.downloads.cli import download_command
 from inline_core.downloads.targets import DIFFUSERS_PIPELINE, Downloads, Target
 
 COMFY_REPO = "Comfy-Org/z_image_turbo"
@@ -56,7 +57,7 @@ DOWNLOADS = Downloads(
 )
 expand = DOWNLOADS.expand
 plan = DOWNLOADS.plan
-main = DOWNLOADS.main  # `inline-core download` (the manager over its table)
+main = download_command(DOWNLOADS)  # `inline-core download` (the manager over its table)
 
 if __name__ == "__main__":
     sys.exit(main())

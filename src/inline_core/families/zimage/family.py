@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.family import Family, Lowered, Stack
+from inline_core.contract.files import StackRules, read_json
+from inline_core.contract.lora_stacks import lora_stack
+from inline_core.contract.sources import Sources
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.diffusion.flow.steps import img2img_start
 from inline_core.diffusion.formats import ldm_vae
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InlineError, InvalidRequest
-from inline_core.families.capabilities import Capabilities
-from inline_core.families.family import Family, Lowered, Stack
-from inline_core.families.files import StackRules, read_json
 from inline_core.families.nodes.inputs import prompt_text
-from inline_core.families.nodes.loras import lora_stack
-from inline_core.families.sources import Sources
 from inline_core.families.zimage import control_inputs, controlnet
 from inline_core.families.zimage.control_files import (
     control_config,

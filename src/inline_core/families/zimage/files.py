@@ -14,15 +14,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from inline_core.diffusion.files.shapes import read_shapes
-from inline_core.diffusion.formats import ldm_vae, qwen3
-from inline_core.families.files import (
+from inline_core.contract.files import (
     ModelRule,
     PartRule,
     StackRules,
     TokenizerRule,
     read_json,
 )
+from inline_core.diffusion.files.shapes import read_shapes
+from inline_core.diffusion.formats import ldm_vae, qwen3
 from inline_core.families.zimage.transformer import config_of, is_zimage_transformer
 from inline_core.models.catalog import CatalogEntry
 from inline_core.models.source import Source

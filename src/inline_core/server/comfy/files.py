@@ -26,8 +26,9 @@ from inline_core.media import mime_for_suffix
 from inline_core.server.assets import ASSET_ID, TAKE_ID, asset_row
 from inline_core.server.bootstrap import Services
 from inline_core.server.comfy.errors import BadPath
-from inline_core.server.http_io import MB, declared_length, read_body
+from inline_core.server.http_io import declared_length, read_body
 from inline_core.server.stores.records import Asset
+from inline_core.sizes import human_size
 
 SUFFIXES = {"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp"}
 FORM_SLACK = 64 * 1024  # the multipart framing and fields around the file
@@ -200,7 +201,7 @@ async def upload_mask(request: Request, s: Services) -> dict[str, Any]:
 
 def masked(original: Path, mask: bytes, limit: int) -> bytes:
     if len(mask) > limit:
-        raise InvalidRequest(f"the mask is larger than the {limit // MB} MB limit")
+        raise InvalidRequest(f"the mask is larger than the {human_size(limit)} limit")
     with Image.open(original) as opened:
         image = opened.convert("RGBA")
     with Image.open(io.BytesIO(mask)) as painted:

@@ -133,6 +133,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "a run's options (how it is delivered: its step previews)",
         ("ALTER TABLE runs ADD COLUMN options TEXT NOT NULL DEFAULT '{}'",),
     ),
+    Migration(
+        5,
+        "a take's media facts (content type, size; a video's frames and fps)",
+        ("ALTER TABLE takes ADD COLUMN facts TEXT NOT NULL DEFAULT '{}'",),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

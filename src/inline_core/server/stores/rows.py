@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from typing import Any, cast
 
-from inline_core.media import MediaKind
+from inline_core.media import MediaKind, mime_for_suffix
 from inline_core.server.run_state import NodeState, RunRecord, RunStatus
 from inline_core.server.stores.records import RunSummary, StoredEvent
 from inline_core.server.stores.sql import Row
-from inline_core.takes import Take
+from inline_core.takes import MediaFacts, Take
 
 RUN_COLUMNS = (
     "id, client_run_id, request_hash, graph, target, status, attempts, created_at, started_at, "
     "finished_at, error, nodes, fraction, lease_owner, lease_epoch, options"
 )
 SUMMARY_COLUMNS = "id, status, target, fraction, created_at, lease_owner"
-TAKE_COLUMNS = "id, run_id, node_id, kind, hash, uri, path, params, created_at"
+TAKE_COLUMNS = "id, run_id, node_id, kind, hash, uri, path, params, created_at, facts"
+TAKE_MARKS = ", ".join("?" for _ in TAKE_COLUMNS.split(", "))
 EVENT_COLUMNS = "seq, run_id, attempt, server_id, type, body, created_at"
 
 
@@ -87,7 +89,19 @@ def take(row: Row) -> Take:
         params=cast(dict[str, Any], json.loads(row["params"])),
         created_at=row["created_at"],
         path=row["path"],
+        facts=_facts(row),
     )
+
+
+def _facts(row: Row) -> MediaFacts:
+    """A take's stored facts; a take written before they were kept (a live take's row from an
+    older server included) has its content type alone, from its file's suffix."""
+    try:
+        raw = row["facts"] or "{}"
+    except (KeyError, IndexError):
+        raw = "{}"
+    suffix = os.path.splitext(str(row["path"]))[1]
+    return MediaFacts.from_json(json.loads(raw), mime_for_suffix(suffix))
 
 
 def take_params(t: Take) -> tuple[object, ...]:
@@ -102,6 +116,7 @@ def take_params(t: Take) -> tuple[object, ...]:
         t.path,
         dumps(t.params),
         t.created_at,
+        dumps(t.facts.to_json()),
     )
 
 

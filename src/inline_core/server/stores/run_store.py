@@ -422,7 +422,7 @@ class RunStore:
             f"live_takes = '[]' WHERE {_HELD}"
         )
         record_take = (
-            f"INSERT INTO takes ({rows.TAKE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO takes ({rows.TAKE_COLUMNS}) VALUES ({rows.TAKE_MARKS}) "
             "ON CONFLICT (id) DO NOTHING"
         )
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from inline_core.contract.builder import Parts
 from inline_core.diffusion.files.shapes import Shapes
 from inline_core.diffusion.formats import ldm_vae
 from inline_core.diffusion.formats.format import ModelFormat
 from inline_core.diffusion.parts import PartLoader
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
-from inline_core.families.builder import Parts
 from tiny_chroma.encoder import MaskedT5Encoder
 from tiny_chroma.pipeline import ChromaDenoisePipeline, ChromaStepPipeline
 from tiny_chroma.request import PATCH

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.family import Family, Lowered, Stack
+from inline_core.contract.files import ModelRule, PartRule, StackRules, TokenizerRule, read_json
+from inline_core.contract.sources import Sources
 from inline_core.device.split import ModelParallelSupport
 from inline_core.diffusion.files.shapes import Shapes, read_shapes
 from inline_core.diffusion.formats import ldm_vae
 from inline_core.errors import InvalidRequest
-from inline_core.families.capabilities import Capabilities
-from inline_core.families.family import Family, Lowered, Stack
-from inline_core.families.files import ModelRule, PartRule, StackRules, TokenizerRule, read_json
-from inline_core.families.sources import Sources
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 from inline_core.models.catalog import CatalogEntry

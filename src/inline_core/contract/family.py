@@ -4,7 +4,7 @@ A family is a small package: this class's subclass (descriptors, file rules, cap
 a torch side named by dotted paths and imported on the first render: its builder (how its
 components load and assemble into a step pipeline on a placement), its kit recipe (tiny
 random-weight models for tests and demos) and its download targets. Families are found through the
-`inline_core.families` entry point group (`families/discovery.py`); the built-in one is
+`inline_core.families` entry point group (`contract/discovery.py`); the built-in one is
 registered the same way. Everything else (residency, the step loop, the worker group, the
 low-level node vocabulary, the importer) is shared and names no family.
 """
@@ -17,12 +17,13 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.files import StackResolver, StackRules
+from inline_core.contract.lora_stacks import lora_stack
+from inline_core.contract.sources import Resolution, Sources
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.naming import LoraNamings
 from inline_core.downloads.targets import Downloads
-from inline_core.families.capabilities import Capabilities
-from inline_core.families.files import StackResolver, StackRules
-from inline_core.families.sources import Resolution, Sources
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.catalog import Catalog
 from inline_core.models.source import Source
@@ -58,7 +59,7 @@ class Family(ABC):
     # save as one node) when it serves no low-level vocabulary; None: they are refused.
     comfy_node: ClassVar[str | None] = None
     kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
-    # "package.module:main" behind `inline-core download` (usually its `downloads()` table's main)
+    # "package.module:main" behind `inline-core download` (usually `download_command(table)`)
     download: ClassVar[str | None] = None
     # The LoRA namings its files come in and the layers they may adapt (None: it takes none).
     loras: ClassVar[LoraNamings | None] = None
@@ -114,7 +115,7 @@ class Family(ABC):
 
     @abstractmethod
     def rules(self) -> StackRules:
-        """How its files are recognised (see `families/files.py`)."""
+        """How its files are recognised (see `contract/files.py`)."""
 
     def names_model(self, file_name: str) -> bool:
         """Whether a model file name (e.g. a ComfyUI workflow's UNETLoader's) reads as one of
@@ -146,8 +147,6 @@ class Family(ABC):
         """Refuse at submit a stack on a node's `loras` input (its `input/lora` handles, in edge
         order) that cannot render on the node's model; by default a LoRA of another family, or
         one that picks an expert of a two-model stack, is refused."""
-        from inline_core.families.nodes.loras import lora_stack  # nodes/ imports this module
-
         lora_stack(list(loras), self.name, self.title, node_id)
 
     def params_identity(self, node_type: str, params: Mapping[str, Any]) -> str:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, cast
 
+from inline_core.contract.builder import FamilyBuilder
+from inline_core.contract.family import Family
 from inline_core.dotted import resolve_object
-from inline_core.families.builder import FamilyBuilder
-from inline_core.families.family import Family
 
 log = logging.getLogger(__name__)
 

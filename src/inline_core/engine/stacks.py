@@ -18,18 +18,19 @@ from typing import Any, Protocol, TypeVar, cast
 
 from inline_core.components.interfaces import TextEncoder
 from inline_core.components.step import StepPipeline
+from inline_core.contract.builder import ADAPTER_CACHE, FUSED_COPIES, FamilyBuilder, Parts
+from inline_core.contract.discovery import load_builder
+from inline_core.contract.family import Family
+from inline_core.contract.sources import DEFAULT, Sources
 from inline_core.device.policy import Placement
+from inline_core.diffusion.adapter_counts import AdapterTotals
+from inline_core.diffusion.cancel_blocks import watch_denoisers
 from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.kept_weights import KeptWeights
 from inline_core.diffusion.placement import OffloadSwap
-from inline_core.diffusion.stepcache.adopt import with_step_cache
-from inline_core.engine.adapter_counts import AdapterTotals
+from inline_core.diffusion.residency import Footprint, ResidentCache
+from inline_core.engine.adopt import with_step_cache
 from inline_core.engine.group import rank_spec
-from inline_core.engine.residency import Footprint, ResidentCache
-from inline_core.families.builder import ADAPTER_CACHE, FUSED_COPIES, FamilyBuilder, Parts
-from inline_core.families.discovery import load_builder
-from inline_core.families.family import Family
-from inline_core.families.sources import DEFAULT, Sources
 from inline_core.models.source import Source
 
 T = TypeVar("T")
@@ -218,6 +219,7 @@ class Stacks:
             },
         )
         made = make(parts)
+        watch_denoisers(builder.roles, parts)  # a cancel stops a forward between its blocks
         with self._lock:
             self._memo[memo_key] = (values, made)
         return made

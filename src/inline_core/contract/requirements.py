@@ -13,9 +13,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from inline_core.contract.family import Family
+from inline_core.contract.files import TOKENIZER, TRANSFORMER
 from inline_core.downloads.targets import Target
-from inline_core.families.family import Family
-from inline_core.families.files import TOKENIZER, TRANSFORMER
 from inline_core.models.source import Source
 
 DIFFUSION_MODEL = "diffusion_model"

@@ -7,12 +7,10 @@ from __future__ import annotations
 from typing import TypeVar
 
 from inline_core.components.step import adopt_request_scoped_cache_dit
+from inline_core.contract.builder import DENOISER, CachesBlocks, Parts
 from inline_core.diffusion.stepcache.backend import StepCacheBackend
-from inline_core.families.builder import CachesBlocks, Parts
 
 P = TypeVar("P")
-
-DENOISER = "denoiser"
 
 
 def with_step_cache(builder: object, parts: Parts, pipeline: P) -> P:

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from inline_core.contract.builder import FamilyBuilder, Parts
+from inline_core.contract.discovery import family_named, load_builder
+from inline_core.contract.sources import Sources
 from inline_core.device import Placement
 from inline_core.diffusion.placement import OffloadSwap
-from inline_core.diffusion.stepcache.adopt import with_step_cache
-from inline_core.families.builder import FamilyBuilder, Parts
-from inline_core.families.discovery import family_named, load_builder
-from inline_core.families.sources import Sources
+from inline_core.engine.adopt import with_step_cache
 from inline_core.parallel.protocol import Json
 from inline_core.parallel.remote import PipelineSpec
 
@@ -41,7 +41,7 @@ def load_for_rank(
             continue  # a part this stack does not place (the denoiser alone has no VAE)
         values[part] = builder.load(part, source, None if role is None else placements[role])
     spec = PipelineSpec(
-        "inline_core.diffusion.remote:load_for_rank",
+        "inline_core.engine.remote:load_for_rank",
         {"family": family, "stack": stack, "sources": dict(sources), "dtypes": dict(dtypes)},
     )
     parts = Parts(values, placements, OffloadSwap(), model_key=spec.key, remote=spec)

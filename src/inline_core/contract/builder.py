@@ -3,7 +3,7 @@
 A family's builder loads each part of its stack from a `Source` on a placement, and assembles
 loaded parts into the objects the server drives: the node's whole step pipeline (prompt to image),
 the denoiser alone (the `sample` primitive: encoded prompts in, latents out), a text encoder and a
-VAE component. The shared layer (`diffusion/stacks.py`) keeps loaded parts resident and hands the
+VAE component. The shared layer (`engine/stacks.py`) keeps loaded parts resident and hands the
 builder the ones it asks for; the worker group's ranks call the same builder, without residency.
 """
 
@@ -20,6 +20,11 @@ from inline_core.models.source import Source
 
 ADAPTER_CACHE = "adapter_cache"
 FUSED_COPIES = "fused_copies"
+
+
+# The role of a part that denoises (a two-expert model has two): the step cache and the
+# cancel between blocks attach to these.
+DENOISER = "denoiser"
 
 
 @dataclass
@@ -60,7 +65,7 @@ class FamilyBuilder(Protocol):
     def denoiser(self, parts: Parts) -> StepPipeline:
         """The transformer and its schedule alone: requests come with their prompts encoded
         (`positive`, `negative`) and leave as latents. Its `request()` takes the `sample`
-        primitive's arguments (see `diffusion/ops.py`)."""
+        primitive's arguments (see `families/nodes/ops.py`)."""
         ...
 
     def text_encoder(self, parts: Parts) -> TextEncoder:

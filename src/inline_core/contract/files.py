@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from inline_core.contract.sources import Missing, Resolution, Sources
 from inline_core.diffusion.files.checkpoint import checkpoint_views, view_of
 from inline_core.diffusion.files.shapes import Shapes, read_shapes
 from inline_core.errors import ModelMissing, NotFound
-from inline_core.families.sources import Missing, Resolution, Sources
 from inline_core.models.catalog import Catalog, CatalogEntry
 from inline_core.models.source import Source
 

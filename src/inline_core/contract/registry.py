@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 
+from inline_core.contract.discovery import FamilyEntry, discover
+from inline_core.contract.family import Family
 from inline_core.errors import NotFound
-from inline_core.families.discovery import FamilyEntry, discover
-from inline_core.families.family import Family
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.catalog import Catalog
 

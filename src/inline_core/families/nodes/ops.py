@@ -33,13 +33,8 @@ from PIL import Image
 
 from inline_core.components.interfaces import Latents
 from inline_core.components.step import caches_steps, step_cache_counts
-from inline_core.diffusion import masks
-from inline_core.diffusion.adapters.stack import stack_info
-from inline_core.engine.group import GroupPipeline, ModelGroup
-from inline_core.engine.runtime import ModelRuntime
-from inline_core.errors import InvalidRequest, RunFailed
-from inline_core.families.family import Family
-from inline_core.families.nodes.handles import (
+from inline_core.contract.family import Family
+from inline_core.contract.handles import (
     ConditioningHandle,
     ControlHandle,
     LatentHandle,
@@ -47,7 +42,12 @@ from inline_core.families.nodes.handles import (
     TextEncoderHandle,
     VAEHandle,
 )
-from inline_core.families.nodes.settings import SampleSettings
+from inline_core.contract.settings import SampleSettings
+from inline_core.diffusion import masks
+from inline_core.diffusion.adapters.stack import stack_info
+from inline_core.engine.group import GroupPipeline, ModelGroup
+from inline_core.engine.runtime import ModelRuntime
+from inline_core.errors import InvalidRequest, RunFailed
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import NodeReporter
 from inline_core.runtime.step_cache import StepCacheSettings, sum_counts

@@ -1,0 +1,197 @@
+"""Where an identical resubmission's time goes: POST -> run done -> take bytes, everything cached.
+
+    .venv/bin/python bench/cached_resubmit.py [--size 1024] [--renders 40]
+
+Two parts, side by side in one run:
+- the take a cache hit gives its run, at `--size` px (bench/png_encode.py's pictures): copied as
+  before (read, hash, write, fsync) against linked (`FileTakeStore.reissue`), best of N ms each;
+- a live server with the tiny kit Z-Image: one render at `--size`, then `--renders` identical
+  resubmissions, each timed in spans: POST answered, `run_done` on the run's websocket, the run's
+  JSON and the take's bytes fetched. Medians in ms.
+Prints a table and writes bench/results/cached_resubmit.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from png_encode import pictures
+from websockets.sync.client import connect
+
+from inline_core.media import MediaKind
+from inline_core.runtime.context import PNG_OPTIONS
+from inline_core.runtime.file_store import FileTakeStore
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "results" / "cached_resubmit.json"
+
+
+def take_ab(size: int, repeats: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        store = FileTakeStore(Path(tmp))
+        for name, picture in pictures(size).items():
+            buf = io.BytesIO()
+            picture.save(buf, format="PNG", **PNG_OPTIONS)
+            first = store.write(
+                run_id="r0",
+                node_id="n",
+                index=0,
+                kind=MediaKind.IMAGE,
+                data=buf.getvalue(),
+                suffix=".png",
+                params={},
+            )
+            copied, linked = float("inf"), float("inf")
+            for i in range(repeats):
+                began = time.perf_counter()
+                store.write(
+                    run_id=f"c{i}",
+                    node_id="n",
+                    index=0,
+                    kind=first.kind,
+                    data=Path(first.path).read_bytes(),
+                    suffix=".png",
+                    params=first.params,
+                )
+                copied = min(copied, (time.perf_counter() - began) * 1000)
+                began = time.perf_counter()
+                store.reissue(first, run_id=f"l{i}", node_id="n", index=0)
+                linked = min(linked, (time.perf_counter() - began) * 1000)
+            rows.append(
+                {
+                    "picture": name,
+                    "bytes": len(buf.getvalue()),
+                    "copyMs": round(copied, 3),
+                    "linkMs": round(linked, 3),
+                    "ratio": round(copied / linked, 1),
+                }
+            )
+    return rows
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_spans(size: int, renders: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        models, port = Path(tmp) / "models", free_port()
+        cli = str(Path(sys.executable).parent / "inline-core")
+        subprocess.run(
+            [cli, "kit", "--out", str(models)],
+            check=True,
+            capture_output=True,
+        )
+        env = dict(
+            os.environ,
+            INLINE_MODELS_DIR=str(models),
+            INLINE_DATA_DIR=str(Path(tmp) / "d"),
+            INLINE_PORT=str(port),
+        )
+        proc = subprocess.Popen(
+            [cli],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        base = f"127.0.0.1:{port}"
+        try:
+            client = httpx.Client(timeout=120)
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if client.get(f"http://{base}/v1/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit("the server did not start")
+                time.sleep(0.2)
+            graph = {
+                "schemaVersion": 1,
+                "nodes": [
+                    {"id": "p", "type": "input/text", "params": {"text": "a lighthouse at dusk"}},
+                    {
+                        "id": "img",
+                        "type": "alibaba/z-image-turbo",
+                        "params": {"width": size, "height": size, "steps": 2, "seed": 7},
+                        "inputs": {"prompt": {"from": "p", "output": "text"}},
+                    },
+                ],
+            }
+            spans: list[tuple[float, float, float, float]] = []
+            for i in range(renders + 1):
+                t0 = time.perf_counter()
+                answer = client.post(
+                    f"http://{base}/v1/runs", json={"graph": graph, "target": "img"}
+                )
+                answer.raise_for_status()
+                run_id = answer.json()["runId"]
+                t1 = time.perf_counter()
+                with connect(f"ws://{base}/v1/runs/{run_id}/events") as ws:
+                    while json.loads(ws.recv(timeout=600))["type"] not in (
+                        "run_done",
+                        "error",
+                        "cancelled",
+                    ):
+                        pass
+                t2 = time.perf_counter()
+                take = client.get(f"http://{base}/v1/runs/{run_id}").json()["takes"][0]
+                t3 = time.perf_counter()
+                client.get(f"http://{base}{take['uri']}").raise_for_status()
+                t4 = time.perf_counter()
+                if i:  # the first one renders
+                    spans.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3))
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    names = ("postMs", "toDoneMs", "runJsonMs", "takeBytesMs")
+    result = {
+        n: round(statistics.median(s[k] for s in spans) * 1000, 2) for k, n in enumerate(names)
+    }
+    result["totalMs"] = round(statistics.median(sum(s) for s in spans) * 1000, 2)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--renders", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    takes = take_ab(args.size, args.repeats)
+    spans = server_spans(args.size, args.renders)
+    print(f"take of a cache hit at {args.size} px (best of {args.repeats}, load {load:.1f})")
+    print(f"{'picture':14} {'bytes':>9} {'copy ms':>9} {'link ms':>9} {'ratio':>7}")
+    for r in takes:
+        print(
+            f"{r['picture']:14} {r['bytes']:>9} {r['copyMs']:>9} {r['linkMs']:>9} {r['ratio']:>6}x"
+        )
+    print(f"identical resubmission at {args.size} px, median of {args.renders} (ms)")
+    for name, value in spans.items():
+        print(f"  {name:12} {value:>8}")
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(
+        json.dumps({"size": args.size, "load": load, "takes": takes, "server": spans}, indent=2)
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

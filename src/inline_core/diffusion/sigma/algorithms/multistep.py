@@ -1,0 +1,111 @@
+"""One model call per step, reusing earlier outputs: LMS, DPM-Solver++(2M), iPNDM,
+res_multistep. Their history lives in the generator's frame, so each request keeps its own."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from numpy.polynomial import polynomial
+
+from inline_core.diffusion.sigma.algorithms.walk import Run, Walk, neg_log
+
+
+def lms_coefficient(order: int, sigmas: list[float], i: int, j: int) -> float:
+    """The integral over [sigma_i, sigma_i+1] of the Lagrange basis polynomial j on the last
+    `order` sigmas (k-diffusion integrates it numerically; a polynomial integrates exactly)."""
+    basis = np.array([1.0])
+    for k in range(order):
+        if k != j:
+            basis = polynomial.polymul(basis, np.array([-sigmas[i - k], 1.0]))
+            basis = basis / (sigmas[i - j] - sigmas[i - k])
+    antiderivative = polynomial.polyint(basis)
+    return float(
+        polynomial.polyval(sigmas[i + 1], antiderivative)
+        - polynomial.polyval(sigmas[i], antiderivative)
+    )
+
+
+def lms(walk: Walk, x: torch.Tensor, sigmas: list[float], order: int = 4) -> Run:
+    ds: list[torch.Tensor] = []
+    for i, (sigma, sigma_next) in enumerate(zip(sigmas, sigmas[1:], strict=False)):
+        p = yield x, sigma
+        ds = [*ds, p.derivative][-order:]
+        if sigma_next == 0:
+            x = p.denoised
+            continue
+        current = min(i + 1, order)
+        coefficients = [lms_coefficient(current, sigmas, i, j) for j in range(current)]
+        x = p.x + sum(c * d for c, d in zip(coefficients, reversed(ds), strict=False))
+    return x
+
+
+def dpmpp_2m(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
+    old: torch.Tensor | None = None
+    for i, (sigma, sigma_next) in enumerate(zip(sigmas, sigmas[1:], strict=False)):
+        p = yield x, sigma
+        if sigma_next == 0:
+            x = p.denoised  # (0 / sigma) * x - expm1(-inf) * denoised
+        else:
+            t, t_next = neg_log(sigma), neg_log(sigma_next)
+            h = t_next - t
+            mixed = p.denoised
+            if old is not None:
+                r = (t - neg_log(sigmas[i - 1])) / h
+                mixed = (1 + 1 / (2 * r)) * p.denoised - (1 / (2 * r)) * old
+            x = (sigma_next / sigma) * p.x - math.expm1(-h) * mixed
+        old = p.denoised
+    return x
+
+
+def _ipndm_weights(order: int) -> tuple[float, ...]:
+    # Adams-Bashforth on the derivative, newest first (iPNDM's fixed-step coefficients).
+    return {
+        1: (1.0,),
+        2: (3 / 2, -1 / 2),
+        3: (23 / 12, -16 / 12, 5 / 12),
+        4: (55 / 24, -59 / 24, 37 / 24, -9 / 24),
+    }[order]
+
+
+def ipndm(walk: Walk, x: torch.Tensor, sigmas: list[float], max_order: int = 4) -> Run:
+    history: list[torch.Tensor] = []
+    for i, (sigma, sigma_next) in enumerate(zip(sigmas, sigmas[1:], strict=False)):
+        p = yield x, sigma
+        d = p.derivative
+        if sigma_next == 0:
+            x = p.denoised
+        else:
+            weights = _ipndm_weights(min(max_order, i + 1))
+            terms = [d, *reversed(history)]
+            slope = sum(w * term for w, term in zip(weights, terms, strict=False))
+            x = p.x + (sigma_next - sigma) * slope
+        history = [*history, d][-(max_order - 1) :]
+    return x
+
+
+def _phi1(t: float) -> float:
+    return math.expm1(t) / t
+
+
+def _phi2(t: float) -> float:
+    return (_phi1(t) - 1.0) / t
+
+
+def res_multistep(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
+    """The second-order multistep exponential integrator of arXiv 2308.02157 (eta 0)."""
+    old: torch.Tensor | None = None
+    for i, (sigma, sigma_next) in enumerate(zip(sigmas, sigmas[1:], strict=False)):
+        p = yield x, sigma
+        if sigma_next == 0 or old is None:
+            x = p.x + p.derivative * (sigma_next - sigma)
+        else:
+            t, t_next, t_prev = neg_log(sigma), neg_log(sigma_next), neg_log(sigmas[i - 1])
+            h = t_next - t
+            c2 = (t_prev - t) / h  # the previous step ended where this one starts (eta 0)
+            b2 = _phi2(-h) / c2
+            b1 = _phi1(-h) - b2
+            x = math.exp(-h) * p.x + h * (b1 * p.denoised + b2 * old)
+        old = p.denoised
+    return x

@@ -1,0 +1,28 @@
+"""Every sampler the library runs, by ComfyUI's name."""
+
+from __future__ import annotations
+
+from inline_core.diffusion.sigma.algorithms import first_order, multistep, sde, two_stage
+from inline_core.diffusion.sigma.algorithms.walk import Algorithm
+from inline_core.diffusion.sigma.names import SIGMA_SAMPLERS
+
+ALGORITHMS: dict[str, Algorithm] = {
+    "euler": first_order.euler,
+    "euler_ancestral": first_order.euler_ancestral,
+    "heun": two_stage.heun,
+    "dpm_2": two_stage.dpm_2,
+    "dpm_2_ancestral": two_stage.dpm_2_ancestral,
+    "lms": multistep.lms,
+    "dpmpp_2s_ancestral": two_stage.dpmpp_2s_ancestral,
+    "dpmpp_sde": two_stage.dpmpp_sde,
+    "dpmpp_2m": multistep.dpmpp_2m,
+    "dpmpp_2m_sde": sde.dpmpp_2m_sde,
+    "dpmpp_3m_sde": sde.dpmpp_3m_sde,
+    # ComfyUI's `ddim` is its Euler sampler (`ksampler("euler")`), which is DDIM (eta 0) on sigma.
+    "ddim": first_order.euler,
+    "lcm": first_order.lcm,
+    "ipndm": multistep.ipndm,
+    "res_multistep": multistep.res_multistep,
+    "er_sde": sde.er_sde,
+}
+assert tuple(ALGORITHMS) == SIGMA_SAMPLERS
