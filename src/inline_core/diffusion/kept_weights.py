@@ -51,9 +51,7 @@ class KeptWeights:
             log.info(stored_reason(name, placement, kept))
         elif first and budget is not None:
             log.warning(kept_reason(name, placement, kept, stored.numbers, budget))
-        # A fused LoRA copy would round its deltas to fp8: those layers add them per row.
-        fusing = placement.lora_fusing and not only_stored
-        return replace(placement, storage=kept, lora_fusing=fusing)
+        return replace(placement, storage=kept)
 
     def _stored_weights(self, source: Source) -> StoredWeights | None:
         """What the part's files store, read from their headers once per file identity."""

@@ -71,7 +71,9 @@ def test_an_fp8_scaled_umt5_encodes_what_its_weights_upcast_by_hand_encode(
     wo = model.get_submodule("encoder.block.0.layer.1.DenseReluDense.wo")
     assert isinstance(wo, torch.nn.Linear) and wo.weight.dtype == torch.float32
     ids = torch.randint(0, 200, (2, 9), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0  # a padded prompt, as the padded-T5 encoder sends
     with torch.inference_mode():
-        want = reference(input_ids=ids).last_hidden_state
-        got = model(input_ids=ids).last_hidden_state
+        want = reference(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = model(input_ids=ids, attention_mask=mask).last_hidden_state
     assert got.dtype == torch.float32 and torch.equal(got, want)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from lora_harness import picks
 from test_zimage_server import submit, take_image, wait, zimage_graph
 from zimage_harness import Pixels, make_runner, pixels, render, take_pixels
 
@@ -18,6 +20,7 @@ from inline_core.config import Config
 from inline_core.device.policy import Placement
 from inline_core.diffusion.layer_cast import CastLinear, ScaledCastLinear
 from inline_core.diffusion.loading import load_component
+from inline_core.families.standalone import FamilyRig
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.families.zimage.transformer import FORMAT
 from inline_core.models.source import Source
@@ -106,3 +109,27 @@ def test_a_server_renders_from_an_fp8_transformer_in_its_models_folder(
             kept = {row["part"]: row["kept"] for row in residency.get("keptWeights", [])}
             assert kept == ({"Z-Image transformer": "float8_e4m3fn"} if name == "fp8" else {})
     assert np.array_equal(renders[0], renders[1])
+
+
+def test_a_lora_on_a_scaled_fp8_transformer_adds_its_deltas_per_row(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    """A held stack is never fused onto fp8 layers (the copy would round its deltas to fp8): it
+    runs per row, with the pixels of the same LoRAs on the weights upcast by hand."""
+    assert kit.diffusion_file is not None
+    fp8, by_hand = tmp_path / "fp8.safetensors", tmp_path / "by_hand.safetensors"
+    write_fp8(kit.diffusion_file, fp8, by_hand, scaled=True, dtype=torch.float8_e4m3fn)
+    rigs: list[FamilyRig] = []
+    for name, weights in (("fp8", fp8), ("by_hand", by_hand)):
+        root = models_with(kit, tmp_path / name, weights)
+        shutil.copytree(kit.root / "loras", root / "loras")
+        rigs.append(make_runner(root, sampler, no_lora_fusing=name == "by_hand"))
+    stored, upcast = rigs
+    stack = [("a", 0.8), ("b", 0.5)]
+    params: dict[str, Any] = {"width": 64, "height": 64, "steps": 4, "guidance": 0.0, "seed": 3}
+    got = take_pixels(render(stored, tmp_path, loras=picks(stored, kit, stack), **params))
+    want = take_pixels(render(upcast, tmp_path, loras=picks(upcast, kit, stack), **params))
+    assert np.array_equal(got, want)
+    counts = stored.runtime.adapter_totals.to_json()
+    assert counts["mode"] == "fuse-held" and counts["fuses"] == 0  # it may fuse; it did not
+    assert counts["perRowForwards"] == params["steps"]

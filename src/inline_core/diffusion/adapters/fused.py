@@ -46,6 +46,18 @@ def copy_bytes(modules: Mapping[str, nn.Module], row: RowStack) -> int:
     return total
 
 
+def fusable(modules: Mapping[str, nn.Module], row: RowStack) -> bool:
+    """Whether a fused copy can hold `row`'s layers: none of them is stored in fp8 (a copy would
+    round its deltas to fp8, and a scaled fp8 layer multiplies whatever weight it holds by its
+    scale). Those layers add their deltas per row."""
+    for name in adapted(modules, row):
+        weight = modules[name].weight
+        assert isinstance(weight, torch.Tensor)
+        if weight.element_size() < 2:
+            return False
+    return True
+
+
 def fuse(key: Hashable, modules: Mapping[str, nn.Module], row: RowStack) -> FusedCopy:
     """The copy of `row` on `modules`: new tensors, the base weights only read."""
     merged = merged_row(row)

@@ -33,7 +33,7 @@ from inline_core.device.adapters import (
     fuse_decision,
 )
 from inline_core.diffusion.adapter_counts import AdapterTotals
-from inline_core.diffusion.adapters.fused import FusedCopy, copy_bytes, fuse
+from inline_core.diffusion.adapters.fused import FusedCopy, copy_bytes, fusable, fuse
 from inline_core.diffusion.adapters.plan import RowStack
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.adapters.weights import modules_of
@@ -156,6 +156,9 @@ class Fusing:
         if not self._mode.may_fuse:  # never on this placement: nothing to weigh
             return None
         row = rows()
+        if not fusable(self._modules, row):
+            self._store.totals.decided(FuseDecision(False, "fp8 weights: per-row deltas"))
+            return None
         need = copy_bytes(self._modules, row)
         if need == 0:
             return None
