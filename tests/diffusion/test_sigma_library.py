@@ -13,10 +13,10 @@ from inline_core.diffusion.libs import diffusers, to_floats
 from inline_core.diffusion.sigma import schedules
 from inline_core.diffusion.sigma.algorithms.multistep import lms_coefficient
 from inline_core.diffusion.sigma.beta_ppf import beta_cdf, beta_ppf
-from inline_core.diffusion.sigma.names import SCHEDULES, SIGMA_SAMPLERS
 from inline_core.diffusion.sigma.noise import RowNoise
 from inline_core.diffusion.sigma.sampling import DiscreteSampling, FlowSampling, ModelSampling
 from inline_core.diffusion.sigma.stepper import SigmaStepper, call_sigmas
+from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
 
 SAMPLINGS = [DiscreteSampling(), DiscreteSampling("v"), FlowSampling(3.0)]
 

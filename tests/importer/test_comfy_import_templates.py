@@ -57,6 +57,10 @@ def test_every_template_is_mapped_or_refused_naming_why(catalog: Catalog) -> Non
     [patch] = [n for n in control.result.graph.nodes if n.type == "load/controlnet"]
     assert patch.params["name"] == "Z-Image-Turbo-Fun-Controlnet-Union.safetensors"
     assert [c.class_type for c in control.result.changes] == ["Canny"]
-    assert kinds["mapped"] + kinds["other family"] + kinds["node it cannot run"] + kinds[
-        "no image"
-    ] == len(outcomes)
+    assert set(kinds) <= {
+        "mapped",
+        "other family",
+        "node it cannot run",
+        "no image",
+        "sampler not run",
+    }

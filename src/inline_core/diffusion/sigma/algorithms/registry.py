@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from inline_core.diffusion.sigma.algorithms import first_order, multistep, sde, two_stage
 from inline_core.diffusion.sigma.algorithms.walk import Algorithm
-from inline_core.diffusion.sigma.names import SIGMA_SAMPLERS
+from inline_core.graph.sampler_names import SIGMA_SAMPLERS
 
 ALGORITHMS: dict[str, Algorithm] = {
     "euler": first_order.euler,
