@@ -125,12 +125,18 @@ def test_ddim_is_diffusers_ddim_at_eta_zero() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "algorithm"), [("dpmpp_2m", "dpmsolver++"), ("dpmpp_2m_sde", "sde-dpmsolver++")]
+    ("name", "algorithm", "solver"),
+    [
+        ("dpmpp_2m", "dpmsolver++", "midpoint"),
+        ("dpmpp_2m_sde", "sde-dpmsolver++", "midpoint"),
+        ("dpmpp_2m_sde_heun", "sde-dpmsolver++", "heun"),
+    ],
 )
-def test_dpmpp_2m_is_diffusers_dpm_solver_multistep(name: str, algorithm: str) -> None:
+def test_dpmpp_2m_is_diffusers_dpm_solver_multistep(name: str, algorithm: str, solver: str) -> None:
     s = scheduler(
         "DPMSolverMultistepScheduler",
         algorithm_type=algorithm,
+        solver_type=solver,
         solver_order=2,
         use_karras_sigmas=True,
         final_sigmas_type="zero",

@@ -63,6 +63,7 @@ def test_sd_txt2img_checkpoint(catalog: Catalog, checker: Checker) -> None:
         ("res_multistep", "kl_optimal"),
         ("er_sde", "linear_quadratic"),
         ("dpmpp_sde", "sgm_uniform"),
+        ("dpmpp_2m_sde_gpu", "ddim_uniform"),
     ],
 )
 def test_sampler_and_scheduler_map_one_to_one(
@@ -79,7 +80,7 @@ def test_sampler_and_scheduler_map_one_to_one(
 @pytest.mark.parametrize(
     ("field", "wanted", "closest"),
     [
-        ("sampler_name", "dpmpp_2m_sde_gpu", "dpmpp_2m_sde"),
+        ("sampler_name", "dpmpp_2m_cfg_pp", "dpmpp_2m"),
         ("sampler_name", "uni_pc", "uni_pc_bh2"),
         ("scheduler", "karras_new", "karras"),
     ],

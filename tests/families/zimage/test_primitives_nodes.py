@@ -156,7 +156,14 @@ def step_counts(events: list[Any]) -> set[int]:
     }
 
 
-TWO_CALLS_A_STEP = {"heun", "dpm_2", "dpm_2_ancestral", "dpmpp_2s_ancestral", "dpmpp_sde"}
+TWO_CALLS_A_STEP = {
+    "heun",
+    "dpm_2",
+    "dpm_2_ancestral",
+    "dpmpp_2s_ancestral",
+    "dpmpp_sde",
+    "dpmpp_sde_gpu",
+}
 # Every sampler on the default schedule, every schedule with the default sampler, and a few mixed.
 SAMPLE_CASES = [
     *((name, "simple") for name in FLOW_SAMPLERS),
