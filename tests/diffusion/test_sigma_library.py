@@ -13,10 +13,10 @@ from inline_core.diffusion.libs import diffusers, to_floats
 from inline_core.diffusion.sigma import schedules
 from inline_core.diffusion.sigma.algorithms.multistep import lms_coefficient
 from inline_core.diffusion.sigma.beta_ppf import beta_cdf, beta_ppf
-from inline_core.diffusion.sigma.names import SCHEDULES, SIGMA_SAMPLERS
 from inline_core.diffusion.sigma.noise import RowNoise
 from inline_core.diffusion.sigma.sampling import DiscreteSampling, FlowSampling, ModelSampling
 from inline_core.diffusion.sigma.stepper import SigmaStepper, call_sigmas
+from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
 
 SAMPLINGS = [DiscreteSampling(), DiscreteSampling("v"), FlowSampling(3.0)]
 
@@ -183,3 +183,19 @@ def test_flow_snr_samplers_start_a_hair_below_sigma_one() -> None:
 def test_an_unknown_sampler_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="'uni_pc'"):
         call_sigmas("uni_pc", DiscreteSampling(), [1.0, 0.0])
+
+
+def test_variable_step_ipndm_is_ipndm_on_even_steps() -> None:
+    sampling = FlowSampling(1.0)
+    # Even steps down to 0: orders 1 to 3 run (the last step lands on the estimate), where the
+    # variable weights are Adams-Bashforth's; ComfyUI's fourth-order weights are not AB4's.
+    sigmas = [1.0 - i / 4 for i in range(5)]
+    x = torch.randn((1, 2, 3, 3), generator=torch.Generator().manual_seed(2))
+
+    def sample(name: str) -> torch.Tensor:
+        stepper = SigmaStepper(name, sampling, sigmas, x, RowNoise([torch.Generator()]))
+        while stepper.result is None:
+            stepper.advance(torch.sin(stepper.call[0]) * 0.7)
+        return stepper.result
+
+    torch.testing.assert_close(sample("ipndm_v"), sample("ipndm"), atol=1e-6, rtol=1e-6)

@@ -125,12 +125,18 @@ def test_ddim_is_diffusers_ddim_at_eta_zero() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "algorithm"), [("dpmpp_2m", "dpmsolver++"), ("dpmpp_2m_sde", "sde-dpmsolver++")]
+    ("name", "algorithm", "solver"),
+    [
+        ("dpmpp_2m", "dpmsolver++", "midpoint"),
+        ("dpmpp_2m_sde", "sde-dpmsolver++", "midpoint"),
+        ("dpmpp_2m_sde_heun", "sde-dpmsolver++", "heun"),
+    ],
 )
-def test_dpmpp_2m_is_diffusers_dpm_solver_multistep(name: str, algorithm: str) -> None:
+def test_dpmpp_2m_is_diffusers_dpm_solver_multistep(name: str, algorithm: str, solver: str) -> None:
     s = scheduler(
         "DPMSolverMultistepScheduler",
         algorithm_type=algorithm,
+        solver_type=solver,
         solver_order=2,
         use_karras_sigmas=True,
         final_sigmas_type="zero",
@@ -164,3 +170,16 @@ def test_v_prediction_euler_is_diffusers_euler_with_v_prediction() -> None:
     ours, _ = library("euler", DiscreteSampling("v"), sigmas, x)
     theirs, _ = ve_loop(s, x)
     close(ours, theirs, 1e-4)
+
+
+def test_dpm_2_is_diffusers_kdpm2() -> None:
+    s = scheduler("KDPM2DiscreteScheduler", use_karras_sigmas=True)
+    s.set_timesteps(8)
+    sigmas = sigmas_of(s)
+    steps = [sigmas[0], *sigmas[1:-1:2]]  # each inner sigma twice, then three zeros
+    assert len(steps) == 9 and steps[-1] == 0
+    x = start() * steps[0]
+    ours, calls = library("dpm_2", DiscreteSampling(), steps, x)
+    theirs, their_calls = ve_loop(s, x)
+    close(ours, theirs, 1e-4)
+    assert calls == their_calls == 15  # the last step, down to 0, is one Euler call

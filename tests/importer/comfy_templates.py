@@ -15,6 +15,8 @@ from inline_core.importer import ImportResult
 
 FOREIGN = re.compile(r"^this workflow is built for (.+?) \(")
 NO_IMAGE = "nothing in the workflow makes an image"
+# A sampler or schedule we do not run (a custom node pack's, say): refused by name, never swapped.
+NOT_OFFERED = re.compile(r"the (sampler|scheduler) '([^']+)' is not offered here; the closest")
 # The package's index files: lists of templates, not workflows.
 NOT_WORKFLOWS = re.compile(r"^(index|fuse_options)")
 
@@ -28,7 +30,7 @@ def templates() -> Iterator[tuple[str, Any]]:
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: str  # "mapped", "other family", "node it cannot run", "no image"
+    kind: str  # "mapped", "other family", "node it cannot run", "no image", "sampler not run"
     family: str | None = None  # the family it was mapped onto or refused for
     result: ImportResult | None = None
 
@@ -44,7 +46,10 @@ def outcome_of(run: Any) -> Outcome:
             return Outcome("other family", match.group(1) if match else None)
         if exc.code == "unsupported_node":
             return Outcome("node it cannot run")
-        assert exc.code == "invalid_request" and NO_IMAGE in exc.message, exc.message
+        assert exc.code == "invalid_request", exc.message
+        if NOT_OFFERED.search(exc.message):
+            return Outcome("sampler not run")
+        assert NO_IMAGE in exc.message, exc.message
         return Outcome("no image")
     assert result.family.family is not None, "mapped without a family"
     return Outcome("mapped", result.family.family, result)

@@ -34,7 +34,7 @@ def test_sd_txt2img_checkpoint(catalog: Catalog, checker: Checker) -> None:
         "steps": 20,
         "cfg": 8.0,
         "sampler": "euler",
-        "scheduler": "simple",  # ComfyUI's "normal" is not offered: nearest
+        "scheduler": "normal",
         "seed": 156680208700286,
         "denoise": 1.0,
     }
@@ -52,28 +52,49 @@ def test_sd_txt2img_checkpoint(catalog: Catalog, checker: Checker) -> None:
     assert "checkpoint bundles" in warnings
     assert "changes the picture: this workflow is built for Stable Diffusion 1.5" in warnings
     assert "'v1-5-pruned-emaonly.safetensors' is diffusion_models/'z_image_turbo_bf16" in warnings
-    assert "scheduler 'normal' is not offered" in warnings
     checker.validate(result)
 
 
-def test_sampler_and_scheduler_map_to_the_nearest_offered(catalog: Catalog) -> None:
+@pytest.mark.parametrize(
+    ("sampler", "scheduler"),
+    [
+        ("euler_ancestral", "beta"),
+        ("dpmpp_2m_sde", "karras"),
+        ("res_multistep", "kl_optimal"),
+        ("er_sde", "linear_quadratic"),
+        ("dpmpp_sde", "sgm_uniform"),
+        ("dpmpp_2m_sde_gpu", "ddim_uniform"),
+    ],
+)
+def test_sampler_and_scheduler_map_one_to_one(
+    catalog: Catalog, sampler: str, scheduler: str
+) -> None:
     workflow = zimage_api()
-    workflow["3"]["inputs"].update(sampler_name="dpmpp_2m_sde_gpu", scheduler="beta")
+    workflow["3"]["inputs"].update(sampler_name=sampler, scheduler=scheduler)
     result = imported(workflow, catalog)
     params = nodes_of(result.to_json())["c3"]["params"]
-    assert (params["sampler"], params["scheduler"]) == ("dpmpp_2m", "karras")
-    assert any("sampler 'dpmpp_2m_sde_gpu'" in w and "'dpmpp_2m'" in w for w in result.warnings)
-    assert any("scheduler 'beta'" in w and "'karras'" in w for w in result.warnings)
-    # A name we offer maps onto itself, without a warning; ComfyUI's uni_pc (bh1) onto bh2.
-    workflow["3"]["inputs"].update(sampler_name="heun", scheduler="exponential")
-    result = imported(workflow, catalog)
-    params = nodes_of(result.to_json())["c3"]["params"]
-    assert (params["sampler"], params["scheduler"]) == ("heun", "exponential")
+    assert (params["sampler"], params["scheduler"]) == (sampler, scheduler)
     assert result.warnings == []
-    workflow["3"]["inputs"].update(sampler_name="uni_pc")
-    assert nodes_of(imported(workflow, catalog).to_json())["c3"]["params"]["sampler"] == (
-        "uni_pc_bh2"
-    )
+
+
+@pytest.mark.parametrize(
+    ("field", "wanted", "closest"),
+    [
+        ("sampler_name", "dpmpp_2m_cfg_pp", "dpmpp_2m"),
+        ("sampler_name", "uni_pc", "uni_pc_bh2"),
+        ("scheduler", "karras_new", "karras"),
+    ],
+)
+def test_a_name_not_offered_is_refused_naming_it_and_the_closest(
+    catalog: Catalog, field: str, wanted: str, closest: str
+) -> None:
+    workflow = zimage_api()
+    workflow["3"]["inputs"][field] = wanted
+    with pytest.raises(InvalidRequest) as caught:
+        imported(workflow, catalog)
+    assert caught.value.status == 422
+    assert f"{wanted!r} is not offered" in caught.value.message
+    assert f"closest offered is {closest!r}" in caught.value.message
 
 
 def test_values_are_fitted_to_our_ranges(catalog: Catalog, checker: Checker) -> None:

@@ -57,9 +57,11 @@ def test_every_template_is_mapped_or_refused_naming_why(catalog: Catalog) -> Non
     assert control.kind == "mapped" and control.result is not None
     [patch] = [n for n in control.result.graph.nodes if n.type == "load/controlnet"]
     assert patch.params["name"] == "Z-Image-Turbo-Fun-Controlnet-Union.safetensors"
-    # Its KSampler's sampler is not offered here: the nearest samples, listed as a change too.
-    assert [c.class_type for c in control.result.changes] == ["Canny", "KSampler"]
-    assert "is not offered here" in control.result.changes[1].reason
-    assert kinds["mapped"] + kinds["other family"] + kinds["node it cannot run"] + kinds[
-        "no image"
-    ] == len(outcomes)
+    assert [c.class_type for c in control.result.changes] == ["Canny"]
+    assert set(kinds) <= {
+        "mapped",
+        "other family",
+        "node it cannot run",
+        "no image",
+        "sampler not run",
+    }

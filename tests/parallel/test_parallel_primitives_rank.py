@@ -4,7 +4,6 @@ the in-process `sample` returns, bit for bit, and the group picks the one it alr
 
 from __future__ import annotations
 
-import itertools
 import queue
 import threading
 from collections.abc import Mapping
@@ -92,8 +91,18 @@ def _in_rank(spec: PipelineSpec, sent: GroupPipeline, state: Any) -> tuple[Any, 
     return decode_output(message.meta["output"], message.arrays), seen
 
 
-# Every sampler and every schedule the `sample` node offers, each at least once.
-CHOICES = list(zip(FLOW_SAMPLERS, itertools.cycle(FLOW_SCHEDULES[::-1]), strict=False))
+# Each kind of sampler (one call a step, two, multistep, stochastic, diffusers' UniPC) on a
+# schedule of its own: the rank runs the library as the server does, noise included.
+CHOICES = [
+    ("euler", "simple"),
+    ("heun", "karras"),
+    ("lms", "normal"),
+    ("dpmpp_2m_sde", "beta"),
+    ("dpmpp_sde", "kl_optimal"),
+    ("uni_pc_bh2", "exponential"),
+]
+assert {s for s, _ in CHOICES} <= set(FLOW_SAMPLERS)
+assert {s for _, s in CHOICES} <= set(FLOW_SCHEDULES)
 
 
 @pytest.mark.parametrize(("sampler_name", "schedule"), CHOICES)

@@ -6,20 +6,21 @@ type-checked by every install (hidden from the add-node menu); their runners dis
 of the model loaded (`families/nodes/`). Without a family that serves them, a graph that would run
 a primitive is refused at submit.
 
-`sample` counts cfg as ComfyUI does (1 is no guidance) and offers the samplers and sigma schedules
-that work on flow-matching models, under ComfyUI's names.
+`sample` counts cfg as ComfyUI does (1 is no guidance) and offers the sigma library's samplers and
+schedules, under ComfyUI's names.
 """
 
 from __future__ import annotations
 
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.registry import Registry
+from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
-# Samplers and schedules a flow-matching model can use, under ComfyUI's names (the shared flow
-# layer implements exactly these; `euler` + `simple` is a model's own render).
-FLOW_SAMPLERS = ("euler", "heun", "dpmpp_2m", "uni_pc_bh2")
-FLOW_SCHEDULES = ("simple", "karras", "exponential")
+# Samplers and schedules under ComfyUI's names: the sigma library's (`euler` + `simple` is a
+# flow model's own render).
+FLOW_SAMPLERS = SAMPLERS
+FLOW_SCHEDULES = SCHEDULES
 
 
 def _file_picker(category: str) -> ParamSpec:

@@ -23,7 +23,7 @@ from inline_core.importer import controls, inpaint
 from inline_core.importer.dropped import Change, UnsupportedNode, change_reason, refusal
 from inline_core.importer.facts import ModelFacts
 from inline_core.importer.model_files import match_model_file
-from inline_core.importer.samplers import nearest_sampler, nearest_scheduler
+from inline_core.importer.samplers import exact_name
 from inline_core.importer.values import COMFY_KINDS, Port, Value, describe
 from inline_core.importer.widgets import CONSTANT_TYPES, INPUT_NAMES_BY_TYPE, OUTPUT_TYPES
 from inline_core.importer.workflow import ComfyNode, Link, Skipped, Workflow, node_sort_key
@@ -620,8 +620,8 @@ class Mapper:
         params: dict[str, Any] = {
             "steps": self.whole(node, "steps", 20),
             "cfg": cfg,
-            "sampler": self.select(node, "sampler_name", "sampler", "euler", nearest_sampler),
-            "scheduler": self.select(node, "scheduler", "scheduler", "simple", nearest_scheduler),
+            "sampler": self.select(node, "sampler_name", "sampler", "euler"),
+            "scheduler": self.select(node, "scheduler", "scheduler", "simple"),
             "seed": self.whole(node, seed_name, 0),
             "denoise": denoise,
         }
@@ -658,26 +658,13 @@ class Mapper:
         )
         return Value(PortKind.LATENT, port, node.id)
 
-    def select(
-        self,
-        node: ComfyNode,
-        comfy_name: str,
-        param: str,
-        fallback: str,
-        nearest: Callable[[str, list[str], str], str],
-    ) -> str:
+    def select(self, node: ComfyNode, comfy_name: str, param: str, fallback: str) -> str:
+        """The node's `param` for the workflow's `comfy_name`: the same name, or a 422."""
         spec = self.descriptors["sample"].param(param)
         default = spec.default if spec is not None and isinstance(spec.default, str) else fallback
         wanted = self.text(node, comfy_name, default)
         allowed = list(spec.options) if spec is not None else []
-        chosen = nearest(wanted, allowed, default)
-        if chosen != wanted:
-            self.substituted(
-                node,
-                f"{param} {wanted!r} is not offered here; using the nearest, {chosen!r} "
-                f"(offered: {', '.join(allowed)})",
-            )
-        return chosen
+        return exact_name(param, wanted, allowed, describe(node))
 
     def vae_decode(self, node: ComfyNode, slot: int) -> Value | None:
         where = describe(node)

@@ -13,6 +13,7 @@ from primitive_graphs import MODEL, Rig, make_rig, primitive_graph, take_pixels
 from zimage_harness import max_diff, pixels, render
 from zimage_harness import take_pixels as node_take_pixels
 
+from inline_core.diffusion.flow.samplers import model_sigmas
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.sampling.loop import StepLoopSampler
 
@@ -63,13 +64,20 @@ def reference(pipe: Any, scheduler: Any, prompt: str, **kwargs: Any) -> list[Any
     return list(swapped(prompt=prompt, **kwargs).images)
 
 
-def test_karras_schedule_matches_diffusers(rig: Rig, reference_pipe: Any) -> None:
+@pytest.mark.parametrize("schedule", ["karras", "exponential", "beta"])
+def test_a_library_schedule_renders_what_diffusers_euler_renders_over_its_sigmas(
+    rig: Rig, reference_pipe: Any, schedule: str
+) -> None:
+    """ComfyUI's schedules span the model's whole shifted sigma table; diffusers' Euler, unshifted,
+    walks the same sigmas."""
     from diffusers.schedulers.scheduling_flow_match_euler_discrete import (
         FlowMatchEulerDiscreteScheduler,
     )
 
+    config = reference_pipe.scheduler.config
+    sigmas = model_sigmas(config, 4, 0.0, schedule)
     scheduler = FlowMatchEulerDiscreteScheduler.from_config(  # pyright: ignore[reportUnknownMemberType]
-        reference_pipe.scheduler.config, use_karras_sigmas=True
+        config, shift=1.0, use_dynamic_shifting=False
     )
     [ref] = reference(
         reference_pipe,
@@ -78,10 +86,11 @@ def test_karras_schedule_matches_diffusers(rig: Rig, reference_pipe: Any) -> Non
         width=64,
         height=64,
         num_inference_steps=4,
+        sigmas=sigmas[:-1],
         guidance_scale=0.0,
         generator=torch.Generator("cpu").manual_seed(9),
     )
-    [take] = rig.run(primitive_graph("a fox", steps=4, seed=9, scheduler="karras"))[0].takes
+    [take] = rig.run(primitive_graph("a fox", steps=4, seed=9, scheduler=schedule))[0].takes
     assert max_diff(take_pixels(take), pixels(ref)) <= TOLERANCE
 
 

@@ -1,2 +1,3 @@
-"""Flow-matching samplers and schedules: a new sampler goes in `samplers.py` (torch, except
+"""A flow family's schedule over the sigma library (`diffusion/sigma/`, where a new sampler
+goes): its shift, its pipelines' own spacing, img2img and noise masks (torch, except
 `steps.py`)."""

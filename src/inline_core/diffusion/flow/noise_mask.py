@@ -46,8 +46,7 @@ class NoiseMask:
         return cls(mask.to(latents.dtype), latents, noise)
 
     def _sigma(self, schedule: FlowMatchSchedule, index: int) -> torch.Tensor:
-        sigma = schedule.timesteps[index] / schedule.scheduler.config.num_train_timesteps
-        return sigma.to(self.latents.device, self.latents.dtype)
+        return schedule.sigma(index).to(self.latents.device, self.latents.dtype)
 
     def model_input(self, schedule: FlowMatchSchedule, index: int, latents: Latents) -> Latents:
         """What the model sees at step `index`: the kept part noised to its level."""

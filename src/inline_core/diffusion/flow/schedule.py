@@ -1,29 +1,36 @@
 """One request's private flow-matching schedule: sigmas, shift, sampler and img2img start.
 
-Each request gets its own copy of the scheduler (steps advance per request, so requests at
-different steps can share a forward). The math follows diffusers' flow pipelines: sigmas
-`linspace(1, 1/N, N)` (the schedule does not end at 0), `mu` from the image token count for the
-shift, img2img starting at `N - int(N * strength)`. The timestep a transformer is fed is its
-family's (`model_time`), computed once. The low-level `sample` node may pick another sampler and
-sigma schedule (`samplers.py`) and ComfyUI's `denoise`; the defaults are the pipelines' own.
+Each request gets its own sampler state (steps advance per request, so requests at different
+steps, with different samplers, can share a forward). The sigmas follow diffusers' flow
+pipelines for `simple` (`samplers.py`) and the sigma library for every other schedule; `mu` comes
+from the image token count for a dynamically shifted model; img2img starts at
+`N - int(N * strength)`. The samplers are the sigma library's (`diffusion/sigma/`), UniPC bh2
+diffusers'. The timestep a transformer is fed is its family's (`model_time`), computed once from
+every model call's sigma. The low-level `sample` node may pick another sampler and schedule and
+ComfyUI's `denoise`; the defaults are the pipelines' own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import torch
 
 from inline_core.components.interfaces import Latents
 from inline_core.diffusion.flow.samplers import (
+    TRAIN_TIMESTEPS,
     Spacing,
+    flow_sampling,
     flow_spacing,
     model_sigmas,
-    sampler_scheduler,
+    uni_pc_bh2,
 )
 from inline_core.diffusion.flow.steps import denoise_window, img2img_start
 from inline_core.diffusion.libs import to_floats
+from inline_core.diffusion.sigma.noise import RowNoise, row_generator
+from inline_core.diffusion.sigma.stepper import SigmaStepper
+from inline_core.graph.sampler_names import FLOW_ONLY_SAMPLERS, SAMPLERS
 
 ModelTime = Callable[[torch.Tensor], torch.Tensor]
 
@@ -58,12 +65,38 @@ def calculate_shift(
     return image_seq_len * m + b
 
 
+class _Driver(Protocol):
+    def step(self, index: int, output: torch.Tensor, x: torch.Tensor, /) -> torch.Tensor: ...
+
+
+class _Library:
+    def __init__(self, stepper: SigmaStepper) -> None:
+        self.stepper = stepper
+
+    def step(self, index: int, output: torch.Tensor, x: torch.Tensor, /) -> torch.Tensor:
+        return self.stepper.advance(output, x)
+
+
+class _Diffusers:
+    def __init__(self, scheduler: Any, timesteps: torch.Tensor) -> None:
+        self.scheduler, self.timesteps = scheduler, timesteps
+
+    def step(self, index: int, output: torch.Tensor, x: torch.Tensor, /) -> torch.Tensor:
+        step = self.scheduler.step(output, self.timesteps[index], x, return_dict=False)
+        return cast(torch.Tensor, step[0])
+
+
 class FlowMatchSchedule:
     def __init__(
-        self, scheduler: Any, timesteps: torch.Tensor, model_time: ModelTime = diffusers_time
+        self,
+        driver: _Driver,
+        levels: torch.Tensor,
+        timesteps: torch.Tensor,
+        model_time: ModelTime = diffusers_time,
     ) -> None:
-        self.scheduler = scheduler
-        self.timesteps = timesteps
+        self.driver = driver
+        self.levels = levels  # every model call's sigma (float32, on the host)
+        self.timesteps = timesteps  # the same times 1000, on the device
         # Computed once, so the loop never syncs a device value per step.
         self.model_timesteps = model_time(timesteps)
         self.t_norms: list[float] = to_floats(self.model_timesteps)
@@ -82,9 +115,14 @@ class FlowMatchSchedule:
         denoise: float = 1.0,
         model_time: ModelTime = diffusers_time,
         spacing: Spacing = flow_spacing,
+        seed: int = 0,
+        row: int = 0,
     ) -> FlowMatchSchedule:
         """`strength` is img2img as diffusers counts it (skip the first steps of N); `denoise`
-        is ComfyUI's (run the last N steps of a longer schedule)."""
+        is ComfyUI's (run the last N steps of a longer schedule). `seed` and `row` seed the
+        noise of an ancestral or SDE sampler (the request's own)."""
+        if sampler not in SAMPLERS:
+            raise ValueError(f"unknown sampler {sampler!r}; choose one of {SAMPLERS}")
         mu = calculate_shift(
             image_seq_len,
             config.get("base_image_seq_len", 256),
@@ -94,49 +132,58 @@ class FlowMatchSchedule:
         )
         total, first = denoise_window(steps, denoise)
         sigmas = model_sigmas(config, total, mu, schedule, spacing)[first:]
-        scheduler = sampler_scheduler(sampler, sigmas, device)
-        timesteps = cast(torch.Tensor, scheduler.timesteps)
-        begin = 0
         if strength is not None:
-            begin = img2img_start(steps, strength) * int(scheduler.order)
-            timesteps = timesteps[begin:]
-        scheduler.set_begin_index(begin)
-        return cls(scheduler, timesteps, model_time)
+            sigmas = sigmas[img2img_start(steps, strength) :]
+        if sampler in FLOW_ONLY_SAMPLERS:
+            scheduler = uni_pc_bh2(sigmas[:-1], device)
+            timesteps = cast(torch.Tensor, scheduler.timesteps)
+            scheduler.set_begin_index(0)
+            levels = cast(torch.Tensor, scheduler.sigmas)[:-1].cpu()
+            return cls(_Diffusers(scheduler, timesteps), levels, timesteps, model_time)
+        noise = RowNoise([row_generator(seed, row)])
+        stepper = SigmaStepper(sampler, flow_sampling(config, mu), sigmas, None, noise)
+        levels = torch.tensor(stepper.call_sigmas, dtype=torch.float32)
+        timesteps = (levels * TRAIN_TIMESTEPS).to(device)
+        return cls(_Library(stepper), levels, timesteps, model_time)
 
     @property
     def step_count(self) -> int:
         return int(self.timesteps.shape[0])
 
+    def sigma(self, index: int, /) -> torch.Tensor:
+        """The level of model call `index`, as the model's timestep over 1000 (a device value,
+        read without a sync)."""
+        return self.timesteps[index] / TRAIN_TIMESTEPS
+
     def model_timestep(self, index: int, /) -> torch.Tensor:
         return self.model_timesteps[index : index + 1]
 
     def step(self, index: int, noise_pred: Any, latents: Latents, /) -> Latents:
-        t = self.timesteps[index]
         pred = cast(torch.Tensor, noise_pred).to(torch.float32)
-        out = self.scheduler.step(pred, t, latents.value, return_dict=False)[0]
+        out = self.driver.step(index, pred, cast(torch.Tensor, latents.value))
         return Latents(out, latents.shape)
 
     def x0_estimate(self, index: int, noise_pred: Any, latents: Latents, /) -> torch.Tensor:
         """The finished latents this step's prediction points at: a flow model predicts
-        `noise - x0`, so `x0 = x_t - sigma * prediction`, with `sigma` the level the model saw
-        (`timesteps[index] / 1000` for every sampler here, Heun's half-steps included)."""
-        sigma = self.timesteps[index] / self.scheduler.config.num_train_timesteps
-        return flow_x0(cast(torch.Tensor, latents.value), sigma, cast(torch.Tensor, noise_pred))
+        `noise - x0`, so `x0 = x_t - sigma * prediction`, with `sigma` the level the model saw."""
+        latent = cast(torch.Tensor, latents.value)
+        return flow_x0(latent, self.sigma(index), cast(torch.Tensor, noise_pred))
+
+    def _noised_to(self, index: int, clean: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        # diffusers' `scale_noise`: the sigma in the sample's dtype, then the flow forward process.
+        sigma = self.levels[index].to(clean.device, clean.dtype)
+        return sigma * noise + (1.0 - sigma) * clean
 
     def scale_noise(self, image_latents: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """img2img's starting point: the encoded image noised to the first timestep."""
-        t = self.timesteps[:1].repeat(image_latents.shape[0])
-        return cast(torch.Tensor, self.scheduler.scale_noise(image_latents, t, noise))
+        """img2img's starting point: the encoded image noised to the first level."""
+        return self._noised_to(0, image_latents, noise)
 
     def renoised(self, index: int, clean: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """Inpainting's kept part after step `index`: `clean` noised to the next step's level
-        (the scheduler's own `scale_noise` at its current step, as diffusers' inpaint does)."""
-        t = self.timesteps[index + 1 : index + 2]
-        return cast(torch.Tensor, self.scheduler.scale_noise(clean, t, noise))
+        """Inpainting's kept part after model call `index`: `clean` noised to the next call's
+        level (as diffusers' inpaint does with its scheduler's `scale_noise`)."""
+        return self._noised_to(index + 1, clean, noise)
 
     def noised(self, latents: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """`latents` noised to the first sigma this schedule visits, by the flow forward process
-        `sigma * noise + (1 - sigma) * x` (for any sampler; not all of them have `scale_noise`)."""
-        begin = int(self.scheduler.begin_index or 0)
-        sigma = cast(torch.Tensor, self.scheduler.sigmas)[begin].to(latents.device, latents.dtype)
-        return sigma * noise + (1.0 - sigma) * latents
+        `sigma * noise + (1 - sigma) * x` (for any sampler)."""
+        return self._noised_to(0, latents, noise)

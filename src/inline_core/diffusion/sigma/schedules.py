@@ -13,8 +13,8 @@ import torch
 
 from inline_core.diffusion.libs import to_floats
 from inline_core.diffusion.sigma.beta_ppf import beta_ppf
-from inline_core.diffusion.sigma.names import SCHEDULES
 from inline_core.diffusion.sigma.sampling import ModelSampling
+from inline_core.graph.sampler_names import SCHEDULES
 
 
 def _f32(values: list[float]) -> list[float]:

@@ -10,15 +10,16 @@ its step count and its CFG truncation once, with no device sync.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 
 from inline_core.diffusion.sigma.algorithms.registry import ALGORITHMS
 from inline_core.diffusion.sigma.algorithms.walk import Algorithm, Call, Run, Walk
-from inline_core.diffusion.sigma.names import SIGMA_SAMPLERS
 from inline_core.diffusion.sigma.noise import NoiseSource, NoNoise
 from inline_core.diffusion.sigma.prediction import Prediction
 from inline_core.diffusion.sigma.sampling import ModelSampling
+from inline_core.graph.sampler_names import SIGMA_SAMPLERS
 
 
 def algorithm(name: str) -> Algorithm:
@@ -42,20 +43,28 @@ def call_sigmas(name: str, sampling: ModelSampling, sigmas: Sequence[float]) -> 
 
 
 class SigmaStepper:
+    """Starts at `x`, or (without it) at the point its first `advance` is given."""
+
     def __init__(
         self,
         name: str,
         sampling: ModelSampling,
         sigmas: Sequence[float],
-        x: torch.Tensor,
+        x: torch.Tensor | None,
         noise: NoiseSource,
     ) -> None:
-        self.sampling = sampling
+        self.name, self.sampling, self.noise = name, sampling, noise
         self.sigmas = list(sigmas)
         self.call_sigmas = call_sigmas(name, sampling, self.sigmas)
-        self._run: Run = algorithm(name)(Walk(sampling, noise), x.to(torch.float32), self.sigmas)
+        self._run: Run | None = None
         self._pending: Call | None = None
         self.result: torch.Tensor | None = None
+        if x is not None:
+            self._start(x)
+
+    def _start(self, x: torch.Tensor) -> None:
+        walk = Walk(self.sampling, self.noise)
+        self._run = algorithm(self.name)(walk, x.to(torch.float32), self.sigmas)
         try:
             self._pending = next(self._run)
         except StopIteration as stop:
@@ -75,10 +84,16 @@ class SigmaStepper:
     def advance(self, output: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
         """Take the model's output at the pending call (made at `x`, if the caller replaced the
         point) and return the next call's point, or the result after the last call."""
+        if self._run is None:
+            if x is None:
+                raise RuntimeError("a sampler started without a point needs one")
+            self._start(x)
         point, sigma = self.call
         seen = point if x is None else x.to(torch.float32)
         try:
-            self._pending = self._run.send(Prediction(self.sampling, seen, sigma, output))
+            self._pending = cast(Run, self._run).send(
+                Prediction(self.sampling, seen, sigma, output)
+            )
             return self._pending[0]
         except StopIteration as stop:
             self._pending = None

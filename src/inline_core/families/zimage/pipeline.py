@@ -164,6 +164,8 @@ class ZImageDenoisePipeline:
             schedule=state.sigma_schedule,
             denoise=state.denoise,
             model_time=model_time,
+            seed=state.seed,
+            row=state.batch_index,
         )
         state.schedule = schedule
         if state.control is not None:  # its model loads here too, off the step loop

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from numpy.polynomial import polynomial
 
-from inline_core.diffusion.sigma.algorithms.walk import Run, Walk, neg_log
+from inline_core.diffusion.sigma.algorithms.walk import Run, Walk, ancestral_step, neg_log
 
 
 def lms_coefficient(order: int, sigmas: list[float], i: int, j: int) -> float:
@@ -93,19 +93,80 @@ def _phi2(t: float) -> float:
     return (_phi1(t) - 1.0) / t
 
 
-def res_multistep(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
-    """The second-order multistep exponential integrator of arXiv 2308.02157 (eta 0)."""
+def _res_multistep(walk: Walk, x: torch.Tensor, sigmas: list[float], eta: float) -> Run:
+    """The second-order multistep exponential integrator of arXiv 2308.02157; with `eta`, each
+    step lands at its ancestral sigma_down and noise takes it to the next level."""
     old: torch.Tensor | None = None
+    old_down = sigmas[0]
     for i, (sigma, sigma_next) in enumerate(zip(sigmas, sigmas[1:], strict=False)):
         p = yield x, sigma
-        if sigma_next == 0 or old is None:
-            x = p.x + p.derivative * (sigma_next - sigma)
+        down, up = ancestral_step(sigma, sigma_next, eta)
+        if down == 0 or old is None:
+            x = p.x + p.derivative * (down - sigma)
         else:
-            t, t_next, t_prev = neg_log(sigma), neg_log(sigma_next), neg_log(sigmas[i - 1])
+            t, t_next = neg_log(sigma), neg_log(down)
             h = t_next - t
-            c2 = (t_prev - t) / h  # the previous step ended where this one starts (eta 0)
+            c2 = (neg_log(sigmas[i - 1]) - neg_log(old_down)) / h
             b2 = _phi2(-h) / c2
             b1 = _phi1(-h) - b2
             x = math.exp(-h) * p.x + h * (b1 * p.denoised + b2 * old)
-        old = p.denoised
+        if sigma_next > 0 and up > 0:
+            x = x + walk.noise(x) * up
+        old, old_down = p.denoised, down
     return x
+
+
+def res_multistep(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
+    return (yield from _res_multistep(walk, x, sigmas, 0.0))
+
+
+def res_multistep_ancestral(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
+    return (yield from _res_multistep(walk, x, sigmas, 1.0))
+
+
+def ipndm_v(walk: Walk, x: torch.Tensor, sigmas: list[float], max_order: int = 4) -> Run:
+    """iPNDM with variable step sizes: Adams-Bashforth weights for the schedule's own spacing
+    (zju-pi's diff-solvers, as ComfyUI runs it)."""
+    history: list[torch.Tensor] = []
+    for i, (sigma, sigma_next) in enumerate(zip(sigmas, sigmas[1:], strict=False)):
+        p = yield x, sigma
+        d = p.derivative
+        order = min(max_order, i + 1)
+        if sigma_next == 0:
+            x = p.denoised
+        else:
+            weights = _variable_weights(order, sigmas, i)
+            terms = [d, *reversed(history)]
+            slope = sum(w * term for w, term in zip(weights, terms, strict=False))
+            x = p.x + (sigma_next - sigma) * slope
+        history = [*history, d][-(max_order - 1) :]
+    return x
+
+
+def _variable_weights(order: int, t: list[float], i: int) -> tuple[float, ...]:
+    if order == 1:
+        return (1.0,)
+    h0, h1 = t[i + 1] - t[i], t[i] - t[i - 1]
+    if order == 2:
+        return ((2 + h0 / h1) / 2, -(h0 / h1) / 2)
+    h2 = t[i - 1] - t[i - 2]
+    t1 = (1 - h0 / (3 * (h0 + h1)) * (h0 * (h0 + h1)) / (h1 * (h1 + h2))) / 2
+    if order == 3:
+        return (
+            (2 + h0 / h1) / 2 + t1,
+            -(h0 / h1) / 2 - (1 + h1 / h2) * t1,
+            t1 * h1 / h2,
+        )
+    h3 = t[i - 2] - t[i - 3]
+    t2 = (
+        ((1 - h0 / (3 * (h0 + h1))) / 2 + (1 - h0 / (2 * (h0 + h1))) * h0 / (6 * (h0 + h1 + h2)))
+        * (h0 * (h0 + h1) * (h0 + h1 + h2))
+        / (h1 * (h1 + h2) * (h1 + h2 + h3))
+    )
+    k = h1 * (h1 + h2) / (h2 * (h2 + h3))
+    return (
+        (2 + h0 / h1) / 2 + t1 + t2,
+        -(h0 / h1) / 2 - (1 + h1 / h2) * t1 - (1 + h1 / h2 + k) * t2,
+        t1 * h1 / h2 + (h1 / h2 + k * (1 + h2 / h3)) * t2,
+        -t2 * k * h1 / h2,
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from inline_core.diffusion.sigma.algorithms import first_order, multistep, sde, two_stage
 from inline_core.diffusion.sigma.algorithms.walk import Algorithm
-from inline_core.diffusion.sigma.names import SIGMA_SAMPLERS
+from inline_core.graph.sampler_names import SIGMA_SAMPLERS
 
 ALGORITHMS: dict[str, Algorithm] = {
     "euler": first_order.euler,
@@ -24,5 +24,14 @@ ALGORITHMS: dict[str, Algorithm] = {
     "ipndm": multistep.ipndm,
     "res_multistep": multistep.res_multistep,
     "er_sde": sde.er_sde,
+    "dpmpp_2m_sde_heun": sde.dpmpp_2m_sde_heun,
+    "res_multistep_ancestral": multistep.res_multistep_ancestral,
+    "ipndm_v": multistep.ipndm_v,
+    # ComfyUI's `_gpu` variants differ only in where their Brownian tree draws; here every row
+    # draws from its own generator either way, so they are the same samplers.
+    "dpmpp_sde_gpu": two_stage.dpmpp_sde,
+    "dpmpp_2m_sde_gpu": sde.dpmpp_2m_sde,
+    "dpmpp_2m_sde_heun_gpu": sde.dpmpp_2m_sde_heun,
+    "dpmpp_3m_sde_gpu": sde.dpmpp_3m_sde,
 }
 assert tuple(ALGORITHMS) == SIGMA_SAMPLERS

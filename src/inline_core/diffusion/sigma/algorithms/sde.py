@@ -11,7 +11,9 @@ import torch
 from inline_core.diffusion.sigma.algorithms.walk import Run, Walk
 
 
-def _multistep_sde(walk: Walk, x: torch.Tensor, sigmas: list[float], order: int) -> Run:
+def _multistep_sde(
+    walk: Walk, x: torch.Tensor, sigmas: list[float], order: int, heun: bool = False
+) -> Run:
     sampling = walk.sampling
     sigmas = sampling.first_sigma_for_snr(sigmas)
     eta = 1.0
@@ -42,7 +44,10 @@ def _multistep_sde(walk: Walk, x: torch.Tensor, sigmas: list[float], order: int)
                 phi_3 = phi_2 / h_eta - 0.5
                 x = x + (alpha_t * phi_2) * first - (alpha_t * phi_3) * second
             elif h1 is not None and d1 is not None:
-                if order == 2:  # the midpoint form
+                if order == 2 and heun:
+                    scale = -math.expm1(-h_eta) / -h_eta + 1
+                    x = x + alpha_t * scale * (h / h1) * (p.denoised - d1)
+                elif order == 2:  # the midpoint form
                     x = x + 0.5 * alpha_t * -math.expm1(-h_eta) * (h / h1) * (p.denoised - d1)
                 else:
                     x = x + (alpha_t * phi_2) * ((p.denoised - d1) / (h1 / h))
@@ -54,6 +59,10 @@ def _multistep_sde(walk: Walk, x: torch.Tensor, sigmas: list[float], order: int)
 
 def dpmpp_2m_sde(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
     return (yield from _multistep_sde(walk, x, sigmas, 2))
+
+
+def dpmpp_2m_sde_heun(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
+    return (yield from _multistep_sde(walk, x, sigmas, 2, heun=True))
 
 
 def dpmpp_3m_sde(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:

@@ -23,6 +23,13 @@ SIGMA_SAMPLERS: tuple[str, ...] = (
     "ipndm",
     "res_multistep",
     "er_sde",
+    "dpmpp_2m_sde_heun",
+    "res_multistep_ancestral",
+    "ipndm_v",
+    "dpmpp_sde_gpu",
+    "dpmpp_2m_sde_gpu",
+    "dpmpp_2m_sde_heun_gpu",
+    "dpmpp_3m_sde_gpu",
 )
 # Run by diffusers' scheduler on flow sigmas (not yet on the library's sigma steps).
 FLOW_ONLY_SAMPLERS: tuple[str, ...] = ("uni_pc_bh2",)
@@ -40,39 +47,12 @@ SCHEDULES: tuple[str, ...] = (
     "ddim_uniform",
 )
 
-# ComfyUI's sampler names this library does not run (yet): refused by name, never swapped.
-COMFY_SAMPLERS_NOT_RUN: tuple[str, ...] = (
-    "euler_cfg_pp",
-    "euler_ancestral_cfg_pp",
-    "heunpp2",
-    "exp_heun_2_x0",
-    "exp_heun_2_x0_sde",
-    "dpm_fast",
-    "dpm_adaptive",
-    "dpmpp_2s_ancestral_cfg_pp",
-    "dpmpp_sde_gpu",
-    "dpmpp_2m_cfg_pp",
-    "dpmpp_2m_sde_gpu",
-    "dpmpp_2m_sde_heun",
-    "dpmpp_2m_sde_heun_gpu",
-    "dpmpp_3m_sde_gpu",
-    "ddpm",
-    "ipndm_v",
-    "deis",
-    "res_multistep_cfg_pp",
-    "res_multistep_ancestral",
-    "res_multistep_ancestral_cfg_pp",
-    "gradient_estimation",
-    "gradient_estimation_cfg_pp",
-    "seeds_2",
-    "seeds_3",
-    "sa_solver",
-    "sa_solver_pece",
-    "uni_pc",
-)
-
 
 def closest(name: str, offered: tuple[str, ...]) -> str | None:
-    """The offered name nearest in spelling to `name`, for an error message (never a swap)."""
+    """The offered name nearest to `name`, for an error message (never a swap): its base sampler
+    for a ComfyUI variant (`_cfg_pp`, `_gpu`), else the nearest in spelling."""
+    for suffix in ("_cfg_pp", "_gpu"):
+        if name.endswith(suffix) and name.removesuffix(suffix) in offered:
+            return name.removesuffix(suffix)
     found = difflib.get_close_matches(name, offered, n=1, cutoff=0.0)
     return found[0] if found else None
