@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole check, from nothing: set up ./.venv with everything the tests need, then ruff,
-# pyright (strict) and pytest. This is the README's test command and what CI runs.
+# pyright (strict, beside pytest) and pytest. This is the README's test command and what CI runs.
 # The run store's tests need PostgreSQL's server programs, the web UI's tests Debian's chromium:
 # both installed here if missing (as root, Debian's packages), and then those tests must run
 # rather than skip.
@@ -13,7 +13,20 @@ INLINE_TEST_CHROMIUM="$(scripts/ensure-chromium.sh)"
 export INLINE_TEST_CHROMIUM INLINE_TEST_REQUIRE_CHROMIUM=1
 echo "== ruff"
 .venv/bin/ruff check .
+# pyright runs beside pytest: it is one process on one core, and pytest leaves a core idle much of
+# the time (collection, single-threaded tests). Its report is printed after pytest's.
+pyright_log="$(mktemp)"
+.venv/bin/pyright >"$pyright_log" 2>&1 &
+pyright_pid=$!
+trap 'kill "$pyright_pid" 2>/dev/null || true; rm -f "$pyright_log"' EXIT
+echo "== pytest (pyright beside it)"
+pytest_status=0
+.venv/bin/pytest -q --durations=25 "$@" || pytest_status=$?
+pyright_status=0
+wait "$pyright_pid" || pyright_status=$?
 echo "== pyright"
-.venv/bin/pyright
-echo "== pytest"
-.venv/bin/pytest -q "$@"
+cat "$pyright_log"
+if [ "$pyright_status" -ne 0 ] || [ "$pytest_status" -ne 0 ]; then
+  echo "FAILED: pyright exit $pyright_status, pytest exit $pytest_status"
+  exit 1
+fi

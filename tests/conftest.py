@@ -8,17 +8,37 @@ session starts on first use (tests/postgres_cluster.py).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
 from tests.postgres_cluster import PostgresCluster, postgres_bin
+from tests.worker_groups import SHARED, SharedGroups, after_teardown, run_beside_each_other
 
 BACKENDS = ("sqlite", "postgresql")
 # The tiny-model parity tests compare with diffusers in float32 on any CPU (auto would pick bf16
 # on one with native bf16): servers and ranks the tests start inherit this, and tests of bf16
 # ask for it themselves.
 os.environ.setdefault("INLINE_DTYPE", "float32")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SHARED] = SharedGroups()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    run_beside_each_other(items)  # the modules on one shared worker group, one after another
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+    yield  # the test's own fixtures first
+    after_teardown(item.config.stash[SHARED], item, nextitem)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if SHARED in config.stash:
+        config.stash[SHARED].close_all()  # a run stopped early (-x, Ctrl-C)
 
 
 @pytest.fixture(scope="session")

@@ -289,6 +289,7 @@ def render_live(server: LiveServer, graph: dict[str, Any]) -> Pixels:
     return pixels(Image.open(io.BytesIO(png)))
 
 
+@pytest.mark.worker_group
 def test_the_worker_group_splits_the_second_family_on_two_cpu_ranks(
     split_server: LiveServer, two_families: Path
 ) -> None:

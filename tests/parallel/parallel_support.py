@@ -34,6 +34,12 @@ def group_config(runner: str = COLLECTIVE, **overrides: object) -> GroupConfig:
     return replace(base, **overrides)  # pyright: ignore[reportArgumentType]
 
 
+def xfuser_config(runner: str) -> GroupConfig:
+    """`group_config` with xDiT as the ranks' engine."""
+    config = group_config(runner)
+    return replace(config, ranks=replace(config.ranks, engine="xfuser"))
+
+
 def group_pids(group: WorkerGroup) -> list[int]:
     pids = group.pids()
     ranks: dict[int, int] = pids["ranks"]

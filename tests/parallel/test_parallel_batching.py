@@ -7,12 +7,11 @@ with the same stack, and a LoRA the ranks have not seen does not restart the gro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
-from parallel_support import at_once, group_children, group_config
+from parallel_support import at_once, group_config
 from PIL import Image
 from zimage_support import kit_handle, kit_lora, load_spec, render_in_process
 
@@ -20,7 +19,6 @@ from inline_core.engine.group import GroupPipeline
 from inline_core.errors import Cancelled
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.families.zimage.pipeline import ZImageStepPipeline
-from inline_core.parallel.runner import DEFAULT_RUNNER
 from inline_core.parallel.sampler import ParallelSampler
 from inline_core.runtime.cancel import CancelToken
 from inline_core.sampling import SampleJob
@@ -35,6 +33,9 @@ RENDERS: list[dict[str, Any]] = [
 COMMON: dict[str, Any] = {"width": 64, "height": 64, "steps": 12, "guidance": 0.0}
 
 
+pytestmark = pytest.mark.worker_group(shared="cache-dit")
+
+
 @pytest.fixture(scope="module")
 def handle(kit: KitPaths) -> GroupPipeline:
     return kit_handle(kit.root)
@@ -46,11 +47,8 @@ def local(handle: GroupPipeline) -> ZImageStepPipeline:
 
 
 @pytest.fixture(scope="module")
-def sampler() -> Iterator[ParallelSampler]:
-    s = ParallelSampler(group_config(DEFAULT_RUNNER), retries=0)
-    yield s
-    s.close()
-    assert group_children() == []
+def sampler(cache_dit_group: ParallelSampler) -> ParallelSampler:
+    return cache_dit_group
 
 
 def test_concurrent_split_renders_share_forwards_and_equal_their_solo_takes(

@@ -9,8 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
+
+
+pytestmark = pytest.mark.worker_group  # starts groups of its own
 
 
 def free_port() -> int:

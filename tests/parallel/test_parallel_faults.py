@@ -19,6 +19,8 @@ from parallel_support import HERE, alive, group_config, group_pids, wait_gone
 from inline_core.parallel.errors import WorkerStartError
 from inline_core.parallel.group import WorkerGroup
 
+pytestmark = pytest.mark.worker_group  # starts groups of its own
+
 
 def test_a_missing_model_is_a_clear_start_error() -> None:
     config = group_config()

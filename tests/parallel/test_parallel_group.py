@@ -23,6 +23,8 @@ from inline_core.parallel.errors import RemoteJobError, WorkerGroupError
 from inline_core.parallel.group import WorkerGroup
 from inline_core.runtime.cancel import CancelToken
 
+pytestmark = pytest.mark.worker_group  # starts groups of its own
+
 
 @pytest.fixture(scope="module")
 def group() -> Iterator[WorkerGroup]:

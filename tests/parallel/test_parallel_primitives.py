@@ -29,6 +29,9 @@ from inline_core.families.zimage.kit import KitPaths, build_kit
 JOB_DONE = re.compile(r"worker group job done \(ulysses=2\): engine (\S+), (\d+) forwards, (.*)")
 
 
+pytestmark = pytest.mark.worker_group  # starts groups of its own
+
+
 @pytest.fixture(scope="module")
 def comfy(tmp_path_factory: pytest.TempPathFactory) -> KitPaths:
     """The tiny stack as ComfyUI single files, named by the primitive loaders."""

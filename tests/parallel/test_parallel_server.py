@@ -88,6 +88,7 @@ def node_step(server: LiveServer, run_id: str) -> int:
     return int(node.get("step") or 0)
 
 
+@pytest.mark.worker_group
 def test_a_split_render_through_the_server_equals_the_in_process_take(
     kit: KitPaths, tmp_path: Path
 ) -> None:

@@ -47,6 +47,9 @@ LOOSE = StepCacheSettings(threshold=0.5, warmup=2, front_blocks=1, max_consecuti
 _runs = itertools.count()
 
 
+pytestmark = pytest.mark.worker_group  # starts groups of its own
+
+
 @pytest.fixture(scope="module")
 def wan_models(tmp_path_factory: pytest.TempPathFactory) -> WanKit:
     """The tiny Wan models the split renders: 2.1 t2v (its LoRAs), TI2V, A14B i2v, 2.1 i2v."""

@@ -8,19 +8,16 @@ xfuser on CPU ranks is a clear start error."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
-from parallel_support import group_children, group_config
+from parallel_support import group_children, group_config, xfuser_config
 from zimage_support import kit_handle, load_spec, render_in_process
 
 from inline_core.engine.group import GroupPipeline
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.families.zimage.pipeline import ZImageStepPipeline
-from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.errors import WorkerStartError
 from inline_core.parallel.probe import AttentionProbe
 from inline_core.parallel.runner import DEFAULT_RUNNER
@@ -34,9 +31,7 @@ LONG_NEGATIVE = (
 )
 
 
-def xfuser_config(runner: str) -> GroupConfig:
-    config = group_config(runner)
-    return replace(config, ranks=replace(config.ranks, engine="xfuser"))
+pytestmark = pytest.mark.worker_group(shared="xfuser")
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +45,8 @@ def local(handle: GroupPipeline) -> ZImageStepPipeline:
 
 
 @pytest.fixture(scope="module")
-def sampler() -> Iterator[ParallelSampler]:
-    s = ParallelSampler(xfuser_config("xfuser_on_cpu:load"), retries=0)
-    yield s
-    s.close()
-    assert group_children() == []
+def sampler(xfuser_group: ParallelSampler) -> ParallelSampler:
+    return xfuser_group
 
 
 @pytest.mark.parametrize("guidance", [0.0, 2.5])

@@ -8,14 +8,13 @@ their render alone."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
-from parallel_support import at_once, group_children, group_config
+from parallel_support import at_once, group_config
 from PIL import Image
-from test_parallel_xfuser import LONG_NEGATIVE, xfuser_config
+from test_parallel_xfuser import LONG_NEGATIVE
 from zimage_support import kit_handle, kit_lora, load_spec, render_in_process
 
 from inline_core.components.step import step_cache_counts
@@ -30,6 +29,9 @@ COMMON: dict[str, Any] = {"width": 64, "height": 64, "steps": 8, "guidance": 0.0
 CACHE = StepCacheSettings(threshold=0.9, warmup=1, front_blocks=1, max_consecutive=3)
 
 
+pytestmark = pytest.mark.worker_group(shared="xfuser")
+
+
 @pytest.fixture(scope="module")
 def handle(kit: KitPaths) -> GroupPipeline:
     return kit_handle(kit.root)
@@ -41,11 +43,8 @@ def local(handle: GroupPipeline) -> ZImageStepPipeline:
 
 
 @pytest.fixture(scope="module")
-def sampler() -> Iterator[ParallelSampler]:
-    s = ParallelSampler(xfuser_config("xfuser_on_cpu:load"), retries=0)
-    yield s
-    s.close()
-    assert group_children() == []
+def sampler(xfuser_group: ParallelSampler) -> ParallelSampler:
+    return xfuser_group
 
 
 def pixels(image: object) -> np.ndarray[Any, np.dtype[np.int16]]:

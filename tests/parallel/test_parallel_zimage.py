@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
-from parallel_support import group_children, group_config
+from parallel_support import group_config
 from PIL import Image
 from zimage_support import kit_handle, load_spec, render_in_process
 
@@ -22,7 +21,7 @@ from inline_core.families.zimage.kit import KitPaths
 from inline_core.families.zimage.pipeline import ZImageStepPipeline
 from inline_core.parallel.group import WorkerGroup
 from inline_core.parallel.probe import AttentionProbe
-from inline_core.parallel.runner import DEFAULT_RUNNER, resolve
+from inline_core.parallel.runner import resolve
 from inline_core.parallel.sampler import ParallelSampler
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.preview import EncodedPreview
@@ -30,6 +29,9 @@ from inline_core.sampling import SampleJob
 from inline_core.sampling.previews import PreviewWorker
 
 KW: dict[str, Any] = {"prompt": "a red fox", "width": 64, "height": 64, "steps": 4, "seed": 7}
+
+
+pytestmark = pytest.mark.worker_group(shared="cache-dit")
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +49,8 @@ def local(handle: GroupPipeline) -> ZImageStepPipeline:
 
 
 @pytest.fixture(scope="module")
-def sampler() -> Iterator[ParallelSampler]:
-    s = ParallelSampler(group_config(DEFAULT_RUNNER), retries=1)
-    yield s
-    s.close()
-    assert group_children() == []
+def sampler(cache_dit_group: ParallelSampler) -> ParallelSampler:
+    return cache_dit_group
 
 
 def _in_process(pipe: ZImageStepPipeline, events: list[object], **kw: Any) -> Image.Image:

@@ -1,0 +1,111 @@
+"""Worker groups shared by the tests that only render on one (`worker_group(shared=KEY)`).
+
+Starting a group (torchrun, two gloo ranks importing torch and loading the pipeline) costs more
+than most of the renders the tests send it, so the modules marked with the same key get one group
+per test run: `tests/conftest.py` runs those modules one after another and closes the group after
+the last of their tests, so no other test (one that counts the processes below it, or kills
+ranks) ever sees it. A test that kills ranks or tests a group's start keeps a group of its own
+(`worker_group` without a key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:  # the conftest imports this module: torch-side imports wait for a group
+    from inline_core.parallel.sampler import ParallelSampler
+
+MARK = "worker_group"
+
+
+def shared_key(item: pytest.Item) -> str | None:
+    """The shared group `item`'s module renders on, from its `worker_group(shared=...)` mark."""
+    mark = item.get_closest_marker(MARK)
+    if mark is None:
+        return None
+    key = mark.kwargs.get("shared")
+    return None if key is None else str(key)
+
+
+class SharedGroups:
+    """The run's shared samplers by key, each started on first use and closed after its last
+    test."""
+
+    def __init__(self) -> None:
+        self._samplers: dict[str, ParallelSampler] = {}
+
+    def sampler(
+        self, request: pytest.FixtureRequest, key: str, make: Callable[[], ParallelSampler]
+    ) -> ParallelSampler:
+        marked = {shared_key(item) for item in _module_items(request)}
+        if marked != {key}:
+            raise pytest.UsageError(
+                f"{request.node.nodeid}: a module on the shared worker group {key!r} must be "
+                f"marked `pytestmark = pytest.mark.{MARK}(shared={key!r})` (so its tests run "
+                "beside the others on that group, and the group is closed after the last)"
+            )
+        sampler = self._samplers.get(key)
+        if sampler is None or sampler.closed:
+            sampler = self._samplers[key] = make()
+        return sampler
+
+    def close(self, key: str) -> None:
+        """Close `key`'s group; nothing of it may be left running."""
+        sampler = self._samplers.pop(key, None)
+        if sampler is None:
+            return
+        from tests.parallel.parallel_support import group_children
+
+        sampler.close()
+        left = group_children()
+        assert left == [], f"the shared worker group {key!r} left {left}"
+
+    def close_all(self) -> None:
+        for key in list(self._samplers):
+            self.close(key)
+
+
+SHARED = pytest.StashKey[SharedGroups]()
+
+
+def run_beside_each_other(items: list[pytest.Item]) -> None:
+    """Reorder `items` in place so the modules on one shared group run one after another, at the
+    place of the first of them; every other module keeps its place, every test its module's
+    order."""
+    first_of_key: dict[str, int] = {}
+    module_rank: dict[object, int] = {}
+    for item in items:
+        module = _module_of(item)
+        if module in module_rank:
+            continue
+        key = shared_key(item)
+        index = len(module_rank)
+        module_rank[module] = first_of_key.setdefault(key, index) if key else index
+    order = {module: (rank, i) for i, (module, rank) in enumerate(module_rank.items())}
+    items.sort(key=lambda item: order[_module_of(item)])
+
+
+def after_teardown(groups: SharedGroups, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Close the group `item` ran on when the next test is not on it (or there is none)."""
+    key = shared_key(item)
+    if key is not None and (nextitem is None or shared_key(nextitem) != key):
+        groups.close(key)
+
+
+def _module_of(item: pytest.Item) -> object:
+    return item.getparent(pytest.Module) or item.path
+
+
+def _module_items(request: pytest.FixtureRequest) -> Iterable[pytest.Item]:
+    module = request.node.getparent(pytest.Module)
+    return [i for i in request.session.items if i.getparent(pytest.Module) is module]
+
+
+def shared_sampler(
+    request: pytest.FixtureRequest, key: str, make: Callable[[], ParallelSampler]
+) -> ParallelSampler:
+    """The run's sampler for `key` (made by `make` on first use) for the module asking."""
+    return request.config.stash[SHARED].sampler(request, key, make)
