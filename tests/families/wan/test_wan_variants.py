@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from wan_harness import first_frame_image, wan_rig
+from wan_harness import first_frame_image, submit_check, wan_rig
 
 from inline_core.families.wan.descriptor import NODE_TYPE, WAN_DESCRIPTOR
 from inline_core.families.wan.kit import WanKit
@@ -66,12 +66,12 @@ def test_the_descriptor_defaults_render_on_every_variant(
     assert tuple(DEFAULTS[k] for k in SHAPE) == (832, 480, 81, 16)
     family = wan_rig(wan_kit.root, wan_sampler).family
     params = {**DEFAULTS, "model": model, "seed": 3}
-    wired = frozenset({"prompt", "image"} if "i2v" in model else {"prompt"})
-    family.check_wired(NODE_TYPE, params, wired, "w")
+    submit_check(family, params, {"prompt", "image"} if "i2v" in model else {"prompt"})
     inputs: dict[str, Any] = {"prompt": "a fox"}
     if "i2v" in model:
         inputs["image"] = first_frame_image(32, 32)
-    request = family.lower(NODE_TYPE, params, inputs, "w").request
+    sources = family.resolve(NODE_TYPE, params).require("w")
+    request = family.lower(NODE_TYPE, params, inputs, "w", sources).request
     assert tuple(request[k] for k in SHAPE) == (832, 480, 81, 16)
 
 
