@@ -403,7 +403,15 @@ CASES: list[Case] = [
     bad_graph("media id too long", run(graph(image_src({"ref": "asset", "id": "a" * 500})), "i")),
     Case("model picker traversal", "POST", RUNS, 422, "invalid_graph", pick("../../../etc/passwd")),
     Case("model picker absolute", "POST", RUNS, 422, "invalid_graph", pick("/etc/passwd")),
-    bad_graph("model picker link out of models/", pick("outside.safetensors")),
+    # A link out of models/ is never listed: a file not there (the user may download it).
+    Case(
+        "model picker link out of models/",
+        "POST",
+        RUNS,
+        422,
+        "model_missing",
+        pick("outside.safetensors"),
+    ),
     Case(
         "model picker dot segment", "POST", RUNS, 422, "invalid_graph", pick("./listed.safetensors")
     ),

@@ -116,7 +116,7 @@ def test_runs_go_only_to_servers_that_have_their_model(tmp_path: Path, shared_ur
         plain = [post(b, slow_graph(steps=3, delay=0.01)) for _ in range(6)]
         # s1 cannot take a run naming a model it lacks: it refuses it at submit...
         refused = httpx.post(b.base + "/v1/runs", json={"graph": graph, "target": "s"})
-        assert refused.status_code == 422 and refused.json()["error"]["code"] == "invalid_graph"
+        assert refused.status_code == 422 and refused.json()["error"]["code"] == "model_missing"
         for run_id in with_model + plain:
             assert wait_finished(a, run_id)["status"] == "done"
         # ... and never claims one another server accepted.

@@ -17,7 +17,12 @@ MODEL = ParamSpec(
 # The stack's VAE and text encoder, pickers over their folders (empty: the ones the family finds
 # for its model). A file named here is used or refused at submit (`StackResolver.picks_of`).
 VAE = ParamSpec(
-    "vae", ParamWidget.SELECT, default=None, options_from="vae", label="VAE (empty: auto)"
+    "vae",
+    ParamWidget.SELECT,
+    default=None,
+    options_from="vae",
+    label="VAE (empty: auto)",
+    empty_found_anywhere=True,
 )
 TEXT_ENCODER = ParamSpec(
     "text_encoder",
@@ -25,4 +30,5 @@ TEXT_ENCODER = ParamSpec(
     default=None,
     options_from="text_encoders",
     label="Text encoder (empty: auto)",
+    empty_found_anywhere=True,
 )

@@ -43,6 +43,9 @@ class ParamSpec:
     # A picker left empty picks no model (an optional one, e.g. a control model), rather than
     # one the server chooses: a run then needs nothing of that category.
     empty_picks_none: bool = False
+    # A picker left empty lets the node find its part where it can (a VAE inside its model's
+    # diffusers folder): a run then needs nothing of that category to be claimed.
+    empty_found_anywhere: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

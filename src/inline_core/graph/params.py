@@ -90,6 +90,14 @@ def _number(spec: ParamSpec, node_id: str, value: object) -> int | float:
     return number
 
 
+def _is_path(value: str) -> bool:
+    """A name that reaches out of its folder or is not written as the catalog writes names:
+    absolute, with `.` or `..` segments, empty segments or backslashes."""
+    if value.startswith("/") or "\\" in value:
+        return True
+    return any(part in ("", ".", "..") for part in value.split("/"))
+
+
 def _select(spec: ParamSpec, node_id: str, value: object, catalog: CatalogView) -> str:
     if not isinstance(value, str):
         raise _fail(node_id, spec, f"must be a string, got {type(value).__name__}")
@@ -99,6 +107,13 @@ def _select(spec: ParamSpec, node_id: str, value: object, catalog: CatalogView) 
         # Only a name the catalog lists is accepted: never a path of the client's choosing.
         listed = catalog.options(spec.options_from)
         if value not in listed:
+            if _is_path(value):  # not a name a folder could list: a malformed graph
+                raise _fail(
+                    node_id,
+                    spec,
+                    f"names {_quote(value)}: a file of {spec.options_from}/ "
+                    "is named as the catalog lists it, never by a path",
+                )
             if not listed:
                 problem = f"names {_quote(value)}, but there are no models in {spec.options_from}/"
             else:  # every file: the right one may sort last

@@ -32,7 +32,7 @@ def run_needs(validated: ValidatedGraph, registry: Registry) -> tuple[str, ...]:
             name = node.params.get(spec.name)
             if isinstance(name, str) and name:
                 needs.add(f"model:{spec.options_from}/{name}")
-            elif not spec.empty_picks_none:
+            elif not (spec.empty_picks_none or spec.empty_found_anywhere):
                 needs.add(f"models:{spec.options_from}")
     return tuple(sorted(needs))
 

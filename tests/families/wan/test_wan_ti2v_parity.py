@@ -66,7 +66,7 @@ def test_ti2v_text_to_video_matches_wan_pipeline(
     result = render(rig, tmp_path, model=model, **params)
     check(take_frames(result), reference_frames(ti2v_reference, **params), params)
     (take,) = result.takes
-    assert take.params["fps"] == 24  # the 5B's own
+    assert take.params["fps"] == 16  # the node's default (the 5B's own 24 when asked)
     assert take.params["image_to_video"] is False
 
 

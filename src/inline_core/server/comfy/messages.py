@@ -100,7 +100,7 @@ class PromptMessages:
         body = event.body
         if event.type == "snapshot":
             state = cast(Mapping[str, Any], body.get("state", {}))
-            return self._start() if state.get("status") == "running" else []
+            return self._caught_up(state) if state.get("status") == "running" else []
         if event.type == "run_started":
             return self._start()
         if event.type == "progress":
@@ -110,6 +110,19 @@ class PromptMessages:
         if event.terminal:
             return self._end()
         return []
+
+    def _caught_up(self, state: Mapping[str, Any]) -> list[Message]:
+        """A run followed once it is running: the nodes it already finished (a fast loader may
+        end before the prompt's socket follows it) announced as if seen live, in run order."""
+        out = self._start()
+        nodes = cast(Mapping[str, Mapping[str, Any]], state.get("nodes", {}))
+        for our_id, node in nodes.items():
+            if our_id == self.target:
+                continue  # its `executed` needs its takes: the live `node_done` brings them
+            status = node.get("state")
+            if status in ("done", "cached"):
+                out += self._node_done({"nodeId": our_id, "cached": status == "cached"})
+        return out
 
     def _progress(self, body: Mapping[str, Any]) -> list[Message]:
         node = self.prompt_node(cast(str | None, body.get("nodeId")))
