@@ -1,5 +1,5 @@
 """A flow family's sigmas and samplers: its config's shift as a sigma table, the schedules and
-samplers of the sigma library on it, and UniPC (bh2) through diffusers until the library has it.
+samplers of the sigma library on it, and UniPC's integer timesteps as diffusers feeds them.
 
 `simple` is the flow pipelines' own spacing, `linspace(1, 1/N, N)` shifted by diffusers'
 `FlowMatchEulerDiscreteScheduler` exactly as their pipelines compute it (so a family's default
@@ -64,18 +64,8 @@ def model_sigmas(
     return to_floats(cast(torch.Tensor, scheduler.sigmas)[:-1]) + [0.0]
 
 
-def uni_pc_bh2(sigmas: list[float], device: torch.device) -> Any:
-    """diffusers' UniPC (bh2) on flow sigmas that visits `sigmas` (the final 0 excluded), then 0.
-    Its bh1 solver (ComfyUI's `uni_pc`) is not offered: its B(h) = h diverges on the last step to
-    sigma 0, and diffusers renders NaN."""
-    scheduler = diffusers().UniPCMultistepScheduler(
-        num_train_timesteps=TRAIN_TIMESTEPS,
-        prediction_type="flow_prediction",
-        use_flow_sigmas=True,
-        flow_shift=1.0,
-        solver_type="bh2",
-        final_sigmas_type="zero",
-    )
-    # It shifts the array it is given (a list would not broadcast).
-    scheduler.set_timesteps(sigmas=np.array(sigmas, dtype=np.float32), device=device)
-    return scheduler
+def unipc_timesteps(levels: list[float], device: torch.device) -> torch.Tensor:
+    """The timesteps diffusers' `UniPCMultistepScheduler` feeds a flow model at `levels`: each
+    sigma times 1000 in float32, truncated to an integer (its pipelines' UniPC renders so)."""
+    scaled = torch.tensor(levels, dtype=torch.float32) * TRAIN_TIMESTEPS
+    return scaled.to(device=device, dtype=torch.int64)

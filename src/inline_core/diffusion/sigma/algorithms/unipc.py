@@ -1,0 +1,137 @@
+"""UniPC (Zhao et al., arXiv 2302.04867): a multistep predictor, then a corrector that reuses the
+model call the predictor's point gets, so it costs one call a step. Written on sigma in the
+model's own log-SNR (`ModelSampling.half_log_snr`, with `alpha = sigma * exp(lambda)`: 1 for an
+epsilon or v model, `1 - sigma` for a flow model), which is the arithmetic of diffusers'
+`UniPCMultistepScheduler` (data prediction, `bh1` or `bh2`, its order rule: warm up from order 1,
+lower the order over the last steps). The last step to sigma 0 has order 1 and lands on the
+model's clean estimate: its residual term is absent, where diffusers multiplies bh1's infinite
+B(h) by zero and renders NaN."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal
+
+import numpy as np
+import torch
+
+from inline_core.diffusion.sigma.algorithms.walk import Algorithm, Run, Walk
+
+Variant = Literal["bh1", "bh2"]
+_FLOW_NUDGE = 1e-6
+
+
+@dataclass(frozen=True)
+class UniPC:
+    variant: Variant = "bh2"
+    order: int = 2  # diffusers' `solver_order`
+    corrector: bool = True
+
+    def __post_init__(self) -> None:
+        if self.variant not in ("bh1", "bh2"):
+            raise ValueError(f"UniPC's variant is bh1 or bh2, not {self.variant!r}")
+        if not 1 <= self.order <= 3:
+            raise ValueError(f"UniPC's order is 1, 2 or 3, not {self.order}")
+
+    @property
+    def algorithm(self) -> Algorithm:
+        return partial(unipc, config=self)
+
+
+def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float]:
+    if len(rhs) == 1:
+        return [rhs[0] / matrix[0][0]]
+    solved = np.linalg.solve(np.array(matrix, dtype=np.float64), np.array(rhs, dtype=np.float64))
+    return [float(solved[k]) for k in range(len(rhs))]
+
+
+@dataclass(frozen=True)
+class _Coefficients:
+    """One UniPC update from `sigma` to `sigma_next` of `order`, over earlier levels `rks`."""
+
+    ratio: float  # sigma_next / sigma
+    alpha_phi: float  # alpha_next * h * phi_1(h)
+    alpha_b: float  # alpha_next * B(h); 0 where the step lands on sigma 0 at order 1
+    predictor: list[float]  # weights of the earlier differences
+    corrector: list[float]  # the same, then the weight of the new one
+
+    @classmethod
+    def of(
+        cls, variant: Variant, order: int, lams: list[float], sigmas: list[float]
+    ) -> _Coefficients:
+        """`lams`/`sigmas`: the earlier levels, oldest first, then the current one, then the
+        target (`order + 1` of them at most)."""
+        sigma, sigma_next = sigmas[-2], sigmas[-1]
+        if sigma_next == 0:  # h infinite: the update is the clean estimate
+            return cls(0.0, -1.0, 0.0, [], [])
+        lam, lam_next = lams[-2], lams[-1]
+        alpha_next = sigma_next * math.exp(lam_next)
+        h = lam_next - lam
+        hh = -h
+        h_phi_1 = math.expm1(hh)
+        b_h = hh if variant == "bh1" else h_phi_1
+        rks = [(lams[-2 - i] - lam) / h for i in range(1, order)] + [1.0]
+        rows: list[list[float]] = []
+        b: list[float] = []
+        h_phi_k, factorial = h_phi_1 / hh - 1, 1
+        for i in range(1, order + 1):
+            rows.append([rk ** (i - 1) for rk in rks])
+            b.append(h_phi_k * factorial / b_h)
+            factorial *= i + 1
+            h_phi_k = h_phi_k / hh - 1 / factorial
+        if order == 1:
+            predictor: list[float] = []
+        elif order == 2:
+            predictor = [0.5]
+        else:
+            predictor = _solve([r[:-1] for r in rows[:-1]], b[:-1])
+        corrector = [0.5] if order == 1 else _solve(rows, b)
+        return cls(sigma_next / sigma, alpha_next * h_phi_1, alpha_next * b_h, predictor, corrector)
+
+
+def unipc(walk: Walk, x: torch.Tensor, sigmas: list[float], config: UniPC = UniPC()) -> Run:
+    sampling = walk.sampling
+    if sampling.flow and sigmas and abs(sigmas[0] - 1.0) < _FLOW_NUDGE:
+        # Sigma 1 has no finite log-SNR: diffusers starts a hair below it.
+        sigmas = [float(np.float32(sigmas[0] - _FLOW_NUDGE)), *sigmas[1:]]
+    lams = [sampling.half_log_snr(s) for s in sigmas]
+    steps = len(sigmas) - 1
+    if steps < 1:
+        return x
+    p = yield x, sigmas[0]
+    outputs = [p.denoised]  # the model's clean estimates, oldest first
+    x = p.x
+    for i in range(steps):
+        order = min(config.order, steps - i, i + 1)
+        c = _Coefficients.of(config.variant, order, lams[: i + 2][-(order + 1) :], sigmas[: i + 2])
+        m0 = outputs[-1]
+        diffs = [(outputs[-1 - k] - m0) / _rk(lams, i, k) for k in range(1, order)]
+        base = c.ratio * x - c.alpha_phi * m0
+        predicted = base
+        if c.predictor and c.alpha_b:
+            predicted = base - c.alpha_b * _weighted(c.predictor, diffs)
+        if i == steps - 1:
+            return predicted  # no call at the end: nothing would use it
+        p = yield predicted, sigmas[i + 1]
+        new = p.denoised
+        if config.corrector and c.alpha_b:
+            correction = _weighted(c.corrector[:-1], diffs) + c.corrector[-1] * (new - m0)
+            x = base - c.alpha_b * correction
+        else:
+            x = p.x
+        outputs = [*outputs, new][-config.order :]
+    return x
+
+
+def _rk(lams: list[float], i: int, k: int) -> float:
+    """The k-th earlier level's log-SNR distance from the current one, over this step's."""
+    return (lams[i - k] - lams[i]) / (lams[i + 1] - lams[i])
+
+
+def _weighted(weights: list[float], terms: list[torch.Tensor]) -> torch.Tensor | float:
+    total: torch.Tensor | float = 0.0
+    for w, term in zip(weights, terms, strict=True):
+        total = total + w * term
+    return total
