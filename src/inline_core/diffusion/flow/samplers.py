@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from inline_core.diffusion.libs import diffusers, to_floats
+from inline_core.diffusion.sigma.algorithms.unipc import UniPC
 from inline_core.diffusion.sigma.sampling import FlowSampling
 from inline_core.diffusion.sigma.schedules import schedule_sigmas
 from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
@@ -69,3 +70,26 @@ def unipc_timesteps(levels: list[float], device: torch.device) -> torch.Tensor:
     sigma times 1000 in float32, truncated to an integer (its pipelines' UniPC renders so)."""
     scaled = torch.tensor(levels, dtype=torch.float32) * TRAIN_TIMESTEPS
     return scaled.to(device=device, dtype=torch.int64)
+
+
+# What a diffusers UniPC config may ask for, and what the library's UniPC runs of it.
+_UNIPC_RUNS: dict[str, object] = {
+    "prediction_type": "flow_prediction",
+    "use_flow_sigmas": True,
+    "predict_x0": True,
+    "thresholding": False,
+    "lower_order_final": True,
+    "solver_p": None,
+}
+
+
+def unipc_of_config(config: Mapping[str, Any]) -> UniPC:
+    """The library's UniPC for a flow model's diffusers `UniPCMultistepScheduler` config: its
+    `solver_type` and `solver_order`. A setting the library does not run is an error, never
+    another sampler."""
+    for key, runs in _UNIPC_RUNS.items():
+        if key in config and config[key] != runs:
+            raise ValueError(f"UniPC with {key}={config[key]!r} is not run here (only {runs!r})")
+    if config.get("disable_corrector"):
+        raise ValueError("UniPC with disable_corrector is not run here")
+    return UniPC(config.get("solver_type", "bh2"), int(config.get("solver_order", 2)))

@@ -3,16 +3,17 @@ model call the predictor's point gets, so it costs one call a step. Written on s
 model's own log-SNR (`ModelSampling.half_log_snr`, with `alpha = sigma * exp(lambda)`: 1 for an
 epsilon or v model, `1 - sigma` for a flow model), which is the arithmetic of diffusers'
 `UniPCMultistepScheduler` (data prediction, `bh1` or `bh2`, its order rule: warm up from order 1,
-lower the order over the last steps). The last step to sigma 0 has order 1 and lands on the
+lower the order over the last steps), its scalars in float32 as it computes them: a flow model's
+render at order 2 is diffusers' bit for bit. The last step to sigma 0 has order 1 and lands on the
 model's clean estimate: its residual term is absent, where diffusers multiplies bh1's infinite
 B(h) by zero and renders NaN."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import torch
@@ -40,55 +41,76 @@ class UniPC:
         return partial(unipc, config=self)
 
 
-def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float]:
-    if len(rhs) == 1:
-        return [rhs[0] / matrix[0][0]]
-    solved = np.linalg.solve(np.array(matrix, dtype=np.float64), np.array(rhs, dtype=np.float64))
-    return [float(solved[k]) for k in range(len(rhs))]
+def _f32(value: float) -> torch.Tensor:
+    return torch.tensor(value, dtype=torch.float32)
+
+
+def _level(flow: bool, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(alpha in the sampler's x, log-SNR) at `sigma`, in float32 as diffusers computes them."""
+    s = _f32(sigma)
+    if flow:
+        alpha = 1 - s
+        return alpha, torch.log(alpha) - torch.log(s)
+    alpha_vp = 1 / ((s**2 + 1) ** 0.5)
+    return _f32(1.0), torch.log(alpha_vp) - torch.log(s * alpha_vp)
+
+
+def _solved(matrix: torch.Tensor, rhs: torch.Tensor) -> list[float]:
+    solve = cast(Callable[[torch.Tensor, torch.Tensor], torch.Tensor], torch.linalg.solve)  # pyright: ignore[reportUnknownMemberType]
+    return [float(v) for v in solve(matrix, rhs).unbind()]
 
 
 @dataclass(frozen=True)
 class _Coefficients:
-    """One UniPC update from `sigma` to `sigma_next` of `order`, over earlier levels `rks`."""
+    """One UniPC update from `sigma` to `sigma_next` of `order`: float32 scalars computed in
+    diffusers' order of operations, so a flow model's steps are its scheduler's bit for bit."""
 
     ratio: float  # sigma_next / sigma
     alpha_phi: float  # alpha_next * h * phi_1(h)
     alpha_b: float  # alpha_next * B(h); 0 where the step lands on sigma 0 at order 1
+    rks: list[float]  # the earlier levels' log-SNR distances, over this step's
     predictor: list[float]  # weights of the earlier differences
     corrector: list[float]  # the same, then the weight of the new one
 
     @classmethod
-    def of(
-        cls, variant: Variant, order: int, lams: list[float], sigmas: list[float]
-    ) -> _Coefficients:
-        """`lams`/`sigmas`: the earlier levels, oldest first, then the current one, then the
-        target (`order + 1` of them at most)."""
+    def of(cls, flow: bool, variant: Variant, order: int, sigmas: list[float]) -> _Coefficients:
+        """`sigmas`: the earlier levels, oldest first, then the current one, then the target."""
         sigma, sigma_next = sigmas[-2], sigmas[-1]
         if sigma_next == 0:  # h infinite: the update is the clean estimate
-            return cls(0.0, -1.0, 0.0, [], [])
-        lam, lam_next = lams[-2], lams[-1]
-        alpha_next = sigma_next * math.exp(lam_next)
+            return cls(0.0, -1.0, 0.0, [], [], [])
+        alpha_next, lam_next = _level(flow, sigma_next)
+        lam = _level(flow, sigma)[1]
         h = lam_next - lam
+        rk_values = [(_level(flow, sigmas[-2 - i])[1] - lam) / h for i in range(1, order)]
+        rks = torch.tensor([*rk_values, 1.0])
         hh = -h
-        h_phi_1 = math.expm1(hh)
-        b_h = hh if variant == "bh1" else h_phi_1
-        rks = [(lams[-2 - i] - lam) / h for i in range(1, order)] + [1.0]
-        rows: list[list[float]] = []
-        b: list[float] = []
-        h_phi_k, factorial = h_phi_1 / hh - 1, 1
+        h_phi_1 = torch.expm1(hh)
+        h_phi_k = h_phi_1 / hh - 1
+        b_h = hh if variant == "bh1" else torch.expm1(hh)
+        rows: list[torch.Tensor] = []
+        b: list[torch.Tensor] = []
+        factorial = 1
         for i in range(1, order + 1):
-            rows.append([rk ** (i - 1) for rk in rks])
+            rows.append(torch.pow(rks, i - 1))
             b.append(h_phi_k * factorial / b_h)
             factorial *= i + 1
             h_phi_k = h_phi_k / hh - 1 / factorial
+        matrix, rhs = torch.stack(rows), torch.tensor(b)
         if order == 1:
             predictor: list[float] = []
         elif order == 2:
             predictor = [0.5]
         else:
-            predictor = _solve([r[:-1] for r in rows[:-1]], b[:-1])
-        corrector = [0.5] if order == 1 else _solve(rows, b)
-        return cls(sigma_next / sigma, alpha_next * h_phi_1, alpha_next * b_h, predictor, corrector)
+            predictor = _solved(matrix[:-1, :-1], rhs[:-1])
+        corrector = [0.5] if order == 1 else _solved(matrix, rhs)
+        return cls(
+            float(_f32(sigma_next) / _f32(sigma)),
+            float(alpha_next * h_phi_1),
+            float(alpha_next * b_h),
+            [float(rk) for rk in rk_values],
+            predictor,
+            corrector,
+        )
 
 
 def unipc(walk: Walk, x: torch.Tensor, sigmas: list[float], config: UniPC = UniPC()) -> Run:
@@ -96,7 +118,6 @@ def unipc(walk: Walk, x: torch.Tensor, sigmas: list[float], config: UniPC = UniP
     if sampling.flow and sigmas and abs(sigmas[0] - 1.0) < _FLOW_NUDGE:
         # Sigma 1 has no finite log-SNR: diffusers starts a hair below it.
         sigmas = [float(np.float32(sigmas[0] - _FLOW_NUDGE)), *sigmas[1:]]
-    lams = [sampling.half_log_snr(s) for s in sigmas]
     steps = len(sigmas) - 1
     if steps < 1:
         return x
@@ -105,9 +126,9 @@ def unipc(walk: Walk, x: torch.Tensor, sigmas: list[float], config: UniPC = UniP
     x = p.x
     for i in range(steps):
         order = min(config.order, steps - i, i + 1)
-        c = _Coefficients.of(config.variant, order, lams[: i + 2][-(order + 1) :], sigmas[: i + 2])
+        c = _Coefficients.of(sampling.flow, config.variant, order, sigmas[: i + 2][-(order + 1) :])
         m0 = outputs[-1]
-        diffs = [(outputs[-1 - k] - m0) / _rk(lams, i, k) for k in range(1, order)]
+        diffs = [(outputs[-1 - k] - m0) / c.rks[k - 1] for k in range(1, order)]
         base = c.ratio * x - c.alpha_phi * m0
         predicted = base
         if c.predictor and c.alpha_b:
@@ -123,11 +144,6 @@ def unipc(walk: Walk, x: torch.Tensor, sigmas: list[float], config: UniPC = UniP
             x = p.x
         outputs = [*outputs, new][-config.order :]
     return x
-
-
-def _rk(lams: list[float], i: int, k: int) -> float:
-    """The k-th earlier level's log-SNR distance from the current one, over this step's."""
-    return (lams[i - k] - lams[i]) / (lams[i + 1] - lams[i])
 
 
 def _weighted(weights: list[float], terms: list[torch.Tensor]) -> torch.Tensor | float:
