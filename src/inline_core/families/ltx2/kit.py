@@ -105,8 +105,9 @@ VOCODER_CONFIG: dict[str, Any] = {
     "in_channels": 2 * 8,  # the audio VAE's channels x mel bins
     "hidden_channels": 32,
     "out_channels": 2,
-    "upsample_kernel_sizes": [4, 4],
-    "upsample_factors": [2, 2],
+    # 8 x 5 x 4 = 160 samples a mel frame, the audio VAE's hop: the sound lasts as the video.
+    "upsample_kernel_sizes": [16, 10, 8],
+    "upsample_factors": [8, 5, 4],
     "resnet_kernel_sizes": [3],
     "resnet_dilations": [[1, 3, 5]],
     "leaky_relu_negative_slope": 0.1,
