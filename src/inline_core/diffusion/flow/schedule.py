@@ -96,18 +96,24 @@ class FlowMatchSchedule:
         spacing: Spacing = flow_spacing,
         seed: int = 0,
         row: int = 0,
+        mu: float | None = None,
     ) -> FlowMatchSchedule:
         """`strength` is img2img as diffusers counts it (skip the first steps of N); `denoise`
         is ComfyUI's (run the last N steps of a longer schedule). `seed` and `row` seed the
-        noise of an ancestral or SDE sampler (the request's own)."""
+        noise of an ancestral or SDE sampler (the request's own). `mu`: a dynamically shifted
+        model's own shift for this image (None: the config's line over the token count)."""
         if sampler not in SAMPLERS:
             raise ValueError(f"unknown sampler {sampler!r}; choose one of {SAMPLERS}")
-        mu = calculate_shift(
-            image_seq_len,
-            config.get("base_image_seq_len", 256),
-            config.get("max_image_seq_len", 4096),
-            config.get("base_shift", 0.5),
-            config.get("max_shift", 1.15),
+        mu = (
+            mu
+            if mu is not None
+            else calculate_shift(
+                image_seq_len,
+                config.get("base_image_seq_len", 256),
+                config.get("max_image_seq_len", 4096),
+                config.get("base_shift", 0.5),
+                config.get("max_shift", 1.15),
+            )
         )
         total, first = denoise_window(steps, denoise)
         sigmas = model_sigmas(config, total, mu, schedule, spacing)[first:]

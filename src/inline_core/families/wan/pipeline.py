@@ -40,6 +40,7 @@ from inline_core.diffusion.sigma.sampling import FlowSampling
 from inline_core.diffusion.sigma.stepper import SigmaStepper
 from inline_core.diffusion.stepcache import rows as step_rows
 from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
+from inline_core.diffusion.vae.pixels import to_pixels
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan import first_frame
@@ -48,16 +49,6 @@ from inline_core.families.wan.image_encoder import image_embeds
 from inline_core.families.wan.lora import read_lora
 from inline_core.families.wan.request import WanRequest, new_request
 from inline_core.runtime.video import Frames, Video
-
-
-def to_pixels(video: torch.Tensor, value_range: tuple[float, float]) -> Frames:
-    """(1, 3, F, H, W) floats in `value_range` -> (F, H, W, 3) uint8, rounded as diffusers'
-    video processor rounds them."""
-    low, high = value_range
-    scale = 1.0 / (high - low)
-    unit = (video[0].float() * scale - low * scale).clamp(0, 1)
-    frames = unit.permute(1, 2, 3, 0).cpu().numpy()
-    return (frames * 255).round().astype(np.uint8)
 
 
 class WanStepPipeline:
