@@ -154,3 +154,25 @@ def test_what_sample_does_not_run_is_refused_naming_the_closest(
         imported(advanced(sigmas, sampler), catalog)
     assert caught.value.status == 422
     assert says in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("inputs", "says"),
+    [
+        ({"sampling": "eps", "zsnr": False}, "a flow model's sampling is its shift"),
+        ({"sampling": "v_prediction", "zsnr": False}, "closest offered is 'eps'"),
+    ],
+)
+def test_model_sampling_discrete_on_a_flow_model_or_another_prediction_is_refused(
+    catalog: Catalog, inputs: Json, says: str
+) -> None:
+    workflow = zimage_api()
+    workflow["12"] = {
+        "class_type": "ModelSamplingDiscrete",
+        "inputs": {"model": ["16", 0], **inputs},
+    }
+    workflow["3"]["inputs"]["model"] = ["12", 0]
+    with pytest.raises(InvalidRequest) as caught:
+        imported(workflow, catalog)
+    assert caught.value.status == 422
+    assert says in caught.value.message

@@ -166,7 +166,30 @@ def emit(
     )
 
 
+def model_sampling_discrete(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
+    """A discrete-time model's own sampling (epsilon, no zero-terminal-SNR rescale) passes the
+    model on; any other is refused: `sample` samples a model as its family reads it."""
+    model = m.input_value(node, "model", PortKind.MODEL)
+    if model is None:
+        return None
+    where = describe(node)
+    sampling = m.text(node, "sampling", "eps")
+    if sampling != "eps" or m.literal(node, "zsnr") not in (None, False):
+        raise UnsupportedNode(
+            f"{where}: sampling {sampling!r}"
+            f"{' with zsnr' if sampling == 'eps' else ''} is not offered; the closest offered "
+            "is 'eps' without zsnr (the model's own discrete sampling)"
+        )
+    if model_shift(m, model) is not None or model.shift is not None:
+        raise UnsupportedNode(
+            f"{where}: a flow model's sampling is its shift; set it with ModelSamplingSD3 or "
+            "ModelSamplingAuraFlow"
+        )
+    return model
+
+
 HANDLERS = {
     "SamplerCustom": sampler_custom,
     "SamplerCustomAdvanced": sampler_custom_advanced,
+    "ModelSamplingDiscrete": model_sampling_discrete,
 }
