@@ -32,7 +32,6 @@ from inline_core.families.qwen_image.download import DOWNLOADS
 from inline_core.families.qwen_image.files import RULES, variant_of
 from inline_core.families.qwen_image.lora_naming import QWEN_IMAGE_LORAS
 from inline_core.families.qwen_image.request import (
-    MULTIPLE,
     NATIVE_SIZE,
     QwenImageRequest,
     edit_size,
@@ -121,15 +120,7 @@ class QwenImageFamily(Family):
         super().check(submit)  # its LoRAs
         if submit.node_type != NODE_TYPE:
             return
-        params, node_id = submit.params, submit.node_id
-        for name in ("width", "height"):
-            value = int(params.get(name) or 0)
-            if value % MULTIPLE:
-                raise InvalidRequest(
-                    f"param {name!r} is {value}: Qwen-Image renders multiples of {MULTIPLE} "
-                    "(0: the model's own size)",
-                    node_id=node_id,
-                )
+        node_id = submit.node_id  # sizes: multiples of 16, by the descriptor's step
         sources = submit.sources
         if sources is None:
             return  # missing files: refused as model_missing after this
