@@ -64,6 +64,11 @@ CASES = [
     ),
     pytest.param("dpm", {"sampler": "dpmpp_2m", "schedule": "karras"}, id="dpmpp2m-karras"),
     pytest.param(
+        "euler",
+        {"sampler": "euler", "schedule": "ddim_uniform", "clip_skip": -3},
+        id="euler-clip-skip",
+    ),
+    pytest.param(
         "dpm",
         {"sampler": "dpmpp_2m", "schedule": "karras", "width": 64, "height": 112, "steps": 5},
         id="dpmpp2m-karras-tall",
