@@ -16,9 +16,11 @@ from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.sources import Sources
+from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import prompt_text
 from inline_core.families.sdxl.descriptor import EXTRA_HINT, NODE_TYPE, SDXL_DESCRIPTOR
+from inline_core.families.sdxl.download import DOWNLOADS
 from inline_core.families.sdxl.files import RULES
 from inline_core.families.sdxl.request import SDXLRequest, new_request
 from inline_core.graph.descriptor import NodeDescriptor
@@ -42,6 +44,7 @@ class SDXLFamily(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.sdxl.build:BUILDER"
     kit = "inline_core.families.sdxl.kit:main"
+    download = "inline_core.families.sdxl.download:main"
     capabilities = Capabilities(
         batching="shapes",  # a UNet takes one batched tensor: requests of one size share one
         fp16_preferred=frozenset({"denoiser"}),
@@ -52,6 +55,9 @@ class SDXLFamily(Family):
 
     def rules(self) -> StackRules:
         return RULES
+
+    def downloads(self) -> Downloads:
+        return DOWNLOADS
 
     def lower(
         self,
