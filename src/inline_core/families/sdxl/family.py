@@ -47,6 +47,7 @@ class SDXLFamily(Family):
     download = "inline_core.families.sdxl.download:main"
     capabilities = Capabilities(
         batching="shapes",  # a UNet takes one batched tensor: requests of one size share one
+        preview_latents=frozenset({"sdxl"}),
         fp16_preferred=frozenset({"denoiser"}),
     )
 

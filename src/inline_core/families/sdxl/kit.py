@@ -10,7 +10,8 @@ its `</w>` word ends, `!` as id 0), from fixed seeds, and writes:
   original Stability naming (`model.diffusion_model.`, `first_stage_model.`,
   `conditioner.embedders.0.transformer.` CLIP-L, `conditioner.embedders.1.model.` OpenCLIP-G),
   and `text_encoders/clip_tokenizer/` (a checkpoint carries no tokenizer; ComfyUI ships its own);
-- diffusers layout: `diffusion_models/sdxl_<size>_diffusers/` (`StableDiffusionXLPipeline`).
+- diffusers layout: `diffusion_models/sdxl_<size>_diffusers/` (`StableDiffusionXLPipeline`);
+- a tiny `vae_approx/taesdxl_decoder.safetensors` for its latents' `taesd` previews.
 
 Both layouts hold the same weights, so they render the same pixels. Random weights draw noise.
 """
@@ -30,7 +31,10 @@ import torch
 from inline_core.diffusion.formats import clip, ldm_vae
 from inline_core.diffusion.kit import byte_alphabet, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
+from inline_core.diffusion.preview.formats import preview_format
+from inline_core.diffusion.preview.kit import write_tiny_decoder
 from inline_core.families.sdxl import unet
+from inline_core.families.sdxl.pipeline import PREVIEW_FORMAT
 
 SIZES = ("tiny", "mid")
 LAYOUTS = ("comfy", "diffusers")
@@ -86,6 +90,7 @@ class SDXLKit:
     checkpoint: Path | None
     tokenizer_dir: Path | None
     diffusers_dir: Path | None
+    tiny_decoder: Path | None = None  # vae_approx/taesdxl_decoder.safetensors (previews)
 
     @property
     def checkpoint_name(self) -> str:
@@ -229,7 +234,9 @@ def build_kit(
         import shutil
 
         shutil.rmtree(scratch)
-    return SDXLKit(out, checkpoint, tokenizer_dir, diffusers_dir)
+    # The tiny decoder for its latents' previews (`taesd`), where ComfyUI keeps it.
+    tiny_decoder = write_tiny_decoder(out, preview_format(PREVIEW_FORMAT))
+    return SDXLKit(out, checkpoint, tokenizer_dir, diffusers_dir, tiny_decoder)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -246,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = cast(Path, args.out)
     layouts = cast(list[str] | None, args.layout) or list(LAYOUTS)
     kit = build_kit(out, cast(str, args.size), layouts)
-    print(report(out, [kit.checkpoint, kit.tokenizer_dir, kit.diffusers_dir]))
+    print(report(out, [kit.checkpoint, kit.tokenizer_dir, kit.diffusers_dir, kit.tiny_decoder]))
     return 0
 
 

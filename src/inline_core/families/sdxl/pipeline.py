@@ -25,10 +25,12 @@ from inline_core.diffusion.encoders.clip_prompt import ClipConditioning, ClipPro
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
+from inline_core.families.sdxl.family import SDXLFamily
 from inline_core.families.sdxl.request import LATENT_FACTOR, SDXLRequest, new_request
 from inline_core.families.sdxl.schedule import DiscreteSchedule
 
-PREVIEW_FORMAT = "sdxl"
+# Its latents' preview format (`diffusion/preview/formats.py`), as its family declares it.
+(PREVIEW_FORMAT,) = SDXLFamily.capabilities.preview_latents
 
 
 class SDXLStepPipeline:
