@@ -9,6 +9,7 @@ its `</w>` word ends, `!` as id 0), from fixed seeds, and writes:
 - ComfyUI layout: `checkpoints/sdxl_<size>.safetensors`, one all-in-one checkpoint in the
   original Stability naming (`model.diffusion_model.`, `first_stage_model.`,
   `conditioner.embedders.0.transformer.` CLIP-L, `conditioner.embedders.1.model.` OpenCLIP-G),
+  `checkpoints/sdxl_<size>_vpred.safetensors` (the same, marked as a v-prediction checkpoint),
   and `text_encoders/clip_tokenizer/` (a checkpoint carries no tokenizer; ComfyUI ships its own);
 - diffusers layout: `diffusion_models/sdxl_<size>_diffusers/` (`StableDiffusionXLPipeline`);
 - a tiny `vae_approx/taesdxl_decoder.safetensors` for its latents' `taesd` previews.
@@ -34,6 +35,7 @@ from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.diffusion.preview.formats import preview_format
 from inline_core.diffusion.preview.kit import write_tiny_decoder
 from inline_core.families.sdxl import unet
+from inline_core.families.sdxl.files import V_PRED_KEY
 from inline_core.families.sdxl.pipeline import PREVIEW_FORMAT
 
 SIZES = ("tiny", "mid")
@@ -215,7 +217,11 @@ def build_kit(
         (out / category).mkdir(parents=True, exist_ok=True)
     if "comfy" in layouts:
         checkpoint = out / "checkpoints" / f"{name}.safetensors"
-        save_weights(checkpoint_state(unet_model, vae, first, second), checkpoint, weights)
+        state = checkpoint_state(unet_model, vae, first, second)
+        save_weights(state, checkpoint, weights)
+        # The same weights marked as a v-prediction checkpoint (random weights do not care).
+        marked = {**state, V_PRED_KEY: torch.zeros(0)}
+        save_weights(marked, out / "checkpoints" / f"{name}_vpred.safetensors", weights)
         tokenizer_dir = out / "text_encoders" / TOKENIZER_FOLDER
         build_tokenizer(tokenizer_dir)
     if "diffusers" in layouts:

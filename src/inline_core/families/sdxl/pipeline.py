@@ -34,6 +34,8 @@ from inline_core.families.sdxl.request import (
 )
 from inline_core.families.sdxl.schedule import DiscreteSchedule
 
+PREDICTION_ATTR = "inline_prediction"  # a UNet's own prediction type (its checkpoint's), or None
+
 # Its latents' preview format (`diffusion/preview/formats.py`), as its family declares it.
 (PREVIEW_FORMAT,) = SDXLFamily.capabilities.preview_latents
 
@@ -65,6 +67,9 @@ class SDXLStepPipeline:
         self.swap = swap
         self.device = torch.device(placement.device)
         self.scheduler_config = dict(scheduler_config)
+        prediction = getattr(unet, PREDICTION_ATTR, None)
+        if prediction is not None:
+            self.scheduler_config["prediction_type"] = prediction
         self.model_key = model_key
         self.serial_phases = serial_phases
         config = cast(Any, unet).config
