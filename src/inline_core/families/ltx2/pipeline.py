@@ -310,28 +310,33 @@ class LTX2StepPipeline:
         return video, audio
 
     def post_decode(self, state: LTX2Request, /) -> Video:
-        """The video and its soundtrack; the frames go to `on_chunk` as they are decoded."""
+        """The video and its soundtrack. The sound decodes first (the audio VAE and the vocoder
+        are small), so a stream carries it from the video's first chunk (`on_audio`); the
+        frames go to `on_chunk` as they are decoded."""
         video_latents, audio_latents = self.post_latents(state)
-        vae_dtype = torch_dtype(self.vae_placement.dtype)
+        dtype = torch_dtype(self.vae_placement.dtype)
+        device = self.vae_placement.device
         with torch.inference_mode():
-            with self.swap.use(self.vae, self.vae_placement):
-                decoded = cast(Any, self.vae).decode(
-                    video_latents.to(self.vae_placement.device, vae_dtype), None, return_dict=False
-                )[0]
-            frames = to_pixels(decoded, VALUE_RANGE)
-            if state.on_chunk is not None:
-                state.on_chunk(0, frames, state.frames)
             with self.swap.use(self.audio_vae, self.vae_placement):
                 mel = cast(Any, self.audio_vae).decode(
-                    audio_latents.to(self.vae_placement.device, vae_dtype), return_dict=False
+                    audio_latents.to(device, dtype), return_dict=False
                 )[0]
             with self.swap.use(self.vocoder, self.vae_placement):
                 wave = cast(torch.Tensor, self.vocoder(mel))
+            rate = int(cast(Any, self.vocoder).config.output_sampling_rate)
+            audio = Audio(wave[0].float().cpu().numpy(), rate)
+            if state.on_audio is not None:
+                state.on_audio(audio)
+            with self.swap.use(self.vae, self.vae_placement):
+                decoded = cast(Any, self.vae).decode(
+                    video_latents.to(device, dtype), None, return_dict=False
+                )[0]
+            frames = to_pixels(decoded, VALUE_RANGE)
         if frames.shape[0] != state.frames:
             raise RuntimeError(f"the VAE decoded {frames.shape[0]} frames of {state.frames}")
-        samples = wave[0].float().cpu().numpy()
-        rate = int(cast(Any, self.vocoder).config.output_sampling_rate)
-        return Video(frames, state.fps, state.format, audio=Audio(samples, rate))
+        if state.on_chunk is not None:
+            state.on_chunk(0, frames, state.frames)
+        return Video(frames, state.fps, state.format, audio=audio)
 
 
 def factors_of(vae: nn.Module, audio_vae: nn.Module) -> Factors:

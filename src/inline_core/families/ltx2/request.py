@@ -56,6 +56,7 @@ class LTX2Request:
     positive: Any = field(default=None, metadata=LOCAL)  # `Prompt`: connector outputs
     negative: Any = field(default=None, metadata=LOCAL)
     on_chunk: Any = field(default=None, metadata=LOCAL)
+    on_audio: Any = field(default=None, metadata=LOCAL)  # the soundtrack, before the first chunk
     cache: Any = field(default=None, metadata=LOCAL)
 
     @property
