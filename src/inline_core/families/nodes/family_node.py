@@ -16,7 +16,12 @@ from typing import Any
 
 from PIL import Image
 
-from inline_core.components.step import caches_steps, step_cache_counts, streams_chunks
+from inline_core.components.step import (
+    caches_steps,
+    step_cache_counts,
+    streams_chunks,
+    streams_sound,
+)
 from inline_core.contract.family import Family
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
@@ -89,6 +94,8 @@ class FamilyNodeRunner(NodeRunner):
             if target.in_process and streams_chunks(state):
                 live = streams.enter_context(ctx.streaming(node_id, state.fps))
                 state.on_chunk = chunk_listener(reporter, live, ctx.cancel, state.fps)
+                if live is not None and streams_sound(state):
+                    state.on_audio = live.set_audio
             reporter.phase("loading", 1.0)
             ctx.cancel.raise_if_cancelled()
             job = SampleJob(
