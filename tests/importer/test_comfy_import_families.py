@@ -43,7 +43,7 @@ def test_a_flux_workflow_is_refused_naming_the_family_and_its_nodes(catalog: Cat
     assert error.message.startswith(
         "this workflow is built for FLUX.1 (UNETLoader 16 'flux1-dev.safetensors'; "
         "DualCLIPLoader 18 type 'flux'), which this server cannot run; "
-        "the model families it runs: Wan, Z-Image."  # every family, Wan's own node too
+        "the model families it runs: SDXL, Wan, Z-Image."  # every family, own nodes too
     )
     assert "family package installed into the server's environment" in error.message
     assert "'z_image_turbo_bf16.safetensors'" in error.message  # what it could be mapped onto

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.files import StackResolver, StackRules
 from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Resolution, Sources
@@ -56,9 +57,6 @@ class Family(ABC):
     # How ComfyUI workflows built for it load its text encoder (CLIPLoader's `type`, e.g.
     # "lumina2"): with its model rule's file name, how the importer recognises them.
     comfy_text_encoder_types: ClassVar[tuple[str, ...]] = ()
-    # The node its ComfyUI workflows collapse onto (loaders, prompts, latent, sampler, decode and
-    # save as one node) when it serves no low-level vocabulary; None: they are refused.
-    comfy_node: ClassVar[str | None] = None
     kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
     # "package.module:main" behind `inline-core download` (usually `download_command(table)`)
     download: ClassVar[str | None] = None
@@ -112,6 +110,13 @@ class Family(ABC):
     def guidance_for_cfg(self, cfg: float) -> float:
         """The family's guidance scale for ComfyUI's `cfg` (the `sample` primitive's count)."""
         return cfg
+
+    def comfy_recipe(self) -> ComfyRecipe | None:
+        """What of ComfyUI's workflows maps onto its nodes (`contract/comfy_recipe.py`): its
+        own node's template chain, its classes' handlers. None (the default): its workflows map
+        onto the low-level vocabulary if it serves it (`capabilities.primitives`), else are
+        refused."""
+        return None
 
     def model_param(self, node_type: str, params: Mapping[str, Any]) -> str | None:
         """The diffusion model a node picked (None: the first of this family in the catalog)."""

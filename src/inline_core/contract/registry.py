@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.discovery import FamilyEntry, discover
 from inline_core.contract.family import Family
 from inline_core.errors import NotFound
@@ -98,7 +99,14 @@ class Families:
 
     def own_node(self, family: str) -> NodeDescriptor | None:
         chosen = self.named(family)
-        return next((d for d in chosen.nodes() if d.type == chosen.comfy_node), None)
+        recipe = chosen.comfy_recipe()
+        own = recipe.own_node if recipe is not None else None
+        if own is None:
+            return None
+        return next((d for d in chosen.nodes() if d.type == own.node), None)
+
+    def comfy_recipe(self, family: str) -> ComfyRecipe | None:
+        return self.named(family).comfy_recipe()
 
     def text_encoder_types(self, family: str) -> tuple[str, ...]:
         return self.named(family).comfy_text_encoder_types

@@ -1,7 +1,9 @@
 """Video takes: frames (uint8 RGB) encoded as H.264 MP4 or a lossless animated PNG (torch-free).
 
 MP4 goes through PyAV (the `video` extra; `startup_checks` names it when missing): libx264,
-yuv420p (what every player takes), fragmented so the first bytes are ready before the last frame.
+yuv420p (what every player takes), fragmented so the first bytes are ready before the last frame;
+a video with a soundtrack (`Audio`) carries it as an AAC track (an APNG has none: its soundtrack
+is a take of its own, `runtime/audio.py`).
 APNG goes through Pillow, lossless, for exact comparisons. Either carries the take's graph and
 params as image takes do (MP4 metadata tags, the APNG's text chunks).
 """
@@ -27,13 +29,34 @@ VIDEO_MODULE = "av"
 VIDEO_HINT = "install the video extra for MP4 takes: pip install 'inline-core[video]'"
 
 
+Samples = npt.NDArray[np.float32]  # (channels, samples), floats in -1..1
+
+
+@dataclass(frozen=True)
+class Audio:
+    """A soundtrack: its samples and how many play a second."""
+
+    samples: Samples
+    sample_rate: int
+
+    @property
+    def channels(self) -> int:
+        return int(self.samples.shape[0])
+
+    @property
+    def duration(self) -> float:
+        return self.samples.shape[1] / self.sample_rate
+
+
 @dataclass(frozen=True)
 class Video:
-    """A rendered video: its frames, how fast they play and how the take encodes them."""
+    """A rendered video: its frames, how fast they play, how the take encodes them, and its
+    soundtrack where it has one."""
 
     frames: Frames
     fps: int
     format: str = "mp4"
+    audio: Audio | None = None
 
     @property
     def size(self) -> tuple[int, int]:
@@ -95,12 +118,50 @@ def encode_mp4(video: Video, metadata: Mapping[str, str] | None = None) -> bytes
     buf = io.BytesIO()
     out, stream, av = open_h264(buf, video.fps, width, height, metadata=metadata)
     with out:
+        sound = (
+            None
+            if video.audio is None
+            else add_aac(out, video.audio.sample_rate, video.audio.channels)
+        )
         for frame in even_frames(video.frames):
             for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
+        if sound is not None and video.audio is not None:
+            for packet in encode_samples(sound, video.audio.samples, video.audio.sample_rate, 0):
+                out.mux(packet)
+            for packet in sound.encode():
+                out.mux(packet)
     return buf.getvalue()
+
+
+def add_aac(out: Any, sample_rate: int, channels: int) -> Any:
+    """An AAC track on the container `out`, before its first packet."""
+    stream = out.add_stream("aac", rate=sample_rate)
+    stream.layout = "mono" if channels == 1 else "stereo"
+    return stream
+
+
+def encode_samples(stream: Any, samples: Samples, sample_rate: int, first: int) -> list[Any]:
+    """The packets of `samples` (channels, n), whose first sample is sample `first` of the
+    track, in frames of the encoder's size (AAC's 1024)."""
+    av = cast(Any, importlib.import_module(VIDEO_MODULE))
+    planar = np.ascontiguousarray(np.clip(samples, -1.0, 1.0), dtype=np.float32)
+    if planar.shape[0] > 2:
+        raise RunFailed(f"a soundtrack of {planar.shape[0]} channels: MP4 takes carry 1 or 2")
+    packets: list[Any] = []
+    size = int(stream.codec_context.frame_size or 1024)
+    for start in range(0, planar.shape[1], size):
+        frame = av.AudioFrame.from_ndarray(
+            planar[:, start : start + size],
+            format="fltp",
+            layout="mono" if planar.shape[0] == 1 else "stereo",
+        )
+        frame.sample_rate = sample_rate
+        frame.pts = first + start
+        packets.extend(stream.encode(frame))
+    return packets
 
 
 def even_frames(frames: Frames) -> Iterator[Frames]:

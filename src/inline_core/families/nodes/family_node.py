@@ -25,6 +25,7 @@ from inline_core.engine.target import node_target
 from inline_core.errors import RunFailed
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
+from inline_core.graph.schema import PortKind
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.progress import NodeReporter
@@ -116,9 +117,21 @@ class FamilyNodeRunner(NodeRunner):
                 if counts is not None:  # and what the cache skipped
                     params["cacheCounts"] = counts
                     self.runtime.step_cache_totals.add(counts)
-            take = self._save(ctx, node_id, output, params, chosen)
+            takes = [self._save(ctx, node_id, output, params, chosen)]
+            outputs = {self.descriptor.outputs[0].name: output}
+            sound = self._audio_port()
+            if sound is not None and isinstance(output, Video) and output.audio is not None:
+                # A video's soundtrack is also a take of its own, the node's audio output.
+                audio_format = str(call.params.get("audio_format") or "wav")
+                takes.append(ctx.save_audio(node_id, output.audio, params, audio_format, 1, chosen))
+                outputs[sound] = output.audio
             reporter.phase("save", 1.0)
-            return NodeResult(outputs={self.descriptor.outputs[0].name: output}, takes=(take,))
+            return NodeResult(outputs=outputs, takes=tuple(takes))
+
+    def _audio_port(self) -> str | None:
+        """The node's audio output beside its video, where it has one."""
+        ports = self.descriptor.outputs[1:]
+        return next((p.name for p in ports if p.kind == PortKind.AUDIO), None)
 
     def _save(
         self,
