@@ -82,7 +82,12 @@ class Krea2Family(Family):
         super().check(submit)
         if submit.loras:
             raise InvalidRequest("Krea 2 takes no LoRAs here yet", node_id=submit.node_id)
-        if submit.node_type == NODE_TYPE and submit.sources is not None:
+        if submit.node_type != NODE_TYPE:
+            return
+        picked = self.model_param(submit.node_type, submit.params)
+        if picked and (self.files.root / "diffusion_models" / picked).is_file():
+            raise InvalidRequest(_single_file(picked), node_id=submit.node_id)
+        if submit.sources is not None:
             _variant(submit.sources, submit.node_id)
 
     def new_request(
@@ -96,9 +101,12 @@ def _variant(sources: Sources, node_id: str) -> Krea2Variant:
     if transformer is None:
         raise InvalidRequest("the Krea 2 diffusion model is missing", node_id=node_id)
     if transformer.is_file:
-        raise InvalidRequest(
-            f"{transformer.path.name} is a Krea 2 single file, which this server does not read "
-            "yet: use Krea 2's diffusers folder (Krea2Pipeline) in diffusion_models/",
-            node_id=node_id,
-        )
+        raise InvalidRequest(_single_file(transformer.path.name), node_id=node_id)
     return variant_of(transformer)
+
+
+def _single_file(name: str) -> str:
+    return (
+        f"{name} is a Krea 2 single file, which this server does not read yet: use Krea 2's "
+        "diffusers folder (Krea2Pipeline) in diffusion_models/"
+    )
