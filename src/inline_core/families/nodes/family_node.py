@@ -16,7 +16,12 @@ from typing import Any
 
 from PIL import Image
 
-from inline_core.components.step import caches_steps, step_cache_counts, streams_chunks
+from inline_core.components.step import (
+    caches_steps,
+    step_cache_counts,
+    streams_chunks,
+    takes_interactions,
+)
 from inline_core.contract.family import Family
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
@@ -27,6 +32,7 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.interactions import InteractionInbox
 from inline_core.runtime.progress import NodeReporter
 from inline_core.runtime.video import Frames, Video
 from inline_core.runtime.video_stream import LiveVideo
@@ -88,6 +94,11 @@ class FamilyNodeRunner(NodeRunner):
             if target.in_process and streams_chunks(state):
                 live = streams.enter_context(ctx.streaming(node_id, state.fps))
                 state.on_chunk = chunk_listener(reporter, live, ctx.cancel, state.fps)
+            inbox = None
+            if takes_interactions(state):  # its stored interactions replay at their boundaries
+                inbox = InteractionInbox(state.chunk_count, ctx.interactions)
+                state.inbox = inbox
+                streams.enter_context(ctx.interacting(inbox))
             reporter.phase("loading", 1.0)
             ctx.cancel.raise_if_cancelled()
             job = SampleJob(
@@ -99,6 +110,7 @@ class FamilyNodeRunner(NodeRunner):
                 on_wait=reporter.waiting,
                 label=f"{ctx.run_id}/{node_id}",
                 preview=self.runtime.preview_sink(ctx.preview, ctx.run_id, node_id),
+                on_chunk=chunk_announcer(reporter, inbox),
             )
             output: object = target.sampler.run(job)
             if job.preview is not None:  # its last preview out before the run can end
@@ -110,6 +122,9 @@ class FamilyNodeRunner(NodeRunner):
             ):  # "auto": the embedded graph names the model it picked
                 chosen = {"model": sources.model_name}
             params = {**lowered.take_params, "model": sources.model_name}
+            steered = inbox is not None and bool(inbox.applied)
+            if inbox is not None:  # the take's timeline: each interaction and its chunk
+                params["interactions"] = inbox.timeline()
             if cache is not None:  # cached steps are an approximation: the take says how
                 params["cache"] = cache.to_json()
                 counts = step_cache_counts(state)
@@ -118,7 +133,8 @@ class FamilyNodeRunner(NodeRunner):
                     self.runtime.step_cache_totals.add(counts)
             take = self._save(ctx, node_id, output, params, chosen)
             reporter.phase("save", 1.0)
-            return NodeResult(outputs={self.descriptor.outputs[0].name: output}, takes=(take,))
+            outputs = {self.descriptor.outputs[0].name: output}
+            return NodeResult(outputs=outputs, takes=(take,), cacheable=not steered)
 
     def _save(
         self,
@@ -136,6 +152,19 @@ class FamilyNodeRunner(NodeRunner):
             f"{self.descriptor.type} produced a {type(output).__name__}, not its "
             f"{self.descriptor.output_kind}"
         )
+
+
+def chunk_announcer(
+    reporter: NodeReporter, inbox: InteractionInbox | None
+) -> Callable[[Any], None]:
+    """What the loop calls as a chunked render starts a chunk (`ChunkMediaSpec`): a
+    `chunk_started` event with the interactions that took effect at it."""
+
+    def on_chunk(media: Any) -> None:
+        applied = () if inbox is None else inbox.applied_at(int(media.chunk))
+        reporter.chunk_started(media.to_info(), tuple(i.to_info() for i in applied))
+
+    return on_chunk
 
 
 def chunk_listener(
