@@ -61,3 +61,16 @@ def test_png_take_is_silent_and_its_sound_a_wav_take(
     audio = decode_wav(data)
     assert audio.sample_rate == 16000 and audio.samples.shape[0] == 2
     assert sound.id != video.id
+
+
+def test_a_render_run_again_writes_the_same_bytes(
+    ltx2_kit: LTX2Kit, ltx2_sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    """What a run re-run after a crash relies on: the same render, the same take files (the MP4
+    with its AAC track and the FLAC), byte for byte."""
+    rig = ltx2_rig(ltx2_kit.root, ltx2_sampler)
+    first = render(rig, tmp_path / "a", format="mp4", audio_format="flac", frames=FRAMES, fps=FPS)
+    again = render(rig, tmp_path / "b", format="mp4", audio_format="flac", frames=FRAMES, fps=FPS)
+    for one, other in zip(first.takes, again.takes, strict=True):
+        assert Path(one.path).read_bytes() == Path(other.path).read_bytes()
+        assert one.hash == other.hash
