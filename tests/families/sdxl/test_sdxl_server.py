@@ -83,12 +83,12 @@ def test_a_graph_renders_the_node_runners_pixels(
     ("params", "names"),
     [
         ({"width": 60}, "width"),
-        ({"sampler": "uni_pc"}, "sampler"),
+        ({"sampler": "seeds_2"}, "sampler"),
         ({"schedule": "linear"}, "schedule"),
         ({"clip_skip": 0}, "clip_skip"),
         ({"model": "nope.safetensors"}, "model"),
     ],
-    ids=["width-not-8", "flow-only-sampler", "unknown-schedule", "clip-skip-0", "unknown-model"],
+    ids=["width-not-8", "unknown-sampler", "unknown-schedule", "clip-skip-0", "unknown-model"],
 )
 def test_bad_params_are_refused_at_submit(
     client: TestClient, params: dict[str, Any], names: str
