@@ -153,6 +153,14 @@ class SupportsChunkBoundary(Protocol):
 
 
 @runtime_checkable
+class StreamsSound(Protocol):
+    """A request state whose video has a soundtrack, handed whole to `on_audio` (set by the node
+    runner, like `on_chunk`) before its first chunk: a stream's tracks are set at its start."""
+
+    on_audio: Any
+
+
+@runtime_checkable
 class TakesInteractions(Protocol):
     """A request state of a chunked render that takes interactions: the node runner gives it an
     inbox (`runtime.interactions.InteractionInbox`) for its `chunk_count` chunks, which the
@@ -267,6 +275,10 @@ def supports_chunked_vae_decode(obj: object) -> TypeGuard[SupportsChunkedVAEDeco
 
 def streams_chunks(obj: object) -> TypeGuard[StreamsChunks]:
     return isinstance(obj, StreamsChunks)
+
+
+def streams_sound(obj: object) -> TypeGuard[StreamsSound]:
+    return isinstance(obj, StreamsSound)
 
 
 def supports_latent_output(obj: object) -> TypeGuard[SupportsLatentOutput]:

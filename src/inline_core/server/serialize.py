@@ -62,6 +62,11 @@ def take_json(take: Take) -> dict[str, Any]:
         out["frames"] = facts.frames
         out["fps"] = facts.fps
         out["durationS"] = None if duration is None else round(duration, 4)
+    if facts.sample_rate is not None:  # a video's soundtrack, or an audio take
+        out["sampleRate"] = facts.sample_rate
+        out["channels"] = facts.channels
+        if take.kind == MediaKind.AUDIO:
+            out["durationS"] = None if facts.audio_s is None else round(facts.audio_s, 4)
     return out
 
 

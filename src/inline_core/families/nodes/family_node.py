@@ -20,6 +20,7 @@ from inline_core.components.step import (
     caches_steps,
     step_cache_counts,
     streams_chunks,
+    streams_sound,
     takes_interactions,
 )
 from inline_core.contract.family import Family
@@ -30,6 +31,7 @@ from inline_core.engine.target import node_target
 from inline_core.errors import RunFailed
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
+from inline_core.graph.schema import PortKind
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.interactions import InteractionInbox
@@ -94,6 +96,8 @@ class FamilyNodeRunner(NodeRunner):
             if target.in_process and streams_chunks(state):
                 live = streams.enter_context(ctx.streaming(node_id, state.fps))
                 state.on_chunk = chunk_listener(reporter, live, ctx.cancel, state.fps)
+                if live is not None and streams_sound(state):
+                    state.on_audio = live.set_audio
             inbox = None
             if takes_interactions(state):  # its stored interactions replay at their boundaries
                 inbox = InteractionInbox(state.chunk_count, ctx.interactions)
@@ -131,10 +135,21 @@ class FamilyNodeRunner(NodeRunner):
                 if counts is not None:  # and what the cache skipped
                     params["cacheCounts"] = counts
                     self.runtime.step_cache_totals.add(counts)
-            take = self._save(ctx, node_id, output, params, chosen)
-            reporter.phase("save", 1.0)
+            takes = [self._save(ctx, node_id, output, params, chosen)]
             outputs = {self.descriptor.outputs[0].name: output}
-            return NodeResult(outputs=outputs, takes=(take,), cacheable=not steered)
+            sound = self._audio_port()
+            if sound is not None and isinstance(output, Video) and output.audio is not None:
+                # A video's soundtrack is also a take of its own, the node's audio output.
+                audio_format = str(call.params.get("audio_format") or "wav")
+                takes.append(ctx.save_audio(node_id, output.audio, params, audio_format, 1, chosen))
+                outputs[sound] = output.audio
+            reporter.phase("save", 1.0)
+            return NodeResult(outputs=outputs, takes=tuple(takes), cacheable=not steered)
+
+    def _audio_port(self) -> str | None:
+        """The node's audio output beside its video, where it has one."""
+        ports = self.descriptor.outputs[1:]
+        return next((p.name for p in ports if p.kind == PortKind.AUDIO), None)
 
     def _save(
         self,
