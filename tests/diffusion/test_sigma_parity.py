@@ -206,7 +206,7 @@ def test_lms_is_diffusers_lms_until_comfyuis_last_step() -> None:
     sigmas = sigmas_of(s)
     x = start() * sigmas[0]
     fed, result = calls_and_result("lms", DiscreteSampling(), sigmas, x)
-    theirs, their_fed = x, []
+    theirs, their_fed = x, list[torch.Tensor]()
     for t in s.timesteps:
         their_fed.append(s.scale_model_input(theirs, t))
         theirs = s.step(toy(their_fed[-1]), t, theirs, return_dict=False)[0]

@@ -153,6 +153,26 @@ class SupportsChunkBoundary(Protocol):
 
 
 @runtime_checkable
+class StreamsSound(Protocol):
+    """A request state whose video has a soundtrack, handed whole to `on_audio` (set by the node
+    runner, like `on_chunk`) before its first chunk: a stream's tracks are set at its start."""
+
+    on_audio: Any
+
+
+@runtime_checkable
+class TakesInteractions(Protocol):
+    """A request state of a chunked render that takes interactions: the node runner gives it an
+    inbox (`runtime.interactions.InteractionInbox`) for its `chunk_count` chunks, which the
+    pipeline's `apply_interaction_at_chunk_boundary` reads."""
+
+    inbox: Any
+
+    @property
+    def chunk_count(self) -> int: ...
+
+
+@runtime_checkable
 class SupportsLatentOutput(Protocol):
     """A pipeline that can hand back a finished state's latents undecoded (the `sample` primitive
     on a worker group holding a node's whole stack decodes with its own `vae/decode`)."""
@@ -257,6 +277,10 @@ def streams_chunks(obj: object) -> TypeGuard[StreamsChunks]:
     return isinstance(obj, StreamsChunks)
 
 
+def streams_sound(obj: object) -> TypeGuard[StreamsSound]:
+    return isinstance(obj, StreamsSound)
+
+
 def supports_latent_output(obj: object) -> TypeGuard[SupportsLatentOutput]:
     return isinstance(obj, SupportsLatentOutput)
 
@@ -271,6 +295,10 @@ def supports_chunk_boundary(obj: object) -> TypeGuard[SupportsChunkBoundary]:
 
 def supports_chunk_step_grouping(obj: object) -> bool:
     return supports_chunk_boundary(obj) and getattr(obj, "supports_chunk_step_grouping", 0) is True
+
+
+def takes_interactions(obj: object) -> TypeGuard[TakesInteractions]:
+    return isinstance(obj, TakesInteractions)
 
 
 def supports_preview(obj: object) -> TypeGuard[SupportsPreview]:

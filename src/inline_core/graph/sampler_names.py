@@ -34,6 +34,7 @@ SIGMA_SAMPLERS: tuple[str, ...] = (
     # ComfyUI's runs order 3 and, on a flow model, the log-SNR of an epsilon model.
     "uni_pc",
     "uni_pc_bh2",
+    "deis",
 )
 UNIPC_SAMPLERS: tuple[str, ...] = ("uni_pc", "uni_pc_bh2")
 SAMPLERS: tuple[str, ...] = SIGMA_SAMPLERS

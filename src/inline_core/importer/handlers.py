@@ -7,7 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from inline_core.graph.descriptor import NodeDescriptor
-from inline_core.importer import conditioning, images, inpaint, loaders, sampling
+from inline_core.importer import (
+    conditioning,
+    custom_sampling,
+    images,
+    inpaint,
+    loaders,
+    sampling,
+)
 from inline_core.importer.mapper import Handler
 from inline_core.importer.stand_in import stand_in_for
 
@@ -28,6 +35,7 @@ CORE: dict[str, Handler] = {
     "ModelSamplingSD3": sampling.model_sampling,
     "KSampler": sampling.ksampler,
     "KSamplerAdvanced": sampling.ksampler_advanced,
+    **custom_sampling.HANDLERS,
     "VAEDecode": images.vae_decode,
     "VAEDecodeTiled": images.vae_decode,
     "VAEEncode": images.vae_encode,

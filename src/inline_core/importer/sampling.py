@@ -86,13 +86,7 @@ def ksampler_advanced(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
 
 
 def sample(m: Mapper, node: ComfyNode, *, seed_name: str, denoise: float) -> Value | None:
-    where = describe(node)
-    model = m.input_value(node, "model", PortKind.MODEL)
-    positive = m.input_value(node, "positive", PortKind.CONDITIONING)
-    negative = m.input_value(node, "negative", PortKind.CONDITIONING, optional=True)
-    latent = m.input_value(node, "latent_image", PortKind.LATENT)
-    descriptor = m.descriptors["sample"]
-    cfg = float(m.fit("sample", "cfg", m.number(node, "cfg", 8.0), where))
+    cfg = float(m.fit("sample", "cfg", m.number(node, "cfg", 8.0), describe(node)))
     params: dict[str, Any] = {
         "steps": m.whole(node, "steps", 20),
         "cfg": cfg,
@@ -101,6 +95,33 @@ def sample(m: Mapper, node: ComfyNode, *, seed_name: str, denoise: float) -> Val
         "seed": m.whole(node, seed_name, 0),
         "denoise": denoise,
     }
+    return add_sample(
+        m,
+        node,
+        params,
+        model=m.input_value(node, "model", PortKind.MODEL),
+        positive=m.input_value(node, "positive", PortKind.CONDITIONING),
+        negative=m.input_value(node, "negative", PortKind.CONDITIONING, optional=True),
+        latent=m.input_value(node, "latent_image", PortKind.LATENT),
+    )
+
+
+def add_sample(
+    m: Mapper,
+    node: ComfyNode,
+    params: dict[str, Any],
+    *,
+    model: Value | None,
+    positive: Value | None,
+    negative: Value | None,
+    latent: Value | None,
+) -> Value:
+    """One `sample` node for the ComfyUI node that samples, with the values read off it (or off
+    the custom sampling nodes it is wired to)."""
+    where = describe(node)
+    descriptor = m.descriptors["sample"]
+    cfg = float(params["cfg"])
+    params = dict(params)
     if model is not None and model.shift is not None:
         if descriptor.param("shift") is not None:
             params["shift"] = model.shift

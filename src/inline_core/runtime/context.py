@@ -15,6 +15,7 @@ from PIL import Image, PngImagePlugin
 from inline_core.media import MediaKind
 from inline_core.runtime.audio import AUDIO_SUFFIXES, encode_audio
 from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.interactions import Interaction, InteractionBoard, InteractionInbox
 from inline_core.runtime.preview import PreviewTarget
 from inline_core.runtime.progress import EventSink, NodeReporter, RunEvent
 from inline_core.runtime.step_cache import StepCacheChoice
@@ -48,6 +49,19 @@ class ExecutionContext:
     step_cache: StepCacheChoice = field(default_factory=StepCacheChoice)
     # The server's videos decoding now, streamed to clients as they decode (None: not streamed).
     videos: LiveVideos | None = None
+    # The run's stored interactions (replayed at their boundaries after a restart), and where
+    # a render that takes interactions is published for the server's route (None: nowhere).
+    interactions: tuple[Interaction, ...] = ()
+    interaction_board: InteractionBoard | None = None
+
+    @contextmanager
+    def interacting(self, inbox: InteractionInbox) -> Generator[None]:
+        """The render's inbox reachable by the run's interactions for the block."""
+        if self.interaction_board is None:
+            yield
+            return
+        with self.interaction_board.open(self.run_id, inbox):
+            yield
 
     @contextmanager
     def streaming(self, node_id: str, fps: int) -> Generator[LiveVideo | None]:

@@ -12,7 +12,8 @@ with their boundaries and applies each at the same one.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +123,36 @@ class InteractionInbox:
             self.applied.extend(due)
             return due
 
-    def timeline(self) -> list[dict[str, Any]]:
+    def applied_at(self, chunk: int) -> list[Interaction]:
         with self._lock:
-            return [i.to_info() for i in self.applied]
+            return [i for i in self.applied if i.chunk == chunk]
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """What the take records: each change applied and its chunk (no ids: the same
+        changes at the same boundaries make the same take)."""
+        with self._lock:
+            return [{k: v for k, v in i.to_info().items() if k != "id"} for i in self.applied]
+
+
+class InteractionBoard:
+    """The renders on this server that take interactions now, by run id (one node a run)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inboxes: dict[str, InteractionInbox] = {}
+
+    @contextmanager
+    def open(self, run_id: str, inbox: InteractionInbox) -> Generator[None]:
+        with self._lock:
+            if run_id in self._inboxes:
+                raise RuntimeError(f"run {run_id} already renders a node that takes interactions")
+            self._inboxes[run_id] = inbox
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._inboxes.pop(run_id, None)
+
+    def get(self, run_id: str) -> InteractionInbox | None:
+        with self._lock:
+            return self._inboxes.get(run_id)

@@ -116,15 +116,18 @@ def encode_apng(video: Video, metadata: Mapping[str, str] | None = None) -> byte
 def encode_mp4(video: Video, metadata: Mapping[str, str] | None = None) -> bytes:
     width, height = video.size
     buf = io.BytesIO()
-    out, stream, av = open_h264(buf, video.fps, width, height, metadata=metadata)
+    sound = video.audio is not None
+    out, stream, av = open_h264(buf, video.fps, width, height, metadata=metadata, sound=sound)
     with out:
         sound = (
             None
             if video.audio is None
             else add_aac(out, video.audio.sample_rate, video.audio.channels)
         )
-        for frame in even_frames(video.frames):
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+        for index, frame in enumerate(even_frames(video.frames)):
+            image = av.VideoFrame.from_ndarray(frame, format="rgb24")
+            image.pts = index  # in frames (the stream's time base is 1/fps)
+            for packet in stream.encode(image):
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
@@ -181,18 +184,29 @@ def open_h264(
     *,
     live: bool = False,
     metadata: Mapping[str, str] | None = None,
+    sound: bool = False,
 ) -> tuple[Any, Any, Any]:
     """An H.264 (yuv420p, sides rounded up to even) fragmented MP4 written to `file`: the
     container, its video stream and the `av` module. `live`: each frame's packet out at once
     (x264's zerolatency: no lookahead, no B-frames) and a fragment per frame, for a stream read
-    while it is written. `metadata`: tags of any name, in the header."""
+    while it is written. `metadata`: tags of any name, in the header. `sound`: a soundtrack
+    will be added (`add_aac`); a live stream with one is cut into fragments by time (a fragment
+    per packet), since a cut at every video frame mistimes the frames around the sound's."""
     if not video_available():
         raise RunFailed(f"MP4 takes need PyAV: {VIDEO_HINT}")
     av = cast(Any, importlib.import_module(VIDEO_MODULE))
-    movflags = "frag_keyframe+empty_moov" + ("+default_base_moof+frag_every_frame" if live else "")
+    options: dict[str, str] = {}
+    movflags = "frag_keyframe+empty_moov"
+    if live and sound:
+        movflags = "empty_moov+default_base_moof"
+        options["frag_duration"] = "1"  # microseconds: every packet ends a fragment
+        # and out at once: no holding a track's packets back to interleave them by time
+        options["max_interleave_delta"] = "1"
+    elif live:
+        movflags += "+default_base_moof+frag_every_frame"
     if metadata:
         movflags += "+use_metadata_tags"  # names beyond the few MP4 knows (`inline:params`)
-    out = av.open(file, "w", format="mp4", options={"movflags": movflags})
+    out = av.open(file, "w", format="mp4", options={"movflags": movflags, **options})
     out.metadata.update(metadata or {})
     stream = out.add_stream("libx264", rate=fps, options={"tune": "zerolatency"} if live else {})
     stream.width, stream.height = width + width % 2, height + height % 2

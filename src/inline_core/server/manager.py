@@ -59,6 +59,7 @@ from inline_core.server.event_feed import EventFeed
 from inline_core.server.event_journal import EventJournal
 from inline_core.server.events import Subscriber, WireEvent
 from inline_core.server.fenced_takes import FencedTakes
+from inline_core.server.interactions import RunInteractions
 from inline_core.server.leases import LEASE_LOST, HeldLease, LeaseKeeper
 from inline_core.server.live_run import LiveRun
 from inline_core.server.memory import HeapTrimmer
@@ -163,6 +164,7 @@ class RunManager:
         self.feed = EventFeed(store)
         self.previews = PreviewBoard()
         self.videos = LiveVideos()  # video nodes decoding here, streamed as they decode
+        self.interactions = RunInteractions(store, registry)  # chunked renders steered here
         self.journal = EventJournal(store, self._lock, self._journal_failed)
         self.leases = LeaseKeeper(
             store,
@@ -630,6 +632,8 @@ class RunManager:
                 ),
                 step_cache=step_cache_choice(run.record.options),
                 videos=self.videos,
+                interactions=self.interactions.stored(run.id),
+                interaction_board=self.interactions.board,
             )
             with self._run_scope(run.id):
                 result = self.executor.execute(validated, ctx)

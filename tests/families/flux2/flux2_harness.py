@@ -50,16 +50,23 @@ def render(
     loras: list[Any] | None = None,
     **params: Any,
 ) -> NodeResult:
+    inputs: dict[str, Any] = {"prompt": prompt, **(references or {})}
+    if loras:
+        inputs["loras"] = loras
+    return run_node(rig, takes_dir, node_params(**params), inputs)
+
+
+def run_node(
+    rig: FamilyRig, takes_dir: Path, params: Mapping[str, Any], inputs: Mapping[str, Any]
+) -> NodeResult:
+    """One run of the rig's node with these params and inputs."""
     ctx = ExecutionContext(
         run_id=f"run{next(_run_ids)}",
         takes=FileTakeStore(takes_dir),
         cancel=CancelToken(),
         events=lambda _event: None,
     )
-    inputs: dict[str, Any] = {"prompt": prompt, **(references or {})}
-    if loras:
-        inputs["loras"] = loras
-    call = NodeCall(ctx=ctx, node_id="f", params=node_params(**params), inputs=inputs)
+    call = NodeCall(ctx=ctx, node_id="f", params=dict(params), inputs=dict(inputs))
     return rig.run(call)
 
 

@@ -39,3 +39,18 @@ def ltx2_reference(ltx2_kit: LTX2Kit) -> Any:
     )
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+@pytest.fixture
+def client(ltx2_kit: LTX2Kit, tmp_path: Path) -> Iterator[Any]:
+    """The app over the kit's models, in process (ASGI), CPU float32."""
+    from fastapi.testclient import TestClient
+
+    from inline_core.config import Config
+    from inline_core.server.app import create_app
+
+    config = Config(
+        models_dir=ltx2_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
+    )
+    with TestClient(create_app(config)) as c:
+        yield c

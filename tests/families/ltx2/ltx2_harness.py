@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from PIL import Image
 
 from inline_core.config import Config
 from inline_core.families.ltx2 import LTX2Family
@@ -43,12 +44,29 @@ def node_params(**overrides: Any) -> dict[str, Any]:
     return params
 
 
-def render(rig: FamilyRig, takes_dir: Path, prompt: str = PROMPT, **params: Any) -> NodeResult:
+def render(
+    rig: FamilyRig,
+    takes_dir: Path,
+    prompt: str = PROMPT,
+    *,
+    image: Image.Image | None = None,
+    **params: Any,
+) -> NodeResult:
     ctx = ExecutionContext(
         run_id=f"run{next(_run_ids)}", takes=FileTakeStore(takes_dir), cancel=CancelToken()
     )
-    call = NodeCall(ctx=ctx, node_id="l", params=node_params(**params), inputs={"prompt": prompt})
+    inputs: dict[str, Any] = {"prompt": prompt}
+    if image is not None:
+        inputs["image"] = image
+    call = NodeCall(ctx=ctx, node_id="l", params=node_params(**params), inputs=inputs)
     return rig.run(call)
+
+
+def first_frame_image(width: int, height: int, seed: int) -> Image.Image:
+    """A smooth random picture (a few colour blobs): what an image-to-video render starts at."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, size=(4, 4, 3), dtype=np.uint8)
+    return Image.fromarray(small, "RGB").resize((width, height), Image.Resampling.BICUBIC)
 
 
 def take_frames(result: NodeResult) -> Pixels:
@@ -59,13 +77,23 @@ def take_audio(result: NodeResult) -> Audio:
     return decode_wav(Path(result.takes[1].path).read_bytes())
 
 
-def reference(pipe: Any, prompt: str = PROMPT, **params: Any) -> tuple[Pixels, Audio]:
+def reference(
+    pipe: Any, prompt: str = PROMPT, *, image: Image.Image | None = None, **params: Any
+) -> tuple[Pixels, Audio]:
     """LTX2Pipeline's frames (rounded to uint8 as its PIL output rounds them) and soundtrack for
-    the same render, its further guidance terms off as the node runs without them."""
+    the same render, its further guidance terms off as the node runs without them; with an
+    image, LTX2ImageToVideoPipeline's over the same parts."""
     import torch
 
     p: Mapping[str, Any] = node_params(**params)
+    extra: dict[str, Any] = {}
+    if image is not None:
+        from diffusers import LTX2ImageToVideoPipeline  # pyright: ignore[reportPrivateImportUsage]
+
+        pipe = LTX2ImageToVideoPipeline.from_pipe(pipe)  # pyright: ignore[reportUnknownMemberType]
+        extra["image"] = image
     out = pipe(
+        **extra,
         prompt=prompt,
         negative_prompt=p["negative_prompt"] or None,
         width=p["width"],

@@ -1,8 +1,8 @@
 """LTX-2 requests of one video shape share transformer forwards in the step loop (video and
-audio latents advance together), and each still renders what it renders alone: frames within a
-level or two on a few values, the sound within a few ulps (a forward over four rows is blocked
-differently by the CPU's kernels than one over two). Another frame rate (so another soundtrack
-length) runs in forwards of its own."""
+audio latents advance together; an image-to-video row beside text-to-video ones), and each still
+renders what it renders alone: frames within a level or two on a few values, the sound within a
+few ulps (a forward over four rows is blocked differently by the CPU's kernels than one over
+two). Another frame rate (so another soundtrack length) runs in forwards of its own."""
 
 from __future__ import annotations
 

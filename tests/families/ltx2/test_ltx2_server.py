@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +35,6 @@ def ltx2_graph(**params: Any) -> dict[str, Any]:
             },
         ],
     }
-
-
-@pytest.fixture
-def client(ltx2_kit: LTX2Kit, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(
-        models_dir=ltx2_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
-    )
-    with TestClient(create_app(config)) as c:
-        yield c
 
 
 def finished_state(client: TestClient, run_id: str) -> dict[str, Any]:

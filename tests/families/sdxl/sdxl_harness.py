@@ -70,19 +70,45 @@ def reference_pixels(
 ) -> Pixels:
     """diffusers' pixels for the same render, from the node's noise times `latents_scale`."""
     p = node_params(**params)
-    pipe.scheduler = scheduler
     latents = start_noise(p["seed"], p["width"], p["height"]) * latents_scale
-    image = pipe(
+    # ComfyUI's layer -k is diffusers' clip_skip k - 2 (its -2, SDXL's own, is None).
+    clip_skip = None if p["clip_skip"] == -2 else -p["clip_skip"] - 2
+    negative: dict[str, Any] = {"negative_prompt": p["negative_prompt"]}
+    if clip_skip is not None:
+        # diffusers reads a negative prompt at its default layer whatever clip_skip says, where
+        # CLIPSetLastLayer sets both: its own encode_prompt reads it at the same layer here.
+        embeds, _, pooled, _ = pipe.encode_prompt(
+            p["negative_prompt"], do_classifier_free_guidance=False, clip_skip=clip_skip
+        )
+        negative = {"negative_prompt_embeds": embeds, "negative_pooled_prompt_embeds": pooled}
+    own = pipe.scheduler
+    pipe.scheduler = scheduler
+    try:
+        image = _call(pipe, prompt, negative, latents, clip_skip, p)
+    finally:
+        pipe.scheduler = own  # the next test's scheduler is made from the pipeline's own config
+    return (np.asarray(image) * 255).round().astype(np.uint8).astype(np.int16)
+
+
+def _call(
+    pipe: Any,
+    prompt: str,
+    negative: dict[str, Any],
+    latents: Any,
+    clip_skip: int | None,
+    p: dict[str, Any],
+) -> Any:
+    return pipe(
         prompt=prompt,
-        negative_prompt=p["negative_prompt"],
+        **negative,
         width=p["width"],
         height=p["height"],
         num_inference_steps=p["steps"],
         guidance_scale=p["guidance"],
         latents=latents,
+        clip_skip=clip_skip,
         output_type="np",
     ).images[0]
-    return (np.asarray(image) * 255).round().astype(np.uint8).astype(np.int16)
 
 
 def max_diff(a: Pixels, b: Pixels) -> int:

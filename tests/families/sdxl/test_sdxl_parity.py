@@ -1,4 +1,5 @@
-"""Pixel parity: an SDXL take rendered through the node runner and the step loop equals what
+"""Pixel parity (epsilon, and v-prediction for a checkpoint marked `v_pred`): an SDXL take
+rendered through the node runner and the step loop equals what
 diffusers' `StableDiffusionXLPipeline` renders from the same all-in-one checkpoint
 (`from_single_file`), seed and params.
 
@@ -24,13 +25,13 @@ from inline_core.sampling.loop import StepLoopSampler
 TOLERANCE = 2  # levels of 255: the CFG rows batched as two where diffusers runs one batch
 
 
-def _scheduler(pipe: Any, kind: str) -> Any:
+def _scheduler(pipe: Any, kind: str, prediction: str = "epsilon") -> Any:
     from diffusers import (
         DPMSolverMultistepScheduler,  # pyright: ignore[reportPrivateImportUsage]
         EulerDiscreteScheduler,  # pyright: ignore[reportPrivateImportUsage]
     )
 
-    config = pipe.scheduler.config
+    config = {**pipe.scheduler.config, "prediction_type": prediction}
     if kind == "euler":
         return EulerDiscreteScheduler.from_config(config)  # pyright: ignore
     return DPMSolverMultistepScheduler.from_config(config, use_karras_sigmas=True)  # pyright: ignore
@@ -64,6 +65,16 @@ CASES = [
     ),
     pytest.param("dpm", {"sampler": "dpmpp_2m", "schedule": "karras"}, id="dpmpp2m-karras"),
     pytest.param(
+        "euler",
+        {"sampler": "euler", "schedule": "ddim_uniform", "clip_skip": -3},
+        id="euler-clip-skip",
+    ),
+    pytest.param(
+        "euler",
+        {"sampler": "euler", "schedule": "ddim_uniform", "model": "sdxl_tiny_vpred.safetensors"},
+        id="euler-v-prediction",
+    ),
+    pytest.param(
         "dpm",
         {"sampler": "dpmpp_2m", "schedule": "karras", "width": 64, "height": 112, "steps": 5},
         id="dpmpp2m-karras-tall",
@@ -81,8 +92,12 @@ def test_checkpoint_matches_diffusers(
     params: dict[str, Any],
 ) -> None:
     rig = sdxl_rig(sdxl_kit.root, sdxl_sampler)
-    ours = take_pixels(render(rig, tmp_path, model=sdxl_kit.checkpoint_name, **params))
-    scheduler = _scheduler(sdxl_reference, kind)
+    params = dict(params)  # the case's own dict stays as parametrized
+    model = params.pop("model", sdxl_kit.checkpoint_name)
+    ours = take_pixels(render(rig, tmp_path, model=model, **params))
+    # The v-prediction checkpoint holds the same weights; only its marker differs.
+    prediction = "v_prediction" if model.endswith("_vpred.safetensors") else "epsilon"
+    scheduler = _scheduler(sdxl_reference, kind, prediction)
     ref = reference_pixels(
         sdxl_reference, scheduler, latents_scale=_latents_scale(scheduler, params), **params
     )

@@ -83,9 +83,10 @@ class Flux2Request:
 
     @property
     def tokens(self) -> int:
+        # Image tokens, as the batch budget counts them: its latents' and its references'.
         h, w = self.latent_size
         references = sum(a * b for a, b in self.reference_shapes)
-        return (h * w + references + TEXT_TOKENS) * (2 if self.cfg else 1)
+        return (h * w + references) * (2 if self.cfg else 1)
 
 
 def reference_refusal(port: str, width: int, height: int) -> str | None:

@@ -34,7 +34,10 @@ LTX2_DESCRIPTOR = NodeDescriptor(
     icon="film",
     source="core",
     output_kind="video",
-    inputs=(PortSpec("prompt", PortKind.TEXT),),
+    inputs=(
+        PortSpec("prompt", PortKind.TEXT),
+        PortSpec("image", PortKind.IMAGE, optional=True, label="First frame (image to video)"),
+    ),
     outputs=(PortSpec("video", PortKind.VIDEO), PortSpec("audio", PortKind.AUDIO)),
     params=(
         ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
@@ -72,7 +75,8 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         ParamSpec("audio_format", ParamWidget.SELECT, default="flac", options=("flac", "wav")),
     ),
     description=(
-        "Text to video with its soundtrack, LTX-2 (a diffusers LTX-2 folder). The video and "
+        "Text to video with its soundtrack, LTX-2 (a diffusers LTX-2 folder); with an image "
+        "wired, image to video from that first frame (stretched to width x height). The video and "
         "the sound are denoised together, one forward for both. frames is 8k+1 (the VAE's), "
         "size a multiple of 32. guidance guides the video and audio_guidance the sound "
         "(classifier-free, above 1, with the negative prompt). Outputs: the video (format mp4: "

@@ -29,7 +29,7 @@ from inline_core.families.ltx2.request import (
     frames_refusal,
     new_request,
 )
-from inline_core.families.nodes.inputs import prompt_text
+from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.runtime.video import VIDEO_HINT, video_available
 
@@ -98,7 +98,12 @@ class LTX2Family(Family):
             request[name] = int(request[name])
         request["guidance"] = float(request["guidance"])
         request["audio_guidance"] = float(request["audio_guidance"])
-        return Lowered(request, dict(request))
+        take_params = dict(request)
+        image = image_input(inputs, "image", node_id)
+        take_params["image_to_video"] = image is not None
+        if image is not None:
+            request["image"] = image
+        return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
         super().check(submit)

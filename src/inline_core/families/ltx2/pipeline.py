@@ -11,6 +11,12 @@ soundtrack's); `step_scheduler` advances both streams of one request; `post_deco
 video (the LTX-2 video VAE) and the soundtrack (the audio VAE's mel spectrogram, then the
 vocoder) into one `Video` with its `Audio`.
 
+Image to video (`LTX2ImageToVideoPipeline`): the image, re-compressed as H.264 at the model's
+conditioning CRF (diffusers' `apply_image_conditioning_crf`: 33 for LTX-2.0 to 2.3's Gemma 3)
+and stretched to width x height (bilinear), is encoded as the first latent frame, which stays
+clean: its tokens see timestep 0 and the scheduler never moves them. Text and image requests of
+one shape share a forward (every row then takes per-token timesteps).
+
 Not run here (diffusers' further guidance terms, off in this node): spatio-temporal guidance,
 modality-isolation guidance and guidance rescale.
 """
@@ -154,6 +160,9 @@ class LTX2StepPipeline:
             video = torch.randn(
                 (1, self.latent_channels, f, h, w), generator=generator, dtype=torch.float32
             )
+            if state.image is not None:
+                state.condition = self.first_frame(state)
+                video[:, :, :1] = state.condition
             state.latents = pack_video(video).to(self.device)
             state.audio_frames = round(state.frames / state.fps * self.factors.audio_per_second)
             audio = torch.randn(
@@ -166,6 +175,28 @@ class LTX2StepPipeline:
             state.audio_scheduler = copy.deepcopy(state.scheduler)
             state.prepared = True
         return state
+
+    def first_frame(self, state: LTX2Request) -> torch.Tensor:
+        """The image's latent frame, normalized: (1, C, 1, H, W) on the CPU, float32."""
+        ltx2 = module("diffusers.pipelines.ltx2.utils")
+        crf = int(ltx2.resolve_default_image_crf(self.text_encoder))
+        image = state.image.convert("RGB")
+        if crf:
+            image = module("PIL.Image").fromarray(
+                ltx2.apply_image_conditioning_crf(np.asarray(image), crf)
+            )
+        processor = module("diffusers.video_processor").VideoProcessor(
+            vae_scale_factor=self.factors.spatial, resample="bilinear"
+        )
+        pixels = processor.preprocess(image, height=state.height, width=state.width)
+        vae = cast(Any, self.vae)
+        dtype = torch_dtype(self.vae_placement.dtype)
+        with self.swap.use(self.vae, self.vae_placement):
+            encoded = vae.encode(pixels.unsqueeze(2).to(self.vae_placement.device, dtype))
+        latents = encoded.latent_dist.mode().float().cpu()
+        mean = vae.latents_mean.view(1, -1, 1, 1, 1).to(latents.dtype).cpu()
+        std = vae.latents_std.view(1, -1, 1, 1, 1).to(latents.dtype).cpu()
+        return (latents - mean) / std
 
     def new_scheduler(self, state: LTX2Request, tokens: int) -> Any:
         config = self.scheduler_config
@@ -186,18 +217,9 @@ class LTX2StepPipeline:
             negatives = iter(range(len(states), len(rows)))
             preds: list[tuple[torch.Tensor, torch.Tensor]] = []
             for i, s in enumerate(states):
-                v, a = video[i : i + 1].float(), audio[i : i + 1].float()
-                if s.cfg:
-                    j = next(negatives)
-                    v = guided(s.latents, v, video[j : j + 1].float(), s.guidance, s.scheduler, s)
-                    a = guided(
-                        s.audio_latents,
-                        a,
-                        audio[j : j + 1].float(),
-                        s.audio_scale,
-                        s.audio_scheduler,
-                        s,
-                    )
+                j = next(negatives) if s.cfg else None
+                v = guided(s, video, i, j, s.guidance, s.latents, s.scheduler)
+                a = guided(s, audio, i, j, s.audio_scale, s.audio_latents, s.audio_scheduler)
                 preds.append((v, a))
             return preds
 
@@ -209,6 +231,9 @@ class LTX2StepPipeline:
         hidden = torch.cat([cast(torch.Tensor, s.latents) for s, _p in rows]).to(self.dtype)
         audio = torch.cat([cast(torch.Tensor, s.audio_latents) for s, _p in rows]).to(self.dtype)
         timestep = torch.cat([_timestep(s).expand(1) for s, _p in rows])
+        video_timestep = timestep
+        if any(s.condition is not None for s, _p in rows):  # a first frame's tokens at 0
+            video_timestep = torch.cat([self._token_timesteps(s) for s, _p in rows])
         video_coords = model.rope.prepare_video_coords(count, f, h, w, self.device, fps=first.fps)
         audio_coords = model.audio_rope.prepare_audio_coords(count, first.audio_frames, self.device)
         mask = torch.cat([p.mask for _s, p in rows])
@@ -218,7 +243,8 @@ class LTX2StepPipeline:
                 audio_hidden_states=audio,
                 encoder_hidden_states=torch.cat([p.video for _s, p in rows]).to(self.dtype),
                 audio_encoder_hidden_states=torch.cat([p.audio for _s, p in rows]).to(self.dtype),
-                timestep=timestep,
+                timestep=video_timestep,
+                audio_timestep=timestep,
                 sigma=timestep,
                 encoder_attention_mask=mask,
                 audio_encoder_attention_mask=mask,
@@ -237,11 +263,23 @@ class LTX2StepPipeline:
             )
         return cast(torch.Tensor, out[0]), cast(torch.Tensor, out[1])
 
+    def _token_timesteps(self, state: LTX2Request) -> torch.Tensor:
+        """(1, tokens): the step's timestep, 0 on a first frame given as an image."""
+        f, h, w = state.latent_shape
+        t = _timestep(state).expand(1, f * h * w).clone()
+        if state.condition is not None:
+            t[:, : h * w] = 0
+        return t
+
     def step_scheduler(self, state: LTX2Request, noise_pred: Any, /) -> None:
         video, audio = cast(tuple[torch.Tensor, torch.Tensor], noise_pred)
         t = _timestep(state)
         with torch.inference_mode():
-            state.latents = state.scheduler.step(video, t, state.latents, return_dict=False)[0]
+            stepped = state.scheduler.step(video, t, state.latents, return_dict=False)[0]
+            if state.condition is not None:  # the image's frame stays as it was
+                _f, h, w = state.latent_shape
+                stepped[:, : h * w] = cast(torch.Tensor, state.latents)[:, : h * w]
+            state.latents = stepped
             state.audio_latents = state.audio_scheduler.step(
                 audio, t, state.audio_latents, return_dict=False
             )[0]
@@ -267,32 +305,38 @@ class LTX2StepPipeline:
         )
         audio = unpack_audio(audio, self.factors.mel_bins)
         state.latents = state.audio_latents = state.positive = state.negative = None
+        state.condition = state.image = None
         state.scheduler = state.audio_scheduler = None
         return video, audio
 
     def post_decode(self, state: LTX2Request, /) -> Video:
-        """The video and its soundtrack; the frames go to `on_chunk` as they are decoded."""
+        """The video and its soundtrack. The sound decodes first (the audio VAE and the vocoder
+        are small), so a stream carries it from the video's first chunk (`on_audio`); the
+        frames go to `on_chunk` as they are decoded."""
         video_latents, audio_latents = self.post_latents(state)
-        vae_dtype = torch_dtype(self.vae_placement.dtype)
+        dtype = torch_dtype(self.vae_placement.dtype)
+        device = self.vae_placement.device
         with torch.inference_mode():
-            with self.swap.use(self.vae, self.vae_placement):
-                decoded = cast(Any, self.vae).decode(
-                    video_latents.to(self.vae_placement.device, vae_dtype), None, return_dict=False
-                )[0]
-            frames = to_pixels(decoded, VALUE_RANGE)
-            if state.on_chunk is not None:
-                state.on_chunk(0, frames, state.frames)
             with self.swap.use(self.audio_vae, self.vae_placement):
                 mel = cast(Any, self.audio_vae).decode(
-                    audio_latents.to(self.vae_placement.device, vae_dtype), return_dict=False
+                    audio_latents.to(device, dtype), return_dict=False
                 )[0]
             with self.swap.use(self.vocoder, self.vae_placement):
                 wave = cast(torch.Tensor, self.vocoder(mel))
+            rate = int(cast(Any, self.vocoder).config.output_sampling_rate)
+            audio = Audio(wave[0].float().cpu().numpy(), rate)
+            if state.on_audio is not None:
+                state.on_audio(audio)
+            with self.swap.use(self.vae, self.vae_placement):
+                decoded = cast(Any, self.vae).decode(
+                    video_latents.to(device, dtype), None, return_dict=False
+                )[0]
+            frames = to_pixels(decoded, VALUE_RANGE)
         if frames.shape[0] != state.frames:
             raise RuntimeError(f"the VAE decoded {frames.shape[0]} frames of {state.frames}")
-        samples = wave[0].float().cpu().numpy()
-        rate = int(cast(Any, self.vocoder).config.output_sampling_rate)
-        return Video(frames, state.fps, state.format, audio=Audio(samples, rate))
+        if state.on_chunk is not None:
+            state.on_chunk(0, frames, state.frames)
+        return Video(frames, state.fps, state.format, audio=audio)
 
 
 def factors_of(vae: nn.Module, audio_vae: nn.Module) -> Factors:
@@ -320,20 +364,23 @@ def token_shift(tokens: int, config: Mapping[str, Any]) -> float:
 
 
 def guided(
-    latents: Any,
-    positive: torch.Tensor,
-    negative: torch.Tensor,
-    scale: float,
-    scheduler: Any,
     state: LTX2Request,
+    out: torch.Tensor,
+    row: int,
+    negative_row: int | None,
+    scale: float,
+    latents: Any,
+    scheduler: Any,
 ) -> torch.Tensor:
-    """Classifier-free guidance as LTX2Pipeline applies it: on the x0 estimates, back to a
-    velocity for the scheduler."""
+    """One stream's velocity for the scheduler, guided as LTX2Pipeline guides it: on the x0
+    estimates (classifier-free guidance where the request has a negative row), then back to a
+    velocity; the same round trip without guidance, as diffusers makes it either way."""
     sigma = scheduler.sigmas[state.step_index]
     x = cast(torch.Tensor, latents)
-    x0 = x - positive * sigma
-    x0_negative = x - negative * sigma
-    x0 = x0 + (scale - 1) * (x0 - x0_negative)
+    x0 = x - out[row : row + 1].float() * sigma
+    if negative_row is not None:
+        x0_negative = x - out[negative_row : negative_row + 1].float() * sigma
+        x0 = x0 + (scale - 1) * (x0 - x0_negative)
     return (x - x0) / sigma
 
 

@@ -37,6 +37,8 @@ class LTX2Request:
     negative_prompt: str = ""
     fps: int = 24
     format: str = "mp4"
+    # Image-to-video: the first frame (a PIL image, stretched to width x height), kept clean.
+    image: Any = None
     loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
     spatial_factor: int = SPATIAL_FACTOR  # the video VAE's, set by the pipeline
     temporal_factor: int = TEMPORAL_FACTOR
@@ -50,9 +52,11 @@ class LTX2Request:
     latents: Any = field(default=None, metadata=LOCAL)  # packed video tokens (1, S, C)
     audio_latents: Any = field(default=None, metadata=LOCAL)  # packed audio tokens (1, L, C*M)
     audio_frames: int = field(default=0, metadata=LOCAL)  # the soundtrack's latent length
+    condition: Any = field(default=None, metadata=LOCAL)  # the image's first-frame tokens
     positive: Any = field(default=None, metadata=LOCAL)  # `Prompt`: connector outputs
     negative: Any = field(default=None, metadata=LOCAL)
     on_chunk: Any = field(default=None, metadata=LOCAL)
+    on_audio: Any = field(default=None, metadata=LOCAL)  # the soundtrack, before the first chunk
     cache: Any = field(default=None, metadata=LOCAL)
 
     @property

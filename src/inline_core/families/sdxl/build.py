@@ -9,18 +9,21 @@ and the pooled embedding; neither passes its final layer norm at a chosen layer.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from inline_core.components.step import StepPipeline
 from inline_core.contract.builder import Parts
+from inline_core.device.policy import Placement
 from inline_core.diffusion.encoders.clip_prompt import ClipPromptEncoder, ClipTower
 from inline_core.diffusion.formats import clip
 from inline_core.diffusion.parts import PartLoader
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl import unet
-from inline_core.families.sdxl.files import DEFAULT_SCHEDULER_CONFIG, VAE_FORMAT
-from inline_core.families.sdxl.pipeline import SDXLStepPipeline
+from inline_core.families.sdxl.files import DEFAULT_SCHEDULER_CONFIG, VAE_FORMAT, prediction_of
+from inline_core.families.sdxl.pipeline import PREDICTION_ATTR, SDXLStepPipeline
 from inline_core.families.sdxl.request import DEFAULT_CLIP_SKIP
+from inline_core.models.source import Source
 
 G_PAD = 0  # OpenCLIP-G pads with token 0 (`!`), as ComfyUI and SDXL's second tokenizer do
 
@@ -33,7 +36,7 @@ class SDXLBuilder:
         "vae": "vae",
     }
 
-    load = PartLoader(
+    parts = PartLoader(
         "SDXL",
         {
             "transformer": unet.FORMAT,
@@ -42,7 +45,15 @@ class SDXLBuilder:
             "vae": VAE_FORMAT,
         },
         DEFAULT_SCHEDULER_CONFIG,
-    ).load
+    )
+
+    def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
+        loaded = self.parts.load(part, source, placement)
+        if part == "transformer" and source is not None:
+            # A checkpoint says it predicts v in its own keys: the UNet carries that to its
+            # pipeline, over the default scheduler config (a checkpoint brings none).
+            setattr(loaded, PREDICTION_ATTR, prediction_of(source))
+        return loaded
 
     def text_encoder(self, parts: Parts) -> ClipPromptEncoder:
         towers = (

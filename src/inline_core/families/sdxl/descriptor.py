@@ -33,7 +33,10 @@ SDXL_DESCRIPTOR = NodeDescriptor(
     icon="sparkles",
     source="core",
     output_kind="image",
-    inputs=(PortSpec("prompt", PortKind.TEXT),),
+    inputs=(
+        PortSpec("prompt", PortKind.TEXT),
+        PortSpec("image", PortKind.IMAGE, optional=True, label="Image (img2img)"),
+    ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
     params=(
         ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
@@ -60,6 +63,15 @@ SDXL_DESCRIPTOR = NodeDescriptor(
             integer=True,
             label="CLIP layer (CLIPSetLastLayer: -1 the last, -2 SDXL's own)",
         ),
+        ParamSpec(
+            "strength",
+            ParamWidget.NUMBER,
+            default=0.6,
+            minimum=0.0,
+            maximum=1.0,
+            step=0.01,
+            label="Strength (img2img)",
+        ),
         SEED,
         MODEL,
         VAE,
@@ -67,7 +79,9 @@ SDXL_DESCRIPTOR = NodeDescriptor(
     description=(
         "Text to image with an SDXL checkpoint (any community SDXL checkpoint, or a diffusers "
         "SDXL folder). Prompts read as ComfyUI reads them: (words:1.2) and (words) weights, "
-        "any length in 77-token windows. guidance is ComfyUI's cfg (1 turns guidance off); "
+        "any length in 77-token windows. With an image wired in it renders image to image "
+        "(strength: the share of the steps that run; the image is resized to width x "
+        "height). guidance is ComfyUI's cfg (1 turns guidance off); "
         "sampler and schedule are ComfyUI's names; clip_skip is CLIPSetLastLayer's layer. A "
         "vae picked here replaces the checkpoint's."
     ),

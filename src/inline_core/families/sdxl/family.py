@@ -16,11 +16,14 @@ from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.sources import Sources
+from inline_core.contract.submit import Submit
+from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
-from inline_core.families.nodes.inputs import prompt_text
+from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.sdxl.descriptor import EXTRA_HINT, NODE_TYPE, SDXL_DESCRIPTOR
+from inline_core.families.sdxl.download import DOWNLOADS
 from inline_core.families.sdxl.files import RULES
-from inline_core.families.sdxl.request import SDXLRequest, new_request
+from inline_core.families.sdxl.request import SDXLRequest, img2img_start, new_request
 from inline_core.graph.descriptor import NodeDescriptor
 
 REQUEST_PARAMS = (
@@ -42,8 +45,10 @@ class SDXLFamily(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.sdxl.build:BUILDER"
     kit = "inline_core.families.sdxl.kit:main"
+    download = "inline_core.families.sdxl.download:main"
     capabilities = Capabilities(
         batching="shapes",  # a UNet takes one batched tensor: requests of one size share one
+        preview_latents=frozenset({"sdxl"}),
         fp16_preferred=frozenset({"denoiser"}),
     )
 
@@ -52,6 +57,9 @@ class SDXLFamily(Family):
 
     def rules(self) -> StackRules:
         return RULES
+
+    def downloads(self) -> Downloads:
+        return DOWNLOADS
 
     def lower(
         self,
@@ -68,7 +76,24 @@ class SDXLFamily(Family):
             "negative_prompt": str(params.get("negative_prompt") or ""),
             **{name: params[name] for name in REQUEST_PARAMS},
         }
-        return Lowered(request, dict(request))
+        image = image_input(inputs, "image", node_id)
+        take_params = {**request, "img2img": image is not None}
+        if image is not None:
+            request |= {"image": image, "strength": float(params["strength"])}
+            take_params["strength"] = request["strength"]
+        return Lowered(request, take_params)
+
+    def check(self, submit: Submit) -> None:
+        super().check(submit)
+        if submit.node_type != NODE_TYPE or "image" not in submit.wired:
+            return
+        steps, strength = int(submit.params["steps"]), float(submit.params["strength"])
+        if steps - img2img_start(steps, strength) < 1:
+            raise InvalidRequest(
+                f"strength {strength:g} with an image wired leaves no step to run out of "
+                f"{steps}: raise the strength (0 would return the image unchanged) or the steps",
+                node_id=submit.node_id,
+            )
 
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any

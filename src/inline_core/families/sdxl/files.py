@@ -28,6 +28,7 @@ from inline_core.contract.files import (
     TokenizerRule,
     read_json,
 )
+from inline_core.diffusion.files.header import HEADERS, HeaderError
 from inline_core.diffusion.files.shapes import Shapes, read_shapes
 from inline_core.diffusion.formats import clip, ldm_vae
 from inline_core.families.sdxl import unet
@@ -48,6 +49,20 @@ DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
 SDXL_NAME = re.compile(r"sdxl|[-_ ]xl[-_ .]|pony|illustrious|noob", re.IGNORECASE)
 TOKENIZER_NAME = re.compile(r"clip.*tokenizer|tokenizer.*clip", re.IGNORECASE)
 L_VIEWS, G_VIEWS = ("0", "clip_l"), ("1", "clip_g")
+V_PRED_KEY = "v_pred"  # an empty tensor a v-prediction checkpoint carries
+
+
+def prediction_of(source: Source) -> str | None:
+    """A checkpoint's own prediction type: "v_prediction" where it carries the `v_pred` marker
+    tensor (NoobAI's and other v-prediction SDXL checkpoints, as ComfyUI reads them); None: the
+    scheduler config's (epsilon by default)."""
+    if not source.is_file:
+        return None
+    try:
+        keys = HEADERS.get(source.path)
+    except (HeaderError, OSError):
+        return None
+    return "v_prediction" if V_PRED_KEY in keys else None
 
 
 def _sdxl_vae_config(shapes: Shapes) -> dict[str, Any]:

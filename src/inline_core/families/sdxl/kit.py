@@ -9,8 +9,10 @@ its `</w>` word ends, `!` as id 0), from fixed seeds, and writes:
 - ComfyUI layout: `checkpoints/sdxl_<size>.safetensors`, one all-in-one checkpoint in the
   original Stability naming (`model.diffusion_model.`, `first_stage_model.`,
   `conditioner.embedders.0.transformer.` CLIP-L, `conditioner.embedders.1.model.` OpenCLIP-G),
+  `checkpoints/sdxl_<size>_vpred.safetensors` (the same, marked as a v-prediction checkpoint),
   and `text_encoders/clip_tokenizer/` (a checkpoint carries no tokenizer; ComfyUI ships its own);
-- diffusers layout: `diffusion_models/sdxl_<size>_diffusers/` (`StableDiffusionXLPipeline`).
+- diffusers layout: `diffusion_models/sdxl_<size>_diffusers/` (`StableDiffusionXLPipeline`);
+- a tiny `vae_approx/taesdxl_decoder.safetensors` for its latents' `taesd` previews.
 
 Both layouts hold the same weights, so they render the same pixels. Random weights draw noise.
 """
@@ -30,7 +32,11 @@ import torch
 from inline_core.diffusion.formats import clip, ldm_vae
 from inline_core.diffusion.kit import byte_alphabet, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
+from inline_core.diffusion.preview.formats import preview_format
+from inline_core.diffusion.preview.kit import write_tiny_decoder
 from inline_core.families.sdxl import unet
+from inline_core.families.sdxl.files import V_PRED_KEY
+from inline_core.families.sdxl.pipeline import PREVIEW_FORMAT
 
 SIZES = ("tiny", "mid")
 LAYOUTS = ("comfy", "diffusers")
@@ -86,6 +92,7 @@ class SDXLKit:
     checkpoint: Path | None
     tokenizer_dir: Path | None
     diffusers_dir: Path | None
+    tiny_decoder: Path | None = None  # vae_approx/taesdxl_decoder.safetensors (previews)
 
     @property
     def checkpoint_name(self) -> str:
@@ -210,7 +217,11 @@ def build_kit(
         (out / category).mkdir(parents=True, exist_ok=True)
     if "comfy" in layouts:
         checkpoint = out / "checkpoints" / f"{name}.safetensors"
-        save_weights(checkpoint_state(unet_model, vae, first, second), checkpoint, weights)
+        state = checkpoint_state(unet_model, vae, first, second)
+        save_weights(state, checkpoint, weights)
+        # The same weights marked as a v-prediction checkpoint (random weights do not care).
+        marked = {**state, V_PRED_KEY: torch.zeros(0)}
+        save_weights(marked, out / "checkpoints" / f"{name}_vpred.safetensors", weights)
         tokenizer_dir = out / "text_encoders" / TOKENIZER_FOLDER
         build_tokenizer(tokenizer_dir)
     if "diffusers" in layouts:
@@ -229,7 +240,9 @@ def build_kit(
         import shutil
 
         shutil.rmtree(scratch)
-    return SDXLKit(out, checkpoint, tokenizer_dir, diffusers_dir)
+    # The tiny decoder for its latents' previews (`taesd`), where ComfyUI keeps it.
+    tiny_decoder = write_tiny_decoder(out, preview_format(PREVIEW_FORMAT))
+    return SDXLKit(out, checkpoint, tokenizer_dir, diffusers_dir, tiny_decoder)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -246,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = cast(Path, args.out)
     layouts = cast(list[str] | None, args.layout) or list(LAYOUTS)
     kit = build_kit(out, cast(str, args.size), layouts)
-    print(report(out, [kit.checkpoint, kit.tokenizer_dir, kit.diffusers_dir]))
+    print(report(out, [kit.checkpoint, kit.tokenizer_dir, kit.diffusers_dir, kit.tiny_decoder]))
     return 0
 
 

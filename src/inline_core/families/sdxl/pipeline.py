@@ -25,10 +25,19 @@ from inline_core.diffusion.encoders.clip_prompt import ClipConditioning, ClipPro
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
-from inline_core.families.sdxl.request import LATENT_FACTOR, SDXLRequest, new_request
+from inline_core.families.sdxl.family import SDXLFamily
+from inline_core.families.sdxl.request import (
+    LATENT_FACTOR,
+    SDXLRequest,
+    img2img_start,
+    new_request,
+)
 from inline_core.families.sdxl.schedule import DiscreteSchedule
 
-PREVIEW_FORMAT = "sdxl"
+PREDICTION_ATTR = "inline_prediction"  # a UNet's own prediction type (its checkpoint's), or None
+
+# Its latents' preview format (`diffusion/preview/formats.py`), as its family declares it.
+(PREVIEW_FORMAT,) = SDXLFamily.capabilities.preview_latents
 
 
 class SDXLStepPipeline:
@@ -58,6 +67,9 @@ class SDXLStepPipeline:
         self.swap = swap
         self.device = torch.device(placement.device)
         self.scheduler_config = dict(scheduler_config)
+        prediction = getattr(unet, PREDICTION_ATTR, None)
+        if prediction is not None:
+            self.scheduler_config["prediction_type"] = prediction
         self.model_key = model_key
         self.serial_phases = serial_phases
         config = cast(Any, unet).config
@@ -83,6 +95,15 @@ class SDXLStepPipeline:
             (state.batch_size, *shape[1:]), generator=generator, dtype=torch.float32
         )
         noise = drawn[state.batch_index : state.batch_index + 1].to(self.device)
+        start = None
+        if state.start is not None:
+            start = cast(torch.Tensor, state.start.value).to(self.device, torch.float32)
+        if state.image is not None:
+            # diffusers' img2img: the posterior sampled from the seed's generator, then the
+            # noise drawn from the same generator.
+            generator = torch.Generator("cpu").manual_seed(state.seed)
+            start = self._encode_image(state, generator)
+            noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(self.device)
         if state.positive is None:
             state.positive = self.text_encoder.encode_at(state.prompt, state.clip_skip)
         if state.cfg and state.negative is None:
@@ -93,14 +114,19 @@ class SDXLStepPipeline:
             sampler=state.sampler,
             schedule=state.schedule,
             denoise=state.denoise,
+            skip=0 if state.image is None else img2img_start(state.steps, state.strength),
             seed=state.seed,
             row=state.batch_index,
         )
-        start = None
-        if state.start is not None:
-            start = cast(torch.Tensor, state.start.value).to(self.device, torch.float32)
         state.schedule_state = schedule
         state.latents = Latents(schedule.start(noise, start), shape)
+
+    def _encode_image(self, state: SDXLRequest, generator: torch.Generator) -> torch.Tensor:
+        source = cast(Image.Image, state.image).convert("RGB")
+        if source.size != (state.width, state.height):
+            source = source.resize((state.width, state.height), Image.Resampling.LANCZOS)
+        encoded = cast(torch.Tensor, self.vae.encode(source, generator).value)
+        return encoded.to(self.device, torch.float32)
 
     def denoise_step(self, states: Sequence[SDXLRequest], /) -> list[torch.Tensor]:
         with torch.inference_mode():

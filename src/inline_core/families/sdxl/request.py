@@ -35,6 +35,8 @@ class SDXLRequest:
     clip_skip: int = DEFAULT_CLIP_SKIP
     denoise: float = 1.0  # ComfyUI's: run the last `steps` of a `steps / denoise` schedule
     start: Latents | None = None  # latents to start from (noised to the first sigma), else noise
+    image: Any = None  # img2img source (a PIL image); resized to width x height
+    strength: float = 0.6  # img2img: the share of the steps that run, as diffusers counts it
     batch_size: int = 1  # a latent batch's noise is drawn at once, as KSampler draws it
     batch_index: int = 0
     positive: Conditioning | None = None
@@ -52,7 +54,9 @@ class SDXLRequest:
     def step_count(self) -> int:
         if self.schedule_state is not None:
             return int(self.schedule_state.step_count)
-        return self.steps
+        if self.image is None:
+            return self.steps
+        return self.steps - img2img_start(self.steps, self.strength)
 
     @property
     def done(self) -> bool:
@@ -67,6 +71,12 @@ class SDXLRequest:
     def tokens(self) -> int:
         cells = (self.height // LATENT_FACTOR) * (self.width // LATENT_FACTOR)
         return cells * (2 if self.cfg else 1)
+
+
+def img2img_start(steps: int, strength: float) -> int:
+    """The first step an img2img render runs: `StableDiffusionXLImg2ImgPipeline.get_timesteps`
+    (which rounds the steps that run down, where the flow pipelines round the skipped ones)."""
+    return steps - min(int(steps * strength), steps)
 
 
 def new_request(model_key: Hashable, **kwargs: Any) -> SDXLRequest:
@@ -86,4 +96,11 @@ def new_request(model_key: Hashable, **kwargs: Any) -> SDXLRequest:
         )
     if state.steps < 1 or denoise_window(state.steps, state.denoise)[0] < 1:
         raise InvalidRequest("a render needs at least one step")
+    if state.image is not None and state.start is not None:
+        raise InvalidRequest("an img2img image and starting latents are two starts: pass one")
+    if state.step_count < 1:
+        raise InvalidRequest(
+            f"strength {state.strength:g} leaves no step to run out of {state.steps}; "
+            "raise the strength or the steps"
+        )
     return state

@@ -57,12 +57,15 @@ class DiscreteSchedule:
         sampler: str,
         schedule: str,
         denoise: float = 1.0,
+        skip: int = 0,
         seed: int = 0,
         row: int = 0,
     ) -> DiscreteSchedule:
+        """`denoise` is ComfyUI's (the last `steps` of a longer schedule); `skip` drops the first
+        steps of this one (img2img's strength, as diffusers counts it)."""
         sampling = discrete_sampling(config)
         total, first = denoise_window(steps, denoise)
-        sigmas = schedule_sigmas(schedule, sampling, total)[first:]
+        sigmas = schedule_sigmas(schedule, sampling, total)[first + skip :]
         noise = RowNoise([row_generator(seed, row)])
         return cls(sampling, sigmas, SigmaStepper(sampler, sampling, sigmas, None, noise))
 

@@ -93,12 +93,15 @@ SKYREELS_DESCRIPTOR = NodeDescriptor(
         TEXT_ENCODER,
         ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),
     ),
+    # Its render takes interactions at chunk boundaries (`server/interactions.py`).
+    extra={"interactions": True},
     description=(
         "Text to video with SkyReels-V2 diffusion forcing (1.3B or 14B). A video longer than "
         "base_frames renders in chunks of base_frames, each starting from the last overlap "
         "frames of the video so far; ar_step above 0 renders each causal block of "
-        "causal_block_size latent frames that many steps behind the one before. frames is "
-        "4k+1; format png is a lossless APNG."
+        "causal_block_size latent frames that many steps behind the one before. While it "
+        "renders, POST /v1/runs/{id}/interactions changes the prompt, negative prompt or "
+        "guidance from the next chunk on. frames is 4k+1; format png is a lossless APNG."
     ),
 )
 

@@ -67,6 +67,10 @@ class SkyReelsRequest:
     on_chunk: Any = field(default=None, metadata=LOCAL)
 
     @property
+    def chunk_count(self) -> int:
+        return len(self.plan)
+
+    @property
     def cfg(self) -> bool:
         return self.guidance > 1
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inline_core.diffusion.sigma.algorithms import first_order, multistep, sde, two_stage
+from inline_core.diffusion.sigma.algorithms import deis, first_order, multistep, sde, two_stage
 from inline_core.diffusion.sigma.algorithms.unipc import UniPC
 from inline_core.diffusion.sigma.algorithms.walk import Algorithm
 from inline_core.graph.sampler_names import SIGMA_SAMPLERS
@@ -36,5 +36,6 @@ ALGORITHMS: dict[str, Algorithm] = {
     "dpmpp_3m_sde_gpu": sde.dpmpp_3m_sde,
     "uni_pc": UniPC("bh1").algorithm,
     "uni_pc_bh2": UniPC("bh2").algorithm,
+    "deis": deis.deis,
 }
 assert tuple(ALGORITHMS) == SIGMA_SAMPLERS
