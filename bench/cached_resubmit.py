@@ -17,7 +17,6 @@ import argparse
 import io
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from typing import Any
 
 import httpx
 from png_encode import pictures
+from server_process import start_server
 from websockets.sync.client import connect
 
 from inline_core.media import MediaKind
@@ -82,46 +82,19 @@ def take_ab(size: int, repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def server_spans(size: int, renders: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        models, port = Path(tmp) / "models", free_port()
+        models = Path(tmp) / "models"
         cli = str(Path(sys.executable).parent / "inline-core")
         subprocess.run(
             [cli, "kit", "--out", str(models)],
             check=True,
             capture_output=True,
         )
-        env = dict(
-            os.environ,
-            INLINE_MODELS_DIR=str(models),
-            INLINE_DATA_DIR=str(Path(tmp) / "d"),
-            INLINE_PORT=str(port),
-        )
-        proc = subprocess.Popen(
-            [cli],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        base = f"127.0.0.1:{port}"
+        server = start_server(models, Path(tmp) / "d", Path(tmp) / "server.log")
+        base = server.base.removeprefix("http://")
         try:
             client = httpx.Client(timeout=120)
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if client.get(f"http://{base}/v1/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit("the server did not start")
-                time.sleep(0.2)
             graph = {
                 "schemaVersion": 1,
                 "nodes": [
@@ -158,8 +131,7 @@ def server_spans(size: int, renders: int) -> dict[str, float]:
                 if i:  # the first one renders
                     spans.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3))
         finally:
-            proc.terminate()
-            proc.wait(30)
+            server.stop()
     names = ("postMs", "toDoneMs", "runJsonMs", "takeBytesMs")
     result = {
         n: round(statistics.median(s[k] for s in spans) * 1000, 2) for k, n in enumerate(names)

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,44 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from server_process import ServerProcess, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "cancel_latency.json"
 STEPS = 50
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(
-    src: Path, models: Path, data: Path, log: Path
-) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INLINE_")}
-    env.update(
-        INLINE_MODELS_DIR=str(models),
-        INLINE_DATA_DIR=str(data),
-        INLINE_PORT=str(port),
-        INLINE_PROFILE="cpu",
-        PYTHONPATH=str(src),
-    )
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "inline_core.server"], env=env, stdout=out, stderr=out
-        )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/v1/health", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"the server did not start: {log.read_text()[-2000:]}")
 
 
 def graph(seed: int, size: int) -> dict[str, Any]:
@@ -145,19 +111,20 @@ def main() -> None:
             capture_output=True,
             env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
         )
-        servers = {
-            name: start_server(src, models, root / f"data-{name}", root / f"{name}.log")
+        servers: dict[str, ServerProcess] = {
+            name: start_server(
+                models, root / f"data-{name}", root / f"{name}.log", src=src, clean_env=True
+            )
             for name, src in sides.items()
         }
         rows: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
         try:
             for seed in range(args.trials):
-                for name, (_proc, base) in servers.items():
-                    rows[name].append(trial(base, seed, args.size, rng))
+                for name, server in servers.items():
+                    rows[name].append(trial(server.base, seed, args.size, rng))
         finally:
-            for proc, _base in servers.values():
-                proc.kill()
-                proc.wait()
+            for server in servers.values():
+                server.stop()
     load = os.getloadavg()[0]
     print(
         f"{'side':<8} {'step s':>8} {'forward s':>10} {'cancelled s':>12} {'max':>6} "

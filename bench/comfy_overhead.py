@@ -20,7 +20,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from server_process import start_server
 from websockets.sync.client import ClientConnection, connect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,43 +36,6 @@ RESULTS = ROOT / "bench" / "results" / "comfy_overhead.json"
 sys.path.insert(0, str(ROOT))
 
 from tests.comfyapi.comfy_support import zimage_prompt  # noqa: E402
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(root: Path, models: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = dict(os.environ)
-    env.update(
-        {
-            "INLINE_DATA_DIR": str(root / "data"),
-            "INLINE_MODELS_DIR": str(models),
-            "INLINE_PORT": str(port),
-            "INLINE_HOST": "127.0.0.1",
-            "INLINE_PROFILE": "cpu",
-            "INLINE_DTYPE": "float32",
-        }
-    )
-    log = (root / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "inline_core.server"], env=env, stdout=log, stderr=log
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/v1/health", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("the server did not start: see " + str(root / "server.log"))
 
 
 def comfy_render(base: str, ws: ClientConnection, client_id: str, seed: int) -> float:
@@ -218,7 +181,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         build_kit(root / "models")
-        proc, base = start_server(root, root / "models")
+        server = start_server(
+            root / "models", root / "data", root / "server.log", env={"INLINE_DTYPE": "float32"}
+        )
+        base = server.base
         try:
             imported = httpx.post(base + "/v1/import/comfy", json=zimage_prompt(steps=2, size=64))
             graph, target = imported.json()["graph"], imported.json()["target"]
@@ -242,8 +208,7 @@ def main() -> None:
                 for i in range(args.submits)
             ]
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            server.stop()
         work = layer_work(root / "models", root / "work-data", args.repeats)
     pairs = [c - v for c, v in zip(comfy, v1, strict=True)]
     result: dict[str, Any] = {

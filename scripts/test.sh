@@ -13,15 +13,17 @@ INLINE_TEST_CHROMIUM="$(scripts/ensure-chromium.sh)"
 export INLINE_TEST_CHROMIUM INLINE_TEST_REQUIRE_CHROMIUM=1
 echo "== ruff"
 .venv/bin/ruff check .
-# pyright runs beside pytest: it is one process on one core, and pytest leaves a core idle much of
-# the time (collection, single-threaded tests). Its report is printed after pytest's.
+# pytest runs on two xdist workers (`-n 0` after this script's name runs it in one process): each
+# module on one worker, every module that starts worker groups on the same one
+# (tests/worker_groups.py). pyright runs beside it, one process on one core, and its report is
+# printed after pytest's.
 pyright_log="$(mktemp)"
 .venv/bin/pyright >"$pyright_log" 2>&1 &
 pyright_pid=$!
 trap 'kill "$pyright_pid" 2>/dev/null || true; rm -f "$pyright_log"' EXIT
 echo "== pytest (pyright beside it)"
 pytest_status=0
-.venv/bin/pytest -q --durations=25 "$@" || pytest_status=$?
+.venv/bin/pytest -q --durations=25 -n 2 --dist loadgroup "$@" || pytest_status=$?
 pyright_status=0
 wait "$pyright_pid" || pyright_status=$?
 echo "== pyright"

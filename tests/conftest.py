@@ -13,7 +13,13 @@ from collections.abc import Generator, Iterator
 import pytest
 
 from tests.postgres_cluster import PostgresCluster, postgres_bin
-from tests.worker_groups import SHARED, SharedGroups, after_teardown, run_beside_each_other
+from tests.worker_groups import (
+    SHARED,
+    SharedGroups,
+    after_teardown,
+    group_for_xdist,
+    run_beside_each_other,
+)
 
 BACKENDS = ("sqlite", "postgresql")
 # The tiny-model parity tests compare with diffusers in float32 on any CPU (auto would pick bf16
@@ -26,8 +32,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SHARED] = SharedGroups()
 
 
+# First: xdist's own hook (on its workers) reads the `xdist_group` marks added here.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     run_beside_each_other(items)  # the modules on one shared worker group, one after another
+    group_for_xdist(items)  # ... and on one xdist worker, each module on one
 
 
 @pytest.hookimpl(wrapper=True)

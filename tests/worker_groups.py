@@ -6,6 +6,13 @@ per test run: `tests/conftest.py` runs those modules one after another and close
 the last of their tests, so no other test (one that counts the processes below it, or kills
 ranks) ever sees it. A test that kills ranks or tests a group's start keeps a group of its own
 (`worker_group` without a key).
+
+Under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`) every module is one
+`xdist_group`, so its module-scoped fixtures (servers, kits) start once and its tests keep their
+order. Every module marked `worker_group` is in one `xdist_group` together: they run one after
+another on one xdist worker, as in a lone process, so the shared groups start and close as
+they do there, and no two worker groups ever compute on the machine's cores at once (a rank
+starved by another group's ranks misses its heartbeats and is taken for hung).
 """
 
 from __future__ import annotations
@@ -86,6 +93,20 @@ def run_beside_each_other(items: list[pytest.Item]) -> None:
         module_rank[module] = first_of_key.setdefault(key, index) if key else index
     order = {module: (rank, i) for i, (module, rank) in enumerate(module_rank.items())}
     items.sort(key=lambda item: order[_module_of(item)])
+
+
+# The `xdist_group` of every module that starts worker groups.
+XDIST_WORKER_GROUPS = "worker-groups"
+
+
+def group_for_xdist(items: list[pytest.Item]) -> None:
+    """Mark each item with the `xdist_group` it is scheduled in: the worker groups' one if a
+    test of its module is marked `worker_group`, else its module's."""
+    starting = {_module_of(item) for item in items if item.get_closest_marker(MARK) is not None}
+    for item in items:
+        module = _module_of(item)
+        name = XDIST_WORKER_GROUPS if module in starting else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(name))
 
 
 def after_teardown(groups: SharedGroups, item: pytest.Item, nextitem: pytest.Item | None) -> None:

@@ -11,19 +11,23 @@ from inline_core.media import MediaKind
 
 @dataclass(frozen=True)
 class MediaFacts:
-    """What a take's file holds, read from its bytes: its content type and size, and a video's
-    frame count and rate (None where the file does not say, e.g. an MP4 without PyAV)."""
+    """What a take's file holds, read from its bytes: its content type and size, a video's
+    frame count and rate, and the sound's rate, channels and length (a video's soundtrack, or an
+    audio take's); None where the file does not say (e.g. an MP4 without PyAV)."""
 
     content_type: str
     width: int | None = None
     height: int | None = None
     frames: int | None = None  # a video's
     fps: float | None = None  # a video's
+    sample_rate: int | None = None  # its sound's
+    channels: int | None = None
+    audio_s: float | None = None  # how long its sound plays
 
     @property
     def duration_s(self) -> float | None:
         if self.frames is None or not self.fps:
-            return None
+            return self.audio_s  # an audio take's
         return self.frames / self.fps
 
     def to_json(self) -> dict[str, Any]:
@@ -34,6 +38,9 @@ class MediaFacts:
             "height": self.height,
             "frames": self.frames,
             "fps": self.fps,
+            "sample_rate": self.sample_rate,
+            "channels": self.channels,
+            "audio_s": self.audio_s,
         }
 
     @classmethod
@@ -45,6 +52,9 @@ class MediaFacts:
             height=raw.get("height"),
             frames=raw.get("frames"),
             fps=raw.get("fps"),
+            sample_rate=raw.get("sample_rate"),
+            channels=raw.get("channels"),
+            audio_s=raw.get("audio_s"),
         )
 
 

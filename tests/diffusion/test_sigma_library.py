@@ -181,8 +181,8 @@ def test_flow_snr_samplers_start_a_hair_below_sigma_one() -> None:
 
 
 def test_an_unknown_sampler_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="'uni_pc'"):
-        call_sigmas("uni_pc", DiscreteSampling(), [1.0, 0.0])
+    with pytest.raises(ValueError, match="'seeds_2'"):
+        call_sigmas("seeds_2", DiscreteSampling(), [1.0, 0.0])
 
 
 def test_variable_step_ipndm_is_ipndm_on_even_steps() -> None:

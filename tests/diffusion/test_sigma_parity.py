@@ -183,3 +183,55 @@ def test_dpm_2_is_diffusers_kdpm2() -> None:
     theirs, their_calls = ve_loop(s, x)
     close(ours, theirs, 1e-4)
     assert calls == their_calls == 15  # the last step, down to 0, is one Euler call
+
+
+def calls_and_result(
+    name: str, sampling: ModelSampling, sigmas: list[float], x: torch.Tensor, seed: int = 0
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Every point the model is fed, and the result."""
+    noise = RowNoise([torch.Generator().manual_seed(seed)])
+    stepper = SigmaStepper(name, sampling, sigmas, x, noise)
+    fed: list[torch.Tensor] = []
+    while stepper.result is None:
+        point, sigma = stepper.call
+        fed.append(model_input(sampling, point, sigma))
+        stepper.advance(toy(fed[-1]))
+    return fed, stepper.result
+
+
+def test_lms_is_diffusers_lms_until_comfyuis_last_step() -> None:
+    pytest.importorskip("scipy")  # diffusers integrates LMS's coefficients with scipy
+    s = scheduler("LMSDiscreteScheduler", use_karras_sigmas=True)
+    s.set_timesteps(10)
+    sigmas = sigmas_of(s)
+    x = start() * sigmas[0]
+    fed, result = calls_and_result("lms", DiscreteSampling(), sigmas, x)
+    theirs, their_fed = x, list[torch.Tensor]()
+    for t in s.timesteps:
+        their_fed.append(s.scale_model_input(theirs, t))
+        theirs = s.step(toy(their_fed[-1]), t, theirs, return_dict=False)[0]
+    assert len(fed) == len(their_fed) == 10
+    for ours_in, their_in in zip(fed, their_fed, strict=True):
+        close(ours_in, their_in, 1e-4)  # diffusers integrates numerically (epsrel 1e-4)
+    # ComfyUI's (and the library's) last step to 0 is the model's clean estimate, where
+    # diffusers integrates its polynomial down to 0.
+    last, sigma = fed[-1] * (sigmas[-2] ** 2 + 1) ** 0.5, sigmas[-2]
+    torch.testing.assert_close(result, last - sigma * toy(fed[-1]), atol=1e-5, rtol=0)
+
+
+def test_lcm_is_diffusers_lcm_with_the_same_noise() -> None:
+    s = scheduler("LCMScheduler")
+    s.set_timesteps(4)
+    sampling = DiscreteSampling()
+    sigmas = [float(sampling.sigmas[int(t)]) for t in s.timesteps] + [0.0]
+    x = start() * (sigmas[0] ** 2 + 1) ** 0.5
+    fed, result = calls_and_result("lcm", sampling, sigmas, x, seed=6)
+    generator = torch.Generator().manual_seed(6)
+    theirs = x / (sigmas[0] ** 2 + 1) ** 0.5
+    for i, t in enumerate(s.timesteps):
+        close(fed[i], theirs, 1e-4)
+        theirs = s.step(toy(theirs), t, theirs, generator=generator, return_dict=False)[0]
+    # LCM's boundary condition (c_skip at most 1e-5 here) is all that differs.
+    close(result, theirs, 1e-4)
+    _, other = calls_and_result("lcm", sampling, sigmas, x, seed=7)
+    assert float((other - result).abs().max()) > 1e-3  # the noise is what differs

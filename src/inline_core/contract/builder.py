@@ -53,6 +53,9 @@ class FamilyBuilder(Protocol):
     # part -> the device policy role it is placed as ("transformer": "denoiser", ...); parts with
     # no role (a tokenizer, a scheduler config) are not placed and cost no memory.
     roles: Mapping[str, str]
+    # Optional `shared_parts`: part -> the shared format it loads in (e.g. "text_encoder":
+    # "qwen3"): the same files on the same placement load once for every family that shares it
+    # (`engine/stacks.py`); the family's own objects over it are still its own.
 
     def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
         """Load one part (`source` None: the family's built-in default, e.g. its scheduler)."""

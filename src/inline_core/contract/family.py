@@ -44,8 +44,10 @@ class Lowered:
 
 
 class Family(ABC):
-    """One model family. Subclasses set the class attributes and implement `nodes`, `rules` and
-    `lower`; the rest has defaults that fit a family without a split or a kit."""
+    """One model family. Subclasses set the class attributes and implement `nodes`, `rules`,
+    `lower` and `new_request`; the rest has defaults that fit a family without a split or a kit.
+    What only some families do (control models, their inpainting, a ComfyUI recipe) is an
+    optional protocol a family implements by defining its methods (`contract/supports.py`)."""
 
     name: ClassVar[str]  # "z-image": how handles, rank specs and health name it
     title: ClassVar[str]  # "Z-Image"
@@ -56,9 +58,6 @@ class Family(ABC):
     # How ComfyUI workflows built for it load its text encoder (CLIPLoader's `type`, e.g.
     # "lumina2"): with its model rule's file name, how the importer recognises them.
     comfy_text_encoder_types: ClassVar[tuple[str, ...]] = ()
-    # The node its ComfyUI workflows collapse onto (loaders, prompts, latent, sampler, decode and
-    # save as one node) when it serves no low-level vocabulary; None: they are refused.
-    comfy_node: ClassVar[str | None] = None
     kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
     # "package.module:main" behind `inline-core download` (usually `download_command(table)`)
     download: ClassVar[str | None] = None
@@ -154,24 +153,6 @@ class Family(ABC):
         primitive such as `load/controlnet`, without) cannot run under `split`, the split this
         server runs its model with, for a 422 at submit (e.g. a control model, or a token
         sequence its ranks cannot share evenly); None (the default): it can."""
-        return None
-
-    def control_use(self, name: str, strength: float, node_id: str | None) -> object | None:
-        """The family's record of `controlnet/<name>` at `strength` for `load/controlnet` (what
-        its requests take as `control`); None: this family takes no control models. Raise an
-        `InlineError` for a file it cannot use, naming it and what was expected."""
-        return None
-
-    def control_inpaints(self, name: str) -> bool | None:
-        """Whether its control model `controlnet/<name>` takes an inpaint mask and an image to
-        inpaint (`load/controlnet`'s `mask` and `inpaint_image`); None: the file is not one of
-        its control models (or cannot be read). The importer asks it too."""
-        return None
-
-    def check_control_inputs(self, name: str, wired: frozenset[str], node_id: str) -> None:
-        """Refuse at submit the inputs wired into a `load/controlnet` of its control model
-        `controlnet/<name>` that the model cannot take (raise an `InlineError` naming the file
-        and what to use instead); by default everything passes."""
         return None
 
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:

@@ -3,7 +3,7 @@
 Each part of a stack is found, in order of precedence:
 1. the family's override variable for it (e.g. `INLINE_<FAMILY>_VAE`), read from the config;
 2. for the diffusion model, the node's `model` param (a name in `diffusion_models/`, or of an
-   all-in-one checkpoint in `checkpoints/`);
+   all-in-one checkpoint in `checkpoints/`: a file, or a diffusers pipeline folder);
 3. the diffusers pipeline folder the model came from (its `vae/`, `text_encoder/`, `tokenizer/`,
    `scheduler/` subfolders);
 4. a scan of the ComfyUI category folders, scoring each file or folder with the family's rule
@@ -58,6 +58,7 @@ class ModelRule:
     recognize: Callable[[Shapes], bool]  # a single file, from its header's shapes
     name: re.Pattern[str] | None  # a file whose header is unreadable, claimed by its name
     hint: str  # where to put one; "{root}" is the models root
+    subfolder: str = "transformer"  # its folder in a diffusers pipeline folder (a UNet's "unet")
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,9 @@ class PartRule:
     override: str | None
     score: Score
     hint: str  # "{root}" is the models root
+    # The names of the checkpoint views that hold it where a checkpoint holds several of its
+    # kind (SDXL's two text encoders: `conditioner.embedders.0.` and `.1.`); empty: the first.
+    checkpoint_views: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,10 @@ class StackResolver:
             try:
                 path = self.catalog.path("diffusion_models", model)
             except NotFound:
+                folder = self._checkpoint_folder(model)
+                if folder is not None:
+                    source, root, _ = self._diffusion_at(folder, f"checkpoints/{model}", missing)
+                    return source, root, model
                 checkpoint = self._checkpoint_model(model)
                 if checkpoint is not None:
                     return checkpoint, None, model
@@ -217,6 +225,10 @@ class StackResolver:
         )
         if entry is None:
             for checkpoint in self.catalog.entries("checkpoints"):
+                folder = self._checkpoint_folder(checkpoint.name)
+                if folder is not None:
+                    source, root, _ = self._diffusion_at(folder, checkpoint.name, missing)
+                    return source, root, checkpoint.name
                 source = self._checkpoint_model(checkpoint.name)
                 if source is not None:
                     return source, None, checkpoint.name
@@ -232,7 +244,7 @@ class StackResolver:
             return Source(path), None, label
         if path.is_dir():
             if (path / "model_index.json").is_file():
-                return Source(path, TRANSFORMER), path, label
+                return Source(path, self.rules.model.subfolder), path, label
             if (path / "config.json").is_file():
                 return Source(path), None, label
             missing.append(
@@ -244,7 +256,7 @@ class StackResolver:
         if REPO_ID.match(str(path)):
             cached = cached_snapshot(str(path))
             if cached is not None:
-                return Source(cached, TRANSFORMER), cached, str(path)
+                return Source(cached, self.rules.model.subfolder), cached, str(path)
             missing.append(
                 Missing(
                     "diffusion model",
@@ -255,6 +267,17 @@ class StackResolver:
             return None, None, str(path)
         missing.append(Missing("diffusion model", f"{label}={path} does not exist"))
         return None, None, label
+
+    def _checkpoint_folder(self, name: str) -> Path | None:
+        """A diffusers pipeline folder of this family's in `checkpoints/` (all its parts in one,
+        as a checkpoint file has them)."""
+        try:
+            entry = self.catalog.entry("checkpoints", name)
+        except NotFound:
+            return None
+        if not entry.is_folder or not (entry.path / "model_index.json").is_file():
+            return None
+        return entry.path if self.recognizes_model(entry) else None
 
     def _checkpoint_model(self, name: str) -> Source | None:
         """The diffusion model of the `checkpoints/` entry `name`, when it is this family's."""
@@ -301,7 +324,8 @@ class StackResolver:
             return Source(pipeline_root, rule.subfolder)
         if transformer is not None and transformer.view is not None:
             kind = CHECKPOINT_PARTS.get(rule.category)
-            view = view_of(checkpoint_views(transformer.path) or (), kind or "")
+            views = checkpoint_views(transformer.path) or ()
+            view = view_of(views, kind or "", rule.checkpoint_views)
             if view is not None:  # the checkpoint's own part: the loader checks its format
                 return Source(transformer.path, view=view.prefix)
         entry = _best(self.catalog.entries(rule.category), lambda e: rule.score(e, transformer))
@@ -385,7 +409,7 @@ class StackResolver:
         path = entry.path
         if entry.is_folder and (path / "model_index.json").is_file():
             scheduler = Source(path, SCHEDULER) if (path / SCHEDULER).is_dir() else None
-            return Source(path, TRANSFORMER), scheduler
+            return Source(path, self.rules.model.subfolder), scheduler
         return Source(path), None
 
     def part_rule(self, part: str) -> PartRule:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.discovery import FamilyEntry, discover
 from inline_core.contract.family import Family
+from inline_core.contract.supports import comfy_recipe_of, supports_control_inpaint
 from inline_core.errors import NotFound
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.catalog import Catalog
@@ -98,7 +100,14 @@ class Families:
 
     def own_node(self, family: str) -> NodeDescriptor | None:
         chosen = self.named(family)
-        return next((d for d in chosen.nodes() if d.type == chosen.comfy_node), None)
+        recipe = comfy_recipe_of(chosen)
+        own = recipe.own_node if recipe is not None else None
+        if own is None:
+            return None
+        return next((d for d in chosen.nodes() if d.type == own.node), None)
+
+    def comfy_recipe(self, family: str) -> ComfyRecipe | None:
+        return comfy_recipe_of(self.named(family))
 
     def text_encoder_types(self, family: str) -> tuple[str, ...]:
         return self.named(family).comfy_text_encoder_types
@@ -124,6 +133,8 @@ class Families:
         """Whether `controlnet/<file_name>` takes an inpaint mask and an image to inpaint, as
         the family whose control model it is says; None when none takes it."""
         for family in self._families:
+            if not supports_control_inpaint(family):
+                continue
             found = family.control_inpaints(file_name)
             if found is not None:
                 return found

@@ -278,6 +278,8 @@ class ModelRuntime:
         stacks = self._stacks
         if stacks is not None and (kept := stacks.kept_weights()):
             body["keptWeights"] = kept  # parts computing from their file's dtype, mapped
+        if stacks is not None and (shared := stacks.shared()):
+            body["shared"] = shared  # parts loaded once for several families
         group = self._group
         if group is not None:
             body["workerGroup"] = group.stats()

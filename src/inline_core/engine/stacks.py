@@ -73,6 +73,7 @@ class Stacks:
         # render (a run id) -> the resident keys it has used
         self._renders: OrderedDict[Hashable, set[Hashable]] = OrderedDict()
         self._storage = KeptWeights(lambda: runtime.residency.budget_bytes)
+        self._sharers: dict[Hashable, set[str]] = {}  # a shared part's key -> its families
 
     def builder(self, family: Family) -> FamilyBuilder:
         with self._lock:
@@ -99,7 +100,13 @@ class Stacks:
         if placement is not None and source is not None:
             placement = self._storage.placement(f"{family.title} {name}", source, placement)
         identity = DEFAULT if source is None else source.identity()
-        key = (family.name, name, identity, placement)
+        # A part whose format families share (`FamilyBuilder.shared_parts`: a text encoder file
+        # two families read) is keyed by that format, not the family: loaded once for both.
+        owner = shared_owner(builder, name) or family.name
+        key = (owner, name, identity, placement)
+        if owner != family.name:
+            with self._lock:
+                self._sharers.setdefault(key, set()).add(family.name)
         load = _sized(lambda: builder.load(name, source, placement))
         value = self.runtime.residency.get(key, load, keep=self._kept(held))
         held.add(key)
@@ -112,6 +119,19 @@ class Stacks:
         with self._lock:
             others = [keys for render, keys in self._renders.items() if render in in_progress]
             return frozenset(held).union(*others)
+
+    def shared(self) -> list[dict[str, Any]]:
+        """Resident parts more than one family has used (health's residency `shared`)."""
+        residency = self.runtime.residency
+        with self._lock:
+            sharers = [(key, sorted(names)) for key, names in self._sharers.items()]
+        out: list[dict[str, Any]] = []
+        for key, names in sharers:
+            if len(names) < 2 or residency.peek(key) is None:
+                continue
+            owner, part, identity, _placement = cast(tuple[str, str, str, object], key)
+            out.append({"format": owner, "part": part, "files": identity, "families": names})
+        return out
 
     def kept_weights(self) -> list[dict[str, str]]:
         """The parts computing from weights kept in their file's dtype."""
@@ -200,7 +220,8 @@ class Stacks:
         loaded = {name: self._part(family, name, source, held) for name, source in named.items()}
         keys = tuple(key for key, _value in loaded.values())
         values = tuple(value for _key, value in loaded.values())
-        memo_key = (what, *keys)
+        # Keyed by family too: a part two families share is assembled by each its own way.
+        memo_key = (what, family.name, *keys)
         with self._lock:
             self._forget_evicted()
             known = self._memo.get(memo_key)
@@ -238,9 +259,15 @@ class Stacks:
         """Drop objects holding a part the cache evicted, so its memory can be freed."""
         residency = self.runtime.residency
         for memo_key, (values, _made) in list(self._memo.items()):
-            part_keys = memo_key[1:]
+            part_keys = memo_key[2:]
             if any(residency.peek(k) is not v for k, v in zip(part_keys, values, strict=True)):
                 del self._memo[memo_key]
+
+
+def shared_owner(builder: FamilyBuilder, part: str) -> str | None:
+    """The format a builder shares `part` in with other families (None: its own)."""
+    shared = cast(Mapping[str, str], getattr(builder, "shared_parts", {}))
+    return shared.get(part)
 
 
 class ResidentCopies:

@@ -120,6 +120,8 @@ class Executor:
             failure = RunFailed(f"{type(exc).__name__}: {exc}", node_id=node.id)
             ctx.events(NodeFailed(ctx.run_id, node.id, failure.message))
             raise failure from exc
+        if not result.cacheable:  # e.g. steered while it rendered: not what its key says
+            key = None
         if self.cache is not None and key is not None:
             self.cache.put(key, result.outputs, result.takes, previews)
         ctx.events(NodeDone(ctx.run_id, node.id, cached=False, takes=result.takes))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from inline_core.errors import InvalidGraph
@@ -98,7 +98,23 @@ def _is_path(value: str) -> bool:
     return any(part in ("", ".", "..") for part in value.split("/"))
 
 
-def _select(spec: ParamSpec, node_id: str, value: object, catalog: CatalogView) -> str:
+# A node's picker options in the order its node offers them (a family's own files first), or
+# None where the node orders nothing: `Families.picker_options`.
+PickerOrder = Callable[[str, str], list[str] | None]
+
+
+def no_picker_order(_node_type: str, _category: str) -> list[str] | None:
+    return None
+
+
+def _select(
+    spec: ParamSpec,
+    node_id: str,
+    value: object,
+    catalog: CatalogView,
+    node_type: str = "",
+    picker_order: PickerOrder = no_picker_order,
+) -> str:
     if not isinstance(value, str):
         raise _fail(node_id, spec, f"must be a string, got {type(value).__name__}")
     if len(value) > MAX_SELECT_LENGTH:
@@ -116,8 +132,10 @@ def _select(spec: ParamSpec, node_id: str, value: object, catalog: CatalogView) 
                 )
             if not listed:
                 problem = f"names {_quote(value)}, but there are no models in {spec.options_from}/"
-            else:  # every file: the right one may sort last
-                shown = ", ".join(repr(v) for v in listed)
+            else:  # every file, the node's own first: the right one may sort last
+                ordered = picker_order(node_type, spec.options_from) or []
+                ordered += [name for name in listed if name not in ordered]
+                shown = ", ".join(repr(v) for v in ordered)
                 problem = (
                     f"names {_quote(value)}, which is not in {spec.options_from}/; "
                     f"choose one of {shown}"
@@ -157,7 +175,14 @@ def _media(spec: ParamSpec, node_id: str, value: object) -> dict[str, str]:
     return {"ref": cast(str, ref), "id": ref_id}
 
 
-def _check_value(spec: ParamSpec, node_id: str, value: object, catalog: CatalogView) -> Any:
+def _check_value(
+    spec: ParamSpec,
+    node_id: str,
+    value: object,
+    catalog: CatalogView,
+    node_type: str,
+    picker_order: PickerOrder,
+) -> Any:
     match spec.widget:
         case ParamWidget.TEXT | ParamWidget.TEXTAREA:
             return _text(spec, node_id, value)
@@ -168,7 +193,7 @@ def _check_value(spec: ParamSpec, node_id: str, value: object, catalog: CatalogV
                 raise _fail(node_id, spec, f"must be true or false, got {type(value).__name__}")
             return value
         case ParamWidget.SELECT:
-            return _select(spec, node_id, value, catalog)
+            return _select(spec, node_id, value, catalog, node_type, picker_order)
         case ParamWidget.SEED:
             return _seed(spec, node_id, value)
         case ParamWidget.MEDIA:
@@ -176,7 +201,11 @@ def _check_value(spec: ParamSpec, node_id: str, value: object, catalog: CatalogV
 
 
 def normalize_params(
-    descriptor: NodeDescriptor, node_id: str, params: Mapping[str, Any], catalog: CatalogView
+    descriptor: NodeDescriptor,
+    node_id: str,
+    params: Mapping[str, Any],
+    catalog: CatalogView,
+    picker_order: PickerOrder = no_picker_order,
 ) -> dict[str, Any]:
     """Validate `params` for a node of `descriptor`'s type; return them normalised.
 
@@ -204,7 +233,7 @@ def normalize_params(
                 raise _fail(node_id, spec, "is required")
             out[spec.name] = None
             continue
-        out[spec.name] = _check_value(spec, node_id, value, catalog)
+        out[spec.name] = _check_value(spec, node_id, value, catalog, descriptor.type, picker_order)
     return out
 
 

@@ -51,6 +51,9 @@ class SubmitFacts:
 class NodeResult:
     outputs: Mapping[str, Any]
     takes: tuple[Take, ...] = field(default_factory=tuple[Take, ...])
+    # False: its outputs are not a function of its inputs and params alone (a render changed by
+    # interactions while it ran), so neither they nor anything downstream is cached.
+    cacheable: bool = True
 
 
 class CatalogView(Protocol):

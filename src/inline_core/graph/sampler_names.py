@@ -30,10 +30,14 @@ SIGMA_SAMPLERS: tuple[str, ...] = (
     "dpmpp_2m_sde_gpu",
     "dpmpp_2m_sde_heun_gpu",
     "dpmpp_3m_sde_gpu",
+    # UniPC as diffusers' `UniPCMultistepScheduler` runs it (order 2, its B(h) by name);
+    # ComfyUI's runs order 3 and, on a flow model, the log-SNR of an epsilon model.
+    "uni_pc",
+    "uni_pc_bh2",
+    "deis",
 )
-# Run by diffusers' scheduler on flow sigmas (not yet on the library's sigma steps).
-FLOW_ONLY_SAMPLERS: tuple[str, ...] = ("uni_pc_bh2",)
-SAMPLERS: tuple[str, ...] = SIGMA_SAMPLERS + FLOW_ONLY_SAMPLERS
+UNIPC_SAMPLERS: tuple[str, ...] = ("uni_pc", "uni_pc_bh2")
+SAMPLERS: tuple[str, ...] = SIGMA_SAMPLERS
 
 SCHEDULES: tuple[str, ...] = (
     "simple",

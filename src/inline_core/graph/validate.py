@@ -15,7 +15,12 @@ from typing import cast
 
 from inline_core.errors import InlineError, InvalidGraph, InvalidRequest, ModelMissing
 from inline_core.graph.descriptor import NodeDescriptor
-from inline_core.graph.params import normalize_params, resolve_seeds
+from inline_core.graph.params import (
+    PickerOrder,
+    no_picker_order,
+    normalize_params,
+    resolve_seeds,
+)
 from inline_core.graph.registry import Registry
 from inline_core.graph.runner import CatalogView, NodeRunner, SubmitFacts
 from inline_core.graph.schema import Graph, Node, port_satisfies
@@ -156,6 +161,7 @@ def validate_graph(
     catalog: CatalogView,
     *,
     rng: random.Random | None = None,
+    picker_order: PickerOrder = no_picker_order,
 ) -> ValidatedGraph:
     """Check `graph` for running `target`; return it normalised with its execution order.
 
@@ -176,7 +182,7 @@ def validate_graph(
     for node_id in order:
         node, descriptor = by_id[node_id], descriptors[node_id]
         _check_required_inputs(node, descriptor)
-        params = normalize_params(descriptor, node_id, node.params, catalog)
+        params = normalize_params(descriptor, node_id, node.params, catalog, picker_order)
         normalised[node_id] = replace(node, params=resolve_seeds(descriptor, params, draw))
 
     prepared: dict[str, object] = {}

@@ -6,9 +6,10 @@
 
 All ComfyUI format knowledge lives in this package: `workflow.py` (the flat model and the API
 format), `ui_format.py` (the UI format and its subgraphs), `widgets.py` (ComfyUI's node classes),
-`mapping.py` (onto our node vocabulary; `controls.py` and `inpaint.py` for control patches,
-masks and inpainting), `own_node.py` (a family's template chain onto its own node, for a family
-without the low-level vocabulary), `model_files.py` and `samplers.py` (names onto ours).
+`mapper.py` and its handler modules (onto our node vocabulary: `handlers.py` lists them, with
+the served families' recipes' handlers, `recipes.py`), `own_node.py` (a family's template chain
+onto its own node, as its recipe says, for a family without the low-level vocabulary),
+`model_files.py` and `samplers.py` (names onto ours). The importer names no family.
 Garbage raises `InvalidRequest` (422). A workflow built for a model family this server does not
 run is refused naming the family (`recognise.py`), and so is one whose point is a node we cannot
 apply (a ControlNet: `dropped.py`). Other nodes we cannot map are reported, never fatal, unless
@@ -32,8 +33,9 @@ from inline_core.graph.schema import Graph
 from inline_core.graph.sources import INPUT_IMAGE, INPUT_TEXT
 from inline_core.importer.dropped import Change, UnsupportedNode
 from inline_core.importer.facts import ModelFacts
-from inline_core.importer.mapping import UNUSED, Mapper
-from inline_core.importer.own_node import Collapse
+from inline_core.importer.handlers import CORE, handler_table
+from inline_core.importer.mapper import UNUSED, Mapper
+from inline_core.importer.recipes import Recipes, reader
 from inline_core.importer.recognise import Recognition, recognise
 from inline_core.importer.switches import resolve_switches
 from inline_core.importer.ui_format import read_ui
@@ -133,7 +135,7 @@ def declared_classes(registry: Registry | None) -> dict[str, NodeDescriptor]:
         comfy = descriptor.extra.get("comfy")
         if descriptor.unavailable_reason is None and isinstance(comfy, Mapping):
             name = cast(Mapping[str, object], comfy).get("class")
-            if isinstance(name, str) and name not in Mapper.HANDLERS:
+            if isinstance(name, str) and name not in CORE:
                 out.setdefault(name, descriptor)
     return out
 
@@ -166,7 +168,9 @@ def import_comfy(
     names onto the catalog's, as the caller chose them.
     """
     declared = declared_classes(registry)
-    flat = resolve_switches(read_workflow(workflow, _widget_orders(declared)))
+    recipes = Recipes.served(facts)
+    orders = {**recipes.widget_orders(), **_widget_orders(declared)}
+    flat = resolve_switches(read_workflow(workflow, orders))
     renamed = dict(models or {})
     family = recognise(flat, facts, catalog, renamed) if facts is not None else Recognition(None)
     descriptors = {**vocabulary(registry), **{d.type: d for d in declared.values()}}
@@ -176,13 +180,24 @@ def import_comfy(
             registry.descriptor(own.type) if registry is not None and own.type in registry else own
         )
         descriptors[own.type] = own
+    own_handlers, other_handlers = recipes.handlers(family.family)
     mapper = Mapper(
-        flat, catalog, descriptors, dict(assets or {}), facts, declared, renamed, family.family
+        flat,
+        catalog,
+        descriptors,
+        dict(assets or {}),
+        handler_table(own_handlers, other_handlers, declared),
+        recipes.output_types(),
+        facts,
+        renamed=renamed,
+        family=family.family,
     )
     for warning in family.warnings:
         mapper.warn(warning)
-    if own is not None and family.family is not None:
-        target = Collapse(mapper, family.family, own, family.refusal).run()
+    recipe = recipes.by_family.get(family.family) if family.family is not None else None
+    if own is not None and family.family is not None and recipe is not None and recipe.own_node:
+        collapse = reader(family.family, recipe)
+        target = collapse(mapper, family.family, own, family.refusal, recipe.own_node).run()
     else:
         target = mapper.run()
     if target is not None and mapper.passed_images and not _samples(mapper.graph(), target):

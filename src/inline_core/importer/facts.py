@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.graph.descriptor import NodeDescriptor
 
 
@@ -31,7 +32,11 @@ class ModelFacts(Protocol):
 
     def own_node(self, family: str) -> NodeDescriptor | None:
         """The node a workflow for `family` collapses onto when the family serves no low-level
-        vocabulary (Wan's `alibaba/wan`); None: such workflows are refused."""
+        vocabulary (its recipe's `own_node`); None: such workflows are refused."""
+        ...
+
+    def comfy_recipe(self, family: str) -> ComfyRecipe | None:
+        """`family`'s ComfyUI recipe: its classes' handlers, its own node's chain."""
         ...
 
     def text_encoder_types(self, family: str) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""ComfyUI's masks and inpaint nodes onto ours (the mapping's handlers for them).
+"""ComfyUI's masks and inpaint nodes onto ours (the core's handlers for them).
 
 A ComfyUI MASK (1 repaints) is one of our `mask` values (an `L` image, white repaints):
 
@@ -22,24 +22,21 @@ The latent's noise mask, which `sample` applies at every step as ComfyUI's sampl
   the encode crops them, as ComfyUI crops it (not stretched over the cropped latent). Its two
   conditionings pass through as they came: what it adds to them (the masked image and mask as
   extra input channels) only inpaint models with such channels read, and none served here has
-  them (ComfyUI's Z-Image model ignores them too).
+  them (ComfyUI's models without such channels ignore them too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from inline_core.graph.mask_nodes import CHANNELS
 from inline_core.graph.schema import PortKind
 from inline_core.importer.dropped import UnsupportedNode
+from inline_core.importer.mapper import Handler, Mapper
 from inline_core.importer.values import Port, Value, describe
 from inline_core.importer.workflow import ComfyNode
 
-if TYPE_CHECKING:
-    from inline_core.importer.mapping import Mapper
-
-Handler = Callable[["Mapper", ComfyNode, int], Value | None]
 RGB = ("red", "green", "blue")
 
 
@@ -156,8 +153,8 @@ def inpaint_conditioning(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
     if slot in (0, 1):
         m.warn(
             f"{describe(node)}: its masked image and mask on the conditioning are for inpaint "
-            "models with extra input channels; the models here have none (as ComfyUI's Z-Image "
-            "model has none), so the conditioning passes through unchanged"
+            "models with extra input channels; the models here have none (ComfyUI's models "
+            "without them ignore them too), so the conditioning passes through unchanged"
         )
         name = "positive" if slot == 0 else "negative"
         return m.input_value(node, name, PortKind.CONDITIONING)

@@ -1,60 +1,72 @@
 """A workflow for a family that serves no low-level vocabulary, collapsed onto its own node.
 
-ComfyUI's Wan templates (Wan 2.1 text-to-video, Wan 2.2 5B text/image-to-video) are one chain,
-read back from their output: SaveVideo <- CreateVideo (fps) or SaveAnimatedWEBP (fps) <- VAEDecode
-<- KSampler (seed, steps, cfg) <- ModelSamplingSD3 (shift) <- UNETLoader (the model), two
-CLIPTextEncode prompts, and a latent: EmptyHunyuanLatentVideo or Wan22ImageToVideoLatent (width,
-height, length; its optional start image is the first frame). That chain is the node's params and
-inputs by name: `prompt` and `image` in; `negative_prompt`, `width`, `height`, `frames`, `fps`,
-`steps`, `guidance` (ComfyUI's cfg counts as diffusers' guidance scale does), `shift`, `seed`,
-`model`, `format`. LoraLoaderModelOnly and LoraLoader nodes on the model's way become `input/lora`
-nodes on the node's `loras` input, in the workflow's order (LoraLoader's text-encoder half is
-listed as a change to the picture). The CLIPLoader's and VAELoader's files become the node's
-`text_encoder` and `vae`, and the UNETLoader's its `model`: a file not here stays named, so
-the graph is refused at submit (`model_missing`) until the import's models map it.
-What it renders otherwise than the workflow (another sampler or scheduler, a denoise below 1, a
-batch, WebP) is said in the warnings. Wan 2.2 A14B's two KSamplerAdvanced stages are read in
-`two_stage.py`, Wan 2.1's CLIP-vision image-to-video chain (`WanImageToVideo`) in `wan_i2v.py`.
+The family's recipe (`contract.comfy_recipe.OwnNode`) says what of ComfyUI's template chain goes
+where; this reads the chain back from its output: a sink (SaveVideo through CreateVideo, say) <-
+VAEDecode <- KSampler (seed, steps, cfg) <- the model's way (ModelSampling* and the like, whose
+widgets become params; LoRA loaders; the UNETLoader, the node's `model`), two CLIPTextEncode
+prompts (through the classes the recipe passes conditioning through), and a latent class (its
+widgets the node's size params; its start image the node's image input). LoraLoaderModelOnly and
+LoraLoader nodes on the model's way become `input/lora` nodes on the node's `loras` input, in
+the workflow's order (LoraLoader's text-encoder half is listed as a change to the picture). The
+recipe's part loaders' files (VAELoader, CLIPLoader) become the node's pickers, and the
+UNETLoader's its model: a file not here stays named, so the graph is refused at submit
+(`model_missing`) until the import's models map it. What it renders otherwise than the workflow
+(another sampler or scheduler, a denoise below 1, a batch) is said in the warnings.
+
+What data does not reach, a family's recipe names a subclass of `Collapse` for (its `reader`):
+Wan's two KSamplerAdvanced stages and its CLIP-vision chain (`families/wan/comfy_reader.py`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+from inline_core.contract.comfy_recipe import OwnNode
 from inline_core.graph.descriptor import NodeDescriptor
-from inline_core.importer import two_stage, wan_i2v
 from inline_core.importer.dropped import UnsupportedNode
-from inline_core.importer.mapping import Mapper
+from inline_core.importer.images import load_image
+from inline_core.importer.loaders import lora_clip_half
+from inline_core.importer.mapper import Mapper
 from inline_core.importer.recognise import UnsupportedFamily
 from inline_core.importer.values import Port, describe
 from inline_core.importer.workflow import ComfyNode, Link, node_sort_key
 
-SINKS = {"SaveVideo": "video", "SaveAnimatedWEBP": "images"}  # output node: its frames input
-LATENTS = ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent", wan_i2v.LATENT)
-SAMPLERS = ("uni_pc", "uni_pc_bh2")  # what the node samples with: UniPC
-# The loaders whose file becomes one of the node's pickers: (ComfyUI class, its widget, our
-# param, our category).
-PART_LOADERS = {
-    "VAELoader": ("vae_name", "vae", "vae"),
-    "CLIPLoader": ("clip_name", "text_encoder", "text_encoders"),
-}
 LORA_LOADERS = ("LoraLoaderModelOnly", "LoraLoader")
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """What the node samples: from one KSampler (or a family's reader's stages)."""
+
+    first: ComfyNode  # the sampler whose prompts, latent and model are read
+    last: ComfyNode | None  # a last stage on another model (None: one sampler)
+    seed: int
+    steps: int
+    guidance: float
+    extra: dict[str, Any] = field(default_factory=dict[str, Any])  # more of the node's params
+
+
 class Collapse:
-    """Reads one output's chain into one node of `descriptor`, through `mapper`'s bookkeeping."""
+    """Reads one output's chain into one node of `descriptor`, through `mapper`'s bookkeeping,
+    as the family's `recipe` says."""
+
+    SAMPLERS: ClassVar[tuple[str, ...]] = ("KSampler",)  # the sampler classes it reads
 
     def __init__(
-        self, mapper: Mapper, family: str, descriptor: NodeDescriptor, refusal: str
+        self, mapper: Mapper, family: str, descriptor: NodeDescriptor, refusal: str, recipe: OwnNode
     ) -> None:
         self.mapper = mapper
         self.family = family
         self.descriptor = descriptor
-        self.refusal = refusal  # why a workflow that saves no video is refused
+        self.refusal = refusal  # why a workflow that ends at none of the sinks is refused
+        self.recipe = recipe
         self.nodes = mapper.workflow.nodes
         self.read: set[str] = set()
         self.loras: list[Port] = []  # the `input/lora` nodes of the model's way, in order
         self.parts: dict[str, tuple[ComfyNode, str]] = {}  # param -> (its loader, the file)
+
+    # -- reading the chain ---------------------------------------------------------------------
 
     def source(self, node: ComfyNode, name: str, *, optional: bool = False) -> ComfyNode | None:
         """The node on `node`'s input `name` (marked read); refuses a chain it cannot render."""
@@ -70,6 +82,11 @@ class Collapse:
         self.read.add(found.id)
         return found
 
+    def required(self, node: ComfyNode, name: str) -> ComfyNode:
+        found = self.source(node, name)
+        assert found is not None  # `source` refuses a missing required input
+        return found
+
     def expect(self, node: ComfyNode, *types: str) -> None:
         if node.class_type not in types:
             raise UnsupportedNode(
@@ -77,10 +94,14 @@ class Collapse:
                 f"{self.descriptor.title} template chain imports onto {self.descriptor.type}"
             )
 
+    def through(self, node: ComfyNode, name: str) -> ComfyNode:
+        """A prompt's node, through the classes that pass its conditioning on (the recipe's)."""
+        while node.class_type in self.recipe.conditioning_through:
+            node = self.required(node, name)
+        return node
+
     def prompt(self, sampler: ComfyNode, name: str) -> str:
-        node = self.source(sampler, name)
-        assert node is not None
-        node = wan_i2v.through(self, node, name)
+        node = self.through(self.required(sampler, name), name)
         if node.class_type == "ConditioningZeroOut":
             return ""
         self.expect(node, "CLIPTextEncode")
@@ -99,86 +120,107 @@ class Collapse:
         return node
 
     def part(self, loader: ComfyNode) -> None:
-        """A VAELoader's or CLIPLoader's file, the node's `vae` or `text_encoder`: the workflow's
-        choice, rendered with or refused at submit (`model_missing`), never another file."""
-        found = PART_LOADERS.get(loader.class_type)
+        """A part loader's file (a VAELoader's, a CLIPLoader's), one of the node's pickers: the
+        workflow's choice, rendered with or refused at submit (`model_missing`), never another."""
+        found = self.recipe.parts.get(loader.class_type)
         if found is None:
-            self.expect(loader, *PART_LOADERS)
+            self.expect(loader, *self.recipe.parts)
             return
-        widget, param, _category = found
-        wanted = self.mapper.text(loader, widget)
-        earlier = self.parts.get(param)
+        wanted = self.mapper.text(loader, found.widget)
+        earlier = self.parts.get(found.param)
         if earlier is not None and earlier[1] != wanted:
             raise UnsupportedNode(
                 f"{describe(loader)} loads {wanted!r}, and {describe(earlier[0])} "
-                f"{earlier[1]!r}: {self.descriptor.type} renders with one {param}"
+                f"{earlier[1]!r}: {self.descriptor.type} renders with one {found.param}"
             )
-        self.parts.setdefault(param, (loader, wanted))
+        self.parts.setdefault(found.param, (loader, wanted))
 
     def part_params(self, node_id: str) -> dict[str, str]:
-        """The node's `vae` and `text_encoder`, as the catalog names the workflow's files."""
+        """The node's part pickers, as the catalog names the workflow's files."""
         out: dict[str, str] = {}
         for param, (loader, wanted) in self.parts.items():
-            category = PART_LOADERS[loader.class_type][2]
+            category = self.recipe.parts[loader.class_type].category
             out[param] = self.mapper.model_file(node_id, category, wanted, describe(loader))
         return out
 
+    # -- the whole chain -----------------------------------------------------------------------
+
     def run(self) -> str:
-        m = self.mapper
+        m, names = self.mapper, self.recipe.names
         ordered = sorted(self.nodes.values(), key=lambda n: node_sort_key(n.id))
-        sink = next((n for n in ordered if n.class_type in SINKS), None)
+        sink = next((n for n in ordered if n.class_type in self.recipe.sinks), None)
         if sink is None:
             raise UnsupportedFamily(self.refusal)
         self.read.add(sink.id)
-        params: dict[str, Any] = {"format": "mp4", "fps": None}
-        frames = self.source(sink, SINKS[sink.class_type])
-        assert frames is not None
-        if sink.class_type == "SaveAnimatedWEBP":
-            params["format"] = "png"
-            params["fps"] = m.whole(sink, "fps", 16)
-            m.warn(f"{describe(sink)}: WebP is not offered; the take is a lossless animated PNG")
-        else:
-            self.expect(frames, "CreateVideo")
-            params["fps"] = m.whole(frames, "fps", 16)
-            frames = self.source(frames, "images")
-            assert frames is not None
+        params: dict[str, Any] = {}
+        frames = self.sink(sink, params)
         self.expect(frames, "VAEDecode", "VAEDecodeTiled")
         vae = self.source(frames, "vae", optional=True)
         if vae is not None:
             self.part(vae)
-        sampler = self.source(frames, "samples")
-        assert sampler is not None
-        self.expect(sampler, "KSampler", two_stage.ADVANCED)
-        sampling = two_stage.read(self, sampler)
+        sampler = self.required(frames, "samples")
+        self.expect(sampler, *self.SAMPLERS)
+        sampling = self.sampling(sampler)
         first, node_id, where = sampling.first, f"c{sampler.id}", describe(sampler)
         params.update(
-            seed=sampling.seed,
-            steps=sampling.steps,
-            guidance=sampling.guidance,
-            guidance_2=sampling.guidance_2,
-            switch_step=sampling.switch_step,
-            negative_prompt=self.prompt(first, "negative"),
+            {
+                names.seed: sampling.seed,
+                names.steps: sampling.steps,
+                names.guidance: sampling.guidance,
+                **sampling.extra,
+                names.negative_prompt: self.prompt(first, "negative"),
+            }
         )
         self.sampling_notes(first)
         prompt = m.text_source(f"{node_id}_prompt", self.prompt(first, "positive"), where)
         params.update(self.model(sampling, node_id))
         image = self.latent(first, params)
         params.update(self.part_params(node_id))
-        inputs = {"prompt": prompt, "image": image, "loras": tuple(self.loras)}
+        inputs = {names.prompt: prompt, names.image: image, names.loras: tuple(self.loras)}
         m.add(node_id, self.descriptor.type, params, inputs, where)
         for node in ordered:
             if node.id not in self.read and node.id not in m.skipped and not m.used(node.id):
-                m.skip(node, "not on the chain to the saved video")
+                m.skip(node, f"not on the chain to {describe(sink)}")
         return node_id
+
+    def sink(self, sink: ComfyNode, params: dict[str, Any]) -> ComfyNode:
+        """The sink's params (its own widgets', a node between it and the decoder's, fixed
+        ones) into `params`; the node its frames come from."""
+        m = self.mapper
+        spec = self.recipe.sinks[sink.class_type]
+        params.update(spec.fixed)
+        for widget, param in spec.params.items():
+            params[param] = m.literal(sink, widget)
+        if spec.note is not None:
+            m.warn(f"{describe(sink)}: {spec.note}")
+        frames = self.required(sink, spec.frames)
+        if spec.through is not None:
+            self.expect(frames, spec.through)
+            for widget, param in spec.through_params.items():
+                params[param] = m.literal(frames, widget)
+            frames = self.required(frames, spec.through_frames)
+        return frames
+
+    def sampling(self, sampler: ComfyNode) -> Sampling:
+        """What `sampler` samples (a family's reader reads more sampler classes)."""
+        m, defaults = self.mapper, self.recipe.sampler_defaults
+        return Sampling(
+            sampler,
+            None,
+            m.whole(sampler, "seed", int(defaults.get("seed", 0))),
+            m.whole(sampler, "steps", int(defaults.get("steps", 20))),
+            m.number(sampler, "cfg", defaults.get("cfg", 1.0)),
+        )
 
     def sampling_notes(self, sampler: ComfyNode) -> None:
         """What the node samples otherwise than `sampler`: each listed as changing the picture."""
-        m = self.mapper
-        name = m.text(sampler, "sampler_name", "uni_pc")
-        if name not in SAMPLERS:
+        m, offered = self.mapper, self.recipe.samplers
+        name = m.text(sampler, "sampler_name", offered[0] if offered else "euler")
+        if offered and name not in offered:
             m.substituted(
                 sampler,
-                f"sampler {name!r} is not offered; {self.descriptor.type} samples with UniPC",
+                f"sampler {name!r} is not offered; {self.descriptor.type} samples with "
+                f"{self.recipe.sampler_title or offered[0]}",
             )
         schedule = m.text(sampler, "scheduler", "simple")
         if schedule != "simple":
@@ -190,49 +232,43 @@ class Collapse:
         if denoise < 1.0:
             m.substituted(sampler, f"denoise {denoise:g} is not offered; the whole schedule runs")
 
-    def model_way(self, sampler: ComfyNode) -> tuple[float | None, list[ComfyNode], ComfyNode]:
-        """A sampler's model chain: its shift, its LoRA loaders (the first applied first) and
-        its UNETLoader."""
-        shift: float | None = None
-        node = self.source(sampler, "model")
-        assert node is not None
+    def model_way(self, sampler: ComfyNode) -> tuple[dict[str, Any], list[ComfyNode], ComfyNode]:
+        """A sampler's model chain: the params its model nodes set (the one nearest the sampler
+        wins, as in ComfyUI), its LoRA loaders (the first applied first) and its UNETLoader."""
+        values: dict[str, Any] = {}
+        node = self.required(sampler, "model")
         adapters: list[ComfyNode] = []
-        while node.class_type == "ModelSamplingSD3" or node.class_type in LORA_LOADERS:
-            if node.class_type == "ModelSamplingSD3":
-                shift = self.mapper.number(node, "shift", 0.0) or None
-            else:
+        model_nodes = self.recipe.model_nodes
+        while node.class_type in model_nodes or node.class_type in LORA_LOADERS:
+            if node.class_type in LORA_LOADERS:
                 adapters.append(node)
-            node = self.source(node, "model")
-            assert node is not None
+            else:
+                for widget, param in model_nodes[node.class_type].items():
+                    if param not in values and self.mapper.literal(node, widget) is not None:
+                        values[param] = self.mapper.number(node, widget, 0.0)
+            node = self.required(node, "model")
         self.expect(node, "UNETLoader")
-        return shift, adapters[::-1], node
+        return values, adapters[::-1], node
 
-    def model(self, sampling: two_stage.Sampling, node_id: str) -> dict[str, Any]:
+    def model(self, sampling: Sampling, node_id: str) -> dict[str, Any]:
+        """The model's way into params (the model, what its model nodes set) and `loras`."""
+        values, adapters, node = self.model_way(sampling.first)
+        self.loras = [self.lora(n) for n in adapters]
+        return {**values, self.recipe.names.model: self.model_file(node, node_id)}
+
+    def model_file(self, loader: ComfyNode, node_id: str) -> str:
+        """The UNETLoader's file: not here, the graph names it still and is refused at submit
+        (`model_missing`) until the import's models map it; the node never picks one itself."""
         m = self.mapper
-        shift, adapters, node = self.model_way(sampling.first)
-        pair = sampling.last is not None  # the first stage's LoRAs adapt the high-noise expert
-        self.loras = [self.lora(n, "high" if pair else None) for n in adapters]
-        if sampling.last is not None:  # the low-noise stage: its own shift and LoRAs
-            shift_2, adapters_2, low = self.model_way(sampling.last)
-            if low.id == node.id or m.text(low, "unet_name") == m.text(node, "unet_name"):
-                raise UnsupportedNode(
-                    f"{describe(sampling.last)}: both stages sample {describe(node)}'s model; two "
-                    "stages import only as Wan 2.2 A14B's two experts, each on its own "
-                    "UNETLoader (the high-noise file first)"
-                )
-            two_stage.shifts_note(self, sampling.last, shift, shift_2)
-            m.skip(low, "the node finds the high-noise model's low-noise sibling beside it itself")
-            self.loras += [self.lora(n, "low") for n in adapters_2]
-        # The workflow's file: not here, the graph names it still and is refused at submit
-        # (`model_missing`) until the import's models map it; the node never picks one itself.
-        wanted, where = m.text(node, "unet_name"), describe(node)
-        return {"shift": shift, "model": m.model_file(node_id, "diffusion_models", wanted, where)}
+        return m.model_file(
+            node_id, "diffusion_models", m.text(loader, "unet_name"), describe(loader)
+        )
 
     def lora(self, node: ComfyNode, expert: str | None = None) -> Port:
         """One LoRA loader of the model's way as an `input/lora` node (`expert`: the stage's
         model of a pair, high or low; None: both)."""
         m = self.mapper
-        m.lora_clip_half(node)
+        lora_clip_half(m, node)
         return m.loader(
             f"c{node.id}",
             "input/lora",
@@ -243,26 +279,25 @@ class Collapse:
         )
 
     def latent(self, sampler: ComfyNode, params: dict[str, Any]) -> Port | None:
-        """The latent's size into `params`; the start image's port, if it has one."""
+        """The latent's params into `params`; the start image's port, if it has one."""
         m = self.mapper
-        node = self.source(sampler, "latent_image")
-        assert node is not None
-        self.expect(node, *LATENTS)
-        params.update(
-            width=m.whole(node, "width", 832),
-            height=m.whole(node, "height", 480),
-            frames=m.whole(node, "length", 81),
-        )
+        node = self.required(sampler, "latent_image")
+        self.expect(node, *self.recipe.latents)
+        spec = self.recipe.latents[node.class_type]
+        for widget, param in spec.params.items():
+            params[param] = m.whole(node, widget, spec.defaults.get(widget, 0))
         if m.whole(node, "batch_size", 1) != 1:
-            m.warn(f"{describe(node)}: a batch of videos is not offered; one video renders")
+            m.warn(f"{describe(node)}: a batch is not offered; one renders")
         vae = self.source(node, "vae", optional=True)
         if vae is not None:
             self.part(vae)
-        start = self.source(node, "start_image", optional=True)
-        if node.class_type == wan_i2v.LATENT:
-            wan_i2v.read_clip_vision(self, node, start)
+        start = None if spec.image is None else self.source(node, spec.image, optional=True)
+        self.latent_inputs(node, start)
         if start is None:
             return None
         self.expect(start, "LoadImage")
-        value = m.load_image(start, 0)
+        value = load_image(m, start, 0)
         return None if value is None else value.port
+
+    def latent_inputs(self, latent: ComfyNode, start: ComfyNode | None) -> None:
+        """The latent node's other inputs, read (none by default; a reader's hook)."""

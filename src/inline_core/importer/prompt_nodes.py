@@ -1,7 +1,7 @@
 """What a server speaking ComfyUI's API needs of the importer: the ComfyUI node types it reads,
 the output nodes among them, and each of our node ids traced back to the prompt node it came from.
 
-Our ids derive from ComfyUI's (`mapping.py`): node 9 becomes `c9`, and a node that maps to several
+Our ids derive from ComfyUI's (`mapper.py`): node 9 becomes `c9`, and a node that maps to several
 of ours adds a suffix (`c6_text`, `c6`); a chain collapsed onto a family's own node takes its
 sampler's id (`own_node.py`).
 """

@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from inline_core.parallel.protocol import Array, Json
-from inline_core.runtime.video import Video
+from inline_core.runtime.video import Audio, Video
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,12 @@ def decode_output(meta: Json, arrays: Mapping[str, Array]) -> Any:
     if kind == "tensor":
         return unpack_tensor(meta, array.tobytes())
     if kind == "video":
-        return Video(array.copy(), int(cast(int, meta["fps"])), str(meta["format"]))
+        sound = meta.get("audio")
+        audio = None
+        if isinstance(sound, dict):  # its soundtrack, (channels, samples) float32
+            samples = arrays[str(sound["array"])].copy()
+            audio = Audio(samples, int(cast(int, sound["sampleRate"])))
+        return Video(array.copy(), int(cast(int, meta["fps"])), str(meta["format"]), audio)
     raise ValueError(f"unknown output kind {kind!r}")
 
 
@@ -99,7 +104,16 @@ def _describe(value: object, arrays: dict[str, Array]) -> Json:
         return {"kind": "ndarray", "array": name}
     if isinstance(value, Video):  # its frames as they are, uint8 (frames, height, width, 3)
         arrays[name] = cast(Array, value.frames)
-        return {"kind": "video", "array": name, "fps": value.fps, "format": value.format}
+        video: dict[str, Json] = {
+            "kind": "video",
+            "array": name,
+            "fps": value.fps,
+            "format": value.format,
+        }
+        if value.audio is not None:
+            arrays[f"{name}.audio"] = cast(Array, value.audio.samples)
+            video["audio"] = {"array": f"{name}.audio", "sampleRate": value.audio.sample_rate}
+        return video
     if isinstance(value, list | tuple):
         items = cast(Sequence[object], value)
         return {"kind": "list", "items": [_describe(item, arrays) for item in items]}

@@ -13,12 +13,14 @@ from typing import Any, cast
 from PIL import Image, PngImagePlugin
 
 from inline_core.media import MediaKind
+from inline_core.runtime.audio import AUDIO_SUFFIXES, encode_audio
 from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.interactions import Interaction, InteractionBoard, InteractionInbox
 from inline_core.runtime.preview import PreviewTarget
 from inline_core.runtime.progress import EventSink, NodeReporter, RunEvent
 from inline_core.runtime.step_cache import StepCacheChoice
 from inline_core.runtime.store import TakeStore
-from inline_core.runtime.video import SUFFIXES, Video, encode
+from inline_core.runtime.video import SUFFIXES, Audio, Video, encode
 from inline_core.runtime.video_stream import LiveVideo, LiveVideos
 from inline_core.takes import Take
 
@@ -47,6 +49,19 @@ class ExecutionContext:
     step_cache: StepCacheChoice = field(default_factory=StepCacheChoice)
     # The server's videos decoding now, streamed to clients as they decode (None: not streamed).
     videos: LiveVideos | None = None
+    # The run's stored interactions (replayed at their boundaries after a restart), and where
+    # a render that takes interactions is published for the server's route (None: nowhere).
+    interactions: tuple[Interaction, ...] = ()
+    interaction_board: InteractionBoard | None = None
+
+    @contextmanager
+    def interacting(self, inbox: InteractionInbox) -> Generator[None]:
+        """The render's inbox reachable by the run's interactions for the block."""
+        if self.interaction_board is None:
+            yield
+            return
+        with self.interaction_board.open(self.run_id, inbox):
+            yield
 
     @contextmanager
     def streaming(self, node_id: str, fps: int) -> Generator[LiveVideo | None]:
@@ -104,6 +119,26 @@ class ExecutionContext:
             kind=MediaKind.VIDEO,
             data=encode(video, self._embedded(node_id, params, chosen)),
             suffix=SUFFIXES[video.format],
+            params=params,
+        )
+
+    def save_audio(
+        self,
+        node_id: str,
+        audio: Audio,
+        params: Mapping[str, Any],
+        format: str = "wav",
+        index: int = 0,
+        chosen: Mapping[str, Any] | None = None,
+    ) -> Take:
+        """Encode `audio` (WAV or FLAC) as an audio take carrying the graph and params."""
+        return self.takes.write(
+            run_id=self.run_id,
+            node_id=node_id,
+            index=index,
+            kind=MediaKind.AUDIO,
+            data=encode_audio(audio, format, self._embedded(node_id, params, chosen)),
+            suffix=AUDIO_SUFFIXES[format],
             params=params,
         )
 

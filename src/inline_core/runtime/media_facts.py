@@ -1,9 +1,11 @@
-"""A take's facts read from its bytes (torch-free): its content type and pixel size, and a
-video's frame count and rate, so a client can lay it out and time it before fetching it.
+"""A take's facts read from its bytes (torch-free): its content type and pixel size, a video's
+frame count and rate, and its sound's rate, channels and length, so a client can lay it out and
+time it before fetching it.
 
-PNG and APNG through Pillow (headers only: the APNG's frame count is its `acTL` chunk); MP4
-through PyAV (the `video` extra) by demuxing, not decoding: a fragmented MP4 (ours) states no
-frame count, so its packets are counted. Without PyAV an MP4 keeps its content type alone.
+PNG and APNG through Pillow (headers only: the APNG's frame count is its `acTL` chunk); WAV
+through the standard library; MP4 and FLAC through PyAV (the `video` extra) by demuxing, not
+decoding: a fragmented MP4 (ours) states no frame count, so its packets are counted, and its
+sound's length is its last packet's end. Without PyAV an MP4 keeps its content type alone.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import importlib
 import io
 import logging
+import wave
 from typing import Any, cast
 
 from PIL import Image, UnidentifiedImageError
@@ -30,7 +33,9 @@ def media_facts(data: bytes, suffix: str, kind: MediaKind) -> MediaFacts:
     try:
         if content_type in _PILLOW_FORMATS:
             return _image_facts(data, content_type, kind)
-        if kind == MediaKind.VIDEO and video_available():
+        if content_type == "audio/wav":
+            return _wav_facts(data, content_type)
+        if kind in (MediaKind.VIDEO, MediaKind.AUDIO) and video_available():
             return _container_facts(data, content_type)
     except (OSError, ValueError, UnidentifiedImageError) as exc:
         log.warning("could not read the facts of a %s take: %s", content_type, exc)
@@ -50,18 +55,49 @@ def _image_facts(data: bytes, content_type: str, kind: MediaKind) -> MediaFacts:
         return MediaFacts(content_type, width, height, frames, fps)
 
 
+def _wav_facts(data: bytes, content_type: str) -> MediaFacts:
+    with wave.open(io.BytesIO(data), "rb") as reader:
+        rate, channels = reader.getframerate(), reader.getnchannels()
+        return MediaFacts(
+            content_type,
+            sample_rate=rate,
+            channels=channels,
+            audio_s=reader.getnframes() / rate if rate else None,
+        )
+
+
 def _container_facts(data: bytes, content_type: str) -> MediaFacts:
     av = cast(Any, importlib.import_module(VIDEO_MODULE))
     with av.open(io.BytesIO(data), "r") as container:
-        if not container.streams.video:
+        video = container.streams.video[0] if container.streams.video else None
+        sound = container.streams.audio[0] if container.streams.audio else None
+        if video is None and sound is None:
             return MediaFacts(content_type)
-        stream = container.streams.video[0]
-        rate = stream.average_rate or stream.guessed_rate
-        frames = sum(1 for packet in container.demux(stream) if packet.size)
+        frames, end = 0, 0
+        for packet in container.demux(*(s for s in (video, sound) if s is not None)):
+            if not packet.size:
+                continue
+            if packet.stream is video:
+                frames += 1
+            elif packet.pts is not None:
+                end = max(end, int(packet.pts) + int(packet.duration or 0))
+        heard: dict[str, Any] = {}
+        if sound is not None:
+            rate = int(sound.codec_context.sample_rate)
+            base = sound.time_base
+            heard = {
+                "sample_rate": rate,
+                "channels": int(sound.codec_context.channels),
+                "audio_s": float(end * base) if base else None,
+            }
+        if video is None:
+            return MediaFacts(content_type, **heard)
+        fps = video.average_rate or video.guessed_rate
         return MediaFacts(
             content_type,
-            int(stream.codec_context.width),
-            int(stream.codec_context.height),
+            int(video.codec_context.width),
+            int(video.codec_context.height),
             frames,
-            float(rate) if rate else None,
+            float(fps) if fps else None,
+            **heard,
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from inline_core.takes import Take
 
@@ -77,7 +77,27 @@ class ChunkDecoded:
     fps: float
 
 
-RunEvent = RunStarted | RunPlanned | NodeStarted | Progress | NodeDone | NodeFailed | ChunkDecoded
+@dataclass(frozen=True)
+class ChunkStarted:
+    """A chunked render starts a chunk (`components.step.ChunkMediaSpec.to_info`: which frames it
+    adds), with the interactions applied at the boundary before it (`Interaction.to_info`)."""
+
+    run_id: str
+    node_id: str
+    media: dict[str, int]
+    interactions: tuple[dict[str, Any], ...] = ()
+
+
+RunEvent = (
+    RunStarted
+    | RunPlanned
+    | NodeStarted
+    | Progress
+    | NodeDone
+    | NodeFailed
+    | ChunkDecoded
+    | ChunkStarted
+)
 
 # Share of a node's progress each phase covers (a sampling node's: its load, prompt encode,
 # steps, decode and save); an unknown phase covers the whole node.
@@ -136,6 +156,12 @@ class NodeReporter:
         """Report a decoded chunk of frames (and the decode's progress through the frames)."""
         self.sink(ChunkDecoded(self.run_id, self.node_id, first, count, total, fps))
         self.phase("decode", (first + count) / total if total else 1.0)
+
+    def chunk_started(
+        self, media: dict[str, int], interactions: tuple[dict[str, Any], ...] = ()
+    ) -> None:
+        """Report the chunk a chunked render starts, and the interactions applied before it."""
+        self.sink(ChunkStarted(self.run_id, self.node_id, media, interactions))
 
     def step(self, step: int, step_count: int, phase: str = "sample") -> None:
         """Report that `step` of `step_count` steps has finished (1-based)."""

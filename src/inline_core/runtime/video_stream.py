@@ -9,7 +9,9 @@ own H.264 stream as frames arrive: nothing is encoded for a video nobody watches
 gets the stream from the start. The stream's encoder runs with x264's `zerolatency` tuning (no
 lookahead, no B-frames: each frame's packet is out as soon as it is encoded) into a fragmented MP4
 cut at every frame, so a player can start on the first chunk; the take itself is encoded once the
-whole video is decoded (`runtime.video`), and is what the route serves after the run.
+whole video is decoded (`runtime.video`), and is what the route serves after the run. A video with
+a soundtrack (`LiveVideo.set_audio`, before its first chunk) streams it as an AAC track from the
+first chunk: each chunk's fragment carries the sound up to that chunk's last frame.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from typing import Any
 
-from inline_core.runtime.video import Frames, even_frames, open_h264
+from inline_core.runtime.video import (
+    Audio,
+    Frames,
+    add_aac,
+    encode_samples,
+    even_frames,
+    open_h264,
+)
 
 
 class LiveVideo:
@@ -31,6 +40,19 @@ class LiveVideo:
         self._ended = False
         self.ok = False  # ended with its take written (False: the render failed or stopped)
         self._changed = threading.Condition()
+        self._audio: Audio | None = None
+
+    def set_audio(self, audio: Audio) -> None:
+        """The video's soundtrack, whole (before its first chunk: a stream's tracks are set at
+        its start)."""
+        with self._changed:
+            self._audio = audio
+            self._changed.notify_all()
+
+    @property
+    def audio(self) -> Audio | None:
+        with self._changed:
+            return self._audio
 
     def add(self, frames: Frames) -> None:
         with self._changed:
@@ -95,6 +117,11 @@ class LiveVideos:
                 self._changed.notify_all()
 
 
+# Samples of sound encoded ahead of a chunk's last frame, so the muxer releases all of the
+# chunk's frames at once (three AAC frames: the encoder's delay and one more).
+SOUND_LEAD = 3 * 1024
+
+
 class _Sink:
     """Where the muxer writes: bytes collected until the stream's reader takes them."""
 
@@ -123,23 +150,57 @@ class Mp4Fragments:
         self._out: Any = None
         self._stream: Any = None
         self._av: Any = None
+        self._frames = 0  # frames encoded so far
+        self._sound: Any = None  # the AAC track, where the video has a soundtrack
+        self._audio: Audio | None = None
+        self._heard = 0  # samples encoded so far
 
-    def add(self, frames: Frames) -> bytes:
+    def add(self, frames: Frames, audio: Audio | None = None) -> bytes:
+        """Encode `frames`, and the soundtrack `audio` (the same every call; its track opens
+        with the stream's first frames) up to their end."""
         if self._out is None:
             self._out, self._stream, self._av = open_h264(
-                self._sink, self.fps, frames.shape[2], frames.shape[1], live=True
+                self._sink,
+                self.fps,
+                frames.shape[2],
+                frames.shape[1],
+                live=True,
+                sound=audio is not None,
             )
-        for frame in even_frames(frames):
+            if audio is not None:
+                self._sound = add_aac(self._out, audio.sample_rate, audio.channels)
+                self._audio = audio
+        for index, frame in enumerate(even_frames(frames), start=self._frames):
             image = self._av.VideoFrame.from_ndarray(frame, format="rgb24")
+            image.pts = index  # in frames: the muxer interleaves a soundtrack by time
             for packet in self._stream.encode(image):
                 self._out.mux(packet)
+        self._frames += len(frames)
+        if self._audio is not None:  # a little past the frames: the muxer interleaves by time,
+            # and AAC's encoder hands its packets out a few frames late
+            end = round(self._frames / self.fps * self._audio.sample_rate) + SOUND_LEAD
+            self._hear(min(end, self._audio.samples.shape[1]))
         return self._sink.take()
+
+    def _hear(self, until: int) -> None:
+        """Encode the soundtrack's samples up to sample `until`."""
+        audio = self._audio
+        if audio is None or until <= self._heard:
+            return
+        samples = audio.samples[:, self._heard : until]
+        for packet in encode_samples(self._sound, samples, audio.sample_rate, self._heard):
+            self._out.mux(packet)
+        self._heard += samples.shape[1]
 
     def finish(self) -> bytes:
         if self._out is None:
             return b""
         for packet in self._stream.encode():
             self._out.mux(packet)
+        if self._audio is not None:
+            self._hear(self._audio.samples.shape[1])
+            for packet in self._sound.encode():
+                self._out.mux(packet)
         self._out.close()
         self._out = None
         return self._sink.take()

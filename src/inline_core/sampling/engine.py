@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from inline_core.components.step import StepPipeline, supports_preview
+from inline_core.components.step import StepPipeline, supports_chunk_boundary, supports_preview
 from inline_core.errors import Cancelled, RunFailed, Unavailable
 from inline_core.runtime.cancel import forward_rows
 from inline_core.sampling.decode_batch import decode_group, decode_item, take_group
@@ -245,6 +245,7 @@ class StepEngine:
                     prepared = job.step_pipeline.prepare_encode(ticket.state)
                     ticket.state = ticket.state if prepared is None else prepared
                 ticket.read_shape()
+                _announce_chunk(ticket)
                 job.on_phase("sample")
                 done = bool(ticket.state.done)
             except Exception as exc:
@@ -305,6 +306,7 @@ class StepEngine:
                 counters.preview_seconds += time.perf_counter() - began
             try:
                 pipeline.step_scheduler(state, prediction)
+                _cross_chunk_boundary(ticket)
                 ticket.job.on_step(int(state.step_index), int(state.step_count))
                 done = bool(state.done)
             except Exception as exc:
@@ -373,6 +375,23 @@ class StepEngine:
     def _cancel(self, ticket: Ticket) -> None:
         if ticket.fail(Cancelled(ticket.job.cancel.reason)):
             self.counters.cancelled += 1
+
+
+def _announce_chunk(ticket: Ticket) -> None:
+    """A chunked render's job hears of each chunk as it starts (`peek_chunk_media`)."""
+    pipeline = ticket.pipeline
+    if supports_chunk_boundary(pipeline):
+        ticket.job.on_chunk(pipeline.peek_chunk_media(ticket.state))
+
+
+def _cross_chunk_boundary(ticket: Ticket) -> None:
+    """Spec 003's chunk boundary, where a step ended a chunk and another follows: the
+    interactions queued for it are applied, then the next chunk is set up, and announced."""
+    pipeline, state = ticket.pipeline, ticket.state
+    if supports_chunk_boundary(pipeline) and pipeline.at_chunk_boundary(state):
+        pipeline.apply_interaction_at_chunk_boundary(state)
+        pipeline.prepare_next_chunk(state)
+        _announce_chunk(ticket)
 
 
 def _preview_latents(pipeline: StepPipeline, state: Any, prediction: Any) -> tuple[Any, str] | None:

@@ -22,6 +22,10 @@ def _ignore_step(_step: int, _count: int) -> None:
     return None
 
 
+def _ignore_chunk(_media: Any) -> None:
+    return None
+
+
 # How long a finished job's runner waits for its last preview to be delivered (a bound: the
 # render of one preview takes milliseconds).
 PREVIEW_FLUSH_S = 2.0
@@ -72,6 +76,8 @@ class SampleJob:
     cancel: CancelToken = field(default_factory=CancelToken)
     on_phase: Callable[[str], None] = _ignore_phase  # "encode" | "sample" | "decode"
     on_step: Callable[[int, int], None] = _ignore_step  # (steps done, step count)
+    # A chunked render's chunk as it starts (`components.step.ChunkMediaSpec`), on the loop.
+    on_chunk: Callable[[Any], None] = _ignore_chunk
     # What it waits for on the loop and about how long, in seconds (`sampling/waits.py`).
     on_wait: Callable[[str, float], None] = _ignore_wait
     label: str = ""

@@ -293,6 +293,7 @@ def _build(config: Config, lock: DataLock | None) -> Services:
         executor=executor,
         device_kind=device.kind,
         run_scope=_no_scope if runtime is None else runtime.rendering,
+        picker_order=families.picker_options,
     )
     return Services(
         config=config,

@@ -14,6 +14,7 @@ from inline_core.graph.validate import ValidatedGraph
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.progress import (
     ChunkDecoded,
+    ChunkStarted,
     NodeDone,
     NodeFailed,
     NodeStarted,
@@ -146,6 +147,12 @@ class LiveRun:
                 return None
             return serialize.chunk_event(
                 self.id, event.node_id, event.first, event.count, event.total, event.fps
+            )
+        elif isinstance(event, ChunkStarted):
+            if event.node_id not in self.nodes:
+                return None
+            return serialize.chunk_started_event(
+                self.id, event.node_id, event.media, event.interactions
             )
         elif isinstance(event, NodeFailed):
             old = self.nodes.get(event.node_id, NodeState())

@@ -43,6 +43,7 @@ from inline_core.errors import (
     Unavailable,
 )
 from inline_core.graph.executor import Executor
+from inline_core.graph.params import PickerOrder, no_picker_order
 from inline_core.graph.registry import Registry
 from inline_core.graph.runner import CatalogView
 from inline_core.graph.schema import parse_graph
@@ -58,6 +59,7 @@ from inline_core.server.event_feed import EventFeed
 from inline_core.server.event_journal import EventJournal
 from inline_core.server.events import Subscriber, WireEvent
 from inline_core.server.fenced_takes import FencedTakes
+from inline_core.server.interactions import RunInteractions
 from inline_core.server.leases import LEASE_LOST, HeldLease, LeaseKeeper
 from inline_core.server.live_run import LiveRun
 from inline_core.server.memory import HeapTrimmer
@@ -132,6 +134,7 @@ class RunManager:
         device_kind: Callable[[], str | None] = lambda: None,
         run_scope: Callable[[str], AbstractContextManager[object]] = lambda _run_id: nullcontext(),
         rng: random.Random | None = None,
+        picker_order: PickerOrder = no_picker_order,
     ) -> None:
         self.config = config
         self.store = store
@@ -143,6 +146,7 @@ class RunManager:
         self._device_kind = device_kind
         self._run_scope = run_scope  # around each execution: the model runtime marks it in progress
         self._rng = rng
+        self._picker_order = picker_order  # a missing model's message lists its family's first
         self._lock = threading.RLock()
         self._work = threading.Condition(self._lock)
         self._ready: deque[str] = deque()  # claimed here, waiting for a worker
@@ -160,6 +164,7 @@ class RunManager:
         self.feed = EventFeed(store)
         self.previews = PreviewBoard()
         self.videos = LiveVideos()  # video nodes decoding here, streamed as they decode
+        self.interactions = RunInteractions(store, registry)  # chunked renders steered here
         self.journal = EventJournal(store, self._lock, self._journal_failed)
         self.leases = LeaseKeeper(
             store,
@@ -268,7 +273,14 @@ class RunManager:
                 "characters"
             )
         graph = parse_graph(graph_json, max_nodes=self.config.max_graph_nodes)
-        validated = validate_graph(graph, target, self.registry, self.catalog, rng=self._rng)
+        validated = validate_graph(
+            graph,
+            target,
+            self.registry,
+            self.catalog,
+            rng=self._rng,
+            picker_order=self._picker_order,
+        )
         with self._lock:
             if self._queued + self._reserved >= self.config.max_queue:
                 raise Busy(
@@ -620,6 +632,8 @@ class RunManager:
                 ),
                 step_cache=step_cache_choice(run.record.options),
                 videos=self.videos,
+                interactions=self.interactions.stored(run.id),
+                interaction_board=self.interactions.board,
             )
             with self._run_scope(run.id):
                 result = self.executor.execute(validated, ctx)
@@ -662,7 +676,14 @@ class RunManager:
     def _validate_again(self, record: RunRecord) -> ValidatedGraph:
         # Seeds were resolved at submit, so the stored graph reproduces the same pixels.
         graph = parse_graph(record.graph, max_nodes=self.config.max_graph_nodes)
-        return validate_graph(graph, record.target, self.registry, self.catalog, rng=self._rng)
+        return validate_graph(
+            graph,
+            record.target,
+            self.registry,
+            self.catalog,
+            rng=self._rng,
+            picker_order=self._picker_order,
+        )
 
     def _slot_freed(self) -> None:
         """A worker's slot is free: claim, if a run may be waiting for it. A store of this

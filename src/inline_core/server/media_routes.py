@@ -1,12 +1,13 @@
 """`GET /v1/runs/{run_id}/media/{node_id}`: a node's video while it decodes, then its take.
 
 While the node's video decodes on this server, the answer is a fragmented H.264 MP4 over chunked
-transfer, from the first frame (whenever the client joins) to the last, ending once the take is
-written (`runtime/video_stream.py`: each client's own stream, encoded as the frames arrive). A
-client that asks before the decode starts waits for it (the run queued or denoising here). Once
-the node has its take, the take's bytes are the answer (`/v1/takes/{id}/bytes`'s). A run another
-server of a fleet runs has no live video here: 409 until its take is written. A node that ends
-without a take (an error, a cancel, or a node that makes none) is a 404.
+transfer, from the first frame (whenever the client joins) to the last, with its soundtrack
+where it has one, ending once the take is written (`runtime/video_stream.py`: each client's own
+stream, encoded as the frames arrive). A client that asks before the decode starts waits for
+it (the run queued or denoising here). Once the node has its take, the take's bytes are the
+answer (`/v1/takes/{id}/bytes`'s). A run another server of a fleet runs has no live video here:
+409 until its take is written. A node that ends without a take (an error, a cancel, or a node
+that makes none) is a 404.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ async def _live_mp4(live: LiveVideo) -> AsyncIterator[bytes]:
                 live.chunks_after, seen, WAIT_S, abandon_on_cancel=True
             )
             for frames in chunks:
-                data = await anyio.to_thread.run_sync(stream.add, frames)
+                data = await anyio.to_thread.run_sync(stream.add, frames, live.audio)
                 seen += 1
                 if data:
                     yield data

@@ -269,6 +269,41 @@ def cancel_run(request: Request, run_id: str) -> Response:
     return json_response(serialize.submitted_json(record))
 
 
+INTERACTION_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "prompt": {"type": "string"},
+                        "negative_prompt": {"type": "string"},
+                        "guidance": {"type": "number"},
+                    },
+                }
+            }
+        },
+    }
+}
+MAX_INTERACTION_BYTES = 256 * 1024
+
+
+@router.post(
+    "/runs/{run_id}/interactions",
+    status_code=201,
+    openapi_extra=INTERACTION_BODY,
+    responses=error_responses(404, 409, 413, 415, 422),
+)
+async def post_interaction(request: Request, run_id: str) -> Response:
+    body = await read_json_object(request, MAX_INTERACTION_BYTES)
+    # Off the event loop: it waits for the interaction's durable write, while the render
+    # cannot pass the boundary it was given.
+    interactions = services(request).manager.interactions
+    interaction = await run_in_threadpool(interactions.interact, run_id, body)
+    return json_response(interaction, 201)
+
+
 # ---- takes and assets --------------------------------------------------------------------------
 
 

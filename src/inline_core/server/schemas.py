@@ -110,7 +110,13 @@ class Take(Schema):
     createdAt: str | None
     frames: int | None = Field(None, description="a video's frame count")
     fps: float | None = Field(None, description="a video's frame rate")
-    durationS: float | None = Field(None, description="a video's length in seconds")
+    durationS: float | None = Field(
+        None, description="a video's length in seconds, or an audio take's"
+    )
+    sampleRate: int | None = Field(
+        None, description="its sound's samples a second (a video's soundtrack, an audio take)"
+    )
+    channels: int | None = Field(None, description="its sound's channels")
 
 
 class Run(Schema):

@@ -5,7 +5,7 @@ Times are ISO 8601 in UTC with milliseconds (`2025-01-31T12:00:00.000Z`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -62,6 +62,11 @@ def take_json(take: Take) -> dict[str, Any]:
         out["frames"] = facts.frames
         out["fps"] = facts.fps
         out["durationS"] = None if duration is None else round(duration, 4)
+    if facts.sample_rate is not None:  # a video's soundtrack, or an audio take
+        out["sampleRate"] = facts.sample_rate
+        out["channels"] = facts.channels
+        if take.kind == MediaKind.AUDIO:
+            out["durationS"] = None if facts.audio_s is None else round(facts.audio_s, 4)
     return out
 
 
@@ -270,6 +275,24 @@ def chunk_event(
         "fps": fps,
     }
     return WireEvent("chunk", body, node_id=node_id)
+
+
+def chunk_started_event(
+    run_id: str,
+    node_id: str,
+    media: Mapping[str, int],
+    interactions: Sequence[Mapping[str, Any]],
+) -> WireEvent:
+    """A chunked render starts a chunk: which of the video's frames it adds (`firstFrame`,
+    `frames`), its latent frames, and the interactions that took effect at it."""
+    body: dict[str, Any] = {
+        "type": "chunk_started",
+        "runId": run_id,
+        "nodeId": node_id,
+        **media,
+        "interactions": [dict(i) for i in interactions],
+    }
+    return WireEvent("chunk_started", body, node_id=node_id)
 
 
 def node_done_event(

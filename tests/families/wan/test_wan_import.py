@@ -331,6 +331,8 @@ def test_a_family_nodes_model_picker_offers_only_its_familys_files(
     zimage = build_zimage_kit(tmp_path / "zimage", layouts=("comfy",))
     assert zimage.diffusion_file is not None
     shutil.copy(zimage.diffusion_file, root / "diffusion_models" / "z_image_tiny.safetensors")
+    assert zimage.vae_file is not None
+    shutil.copy(zimage.vae_file, root / "vae" / "z_image_vae_tiny.safetensors")
     config = Config(models_dir=root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
     with TestClient(create_app(config)) as client:
         models = {m["type"]: m for m in client.get("/v1/models").json()["models"]}
@@ -348,3 +350,25 @@ def test_a_family_nodes_model_picker_offers_only_its_familys_files(
         one = client.get("/v1/models/alibaba/z-image-turbo").json()
         (spec,) = [p for p in one["params"] if p["name"] == "model"]
         assert spec["options"] == ["z_image_tiny.safetensors"]
+        # A file not there: the error lists every VAE, the node's family's first (the Wan ones
+        # sort before it by name).
+        vaes = options("alibaba/z-image-turbo", "vae")
+        assert vaes[0] == "z_image_vae_tiny.safetensors" and len(vaes) > 1
+        graph = {
+            "schemaVersion": 1,
+            "nodes": [
+                {"id": "p", "type": "input/text", "params": {"text": "a cat"}},
+                {
+                    "id": "img",
+                    "type": "alibaba/z-image-turbo",
+                    "params": {"vae": "gone.safetensors"},
+                    "inputs": {"prompt": {"from": "p", "output": "text"}},
+                },
+            ],
+        }
+        refused = client.post("/v1/runs", json={"graph": graph, "target": "img"})
+        assert refused.status_code == 422, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "model_missing" and error["nodeId"] == "img"
+        listed = error["message"].split("choose one of ", 1)[1]
+        assert listed == ", ".join(repr(v) for v in vaes)

@@ -138,11 +138,11 @@ def test_sample_offers_the_flow_samplers_it_implements() -> None:
 
 
 def test_an_unsupported_sampler_is_refused_at_submit_listing_the_allowed_ones(rig: Rig) -> None:
-    graph = parse_graph(primitive_graph("x", sampler="uni_pc"))
+    graph = parse_graph(primitive_graph("x", sampler="seeds_2"))
     with pytest.raises(InvalidGraph) as caught:
         validate_graph(graph, "decode", rig.registry, rig.catalog, rng=random.Random(0))
     assert caught.value.node_id == "sample"
-    assert "'uni_pc'" in caught.value.message
+    assert "'seeds_2'" in caught.value.message
     for name in FLOW_SAMPLERS[:5]:  # the message lists the first dozen
         assert repr(name) in caught.value.message
 

@@ -17,10 +17,10 @@ CHOICES = [
     ("euler", "simple"),
     ("euler_ancestral", "karras"),
     ("heun", "normal"),
-    ("dpmpp_2m", "beta"),
+    ("uni_pc_bh2", "beta"),
     ("dpmpp_2m_sde", "exponential"),
     ("dpmpp_sde", "sgm_uniform"),
-    ("res_multistep", "kl_optimal"),
+    ("uni_pc", "kl_optimal"),
     ("er_sde", "linear_quadratic"),
 ]
 

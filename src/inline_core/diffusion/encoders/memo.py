@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import torch
 
@@ -29,11 +29,13 @@ def conditioning_bytes(conditioning: Conditioning) -> int:
 
 
 class PromptMemo:
-    """Least recently used prompts and their conditioning, at most `max_bytes` of tensors."""
+    """Least recently used prompts and their conditioning, at most `max_bytes` of tensors, keyed
+    on the prompt and how it was read (an encoder's `Reading`: one model read two ways keeps
+    the two apart)."""
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._kept: OrderedDict[str, Conditioning] = OrderedDict()
+        self._kept: OrderedDict[Hashable, Conditioning] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -46,27 +48,30 @@ class PromptMemo:
     def bytes_held(self) -> int:
         return self._bytes
 
-    def encode(self, prompt: str, encode: Callable[[str], Conditioning]) -> Conditioning:
+    def encode(
+        self, prompt: str, encode: Callable[[str], Conditioning], reading: Hashable = None
+    ) -> Conditioning:
+        key = (reading, prompt)
         with self._lock:
-            known = self._kept.get(prompt)
+            known = self._kept.get(key)
             if known is not None:
-                self._kept.move_to_end(prompt)
+                self._kept.move_to_end(key)
                 self.hits += 1
                 return known
             self.misses += 1
         # Encoded outside the lock: two renders may encode different prompts at once.
         made = encode(prompt)
-        self._keep(prompt, made)
+        self._keep(key, made)
         return made
 
-    def _keep(self, prompt: str, conditioning: Conditioning) -> None:
+    def _keep(self, key: Hashable, conditioning: Conditioning) -> None:
         size = conditioning_bytes(conditioning)
         if size > self.max_bytes:
             return
         with self._lock:
-            if prompt in self._kept:
+            if key in self._kept:
                 return
-            self._kept[prompt] = conditioning
+            self._kept[key] = conditioning
             self._bytes += size
             while self._bytes > self.max_bytes:
                 _old, dropped = self._kept.popitem(last=False)

@@ -75,6 +75,6 @@ def checkpoint_contents(path: Path) -> list[dict[str, str]] | None:
     return None if views is None else [v.to_json() for v in views]
 
 
-def view_of(views: Iterable[View], part: str) -> View | None:
-    """The first view of `part`."""
-    return next((v for v in views if v.part == part), None)
+def view_of(views: Iterable[View], part: str, names: tuple[str, ...] = ()) -> View | None:
+    """The first view of `part` (of those `names` name, when given)."""
+    return next((v for v in views if v.part == part and (not names or v.name in names)), None)

@@ -1,5 +1,5 @@
 """A flow family's sigmas and samplers: its config's shift as a sigma table, the schedules and
-samplers of the sigma library on it, and UniPC (bh2) through diffusers until the library has it.
+samplers of the sigma library on it, and UniPC's integer timesteps as diffusers feeds them.
 
 `simple` is the flow pipelines' own spacing, `linspace(1, 1/N, N)` shifted by diffusers'
 `FlowMatchEulerDiscreteScheduler` exactly as their pipelines compute it (so a family's default
@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from inline_core.diffusion.libs import diffusers, to_floats
+from inline_core.diffusion.sigma.algorithms.unipc import UniPC
 from inline_core.diffusion.sigma.sampling import FlowSampling
 from inline_core.diffusion.sigma.schedules import schedule_sigmas
 from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
@@ -64,18 +65,31 @@ def model_sigmas(
     return to_floats(cast(torch.Tensor, scheduler.sigmas)[:-1]) + [0.0]
 
 
-def uni_pc_bh2(sigmas: list[float], device: torch.device) -> Any:
-    """diffusers' UniPC (bh2) on flow sigmas that visits `sigmas` (the final 0 excluded), then 0.
-    Its bh1 solver (ComfyUI's `uni_pc`) is not offered: its B(h) = h diverges on the last step to
-    sigma 0, and diffusers renders NaN."""
-    scheduler = diffusers().UniPCMultistepScheduler(
-        num_train_timesteps=TRAIN_TIMESTEPS,
-        prediction_type="flow_prediction",
-        use_flow_sigmas=True,
-        flow_shift=1.0,
-        solver_type="bh2",
-        final_sigmas_type="zero",
-    )
-    # It shifts the array it is given (a list would not broadcast).
-    scheduler.set_timesteps(sigmas=np.array(sigmas, dtype=np.float32), device=device)
-    return scheduler
+def unipc_timesteps(levels: list[float], device: torch.device) -> torch.Tensor:
+    """The timesteps diffusers' `UniPCMultistepScheduler` feeds a flow model at `levels`: each
+    sigma times 1000 in float32, truncated to an integer (its pipelines' UniPC renders so)."""
+    scaled = torch.tensor(levels, dtype=torch.float32) * TRAIN_TIMESTEPS
+    return scaled.to(device=device, dtype=torch.int64)
+
+
+# What a diffusers UniPC config may ask for, and what the library's UniPC runs of it.
+_UNIPC_RUNS: dict[str, object] = {
+    "prediction_type": "flow_prediction",
+    "use_flow_sigmas": True,
+    "predict_x0": True,
+    "thresholding": False,
+    "lower_order_final": True,
+    "solver_p": None,
+}
+
+
+def unipc_of_config(config: Mapping[str, Any]) -> UniPC:
+    """The library's UniPC for a flow model's diffusers `UniPCMultistepScheduler` config: its
+    `solver_type` and `solver_order`. A setting the library does not run is an error, never
+    another sampler."""
+    for key, runs in _UNIPC_RUNS.items():
+        if key in config and config[key] != runs:
+            raise ValueError(f"UniPC with {key}={config[key]!r} is not run here (only {runs!r})")
+    if config.get("disable_corrector"):
+        raise ValueError("UniPC with disable_corrector is not run here")
+    return UniPC(config.get("solver_type", "bh2"), int(config.get("solver_order", 2)))

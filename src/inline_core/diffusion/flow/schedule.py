@@ -4,8 +4,8 @@ Each request gets its own sampler state (steps advance per request, so requests 
 steps, with different samplers, can share a forward). The sigmas follow diffusers' flow
 pipelines for `simple` (`samplers.py`) and the sigma library for every other schedule; `mu` comes
 from the image token count for a dynamically shifted model; img2img starts at
-`N - int(N * strength)`. The samplers are the sigma library's (`diffusion/sigma/`), UniPC bh2
-diffusers'. The timestep a transformer is fed is its family's (`model_time`), computed once from
+`N - int(N * strength)`. The samplers are the sigma library's (`diffusion/sigma/`). The
+timestep a transformer is fed is its family's (`model_time`), computed once from
 every model call's sigma. The low-level `sample` node may pick another sampler and schedule and
 ComfyUI's `denoise`; the defaults are the pipelines' own.
 """
@@ -13,7 +13,7 @@ ComfyUI's `denoise`; the defaults are the pipelines' own.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import torch
 
@@ -24,13 +24,13 @@ from inline_core.diffusion.flow.samplers import (
     flow_sampling,
     flow_spacing,
     model_sigmas,
-    uni_pc_bh2,
+    unipc_timesteps,
 )
 from inline_core.diffusion.flow.steps import denoise_window, img2img_start
 from inline_core.diffusion.libs import to_floats
 from inline_core.diffusion.sigma.noise import RowNoise, row_generator
 from inline_core.diffusion.sigma.stepper import SigmaStepper
-from inline_core.graph.sampler_names import FLOW_ONLY_SAMPLERS, SAMPLERS
+from inline_core.graph.sampler_names import SAMPLERS, UNIPC_SAMPLERS
 
 ModelTime = Callable[[torch.Tensor], torch.Tensor]
 
@@ -65,36 +65,15 @@ def calculate_shift(
     return image_seq_len * m + b
 
 
-class _Driver(Protocol):
-    def step(self, index: int, output: torch.Tensor, x: torch.Tensor, /) -> torch.Tensor: ...
-
-
-class _Library:
-    def __init__(self, stepper: SigmaStepper) -> None:
-        self.stepper = stepper
-
-    def step(self, index: int, output: torch.Tensor, x: torch.Tensor, /) -> torch.Tensor:
-        return self.stepper.advance(output, x)
-
-
-class _Diffusers:
-    def __init__(self, scheduler: Any, timesteps: torch.Tensor) -> None:
-        self.scheduler, self.timesteps = scheduler, timesteps
-
-    def step(self, index: int, output: torch.Tensor, x: torch.Tensor, /) -> torch.Tensor:
-        step = self.scheduler.step(output, self.timesteps[index], x, return_dict=False)
-        return cast(torch.Tensor, step[0])
-
-
 class FlowMatchSchedule:
     def __init__(
         self,
-        driver: _Driver,
+        stepper: SigmaStepper,
         levels: torch.Tensor,
         timesteps: torch.Tensor,
         model_time: ModelTime = diffusers_time,
     ) -> None:
-        self.driver = driver
+        self.stepper = stepper
         self.levels = levels  # every model call's sigma (float32, on the host)
         self.timesteps = timesteps  # the same times 1000, on the device
         # Computed once, so the loop never syncs a device value per step.
@@ -117,34 +96,37 @@ class FlowMatchSchedule:
         spacing: Spacing = flow_spacing,
         seed: int = 0,
         row: int = 0,
+        mu: float | None = None,
     ) -> FlowMatchSchedule:
         """`strength` is img2img as diffusers counts it (skip the first steps of N); `denoise`
         is ComfyUI's (run the last N steps of a longer schedule). `seed` and `row` seed the
-        noise of an ancestral or SDE sampler (the request's own)."""
+        noise of an ancestral or SDE sampler (the request's own). `mu`: a dynamically shifted
+        model's own shift for this image (None: the config's line over the token count)."""
         if sampler not in SAMPLERS:
             raise ValueError(f"unknown sampler {sampler!r}; choose one of {SAMPLERS}")
-        mu = calculate_shift(
-            image_seq_len,
-            config.get("base_image_seq_len", 256),
-            config.get("max_image_seq_len", 4096),
-            config.get("base_shift", 0.5),
-            config.get("max_shift", 1.15),
+        mu = (
+            mu
+            if mu is not None
+            else calculate_shift(
+                image_seq_len,
+                config.get("base_image_seq_len", 256),
+                config.get("max_image_seq_len", 4096),
+                config.get("base_shift", 0.5),
+                config.get("max_shift", 1.15),
+            )
         )
         total, first = denoise_window(steps, denoise)
         sigmas = model_sigmas(config, total, mu, schedule, spacing)[first:]
         if strength is not None:
             sigmas = sigmas[img2img_start(steps, strength) :]
-        if sampler in FLOW_ONLY_SAMPLERS:
-            scheduler = uni_pc_bh2(sigmas[:-1], device)
-            timesteps = cast(torch.Tensor, scheduler.timesteps)
-            scheduler.set_begin_index(0)
-            levels = cast(torch.Tensor, scheduler.sigmas)[:-1].cpu()
-            return cls(_Diffusers(scheduler, timesteps), levels, timesteps, model_time)
         noise = RowNoise([row_generator(seed, row)])
         stepper = SigmaStepper(sampler, flow_sampling(config, mu), sigmas, None, noise)
         levels = torch.tensor(stepper.call_sigmas, dtype=torch.float32)
-        timesteps = (levels * TRAIN_TIMESTEPS).to(device)
-        return cls(_Library(stepper), levels, timesteps, model_time)
+        if sampler in UNIPC_SAMPLERS:
+            timesteps = unipc_timesteps(stepper.call_sigmas, device)
+        else:
+            timesteps = (levels * TRAIN_TIMESTEPS).to(device)
+        return cls(stepper, levels, timesteps, model_time)
 
     @property
     def step_count(self) -> int:
@@ -160,7 +142,7 @@ class FlowMatchSchedule:
 
     def step(self, index: int, noise_pred: Any, latents: Latents, /) -> Latents:
         pred = cast(torch.Tensor, noise_pred).to(torch.float32)
-        out = self.driver.step(index, pred, cast(torch.Tensor, latents.value))
+        out = self.stepper.advance(pred, cast(torch.Tensor, latents.value))
         return Latents(out, latents.shape)
 
     def x0_estimate(self, index: int, noise_pred: Any, latents: Latents, /) -> torch.Tensor:

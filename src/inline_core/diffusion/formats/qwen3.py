@@ -28,6 +28,9 @@ ROPE_THETA = 1_000_000.0
 RMS_EPS = 1e-6
 MAX_POSITIONS = 40960
 MODEL_TYPE = "qwen3"  # an HF folder's config.json `model_type`
+# The name families share its loaded weights under (a builder's `shared_parts`): one Qwen3 file
+# on one placement is loaded once for every family that reads it.
+SHARED = "qwen3"
 
 
 def _without_lm_head(shapes: Shapes) -> dict[str, tuple[int, ...]]:

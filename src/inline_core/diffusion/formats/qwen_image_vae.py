@@ -31,6 +31,9 @@ VALUE_RANGE = wan_vae.VALUE_RANGE
 # `AutoencoderKLQwenImage`'s defaults, which a single file takes (it carries none): Wan 2.1's.
 LATENTS_MEAN = wan_vae.LATENTS_MEAN
 LATENTS_STD = wan_vae.LATENTS_STD
+# The name families share its loaded weights under (a builder's `shared_parts`): one Qwen-Image
+# VAE file on one placement is loaded once for every family that decodes with it.
+SHARED = "qwen-image-vae"
 
 
 def is_qwen_image_vae(shapes: Shapes) -> bool:

@@ -7,6 +7,7 @@ pipeline's `preview_format` (`components.step.SupportsPreview`); a new VAE adds 
 
 - `flux`: the FLUX autoencoder's 16 channels (Z-Image uses it). Tiny decoder: `taef1_decoder`
   (TAESD's layout, `tiny_decoder.py`).
+- `sdxl`: SDXL's VAE's 4 channels at its scale. Tiny decoder: `taesdxl_decoder`.
 - `wan21` / `wan22`: the Wan 2.1 (16 channels; Wan 2.2 A14B's too) and Wan 2.2 (48 channels, 16x
   down: the TI2V-5B's) video VAEs. Tiny decoders: lightx2v's `lighttaew2_1` / `lighttaew2_2`, the
   names ComfyUI looks for, or madebyollin's `taew2_1` / `taew2_2` (TAEHV's layout, `taehv.py`),
@@ -158,7 +159,22 @@ WAN22 = PreviewFormat(
     latents_std=tuple(wan22_vae.LATENTS_STD),
 )
 
-PREVIEW_FORMATS: dict[str, PreviewFormat] = {f.name: f for f in (FLUX, WAN21, WAN22)}
+SDXL = PreviewFormat(
+    name="sdxl",
+    channels=4,
+    spatial_factor=8,
+    video=False,
+    rgb_factors=(
+        (0.3651, 0.4232, 0.4341),
+        (-0.2533, -0.0042, 0.1068),
+        (0.1076, 0.1111, -0.0362),
+        (-0.3165, -0.2492, -0.2188),
+    ),
+    rgb_bias=(0.1084, -0.0175, -0.0011),
+    tiny_decoders=("taesdxl_decoder",),
+)
+
+PREVIEW_FORMATS: dict[str, PreviewFormat] = {f.name: f for f in (FLUX, WAN21, WAN22, SDXL)}
 
 
 def preview_format(name: str) -> PreviewFormat:

@@ -21,15 +21,20 @@ from inline_core.diffusion.sigma.prediction import Prediction
 from inline_core.diffusion.sigma.sampling import ModelSampling
 from inline_core.graph.sampler_names import SIGMA_SAMPLERS
 
+# A sampler by its ComfyUI name, or an algorithm configured otherwise (a family's own UniPC).
+Sampler = str | Algorithm
 
-def algorithm(name: str) -> Algorithm:
+
+def algorithm(name: Sampler) -> Algorithm:
+    if not isinstance(name, str):
+        return name
     found = ALGORITHMS.get(name)
     if found is None:
         raise ValueError(f"unknown sampler {name!r}; choose one of {SIGMA_SAMPLERS}")
     return found
 
 
-def call_sigmas(name: str, sampling: ModelSampling, sigmas: Sequence[float]) -> list[float]:
+def call_sigmas(name: Sampler, sampling: ModelSampling, sigmas: Sequence[float]) -> list[float]:
     """The sigma of each model call `name` makes over `sigmas`."""
     run = algorithm(name)(Walk(sampling, NoNoise()), torch.zeros(1), list(sigmas))
     seen: list[float] = []
@@ -47,7 +52,7 @@ class SigmaStepper:
 
     def __init__(
         self,
-        name: str,
+        name: Sampler,
         sampling: ModelSampling,
         sigmas: Sequence[float],
         x: torch.Tensor | None,

@@ -23,6 +23,7 @@ from PIL import Image
 
 from inline_core.contract.handles import ControlHandle, ModelHandle, VAEHandle
 from inline_core.contract.registry import Families
+from inline_core.contract.supports import control_of
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InlineError, InvalidRequest
 from inline_core.families.nodes.inputs import handle_input
@@ -52,8 +53,11 @@ class LoadControl(NodeRunner):
         name, strength = str(params["name"]), float(params["strength"])
         refusals: list[str] = []
         for family in self.families:
+            takes = control_of(family)
+            if takes is None:  # a family without control models is never asked
+                continue
             try:
-                use = family.control_use(name, strength, node_id)
+                use = takes.control_use(name, strength, node_id)
             except InlineError as exc:
                 if exc.status != 422:
                     raise
@@ -71,8 +75,9 @@ class LoadControl(NodeRunner):
         if "image" not in wired and "inpaint_image" not in wired:
             raise InvalidRequest(NEEDS_AN_IMAGE, node_id=node_id)
         if wired & {"mask", "inpaint_image"}:  # only a control model that inpaints takes them
-            family = self.families.named(self._pick(params, node_id).family)
-            family.check_control_inputs(str(params["name"]), wired, node_id)
+            takes = control_of(self.families.named(self._pick(params, node_id).family))
+            if takes is not None:  # always: `_pick` found a family that takes control models
+                takes.check_control_inputs(str(params["name"]), wired, node_id)
 
     def check(self, node_id: str, params: Mapping[str, Any]) -> Picked:
         picked = self._pick(params, node_id)

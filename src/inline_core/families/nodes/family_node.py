@@ -16,7 +16,13 @@ from typing import Any
 
 from PIL import Image
 
-from inline_core.components.step import caches_steps, step_cache_counts, streams_chunks
+from inline_core.components.step import (
+    caches_steps,
+    step_cache_counts,
+    streams_chunks,
+    streams_sound,
+    takes_interactions,
+)
 from inline_core.contract.family import Family
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
@@ -25,8 +31,10 @@ from inline_core.engine.target import node_target
 from inline_core.errors import RunFailed
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
+from inline_core.graph.schema import PortKind
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.interactions import InteractionInbox
 from inline_core.runtime.progress import NodeReporter
 from inline_core.runtime.video import Frames, Video
 from inline_core.runtime.video_stream import LiveVideo
@@ -88,6 +96,13 @@ class FamilyNodeRunner(NodeRunner):
             if target.in_process and streams_chunks(state):
                 live = streams.enter_context(ctx.streaming(node_id, state.fps))
                 state.on_chunk = chunk_listener(reporter, live, ctx.cancel, state.fps)
+                if live is not None and streams_sound(state):
+                    state.on_audio = live.set_audio
+            inbox = None
+            if takes_interactions(state):  # its stored interactions replay at their boundaries
+                inbox = InteractionInbox(state.chunk_count, ctx.interactions)
+                state.inbox = inbox
+                streams.enter_context(ctx.interacting(inbox))
             reporter.phase("loading", 1.0)
             ctx.cancel.raise_if_cancelled()
             job = SampleJob(
@@ -99,6 +114,7 @@ class FamilyNodeRunner(NodeRunner):
                 on_wait=reporter.waiting,
                 label=f"{ctx.run_id}/{node_id}",
                 preview=self.runtime.preview_sink(ctx.preview, ctx.run_id, node_id),
+                on_chunk=chunk_announcer(reporter, inbox),
             )
             output: object = target.sampler.run(job)
             if job.preview is not None:  # its last preview out before the run can end
@@ -110,15 +126,30 @@ class FamilyNodeRunner(NodeRunner):
             ):  # "auto": the embedded graph names the model it picked
                 chosen = {"model": sources.model_name}
             params = {**lowered.take_params, "model": sources.model_name}
+            steered = inbox is not None and bool(inbox.applied)
+            if inbox is not None:  # the take's timeline: each interaction and its chunk
+                params["interactions"] = inbox.timeline()
             if cache is not None:  # cached steps are an approximation: the take says how
                 params["cache"] = cache.to_json()
                 counts = step_cache_counts(state)
                 if counts is not None:  # and what the cache skipped
                     params["cacheCounts"] = counts
                     self.runtime.step_cache_totals.add(counts)
-            take = self._save(ctx, node_id, output, params, chosen)
+            takes = [self._save(ctx, node_id, output, params, chosen)]
+            outputs = {self.descriptor.outputs[0].name: output}
+            sound = self._audio_port()
+            if sound is not None and isinstance(output, Video) and output.audio is not None:
+                # A video's soundtrack is also a take of its own, the node's audio output.
+                audio_format = str(call.params.get("audio_format") or "wav")
+                takes.append(ctx.save_audio(node_id, output.audio, params, audio_format, 1, chosen))
+                outputs[sound] = output.audio
             reporter.phase("save", 1.0)
-            return NodeResult(outputs={self.descriptor.outputs[0].name: output}, takes=(take,))
+            return NodeResult(outputs=outputs, takes=tuple(takes), cacheable=not steered)
+
+    def _audio_port(self) -> str | None:
+        """The node's audio output beside its video, where it has one."""
+        ports = self.descriptor.outputs[1:]
+        return next((p.name for p in ports if p.kind == PortKind.AUDIO), None)
 
     def _save(
         self,
@@ -136,6 +167,19 @@ class FamilyNodeRunner(NodeRunner):
             f"{self.descriptor.type} produced a {type(output).__name__}, not its "
             f"{self.descriptor.output_kind}"
         )
+
+
+def chunk_announcer(
+    reporter: NodeReporter, inbox: InteractionInbox | None
+) -> Callable[[Any], None]:
+    """What the loop calls as a chunked render starts a chunk (`ChunkMediaSpec`): a
+    `chunk_started` event with the interactions that took effect at it."""
+
+    def on_chunk(media: Any) -> None:
+        applied = () if inbox is None else inbox.applied_at(int(media.chunk))
+        reporter.chunk_started(media.to_info(), tuple(i.to_info() for i in applied))
+
+    return on_chunk
 
 
 def chunk_listener(

@@ -43,6 +43,7 @@ from inline_core.contract.handles import (
     VAEHandle,
 )
 from inline_core.contract.settings import SampleSettings
+from inline_core.contract.supports import supports_control_inpaint
 from inline_core.diffusion import masks
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.engine.runtime import ModelRuntime
@@ -339,7 +340,7 @@ def _control_fields(
     if control is None:
         return {}
     vae: Any = runtime.stacks().vae(family, control.vae.source, render)
-    inpaints = family.control_inpaints(control.name) is True
+    inpaints = supports_control_inpaint(family) and family.control_inpaints(control.name) is True
     with torch.inference_mode():
         fields = masks.control_inpaint(
             vae,

@@ -15,6 +15,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import SCHEDULER, StackRules
 from inline_core.contract.handles import LoraHandle
@@ -28,6 +29,7 @@ from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.wan import experts, lora_shapes, vision_files
+from inline_core.families.wan.comfy import RECIPE
 from inline_core.families.wan.descriptor import (
     EXTRA_HINT,
     NODE_TYPE,
@@ -80,7 +82,6 @@ class WanFamily(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.wan.build:BUILDER"
     comfy_text_encoder_types = ("wan",)  # how ComfyUI's CLIPLoader loads UMT5 for Wan
-    comfy_node = NODE_TYPE  # its ComfyUI workflows import as one alibaba/wan node
     kit = "inline_core.families.wan.kit:main"
     download = "inline_core.families.wan.download:main"
     loras = WAN_LORAS
@@ -95,6 +96,9 @@ class WanFamily(Family):
         split_methods=SPLIT_METHODS,
         split_engines=SPLIT_ENGINES,
     )
+
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (WAN_DESCRIPTOR,)
@@ -196,9 +200,7 @@ class WanFamily(Family):
         self._check_params(submit.params, submit.wired, submit.sources, submit.node_id)
         self._check_loras(submit.loras, submit.sources, submit.node_id)
 
-    def _check_loras(
-        self, loras: Sequence[object], sources: Sources | None, node_id: str
-    ) -> None:
+    def _check_loras(self, loras: Sequence[object], sources: Sources | None, node_id: str) -> None:
         """A LoRA of another family, one that picks an expert on a one-model stack, or one
         trained for another size of Wan (its shapes read from its header) is refused."""
         handles = lora_handles(list(loras), self.name, self.title, node_id)

@@ -2,10 +2,11 @@
 TI2V with an image, `WanImageToVideoPipeline`), per request.
 
 `prepare_encode` encodes the prompts (UMT5, padded to 512 tokens), draws the noise and gives the
-request its own UniPC scheduler; `denoise_step` runs one transformer forward over a batch of
-requests of one latent shape (their positives, then the negatives of those with guidance);
-`step_scheduler` advances one request; `post_decode` decodes it, latent frame by latent frame,
-handing each chunk of frames to the request's `on_chunk` as it is decoded. A TI2V model
+request its own UniPC (the sigma library's, over diffusers' table); `denoise_step` runs one
+transformer forward over a batch of requests of one latent shape (their positives, then the
+negatives of those with guidance); `step_scheduler` advances one request; `post_decode` decodes
+it, latent frame by latent frame, handing each chunk of frames to the request's `on_chunk` as it
+is decoded. A TI2V model
 (`expand_timesteps`) takes its timesteps per latent token, and an image as its first latent frame
 (`first_frame.py`); its text-to-video and image-to-video requests share forwards. A model with 36
 channels in (Wan 2.2 A14B i2v) takes the image's latents and a mask as channels. A Wan 2.2 A14B
@@ -30,11 +31,16 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
+from inline_core.diffusion.flow.samplers import unipc_of_config
 from inline_core.diffusion.flow.schedule import flow_x0
-from inline_core.diffusion.libs import module
+from inline_core.diffusion.libs import module, to_floats
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.sigma.noise import RowNoise, row_generator
+from inline_core.diffusion.sigma.sampling import FlowSampling
+from inline_core.diffusion.sigma.stepper import SigmaStepper
 from inline_core.diffusion.stepcache import rows as step_rows
 from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
+from inline_core.diffusion.vae.pixels import to_pixels
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan import first_frame
@@ -43,16 +49,6 @@ from inline_core.families.wan.image_encoder import image_embeds
 from inline_core.families.wan.lora import read_lora
 from inline_core.families.wan.request import WanRequest, new_request
 from inline_core.runtime.video import Frames, Video
-
-
-def to_pixels(video: torch.Tensor, value_range: tuple[float, float]) -> Frames:
-    """(1, 3, F, H, W) floats in `value_range` -> (F, H, W, 3) uint8, rounded as diffusers'
-    video processor rounds them."""
-    low, high = value_range
-    scale = 1.0 / (high - low)
-    unit = (video[0].float() * scale - low * scale).clamp(0, 1)
-    frames = unit.permute(1, 2, 3, 0).cpu().numpy()
-    return (frames * 255).round().astype(np.uint8)
 
 
 class WanStepPipeline:
@@ -162,13 +158,21 @@ class WanStepPipeline:
         return state
 
     def new_scheduler(self, state: WanRequest) -> Any:
+        """diffusers' UniPC for the request's table (its sigmas and the integer timesteps the
+        model is fed); the sigma library's UniPC steps it (`new_stepper`)."""
         config = dict(self.scheduler_config)
         if state.shift is not None:
             config["flow_shift"] = state.shift
         scheduler = module("diffusers").UniPCMultistepScheduler.from_config(config)
         scheduler.set_timesteps(state.steps, device=self.device)
-        scheduler.set_begin_index(0)
         return scheduler
+
+    def new_stepper(self, state: WanRequest, scheduler: Any) -> SigmaStepper:
+        config = scheduler.config
+        sigmas = to_floats(cast(torch.Tensor, scheduler.sigmas))
+        sampling = FlowSampling(float(config.flow_shift))  # UniPC reads only its log-SNR
+        noise = RowNoise([row_generator(state.seed)])
+        return SigmaStepper(unipc_of_config(config).algorithm, sampling, sigmas, None, noise)
 
     # -- step protocol ---------------------------------------------------------------------------
 
@@ -204,6 +208,7 @@ class WanStepPipeline:
                 else:
                     state.condition = self.vae.encode(pixels).to(self.device)
             state.scheduler = self.new_scheduler(state)
+            state.stepper = self.new_stepper(state, state.scheduler)
             if state.boundary_ratio is not None and state.switch_step is None:
                 state.switch_step = switch_step(state.scheduler, state.boundary_ratio)
             state.cache = step_rows.request_cache(state.step_cache)
@@ -293,9 +298,8 @@ class WanStepPipeline:
     def step_scheduler(self, state: WanRequest, noise_pred: Any, /) -> None:
         latents = _prepared(state)
         with torch.inference_mode():
-            stepped = state.scheduler.step(
-                noise_pred, _timestep(state), latents.value, return_dict=False
-            )[0]
+            pred = cast(torch.Tensor, noise_pred).to(torch.float32)
+            stepped = cast(SigmaStepper, state.stepper).advance(pred, latents.value)
         state.latents = Latents(stepped, latents.shape)
         state.step_index += 1
 
@@ -327,7 +331,7 @@ class WanStepPipeline:
             )
             latents = Latents(value, latents.shape)
         # The state may outlive the render: drop its tensors (the scheduler keeps past outputs).
-        state.latents = state.positive = state.negative = state.scheduler = None
+        state.latents = state.positive = state.negative = state.scheduler = state.stepper = None
         state.condition = state.image_embeds = None
         step_rows.release(state.cache)
         return latents

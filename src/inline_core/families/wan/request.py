@@ -55,7 +55,8 @@ class WanRequest:
     model_key: Hashable = field(default="", metadata=LOCAL)
     step_index: int = field(default=0, metadata=LOCAL)
     prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
-    scheduler: Any = field(default=None, metadata=LOCAL)  # its private UniPC copy
+    scheduler: Any = field(default=None, metadata=LOCAL)  # its UniPC table: timesteps, sigmas
+    stepper: Any = field(default=None, metadata=LOCAL)  # its sampler (`sigma.stepper`)
     latents: Latents | None = field(default=None, metadata=LOCAL)
     condition: Any = field(default=None, metadata=LOCAL)  # the image's latent frame (i2v)
     image_embeds: Any = field(default=None, metadata=LOCAL)  # its CLIP vision view (Wan 2.1 i2v)

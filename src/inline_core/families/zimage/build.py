@@ -34,6 +34,8 @@ class ZImageBuilder:
     }
 
     step_cache_layout = LAYOUT  # its pipelines cache their main blocks per request
+    # Its Qwen3 is loaded once for every family that reads the same file (FLUX.2 klein 4B).
+    shared_parts = {"text_encoder": qwen3.SHARED, "tokenizer": qwen3.SHARED}
 
     load = PartLoader(
         "Z-Image",

@@ -11,6 +11,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules, read_json
 from inline_core.contract.lora_stacks import lora_stack
@@ -24,6 +25,7 @@ from inline_core.downloads.targets import Downloads
 from inline_core.errors import InlineError, InvalidRequest
 from inline_core.families.nodes.inputs import prompt_text
 from inline_core.families.zimage import control_inputs, controlnet
+from inline_core.families.zimage.comfy import RECIPE
 from inline_core.families.zimage.control_files import (
     control_config,
     control_entry,
@@ -67,6 +69,9 @@ class ZImageFamily(Family):
         primitives=True,
         step_cache=frozenset({"dbcache"}),  # per request, on its main blocks (step_cache.py)
     )
+
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (ZIMAGE_DESCRIPTOR,)

@@ -33,12 +33,12 @@ import torch
 from inline_core.diffusion.formats import ldm_vae, qwen3
 from inline_core.diffusion.kit import (
     TINY_FLUX_VAE_CONFIG,
-    byte_tokenizer,
     report,
     save_weights,
     seeded,
     tokenizer_vocab_size,
 )
+from inline_core.diffusion.kit_qwen3 import qwen3_tokenizer, tiny_qwen3_config
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.diffusion.preview.formats import preview_format
 from inline_core.diffusion.preview.kit import write_tiny_decoder
@@ -65,17 +65,6 @@ SCHEDULER_CONFIG: dict[str, Any] = {
 }
 SEEDS = {"text_encoder": 1, "transformer": 2, "vae": 3}
 
-# Qwen3's chat template, reduced to what a one-message prompt uses (enable_thinking included).
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}"
-    "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}"
-)
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
-
 
 @dataclass(frozen=True)
 class KitPaths:
@@ -91,28 +80,11 @@ class KitPaths:
 
 def build_tokenizer() -> Any:
     """A byte-level BPE with Qwen3's special tokens and a reduced chat template."""
-    return byte_tokenizer(
-        SPECIAL_TOKENS,
-        pad_token="<|endoftext|>",
-        eos_token="<|im_end|>",
-        chat_template=CHAT_TEMPLATE,
-    )
+    return qwen3_tokenizer()
 
 
 def qwen3_config(vocab_size: int, hidden_size: int = CAP_FEAT_DIM) -> Any:
-    return transformers().Qwen3Config(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        rms_norm_eps=qwen3.RMS_EPS,
-        rope_parameters={"rope_theta": qwen3.ROPE_THETA, "rope_type": "default"},
-        max_position_embeddings=qwen3.MAX_POSITIONS,
-        tie_word_embeddings=True,
-    )
+    return tiny_qwen3_config(vocab_size, hidden_size)
 
 
 def build_text_encoder(vocab_size: int) -> Any:

@@ -75,6 +75,7 @@ BATCH = INT(1, 1, 4096)
 LENGTH = INT(81, 1, MAX_RESOLUTION, 4)
 STRENGTH = FLOAT(1.0, -100.0, 100.0)
 SAVED = {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}
+CUSTOM_SAMPLER = "comfy_extras.nodes_custom_sampler"
 CLIP_TYPES = COMBO(
     "stable_diffusion", "stable_cascade", "sd3", "stable_audio", "mochi", "ltxv", "pixart",
     "cosmos", "lumina2", "wan", "hidream", "chroma", "ace", "omnigen2", "qwen_image",
@@ -333,6 +334,110 @@ NODE_DEFS: dict[str, NodeDef] = {
         },
         (("LATENT", "LATENT"),),
         display_name="KSampler (Advanced)",
+    ),
+    # Custom sampling (comfy_extras/nodes_custom_sampler.py): read onto `sample` by the importer.
+    "SamplerCustom": NodeDef(
+        "sampling/custom_sampling",
+        {
+            "model": LINK("MODEL"),
+            "add_noise": BOOLEAN(True),
+            "noise_seed": SEED,
+            "cfg": CFG,
+            "positive": LINK("CONDITIONING"),
+            "negative": LINK("CONDITIONING"),
+            "sampler": LINK("SAMPLER"),
+            "sigmas": LINK("SIGMAS"),
+            "latent_image": LINK("LATENT"),
+        },
+        (("LATENT", "output"), ("LATENT", "denoised_output")),
+        python_module=CUSTOM_SAMPLER,
+    ),
+    "SamplerCustomAdvanced": NodeDef(
+        "sampling/custom_sampling",
+        {
+            "noise": LINK("NOISE"),
+            "guider": LINK("GUIDER"),
+            "sampler": LINK("SAMPLER"),
+            "sigmas": LINK("SIGMAS"),
+            "latent_image": LINK("LATENT"),
+        },
+        (("LATENT", "output"), ("LATENT", "denoised_output")),
+        python_module=CUSTOM_SAMPLER,
+    ),
+    "KSamplerSelect": NodeDef(
+        "sampling/custom_sampling/samplers",
+        {"sampler_name": Picker("samplers")},
+        (("SAMPLER", "SAMPLER"),),
+        python_module=CUSTOM_SAMPLER,
+    ),
+    "BasicScheduler": NodeDef(
+        "sampling/custom_sampling/schedulers",
+        {
+            "model": LINK("MODEL"),
+            "scheduler": Picker("schedulers"),
+            "steps": STEPS,
+            "denoise": FLOAT(1.0, 0.0, 1.0),
+        },
+        (("SIGMAS", "SIGMAS"),),
+        python_module=CUSTOM_SAMPLER,
+    ),
+    "KarrasScheduler": NodeDef(
+        "sampling/custom_sampling/schedulers",
+        {
+            "steps": STEPS,
+            "sigma_max": FLOAT(14.614642, 0.0, 5000.0, round=False),
+            "sigma_min": FLOAT(0.0291675, 0.0, 5000.0, round=False),
+            "rho": FLOAT(7.0, 0.0, 100.0, round=False),
+        },
+        (("SIGMAS", "SIGMAS"),),
+        python_module=CUSTOM_SAMPLER,
+    ),
+    "BetaSamplingScheduler": NodeDef(
+        "sampling/custom_sampling/schedulers",
+        {
+            "model": LINK("MODEL"),
+            "steps": STEPS,
+            "alpha": FLOAT(0.6, 0.0, 50.0, round=False),
+            "beta": FLOAT(0.6, 0.0, 50.0, round=False),
+        },
+        (("SIGMAS", "SIGMAS"),),
+        python_module=CUSTOM_SAMPLER,
+    ),
+    "RandomNoise": NodeDef(
+        "sampling/custom_sampling/noise",
+        {"noise_seed": SEED},
+        (("NOISE", "NOISE"),),
+        python_module=CUSTOM_SAMPLER,
+    ),
+    "DisableNoise": NodeDef(
+        "sampling/custom_sampling/noise", {}, (("NOISE", "NOISE"),), python_module=CUSTOM_SAMPLER
+    ),
+    "CFGGuider": NodeDef(
+        "sampling/custom_sampling/guiders",
+        {
+            "model": LINK("MODEL"),
+            "positive": LINK("CONDITIONING"),
+            "negative": LINK("CONDITIONING"),
+            "cfg": CFG,
+        },
+        (("GUIDER", "GUIDER"),),
+        python_module=CUSTOM_SAMPLER,
+    ),
+    "BasicGuider": NodeDef(
+        "sampling/custom_sampling/guiders",
+        {"model": LINK("MODEL"), "conditioning": LINK("CONDITIONING")},
+        (("GUIDER", "GUIDER"),),
+        python_module=CUSTOM_SAMPLER,
+    ),
+    "ModelSamplingDiscrete": NodeDef(
+        "advanced/model",
+        {
+            "model": LINK("MODEL"),
+            "sampling": COMBO("eps", "v_prediction", "lcm", "x0", "img_to_img"),
+            "zsnr": BOOLEAN(False),
+        },
+        (("MODEL", "MODEL"),),
+        python_module="comfy_extras.nodes_model_advanced",
     ),
     "VAEDecode": NodeDef(
         "latent",

@@ -138,6 +138,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         "a take's media facts (content type, size; a video's frames and fps)",
         ("ALTER TABLE takes ADD COLUMN facts TEXT NOT NULL DEFAULT '{}'",),
     ),
+    Migration(
+        6,
+        "a running run's interactions (changes applied at a chunk boundary), kept for replay",
+        (
+            """CREATE TABLE IF NOT EXISTS interactions (
+                seq {serial_key},
+                run_id TEXT NOT NULL,
+                id TEXT NOT NULL UNIQUE,
+                chunk INTEGER NOT NULL,
+                body TEXT NOT NULL,
+                created_at {real} NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS interactions_by_run ON interactions (run_id, seq)",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -20,9 +20,10 @@ Several servers, one store:
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, cast
 
@@ -506,6 +507,39 @@ class RunStore:
             return str(row["lease_owner"])
 
         return self._writer.submit(op).result()
+
+    # ---- interactions --------------------------------------------------------------------------
+
+    def add_interaction(self, run_id: str, info: Mapping[str, Any]) -> bool:
+        """Store a running run's interaction (`runtime.interactions.Interaction.to_info`),
+        durably, before it is acknowledged; False if the run is not running."""
+
+        def op(db: Db) -> bool:
+            cur = db.execute(
+                "INSERT INTO interactions (run_id, id, chunk, body, created_at) "
+                "SELECT ?, ?, ?, ?, ? WHERE EXISTS "
+                "(SELECT 1 FROM runs WHERE id = ? AND status = 'running')",
+                (
+                    run_id,
+                    str(info["id"]),
+                    int(info["chunk"]),
+                    json.dumps(dict(info)),
+                    time.time(),
+                    run_id,
+                ),
+            )
+            return cur.rowcount == 1
+
+        return self._writer.submit(op).result()
+
+    def interactions_for_run(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's interactions, in the order they were stored."""
+
+        def query(db: Db) -> list[dict[str, Any]]:
+            found = db.all("SELECT body FROM interactions WHERE run_id = ? ORDER BY seq", (run_id,))
+            return [cast(dict[str, Any], json.loads(str(row["body"]))) for row in found]
+
+        return cast(list[dict[str, Any]], self._read(query))
 
     # ---- assets --------------------------------------------------------------------------------
 

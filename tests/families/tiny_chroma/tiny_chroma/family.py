@@ -12,6 +12,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import ModelRule, PartRule, StackRules, TokenizerRule, read_json
 from inline_core.contract.sources import Sources
@@ -23,6 +24,7 @@ from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget,
 from inline_core.graph.schema import PortKind
 from inline_core.models.catalog import CatalogEntry
 from inline_core.models.source import Source
+from tiny_chroma.comfy import RECIPE
 from tiny_chroma.request import ChromaRequest, new_request
 
 NODE_TYPE = "test/chroma"
@@ -134,6 +136,7 @@ class ChromaFamily(Family):
     install_hint = "install inline-core's diffusers extra (torch, diffusers, transformers)"
     builder = "tiny_chroma.build:BUILDER"
     kit = "tiny_chroma.kit:main"
+    comfy_text_encoder_types = ("chroma",)  # how ComfyUI's CLIPLoader loads T5 for Chroma
     capabilities = Capabilities(
         batching="shapes",
         split_methods=SPLIT_METHODS,
@@ -143,6 +146,9 @@ class ChromaFamily(Family):
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (DESCRIPTOR,)
+
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
 
     def rules(self) -> StackRules:
         return RULES

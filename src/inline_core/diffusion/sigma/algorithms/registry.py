@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from inline_core.diffusion.sigma.algorithms import first_order, multistep, sde, two_stage
+from inline_core.diffusion.sigma.algorithms import deis, first_order, multistep, sde, two_stage
+from inline_core.diffusion.sigma.algorithms.unipc import UniPC
 from inline_core.diffusion.sigma.algorithms.walk import Algorithm
 from inline_core.graph.sampler_names import SIGMA_SAMPLERS
 
@@ -33,5 +34,8 @@ ALGORITHMS: dict[str, Algorithm] = {
     "dpmpp_2m_sde_gpu": sde.dpmpp_2m_sde,
     "dpmpp_2m_sde_heun_gpu": sde.dpmpp_2m_sde_heun,
     "dpmpp_3m_sde_gpu": sde.dpmpp_3m_sde,
+    "uni_pc": UniPC("bh1").algorithm,
+    "uni_pc_bh2": UniPC("bh2").algorithm,
+    "deis": deis.deis,
 }
 assert tuple(ALGORITHMS) == SIGMA_SAMPLERS

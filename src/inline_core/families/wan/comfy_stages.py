@@ -1,4 +1,4 @@
-"""ComfyUI's two-stage sampling of Wan 2.2 A14B, read onto `alibaba/wan` (beside `own_node.py`).
+"""ComfyUI's two-stage sampling of Wan 2.2 A14B, read onto `alibaba/wan` (Wan's recipe reader).
 
 The official Wan 2.2 14B templates (text-to-video and image-to-video) sample in two
 KSamplerAdvanced stages over one schedule of N steps: the first on the high-noise expert's
@@ -16,16 +16,11 @@ the node. A lone KSamplerAdvanced that runs the whole schedule with its noise re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from inline_core.importer.dropped import UnsupportedNode
+from inline_core.importer.own_node import Collapse, Sampling
 from inline_core.importer.values import describe
 from inline_core.importer.widgets import CONTROL_AFTER_GENERATE, WIDGET_ORDER
 from inline_core.importer.workflow import ComfyNode, Link
-
-if TYPE_CHECKING:
-    from inline_core.importer.own_node import Collapse
 
 ADVANCED = "KSamplerAdvanced"
 END = 10_000  # ComfyUI's end_at_step default: past any schedule's last step
@@ -33,32 +28,11 @@ END = 10_000  # ComfyUI's end_at_step default: past any schedule's last step
 SCHEDULE = tuple(n for n in WIDGET_ORDER[ADVANCED] if n != CONTROL_AFTER_GENERATE)
 
 
-@dataclass(frozen=True)
-class Sampling:
-    """What the node samples: from one KSampler, or two chained KSamplerAdvanced stages."""
-
-    first: ComfyNode  # the sampler whose prompts, latent and (high-noise) model are read
-    last: ComfyNode | None  # the low-noise stage (None: one sampler)
-    seed: int
-    steps: int
-    guidance: float
-    guidance_2: float | None = None
-    switch_step: int | None = None
-
-
 def read(collapse: Collapse, sampler: ComfyNode) -> Sampling:
-    """The sampling of the chain whose last sampler is `sampler` (a KSampler's, or stages')."""
+    """The sampling of the chain whose last sampler is `sampler`, a KSamplerAdvanced: two
+    stages, or one that runs the whole schedule."""
     m = collapse.mapper
-    if sampler.class_type != ADVANCED:
-        return Sampling(
-            sampler,
-            None,
-            m.whole(sampler, "seed", 0),
-            m.whole(sampler, "steps", 30),
-            m.number(sampler, "cfg", 5.0),
-        )
-    upstream = collapse.source(sampler, "latent_image")
-    assert upstream is not None
+    upstream = collapse.required(sampler, "latent_image")
     if upstream.class_type != ADVANCED:
         return _lone(collapse, sampler)
     first, last = upstream, sampler
@@ -99,8 +73,7 @@ def read(collapse: Collapse, sampler: ComfyNode) -> Sampling:
         m.whole(first, "noise_seed", 0),
         steps,
         m.number(first, "cfg", 5.0),
-        m.number(last, "cfg", 5.0),
-        k,
+        {"guidance_2": m.number(last, "cfg", 5.0), "switch_step": k},
     )
 
 

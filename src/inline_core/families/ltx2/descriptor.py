@@ -1,0 +1,91 @@
+"""The `lightricks/ltx-2` node: what a client draws and the validator checks (torch-free)."""
+
+from __future__ import annotations
+
+from inline_core.contract.common_params import MODEL, SEED
+from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
+from inline_core.graph.schema import PortKind
+
+NODE_TYPE = "lightricks/ltx-2"
+MAX_PROMPT_CHARS = 20_000
+STEPS_DEFAULT = 40
+# LTX-2's published defaults: 768x512, 121 frames (8k+1) at 24 fps, guidance 4 for the video
+# and 7 for the soundtrack.
+DEFAULTS = {"width": 768, "height": 512, "frames": 121, "fps": 24}
+
+
+def _size(name: str) -> ParamSpec:
+    # Multiples of 32 for LTX-2's VAE (a model's own VAE is checked at submit).
+    return ParamSpec(
+        name,
+        ParamWidget.NUMBER,
+        DEFAULTS[name],
+        minimum=32,
+        maximum=4096,
+        step=32,
+        integer=True,
+    )
+
+
+LTX2_DESCRIPTOR = NodeDescriptor(
+    type=NODE_TYPE,
+    title="LTX-2",
+    category="video/generate",
+    icon="film",
+    source="core",
+    output_kind="video",
+    inputs=(
+        PortSpec("prompt", PortKind.TEXT),
+        PortSpec("image", PortKind.IMAGE, optional=True, label="First frame (image to video)"),
+    ),
+    outputs=(PortSpec("video", PortKind.VIDEO), PortSpec("audio", PortKind.AUDIO)),
+    params=(
+        ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
+        _size("width"),
+        _size("height"),
+        # 8k+1 for LTX-2's VAE, checked at submit against the model's own VAE.
+        ParamSpec(
+            "frames",
+            ParamWidget.NUMBER,
+            default=DEFAULTS["frames"],
+            minimum=1,
+            maximum=1001,
+            integer=True,
+            label="Frames, 8k+1",
+        ),
+        ParamSpec(
+            "fps", ParamWidget.NUMBER, default=DEFAULTS["fps"], minimum=1, maximum=120, integer=True
+        ),
+        ParamSpec(
+            "steps", ParamWidget.NUMBER, default=STEPS_DEFAULT, minimum=1, maximum=200, integer=True
+        ),
+        ParamSpec("guidance", ParamWidget.NUMBER, default=4.0, minimum=1.0, maximum=20.0, step=0.1),
+        ParamSpec(
+            "audio_guidance",
+            ParamWidget.NUMBER,
+            default=7.0,
+            minimum=1.0,
+            maximum=20.0,
+            step=0.1,
+            label="Soundtrack's guidance",
+        ),
+        SEED,
+        MODEL,
+        ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),
+        ParamSpec("audio_format", ParamWidget.SELECT, default="flac", options=("flac", "wav")),
+    ),
+    description=(
+        "Text to video with its soundtrack, LTX-2 (a diffusers LTX-2 folder); with an image "
+        "wired, image to video from that first frame (stretched to width x height). The video and "
+        "the sound are denoised together, one forward for both. frames is 8k+1 (the VAE's), "
+        "size a multiple of 32. guidance guides the video and audio_guidance the sound "
+        "(classifier-free, above 1, with the negative prompt). Outputs: the video (format mp4: "
+        "H.264 with its AAC soundtrack; png: a lossless animated PNG, silent) and the sound "
+        "alone (audio_format flac or wav)."
+    ),
+)
+
+EXTRA_HINT = (
+    "install the diffusers extra (torch, diffusers, transformers) for LTX-2: "
+    "pip install 'inline-core[diffusers]'"
+)

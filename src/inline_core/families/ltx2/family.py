@@ -1,0 +1,149 @@
+"""LTX-2 as a family: its node, files, request and capabilities (torch-free).
+
+`lightricks/ltx-2` renders text to video with its soundtrack: one transformer denoises the video's
+latents and the sound's together (`pipeline.py`), the video VAE decodes the frames, the audio VAE
+and the vocoder the sound. Its transformer takes one batched tensor per stream, so requests of
+one video shape, frame rate included (the soundtrack's length follows from both), share a
+forward. Its torch side is `build.py` (imported on the first render).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.family import Family, Lowered, Stack
+from inline_core.contract.files import StackRules
+from inline_core.contract.sources import Sources
+from inline_core.contract.submit import Submit
+from inline_core.downloads.targets import Downloads
+from inline_core.errors import InvalidRequest
+from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NODE_TYPE
+from inline_core.families.ltx2.download import DOWNLOADS
+from inline_core.families.ltx2.files import RULES, vae_factors
+from inline_core.families.ltx2.request import (
+    SPATIAL_FACTOR,
+    TEMPORAL_FACTOR,
+    LTX2Request,
+    frames_refusal,
+    new_request,
+)
+from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.runtime.video import VIDEO_HINT, video_available
+
+REQUEST_PARAMS = (
+    "width",
+    "height",
+    "frames",
+    "fps",
+    "steps",
+    "guidance",
+    "audio_guidance",
+    "seed",
+    "format",
+)
+
+
+class LTX2Family(Family):
+    name = "ltx2"
+    title = "LTX-2"
+    requires = ("torch", "diffusers", "transformers", "safetensors")
+    install_hint = EXTRA_HINT
+    builder = "inline_core.families.ltx2.build:BUILDER"
+    kit = "inline_core.families.ltx2.kit:main"
+    download = "inline_core.families.ltx2.download:main"
+    capabilities = Capabilities(
+        batching="shapes",  # one batched tensor per stream: one video shape per forward
+        # Gemma 3 and LTX-2 are trained in bfloat16; Gemma's activations overflow float16.
+        fp16_overflow=frozenset({"text_encoder", "denoiser"}),
+    )
+
+    def nodes(self) -> tuple[NodeDescriptor, ...]:
+        return (LTX2_DESCRIPTOR,)
+
+    def rules(self) -> StackRules:
+        return RULES
+
+    def downloads(self) -> Downloads:
+        return DOWNLOADS
+
+    def model_param(self, node_type: str, params: Mapping[str, Any]) -> str | None:
+        value = params.get("model")
+        if value:
+            return str(value)
+        models = self.files.models()
+        return models[0].name if models else None
+
+    def lower(
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        inputs: Mapping[str, Any],
+        node_id: str,
+        sources: Sources,
+    ) -> Lowered:
+        if node_type != NODE_TYPE:
+            raise InvalidRequest(f"LTX-2 has no node {node_type!r}", node_id=node_id)
+        request: dict[str, Any] = {
+            "prompt": prompt_text(inputs.get("prompt"), node_id),
+            "negative_prompt": str(params.get("negative_prompt") or ""),
+            **{name: params.get(name) for name in REQUEST_PARAMS},
+        }
+        for name, spec in ((p.name, p) for p in LTX2_DESCRIPTOR.params):
+            if name in request and request[name] is None:
+                request[name] = spec.default
+        for name in ("width", "height", "frames", "fps", "steps", "seed"):
+            request[name] = int(request[name])
+        request["guidance"] = float(request["guidance"])
+        request["audio_guidance"] = float(request["audio_guidance"])
+        take_params = dict(request)
+        image = image_input(inputs, "image", node_id)
+        take_params["image_to_video"] = image is not None
+        if image is not None:
+            request["image"] = image
+        return Lowered(request, take_params)
+
+    def check(self, submit: Submit) -> None:
+        super().check(submit)
+        if submit.node_type != NODE_TYPE:
+            return
+        params, node_id = submit.params, submit.node_id
+        if params.get("format") == "mp4" and not video_available():
+            raise InvalidRequest(
+                f"param 'format' mp4 needs PyAV, which is not installed: {VIDEO_HINT}; or ask "
+                "for format png (a lossless animated PNG, its sound a take of its own)",
+                node_id=node_id,
+            )
+        if params.get("audio_format") == "flac" and not video_available():
+            raise InvalidRequest(
+                f"param 'audio_format' flac needs PyAV, which is not installed: {VIDEO_HINT}; "
+                "or ask for wav",
+                node_id=node_id,
+            )
+        sources = submit.sources
+        factors = None if sources is None else vae_factors(sources.get("vae"))
+        spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
+        frames = params.get("frames")
+        if frames is not None:
+            refusal = frames_refusal(int(frames), temporal)
+            if refusal is not None:
+                raise InvalidRequest(refusal, node_id=node_id)
+        for name in ("width", "height"):
+            value = params.get(name)
+            if value is not None and int(value) % spatial:
+                raise InvalidRequest(
+                    f"param '{name}' must be a multiple of {spatial} for this LTX-2 model (its "
+                    f"VAE is {spatial}x down), got {value}",
+                    node_id=node_id,
+                )
+
+    def new_request(
+        self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
+    ) -> LTX2Request:
+        factors = vae_factors(sources.get("vae"))
+        if factors is not None:
+            kwargs.setdefault("spatial_factor", factors[0])
+            kwargs.setdefault("temporal_factor", factors[1])
+        return new_request(model_key, **kwargs)

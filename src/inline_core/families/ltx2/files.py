@@ -1,0 +1,176 @@
+"""Which files make an LTX-2 stack, and how each is recognised (torch-free; runs at submit).
+
+An LTX-2 stack is a transformer (video and audio streams), the video VAE, the audio VAE, the
+vocoder, the text connectors, a Gemma 3 text encoder with its tokenizer, and a flow-matching
+scheduler config. Today each part is read from a diffusers folder (`LTX2Pipeline`'s or
+`LTX2ImageToVideoPipeline`'s, in `diffusion_models/`), or a component folder of its class in its
+category (`vae/`, `text_encoders/`); ComfyUI's single files are not read yet, so they are not
+claimed, and a stack without its folders is `model_missing` naming the folder to put.
+
+`INLINE_LTX2_MODEL`, `INLINE_LTX2_VAE`, `INLINE_LTX2_AUDIO_VAE`, `INLINE_LTX2_VOCODER`,
+`INLINE_LTX2_CONNECTORS` and `INLINE_LTX2_TEXT_ENCODER` override each part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from inline_core.contract.files import (
+    ModelRule,
+    PartRule,
+    Score,
+    StackRules,
+    TokenizerRule,
+    read_json,
+)
+from inline_core.diffusion.files.shapes import Shapes
+from inline_core.models.catalog import CatalogEntry
+from inline_core.models.source import Source
+
+FAMILY, TITLE = "ltx2", "LTX-2"
+TRANSFORMER_CLASS = "LTX2VideoTransformer3DModel"
+VAE_CLASS = "AutoencoderKLLTX2Video"
+AUDIO_VAE_CLASS = "AutoencoderKLLTX2Audio"
+VOCODER_CLASSES = ("LTX2Vocoder", "LTX2VocoderWithBWE")
+CONNECTORS_CLASS = "LTX2TextConnectors"
+TEXT_ENCODER_TYPE = "gemma3"
+FOLDER_HINT = (
+    "put a diffusers LTX-2 folder (Lightricks/LTX-2's, with transformer/, vae/, audio_vae/, "
+    "vocoder/, connectors/, text_encoder/, tokenizer/ and scheduler/) in "
+    "{root}/diffusion_models, or set INLINE_LTX2_MODEL"
+)
+# LTX-2's published scheduler (a stack without a scheduler config): flow matching, shifted by
+# the video's token count.
+DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
+    "_class_name": "FlowMatchEulerDiscreteScheduler",
+    "num_train_timesteps": 1000,
+    "shift": 1.0,
+    "use_dynamic_shifting": True,
+    "base_shift": 0.95,
+    "max_shift": 2.05,
+    "base_image_seq_len": 1024,
+    "max_image_seq_len": 4096,
+    "shift_terminal": 0.1,
+    "time_shift_type": "exponential",
+}
+
+
+def single_file(_shapes: Shapes) -> bool:
+    """ComfyUI's LTX-2 files are not read yet: none is claimed (a folder is)."""
+    return False
+
+
+def folder_class(entry: CatalogEntry) -> str | None:
+    if not entry.is_folder:
+        return None
+    config = read_json(entry.path / "config.json")
+    value = None if config is None else config.get("_class_name")
+    return value if isinstance(value, str) else None
+
+
+def class_score(*names: str) -> Score:
+    """A component folder of one of these classes."""
+
+    def score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
+        return 0 if folder_class(entry) in names else None
+
+    return score
+
+
+def encoder_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
+    """A Gemma 3 folder (its tokenizer inside)."""
+    if not entry.is_folder:
+        return None
+    config = read_json(entry.path / "config.json")
+    return 0 if config is not None and config.get("model_type") == TEXT_ENCODER_TYPE else None
+
+
+def _part(
+    part: str, label: str, title: str, category: str, score: Callable[..., int | None]
+) -> PartRule:
+    override = f"INLINE_LTX2_{part.upper()}"
+    return PartRule(
+        part=part,
+        label=label,
+        title=title,
+        category=category,
+        subfolder=part,
+        override=override,
+        score=score,
+        hint=(
+            f"the LTX-2 {label} comes with a diffusers LTX-2 folder (its {part}/); put one in "
+            f"{{root}}/diffusion_models, a {title} folder in {{root}}/{category}, or set {override}"
+        ),
+    )
+
+
+RULES = StackRules(
+    title=TITLE,
+    family=FAMILY,
+    model=ModelRule(
+        title="LTX-2 diffusion model (a diffusers LTX-2 folder)",
+        override="INLINE_LTX2_MODEL",
+        pipeline_prefix=("LTX2Pipeline", "LTX2ImageToVideoPipeline"),
+        transformer_class=TRANSFORMER_CLASS,
+        recognize=single_file,
+        name=None,
+        hint=FOLDER_HINT,
+    ),
+    parts=(
+        _part("vae", "video VAE", f"LTX-2 video VAE ({VAE_CLASS})", "vae", class_score(VAE_CLASS)),
+        _part(
+            "audio_vae",
+            "audio VAE",
+            f"LTX-2 audio VAE ({AUDIO_VAE_CLASS})",
+            "vae",
+            class_score(AUDIO_VAE_CLASS),
+        ),
+        _part(
+            "vocoder",
+            "vocoder",
+            "LTX-2 vocoder (LTX2Vocoder)",
+            "vae",
+            class_score(*VOCODER_CLASSES),
+        ),
+        _part(
+            "connectors",
+            "text connectors",
+            f"LTX-2 text connectors ({CONNECTORS_CLASS})",
+            "text_encoders",
+            class_score(CONNECTORS_CLASS),
+        ),
+        _part(
+            "text_encoder",
+            "text encoder",
+            "Gemma 3 text encoder (an HF folder with its tokenizer)",
+            "text_encoders",
+            encoder_score,
+        ),
+    ),
+    tokenizer=TokenizerRule(
+        part="text_encoder",
+        fallback=lambda: None,
+        hint=(
+            "the Gemma 3 text encoder needs its tokenizer (tokenizer.json, "
+            "tokenizer_config.json) beside it: a diffusers LTX-2 folder's tokenizer/, or inside "
+            "the text encoder's folder"
+        ),
+    ),
+)
+
+
+def vae_factors(vae: Source | None) -> tuple[int, int] | None:
+    """The video VAE's (spatial, temporal) compression, from its config (None: unreadable)."""
+    if vae is None:
+        return None
+    config = read_json(vae.location / "config.json")
+    if config is None:
+        return None
+    scaling = config.get("spatio_temporal_scaling") or ()
+    steps = sum(1 for s in scaling if s)
+    spatial = config.get("spatial_compression_ratio") or int(config.get("patch_size", 4)) * 2**steps
+    temporal = (
+        config.get("temporal_compression_ratio") or int(config.get("patch_size_t", 1)) * 2**steps
+    )
+    return int(spatial), int(temporal)

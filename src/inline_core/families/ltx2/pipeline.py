@@ -1,0 +1,407 @@
+"""LTX-2 as a step pipeline (spec 003): the arithmetic of diffusers' `LTX2Pipeline`, per request.
+
+`prepare_encode` encodes the prompts (Gemma 3: every layer's hidden states, left-padded, then the
+text connectors: one context for the video stream, one for the soundtrack), draws the video noise
+and then the audio noise from the request's seed (diffusers' order), and gives the request its
+own flow-matching schedulers (one per stream, shifted by the video's token count);
+`denoise_step` runs one transformer forward over a batch of requests of one video shape (their
+positives, then the negatives of those that guide), both streams at once, and guides each stream
+as diffusers does (on the x0 estimates; `guidance` the video's, `audio_guidance` the
+soundtrack's); `step_scheduler` advances both streams of one request; `post_decode` decodes the
+video (the LTX-2 video VAE) and the soundtrack (the audio VAE's mel spectrogram, then the
+vocoder) into one `Video` with its `Audio`.
+
+Image to video (`LTX2ImageToVideoPipeline`): the image, re-compressed as H.264 at the model's
+conditioning CRF (diffusers' `apply_image_conditioning_crf`: 33 for LTX-2.0 to 2.3's Gemma 3)
+and stretched to width x height (bilinear), is encoded as the first latent frame, which stays
+clean: its tokens see timestep 0 and the scheduler never moves them. Text and image requests of
+one shape share a forward (every row then takes per-token timesteps).
+
+Not run here (diffusers' further guidance terms, off in this node): spatio-temporal guidance,
+modality-isolation guidance and guidance rescale.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import torch
+from torch import nn
+
+from inline_core.diffusion.libs import module
+from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.vae.pixels import to_pixels
+from inline_core.families.ltx2.request import LTX2Request, new_request
+from inline_core.runtime.video import Audio, Video
+
+VALUE_RANGE = (-1.0, 1.0)  # the video VAE's decoded floats
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt through the text encoder and the connectors: each stream's context and mask."""
+
+    video: torch.Tensor  # (1, tokens, width)
+    audio: torch.Tensor
+    mask: torch.Tensor  # (1, tokens)
+
+
+@dataclass(frozen=True)
+class Factors:
+    """How the video and audio VAEs compress, read from the loaded models."""
+
+    spatial: int
+    temporal: int
+    audio_per_second: float  # latent audio frames a second
+    mel_bins: int  # latent mel bins
+    audio_channels: int
+
+
+class LTX2StepPipeline:
+    """Drives one loaded LTX-2 stack, prompt to video with sound. Requests of the same pipeline
+    and video shape share a forward."""
+
+    _dit_modules = ["transformer"]
+    _encoder_modules = ["text_encoder", "connectors"]
+    _vae_modules = ["vae", "audio_vae", "vocoder"]
+    _resident_modules: list[str] = []
+
+    def __init__(
+        self,
+        *,
+        text_encoder: nn.Module,
+        tokenizer: Any,
+        connectors: nn.Module,
+        transformer: nn.Module,
+        vae: nn.Module,
+        audio_vae: nn.Module,
+        vocoder: nn.Module,
+        placement: PlacementLike,
+        encoder_placement: PlacementLike,
+        vae_placement: PlacementLike,
+        swap: OffloadSwap,
+        scheduler_config: Mapping[str, Any],
+        model_key: Hashable,
+    ) -> None:
+        self.text_encoder = text_encoder
+        self.tokenizer = tokenizer
+        self.connectors = connectors
+        self.transformer = transformer
+        self.vae = vae
+        self.audio_vae = audio_vae
+        self.vocoder = vocoder
+        self.placement = placement
+        self.encoder_placement = encoder_placement
+        self.vae_placement = vae_placement
+        self.swap = swap
+        self.device = torch.device(placement.device)
+        self.dtype = torch_dtype(placement.dtype)
+        self.scheduler_config = dict(scheduler_config)
+        self.model_key = model_key
+        self.factors = factors_of(vae, audio_vae)
+        model = cast(Any, transformer)
+        # LTX-2.3's cross-attention modulation reads the other stream's sigma (diffusers'
+        # `use_cross_timestep`: on for 2.3 and later, off for 2.0's models).
+        self.cross_timestep = bool(getattr(model, "prompt_modulation", False))
+
+    @property
+    def latent_channels(self) -> int:
+        return int(cast(Any, self.transformer).config.in_channels)
+
+    def request(self, **kwargs: Any) -> LTX2Request:
+        kwargs.setdefault("spatial_factor", self.factors.spatial)
+        kwargs.setdefault("temporal_factor", self.factors.temporal)
+        kwargs.setdefault("max_prompt_tokens", int(self.tokenizer.model_max_length))
+        return new_request(self.model_key, **kwargs)
+
+    # -- prompts -----------------------------------------------------------------------------------
+
+    def encode(self, prompt: str, tokens: int) -> Prompt:
+        """Gemma's hidden states of every layer, stacked as diffusers stacks them, through the
+        connectors (left padding, as LTX2Pipeline pads)."""
+        tokenizer = self.tokenizer
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        text = tokenizer(
+            [prompt.strip()],
+            padding="max_length",
+            max_length=tokens,
+            truncation=True,
+            add_special_tokens=True,
+            return_tensors="pt",
+        )
+        device = torch.device(self.encoder_placement.device)
+        ids = text.input_ids.to(device)
+        mask = text.attention_mask.to(device)
+        with self.swap.use(self.text_encoder, self.encoder_placement):
+            out = self.text_encoder(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+            states = torch.stack(out.hidden_states, dim=-1).flatten(2, 3)
+        with self.swap.use(self.connectors, self.encoder_placement):
+            video, audio, connector_mask = self.connectors(
+                states.to(torch_dtype(self.encoder_placement.dtype)), mask, padding_side="left"
+            )
+        return Prompt(video.to(self.device), audio.to(self.device), connector_mask.to(self.device))
+
+    # -- step protocol ---------------------------------------------------------------------------
+
+    def prepare_encode(self, state: LTX2Request, /) -> LTX2Request:
+        with torch.inference_mode():
+            if state.positive is None:
+                state.positive = self.encode(state.prompt, state.max_prompt_tokens)
+            if state.cfg and state.negative is None:
+                state.negative = self.encode(state.negative_prompt, state.max_prompt_tokens)
+            f, h, w = state.latent_shape
+            generator = torch.Generator("cpu").manual_seed(state.seed)
+            video = torch.randn(
+                (1, self.latent_channels, f, h, w), generator=generator, dtype=torch.float32
+            )
+            if state.image is not None:
+                state.condition = self.first_frame(state)
+                video[:, :, :1] = state.condition
+            state.latents = pack_video(video).to(self.device)
+            state.audio_frames = round(state.frames / state.fps * self.factors.audio_per_second)
+            audio = torch.randn(
+                (1, self.factors.audio_channels, state.audio_frames, self.factors.mel_bins),
+                generator=generator,
+                dtype=torch.float32,
+            )
+            state.audio_latents = pack_audio(audio).to(self.device)
+            state.scheduler = self.new_scheduler(state, int(state.latents.shape[1]))
+            state.audio_scheduler = copy.deepcopy(state.scheduler)
+            state.prepared = True
+        return state
+
+    def first_frame(self, state: LTX2Request) -> torch.Tensor:
+        """The image's latent frame, normalized: (1, C, 1, H, W) on the CPU, float32."""
+        ltx2 = module("diffusers.pipelines.ltx2.utils")
+        crf = int(ltx2.resolve_default_image_crf(self.text_encoder))
+        image = state.image.convert("RGB")
+        if crf:
+            image = module("PIL.Image").fromarray(
+                ltx2.apply_image_conditioning_crf(np.asarray(image), crf)
+            )
+        processor = module("diffusers.video_processor").VideoProcessor(
+            vae_scale_factor=self.factors.spatial, resample="bilinear"
+        )
+        pixels = processor.preprocess(image, height=state.height, width=state.width)
+        vae = cast(Any, self.vae)
+        dtype = torch_dtype(self.vae_placement.dtype)
+        with self.swap.use(self.vae, self.vae_placement):
+            encoded = vae.encode(pixels.unsqueeze(2).to(self.vae_placement.device, dtype))
+        latents = encoded.latent_dist.mode().float().cpu()
+        mean = vae.latents_mean.view(1, -1, 1, 1, 1).to(latents.dtype).cpu()
+        std = vae.latents_std.view(1, -1, 1, 1, 1).to(latents.dtype).cpu()
+        return (latents - mean) / std
+
+    def new_scheduler(self, state: LTX2Request, tokens: int) -> Any:
+        config = self.scheduler_config
+        scheduler = module("diffusers").FlowMatchEulerDiscreteScheduler.from_config(config)
+        sigmas = np.linspace(1.0, 1 / state.steps, state.steps)
+        mu = token_shift(tokens, config)
+        scheduler.set_timesteps(sigmas=sigmas, mu=mu, device=self.device)
+        scheduler.set_begin_index(0)
+        return scheduler
+
+    def denoise_step(
+        self, states: Sequence[LTX2Request], /
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        with torch.inference_mode():
+            rows = [(s, cast(Prompt, s.positive)) for s in states]
+            rows += [(s, cast(Prompt, s.negative)) for s in states if s.cfg]
+            video, audio = self._forward(rows)
+            negatives = iter(range(len(states), len(rows)))
+            preds: list[tuple[torch.Tensor, torch.Tensor]] = []
+            for i, s in enumerate(states):
+                j = next(negatives) if s.cfg else None
+                v = guided(s, video, i, j, s.guidance, s.latents, s.scheduler)
+                a = guided(s, audio, i, j, s.audio_scale, s.audio_latents, s.audio_scheduler)
+                preds.append((v, a))
+            return preds
+
+    def _forward(self, rows: list[tuple[LTX2Request, Prompt]]) -> tuple[torch.Tensor, torch.Tensor]:
+        first = rows[0][0]
+        f, h, w = first.latent_shape
+        model = cast(Any, self.transformer)
+        count = len(rows)
+        hidden = torch.cat([cast(torch.Tensor, s.latents) for s, _p in rows]).to(self.dtype)
+        audio = torch.cat([cast(torch.Tensor, s.audio_latents) for s, _p in rows]).to(self.dtype)
+        timestep = torch.cat([_timestep(s).expand(1) for s, _p in rows])
+        video_timestep = timestep
+        if any(s.condition is not None for s, _p in rows):  # a first frame's tokens at 0
+            video_timestep = torch.cat([self._token_timesteps(s) for s, _p in rows])
+        video_coords = model.rope.prepare_video_coords(count, f, h, w, self.device, fps=first.fps)
+        audio_coords = model.audio_rope.prepare_audio_coords(count, first.audio_frames, self.device)
+        mask = torch.cat([p.mask for _s, p in rows])
+        with self.swap.use(self.transformer, self.placement):
+            out = model(
+                hidden_states=hidden,
+                audio_hidden_states=audio,
+                encoder_hidden_states=torch.cat([p.video for _s, p in rows]).to(self.dtype),
+                audio_encoder_hidden_states=torch.cat([p.audio for _s, p in rows]).to(self.dtype),
+                timestep=video_timestep,
+                audio_timestep=timestep,
+                sigma=timestep,
+                encoder_attention_mask=mask,
+                audio_encoder_attention_mask=mask,
+                num_frames=f,
+                height=h,
+                width=w,
+                fps=float(first.fps),
+                audio_num_frames=first.audio_frames,
+                video_coords=video_coords,
+                audio_coords=audio_coords,
+                isolate_modalities=False,
+                spatio_temporal_guidance_blocks=None,
+                perturbation_mask=None,
+                use_cross_timestep=self.cross_timestep,
+                return_dict=False,
+            )
+        return cast(torch.Tensor, out[0]), cast(torch.Tensor, out[1])
+
+    def _token_timesteps(self, state: LTX2Request) -> torch.Tensor:
+        """(1, tokens): the step's timestep, 0 on a first frame given as an image."""
+        f, h, w = state.latent_shape
+        t = _timestep(state).expand(1, f * h * w).clone()
+        if state.condition is not None:
+            t[:, : h * w] = 0
+        return t
+
+    def step_scheduler(self, state: LTX2Request, noise_pred: Any, /) -> None:
+        video, audio = cast(tuple[torch.Tensor, torch.Tensor], noise_pred)
+        t = _timestep(state)
+        with torch.inference_mode():
+            stepped = state.scheduler.step(video, t, state.latents, return_dict=False)[0]
+            if state.condition is not None:  # the image's frame stays as it was
+                _f, h, w = state.latent_shape
+                stepped[:, : h * w] = cast(torch.Tensor, state.latents)[:, : h * w]
+            state.latents = stepped
+            state.audio_latents = state.audio_scheduler.step(
+                audio, t, state.audio_latents, return_dict=False
+            )[0]
+        state.step_index += 1
+
+    # -- decode ------------------------------------------------------------------------------------
+
+    def post_latents(self, state: LTX2Request, /) -> tuple[torch.Tensor, torch.Tensor]:
+        """The final latents, unpacked and denormalized: the video's (1, C, F, H, W), the
+        soundtrack's (1, C, L, M)."""
+        if state.latents is None or state.audio_latents is None:
+            raise RuntimeError("prepare_encode has not run for this request")
+        f, h, w = state.latent_shape
+        vae, audio_vae = cast(Any, self.vae), cast(Any, self.audio_vae)
+        video = unpack_video(state.latents, f, h, w)
+        mean = vae.latents_mean.view(1, -1, 1, 1, 1).to(video.device, video.dtype)
+        std = vae.latents_std.view(1, -1, 1, 1, 1).to(video.device, video.dtype)
+        video = video * std / float(vae.config.scaling_factor) + mean
+        audio_mean = audio_vae.latents_mean.to(state.audio_latents.device)
+        audio_std = audio_vae.latents_std.to(state.audio_latents.device)
+        audio = state.audio_latents * audio_std.to(state.audio_latents.dtype) + audio_mean.to(
+            state.audio_latents.dtype
+        )
+        audio = unpack_audio(audio, self.factors.mel_bins)
+        state.latents = state.audio_latents = state.positive = state.negative = None
+        state.condition = state.image = None
+        state.scheduler = state.audio_scheduler = None
+        return video, audio
+
+    def post_decode(self, state: LTX2Request, /) -> Video:
+        """The video and its soundtrack. The sound decodes first (the audio VAE and the vocoder
+        are small), so a stream carries it from the video's first chunk (`on_audio`); the
+        frames go to `on_chunk` as they are decoded."""
+        video_latents, audio_latents = self.post_latents(state)
+        dtype = torch_dtype(self.vae_placement.dtype)
+        device = self.vae_placement.device
+        with torch.inference_mode():
+            with self.swap.use(self.audio_vae, self.vae_placement):
+                mel = cast(Any, self.audio_vae).decode(
+                    audio_latents.to(device, dtype), return_dict=False
+                )[0]
+            with self.swap.use(self.vocoder, self.vae_placement):
+                wave = cast(torch.Tensor, self.vocoder(mel))
+            rate = int(cast(Any, self.vocoder).config.output_sampling_rate)
+            audio = Audio(wave[0].float().cpu().numpy(), rate)
+            if state.on_audio is not None:
+                state.on_audio(audio)
+            with self.swap.use(self.vae, self.vae_placement):
+                decoded = cast(Any, self.vae).decode(
+                    video_latents.to(device, dtype), None, return_dict=False
+                )[0]
+            frames = to_pixels(decoded, VALUE_RANGE)
+        if frames.shape[0] != state.frames:
+            raise RuntimeError(f"the VAE decoded {frames.shape[0]} frames of {state.frames}")
+        if state.on_chunk is not None:
+            state.on_chunk(0, frames, state.frames)
+        return Video(frames, state.fps, state.format, audio=audio)
+
+
+def factors_of(vae: nn.Module, audio_vae: nn.Module) -> Factors:
+    video, audio = cast(Any, vae), cast(Any, audio_vae)
+    config = audio.config
+    per_second = (
+        config.sample_rate / config.mel_hop_length / float(audio.temporal_compression_ratio)
+    )
+    return Factors(
+        spatial=int(video.spatial_compression_ratio),
+        temporal=int(video.temporal_compression_ratio),
+        audio_per_second=float(per_second),
+        mel_bins=int(config.mel_bins) // int(audio.mel_compression_ratio),
+        audio_channels=int(config.latent_channels),
+    )
+
+
+def token_shift(tokens: int, config: Mapping[str, Any]) -> float:
+    """The schedule's shift `mu` for a video of `tokens` tokens (diffusers' `calculate_shift`)."""
+    base_len = float(config.get("base_image_seq_len", 1024))
+    max_len = float(config.get("max_image_seq_len", 4096))
+    base, top = float(config.get("base_shift", 0.95)), float(config.get("max_shift", 2.05))
+    slope = (top - base) / (max_len - base_len)
+    return tokens * slope + (base - slope * base_len)
+
+
+def guided(
+    state: LTX2Request,
+    out: torch.Tensor,
+    row: int,
+    negative_row: int | None,
+    scale: float,
+    latents: Any,
+    scheduler: Any,
+) -> torch.Tensor:
+    """One stream's velocity for the scheduler, guided as LTX2Pipeline guides it: on the x0
+    estimates (classifier-free guidance where the request has a negative row), then back to a
+    velocity; the same round trip without guidance, as diffusers makes it either way."""
+    sigma = scheduler.sigmas[state.step_index]
+    x = cast(torch.Tensor, latents)
+    x0 = x - out[row : row + 1].float() * sigma
+    if negative_row is not None:
+        x0_negative = x - out[negative_row : negative_row + 1].float() * sigma
+        x0 = x0 + (scale - 1) * (x0 - x0_negative)
+    return (x - x0) / sigma
+
+
+def pack_video(latents: torch.Tensor) -> torch.Tensor:
+    """(B, C, F, H, W) -> (B, F*H*W, C): one token per latent pixel (patch size 1)."""
+    return latents.flatten(2).transpose(1, 2)
+
+
+def unpack_video(tokens: torch.Tensor, f: int, h: int, w: int) -> torch.Tensor:
+    return tokens.transpose(1, 2).reshape(tokens.shape[0], -1, f, h, w)
+
+
+def pack_audio(latents: torch.Tensor) -> torch.Tensor:
+    """(B, C, L, M) -> (B, L, C*M): one token per latent audio frame."""
+    return latents.transpose(1, 2).flatten(2, 3)
+
+
+def unpack_audio(tokens: torch.Tensor, mel_bins: int) -> torch.Tensor:
+    batch, length = tokens.shape[0], tokens.shape[1]
+    return tokens.reshape(batch, length, -1, mel_bins).transpose(1, 2)
+
+
+def _timestep(state: LTX2Request) -> torch.Tensor:
+    return cast(torch.Tensor, state.scheduler.timesteps[state.step_index])

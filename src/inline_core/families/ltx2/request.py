@@ -1,0 +1,130 @@
+"""One LTX-2 render's state, and the checks a request must pass (torch-free).
+
+The state is what `LTX2StepPipeline` steps (`components.step.StepState`): a video and a
+soundtrack denoised together, one forward for both. Its input fields cross into a worker group as
+they are (`parallel/wire.py`); the `LOCAL` ones are made where the request runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from inline_core.diffusion.adapters.stack import LoraStack
+from inline_core.errors import InvalidRequest
+from inline_core.parallel.wire import LOCAL
+from inline_core.runtime.step_cache import StepCacheSettings
+
+# LTX-2's video VAE: 32x down in space, 8x in time after the first frame (a VAE's own config may
+# say otherwise: the kit's is 2x and 2x; `vae_factors` reads it).
+SPATIAL_FACTOR = 32
+TEMPORAL_FACTOR = 8
+MAX_PROMPT_TOKENS = 1024  # LTX2Pipeline's max_sequence_length
+FORMATS = ("mp4", "png")
+
+
+@dataclass(eq=False)
+class LTX2Request:
+    prompt: str
+    width: int
+    height: int
+    frames: int
+    steps: int
+    guidance: float  # diffusers' guidance_scale: the video's classifier-free guidance above 1
+    seed: int
+    audio_guidance: float | None = None  # the soundtrack's (None: `guidance`)
+    negative_prompt: str = ""
+    fps: int = 24
+    format: str = "mp4"
+    # Image-to-video: the first frame (a PIL image, stretched to width x height), kept clean.
+    image: Any = None
+    loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
+    spatial_factor: int = SPATIAL_FACTOR  # the video VAE's, set by the pipeline
+    temporal_factor: int = TEMPORAL_FACTOR
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS  # the text encoder's padded prompt length
+    step_cache: StepCacheSettings | None = None
+    model_key: Hashable = field(default="", metadata=LOCAL)
+    step_index: int = field(default=0, metadata=LOCAL)
+    prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
+    scheduler: Any = field(default=None, metadata=LOCAL)  # the video's flow-matching copy
+    audio_scheduler: Any = field(default=None, metadata=LOCAL)  # the soundtrack's
+    latents: Any = field(default=None, metadata=LOCAL)  # packed video tokens (1, S, C)
+    audio_latents: Any = field(default=None, metadata=LOCAL)  # packed audio tokens (1, L, C*M)
+    audio_frames: int = field(default=0, metadata=LOCAL)  # the soundtrack's latent length
+    condition: Any = field(default=None, metadata=LOCAL)  # the image's first-frame tokens
+    positive: Any = field(default=None, metadata=LOCAL)  # `Prompt`: connector outputs
+    negative: Any = field(default=None, metadata=LOCAL)
+    on_chunk: Any = field(default=None, metadata=LOCAL)
+    on_audio: Any = field(default=None, metadata=LOCAL)  # the soundtrack, before the first chunk
+    cache: Any = field(default=None, metadata=LOCAL)
+
+    @property
+    def audio_scale(self) -> float:
+        return self.guidance if self.audio_guidance is None else self.audio_guidance
+
+    @property
+    def cfg(self) -> bool:
+        """The forward carries the negative prompt (either stream guides)."""
+        return self.guidance > 1 or self.audio_scale > 1
+
+    @property
+    def latent_shape(self) -> tuple[int, int, int]:
+        """(frames, height, width) of the video latents."""
+        return (
+            (self.frames - 1) // self.temporal_factor + 1,
+            self.height // self.spatial_factor,
+            self.width // self.spatial_factor,
+        )
+
+    @property
+    def step_count(self) -> int:
+        return self.steps
+
+    @property
+    def done(self) -> bool:
+        return self.prepared and self.step_index >= self.step_count
+
+    @property
+    def batch_key(self) -> Hashable:
+        # One batched tensor per stream: requests of one video shape (and so one soundtrack
+        # length, frames and fps fixing it) share a forward.
+        return ("ltx2", self.model_key, self.cfg, self.latent_shape, self.fps)
+
+    @property
+    def tokens(self) -> int:
+        f, h, w = self.latent_shape
+        return f * h * w * (2 if self.cfg else 1)
+
+
+def frames_refusal(frames: int, temporal_factor: int) -> str | None:
+    """Why a frame count cannot be: the VAE decodes the first frame alone, then
+    `temporal_factor` frames per latent frame."""
+    if frames >= 1 and (frames - 1) % temporal_factor == 0:
+        return None
+    examples = ", ".join(str(1 + temporal_factor * k) for k in range(4))
+    return (
+        f"param 'frames' must be {temporal_factor}k+1 ({examples}, ...), got {frames}: the LTX-2 "
+        f"VAE decodes the first frame alone and {temporal_factor} frames per latent frame after it"
+    )
+
+
+def new_request(model_key: Hashable, **kwargs: Any) -> LTX2Request:
+    """A request state, checked: sizes the VAE allows, frames it decodes, a known format."""
+    state = LTX2Request(**kwargs, model_key=model_key)
+    multiple = state.spatial_factor
+    if state.width % multiple or state.height % multiple:
+        raise InvalidRequest(
+            f"width and height must be multiples of {multiple} for this model, not "
+            f"{state.width}x{state.height}"
+        )
+    refusal = frames_refusal(state.frames, state.temporal_factor)
+    if refusal is not None:
+        raise InvalidRequest(refusal)
+    if state.format not in FORMATS:
+        raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, not {state.format!r}")
+    if state.steps < 1:
+        raise InvalidRequest("steps must be at least 1")
+    if state.fps < 1:
+        raise InvalidRequest("fps must be at least 1")
+    return state

@@ -1,0 +1,92 @@
+"""SDXL's torch side: how each part of its stack loads, and how loaded parts make its pipeline.
+
+The shared layer calls this (`contract/builder.py`). SDXL is diffusers' `UNet2DConditionModel`,
+an `AutoencoderKL` at SDXL's latent scale, and two CLIP text encoders read as ComfyUI reads them
+(`diffusion/encoders/clip_prompt.py`): CLIP-L padded with its end token, OpenCLIP-G with token 0
+and the pooled embedding; neither passes its final layer norm at a chosen layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from inline_core.components.step import StepPipeline
+from inline_core.contract.builder import Parts
+from inline_core.device.policy import Placement
+from inline_core.diffusion.encoders.clip_prompt import ClipPromptEncoder, ClipTower
+from inline_core.diffusion.formats import clip
+from inline_core.diffusion.parts import PartLoader
+from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
+from inline_core.errors import InvalidRequest
+from inline_core.families.sdxl import unet
+from inline_core.families.sdxl.files import DEFAULT_SCHEDULER_CONFIG, VAE_FORMAT, prediction_of
+from inline_core.families.sdxl.pipeline import PREDICTION_ATTR, SDXLStepPipeline
+from inline_core.families.sdxl.request import DEFAULT_CLIP_SKIP
+from inline_core.models.source import Source
+
+G_PAD = 0  # OpenCLIP-G pads with token 0 (`!`), as ComfyUI and SDXL's second tokenizer do
+
+
+class SDXLBuilder:
+    roles: Mapping[str, str] = {
+        "transformer": "denoiser",
+        "text_encoder": "text_encoder",
+        "text_encoder_2": "text_encoder",
+        "vae": "vae",
+    }
+
+    parts = PartLoader(
+        "SDXL",
+        {
+            "transformer": unet.FORMAT,
+            "text_encoder": clip.CLIP_L,
+            "text_encoder_2": clip.CLIP_G,
+            "vae": VAE_FORMAT,
+        },
+        DEFAULT_SCHEDULER_CONFIG,
+    )
+
+    def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
+        loaded = self.parts.load(part, source, placement)
+        if part == "transformer" and source is not None:
+            # A checkpoint says it predicts v in its own keys: the UNet carries that to its
+            # pipeline, over the default scheduler config (a checkpoint brings none).
+            setattr(loaded, PREDICTION_ATTR, prediction_of(source))
+        return loaded
+
+    def text_encoder(self, parts: Parts) -> ClipPromptEncoder:
+        towers = (
+            ClipTower(parts["text_encoder"], pad=None, final_norm=False),
+            ClipTower(parts["text_encoder_2"], pad=G_PAD, final_norm=False, pooled=True),
+        )
+        return ClipPromptEncoder(
+            parts["tokenizer"],
+            towers,
+            parts.placements["text_encoder"],
+            parts.swap,
+            clip_skip=DEFAULT_CLIP_SKIP,
+        )
+
+    def vae(self, parts: Parts) -> AutoencoderKLVAE:
+        return AutoencoderKLVAE(parts["vae"], parts.placements["vae"], parts.swap)
+
+    def pipeline(self, parts: Parts) -> SDXLStepPipeline:
+        return SDXLStepPipeline(
+            unet=parts["transformer"],
+            text_encoder=self.text_encoder(parts),
+            vae=self.vae(parts),
+            placement=parts.placements["denoiser"],
+            swap=parts.swap,
+            scheduler_config=parts["scheduler"],
+            model_key=parts.model_key,
+            serial_phases=any(p.offload for p in parts.placements.values()),
+        )
+
+    def denoiser(self, parts: Parts) -> StepPipeline:
+        raise InvalidRequest(
+            "SDXL does not serve the low-level primitives yet (use stability/sdxl)"
+        )
+
+
+BUILDER = SDXLBuilder()

@@ -1,0 +1,90 @@
+"""The `stability/sdxl` node: what a client draws and the validator checks (torch-free)."""
+
+from __future__ import annotations
+
+from inline_core.contract.common_params import SEED, VAE
+from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
+from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
+from inline_core.graph.schema import PortKind
+
+NODE_TYPE = "stability/sdxl"
+MAX_PROMPT_CHARS = 20_000
+
+# The checkpoint (empty: the first SDXL model found), as ComfyUI's CheckpointLoaderSimple picks.
+MODEL = ParamSpec(
+    "model",
+    ParamWidget.SELECT,
+    default=None,
+    options_from="checkpoints",
+    label="Checkpoint (empty: auto)",
+)
+
+
+def _size(name: str) -> ParamSpec:
+    return ParamSpec(
+        name, ParamWidget.NUMBER, default=1024, minimum=64, maximum=4096, step=8, integer=True
+    )
+
+
+SDXL_DESCRIPTOR = NodeDescriptor(
+    type=NODE_TYPE,
+    title="SDXL",
+    category="image/generate",
+    icon="sparkles",
+    source="core",
+    output_kind="image",
+    inputs=(
+        PortSpec("prompt", PortKind.TEXT),
+        PortSpec("image", PortKind.IMAGE, optional=True, label="Image (img2img)"),
+    ),
+    outputs=(PortSpec("image", PortKind.IMAGE),),
+    params=(
+        ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
+        _size("width"),
+        _size("height"),
+        ParamSpec("steps", ParamWidget.NUMBER, default=30, minimum=1, maximum=200, integer=True),
+        ParamSpec(
+            "guidance",
+            ParamWidget.NUMBER,
+            default=7.0,
+            minimum=1.0,
+            maximum=30.0,
+            step=0.1,
+            label="Guidance (ComfyUI's cfg; 1: none)",
+        ),
+        ParamSpec("sampler", ParamWidget.SELECT, default="euler", options=SIGMA_SAMPLERS),
+        ParamSpec("schedule", ParamWidget.SELECT, default="normal", options=SCHEDULES),
+        ParamSpec(
+            "clip_skip",
+            ParamWidget.NUMBER,
+            default=-2,
+            minimum=-24,
+            maximum=-1,
+            integer=True,
+            label="CLIP layer (CLIPSetLastLayer: -1 the last, -2 SDXL's own)",
+        ),
+        ParamSpec(
+            "strength",
+            ParamWidget.NUMBER,
+            default=0.6,
+            minimum=0.0,
+            maximum=1.0,
+            step=0.01,
+            label="Strength (img2img)",
+        ),
+        SEED,
+        MODEL,
+        VAE,
+    ),
+    description=(
+        "Text to image with an SDXL checkpoint (any community SDXL checkpoint, or a diffusers "
+        "SDXL folder). Prompts read as ComfyUI reads them: (words:1.2) and (words) weights, "
+        "any length in 77-token windows. With an image wired in it renders image to image "
+        "(strength: the share of the steps that run; the image is resized to width x "
+        "height). guidance is ComfyUI's cfg (1 turns guidance off); "
+        "sampler and schedule are ComfyUI's names; clip_skip is CLIPSetLastLayer's layer. A "
+        "vae picked here replaces the checkpoint's."
+    ),
+)
+
+EXTRA_HINT = "install the diffusers extra: pip install 'inline-core[diffusers]'"

@@ -1,0 +1,101 @@
+"""SDXL as a family: its node, files, request and capabilities (torch-free).
+
+`stability/sdxl` renders text to image with an SDXL UNet (an all-in-one checkpoint in the
+original Stability naming, split files, or a diffusers folder), sampled through the shared sigma
+library (`diffusion/sigma/`) with ComfyUI's samplers and schedules. Its UNet takes one batched
+tensor, so requests of one latent size share a forward. It has no DiT step cache and no
+sequence split. Its torch side is `build.py` (imported on the first render).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.family import Family, Lowered, Stack
+from inline_core.contract.files import StackRules
+from inline_core.contract.sources import Sources
+from inline_core.contract.submit import Submit
+from inline_core.downloads.targets import Downloads
+from inline_core.errors import InvalidRequest
+from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.sdxl.descriptor import EXTRA_HINT, NODE_TYPE, SDXL_DESCRIPTOR
+from inline_core.families.sdxl.download import DOWNLOADS
+from inline_core.families.sdxl.files import RULES
+from inline_core.families.sdxl.request import SDXLRequest, img2img_start, new_request
+from inline_core.graph.descriptor import NodeDescriptor
+
+REQUEST_PARAMS = (
+    "width",
+    "height",
+    "steps",
+    "guidance",
+    "sampler",
+    "schedule",
+    "clip_skip",
+    "seed",
+)
+
+
+class SDXLFamily(Family):
+    name = "sdxl"
+    title = "SDXL"
+    requires = ("torch", "diffusers", "transformers", "safetensors")
+    install_hint = EXTRA_HINT
+    builder = "inline_core.families.sdxl.build:BUILDER"
+    kit = "inline_core.families.sdxl.kit:main"
+    download = "inline_core.families.sdxl.download:main"
+    capabilities = Capabilities(
+        batching="shapes",  # a UNet takes one batched tensor: requests of one size share one
+        preview_latents=frozenset({"sdxl"}),
+        fp16_preferred=frozenset({"denoiser"}),
+    )
+
+    def nodes(self) -> tuple[NodeDescriptor, ...]:
+        return (SDXL_DESCRIPTOR,)
+
+    def rules(self) -> StackRules:
+        return RULES
+
+    def downloads(self) -> Downloads:
+        return DOWNLOADS
+
+    def lower(
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        inputs: Mapping[str, Any],
+        node_id: str,
+        sources: Sources,
+    ) -> Lowered:
+        if node_type != NODE_TYPE:
+            raise InvalidRequest(f"SDXL has no node {node_type!r}", node_id=node_id)
+        request: dict[str, Any] = {
+            "prompt": prompt_text(inputs.get("prompt"), node_id),
+            "negative_prompt": str(params.get("negative_prompt") or ""),
+            **{name: params[name] for name in REQUEST_PARAMS},
+        }
+        image = image_input(inputs, "image", node_id)
+        take_params = {**request, "img2img": image is not None}
+        if image is not None:
+            request |= {"image": image, "strength": float(params["strength"])}
+            take_params["strength"] = request["strength"]
+        return Lowered(request, take_params)
+
+    def check(self, submit: Submit) -> None:
+        super().check(submit)
+        if submit.node_type != NODE_TYPE or "image" not in submit.wired:
+            return
+        steps, strength = int(submit.params["steps"]), float(submit.params["strength"])
+        if steps - img2img_start(steps, strength) < 1:
+            raise InvalidRequest(
+                f"strength {strength:g} with an image wired leaves no step to run out of "
+                f"{steps}: raise the strength (0 would return the image unchanged) or the steps",
+                node_id=submit.node_id,
+            )
+
+    def new_request(
+        self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
+    ) -> SDXLRequest:
+        return new_request(model_key, **kwargs)

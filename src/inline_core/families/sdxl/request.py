@@ -1,0 +1,106 @@
+"""One SDXL render's state, and the checks a request must pass (torch-free).
+
+The state is what `SDXLStepPipeline` steps (`components.step.StepState`). Its input fields cross
+into a worker group as they are (`parallel/wire.py`); the fields marked `LOCAL` are made where
+the request runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.flow.steps import denoise_window
+from inline_core.errors import InvalidRequest
+from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
+from inline_core.parallel.wire import LOCAL
+
+LATENT_FACTOR = 8  # pixels per latent cell along a side
+DEFAULT_CLIP_SKIP = -2  # SDXL reads its encoders' penultimate layer (CLIPSetLastLayer -2)
+
+
+@dataclass(eq=False)
+class SDXLRequest:
+    prompt: str
+    width: int
+    height: int
+    steps: int
+    guidance: float  # ComfyUI's cfg: 1 is no guidance
+    seed: int
+    negative_prompt: str = ""
+    sampler: str = "euler"
+    schedule: str = "normal"
+    clip_skip: int = DEFAULT_CLIP_SKIP
+    denoise: float = 1.0  # ComfyUI's: run the last `steps` of a `steps / denoise` schedule
+    start: Latents | None = None  # latents to start from (noised to the first sigma), else noise
+    image: Any = None  # img2img source (a PIL image); resized to width x height
+    strength: float = 0.6  # img2img: the share of the steps that run, as diffusers counts it
+    batch_size: int = 1  # a latent batch's noise is drawn at once, as KSampler draws it
+    batch_index: int = 0
+    positive: Conditioning | None = None
+    negative: Conditioning | None = None
+    model_key: Hashable = field(default="", metadata=LOCAL)
+    step_index: int = field(default=0, metadata=LOCAL)
+    schedule_state: Any = field(default=None, metadata=LOCAL)  # its `DiscreteSchedule`
+    latents: Latents | None = field(default=None, metadata=LOCAL)
+
+    @property
+    def cfg(self) -> bool:
+        return self.guidance != 1.0
+
+    @property
+    def step_count(self) -> int:
+        if self.schedule_state is not None:
+            return int(self.schedule_state.step_count)
+        if self.image is None:
+            return self.steps
+        return self.steps - img2img_start(self.steps, self.strength)
+
+    @property
+    def done(self) -> bool:
+        return self.schedule_state is not None and self.step_index >= self.step_count
+
+    @property
+    def batch_key(self) -> Hashable:
+        # A UNet takes one batched tensor: requests of one latent size share a forward.
+        return ("sdxl", self.model_key, self.height, self.width)
+
+    @property
+    def tokens(self) -> int:
+        cells = (self.height // LATENT_FACTOR) * (self.width // LATENT_FACTOR)
+        return cells * (2 if self.cfg else 1)
+
+
+def img2img_start(steps: int, strength: float) -> int:
+    """The first step an img2img render runs: `StableDiffusionXLImg2ImgPipeline.get_timesteps`
+    (which rounds the steps that run down, where the flow pipelines round the skipped ones)."""
+    return steps - min(int(steps * strength), steps)
+
+
+def new_request(model_key: Hashable, **kwargs: Any) -> SDXLRequest:
+    """A request state (validates size, sampler, schedule and the layer it reads)."""
+    state = SDXLRequest(**kwargs, model_key=model_key)
+    if state.width % LATENT_FACTOR or state.height % LATENT_FACTOR:
+        raise InvalidRequest(f"width and height must be multiples of {LATENT_FACTOR}")
+    if state.sampler not in SIGMA_SAMPLERS:
+        raise InvalidRequest(f"unknown sampler {state.sampler!r}; choose one of {SIGMA_SAMPLERS}")
+    if state.schedule not in SCHEDULES:
+        raise InvalidRequest(f"unknown schedule {state.schedule!r}; choose one of {SCHEDULES}")
+    if state.clip_skip >= 0:
+        raise InvalidRequest(f"clip_skip {state.clip_skip} must be -1 (the last layer) or lower")
+    if not 0 <= state.batch_index < state.batch_size:
+        raise InvalidRequest(
+            f"batch index {state.batch_index} is outside 0..{state.batch_size - 1}"
+        )
+    if state.steps < 1 or denoise_window(state.steps, state.denoise)[0] < 1:
+        raise InvalidRequest("a render needs at least one step")
+    if state.image is not None and state.start is not None:
+        raise InvalidRequest("an img2img image and starting latents are two starts: pass one")
+    if state.step_count < 1:
+        raise InvalidRequest(
+            f"strength {state.strength:g} leaves no step to run out of {state.steps}; "
+            "raise the strength or the steps"
+        )
+    return state

@@ -1,0 +1,94 @@
+"""One SDXL (or SD 1.x) request's private schedule: a discrete-time model's sigmas walked by the
+shared sampler library (`diffusion/sigma/`), as ComfyUI's KSampler walks them.
+
+The model's table is `DiscreteSampling` (its betas and prediction type from the scheduler
+config); the sigmas are a named schedule's, the last `steps` of `steps / denoise` of them; the
+start is seeded noise (plus the latents it starts from) scaled to the first sigma as KSampler
+scales it; each model call sees `x / sqrt(sigma^2 + 1)` at the nearest training timestep.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import torch
+
+from inline_core.diffusion.flow.steps import denoise_window
+from inline_core.diffusion.sigma.noise import RowNoise, row_generator
+from inline_core.diffusion.sigma.prediction import Prediction, model_input
+from inline_core.diffusion.sigma.sampling import DiscreteSampling
+from inline_core.diffusion.sigma.schedules import schedule_sigmas
+from inline_core.diffusion.sigma.stepper import SigmaStepper
+
+PREDICTIONS: dict[str, Literal["eps", "v"]] = {"epsilon": "eps", "v_prediction": "v"}
+
+
+def discrete_sampling(config: Mapping[str, Any]) -> DiscreteSampling:
+    """The model's noise table from a diffusers scheduler config (SD's scaled linear betas)."""
+    kind = str(config.get("prediction_type") or "epsilon")
+    prediction = PREDICTIONS.get(kind)
+    if prediction is None:
+        raise ValueError(f"unknown prediction type {kind!r}; expected one of {sorted(PREDICTIONS)}")
+    return DiscreteSampling(
+        prediction,
+        beta_start=float(config.get("beta_start", 0.00085)),
+        beta_end=float(config.get("beta_end", 0.012)),
+        timesteps=int(config.get("num_train_timesteps", 1000)),
+    )
+
+
+class DiscreteSchedule:
+    def __init__(self, sampling: DiscreteSampling, sigmas: list[float], stepper: SigmaStepper):
+        self.sampling = sampling
+        self.sigmas = sigmas
+        self.stepper = stepper
+        calls = stepper.call_sigmas
+        self.levels = calls  # each model call's sigma
+        self.timesteps = [sampling.timestep(s) for s in calls]  # computed once: no syncs
+
+    @classmethod
+    def create(
+        cls,
+        config: Mapping[str, Any],
+        steps: int,
+        *,
+        sampler: str,
+        schedule: str,
+        denoise: float = 1.0,
+        skip: int = 0,
+        seed: int = 0,
+        row: int = 0,
+    ) -> DiscreteSchedule:
+        """`denoise` is ComfyUI's (the last `steps` of a longer schedule); `skip` drops the first
+        steps of this one (img2img's strength, as diffusers counts it)."""
+        sampling = discrete_sampling(config)
+        total, first = denoise_window(steps, denoise)
+        sigmas = schedule_sigmas(schedule, sampling, total)[first + skip :]
+        noise = RowNoise([row_generator(seed, row)])
+        return cls(sampling, sigmas, SigmaStepper(sampler, sampling, sigmas, None, noise))
+
+    @property
+    def step_count(self) -> int:
+        return len(self.levels)
+
+    def start(self, noise: torch.Tensor, latents: torch.Tensor | None) -> torch.Tensor:
+        """The first point: KSampler's `noise_scaling`; at the model's largest sigma (a full
+        render) the noise is scaled by `sqrt(1 + sigma^2)`, else by sigma."""
+        sigma = self.sigmas[0]
+        top = self.sampling.sigma_max
+        base = torch.zeros_like(noise) if latents is None else latents.to(noise)
+        if math.isclose(sigma, top, rel_tol=1e-5) or sigma > top:
+            return base + noise * math.sqrt(1.0 + sigma**2)
+        return self.sampling.noise_scaling(sigma, noise, base)
+
+    def model_input(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        return model_input(self.sampling, x, self.levels[index])
+
+    def step(self, output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.stepper.advance(output.to(torch.float32), x.to(torch.float32))
+
+    def x0(self, index: int, output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The clean latents model call `index`'s output points at (a preview's)."""
+        return Prediction(self.sampling, x.to(torch.float32), self.levels[index], output).denoised

@@ -1,0 +1,90 @@
+"""Tiny random-weight SkyReels-V2 diffusion-forcing models, written into a models folder.
+
+    inline-core kit --family skyreels --out models/
+
+The kit builds, from fixed seeds, Wan's tiny UMT5 (and its byte-level tokenizer) and Wan 2.1 VAE
+(`families/wan/kit.py`), a tiny `SkyReelsV2Transformer3DModel` with the fps embedding, and the
+published UniPC scheduler config (shift 8), and writes them as diffusers writes
+`SkyReelsV2DiffusionForcingPipeline`: `diffusion_models/skyreels_v2_df_tiny_diffusers/`.
+Random weights draw noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from inline_core.diffusion.kit import report, seeded
+from inline_core.diffusion.libs import diffusers, quiet, transformers
+from inline_core.families.skyreels.files import DEFAULT_SCHEDULER_CONFIG, PIPELINE
+from inline_core.families.wan.kit import (
+    SEEDS,
+    TRANSFORMER_CONFIG,
+    VAE_CONFIG,
+    build_tokenizer,
+    umt5_config,
+)
+
+TRANSFORMER_SEED = 41
+SKYREELS_TRANSFORMER_CONFIG: dict[str, Any] = {
+    **TRANSFORMER_CONFIG,
+    "inject_sample_info": True,
+    "num_frame_per_block": 1,
+}
+FOLDER = "skyreels_v2_df_tiny_diffusers"
+
+
+@dataclass(frozen=True)
+class SkyReelsKit:
+    root: Path
+    diffusers_dir: Path
+
+
+def build_parts() -> dict[str, Any]:
+    """The tiny stack, as diffusers' SkyReels-V2 pipelines take their parts."""
+    quiet()
+    tokenizer = build_tokenizer()
+    seeded(SEEDS["text_encoder"])
+    config = umt5_config(len(tokenizer), int(tokenizer.pad_token_id))
+    text_encoder = transformers().UMT5EncoderModel(config).eval()
+    seeded(TRANSFORMER_SEED)
+    transformer = diffusers().SkyReelsV2Transformer3DModel(**SKYREELS_TRANSFORMER_CONFIG).eval()
+    seeded(SEEDS["vae"])
+    vae = diffusers().AutoencoderKLWan(**VAE_CONFIG).eval()
+    scheduler = diffusers().UniPCMultistepScheduler.from_config(DEFAULT_SCHEDULER_CONFIG)
+    return {
+        "tokenizer": tokenizer,
+        "text_encoder": text_encoder,
+        "transformer": transformer,
+        "vae": vae,
+        "scheduler": scheduler,
+    }
+
+
+def build_kit(out: Path) -> SkyReelsKit:
+    """Write the kit into the models folder `out`; returns where it went."""
+    folder = out / "diffusion_models" / FOLDER
+    getattr(diffusers(), PIPELINE)(**build_parts()).save_pretrained(str(folder))
+    for category in ("vae", "text_encoders"):
+        (out / category).mkdir(parents=True, exist_ok=True)
+    return SkyReelsKit(out, folder)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="inline-core kit --family skyreels",
+        description="Write a tiny random-weight SkyReels-V2 DF model (it draws noise).",
+    )
+    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
+    args = parser.parse_args(argv)
+    kit = build_kit(cast(Path, args.out))
+    print(report(kit.root, [kit.diffusers_dir]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""SkyReels-V2 diffusion forcing as a step pipeline (spec 003), with the chunk-boundary protocol:
+the arithmetic of diffusers' `SkyReelsV2DiffusionForcingPipeline`, per request.
+
+`prepare_encode` encodes the prompts (UMT5, 512 tokens), plans the chunks and their schedules
+(`schedule.py`), and draws the first chunk's noise from the request's own generator (each later
+chunk draws its own from it, in turn, as diffusers does). `denoise_step` runs one transformer
+forward over the windows of a batch of requests of one window shape and causal block size, each
+frame at its own timestep (`enable_diffusion_forcing`); `step_scheduler` steps the frames the
+schedule updates, each with its own UniPC copy. When a chunk's last iteration is done the state
+is at a boundary: the loop applies the interactions queued for it
+(`apply_interaction_at_chunk_boundary`: a new prompt, negative prompt or guidance), and
+`prepare_next_chunk` appends the finished chunk to the video's latents and starts the next from
+the last `overlap` frames. `post_decode` decodes the video's latents with the Wan VAE, chunk by
+chunk (`on_chunk`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, cast
+
+import numpy as np
+import torch
+from torch import nn
+
+from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.components.step import ChunkMediaSpec
+from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
+from inline_core.diffusion.libs import module
+from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.vae.wan_vae import WanVAE
+from inline_core.families.skyreels.chunks import TEMPORAL_FACTOR, Chunk
+from inline_core.families.skyreels.request import SkyReelsRequest, new_request
+from inline_core.families.skyreels.schedule import ChunkSchedule, chunk_schedule
+from inline_core.families.wan.pipeline import to_pixels
+from inline_core.runtime.interactions import InteractionInbox
+from inline_core.runtime.video import Frames, Video
+
+# diffusers' fps conditioning: 16 fps is the first embedding, any other rate the second.
+FPS_16 = 16
+
+
+def fps_class(fps: int) -> int:
+    """The fps embedding a rate takes. A forward passes one for all its rows: diffusers'
+    diffusion-forcing forward repeats the fps projection per frame without its batch, so only
+    one embedding broadcasts over a batch (the batch key keeps rows of one class together)."""
+    return 0 if fps == FPS_16 else 1
+
+
+def video_frames(first: int, count: int) -> tuple[int, int]:
+    """The video frames of latent frames [first, first + count): the first latent frame decodes
+    to one frame, each later one to four."""
+    start = 0 if first == 0 else 1 + (first - 1) * TEMPORAL_FACTOR
+    end = 1 + (first + count - 1) * TEMPORAL_FACTOR
+    return start, end - start
+
+
+class SkyReelsStepPipeline:
+    """Drives one loaded SkyReels-V2 diffusion-forcing stack, prompt to video, chunk by chunk."""
+
+    _dit_modules = ["transformer"]
+    _encoder_modules = ["text_encoder.model"]
+    _vae_modules = ["vae.autoencoder"]
+    _resident_modules: list[str] = []
+    supports_chunk_step_grouping = True
+
+    def __init__(
+        self,
+        *,
+        text_encoder: PaddedT5Encoder,
+        transformer: nn.Module,
+        vae: WanVAE,
+        placement: PlacementLike,
+        swap: OffloadSwap,
+        scheduler_config: Mapping[str, Any],
+        model_key: Hashable,
+        serial_phases: bool = False,
+    ) -> None:
+        self.text_encoder = text_encoder
+        self.transformer = transformer
+        self.vae = vae
+        self.placement = placement
+        self.swap = swap
+        self.device = torch.device(placement.device)
+        self.dtype = torch_dtype(placement.dtype)
+        self.scheduler_config = dict(scheduler_config)
+        self.model_key = model_key
+        self.serial_phases = serial_phases
+
+    @property
+    def latent_channels(self) -> int:
+        return int(cast(Any, self.transformer).config.in_channels)
+
+    def request(self, **kwargs: Any) -> SkyReelsRequest:
+        return new_request(self.model_key, **kwargs)
+
+    def new_scheduler(self, state: SkyReelsRequest) -> Any:
+        config = dict(self.scheduler_config)
+        if state.shift is not None:
+            config["flow_shift"] = state.shift
+        scheduler = module("diffusers").UniPCMultistepScheduler.from_config(config)
+        scheduler.set_timesteps(state.steps, device=self.device)
+        return scheduler
+
+    # -- step protocol ---------------------------------------------------------------------------
+
+    def prepare_encode(self, state: SkyReelsRequest, /) -> SkyReelsRequest:
+        with torch.inference_mode():
+            if state.positive is None:
+                state.positive = self.text_encoder.encode(state.prompt)
+            if state.cfg and state.negative is None:
+                state.negative = self.text_encoder.encode(state.negative_prompt)
+            base = self.new_scheduler(state)
+            timesteps = cast(torch.Tensor, base.timesteps)
+            state.schedules = [
+                chunk_schedule(
+                    c.frames, timesteps, state.ar_step, c.prefix, state.causal_block_size
+                )
+                for c in state.plan
+            ]
+            state.iterations = [s.iterations for s in state.schedules]
+            state.generator = torch.Generator("cpu").manual_seed(state.seed)
+            if state.inbox is None:
+                state.inbox = InteractionInbox(len(state.plan))
+            state.scheduler = base
+            self._start_chunk(state, 0)
+            state.prepared = True
+        return state
+
+    def _start_chunk(self, state: SkyReelsRequest, index: int) -> None:
+        """The chunk's noise (its prefix frames the video's last ones), its frames' schedulers."""
+        chunk = state.plan[index]
+        h, w = state.latent_size
+        shape = (1, self.latent_channels, chunk.frames, h, w)
+        noise = torch.randn(shape, generator=state.generator, dtype=torch.float32)
+        latents = noise.to(self.device)
+        if chunk.prefix:
+            video = cast(torch.Tensor, state.video_latents)
+            prefix = video[:, :, -chunk.kept_from :][:, :, : chunk.prefix]
+            latents[:, :, : chunk.prefix] = prefix.to(self.dtype)
+        state.latents = latents
+        base = state.scheduler
+        state.frame_schedulers = []
+        for _ in range(chunk.frames):
+            scheduler = copy.deepcopy(base)
+            scheduler.set_timesteps(state.steps, device=self.device)
+            state.frame_schedulers.append(scheduler)
+        state.chunk = index
+        state.iteration = 0
+        state.boundary = False
+
+    def _schedule(self, state: SkyReelsRequest) -> ChunkSchedule:
+        if not state.prepared and not state.schedules:
+            raise RuntimeError("prepare_encode has not run for this request")
+        return cast(ChunkSchedule, state.schedules[state.chunk])
+
+    def _model_input(self, state: SkyReelsRequest) -> tuple[torch.Tensor, torch.Tensor]:
+        schedule = self._schedule(state)
+        start, end = schedule.interval(state.iteration)
+        latents = cast(torch.Tensor, state.latents)[:, :, start:end]
+        timestep = schedule.matrix[state.iteration][start:end].unsqueeze(0)
+        return latents.to(self.dtype), timestep
+
+    def denoise_step(self, states: Sequence[SkyReelsRequest], /) -> list[torch.Tensor]:
+        if any(s.boundary for s in states):
+            raise RuntimeError("a request at a chunk boundary: prepare_next_chunk has not run")
+        if len({fps_class(s.fps) for s in states}) != 1:
+            raise RuntimeError("one forward over rows of two fps embeddings")
+        blocks = {s.causal_block_size for s in states}
+        if len(blocks) != 1:
+            raise RuntimeError(f"one forward over causal block sizes {sorted(blocks)}")
+        with torch.inference_mode():
+            rows = [(s, cast(Conditioning, s.positive)) for s in states]
+            rows += [(s, cast(Conditioning, s.negative)) for s in states if s.cfg]
+            inputs = {id(s): self._model_input(s) for s in states}
+            model = cast(Any, self.transformer)
+            if int(model.config.num_frame_per_block) != blocks.copy().pop():
+                model._set_ar_attention(blocks.pop())  # the causal mask's block size
+            with self.swap.use(self.transformer, self.placement):
+                out = cast(
+                    torch.Tensor,
+                    model(
+                        hidden_states=torch.cat([inputs[id(s)][0] for s, _c in rows]),
+                        timestep=torch.cat([inputs[id(s)][1] for s, _c in rows]),
+                        encoder_hidden_states=torch.stack(
+                            [cast(torch.Tensor, c.value) for _s, c in rows]
+                        ).to(self.device, self.dtype),
+                        enable_diffusion_forcing=True,
+                        fps=[fps_class(states[0].fps)],
+                        return_dict=False,
+                    )[0],
+                )
+            negatives = iter(out[len(states) :])
+            preds: list[torch.Tensor] = []
+            for i, s in enumerate(states):
+                pred = out[i : i + 1]
+                if s.cfg:
+                    uncond = next(negatives).unsqueeze(0)
+                    pred = uncond + s.guidance * (pred - uncond)
+                preds.append(pred)
+            return preds
+
+    def step_scheduler(self, state: SkyReelsRequest, noise_pred: Any, /) -> None:
+        schedule = self._schedule(state)
+        start, end = schedule.interval(state.iteration)
+        t = schedule.matrix[state.iteration]
+        update = schedule.update[state.iteration]
+        latents = cast(torch.Tensor, state.latents)
+        pred = cast(torch.Tensor, noise_pred)
+        with torch.inference_mode():
+            for idx in range(start, end):
+                if update[idx]:
+                    latents[:, :, idx] = state.frame_schedulers[idx].step(
+                        pred[:, :, idx - start], t[idx], latents[:, :, idx], return_dict=False
+                    )[0]
+        state.iteration += 1
+        state.step_index += 1
+        if state.iteration == schedule.iterations:
+            self._finish_chunk(state)
+
+    def _finish_chunk(self, state: SkyReelsRequest) -> None:
+        chunk = state.plan[state.chunk]
+        latents = cast(torch.Tensor, state.latents)
+        if state.video_latents is None:
+            state.video_latents = latents
+        else:
+            state.video_latents = torch.cat(
+                [cast(torch.Tensor, state.video_latents), latents[:, :, chunk.kept_from :]], dim=2
+            )
+        state.latents = None
+        state.frame_schedulers = []
+        state.boundary = state.chunk + 1 < len(state.plan)
+
+    # -- the chunk-boundary protocol (components.step.SupportsChunkBoundary) -------------------
+
+    def at_chunk_boundary(self, state: SkyReelsRequest, /) -> bool:
+        return state.boundary
+
+    def apply_interaction_at_chunk_boundary(self, state: SkyReelsRequest, /) -> None:
+        inbox = cast(InteractionInbox, state.inbox)
+        with torch.inference_mode():
+            for interaction in inbox.take(state.chunk + 1):
+                if interaction.guidance is not None:
+                    state.guidance = interaction.guidance
+                if interaction.prompt is not None:
+                    state.prompt = interaction.prompt
+                    state.positive = self.text_encoder.encode(interaction.prompt)
+                if interaction.negative_prompt is not None:
+                    state.negative_prompt = interaction.negative_prompt
+                    state.negative = None
+                if state.cfg and state.negative is None:
+                    state.negative = self.text_encoder.encode(state.negative_prompt)
+
+    def prepare_next_chunk(self, state: SkyReelsRequest, /) -> None:
+        if state.boundary:
+            with torch.inference_mode():
+                self._start_chunk(state, state.chunk + 1)
+
+    def peek_chunk_media(self, state: SkyReelsRequest, /) -> ChunkMediaSpec:
+        chunk: Chunk = state.plan[state.chunk]
+        first, count = video_frames(chunk.first, chunk.kept)
+        return ChunkMediaSpec(
+            chunk=state.chunk,
+            chunks=len(state.plan),
+            first_frame=first,
+            frames=count,
+            latent_frames=chunk.frames,
+            fps=state.fps,
+        )
+
+    # -- output ------------------------------------------------------------------------------------
+
+    def post_latents(self, state: SkyReelsRequest, /) -> Latents:
+        """The video's latents, undecoded (`components.step.SupportsLatentOutput`)."""
+        value = state.video_latents
+        if value is None or not state.done:
+            raise RuntimeError("the render has not finished its chunks")
+        state.video_latents = state.latents = state.generator = None
+        state.positive = state.negative = None
+        return Latents(value, tuple(value.shape))
+
+    def post_decode(self, state: SkyReelsRequest, /) -> Video:
+        latents = self.post_latents(state)
+        video: Frames | None = None
+        done = 0
+        for chunk in self.vae.decode_chunks(latents):
+            pixels = to_pixels(chunk, self.vae.chunk_value_range)
+            if video is None:
+                video = np.empty((state.frames, *pixels.shape[1:]), dtype=np.uint8)
+            count = pixels.shape[0]
+            video[done : done + count] = pixels
+            if state.on_chunk is not None:
+                state.on_chunk(done, video[done : done + count], state.frames)
+            done += count
+        if video is None or done != state.frames:
+            raise RuntimeError(f"the VAE decoded {done} frames of {state.frames}")
+        return Video(video, state.fps, state.format)

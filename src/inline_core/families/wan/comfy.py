@@ -1,0 +1,50 @@
+"""Wan's ComfyUI recipe (data, torch-free): its template chains collapse onto `alibaba/wan`.
+
+ComfyUI's Wan templates (Wan 2.1 text-to-video, Wan 2.2 5B text/image-to-video, Wan 2.1
+image-to-video, Wan 2.2 A14B) are one chain each: SaveVideo <- CreateVideo (fps) or
+SaveAnimatedWEBP (fps, rendered as a lossless animated PNG) <- VAEDecode <- KSampler (seed, steps,
+cfg as `guidance`, which counts as diffusers' guidance scale does) <- ModelSamplingSD3 (shift) <-
+UNETLoader, two CLIPTextEncode prompts, and a latent: EmptyHunyuanLatentVideo,
+Wan22ImageToVideoLatent or WanImageToVideo (width, height, length as `frames`; the optional start
+image is the node's `image`). What data does not reach is `comfy_reader.py`'s: A14B's two
+KSamplerAdvanced stages (`comfy_stages.py`) and 2.1's CLIP-vision chain (`comfy_clip_vision.py`).
+"""
+
+from __future__ import annotations
+
+from inline_core.contract.comfy_recipe import ComfyRecipe, Latent, OwnNode, Sink
+from inline_core.families.wan.descriptor import NODE_TYPE
+
+I2V = "WanImageToVideo"  # 2.1's image-to-video latent: its prompts pass through it
+VIDEO = {"width": "width", "height": "height", "length": "frames"}
+SIZES = {"width": 832, "height": 480, "length": 81}
+
+RECIPE = ComfyRecipe(
+    own_node=OwnNode(
+        node=NODE_TYPE,
+        sinks={
+            "SaveVideo": Sink(
+                "video",
+                fixed={"format": "mp4"},
+                through="CreateVideo",
+                through_params={"fps": "fps"},
+            ),
+            "SaveAnimatedWEBP": Sink(
+                "images",
+                params={"fps": "fps"},
+                fixed={"format": "png"},
+                note="WebP is not offered; the take is a lossless animated PNG",
+            ),
+        },
+        latents={
+            "EmptyHunyuanLatentVideo": Latent(VIDEO, SIZES),
+            "Wan22ImageToVideoLatent": Latent(VIDEO, SIZES, image="start_image"),
+            I2V: Latent(VIDEO, SIZES, image="start_image"),
+        },
+        samplers=("uni_pc", "uni_pc_bh2"),
+        sampler_title="UniPC",
+        sampler_defaults={"seed": 0, "steps": 30, "cfg": 5.0},
+        conditioning_through=(I2V,),
+        reader="inline_core.families.wan.comfy_reader:WanCollapse",
+    )
+)

@@ -1,0 +1,195 @@
+"""ComfyUI's custom sampling onto `sample`: `SamplerCustom` and `SamplerCustomAdvanced`, with
+`KSamplerSelect`'s sampler, `BasicScheduler`'s, `KarrasScheduler`'s or `BetaSamplingScheduler`'s
+sigmas, `RandomNoise`'s seed and `CFGGuider`'s or `BasicGuider`'s model, prompts and cfg. Each
+maps exactly onto one of the sigma library's samplers and schedules, or the workflow is refused
+naming what it asked for and the closest we have: nothing is swapped."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from inline_core.graph.schema import PortKind
+from inline_core.importer.dropped import UnsupportedNode
+from inline_core.importer.mapper import Mapper
+from inline_core.importer.sampling import add_sample, model_shift, select
+from inline_core.importer.values import Value, describe
+from inline_core.importer.workflow import ComfyNode, Link
+
+# ComfyUI's KarrasScheduler defaults: an SD model's sigma range (its scaled-linear betas).
+DISCRETE_RANGE = (14.614642, 0.0291675)
+KARRAS_RHO = 7.0
+BETA_SHAPE = 0.6  # the library's `beta` schedule: ComfyUI's alpha and beta defaults
+TRAIN_TIMESTEPS = 1000
+
+
+@dataclass(frozen=True)
+class Sigmas:
+    scheduler: str
+    steps: int
+    denoise: float
+
+
+def linked(m: Mapper, node: ComfyNode, name: str, classes: tuple[str, ...]) -> ComfyNode:
+    """The node wired into `name`, one of `classes`; anything else is refused naming it."""
+    raw = node.inputs.get(name)
+    source = m.workflow.nodes.get(raw.node) if isinstance(raw, Link) else None
+    if source is None:
+        raise UnsupportedNode(f"{describe(node)}: its {name} input is not connected")
+    if source.class_type not in classes:
+        raise UnsupportedNode(
+            f"{describe(node)}: its {name} comes from {describe(source)}, which `sample` "
+            f"cannot run; it takes {name} from {' or '.join(classes)}"
+        )
+    m.mark_used(source.id)
+    return source
+
+
+def sampler_name(m: Mapper, node: ComfyNode) -> str:
+    chosen = linked(m, node, "sampler", ("KSamplerSelect",))
+    return select(m, chosen, "sampler_name", "sampler", "euler")
+
+
+def flow_range(shift: float) -> tuple[float, float]:
+    """A flow model's sigma range at `shift`: 1 down to its shifted first timestep."""
+    t = 1 / TRAIN_TIMESTEPS
+    return 1.0, shift * t / (1 + (shift - 1) * t)
+
+
+def sigmas_of(m: Mapper, node: ComfyNode, model: Value | None) -> Sigmas:
+    source = linked(
+        m, node, "sigmas", ("BasicScheduler", "KarrasScheduler", "BetaSamplingScheduler")
+    )
+    where = describe(source)
+    steps = m.whole(source, "steps", 20)
+    if source.class_type == "BasicScheduler":
+        scheduler = select(m, source, "scheduler", "scheduler", "simple")
+        return Sigmas(scheduler, steps, m.number(source, "denoise", 1.0))
+    if source.class_type == "BetaSamplingScheduler":
+        shape = (m.number(source, "alpha", BETA_SHAPE), m.number(source, "beta", BETA_SHAPE))
+        if shape != (BETA_SHAPE, BETA_SHAPE):
+            raise UnsupportedNode(
+                f"{where}: the beta schedule with alpha {shape[0]:g} and beta {shape[1]:g} is "
+                f"not offered; the closest offered is 'beta' (alpha and beta {BETA_SHAPE:g})"
+            )
+        return Sigmas("beta", steps, 1.0)
+    wanted = (m.number(source, "sigma_max", 14.614642), m.number(source, "sigma_min", 0.0291675))
+    rho = m.number(source, "rho", KARRAS_RHO)
+    shift = model.shift if model is not None and model.shift is not None else None
+    if shift is None and model is not None:
+        shift = model_shift(m, model)
+    own = flow_range(shift) if shift is not None else DISCRETE_RANGE
+    same = all(math.isclose(a, b, rel_tol=1e-4) for a, b in zip(wanted, own, strict=True))
+    if not same or rho != KARRAS_RHO:
+        raise UnsupportedNode(
+            f"{where}: Karras sigmas from {wanted[0]:g} to {wanted[1]:g} with rho {rho:g} are "
+            f"not offered; the closest offered is 'karras' over the model's own range "
+            f"({own[0]:g} to {own[1]:g}, rho {KARRAS_RHO:g})"
+        )
+    return Sigmas("karras", steps, 1.0)
+
+
+def sampler_custom(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
+    if not output_only(m, node, slot):
+        return None
+    if m.literal(node, "add_noise") not in (None, True, "enable"):
+        m.skip(node, "it samples without adding noise, which `sample` cannot do")
+        return None
+    model = m.input_value(node, "model", PortKind.MODEL)
+    cfg = m.number(node, "cfg", 8.0)
+    return emit(
+        m,
+        node,
+        model,
+        cfg,
+        m.whole(node, "noise_seed", 0),
+        positive=m.input_value(node, "positive", PortKind.CONDITIONING),
+        negative=m.input_value(node, "negative", PortKind.CONDITIONING, optional=True),
+    )
+
+
+def sampler_custom_advanced(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
+    if not output_only(m, node, slot):
+        return None
+    noise = linked(m, node, "noise", ("RandomNoise", "DisableNoise"))
+    if noise.class_type == "DisableNoise":
+        m.skip(node, "it samples without adding noise (DisableNoise), which `sample` cannot do")
+        return None
+    guider = linked(m, node, "guider", ("CFGGuider", "BasicGuider"))
+    model = m.input_value(guider, "model", PortKind.MODEL)
+    seed = m.whole(noise, "noise_seed", 0)
+    if guider.class_type == "BasicGuider":
+        positive = m.input_value(guider, "conditioning", PortKind.CONDITIONING)
+        return emit(m, node, model, 1.0, seed, positive=positive, negative=None)
+    return emit(
+        m,
+        node,
+        model,
+        m.number(guider, "cfg", 8.0),
+        seed,
+        positive=m.input_value(guider, "positive", PortKind.CONDITIONING),
+        negative=m.input_value(guider, "negative", PortKind.CONDITIONING, optional=True),
+    )
+
+
+def output_only(m: Mapper, node: ComfyNode, slot: int) -> bool:
+    """Only the sampled latent (slot 0) maps; `denoised_output` is the last step's estimate."""
+    if slot == 0:
+        return True
+    m.skip(node, "its denoised_output (the last step's estimate) is not offered by `sample`")
+    return False
+
+
+def emit(
+    m: Mapper,
+    node: ComfyNode,
+    model: Value | None,
+    cfg: float,
+    seed: int,
+    *,
+    positive: Value | None,
+    negative: Value | None,
+) -> Value:
+    sigmas = sigmas_of(m, node, model)
+    params: dict[str, Any] = {
+        "steps": sigmas.steps,
+        "cfg": float(m.fit("sample", "cfg", cfg, describe(node))),
+        "sampler": sampler_name(m, node),
+        "scheduler": sigmas.scheduler,
+        "seed": seed,
+        "denoise": sigmas.denoise,
+    }
+    latent = m.input_value(node, "latent_image", PortKind.LATENT)
+    return add_sample(
+        m, node, params, model=model, positive=positive, negative=negative, latent=latent
+    )
+
+
+def model_sampling_discrete(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
+    """A discrete-time model's own sampling (epsilon, no zero-terminal-SNR rescale) passes the
+    model on; any other is refused: `sample` samples a model as its family reads it."""
+    model = m.input_value(node, "model", PortKind.MODEL)
+    if model is None:
+        return None
+    where = describe(node)
+    sampling = m.text(node, "sampling", "eps")
+    if sampling != "eps" or m.literal(node, "zsnr") not in (None, False):
+        raise UnsupportedNode(
+            f"{where}: sampling {sampling!r}"
+            f"{' with zsnr' if sampling == 'eps' else ''} is not offered; the closest offered "
+            "is 'eps' without zsnr (the model's own discrete sampling)"
+        )
+    if model_shift(m, model) is not None or model.shift is not None:
+        raise UnsupportedNode(
+            f"{where}: a flow model's sampling is its shift; set it with ModelSamplingSD3 or "
+            "ModelSamplingAuraFlow"
+        )
+    return model
+
+
+HANDLERS = {
+    "SamplerCustom": sampler_custom,
+    "SamplerCustomAdvanced": sampler_custom_advanced,
+    "ModelSamplingDiscrete": model_sampling_discrete,
+}

@@ -1,0 +1,165 @@
+"""ComfyUI's latents, model sampling settings and samplers onto `latent/empty` and `sample`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from inline_core.graph.schema import PortKind
+from inline_core.importer.conditioning import empty_prompt
+from inline_core.importer.mapper import MODEL_WRAPPERS, Mapper
+from inline_core.importer.samplers import exact_name
+from inline_core.importer.values import Value, describe
+from inline_core.importer.workflow import ComfyNode
+
+
+def empty_latent(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
+    side = 1024 if node.class_type == "EmptySD3LatentImage" else 512
+    params = {
+        "width": m.whole(node, "width", side),
+        "height": m.whole(node, "height", side),
+        "batch": m.whole(node, "batch_size", 1),
+    }
+    port = m.add(f"c{node.id}", "latent/empty", params, {}, describe(node))
+    return Value(PortKind.LATENT, port, node.id)
+
+
+def model_sampling(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
+    model = m.input_value(node, "model", PortKind.MODEL)
+    if model is None:
+        return None
+    default = 1.73 if node.class_type == "ModelSamplingAuraFlow" else 3.0  # ComfyUI's
+    return replace(model, shift=m.number(node, "shift", default), shift_node=node)
+
+
+def shift_not_carried(m: Mapper, model: Value, where: str) -> None:
+    """`sample` runs a model at its own flow shift, so a ModelSampling node that sets another
+    one changes what ComfyUI would render: say so, unless it is the model's own."""
+    shift = model.shift
+    if shift is None:
+        return
+    own = model_shift(m, model)
+    if own is not None and math.isclose(shift, own):
+        return
+    known = f" ({own:g} for this model)" if own is not None else ""
+    reason = (
+        f"the model's sampling shift {shift:g} is not carried over; `sample` uses the "
+        f"model's own flow shift{known}"
+    )
+    if model.shift_node is not None:
+        m.substituted(model.shift_node, reason)
+    else:
+        m.warn(f"{where}: {reason}")
+
+
+def model_shift(m: Mapper, model: Value) -> float | None:
+    """The flow shift of the diffusion model a `model` value was loaded from, as the model
+    families this server runs know it."""
+    draft = None if model.port is None else m.drafts.get(model.port.node)
+    while draft is not None and draft.type in MODEL_WRAPPERS:  # the model it adapts
+        draft = m.drafts.get(draft.inputs["model"][0].node)
+    if m.facts is None or draft is None or draft.type != "load/diffusion-model":
+        return None
+    return m.facts.flow_shift(str(draft.params.get("file", "")))
+
+
+def ksampler(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
+    return sample(m, node, seed_name="seed", denoise=m.number(node, "denoise", 1.0))
+
+
+def ksampler_advanced(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
+    steps = m.whole(node, "steps", 20)
+    start = m.whole(node, "start_at_step", 0)
+    end = m.whole(node, "end_at_step", 10000)
+    # No pass-through here: handing on the unsampled latent would decode to nothing useful.
+    if m.text(node, "add_noise", "enable") == "disable":
+        m.skip(node, "it samples without adding noise, which `sample` cannot do")
+        return None
+    if start > 0 or end < steps:
+        m.skip(
+            node,
+            f"it runs steps {start}..{min(end, steps)} of {steps}; `sample` runs a whole schedule",
+        )
+        return None
+    return sample(m, node, seed_name="noise_seed", denoise=1.0)
+
+
+def sample(m: Mapper, node: ComfyNode, *, seed_name: str, denoise: float) -> Value | None:
+    cfg = float(m.fit("sample", "cfg", m.number(node, "cfg", 8.0), describe(node)))
+    params: dict[str, Any] = {
+        "steps": m.whole(node, "steps", 20),
+        "cfg": cfg,
+        "sampler": select(m, node, "sampler_name", "sampler", "euler"),
+        "scheduler": select(m, node, "scheduler", "scheduler", "simple"),
+        "seed": m.whole(node, seed_name, 0),
+        "denoise": denoise,
+    }
+    return add_sample(
+        m,
+        node,
+        params,
+        model=m.input_value(node, "model", PortKind.MODEL),
+        positive=m.input_value(node, "positive", PortKind.CONDITIONING),
+        negative=m.input_value(node, "negative", PortKind.CONDITIONING, optional=True),
+        latent=m.input_value(node, "latent_image", PortKind.LATENT),
+    )
+
+
+def add_sample(
+    m: Mapper,
+    node: ComfyNode,
+    params: dict[str, Any],
+    *,
+    model: Value | None,
+    positive: Value | None,
+    negative: Value | None,
+    latent: Value | None,
+) -> Value:
+    """One `sample` node for the ComfyUI node that samples, with the values read off it (or off
+    the custom sampling nodes it is wired to)."""
+    where = describe(node)
+    descriptor = m.descriptors["sample"]
+    cfg = float(params["cfg"])
+    params = dict(params)
+    if model is not None and model.shift is not None:
+        if descriptor.param("shift") is not None:
+            params["shift"] = model.shift
+        else:
+            shift_not_carried(m, model, where)
+    encoder = positive.encoder if positive is not None else None
+    positive_port = positive.port if positive is not None else None
+    if positive is not None and positive_port is None:
+        m.warn(f"{where}: a zeroed positive conditioning became an empty prompt")
+        positive_port = empty_prompt(m, positive, encoder, where)
+    negative_port = negative.port if negative is not None else None
+    if negative is not None and negative_port is None and cfg > 1.0:
+        # With guidance, ComfyUI contrasts against zeros; an empty prompt is our nearest.
+        m.warn(
+            f"{where}: the zeroed negative (ConditioningZeroOut) became an empty "
+            f"negative prompt, as cfg {cfg:g} uses guidance"
+        )
+        negative_port = empty_prompt(m, negative, encoder, where)
+    # cfg 1 means no guidance: a zeroed negative is never used, so it is left off.
+    port = m.add(
+        f"c{node.id}",
+        "sample",
+        params,
+        {
+            "model": model.port if model is not None else None,
+            "positive": positive_port,
+            "negative": negative_port,
+            "latent": latent.port if latent is not None else None,
+        },
+        where,
+    )
+    return Value(PortKind.LATENT, port, node.id)
+
+
+def select(m: Mapper, node: ComfyNode, comfy_name: str, param: str, fallback: str) -> str:
+    """The node's `param` for the workflow's `comfy_name`: the same name, or a 422."""
+    spec = m.descriptors["sample"].param(param)
+    default = spec.default if spec is not None and isinstance(spec.default, str) else fallback
+    wanted = m.text(node, comfy_name, default)
+    allowed = list(spec.options) if spec is not None else []
+    return exact_name(param, wanted, allowed, describe(node))

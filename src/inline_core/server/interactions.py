@@ -1,0 +1,81 @@
+"""A running run's interactions, as the server takes them (`POST /v1/runs/{id}/interactions`
+and the same message on the run's socket): checked, given the render's next chunk boundary,
+stored with the run (durably, before the answer), then queued for the loop
+(`runtime/interactions.py`). A restarted run reads them back and applies each at its boundary.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from inline_core.errors import Conflict, InvalidRequest, NotFound
+from inline_core.graph.registry import Registry
+from inline_core.runtime.interactions import (
+    Interaction,
+    InteractionBoard,
+    checked_change,
+)
+from inline_core.server.stores.run_store import RunStore
+
+# A node descriptor's `extra` key: its family renders in chunks and takes interactions.
+TAKES_INTERACTIONS = "interactions"
+
+
+class RunInteractions:
+    def __init__(self, store: RunStore, registry: Registry) -> None:
+        self.store = store
+        self.registry = registry
+        self.board = InteractionBoard()  # the renders on this server that take them now
+
+    def stored(self, run_id: str) -> tuple[Interaction, ...]:
+        return tuple(Interaction.from_info(i) for i in self.store.interactions_for_run(run_id))
+
+    def interact(self, run_id: str, body: object) -> dict[str, Any]:
+        """Queue a change for the run's next chunk boundary; the interaction as stored."""
+        if not isinstance(body, Mapping):
+            raise InvalidRequest("an interaction is a JSON object")
+        change = checked_change(dict(body))  # pyright: ignore[reportUnknownArgumentType]
+        record = self.store.get_run(run_id)
+        if record is None:
+            raise NotFound(f"no run {run_id!r}")
+        if record.status.finished:
+            raise Conflict(
+                f"run {run_id} has already finished ({record.status.value}): an interaction "
+                "changes a render while it runs"
+            )
+        if not self._takes_interactions(record.graph):
+            takers = sorted(
+                d.type for d in self.registry.descriptors() if d.extra.get(TAKES_INTERACTIONS)
+            )
+            raise InvalidRequest(
+                f"run {run_id} renders no node that takes interactions: only nodes that render "
+                f"a video chunk by chunk do ({', '.join(takers) or 'none served here'})"
+            )
+        inbox = self.board.get(run_id)
+        if inbox is None:
+            raise Conflict(
+                f"run {run_id} is not rendering its chunks on this server (it is queued, "
+                "loading, or runs on another server): send the interaction once its "
+                "chunk_started events come"
+            )
+
+        def store(chunk: int) -> Interaction:
+            interaction = Interaction(id=f"ix_{secrets.token_hex(8)}", chunk=chunk, **change)
+            if not self.store.add_interaction(run_id, interaction.to_info()):
+                raise Conflict(f"run {run_id} finished before the interaction was stored")
+            return interaction
+
+        return inbox.queue(store).to_info()
+
+    def _takes_interactions(self, graph: Mapping[str, Any]) -> bool:
+        nodes = graph.get("nodes")
+        if not isinstance(nodes, list):
+            return False
+        for node in nodes:  # pyright: ignore[reportUnknownVariableType]
+            kind = node.get("type") if isinstance(node, dict) else None  # pyright: ignore
+            if isinstance(kind, str) and kind in self.registry:
+                if self.registry.descriptor(kind).extra.get(TAKES_INTERACTIONS):
+                    return True
+        return False

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # helpers live next to this file
+    sys.path.insert(0, str(HERE))
+
+from inline_core.families.flux2.kit import Flux2Kit, build_kit  # noqa: E402
+from inline_core.sampling.loop import StepLoopSampler  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def flux2_kit(tmp_path_factory: pytest.TempPathFactory) -> Flux2Kit:
+    """The tiny klein models in both layouts, built once per session."""
+    return build_kit(tmp_path_factory.mktemp("flux2") / "models")
+
+
+@pytest.fixture(scope="session")
+def sampler() -> Iterator[StepLoopSampler]:
+    s = StepLoopSampler()
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def klein_pipe(flux2_kit: Flux2Kit) -> Any:
+    """diffusers' own Flux2KleinPipeline over the kit's diffusers folder: the pixel reference."""
+    import torch
+    from diffusers import Flux2KleinPipeline  # pyright: ignore[reportPrivateImportUsage]
+
+    assert flux2_kit.diffusers_dir is not None
+    pipe: Any = Flux2KleinPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+        str(flux2_kit.diffusers_dir), dtype=torch.float32, local_files_only=True
+    )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe

@@ -1,0 +1,106 @@
+"""FLUX.2 requests of one latent shape and one set of reference shapes share transformer
+forwards in the step loop, each rendering what it renders alone; another shape runs apart.
+
+"What it renders alone" within a level on a few values: a batched forward is blocked differently
+by the CPU's kernels than one over a single row, which moves floats by ulps before rounding."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from flux2_harness import make_rig, picture, pixels
+
+from inline_core.families.flux2.kit import Flux2Kit
+from inline_core.sampling.job import SampleJob
+from inline_core.sampling.loop import StepLoopSampler
+from tests.server.server_support import wait_until
+
+TOLERANCE = 2
+MAX_DIFFERING = 0.01
+REFERENCE = picture(96, 64, 4)
+
+
+def all_in_loop(sampler: StepLoopSampler, count: int) -> bool | None:
+    stats = sampler.stats()
+    ready = stats["encodingJobs"] == 0 and stats["activeJobs"] + stats["queuedJobs"] == count
+    return True if ready else None
+
+
+def solo_and_together(
+    sampler: StepLoopSampler, pipeline: Any, requests: Sequence[dict[str, Any]]
+) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    solo = [pixels(sampler.run(SampleJob(pipeline, pipeline.request(**r)))) for r in requests]
+    before = sampler.stats()["batchedForwards"]
+    release = threading.Event()
+    forward = pipeline.denoise_step
+
+    def held(states: Sequence[Any], /) -> Any:
+        release.wait()  # parked until all are in the loop (released in `finally` at worst)
+        return forward(states)
+
+    pipeline.denoise_step = held
+    try:
+        futures = [sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
+        wait_until(lambda: all_in_loop(sampler, len(requests)), "all of them in the loop")
+        release.set()
+        together = [pixels(f.result(timeout=300)) for f in futures]
+    finally:
+        release.set()
+        del pipeline.denoise_step
+    stats = dict(sampler.stats())
+    stats["batchedForwards"] -= before
+    return solo, together, stats
+
+
+def test_same_shapes_share_forwards_and_equal_their_solo_renders(flux2_kit: Flux2Kit) -> None:
+    sampler = StepLoopSampler()
+    try:
+        rig = make_rig(flux2_kit.root, sampler)
+        pipeline = rig.pipeline("flux2_klein_base_tiny.safetensors")
+        shape: dict[str, Any] = {"width": 64, "height": 64, "guided": True}
+        requests: list[dict[str, Any]] = [
+            {**shape, "prompt": "a kite", "seed": 1, "steps": 4, "guidance": 3.0},
+            {**shape, "prompt": "a train", "seed": 2, "steps": 3, "guidance": 4.0},
+            {
+                **shape,
+                "prompt": "a boat",
+                "seed": 3,
+                "steps": 3,
+                "guidance": 3.0,
+                "image": REFERENCE,
+            },
+            {
+                **shape,
+                "prompt": "a bird",
+                "seed": 4,
+                "steps": 2,
+                "guidance": 3.0,
+                "image": REFERENCE,
+            },
+            {**shape, "prompt": "wider", "seed": 5, "steps": 2, "guidance": 3.0, "width": 96},
+        ]
+        solo, together, stats = solo_and_together(sampler, pipeline, requests)
+    finally:
+        sampler.close()
+    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
+    for alone, batched in zip(solo, together, strict=True):
+        difference = np.abs(alone - batched)
+        assert int(difference.max()) <= TOLERANCE
+        assert float((difference > 0).mean()) <= MAX_DIFFERING
+
+
+def test_the_batch_key_holds_the_shapes(flux2_kit: Flux2Kit) -> None:
+    sampler = StepLoopSampler()
+    try:
+        pipeline = make_rig(flux2_kit.root, sampler).pipeline("flux2_klein_tiny.safetensors")
+        plain = pipeline.request(prompt="a", width=64, height=64, steps=2, guidance=1.0, seed=1)
+        other = pipeline.request(prompt="b", width=64, height=64, steps=3, guidance=1.0, seed=2)
+        wide = pipeline.request(prompt="c", width=96, height=64, steps=2, guidance=1.0, seed=3)
+        assert plain.batch_key == other.batch_key != wide.batch_key
+        plain.reference_shapes = ((4, 6),)  # as prepare sets it for a reference image
+        assert plain.batch_key != other.batch_key
+    finally:
+        sampler.close()

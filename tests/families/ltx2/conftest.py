@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # helpers live next to this file
+    sys.path.insert(0, str(HERE))
+
+from inline_core.families.ltx2.kit import LTX2Kit, write_kit  # noqa: E402
+from inline_core.sampling.loop import StepLoopSampler  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def ltx2_kit(tmp_path_factory: pytest.TempPathFactory) -> LTX2Kit:
+    """The tiny LTX-2 stack, built once per session."""
+    return write_kit(tmp_path_factory.mktemp("ltx2") / "models")
+
+
+@pytest.fixture(scope="session")
+def ltx2_sampler() -> Iterator[StepLoopSampler]:
+    s = StepLoopSampler()
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def ltx2_reference(ltx2_kit: LTX2Kit) -> Any:
+    """diffusers' own LTX2Pipeline over the kit's folder: the reference."""
+    import torch
+    from diffusers import LTX2Pipeline  # pyright: ignore[reportPrivateImportUsage]
+
+    pipe: Any = LTX2Pipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+        str(ltx2_kit.diffusers_dir), dtype=torch.float32, local_files_only=True
+    )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+@pytest.fixture
+def client(ltx2_kit: LTX2Kit, tmp_path: Path) -> Iterator[Any]:
+    """The app over the kit's models, in process (ASGI), CPU float32."""
+    from fastapi.testclient import TestClient
+
+    from inline_core.config import Config
+    from inline_core.server.app import create_app
+
+    config = Config(
+        models_dir=ltx2_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
+    )
+    with TestClient(create_app(config)) as c:
+        yield c

@@ -1,0 +1,125 @@
+"""Shared helpers for the LTX-2 tests: render through the real node runner and step loop, and
+the same render through diffusers' LTX2Pipeline."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from inline_core.config import Config
+from inline_core.families.ltx2 import LTX2Family
+from inline_core.families.ltx2.descriptor import LTX2_DESCRIPTOR
+from inline_core.families.ltx2.kit import FOLDER
+from inline_core.families.standalone import FamilyRig, family_rig
+from inline_core.graph.runner import NodeCall, NodeResult
+from inline_core.runtime.audio import decode_wav
+from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.file_store import FileTakeStore
+from inline_core.runtime.video import Audio, decode_apng
+from inline_core.sampling.job import BatchedSampler
+
+Pixels = npt.NDArray[np.int16]
+_run_ids = itertools.count()
+PROMPT = "a robot dancing in the rain"
+# A render small enough for the CPU tests: 3 latent frames of 16x16 latents, 5 soundtrack frames.
+SMALL: dict[str, Any] = {"width": 32, "height": 32, "frames": 5, "fps": 25, "steps": 2, "seed": 7}
+
+
+def ltx2_rig(models_dir: Path, sampler: BatchedSampler) -> FamilyRig:
+    config = Config(models_dir=models_dir, profile="cpu", dtype="float32")
+    return family_rig(LTX2Family, models_dir, sampler, config=config)
+
+
+def node_params(**overrides: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {p.name: p.default for p in LTX2_DESCRIPTOR.params}
+    params.update(SMALL, format="png", audio_format="wav", model=FOLDER)
+    params.update(overrides)
+    return params
+
+
+def render(
+    rig: FamilyRig,
+    takes_dir: Path,
+    prompt: str = PROMPT,
+    *,
+    image: Image.Image | None = None,
+    **params: Any,
+) -> NodeResult:
+    ctx = ExecutionContext(
+        run_id=f"run{next(_run_ids)}", takes=FileTakeStore(takes_dir), cancel=CancelToken()
+    )
+    inputs: dict[str, Any] = {"prompt": prompt}
+    if image is not None:
+        inputs["image"] = image
+    call = NodeCall(ctx=ctx, node_id="l", params=node_params(**params), inputs=inputs)
+    return rig.run(call)
+
+
+def first_frame_image(width: int, height: int, seed: int) -> Image.Image:
+    """A smooth random picture (a few colour blobs): what an image-to-video render starts at."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, size=(4, 4, 3), dtype=np.uint8)
+    return Image.fromarray(small, "RGB").resize((width, height), Image.Resampling.BICUBIC)
+
+
+def take_frames(result: NodeResult) -> Pixels:
+    return decode_apng(Path(result.takes[0].path).read_bytes()).astype(np.int16)
+
+
+def take_audio(result: NodeResult) -> Audio:
+    return decode_wav(Path(result.takes[1].path).read_bytes())
+
+
+def reference(
+    pipe: Any, prompt: str = PROMPT, *, image: Image.Image | None = None, **params: Any
+) -> tuple[Pixels, Audio]:
+    """LTX2Pipeline's frames (rounded to uint8 as its PIL output rounds them) and soundtrack for
+    the same render, its further guidance terms off as the node runs without them; with an
+    image, LTX2ImageToVideoPipeline's over the same parts."""
+    import torch
+
+    p: Mapping[str, Any] = node_params(**params)
+    extra: dict[str, Any] = {}
+    if image is not None:
+        from diffusers import LTX2ImageToVideoPipeline  # pyright: ignore[reportPrivateImportUsage]
+
+        pipe = LTX2ImageToVideoPipeline.from_pipe(pipe)  # pyright: ignore[reportUnknownMemberType]
+        extra["image"] = image
+    out = pipe(
+        **extra,
+        prompt=prompt,
+        negative_prompt=p["negative_prompt"] or None,
+        width=p["width"],
+        height=p["height"],
+        num_frames=p["frames"],
+        frame_rate=float(p["fps"]),
+        num_inference_steps=p["steps"],
+        guidance_scale=p["guidance"],
+        audio_guidance_scale=p["audio_guidance"],
+        stg_scale=0.0,
+        audio_stg_scale=0.0,
+        modality_scale=1.0,
+        audio_modality_scale=1.0,
+        guidance_rescale=0.0,
+        audio_guidance_rescale=0.0,
+        spatio_temporal_guidance_blocks=None,
+        use_cross_timestep=bool(getattr(pipe.transformer, "prompt_modulation", False)),
+        max_sequence_length=int(pipe.tokenizer.model_max_length),
+        generator=torch.Generator("cpu").manual_seed(p["seed"]),
+        output_type="np",
+    )
+    frames = (np.asarray(out.frames[0]) * 255).round().astype(np.uint8).astype(np.int16)
+    samples = out.audio[0].float().cpu().numpy()
+    rate = int(pipe.vocoder.config.output_sampling_rate)
+    return frames, Audio(samples, rate)
+
+
+def max_diff(a: Pixels, b: Pixels) -> int:
+    return int(np.abs(a - b).max())

@@ -1,0 +1,92 @@
+"""LTX-2 requests of one video shape share transformer forwards in the step loop (video and
+audio latents advance together; an image-to-video row beside text-to-video ones), and each still
+renders what it renders alone: frames within a level or two on a few values, the sound within a
+few ulps (a forward over four rows is blocked differently by the CPU's kernels than one over
+two). Another frame rate (so another soundtrack length) runs in forwards of its own."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from ltx2_harness import ltx2_rig
+
+from inline_core.families.ltx2.kit import LTX2Kit
+from inline_core.runtime.video import Video
+from inline_core.sampling.job import SampleJob
+from inline_core.sampling.loop import StepLoopSampler
+from tests.server.server_support import wait_until
+
+SHAPE = {"width": 32, "height": 32, "frames": 5, "fps": 25, "format": "png"}
+SPECS: list[dict[str, Any]] = [
+    {"prompt": "a kite over the sea", "seed": 1, "guidance": 3.0, "steps": 4},
+    {
+        "prompt": "a train in the snow",
+        "seed": 2,
+        "guidance": 3.0,
+        "audio_guidance": 5.0,
+        "steps": 3,
+    },
+    {"prompt": "another rate", "seed": 3, "guidance": 3.0, "steps": 2, "fps": 12},
+]
+TOLERANCE = 2  # levels of 255
+MAX_DIFFERING = 0.01
+AUDIO_TOLERANCE = 1e-4
+
+
+def all_in_loop(sampler: StepLoopSampler, count: int) -> bool | None:
+    stats = sampler.stats()
+    ready = stats["encodingJobs"] == 0 and stats["activeJobs"] + stats["queuedJobs"] == count
+    return True if ready else None
+
+
+def solo_and_together(
+    sampler: StepLoopSampler, pipeline: Any, requests: Sequence[dict[str, Any]]
+) -> tuple[list[Video], list[Video]]:
+    """Each request rendered alone, then all together (the loop held in its first forward
+    until every request is in it, so which meet does not depend on this machine's speed)."""
+    solo: list[Video] = [sampler.run(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
+    release = threading.Event()
+    forward = pipeline.denoise_step
+
+    def held(states: Sequence[Any], /) -> Any:
+        release.wait()
+        return forward(states)
+
+    pipeline.denoise_step = held
+    try:
+        futures = [sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
+        wait_until(lambda: all_in_loop(sampler, len(requests)), "all of them in the loop")
+        release.set()
+        together: list[Video] = [f.result(timeout=300) for f in futures]
+    finally:
+        release.set()
+        del pipeline.denoise_step
+    return solo, together
+
+
+def test_same_shape_renders_share_forwards_and_equal_their_solo_renders(ltx2_kit: LTX2Kit) -> None:
+    # The kit's VAE is 2x down, so its tokens are many for their pixels: a budget that holds
+    # two (the CPU's default, 256, is sized for 16x-down latents).
+    sampler = StepLoopSampler(token_budget=4096)
+    try:
+        pipeline = ltx2_rig(ltx2_kit.root, sampler).pipeline()
+        requests = [{**SHAPE, **spec} for spec in SPECS]
+        keys = [pipeline.request(**r).batch_key for r in requests]
+        assert keys[0] == keys[1] != keys[2]  # the frame rate is part of the key
+        solo, together = solo_and_together(sampler, pipeline, requests)
+        stats = sampler.stats()
+    finally:
+        sampler.close()
+    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
+    for alone, batched in zip(solo, together, strict=True):
+        difference = np.abs(alone.frames.astype(np.int16) - batched.frames.astype(np.int16))
+        assert int(difference.max()) <= TOLERANCE
+        assert float((difference > 0).mean()) <= MAX_DIFFERING
+        assert alone.audio is not None and batched.audio is not None
+        heard = np.abs(alone.audio.samples - batched.audio.samples)
+        assert float(heard.max()) <= AUDIO_TOLERANCE
+    assert solo[0].audio is not None and solo[2].audio is not None
+    assert solo[2].audio.samples.shape[1] != solo[0].audio.samples.shape[1]  # its own length

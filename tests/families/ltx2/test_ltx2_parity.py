@@ -1,0 +1,54 @@
+"""Parity: an LTX-2 take rendered through the node runner and the step loop equals what
+diffusers' own `LTX2Pipeline` renders from the same tiny weights, seed and params.
+
+Frames are compared on the lossless APNG take; the soundtrack on the WAV take, which holds
+16-bit samples: within one 16-bit step of diffusers' float samples (AUDIO_TOLERANCE), and within
+a few steps with guidance, where our forward runs the positive and negative prompts as one
+batch of two and diffusers' its connectors over both at once (a few ulps apart on CPU kernels).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from ltx2_harness import ltx2_rig, max_diff, reference, render, take_audio, take_frames
+
+from inline_core.families.ltx2.kit import LTX2Kit
+from inline_core.sampling.loop import StepLoopSampler
+
+CASES = [
+    pytest.param({"guidance": 1.0, "audio_guidance": 1.0}, id="nocfg"),
+    pytest.param(
+        {"guidance": 4.0, "audio_guidance": 7.0, "negative_prompt": "blurry, silent"}, id="cfg"
+    ),
+]
+TOLERANCE = 2  # levels of 255
+MAX_DIFFERING = 0.01  # share of channel values allowed to differ at all
+ONE_STEP = 1.0 / 32767.0  # one 16-bit sample step
+AUDIO_TOLERANCE = 4 * ONE_STEP
+
+
+@pytest.mark.parametrize("params", CASES)
+def test_text_to_video_with_sound_matches_ltx2_pipeline(
+    ltx2_kit: LTX2Kit,
+    ltx2_sampler: StepLoopSampler,
+    ltx2_reference: Any,
+    tmp_path: Path,
+    params: dict[str, Any],
+) -> None:
+    rig = ltx2_rig(ltx2_kit.root, ltx2_sampler)
+    result = render(rig, tmp_path, **params)
+    ours, sound = take_frames(result), take_audio(result)
+    ref, ref_sound = reference(ltx2_reference, **params)
+    assert ours.shape == (5, 32, 32, 3)
+    assert max_diff(ours, ref) <= TOLERANCE
+    assert float((ours != ref).mean()) <= MAX_DIFFERING
+    assert ours.std() > 1.0  # frames of noise, not a flat fill
+    assert sound.sample_rate == ref_sound.sample_rate
+    assert sound.samples.shape == ref_sound.samples.shape
+    reference_16 = np.round(np.clip(ref_sound.samples, -1, 1) * 32767.0) / 32767.0
+    assert float(np.abs(sound.samples - reference_16).max()) <= AUDIO_TOLERANCE
+    assert float(np.abs(sound.samples).max()) > 100 * ONE_STEP  # a sound, not silence

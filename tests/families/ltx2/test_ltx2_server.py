@@ -1,0 +1,114 @@
+"""LTX-2 end to end through the HTTP API, in process (ASGI): a prompt graph renders a video take
+with its soundtrack and an audio take, their facts served; bad params and missing pieces are
+refused at submit with a 422 naming them."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import av
+import pytest
+from fastapi.testclient import TestClient
+
+from inline_core.config import Config
+from inline_core.families.ltx2.descriptor import NODE_TYPE
+from inline_core.families.ltx2.kit import FOLDER, LTX2Kit
+from inline_core.server.app import create_app
+
+RENDER: dict[str, Any] = {"width": 32, "height": 32, "frames": 9, "fps": 24, "steps": 2, "seed": 3}
+
+
+def ltx2_graph(**params: Any) -> dict[str, Any]:
+    return {
+        "schemaVersion": 1,
+        "nodes": [
+            {"id": "p", "type": "input/text", "params": {"text": "waves on a pebble beach"}},
+            {
+                "id": "l",
+                "type": NODE_TYPE,
+                "params": {**RENDER, **params},
+                "inputs": {"prompt": {"from": "p", "output": "text"}},
+            },
+        ],
+    }
+
+
+def finished_state(client: TestClient, run_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 180
+    while True:  # a liveness bound, not a timing test
+        state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
+        if state["status"] in ("done", "error", "cancelled"):
+            return state
+        assert time.monotonic() < deadline, state
+        time.sleep(0.05)
+
+
+def test_a_render_makes_a_video_with_its_soundtrack_and_an_audio_take(client: TestClient) -> None:
+    response = client.post("/v1/runs", json={"graph": ltx2_graph(), "target": "l"})
+    assert response.status_code == 201, response.text
+    state = finished_state(client, str(response.json()["runId"]))
+    assert state["status"] == "done", state
+    video, sound = state["takes"]
+    assert (video["kind"], sound["kind"]) == ("video", "audio")
+    assert video["contentType"] == "video/mp4" and sound["contentType"] == "audio/flac"
+    assert video["frames"] == 9 and video["fps"] == 24
+    assert video["sampleRate"] == sound["sampleRate"] == 16000
+    assert video["channels"] == sound["channels"] == 2
+    assert abs(sound["durationS"] - 9 / 24) < 0.1
+    assert video["params"]["model"] == FOLDER  # "auto" picked the kit's folder
+    data = client.get(video["uri"]).content
+    with av.open(io.BytesIO(data), "r") as container:
+        assert container.streams.video[0].codec_context.name == "h264"
+        assert container.streams.audio[0].codec_context.name == "aac"
+    assert client.get(sound["uri"]).headers["content-type"] == "audio/flac"
+
+
+@pytest.mark.parametrize(
+    ("params", "names"),
+    [
+        ({"frames": 4}, "'frames' must be 2k+1"),
+        ({"width": 48}, "'width' must be a multiple of 32"),
+        ({"format": "gif"}, "format"),
+        ({"audio_format": "mp3"}, "audio_format"),
+    ],
+    ids=["frames-the-vae-cannot-decode", "width", "unknown-format", "unknown-audio-format"],
+)
+def test_bad_params_are_refused_at_submit(
+    client: TestClient, params: dict[str, Any], names: str
+) -> None:
+    response = client.post("/v1/runs", json={"graph": ltx2_graph(**params), "target": "l"})
+    assert response.status_code == 422, response.text
+    assert names in response.json()["error"]["message"]
+
+
+def test_no_model_is_model_missing_saying_where_it_goes(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    (models / "diffusion_models").mkdir(parents=True)
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        response = client.post("/v1/runs", json={"graph": ltx2_graph(), "target": "l"})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "model_missing" and error["nodeId"] == "l"
+    assert "diffusers LTX-2 folder" in error["message"]
+    assert str(models / "diffusion_models") in error["message"]
+
+
+def test_a_folder_without_its_vocoder_is_model_missing_naming_it(
+    ltx2_kit: LTX2Kit, tmp_path: Path
+) -> None:
+    models = tmp_path / "models"
+    folder = models / "diffusion_models" / FOLDER
+    shutil.copytree(ltx2_kit.diffusers_dir, folder)
+    shutil.rmtree(folder / "vocoder")
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        response = client.post("/v1/runs", json={"graph": ltx2_graph(), "target": "l"})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "model_missing"
+    assert "vocoder" in error["message"] and "INLINE_LTX2_VOCODER" in error["message"]

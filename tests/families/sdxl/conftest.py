@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # helpers live next to this file
+    sys.path.insert(0, str(HERE))
+
+from inline_core.families.sdxl.kit import SDXLKit, build_kit  # noqa: E402
+from inline_core.sampling.loop import StepLoopSampler  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def sdxl_kit(tmp_path_factory: pytest.TempPathFactory) -> SDXLKit:
+    """The tiny SDXL models in both layouts, built once per session."""
+    return build_kit(tmp_path_factory.mktemp("sdxl") / "models")
+
+
+@pytest.fixture(scope="session")
+def sdxl_sampler() -> Iterator[StepLoopSampler]:
+    s = StepLoopSampler()
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def sdxl_reference(sdxl_kit: SDXLKit) -> Any:
+    """diffusers' StableDiffusionXLPipeline over the kit's checkpoint (`from_single_file`, its
+    configs from the kit's diffusers folder: offline): the pixel reference."""
+    import torch
+    from diffusers import StableDiffusionXLPipeline  # pyright: ignore[reportPrivateImportUsage]
+
+    assert sdxl_kit.checkpoint is not None and sdxl_kit.diffusers_dir is not None
+    pipe: Any = StableDiffusionXLPipeline.from_single_file(  # pyright: ignore[reportUnknownMemberType]
+        str(sdxl_kit.checkpoint),
+        config=str(sdxl_kit.diffusers_dir),
+        torch_dtype=torch.float32,
+        local_files_only=True,
+    )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe

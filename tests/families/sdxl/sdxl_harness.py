@@ -1,0 +1,116 @@
+"""Shared helpers for the SDXL tests: render through the real node runner and step loop, and
+the same render through diffusers."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from inline_core.config import Config
+from inline_core.families.sdxl import SDXLFamily
+from inline_core.families.sdxl.descriptor import SDXL_DESCRIPTOR
+from inline_core.families.standalone import FamilyRig, family_rig
+from inline_core.graph.runner import NodeCall, NodeResult
+from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.file_store import FileTakeStore
+from inline_core.sampling.job import BatchedSampler
+
+Pixels = npt.NDArray[np.int16]
+_run_ids = itertools.count()
+PROMPT = "a lighthouse on a cliff at dusk"
+SMALL: dict[str, Any] = {"width": 64, "height": 64, "steps": 4, "seed": 7, "guidance": 5.0}
+
+
+def sdxl_rig(models_dir: Path, sampler: BatchedSampler, **overrides: Any) -> FamilyRig:
+    settings: dict[str, Any] = {"profile": "cpu", "dtype": "float32", **overrides}
+    config = Config(models_dir=models_dir, **settings)
+    return family_rig(SDXLFamily, models_dir, sampler, config=config)
+
+
+def node_params(**overrides: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {p.name: p.default for p in SDXL_DESCRIPTOR.params}
+    params.update(SMALL)
+    params.update(overrides)
+    return params
+
+
+def render(rig: FamilyRig, takes_dir: Path, prompt: str = PROMPT, **params: Any) -> NodeResult:
+    ctx = ExecutionContext(
+        run_id=f"run{next(_run_ids)}",
+        takes=FileTakeStore(takes_dir),
+        cancel=CancelToken(),
+        events=lambda _event: None,
+    )
+    call = NodeCall(ctx=ctx, node_id="x", params=node_params(**params), inputs={"prompt": prompt})
+    return rig.run(call)
+
+
+def take_pixels(result: NodeResult) -> Pixels:
+    (take,) = result.takes
+    with Image.open(take.path) as image:
+        return np.asarray(image.convert("RGB")).astype(np.int16)
+
+
+def start_noise(seed: int, width: int, height: int) -> Any:
+    """The node's starting noise (KSampler's: the seed's CPU generator, one draw)."""
+    import torch
+
+    generator = torch.Generator("cpu").manual_seed(seed)
+    return torch.randn((1, 4, height // 8, width // 8), generator=generator)
+
+
+def reference_pixels(
+    pipe: Any, scheduler: Any, prompt: str = PROMPT, *, latents_scale: float, **params: Any
+) -> Pixels:
+    """diffusers' pixels for the same render, from the node's noise times `latents_scale`."""
+    p = node_params(**params)
+    latents = start_noise(p["seed"], p["width"], p["height"]) * latents_scale
+    # ComfyUI's layer -k is diffusers' clip_skip k - 2 (its -2, SDXL's own, is None).
+    clip_skip = None if p["clip_skip"] == -2 else -p["clip_skip"] - 2
+    negative: dict[str, Any] = {"negative_prompt": p["negative_prompt"]}
+    if clip_skip is not None:
+        # diffusers reads a negative prompt at its default layer whatever clip_skip says, where
+        # CLIPSetLastLayer sets both: its own encode_prompt reads it at the same layer here.
+        embeds, _, pooled, _ = pipe.encode_prompt(
+            p["negative_prompt"], do_classifier_free_guidance=False, clip_skip=clip_skip
+        )
+        negative = {"negative_prompt_embeds": embeds, "negative_pooled_prompt_embeds": pooled}
+    own = pipe.scheduler
+    pipe.scheduler = scheduler
+    try:
+        image = _call(pipe, prompt, negative, latents, clip_skip, p)
+    finally:
+        pipe.scheduler = own  # the next test's scheduler is made from the pipeline's own config
+    return (np.asarray(image) * 255).round().astype(np.uint8).astype(np.int16)
+
+
+def _call(
+    pipe: Any,
+    prompt: str,
+    negative: dict[str, Any],
+    latents: Any,
+    clip_skip: int | None,
+    p: dict[str, Any],
+) -> Any:
+    return pipe(
+        prompt=prompt,
+        **negative,
+        width=p["width"],
+        height=p["height"],
+        num_inference_steps=p["steps"],
+        guidance_scale=p["guidance"],
+        latents=latents,
+        clip_skip=clip_skip,
+        output_type="np",
+    ).images[0]
+
+
+def max_diff(a: Pixels, b: Pixels) -> int:
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return int(np.abs(a - b).max())

@@ -1,0 +1,145 @@
+"""SDXL end to end through the HTTP API (ASGI): a prompt graph renders an image take with what
+the node runner renders, bad params are refused at submit naming them, and missing pieces are
+`model_missing` naming each and where it goes."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+from sdxl_harness import PROMPT, render, sdxl_rig, take_pixels
+
+from inline_core.config import Config
+from inline_core.families.sdxl.descriptor import NODE_TYPE
+from inline_core.families.sdxl.kit import SDXLKit
+from inline_core.sampling.loop import StepLoopSampler
+from inline_core.server.app import create_app
+
+RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 3, "seed": 5, "guidance": 4.0}
+
+
+def sdxl_graph(prompt: str = PROMPT, **params: Any) -> dict[str, Any]:
+    return {
+        "schemaVersion": 1,
+        "nodes": [
+            {"id": "p", "type": "input/text", "params": {"text": prompt}},
+            {
+                "id": "x",
+                "type": NODE_TYPE,
+                "params": {**RENDER, **params},
+                "inputs": {"prompt": {"from": "p", "output": "text"}},
+            },
+        ],
+    }
+
+
+@pytest.fixture
+def client(sdxl_kit: SDXLKit, tmp_path: Path) -> Iterator[TestClient]:
+    config = Config(
+        models_dir=sdxl_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
+    )
+    with TestClient(create_app(config)) as c:
+        yield c
+
+
+def finished(client: TestClient, run_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while True:  # a liveness bound, not a timing test
+        state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
+        if state["status"] in ("done", "error", "cancelled"):
+            return state
+        assert time.monotonic() < deadline, state
+        time.sleep(0.02)
+
+
+def test_a_graph_renders_the_node_runners_pixels(
+    client: TestClient, sdxl_kit: SDXLKit, sdxl_sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    params = {"model": sdxl_kit.checkpoint_name, "sampler": "dpmpp_2m", "schedule": "karras"}
+    response = client.post("/v1/runs", json={"graph": sdxl_graph(**params), "target": "x"})
+    assert response.status_code == 201, response.text
+    state = finished(client, str(response.json()["runId"]))
+    assert state["status"] == "done", state
+    (take,) = state["takes"]
+    data = client.get(take["uri"])
+    assert data.status_code == 200
+    path = tmp_path / "take.png"
+    path.write_bytes(data.content)
+    with Image.open(path) as image:
+        served = np.asarray(image.convert("RGB")).astype(np.int16)
+    rig = sdxl_rig(sdxl_kit.root, sdxl_sampler)
+    alone = take_pixels(render(rig, tmp_path / "alone", **RENDER, **params))
+    assert served.shape == (64, 64, 3) and np.array_equal(served, alone)
+
+
+@pytest.mark.parametrize(
+    ("params", "names"),
+    [
+        ({"width": 60}, "width"),
+        ({"sampler": "uni_pc"}, "sampler"),
+        ({"schedule": "linear"}, "schedule"),
+        ({"clip_skip": 0}, "clip_skip"),
+        ({"model": "nope.safetensors"}, "model"),
+    ],
+    ids=["width-not-8", "flow-only-sampler", "unknown-schedule", "clip-skip-0", "unknown-model"],
+)
+def test_bad_params_are_refused_at_submit(
+    client: TestClient, params: dict[str, Any], names: str
+) -> None:
+    response = client.post("/v1/runs", json={"graph": sdxl_graph(**params), "target": "x"})
+    assert response.status_code == 422, response.text
+    assert names in response.json()["error"]["message"]
+
+
+def test_a_checkpoint_without_its_tokenizer_is_model_missing_saying_where_it_goes(
+    sdxl_kit: SDXLKit, tmp_path: Path
+) -> None:
+    assert sdxl_kit.checkpoint is not None
+    models = tmp_path / "models"
+    (models / "checkpoints").mkdir(parents=True)
+    shutil.copy(sdxl_kit.checkpoint, models / "checkpoints")
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        response = client.post("/v1/runs", json={"graph": sdxl_graph(), "target": "x"})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "model_missing" and error["nodeId"] == "x"
+    assert "tokenizer" in error["message"] and "clip_tokenizer" in error["message"]
+
+
+def test_no_sdxl_model_is_model_missing_naming_the_checkpoints_folder(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    (models / "checkpoints").mkdir(parents=True)
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        response = client.post("/v1/runs", json={"graph": sdxl_graph(), "target": "x"})
+        node = client.get(f"/v1/models/{NODE_TYPE}").json()
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "model_missing"
+    assert "SDXL" in error["message"] and str(models / "checkpoints") in error["message"]
+    assert node["available"] is False
+
+
+def test_a_picked_vae_that_is_not_sdxls_is_refused(
+    sdxl_kit: SDXLKit, tmp_path: Path, client: TestClient
+) -> None:
+    odd = sdxl_kit.root / "vae" / "not_a_vae.safetensors"
+    assert sdxl_kit.checkpoint is not None
+    shutil.copy(sdxl_kit.checkpoint, odd)  # a whole checkpoint: not a VAE's own file
+    try:
+        response = client.post(
+            "/v1/runs", json={"graph": sdxl_graph(vae="not_a_vae.safetensors"), "target": "x"}
+        )
+    finally:
+        odd.unlink()
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "model_missing" and "not_a_vae.safetensors" in error["message"]

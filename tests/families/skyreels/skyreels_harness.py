@@ -1,0 +1,135 @@
+"""Shared helpers for the SkyReels-V2 tests: render through the real node runner and step loop,
+and the same render through diffusers' own pipeline."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from inline_core.config import Config
+from inline_core.families.skyreels import SkyReelsFamily
+from inline_core.families.skyreels.descriptor import SKYREELS_DESCRIPTOR
+from inline_core.families.skyreels.kit import FOLDER
+from inline_core.families.standalone import FamilyRig, family_rig
+from inline_core.graph.runner import NodeCall, NodeResult
+from inline_core.runtime.cancel import CancelToken
+from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.file_store import FileTakeStore
+from inline_core.runtime.progress import RunEvent
+from inline_core.runtime.video import decode_apng
+from inline_core.sampling.job import BatchedSampler
+
+Pixels = npt.NDArray[np.int16]
+_run_ids = itertools.count()
+PROMPT = "a lighthouse in a storm"
+# Small enough for the CPU tests: 3 latent frames of 4x6 latents, one chunk.
+SMALL: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "steps": 3, "seed": 5}
+# A long video: 6 latent frames in chunks of 3 with 1 of overlap: 3 chunks (3 + 2 + 1 + ...).
+LONG: dict[str, Any] = {"frames": 21, "base_frames": 9, "overlap": 5}
+
+
+def skyreels_rig(models_dir: Path, sampler: BatchedSampler, **overrides: Any) -> FamilyRig:
+    settings: dict[str, Any] = {"profile": "cpu", "dtype": "float32", **overrides}
+    config = Config(models_dir=models_dir, **settings)
+    return family_rig(SkyReelsFamily, models_dir, sampler, config=config)
+
+
+def node_params(**overrides: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {p.name: p.default for p in SKYREELS_DESCRIPTOR.params}
+    params.update(SMALL, format="png", model=FOLDER)
+    params.update(overrides)
+    return params
+
+
+def render(
+    rig: FamilyRig,
+    takes_dir: Path,
+    prompt: str = PROMPT,
+    *,
+    on_event: Callable[[RunEvent], None] | None = None,
+    cancel: CancelToken | None = None,
+    **params: Any,
+) -> NodeResult:
+    def events(event: RunEvent) -> None:
+        if on_event is not None:
+            on_event(event)
+
+    ctx = ExecutionContext(
+        run_id=f"run{next(_run_ids)}",
+        takes=FileTakeStore(takes_dir),
+        cancel=cancel or CancelToken(),
+        events=events,
+    )
+    call = NodeCall(ctx=ctx, node_id="s", params=node_params(**params), inputs={"prompt": prompt})
+    return rig.run(call)
+
+
+def take_frames(result: NodeResult) -> Pixels:
+    (take,) = result.takes
+    return decode_apng(Path(take.path).read_bytes()).astype(np.int16)
+
+
+def reference_pipe(folder: Path) -> Any:
+    import diffusers
+    import torch
+
+    pipe: Any = diffusers.SkyReelsV2DiffusionForcingPipeline.from_pretrained(  # pyright: ignore
+        str(folder), dtype=torch.float32, local_files_only=True
+    )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def reference_frames(pipe: Any, prompt: str = PROMPT, **params: Any) -> Pixels:
+    """diffusers' frames for the same render. Its prompts come encoded by
+    `WanPipeline.encode_prompt` over the same parts: the SkyReels pipelines' prompt cleaning
+    calls `ftfy` unconditionally, which this install lacks; WanPipeline's skips it then, and the
+    rest of the text path is the same code."""
+    import diffusers
+    import torch
+
+    p: Mapping[str, Any] = node_params(**params)
+    encoder: Any = diffusers.WanPipeline(  # pyright: ignore[reportPrivateImportUsage]
+        tokenizer=pipe.tokenizer,
+        text_encoder=pipe.text_encoder,
+        vae=pipe.vae,
+        scheduler=pipe.scheduler,
+        transformer=pipe.transformer,
+    )
+    cfg = p["guidance"] > 1
+    positive, negative = encoder.encode_prompt(
+        prompt,
+        p["negative_prompt"] or None,
+        do_classifier_free_guidance=cfg,
+        max_sequence_length=512,
+        device=torch.device("cpu"),
+    )
+    pipe.transformer._set_ar_attention(p["causal_block_size"])  # what a request sets
+    video = pipe(
+        prompt=None,
+        prompt_embeds=positive,
+        negative_prompt_embeds=negative,
+        width=p["width"],
+        height=p["height"],
+        num_frames=p["frames"],
+        num_inference_steps=p["steps"],
+        guidance_scale=p["guidance"],
+        generator=torch.Generator("cpu").manual_seed(p["seed"]),
+        fps=p["fps"],
+        base_num_frames=p["base_frames"] or p["frames"],
+        overlap_history=p["overlap"],
+        ar_step=p["ar_step"],
+        causal_block_size=p["causal_block_size"],
+        output_type="np",
+    ).frames[0]
+    return (np.asarray(video) * 255).round().astype(np.uint8).astype(np.int16)
+
+
+def max_diff(a: Pixels, b: Pixels) -> int:
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return int(np.abs(a - b).max())

@@ -1,0 +1,178 @@
+"""ComfyUI's custom sampling (SamplerCustom, SamplerCustomAdvanced and the nodes that feed them)
+onto `sample` exactly, or refused naming what it asked for and the closest offered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from comfy_harness import Checker, imported
+from comfy_workflows import zimage_api
+
+from inline_core.errors import InvalidRequest
+from inline_core.importer.custom_sampling import flow_range
+from inline_core.models.catalog import Catalog
+
+Json = dict[str, Any]
+
+
+def sample_params(workflow: Json, catalog: Catalog, checker: Checker) -> Json:
+    result = imported(workflow, catalog)
+    checker.validate(result)
+    nodes = {n["id"]: n for n in result.to_json()["graph"]["nodes"]}
+    assert nodes["c3"]["type"] == "sample"
+    assert result.warnings == []
+    skipped = {s["nodeId"] for s in result.to_json()["skipped"]}
+    assert not skipped & {"30", "31", "32", "33"}  # each read, none listed as dropped
+    return dict(nodes["c3"]["params"])
+
+
+def advanced(sigmas: Json, sampler: str = "dpmpp_2m", guider: Json | None = None) -> Json:
+    """The Z-Image template with its KSampler replaced by SamplerCustomAdvanced."""
+    workflow = zimage_api()
+    workflow["3"] = {
+        "class_type": "SamplerCustomAdvanced",
+        "inputs": {
+            "noise": ["30", 0],
+            "guider": ["31", 0],
+            "sampler": ["32", 0],
+            "sigmas": ["33", 0],
+            "latent_image": ["13", 0],
+        },
+    }
+    workflow["30"] = {"class_type": "RandomNoise", "inputs": {"noise_seed": 77}}
+    workflow["31"] = guider or {
+        "class_type": "CFGGuider",
+        "inputs": {"model": ["11", 0], "positive": ["6", 0], "negative": ["7", 0], "cfg": 1.0},
+    }
+    workflow["32"] = {"class_type": "KSamplerSelect", "inputs": {"sampler_name": sampler}}
+    workflow["33"] = sigmas
+    return workflow
+
+
+def basic(scheduler: str = "karras", steps: int = 6, denoise: float = 1.0) -> Json:
+    inputs = {"model": ["11", 0], "scheduler": scheduler, "steps": steps, "denoise": denoise}
+    return {"class_type": "BasicScheduler", "inputs": inputs}
+
+
+def test_sampler_custom_advanced_maps_its_nodes_onto_sample(
+    catalog: Catalog, checker: Checker
+) -> None:
+    params = sample_params(advanced(basic("karras", 6, 0.5)), catalog, checker)
+    assert params == {
+        "steps": 6,
+        "cfg": 1.0,
+        "sampler": "dpmpp_2m",
+        "scheduler": "karras",
+        "seed": 77,
+        "denoise": 0.5,
+    }
+
+
+def test_a_basic_guider_samples_without_guidance(catalog: Catalog, checker: Checker) -> None:
+    guider = {"class_type": "BasicGuider", "inputs": {"model": ["11", 0], "conditioning": ["6", 0]}}
+    params = sample_params(advanced(basic(), "uni_pc", guider), catalog, checker)
+    assert (params["cfg"], params["sampler"]) == (1.0, "uni_pc")
+
+
+def test_sampler_custom_maps_onto_sample(catalog: Catalog, checker: Checker) -> None:
+    workflow = advanced(basic("beta", 5))
+    workflow["3"] = {
+        "class_type": "SamplerCustom",
+        "inputs": {
+            "model": ["11", 0],
+            "add_noise": True,
+            "noise_seed": 5,
+            "cfg": 1.0,
+            "positive": ["6", 0],
+            "negative": ["7", 0],
+            "sampler": ["32", 0],
+            "sigmas": ["33", 0],
+            "latent_image": ["13", 0],
+        },
+    }
+    del workflow["30"], workflow["31"]
+    result = imported(workflow, catalog)
+    checker.validate(result)
+    params = {n["id"]: n for n in result.to_json()["graph"]["nodes"]}["c3"]["params"]
+    assert (params["sampler"], params["scheduler"], params["steps"], params["seed"]) == (
+        "dpmpp_2m",
+        "beta",
+        5,
+        5,
+    )
+
+
+def test_schedulers_with_the_librarys_shapes_map(catalog: Catalog, checker: Checker) -> None:
+    beta = {
+        "class_type": "BetaSamplingScheduler",
+        "inputs": {"model": ["11", 0], "steps": 7, "alpha": 0.6, "beta": 0.6},
+    }
+    assert sample_params(advanced(beta), catalog, checker)["scheduler"] == "beta"
+    # Karras over the model's own range: the template's AuraFlow shift of 3.
+    sigma_max, sigma_min = flow_range(3.0)
+    karras = {
+        "class_type": "KarrasScheduler",
+        "inputs": {"steps": 4, "sigma_max": sigma_max, "sigma_min": sigma_min, "rho": 7.0},
+    }
+    params = sample_params(advanced(karras), catalog, checker)
+    assert (params["scheduler"], params["steps"]) == ("karras", 4)
+
+
+@pytest.mark.parametrize(
+    ("sigmas", "sampler", "says"),
+    [
+        (basic("karras"), "dpmpp_2m_cfg_pp", "closest offered is 'dpmpp_2m'"),
+        (basic("karras_new"), "euler", "closest offered is 'karras'"),
+        (
+            {
+                "class_type": "BetaSamplingScheduler",
+                "inputs": {"model": ["11", 0], "steps": 7, "alpha": 0.5, "beta": 0.7},
+            },
+            "euler",
+            "closest offered is 'beta'",
+        ),
+        (
+            {
+                "class_type": "KarrasScheduler",
+                "inputs": {"steps": 4, "sigma_max": 14.614642, "sigma_min": 0.0291675, "rho": 7},
+            },
+            "euler",
+            "closest offered is 'karras' over the model's own range",
+        ),
+        (
+            {"class_type": "ExponentialScheduler", "inputs": {"steps": 4}},
+            "euler",
+            "takes sigmas from BasicScheduler",
+        ),
+    ],
+)
+def test_what_sample_does_not_run_is_refused_naming_the_closest(
+    catalog: Catalog, sigmas: Json, sampler: str, says: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        imported(advanced(sigmas, sampler), catalog)
+    assert caught.value.status == 422
+    assert says in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("inputs", "says"),
+    [
+        ({"sampling": "eps", "zsnr": False}, "a flow model's sampling is its shift"),
+        ({"sampling": "v_prediction", "zsnr": False}, "closest offered is 'eps'"),
+    ],
+)
+def test_model_sampling_discrete_on_a_flow_model_or_another_prediction_is_refused(
+    catalog: Catalog, inputs: Json, says: str
+) -> None:
+    workflow = zimage_api()
+    workflow["12"] = {
+        "class_type": "ModelSamplingDiscrete",
+        "inputs": {"model": ["16", 0], **inputs},
+    }
+    workflow["3"]["inputs"]["model"] = ["12", 0]
+    with pytest.raises(InvalidRequest) as caught:
+        imported(workflow, catalog)
+    assert caught.value.status == 422
+    assert says in caught.value.message
