@@ -29,11 +29,11 @@ from inline_core.components.step import ChunkMediaSpec
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.vae.pixels import to_pixels
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.families.skyreels.chunks import TEMPORAL_FACTOR, Chunk
 from inline_core.families.skyreels.request import SkyReelsRequest, new_request
 from inline_core.families.skyreels.schedule import ChunkSchedule, chunk_schedule
-from inline_core.families.wan.pipeline import to_pixels
 from inline_core.runtime.interactions import InteractionInbox
 from inline_core.runtime.video import Frames, Video
 
