@@ -74,8 +74,17 @@ def test_a_render_makes_a_video_with_its_soundtrack_and_an_audio_take(client: Te
         ({"width": 48}, "'width' must be a multiple of 32"),
         ({"format": "gif"}, "format"),
         ({"audio_format": "mp3"}, "audio_format"),
+        ({"sampler": "euler_fancy"}, "sampler"),
+        ({"schedule": "cosine"}, "schedule"),
     ],
-    ids=["frames-the-vae-cannot-decode", "width", "unknown-format", "unknown-audio-format"],
+    ids=[
+        "frames-the-vae-cannot-decode",
+        "width",
+        "unknown-format",
+        "unknown-audio-format",
+        "unknown-sampler",
+        "unknown-schedule",
+    ],
 )
 def test_bad_params_are_refused_at_submit(
     client: TestClient, params: dict[str, Any], names: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from inline_core.contract.common_params import MODEL, SEED
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
+from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "lightricks/ltx-2"
@@ -69,6 +70,9 @@ LTX2_DESCRIPTOR = NodeDescriptor(
             step=0.1,
             label="Soundtrack's guidance",
         ),
+        # The sigma library's samplers and schedules; euler on "simple" is LTX2Pipeline's own.
+        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=SAMPLERS),
+        ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
         SEED,
         MODEL,
         ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),
@@ -79,7 +83,8 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         "wired, image to video from that first frame (stretched to width x height). The video and "
         "the sound are denoised together, one forward for both. frames is 8k+1 (the VAE's), "
         "size a multiple of 32. guidance guides the video and audio_guidance the sound "
-        "(classifier-free, above 1, with the negative prompt). Outputs: the video (format mp4: "
+        "(classifier-free, above 1, with the negative prompt). sampler and schedule pick the sigma "
+        "library's (euler on simple: LTX2Pipeline's own). Outputs: the video (format mp4: "
         "H.264 with its AAC soundtrack; png: a lossless animated PNG, silent) and the sound "
         "alone (audio_format flac or wav)."
     ),

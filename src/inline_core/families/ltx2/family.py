@@ -43,6 +43,7 @@ REQUEST_PARAMS = (
     "audio_guidance",
     "seed",
     "format",
+    "sampler",
 )
 
 
@@ -90,6 +91,7 @@ class LTX2Family(Family):
             "prompt": prompt_text(inputs.get("prompt"), node_id),
             "negative_prompt": str(params.get("negative_prompt") or ""),
             **{name: params.get(name) for name in REQUEST_PARAMS},
+            "sigma_schedule": str(params.get("schedule") or "simple"),
         }
         for name, spec in ((p.name, p) for p in LTX2_DESCRIPTOR.params):
             if name in request and request[name] is None:

@@ -3,13 +3,15 @@
 `prepare_encode` encodes the prompts (Gemma 3: every layer's hidden states, left-padded, then the
 text connectors: one context for the video stream, one for the soundtrack), draws the video noise
 and then the audio noise from the request's seed (diffusers' order), and gives the request its
-own flow-matching schedulers (one per stream, shifted by the video's token count);
+own schedules (one per stream, shifted by the video's token count: the sigma library's sampler
+and sigma schedule the request names; euler on `simple` is diffusers' own arithmetic);
 `denoise_step` runs one transformer forward over a batch of requests of one video shape (their
 positives, then the negatives of those that guide), both streams at once, and guides each stream
 as diffusers does (on the x0 estimates; `guidance` the video's, `audio_guidance` the
-soundtrack's); `step_scheduler` advances both streams of one request; `post_decode` decodes the
-video (the LTX-2 video VAE) and the soundtrack (the audio VAE's mel spectrogram, then the
-vocoder) into one `Video` with its `Audio`.
+soundtrack's); `step_scheduler` advances both streams of one request (a two-call sampler such as
+heun makes more model calls than steps: `step_count`); `post_decode` decodes the video (the
+LTX-2 video VAE) and the soundtrack (the audio VAE's mel spectrogram, then the vocoder) into one
+`Video` with its `Audio`.
 
 Image to video (`LTX2ImageToVideoPipeline`): the image, re-compressed as H.264 at the model's
 conditioning CRF (diffusers' `apply_image_conditioning_crf`: 33 for LTX-2.0 to 2.3's Gemma 3)
@@ -23,7 +25,6 @@ modality-isolation guidance and guidance rescale.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -32,6 +33,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from inline_core.components.interfaces import Latents
+from inline_core.diffusion.flow.samplers import numpy_flow_spacing
+from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
 from inline_core.diffusion.vae.pixels import to_pixels
@@ -171,8 +175,9 @@ class LTX2StepPipeline:
                 dtype=torch.float32,
             )
             state.audio_latents = pack_audio(audio).to(self.device)
-            state.scheduler = self.new_scheduler(state, int(state.latents.shape[1]))
-            state.audio_scheduler = copy.deepcopy(state.scheduler)
+            tokens = int(state.latents.shape[1])
+            state.schedule = self.new_schedule(state, tokens, 0)
+            state.audio_schedule = self.new_schedule(state, tokens, 1)
             state.prepared = True
         return state
 
@@ -198,14 +203,24 @@ class LTX2StepPipeline:
         std = vae.latents_std.view(1, -1, 1, 1, 1).to(latents.dtype).cpu()
         return (latents - mean) / std
 
-    def new_scheduler(self, state: LTX2Request, tokens: int) -> Any:
+    def new_schedule(self, state: LTX2Request, tokens: int, row: int) -> FlowMatchSchedule:
+        """One stream's schedule: the request's sampler and sigma schedule on the model's flow
+        table, shifted by the video's token count (`simple`: LTX2Pipeline's own sigmas). `row`
+        keeps the two streams' sampler noise apart (an ancestral or SDE sampler's)."""
         config = self.scheduler_config
-        scheduler = module("diffusers").FlowMatchEulerDiscreteScheduler.from_config(config)
-        sigmas = np.linspace(1.0, 1 / state.steps, state.steps)
-        mu = token_shift(tokens, config)
-        scheduler.set_timesteps(sigmas=sigmas, mu=mu, device=self.device)
-        scheduler.set_begin_index(0)
-        return scheduler
+        return FlowMatchSchedule.create(
+            config,
+            state.steps,
+            tokens,
+            self.device,
+            sampler=state.sampler,
+            schedule=state.sigma_schedule,
+            model_time=_raw_time,
+            spacing=numpy_flow_spacing,
+            seed=state.seed,
+            row=row,
+            mu=token_shift(tokens, config),
+        )
 
     def denoise_step(
         self, states: Sequence[LTX2Request], /
@@ -218,8 +233,9 @@ class LTX2StepPipeline:
             preds: list[tuple[torch.Tensor, torch.Tensor]] = []
             for i, s in enumerate(states):
                 j = next(negatives) if s.cfg else None
-                v = guided(s, video, i, j, s.guidance, s.latents, s.scheduler)
-                a = guided(s, audio, i, j, s.audio_scale, s.audio_latents, s.audio_scheduler)
+                sigma = _schedule(s).levels[s.step_index]
+                v = guided(video, i, j, s.guidance, s.latents, sigma)
+                a = guided(audio, i, j, s.audio_scale, s.audio_latents, sigma)
                 preds.append((v, a))
             return preds
 
@@ -230,7 +246,7 @@ class LTX2StepPipeline:
         count = len(rows)
         hidden = torch.cat([cast(torch.Tensor, s.latents) for s, _p in rows]).to(self.dtype)
         audio = torch.cat([cast(torch.Tensor, s.audio_latents) for s, _p in rows]).to(self.dtype)
-        timestep = torch.cat([_timestep(s).expand(1) for s, _p in rows])
+        timestep = torch.cat([_timestep(s) for s, _p in rows])
         video_timestep = timestep
         if any(s.condition is not None for s, _p in rows):  # a first frame's tokens at 0
             video_timestep = torch.cat([self._token_timesteps(s) for s, _p in rows])
@@ -266,23 +282,23 @@ class LTX2StepPipeline:
     def _token_timesteps(self, state: LTX2Request) -> torch.Tensor:
         """(1, tokens): the step's timestep, 0 on a first frame given as an image."""
         f, h, w = state.latent_shape
-        t = _timestep(state).expand(1, f * h * w).clone()
+        t = _timestep(state).view(1, 1).expand(1, f * h * w).clone()
         if state.condition is not None:
             t[:, : h * w] = 0
         return t
 
     def step_scheduler(self, state: LTX2Request, noise_pred: Any, /) -> None:
         video, audio = cast(tuple[torch.Tensor, torch.Tensor], noise_pred)
-        t = _timestep(state)
+        index = state.step_index
         with torch.inference_mode():
-            stepped = state.scheduler.step(video, t, state.latents, return_dict=False)[0]
+            latents = cast(torch.Tensor, state.latents)
+            stepped = _advance(_schedule(state), index, video, latents)
             if state.condition is not None:  # the image's frame stays as it was
                 _f, h, w = state.latent_shape
-                stepped[:, : h * w] = cast(torch.Tensor, state.latents)[:, : h * w]
+                stepped[:, : h * w] = latents[:, : h * w]
             state.latents = stepped
-            state.audio_latents = state.audio_scheduler.step(
-                audio, t, state.audio_latents, return_dict=False
-            )[0]
+            audio_latents = cast(torch.Tensor, state.audio_latents)
+            state.audio_latents = _advance(state.audio_schedule, index, audio, audio_latents)
         state.step_index += 1
 
     # -- decode ------------------------------------------------------------------------------------
@@ -306,7 +322,7 @@ class LTX2StepPipeline:
         audio = unpack_audio(audio, self.factors.mel_bins)
         state.latents = state.audio_latents = state.positive = state.negative = None
         state.condition = state.image = None
-        state.scheduler = state.audio_scheduler = None
+        state.schedule = state.audio_schedule = None
         return video, audio
 
     def post_decode(self, state: LTX2Request, /) -> Video:
@@ -364,19 +380,18 @@ def token_shift(tokens: int, config: Mapping[str, Any]) -> float:
 
 
 def guided(
-    state: LTX2Request,
     out: torch.Tensor,
     row: int,
     negative_row: int | None,
     scale: float,
     latents: Any,
-    scheduler: Any,
+    sigma: torch.Tensor,
 ) -> torch.Tensor:
-    """One stream's velocity for the scheduler, guided as LTX2Pipeline guides it: on the x0
+    """One stream's velocity for the sampler, guided as LTX2Pipeline guides it: on the x0
     estimates (classifier-free guidance where the request has a negative row), then back to a
     velocity; the same round trip without guidance, as diffusers makes it either way."""
-    sigma = scheduler.sigmas[state.step_index]
     x = cast(torch.Tensor, latents)
+    sigma = sigma.to(x.device)
     x0 = x - out[row : row + 1].float() * sigma
     if negative_row is not None:
         x0_negative = x - out[negative_row : negative_row + 1].float() * sigma
@@ -403,5 +418,24 @@ def unpack_audio(tokens: torch.Tensor, mel_bins: int) -> torch.Tensor:
     return tokens.reshape(batch, length, -1, mel_bins).transpose(1, 2)
 
 
+def _raw_time(timesteps: torch.Tensor) -> torch.Tensor:
+    """LTX-2's transformer takes the scheduler's timestep as it is (sigma x 1000)."""
+    return timesteps
+
+
+def _schedule(state: LTX2Request) -> FlowMatchSchedule:
+    if state.schedule is None:
+        raise RuntimeError("prepare_encode has not run for this request")
+    return cast(FlowMatchSchedule, state.schedule)
+
+
 def _timestep(state: LTX2Request) -> torch.Tensor:
-    return cast(torch.Tensor, state.scheduler.timesteps[state.step_index])
+    """(1,): the model's timestep at the request's current call."""
+    return _schedule(state).model_timestep(state.step_index)
+
+
+def _advance(
+    schedule: FlowMatchSchedule, index: int, velocity: torch.Tensor, latents: torch.Tensor
+) -> torch.Tensor:
+    shape = tuple(latents.shape)
+    return cast(torch.Tensor, schedule.step(index, velocity, Latents(latents, shape)).value)

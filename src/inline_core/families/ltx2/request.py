@@ -13,6 +13,7 @@ from typing import Any
 
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.errors import InvalidRequest
+from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
 from inline_core.parallel.wire import LOCAL
 from inline_core.runtime.step_cache import StepCacheSettings
 
@@ -37,6 +38,8 @@ class LTX2Request:
     negative_prompt: str = ""
     fps: int = 24
     format: str = "mp4"
+    sampler: str = "euler"  # the sigma library's, by ComfyUI's name (LTX2Pipeline's is euler)
+    sigma_schedule: str = "simple"  # "simple": LTX2Pipeline's own sigmas
     # Image-to-video: the first frame (a PIL image, stretched to width x height), kept clean.
     image: Any = None
     loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
@@ -47,8 +50,8 @@ class LTX2Request:
     model_key: Hashable = field(default="", metadata=LOCAL)
     step_index: int = field(default=0, metadata=LOCAL)
     prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
-    scheduler: Any = field(default=None, metadata=LOCAL)  # the video's flow-matching copy
-    audio_scheduler: Any = field(default=None, metadata=LOCAL)  # the soundtrack's
+    schedule: Any = field(default=None, metadata=LOCAL)  # the video's `FlowMatchSchedule`
+    audio_schedule: Any = field(default=None, metadata=LOCAL)  # the soundtrack's (own history)
     latents: Any = field(default=None, metadata=LOCAL)  # packed video tokens (1, S, C)
     audio_latents: Any = field(default=None, metadata=LOCAL)  # packed audio tokens (1, L, C*M)
     audio_frames: int = field(default=0, metadata=LOCAL)  # the soundtrack's latent length
@@ -79,6 +82,9 @@ class LTX2Request:
 
     @property
     def step_count(self) -> int:
+        # Model calls: a two-call sampler (heun, dpm_2, ...) makes more than `steps`.
+        if self.schedule is not None:
+            return int(self.schedule.step_count)
         return self.steps
 
     @property
@@ -123,6 +129,12 @@ def new_request(model_key: Hashable, **kwargs: Any) -> LTX2Request:
         raise InvalidRequest(refusal)
     if state.format not in FORMATS:
         raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, not {state.format!r}")
+    if state.sampler not in SAMPLERS:
+        raise InvalidRequest(f"sampler must be one of {', '.join(SAMPLERS)}, not {state.sampler!r}")
+    if state.sigma_schedule not in SCHEDULES:
+        raise InvalidRequest(
+            f"schedule must be one of {', '.join(SCHEDULES)}, not {state.sigma_schedule!r}"
+        )
     if state.steps < 1:
         raise InvalidRequest("steps must be at least 1")
     if state.fps < 1:
