@@ -50,6 +50,7 @@ def render(
     prompt: str = PROMPT,
     *,
     image: Image.Image | None = None,
+    loras: list[Any] | None = None,
     **params: Any,
 ) -> NodeResult:
     ctx = ExecutionContext(
@@ -58,6 +59,8 @@ def render(
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:
         inputs["image"] = image
+    if loras:
+        inputs["loras"] = loras
     call = NodeCall(ctx=ctx, node_id="l", params=node_params(**params), inputs=inputs)
     return rig.run(call)
 
