@@ -11,8 +11,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ltx2_harness import ltx2_rig, max_diff, reference, render, take_audio, take_frames
+from ltx2_harness import (
+    ltx2_rig,
+    max_diff,
+    reference,
+    render,
+    solo_and_together,
+    take_audio,
+    take_frames,
+)
 
+from inline_core.contract.lora_stacks import lora_stack
 from inline_core.diffusion.adapters.kit import KitLora, random_lora, write_lora
 from inline_core.diffusion.adapters.naming import read_layout
 from inline_core.errors import InvalidRequest
@@ -125,3 +134,39 @@ def test_a_lora_of_another_model_is_refused_by_name(tmp_path: Path) -> None:
     keys = ["diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight"]
     with pytest.raises(InvalidRequest, match="not a layer of LTX-2"):
         read_layout("flux.safetensors", keys, LTX2_LORAS)
+
+
+def test_requests_with_different_stacks_share_forwards_and_equal_their_solo_renders(
+    ltx2_kit: LTX2Kit, ltx2_loras: KitLoras
+) -> None:
+    """Each row of a batched forward gets its own request's stack (none, one, two at other
+    strengths), its negative row too, and renders what it renders alone."""
+    sampler = StepLoopSampler(token_budget=4096)  # the kit's 2x VAE: many tokens per pixel
+    try:
+        rig = ltx2_rig(ltx2_kit.root, sampler)
+        pipeline: Any = rig.pipeline()
+        stacks: list[Stack] = [[], [("a", 1.0)], [("a", 0.5), ("b", 1.5)]]
+        requests = [
+            {
+                "width": 32,
+                "height": 32,
+                "frames": 5,
+                "fps": 25,
+                "format": "png",
+                "prompt": "a kite over the sea",
+                "seed": 1,
+                "steps": 3,
+                "guidance": 3.0,
+                "loras": lora_stack(picks(rig, ltx2_loras, stack), "ltx2", "LTX-2", "l"),
+            }
+            for stack in stacks
+        ]
+        solo, together = solo_and_together(sampler, pipeline, requests)
+        stats = sampler.stats()
+    finally:
+        sampler.close()
+    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
+    for alone, batched in zip(solo, together, strict=True):
+        assert max_diff(alone.frames.astype(np.int16), batched.frames.astype(np.int16)) <= TOLERANCE
+    first, second = (v.frames.astype(np.int16) for v in solo[:2])
+    assert max_diff(first, second) > 10 * TOLERANCE  # the stacks differ, and so do the renders
