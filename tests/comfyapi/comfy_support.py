@@ -8,7 +8,10 @@ import json
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from starlette.testclient import WebSocketTestSession
 
 Json = dict[str, Any]
 MODEL = "zimage_tiny.safetensors"
@@ -78,3 +81,18 @@ def view(base: str, item: Json) -> tuple[bytes, str]:
     )
     with urllib.request.urlopen(f"{base}/view?{query}", timeout=60) as response:
         return response.read(), str(response.headers["Content-Type"])
+
+
+def until_done(ws: WebSocketTestSession, prompt_id: str) -> Received:
+    """Every message of the socket until the prompt's `executing` with `node: null`."""
+    got = Received()
+    while True:
+        raw = ws.receive()
+        if raw.get("bytes") is not None:
+            got.frames.append(cast(bytes, raw["bytes"]))
+            continue
+        msg = cast(Json, json.loads(cast(str, raw["text"])))
+        got.messages.append(msg)
+        data = cast(Json, msg["data"])
+        if msg["type"] == "executing" and data["node"] is None and data["prompt_id"] == prompt_id:
+            return got

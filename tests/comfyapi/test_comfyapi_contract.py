@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from comfy_support import MODEL, Json, Received, zimage_prompt
+from comfy_support import MODEL, Json, until_done, zimage_prompt
 from fastapi.testclient import TestClient
 from PIL import Image
-from starlette.testclient import WebSocketTestSession
 
 from inline_core.importer.prompt_nodes import COMFY_NODE_TYPES
 from inline_core.server.bootstrap import Services
@@ -27,21 +26,6 @@ def png(size: int = 32, color: tuple[int, int, int] = (200, 40, 40)) -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", (size, size), color).save(buf, format="PNG")
     return buf.getvalue()
-
-
-def until_done(ws: WebSocketTestSession, prompt_id: str) -> Received:
-    """Every message of the socket until the prompt's `executing` with `node: null`."""
-    got = Received()
-    while True:
-        raw = ws.receive()
-        if raw.get("bytes") is not None:
-            got.frames.append(cast(bytes, raw["bytes"]))
-            continue
-        msg = cast(Json, json.loads(cast(str, raw["text"])))
-        got.messages.append(msg)
-        data = cast(Json, msg["data"])
-        if msg["type"] == "executing" and data["node"] is None and data["prompt_id"] == prompt_id:
-            return got
 
 
 def refused(client: TestClient, body: Json, path: str = "/prompt") -> Json:

@@ -63,6 +63,23 @@ class Sink:
     note: str | None = None  # said in the warnings when the workflow saves through it
 
 
+@dataclass(frozen=True)
+class Encoder:
+    """A class a prompt is encoded by: its text widget and text-encoder input, and its image
+    inputs -> the node's image inputs (a reference image an edit model reads with the prompt,
+    e.g. TextEncodeQwenImageEditPlus's `image1`). The positive prompt's images are read; the
+    negative's must be the same nodes or none."""
+
+    text: str = "text"
+    clip: str = "clip"
+    images: Mapping[str, str] = field(default_factory=dict[str, str])
+
+
+def default_encoders() -> dict[str, Encoder]:
+    """CLIPTextEncode: its `text`, its `clip`."""
+    return {"CLIPTextEncode": Encoder()}
+
+
 def default_parts() -> dict[str, PartLoader]:
     """The part loaders of most templates: a VAELoader and a CLIPLoader."""
     return {
@@ -107,6 +124,8 @@ class OwnNode:
     model_nodes: Mapping[str, Mapping[str, str]] = field(default_factory=default_model_nodes)
     # Classes a prompt's conditioning passes through on its way to the sampler.
     conditioning_through: tuple[str, ...] = ()
+    # Classes a prompt is encoded by (CLIPTextEncode; an edit model's encoder with images).
+    encoders: Mapping[str, Encoder] = field(default_factory=default_encoders)
     parts: Mapping[str, PartLoader] = field(default_factory=default_parts)
     names: NodeNames = NodeNames()
     # "package.module:attribute": a subclass of `importer.own_node.Collapse` for what data does

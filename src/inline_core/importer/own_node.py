@@ -65,6 +65,7 @@ class Collapse:
         self.read: set[str] = set()
         self.loras: list[Port] = []  # the `input/lora` nodes of the model's way, in order
         self.parts: dict[str, tuple[ComfyNode, str]] = {}  # param -> (its loader, the file)
+        self.images: dict[str, tuple[str, Port]] = {}  # our input -> (its LoadImage, its port)
 
     # -- reading the chain ---------------------------------------------------------------------
 
@@ -101,14 +102,33 @@ class Collapse:
         return node
 
     def prompt(self, sampler: ComfyNode, name: str) -> str:
+        """The text of the sampler's prompt `name`; the positive one's images, read."""
         node = self.through(self.required(sampler, name), name)
         if node.class_type == "ConditioningZeroOut":
             return ""
-        self.expect(node, "CLIPTextEncode")
-        clip = self.source(node, "clip", optional=True)
+        self.expect(node, *self.recipe.encoders)
+        encoder = self.recipe.encoders[node.class_type]
+        clip = self.source(node, encoder.clip, optional=True)
         if clip is not None:  # a LoRA's: read on its way, through to its own loader
-            self.part(self.through_loras(clip, "clip"))
-        return self.mapper.text(node, "text")
+            self.part(self.through_loras(clip, encoder.clip))
+        vae = self.source(node, "vae", optional=True)
+        if vae is not None and encoder.images:
+            self.part(vae)
+        for comfy, ours in encoder.images.items():
+            image = self.source(node, comfy, optional=True)
+            earlier = self.images.get(ours)
+            if image is None or (earlier is not None and earlier[0] == image.id):
+                continue
+            if earlier is not None or name != "positive":
+                raise UnsupportedNode(
+                    f"{describe(node)}: its {comfy!r} is another image than the positive "
+                    f"prompt's; {self.descriptor.type} reads one image as its {ours!r}"
+                )
+            self.expect(image, "LoadImage")
+            value = load_image(self.mapper, image, 0)
+            if value is not None and value.port is not None:
+                self.images[ours] = (image.id, value.port)
+        return self.mapper.text(node, encoder.text)
 
     def through_loras(self, node: ComfyNode, name: str) -> ComfyNode:
         """The loader behind a chain of LoraLoaders on their `name` input."""
@@ -162,6 +182,7 @@ class Collapse:
         self.expect(sampler, *self.SAMPLERS)
         sampling = self.sampling(sampler)
         first, node_id, where = sampling.first, f"c{sampler.id}", describe(sampler)
+        positive = self.prompt(first, "positive")  # first: its images are the node's
         params.update(
             {
                 names.seed: sampling.seed,
@@ -172,11 +193,12 @@ class Collapse:
             }
         )
         self.sampling_notes(first)
-        prompt = m.text_source(f"{node_id}_prompt", self.prompt(first, "positive"), where)
+        prompt = m.text_source(f"{node_id}_prompt", positive, where)
         params.update(self.model(sampling, node_id))
         image = self.latent(first, params)
         params.update(self.part_params(node_id))
         inputs = {names.prompt: prompt, names.image: image, names.loras: tuple(self.loras)}
+        inputs.update({ours: port for ours, (_node, port) in self.images.items()})
         m.add(node_id, self.descriptor.type, params, inputs, where)
         for node in ordered:
             if node.id not in self.read and node.id not in m.skipped and not m.used(node.id):

@@ -28,7 +28,12 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from inline_core.components.step import StepPipeline, supports_chunk_boundary, supports_preview
+from inline_core.components.step import (
+    StepPipeline,
+    supports_chunk_boundary,
+    supports_chunk_step_grouping,
+    supports_preview,
+)
 from inline_core.errors import Cancelled, RunFailed, Unavailable
 from inline_core.runtime.cancel import forward_rows
 from inline_core.sampling.decode_batch import decode_group, decode_item, take_group
@@ -57,6 +62,7 @@ class EngineCounters:
     # Loop time on step previews (x0 estimates, handed to the preview worker): their whole
     # cost on the loop, the rendering being the worker's.
     preview_seconds: float = 0.0
+    grouped_steps: int = 0  # forwards run back to back within a chunk (chunk step grouping)
 
 
 class StepEngine:
@@ -84,6 +90,9 @@ class StepEngine:
         self._calls: deque[Callable[[], None]] = deque()
         self._waiting: set[Future[Any]] = set()  # `call`s not answered yet: failed at the end
         self._watch = ForwardWatch()  # tells waiting jobs what they wait for
+        # Chunk step grouping (spec 003): a chunked render whose forwards no other job could
+        # share runs the rest of its chunk's steps back to back (`scheduler.group_chunk`).
+        self.chunk_grouping = True
 
     # -- called from any thread -------------------------------------------------------------
 
@@ -216,7 +225,10 @@ class StepEngine:
                     self._drop_cancelled()
                     if self._active:
                         self._iteration += 1
-                        self._forward(next_group(self._active, self.limits))
+                        group = next_group(self._active, self.limits)
+                        self._forward(group)
+                        if self.chunk_grouping:
+                            self._rest_of_chunk(group)
                 except Exception as exc:  # a fault outside any one job: fail what is held, go on
                     with self._cond:
                         held = [*admitted, *self._active]
@@ -325,6 +337,26 @@ class StepEngine:
         if finished:
             self._finish(finished)
 
+    def _rest_of_chunk(self, group: list[Ticket]) -> None:
+        """The policy: a lone job of a pipeline that may group a chunk's steps runs them back to
+        back while nothing waits to be admitted and no other active job could share its
+        forwards, until its chunk ends (or it ends, or is cancelled)."""
+        if len(group) != 1 or not supports_chunk_step_grouping(group[0].pipeline):
+            return
+        ticket = group[0]
+        crossed = ticket.chunks_crossed
+        while ticket.chunks_crossed == crossed and ticket in self._active:
+            with self._cond:
+                if self._incoming or self._calls or self._closed:
+                    return
+                if any(t is not ticket and t.key == ticket.key for t in self._active):
+                    return
+            if ticket.job.cancel.cancelled:
+                return
+            self._iteration += 1
+            self.counters.grouped_steps += 1
+            self._forward([ticket])
+
     def _rekey(self, ticket: Ticket) -> None:
         """A key may follow the step (a two-expert model batches by the expert at this step)."""
         before = ticket.key
@@ -389,6 +421,7 @@ def _cross_chunk_boundary(ticket: Ticket) -> None:
     interactions queued for it are applied, then the next chunk is set up, and announced."""
     pipeline, state = ticket.pipeline, ticket.state
     if supports_chunk_boundary(pipeline) and pipeline.at_chunk_boundary(state):
+        ticket.chunks_crossed += 1
         pipeline.apply_interaction_at_chunk_boundary(state)
         pipeline.prepare_next_chunk(state)
         _announce_chunk(ticket)

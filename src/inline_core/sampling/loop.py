@@ -52,12 +52,14 @@ class StepLoopSampler:
         phase_slots: int = 1,
         decode_pixel_budget: int | None = None,
         on_loop_start: Callable[[], None] | None = None,
+        chunk_grouping: bool = True,
     ) -> None:
         self.limits: BatchLimits = resolve_limits(
             max_batch, token_budget, device, decode_pixel_budget
         )
         self._phases: PhasePlacement = phases
         self._engine = StepEngine(self.limits, on_start=on_loop_start)
+        self._engine.chunk_grouping = chunk_grouping  # the loop's policy (`engine.py`)
         self._slots = PhaseSlots(phase_slots, self.limits)
         self._engine.settling = self._slots.adding
         self._pool_workers = max(1, phase_slots)
@@ -182,6 +184,7 @@ class StepLoopSampler:
             "batchDecodedJobs": batch_decoded,
             # Jobs whose batch key changed between steps: a two-expert model's switch.
             "batchKeyChanges": counters.key_changes,
+            "groupedSteps": counters.grouped_steps,
             "closed": self._engine.closed,
         }
 

@@ -24,6 +24,7 @@ class Ticket:
     # Read from the prepared state at admission and after each step (see `read_shape`).
     key: tuple[int, Hashable] = (0, None)
     tokens: int = 0
+    chunks_crossed: int = 0  # a chunked render's boundaries passed (chunk step grouping)
 
     @property
     def pipeline(self) -> StepPipeline:

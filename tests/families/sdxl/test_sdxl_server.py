@@ -83,12 +83,12 @@ def test_a_graph_renders_the_node_runners_pixels(
     ("params", "names"),
     [
         ({"width": 60}, "width"),
-        ({"sampler": "uni_pc"}, "sampler"),
+        ({"sampler": "seeds_2"}, "sampler"),
         ({"schedule": "linear"}, "schedule"),
         ({"clip_skip": 0}, "clip_skip"),
         ({"model": "nope.safetensors"}, "model"),
     ],
-    ids=["width-not-8", "flow-only-sampler", "unknown-schedule", "clip-skip-0", "unknown-model"],
+    ids=["width-not-8", "unknown-sampler", "unknown-schedule", "clip-skip-0", "unknown-model"],
 )
 def test_bad_params_are_refused_at_submit(
     client: TestClient, params: dict[str, Any], names: str
@@ -143,3 +143,19 @@ def test_a_picked_vae_that_is_not_sdxls_is_refused(
     assert response.status_code == 422, response.text
     error = response.json()["error"]
     assert error["code"] == "model_missing" and "not_a_vae.safetensors" in error["message"]
+
+
+def test_a_diffusers_folder_alone_renders_with_the_model_left_empty(
+    sdxl_kit: SDXLKit, tmp_path: Path
+) -> None:
+    """No checkpoint at all: the empty `model` finds the diffusers folder, and the run is
+    claimed (it needs no file in checkpoints/)."""
+    assert sdxl_kit.diffusers_dir is not None
+    models = tmp_path / "models"
+    shutil.copytree(sdxl_kit.diffusers_dir, models / "diffusion_models" / "sdxl_diffusers")
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
+    with TestClient(create_app(config)) as client:
+        response = client.post("/v1/runs", json={"graph": sdxl_graph(), "target": "x"})
+        assert response.status_code == 201, response.text
+        state = finished(client, str(response.json()["runId"]))
+    assert state["status"] == "done", state

@@ -1,6 +1,7 @@
 """Interactions over a real uvicorn: a long SkyReels-V2 render held inside its first chunk
 (`skyreels_hold`) takes a new prompt, stored with the run before the answer and given the next
-chunk boundary; the `chunk_started` event of that chunk reports it; the server is killed
+chunk boundary; the `chunk_started` event of that chunk reports it; held inside that second
+chunk, the first chunk's frames already play from the run's MP4 stream; the server is killed
 (`kill -9`) inside the second chunk, and at its next start the run replays the interaction at the
 same boundary: its take equals, byte for byte, a second run given the same interaction at the same
 boundary, and lists it. Frames before the boundary equal the run without it; frames after differ.
@@ -8,9 +9,11 @@ Bad interactions are refused: a finished run 409, a node without the protocol 42
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +95,27 @@ def take(live: LiveServer, state: dict[str, Any]) -> tuple[bytes, dict[str, Any]
     return data, found
 
 
+def playable(data: bytes) -> list[np.ndarray[Any, Any]]:
+    """The frames PyAV plays from a stream's bytes so far (cut mid-fragment: up to there)."""
+    import av
+    from av.error import FFmpegError
+
+    shown: list[np.ndarray[Any, Any]] = []
+    try:
+        with av.open(io.BytesIO(data), "r") as container:
+            shown.extend(f.to_ndarray(format="rgb24") for f in container.decode(video=0))
+    except FFmpegError:  # the bytes end mid-packet
+        pass
+    return shown
+
+
+def read_until(chunks: Iterator[bytes], count: int) -> bytes:
+    data = b""
+    while len(playable(data)) < count:
+        data += next(chunks)
+    return data
+
+
 def frames(data: bytes) -> np.ndarray[Any, np.dtype[np.int16]]:
     return decode_apng(data).astype(np.int16)
 
@@ -111,6 +135,12 @@ def test_an_interaction_applies_at_one_boundary_and_replays_after_a_crash(
         started = chunk_started(live, run_id, 1, hold)
         assert started["interactions"] == [sent]
         assert (started["firstFrame"], started["frames"]) == (FIRST_CHUNK_FRAMES, 4)
+        with httpx.stream("GET", f"{live.base}/v1/runs/{run_id}/media/s", timeout=120) as media:
+            assert media.headers["content-type"] == "video/mp4"
+            shown = read_until(media.iter_bytes(), FIRST_CHUNK_FRAMES - 1)
+        assert len(playable(shown)) >= FIRST_CHUNK_FRAMES - 1  # before chunk 1's denoise ends
+        held = httpx.get(f"{live.base}/v1/runs/{run_id}", timeout=30).json()
+        assert held["status"] == "running" and held["takes"] == []
         live.kill9()  # inside chunk 1, after the interaction took effect
 
         hold.unlink()

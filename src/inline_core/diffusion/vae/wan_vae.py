@@ -8,10 +8,17 @@ diffusers' clamp is elementwise, and Wan 2.2's 2x2 unpatchify works frame by fra
 floats in `chunk_value_range`, (-1, 1) (`components.step.SupportsChunkedVAEDecode`). `encode`
 gives an image's normalised latents, as `WanImageToVideoPipeline` takes them (the posterior's
 mode).
+
+A `DecodeSession` decodes one video in pieces, its latent frames in order, keeping the decoder's
+causal cache between pieces (a chunked render decodes each chunk as it is done): the pieces'
+frames are the whole decode's. The decoder's cache lives on the module, so every decode of one
+module holds its lock (`decoding`), whichever wrapper and thread runs it.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -20,6 +27,18 @@ from torch import nn
 
 from inline_core.components.interfaces import Latents
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike
+
+_locks: weakref.WeakKeyDictionary[nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
+_locks_lock = threading.Lock()
+
+
+def decoding(autoencoder: nn.Module) -> threading.RLock:
+    """The lock of one autoencoder's decoder cache."""
+    with _locks_lock:
+        lock = _locks.get(autoencoder)
+        if lock is None:
+            lock = _locks[autoencoder] = threading.RLock()
+        return lock
 
 
 def unpatchify(x: torch.Tensor, patch_size: int) -> torch.Tensor:
@@ -58,9 +77,10 @@ class WanVAE:
     def encode(self, pixels: torch.Tensor, /) -> torch.Tensor:
         """(B, 3, frames, H, W) pixels in (-1, 1) -> normalised latents (the posterior's mode)."""
         vae = cast(Any, self.autoencoder)
-        with self.swap.use(self.autoencoder, self.placement), torch.inference_mode():
+        with decoding(self.autoencoder), self.swap.use(self.autoencoder, self.placement):
             x = pixels.to(self.device, self.dtype)
-            raw = cast(torch.Tensor, vae.encode(x).latent_dist.mode()).float()
+            with torch.inference_mode():  # its encoder's cache is cleared with the decoder's
+                raw = cast(torch.Tensor, vae.encode(x).latent_dist.mode()).float()
         mean = self._mean.to(raw.device, raw.dtype)
         inverse_std = 1.0 / self._std.to(raw.device, raw.dtype)
         return (raw - mean) * inverse_std
@@ -72,22 +92,42 @@ class WanVAE:
     def decode_chunks(self, latents: Latents, /) -> Iterator[torch.Tensor]:
         """Each latent frame's video frames, (B, 3, 1 or 4, H, W) in (-1, 1), as they decode;
         the decoder's cache is cleared however the iteration ends."""
-        vae = cast(Any, self.autoencoder)
-        z = self._denormalised(latents)
-        with self.swap.use(self.autoencoder, self.placement), torch.inference_mode():
-            vae.clear_cache()
-            try:
-                x = vae.post_quant_conv(z)
-                for i in range(x.shape[2]):
-                    vae._conv_idx = [0]
-                    out = vae.decoder(
-                        x[:, :, i : i + 1],
-                        feat_cache=vae._feat_map,
-                        feat_idx=vae._conv_idx,
-                        first_chunk=i == 0,
-                    )
-                    if self.patch_size is not None:
-                        out = unpatchify(out, patch_size=self.patch_size)
-                    yield torch.clamp(out, min=-1.0, max=1.0)
-            finally:
+        return DecodeSession(self).decode(latents)
+
+
+class DecodeSession:
+    """One video decoded in pieces (each piece its next latent frames, in order), the decoder's
+    causal cache kept between them."""
+
+    def __init__(self, vae: WanVAE) -> None:
+        self.vae = vae
+        self.decoded = 0  # latent frames decoded so far
+        self._cache: list[Any] | None = None
+
+    def decode(self, latents: Latents, /) -> Iterator[torch.Tensor]:
+        """Each latent frame's video frames, (B, 3, 1 or 4, H, W) in (-1, 1), as they decode."""
+        owner = self.vae
+        vae = cast(Any, owner.autoencoder)
+        z = owner._denormalised(latents)  # pyright: ignore[reportPrivateUsage]
+        with decoding(owner.autoencoder), owner.swap.use(owner.autoencoder, owner.placement):
+            with torch.inference_mode():
                 vae.clear_cache()
+                if self._cache is not None:
+                    vae._feat_map = list(self._cache)
+                try:
+                    x = vae.post_quant_conv(z)
+                    for i in range(x.shape[2]):
+                        vae._conv_idx = [0]
+                        out = vae.decoder(
+                            x[:, :, i : i + 1],
+                            feat_cache=vae._feat_map,
+                            feat_idx=vae._conv_idx,
+                            first_chunk=self.decoded == 0,
+                        )
+                        self.decoded += 1
+                        if owner.patch_size is not None:
+                            out = unpatchify(out, patch_size=owner.patch_size)
+                        yield torch.clamp(out, min=-1.0, max=1.0)
+                finally:
+                    self._cache = list(vae._feat_map)
+                    vae.clear_cache()

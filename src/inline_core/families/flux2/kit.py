@@ -12,7 +12,9 @@ byte-level BPE tokenizer, from fixed seeds, and writes:
   `text_encoders/flux2_tiny_qwen3/` (an HF folder with its tokenizer; its width fits Z-Image's
   tiny transformer too, so one file can serve both families);
 - diffusers layout: `diffusion_models/flux2_klein_tiny_diffusers/` (`Flux2KleinPipeline`,
-  distilled).
+  distilled);
+- `loras/flux2_klein_tiny_lora_a.safetensors` (attention, diffusers/PEFT naming) and
+  `loras/flux2_klein_tiny_lora_b*.safetensors` (feed-forwards, in PEFT and BFL's naming).
 
 Both layouts hold the same weights, so they render the same pixels. Random weights draw noise.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,6 +35,7 @@ from inline_core.diffusion.kit import report, save_weights, seeded
 from inline_core.diffusion.kit_qwen3 import qwen3_tokenizer, tiny_qwen3_config
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.flux2.files import DEFAULT_SCHEDULER_CONFIG
+from inline_core.families.flux2.kit_loras import write_kit_loras
 from inline_core.families.flux2.transformer import to_original
 
 LAYOUTS = ("comfy", "diffusers")
@@ -76,6 +79,7 @@ class Flux2Kit:
     vae_file: Path | None
     text_encoder_dir: Path | None
     diffusers_dir: Path | None
+    loras: dict[str, Path] = field(default_factory=dict[str, Path])
 
 
 def build_text_encoder(vocab_size: int) -> Any:
@@ -113,6 +117,7 @@ def build_kit(out: Path, layouts: Sequence[str] = LAYOUTS) -> Flux2Kit:
     transformer = build_transformer()
     vae = build_vae()
     diffusion_file = base_file = vae_file = te_dir = diffusers_dir = None
+    loras = write_kit_loras(out, "flux2_klein_tiny", transformer)
     if "comfy" in layouts:
         original = to_original(transformer.state_dict())
         diffusion_file = out / "diffusion_models" / "flux2_klein_tiny.safetensors"
@@ -135,9 +140,9 @@ def build_kit(out: Path, layouts: Sequence[str] = LAYOUTS) -> Flux2Kit:
             transformer=transformer,
             is_distilled=True,
         ).save_pretrained(str(diffusers_dir))
-    for category in ("diffusion_models", "vae", "text_encoders"):
+    for category in ("diffusion_models", "vae", "text_encoders", "loras"):
         (out / category).mkdir(parents=True, exist_ok=True)
-    return Flux2Kit(out, diffusion_file, base_file, vae_file, te_dir, diffusers_dir)
+    return Flux2Kit(out, diffusion_file, base_file, vae_file, te_dir, diffusers_dir, loras)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -158,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kit.vae_file,
         kit.text_encoder_dir,
         kit.diffusers_dir,
+        *kit.loras.values(),
     ]
     print(report(out, written))
     return 0

@@ -37,6 +37,8 @@ class QwenImageBuilder:
         "text_encoder": "text_encoder",
         "vae": "vae",
     }
+    # Its VAE file is loaded once for every family that decodes with it (Krea 2).
+    shared_parts = {"vae": qwen_image_vae.SHARED}
 
     _parts = PartLoader(
         "Qwen-Image",

@@ -23,7 +23,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,6 +34,7 @@ from inline_core.diffusion.kit import byte_tokenizer, report, save_weights, seed
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.qwen_image import processor
 from inline_core.families.qwen_image.files import SCHEDULER_CONFIG, TOKENIZER_DIR
+from inline_core.families.qwen_image.kit_loras import write_kit_loras
 from inline_core.families.qwen_image.text_encoder import mrope_section
 from inline_core.families.qwen_image.transformer import axes_dims
 
@@ -78,6 +79,7 @@ class KitPaths:
     tokenizer_dir: Path | None
     diffusers_dir: Path | None
     edit_diffusers_dir: Path | None
+    loras: dict[str, Path] = field(default_factory=dict[str, Path])  # the text model's
 
 
 def build_tokenizer() -> Any:
@@ -207,6 +209,7 @@ def build_kit(
     edit = build_transformer(size, SEEDS["edit_transformer"])
     vae = build_vae()
     name = f"qwen_image_{size}"
+    loras = write_kit_loras(out, name, transformer)
     model_file = edit_file = vae_file = te_file = tok_dir = folder = edit_folder = None
     if "comfy" in layouts:
         model_file = save_weights(
@@ -248,7 +251,9 @@ def build_kit(
         index.write_text(json.dumps(entries, indent=2), "utf-8")
     for category in ("diffusion_models", "vae", "text_encoders", "loras"):
         (out / category).mkdir(parents=True, exist_ok=True)
-    return KitPaths(out, model_file, edit_file, vae_file, te_file, tok_dir, folder, edit_folder)
+    return KitPaths(
+        out, model_file, edit_file, vae_file, te_file, tok_dir, folder, edit_folder, loras
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -272,6 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths.tokenizer_dir,
         paths.diffusers_dir,
         paths.edit_diffusers_dir,
+        *paths.loras.values(),
     ]
     print(report(out, written))
     return 0

@@ -164,12 +164,12 @@ class QwenImageStepPipeline:
         return PREVIEW_FORMAT
 
     def preview_latents(self, state: QwenImageRequest, noise_pred: Any, /) -> torch.Tensor:
-        """The x0 estimate as `(1, 16, h, w)` latents (normalised, as the preview factors
-        take them)."""
+        """The x0 estimate as one frame of Wan 2.1 latents, `(1, 16, 1, h, w)`, normalised as
+        the preview factors take them."""
         schedule, lat = _prepared(state)
         with torch.inference_mode():
             x0 = schedule.x0_estimate(state.step_index, noise_pred, lat)
-            return unpack(x0, state.height, state.width)[:, :, 0]
+            return unpack(x0, state.height, state.width)
 
     # -- decode ------------------------------------------------------------------------------------
 

