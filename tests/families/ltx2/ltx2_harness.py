@@ -4,7 +4,8 @@ the same render through diffusers' LTX2Pipeline."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,10 @@ from inline_core.runtime.audio import decode_wav
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.file_store import FileTakeStore
-from inline_core.runtime.video import Audio, decode_apng
-from inline_core.sampling.job import BatchedSampler
+from inline_core.runtime.video import Audio, Video, decode_apng
+from inline_core.sampling.job import BatchedSampler, SampleJob
+from inline_core.sampling.loop import StepLoopSampler
+from tests.server.server_support import wait_until
 
 Pixels = npt.NDArray[np.int16]
 _run_ids = itertools.count()
@@ -50,6 +53,7 @@ def render(
     prompt: str = PROMPT,
     *,
     image: Image.Image | None = None,
+    loras: list[Any] | None = None,
     **params: Any,
 ) -> NodeResult:
     ctx = ExecutionContext(
@@ -58,6 +62,8 @@ def render(
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:
         inputs["image"] = image
+    if loras:
+        inputs["loras"] = loras
     call = NodeCall(ctx=ctx, node_id="l", params=node_params(**params), inputs=inputs)
     return rig.run(call)
 
@@ -123,3 +129,34 @@ def reference(
 
 def max_diff(a: Pixels, b: Pixels) -> int:
     return int(np.abs(a - b).max())
+
+
+def all_in_loop(sampler: StepLoopSampler, count: int) -> bool | None:
+    stats = sampler.stats()
+    ready = stats["encodingJobs"] == 0 and stats["activeJobs"] + stats["queuedJobs"] == count
+    return True if ready else None
+
+
+def solo_and_together(
+    sampler: StepLoopSampler, pipeline: Any, requests: Sequence[dict[str, Any]]
+) -> tuple[list[Video], list[Video]]:
+    """Each request rendered alone, then all together (the loop held in its first forward
+    until every request is in it, so which meet does not depend on this machine's speed)."""
+    solo: list[Video] = [sampler.run(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
+    release = threading.Event()
+    forward = pipeline.denoise_step
+
+    def held(states: Sequence[Any], /) -> Any:
+        release.wait()
+        return forward(states)
+
+    pipeline.denoise_step = held
+    try:
+        futures = [sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
+        wait_until(lambda: all_in_loop(sampler, len(requests)), "all of them in the loop")
+        release.set()
+        together: list[Video] = [f.result(timeout=300) for f in futures]
+    finally:
+        release.set()
+        del pipeline.denoise_step
+    return solo, together

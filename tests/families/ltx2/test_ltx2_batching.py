@@ -6,18 +6,13 @@ two). Another frame rate (so another soundtrack length) runs in forwards of its 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from ltx2_harness import ltx2_rig
+from ltx2_harness import ltx2_rig, solo_and_together
 
 from inline_core.families.ltx2.kit import LTX2Kit
-from inline_core.runtime.video import Video
-from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
-from tests.server.server_support import wait_until
 
 SHAPE = {"width": 32, "height": 32, "frames": 5, "fps": 25, "format": "png"}
 SPECS: list[dict[str, Any]] = [
@@ -34,37 +29,6 @@ SPECS: list[dict[str, Any]] = [
 TOLERANCE = 2  # levels of 255
 MAX_DIFFERING = 0.01
 AUDIO_TOLERANCE = 1e-4
-
-
-def all_in_loop(sampler: StepLoopSampler, count: int) -> bool | None:
-    stats = sampler.stats()
-    ready = stats["encodingJobs"] == 0 and stats["activeJobs"] + stats["queuedJobs"] == count
-    return True if ready else None
-
-
-def solo_and_together(
-    sampler: StepLoopSampler, pipeline: Any, requests: Sequence[dict[str, Any]]
-) -> tuple[list[Video], list[Video]]:
-    """Each request rendered alone, then all together (the loop held in its first forward
-    until every request is in it, so which meet does not depend on this machine's speed)."""
-    solo: list[Video] = [sampler.run(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
-    release = threading.Event()
-    forward = pipeline.denoise_step
-
-    def held(states: Sequence[Any], /) -> Any:
-        release.wait()
-        return forward(states)
-
-    pipeline.denoise_step = held
-    try:
-        futures = [sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
-        wait_until(lambda: all_in_loop(sampler, len(requests)), "all of them in the loop")
-        release.set()
-        together: list[Video] = [f.result(timeout=300) for f in futures]
-    finally:
-        release.set()
-        del pipeline.denoise_step
-    return solo, together
 
 
 def test_same_shape_renders_share_forwards_and_equal_their_solo_renders(ltx2_kit: LTX2Kit) -> None:

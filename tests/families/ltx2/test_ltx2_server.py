@@ -121,3 +121,42 @@ def test_a_folder_without_its_vocoder_is_model_missing_naming_it(
     error = response.json()["error"]
     assert error["code"] == "model_missing"
     assert "vocoder" in error["message"] and "INLINE_LTX2_VOCODER" in error["message"]
+
+
+def test_a_lora_of_another_model_or_naming_is_422_at_submit(
+    ltx2_kit: LTX2Kit, tmp_path: Path
+) -> None:
+    import torch
+
+    from inline_core.diffusion.libs import save_safetensors
+
+    folder = ltx2_kit.root / "loras"
+    folder.mkdir(exist_ok=True)
+    flux = folder / "flux_style_test.safetensors"  # there before the server scans
+    unknown = folder / "sdxl_style_test.safetensors"
+    pair = {"lora_A.weight": torch.zeros(2, 8), "lora_B.weight": torch.zeros(8, 2)}
+    layer = "diffusion_model.double_blocks.0.img_attn.qkv"
+    save_safetensors({f"{layer}.{k}": v for k, v in pair.items()}, flux)
+    save_safetensors({f"lora_te1_text_model_fc1.{k}": v for k, v in pair.items()}, unknown)
+    config = Config(
+        models_dir=ltx2_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
+    )
+    try:
+        with TestClient(create_app(config)) as client:
+            for name, expected in (
+                (flux.name, "is a LoRA for flux-2, not LTX-2"),
+                (unknown.name, "matches no known LoRA naming"),
+            ):
+                graph = ltx2_graph()
+                graph["nodes"].insert(
+                    0, {"id": "lo", "type": "input/lora", "params": {"name": name, "strength": 1}}
+                )
+                graph["nodes"][-1]["inputs"]["loras"] = [{"from": "lo", "output": "lora"}]
+                response = client.post("/v1/runs", json={"graph": graph, "target": "l"})
+                assert response.status_code == 422, response.text
+                error = response.json()["error"]
+                assert name in error["message"] and expected in error["message"], error
+            assert client.get("/v1/runs").json()["runs"] == []  # nothing was queued
+    finally:
+        flux.unlink()
+        unknown.unlink()

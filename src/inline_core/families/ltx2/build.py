@@ -15,7 +15,7 @@ from typing import Any, cast
 from torch import nn
 
 from inline_core.components.step import StepPipeline
-from inline_core.contract.builder import Parts
+from inline_core.contract.builder import ADAPTER_CACHE, FUSED_COPIES, Parts
 from inline_core.contract.files import read_json
 from inline_core.device.policy import Placement
 from inline_core.diffusion.libs import module, quiet
@@ -117,6 +117,8 @@ class LTX2Builder:
             swap=parts.swap,
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
+            adapter_cache=parts.extra.get(ADAPTER_CACHE),
+            fused_copies=parts.extra.get(FUSED_COPIES),
         )
 
     def denoiser(self, parts: Parts) -> StepPipeline:

@@ -38,6 +38,8 @@ LTX2_DESCRIPTOR = NodeDescriptor(
     inputs=(
         PortSpec("prompt", PortKind.TEXT),
         PortSpec("image", PortKind.IMAGE, optional=True, label="First frame (image to video)"),
+        # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
+        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
     ),
     outputs=(PortSpec("video", PortKind.VIDEO), PortSpec("audio", PortKind.AUDIO)),
     params=(
@@ -84,7 +86,8 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         "the sound are denoised together, one forward for both. frames is 8k+1 (the VAE's), "
         "size a multiple of 32. guidance guides the video and audio_guidance the sound "
         "(classifier-free, above 1, with the negative prompt). sampler and schedule pick the sigma "
-        "library's (euler on simple: LTX2Pipeline's own). Outputs: the video (format mp4: "
+        "library's (euler on simple: LTX2Pipeline's own). LoRAs wired in (input/lora) apply "
+        "to this render's rows alone. Outputs: the video (format mp4: "
         "H.264 with its AAC soundtrack; png: a lossless animated PNG, silent) and the sound "
         "alone (audio_format flac or wav)."
     ),

@@ -15,13 +15,16 @@ from typing import Any
 from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
+from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.ltx2.download import DOWNLOADS
 from inline_core.families.ltx2.files import RULES, vae_factors
+from inline_core.families.ltx2.lora_naming import LTX2_LORAS
 from inline_core.families.ltx2.request import (
     SPATIAL_FACTOR,
     TEMPORAL_FACTOR,
@@ -55,6 +58,7 @@ class LTX2Family(Family):
     builder = "inline_core.families.ltx2.build:BUILDER"
     kit = "inline_core.families.ltx2.kit:main"
     download = "inline_core.families.ltx2.download:main"
+    loras = LTX2_LORAS
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor per stream: one video shape per forward
         # Gemma 3 and LTX-2 are trained in bfloat16; Gemma's activations overflow float16.
@@ -105,6 +109,10 @@ class LTX2Family(Family):
         take_params["image_to_video"] = image is not None
         if image is not None:
             request["image"] = image
+        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        if loras:
+            request["loras"] = loras
+            take_params["loras"] = stack_info(loras)
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:

@@ -34,11 +34,14 @@ import torch
 from torch import nn
 
 from inline_core.components.interfaces import Latents
+from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
+from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.flow.samplers import numpy_flow_spacing
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
 from inline_core.diffusion.vae.pixels import to_pixels
+from inline_core.families.ltx2.lora import read_lora
 from inline_core.families.ltx2.request import LTX2Request, new_request
 from inline_core.runtime.video import Audio, Video
 
@@ -90,6 +93,8 @@ class LTX2StepPipeline:
         swap: OffloadSwap,
         scheduler_config: Mapping[str, Any],
         model_key: Hashable,
+        adapter_cache: Fetch | None = None,
+        fused_copies: CopyStore | None = None,
     ) -> None:
         self.text_encoder = text_encoder
         self.tokenizer = tokenizer
@@ -111,6 +116,10 @@ class LTX2StepPipeline:
         # LTX-2.3's cross-attention modulation reads the other stream's sigma (diffusers'
         # `use_cross_timestep`: on for 2.3 and later, off for 2.0's models).
         self.cross_timestep = bool(getattr(model, "prompt_modulation", False))
+        # Each request's LoRA stack, added to its own rows of every forward (negatives too).
+        self.adapters = AdapterBank.placed(
+            transformer, read_lora, placement, adapter_cache, model_key, fused_copies
+        )
 
     @property
     def latent_channels(self) -> int:
@@ -155,6 +164,8 @@ class LTX2StepPipeline:
 
     def prepare_encode(self, state: LTX2Request, /) -> LTX2Request:
         with torch.inference_mode():
+            # The LoRA files load here, off the step loop, and a bad one fails this request alone.
+            self.adapters.check(state.loras)
             if state.positive is None:
                 state.positive = self.encode(state.prompt, state.max_prompt_tokens)
             if state.cfg and state.negative is None:
@@ -253,7 +264,8 @@ class LTX2StepPipeline:
         video_coords = model.rope.prepare_video_coords(count, f, h, w, self.device, fps=first.fps)
         audio_coords = model.audio_rope.prepare_audio_coords(count, first.audio_frames, self.device)
         mask = torch.cat([p.mask for _s, p in rows])
-        with self.swap.use(self.transformer, self.placement):
+        stacks = [s.loras for s, _p in rows]
+        with self.swap.use(self.transformer, self.placement), self.adapters.forward(stacks):
             out = model(
                 hidden_states=hidden,
                 audio_hidden_states=audio,
