@@ -225,10 +225,7 @@ class StepEngine:
                     self._drop_cancelled()
                     if self._active:
                         self._iteration += 1
-                        group = next_group(self._active, self.limits)
-                        self._forward(group)
-                        if self.chunk_grouping:
-                            self._rest_of_chunk(group)
+                        self._forward_next()
                 except Exception as exc:  # a fault outside any one job: fail what is held, go on
                     with self._cond:
                         held = [*admitted, *self._active]
@@ -336,6 +333,15 @@ class StepEngine:
                 self._rekey(ticket)
         if finished:
             self._finish(finished)
+
+    def _forward_next(self) -> None:
+        """One forward of the next group (and, by the grouping policy, the rest of its chunk).
+        Its own method so the group's tickets are not held by the loop once it idles: a finished
+        job's pipeline must be free to go when the residency lets it go."""
+        group = next_group(self._active, self.limits)
+        self._forward(group)
+        if self.chunk_grouping:
+            self._rest_of_chunk(group)
 
     def _rest_of_chunk(self, group: list[Ticket]) -> None:
         """The policy: a lone job of a pipeline that may group a chunk's steps runs them back to
