@@ -40,6 +40,7 @@ from inline_core.server.schemas import (
     Descriptor,
     Health,
     Imported,
+    Interaction,
     Models,
     Packs,
     Run,
@@ -292,6 +293,7 @@ MAX_INTERACTION_BYTES = 256 * 1024
 @router.post(
     "/runs/{run_id}/interactions",
     status_code=201,
+    response_model=Interaction,
     openapi_extra=INTERACTION_BODY,
     responses=error_responses(404, 409, 413, 415, 422),
 )

@@ -85,6 +85,17 @@ class Submitted(Schema):
     status: RunStatusName
 
 
+class Interaction(Schema):
+    """An interaction as `POST /v1/runs/{id}/interactions` answers it: stored, and given the chunk
+    boundary it takes effect at; the fields it changes."""
+
+    id: str
+    chunk: int
+    prompt: str | None = None
+    negative_prompt: str | None = None
+    guidance: float | None = None
+
+
 class NodeState(Schema):
     state: NodeStatusName
     fraction: float
