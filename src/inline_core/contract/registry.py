@@ -113,21 +113,26 @@ class Families:
         return self.named(family).comfy_text_encoder_types
 
     def family_of(self, category: str, file_name: str) -> str | None:
-        """The family that takes the catalog's `category/file_name`, from its files (a diffusion
-        model by its weights, another part by the family's rule); None when none does."""
-        for family in self._families:
-            try:
-                entry = family.catalog.entry(category, file_name)
-            except NotFound:
-                continue
-            if category == "diffusion_models":
-                if family.files.recognizes_model(entry):
-                    return family.name
-                continue
-            for rule in family.rules().parts:
-                if rule.category == category and rule.score(entry, None) is not None:
-                    return family.name
-        return None
+        """The first family that takes the catalog's `category/file_name`, from its files (a
+        diffusion model by its weights, another part by the family's rule); None when none does."""
+        return next((f.name for f in self._families if self._takes(f, category, file_name)), None)
+
+    def takes(self, family: str, category: str, file_name: str) -> bool:
+        """Whether the family named `family` takes `category/file_name` (several may)."""
+        return any(f.name == family and self._takes(f, category, file_name) for f in self._families)
+
+    @staticmethod
+    def _takes(family: Family, category: str, file_name: str) -> bool:
+        try:
+            entry = family.catalog.entry(category, file_name)
+        except NotFound:
+            return False
+        if category == "diffusion_models":
+            return family.files.recognizes_model(entry)
+        return any(
+            rule.category == category and rule.score(entry, None) is not None
+            for rule in family.rules().parts
+        )
 
     def control_inpaints(self, file_name: str) -> bool | None:
         """Whether `controlnet/<file_name>` takes an inpaint mask and an image to inpaint, as
@@ -164,7 +169,7 @@ class Families:
         if category == "diffusion_models":
             ours = {entry.name for entry in family.files.models()}
             return [name for name in listed if name in ours]
-        ours_first = [name for name in listed if self.family_of(category, name) == family.name]
+        ours_first = [name for name in listed if self._takes(family, category, name)]
         return ours_first + [name for name in listed if name not in ours_first]
 
     def describe(self) -> list[dict[str, object]]:

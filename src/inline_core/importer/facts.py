@@ -48,6 +48,11 @@ class ModelFacts(Protocol):
         none does (or the file is not there)."""
         ...
 
+    def takes(self, family: str, category: str, file_name: str) -> bool:
+        """Whether `family` takes the catalog's `category/file_name` by its contents (a file
+        several families can read, e.g. the Wan 2.1 VAE that Qwen-Image reads too, is each's)."""
+        ...
+
     def control_inpaints(self, file_name: str) -> bool | None:
         """Whether the control model `controlnet/<file_name>` takes an inpaint mask and an image
         to inpaint; None when no family takes the file (or it is not there)."""

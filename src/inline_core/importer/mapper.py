@@ -384,7 +384,7 @@ class Mapper:
         facts, family = self.facts, self.family
         if facts is None or family is None:
             return listed
-        ours = [n for n in listed if facts.family_of(category, n) == family]
+        ours = [n for n in listed if facts.takes(family, category, n)]
         return ours + [n for n in listed if n not in ours]
 
     def chosen_file(self, node_type: str, param: str, wanted: str) -> str:
