@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,18 @@ def write_blob(path: Path, size: int, seed: int) -> Path:
     return path
 
 
-def wait_status(client: TestClient, download_id: str, timeout: float = 60.0) -> dict[str, Any]:
-    """Poll until the download is finished (a liveness bound, not a timing assertion)."""
+def wait_status(
+    client: TestClient,
+    download_id: str,
+    timeout: float = 60.0,
+    until: Collection[str] = FINISHED,
+) -> dict[str, Any]:
+    """Poll until the download's status is one of `until`, by default finished (a liveness
+    bound, not a timing assertion)."""
     deadline = time.monotonic() + timeout
     while True:
         state: dict[str, Any] = client.get(f"/v1/downloads/{download_id}").json()
-        if state["status"] in FINISHED:
+        if state["status"] in until:
             return state
         assert time.monotonic() < deadline, f"download {download_id} stuck: {state}"
         time.sleep(0.02)

@@ -237,7 +237,8 @@ def test_a_restart_resumes_what_ran_and_queues_what_no_longer_fits(
             wait_bytes(client, download_id, MB)
     # Stopped mid-file; started again with room for one: the other waits its turn.
     with TestClient(create_app(replace(config, max_downloads=1))) as client:
-        assert client.get(f"/v1/downloads/{first}").json()["status"] == "running"
+        # Resumed in the order they came (its worker may not have picked it up at start-up).
+        assert wait_status(client, first, until={"running"})["status"] == "running"
         assert client.get(f"/v1/downloads/{second}").json()["status"] == "queued"
         vae_hold.release.set()
         te_hold.release.set()

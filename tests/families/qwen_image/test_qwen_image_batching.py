@@ -35,7 +35,12 @@ TOLERANCE = 1
 
 def all_in_loop(sampler: StepLoopSampler, count: int) -> bool:
     stats = sampler.stats()
-    return int(stats["activeJobs"]) + int(stats["queuedJobs"]) >= count
+    # Every job encoded and waiting (`queuedJobs` counts the ones still encoding too): released
+    # earlier, the held forward's job could step on before the others are there to share it.
+    return (
+        int(stats["encodingJobs"]) == 0
+        and int(stats["activeJobs"]) + int(stats["queuedJobs"]) >= count
+    )
 
 
 def solo_and_together(

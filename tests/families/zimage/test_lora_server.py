@@ -136,6 +136,14 @@ def test_bad_loras_are_422_at_submit_with_the_envelope(kit: KitPaths, tmp_path: 
         },
         flux,
     )
+    unread = kit.root / "loras" / "unread_style_test.safetensors"  # layers no family has
+    save_safetensors(
+        {
+            "transformer.unheard_of_blocks.0.proj.lora_A.weight": torch.zeros(2, 8),
+            "transformer.unheard_of_blocks.0.proj.lora_B.weight": torch.zeros(8, 2),
+        },
+        unread,
+    )
     wan = kit.root / "loras" / "wan_style_test.safetensors"  # a Wan LoRA: another family's
     save_safetensors(
         {
@@ -146,10 +154,11 @@ def test_bad_loras_are_422_at_submit_with_the_envelope(kit: KitPaths, tmp_path: 
     )
     try:
         with serve(kit.root, tmp_path / "data") as client:
-            check_refusals(client, kit, flux.name)
+            check_refusals(client, kit, flux.name, unread.name)
             check_another_family(client, wan.name)
     finally:
         flux.unlink()
+        unread.unlink()
         wan.unlink()
 
 
@@ -180,7 +189,7 @@ def check_another_family(client: TestClient, wan: str) -> None:
     assert client.get("/v1/runs").json()["runs"] == []  # nothing was queued
 
 
-def check_refusals(client: TestClient, kit: KitPaths, flux: str) -> None:
+def check_refusals(client: TestClient, kit: KitPaths, flux: str, unknown_naming: str) -> None:
     params = {"width": 64, "height": 64, "steps": 2, "seed": 1}
     unknown = submit(client, node_graph("x", [("nope.safetensors", 1.0)], **params))
     assert unknown.status_code == 422
@@ -193,7 +202,13 @@ def check_refusals(client: TestClient, kit: KitPaths, flux: str) -> None:
     other = submit(client, node_graph("x", [(flux, 1.0)], **params))
     assert other.status_code == 422
     error = other.json()["error"]
-    assert error["nodeId"] == "l0"
-    assert flux in error["message"]
+    # FLUX.2 reads this naming: its LoRA is refused on the Z-Image node, naming both families.
+    assert error["nodeId"] == "z"
+    assert error["message"] == f"loras/{flux} is a LoRA for flux-2, not Z-Image"
+    unread = submit(client, node_graph("x", [(unknown_naming, 1.0)], **params))
+    assert unread.status_code == 422
+    error = unread.json()["error"]
+    assert error["nodeId"] == "l0"  # layers no family has: refused on its own node
+    assert unknown_naming in error["message"]
     assert "another model" in error["message"] and "Z-Image LoRA" in error["message"]
     assert client.get("/v1/runs").json()["runs"] == []  # nothing was queued
