@@ -15,7 +15,7 @@ echo "== ruff"
 .venv/bin/ruff check .
 # pytest runs in one process: on two xdist workers (`scripts/test.sh -n 2`: each module on one
 # worker, every module that starts worker groups on the same one, tests/worker_groups.py) the
-# suite took 820 s against about 1000 s, but a worker group's 2 s heartbeat can be missed while
+# whole check took 820 s against 973 s, but a worker group's 2 s heartbeat can be missed while
 # two workers load both cores, so CI stays on one until those tests survive it. pyright runs
 # beside it, one process on one core, and its report is printed after pytest's.
 pyright_log="$(mktemp)"

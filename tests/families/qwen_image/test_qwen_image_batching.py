@@ -46,26 +46,24 @@ def all_in_loop(sampler: StepLoopSampler, count: int) -> bool:
 def solo_and_together(
     sampler: StepLoopSampler, pipeline: Any, requests: Sequence[dict[str, Any]]
 ) -> tuple[list[Any], list[Any], dict[str, Any]]:
-    """Each request rendered alone, then all together (the loop held in its first forward until
-    every one is in it), and the loop's stats after."""
+    """Each request rendered alone, then all together (the loop held at a boundary until every
+    one is in it), and the loop's stats after."""
     solo = [pixels(sampler.run(SampleJob(pipeline, pipeline.request(**r)))) for r in requests]
     assert sampler.stats()["batchedForwards"] == 0
+    # The loop thread waits at a boundary while every job is encoded and queued, so all of them
+    # are there to share forwards when it goes on.
     release = threading.Event()
-    forward = pipeline.denoise_step
 
-    def held(states: Sequence[Any], /) -> Any:
-        release.wait()
-        return forward(states)
+    def hold() -> None:
+        release.wait(300)
 
-    pipeline.denoise_step = held
+    sampler.call_soon(hold)
     try:
         futures = [sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
         wait_until(lambda: all_in_loop(sampler, len(requests)), "all of them in the loop")
-        release.set()
-        together = [pixels(f.result(timeout=300)) for f in futures]
     finally:
         release.set()
-        del pipeline.denoise_step
+    together = [pixels(f.result(timeout=300)) for f in futures]
     return solo, together, sampler.stats()
 
 
