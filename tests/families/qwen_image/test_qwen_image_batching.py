@@ -52,12 +52,15 @@ def solo_and_together(
     assert sampler.stats()["batchedForwards"] == 0
     # The loop thread waits at a boundary while every job is encoded and queued, so all of them
     # are there to share forwards when it goes on.
-    release = threading.Event()
+    release, holding = threading.Event(), threading.Event()
 
     def hold() -> None:
+        holding.set()
         release.wait(300)
 
     sampler.call_soon(hold)
+    # Held before the first job arrives: the loop admits all of them at its next boundary.
+    assert holding.wait(60), "the step loop did not take the call"
     try:
         futures = [sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
         wait_until(lambda: all_in_loop(sampler, len(requests)), "all of them in the loop")
