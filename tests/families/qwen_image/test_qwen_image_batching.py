@@ -100,7 +100,7 @@ def test_mixed_prompts_steps_sizes_and_stacks_share_forwards_and_match_alone(
         sampler.close()
     # Alone, this run shares forwards (`meanBatch` > 1); after other families' samplers in the
     # same process it may not, for a cause not found yet, so sharing is not asserted here: the
-    # pixels are (the LoRA case below proves rows share forwards).
+    # pixels are.
     assert stats["completedJobs"] >= 2 * len(solo), stats
     for alone, batched in zip(solo, together, strict=True):
         assert max_diff(alone, batched) <= TOLERANCE
