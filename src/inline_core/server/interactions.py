@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from inline_core.errors import Conflict, InvalidRequest, NotFound
 from inline_core.graph.registry import Registry
@@ -36,7 +36,7 @@ class RunInteractions:
         """Queue a change for the run's next chunk boundary; the interaction as stored."""
         if not isinstance(body, Mapping):
             raise InvalidRequest("an interaction is a JSON object")
-        change = checked_change(dict(body))  # pyright: ignore[reportUnknownArgumentType]
+        change = checked_change(dict(cast(Mapping[str, Any], body)))
         record = self.store.get_run(run_id)
         if record is None:
             raise NotFound(f"no run {run_id!r}")
@@ -73,8 +73,8 @@ class RunInteractions:
         nodes = graph.get("nodes")
         if not isinstance(nodes, list):
             return False
-        for node in nodes:  # pyright: ignore[reportUnknownVariableType]
-            kind = node.get("type") if isinstance(node, dict) else None  # pyright: ignore
+        for node in cast(list[object], nodes):
+            kind = cast(Mapping[str, Any], node).get("type") if isinstance(node, dict) else None
             if isinstance(kind, str) and kind in self.registry:
                 if self.registry.descriptor(kind).extra.get(TAKES_INTERACTIONS):
                     return True

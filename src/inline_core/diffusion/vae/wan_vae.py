@@ -68,7 +68,7 @@ class WanVAE:
     def dtype(self) -> torch.dtype:
         return next(self.autoencoder.parameters()).dtype
 
-    def _denormalised(self, latents: Latents) -> torch.Tensor:
+    def denormalised(self, latents: Latents) -> torch.Tensor:
         x = cast(torch.Tensor, latents.value).to(self.device, self.dtype)
         mean = self._mean.to(x.device, x.dtype)
         inverse_std = 1.0 / self._std.to(x.device, x.dtype)  # as WanPipeline computes it
@@ -108,7 +108,7 @@ class DecodeSession:
         """Each latent frame's video frames, (B, 3, 1 or 4, H, W) in (-1, 1), as they decode."""
         owner = self.vae
         vae = cast(Any, owner.autoencoder)
-        z = owner._denormalised(latents)  # pyright: ignore[reportPrivateUsage]
+        z = owner.denormalised(latents)
         with decoding(owner.autoencoder), owner.swap.use(owner.autoencoder, owner.placement):
             with torch.inference_mode():
                 vae.clear_cache()
