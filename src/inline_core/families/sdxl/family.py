@@ -14,6 +14,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
@@ -23,6 +24,7 @@ from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.sdxl.comfy import RECIPE
 from inline_core.families.sdxl.descriptor import EXTRA_HINT, NODE_TYPE, SDXL_DESCRIPTOR
 from inline_core.families.sdxl.download import DOWNLOADS
 from inline_core.families.sdxl.files import RULES
@@ -59,6 +61,9 @@ class SDXLFamily(Family):
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (SDXL_DESCRIPTOR,)
+
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
 
     def rules(self) -> StackRules:
         return RULES
