@@ -49,8 +49,9 @@ CASES: dict[str, dict[str, Any]] = {
 GUIDANCE = 5.0
 
 
-def graph(size: int, steps: int, seed: int) -> dict[str, Any]:
-    return {
+def graph(size: int, steps: int, seed: int, lora: str | None = None) -> dict[str, Any]:
+    """The render's graph; `lora`: a file in loras/ wired into the node (strength 0.8)."""
+    made: dict[str, Any] = {
         "schemaVersion": 1,
         "nodes": [
             {"id": "p", "type": "input/text", "params": {"text": PROMPT}},
@@ -70,13 +71,20 @@ def graph(size: int, steps: int, seed: int) -> dict[str, Any]:
             },
         ],
     }
+    if lora is not None:
+        node = {"id": "l", "type": "input/lora", "params": {"name": lora, "strength": 0.8}}
+        made["nodes"].insert(0, node)
+        made["nodes"][-1]["inputs"]["loras"] = [{"from": "l", "output": "lora"}]
+    return made
 
 
-def server_render(server: ServerProcess, size: int, steps: int, seed: int) -> float:
+def server_render(
+    server: ServerProcess, size: int, steps: int, seed: int, lora: str | None = None
+) -> float:
     from websockets.sync.client import connect
 
     t0 = time.perf_counter()
-    body = {"graph": graph(size, steps, seed), "target": "x"}
+    body = {"graph": graph(size, steps, seed, lora), "target": "x"}
     response = httpx.post(server.base + "/v1/runs", json=body, timeout=600)
     response.raise_for_status()
     run_id = response.json()["runId"]
