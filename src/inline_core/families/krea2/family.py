@@ -22,9 +22,8 @@ from inline_core.families.krea2.files import RULES
 from inline_core.families.krea2.request import Krea2Request, new_request
 from inline_core.families.krea2.variants import Krea2Variant, variant_of
 from inline_core.families.nodes.inputs import prompt_text
+from inline_core.families.nodes.sampling import sampling_request
 from inline_core.graph.descriptor import NodeDescriptor
-
-REQUEST_PARAMS = ("width", "height", "steps", "guidance", "seed", "sampler")
 
 
 class Krea2Family(Family):
@@ -56,24 +55,16 @@ class Krea2Family(Family):
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"Krea 2 has no node {node_type!r}", node_id=node_id)
         kind = _variant(sources, node_id)
+        sampling = sampling_request(params, kind.defaults())
+        negative = str(params.get("negative_prompt") or "")
+        take_params = {**sampling, "negative_prompt": negative, "model_variant": kind.title}
         request: dict[str, Any] = {
             "prompt": prompt_text(inputs.get("prompt"), node_id),
-            "negative_prompt": str(params.get("negative_prompt") or ""),
-            **{name: params.get(name) for name in REQUEST_PARAMS},
-            "sigma_schedule": str(params.get("schedule") or "simple"),
+            **sampling,
+            "negative_prompt": negative,
             "distilled": kind.distilled,
             "text_layers": kind.text_layers,
         }
-        for name, value in kind.defaults().items():
-            if request[name] is None:
-                request[name] = value
-        for name in ("width", "height", "steps", "seed"):
-            request[name] = int(request[name])
-        request["guidance"] = float(request["guidance"])
-        request["sampler"] = str(request["sampler"] or "euler")
-        skip = ("prompt", "text_layers", "distilled")
-        take_params = {k: v for k, v in request.items() if k not in skip}
-        take_params["model_variant"] = kind.title
         if inputs.get("loras"):
             raise InvalidRequest("Krea 2 takes no LoRAs here yet", node_id=node_id)
         return Lowered(request, take_params)
