@@ -19,6 +19,7 @@ from inline_core.contract.submit import Submit
 from inline_core.errors import InvalidRequest
 from inline_core.families.krea2.descriptor import EXTRA_HINT, KREA2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.krea2.files import RULES
+from inline_core.families.krea2.formats import config_of
 from inline_core.families.krea2.request import Krea2Request, new_request
 from inline_core.families.krea2.variants import Krea2Variant, variant_of
 from inline_core.families.nodes.inputs import prompt_text
@@ -73,12 +74,7 @@ class Krea2Family(Family):
         super().check(submit)
         if submit.loras:
             raise InvalidRequest("Krea 2 takes no LoRAs here yet", node_id=submit.node_id)
-        if submit.node_type != NODE_TYPE:
-            return
-        picked = self.model_param(submit.node_type, submit.params)
-        if picked and (self.files.root / "diffusion_models" / picked).is_file():
-            raise InvalidRequest(_single_file(picked), node_id=submit.node_id)
-        if submit.sources is not None:
+        if submit.node_type == NODE_TYPE and submit.sources is not None:
             _variant(submit.sources, submit.node_id)
 
     def new_request(
@@ -91,13 +87,8 @@ def _variant(sources: Sources, node_id: str) -> Krea2Variant:
     transformer = sources.get("transformer")
     if transformer is None:
         raise InvalidRequest("the Krea 2 diffusion model is missing", node_id=node_id)
-    if transformer.is_file:
-        raise InvalidRequest(_single_file(transformer.path.name), node_id=node_id)
-    return variant_of(transformer)
-
-
-def _single_file(name: str) -> str:
-    return (
-        f"{name} is a Krea 2 single file, which this server does not read yet: use Krea 2's "
-        "diffusers folder (Krea2Pipeline) in diffusion_models/"
-    )
+    config = config_of(transformer)
+    if config is None:
+        raise InvalidRequest("the Krea 2 diffusion model cannot be read", node_id=node_id)
+    taps = config.get("num_text_layers")
+    return variant_of(transformer, taps if isinstance(taps, int) else None)
