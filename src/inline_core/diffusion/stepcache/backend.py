@@ -16,6 +16,8 @@ algorithm per row instead, on hooks of its own:
   blocks as a sub-batch (a row subset of every batched argument, trimmed to the longest real
   sequence among them); the other rows add the middle residual of their last computed step;
 - every row runs its last `back_blocks` blocks.
+A block with further hidden streams (`BlockLayout.streams`: LTX-2's audio beside its video) has
+each stream's middle residual kept and added alike; the decision reads the hidden states'.
 Rows without a cache always compute, so cached and uncached requests share a forward, and a
 forward where every row computes calls every block on the whole batch, as without the cache.
 
@@ -28,6 +30,7 @@ Z-Image class: one sequence length a call, `row_scopes.ScopesRows`).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
@@ -44,6 +47,7 @@ _ON_MODEL: WeakKeyDictionary[nn.Module, StepCacheBackend] = WeakKeyDictionary()
 
 Args = tuple[Any, ...]
 Kwargs = dict[str, Any]
+Streams = tuple[torch.Tensor, ...]  # a block's hidden states, then its further streams
 
 
 class StepCacheBackend:
@@ -65,6 +69,7 @@ class StepCacheBackend:
         self._proxies = nn.ModuleList([_Proxy(self, i) for i in range(len(self.blocks))])
         self._scoped: list[RowScoped] = []
         self._pass: _Pass | None = None
+        self._signature: inspect.Signature | None = None
 
     @property
     def transformer(self) -> nn.Module | None:
@@ -107,14 +112,20 @@ class StepCacheBackend:
         finally:
             self._pass = current
 
-    def call_rows(self, rows: Sequence[int], block: nn.Module, args: Args) -> torch.Tensor:
+    def call_rows(self, rows: Sequence[int], block: nn.Module, args: Args) -> Any:
         with narrowed(self._scoped, rows):
-            return cast(torch.Tensor, block(*args))
+            return block(*args)
 
-    def route(self, index: int, args: Args, kwargs: Kwargs) -> torch.Tensor:
+    def signature(self) -> inspect.Signature:
+        """The blocks' forward's parameters (one class of block a model)."""
+        if self._signature is None:
+            self._signature = inspect.signature(self.blocks[0].forward)
+        return self._signature
+
+    def route(self, index: int, args: Args, kwargs: Kwargs) -> Any:
         current = self._pass
         if current is None:
-            return cast(torch.Tensor, self.blocks[index](*args, **kwargs))
+            return self.blocks[index](*args, **kwargs)
         return current.block(index, args, kwargs)
 
 
@@ -123,10 +134,10 @@ class _Proxy(nn.Module):
 
     def __init__(self, backend: StepCacheBackend, index: int) -> None:
         super().__init__()
-        self._route: Callable[[int, Args, Kwargs], torch.Tensor] = backend.route
+        self._route: Callable[[int, Args, Kwargs], Any] = backend.route
         self.index = index
 
-    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self._route(self.index, args, kwargs)
 
 
@@ -143,7 +154,7 @@ class _Row:
         self.front_end = front
         self.middle_end = blocks - back
         self.reuse = False
-        self.front_out: torch.Tensor | None = None
+        self.front_out: Streams | None = None  # each stream after its front blocks
 
     def skips(self, index: int) -> bool:
         return self.reuse and self.front_end <= index < self.middle_end
@@ -169,9 +180,10 @@ class _Pass:
         """A pass over rows `rows` of this one's batch, from its first block (none has run)."""
         return _Pass(self.backend, [self.rows[j].cache for j in rows], self.group)
 
-    def block(self, index: int, args: Args, kwargs: Kwargs) -> torch.Tensor:
+    def block(self, index: int, args: Args, kwargs: Kwargs) -> Any:
         args = self._positional(args, kwargs)
-        hidden = cast(torch.Tensor, args[self.layout.hidden])
+        streams = self._streams(args)
+        hidden = streams[0]
         if index == 0:
             if hidden.shape[0] != len(self.rows):
                 raise RuntimeError(
@@ -182,24 +194,25 @@ class _Pass:
         if index > 0:
             deciding = [j for j, r in enumerate(self.rows) if r.cache and r.front_end == index]
             if deciding:
-                self._decide(deciding, hidden)
-        hidden = self._end_middle(hidden, index)
-        args = self._with_hidden(args, hidden)
+                self._decide(deciding, streams)
+        streams = self._end_middle(streams, index)
+        args = self._with_streams(args, streams)
         active = [j for j, r in enumerate(self.rows) if not r.skips(index)]
         real = self.backend.blocks[index]
         if len(active) == len(self.rows):
-            out = cast(torch.Tensor, real(*args))
+            out = self._outputs(real(*args))
         elif not active:
-            out = hidden
+            out = streams
         else:
-            out = self._sub_batch(active, real, args, hidden)
+            out = self._sub_batch(active, real, args, streams)
         if index == self.count - 1:
             out = self._end_middle(out, self.count)
-        return out
+        return out if self.layout.streams else out[0]
 
     # -- the decision --------------------------------------------------------------------------
 
-    def _decide(self, deciding: list[int], hidden: torch.Tensor) -> None:
+    def _decide(self, deciding: list[int], streams: Streams) -> None:
+        hidden = streams[0]
         start = self.start if self.start is not None else hidden
         if start.shape[1] != hidden.shape[1]:
             start = _shard_of(start, int(hidden.shape[1]), self.group)
@@ -209,7 +222,7 @@ class _Pass:
         for j in deciding:
             row = self.rows[j]
             n = self._length(j, hidden)
-            row.front_out = hidden[j, :n]
+            row.front_out = (hidden[j, :n], *(stream[j] for stream in streams[1:]))
             residual = hidden[j, :n] - start[j, :n]
             residuals[j] = residual
             cache = cast(RowCache, row.cache)
@@ -240,35 +253,41 @@ class _Pass:
                 cache.front = residuals[j]
             cache.record(row.reuse, row.middle_end - row.front_end, self.count)
 
-    def _end_middle(self, hidden: torch.Tensor, index: int) -> torch.Tensor:
-        """At the end of a row's middle blocks: a reusing row adds its cached residual, a
-        computing one keeps its new residual."""
+    def _end_middle(self, streams: Streams, index: int) -> Streams:
+        """At the end of a row's middle blocks: a reusing row adds its cached residuals (one a
+        stream), a computing one keeps its new ones."""
         ending = [
             j for j, r in enumerate(self.rows) if r.cache is not None and r.middle_end == index
         ]
         if not ending:
-            return hidden
-        out = hidden
+            return streams
+        out = list(streams)
+        cloned = False
         for j in ending:
             row = self.rows[j]
             cache = cast(RowCache, row.cache)
             front_out = row.front_out
             if front_out is None:  # its front blocks never ran: nothing to keep
                 continue
-            n = front_out.shape[0]
             if row.reuse:
-                if out is hidden:
-                    out = hidden.clone()
-                out[j, :n] = front_out + cast(torch.Tensor, cache.middle)
+                if not cloned:
+                    out, cloned = [stream.clone() for stream in streams], True
+                middle = cast(tuple[torch.Tensor, ...], cache.middle)
+                for stream, front, residual in zip(out, front_out, middle, strict=True):
+                    stream[j, : front.shape[0]] = front + residual
             else:
-                cache.middle = hidden[j, :n] - front_out
-        return out
+                cache.middle = tuple(
+                    stream[j, : front.shape[0]] - front
+                    for stream, front in zip(streams, front_out, strict=True)
+                )
+        return tuple(out)
 
     # -- rows --------------------------------------------------------------------------------
 
     def _sub_batch(
-        self, active: list[int], real: nn.Module, args: Args, hidden: torch.Tensor
-    ) -> torch.Tensor:
+        self, active: list[int], real: nn.Module, args: Args, streams: Streams
+    ) -> Streams:
+        hidden = streams[0]
         index = torch.tensor(active, device=hidden.device)
         length: int | None = None
         if self.trim and self.lengths is not None:
@@ -277,10 +296,13 @@ class _Pass:
             cast(list[int], self.lengths)[j] == length for j in active
         )
         sub = self._select(args, index, length, drop_mask=whole)
-        out_rows = self.backend.call_rows(active, real, sub)
-        out = hidden.clone()
-        out[index, : out_rows.shape[1]] = out_rows
-        return out
+        out_rows = self._outputs(self.backend.call_rows(active, real, sub))
+        out: list[torch.Tensor] = []
+        for stream, rows in zip(streams, out_rows, strict=True):
+            merged = stream.clone()
+            merged[index, : rows.shape[1]] = rows
+            out.append(merged)
+        return tuple(out)
 
     def _select(
         self, args: Args, index: torch.Tensor, length: int | None, *, drop_mask: bool
@@ -288,12 +310,15 @@ class _Pass:
         picked = list(args)
         for position, has_tokens in self.layout.rows.items():
             value = picked[position] if position < len(picked) else None
-            if not isinstance(value, torch.Tensor):
-                continue
-            value = value.index_select(0, index)
-            if has_tokens and length is not None:
-                value = value[:, :length]
-            picked[position] = value
+            if isinstance(value, torch.Tensor):
+                picked[position] = _rows_of(value, index, length if has_tokens else None)
+            elif isinstance(value, tuple) and all(
+                isinstance(v, torch.Tensor) for v in cast(tuple[Any, ...], value)
+            ):  # e.g. rotary (cos, sin), each with rows first
+                parts = cast(tuple[torch.Tensor, ...], value)
+                picked[position] = tuple(
+                    _rows_of(v, index, length if has_tokens else None) for v in parts
+                )
         if drop_mask and self.layout.mask is not None and self.layout.mask < len(picked):
             picked[self.layout.mask] = None  # every picked row is whole: as a lone render
         return tuple(picked)
@@ -311,13 +336,42 @@ class _Pass:
         return int(hidden.shape[1]) if self.lengths is None else self.lengths[j]
 
     def _positional(self, args: Args, kwargs: Kwargs) -> Args:
-        if kwargs:
-            raise TypeError("a cached block takes positional arguments only")
-        return args
+        """The block's arguments in its forward's order (a forward may call its blocks by
+        keyword: LTX-2's), its defaults filled in, so they are passed on positionally."""
+        if not kwargs:
+            return args
+        bound = self.backend.signature().bind(*args, **kwargs)
+        bound.apply_defaults()
+        return tuple(bound.arguments.values())
 
-    def _with_hidden(self, args: Args, hidden: torch.Tensor) -> Args:
-        at = self.layout.hidden
-        return (*args[:at], hidden, *args[at + 1 :])
+    def _streams(self, args: Args) -> Streams:
+        layout = self.layout
+        return tuple(cast(torch.Tensor, args[p]) for p in (layout.hidden, *layout.streams))
+
+    def _outputs(self, out: Any) -> Streams:
+        """A block's return value as its streams (hidden states first)."""
+        if not self.layout.streams:
+            return (cast(torch.Tensor, out),)
+        streams = tuple(cast(tuple[torch.Tensor, ...], out))
+        if len(streams) != 1 + len(self.layout.streams):
+            raise RuntimeError(
+                f"a cached block returned {len(streams)} streams, its layout says "
+                f"{1 + len(self.layout.streams)}"
+            )
+        return streams
+
+    def _with_streams(self, args: Args, streams: Streams) -> Args:
+        picked = list(args)
+        for position, stream in zip(
+            (self.layout.hidden, *self.layout.streams), streams, strict=True
+        ):
+            picked[position] = stream
+        return tuple(picked)
+
+
+def _rows_of(value: torch.Tensor, index: torch.Tensor, length: int | None) -> torch.Tensor:
+    value = value.index_select(0, index)
+    return value if length is None else value[:, :length]
 
 
 def cached_forward(

@@ -21,7 +21,8 @@ class RowCache:
     skipped_blocks: int = 0  # block calls this row skipped (its middle blocks, when reused)
     computed_blocks: int = 0  # and the block calls it made
     front: torch.Tensor | None = None  # the front blocks' residual at its last computed step
-    middle: torch.Tensor | None = None  # the middle blocks' residual at that step
+    # The middle blocks' residual at that step, one per hidden stream (`BlockLayout.streams`).
+    middle: tuple[torch.Tensor, ...] | None = None
     # The backend whose blocks made those residuals: a request handed to another transformer
     # (e.g. the next expert of a two-expert model) computes before it compares again.
     owner: object | None = None
