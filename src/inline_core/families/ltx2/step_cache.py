@@ -6,7 +6,8 @@ names none, so the cache binds them to the block's parameters in order): the vid
 a pair, then each stream's prompt, timestep embeddings, rotary (cos, sin) pairs and prompt masks,
 every one with a row per batch item (the pipeline prepares the rotary coordinates for every row).
 Requests of one video shape share a forward and no padding mask trims them, so only the row
-dimension matters here. The video's residual decides; the soundtrack's is kept and reused with it."""
+dimension matters here. The video's residual decides;
+the soundtrack's is kept and reused with it."""
 
 from __future__ import annotations
 
