@@ -30,6 +30,7 @@ from tests.families.qwen_image.qwen_harness import (
     small_references,
     source_image,
 )
+from tests.server.test_qwen_image_server import upload
 
 Json = dict[str, Any]
 LIGHTNING = "Qwen-Image-Edit-2509-Lightning-4steps-V1.0-bf16.safetensors"
@@ -68,16 +69,6 @@ def template(name: str) -> Any:
 
 def import_comfy(client: TestClient, workflow: Any, **extra: Any) -> Any:
     return client.post("/v1/import/comfy", json={"workflow": workflow, "models": MODELS, **extra})
-
-
-def upload(client: TestClient, image: Image.Image) -> str:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    response = client.post(
-        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
-    )
-    assert response.status_code == 201, response.text
-    return str(response.json()["id"])
 
 
 def finished(client: TestClient, run_id: str) -> Json:
