@@ -16,8 +16,6 @@ algorithm per row instead, on hooks of its own:
   blocks as a sub-batch (a row subset of every batched argument, trimmed to the longest real
   sequence among them); the other rows add the middle residual of their last computed step;
 - every row runs its last `back_blocks` blocks.
-A block with further hidden streams (`BlockLayout.streams`: LTX-2's audio beside its video) has
-each stream's middle residual kept and added alike; the decision reads the hidden states'.
 Rows without a cache always compute, so cached and uncached requests share a forward, and a
 forward where every row computes calls every block on the whole batch, as without the cache.
 
@@ -47,7 +45,6 @@ _ON_MODEL: WeakKeyDictionary[nn.Module, StepCacheBackend] = WeakKeyDictionary()
 
 Args = tuple[Any, ...]
 Kwargs = dict[str, Any]
-Streams = tuple[torch.Tensor, ...]  # a block's hidden states, then its further streams
 
 
 class StepCacheBackend:
@@ -154,10 +151,14 @@ class _Row:
         self.front_end = front
         self.middle_end = blocks - back
         self.reuse = False
-        self.front_out: Streams | None = None  # each stream after its front blocks
+        self.front_out: torch.Tensor | None = None
+        self.front_context: torch.Tensor | None = None  # a dual-stream block's second stream
 
     def skips(self, index: int) -> bool:
         return self.reuse and self.front_end <= index < self.middle_end
+
+
+Streams = dict[int, torch.Tensor]  # a block's streams by their argument's position
 
 
 class _Pass:
@@ -175,6 +176,7 @@ class _Pass:
         self.trim = group is None
         self.start: torch.Tensor | None = None
         self.lengths: list[int] | None = None
+        self.context_lengths: list[int] | None = None  # the second stream's real tokens
 
     def narrowed(self, rows: Sequence[int]) -> _Pass:
         """A pass over rows `rows` of this one's batch, from its first block (none has run)."""
@@ -182,8 +184,8 @@ class _Pass:
 
     def block(self, index: int, args: Args, kwargs: Kwargs) -> Any:
         args = self._positional(args, kwargs)
-        streams = self._streams(args)
-        hidden = streams[0]
+        streams = {at: cast(torch.Tensor, args[at]) for at in self.layout.streams}
+        hidden = streams[self.layout.hidden]
         if index == 0:
             if hidden.shape[0] != len(self.rows):
                 raise RuntimeError(
@@ -191,6 +193,7 @@ class _Pass:
                 )
             self.start = hidden
             self.lengths = self._lengths(args, hidden)
+            self.context_lengths = self._mask_lengths(args, self.layout.context_mask)
         if index > 0:
             deciding = [j for j, r in enumerate(self.rows) if r.cache and r.front_end == index]
             if deciding:
@@ -200,19 +203,19 @@ class _Pass:
         active = [j for j, r in enumerate(self.rows) if not r.skips(index)]
         real = self.backend.blocks[index]
         if len(active) == len(self.rows):
-            out = self._outputs(real(*args))
+            out = self._streams_of(real(*args))
         elif not active:
             out = streams
         else:
             out = self._sub_batch(active, real, args, streams)
         if index == self.count - 1:
             out = self._end_middle(out, self.count)
-        return out if self.layout.streams else out[0]
+        return self._returned(out)
 
     # -- the decision --------------------------------------------------------------------------
 
     def _decide(self, deciding: list[int], streams: Streams) -> None:
-        hidden = streams[0]
+        hidden = streams[self.layout.hidden]
         start = self.start if self.start is not None else hidden
         if start.shape[1] != hidden.shape[1]:
             start = _shard_of(start, int(hidden.shape[1]), self.group)
@@ -222,12 +225,15 @@ class _Pass:
         for j in deciding:
             row = self.rows[j]
             n = self._length(j, hidden)
-            row.front_out = (hidden[j, :n], *(stream[j] for stream in streams[1:]))
+            row.front_out = hidden[j, :n]
+            if self.layout.context is not None:
+                context = streams[self.layout.context]
+                row.front_context = context[j, : self._context_length(j, context)]
             residual = hidden[j, :n] - start[j, :n]
             residuals[j] = residual
             cache = cast(RowCache, row.cache)
             if cache.owner is not self.backend:
-                cache.front = cache.middle = None
+                cache.front = cache.middle = cache.middle_context = None
                 cache.owner = self.backend
             prev = cache.front
             if cache.may_reuse() and prev is not None and prev.shape == residual.shape:
@@ -254,40 +260,39 @@ class _Pass:
             cache.record(row.reuse, row.middle_end - row.front_end, self.count)
 
     def _end_middle(self, streams: Streams, index: int) -> Streams:
-        """At the end of a row's middle blocks: a reusing row adds its cached residuals (one a
-        stream), a computing one keeps its new ones."""
+        """At the end of a row's middle blocks: a reusing row adds its cached residuals, a
+        computing one keeps its new residuals (of each stream)."""
         ending = [
             j for j, r in enumerate(self.rows) if r.cache is not None and r.middle_end == index
         ]
         if not ending:
             return streams
-        out = list(streams)
-        cloned = False
+        out = dict(streams)
+        hidden_at, context_at = self.layout.hidden, self.layout.context
         for j in ending:
             row = self.rows[j]
             cache = cast(RowCache, row.cache)
-            front_out = row.front_out
-            if front_out is None:  # its front blocks never ran: nothing to keep
+            if row.front_out is None:  # its front blocks never ran: nothing to keep
                 continue
-            if row.reuse:
-                if not cloned:
-                    out, cloned = [stream.clone() for stream in streams], True
-                middle = cast(tuple[torch.Tensor, ...], cache.middle)
-                for stream, front, residual in zip(out, front_out, middle, strict=True):
-                    stream[j, : front.shape[0]] = front + residual
-            else:
-                cache.middle = tuple(
-                    stream[j, : front.shape[0]] - front
-                    for stream, front in zip(streams, front_out, strict=True)
-                )
-        return tuple(out)
+            kept = [(hidden_at, row.front_out, "middle")]
+            if context_at is not None and row.front_context is not None:
+                kept.append((context_at, row.front_context, "middle_context"))
+            for at, front, name in kept:
+                n = front.shape[0]
+                if row.reuse:
+                    if out[at] is streams[at]:
+                        out[at] = streams[at].clone()
+                    out[at][j, :n] = front + cast(torch.Tensor, getattr(cache, name))
+                else:
+                    setattr(cache, name, streams[at][j, :n] - front)
+        return out
 
     # -- rows --------------------------------------------------------------------------------
 
     def _sub_batch(
         self, active: list[int], real: nn.Module, args: Args, streams: Streams
     ) -> Streams:
-        hidden = streams[0]
+        hidden = streams[self.layout.hidden]
         index = torch.tensor(active, device=hidden.device)
         length: int | None = None
         if self.trim and self.lengths is not None:
@@ -296,82 +301,105 @@ class _Pass:
             cast(list[int], self.lengths)[j] == length for j in active
         )
         sub = self._select(args, index, length, drop_mask=whole)
-        out_rows = self._outputs(self.backend.call_rows(active, real, sub))
-        out: list[torch.Tensor] = []
-        for stream, rows in zip(streams, out_rows, strict=True):
-            merged = stream.clone()
-            merged[index, : rows.shape[1]] = rows
-            out.append(merged)
-        return tuple(out)
+        got = self._streams_of(self.backend.call_rows(active, real, sub))
+        out: Streams = {}
+        for at, rows in got.items():
+            out[at] = streams[at].clone()
+            out[at][index, : rows.shape[1]] = rows
+        return out
 
     def _select(
         self, args: Args, index: torch.Tensor, length: int | None, *, drop_mask: bool
     ) -> Args:
         picked = list(args)
+        batch = len(self.rows)
         for position, has_tokens in self.layout.rows.items():
             value = picked[position] if position < len(picked) else None
+            tokens = length if has_tokens else None
             if isinstance(value, torch.Tensor):
-                picked[position] = _rows_of(value, index, length if has_tokens else None)
+                picked[position] = _rows_of(value, index, batch, tokens)
             elif isinstance(value, tuple) and all(
                 isinstance(v, torch.Tensor) for v in cast(tuple[Any, ...], value)
             ):  # e.g. rotary (cos, sin), each with rows first
                 parts = cast(tuple[torch.Tensor, ...], value)
-                picked[position] = tuple(
-                    _rows_of(v, index, length if has_tokens else None) for v in parts
-                )
+                picked[position] = tuple(_rows_of(v, index, batch, tokens) for v in parts)
         if drop_mask and self.layout.mask is not None and self.layout.mask < len(picked):
             picked[self.layout.mask] = None  # every picked row is whole: as a lone render
         return tuple(picked)
 
     def _lengths(self, args: Args, hidden: torch.Tensor) -> list[int] | None:
         """Each row's real tokens (None: every row fills the sequence)."""
-        if self.layout.mask is None or self.layout.mask >= len(args):
+        if not self.trim:
             return None
-        mask = args[self.layout.mask]
-        if not isinstance(mask, torch.Tensor) or not self.trim:
+        return self._mask_lengths(args, self.layout.mask)
+
+    def _mask_lengths(self, args: Args, at: int | None) -> list[int] | None:
+        """Each row's real tokens by the mask at `at` (None: no mask, every row whole)."""
+        mask = None if at is None or at >= len(args) else args[at]
+        if not isinstance(mask, torch.Tensor):
             return None
         return cast(list[int], cast(Any, mask.sum(dim=1)).tolist())
 
     def _length(self, j: int, hidden: torch.Tensor) -> int:
         return int(hidden.shape[1]) if self.lengths is None else self.lengths[j]
 
+    def _context_length(self, j: int, context: torch.Tensor) -> int:
+        lengths = self.context_lengths
+        return int(context.shape[1]) if lengths is None else lengths[j]
+
     def _positional(self, args: Args, kwargs: Kwargs) -> Args:
-        """The block's arguments in its forward's order (a forward may call its blocks by
-        keyword: LTX-2's), its defaults filled in, so they are passed on positionally."""
+        """The block's arguments in order: a forward that passes them by keyword has them put in
+        place, by the names its layout gives, else bound to the block's forward's parameters
+        with their defaults filled in (LTX-2's)."""
         if not kwargs:
             return args
-        bound = self.backend.signature().bind(*args, **kwargs)
-        bound.apply_defaults()
-        return tuple(bound.arguments.values())
-
-    def _streams(self, args: Args) -> Streams:
-        layout = self.layout
-        return tuple(cast(torch.Tensor, args[p]) for p in (layout.hidden, *layout.streams))
-
-    def _outputs(self, out: Any) -> Streams:
-        """A block's return value as its streams (hidden states first)."""
-        if not self.layout.streams:
-            return (cast(torch.Tensor, out),)
-        streams = tuple(cast(tuple[torch.Tensor, ...], out))
-        if len(streams) != 1 + len(self.layout.streams):
-            raise RuntimeError(
-                f"a cached block returned {len(streams)} streams, its layout says "
-                f"{1 + len(self.layout.streams)}"
+        names = self.layout.names
+        if not names:
+            bound = self.backend.signature().bind(*args, **kwargs)
+            bound.apply_defaults()
+            return tuple(bound.arguments.values())
+        unknown = set(kwargs) - set(names[len(args) :])
+        if unknown:
+            raise TypeError(
+                "a cached block takes positional arguments, or the keywords its layout names; "
+                f"got {sorted(unknown)}"
             )
-        return streams
+        return (*args, *(kwargs.get(name) for name in names[len(args) :]))
 
     def _with_streams(self, args: Args, streams: Streams) -> Args:
         picked = list(args)
-        for position, stream in zip(
-            (self.layout.hidden, *self.layout.streams), streams, strict=True
-        ):
-            picked[position] = stream
+        for at, value in streams.items():
+            picked[at] = value
         return tuple(picked)
 
+    def _streams_of(self, result: Any) -> Streams:
+        """A block's return value as its streams by position."""
+        if not self.layout.returns:
+            return {self.layout.hidden: cast(torch.Tensor, result)}
+        return dict(zip(self.layout.returns, cast(tuple[torch.Tensor, ...], result), strict=True))
 
-def _rows_of(value: torch.Tensor, index: torch.Tensor, length: int | None) -> torch.Tensor:
-    value = value.index_select(0, index)
-    return value if length is None else value[:, :length]
+    def _returned(self, streams: Streams) -> Any:
+        """The streams as the block returns them."""
+        if not self.layout.returns:
+            return streams[self.layout.hidden]
+        return tuple(streams[at] for at in self.layout.returns)
+
+
+def _rows_of(
+    value: torch.Tensor, index: torch.Tensor, batch: int, tokens: int | None
+) -> torch.Tensor:
+    """Rows `index` of a row-carrying argument, its tokens trimmed to `tokens` (None: kept)."""
+    value = value.index_select(0, _stacked_rows(index, batch, int(value.shape[0])))
+    return value if tokens is None else value[:, :tokens]
+
+
+def _stacked_rows(index: torch.Tensor, batch: int, rows: int) -> torch.Tensor:
+    """The rows `index` picks of a tensor that stacks `rows // batch` copies of the batch's rows
+    (Qwen-Image-Edit 2511's timestep embedding: the image's rows, then the references')."""
+    copies = rows // batch if rows % batch == 0 else 1
+    if copies <= 1:
+        return index
+    return torch.cat([index + k * batch for k in range(copies)])
 
 
 def cached_forward(
