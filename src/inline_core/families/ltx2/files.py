@@ -13,6 +13,7 @@ claimed, and a stack without its folders is `model_missing` naming the folder to
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -115,7 +116,9 @@ RULES = StackRules(
         pipeline_prefix=("LTX2Pipeline", "LTX2ImageToVideoPipeline"),
         transformer_class=TRANSFORMER_CLASS,
         recognize=single_file,
-        name=None,
+        # Lightricks' and ComfyUI's file names (ltx-2-19b-dev-fp8.safetensors, ltx-2.3-...):
+        # a ComfyUI workflow naming one is LTX-2's, never LTX-Video's.
+        name=re.compile(r"ltx[-_]?2", re.IGNORECASE),
         hint=FOLDER_HINT,
     ),
     parts=(
