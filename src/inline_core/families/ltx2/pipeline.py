@@ -135,6 +135,22 @@ class LTX2StepPipeline:
         backend.add_row_scope(self.adapters.rows)
         self.step_cache = backend
 
+    def split_by(self, engine: str, degrees: Mapping[str, int], /) -> None:
+        """Under cache-dit's context parallelism (components.step.SupportsSplitNotice): its
+        LTX2 plan replaces the attention processor class's call with one that reads the
+        processor's `_cp_config`, but cache-dit 1.5 hands that only to the attention classes it
+        knows, and LTX-2's are not among them: the transformer's get its config here, and the
+        text connectors' (the same class, never split) none. Without it the first prompt or
+        forward fails."""
+        if engine != "cache-dit":
+            return
+        config = getattr(self.transformer, "_cp_config", None)
+        for model, given in ((self.transformer, config), (self.connectors, None)):
+            for layer in model.modules():
+                processor = getattr(layer, "processor", None)
+                if processor is not None and getattr(processor, "_cp_config", None) is None:
+                    processor._cp_config = given
+
     def request(self, **kwargs: Any) -> LTX2Request:
         kwargs.setdefault("spatial_factor", self.factors.spatial)
         kwargs.setdefault("temporal_factor", self.factors.temporal)
