@@ -18,8 +18,6 @@ from PIL import Image
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
-from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
-from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.errors import InvalidRequest
@@ -77,20 +75,9 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
     """The transformer and its schedule: requests come with their conditioning and leave as
     latents."""
 
-    def __init__(
-        self,
-        *,
-        transformer: nn.Module,
-        adapter_cache: Fetch | None = None,
-        fused_copies: CopyStore | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(transformer=transformer, **kwargs)
+    def __init__(self, *, transformer: nn.Module, **kwargs: Any) -> None:
+        super().__init__(transformer=transformer, read_lora=read_lora, **kwargs)
         self.channels = int(cast(Any, transformer).config.in_channels)
-        # Each request's LoRA stack, added to its own rows of every forward.
-        self.adapters = AdapterBank.placed(
-            transformer, read_lora, self.placement, adapter_cache, self.model_key, fused_copies
-        )
 
     def request(self, **kwargs: Any) -> Flux2Request:
         return new_request(self.model_key, **kwargs)
@@ -110,8 +97,6 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
 
     def prepare_encode(self, state: Flux2Request, /) -> Flux2Request:
         with torch.inference_mode():
-            # The LoRA files load here, off the step loop, and a bad one fails this request alone.
-            self.adapters.check(state.loras)
             self._encode_prompts(state)
             dtype = cast(torch.Tensor, cast(Conditioning, state.positive).value).dtype
             references = self._encode_references(state)
@@ -153,8 +138,7 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
             [cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index) for s, _c in rows]
         )
         text = torch.stack([cast(torch.Tensor, c.value) for _s, c in rows])
-        stacks = [s.loras for s, _c in rows]
-        with self.swap.use(self.transformer, self.placement), self.adapters.forward(stacks):
+        with self._on_device(rows):
             out = cast(
                 torch.Tensor,
                 self.transformer(
