@@ -42,6 +42,8 @@ class FlowImagePipeline(ABC, Generic[R]):
     _encoder_modules: list[str] = []
     _vae_modules: list[str] = []
     _resident_modules: list[str] = []
+    # Its latents' preview factors (`diffusion/preview/formats.py`), as `_preview` shapes them.
+    preview_name: str = ""
 
     def __init__(
         self,
@@ -91,6 +93,10 @@ class FlowImagePipeline(ABC, Generic[R]):
     @abstractmethod
     def _unpack(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
         """(1, tokens, C') on an h x w token grid -> the latents the VAE takes."""
+
+    @abstractmethod
+    def _preview(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        """(1, tokens, C') on an h x w token grid -> the latents `preview_name` previews."""
 
     def _decoder(self) -> ImageDecoder | None:
         """The VAE the final latents decode with (None: the pipeline ends at latents)."""
@@ -157,6 +163,18 @@ class FlowImagePipeline(ABC, Generic[R]):
         with torch.inference_mode():
             state.latents = schedule.step(state.step_index, noise_pred, lat)
         state.step_index += 1
+
+    # -- previews (components.step.SupportsPreview) ------------------------------------------------
+
+    def preview_format(self, state: R, /) -> str:
+        return self.preview_name
+
+    def preview_latents(self, state: R, noise_pred: Any, /) -> torch.Tensor:
+        """The step's x0 estimate, shaped as its preview format takes it."""
+        schedule, lat = prepared(state)
+        h, w = state.latent_size
+        with torch.inference_mode():
+            return self._preview(schedule.x0_estimate(state.step_index, noise_pred, lat), h, w)
 
     def post_latents(self, state: R, /) -> Latents:
         """The final latents as the family's VAE takes them."""

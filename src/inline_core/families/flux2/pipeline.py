@@ -29,7 +29,7 @@ from inline_core.families.flux2.request import (
     Flux2Request,
     new_request,
 )
-from inline_core.families.flux2.vae import Flux2VAE
+from inline_core.families.flux2.vae import Flux2VAE, unpatchify
 
 REFERENCE_TIME = 10  # reference image i sits at time 10 + 10 i of the positions
 
@@ -75,6 +75,8 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
     """The transformer and its schedule: requests come with their conditioning and leave as
     latents."""
 
+    preview_name = "flux2"
+
     def __init__(self, *, transformer: nn.Module, **kwargs: Any) -> None:
         super().__init__(transformer=transformer, read_lora=read_lora, **kwargs)
         self.channels = int(cast(Any, transformer).config.in_channels)
@@ -116,6 +118,10 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
     def _unpack(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
         """The VAE's normalised patchified grid, (1, C, h, w)."""
         return unpack(packed, h, w)
+
+    def _preview(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        """The 32 VAE channels at twice the grid, normalised (ComfyUI's `Flux2` preview)."""
+        return unpatchify(unpack(packed, h, w))
 
     def _release(self, state: Flux2Request) -> None:
         super()._release(state)

@@ -47,6 +47,7 @@ def position_ids(text: int, h: int, w: int) -> torch.Tensor:
 class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
     _encoder_modules = ["text_encoder.model"]
     _vae_modules = ["vae.autoencoder"]
+    preview_name = "wan21"  # the Qwen-Image VAE's latents are Wan 2.1's, one frame deep
 
     def __init__(
         self,
@@ -95,6 +96,9 @@ class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
         return pack(latents)
 
     def _unpack(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        return unpack(packed, h, w)
+
+    def _preview(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
         return unpack(packed, h, w)
 
     def _decoder(self) -> QwenImageVAE:
