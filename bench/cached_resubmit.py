@@ -14,7 +14,6 @@ Prints a table and writes bench/results/cached_resubmit.json.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import statistics
@@ -31,8 +30,8 @@ from server_process import start_server
 from websockets.sync.client import connect
 
 from inline_core.media import MediaKind
-from inline_core.runtime.context import PNG_OPTIONS
 from inline_core.runtime.file_store import FileTakeStore
+from inline_core.runtime.png import encode_png
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "cached_resubmit.json"
@@ -43,14 +42,13 @@ def take_ab(size: int, repeats: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         store = FileTakeStore(Path(tmp))
         for name, picture in pictures(size).items():
-            buf = io.BytesIO()
-            picture.save(buf, format="PNG", **PNG_OPTIONS)
+            data = encode_png(picture, {})
             first = store.write(
                 run_id="r0",
                 node_id="n",
                 index=0,
                 kind=MediaKind.IMAGE,
-                data=buf.getvalue(),
+                data=data,
                 suffix=".png",
                 params={},
             )
@@ -73,7 +71,7 @@ def take_ab(size: int, repeats: int) -> list[dict[str, Any]]:
             rows.append(
                 {
                     "picture": name,
-                    "bytes": len(buf.getvalue()),
+                    "bytes": len(data),
                     "copyMs": round(copied, 3),
                     "linkMs": round(linked, 3),
                     "ratio": round(copied / linked, 1),

@@ -36,6 +36,8 @@ from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.runtime.video import VIDEO_HINT, video_available
 
+PREVIEW_LATENTS = "ltxv"  # its video latents' format in diffusion/preview/formats.py
+
 REQUEST_PARAMS = (
     "width",
     "height",
@@ -61,6 +63,9 @@ class LTX2Family(Family):
     loras = LTX2_LORAS
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor per stream: one video shape per forward
+        chunked_decode=True,  # temporal chunks, each with its decoder's reach (decode.py)
+        preview_latents=frozenset({PREVIEW_LATENTS}),  # the video's first frame
+        step_cache=frozenset({"dbcache"}),  # per request, both streams (step_cache.py)
         # Gemma 3 and LTX-2 are trained in bfloat16; Gemma's activations overflow float16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
     )
