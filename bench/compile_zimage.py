@@ -1,8 +1,9 @@
-"""Compiled blocks against eager on this CPU: the Z-Image transformer's forward (what a seed-only
-render repeats every step), side by side in one process, and the first compiled forward's cost
-with inductor's cache cold and kept.
+"""Compiled blocks against eager: the Z-Image transformer's forward (what a seed-only render
+repeats every step), side by side in one process, and the first compiled forward's cost with
+inductor's cache cold and kept.
 
     .venv/bin/python bench/compile_zimage.py [--sizes tiny,mid] [--px 512] [--forwards 5]
+    .venv/bin/python bench/compile_zimage.py --device cuda --dtype bfloat16 --px 1024  # a GPU
 
 For each kit size (random weights; `tiny`: dim 64, `mid`: dim 768, 10 layers, about 110M
 parameters) two child processes run one after another on one cache folder: the first finds it
@@ -30,7 +31,7 @@ from typing import Any, cast
 OUT = Path(__file__).parent / "results" / "compile_zimage.json"
 
 
-def child(size: str, px: int, forwards: int, profile: bool) -> dict[str, Any]:
+def child(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from inline_core.device.compile import CompileChoice
@@ -38,20 +39,24 @@ def child(size: str, px: int, forwards: int, profile: bool) -> dict[str, Any]:
     from inline_core.diffusion.compile.regional import compile_blocks
     from inline_core.families.zimage.kit import build_transformer
 
-    eager = build_transformer(size)
-    compiled = build_transformer(size)
+    size, px, forwards, profile = args.child, args.px, args.forwards, args.profile
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    eager = build_transformer(size).to(device, dtype)
+    compiled = build_transformer(size).to(device, dtype)
     compiled.load_state_dict(eager.state_dict())
     side = px // 8  # latent pixels (the VAE's factor 8), patched 2x2 into tokens
     generator = torch.Generator().manual_seed(0)
-    latents = [torch.randn(16, 1, side, side, generator=generator)]
-    prompt = [torch.randn(77, 32, generator=generator)]
-    t = torch.full((1,), 0.5)
+    latents = [torch.randn(16, 1, side, side, generator=generator).to(device, dtype)]
+    prompt = [torch.randn(77, 32, generator=generator).to(device, dtype)]
+    t = torch.full((1,), 0.5, device=device, dtype=dtype)
 
     def forward(model: Any) -> tuple[float, torch.Tensor]:
         with torch.inference_mode():
             began = time.perf_counter()
             out = torch.stack(model(latents, t, prompt, return_dict=False)[0])
-            return time.perf_counter() - began, out
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            return time.perf_counter() - began, out.float()
 
     forward(eager)  # first-call allocations out of the way
     compile_blocks(compiled, size, CompileChoice(True, "bench"))
@@ -66,6 +71,8 @@ def child(size: str, px: int, forwards: int, profile: bool) -> dict[str, Any]:
         compiled_s.append(seconds)
     row: dict[str, Any] = {
         "size": size,
+        "device": args.device,
+        "dtype": args.dtype,
         "px": px,
         "tokens": (side // 2) ** 2,
         "eagerMs": round(statistics.median(eager_s) * 1000, 1),
@@ -103,8 +110,9 @@ def top_ops(call: Any, rows: int = 12) -> list[dict[str, Any]]:
 
 
 def run_child(size: str, args: argparse.Namespace, cache: str, profile: bool) -> dict[str, Any]:
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "INLINE_DTYPE": "float32"}
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
     command = [sys.executable, __file__, "--child", size, "--px", str(args.px)]
+    command += ["--device", args.device, "--dtype", args.dtype]
     command += ["--forwards", str(args.forwards)] + (["--profile"] if profile else [])
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -118,13 +126,15 @@ def main() -> int:
     parser.add_argument("--px", type=int, default=512)
     parser.add_argument("--forwards", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="profile one forward each way")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.px, args.forwards, args.profile)))
+        print(json.dumps(child(args)))
         return 0
     rows: list[dict[str, Any]] = []
-    print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at the start")
+    print(f"{args.device} {args.dtype}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     header = f"{'size':6s} {'tokens':>6s} {'eager ms':>9s} {'compiled ms':>11s} {'speed-up':>8s}"
     print(header + f" {'first cold s':>12s} {'first kept s':>12s} {'max diff':>9s}")
     for size in args.sizes.split(","):
@@ -147,8 +157,9 @@ def main() -> int:
         )
     print(f"load {os.getloadavg()[0]:.1f} at the end")
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"cpus": os.cpu_count(), "rows": rows}, indent=2) + "\n")
-    print(f"wrote {OUT}")
+    out = OUT if args.device == "cpu" else OUT.with_name(f"compile_zimage_{args.device}.json")
+    out.write_text(json.dumps({"cpus": os.cpu_count(), "rows": rows}, indent=2) + "\n")
+    print(f"wrote {out}")
     return 0
 
 
