@@ -126,6 +126,15 @@ INPUT_LORA = _lora_node(
     hidden=False,
     extra=(
         ParamSpec(
+            "strength_clip",
+            ParamWidget.NUMBER,
+            None,
+            minimum=-LORA_MAX_STRENGTH,
+            maximum=LORA_MAX_STRENGTH,
+            step=0.05,
+            label="Text encoder strength (LoRAs that adapt them; empty: strength)",
+        ),
+        ParamSpec(
             "expert",
             ParamWidget.SELECT,
             default="both",

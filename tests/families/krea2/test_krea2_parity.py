@@ -1,6 +1,7 @@
 """Pixel parity: a Krea 2 take rendered through the runner and the batched sampler equals what
 diffusers' own Krea2Pipeline renders on the CPU (base with guidance and a negative prompt, Turbo
-without), with the folder's VAE or ComfyUI's Qwen-Image VAE file (the same weights)."""
+without), from the diffusers folder, with ComfyUI's Qwen-Image VAE file, or from ComfyUI's files
+alone (the same weights in their naming)."""
 
 from __future__ import annotations
 
@@ -46,21 +47,37 @@ def render(r: FamilyRig, tmp: Path, prompt: str, **params: Any) -> np.ndarray[An
         return np.asarray(png.convert("RGB"), dtype=np.int16)
 
 
-@pytest.mark.parametrize(
-    "vae", [None, "krea2_tiny_qwen_image_vae.safetensors"], ids=["folder", "comfy-vae"]
-)
+COMFY_VAE = "krea2_tiny_qwen_image_vae.safetensors"
+LAYOUTS = {
+    "folder": {},
+    "comfy-vae": {"vae": COMFY_VAE},
+    # ComfyUI's three files: Krea's transformer naming, ComfyUI's Qwen3-VL, the Qwen-Image VAE.
+    "comfy-files": {
+        "model": "krea2_tiny.safetensors",
+        "text_encoder": "qwen3vl_tiny.safetensors",
+        "vae": COMFY_VAE,
+    },
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_base_matches_krea2_pipeline(
     krea2_kit: Krea2Kit,
     krea_sampler: StepLoopSampler,
     krea_pipe: Any,
     tmp_path: Path,
-    vae: str | None,
+    layout: str,
 ) -> None:
     import torch
 
     params: dict[str, Any] = {"width": 64, "height": 48, "steps": 3, "guidance": 2.0, "seed": 4}
     ours = render(
-        rig(krea2_kit, krea_sampler), tmp_path, "a fox", negative_prompt="blurry", vae=vae, **params
+        rig(krea2_kit, krea_sampler),
+        tmp_path,
+        "a fox",
+        negative_prompt="blurry",
+        **LAYOUTS[layout],
+        **params,
     )
     ref = krea_pipe(
         prompt="a fox",

@@ -6,11 +6,16 @@ the empty prompt is encoded beside them and each token's states are moved away f
 the empty prompt's at the same position: `(z - empty) * weight + empty`. The windows' states are
 joined along the sequence; several towers' states side by side (SDXL: CLIP-L's then CLIP-G's),
 cut to the shorter. The pooled embedding is the projecting tower's, of the first window.
+
+A tower may carry an adapter bank: a prompt encoded with a LoRA stack gets each LoRA's layers of
+that tower (at the strengths the stack holds) in its forward, and is remembered under the LoRAs
+that adapt some tower, so another stack never reads a prompt encoded without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -18,6 +23,8 @@ import torch
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning
+from inline_core.diffusion.adapters.bank import AdapterBank
+from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.encoders.memo import PromptMemo
 from inline_core.diffusion.encoders.weighted_prompt import Token, empty_window, tokenize
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike
@@ -31,6 +38,7 @@ class ClipTower:
     pad: int | None  # the padding token (None: its end token, as CLIP-L pads)
     final_norm: bool  # a chosen layer's states pass the final layer norm (SD 1.x), or not (SDXL)
     pooled: bool = False  # its projected pooled output is the prompt's pooled embedding
+    adapters: AdapterBank | None = None  # LoRAs on this encoder (None: it takes none)
 
 
 @dataclass(frozen=True)
@@ -71,12 +79,26 @@ class ClipPromptEncoder:
     def encode(self, prompt: str, /) -> Conditioning:
         return self.encode_at(prompt, self.clip_skip)
 
-    def encode_at(self, prompt: str, clip_skip: int) -> Conditioning:
-        """`prompt` read at layer `clip_skip` (-1: the last, -2: the one before, ...)."""
+    def encode_at(self, prompt: str, clip_skip: int, loras: LoraStack = ()) -> Conditioning:
+        """`prompt` read at layer `clip_skip` (-1: the last, -2: the one before, ...), with the
+        towers' layers of `loras` (at their `strength`) adapted."""
         if clip_skip >= 0:
             raise ValueError(f"clip_skip {clip_skip} must be negative (-1: the last layer)")
+        stack = self.adapting(loras)
+        reading = tuple((use.identity, use.strength) for use in stack)
         return self.memo.encode(
-            f"{clip_skip}\0{prompt}", lambda _k: self._encode(prompt, clip_skip)
+            f"{clip_skip}\0{prompt}",
+            lambda _k: self._encode(prompt, clip_skip, stack),
+            reading or None,
+        )
+
+    def adapting(self, loras: LoraStack) -> LoraStack:
+        """The LoRAs of a stack that change some tower (loading each once per file)."""
+        return tuple(
+            use
+            for use in loras
+            if use.strength != 0.0
+            and any(t.adapters is not None and t.adapters.weights(use).layers for t in self.towers)
         )
 
     def token_ids(self, piece: str) -> list[int]:
@@ -86,7 +108,7 @@ class ClipPromptEncoder:
         pad = self.end if tower.pad is None else tower.pad
         return tokenize(prompt, self.token_ids, self.start, self.end, pad)
 
-    def _encode(self, prompt: str, clip_skip: int) -> Conditioning:
+    def _encode(self, prompt: str, clip_skip: int, loras: LoraStack = ()) -> Conditioning:
         states: list[torch.Tensor] = []
         pooled: torch.Tensor | None = None
         windows = 0
@@ -94,7 +116,7 @@ class ClipPromptEncoder:
             for tower in self.towers:
                 chunks = self.windows(prompt, tower)
                 windows = len(chunks)
-                hidden, tower_pooled = self._tower(tower, chunks, clip_skip)
+                hidden, tower_pooled = self._tower(tower, chunks, clip_skip, loras)
                 states.append(hidden)
                 if tower.pooled:
                     pooled = tower_pooled
@@ -103,7 +125,7 @@ class ClipPromptEncoder:
         return Conditioning(ClipConditioning(hidden, pooled), tokens=windows * 77)
 
     def _tower(
-        self, tower: ClipTower, chunks: list[list[Token]], clip_skip: int
+        self, tower: ClipTower, chunks: list[list[Token]], clip_skip: int, loras: LoraStack
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         device = torch.device(self.placement.device)
         ids = [[t for t, _w in chunk] for chunk in chunks]
@@ -112,7 +134,7 @@ class ClipPromptEncoder:
             pad = self.end if tower.pad is None else tower.pad
             ids.append(empty_window(self.start, self.end, pad))
         batch = torch.tensor(ids, dtype=torch.long, device=device)
-        with self.swap.use(tower.model, self.placement):
+        with self.swap.use(tower.model, self.placement), _adapted(tower, loras, len(ids)):
             out = cast(Any, tower.model)(batch, output_hidden_states=True)
             if -clip_skip > _layers(tower.model):  # past the first layer: the last (ComfyUI's)
                 hidden = cast(torch.Tensor, out.last_hidden_state)
@@ -128,3 +150,10 @@ class ClipPromptEncoder:
             ).unsqueeze(-1)
             hidden = (hidden[: len(chunks)] - empty) * weights + empty
         return hidden.reshape(1, -1, hidden.shape[-1]).clone(), pooled
+
+
+def _adapted(tower: ClipTower, loras: LoraStack, rows: int) -> AbstractContextManager[None]:
+    """Every row of the tower's forward (a prompt's windows) with the stack's layers."""
+    if tower.adapters is None or not loras:
+        return nullcontext()
+    return tower.adapters.applied([loras] * rows)

@@ -59,6 +59,7 @@ class QwenImageFamily(Family):
         # rows of one shape share a forward, prompts of any length padded under a mask.
         batching="shapes",
         preview_latents=frozenset({PREVIEW_FORMAT}),
+        step_cache=frozenset({"dbcache"}),  # per request, on its dual-stream blocks
         # Qwen2.5-VL and the 20B transformer are trained in bfloat16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
     )
