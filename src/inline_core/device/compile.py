@@ -21,8 +21,8 @@ __all__ = ["RECOMPILE_LIMIT", "CompileChoice", "compile_choice"]
 RECOMPILE_LIMIT = 8
 
 # Device classes where compiled blocks were measured to pay, per compute dtype. CUDA: inductor's
-# Triton kernels fuse the norms, RoPE and gates (SGLang's and diffusers' measurements; ours runs
-# with `bench/gpu_compile.py` on a lent GPU). CPU: see `bench/compile_zimage.py`'s results.
+# Triton kernels fuse the norms, RoPE and gates (SGLang's and diffusers' measurements; ours with
+# `bench/compile_zimage.py --device cuda` when a GPU is lent). CPU: `bench/compile_zimage.py`.
 _PAYS: dict[tuple[str, str], bool] = {
     ("cuda", "bfloat16"): True,
     ("cuda", "float16"): True,

@@ -7,6 +7,9 @@ pipeline's `preview_format` (`components.step.SupportsPreview`); a new VAE adds 
 
 - `flux`: the FLUX autoencoder's 16 channels (Z-Image uses it). Tiny decoder: `taef1_decoder`
   (TAESD's layout, `tiny_decoder.py`).
+- `flux2`: the FLUX.2 autoencoder's 32 channels, the transformer's 128 patchified channels
+  unpatchified 2x2 (normalised, as ComfyUI's `Flux2` format previews them). No tiny decoder here
+  yet (ComfyUI's `taef2_decoder` is not read).
 - `sdxl`: SDXL's VAE's 4 channels at its scale. Tiny decoder: `taesdxl_decoder`.
 - `wan21` / `wan22`: the Wan 2.1 (16 channels; Wan 2.2 A14B's too) and Wan 2.2 (48 channels, 16x
   down: the TI2V-5B's) video VAEs. Tiny decoders: lightx2v's `lighttaew2_1` / `lighttaew2_2`, the
@@ -315,7 +318,52 @@ LTXV = PreviewFormat(
     tiny_decoders=(),
 )
 
-PREVIEW_FORMATS: dict[str, PreviewFormat] = {f.name: f for f in (FLUX, WAN21, WAN22, SDXL, LTXV)}
+FLUX2 = PreviewFormat(
+    name="flux2",
+    channels=32,
+    spatial_factor=8,
+    video=False,
+    rgb_factors=(
+        (0.0058, 0.0113, 0.0073),
+        (0.0495, 0.0443, 0.0836),
+        (-0.0099, 0.0096, 0.0644),
+        (0.2144, 0.3009, 0.3652),
+        (0.0166, -0.0039, -0.0054),
+        (0.0157, 0.0103, -0.0160),
+        (-0.0398, 0.0902, -0.0235),
+        (-0.0052, 0.0095, 0.0109),
+        (-0.3527, -0.2712, -0.1666),
+        (-0.0301, -0.0356, -0.0180),
+        (-0.0107, 0.0078, 0.0013),
+        (0.0746, 0.0090, -0.0941),
+        (0.0156, 0.0169, 0.0070),
+        (-0.0034, -0.0040, -0.0114),
+        (0.0032, 0.0181, 0.0080),
+        (-0.0939, -0.0008, 0.0186),
+        (0.0018, 0.0043, 0.0104),
+        (0.0284, 0.0056, -0.0127),
+        (-0.0024, -0.0022, -0.0030),
+        (0.1207, -0.0026, 0.0065),
+        (0.0128, 0.0101, 0.0142),
+        (0.0137, -0.0072, -0.0007),
+        (0.0095, 0.0092, -0.0059),
+        (0.0000, -0.0077, -0.0049),
+        (-0.0465, -0.0204, -0.0312),
+        (0.0095, 0.0012, -0.0066),
+        (0.0290, -0.0034, 0.0025),
+        (0.0220, 0.0169, -0.0048),
+        (-0.0332, -0.0457, -0.0468),
+        (-0.0085, 0.0389, 0.0609),
+        (-0.0076, 0.0003, -0.0043),
+        (-0.0111, -0.0460, -0.0614),
+    ),
+    rgb_bias=(-0.0329, -0.0718, -0.0851),
+    tiny_decoders=(),
+)
+
+PREVIEW_FORMATS: dict[str, PreviewFormat] = {
+    f.name: f for f in (FLUX, FLUX2, WAN21, WAN22, SDXL, LTXV)
+}
 
 
 def preview_format(name: str) -> PreviewFormat:
