@@ -28,6 +28,7 @@ Z-Image class: one sequence length a call, `row_scopes.ScopesRows`).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
@@ -170,7 +171,7 @@ class _Pass:
         return _Pass(self.backend, [self.rows[j].cache for j in rows], self.group)
 
     def block(self, index: int, args: Args, kwargs: Kwargs) -> torch.Tensor:
-        args = self._positional(args, kwargs)
+        args = _positional(self.backend.blocks[index], args, kwargs)
         hidden = cast(torch.Tensor, args[self.layout.hidden])
         if index == 0:
             if hidden.shape[0] != len(self.rows):
@@ -310,14 +311,19 @@ class _Pass:
     def _length(self, j: int, hidden: torch.Tensor) -> int:
         return int(hidden.shape[1]) if self.lengths is None else self.lengths[j]
 
-    def _positional(self, args: Args, kwargs: Kwargs) -> Args:
-        if kwargs:
-            raise TypeError("a cached block takes positional arguments only")
-        return args
-
     def _with_hidden(self, args: Args, hidden: torch.Tensor) -> Args:
         at = self.layout.hidden
         return (*args[:at], hidden, *args[at + 1 :])
+
+
+def _positional(block: nn.Module, args: Args, kwargs: Kwargs) -> Args:
+    """A block call's arguments in the order of its `forward`'s parameters (a transformer that
+    calls its blocks by keyword, FLUX.2's, is cached as one that passes them in order)."""
+    if not kwargs:
+        return args
+    bound = inspect.signature(block.forward).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return tuple(bound.args)
 
 
 def cached_forward(
