@@ -132,7 +132,7 @@ class Families:
             entry = family.catalog.entry(category, file_name)
         except NotFound:
             return False
-        if category == "diffusion_models":
+        if category in ("diffusion_models", "checkpoints"):  # a checkpoint: its model's keys
             return family.files.recognizes_model(entry)
         return any(
             rule.category == category and rule.score(entry, None) is not None

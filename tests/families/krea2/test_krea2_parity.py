@@ -5,46 +5,20 @@ alone (the same weights in their naming)."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from PIL import Image
+from krea2_harness import render, rig
 
 from inline_core.config import Config
 from inline_core.families.krea2 import Krea2Family
-from inline_core.families.krea2.descriptor import KREA2_DESCRIPTOR
 from inline_core.families.krea2.kit import Krea2Kit
-from inline_core.families.standalone import FamilyRig, family_rig
-from inline_core.graph.runner import NodeCall
-from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
+from inline_core.families.standalone import family_rig
 from inline_core.sampling.loop import StepLoopSampler
 
 TOLERANCE = 1
-_runs = itertools.count()
-
-
-def rig(kit: Krea2Kit, sampler: StepLoopSampler) -> FamilyRig:
-    config = Config(models_dir=kit.root, profile="cpu", dtype="float32")
-    return family_rig(Krea2Family, kit.root, sampler, config=config)
-
-
-def render(r: FamilyRig, tmp: Path, prompt: str, **params: Any) -> np.ndarray[Any, Any]:
-    defaults = {p.name: p.default for p in KREA2_DESCRIPTOR.params}
-    ctx = ExecutionContext(
-        run_id=f"k{next(_runs)}",
-        takes=FileTakeStore(tmp),
-        cancel=CancelToken(),
-        events=lambda _e: None,
-    )
-    call = NodeCall(ctx=ctx, node_id="k", params={**defaults, **params}, inputs={"prompt": prompt})
-    (take,) = r.run(call).takes
-    with Image.open(take.path) as png:
-        return np.asarray(png.convert("RGB"), dtype=np.int16)
 
 
 COMFY_VAE = "krea2_tiny_qwen_image_vae.safetensors"

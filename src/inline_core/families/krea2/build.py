@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from inline_core.contract.builder import Parts
+from inline_core.contract.builder import ADAPTER_CACHE, FUSED_COPIES, Parts
 from inline_core.diffusion.formats import qwen3_vl, qwen_image_vae
 from inline_core.diffusion.parts import PartLoader
 from inline_core.errors import InvalidRequest
@@ -52,6 +52,8 @@ class Krea2Builder:
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
             serial_phases=any(p.offload for p in parts.placements.values()),
+            adapter_cache=parts.extra.get(ADAPTER_CACHE),
+            fused_copies=parts.extra.get(FUSED_COPIES),
         )
 
 

@@ -14,12 +14,15 @@ from typing import Any
 from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
+from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.errors import InvalidRequest
 from inline_core.families.krea2.descriptor import EXTRA_HINT, KREA2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.krea2.files import RULES
 from inline_core.families.krea2.formats import config_of
+from inline_core.families.krea2.lora_naming import KREA2_LORAS
 from inline_core.families.krea2.request import Krea2Request, new_request
 from inline_core.families.krea2.variants import Krea2Variant, variant_of
 from inline_core.families.nodes.inputs import prompt_text
@@ -34,6 +37,7 @@ class Krea2Family(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.krea2.build:BUILDER"
     kit = "inline_core.families.krea2.kit:main"
+    loras = KREA2_LORAS
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor and one set of positions per forward
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
@@ -66,14 +70,14 @@ class Krea2Family(Family):
             "distilled": kind.distilled,
             "text_layers": kind.text_layers,
         }
-        if inputs.get("loras"):
-            raise InvalidRequest("Krea 2 takes no LoRAs here yet", node_id=node_id)
+        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        if loras:
+            request["loras"] = loras
+            take_params["loras"] = stack_info(loras)
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
-        super().check(submit)
-        if submit.loras:
-            raise InvalidRequest("Krea 2 takes no LoRAs here yet", node_id=submit.node_id)
+        super().check(submit)  # its LoRAs
         if submit.node_type == NODE_TYPE and submit.sources is not None:
             _variant(submit.sources, submit.node_id)
 

@@ -136,17 +136,22 @@ def from_original(sd: dict[str, Any], _config: Mapping[str, Any]) -> dict[str, A
     )
 
 
+def krea_key(key: str) -> str:
+    """A diffusers key as Krea's naming has it: the converter's renames, undone in its order."""
+    for krea, ours in PREFIX_RENAMES:
+        if key.startswith(ours):
+            key = krea + key[len(ours) :]
+            break
+    for krea, ours in BLOCK_RENAMES:
+        key = key.replace(ours, krea)
+    return key
+
+
 def to_original(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Diffusers keys -> Krea's, as ComfyUI's files name them (the kit; imports torch)."""
     out: dict[str, torch.Tensor] = {}
     for key, value in sd.items():
-        new = key
-        for krea, ours in PREFIX_RENAMES:  # the converter's order, undone
-            if new.startswith(ours):
-                new = krea + new[len(ours) :]
-                break
-        for krea, ours in BLOCK_RENAMES:
-            new = new.replace(ours, krea)
+        new = krea_key(key)
         if new.startswith("blocks.") and new.endswith(".mod.lin"):
             value = value.reshape(-1)  # stored flat: six modulation vectors in one
         out[new] = value

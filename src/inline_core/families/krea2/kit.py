@@ -8,7 +8,9 @@ prompt template's token counts are Qwen's), from fixed seeds, and writes a diffu
 `Krea2Pipeline` folder (`diffusion_models/krea2_tiny_diffusers/`, base) and the same weights
 again as ComfyUI's files: the transformer in Krea's naming (`diffusion_models/
 krea2_tiny.safetensors`), Qwen3-VL in ComfyUI's (`text_encoders/qwen3vl_tiny.safetensors`) and
-the Qwen-Image VAE (`vae/krea2_tiny_qwen_image_vae.safetensors`). Random weights draw noise.
+the Qwen-Image VAE (`vae/krea2_tiny_qwen_image_vae.safetensors`); and its LoRAs: `loras/
+krea2_tiny_lora_a.safetensors` (attention, diffusers/PEFT naming) and `krea2_tiny_lora_b*`
+(feed-forwards, in PEFT and Krea's naming). Random weights draw noise.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -27,6 +29,7 @@ from inline_core.diffusion.kit import report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.krea2.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.krea2.formats import to_original
+from inline_core.families.krea2.kit_loras import write_kit_loras
 from inline_core.families.krea2.variants import published_taps
 
 TEXT_WIDTH = 32
@@ -66,6 +69,7 @@ class Krea2Kit:
     vae_file: Path
     transformer_file: Path  # Krea's naming, as ComfyUI's diffusion_models file
     text_encoder_file: Path  # ComfyUI's naming of Qwen3-VL
+    loras: dict[str, Path] = field(default_factory=dict[str, Path])
 
 
 def comfy_text_encoder(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -150,7 +154,8 @@ def build_kit(out: Path) -> Krea2Kit:
     save_weights(to_original(transformer.state_dict()), transformer_file, torch.float32)
     text_encoder_file = out / "text_encoders" / "qwen3vl_tiny.safetensors"
     save_weights(comfy_text_encoder(text_encoder.state_dict()), text_encoder_file, torch.float32)
-    return Krea2Kit(out, folder, vae_file, transformer_file, text_encoder_file)
+    loras = write_kit_loras(out, "krea2_tiny", transformer)
+    return Krea2Kit(out, folder, vae_file, transformer_file, text_encoder_file, loras)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -164,7 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         report(
             kit.root,
-            [kit.diffusers_dir, kit.vae_file, kit.transformer_file, kit.text_encoder_file],
+            [
+                kit.diffusers_dir,
+                kit.vae_file,
+                kit.transformer_file,
+                kit.text_encoder_file,
+                *kit.loras.values(),
+            ],
         )
     )
     return 0

@@ -14,6 +14,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
@@ -23,8 +24,10 @@ from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.sdxl.comfy import RECIPE
 from inline_core.families.sdxl.descriptor import EXTRA_HINT, NODE_TYPE, SDXL_DESCRIPTOR
 from inline_core.families.sdxl.download import DOWNLOADS
+from inline_core.families.sdxl.embeddings import find_embeddings
 from inline_core.families.sdxl.files import RULES
 from inline_core.families.sdxl.lora_naming import SDXL_LORAS
 from inline_core.families.sdxl.request import SDXLRequest, img2img_start, new_request
@@ -60,6 +63,9 @@ class SDXLFamily(Family):
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (SDXL_DESCRIPTOR,)
 
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
+
     def rules(self) -> StackRules:
         return RULES
 
@@ -83,6 +89,11 @@ class SDXLFamily(Family):
         }
         image = image_input(inputs, "image", node_id)
         take_params = {**request, "img2img": image is not None}
+        texts = (request["prompt"], request["negative_prompt"])
+        embeddings = find_embeddings(self.catalog, texts, node_id)
+        if embeddings:
+            request["embeddings"] = embeddings
+            take_params["embeddings"] = [e.name for e in embeddings]
         loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
         if loras:
             request["loras"] = loras

@@ -11,7 +11,7 @@ its `</w>` word ends, `!` as id 0), from fixed seeds, and writes:
   `conditioner.embedders.0.transformer.` CLIP-L, `conditioner.embedders.1.model.` OpenCLIP-G),
   `checkpoints/sdxl_<size>_vpred.safetensors` (the same, marked as a v-prediction checkpoint),
   `text_encoders/clip_tokenizer/` (a checkpoint carries no tokenizer; ComfyUI ships its own),
-  and two kohya LoRAs in `loras/` (`kit_loras.py`);
+  two kohya LoRAs in `loras/` and a textual-inversion embedding in `embeddings/` (`kit_loras.py`);
 - diffusers layout: `diffusion_models/sdxl_<size>_diffusers/` (`StableDiffusionXLPipeline`);
 - a tiny `vae_approx/taesdxl_decoder.safetensors` for its latents' `taesd` previews.
 
@@ -37,7 +37,7 @@ from inline_core.diffusion.preview.formats import preview_format
 from inline_core.diffusion.preview.kit import write_tiny_decoder
 from inline_core.families.sdxl import unet
 from inline_core.families.sdxl.files import V_PRED_KEY
-from inline_core.families.sdxl.kit_loras import write_kit_loras
+from inline_core.families.sdxl.kit_loras import write_kit_embedding, write_kit_loras
 from inline_core.families.sdxl.pipeline import PREVIEW_FORMAT
 
 SIZES = ("tiny", "mid")
@@ -96,6 +96,7 @@ class SDXLKit:
     diffusers_dir: Path | None
     tiny_decoder: Path | None = None  # vae_approx/taesdxl_decoder.safetensors (previews)
     loras: Mapping[str, Path] = field(default_factory=dict[str, Path])  # kohya LoRAs "a", "b"
+    embedding: Path | None = None  # embeddings/<name>_embedding.safetensors (clip_l, clip_g)
 
     @property
     def checkpoint_name(self) -> str:
@@ -217,7 +218,15 @@ def build_kit(
     name = f"sdxl_{size}"
     checkpoint = tokenizer_dir = diffusers_dir = None
     loras: dict[str, Path] = {}
-    for category in ("checkpoints", "diffusion_models", "vae", "text_encoders", "loras"):
+    embedding = None
+    for category in (
+        "checkpoints",
+        "diffusion_models",
+        "vae",
+        "text_encoders",
+        "loras",
+        "embeddings",
+    ):
         (out / category).mkdir(parents=True, exist_ok=True)
     if "comfy" in layouts:
         checkpoint = out / "checkpoints" / f"{name}.safetensors"
@@ -229,6 +238,7 @@ def build_kit(
         tokenizer_dir = out / "text_encoders" / TOKENIZER_FOLDER
         build_tokenizer(tokenizer_dir)
         loras = write_kit_loras(out, name, unet_model, first, second)
+        embedding = write_kit_embedding(out, name, first, second)
     if "diffusers" in layouts:
         scratch = out / ".kit_tokenizers"
         pipe = diffusers().StableDiffusionXLPipeline(
@@ -247,7 +257,7 @@ def build_kit(
         shutil.rmtree(scratch)
     # The tiny decoder for its latents' previews (`taesd`), where ComfyUI keeps it.
     tiny_decoder = write_tiny_decoder(out, preview_format(PREVIEW_FORMAT))
-    return SDXLKit(out, checkpoint, tokenizer_dir, diffusers_dir, tiny_decoder, loras)
+    return SDXLKit(out, checkpoint, tokenizer_dir, diffusers_dir, tiny_decoder, loras, embedding)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

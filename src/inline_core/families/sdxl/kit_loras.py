@@ -1,7 +1,8 @@
 """The tiny kit's LoRAs, in kohya's naming as sd-scripts writes SDXL's (the UNet in the original
 block naming): `A` adapts the UNet (every transformer block's attention, feed-forward and
 projections, and a resnet's timestep projection) and both text encoders; `B` adapts other UNet
-layers (the up blocks' feed-forward and outputs) alone. Written into `loras/`."""
+layers (the up blocks' feed-forward and outputs) alone. Written into `loras/`; and a tiny
+textual-inversion embedding into `embeddings/`."""
 
 from __future__ import annotations
 
@@ -80,3 +81,17 @@ def write_kit_loras(
     for key, tensors in (("a", a), ("b", b)):
         save_safetensors(tensors, paths[key], {"format": "pt"})
     return paths
+
+
+def write_kit_embedding(out: Path, name: str, first: Any, second: Any) -> Path:
+    """`embeddings/<name>_embedding.safetensors`: a two-vector textual inversion in SDXL's
+    layout (`clip_l`, `clip_g`), drawn at each encoder's token embedding scale."""
+    generator = torch.Generator("cpu").manual_seed(25)
+    tensors: dict[str, torch.Tensor] = {}
+    for key, model in (("clip_l", first), ("clip_g", second)):
+        table = model.get_input_embeddings().weight
+        tensors[key] = torch.randn(2, table.shape[1], generator=generator) * float(table.std()) * 3
+    path = out / "embeddings" / f"{name}_embedding.safetensors"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_safetensors(tensors, path, {"format": "pt"})
+    return path

@@ -28,6 +28,7 @@ from inline_core.diffusion.encoders.clip_prompt import ClipConditioning, ClipPro
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
+from inline_core.families.sdxl.embedding_vectors import EmbeddingVectors
 from inline_core.families.sdxl.family import SDXLFamily
 from inline_core.families.sdxl.request import (
     LATENT_FACTOR,
@@ -66,6 +67,7 @@ class SDXLStepPipeline:
     ) -> None:
         self.unet = unet
         self.adapters = adapters  # each row's LoRA stack on the UNet, per row of a forward
+        self.embeddings = EmbeddingVectors(text_encoder)  # the prompts' embedding files
         self.text_encoder = text_encoder
         self.vae = vae
         self.placement = placement
@@ -112,12 +114,12 @@ class SDXLStepPipeline:
         # The LoRA files load here, off the step loop, and a bad one fails this request alone.
         self.adapters.check(state.loras)
         text_loras = tuple(replace(use, strength=use.text_strength) for use in state.loras)
+        embeddings = {e.name: self.embeddings.get(e) for e in state.embeddings}
+        encode = self.text_encoder.encode_at
         if state.positive is None:
-            state.positive = self.text_encoder.encode_at(state.prompt, state.clip_skip, text_loras)
+            state.positive = encode(state.prompt, state.clip_skip, text_loras, embeddings)
         if state.cfg and state.negative is None:
-            state.negative = self.text_encoder.encode_at(
-                state.negative_prompt, state.clip_skip, text_loras
-            )
+            state.negative = encode(state.negative_prompt, state.clip_skip, text_loras, embeddings)
         schedule = DiscreteSchedule.create(
             self.scheduler_config,
             state.steps,
