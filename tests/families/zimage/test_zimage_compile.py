@@ -1,5 +1,5 @@
 """A Z-Image render through the server's stacks with compiled blocks (`INLINE_COMPILE`): the
-same pixels as eager within a level, step-cached, and health shows the compiled blocks warm.
+same pixels as eager within a level, and health shows the compiled blocks warm.
 
 Compiles the tiny transformer's blocks once (shared with tests/diffusion's compile test when
 both run in one process; a minute or more on a loaded CPU when inductor's cache is cold)."""
