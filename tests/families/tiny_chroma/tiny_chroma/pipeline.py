@@ -22,6 +22,7 @@ from typing import Any, cast
 import torch
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.weights import LoraWeights
 from inline_core.diffusion.flow.samplers import numpy_flow_spacing
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
@@ -53,13 +54,21 @@ def image_ids(h: int, w: int) -> torch.Tensor:
     return ids.reshape(-1, 3)
 
 
+def no_loras(name: str, path: str, device: torch.device, dtype: torch.dtype) -> LoraWeights:
+    """The test family reads no LoRA file: a request naming one is refused, never rendered
+    without it."""
+    raise InvalidRequest(f"loras/{name}: the tiny Chroma test family takes no LoRAs")
+
+
 class ChromaDenoisePipeline(FlowImagePipeline[ChromaRequest]):
     """The layer's flow image pipeline (`families/flow_pipeline.py`) with Chroma's forward (each
     row's own text mask), its true CFG, its packing, and the `sample` primitive's denoise and
     start latents at `prepare_encode`."""
 
+    preview_name = "flux"  # FLUX.1's 16 latent channels, which Chroma keeps
+
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(read_lora=no_loras, **kwargs)
         self.ulysses = 1  # the ranks a Ulysses split gathers the sequence from
 
     def split_by(self, engine: str, degrees: Mapping[str, int], /) -> None:
@@ -134,6 +143,9 @@ class ChromaDenoisePipeline(FlowImagePipeline[ChromaRequest]):
 
     def _unpack(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
         return unpack(packed, h * PATCH, w * PATCH)  # a token grid: latents twice its size
+
+    def _preview(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        return self._unpack(packed, h, w)
 
     def _release(self, state: ChromaRequest) -> None:
         super()._release(state)
