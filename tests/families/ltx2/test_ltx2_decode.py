@@ -61,6 +61,10 @@ def test_the_plan_grows_its_chunks_to_the_reach_and_covers_every_frame_once() ->
     # A causal decoder reads nothing after a frame, and a window always starts a latent frame
     # early (the upsamplers drop the first frames of what they are given).
     assert plan(4, Reach(0, 0), first=1)[1] == Chunk(1, 2, 0, 2)
+    # A chunk whose window would be the whole video takes the rest: LTX-2's 121 frames (16
+    # latent frames) within its decoder's reach of 22 decode once, as one chunk.
+    assert plan(16, Reach(22, 22)) == [Chunk(0, 16, 0, 16)]
+    assert plan(9, reach) == [Chunk(0, 2, 0, 8), Chunk(2, 9, 0, 9)]
 
 
 def test_the_kit_decoder_s_reach_is_read_from_its_layers(vae: Any) -> None:
@@ -107,10 +111,6 @@ def test_a_render_streams_each_chunk_before_its_take(
     assert supports_chunked_vae_decode(rig.pipeline().video_decode)
     result = render(rig, tmp_path, on_event=events.append, frames=17, fps=24)
     chunks = [e for e in events if isinstance(e, ChunkDecoded)]
-    # 9 latent frames: chunks of 2, 4 and 3 (grown towards the kit's reach of 6).
-    assert [(c.first, c.count, c.total, c.fps) for c in chunks] == [
-        (0, 3, 17, 24),
-        (3, 8, 17, 24),
-        (11, 6, 17, 24),
-    ]
+    # 9 latent frames: a first chunk of 2, then the 7 left (the next window would hold them all).
+    assert [(c.first, c.count, c.total, c.fps) for c in chunks] == [(0, 3, 17, 24), (3, 14, 17, 24)]
     assert take_frames(result).shape[0] == 17

@@ -19,8 +19,8 @@ from inline_core.runtime.video_stream import Mp4Fragments
 from inline_core.server.bootstrap import Services
 from tests.families.wan.held_videos import held_videos
 
-FRAMES, FPS = 9, 24
-FIRST_CHUNK = 3  # frames of the first chunk: two latent frames of the kit's 2x-in-time VAE
+FRAMES, FPS = 17, 24
+FIRST_CHUNK = 3  # frames of the first chunk (two latent frames of the kit's 2x-in-time VAE)
 
 
 def played(data: bytes) -> tuple[int, np.ndarray[Any, Any]]:

@@ -8,10 +8,13 @@ scale, conv_out). Each chunk is decoded from a window holding that reach on eith
 and only the chunk's own frames are kept, so every frame is the one-shot decode's (to the float
 arithmetic of a smaller tensor): nothing is blended, unlike diffusers' own temporal tiling
 (`AutoencoderKLLTX2Video.enable_tiling`), which approximates. The first chunk is small (early
-bytes for a stream), each next one twice the last up to the reach: a window then holds at most
-three times its chunk's latent frames, so memory is flat in the video's length, and the decode
-costs at most three times the one-shot's in compute (for a video shorter than the reach, one
-one-shot decode per chunk).
+bytes for a stream), each next one twice the last up to the reach, and a chunk whose window
+would hold the whole video takes the rest of it: a window holds at most a chunk and the reach on
+either side, so memory is flat in the video's length once it is longer than that. The reach is
+what it is: LTX-2's non-causal decoder reaches 22 latent frames (176 video frames) each way, so
+a video shorter than that (121 frames: 16 latent frames) decodes in one chunk, as one-shot, and
+a longer one streams, its first chunk after a window of 24 latent frames; the tiny kit's decoder
+reaches 6.
 """
 
 from __future__ import annotations
@@ -48,8 +51,8 @@ class Reach:
 
 def plan(latent_frames: int, reach: Reach, first: int = FIRST_CHUNK) -> list[Chunk]:
     """The chunks of a video of `latent_frames`, in order: the first of `first` latent frames,
-    each next one twice the last, up to the reach (a window then decodes at most three times
-    its chunk's frames)."""
+    each next one twice the last, up to the reach; a chunk whose window would hold the whole
+    video takes every frame left (nothing is decoded twice for nothing)."""
     if first < 1:
         raise ValueError(f"a first chunk of {first} latent frames")
     largest = max(first, reach.before, reach.after)
@@ -60,6 +63,8 @@ def plan(latent_frames: int, reach: Reach, first: int = FIRST_CHUNK) -> list[Chu
         # The upsamplers drop the first frames of whatever they are given: one latent frame
         # before the chunk is always decoded with it.
         window_start = max(0, start - max(reach.before, 1))
+        if window_start == 0 and end + reach.after >= latent_frames:
+            end = latent_frames  # its window is the whole video: decode the rest with it
         chunks.append(Chunk(start, end, window_start, min(latent_frames, end + reach.after)))
         start, size = end, min(largest, 2 * size)
     return chunks
