@@ -4,7 +4,8 @@ A family supplies its forward (`_forward`: one batched call for rows of one shap
 guidance combines a row with its negative (`_guide`), how its latents pack (`_pack`/`_unpack`)
 and its request; this class holds the rest as the diffusers pipelines do it: the noise drawn for
 the whole latent batch at once in the prompt's dtype, each request's private `FlowMatchSchedule`,
-the scheduler step, the final latents, the decode.
+each row's LoRA stack and step cache, the scheduler step, previews, the final latents, the
+decode.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.flow.samplers import numpy_flow_spacing
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.stepcache import rows as step_rows
+from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
 from inline_core.families.flow_request import FlowImageRequest
 
 
@@ -71,6 +74,7 @@ class FlowImagePipeline(ABC, Generic[R]):
         self.adapters = AdapterBank.placed(
             transformer, read_lora, placement, adapter_cache, model_key, fused_copies
         )
+        self.step_cache: StepCacheBackend | None = None  # adopted by `engine/assemble.py`
 
     # -- what a family supplies ------------------------------------------------------------------
 
@@ -105,15 +109,29 @@ class FlowImagePipeline(ABC, Generic[R]):
     def _release(self, state: R) -> None:
         """Drop the request's tensors once it is done: the state object may outlive the render."""
         state.latents = state.positive = state.negative = None
+        step_rows.release(state.cache)
+
+    # -- step cache (components.step.SupportsCacheDiTBackend) -----------------------------------
+
+    def adopt_cache_dit_backend(self, backend: StepCacheBackend, /) -> None:
+        """The per-request step cache on its transformer's blocks (the family's layout)."""
+        self.step_cache = backend
+        backend.add_row_scope(self.adapters.rows)  # a sub-batch's rows keep their own LoRAs
 
     # -- shared steps ----------------------------------------------------------------------------
 
     @contextmanager
     def _on_device(self, rows: Sequence[tuple[R, Conditioning]]) -> Generator[None]:
-        """The transformer on its device, with each row's LoRA stack, for one forward."""
+        """The transformer on its device, with each row's LoRA stack and step cache (its
+        request's, for the row's branch), for one forward."""
+        caches = [
+            step_rows.branch_row(s.cache, "positive" if c is s.positive else "negative")
+            for s, c in rows
+        ]
         with (
             self.swap.use(self.transformer, self.placement),
             self.adapters.forward([s.loras for s, _c in rows]),
+            cached_forward(self.step_cache, self.transformer, caches),
         ):
             yield
 
@@ -124,6 +142,7 @@ class FlowImagePipeline(ABC, Generic[R]):
         fails this request alone), its noise drawn (`(batch, *noise_shape)` at once, its row
         packed) and its private schedule made."""
         self.adapters.check(state.loras)
+        state.cache = step_rows.request_cache(state.step_cache)
         generator = torch.Generator("cpu").manual_seed(state.seed)
         drawn = torch.randn((state.batch_size, *noise_shape), generator=generator, dtype=dtype)
         noise = self._pack(drawn[state.batch_index : state.batch_index + 1]).to(self.device)

@@ -14,10 +14,12 @@ from inline_core.families.krea2.encoder import Krea2PromptEncoder
 from inline_core.families.krea2.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.krea2.formats import TRANSFORMER
 from inline_core.families.krea2.pipeline import Krea2StepPipeline
+from inline_core.families.krea2.step_cache import LAYOUT
 from inline_core.families.krea2.vae import QwenImageVAE
 
 
 class Krea2Builder:
+    step_cache_layout = LAYOUT  # its pipelines cache their blocks per request
     roles: Mapping[str, str] = {
         "transformer": "denoiser",
         "text_encoder": "text_encoder",
