@@ -10,7 +10,8 @@ the scheduler step, the final latents, the decode.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Generator, Hashable, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 import torch
@@ -18,6 +19,8 @@ from PIL import Image
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.bank import AdapterBank, Fetch, Reader
+from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.flow.samplers import numpy_flow_spacing
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
@@ -39,6 +42,8 @@ class FlowImagePipeline(ABC, Generic[R]):
     _encoder_modules: list[str] = []
     _vae_modules: list[str] = []
     _resident_modules: list[str] = []
+    # Its latents' preview factors (`diffusion/preview/formats.py`), as `_preview` shapes them.
+    preview_name: str = ""
 
     def __init__(
         self,
@@ -48,7 +53,10 @@ class FlowImagePipeline(ABC, Generic[R]):
         swap: OffloadSwap,
         scheduler_config: Mapping[str, Any],
         model_key: Hashable,
+        read_lora: Reader,
         serial_phases: bool = False,
+        adapter_cache: Fetch | None = None,
+        fused_copies: CopyStore | None = None,
     ) -> None:
         self.transformer = transformer
         self.placement = placement
@@ -58,6 +66,11 @@ class FlowImagePipeline(ABC, Generic[R]):
         self.scheduler_config = dict(scheduler_config)
         self.model_key = model_key
         self.serial_phases = serial_phases
+        # Each request's LoRA stack, added to its own rows of every forward (`read_lora`: the
+        # family's reader of its namings).
+        self.adapters = AdapterBank.placed(
+            transformer, read_lora, placement, adapter_cache, model_key, fused_copies
+        )
 
     # -- what a family supplies ------------------------------------------------------------------
 
@@ -81,6 +94,10 @@ class FlowImagePipeline(ABC, Generic[R]):
     def _unpack(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
         """(1, tokens, C') on an h x w token grid -> the latents the VAE takes."""
 
+    @abstractmethod
+    def _preview(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        """(1, tokens, C') on an h x w token grid -> the latents `preview_name` previews."""
+
     def _decoder(self) -> ImageDecoder | None:
         """The VAE the final latents decode with (None: the pipeline ends at latents)."""
         return None
@@ -91,11 +108,22 @@ class FlowImagePipeline(ABC, Generic[R]):
 
     # -- shared steps ----------------------------------------------------------------------------
 
+    @contextmanager
+    def _on_device(self, rows: Sequence[tuple[R, Conditioning]]) -> Generator[None]:
+        """The transformer on its device, with each row's LoRA stack, for one forward."""
+        with (
+            self.swap.use(self.transformer, self.placement),
+            self.adapters.forward([s.loras for s, _c in rows]),
+        ):
+            yield
+
     def _start(
         self, state: R, noise_shape: tuple[int, int, int], dtype: torch.dtype, mu: float
     ) -> None:
-        """The request's noise and private schedule: the noise of `(batch, *noise_shape)` drawn
-        at once, its row packed."""
+        """The request's LoRA files checked (they load here, off the step loop, and a bad one
+        fails this request alone), its noise drawn (`(batch, *noise_shape)` at once, its row
+        packed) and its private schedule made."""
+        self.adapters.check(state.loras)
         generator = torch.Generator("cpu").manual_seed(state.seed)
         drawn = torch.randn((state.batch_size, *noise_shape), generator=generator, dtype=dtype)
         noise = self._pack(drawn[state.batch_index : state.batch_index + 1]).to(self.device)
@@ -135,6 +163,18 @@ class FlowImagePipeline(ABC, Generic[R]):
         with torch.inference_mode():
             state.latents = schedule.step(state.step_index, noise_pred, lat)
         state.step_index += 1
+
+    # -- previews (components.step.SupportsPreview) ------------------------------------------------
+
+    def preview_format(self, state: R, /) -> str:
+        return self.preview_name
+
+    def preview_latents(self, state: R, noise_pred: Any, /) -> torch.Tensor:
+        """The step's x0 estimate, shaped as its preview format takes it."""
+        schedule, lat = prepared(state)
+        h, w = state.latent_size
+        with torch.inference_mode():
+            return self._preview(schedule.x0_estimate(state.step_index, noise_pred, lat), h, w)
 
     def post_latents(self, state: R, /) -> Latents:
         """The final latents as the family's VAE takes them."""

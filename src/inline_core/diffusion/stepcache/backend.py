@@ -28,6 +28,7 @@ Z-Image class: one sequence length a call, `row_scopes.ScopesRows`).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
@@ -65,6 +66,7 @@ class StepCacheBackend:
         self._proxies = nn.ModuleList([_Proxy(self, i) for i in range(len(self.blocks))])
         self._scoped: list[RowScoped] = []
         self._pass: _Pass | None = None
+        self._signature: inspect.Signature | None = None
 
     @property
     def transformer(self) -> nn.Module | None:
@@ -110,6 +112,12 @@ class StepCacheBackend:
     def call_rows(self, rows: Sequence[int], block: nn.Module, args: Args) -> Any:
         with narrowed(self._scoped, rows):
             return block(*args)
+
+    def signature(self) -> inspect.Signature:
+        """The blocks' forward's parameters (one class of block a model)."""
+        if self._signature is None:
+            self._signature = inspect.signature(self.blocks[0].forward)
+        return self._signature
 
     def route(self, index: int, args: Args, kwargs: Kwargs) -> Any:
         current = self._pass
@@ -307,12 +315,14 @@ class _Pass:
         batch = len(self.rows)
         for position, has_tokens in self.layout.rows.items():
             value = picked[position] if position < len(picked) else None
-            if not isinstance(value, torch.Tensor):
-                continue
-            value = value.index_select(0, _stacked_rows(index, batch, int(value.shape[0])))
-            if has_tokens and length is not None:
-                value = value[:, :length]
-            picked[position] = value
+            tokens = length if has_tokens else None
+            if isinstance(value, torch.Tensor):
+                picked[position] = _rows_of(value, index, batch, tokens)
+            elif isinstance(value, tuple) and all(
+                isinstance(v, torch.Tensor) for v in cast(tuple[Any, ...], value)
+            ):  # e.g. rotary (cos, sin), each with rows first
+                parts = cast(tuple[torch.Tensor, ...], value)
+                picked[position] = tuple(_rows_of(v, index, batch, tokens) for v in parts)
         if drop_mask and self.layout.mask is not None and self.layout.mask < len(picked):
             picked[self.layout.mask] = None  # every picked row is whole: as a lone render
         return tuple(picked)
@@ -338,16 +348,21 @@ class _Pass:
         return int(context.shape[1]) if lengths is None else lengths[j]
 
     def _positional(self, args: Args, kwargs: Kwargs) -> Args:
-        """The block's arguments in order: a forward that passes them by keyword (one whose
-        layout names them) has them put in place."""
+        """The block's arguments in order: a forward that passes them by keyword has them put in
+        place, by the names its layout gives, else bound to the block's forward's parameters
+        with their defaults filled in (LTX-2's)."""
         if not kwargs:
             return args
         names = self.layout.names
+        if not names:
+            bound = self.backend.signature().bind(*args, **kwargs)
+            bound.apply_defaults()
+            return tuple(bound.arguments.values())
         unknown = set(kwargs) - set(names[len(args) :])
-        if not names or unknown:
+        if unknown:
             raise TypeError(
                 "a cached block takes positional arguments, or the keywords its layout names; "
-                f"got {sorted(unknown or kwargs)}"
+                f"got {sorted(unknown)}"
             )
         return (*args, *(kwargs.get(name) for name in names[len(args) :]))
 
@@ -368,6 +383,14 @@ class _Pass:
         if not self.layout.returns:
             return streams[self.layout.hidden]
         return tuple(streams[at] for at in self.layout.returns)
+
+
+def _rows_of(
+    value: torch.Tensor, index: torch.Tensor, batch: int, tokens: int | None
+) -> torch.Tensor:
+    """Rows `index` of a row-carrying argument, its tokens trimmed to `tokens` (None: kept)."""
+    value = value.index_select(0, _stacked_rows(index, batch, int(value.shape[0])))
+    return value if tokens is None else value[:, :tokens]
 
 
 def _stacked_rows(index: torch.Tensor, batch: int, rows: int) -> torch.Tensor:

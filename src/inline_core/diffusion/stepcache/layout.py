@@ -4,8 +4,12 @@ A family names its block list and, for the positional arguments its forward pass
 which carry a row per batch item (and which of those a sequence as well, second): that is all
 the cache needs to call the blocks on a subset of the rows. A forward that calls its blocks by
 keyword names their parameters in order (`names`); a dual-stream block, which updates the
-prompt's tokens beside the image's and returns both (Qwen-Image's), names that second stream
-(`context`, with its own padding mask) and the order it returns the two in (`returns`)."""
+prompt's tokens beside the image's and returns both (Qwen-Image's; LTX-2's audio beside its
+video), names that second stream (`context`, with its own padding mask, if any) and the order it
+returns the two in (`returns`); only the hidden states' residual decides, the second stream's is
+kept and reused with it. A forward that calls its blocks by keyword without `names` has them bound
+to the block's own parameters. A row-carrying argument may be a tuple of tensors (rotary cos and
+sin), each with the row dimension first."""
 
 from __future__ import annotations
 

@@ -18,8 +18,6 @@ from PIL import Image
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
-from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
-from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.errors import InvalidRequest
@@ -31,7 +29,7 @@ from inline_core.families.flux2.request import (
     Flux2Request,
     new_request,
 )
-from inline_core.families.flux2.vae import Flux2VAE
+from inline_core.families.flux2.vae import Flux2VAE, unpatchify
 
 REFERENCE_TIME = 10  # reference image i sits at time 10 + 10 i of the positions
 
@@ -77,20 +75,11 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
     """The transformer and its schedule: requests come with their conditioning and leave as
     latents."""
 
-    def __init__(
-        self,
-        *,
-        transformer: nn.Module,
-        adapter_cache: Fetch | None = None,
-        fused_copies: CopyStore | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(transformer=transformer, **kwargs)
+    preview_name = "flux2"
+
+    def __init__(self, *, transformer: nn.Module, **kwargs: Any) -> None:
+        super().__init__(transformer=transformer, read_lora=read_lora, **kwargs)
         self.channels = int(cast(Any, transformer).config.in_channels)
-        # Each request's LoRA stack, added to its own rows of every forward.
-        self.adapters = AdapterBank.placed(
-            transformer, read_lora, self.placement, adapter_cache, self.model_key, fused_copies
-        )
 
     def request(self, **kwargs: Any) -> Flux2Request:
         return new_request(self.model_key, **kwargs)
@@ -110,8 +99,6 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
 
     def prepare_encode(self, state: Flux2Request, /) -> Flux2Request:
         with torch.inference_mode():
-            # The LoRA files load here, off the step loop, and a bad one fails this request alone.
-            self.adapters.check(state.loras)
             self._encode_prompts(state)
             dtype = cast(torch.Tensor, cast(Conditioning, state.positive).value).dtype
             references = self._encode_references(state)
@@ -131,6 +118,10 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
     def _unpack(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
         """The VAE's normalised patchified grid, (1, C, h, w)."""
         return unpack(packed, h, w)
+
+    def _preview(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        """The 32 VAE channels at twice the grid, normalised (ComfyUI's `Flux2` preview)."""
+        return unpatchify(unpack(packed, h, w))
 
     def _release(self, state: Flux2Request) -> None:
         super()._release(state)
@@ -153,8 +144,7 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
             [cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index) for s, _c in rows]
         )
         text = torch.stack([cast(torch.Tensor, c.value) for _s, c in rows])
-        stacks = [s.loras for s, _c in rows]
-        with self.swap.use(self.transformer, self.placement), self.adapters.forward(stacks):
+        with self._on_device(rows):
             out = cast(
                 torch.Tensor,
                 self.transformer(

@@ -18,7 +18,10 @@ KREA2_DESCRIPTOR = NodeDescriptor(
     icon="sparkles",
     source="core",
     output_kind="image",
-    inputs=(PortSpec("prompt", PortKind.TEXT),),
+    inputs=(
+        PortSpec("prompt", PortKind.TEXT),
+        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
+    ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
     params=(
         ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
@@ -26,7 +29,8 @@ KREA2_DESCRIPTOR = NodeDescriptor(
     ),
     description=(
         "Krea 2 (base or Turbo): text to image. Guidance above 0 runs the negative prompt "
-        "(Krea's count: cond + g * (cond - uncond)); Turbo runs 8 steps without it."
+        "(Krea's count: cond + g * (cond - uncond)); Turbo runs 8 steps without it. LoRAs wired in "
+        "(input/lora) apply to this render alone."
     ),
 )
 

@@ -1,8 +1,8 @@
 """Krea 2 as a step pipeline (spec 003): the arithmetic of diffusers' `Krea2Pipeline`, per
 request, so the pixels match. Latents are packed 2x2; each row carries its prompt's stacked
-hidden states and mask; guidance is Krea's `cond + g * (cond - uncond)` against the negative
-prompt; the shift is the resolution's (Turbo: fixed). What every flow image pipeline does is
-`FlowImagePipeline`'s."""
+hidden states and mask, and its request's LoRA stack; guidance is Krea's `cond + g * (cond -
+uncond)` against the negative prompt; the shift is the resolution's (Turbo: fixed). What every
+flow image pipeline does is `FlowImagePipeline`'s."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule, calculate_shift
-from inline_core.errors import InvalidRequest
 from inline_core.families.flow_pipeline import FlowImagePipeline
 from inline_core.families.krea2.encoder import Krea2PromptEncoder, MaskedConditioning
+from inline_core.families.krea2.lora import read_lora
 from inline_core.families.krea2.request import Krea2Request, new_request
 from inline_core.families.krea2.vae import QwenImageVAE
 
@@ -47,6 +47,7 @@ def position_ids(text: int, h: int, w: int) -> torch.Tensor:
 class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
     _encoder_modules = ["text_encoder.model"]
     _vae_modules = ["vae.autoencoder"]
+    preview_name = "wan21"  # the Qwen-Image VAE's latents are Wan 2.1's, one frame deep
 
     def __init__(
         self,
@@ -56,7 +57,7 @@ class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
         vae: QwenImageVAE,
         **kwargs: Any,
     ) -> None:
-        super().__init__(transformer=transformer, **kwargs)
+        super().__init__(transformer=transformer, read_lora=read_lora, **kwargs)
         self.text_encoder = text_encoder
         self.vae = vae
         self.channels = int(cast(Any, transformer).config.in_channels) // (PATCH * PATCH)
@@ -66,8 +67,6 @@ class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
 
     def prepare_encode(self, state: Krea2Request, /) -> Krea2Request:
         with torch.inference_mode():
-            if state.loras:
-                raise InvalidRequest("Krea 2 takes no LoRAs here yet")
             encoder, layers = self.text_encoder, state.text_layers or self.text_encoder.layers
             if state.positive is None:
                 state.positive = encoder.encode_layers(state.prompt, layers)
@@ -99,6 +98,9 @@ class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
     def _unpack(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
         return unpack(packed, h, w)
 
+    def _preview(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        return unpack(packed, h, w)
+
     def _decoder(self) -> QwenImageVAE:
         return self.vae
 
@@ -111,7 +113,7 @@ class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
         timestep = torch.cat(
             [cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index) for s, _c in rows]
         )
-        with self.swap.use(self.transformer, self.placement):
+        with self._on_device(rows):
             return cast(
                 torch.Tensor,
                 self.transformer(
