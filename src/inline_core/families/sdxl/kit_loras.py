@@ -89,7 +89,7 @@ def write_kit_embedding(out: Path, name: str, first: Any, second: Any) -> Path:
     generator = torch.Generator("cpu").manual_seed(25)
     tensors: dict[str, torch.Tensor] = {}
     for key, model in (("clip_l", first), ("clip_g", second)):
-        table = model.get_input_embeddings().weight
+        table = model.get_input_embeddings().weight.detach()
         tensors[key] = torch.randn(2, table.shape[1], generator=generator) * float(table.std()) * 3
     path = out / "embeddings" / f"{name}_embedding.safetensors"
     path.parent.mkdir(parents=True, exist_ok=True)
