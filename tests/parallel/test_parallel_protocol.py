@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import struct
+import threading
 from multiprocessing import AuthenticationError
 from pathlib import Path
 from typing import cast
@@ -178,3 +179,23 @@ def test_a_channel_tells_unread_messages_without_taking_them() -> None:
     channel.close()
     assert not channel.unread()
     rank.close()
+
+
+def test_a_channel_waits_for_bytes_without_taking_them() -> None:
+    """The server's reader counts a heartbeat when its bytes arrive, before it reads them: so the
+    monitor, which takes unread bytes as life, never finds them read and their beat uncounted."""
+    from multiprocessing import Pipe
+
+    ours, theirs = Pipe()
+    channel, rank = Channel(ours), Channel(theirs)
+    sender = threading.Timer(0.1, rank.send, args=(Heartbeat(1),))
+    sender.start()
+    channel.wait()
+    assert channel.unread()  # it arrived and is still there
+    assert channel.recv(timeout=5.0) == Heartbeat(1)
+    sender.join()
+    rank.close()
+    channel.wait()  # a peer that closed ends the wait too
+    with pytest.raises(EOFError):
+        channel.recv(timeout=None)
+    channel.close()

@@ -41,6 +41,10 @@ class Channel:
             return None
         return decode(self._conn.recv_bytes())
 
+    def wait(self) -> None:
+        """Block until bytes arrive (or the connection closes); nothing is consumed."""
+        self._conn.poll(None)
+
     def unread(self) -> bool:
         """Whether bytes have arrived that the receiving thread has not read yet (any thread may
         ask; nothing is consumed). False once closed."""

@@ -298,6 +298,10 @@ class Session:
     def _read(self, rank: int, channel: Channel) -> None:
         while True:
             try:
+                # A beat counts from its arrival, before its bytes are read: the monitor takes
+                # unread bytes as life, so it never finds them gone and their beat uncounted.
+                channel.wait()
+                self._last_beat[rank] = time.monotonic()
                 message = channel.recv(timeout=None)
             except (EOFError, OSError, ValueError):
                 if self.ready.is_set():  # during start-up the monitor explains the exit
@@ -396,9 +400,12 @@ class Session:
         # loading its model: a library's initialisation holds the interpreter lock (so the rank's
         # heartbeat thread waits) for a second or more, several on a loaded machine; the start
         # deadline, and the launcher's exit, catch a rank that never gets there.
-        beats = list(self._last_beat.items()) if self.ready.is_set() else []
-        for rank, seen in beats:
-            if now - seen > self.config.heartbeat_timeout_s and not self._unread(rank):
+        for rank in list(self._last_beat) if self.ready.is_set() else ():
+            if self._unread(rank):
+                continue
+            # Read after `_unread`: a beat whose bytes the reader took meanwhile is counted.
+            seen = self._last_beat[rank]
+            if now - seen > self.config.heartbeat_timeout_s:
                 self.faults.seen(rank, "it stopped sending heartbeats")
                 return Fault(
                     f"rank {rank} (pid {self.pids.get(rank)}) sent no heartbeat for "
