@@ -47,7 +47,17 @@ def test_the_flag_and_its_variable_turn_it_off() -> None:
     assert settings.compile is False
     choice = DevicePolicy(RTX_4090, settings).compile_for(ZIMAGE, "bfloat16")
     assert not choice.enabled and "INLINE_NO_COMPILE" in choice.reason
-    assert DeviceSettings.from_config(Config.from_env({})).compile is True
+    assert DeviceSettings.from_config(Config.from_env({})).compile is None
+
+
+def test_asked_for_it_compiles_wherever_the_device_can() -> None:
+    settings = DeviceSettings.from_config(Config.from_env({"INLINE_COMPILE": "1"}))
+    assert settings.compile is True
+    choice = DevicePolicy(CPU_BOX, settings).compile_for(ZIMAGE, "float32")
+    assert choice.enabled and "INLINE_COMPILE" in choice.reason
+    assert not DevicePolicy(MAC_16, settings).compile_for(ZIMAGE, "float16").enabled
+    both = Config.from_env({"INLINE_COMPILE": "1", "INLINE_NO_COMPILE": "1"})
+    assert DeviceSettings.from_config(both).compile is False  # off wins
 
 
 def test_health_states_the_choice() -> None:

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 from PIL.PngImagePlugin import PngImageFile
 
+from inline_core.runtime import png
 from inline_core.runtime.png import PNG_OPTIONS, Deflater, deflater, encode_png
 
 ZLIB_NG = deflater()
@@ -108,3 +109,14 @@ def test_the_fastest_installed_deflater_is_named() -> None:
     name, module = deflater()
     assert name in ("zlib", "zlib-ng")
     assert isinstance(module, ModuleType)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_large_picture_is_cut_into_bands_of_bounded_size(threads: int) -> None:
+    image = _picture("RGBA", 700, 600)  # 1.6 MiB of rows: two bands at least, on one thread too
+    assert len(png._bands(600, 1 + 700 * 4, threads)) >= 2  # pyright: ignore[reportPrivateUsage]
+    data = encode_png(image, {}, threads=threads)
+    idat = dict(_chunks(data))[b"IDAT"]
+    assert len(zlib.decompress(idat)) == 600 * (1 + 700 * 4)
+    decoded = Image.open(io.BytesIO(data))
+    assert np.array_equal(np.asarray(decoded), np.asarray(image))

@@ -4,8 +4,9 @@ block, dynamic shapes), per device class, family and dtype: a pure function, as 
 Compiled blocks give the same numbers as eager within float rounding; what differs is the time:
 the first forward of a new shape class pays the compile (cached on disk after it), every later
 one runs fused kernels. Whether that pays was measured per device class (`bench/compile_zimage.py`),
-and the table below holds what was measured; a flag (`--no-compile`, `INLINE_NO_COMPILE=1`) turns
-it off everywhere. `diffusion/compile/` does the compiling and shows its progress in health.
+and the table below holds what was measured; `--no-compile` (`INLINE_NO_COMPILE=1`) turns it off
+everywhere, `--compile` (`INLINE_COMPILE=1`) on wherever the device can. `diffusion/compile/`
+does the compiling and shows its progress in health.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ RECOMPILE_LIMIT = 8
 
 # Device classes where compiled blocks were measured to pay, per compute dtype. CUDA: inductor's
 # Triton kernels fuse the norms, RoPE and gates (SGLang's and diffusers' measurements; ours with
-# `bench/compile_zimage.py --device cuda` when a GPU is lent). CPU: `bench/compile_zimage.py`.
+# `bench/compile_zimage.py --device cuda` when a GPU is lent). CPU (`bench/compile_zimage.py`, an
+# AVX2 CPU in float32, 2 cores shared with other work): a forward 1.2-1.35x faster (tiny and
+# 110M-parameter Z-Image at 512 px: RMSNorm's and the gates' elementwise ops fused), but its first
+# forward compiles for 3-5 minutes cold and 1-1.5 minutes with the cache kept (dynamo traces on
+# every start): off until a real-size run shows it pays back at the first render.
 _PAYS: dict[tuple[str, str], bool] = {
     ("cuda", "bfloat16"): True,
     ("cuda", "float16"): True,
@@ -54,11 +59,17 @@ class CompileChoice:
 
 
 def compile_choice(
-    hardware: HardwareDescription, kind: str, family: str, dtype: str, *, allowed: bool = True
+    hardware: HardwareDescription,
+    kind: str,
+    family: str,
+    dtype: str,
+    *,
+    stated: bool | None = None,
 ) -> CompileChoice:
     """Compiled blocks for `family`'s denoiser computing in `dtype` on device class `kind`
-    ("cuda", "mps", "cpu"), unless turned off (`allowed=False`)."""
-    if not allowed:
+    ("cuda", "mps", "cpu"): where measured to pay (`stated` None), never (False), or wherever
+    the device can (True)."""
+    if stated is False:
         return CompileChoice(False, "turned off (--no-compile / INLINE_NO_COMPILE)")
     if family in _FAMILIES_OFF:
         return CompileChoice(False, f"{family}'s blocks are not compiled yet")
@@ -66,6 +77,8 @@ def compile_choice(
         return CompileChoice(False, "inductor's Metal backend is not used yet")
     if kind == "cpu" and hardware.cpu_count < 2:
         return CompileChoice(False, "one CPU: the compile would take the only core for minutes")
+    if stated:
+        return CompileChoice(True, "asked for (--compile / INLINE_COMPILE)")
     pays = _PAYS.get((kind, dtype))
     if pays is None:
         return CompileChoice(False, f"not measured on {kind} in {dtype}")

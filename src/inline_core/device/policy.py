@@ -238,7 +238,9 @@ class DeviceSettings:
     dtype: str | None = None  # the compute dtype of every component (None: per hardware)
     ram_budget_gb: float | None = None  # RAM that weights living in RAM may take
     lora_fusing: bool = True  # False: LoRAs per row only (INLINE_NO_LORA_FUSING)
-    compile: bool = True  # False: every block eager (INLINE_NO_COMPILE)
+    # None: where measured to pay; False: every block eager (INLINE_NO_COMPILE); True: wherever
+    # the device can (INLINE_COMPILE).
+    compile: bool | None = None
 
     def __post_init__(self) -> None:
         for name, value in (
@@ -260,7 +262,7 @@ class DeviceSettings:
             dtype=parse_dtype(config.dtype),
             ram_budget_gb=config.ram_budget_gb,
             lora_fusing=not config.no_lora_fusing,
-            compile=not config.no_compile,
+            compile=False if config.no_compile else (True if config.compile else None),
         )
 
 
@@ -351,7 +353,7 @@ class DevicePolicy:
     def compile_for(self, family: str, dtype: str) -> CompileChoice:
         """Whether `family`'s denoiser computing in `dtype` runs its blocks compiled."""
         return compile_choice(
-            self._hardware, self.kind, family, dtype, allowed=self._settings.compile
+            self._hardware, self.kind, family, dtype, stated=self._settings.compile
         )
 
     def describe(self) -> dict[str, object]:

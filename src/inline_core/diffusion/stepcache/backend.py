@@ -350,14 +350,16 @@ class _Pass:
     def _positional(self, args: Args, kwargs: Kwargs) -> Args:
         """The block's arguments in order: a forward that passes them by keyword has them put in
         place, by the names its layout gives, else bound to the block's forward's parameters
-        with their defaults filled in (LTX-2's)."""
+        with their defaults filled in (LTX-2's, FLUX.2's, Krea 2's)."""
         if not kwargs:
             return args
         names = self.layout.names
         if not names:
             bound = self.backend.signature().bind(*args, **kwargs)
             bound.apply_defaults()
-            return tuple(bound.arguments.values())
+            if bound.kwargs:  # keyword-only parameters have no position a layout could name
+                raise TypeError(f"a cached block takes keyword-only {sorted(bound.kwargs)}")
+            return tuple(bound.args)
         unknown = set(kwargs) - set(names[len(args) :])
         if unknown:
             raise TypeError(

@@ -9,8 +9,8 @@ import math
 
 import torch
 
+from inline_core.diffusion.sigma.algorithms.two_stage import dpmpp_2s_ancestral_steps
 from inline_core.diffusion.sigma.algorithms.walk import (
-    FlowAncestral,
     Run,
     Walk,
     ancestral_step,
@@ -71,40 +71,4 @@ def dpmpp_2m_cfg_pp(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
 
 
 def dpmpp_2s_ancestral_cfg_pp(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
-    """DPM-Solver++(2S) ancestral on the unconditional estimate, the guidance vector added after
-    each step (scaled by alpha on a flow model: ComfyUI's `_RF` variant)."""
-    flow = walk.sampling.flow
-    for sigma, sigma_next in zip(sigmas, sigmas[1:], strict=False):
-        p = yield x, sigma
-        x = p.x
-        guidance = p.denoised - p.uncond_denoised
-        if flow:
-            step = FlowAncestral.of(sigma, sigma_next)
-            if sigma_next == 0:
-                x = x + (x - p.uncond_denoised) / sigma * (step.down - sigma)
-            else:
-                if sigma == 1.0:
-                    sigma_s = 0.9999
-                else:
-                    lam, lam_down = (math.log((1 - s) / s) for s in (sigma, step.down))
-                    sigma_s = 1 / (math.exp(lam + (lam_down - lam) / 2) + 1)
-                ratio = sigma_s / sigma
-                p2 = yield ratio * x + (1 - ratio) * p.uncond_denoised, sigma_s
-                ratio = step.down / sigma
-                x = ratio * x + (1 - ratio) * p2.uncond_denoised
-                x = step.scale * x + walk.noise(x) * step.renoise
-            x = x + (1 - sigma_next) * guidance
-            continue
-        down, up = ancestral_step(sigma, sigma_next)
-        if down == 0:
-            x = x + (x - p.uncond_denoised) / sigma * (down - sigma)
-        else:
-            t, t_next = neg_log(sigma), neg_log(down)
-            h = t_next - t
-            sigma_s = math.exp(-(t + h / 2))
-            p2 = yield (sigma_s / sigma) * x - math.expm1(-h / 2) * p.uncond_denoised, sigma_s
-            x = (down / sigma) * x - math.expm1(-h) * p2.uncond_denoised
-        if sigma_next > 0:
-            x = x + walk.noise(x) * up
-        x = x + guidance
-    return x
+    return (yield from dpmpp_2s_ancestral_steps(walk, x, sigmas, cfg_pp=True))
