@@ -68,11 +68,12 @@ def test_base_matches_krea2_pipeline(
     assert ours.std() > 1.0
 
 
-def test_turbo_folder_matches_the_distilled_pipeline(
-    krea2_kit: Krea2Kit, krea_sampler: StepLoopSampler, krea_pipe: Any, tmp_path: Path
+@pytest.mark.parametrize("layout", ["folder", "comfy-files"])
+def test_turbo_matches_the_distilled_pipeline(
+    krea2_kit: Krea2Kit, krea_sampler: StepLoopSampler, krea_pipe: Any, tmp_path: Path, layout: str
 ) -> None:
-    """A folder whose `model_index.json` says `is_distilled` is Turbo: 8 steps unguided by
-    default, at the fixed shift."""
+    """A folder whose `model_index.json` says `is_distilled`, or a single file named Turbo, is
+    Turbo: 8 steps unguided by default, at the fixed shift."""
     import json
     import shutil
 
@@ -80,12 +81,20 @@ def test_turbo_folder_matches_the_distilled_pipeline(
     from diffusers import Krea2Pipeline  # pyright: ignore[reportPrivateImportUsage]
 
     root = tmp_path / "models"
-    turbo = root / "diffusion_models" / "krea2_turbo_tiny"
-    shutil.copytree(krea2_kit.diffusers_dir, turbo)
-    index = json.loads((turbo / "model_index.json").read_text())
-    (turbo / "model_index.json").write_text(json.dumps({**index, "is_distilled": True}))
-    (root / "vae").mkdir()
+    (root / "vae").mkdir(parents=True)
     (root / "text_encoders").mkdir()
+    index = json.loads((krea2_kit.diffusers_dir / "model_index.json").read_text())
+    if layout == "folder":
+        turbo = root / "diffusion_models" / "krea2_turbo_tiny"
+        shutil.copytree(krea2_kit.diffusers_dir, turbo)
+        (turbo / "model_index.json").write_text(json.dumps({**index, "is_distilled": True}))
+    else:
+        (root / "diffusion_models").mkdir()
+        shutil.copy(
+            krea2_kit.transformer_file, root / "diffusion_models" / "krea2_turbo_tiny.safetensors"
+        )
+        shutil.copy(krea2_kit.text_encoder_file, root / "text_encoders")
+        shutil.copy(krea2_kit.vae_file, root / "vae")
     config = Config(models_dir=root, profile="cpu", dtype="float32")
     turbo_rig = family_rig(Krea2Family, root, krea_sampler, config=config)
     ours = render(turbo_rig, tmp_path, "a fox", width=48, height=48, seed=2)

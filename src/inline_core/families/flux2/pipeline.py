@@ -60,6 +60,11 @@ def text_ids(length: int) -> torch.Tensor:
     )
 
 
+def batched(ids: torch.Tensor, rows: int) -> torch.Tensor:
+    """(tokens, 4) positions -> (rows, tokens, 4), one set for every row."""
+    return ids.unsqueeze(0).expand(rows, -1, -1)
+
+
 def pack(latents: torch.Tensor) -> torch.Tensor:
     """(1, C, h, w) -> (1, h*w, C)."""
     b, c, h, w = latents.shape
@@ -152,8 +157,10 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
                     timestep=timestep.to(self.device, self.dtype),
                     guidance=None,
                     encoder_hidden_states=text.to(self.device, self.dtype),
-                    txt_ids=text_ids(text.shape[1]).to(self.device),
-                    img_ids=torch.cat(ids).to(self.device),
+                    # Batched, as the pipeline passes them: a context-parallel split shards
+                    # the positions only when they carry the batch axis (diffusers' `_cp_plan`).
+                    txt_ids=batched(text_ids(text.shape[1]), len(rows)).to(self.device),
+                    img_ids=batched(torch.cat(ids), len(rows)).to(self.device),
                     return_dict=False,
                 )[0],
             )
