@@ -116,6 +116,7 @@ class Session:
         self._start_failures: list[str] = []
         self._start_failed_at: float | None = None
         self._last_beat: dict[int, float] = {}
+        self._ready_said = False  # rank 0 sent `Ready`
         # The jobs sent and not yet settled: several at once when rank 0 batches them.
         self._pending: dict[int, PendingJob] = {}
         self._closing = False
@@ -294,6 +295,7 @@ class Session:
             )
             self._readers[hello.rank] = reader
             reader.start()
+            self._set_ready_when_every_hello_is_taken()
 
     def _read(self, rank: int, channel: Channel) -> None:
         while True:
@@ -316,12 +318,9 @@ class Session:
     def _dispatch(self, rank: int, message: Message) -> None:
         if isinstance(message, Ready):
             self.info = message.info
-            self.ready_at = time.monotonic()
-            # Every rank got here (rank 0 says so after gathering them all): their silence
-            # counts from now on, not from a beat held back while a library loaded.
-            for beating in list(self._last_beat):
-                self._last_beat[beating] = self.ready_at
-            self.ready.set()
+            with self._lock:
+                self._ready_said = True
+            self._set_ready_when_every_hello_is_taken()
         elif isinstance(message, StartFailed):
             self._start_failures.append(message.message)
             if self._start_failed_at is None:
@@ -338,6 +337,20 @@ class Session:
                 self._report(pending, message)
             else:
                 self._record(pending, rank, message)
+
+    def _set_ready_when_every_hello_is_taken(self) -> None:
+        """Ready once rank 0 said so and this process took every rank's hello: rank 0 can say so
+        first (this process's acceptor starved on a loaded machine), and a ready group must know
+        every rank's pid and process."""
+        with self._lock:
+            if self.ready.is_set() or not self._ready_said or len(self.channels) < self.world_size:
+                return
+            self.ready_at = time.monotonic()
+            # Every rank got here (rank 0 says so after gathering them all): their silence
+            # counts from now on, not from a beat held back while a library loaded.
+            for beating in list(self._last_beat):
+                self._last_beat[beating] = self.ready_at
+            self.ready.set()
 
     def _report(self, pending: PendingJob, message: Phase | Progress) -> None:
         pending.last_progress = time.monotonic()
