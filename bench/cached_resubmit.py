@@ -1,22 +1,25 @@
 """Where an identical resubmission's time goes: POST -> run done -> take bytes, everything cached.
 
-    .venv/bin/python bench/cached_resubmit.py [--size 1024] [--renders 40]
+    .venv/bin/python bench/cached_resubmit.py [--size 1024] [--renders 40] [--profile] [--syscalls]
 
 Two parts, side by side in one run:
 - the take a cache hit gives its run, at `--size` px (bench/png_encode.py's pictures): copied as
   before (read, hash, write, fsync) against linked (`FileTakeStore.reissue`), best of N ms each;
 - a live server with the tiny kit Z-Image: one render at `--size`, then `--renders` identical
   resubmissions, each timed in spans: POST answered, `run_done` on the run's websocket, the run's
-  JSON and the take's bytes fetched. Medians in ms.
+  JSON and the take's bytes fetched. Medians in ms. `--profile`: py-spy samples the server
+  during the resubmissions (the functions on its busy stacks); `--syscalls`: strace counts
+  their system calls (fsyncs, thread wake-ups).
 Prints a table and writes bench/results/cached_resubmit.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -31,8 +34,8 @@ from server_process import start_server
 from websockets.sync.client import connect
 
 from inline_core.media import MediaKind
-from inline_core.runtime.context import PNG_OPTIONS
 from inline_core.runtime.file_store import FileTakeStore
+from inline_core.runtime.png import encode_png
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "cached_resubmit.json"
@@ -43,14 +46,13 @@ def take_ab(size: int, repeats: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         store = FileTakeStore(Path(tmp))
         for name, picture in pictures(size).items():
-            buf = io.BytesIO()
-            picture.save(buf, format="PNG", **PNG_OPTIONS)
+            data = encode_png(picture, {})
             first = store.write(
                 run_id="r0",
                 node_id="n",
                 index=0,
                 kind=MediaKind.IMAGE,
-                data=buf.getvalue(),
+                data=data,
                 suffix=".png",
                 params={},
             )
@@ -73,7 +75,7 @@ def take_ab(size: int, repeats: int) -> list[dict[str, Any]]:
             rows.append(
                 {
                     "picture": name,
-                    "bytes": len(buf.getvalue()),
+                    "bytes": len(data),
                     "copyMs": round(copied, 3),
                     "linkMs": round(linked, 3),
                     "ratio": round(copied / linked, 1),
@@ -82,7 +84,46 @@ def take_ab(size: int, repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
-def server_spans(size: int, renders: int) -> dict[str, float]:
+def py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    """py-spy recording the server (every thread, idle ones left out) into collapsed stacks;
+    None where py-spy is not installed."""
+    tool = Path(sys.executable).parent / "py-spy"
+    if not tool.exists():
+        print("py-spy is not installed: no profile (pip install py-spy)")
+        return None
+    command = [str(tool), "record", "--pid", str(pid), "--rate", "500", "--threads"]
+    command += ["--format", "raw", "--output", str(out), "--nonblocking"]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def strace(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    """strace counting the server's system calls (every thread); None where it is missing."""
+    tool = shutil.which("strace")
+    if tool is None:
+        print("strace is not installed: no system call counts")
+        return None
+    command = [tool, "-f", "-c", "-o", str(out), "-p", str(pid)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def hot_frames(collapsed: Path, rows: int = 25) -> list[tuple[str, float]]:
+    """Share of the server's busy samples in which each function is on the stack (inclusive)."""
+    counts: dict[str, int] = {}
+    total = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        total += int(n)
+        for frame in set(stack.split(";")[1:]):  # the thread's name first
+            counts[frame] = counts.get(frame, 0) + int(n)
+    ranked = sorted(counts.items(), key=lambda item: item[1], reverse=True)[:rows]
+    return [(frame, round(n / max(total, 1), 3)) for frame, n in ranked]
+
+
+def server_spans(
+    size: int, renders: int, profile: Path | None = None, syscalls: Path | None = None
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         models = Path(tmp) / "models"
         cli = str(Path(sys.executable).parent / "inline-core")
@@ -108,7 +149,14 @@ def server_spans(size: int, renders: int) -> dict[str, float]:
                 ],
             }
             spans: list[tuple[float, float, float, float]] = []
+            spy: subprocess.Popen[bytes] | None = None
             for i in range(renders + 1):
+                if i == 1 and profile is not None:  # the resubmissions alone
+                    spy = py_spy(server.proc.pid, profile)
+                    time.sleep(1.0)  # py-spy attached
+                if i == 1 and syscalls is not None:
+                    spy = strace(server.proc.pid, syscalls)
+                    time.sleep(1.0)
                 t0 = time.perf_counter()
                 answer = client.post(
                     f"http://{base}/v1/runs", json={"graph": graph, "target": "img"}
@@ -130,6 +178,9 @@ def server_spans(size: int, renders: int) -> dict[str, float]:
                 t4 = time.perf_counter()
                 if i:  # the first one renders
                     spans.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3))
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(timeout=60)
         finally:
             server.stop()
     names = ("postMs", "toDoneMs", "runJsonMs", "takeBytesMs")
@@ -145,10 +196,19 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--renders", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--profile", action="store_true", help="py-spy the resubmissions")
+    parser.add_argument(
+        "--syscalls", action="store_true", help="count the resubmissions' system calls (strace)"
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     takes = take_ab(args.size, args.repeats)
-    spans = server_spans(args.size, args.renders)
+    collapsed = OUT.with_suffix(".pyspy.txt") if args.profile else None
+    counted = OUT.with_suffix(".strace.txt") if args.syscalls else None
+    spans = server_spans(args.size, args.renders, collapsed, counted)
+    if counted is not None and counted.exists():
+        print(f"system calls of {args.renders} resubmissions (strace -c):")
+        print(counted.read_text())
     print(f"take of a cache hit at {args.size} px (best of {args.repeats}, load {load:.1f})")
     print(f"{'picture':14} {'bytes':>9} {'copy ms':>9} {'link ms':>9} {'ratio':>7}")
     for r in takes:
@@ -158,10 +218,15 @@ def main() -> int:
     print(f"identical resubmission at {args.size} px, median of {args.renders} (ms)")
     for name, value in spans.items():
         print(f"  {name:12} {value:>8}")
+    body: dict[str, Any] = {"size": args.size, "load": load, "takes": takes, "server": spans}
+    if collapsed is not None and collapsed.exists():
+        hot = hot_frames(collapsed)
+        print("where the server's busy samples are (share of samples with the frame on stack)")
+        for frame, share in hot:
+            print(f"  {share:6.1%}  {frame}")
+        body["hotFrames"] = hot
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(
-        json.dumps({"size": args.size, "load": load, "takes": takes, "server": spans}, indent=2)
-    )
+    OUT.write_text(json.dumps(body, indent=2))
     return 0
 
 

@@ -114,6 +114,7 @@ def layer_work(models: Path, data: Path, repeats: int) -> dict[str, float]:
     from inline_core.server.comfy.messages import PromptMessages
     from inline_core.server.comfy.object_info import Choices
     from inline_core.server.comfy.prompt_meta import META_KEY, PromptMeta
+    from inline_core.server.comfy.recipe_defs import served_defs
     from inline_core.server.comfy.submit import imported
     from inline_core.server.comfy.validate import check_prompt, outputs_of, read_prompt
     from inline_core.server.events import WireEvent
@@ -122,14 +123,15 @@ def layer_work(models: Path, data: Path, repeats: int) -> dict[str, float]:
     config = Config(models_dir=models, data_dir=data, profile="cpu", dtype="float32")
     s = build_services(config)
     try:
-        choices = Choices(s.catalog, s.registry, lambda: input_names(s))
+        defs = served_defs(s.families)
+        choices = Choices(s.catalog, s.registry, lambda: input_names(s), defs)
         start = time.perf_counter()
         for _ in range(repeats):
-            prompt = read_prompt(zimage_prompt(steps=2, size=64))
+            prompt = read_prompt(zimage_prompt(steps=2, size=64), choices.defs)
             check_prompt(prompt, outputs_of(prompt, None), choices)
             imported(s, prompt, "9")
         check_import_ms = (time.perf_counter() - start) * 1000 / repeats
-        prompt = read_prompt(zimage_prompt(steps=2, size=64))
+        prompt = read_prompt(zimage_prompt(steps=2, size=64), choices.defs)
         result = imported(s, prompt, "9")
         meta = PromptMeta(prompt, {}, 1, "bench", "9", "SaveImage")
         graph: dict[str, Any] = {**result.graph.to_json(), "meta": {META_KEY: meta.to_json()}}

@@ -22,8 +22,18 @@ SQLite's `synchronous=FULL`), from Debian's package (scripts/ensure-postgres.sh 
    `--kill-runs` runs to whichever server answers, while one server at a time is killed with
    SIGKILL and restarted `--kills` times. Runs per second (from the first post to the last run's
    end), how many ended `done`, holder changes (from the event history) and how many of them left
-   a server that was never killed (a lease lapsed on a live server). `--src` runs the servers
-   from another checkout's `src` (main's, to compare).
+   a server that was never killed (a lease lapsed on a live server), and how the renewals went
+   (the longest gap and slowest answer health shows on the servers still up, late renewals and
+   leases found taken in every start's log). `--src` runs the servers from another checkout's
+   `src` (main's, to compare).
+
+   Issue 41, 12 runs at 384 px, 2 cores shared with other work (load 19-32), one after the other:
+   | steps, kills | before (servers spinning at barriers) | after (passive: choose_wait) |
+   | 30, 4        | 0/12 done 243 s after the last kill   | 12/12 done in 189 s          |
+   | 10, 3        | 0/12 done 205 s after the last kill   | 12/12 done in 169 s          |
+   In both, renewals came at most 5.5-8.9 s apart (every 5 s, lapsing at 12 s) and no holder
+   change left a live server: every one was a killed server's run. The runs were not lost to
+   lapsed leases; each server computed 10-30 times slower than it could.
 
 Prints tables and writes bench/results/fleet.json.
 """
@@ -309,6 +319,7 @@ def renders_under_kills(
         wall = time.perf_counter() - began
         statuses = dict(query(config, "SELECT status, COUNT(*) FROM runs GROUP BY status"))
         moved = executions(config, list(crash.accepted.values()))
+        renewals = renewal_figures(servers)
     killed = {kill.server for kill in crash.kills}
     changes = sum(len(servers) - 1 for servers in moved.values())
     left_live = sum(1 for ran in moved.values() for server in ran[:-1] if server not in killed)
@@ -326,6 +337,28 @@ def renders_under_kills(
         "donePerS": round(done / wall, 3),
         "holderChanges": changes,
         "changesFromLiveServers": left_live,
+        **renewals,
+    }
+
+
+def renewal_figures(servers: list[LiveServer]) -> dict[str, Any]:
+    """How the lease renewals went: the servers still up answer health's `leasing` (the
+    killed ones' figures died with them); every start's log counts late renewals and leases
+    found taken."""
+    leasing: list[dict[str, Any]] = []
+    for server in servers:
+        try:
+            leasing.append(httpx.get(server.base + "/v1/health", timeout=30).json()["leasing"])
+        except (httpx.HTTPError, KeyError):
+            continue
+    logs = "".join(server.logs() for server in servers)
+    return {
+        "longestRenewalGapS": max((x["longestGapS"] for x in leasing), default=None),
+        "slowestRenewalAnswerS": max((x["slowestAnswerS"] for x in leasing), default=None),
+        "longestUnsureS": max((x["longestUnsureS"] for x in leasing), default=None),
+        "lateRenewalsLogged": logs.count("lease renewal late"),
+        "leasesFoundTakenLogged": logs.count("this server's lease is gone"),
+        "restlessRunsLogged": logs.count("runs this restless"),
     }
 
 

@@ -12,6 +12,11 @@ both sides load. A render is 1024x1024, 30 steps of Euler on SDXL's leading time
 device policy's choice of dtype and placement; `POST /v1/runs` until `run_done`, the PNG take
 written), alternating seed by seed, the first of each side (it loads) left out.
 
+`--lora` adds a random kohya LoRA (the kit's: rank 4 on every transformer block's attention,
+feed-forward and projections, and both text encoders; `kit_loras.py`) rendered by the server per
+request at strength 0.8 beside the plain renders, and by the pipeline after `load_lora_weights`
+(PEFT layers, unfused): each side's cost of a LoRA.
+
 `--size 64 --steps 4 --device cpu --preset tiny` smoke-tests it anywhere. Results:
 bench/results/gpu_sdxl.json, copied to $OUT when it is set.
 """
@@ -40,6 +45,7 @@ from server_process import start_server  # noqa: E402
 
 from inline_core.diffusion.libs import diffusers, manual_seed, transformers  # noqa: E402
 from inline_core.families.sdxl import kit  # noqa: E402
+from inline_core.families.sdxl.kit_loras import write_kit_loras  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "gpu_sdxl.json"
 FULL_UNET: dict[str, Any] = {
@@ -98,7 +104,26 @@ def build(folder: Path, preset: str, device: str) -> float:
     )
     pipe.save_pretrained(str(folder))
     shutil.rmtree(scratch)
+    write_kit_loras(folder.parents[1], "bench", unet.float(), first.float(), second.float())
     return time.perf_counter() - started
+
+
+def pipeline_render(pipe: Any, device: str, size: int, steps: int, seed: int) -> float:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    pipe(
+        prompt="a lighthouse",
+        negative_prompt="",
+        width=size,
+        height=size,
+        num_inference_steps=steps,
+        guidance_scale=5.0,
+        generator=torch.Generator("cpu").manual_seed(seed),
+    )
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1000
 
 
 def main() -> int:
@@ -109,6 +134,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--renders", type=int, default=2)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--lora", action="store_true", help="also time a per-request LoRA")
     args = parser.parse_args()
     device = str(args.device)
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -130,24 +156,20 @@ def main() -> int:
     size, steps = int(args.size), int(args.steps)
     ours: list[float] = []
     theirs: list[float] = []
+    lora = "bench_lora_a.safetensors" if args.lora else None
+    ours_lora: list[float] = []
+    theirs_lora: list[float] = []
     try:
         for seed in range(int(args.renders) + 1):
             ours.append(server_render(server, size, steps, seed))
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            pipe(
-                prompt="a lighthouse",
-                negative_prompt="",
-                width=size,
-                height=size,
-                num_inference_steps=steps,
-                guidance_scale=5.0,
-                generator=torch.Generator("cpu").manual_seed(seed),
-            )
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            theirs.append((time.perf_counter() - t0) * 1000)
+            theirs.append(pipeline_render(pipe, device, size, steps, seed))
+            if lora is not None:
+                ours_lora.append(server_render(server, size, steps, seed, lora))
+        if lora is not None:
+            pipe.load_lora_weights(str(models / "loras" / lora), adapter_name="a")
+            pipe.set_adapters(["a"], adapter_weights=[0.8])
+            for seed in range(int(args.renders) + 1):
+                theirs_lora.append(pipeline_render(pipe, device, size, steps, seed))
     finally:
         server.stop()
     server_ms, pipeline_ms = statistics.median(ours[1:]), statistics.median(theirs[1:])
@@ -163,6 +185,15 @@ def main() -> int:
         "first_server_ms": round(ours[0], 1),
         "first_pipeline_ms": round(theirs[0], 1),
     }
+    if lora is not None:
+        lora_ms, pipe_lora_ms = statistics.median(ours_lora[1:]), statistics.median(theirs_lora[1:])
+        row |= {
+            "server_lora_ms": round(lora_ms, 1),
+            "server_lora_over_plain": round(lora_ms / server_ms, 3),
+            "pipeline_lora_ms": round(pipe_lora_ms, 1),
+            "pipeline_lora_over_plain": round(pipe_lora_ms / pipeline_ms, 3),
+            "first_server_lora_ms": round(ours_lora[0], 1),
+        }
     print(json.dumps(row))
     results = RESULTS if args.preset == "full" else RESULTS.with_name("gpu_sdxl_smoke.json")
     results.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,9 @@ paired renders are compared, the first render of each side (it loads) left out. 
 default) and off (`INLINE_MAX_BATCH=1`), wall time to the last `run_done`. Prints a table and
 writes bench/results/sdxl.json.
 
+`--loras` repeats the concurrent runs with each render cycling through no LoRA and the kit's two
+kohya LoRAs (UNet and text encoders; per request, sharing forwards when batching is on).
+
 Target (issue 33): the server at most 1.05x the bare pipeline.
 """
 
@@ -49,8 +52,9 @@ CASES: dict[str, dict[str, Any]] = {
 GUIDANCE = 5.0
 
 
-def graph(size: int, steps: int, seed: int) -> dict[str, Any]:
-    return {
+def graph(size: int, steps: int, seed: int, lora: str | None = None) -> dict[str, Any]:
+    """The render's graph; `lora`: a file in loras/ wired into the node (strength 0.8)."""
+    made: dict[str, Any] = {
         "schemaVersion": 1,
         "nodes": [
             {"id": "p", "type": "input/text", "params": {"text": PROMPT}},
@@ -70,13 +74,20 @@ def graph(size: int, steps: int, seed: int) -> dict[str, Any]:
             },
         ],
     }
+    if lora is not None:
+        node = {"id": "l", "type": "input/lora", "params": {"name": lora, "strength": 0.8}}
+        made["nodes"].insert(0, node)
+        made["nodes"][-1]["inputs"]["loras"] = [{"from": "l", "output": "lora"}]
+    return made
 
 
-def server_render(server: ServerProcess, size: int, steps: int, seed: int) -> float:
+def server_render(
+    server: ServerProcess, size: int, steps: int, seed: int, lora: str | None = None
+) -> float:
     from websockets.sync.client import connect
 
     t0 = time.perf_counter()
-    body = {"graph": graph(size, steps, seed), "target": "x"}
+    body = {"graph": graph(size, steps, seed, lora), "target": "x"}
     response = httpx.post(server.base + "/v1/runs", json=body, timeout=600)
     response.raise_for_status()
     run_id = response.json()["runId"]
@@ -149,11 +160,16 @@ def paired(work: Path, name: str, renders: int) -> dict[str, Any]:
     }
 
 
-def concurrent(work: Path, count: int, batching: bool) -> dict[str, Any]:
-    models = work / "models_tiny"
+# `--loras`: the concurrent renders cycle through no LoRA and the kit's two kohya LoRAs.
+LORA_CYCLE = (None, "sdxl_tiny_lora_a.safetensors", "sdxl_tiny_lora_b.safetensors")
+
+
+def concurrent(work: Path, count: int, batching: bool, loras: bool = False) -> dict[str, Any]:
+    models = work / ("models_tiny_loras" if loras else "models_tiny")
     env = {"INLINE_DTYPE": "float32", **({} if batching else {"INLINE_MAX_BATCH": "1"})}
-    label = "on" if batching else "off"
-    server = start_server(models, work / f"data_c_{label}", work / f"c_{label}.log", env=env)
+    label = ("on" if batching else "off") + (", mixed LoRAs" if loras else "")
+    tag = label.replace(", ", "_").replace(" ", "_")
+    server = start_server(models, work / f"data_c_{tag}", work / f"c_{tag}.log", env=env)
     size, steps = CASES["tiny"]["size"], CASES["tiny"]["steps"]
     try:
         server_render(server, size, steps, 999)  # loads
@@ -161,7 +177,8 @@ def concurrent(work: Path, count: int, batching: bool) -> dict[str, Any]:
         with ThreadPoolExecutor(count) as pool:
 
             def one(seed: int) -> float:
-                return server_render(server, size, steps, seed)
+                lora = LORA_CYCLE[seed % len(LORA_CYCLE)] if loras else None
+                return server_render(server, size, steps, seed, lora)
 
             list(pool.map(one, range(count)))
         wall = (time.perf_counter() - t0) * 1000
@@ -175,6 +192,7 @@ def main() -> None:
     parser.add_argument("--renders", type=int, default=5)
     parser.add_argument("--sizes", default="tiny,mid")
     parser.add_argument("--concurrent", type=int, default=8)
+    parser.add_argument("--loras", action="store_true", help="also concurrent mixed-LoRA runs")
     args = parser.parse_args()
     from inline_core.families.sdxl.kit import build_kit
 
@@ -184,7 +202,12 @@ def main() -> None:
         for size in {*sizes, "tiny"}:
             build_kit(work / f"models_{size}", size, layouts=("diffusers",), dtype="float32")
         rows = [paired(work, size, args.renders) for size in sizes]
-        batches = [concurrent(work, args.concurrent, on) for on in (True, False)]
+        if args.loras:  # a checkpoint and its kohya LoRAs (the comfy layout) beside the folder
+            build_kit(work / "models_tiny_loras", "tiny", layouts=("comfy",), dtype="float32")
+        mixes = (False, True) if args.loras else (False,)
+        batches = [
+            concurrent(work, args.concurrent, on, mixed) for mixed in mixes for on in (True, False)
+        ]
     print(f"{'case':6} {'size':>5} {'server ms':>10} {'pipeline ms':>12} {'ratio':>6}")
     for r in rows:
         print(

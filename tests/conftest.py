@@ -21,6 +21,7 @@ from tests.worker_groups import (
     run_beside_each_other,
 )
 
+pytest_plugins = ["tests.family_dists"]  # the test families' distributions, for any area
 BACKENDS = ("sqlite", "postgresql")
 # The tiny-model parity tests compare with diffusers in float32 on any CPU (auto would pick bf16
 # on one with native bf16): servers and ranks the tests start inherit this, and tests of bf16

@@ -127,6 +127,16 @@ def build_serve_parser(prog: str = "inline-core") -> argparse.ArgumentParser:
         help="apply LoRAs per row only, never on a fused private copy of the weights",
     )
     dev.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="run every transformer block eager, never compiled (torch.compile)",
+    )
+    dev.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile transformer blocks wherever the device can, not only where it was measured",
+    )
+    dev.add_argument(
         "--multi-gpu",
         "--parallel",
         dest="parallel",
@@ -174,6 +184,8 @@ def apply_serve_args(args: argparse.Namespace, env: dict[str, str] | None = None
         "INLINE_DTYPE": args.dtype,
         "INLINE_ALLOW_CPU_OFFLOAD": "1" if args.allow_cpu_offload else None,
         "INLINE_NO_LORA_FUSING": "1" if args.no_lora_fusing else None,
+        "INLINE_NO_COMPILE": "1" if args.no_compile else None,
+        "INLINE_COMPILE": "1" if args.compile else None,
         "INLINE_PARALLEL": args.parallel,
         "INLINE_MAX_BATCH": None if args.max_batch is None else str(args.max_batch),
         "INLINE_BATCH_TOKEN_BUDGET": None

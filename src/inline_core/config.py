@@ -138,6 +138,8 @@ class Config:
     dtype: str | None = None  # float32 | bfloat16 | float16; None (auto) = per hardware
     allow_cpu_offload: bool = False
     no_lora_fusing: bool = False  # LoRAs per row only: never a fused private copy
+    no_compile: bool = False  # every transformer block eager, whatever the device policy says
+    compile: bool = False  # compiled blocks wherever the device can, measured to pay or not
     parallel: str | None = None  # e.g. "ulysses=2"
     # Access
     api_token: str | None = None
@@ -247,6 +249,8 @@ class Config:
             dtype=env.get("INLINE_DTYPE") or None,
             allow_cpu_offload=_flag(env, "INLINE_ALLOW_CPU_OFFLOAD"),
             no_lora_fusing=_flag(env, "INLINE_NO_LORA_FUSING"),
+            no_compile=_flag(env, "INLINE_NO_COMPILE"),
+            compile=_flag(env, "INLINE_COMPILE"),
             parallel=env.get("INLINE_PARALLEL") or None,
             api_token=env.get("INLINE_API_TOKEN") or None,
             access_log=_flag(env, "INLINE_ACCESS_LOG"),

@@ -16,6 +16,7 @@ from PIL import Image
 from inline_core.importer.prompt_nodes import COMFY_NODE_TYPES
 from inline_core.server.bootstrap import Services
 from inline_core.server.comfy.node_defs import NODE_DEFS
+from inline_core.server.comfy.recipe_defs import served_defs
 
 
 def services_of(client: TestClient) -> Services:
@@ -43,7 +44,9 @@ def refused(client: TestClient, body: Json, path: str = "/prompt") -> Json:
 def test_object_info_describes_exactly_the_types_the_importer_runs(client: TestClient) -> None:
     assert set(NODE_DEFS) == set(COMFY_NODE_TYPES)
     info = cast(Json, client.get("/object_info").json())
-    assert set(info) == set(COMFY_NODE_TYPES)
+    # The importer's classes, and those the installed families' recipes add (no other).
+    served = served_defs(services_of(client).families)
+    assert set(COMFY_NODE_TYPES) <= set(info) and set(info) == set(served)
     assert client.get("/api/object_info").json() == info
     ksampler = info["KSampler"]
     keys = ("input", "input_order", "output", "output_is_list", "output_name", "name")

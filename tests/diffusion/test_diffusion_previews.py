@@ -45,7 +45,7 @@ def expected_rgb(x: Any, factors: Any, bias: Any) -> npt.NDArray[np.float64]:
 
 
 def test_every_format_has_a_factor_row_per_latent_channel() -> None:
-    assert set(PREVIEW_FORMATS) == {"flux", "wan21", "wan22", "sdxl"}
+    assert set(PREVIEW_FORMATS) == {"flux", "flux2", "wan21", "wan22", "sdxl", "ltxv"}
     for fmt in PREVIEW_FORMATS.values():
         assert len(fmt.rgb_factors) == fmt.channels
         assert all(len(row) == 3 for row in fmt.rgb_factors) and len(fmt.rgb_bias) == 3

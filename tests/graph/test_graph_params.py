@@ -165,6 +165,10 @@ def test_sample_defaults(h: Harness) -> None:
         "scheduler": "simple",
         "seed": -1,
         "denoise": 1.0,
+        "start_step": 0,  # the whole schedule from noise (KSamplerAdvanced's defaults)
+        "end_step": 10000,
+        "add_noise": True,
+        "leftover_noise": False,
     }
 
 

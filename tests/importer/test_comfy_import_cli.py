@@ -56,7 +56,8 @@ def test_a_workflow_for_another_family_exits_2_naming_it_and_the_mapping(
     # A mapping onto a file the catalog does not hold is refused, naming what it holds.
     wrong = "--model=v1-5-pruned-emaonly.safetensors=nope.safetensors"
     assert main([str(source), "--models-dir", str(models_root), wrong]) == 2
-    assert "'nope.safetensors', which is not in diffusion_models/" in capsys.readouterr().err
+    refusal = "'nope.safetensors', which is not in checkpoints/ or diffusion_models/"
+    assert refusal in capsys.readouterr().err
 
 
 def test_a_model_that_is_not_there_lists_the_candidates(

@@ -146,8 +146,10 @@ def test_an_api_node_that_makes_the_image_refuses_the_import(catalog: Catalog) -
 
 def test_the_route_body_takes_models_and_checks_them(catalog: Catalog) -> None:
     facts = Families.discovered(catalog, {})
+    # FLUX by its model file (its DualCLIPLoader's two encoders Z-Image takes no way: refused).
+    workflow = with_nodes(flux_api(), **{"18": zimage_api()["18"]})
     body = {
-        "workflow": flux_api(),
+        "workflow": workflow,
         "models": {"flux1-dev.safetensors": "z_image_turbo_bf16.safetensors"},
     }
     result = import_request(body, catalog, facts=facts)
@@ -157,6 +159,8 @@ def test_the_route_body_takes_models_and_checks_them(catalog: Catalog) -> None:
         w.startswith("changes the picture: this workflow is built for FLUX.1")
         for w in answer["warnings"]
     )
+    with pytest.raises(InvalidRequest, match="DualCLIPLoader 18 loads 2 text encoder"):
+        import_request({**body, "workflow": flux_api()}, catalog, facts=facts)
     for bad in ({"flux1-dev.safetensors": 3}, ["flux1-dev.safetensors"]):
         with pytest.raises(InvalidRequest, match="'models' must"):
             import_request({"workflow": flux_api(), "models": bad}, catalog, facts=facts)

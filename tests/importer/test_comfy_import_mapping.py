@@ -250,14 +250,16 @@ def test_ksampler_advanced(catalog: Catalog, checker: Checker) -> None:
 
     partial = zimage_api()
     partial["3"]["class_type"] = "KSamplerAdvanced"
-    partial["3"]["inputs"].update(add_noise="enable", noise_seed=1, start_at_step=4, end_at_step=8)
-    # The decode would be unfed: the import names what is missing instead of decoding noise.
-    with pytest.raises(InvalidRequest) as refused:
-        imported(partial, catalog)
-    assert refused.value.message.endswith(
-        "vae/decode c8 would have no 'latent' input, as what feeds it could not be mapped "
-        "(KSamplerAdvanced 3: it runs steps 4..8 of 8; `sample` runs a whole schedule)"
+    partial["3"]["inputs"].update(
+        add_noise="disable",
+        noise_seed=1,
+        start_at_step=4,
+        end_at_step=8,
+        return_with_leftover_noise="enable",
     )
+    params = nodes_of(imported(partial, catalog).to_json())["c3"]["params"]
+    window = {k: params[k] for k in ("start_step", "end_step", "add_noise", "leftover_noise")}
+    assert window == {"start_step": 4, "end_step": 8, "add_noise": False, "leftover_noise": True}
 
 
 def test_img2img_with_an_asset(catalog: Catalog, checker: Checker, media: FolderMedia) -> None:

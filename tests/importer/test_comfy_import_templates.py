@@ -1,7 +1,8 @@
 """Every official ComfyUI template: mapped onto a family this server runs (Z-Image's onto the
-low-level nodes, Wan's template chains onto `alibaba/wan`), or refused naming the family it is
-for, the node it cannot run, or that it makes no image (audio, 3D, text). None imports into
-another family. (`tests/families/zimage/` and `tests/families/wan/` render the ones mapped, with
+low-level nodes, Wan's template chains onto `alibaba/wan`, Qwen-Image's onto
+`alibaba/qwen-image`), or refused naming the family it is for, the node it cannot run, or that
+it makes no image (audio, 3D, text). None imports into another family. (`tests/families/zimage/`,
+`tests/families/wan/` and `tests/server/test_qwen_image_import.py` render the ones mapped, with
 the tiny models.)"""
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def test_every_template_is_mapped_or_refused_naming_why(catalog: Catalog) -> Non
     # way to the image listed as changing the picture.
     assert {"image_z_image.json", "image_z_image_turbo.json"} <= mapped
     assert {"text_to_video_wan.json", "video_wan2_2_5B_ti2v.json"} <= mapped
+    qwen = ("image_qwen_image", "image_qwen_Image_2512", "image_qwen_image_edit_2509")
+    assert {f"{name}.json" for name in (*qwen, "image_qwen_image_edit_2511")} <= mapped
     for name in mapped:
         outcome = outcomes[name]
         assert outcome.result is not None, name
@@ -33,6 +36,14 @@ def test_every_template_is_mapped_or_refused_naming_why(catalog: Catalog) -> Non
             (node,) = [n for n in outcome.result.graph.nodes if n.type == "alibaba/wan"]
             assert str(node.params.get("model")).startswith("wan"), (name, node.params)
             assert node.params.get("vae") and node.params.get("text_encoder"), (name, node.params)
+            continue
+        if outcome.family == "qwen-image":  # one alibaba/qwen-image node, its workflow's files
+            (node,) = [n for n in outcome.result.graph.nodes if n.type == "alibaba/qwen-image"]
+            assert "qwen_image" in str(node.params.get("model")), (name, node.params)
+            continue
+        if outcome.family == "sdxl":  # one stability/sdxl node, on the workflow's checkpoint
+            (node,) = [n for n in outcome.result.graph.nodes if n.type == "stability/sdxl"]
+            assert node.params.get("model"), (name, node.params)
             continue
         assert outcome.family == "z-image", name
         loaded = [

@@ -62,12 +62,13 @@ def boom_graph() -> dict[str, Any]:
 def wait_until(
     probe: Callable[[], T | None], what: str, timeout: float = 30.0, interval: float = 0.02
 ) -> T:
-    """Poll `probe` until it returns something other than None (a liveness bound, not a timing
-    assertion: the timeout is far above what any healthy run needs)."""
+    """Poll `probe` until it returns something other than None or False (a liveness bound, not a
+    timing assertion: the timeout is far above what any healthy run needs). False means "not yet"
+    as None does, so a plain bool predicate waits instead of ending the wait at once."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
-        if value is not None:
+        if value is not None and value is not False:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")

@@ -1,6 +1,7 @@
 """Krea 2 through the HTTP API (in process): a prompt graph renders from a diffusers folder with
-ComfyUI's Qwen-Image VAE file; missing pieces, Krea's single files (not read yet) and LoRAs (not
-taken yet) are refused at submit naming what to do."""
+ComfyUI's Qwen-Image VAE file; missing pieces and a Krea single file that cannot be read are
+refused at submit naming what to do; a LoRA renders per request, and one in another naming is a
+422 naming it."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def test_renders_and_refuses_what_it_cannot_read(kit: Krea2Kit, tmp_path: Path) 
                 time.sleep(0.05)
             assert state["status"] == "done", state
             error = refused(client, graph(model=single.name))
-            assert "single file" in error["message"] and "diffusers folder" in error["message"]
+            assert "cannot be read" in error["message"], error
     finally:
         single.unlink()
     alone = tmp_path / "alone"
@@ -82,3 +83,39 @@ def _tensor() -> Any:
     import torch
 
     return torch.zeros(4, 4)
+
+
+def with_lora(body: dict[str, Any], name: str, strength: float) -> dict[str, Any]:
+    """`body` with one `input/lora` node on the Krea 2 node's `loras` input."""
+    body["nodes"].insert(
+        0, {"id": "l", "type": "input/lora", "params": {"name": name, "strength": strength}}
+    )
+    body["nodes"][-1]["inputs"]["loras"] = [{"from": "l", "output": "lora"}]
+    return body
+
+
+def test_loras_render_per_request_and_another_naming_is_422(kit: Krea2Kit, tmp_path: Path) -> None:
+    unknown = kit.root / "loras" / "sdxl_style_test.safetensors"  # there before the server scans
+    save_safetensors({"lora_unet_down_blocks_0.lora_down.weight": _tensor()}, unknown)
+    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
+    try:
+        with TestClient(create_app(config)) as client:
+            name = kit.loras["b-krea"].name
+            body = with_lora(graph(model="krea2_tiny.safetensors"), name, 0.8)
+            response = client.post("/v1/runs", json={"graph": body, "target": "k"})
+            assert response.status_code == 201, response.text
+            run_id = response.json()["runId"]
+            deadline = time.monotonic() + 120
+            while (state := client.get(f"/v1/runs/{run_id}").json())["status"] not in (
+                "done",
+                "error",
+            ):  # a liveness bound, not a timing test
+                assert time.monotonic() < deadline, state
+                time.sleep(0.05)
+            assert state["status"] == "done", state
+            (take,) = state["takes"]
+            assert take["params"]["loras"] == [{"name": name, "strength": 0.8}]
+            error = refused(client, with_lora(graph(), unknown.name, 1.0))
+            assert "Krea 2" in error["message"] and unknown.name in error["message"], error
+    finally:
+        unknown.unlink()

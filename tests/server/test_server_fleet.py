@@ -15,6 +15,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 from server_support import (
+    PLUGIN,
     LiveServer,
     post_run,
     read_events,
@@ -192,3 +193,47 @@ def test_a_server_paused_past_its_lease_stops_its_run_and_writes_nothing(
         ]
         assert take_id in Path(path).name
         assert httpx.get(a.base + "/v1/health", timeout=30).json()["leases"] == []
+
+
+def test_a_server_whose_renewals_stop_keeps_a_run_that_makes_progress(
+    tmp_path: Path, shared_url: str
+) -> None:
+    """Its lease keeper stopped (renewals starved, as on an overloaded machine), a server keeps
+    a run whose steps go on: each journal write extends the lease, so another server, sweeping
+    for expired leases every second, never takes it."""
+    checkpoints = tmp_path / "models" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    (checkpoints / "a.safetensors").write_bytes(b"weights")  # only this server can run it
+    config = Config(
+        models_dir=tmp_path / "models",
+        data_dir=tmp_path / "data",
+        database_url=shared_url,
+        profile="cpu",
+        dtype="float32",
+        plugins=(PLUGIN,),
+        run_workers=1,
+        min_free_disk_mb=0,
+        server_id="renewing-none",
+        lease_timeout_s=1.0,
+    )
+    app = create_app(config)
+    with (
+        TestClient(app) as client,
+        running_fleet(tmp_path / "fleet", shared_url, 1, {"INLINE_LEASE_TIMEOUT_S": "1"}),
+    ):
+        app.state.services.manager.leases.close()  # no renewal from here on
+        graph = slow_graph(
+            steps=100, delay=0.05, node_type="test/with-model", model="a.safetensors"
+        )
+        run_id = client.post("/v1/runs", json={"graph": graph, "target": "s"}).json()["runId"]
+
+        def finished() -> dict[str, Any] | None:
+            now = client.get(f"/v1/runs/{run_id}").json()
+            return now if now["status"] in ("done", "error", "cancelled") else None
+
+        final = wait_until(finished, "the run to finish", timeout=120, interval=0.05)
+    assert final["status"] == "done" and final["attempts"] == 1, final
+    started = query(
+        config, "SELECT server_id FROM events WHERE run_id = ? AND type = 'run_started'", (run_id,)
+    )
+    assert started == [("renewing-none",)]  # claimed once: never taken, never given back

@@ -86,3 +86,31 @@ def test_a_real_server_reports_how_its_compute_threads_wait(
     with running_server(tmp_path) as live:
         device = httpx.get(live.base + "/v1/health", timeout=30).json()["device"]
     assert device["openmp"] == {"spinCount": 10_000, "source": "GOMP_SPINCOUNT"}
+
+
+@pytest.fixture
+def forget_choice() -> Iterator[None]:
+    yield
+    openmp._chosen = None  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.usefixtures("forget_choice")
+@pytest.mark.parametrize(
+    ("environ", "load", "chosen"),
+    [
+        ({}, 17.3, "load 17.3 on 2 CPUs"),  # three fleet servers and more on 2 cores
+        ({}, 3.9, None),  # busy, not oversubscribed: libgomp's default spin was fastest
+        ({"GOMP_SPINCOUNT": "10000"}, 17.3, None),  # the user's own choice wins
+        ({"OMP_WAIT_POLICY": "active"}, 17.3, None),
+    ],
+)
+def test_oversubscribed_cpus_make_the_compute_threads_wait_passively(
+    environ: dict[str, str], load: float, chosen: str | None
+) -> None:
+    before = dict(environ)
+    assert openmp.choose_wait(environ, lambda: load, lambda: 2) == chosen
+    if chosen is None:
+        assert environ == before
+    else:
+        assert environ == {"OMP_WAIT_POLICY": "passive"}
+        assert openmp.spin_setting(environ) == openmp.SpinSetting(0, f"inline-core ({chosen})")

@@ -18,7 +18,13 @@ from inline_core.errors import Conflict
 from inline_core.server import serialize
 from inline_core.server.events import WireEvent
 from inline_core.server.run_state import NodeState, NodeStatus, RunStatus
-from inline_core.server.stores.records import EVENTS, QUEUED, ClaimRequest, RunMirror
+from inline_core.server.stores.records import (
+    EVENTS,
+    QUEUED,
+    ClaimRequest,
+    JournalEntry,
+    RunMirror,
+)
 from inline_core.server.stores.run_store import LeaseLost, RunStore
 from inline_core.server.stores.sql import Db
 from inline_core.server.stores.sqlite import SqliteBackend
@@ -344,6 +350,39 @@ def test_a_heartbeat_renews_held_leases_lists_servers_and_carries_cancel_request
         [taken] = claim(b, take_over_expired=True)
         assert taken.id == "run_2"
         assert {r.id for r in claim(b, take_over_expired=True)} == set()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_runs_progress_extends_its_lease_and_only_while_it_is_held(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    a = open_store(tmp_path, database_url, "server-a")
+    b = open_store(tmp_path, database_url, "server-b")
+    try:
+        for run_id in ("run_a", "run_b"):
+            a.insert_run(new_run(run_id))
+        held = {r.id: r for r in claim(a, lease_s=0.3)}
+        mirror = RunMirror({}, 0.5, [])
+
+        def write(run_id: str) -> frozenset[str]:
+            entry = JournalEntry(lease(held[run_id]), 1, [progress(run_id, 1)], mirror)
+            return a.append_events_future(lambda: [entry], lease_s=30).result()
+
+        # No heartbeat: run_a's progress alone keeps it past its 0.3 s lease; run_b, which
+        # makes none, is taken over.
+        for _ in range(4):
+            assert write("run_a") == set()
+            time.sleep(0.2)
+        assert [r.id for r in claim(b, take_over_expired=True)] == ["run_b"]
+        # A write for a run another server took changes nothing, its lease included.
+        assert write("run_b") == {"run_b"}
+        record = a.get_run("run_b")
+        assert record is not None and record.holder == "server-b"
+        kept = a.get_run("run_a")
+        assert kept is not None and kept.status == RunStatus.RUNNING
+        assert (kept.holder, kept.lease_epoch) == ("server-a", held["run_a"].lease_epoch)
     finally:
         a.close()
         b.close()

@@ -9,8 +9,12 @@ The importer names no family: each family that imports ComfyUI workflows returns
 - `own_node`: how ComfyUI's template chain collapses onto the family's own high-level node, for a
   family whose workflows do not map onto the low-level vocabulary (Wan's `alibaba/wan`): mostly
   data (`OwnNode`), with `OwnNode.reader` naming code for what data does not reach.
+- `text_encoders`: which ComfyUI CLIP loaders (`DualCLIPLoader`, `TripleCLIPLoader`, a
+  `CLIPLoader` `type`) load the family's text encoders, and the loader node of its own that
+  takes them all (`TextEncoders`).
 - `classes`: ComfyUI classes only its workflows use that the importer does not know yet (their
-  widget order, for the UI format, and their outputs' types by slot).
+  widget order, for the UI format, their outputs' types by slot, and their inputs' ComfyUI specs,
+  which ComfyUI's API (`/object_info`, `/prompt`) serves and checks prompts by).
 """
 
 from __future__ import annotations
@@ -18,14 +22,39 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from inline_core.contract.comfy_specs import Spec
+
+
+class RecipeError(RuntimeError):
+    """A family's recipe names code or nodes that are not there or not what they must be: the
+    family's bug, said naming the family."""
+
 
 @dataclass(frozen=True)
 class ComfyClass:
-    """A ComfyUI node class: its widgets in the order the UI format stores their values, and its
-    outputs' types by slot (MODEL, CONDITIONING, ...)."""
+    """A ComfyUI node class: its widgets in the order the UI format stores their values, its
+    outputs' types by slot (MODEL, CONDITIONING, ...), and its inputs as ComfyUI declares them
+    (`comfy_specs.py`: links and widgets). A class given no input specs is still served by the
+    API, untyped: only the importer checks its inputs."""
 
     widgets: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
+    required: Mapping[str, Spec] = field(default_factory=dict[str, Spec])
+    optional: Mapping[str, Spec] = field(default_factory=dict[str, Spec])
+    category: str = ""
+    python_module: str = "nodes"
+    display_name: str | None = None
+
+    def __post_init__(self) -> None:
+        declared = {**self.required, **self.optional}
+        if declared:
+            missing = [w for w in self.widgets if w not in declared]
+            if missing:
+                raise ValueError(f"ComfyClass widgets {missing} have no input spec")
+
+    @property
+    def typed(self) -> bool:
+        return bool(self.required or self.optional)
 
 
 @dataclass(frozen=True)
@@ -134,7 +163,26 @@ class OwnNode:
 
 
 @dataclass(frozen=True)
+class TextEncoders:
+    """The text encoders one ComfyUI CLIP loader of one `type` loads for the family (FLUX.1's
+    `DualCLIPLoader` type `flux`: a CLIP-L and a T5), onto one of the family's loader nodes:
+    `node`, and the param each of the loader's files goes to, in the loader's order
+    (`clip_name1`, `clip_name2`, ...). Each param is a model picker of `node`."""
+
+    node: str
+    params: tuple[str, ...]
+
+
+# (ComfyUI loader class, its `type` value): DualCLIPLoader/TripleCLIPLoader/CLIPLoader.
+EncoderKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
 class ComfyRecipe:
     own_node: OwnNode | None = None
     handlers: str | None = None  # "package.module:attribute": {ComfyUI class: handler}
     classes: Mapping[str, ComfyClass] = field(default_factory=dict[str, ComfyClass])
+    # The multi-encoder loads the family takes; a CLIP loader it does not list is refused.
+    text_encoders: Mapping[EncoderKey, TextEncoders] = field(
+        default_factory=dict[EncoderKey, TextEncoders]
+    )

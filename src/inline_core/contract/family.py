@@ -58,6 +58,9 @@ class Family(ABC):
     # How ComfyUI workflows built for it load its text encoder (CLIPLoader's `type`, e.g.
     # "lumina2"): with its model rule's file name, how the importer recognises them.
     comfy_text_encoder_types: ClassVar[tuple[str, ...]] = ()
+    # Whether its `sample` runs a window of its schedule (ComfyUI's KSamplerAdvanced:
+    # start_step/end_step, add_noise, leftover_noise); a window it cannot run is refused.
+    runs_step_windows: ClassVar[bool] = False
     kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
     # "package.module:main" behind `inline-core download` (usually `download_command(table)`)
     download: ClassVar[str | None] = None

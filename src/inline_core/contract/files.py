@@ -292,8 +292,11 @@ class StackResolver:
         return Source(entry.path, view=view.prefix)
 
     def recognizes_model(self, entry: CatalogEntry) -> bool:
-        """Whether a `diffusion_models/` entry is this family's model."""
+        """Whether a `diffusion_models/` entry (or a `checkpoints/` one: its diffusion model's
+        view, by its keys) is this family's model."""
         rule = self.rules.model
+        if entry.category == "checkpoints" and not entry.is_folder:
+            return self._checkpoint_model(entry.name) is not None
         if entry.is_folder:
             index = read_json(entry.path / "model_index.json")
             if index is not None:

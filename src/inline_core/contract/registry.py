@@ -110,7 +110,12 @@ class Families:
         return comfy_recipe_of(self.named(family))
 
     def text_encoder_types(self, family: str) -> tuple[str, ...]:
-        return self.named(family).comfy_text_encoder_types
+        """CLIPLoader's `type`s for the family, and those of the multi-encoder loaders its
+        recipe takes (`ComfyRecipe.text_encoders`)."""
+        chosen = self.named(family)
+        recipe = comfy_recipe_of(chosen)
+        loaded = [] if recipe is None else [kind for _cls, kind in recipe.text_encoders]
+        return tuple(dict.fromkeys((*chosen.comfy_text_encoder_types, *loaded)))
 
     def family_of(self, category: str, file_name: str) -> str | None:
         """The first family that takes the catalog's `category/file_name`, from its files (a
@@ -127,7 +132,7 @@ class Families:
             entry = family.catalog.entry(category, file_name)
         except NotFound:
             return False
-        if category == "diffusion_models":
+        if category in ("diffusion_models", "checkpoints"):  # a checkpoint: its model's keys
             return family.files.recognizes_model(entry)
         return any(
             rule.category == category and rule.score(entry, None) is not None

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+ALL_STEPS = 10000  # ComfyUI's end_at_step default: to the end of the schedule
+
 
 @dataclass(frozen=True)
 class SampleSettings:
@@ -19,6 +21,12 @@ class SampleSettings:
     scheduler: str
     seed: int
     denoise: float
+    # ComfyUI's KSamplerAdvanced window: steps start_step..end_step of the schedule, noise added
+    # to the start latent or not, the latent handed on with its leftover noise or not.
+    start_step: int = 0
+    end_step: int = ALL_STEPS
+    add_noise: bool = True
+    leftover_noise: bool = False
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> SampleSettings:
@@ -29,7 +37,32 @@ class SampleSettings:
             scheduler=str(params["scheduler"]),
             seed=int(params["seed"]),
             denoise=float(params["denoise"]),
+            start_step=int(params.get("start_step", 0)),
+            end_step=int(params.get("end_step", ALL_STEPS)),
+            add_noise=bool(params.get("add_noise", True)),
+            leftover_noise=bool(params.get("leftover_noise", False)),
         )
+
+    @property
+    def windowed(self) -> bool:
+        """Whether it runs a KSamplerAdvanced window rather than the whole schedule from noise."""
+        return (self.start_step, self.end_step, self.add_noise, self.leftover_noise) != (
+            0,
+            ALL_STEPS,
+            True,
+            False,
+        )
+
+    def window_fields(self) -> dict[str, Any]:
+        """The window as a family's denoiser request takes it (nothing for a whole render)."""
+        if not self.windowed:
+            return {}
+        return {
+            "start_step": self.start_step,
+            "end_step": self.end_step,
+            "add_noise": self.add_noise,
+            "leftover_noise": self.leftover_noise,
+        }
 
     @property
     def guided(self) -> bool:
@@ -37,5 +70,10 @@ class SampleSettings:
         return self.cfg > 1.0
 
     def to_info(self) -> dict[str, Any]:
-        """What a decoded take records of how it was sampled (the seed actually used included)."""
-        return asdict(self)
+        """What a decoded take records of how it was sampled (the seed actually used included;
+        the window only where it is one)."""
+        info = asdict(self)
+        if not self.windowed:
+            for name in ("start_step", "end_step", "add_noise", "leftover_noise"):
+                del info[name]
+        return info

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from inline_core.config import Config
 from inline_core.device.adapters import AdapterMode, adapter_mode
+from inline_core.device.compile import CompileChoice, compile_choice
 from inline_core.device.hardware import HardwareDescription
 from inline_core.device.profile import Profile, choose_profile, resolve_profile
 from inline_core.device.split import (
@@ -228,7 +229,7 @@ def memory_budget_mb(
 class DeviceSettings:
     """The user's explicit device choices (`INLINE_PROFILE`, `INLINE_VRAM_BUDGET_GB`,
     `INLINE_RAM_BUDGET_GB`, `INLINE_DTYPE`, `INLINE_ALLOW_CPU_OFFLOAD`, `INLINE_PARALLEL`,
-    `INLINE_NO_LORA_FUSING`). None means "decide from the hardware"."""
+    `INLINE_NO_LORA_FUSING`, `INLINE_NO_COMPILE`). None means "decide from the hardware"."""
 
     profile: Profile | None = None
     vram_budget_gb: float | None = None
@@ -237,6 +238,9 @@ class DeviceSettings:
     dtype: str | None = None  # the compute dtype of every component (None: per hardware)
     ram_budget_gb: float | None = None  # RAM that weights living in RAM may take
     lora_fusing: bool = True  # False: LoRAs per row only (INLINE_NO_LORA_FUSING)
+    # None: where measured to pay; False: every block eager (INLINE_NO_COMPILE); True: wherever
+    # the device can (INLINE_COMPILE).
+    compile: bool | None = None
 
     def __post_init__(self) -> None:
         for name, value in (
@@ -258,6 +262,7 @@ class DeviceSettings:
             dtype=parse_dtype(config.dtype),
             ram_budget_gb=config.ram_budget_gb,
             lora_fusing=not config.no_lora_fusing,
+            compile=False if config.no_compile else (True if config.compile else None),
         )
 
 
@@ -345,6 +350,12 @@ class DevicePolicy:
             return None
         return StepCacheSettings()
 
+    def compile_for(self, family: str, dtype: str) -> CompileChoice:
+        """Whether `family`'s denoiser computing in `dtype` runs its blocks compiled."""
+        return compile_choice(
+            self._hardware, self.kind, family, dtype, stated=self._settings.compile
+        )
+
     def describe(self) -> dict[str, object]:
         """The `device` object of /v1/health (camelCase)."""
         hw = self._hardware
@@ -369,6 +380,8 @@ class DevicePolicy:
             "adapters": denoiser.adapters.to_json(),
             # Step caching for renders that ask for nothing: from this many steps, these settings.
             "stepCache": {"fromSteps": STEP_CACHE_FROM_STEPS, **StepCacheSettings().to_json()},
+            # Compiled blocks for a denoiser in the default dtype (each family's in `models`).
+            "compile": self.compile_for("", denoiser.dtype).to_json(),
         }
         if self._note is not None:
             body["note"] = self._note

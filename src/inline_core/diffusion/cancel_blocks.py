@@ -13,6 +13,7 @@ from typing import Any
 from torch import nn
 
 from inline_core.contract.builder import DENOISER, Parts
+from inline_core.diffusion.compile.blocks import listed_blocks
 from inline_core.runtime.cancel import check_forward
 
 _WATCHED = "_inline_core_cancel_watched"
@@ -30,13 +31,7 @@ def watch_blocks(model: object) -> int:
     """Hook `model`'s repeated blocks once; how many blocks it has hooks on (0: not a module)."""
     if not isinstance(model, nn.Module):
         return 0
-    blocks = [
-        block
-        for holder in (model, *model.children())
-        for child in holder.children()
-        if isinstance(child, nn.ModuleList)
-        for block in child
-    ]
+    blocks = listed_blocks(model)
     if not is_watched(model):
         for block in blocks:
             block.register_forward_pre_hook(_check)

@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from inline_core.config import Config
 from inline_core.contract.family import Family
 from inline_core.contract.sources import Sources
+from inline_core.device.compile import CompileChoice
 from inline_core.device.split import ParallelSpec
 from inline_core.diffusion.adapter_counts import AdapterTotals
+from inline_core.diffusion.compile.cache import keep_cache_in
+from inline_core.diffusion.compile.progress import BOARD
 from inline_core.diffusion.residency import ResidentCache
 from inline_core.errors import InvalidRequest, Unavailable
 from inline_core.models.source import Source
@@ -96,6 +99,14 @@ class ModelRuntime:
             fp16_safe=role not in caps.fp16_overflow,
             prefer_fp16=role in caps.fp16_preferred,
         )
+
+    def compile_choice(self, family: Family) -> CompileChoice:
+        """Whether `family`'s denoiser runs its blocks compiled (the device policy's choice for
+        its device class and dtype); where it does, inductor's cache is in the data folder."""
+        choice = self.policy().compile_for(family.name, self.placement(family, "denoiser").dtype)
+        if choice.enabled:
+            keep_cache_in(self.config.data_dir)
+        return choice
 
     def step_cache_for(
         self, family: Family, choice: StepCacheChoice, steps: int
@@ -283,4 +294,7 @@ class ModelRuntime:
         group = self._group
         if group is not None:
             body["workerGroup"] = group.stats()
+        compiled = BOARD.to_json()
+        if compiled["models"] or compiled["blocks"]:
+            body["compile"] = compiled  # compiled blocks: graphs, compile time, warm or not
         return body

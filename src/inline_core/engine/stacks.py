@@ -22,9 +22,11 @@ from inline_core.contract.builder import ADAPTER_CACHE, FUSED_COPIES, FamilyBuil
 from inline_core.contract.discovery import load_builder
 from inline_core.contract.family import Family
 from inline_core.contract.sources import DEFAULT, Sources
+from inline_core.device.compile import CompileChoice
 from inline_core.device.policy import Placement
 from inline_core.diffusion.adapter_counts import AdapterTotals
 from inline_core.diffusion.cancel_blocks import watch_denoisers
+from inline_core.diffusion.compile.regional import compile_denoisers
 from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.kept_weights import KeptWeights
 from inline_core.diffusion.placement import OffloadSwap
@@ -44,6 +46,8 @@ class StackHost(Protocol):
     adapter_totals: AdapterTotals
 
     def placement(self, family: Family, role: str) -> Placement: ...
+
+    def compile_choice(self, family: Family) -> CompileChoice: ...
 
     def renders_in_progress(self) -> frozenset[Hashable]: ...
 
@@ -241,6 +245,7 @@ class Stacks:
         )
         made = make(parts)
         watch_denoisers(builder.roles, parts)  # a cancel stops a forward between its blocks
+        compile_denoisers(builder.roles, parts, self.runtime.compile_choice(family), family.title)
         with self._lock:
             self._memo[memo_key] = (values, made)
         return made

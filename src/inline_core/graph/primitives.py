@@ -126,6 +126,15 @@ INPUT_LORA = _lora_node(
     hidden=False,
     extra=(
         ParamSpec(
+            "strength_clip",
+            ParamWidget.NUMBER,
+            None,
+            minimum=-LORA_MAX_STRENGTH,
+            maximum=LORA_MAX_STRENGTH,
+            step=0.05,
+            label="Text encoder strength (LoRAs that adapt them; empty: strength)",
+        ),
+        ParamSpec(
             "expert",
             ParamWidget.SELECT,
             default="both",
@@ -214,6 +223,11 @@ SAMPLE = NodeDescriptor(
         ParamSpec("scheduler", ParamWidget.SELECT, "simple", options=FLOW_SCHEDULES),
         ParamSpec("seed", ParamWidget.SEED, -1),
         ParamSpec("denoise", ParamWidget.NUMBER, 1.0, minimum=0.0, maximum=1.0, step=0.01),
+        # ComfyUI's KSamplerAdvanced: a window of the schedule, and its noise in and out.
+        ParamSpec("start_step", ParamWidget.NUMBER, 0, minimum=0, maximum=10000, integer=True),
+        ParamSpec("end_step", ParamWidget.NUMBER, 10000, minimum=0, maximum=10000, integer=True),
+        ParamSpec("add_noise", ParamWidget.BOOLEAN, True),
+        ParamSpec("leftover_noise", ParamWidget.BOOLEAN, False),
     ),
     outputs=(PortSpec("latent", PortKind.LATENT),),
 )

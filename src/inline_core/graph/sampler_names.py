@@ -36,6 +36,16 @@ SIGMA_SAMPLERS: tuple[str, ...] = (
     "uni_pc_bh2",
     "deis",
 )
+# CFG++ (ComfyUI's `_cfg_pp`): the library runs them on the unconditional prediction a family's
+# step hands on beside the guided one; a node offers them only where its family does so.
+CFG_PP_SAMPLERS: tuple[str, ...] = (
+    "euler_cfg_pp",
+    "euler_ancestral_cfg_pp",
+    "dpmpp_2m_cfg_pp",
+    "dpmpp_2s_ancestral_cfg_pp",
+    "res_multistep_cfg_pp",
+    "res_multistep_ancestral_cfg_pp",
+)
 UNIPC_SAMPLERS: tuple[str, ...] = ("uni_pc", "uni_pc_bh2")
 SAMPLERS: tuple[str, ...] = SIGMA_SAMPLERS
 

@@ -174,6 +174,10 @@ def import_comfy(
     renamed = dict(models or {})
     family = recognise(flat, facts, catalog, renamed) if facts is not None else Recognition(None)
     descriptors = {**vocabulary(registry), **{d.type: d for d in declared.values()}}
+    if registry is not None:  # the loaders the recipes load several text encoders onto
+        descriptors.update(
+            {n: registry.descriptor(n) for n in recipes.encoder_nodes() if n in registry}
+        )
     own = family.own_node
     if own is not None:  # the family's own node, as the registry serves it where it can
         own = (

@@ -14,6 +14,7 @@ from inline_core.importer import (
     inpaint,
     loaders,
     sampling,
+    text_encoders,
 )
 from inline_core.importer.mapper import Handler
 from inline_core.importer.stand_in import stand_in_for
@@ -21,8 +22,7 @@ from inline_core.importer.stand_in import stand_in_for
 CORE: dict[str, Handler] = {
     "CheckpointLoaderSimple": loaders.checkpoint_loader,
     "UNETLoader": loaders.unet_loader,
-    "CLIPLoader": loaders.clip_loader,
-    "DualCLIPLoader": loaders.dual_clip_loader,
+    **{name: text_encoders.clip_loader for name in text_encoders.FILES},
     "VAELoader": loaders.vae_loader,
     "LoraLoaderModelOnly": loaders.lora_loader,
     "LoraLoader": loaders.lora_loader,

@@ -8,7 +8,6 @@ from dataclasses import replace
 from inline_core.graph.schema import PortKind
 from inline_core.importer.dropped import Change
 from inline_core.importer.mapper import Mapper
-from inline_core.importer.model_files import match_model_file
 from inline_core.importer.values import Value, describe
 from inline_core.importer.workflow import ComfyNode
 
@@ -43,28 +42,6 @@ def checkpoint_loader(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
     node_id, node_type, kind = parts[slot]
     port = m.loader(node_id, node_type, name, where, bundled=slot > 0)
     return Value(kind, port, node.id)
-
-
-def clip_loader(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
-    name = m.text(node, "clip_name")
-    port = m.loader(f"c{node.id}", "load/text-encoder", name, describe(node))
-    return Value(PortKind.TEXT_ENCODER, port, node.id)
-
-
-def dual_clip_loader(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
-    names = [m.text(node, "clip_name1"), m.text(node, "clip_name2")]
-    spec = m.descriptors["load/text-encoder"].param("file")
-    category = spec.options_from if spec is not None and spec.options_from else ""
-    found = [n for n in names if n in m.renamed or match_model_file(m.catalog, category, n).found]
-    chosen = found[0] if found else names[0]
-    dropped = [n for n in names if n != chosen]
-    if dropped:
-        m.warn(
-            f"{describe(node)}: a graph here takes one text encoder; using {chosen!r} "
-            f"and leaving out {dropped[0]!r}"
-        )
-    port = m.loader(f"c{node.id}", "load/text-encoder", chosen, describe(node))
-    return Value(PortKind.TEXT_ENCODER, port, node.id)
 
 
 def vae_loader(m: Mapper, node: ComfyNode, slot: int) -> Value | None:

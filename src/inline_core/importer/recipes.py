@@ -12,15 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
-from inline_core.contract.comfy_recipe import ComfyRecipe
+from inline_core.contract.comfy_recipe import ComfyRecipe, RecipeError
 from inline_core.dotted import resolve_object
 from inline_core.importer.facts import ModelFacts
 from inline_core.importer.mapper import Handler
 from inline_core.importer.own_node import Collapse
 
-
-class RecipeError(RuntimeError):
-    """A family's recipe names code that is not there or not what it must be: the family's bug."""
+__all__ = ["RecipeError", "Recipes", "reader", "recipe_handlers"]
 
 
 def _attribute(family: str, path: str) -> object:
@@ -91,6 +89,14 @@ class Recipes:
             name: spec.widgets
             for recipe in self.by_family.values()
             for name, spec in recipe.classes.items()
+        }
+
+    def encoder_nodes(self) -> set[str]:
+        """The loader nodes the recipes load several text encoders onto."""
+        return {
+            spec.node
+            for recipe in self.by_family.values()
+            for spec in recipe.text_encoders.values()
         }
 
     def output_types(self) -> dict[str, tuple[str, ...]]:

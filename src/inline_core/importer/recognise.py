@@ -31,6 +31,8 @@ MODEL_LOADERS = {
     "ImageOnlyCheckpointLoader": "ckpt_name",
     "unCLIPCheckpointLoader": "ckpt_name",
 }
+# The catalog folder a loader's file is in (the rest: diffusion_models/).
+CHECKPOINT_LOADERS = frozenset(name for name in MODEL_LOADERS if "Checkpoint" in name)
 TEXT_ENCODER_LOADERS = ("CLIPLoader", "DualCLIPLoader", "TripleCLIPLoader", "QuadrupleCLIPLoader")
 # Text encoder types that many families share: they tell nothing.
 GENERIC_TYPES = frozenset({"", "default", "stable_diffusion"})
@@ -126,17 +128,27 @@ def recognise(
 
 def _check_mapped(nodes: list[ComfyNode], catalog: CatalogView, renamed: dict[str, str]) -> None:
     """A model file the caller maps must be the catalog's: said before anything else."""
-    listed = catalog.options("diffusion_models")
     for node in nodes:
         widget = MODEL_LOADERS.get(node.class_type)
         wanted = _widget(node, widget) if widget is not None else ""
         chosen = renamed.get(wanted)
+        folders = _categories(node)
+        listed = [name for category in folders for name in catalog.options(category)]
         if chosen is not None and chosen not in listed:
             shown = ", ".join(repr(n) for n in listed[:8]) or "nothing"
+            where = " or ".join(f"{category}/" for category in folders)
             raise InvalidRequest(
                 f"{_where(node)}: the import's models map {wanted!r} onto {chosen!r}, which is "
-                f"not in diffusion_models/ (it holds {shown})"
+                f"not in {where} (it holds {shown})"
             )
+
+
+def _categories(node: ComfyNode) -> tuple[str, ...]:
+    """The catalog folders a model loader's file may be in: a checkpoint loader's in
+    checkpoints/ (recognised by its diffusion model's keys), or mapped onto a diffusion model."""
+    if node.class_type in CHECKPOINT_LOADERS:
+        return ("checkpoints", "diffusion_models")
+    return ("diffusion_models",)
 
 
 def _shown(where: list[str]) -> str:
@@ -181,7 +193,10 @@ def _read_model(
     evidence.models += 1
     shown = f"{_where(node)} {wanted!r}"
     file_name = renamed.get(wanted, wanted)
-    owner = None if facts is None else facts.family_of("diffusion_models", file_name)
+    owner = None
+    if facts is not None:
+        found = (facts.family_of(category, file_name) for category in _categories(node))
+        owner = next((name for name in found if name is not None), None)
     if owner is None and facts is not None:
         owner = next((n for n, _t in served if facts.names_model(n, file_name)), None)
     known = known_by_file(wanted)

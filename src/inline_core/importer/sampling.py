@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -69,23 +70,28 @@ def ksampler(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
 
 
 def ksampler_advanced(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
-    steps = m.whole(node, "steps", 20)
-    start = m.whole(node, "start_at_step", 0)
-    end = m.whole(node, "end_at_step", 10000)
-    # No pass-through here: handing on the unsampled latent would decode to nothing useful.
-    if m.text(node, "add_noise", "enable") == "disable":
-        m.skip(node, "it samples without adding noise, which `sample` cannot do")
-        return None
-    if start > 0 or end < steps:
-        m.skip(
-            node,
-            f"it runs steps {start}..{min(end, steps)} of {steps}; `sample` runs a whole schedule",
-        )
-        return None
-    return sample(m, node, seed_name="noise_seed", denoise=1.0)
+    """Its window of the schedule onto `sample`'s (start_step, end_step, add_noise,
+    leftover_noise): the model's family runs it or refuses it, naming it."""
+    window = {
+        "start_step": m.whole(node, "start_at_step", 0),
+        "end_step": m.whole(node, "end_at_step", 10000),
+        "add_noise": m.text(node, "add_noise", "enable") != "disable",
+        "leftover_noise": m.text(node, "return_with_leftover_noise", "disable") == "enable",
+    }
+    whole = window["start_step"] == 0 and window["end_step"] >= m.whole(node, "steps", 20)
+    if whole and window["add_noise"] and not window["leftover_noise"]:
+        window = {}  # the whole schedule from noise: a plain sample
+    return sample(m, node, seed_name="noise_seed", denoise=1.0, window=window)
 
 
-def sample(m: Mapper, node: ComfyNode, *, seed_name: str, denoise: float) -> Value | None:
+def sample(
+    m: Mapper,
+    node: ComfyNode,
+    *,
+    seed_name: str,
+    denoise: float,
+    window: Mapping[str, Any] | None = None,
+) -> Value | None:
     cfg = float(m.fit("sample", "cfg", m.number(node, "cfg", 8.0), describe(node)))
     params: dict[str, Any] = {
         "steps": m.whole(node, "steps", 20),
@@ -94,6 +100,7 @@ def sample(m: Mapper, node: ComfyNode, *, seed_name: str, denoise: float) -> Val
         "scheduler": select(m, node, "scheduler", "scheduler", "simple"),
         "seed": m.whole(node, seed_name, 0),
         "denoise": denoise,
+        **(window or {}),
     }
     return add_sample(
         m,

@@ -24,6 +24,7 @@ from inline_core.server.collector import settle_startup_heap
 from inline_core.server.data_lock import acquire_data_lock
 from inline_core.server.listen import bind_listener
 from inline_core.server.memory import tune_malloc
+from inline_core.server.openmp import choose_wait
 from inline_core.server.startup_checks import check_extras, startup_warnings
 
 log = logging.getLogger("inline_core.server")
@@ -48,6 +49,7 @@ def serve(config: Config) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    choose_wait()  # before anything loads torch (libgomp reads it once)
     try:
         check_bind(config)
         check_extras(config)

@@ -17,6 +17,11 @@ Journal writes are not durable commits (`append_events_future`): the terminal wr
 
 A run's last events ride with its terminal write (`drain`), queued after any journal write in
 flight; a run that ends before the journal write runs costs that write nothing.
+
+With `lease_s`, a journal write extends the lease of every run it writes for, as a heartbeat
+would (it is fenced by the lease like every write of a held run), and `on_extended` hears when
+it was sent: a server whose runs make progress keeps them even while its lease keeper's own
+renewals come late, and one that makes none (frozen, stopped) loses them when they expire.
 """
 
 from __future__ import annotations
@@ -42,11 +47,16 @@ class EventJournal:
         lock: threading.RLock,
         on_failed: Callable[[LiveRun, BaseException], None],
         progress_interval_s: float = PROGRESS_INTERVAL_S,
+        *,
+        lease_s: float | None = None,
+        on_extended: Callable[[LiveRun, float], None] = lambda _run, _sent: None,
     ) -> None:
         self._store = store
         self._lock = lock  # the manager's: it guards every LiveRun, and the fields below
         self._on_failed = on_failed
         self._interval_s = progress_interval_s
+        self._lease_s = lease_s
+        self._on_extended = on_extended  # (run, time.monotonic() before the write was sent)
         self._waiting: dict[str, LiveRun] = {}  # runs with events the history does not have
         self._busy = False  # a journal write is queued or running
         self._milestone = False  # something other than progress is waiting
@@ -108,11 +118,15 @@ class EventJournal:
         self._milestone = False  # the write takes whatever is waiting when it runs
         self._last_write = time.monotonic()
         taken: list[LiveRun] = []
-        written = self._store.append_events_future(lambda: self._collect(taken))
-        written.add_done_callback(lambda done: self._written(taken, done))
+        sent: list[float] = []
+        written = self._store.append_events_future(
+            lambda: self._collect(taken, sent), lease_s=self._lease_s
+        )
+        written.add_done_callback(lambda done: self._written(taken, sent, done))
 
-    def _collect(self, taken: list[LiveRun]) -> list[JournalEntry]:
+    def _collect(self, taken: list[LiveRun], sent: list[float]) -> list[JournalEntry]:
         """What the write takes when it runs: every run's events buffered by then."""
+        sent.append(time.monotonic())  # before any of its statements leaves this server
         with self._lock:
             runs, self._waiting = list(self._waiting.values()), {}
             entries: list[JournalEntry] = []
@@ -123,7 +137,9 @@ class EventJournal:
                     entries.append(JournalEntry(run.lease, run.attempts, events, run.mirror()))
             return entries
 
-    def _written(self, taken: list[LiveRun], done: Future[frozenset[str]]) -> None:
+    def _written(
+        self, taken: list[LiveRun], sent: list[float], done: Future[frozenset[str]]
+    ) -> None:
         error = done.exception()
         lost = frozenset[str]() if error is not None else done.result()
         with self._lock:
@@ -134,3 +150,5 @@ class EventJournal:
                 self._on_failed(run, error)
             elif run.id in lost:
                 self._on_failed(run, LeaseLost(f"run {run.id} is no longer held by this server"))
+            elif self._lease_s is not None:
+                self._on_extended(run, sent[0])

@@ -8,7 +8,10 @@ leases are renewed as soon as the database answers.
 
 A lease is vouched for until `sent + timeout - margin`, where `sent` is when the renewal that
 the database accepted left this server: the database set the expiry to its own clock plus the
-timeout no earlier than that, so until then no other server can have claimed the run. Past it
+timeout no earlier than that, so until then no other server can have claimed the run. A run's
+journal write extends its lease the same way (`extended`): a server whose runs make progress keeps
+them even when this thread's renewals come late (an overloaded machine), while a frozen one
+(SIGSTOP, a paused VM) writes nothing and loses them once they expire. Past it
 (the database did not answer: an outage, or this process was paused or starved) the run is not
 stopped: it keeps computing, and its takes wait (`FencedTakes`) until a renewal says whether the
 lease is still its own. Only a renewal that finds the lease gone (another server took the run)
@@ -130,6 +133,15 @@ class LeaseKeeper:
         with self._lock:
             self._held[lease.run_id] = held
         return held
+
+    def extended(self, held: HeldLease, sent: float) -> None:
+        """A write sent at `sent` (monotonic) extended `held`'s lease in the database, as a
+        renewal would (a run's progress: `EventJournal`): vouched for accordingly."""
+        if not self.store.shared or held.lost is not None:
+            return
+        with self._lock:
+            held.vouched_until = max(held.vouched_until, sent + self.timeout_s - self.margin_s)
+        self._sure_again(held, sent)
 
     def release(self, held: HeldLease) -> None:
         with self._lock:

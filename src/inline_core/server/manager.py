@@ -165,13 +165,20 @@ class RunManager:
         self.previews = PreviewBoard()
         self.videos = LiveVideos()  # video nodes decoding here, streamed as they decode
         self.interactions = RunInteractions(store, registry)  # chunked renders steered here
-        self.journal = EventJournal(store, self._lock, self._journal_failed)
         self.leases = LeaseKeeper(
             store,
             config.lease_timeout_s,
             on_lost=self._lease_lost,
             on_cancel_requested=self._cancel_requested,
             info=lambda: {"workers": config.run_workers},
+        )
+        # Every journal write extends its runs' leases: a run that makes progress stays here.
+        self.journal = EventJournal(
+            store,
+            self._lock,
+            self._journal_failed,
+            lease_s=config.lease_timeout_s,
+            on_extended=lambda run, sent: self.leases.extended(run.held, sent),
         )
         # What this server can serve, as claims ask for it: computed on the claimer's thread
         # (the catalog rescans its folder now and then), at every poll and at once whenever a

@@ -63,6 +63,10 @@ IMPORT_REPORT_FIELDS = frozenset(
 DEFAULT_LIST = 50
 MAX_LIST = 500
 CHUNK = 256 * 1024
+# A whole take up to this size is read in one call off the loop and sent at once: streamed, its
+# open, reads and close were each a hop to a worker thread (a 3 MB PNG: 15 hops, half the time of
+# a cached resubmission's fetch on a loaded CPU). Larger takes and ranges stream in CHUNKs.
+WHOLE_READ_MAX = 16 * 1024 * 1024
 FORM_TYPES = frozenset({"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"})
 
 
@@ -356,6 +360,9 @@ async def take_bytes(request: Request, take_id: str) -> Response:
     size = os.stat(path).st_size
     media_type = mime_for_suffix(path.suffix)
     span = parse_range(request.headers.get("range"), size)
+    if span is None and size <= WHOLE_READ_MAX:
+        data = await run_in_threadpool(path.read_bytes)
+        return Response(data, 200, headers, media_type)
     if span is None:
         headers["Content-Length"] = str(size)
         return StreamingResponse(_file_chunks(str(path), 0, size), 200, headers, media_type)

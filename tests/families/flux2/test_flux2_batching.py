@@ -6,53 +6,18 @@ by the CPU's kernels than one over a single row, which moves floats by ulps befo
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from flux2_harness import make_rig, picture, pixels
 
 from inline_core.families.flux2.kit import Flux2Kit
-from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
-from tests.server.server_support import wait_until
+from tests.families.batching_harness import solo_and_together
 
 TOLERANCE = 2
 MAX_DIFFERING = 0.01
 REFERENCE = picture(96, 64, 4)
-
-
-def all_in_loop(sampler: StepLoopSampler, count: int) -> bool | None:
-    stats = sampler.stats()
-    ready = stats["encodingJobs"] == 0 and stats["activeJobs"] + stats["queuedJobs"] == count
-    return True if ready else None
-
-
-def solo_and_together(
-    sampler: StepLoopSampler, pipeline: Any, requests: Sequence[dict[str, Any]]
-) -> tuple[list[Any], list[Any], dict[str, Any]]:
-    solo = [pixels(sampler.run(SampleJob(pipeline, pipeline.request(**r)))) for r in requests]
-    before = sampler.stats()["batchedForwards"]
-    release = threading.Event()
-    forward = pipeline.denoise_step
-
-    def held(states: Sequence[Any], /) -> Any:
-        release.wait()  # parked until all are in the loop (released in `finally` at worst)
-        return forward(states)
-
-    pipeline.denoise_step = held
-    try:
-        futures = [sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
-        wait_until(lambda: all_in_loop(sampler, len(requests)), "all of them in the loop")
-        release.set()
-        together = [pixels(f.result(timeout=300)) for f in futures]
-    finally:
-        release.set()
-        del pipeline.denoise_step
-    stats = dict(sampler.stats())
-    stats["batchedForwards"] -= before
-    return solo, together, stats
 
 
 def test_same_shapes_share_forwards_and_equal_their_solo_renders(flux2_kit: Flux2Kit) -> None:
@@ -82,7 +47,7 @@ def test_same_shapes_share_forwards_and_equal_their_solo_renders(flux2_kit: Flux
             },
             {**shape, "prompt": "wider", "seed": 5, "steps": 2, "guidance": 3.0, "width": 96},
         ]
-        solo, together, stats = solo_and_together(sampler, pipeline, requests)
+        solo, together, stats = solo_and_together(sampler, pipeline, requests, pixels)
     finally:
         sampler.close()
     assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0

@@ -29,7 +29,7 @@ def test_transformer_round_trips_bfl_naming() -> None:
     config = transformer.infer_config(shapes)
     assert {k: config[k] for k in ("num_layers", "num_single_layers", "in_channels")} == {
         "num_layers": 1,
-        "num_single_layers": 1,
+        "num_single_layers": 2,
         "in_channels": 128,
     }
     assert config["guidance_embeds"] is False

@@ -1,66 +1,57 @@
 """Pixel parity: a Krea 2 take rendered through the runner and the batched sampler equals what
 diffusers' own Krea2Pipeline renders on the CPU (base with guidance and a negative prompt, Turbo
-without), with the folder's VAE or ComfyUI's Qwen-Image VAE file (the same weights)."""
+without), from the diffusers folder, with ComfyUI's Qwen-Image VAE file, or from ComfyUI's files
+alone (the same weights in their naming)."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from PIL import Image
+from krea2_harness import render, rig
 
 from inline_core.config import Config
 from inline_core.families.krea2 import Krea2Family
-from inline_core.families.krea2.descriptor import KREA2_DESCRIPTOR
 from inline_core.families.krea2.kit import Krea2Kit
-from inline_core.families.standalone import FamilyRig, family_rig
-from inline_core.graph.runner import NodeCall
-from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
+from inline_core.families.standalone import family_rig
 from inline_core.sampling.loop import StepLoopSampler
 
 TOLERANCE = 1
-_runs = itertools.count()
 
 
-def rig(kit: Krea2Kit, sampler: StepLoopSampler) -> FamilyRig:
-    config = Config(models_dir=kit.root, profile="cpu", dtype="float32")
-    return family_rig(Krea2Family, kit.root, sampler, config=config)
+COMFY_VAE = "krea2_tiny_qwen_image_vae.safetensors"
+LAYOUTS = {
+    "folder": {},
+    "comfy-vae": {"vae": COMFY_VAE},
+    # ComfyUI's three files: Krea's transformer naming, ComfyUI's Qwen3-VL, the Qwen-Image VAE.
+    "comfy-files": {
+        "model": "krea2_tiny.safetensors",
+        "text_encoder": "qwen3vl_tiny.safetensors",
+        "vae": COMFY_VAE,
+    },
+}
 
 
-def render(r: FamilyRig, tmp: Path, prompt: str, **params: Any) -> np.ndarray[Any, Any]:
-    defaults = {p.name: p.default for p in KREA2_DESCRIPTOR.params}
-    ctx = ExecutionContext(
-        run_id=f"k{next(_runs)}",
-        takes=FileTakeStore(tmp),
-        cancel=CancelToken(),
-        events=lambda _e: None,
-    )
-    call = NodeCall(ctx=ctx, node_id="k", params={**defaults, **params}, inputs={"prompt": prompt})
-    (take,) = r.run(call).takes
-    with Image.open(take.path) as png:
-        return np.asarray(png.convert("RGB"), dtype=np.int16)
-
-
-@pytest.mark.parametrize(
-    "vae", [None, "krea2_tiny_qwen_image_vae.safetensors"], ids=["folder", "comfy-vae"]
-)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_base_matches_krea2_pipeline(
     krea2_kit: Krea2Kit,
     krea_sampler: StepLoopSampler,
     krea_pipe: Any,
     tmp_path: Path,
-    vae: str | None,
+    layout: str,
 ) -> None:
     import torch
 
     params: dict[str, Any] = {"width": 64, "height": 48, "steps": 3, "guidance": 2.0, "seed": 4}
     ours = render(
-        rig(krea2_kit, krea_sampler), tmp_path, "a fox", negative_prompt="blurry", vae=vae, **params
+        rig(krea2_kit, krea_sampler),
+        tmp_path,
+        "a fox",
+        negative_prompt="blurry",
+        **LAYOUTS[layout],
+        **params,
     )
     ref = krea_pipe(
         prompt="a fox",
@@ -77,11 +68,12 @@ def test_base_matches_krea2_pipeline(
     assert ours.std() > 1.0
 
 
-def test_turbo_folder_matches_the_distilled_pipeline(
-    krea2_kit: Krea2Kit, krea_sampler: StepLoopSampler, krea_pipe: Any, tmp_path: Path
+@pytest.mark.parametrize("layout", ["folder", "comfy-files"])
+def test_turbo_matches_the_distilled_pipeline(
+    krea2_kit: Krea2Kit, krea_sampler: StepLoopSampler, krea_pipe: Any, tmp_path: Path, layout: str
 ) -> None:
-    """A folder whose `model_index.json` says `is_distilled` is Turbo: 8 steps unguided by
-    default, at the fixed shift."""
+    """A folder whose `model_index.json` says `is_distilled`, or a single file named Turbo, is
+    Turbo: 8 steps unguided by default, at the fixed shift."""
     import json
     import shutil
 
@@ -89,12 +81,20 @@ def test_turbo_folder_matches_the_distilled_pipeline(
     from diffusers import Krea2Pipeline  # pyright: ignore[reportPrivateImportUsage]
 
     root = tmp_path / "models"
-    turbo = root / "diffusion_models" / "krea2_turbo_tiny"
-    shutil.copytree(krea2_kit.diffusers_dir, turbo)
-    index = json.loads((turbo / "model_index.json").read_text())
-    (turbo / "model_index.json").write_text(json.dumps({**index, "is_distilled": True}))
-    (root / "vae").mkdir()
+    (root / "vae").mkdir(parents=True)
     (root / "text_encoders").mkdir()
+    index = json.loads((krea2_kit.diffusers_dir / "model_index.json").read_text())
+    if layout == "folder":
+        turbo = root / "diffusion_models" / "krea2_turbo_tiny"
+        shutil.copytree(krea2_kit.diffusers_dir, turbo)
+        (turbo / "model_index.json").write_text(json.dumps({**index, "is_distilled": True}))
+    else:
+        (root / "diffusion_models").mkdir()
+        shutil.copy(
+            krea2_kit.transformer_file, root / "diffusion_models" / "krea2_turbo_tiny.safetensors"
+        )
+        shutil.copy(krea2_kit.text_encoder_file, root / "text_encoders")
+        shutil.copy(krea2_kit.vae_file, root / "vae")
     config = Config(models_dir=root, profile="cpu", dtype="float32")
     turbo_rig = family_rig(Krea2Family, root, krea_sampler, config=config)
     ours = render(turbo_rig, tmp_path, "a fox", width=48, height=48, seed=2)

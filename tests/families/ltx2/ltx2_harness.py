@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from inline_core.runtime.audio import decode_wav
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.file_store import FileTakeStore
+from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.video import Audio, Video, decode_apng
 from inline_core.sampling.job import BatchedSampler, SampleJob
 from inline_core.sampling.loop import StepLoopSampler
@@ -54,10 +55,18 @@ def render(
     *,
     image: Image.Image | None = None,
     loras: list[Any] | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
     **params: Any,
 ) -> NodeResult:
+    def events(event: RunEvent) -> None:
+        if on_event is not None:
+            on_event(event)
+
     ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}", takes=FileTakeStore(takes_dir), cancel=CancelToken()
+        run_id=f"run{next(_run_ids)}",
+        takes=FileTakeStore(takes_dir),
+        cancel=CancelToken(),
+        events=events,
     )
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:

@@ -4,6 +4,7 @@ the same render through diffusers."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
+from inline_core.contract.handles import LoraHandle
+from inline_core.diffusion.adapters.stack import LoraUse
 from inline_core.families.sdxl import SDXLFamily
 from inline_core.families.sdxl.descriptor import SDXL_DESCRIPTOR
 from inline_core.families.standalone import FamilyRig, family_rig
@@ -40,14 +43,31 @@ def node_params(**overrides: Any) -> dict[str, Any]:
     return params
 
 
-def render(rig: FamilyRig, takes_dir: Path, prompt: str = PROMPT, **params: Any) -> NodeResult:
+def kit_lora(
+    rig: FamilyRig, path: Path, strength: float = 1.0, clip: float | None = None
+) -> LoraHandle:
+    """A kit LoRA as `input/lora` hands it to the node."""
+    entry = rig.catalog.entry("loras", path.name)
+    return LoraHandle("sdxl", LoraUse(path.name, str(entry.path), entry.identity, strength, clip))
+
+
+def render(
+    rig: FamilyRig,
+    takes_dir: Path,
+    prompt: str = PROMPT,
+    loras: Sequence[LoraHandle] = (),
+    **params: Any,
+) -> NodeResult:
     ctx = ExecutionContext(
         run_id=f"run{next(_run_ids)}",
         takes=FileTakeStore(takes_dir),
         cancel=CancelToken(),
         events=lambda _event: None,
     )
-    call = NodeCall(ctx=ctx, node_id="x", params=node_params(**params), inputs={"prompt": prompt})
+    inputs: dict[str, Any] = {"prompt": prompt}
+    if loras:
+        inputs["loras"] = list(loras)
+    call = NodeCall(ctx=ctx, node_id="x", params=node_params(**params), inputs=inputs)
     return rig.run(call)
 
 

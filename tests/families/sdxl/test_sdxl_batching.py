@@ -1,6 +1,7 @@
 """SDXL requests of one latent size share UNet forwards in the step loop, with different
-samplers, schedules, prompts (one of two 77-token windows beside ones of one), guidance or
-none, and each still renders what it renders alone; another size runs in forwards of its own.
+samplers, schedules, prompts (one of two 77-token windows beside ones of one), LoRA stacks,
+guidance or none, and each still renders what it renders alone; another size runs in forwards
+of its own.
 
 "What it renders alone" within a level or two on a few values: a forward over a batch of five
 rows is blocked differently by the CPU's kernels than one over two, which moves a few floats by
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
-from sdxl_harness import sdxl_rig
+from sdxl_harness import kit_lora, sdxl_rig
 
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.sampling.job import SampleJob
@@ -78,6 +79,18 @@ def solo_and_together(
     return solo, together, sampler.stats()
 
 
+def assert_shared_and_each_alone(
+    solo: Sequence[np.ndarray[Any, Any]],
+    together: Sequence[np.ndarray[Any, Any]],
+    stats: dict[str, Any],
+) -> None:
+    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
+    for alone, batched in zip(solo, together, strict=True):
+        difference = np.abs(alone - batched)
+        assert int(difference.max()) <= TOLERANCE
+        assert float((difference > 0).mean()) <= MAX_DIFFERING
+
+
 def test_one_size_shares_forwards_and_each_render_equals_its_solo_render(
     sdxl_kit: SDXLKit,
 ) -> None:
@@ -90,9 +103,29 @@ def test_one_size_shares_forwards_and_each_render_equals_its_solo_render(
         solo, together, stats = solo_and_together(sampler, pipeline, requests)
     finally:
         sampler.close()
-    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
-    for alone, batched in zip(solo, together, strict=True):
-        difference = np.abs(alone - batched)
-        assert int(difference.max()) <= TOLERANCE
-        assert float((difference > 0).mean()) <= MAX_DIFFERING
+    assert_shared_and_each_alone(solo, together, stats)
     assert int(np.abs(solo[0] - solo[1]).max()) > 8  # different renders, not one repeated
+
+
+def test_requests_with_different_loras_share_forwards_and_equal_their_solo_renders(
+    sdxl_kit: SDXLKit,
+) -> None:
+    sampler = StepLoopSampler()
+    try:
+        rig = sdxl_rig(sdxl_kit.root, sampler)
+        pipeline = rig.pipeline(sdxl_kit.checkpoint_name)
+        a = kit_lora(rig, sdxl_kit.loras["a"], 0.9, 0.6).use
+        b = kit_lora(rig, sdxl_kit.loras["b"], 1.2).use
+        base = {**SIZE, "prompt": "a kite", "steps": 4, "guidance": 5.0}
+        requests: list[dict[str, Any]] = [
+            {**base, "seed": 1, "loras": (a,)},
+            {**base, "seed": 1, "loras": (b,)},
+            {**base, "seed": 1},
+            {**base, "seed": 2, "loras": (a, b), "guidance": 1.0, "sampler": "dpmpp_2m"},
+        ]
+        solo, together, stats = solo_and_together(sampler, pipeline, requests)
+    finally:
+        sampler.close()
+    assert_shared_and_each_alone(solo, together, stats)
+    # One seed and prompt: each stack renders its own picture.
+    assert int(np.abs(solo[0] - solo[2]).max()) > 8 and int(np.abs(solo[1] - solo[2]).max()) > 8

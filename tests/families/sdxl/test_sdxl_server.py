@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
-from sdxl_harness import PROMPT, render, sdxl_rig, take_pixels
+from sdxl_harness import PROMPT, kit_lora, render, sdxl_rig, take_pixels
 
 from inline_core.config import Config
 from inline_core.families.sdxl.descriptor import NODE_TYPE
@@ -62,7 +62,11 @@ def finished(client: TestClient, run_id: str) -> dict[str, Any]:
 def test_a_graph_renders_the_node_runners_pixels(
     client: TestClient, sdxl_kit: SDXLKit, sdxl_sampler: StepLoopSampler, tmp_path: Path
 ) -> None:
-    params = {"model": sdxl_kit.checkpoint_name, "sampler": "dpmpp_2m", "schedule": "karras"}
+    params: dict[str, Any] = {
+        "model": sdxl_kit.checkpoint_name,
+        "sampler": "dpmpp_2m",
+        "schedule": "karras",
+    }
     response = client.post("/v1/runs", json={"graph": sdxl_graph(**params), "target": "x"})
     assert response.status_code == 201, response.text
     state = finished(client, str(response.json()["runId"]))
@@ -159,3 +163,59 @@ def test_a_diffusers_folder_alone_renders_with_the_model_left_empty(
         assert response.status_code == 201, response.text
         state = finished(client, str(response.json()["runId"]))
     assert state["status"] == "done", state
+
+
+def with_lora(graph: dict[str, Any], **params: Any) -> dict[str, Any]:
+    """`graph` with one `input/lora` node on the SDXL node's `loras` input."""
+    graph["nodes"].insert(0, {"id": "l", "type": "input/lora", "params": params})
+    graph["nodes"][-1]["inputs"]["loras"] = [{"from": "l", "output": "lora"}]
+    return graph
+
+
+def test_a_kohya_lora_renders_at_its_two_strengths(
+    client: TestClient, sdxl_kit: SDXLKit, sdxl_sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    name = sdxl_kit.loras["a"].name
+    graph = with_lora(
+        sdxl_graph(model=sdxl_kit.checkpoint_name), name=name, strength=0.7, strength_clip=1.3
+    )
+    response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    assert response.status_code == 201, response.text
+    state = finished(client, str(response.json()["runId"]))
+    assert state["status"] == "done", state
+    (take,) = state["takes"]
+    assert take["params"]["loras"] == [{"name": name, "strength": 0.7, "strength_clip": 1.3}]
+    path = tmp_path / "take.png"
+    path.write_bytes(client.get(take["uri"]).content)
+    with Image.open(path) as image:
+        served = np.asarray(image.convert("RGB")).astype(np.int16)
+    rig = sdxl_rig(sdxl_kit.root, sdxl_sampler)
+    lora = kit_lora(rig, sdxl_kit.loras["a"], 0.7, 1.3)
+    alone = take_pixels(
+        render(rig, tmp_path / "alone", loras=[lora], model=sdxl_kit.checkpoint_name, **RENDER)
+    )
+    # Within a level: a fused copy of the stack (the adapter policy makes one as forwards
+    # pass) rounds differently from per-row deltas.
+    assert int(np.abs(served - alone).max()) <= 1
+
+
+def test_a_locon_lora_is_refused_at_submit_naming_the_convolution(
+    sdxl_kit: SDXLKit, tmp_path: Path
+) -> None:
+    import torch
+
+    from inline_core.diffusion.libs import save_safetensors
+
+    models = tmp_path / "models"
+    shutil.copytree(sdxl_kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
+    layer = "lora_unet_input_blocks_1_0_in_layers_2"
+    tensors = {f"{layer}.lora_down.weight": torch.zeros(4, 64, 3, 3)}
+    tensors[f"{layer}.lora_up.weight"] = torch.zeros(64, 4, 1, 1)
+    save_safetensors(tensors, models / "loras" / "locon.safetensors", {"format": "pt"})
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    graph = with_lora(sdxl_graph(), name="locon.safetensors", strength=1.0)
+    with TestClient(create_app(config)) as client:
+        response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    assert response.status_code == 422, response.text
+    message = response.json()["error"]["message"]
+    assert "input_blocks_1_0_in_layers_2" in message and "linear layers only" in message

@@ -7,7 +7,6 @@ own frames' timesteps and prefix."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +17,7 @@ from inline_core.families.skyreels.kit import FOLDER, SkyReelsKit
 from inline_core.runtime.video import Video
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
-from tests.server.server_support import wait_until
+from tests.batching_helpers import run_together
 
 SHAPE: dict[str, Any] = {"width": 48, "height": 32, "format": "png", "guidance": 1.0, **LONG}
 REQUESTS: list[dict[str, Any]] = [
@@ -41,32 +40,14 @@ def test_long_renders_at_different_chunks_share_forwards_and_equal_their_solo_re
     try:
         pipeline: Any = skyreels_rig(skyreels_kit.root, sampler).pipeline(FOLDER)
         solo = [frames(sampler.run(SampleJob(pipeline, pipeline.request(**r)))) for r in REQUESTS]
-        release = threading.Event()
-        forward = pipeline.denoise_step
         chunks_met: list[set[int]] = []
 
-        def held(states: Sequence[Any], /) -> Any:
-            release.wait()  # until both are in the loop (the `finally` always releases)
+        def met(states: Sequence[Any]) -> None:
             if len(states) > 1:
                 chunks_met.append({s.chunk for s in states})
-            return forward(states)
 
-        pipeline.denoise_step = held
-        try:
-            jobs = [SampleJob(pipeline, pipeline.request(**r)) for r in REQUESTS]
-            futures = [sampler.submit(job) for job in jobs]
-
-            def both_in() -> bool | None:
-                stats = sampler.stats()
-                held_or_queued = stats["activeJobs"] + stats["queuedJobs"]
-                return True if stats["encodingJobs"] == 0 and held_or_queued == 2 else None
-
-            wait_until(both_in, "both renders in the loop")
-            release.set()
-            together = [frames(f.result(timeout=300)) for f in futures]
-        finally:
-            release.set()
-            del pipeline.denoise_step
+        jobs = [SampleJob(pipeline, pipeline.request(**r)) for r in REQUESTS]
+        together = [frames(out) for out in run_together(sampler, pipeline, jobs, on_forward=met)]
         stats = sampler.stats()
     finally:
         sampler.close()

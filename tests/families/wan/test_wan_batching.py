@@ -8,7 +8,6 @@ over two, which moves a few floats by ulps before they are rounded to pixels.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -19,7 +18,7 @@ from inline_core.families.wan.kit import WanKit
 from inline_core.runtime.video import Video
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
-from tests.server.server_support import wait_until
+from tests.batching_helpers import run_together
 
 SPECS: list[dict[str, Any]] = [
     {"prompt": "a kite over the sea", "seed": 1, "guidance": 3.0, "steps": 12},
@@ -30,12 +29,6 @@ TOLERANCE = 2  # levels of 255
 MAX_DIFFERING = 0.01  # share of channel values allowed to differ at all
 SHAPE = {"width": 48, "height": 32, "frames": 9, "format": "png"}
 IMAGES = [first_frame_image(64, 32, seed=1), first_frame_image(40, 40, seed=2)]
-
-
-def all_in_loop(sampler: StepLoopSampler, count: int) -> bool | None:
-    stats = sampler.stats()
-    ready = stats["encodingJobs"] == 0 and stats["activeJobs"] + stats["queuedJobs"] == count
-    return True if ready else None  # None: keep waiting
 
 
 def frames(output: object) -> np.ndarray[Any, Any]:
@@ -49,26 +42,8 @@ def solo_and_together(
     """Each request rendered alone, then all together, and the loop's stats after."""
     solo = [frames(sampler.run(SampleJob(pipeline, pipeline.request(**r)))) for r in requests]
     assert sampler.stats()["batchedForwards"] == 0
-    # The loop is parked in its first forward until all are in it, so which requests meet in a
-    # forward does not depend on how fast this machine submits them.
-    release = threading.Event()
-    forward = pipeline.denoise_step
-
-    def held(states: Sequence[Any], /) -> Any:
-        # No bound of its own: on a loaded machine the others may take long to encode, and a
-        # forward released early would batch fewer rows. The `finally` below always releases it.
-        release.wait()
-        return forward(states)
-
-    pipeline.denoise_step = held
-    try:
-        futures = [sampler.submit(SampleJob(pipeline, pipeline.request(**r))) for r in requests]
-        wait_until(lambda: all_in_loop(sampler, len(requests)), "all of them in the loop")
-        release.set()
-        together = [frames(f.result(timeout=300)) for f in futures]
-    finally:
-        release.set()
-        del pipeline.denoise_step
+    jobs = [SampleJob(pipeline, pipeline.request(**r)) for r in requests]
+    together = [frames(output) for output in run_together(sampler, pipeline, jobs)]
     return solo, together, sampler.stats()
 
 

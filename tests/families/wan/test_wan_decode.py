@@ -12,8 +12,8 @@ from wan_harness import render, take_frames, wan_rig
 
 from inline_core.components.interfaces import Latents
 from inline_core.components.step import supports_chunked_vae_decode
+from inline_core.diffusion.vae.pixels import to_pixels
 from inline_core.families.wan.kit import WanKit
-from inline_core.families.wan.pipeline import to_pixels
 from inline_core.runtime.progress import ChunkDecoded, NodeDone, RunEvent
 from inline_core.sampling.loop import StepLoopSampler
 

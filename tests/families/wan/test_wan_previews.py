@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from test_wan_batching import all_in_loop
 from wan_harness import first_frame_image, wan_rig
 
 from inline_core.diffusion.preview.renderer import PreviewRenderer
@@ -25,7 +23,7 @@ from inline_core.runtime.video import Video
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.sampling.previews import PreviewChannel, PreviewWorker
-from tests.server.server_support import wait_until
+from tests.batching_helpers import run_together
 
 TI2V = "wan2.2_ti2v_tiny_fp32.safetensors"
 A14B = "wan2.2_t2v_high_noise_tiny_fp32.safetensors"
@@ -171,30 +169,14 @@ def test_batched_jobs_each_get_their_own_previews(
             sampler.run(job)
             assert job.preview.flush(30.0)
             alone[seed] = previews.latents[-1]
-        release = threading.Event()
         batches: list[int] = []
-        forward = pipeline.denoise_step
-
-        def held(states: Any, /) -> Any:
-            batches.append(len(states))
-            release.wait(60.0)
-            return forward(states)
-
-        pipeline.denoise_step = held
+        jobs: list[SampleJob] = []
         together = {seed: Previews(renderer, "latent2rgb") for seed in seeds}
-        futures: list[Future[Any]] = []
-        try:
-            for seed in seeds:
-                job = SampleJob(pipeline, pipeline.request(**spec("wan2.1", seed)))
-                job.preview = together[seed].channel(worker)
-                futures.append(sampler.submit(job))
-            wait_until(lambda: all_in_loop(sampler, 2), "both of them in the loop")
-            release.set()
-            for future in futures:
-                future.result(timeout=120)
-        finally:
-            release.set()
-            del pipeline.denoise_step
+        for seed in seeds:
+            job = SampleJob(pipeline, pipeline.request(**spec("wan2.1", seed)))
+            job.preview = together[seed].channel(worker)
+            jobs.append(job)
+        run_together(sampler, pipeline, jobs, on_forward=lambda states: batches.append(len(states)))
         assert worker.wait_idle(30.0)
     finally:
         sampler.close()

@@ -11,6 +11,7 @@ from zimage_harness import make_runner, max_diff, pixels
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
+from tests.batching_helpers import run_together
 
 TOLERANCE = 3  # a padded batch sums in another order than a lone forward
 
@@ -49,8 +50,10 @@ def test_eight_requests_with_different_stacks_share_forwards_and_match_alone(
 
         alone = [pixels(sampler.run(job(i, s))) for i, s in enumerate(STACKS)]
         before = sampler.stats()
-        futures = [sampler.submit(job(i, s)) for i, s in enumerate(STACKS)]
-        together = [pixels(f.result(timeout=300)) for f in futures]
+        together = [
+            pixels(out)
+            for out in run_together(sampler, pipeline, [job(i, s) for i, s in enumerate(STACKS)])
+        ]
         after = sampler.stats()
     finally:
         sampler.close()

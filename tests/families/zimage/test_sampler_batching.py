@@ -10,6 +10,7 @@ from zimage_harness import make_runner, max_diff, pixels
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
+from tests.batching_helpers import run_together
 
 TOLERANCE = 3  # a padded batch sums in another order than a lone forward
 
@@ -48,8 +49,10 @@ def test_eight_requests_with_different_samplers_share_forwards_and_match_alone(
 
         alone = [pixels(sampler.run(job(i, *c))) for i, c in enumerate(CHOICES)]
         before = sampler.stats()
-        futures = [sampler.submit(job(i, *c)) for i, c in enumerate(CHOICES)]
-        together = [pixels(f.result(timeout=300)) for f in futures]
+        together = [
+            pixels(out)
+            for out in run_together(sampler, pipeline, [job(i, *c) for i, c in enumerate(CHOICES)])
+        ]
         after = sampler.stats()
     finally:
         sampler.close()

@@ -16,9 +16,19 @@ class LoraUse:
     path: str
     identity: str
     strength: float
+    # On the text encoders, for a family whose LoRAs adapt them (ComfyUI LoraLoader's
+    # strength_clip); None: `strength`.
+    clip_strength: float | None = None
+
+    @property
+    def text_strength(self) -> float:
+        return self.strength if self.clip_strength is None else self.clip_strength
 
     def to_info(self) -> dict[str, object]:
-        return {"name": self.name, "strength": self.strength}
+        info: dict[str, object] = {"name": self.name, "strength": self.strength}
+        if self.clip_strength is not None:
+            info["strength_clip"] = self.clip_strength
+        return info
 
 
 LoraStack = tuple[LoraUse, ...]

@@ -30,6 +30,7 @@ from inline_core.diffusion.flow.steps import denoise_window, img2img_start
 from inline_core.diffusion.libs import to_floats
 from inline_core.diffusion.sigma.noise import RowNoise, row_generator
 from inline_core.diffusion.sigma.stepper import SigmaStepper
+from inline_core.diffusion.sigma.window import StepWindow
 from inline_core.graph.sampler_names import SAMPLERS, UNIPC_SAMPLERS
 
 ModelTime = Callable[[torch.Tensor], torch.Tensor]
@@ -97,6 +98,7 @@ class FlowMatchSchedule:
         seed: int = 0,
         row: int = 0,
         mu: float | None = None,
+        window: StepWindow | None = None,
     ) -> FlowMatchSchedule:
         """`strength` is img2img as diffusers counts it (skip the first steps of N); `denoise`
         is ComfyUI's (run the last N steps of a longer schedule). `seed` and `row` seed the
@@ -119,6 +121,8 @@ class FlowMatchSchedule:
         sigmas = model_sigmas(config, total, mu, schedule, spacing)[first:]
         if strength is not None:
             sigmas = sigmas[img2img_start(steps, strength) :]
+        if window is not None:  # ComfyUI's KSamplerAdvanced: steps start..end of the schedule
+            sigmas = window.cut(sigmas)
         noise = RowNoise([row_generator(seed, row)])
         stepper = SigmaStepper(sampler, flow_sampling(config, mu), sigmas, None, noise)
         levels = torch.tensor(stepper.call_sigmas, dtype=torch.float32)
@@ -164,6 +168,18 @@ class FlowMatchSchedule:
         """Inpainting's kept part after model call `index`: `clean` noised to the next call's
         level (as diffusers' inpaint does with its scheduler's `scale_noise`)."""
         return self._noised_to(index + 1, clean, noise)
+
+    def unnoised(self, latents: torch.Tensor) -> torch.Tensor:
+        """`latents` at the first sigma without added noise (ComfyUI's `noise_scaling` with zero
+        noise, as KSamplerAdvanced's add_noise disable starts): `(1 - sigma) * x`."""
+        return (1.0 - self.stepper.sigmas[0]) * latents
+
+    def handed_on(self, latents: torch.Tensor) -> torch.Tensor:
+        """The latents a render stopped above sigma 0 hands on (its leftover noise kept), as
+        ComfyUI's `inverse_noise_scaling` returns them: `x / (1 - sigma)`, which `unnoised`
+        takes back at the next window's start."""
+        last = self.stepper.sigmas[-1]
+        return latents if last == 0 else latents / (1.0 - last)
 
     def noised(self, latents: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """`latents` noised to the first sigma this schedule visits, by the flow forward process

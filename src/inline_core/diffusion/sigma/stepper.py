@@ -42,7 +42,7 @@ def call_sigmas(name: Sampler, sampling: ModelSampling, sigmas: Sequence[float])
         x, sigma = next(run)
         while True:
             seen.append(sigma)
-            x, sigma = run.send(Prediction(sampling, x, sigma, torch.zeros(1)))
+            x, sigma = run.send(Prediction(sampling, x, sigma, torch.zeros(1), torch.zeros(1)))
     except StopIteration:
         return seen
 
@@ -86,9 +86,15 @@ class SigmaStepper:
             raise RuntimeError("the sampler has finished")
         return self._pending
 
-    def advance(self, output: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
+    def advance(
+        self,
+        output: torch.Tensor,
+        x: torch.Tensor | None = None,
+        uncond: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Take the model's output at the pending call (made at `x`, if the caller replaced the
-        point) and return the next call's point, or the result after the last call."""
+        point; `uncond`: the unconditional output, which a CFG++ sampler steps along) and return
+        the next call's point, or the result after the last call."""
         if self._run is None:
             if x is None:
                 raise RuntimeError("a sampler started without a point needs one")
@@ -97,7 +103,7 @@ class SigmaStepper:
         seen = point if x is None else x.to(torch.float32)
         try:
             self._pending = cast(Run, self._run).send(
-                Prediction(self.sampling, seen, sigma, output)
+                Prediction(self.sampling, seen, sigma, output, uncond)
             )
             return self._pending[0]
         except StopIteration as stop:

@@ -28,6 +28,7 @@ Z-Image class: one sequence length a call, `row_scopes.ScopesRows`).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
@@ -65,6 +66,7 @@ class StepCacheBackend:
         self._proxies = nn.ModuleList([_Proxy(self, i) for i in range(len(self.blocks))])
         self._scoped: list[RowScoped] = []
         self._pass: _Pass | None = None
+        self._signature: inspect.Signature | None = None
 
     @property
     def transformer(self) -> nn.Module | None:
@@ -107,14 +109,20 @@ class StepCacheBackend:
         finally:
             self._pass = current
 
-    def call_rows(self, rows: Sequence[int], block: nn.Module, args: Args) -> torch.Tensor:
+    def call_rows(self, rows: Sequence[int], block: nn.Module, args: Args) -> Any:
         with narrowed(self._scoped, rows):
-            return cast(torch.Tensor, block(*args))
+            return block(*args)
 
-    def route(self, index: int, args: Args, kwargs: Kwargs) -> torch.Tensor:
+    def signature(self) -> inspect.Signature:
+        """The blocks' forward's parameters (one class of block a model)."""
+        if self._signature is None:
+            self._signature = inspect.signature(self.blocks[0].forward)
+        return self._signature
+
+    def route(self, index: int, args: Args, kwargs: Kwargs) -> Any:
         current = self._pass
         if current is None:
-            return cast(torch.Tensor, self.blocks[index](*args, **kwargs))
+            return self.blocks[index](*args, **kwargs)
         return current.block(index, args, kwargs)
 
 
@@ -123,10 +131,10 @@ class _Proxy(nn.Module):
 
     def __init__(self, backend: StepCacheBackend, index: int) -> None:
         super().__init__()
-        self._route: Callable[[int, Args, Kwargs], torch.Tensor] = backend.route
+        self._route: Callable[[int, Args, Kwargs], Any] = backend.route
         self.index = index
 
-    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self._route(self.index, args, kwargs)
 
 
@@ -144,9 +152,13 @@ class _Row:
         self.middle_end = blocks - back
         self.reuse = False
         self.front_out: torch.Tensor | None = None
+        self.front_context: torch.Tensor | None = None  # a dual-stream block's second stream
 
     def skips(self, index: int) -> bool:
         return self.reuse and self.front_end <= index < self.middle_end
+
+
+Streams = dict[int, torch.Tensor]  # a block's streams by their argument's position
 
 
 class _Pass:
@@ -164,14 +176,16 @@ class _Pass:
         self.trim = group is None
         self.start: torch.Tensor | None = None
         self.lengths: list[int] | None = None
+        self.context_lengths: list[int] | None = None  # the second stream's real tokens
 
     def narrowed(self, rows: Sequence[int]) -> _Pass:
         """A pass over rows `rows` of this one's batch, from its first block (none has run)."""
         return _Pass(self.backend, [self.rows[j].cache for j in rows], self.group)
 
-    def block(self, index: int, args: Args, kwargs: Kwargs) -> torch.Tensor:
+    def block(self, index: int, args: Args, kwargs: Kwargs) -> Any:
         args = self._positional(args, kwargs)
-        hidden = cast(torch.Tensor, args[self.layout.hidden])
+        streams = {at: cast(torch.Tensor, args[at]) for at in self.layout.streams}
+        hidden = streams[self.layout.hidden]
         if index == 0:
             if hidden.shape[0] != len(self.rows):
                 raise RuntimeError(
@@ -179,27 +193,29 @@ class _Pass:
                 )
             self.start = hidden
             self.lengths = self._lengths(args, hidden)
+            self.context_lengths = self._mask_lengths(args, self.layout.context_mask)
         if index > 0:
             deciding = [j for j, r in enumerate(self.rows) if r.cache and r.front_end == index]
             if deciding:
-                self._decide(deciding, hidden)
-        hidden = self._end_middle(hidden, index)
-        args = self._with_hidden(args, hidden)
+                self._decide(deciding, streams)
+        streams = self._end_middle(streams, index)
+        args = self._with_streams(args, streams)
         active = [j for j, r in enumerate(self.rows) if not r.skips(index)]
         real = self.backend.blocks[index]
         if len(active) == len(self.rows):
-            out = cast(torch.Tensor, real(*args))
+            out = self._streams_of(real(*args))
         elif not active:
-            out = hidden
+            out = streams
         else:
-            out = self._sub_batch(active, real, args, hidden)
+            out = self._sub_batch(active, real, args, streams)
         if index == self.count - 1:
             out = self._end_middle(out, self.count)
-        return out
+        return self._returned(out)
 
     # -- the decision --------------------------------------------------------------------------
 
-    def _decide(self, deciding: list[int], hidden: torch.Tensor) -> None:
+    def _decide(self, deciding: list[int], streams: Streams) -> None:
+        hidden = streams[self.layout.hidden]
         start = self.start if self.start is not None else hidden
         if start.shape[1] != hidden.shape[1]:
             start = _shard_of(start, int(hidden.shape[1]), self.group)
@@ -210,11 +226,14 @@ class _Pass:
             row = self.rows[j]
             n = self._length(j, hidden)
             row.front_out = hidden[j, :n]
+            if self.layout.context is not None:
+                context = streams[self.layout.context]
+                row.front_context = context[j, : self._context_length(j, context)]
             residual = hidden[j, :n] - start[j, :n]
             residuals[j] = residual
             cache = cast(RowCache, row.cache)
             if cache.owner is not self.backend:
-                cache.front = cache.middle = None
+                cache.front = cache.middle = cache.middle_context = None
                 cache.owner = self.backend
             prev = cache.front
             if cache.may_reuse() and prev is not None and prev.shape == residual.shape:
@@ -240,35 +259,40 @@ class _Pass:
                 cache.front = residuals[j]
             cache.record(row.reuse, row.middle_end - row.front_end, self.count)
 
-    def _end_middle(self, hidden: torch.Tensor, index: int) -> torch.Tensor:
-        """At the end of a row's middle blocks: a reusing row adds its cached residual, a
-        computing one keeps its new residual."""
+    def _end_middle(self, streams: Streams, index: int) -> Streams:
+        """At the end of a row's middle blocks: a reusing row adds its cached residuals, a
+        computing one keeps its new residuals (of each stream)."""
         ending = [
             j for j, r in enumerate(self.rows) if r.cache is not None and r.middle_end == index
         ]
         if not ending:
-            return hidden
-        out = hidden
+            return streams
+        out = dict(streams)
+        hidden_at, context_at = self.layout.hidden, self.layout.context
         for j in ending:
             row = self.rows[j]
             cache = cast(RowCache, row.cache)
-            front_out = row.front_out
-            if front_out is None:  # its front blocks never ran: nothing to keep
+            if row.front_out is None:  # its front blocks never ran: nothing to keep
                 continue
-            n = front_out.shape[0]
-            if row.reuse:
-                if out is hidden:
-                    out = hidden.clone()
-                out[j, :n] = front_out + cast(torch.Tensor, cache.middle)
-            else:
-                cache.middle = hidden[j, :n] - front_out
+            kept = [(hidden_at, row.front_out, "middle")]
+            if context_at is not None and row.front_context is not None:
+                kept.append((context_at, row.front_context, "middle_context"))
+            for at, front, name in kept:
+                n = front.shape[0]
+                if row.reuse:
+                    if out[at] is streams[at]:
+                        out[at] = streams[at].clone()
+                    out[at][j, :n] = front + cast(torch.Tensor, getattr(cache, name))
+                else:
+                    setattr(cache, name, streams[at][j, :n] - front)
         return out
 
     # -- rows --------------------------------------------------------------------------------
 
     def _sub_batch(
-        self, active: list[int], real: nn.Module, args: Args, hidden: torch.Tensor
-    ) -> torch.Tensor:
+        self, active: list[int], real: nn.Module, args: Args, streams: Streams
+    ) -> Streams:
+        hidden = streams[self.layout.hidden]
         index = torch.tensor(active, device=hidden.device)
         length: int | None = None
         if self.trim and self.lengths is not None:
@@ -277,47 +301,107 @@ class _Pass:
             cast(list[int], self.lengths)[j] == length for j in active
         )
         sub = self._select(args, index, length, drop_mask=whole)
-        out_rows = self.backend.call_rows(active, real, sub)
-        out = hidden.clone()
-        out[index, : out_rows.shape[1]] = out_rows
+        got = self._streams_of(self.backend.call_rows(active, real, sub))
+        out: Streams = {}
+        for at, rows in got.items():
+            out[at] = streams[at].clone()
+            out[at][index, : rows.shape[1]] = rows
         return out
 
     def _select(
         self, args: Args, index: torch.Tensor, length: int | None, *, drop_mask: bool
     ) -> Args:
         picked = list(args)
+        batch = len(self.rows)
         for position, has_tokens in self.layout.rows.items():
             value = picked[position] if position < len(picked) else None
-            if not isinstance(value, torch.Tensor):
-                continue
-            value = value.index_select(0, index)
-            if has_tokens and length is not None:
-                value = value[:, :length]
-            picked[position] = value
+            tokens = length if has_tokens else None
+            if isinstance(value, torch.Tensor):
+                picked[position] = _rows_of(value, index, batch, tokens)
+            elif isinstance(value, tuple) and all(
+                isinstance(v, torch.Tensor) for v in cast(tuple[Any, ...], value)
+            ):  # e.g. rotary (cos, sin), each with rows first
+                parts = cast(tuple[torch.Tensor, ...], value)
+                picked[position] = tuple(_rows_of(v, index, batch, tokens) for v in parts)
         if drop_mask and self.layout.mask is not None and self.layout.mask < len(picked):
             picked[self.layout.mask] = None  # every picked row is whole: as a lone render
         return tuple(picked)
 
     def _lengths(self, args: Args, hidden: torch.Tensor) -> list[int] | None:
         """Each row's real tokens (None: every row fills the sequence)."""
-        if self.layout.mask is None or self.layout.mask >= len(args):
+        if not self.trim:
             return None
-        mask = args[self.layout.mask]
-        if not isinstance(mask, torch.Tensor) or not self.trim:
+        return self._mask_lengths(args, self.layout.mask)
+
+    def _mask_lengths(self, args: Args, at: int | None) -> list[int] | None:
+        """Each row's real tokens by the mask at `at` (None: no mask, every row whole)."""
+        mask = None if at is None or at >= len(args) else args[at]
+        if not isinstance(mask, torch.Tensor):
             return None
         return cast(list[int], cast(Any, mask.sum(dim=1)).tolist())
 
     def _length(self, j: int, hidden: torch.Tensor) -> int:
         return int(hidden.shape[1]) if self.lengths is None else self.lengths[j]
 
-    def _positional(self, args: Args, kwargs: Kwargs) -> Args:
-        if kwargs:
-            raise TypeError("a cached block takes positional arguments only")
-        return args
+    def _context_length(self, j: int, context: torch.Tensor) -> int:
+        lengths = self.context_lengths
+        return int(context.shape[1]) if lengths is None else lengths[j]
 
-    def _with_hidden(self, args: Args, hidden: torch.Tensor) -> Args:
-        at = self.layout.hidden
-        return (*args[:at], hidden, *args[at + 1 :])
+    def _positional(self, args: Args, kwargs: Kwargs) -> Args:
+        """The block's arguments in order: a forward that passes them by keyword has them put in
+        place, by the names its layout gives, else bound to the block's forward's parameters
+        with their defaults filled in (LTX-2's, FLUX.2's, Krea 2's)."""
+        if not kwargs:
+            return args
+        names = self.layout.names
+        if not names:
+            bound = self.backend.signature().bind(*args, **kwargs)
+            bound.apply_defaults()
+            if bound.kwargs:  # keyword-only parameters have no position a layout could name
+                raise TypeError(f"a cached block takes keyword-only {sorted(bound.kwargs)}")
+            return tuple(bound.args)
+        unknown = set(kwargs) - set(names[len(args) :])
+        if unknown:
+            raise TypeError(
+                "a cached block takes positional arguments, or the keywords its layout names; "
+                f"got {sorted(unknown)}"
+            )
+        return (*args, *(kwargs.get(name) for name in names[len(args) :]))
+
+    def _with_streams(self, args: Args, streams: Streams) -> Args:
+        picked = list(args)
+        for at, value in streams.items():
+            picked[at] = value
+        return tuple(picked)
+
+    def _streams_of(self, result: Any) -> Streams:
+        """A block's return value as its streams by position."""
+        if not self.layout.returns:
+            return {self.layout.hidden: cast(torch.Tensor, result)}
+        return dict(zip(self.layout.returns, cast(tuple[torch.Tensor, ...], result), strict=True))
+
+    def _returned(self, streams: Streams) -> Any:
+        """The streams as the block returns them."""
+        if not self.layout.returns:
+            return streams[self.layout.hidden]
+        return tuple(streams[at] for at in self.layout.returns)
+
+
+def _rows_of(
+    value: torch.Tensor, index: torch.Tensor, batch: int, tokens: int | None
+) -> torch.Tensor:
+    """Rows `index` of a row-carrying argument, its tokens trimmed to `tokens` (None: kept)."""
+    value = value.index_select(0, _stacked_rows(index, batch, int(value.shape[0])))
+    return value if tokens is None else value[:, :tokens]
+
+
+def _stacked_rows(index: torch.Tensor, batch: int, rows: int) -> torch.Tensor:
+    """The rows `index` picks of a tensor that stacks `rows // batch` copies of the batch's rows
+    (Qwen-Image-Edit 2511's timestep embedding: the image's rows, then the references')."""
+    copies = rows // batch if rows % batch == 0 else 1
+    if copies <= 1:
+        return index
+    return torch.cat([index + k * batch for k in range(copies)])
 
 
 def cached_forward(

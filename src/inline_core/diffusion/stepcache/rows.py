@@ -22,6 +22,8 @@ class RowCache:
     computed_blocks: int = 0  # and the block calls it made
     front: torch.Tensor | None = None  # the front blocks' residual at its last computed step
     middle: torch.Tensor | None = None  # the middle blocks' residual at that step
+    # And of the second stream, for a dual-stream block (`BlockLayout.context`).
+    middle_context: torch.Tensor | None = None
     # The backend whose blocks made those residuals: a request handed to another transformer
     # (e.g. the next expert of a two-expert model) computes before it compares again.
     owner: object | None = None
@@ -77,7 +79,7 @@ class RequestCache:
     def release(self) -> None:
         """Drop the cached residuals (the counts stay)."""
         for r in self._rows.values():
-            r.front = r.middle = None
+            r.front = r.middle = r.middle_context = None
 
 
 def request_cache(settings: StepCacheSettings | None) -> RequestCache | None:

@@ -20,6 +20,7 @@ from inline_core.families.flux2 import transformer
 from inline_core.families.flux2.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.flux2.pipeline import Flux2DenoisePipeline, Flux2StepPipeline
 from inline_core.families.flux2.request import TEXT_TOKENS
+from inline_core.families.flux2.step_cache import LAYOUT
 from inline_core.families.flux2.vae import Flux2VAE
 
 TEMPLATE_OPTIONS = {"enable_thinking": False}
@@ -32,6 +33,7 @@ def text_layers(num_layers: int) -> tuple[int, ...]:
 
 
 class Flux2Builder:
+    step_cache_layout = LAYOUT  # its pipelines cache their blocks per request
     roles: Mapping[str, str] = {
         "transformer": "denoiser",
         "text_encoder": "text_encoder",

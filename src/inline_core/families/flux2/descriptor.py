@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
-from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
-from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
+from inline_core.families.nodes.sampling import sampling_params
+from inline_core.graph.descriptor import NodeDescriptor, PortSpec
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "bfl/flux-2"
 MAX_PROMPT_CHARS = 20_000
 REFERENCES = ("image", "image2", "image3")  # reference images, in the model's order
 MODEL_DEFAULT = "empty: the model's own (distilled: 4 steps; base: 50 at guidance 4)"
-
-
-def _size(name: str) -> ParamSpec:
-    return ParamSpec(
-        name, ParamWidget.NUMBER, default=1024, minimum=64, maximum=4096, step=16, integer=True
-    )
 
 
 FLUX2_DESCRIPTOR = NodeDescriptor(
@@ -35,34 +28,7 @@ FLUX2_DESCRIPTOR = NodeDescriptor(
         PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
     ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
-    params=(
-        _size("width"),
-        _size("height"),
-        ParamSpec(
-            "steps",
-            ParamWidget.NUMBER,
-            default=None,
-            minimum=1,
-            maximum=100,
-            integer=True,
-            label=f"Steps ({MODEL_DEFAULT})",
-        ),
-        ParamSpec(
-            "guidance",
-            ParamWidget.NUMBER,
-            default=None,
-            minimum=0.0,
-            maximum=20.0,
-            step=0.1,
-            label=f"Guidance ({MODEL_DEFAULT}; above 1 on base models only)",
-        ),
-        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=SAMPLERS),
-        ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
-        SEED,
-        MODEL,
-        VAE,
-        TEXT_ENCODER,
-    ),
+    params=sampling_params(MODEL_DEFAULT, "above 1 on base models only"),
     description=(
         "FLUX.2 klein (4B or 9B, distilled or base): text to image, or an edit of up to three "
         "reference images wired in (each at most 1024x1024 pixels, cropped to multiples of 16). "

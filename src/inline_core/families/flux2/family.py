@@ -34,9 +34,8 @@ from inline_core.families.flux2.request import Flux2Request, new_request, refere
 from inline_core.families.flux2.transformer import config_of
 from inline_core.families.flux2.variants import Flux2Variant, variant_of
 from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.nodes.sampling import sampling_request
 from inline_core.graph.descriptor import NodeDescriptor
-
-REQUEST_PARAMS = ("width", "height", "steps", "guidance", "seed", "sampler")
 
 
 class Flux2Family(Family):
@@ -75,21 +74,10 @@ class Flux2Family(Family):
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"FLUX.2 has no node {node_type!r}", node_id=node_id)
         kind = _variant(sources, node_id)
-        request: dict[str, Any] = {
-            "prompt": prompt_text(inputs.get("prompt"), node_id),
-            **{name: params.get(name) for name in REQUEST_PARAMS},
-            "sigma_schedule": str(params.get("schedule") or "simple"),
-            "guided": kind.guided,
-        }
-        for name, value in kind.defaults().items():
-            if request[name] is None:
-                request[name] = value
-        for name in ("width", "height", "steps", "seed"):
-            request[name] = int(request[name])
-        request["guidance"] = float(request["guidance"])
-        request["sampler"] = str(request["sampler"] or "euler")
-        take_params = {k: v for k, v in request.items() if k not in ("prompt", "guided")}
-        take_params["model_variant"] = kind.title
+        sampling = sampling_request(params, kind.defaults())
+        prompt = prompt_text(inputs.get("prompt"), node_id)
+        request: dict[str, Any] = {"prompt": prompt, **sampling, "guided": kind.guided}
+        take_params = {**sampling, "model_variant": kind.title}
         references = [image_input(inputs, port, node_id) for port in REFERENCES]
         for port, image in zip(REFERENCES, references, strict=True):
             if image is not None:

@@ -45,7 +45,7 @@ TRANSFORMER_CONFIG: dict[str, Any] = {
     "patch_size": 1,
     "in_channels": flux2_vae.LATENT_CHANNELS * 4,
     "num_layers": 1,
-    "num_single_layers": 1,
+    "num_single_layers": 2,  # a front block and a middle one, for the step cache
     "attention_head_dim": 16,
     "num_attention_heads": 2,
     "joint_attention_dim": TEXT_WIDTH * 3,

@@ -11,22 +11,17 @@ its reference images' latents, with one set of positions (text, latents at time 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, cast
 
-import numpy as np
 import torch
 from PIL import Image
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
-from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
-from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
-from inline_core.diffusion.flow.samplers import numpy_flow_spacing
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
-from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
 from inline_core.errors import InvalidRequest
+from inline_core.families.flow_pipeline import FlowImagePipeline
 from inline_core.families.flux2.lora import read_lora
 from inline_core.families.flux2.request import (
     MAX_REFERENCE_PIXELS,
@@ -34,7 +29,7 @@ from inline_core.families.flux2.request import (
     Flux2Request,
     new_request,
 )
-from inline_core.families.flux2.vae import Flux2VAE
+from inline_core.families.flux2.vae import Flux2VAE, unpatchify
 
 REFERENCE_TIME = 10  # reference image i sits at time 10 + 10 i of the positions
 
@@ -65,6 +60,11 @@ def text_ids(length: int) -> torch.Tensor:
     )
 
 
+def batched(ids: torch.Tensor, rows: int) -> torch.Tensor:
+    """(tokens, 4) positions -> (rows, tokens, 4), one set for every row."""
+    return ids.unsqueeze(0).expand(rows, -1, -1)
+
+
 def pack(latents: torch.Tensor) -> torch.Tensor:
     """(1, C, h, w) -> (1, h*w, C)."""
     b, c, h, w = latents.shape
@@ -76,40 +76,15 @@ def unpack(packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
     return packed.permute(0, 2, 1).reshape(b, c, h, w)
 
 
-class Flux2DenoisePipeline:
+class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
     """The transformer and its schedule: requests come with their conditioning and leave as
     latents."""
 
-    _dit_modules = ["transformer"]
-    _encoder_modules: list[str] = []
-    _vae_modules: list[str] = []
-    _resident_modules: list[str] = []
+    preview_name = "flux2"
 
-    def __init__(
-        self,
-        *,
-        transformer: nn.Module,
-        placement: PlacementLike,
-        swap: OffloadSwap,
-        scheduler_config: Mapping[str, Any],
-        model_key: Hashable,
-        serial_phases: bool = False,
-        adapter_cache: Fetch | None = None,
-        fused_copies: CopyStore | None = None,
-    ) -> None:
-        self.transformer = transformer
-        self.placement = placement
-        self.swap = swap
-        self.device = torch.device(placement.device)
-        self.dtype = torch_dtype(placement.dtype)
-        self.scheduler_config = dict(scheduler_config)
-        self.model_key = model_key
-        self.serial_phases = serial_phases
+    def __init__(self, *, transformer: nn.Module, **kwargs: Any) -> None:
+        super().__init__(transformer=transformer, read_lora=read_lora, **kwargs)
         self.channels = int(cast(Any, transformer).config.in_channels)
-        # Each request's LoRA stack, added to its own rows of every forward.
-        self.adapters = AdapterBank.placed(
-            transformer, read_lora, placement, adapter_cache, model_key, fused_copies
-        )
 
     def request(self, **kwargs: Any) -> Flux2Request:
         return new_request(self.model_key, **kwargs)
@@ -129,55 +104,33 @@ class Flux2DenoisePipeline:
 
     def prepare_encode(self, state: Flux2Request, /) -> Flux2Request:
         with torch.inference_mode():
-            self._prepare(state)
+            self._encode_prompts(state)
+            dtype = cast(torch.Tensor, cast(Conditioning, state.positive).value).dtype
+            references = self._encode_references(state)
+            if references:
+                state.reference_shapes = tuple((r.shape[2], r.shape[3]) for r in references)
+                state.references = torch.cat([pack(r) for r in references], dim=1).to(self.device)
+            h, w = state.latent_size
+            self._start(state, (self.channels, h, w), dtype, empirical_mu(h * w, state.steps))
         return state
 
-    def _prepare(self, state: Flux2Request) -> None:
-        # The LoRA files load here, off the step loop, and a bad one fails this request alone.
-        self.adapters.check(state.loras)
-        self._encode_prompts(state)
-        dtype = cast(torch.Tensor, cast(Conditioning, state.positive).value).dtype
-        h, w = state.latent_size
-        generator = torch.Generator("cpu").manual_seed(state.seed)
-        # Drawn as the pipeline draws it: the whole latent batch at once, in the prompt's dtype.
-        drawn = torch.randn(
-            (state.batch_size, self.channels, h, w), generator=generator, dtype=dtype
-        )
-        noise = pack(drawn[state.batch_index : state.batch_index + 1]).to(self.device)
-        references = self._encode_references(state)
-        if references:
-            state.reference_shapes = tuple((r.shape[2], r.shape[3]) for r in references)
-            state.references = torch.cat([pack(r) for r in references], dim=1).to(self.device)
-        state.schedule = FlowMatchSchedule.create(
-            self.scheduler_config,
-            state.steps,
-            h * w,
-            self.device,
-            sampler=state.sampler,
-            schedule=state.sigma_schedule,
-            spacing=numpy_flow_spacing,
-            seed=state.seed,
-            row=state.batch_index,
-            mu=empirical_mu(h * w, state.steps),
-        )
-        state.latents = Latents(noise.to(torch.float32), tuple(noise.shape))
+    def _guide(self, pred: torch.Tensor, negative: torch.Tensor, guidance: float) -> torch.Tensor:
+        return negative + guidance * (pred - negative)
 
-    def denoise_step(self, states: Sequence[Flux2Request], /) -> list[torch.Tensor]:
-        with torch.inference_mode():
-            rows: list[tuple[Flux2Request, Conditioning]] = [
-                (s, cast(Conditioning, s.positive)) for s in states
-            ]
-            rows += [(s, cast(Conditioning, s.negative)) for s in states if s.cfg]
-            out = self._forward(rows)
-            negatives = iter(out[len(states) :])
-            preds: list[torch.Tensor] = []
-            for i, s in enumerate(states):
-                pred = out[i : i + 1].float()
-                if s.cfg:
-                    neg = next(negatives).unsqueeze(0).float()
-                    pred = neg + s.guidance * (pred - neg)
-                preds.append(pred)
-            return preds
+    def _pack(self, latents: torch.Tensor) -> torch.Tensor:
+        return pack(latents)
+
+    def _unpack(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        """The VAE's normalised patchified grid, (1, C, h, w)."""
+        return unpack(packed, h, w)
+
+    def _preview(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        """The 32 VAE channels at twice the grid, normalised (ComfyUI's `Flux2` preview)."""
+        return unpatchify(unpack(packed, h, w))
+
+    def _release(self, state: Flux2Request) -> None:
+        super()._release(state)
+        state.references = None
 
     def _forward(self, rows: list[tuple[Flux2Request, Conditioning]]) -> torch.Tensor:
         first = rows[0][0]
@@ -196,8 +149,7 @@ class Flux2DenoisePipeline:
             [cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index) for s, _c in rows]
         )
         text = torch.stack([cast(torch.Tensor, c.value) for _s, c in rows])
-        stacks = [s.loras for s, _c in rows]
-        with self.swap.use(self.transformer, self.placement), self.adapters.forward(stacks):
+        with self._on_device(rows):
             out = cast(
                 torch.Tensor,
                 self.transformer(
@@ -205,29 +157,14 @@ class Flux2DenoisePipeline:
                     timestep=timestep.to(self.device, self.dtype),
                     guidance=None,
                     encoder_hidden_states=text.to(self.device, self.dtype),
-                    txt_ids=text_ids(text.shape[1]).to(self.device),
-                    img_ids=torch.cat(ids).to(self.device),
+                    # Batched, as the pipeline passes them: a context-parallel split shards
+                    # the positions only when they carry the batch axis (diffusers' `_cp_plan`).
+                    txt_ids=batched(text_ids(text.shape[1]), len(rows)).to(self.device),
+                    img_ids=batched(torch.cat(ids), len(rows)).to(self.device),
                     return_dict=False,
                 )[0],
             )
         return out[:, :tokens]
-
-    def step_scheduler(self, state: Flux2Request, noise_pred: Any, /) -> None:
-        schedule, lat = _prepared(state)
-        with torch.inference_mode():
-            state.latents = schedule.step(state.step_index, noise_pred, lat)
-        state.step_index += 1
-
-    def post_latents(self, state: Flux2Request, /) -> Latents:
-        """The final latents as the VAE's normalised patchified grid, (1, C, h, w)."""
-        _schedule, lat = _prepared(state)
-        h, w = state.latent_size
-        value = unpack(cast(torch.Tensor, lat.value), h, w)
-        _release(state)
-        return Latents(value, tuple(value.shape))
-
-    def post_decode(self, state: Flux2Request, /) -> Image.Image | Latents:
-        return self.post_latents(state)
 
 
 class Flux2StepPipeline(Flux2DenoisePipeline):
@@ -240,6 +177,9 @@ class Flux2StepPipeline(Flux2DenoisePipeline):
         super().__init__(**kwargs)
         self.text_encoder = text_encoder
         self.vae = vae
+
+    def _decoder(self) -> Flux2VAE:
+        return self.vae
 
     def _encode_prompts(self, state: Flux2Request) -> None:
         if state.positive is None:
@@ -268,21 +208,5 @@ class Flux2StepPipeline(Flux2DenoisePipeline):
             processor.preprocess(img, height=height, width=width, resize_mode="crop"),
         )
 
-    def post_decode(self, state: Flux2Request, /) -> Image.Image:
-        latents = self.post_latents(state)
-        with torch.inference_mode():
-            return self.vae.decode(latents)
 
-
-def _prepared(state: Flux2Request) -> tuple[FlowMatchSchedule, Latents]:
-    if state.schedule is None or state.latents is None:
-        raise RuntimeError("prepare_encode has not run for this request")
-    return cast(FlowMatchSchedule, state.schedule), state.latents
-
-
-def _release(state: Flux2Request) -> None:
-    """Drop the request's tensors once it is done: the state object may outlive the render."""
-    state.latents = state.positive = state.negative = state.references = None
-
-
-__all__ = ["Flux2DenoisePipeline", "Flux2StepPipeline", "empirical_mu", "np"]
+__all__ = ["Flux2DenoisePipeline", "Flux2StepPipeline", "empirical_mu"]

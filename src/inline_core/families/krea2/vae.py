@@ -1,5 +1,6 @@
-"""The Qwen-Image VAE as an image VAE component (torch): Krea 2's latents (16 channels at 1/8 of
-the pixels) normalised by the VAE's latent statistics, decoded one frame deep."""
+"""The Qwen-Image VAE as Krea 2's image VAE component (torch): its latents (16 channels at 1/8 of
+the pixels, `(1, C, 1, h, w)`) normalised by the VAE's latent statistics, decoded one frame deep
+by the decode every family that reads this VAE shares (`diffusion/vae/qwen_image_vae.py`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch import nn
 
 from inline_core.components.interfaces import Latents
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike
+from inline_core.diffusion.vae.qwen_image_vae import decode_frames
 
 
 class QwenImageVAE:
@@ -23,9 +25,6 @@ class QwenImageVAE:
         self.swap = swap
         config = cast(Any, autoencoder).config
         self.spatial_factor = 2 ** len(config.temperal_downsample)
-        self.channels = int(config.z_dim)
-        self.mean = torch.tensor(config.latents_mean).view(1, self.channels, 1, 1, 1)
-        self.std = torch.tensor(config.latents_std).view(1, self.channels, 1, 1, 1)
         self.processor = VaeImageProcessor(vae_scale_factor=self.spatial_factor * 2)
 
     @property
@@ -38,9 +37,5 @@ class QwenImageVAE:
     def decode_many(self, latents: Sequence[Latents], /) -> list[Image.Image]:
         """(1, C, 1, h, w) normalised latents of one shape, decoded in one call."""
         x = torch.cat([cast(torch.Tensor, lat.value) for lat in latents]).to(self.dtype)
-        mean = self.mean.to(x.device, x.dtype)
-        std = (1.0 / self.std).to(x.device, x.dtype)
-        x = x / std + mean
         with self.swap.use(self.autoencoder, self.placement):
-            image = cast(Any, self.autoencoder).decode(x, return_dict=False)[0][:, :, 0]
-        return cast(list[Image.Image], self.processor.postprocess(image, output_type="pil"))
+            return decode_frames(self.autoencoder, x, self.processor)

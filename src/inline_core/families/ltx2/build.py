@@ -29,6 +29,7 @@ from inline_core.diffusion.loading import (
 from inline_core.errors import InvalidRequest, RunFailed
 from inline_core.families.ltx2.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.ltx2.pipeline import LTX2StepPipeline
+from inline_core.families.ltx2.step_cache import LAYOUT
 from inline_core.models.source import Source
 
 # Each weight part: (the library module its class is in, the class, what messages call it).
@@ -75,6 +76,7 @@ def vocoder_class(source: Source, default: Any) -> Any:
 
 
 class LTX2Builder:
+    step_cache_layout = LAYOUT  # its pipeline caches its blocks per request
     roles: Mapping[str, str] = {
         "transformer": "denoiser",
         "text_encoder": "text_encoder",

@@ -18,12 +18,13 @@ from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.ltx2.download import DOWNLOADS
-from inline_core.families.ltx2.files import RULES, vae_factors
+from inline_core.families.ltx2.files import RULES, prompt_tokens, vae_factors
 from inline_core.families.ltx2.lora_naming import LTX2_LORAS
 from inline_core.families.ltx2.request import (
     SPATIAL_FACTOR,
@@ -32,9 +33,18 @@ from inline_core.families.ltx2.request import (
     frames_refusal,
     new_request,
 )
+from inline_core.families.ltx2.split import (
+    SPLIT_ENGINES,
+    SPLIT_METHODS,
+    sequence_refusal,
+    support_for,
+)
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.models.source import Source
 from inline_core.runtime.video import VIDEO_HINT, video_available
+
+PREVIEW_LATENTS = "ltxv"  # its video latents' format in diffusion/preview/formats.py
 
 REQUEST_PARAMS = (
     "width",
@@ -61,6 +71,12 @@ class LTX2Family(Family):
     loras = LTX2_LORAS
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor per stream: one video shape per forward
+        chunked_decode=True,  # temporal chunks, each with its decoder's reach (decode.py)
+        preview_latents=frozenset({PREVIEW_LATENTS}),  # the video's first frame
+        step_cache=frozenset({"dbcache"}),  # per request, both streams (step_cache.py)
+        # cache-dit's context parallelism (its LTX2 plan): Ulysses, Ring (split.py)
+        split_methods=SPLIT_METHODS,
+        split_engines=SPLIT_ENGINES,
         # Gemma 3 and LTX-2 are trained in bfloat16; Gemma's activations overflow float16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
     )
@@ -156,4 +172,22 @@ class LTX2Family(Family):
         if factors is not None:
             kwargs.setdefault("spatial_factor", factors[0])
             kwargs.setdefault("temporal_factor", factors[1])
+        # As the pipeline pads it (a worker group's request is made here, not by the pipeline).
+        kwargs.setdefault("max_prompt_tokens", prompt_tokens(sources.get("tokenizer")))
         return new_request(model_key, **kwargs)
+
+    def split_support(self, transformer: Source | None) -> ModelParallelSupport:
+        return support_for(transformer)
+
+    def unsplittable(
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        split: ParallelSpec,
+        sources: Sources | None,
+    ) -> str | None:
+        """A render whose video, soundtrack or prompt the split's ranks cannot share evenly."""
+        if node_type != NODE_TYPE or sources is None:
+            return None
+        defaults = {p.name: p.default for p in LTX2_DESCRIPTOR.params}
+        return sequence_refusal(params, defaults, sources, split)

@@ -13,6 +13,7 @@ claimed, and a stack without its folders is `model_missing` naming the folder to
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from inline_core.contract.files import (
     read_json,
 )
 from inline_core.diffusion.files.shapes import Shapes
+from inline_core.families.ltx2.request import MAX_PROMPT_TOKENS
 from inline_core.models.catalog import CatalogEntry
 from inline_core.models.source import Source
 
@@ -114,7 +116,9 @@ RULES = StackRules(
         pipeline_prefix=("LTX2Pipeline", "LTX2ImageToVideoPipeline"),
         transformer_class=TRANSFORMER_CLASS,
         recognize=single_file,
-        name=None,
+        # Lightricks' and ComfyUI's file names (ltx-2-19b-dev-fp8.safetensors, ltx-2.3-...):
+        # a ComfyUI workflow naming one is LTX-2's, never LTX-Video's.
+        name=re.compile(r"ltx[-_]?2", re.IGNORECASE),
         hint=FOLDER_HINT,
     ),
     parts=(
@@ -174,3 +178,10 @@ def vae_factors(vae: Source | None) -> tuple[int, int] | None:
         config.get("temporal_compression_ratio") or int(config.get("patch_size_t", 1)) * 2**steps
     )
     return int(spatial), int(temporal)
+
+
+def prompt_tokens(tokenizer: Source | None) -> int:
+    """The padded prompt's length: the tokenizer's `model_max_length` (LTX-2's own: 1024)."""
+    config = None if tokenizer is None else read_json(tokenizer.location / "tokenizer_config.json")
+    value = None if config is None else config.get("model_max_length")
+    return value if isinstance(value, int) and 0 < value < 1_000_000 else MAX_PROMPT_TOKENS

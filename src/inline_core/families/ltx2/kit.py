@@ -27,9 +27,10 @@ FOLDER = "ltx-2_tiny_diffusers"
 MAX_PROMPT_TOKENS = 16  # the tiny stack's padded prompt (LTX-2's own: 1024)
 TEXT_WIDTH = 32  # the connectors' width too: 4 heads x 8
 TEXT_LAYERS = 2
+LATENT_CHANNELS = 128  # LTX-2's own: the step previews' latent format (`ltxv`) reads 128
 TRANSFORMER_CONFIG: dict[str, Any] = {
-    "in_channels": 4,
-    "out_channels": 4,
+    "in_channels": LATENT_CHANNELS,
+    "out_channels": LATENT_CHANNELS,
     "patch_size": 1,
     "patch_size_t": 1,
     "num_attention_heads": 2,
@@ -66,7 +67,7 @@ CONNECTORS_CONFIG: dict[str, Any] = {
 VAE_CONFIG: dict[str, Any] = {
     "in_channels": 3,
     "out_channels": 3,
-    "latent_channels": 4,
+    "latent_channels": LATENT_CHANNELS,
     "block_out_channels": (8,),
     "decoder_block_out_channels": (8,),
     "layers_per_block": (1,),

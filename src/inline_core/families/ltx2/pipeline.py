@@ -37,15 +37,17 @@ from inline_core.components.interfaces import Latents
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.flow.samplers import numpy_flow_spacing
-from inline_core.diffusion.flow.schedule import FlowMatchSchedule
+from inline_core.diffusion.flow.schedule import FlowMatchSchedule, flow_x0
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
-from inline_core.diffusion.vae.pixels import to_pixels
+from inline_core.diffusion.stepcache import rows as step_rows
+from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
+from inline_core.diffusion.vae.pixels import gather_chunks
+from inline_core.families.ltx2.decode import ChunkedVideoDecode
+from inline_core.families.ltx2.family import PREVIEW_LATENTS
 from inline_core.families.ltx2.lora import read_lora
 from inline_core.families.ltx2.request import LTX2Request, new_request
 from inline_core.runtime.video import Audio, Video
-
-VALUE_RANGE = (-1.0, 1.0)  # the video VAE's decoded floats
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ class LTX2StepPipeline:
         self.scheduler_config = dict(scheduler_config)
         self.model_key = model_key
         self.factors = factors_of(vae, audio_vae)
+        self.video_decode = ChunkedVideoDecode(vae)  # temporal chunks, each as it decodes
         model = cast(Any, transformer)
         # LTX-2.3's cross-attention modulation reads the other stream's sigma (diffusers'
         # `use_cross_timestep`: on for 2.3 and later, off for 2.0's models).
@@ -120,10 +123,33 @@ class LTX2StepPipeline:
         self.adapters = AdapterBank.placed(
             transformer, read_lora, placement, adapter_cache, model_key, fused_copies
         )
+        self.step_cache: StepCacheBackend | None = None  # adopted by engine/assemble.py
 
     @property
     def latent_channels(self) -> int:
         return int(cast(Any, self.transformer).config.in_channels)
+
+    def adopt_cache_dit_backend(self, backend: StepCacheBackend, /) -> None:
+        """The per-request step cache on its transformer (components.step): each row of a
+        forward caches with its request's settings, its LoRAs kept on a sub-batch's rows."""
+        backend.add_row_scope(self.adapters.rows)
+        self.step_cache = backend
+
+    def split_by(self, engine: str, degrees: Mapping[str, int], /) -> None:
+        """Under cache-dit's context parallelism (components.step.SupportsSplitNotice): its
+        LTX2 plan replaces the attention processor class's call with one that reads the
+        processor's `_cp_config`, but cache-dit 1.5 hands that only to the attention classes it
+        knows, and LTX-2's are not among them: the transformer's get its config here, and the
+        text connectors' (the same class, never split) none. Without it the first prompt or
+        forward fails."""
+        if engine != "cache-dit":
+            return
+        config = getattr(self.transformer, "_cp_config", None)
+        for model, given in ((self.transformer, config), (self.connectors, None)):
+            for layer in model.modules():
+                processor = getattr(layer, "processor", None)
+                if processor is not None and getattr(processor, "_cp_config", None) is None:
+                    processor._cp_config = given
 
     def request(self, **kwargs: Any) -> LTX2Request:
         kwargs.setdefault("spatial_factor", self.factors.spatial)
@@ -189,6 +215,7 @@ class LTX2StepPipeline:
             tokens = int(state.latents.shape[1])
             state.schedule = self.new_schedule(state, tokens, 0)
             state.audio_schedule = self.new_schedule(state, tokens, 1)
+            state.cache = step_rows.request_cache(state.step_cache)
             state.prepared = True
         return state
 
@@ -239,7 +266,9 @@ class LTX2StepPipeline:
         with torch.inference_mode():
             rows = [(s, cast(Prompt, s.positive)) for s in states]
             rows += [(s, cast(Prompt, s.negative)) for s in states if s.cfg]
-            video, audio = self._forward(rows)
+            caches = [step_rows.branch_row(s.cache, "positive") for s in states]
+            caches += [step_rows.branch_row(s.cache, "negative") for s in states if s.cfg]
+            video, audio = self._forward(rows, caches)
             negatives = iter(range(len(states), len(rows)))
             preds: list[tuple[torch.Tensor, torch.Tensor]] = []
             for i, s in enumerate(states):
@@ -250,7 +279,11 @@ class LTX2StepPipeline:
                 preds.append((v, a))
             return preds
 
-    def _forward(self, rows: list[tuple[LTX2Request, Prompt]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _forward(
+        self,
+        rows: list[tuple[LTX2Request, Prompt]],
+        caches: Sequence[step_rows.RowCache | None],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         first = rows[0][0]
         f, h, w = first.latent_shape
         model = cast(Any, self.transformer)
@@ -265,7 +298,8 @@ class LTX2StepPipeline:
         audio_coords = model.audio_rope.prepare_audio_coords(count, first.audio_frames, self.device)
         mask = torch.cat([p.mask for _s, p in rows])
         stacks = [s.loras for s, _p in rows]
-        with self.swap.use(self.transformer, self.placement), self.adapters.forward(stacks):
+        cached = cached_forward(self.step_cache, self.transformer, caches)
+        with self.swap.use(self.transformer, self.placement), self.adapters.forward(stacks), cached:
             out = model(
                 hidden_states=hidden,
                 audio_hidden_states=audio,
@@ -313,6 +347,26 @@ class LTX2StepPipeline:
             state.audio_latents = _advance(state.audio_schedule, index, audio, audio_latents)
         state.step_index += 1
 
+    # -- previews (components.step.SupportsPreview) ------------------------------------------------
+
+    def preview_format(self, state: LTX2Request, /) -> str:
+        return PREVIEW_LATENTS
+
+    def preview_latents(self, state: LTX2Request, noise_pred: Any, /) -> torch.Tensor:
+        """The video's x0 estimate at the level the model saw (held on the host: no sync), a
+        new (1, C, F, H, W) tensor; the soundtrack is not previewed. On image to video the first
+        latent frame is the image itself, so the estimate starts at the first frame the model
+        makes."""
+        video = cast(tuple[torch.Tensor, torch.Tensor], noise_pred)[0]
+        sigma = float(_schedule(state).levels[state.step_index])
+        with torch.inference_mode():
+            x0 = flow_x0(cast(torch.Tensor, state.latents), sigma, video)
+            f, h, w = state.latent_shape
+            frames = unpack_video(x0, f, h, w)
+            if state.condition is not None and f > 1:
+                return frames[:, :, 1:]
+            return frames
+
     # -- decode ------------------------------------------------------------------------------------
 
     def post_latents(self, state: LTX2Request, /) -> tuple[torch.Tensor, torch.Tensor]:
@@ -335,12 +389,14 @@ class LTX2StepPipeline:
         state.latents = state.audio_latents = state.positive = state.negative = None
         state.condition = state.image = None
         state.schedule = state.audio_schedule = None
+        step_rows.release(state.cache)
         return video, audio
 
     def post_decode(self, state: LTX2Request, /) -> Video:
         """The video and its soundtrack. The sound decodes first (the audio VAE and the vocoder
-        are small), so a stream carries it from the video's first chunk (`on_audio`); the
-        frames go to `on_chunk` as they are decoded."""
+        are small), so a stream carries it from the video's first chunk (`on_audio`); then the
+        video, chunk by chunk (`decode.py`), into one array of the render's frames, each
+        chunk's handed to `on_chunk` as a view of it as it is decoded."""
         video_latents, audio_latents = self.post_latents(state)
         dtype = torch_dtype(self.vae_placement.dtype)
         device = self.vae_placement.device
@@ -355,15 +411,12 @@ class LTX2StepPipeline:
             audio = Audio(wave[0].float().cpu().numpy(), rate)
             if state.on_audio is not None:
                 state.on_audio(audio)
+            decode = self.video_decode
             with self.swap.use(self.vae, self.vae_placement):
-                decoded = cast(Any, self.vae).decode(
-                    video_latents.to(device, dtype), None, return_dict=False
-                )[0]
-            frames = to_pixels(decoded, VALUE_RANGE)
-        if frames.shape[0] != state.frames:
-            raise RuntimeError(f"the VAE decoded {frames.shape[0]} frames of {state.frames}")
-        if state.on_chunk is not None:
-            state.on_chunk(0, frames, state.frames)
+                chunks = decode.decode_chunks(video_latents.to(device, dtype))
+                frames = gather_chunks(
+                    chunks, state.frames, decode.chunk_value_range, state.on_chunk
+                )
         return Video(frames, state.fps, state.format, audio=audio)
 
 

@@ -52,9 +52,7 @@ class LoraPicker:
             keys = read_header(entry.path)
         except HeaderError as exc:
             raise InvalidRequest(f"loras/{name}: {exc.message}", node_id=node_id) from exc
-        takers = [
-            f for f in self.families if f.loras is not None and family in (None, f.name)
-        ]
+        takers = [f for f in self.families if f.loras is not None and family in (None, f.name)]
         if not takers:
             who = "no model family this server runs" if family is None else family
             raise InvalidRequest(f"{who} takes no LoRAs", node_id=node_id)
@@ -66,7 +64,14 @@ class LoraPicker:
             except InvalidRequest as exc:
                 refusals.append(exc.message)
                 continue
-            use = LoraUse(name, str(entry.path), entry.identity, float(params["strength"]))
+            clip = params.get("strength_clip")
+            use = LoraUse(
+                name,
+                str(entry.path),
+                entry.identity,
+                float(params["strength"]),
+                None if clip is None else float(clip),
+            )
             return LoraHandle(taker.name, use)
         raise InvalidRequest("; ".join(refusals), node_id=node_id)
 
@@ -80,15 +85,17 @@ class _LoraRunner(NodeRunner):
 
     def _handle(self, call: NodeCall, family: str | None = None) -> LoraHandle:
         prepared = call.prepared
-        if isinstance(prepared, LoraHandle) and prepared.use.strength == call.params["strength"]:
+        if (
+            isinstance(prepared, LoraHandle)
+            and prepared.use.strength == call.params["strength"]
+            and prepared.use.clip_strength == call.params.get("strength_clip")
+        ):
             return prepared
         return self.picker.pick(call.params, call.node_id, family)
 
 
 class LoadLora(_LoraRunner):
-    def check_node(
-        self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts
-    ) -> LoraHandle:
+    def check_node(self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts) -> LoraHandle:
         # The model wired in carries its family (as its loader, or the load/lora before,
         # checked it at submit): the file is read in that family's namings alone.
         models = [

@@ -295,6 +295,7 @@ def _requests(
             negative=negative.conditioning if settings.guided and negative is not None else None,
             # A family that takes no LoRAs gets no stack (load/lora refused one for it).
             **({"loras": model.loras} if model.loras else {}),
+            **settings.window_fields(),  # a KSamplerAdvanced window (runs_step_windows)
             **fields,
         )
         for index in range(latent.batch)

@@ -93,6 +93,13 @@ class Sample(_FamilyRunner):
                 "cfg to 1 for no guidance",
                 node_id=call.node_id,
             )
+        if settings.windowed and not family.runs_step_windows:
+            raise InvalidRequest(
+                f"{family.title}'s sample runs its whole schedule from noise: it cannot run "
+                "steps start_step..end_step, without added noise, or hand on leftover noise "
+                "(ComfyUI's KSamplerAdvanced)",
+                node_id=call.node_id,
+            )
         if settings.denoise <= 0:
             # ComfyUI's answer to denoise 0: no step to take, the latent as it came.
             return NodeResult(outputs={"latent": latent})

@@ -25,6 +25,7 @@ from inline_core.families.qwen_image.denoiser import QwenImageDenoiser
 from inline_core.families.qwen_image.encoder import QwenPromptEncoder
 from inline_core.families.qwen_image.files import SCHEDULER_CONFIG, processor_folder, variant_of
 from inline_core.families.qwen_image.pipeline import QwenImageStepPipeline
+from inline_core.families.qwen_image.step_cache import LAYOUT
 from inline_core.families.qwen_image.vae import QwenImageVAE
 from inline_core.models.source import Source
 
@@ -37,6 +38,7 @@ class QwenImageBuilder:
         "text_encoder": "text_encoder",
         "vae": "vae",
     }
+    step_cache_layout = LAYOUT  # its pipelines cache their blocks per request
     # Its VAE file is loaded once for every family that decodes with it (Krea 2).
     shared_parts = {"vae": qwen_image_vae.SHARED}
 

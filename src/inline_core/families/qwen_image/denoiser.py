@@ -4,7 +4,7 @@
 mask, so rows with different prompts (padded, masked) and steps share a forward; its rotary
 positions are its first row's image shapes, so rows of one forward share those (the request's
 batch key). Each row's LoRA stack is added to its own rows of that forward
-(`diffusion/adapters/`).
+(`diffusion/adapters/`), and each row's step cache decides on its own rows (`diffusion/stepcache/`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
+from inline_core.diffusion.stepcache.rows import RowCache
 from inline_core.families.qwen_image.lora import read_lora
 
 
@@ -41,6 +43,11 @@ class QwenImageDenoiser:
         self.adapters = AdapterBank.placed(
             transformer, read_lora, placement, adapter_cache, model_key, fused_copies
         )
+        self.step_cache: StepCacheBackend | None = None  # adopted by its pipeline
+
+    def adopt_step_cache(self, backend: StepCacheBackend) -> None:
+        backend.add_row_scope(self.adapters.rows)  # a sub-batch's rows keep their own LoRAs
+        self.step_cache = backend
 
     def predict(
         self,
@@ -49,15 +56,20 @@ class QwenImageDenoiser:
         conditioning: Sequence[Conditioning],
         image_shapes: Sequence[tuple[int, int, int]],
         loras: Sequence[LoraStack] = (),
+        caches: Sequence[RowCache | None] = (),
     ) -> torch.Tensor:
         """The velocity of each row, `(B, tokens, 64)`: `latents` are each row's packed tokens
         (its references after its own), `timesteps` each row's sigma, `image_shapes` the shapes
-        every row shares."""
+        every row shares, `caches` each row's step cache (none, or None: every block runs)."""
         x = torch.cat([t.to(self.device, self.dtype) for t in latents])
         t = torch.cat([ts.to(self.device) for ts in timesteps]).to(x.dtype)
         embeds, mask = _padded([cast(torch.Tensor, c.value) for c in conditioning])
         shapes = [list(image_shapes)] * x.shape[0]
-        with self.swap.use(self.transformer, self.placement), self.adapters.forward(loras):
+        with (
+            self.swap.use(self.transformer, self.placement),
+            self.adapters.forward(loras),
+            cached_forward(self.step_cache, self.transformer, caches),
+        ):
             out = cast(Any, self.transformer)(
                 hidden_states=x,
                 timestep=t,

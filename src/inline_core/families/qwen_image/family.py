@@ -13,6 +13,7 @@ from typing import Any
 from PIL import Image
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
@@ -22,6 +23,7 @@ from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.qwen_image.comfy import RECIPE
 from inline_core.families.qwen_image.descriptor import (
     EXTRA_HINT,
     IMAGE_INPUTS,
@@ -59,9 +61,13 @@ class QwenImageFamily(Family):
         # rows of one shape share a forward, prompts of any length padded under a mask.
         batching="shapes",
         preview_latents=frozenset({PREVIEW_FORMAT}),
+        step_cache=frozenset({"dbcache"}),  # per request, on its dual-stream blocks
         # Qwen2.5-VL and the 20B transformer are trained in bfloat16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
     )
+
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (QWEN_IMAGE_DESCRIPTOR,)

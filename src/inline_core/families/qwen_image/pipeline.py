@@ -20,6 +20,8 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.flow.samplers import numpy_flow_spacing
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.stepcache import rows as step_rows
+from inline_core.diffusion.stepcache.backend import StepCacheBackend
+from inline_core.diffusion.stepcache.rows import RowCache
 from inline_core.families.qwen_image.denoiser import QwenImageDenoiser
 from inline_core.families.qwen_image.encoder import QwenPromptEncoder
 from inline_core.families.qwen_image.family import QwenImageFamily
@@ -77,6 +79,11 @@ class QwenImageStepPipeline:
         """A new request state bound to this pipeline's model (validates sizes and images)."""
         return new_request(self.model_key, self.edit, **kwargs)
 
+    # -- step cache (components.step.SupportsCacheDiTBackend) -----------------------------------
+
+    def adopt_cache_dit_backend(self, backend: StepCacheBackend, /) -> None:
+        self.denoiser.adopt_step_cache(backend)
+
     # -- step protocol ---------------------------------------------------------------------------
 
     def prepare_encode(self, state: QwenImageRequest, /) -> QwenImageRequest:
@@ -127,19 +134,22 @@ class QwenImageStepPipeline:
         timesteps: list[torch.Tensor] = []
         conds: list[Conditioning] = []
         loras = [s.loras for s in states]
+        caches: list[RowCache | None] = []  # each row's step cache: its request's, per branch
         for s in states:
             schedule, lat = _prepared(s)
             inputs.append(_model_input(s, lat))
             timesteps.append(schedule.model_timestep(s.step_index))
             conds.append(cast(Conditioning, s.positive))
+            caches.append(step_rows.branch_row(s.cache, "positive"))
         guided = [i for i, s in enumerate(states) if s.cfg]
         for i in guided:  # negatives follow all positives
             inputs.append(inputs[i])
             timesteps.append(timesteps[i])
             conds.append(cast(Conditioning, states[i].negative))
             loras.append(states[i].loras)
+            caches.append(step_rows.branch_row(states[i].cache, "negative"))
         shapes = states[0].image_shapes
-        out = self.denoiser.predict(inputs, timesteps, conds, shapes, loras)
+        out = self.denoiser.predict(inputs, timesteps, conds, shapes, loras, caches)
         negatives = dict(zip(guided, out[len(states) :], strict=True))
         preds: list[torch.Tensor] = []
         for i, s in enumerate(states):

@@ -11,7 +11,6 @@ ids a single file cannot carry are the tokenizer's (`align_token_ids`, where it 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from inline_core.diffusion.files.shapes import (
@@ -21,6 +20,7 @@ from inline_core.diffusion.files.shapes import (
     shape_of,
 )
 from inline_core.diffusion.formats.format import ModelFormat
+from inline_core.diffusion.formats.qwen_vl_keys import from_single, model_shapes
 
 MODEL_TYPE = "qwen2_5_vl"  # an HF folder's config.json `model_type`
 CLASS_NAME = "Qwen2_5_VLModel"
@@ -43,35 +43,10 @@ TOKENS = {
     "vision_start_token_id": "<|vision_start|>",
     "vision_end_token_id": "<|vision_end|>",
 }
-# Key prefixes of a single file -> `Qwen2_5_VLModel`'s (the HF checkpoints' naming before and
-# after transformers 5); an LM head is left out.
-_RENAMES = (
-    ("model.language_model.", "language_model."),
-    ("model.visual.", "visual."),
-    ("model.", "language_model."),
-    ("visual.", "visual."),
-    ("language_model.", "language_model."),
-)
-
-
-def _renamed(key: str) -> str | None:
-    for old, new in _RENAMES:
-        if key.startswith(old):
-            return new + key[len(old) :]
-    return None
-
-
-def _model_shapes(shapes: Shapes) -> dict[str, tuple[int, ...]]:
-    out: dict[str, tuple[int, ...]] = {}
-    for key, shape in shapes.items():
-        new = _renamed(key)
-        if new is not None:
-            out[new] = tuple(shape)
-    return out
 
 
 def is_qwen25_vl(shapes: Shapes) -> bool:
-    s = _model_shapes(shapes)
+    s = model_shapes(shapes)
     return (
         "language_model.embed_tokens.weight" in s
         and "language_model.layers.0.self_attn.q_proj.bias" in s
@@ -81,7 +56,7 @@ def is_qwen25_vl(shapes: Shapes) -> bool:
 
 
 def hidden_size(shapes: Shapes) -> int:
-    return shape_of(_model_shapes(shapes), "language_model.embed_tokens.weight")[1]
+    return shape_of(model_shapes(shapes), "language_model.embed_tokens.weight")[1]
 
 
 def mrope_section(head_dim: int) -> list[int]:
@@ -94,7 +69,7 @@ def mrope_section(head_dim: int) -> list[int]:
 
 def infer_config(shapes: Shapes) -> dict[str, Any]:
     """`Qwen2_5_VLConfig` kwargs from a single file's shapes."""
-    s = _model_shapes(shapes)
+    s = model_shapes(shapes)
     vocab, hidden = shape_of(s, "language_model.embed_tokens.weight")
     kv_rows = shape_of(s, "language_model.layers.0.self_attn.k_proj.weight")[0]
     head = min(TEXT_HEAD, kv_rows)
@@ -139,16 +114,6 @@ def infer_config(shapes: Shapes) -> dict[str, Any]:
         "fullatt_block_indexes": [i for i in range(depth) if i % 8 == 7],
     }
     return {"text_config": text, "vision_config": vision, **TOKEN_IDS}
-
-
-def from_single(sd: dict[str, Any], _config: Mapping[str, Any]) -> dict[str, Any]:
-    """A single file's keys -> `Qwen2_5_VLModel`'s (the LM head left out)."""
-    out: dict[str, Any] = {}
-    for key, value in sd.items():
-        new = _renamed(key)
-        if new is not None:
-            out[new] = value
-    return out
 
 
 def align_token_ids(model: Any, tokenizer: Any) -> None:

@@ -18,6 +18,7 @@ from torch import nn
 
 from inline_core.diffusion.libs import module
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike
+from inline_core.diffusion.vae.qwen_image_vae import decode_frames
 from inline_core.families.qwen_image.request import MULTIPLE, PATCH, reference_size
 
 
@@ -72,11 +73,6 @@ class QwenImageVAE:
         self, tokens: Sequence[torch.Tensor], height: int, width: int
     ) -> list[Image.Image]:
         """Packed latents of one size -> images, in one VAE call."""
-        vae = cast(Any, self.autoencoder)
         with self.swap.use(self.autoencoder, self.placement), torch.inference_mode():
             x = unpack(torch.cat([t.to(self.device) for t in tokens]), height, width)
-            x = x.to(self.dtype)
-            mean = self._mean.to(x.device, x.dtype)
-            inverse_std = 1.0 / self._std.to(x.device, x.dtype)  # as the pipeline computes it
-            pixels = vae.decode(x / inverse_std + mean, return_dict=False)[0][:, :, 0]
-            return cast(list[Image.Image], self.images.postprocess(pixels, output_type="pil"))
+            return decode_frames(self.autoencoder, x.to(self.dtype), self.images)

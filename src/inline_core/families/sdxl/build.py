@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from inline_core.components.step import StepPipeline
-from inline_core.contract.builder import Parts
+from inline_core.contract.builder import ADAPTER_CACHE, FUSED_COPIES, Parts
 from inline_core.device.policy import Placement
+from inline_core.diffusion.adapters.bank import AdapterBank
 from inline_core.diffusion.encoders.clip_prompt import ClipPromptEncoder, ClipTower
 from inline_core.diffusion.formats import clip
 from inline_core.diffusion.parts import PartLoader
@@ -21,6 +22,8 @@ from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl import unet
 from inline_core.families.sdxl.files import DEFAULT_SCHEDULER_CONFIG, VAE_FORMAT, prediction_of
+from inline_core.families.sdxl.lora import part_reader
+from inline_core.families.sdxl.lora_naming import TEXT_ENCODER, TEXT_ENCODER_2, UNET
 from inline_core.families.sdxl.pipeline import PREDICTION_ATTR, SDXLStepPipeline
 from inline_core.families.sdxl.request import DEFAULT_CLIP_SKIP
 from inline_core.models.source import Source
@@ -56,9 +59,16 @@ class SDXLBuilder:
         return loaded
 
     def text_encoder(self, parts: Parts) -> ClipPromptEncoder:
+        first, second = parts["text_encoder"], parts["text_encoder_2"]
         towers = (
-            ClipTower(parts["text_encoder"], pad=None, final_norm=False),
-            ClipTower(parts["text_encoder_2"], pad=G_PAD, final_norm=False, pooled=True),
+            ClipTower(first, pad=None, final_norm=False, adapters=_bank(parts, TEXT_ENCODER)),
+            ClipTower(
+                second,
+                pad=G_PAD,
+                final_norm=False,
+                pooled=True,
+                adapters=_bank(parts, TEXT_ENCODER_2),
+            ),
         )
         return ClipPromptEncoder(
             parts["tokenizer"],
@@ -74,6 +84,7 @@ class SDXLBuilder:
     def pipeline(self, parts: Parts) -> SDXLStepPipeline:
         return SDXLStepPipeline(
             unet=parts["transformer"],
+            adapters=_bank(parts, UNET),
             text_encoder=self.text_encoder(parts),
             vae=self.vae(parts),
             placement=parts.placements["denoiser"],
@@ -87,6 +98,33 @@ class SDXLBuilder:
         raise InvalidRequest(
             "SDXL does not serve the low-level primitives yet (use stability/sdxl)"
         )
+
+
+# The part each LoRA half adapts, and the device policy role it is placed as.
+_PARTS = {UNET: ("transformer", "denoiser"), TEXT_ENCODER: ("text_encoder", "text_encoder")}
+_PARTS[TEXT_ENCODER_2] = ("text_encoder_2", "text_encoder")
+
+
+def _bank(parts: Parts, half: str) -> AdapterBank:
+    """The LoRA bank of one model of the stack: the kohya files' `half` of it, loaded into the
+    resident cache under that model (the UNet's fused copies counted where the policy makes
+    them; a text encoder's forwards are short and apply LoRAs per row)."""
+    part, role = _PARTS[half]
+    model = parts[part]
+    config: Any = getattr(model, "config", None)
+    reader = part_reader(
+        half,
+        layers_per_block=int(getattr(config, "layers_per_block", 2) or 2),
+        text_model=hasattr(model, "text_model"),
+    )
+    return AdapterBank.placed(
+        model,
+        reader,
+        parts.placements[role],
+        parts.extra.get(ADAPTER_CACHE),
+        (parts.model_key, half),
+        parts.extra.get(FUSED_COPIES) if half == UNET else None,
+    )
 
 
 BUILDER = SDXLBuilder()

@@ -39,6 +39,8 @@ SDXL_DESCRIPTOR = NodeDescriptor(
     inputs=(
         PortSpec("prompt", PortKind.TEXT),
         PortSpec("image", PortKind.IMAGE, optional=True, label="Image (img2img)"),
+        # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
+        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
     ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
     params=(
@@ -86,7 +88,8 @@ SDXL_DESCRIPTOR = NodeDescriptor(
         "(strength: the share of the steps that run; the image is resized to width x "
         "height). guidance is ComfyUI's cfg (1 turns guidance off); "
         "sampler and schedule are ComfyUI's names; clip_skip is CLIPSetLastLayer's layer. A "
-        "vae picked here replaces the checkpoint's."
+        "vae picked here replaces the checkpoint's. LoRAs wired in (input/lora, kohya's naming) "
+        "apply to this render alone: strength on the UNet, strength_clip on both text encoders."
     ),
 )
 

@@ -3,7 +3,8 @@
 `stability/sdxl` renders text to image with an SDXL UNet (an all-in-one checkpoint in the
 original Stability naming, split files, or a diffusers folder), sampled through the shared sigma
 library (`diffusion/sigma/`) with ComfyUI's samplers and schedules. Its UNet takes one batched
-tensor, so requests of one latent size share a forward. It has no DiT step cache and no
+tensor, so requests of one latent size share a forward; each request's kohya LoRAs adapt its own
+rows of it and its own prompts (`lora_naming.py`). It has no DiT step cache and no
 sequence split. Its torch side is `build.py` (imported on the first render).
 """
 
@@ -13,16 +14,22 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
+from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.sdxl.comfy import RECIPE
 from inline_core.families.sdxl.descriptor import EXTRA_HINT, NODE_TYPE, SDXL_DESCRIPTOR
 from inline_core.families.sdxl.download import DOWNLOADS
+from inline_core.families.sdxl.embeddings import find_embeddings
 from inline_core.families.sdxl.files import RULES
+from inline_core.families.sdxl.lora_naming import SDXL_LORAS
 from inline_core.families.sdxl.request import SDXLRequest, img2img_start, new_request
 from inline_core.graph.descriptor import NodeDescriptor
 
@@ -43,6 +50,7 @@ class SDXLFamily(Family):
     title = "SDXL"
     requires = ("torch", "diffusers", "transformers", "safetensors")
     install_hint = EXTRA_HINT
+    loras = SDXL_LORAS
     builder = "inline_core.families.sdxl.build:BUILDER"
     kit = "inline_core.families.sdxl.kit:main"
     download = "inline_core.families.sdxl.download:main"
@@ -54,6 +62,9 @@ class SDXLFamily(Family):
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (SDXL_DESCRIPTOR,)
+
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
 
     def rules(self) -> StackRules:
         return RULES
@@ -78,6 +89,15 @@ class SDXLFamily(Family):
         }
         image = image_input(inputs, "image", node_id)
         take_params = {**request, "img2img": image is not None}
+        texts = (request["prompt"], request["negative_prompt"])
+        embeddings = find_embeddings(self.catalog, texts, node_id)
+        if embeddings:
+            request["embeddings"] = embeddings
+            take_params["embeddings"] = [e.name for e in embeddings]
+        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        if loras:
+            request["loras"] = loras
+            take_params["loras"] = stack_info(loras)
         if image is not None:
             request |= {"image": image, "strength": float(params["strength"])}
             take_params["strength"] = request["strength"]

@@ -10,7 +10,8 @@ its `</w>` word ends, `!` as id 0), from fixed seeds, and writes:
   original Stability naming (`model.diffusion_model.`, `first_stage_model.`,
   `conditioner.embedders.0.transformer.` CLIP-L, `conditioner.embedders.1.model.` OpenCLIP-G),
   `checkpoints/sdxl_<size>_vpred.safetensors` (the same, marked as a v-prediction checkpoint),
-  and `text_encoders/clip_tokenizer/` (a checkpoint carries no tokenizer; ComfyUI ships its own);
+  `text_encoders/clip_tokenizer/` (a checkpoint carries no tokenizer; ComfyUI ships its own),
+  two kohya LoRAs in `loras/` and a textual-inversion embedding in `embeddings/` (`kit_loras.py`);
 - diffusers layout: `diffusion_models/sdxl_<size>_diffusers/` (`StableDiffusionXLPipeline`);
 - a tiny `vae_approx/taesdxl_decoder.safetensors` for its latents' `taesd` previews.
 
@@ -22,8 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -36,6 +37,7 @@ from inline_core.diffusion.preview.formats import preview_format
 from inline_core.diffusion.preview.kit import write_tiny_decoder
 from inline_core.families.sdxl import unet
 from inline_core.families.sdxl.files import V_PRED_KEY
+from inline_core.families.sdxl.kit_loras import write_kit_embedding, write_kit_loras
 from inline_core.families.sdxl.pipeline import PREVIEW_FORMAT
 
 SIZES = ("tiny", "mid")
@@ -93,6 +95,8 @@ class SDXLKit:
     tokenizer_dir: Path | None
     diffusers_dir: Path | None
     tiny_decoder: Path | None = None  # vae_approx/taesdxl_decoder.safetensors (previews)
+    loras: Mapping[str, Path] = field(default_factory=dict[str, Path])  # kohya LoRAs "a", "b"
+    embedding: Path | None = None  # embeddings/<name>_embedding.safetensors (clip_l, clip_g)
 
     @property
     def checkpoint_name(self) -> str:
@@ -213,7 +217,16 @@ def build_kit(
     unet_model, vae = build_unet(size), build_vae()
     name = f"sdxl_{size}"
     checkpoint = tokenizer_dir = diffusers_dir = None
-    for category in ("checkpoints", "diffusion_models", "vae", "text_encoders", "loras"):
+    loras: dict[str, Path] = {}
+    embedding = None
+    for category in (
+        "checkpoints",
+        "diffusion_models",
+        "vae",
+        "text_encoders",
+        "loras",
+        "embeddings",
+    ):
         (out / category).mkdir(parents=True, exist_ok=True)
     if "comfy" in layouts:
         checkpoint = out / "checkpoints" / f"{name}.safetensors"
@@ -224,6 +237,8 @@ def build_kit(
         save_weights(marked, out / "checkpoints" / f"{name}_vpred.safetensors", weights)
         tokenizer_dir = out / "text_encoders" / TOKENIZER_FOLDER
         build_tokenizer(tokenizer_dir)
+        loras = write_kit_loras(out, name, unet_model, first, second)
+        embedding = write_kit_embedding(out, name, first, second)
     if "diffusers" in layouts:
         scratch = out / ".kit_tokenizers"
         pipe = diffusers().StableDiffusionXLPipeline(
@@ -242,7 +257,7 @@ def build_kit(
         shutil.rmtree(scratch)
     # The tiny decoder for its latents' previews (`taesd`), where ComfyUI keeps it.
     tiny_decoder = write_tiny_decoder(out, preview_format(PREVIEW_FORMAT))
-    return SDXLKit(out, checkpoint, tokenizer_dir, diffusers_dir, tiny_decoder)
+    return SDXLKit(out, checkpoint, tokenizer_dir, diffusers_dir, tiny_decoder, loras, embedding)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

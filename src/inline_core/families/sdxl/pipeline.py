@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import torch
@@ -21,10 +22,13 @@ from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.device.policy import Placement
+from inline_core.diffusion.adapters.bank import AdapterBank
+from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.encoders.clip_prompt import ClipConditioning, ClipPromptEncoder
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
+from inline_core.families.sdxl.embedding_vectors import EmbeddingVectors
 from inline_core.families.sdxl.family import SDXLFamily
 from inline_core.families.sdxl.request import (
     LATENT_FACTOR,
@@ -52,6 +56,7 @@ class SDXLStepPipeline:
         self,
         *,
         unet: nn.Module,
+        adapters: AdapterBank,
         text_encoder: ClipPromptEncoder,
         vae: AutoencoderKLVAE,
         placement: Placement,
@@ -61,6 +66,8 @@ class SDXLStepPipeline:
         serial_phases: bool = False,
     ) -> None:
         self.unet = unet
+        self.adapters = adapters  # each row's LoRA stack on the UNet, per row of a forward
+        self.embeddings = EmbeddingVectors(text_encoder)  # the prompts' embedding files
         self.text_encoder = text_encoder
         self.vae = vae
         self.placement = placement
@@ -104,10 +111,15 @@ class SDXLStepPipeline:
             generator = torch.Generator("cpu").manual_seed(state.seed)
             start = self._encode_image(state, generator)
             noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(self.device)
+        # The LoRA files load here, off the step loop, and a bad one fails this request alone.
+        self.adapters.check(state.loras)
+        text_loras = tuple(replace(use, strength=use.text_strength) for use in state.loras)
+        embeddings = {e.name: self.embeddings.get(e) for e in state.embeddings}
+        encode = self.text_encoder.encode_at
         if state.positive is None:
-            state.positive = self.text_encoder.encode_at(state.prompt, state.clip_skip)
+            state.positive = encode(state.prompt, state.clip_skip, text_loras, embeddings)
         if state.cfg and state.negative is None:
-            state.negative = self.text_encoder.encode_at(state.negative_prompt, state.clip_skip)
+            state.negative = encode(state.negative_prompt, state.clip_skip, text_loras, embeddings)
         schedule = DiscreteSchedule.create(
             self.scheduler_config,
             state.steps,
@@ -175,9 +187,14 @@ class SDXLStepPipeline:
                 "text_embeds": torch.cat(pooled).to(self.device, dtype),
                 "time_ids": torch.tensor(sizes, dtype=dtype, device=self.device),
             }
-        with self.swap.use(self.unet, self.placement):
+        stacks = [self._unet_stack(state.loras) for state, _c in rows]
+        with self.swap.use(self.unet, self.placement), self.adapters.forward(stacks):
             out = cast(Any, self.unet)(sample, timestep, context, return_dict=False, **extra)[0]
         return cast(torch.Tensor, out).to(torch.float32)
+
+    def _unet_stack(self, loras: LoraStack) -> LoraStack:
+        """The LoRAs of a stack with UNet layers (a text-encoder-only file adds nothing here)."""
+        return tuple(u for u in loras if u.strength != 0.0 and self.adapters.weights(u).layers)
 
     def step_scheduler(self, state: SDXLRequest, noise_pred: Any, /) -> None:
         schedule, latents = _prepared(state)

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.flow.steps import denoise_window
 from inline_core.errors import InvalidRequest
+from inline_core.families.sdxl.embeddings import EmbeddingFile
 from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
 from inline_core.parallel.wire import LOCAL
 
@@ -39,6 +41,8 @@ class SDXLRequest:
     strength: float = 0.6  # img2img: the share of the steps that run, as diffusers counts it
     batch_size: int = 1  # a latent batch's noise is drawn at once, as KSampler draws it
     batch_index: int = 0
+    loras: LoraStack = ()  # applied to this request's rows and prompts, never merged
+    embeddings: tuple[EmbeddingFile, ...] = ()  # the prompts' `embedding:name` files
     positive: Conditioning | None = None
     negative: Conditioning | None = None
     model_key: Hashable = field(default="", metadata=LOCAL)

@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, cast
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -40,7 +39,7 @@ from inline_core.diffusion.sigma.sampling import FlowSampling
 from inline_core.diffusion.sigma.stepper import SigmaStepper
 from inline_core.diffusion.stepcache import rows as step_rows
 from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
-from inline_core.diffusion.vae.pixels import to_pixels
+from inline_core.diffusion.vae.pixels import gather_chunks
 from inline_core.diffusion.vae.wan_vae import WanVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan import first_frame
@@ -48,7 +47,7 @@ from inline_core.families.wan.family import PREVIEW_LATENTS
 from inline_core.families.wan.image_encoder import image_embeds
 from inline_core.families.wan.lora import read_lora
 from inline_core.families.wan.request import WanRequest, new_request
-from inline_core.runtime.video import Frames, Video
+from inline_core.runtime.video import Video
 
 
 class WanStepPipeline:
@@ -340,19 +339,8 @@ class WanStepPipeline:
         """The video, chunk by chunk into one array of the render's frames (each chunk's are
         handed to `on_chunk` as a view of it: the frames are held once, never joined)."""
         latents = self.post_latents(state)
-        video: Frames | None = None
-        done = 0
-        for chunk in self.vae.decode_chunks(latents):
-            pixels = to_pixels(chunk, self.vae.chunk_value_range)
-            if video is None:
-                video = np.empty((state.frames, *pixels.shape[1:]), dtype=np.uint8)
-            count = pixels.shape[0]
-            video[done : done + count] = pixels
-            if state.on_chunk is not None:
-                state.on_chunk(done, video[done : done + count], state.frames)
-            done += count
-        if video is None or done != state.frames:
-            raise RuntimeError(f"the VAE decoded {done} frames of {state.frames}")
+        chunks = self.vae.decode_chunks(latents)
+        video = gather_chunks(chunks, state.frames, self.vae.chunk_value_range, state.on_chunk)
         return Video(video, state.fps, state.format)
 
 

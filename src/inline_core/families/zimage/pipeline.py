@@ -166,6 +166,7 @@ class ZImageDenoisePipeline:
             model_time=model_time,
             seed=state.seed,
             row=state.batch_index,
+            window=state.window,
         )
         state.schedule = schedule
         if state.control is not None:  # its model loads here too, off the step loop
@@ -175,7 +176,12 @@ class ZImageDenoisePipeline:
             start = None
             if state.start is not None:
                 start = cast(torch.Tensor, state.start.value).to(device, torch.float32)
-            noised = noise if start is None else schedule.noised(start, noise)
+            if not state.add_noise:  # KSamplerAdvanced's add_noise disable: the latent as it is
+                noised = schedule.unnoised(torch.zeros_like(noise) if start is None else start)
+            elif start is None and state.start_step == 0:
+                noised = noise
+            else:
+                noised = schedule.noised(torch.zeros_like(noise) if start is None else start, noise)
             state.latents = Latents(noised, shape)
             if state.noise_mask is not None:
                 kept = torch.zeros_like(noise) if start is None else start
@@ -267,8 +273,11 @@ class ZImageDenoisePipeline:
 
     def post_latents(self, state: ZImageRequest, /) -> Latents:
         """The final latents, undecoded (`components.step.SupportsLatentOutput`)."""
-        _schedule, lat = _prepared(state)
+        schedule, lat = _prepared(state)
         _release(state)
+        if state.leftover_noise:  # handed on with its noise, as ComfyUI hands it on
+            value = schedule.handed_on(cast(torch.Tensor, lat.value))
+            return Latents(value, lat.shape)
         return lat
 
     def post_decode(self, state: ZImageRequest, /) -> Image.Image | Latents:

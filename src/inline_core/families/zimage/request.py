@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.contract.settings import ALL_STEPS
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.flow.steps import img2img_start
+from inline_core.diffusion.sigma.window import StepWindow
 from inline_core.errors import InvalidRequest
 from inline_core.families.zimage.controlnet import ControlUse
 from inline_core.parallel.wire import LOCAL
@@ -43,6 +45,11 @@ class ZImageRequest:
     sigma_schedule: str = "simple"
     denoise: float = 1.0  # ComfyUI's: run the last `steps` of a `steps / denoise` schedule
     start: Latents | None = None  # latents to start from (noised to the first sigma), else noise
+    # ComfyUI's KSamplerAdvanced window (`diffusion/sigma/window.py`).
+    start_step: int = 0
+    end_step: int = ALL_STEPS
+    add_noise: bool = True
+    leftover_noise: bool = False
     batch_size: int = 1  # a latent batch's noise is drawn at once, as diffusers draws it
     batch_index: int = 0
     positive: Conditioning | None = None
@@ -83,8 +90,14 @@ class ZImageRequest:
         if self.schedule is not None:
             return int(self.schedule.step_count)
         if self.image is None:
-            return self.steps
+            return min(self.end_step, self.steps) - self.start_step
         return self.steps - img2img_start(self.steps, self.strength)
+
+    @property
+    def window(self) -> StepWindow | None:
+        """ComfyUI's KSamplerAdvanced window, where the request runs one."""
+        window = StepWindow(self.start_step, self.end_step, self.add_noise, self.leftover_noise)
+        return None if window.whole else window
 
     @property
     def done(self) -> bool:
@@ -131,6 +144,13 @@ def new_request(model_key: Hashable, spatial_factor: int, **kwargs: Any) -> ZIma
         raise InvalidRequest("a control image needs a control model")
     if state.control is not None and not has_image:
         raise InvalidRequest(f"controlnet/{state.control.name} needs a control image")
+    if state.window is not None and state.image is not None:
+        raise InvalidRequest("a window of the schedule samples latents, not an img2img image")
+    if state.step_count < 1 and state.window is not None:
+        raise InvalidRequest(
+            f"steps {state.start_step}..{min(state.end_step, state.steps)} of {state.steps} "
+            "hold no step to run"
+        )
     if state.step_count < 1:
         raise InvalidRequest(
             f"strength {state.strength} leaves no step to run out of {state.steps}; "

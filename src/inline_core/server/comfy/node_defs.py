@@ -1,31 +1,28 @@
 """ComfyUI's own definitions of the node classes the importer reads: inputs with ComfyUI's specs,
 outputs, category, as ComfyUI's `nodes.py` and `comfy_extras/` declare them.
 
-A spec is `[TYPE]` or `[TYPE, options]`; a combo is `[[choices...], options]`. Choices that come
-from this server (model files, samplers, uploaded images) are a `Picker` here, filled in when
-`/object_info` is answered (`object_info.py`).
+Specs are written as `contract/comfy_specs.py` writes them (the shape a family's recipe uses for
+the classes it adds); `Picker` choices are filled in when `/object_info` is answered.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-MAX_RESOLUTION = 16384
-MAX_SEED = 0xFFFFFFFFFFFFFFFF
+from inline_core.contract.comfy_specs import (
+    BOOLEAN,
+    COMBO,
+    FLOAT,
+    INT,
+    LINK,
+    MAX_RESOLUTION,
+    MAX_SEED,
+    STRING,
+    Picker,
+    Spec,
+)
+
 INT64 = 0x7FFFFFFFFFFFFFFF
-
-
-@dataclass(frozen=True)
-class Picker:
-    """A combo whose choices this server supplies: a catalog category, `samplers`, `schedulers`
-    or `images` (uploaded inputs)."""
-
-    source: str
-    options: dict[str, Any] = field(default_factory=dict[str, Any])
-
-
-Spec = list[Any] | Picker
 
 
 @dataclass(frozen=True)
@@ -39,32 +36,9 @@ class NodeDef:
     description: str = ""
     hidden: dict[str, str] = field(default_factory=dict[str, str])
     python_module: str = "nodes"
-
-
-def INT(default: int, lo: int, hi: int, step: int = 1, **extra: Any) -> list[Any]:  # noqa: N802
-    return ["INT", {"default": default, "min": lo, "max": hi, "step": step, **extra}]
-
-
-def FLOAT(  # noqa: N802
-    default: float, lo: float, hi: float, step: float = 0.01, **extra: Any
-) -> list[Any]:
-    return ["FLOAT", {"default": default, "min": lo, "max": hi, "step": step, **extra}]
-
-
-def STRING(default: str = "", **extra: Any) -> list[Any]:  # noqa: N802
-    return ["STRING", {"default": default, **extra}]
-
-
-def BOOLEAN(default: bool, **extra: Any) -> list[Any]:  # noqa: N802
-    return ["BOOLEAN", {"default": default, **extra}]
-
-
-def COMBO(*choices: str, **extra: Any) -> list[Any]:  # noqa: N802
-    return [list(choices), dict(extra)] if extra else [list(choices)]
-
-
-def LINK(kind: str) -> list[Any]:  # noqa: N802
-    return [kind]
+    # Inputs and outputs not declared (a class a family's recipe names without its specs): only
+    # the importer checks its inputs, and any link from it is taken.
+    untyped: bool = False
 
 
 SEED = INT(0, 0, MAX_SEED, control_after_generate=True)
@@ -116,6 +90,17 @@ NODE_DEFS: dict[str, NodeDef] = {
         (("CLIP", "CLIP"),),
         optional={"device": DEVICE},
         display_name="DualCLIPLoader",
+    ),
+    "TripleCLIPLoader": NodeDef(
+        "advanced/loaders",
+        {
+            "clip_name1": Picker("text_encoders"),
+            "clip_name2": Picker("text_encoders"),
+            "clip_name3": Picker("text_encoders"),
+        },
+        (("CLIP", "CLIP"),),
+        description="[Recipes]\n\nsd3: clip-l, clip-g, t5",
+        python_module="comfy_extras.nodes_sd3",
     ),
     "VAELoader": NodeDef(
         "loaders", {"vae_name": Picker("vae")}, (("VAE", "VAE"),), display_name="Load VAE"

@@ -1,7 +1,8 @@
 """`/object_info`: the ComfyUI node types this server runs, in ComfyUI's schema.
 
 Exactly the classes the importer reads (`importer.prompt_nodes.COMFY_NODE_TYPES`), each with
-ComfyUI's own input specs (`node_defs.py`). Model pickers list the catalog's files (so the answer
+ComfyUI's own input specs (`node_defs.py`), and those the served families' recipes add
+(`recipe_defs.py`). Model pickers list the catalog's files (so the answer
 changes when models are dropped in); `sampler_name` and `scheduler` list what the `sample`
 primitive's descriptor offers; image pickers list the uploaded inputs.
 """
@@ -13,18 +14,23 @@ from typing import Any, cast
 
 from inline_core.graph.registry import Registry
 from inline_core.graph.runner import CatalogView
-from inline_core.importer.prompt_nodes import COMFY_NODE_TYPES
-from inline_core.server.comfy.node_defs import NODE_DEFS, NodeDef, Picker, Spec
+from inline_core.server.comfy.node_defs import NodeDef, Picker, Spec
 
 SAMPLE = "sample"
 
 
 class Choices:
-    """Where pickers' choices come from, read once per answer."""
+    """The classes served (`defs`, by name) and where their pickers' choices come from, read
+    once per answer."""
 
     def __init__(
-        self, catalog: CatalogView, registry: Registry, images: Callable[[], list[str]]
+        self,
+        catalog: CatalogView,
+        registry: Registry,
+        images: Callable[[], list[str]],
+        defs: Mapping[str, NodeDef],
     ) -> None:
+        self.defs = defs
         self._catalog = catalog
         self._registry = registry
         self._images = images
@@ -51,11 +57,6 @@ def sampler_options(registry: Registry, param: str) -> list[str]:
         return []
     spec = registry.descriptor(SAMPLE).param(param)
     return [] if spec is None else [str(o) for o in spec.options]
-
-
-def served_types() -> list[str]:
-    """The classes described: those the importer reads (each has a definition here)."""
-    return sorted(COMFY_NODE_TYPES & set(NODE_DEFS))
 
 
 def spec_json(spec: Spec, choices: Choices) -> list[Any]:
@@ -105,20 +106,12 @@ def node_json(name: str, node: NodeDef, choices: Choices) -> dict[str, Any]:
 
 
 def object_info(choices: Choices, only: str | None = None) -> dict[str, Any]:
-    names = served_types() if only is None else [n for n in served_types() if n == only]
-    return {name: node_json(name, NODE_DEFS[name], choices) for name in names}
+    names = sorted(choices.defs) if only is None else [n for n in choices.defs if n == only]
+    return {name: node_json(name, choices.defs[name], choices) for name in names}
 
 
-def input_spec(class_type: str, name: str) -> Spec | None:
-    node = NODE_DEFS.get(class_type)
-    if node is None:
-        return None
-    return node.required.get(name) or node.optional.get(name)
-
-
-def all_inputs(class_type: str) -> Mapping[str, tuple[Spec, bool]]:
-    """Each input of `class_type` with whether it is required."""
-    node = NODE_DEFS[class_type]
+def all_inputs(node: NodeDef) -> Mapping[str, tuple[Spec, bool]]:
+    """Each input of `node` with whether it is required."""
     return {
         **{k: (v, True) for k, v in node.required.items()},
         **{k: (v, False) for k, v in node.optional.items()},

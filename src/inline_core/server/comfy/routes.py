@@ -28,6 +28,7 @@ from inline_core.server.comfy.errors import ComfyError, comfy_error_response
 from inline_core.server.comfy.hub import ComfyHub
 from inline_core.server.comfy.ledger import PromptLedger
 from inline_core.server.comfy.object_info import Choices, object_info
+from inline_core.server.comfy.recipe_defs import served_defs
 from inline_core.server.comfy.submit import Numbers, accept_prompt
 from inline_core.server.comfy.userdata import UserFiles
 from inline_core.server.http_io import MB, read_body, read_json_object
@@ -63,7 +64,7 @@ class ComfyApi:
 
     def choices(self) -> Choices:
         s = self.services
-        return Choices(s.catalog, s.registry, lambda: files.input_names(s))
+        return Choices(s.catalog, s.registry, lambda: files.input_names(s), served_defs(s.families))
 
     def features(self) -> dict[str, Any]:
         return {

@@ -177,7 +177,7 @@ async def accept_prompt(
     client_id, extra, number, front = parse_body(body)
     given_id = client_prompt_id(body)
     options = run_options(extra)
-    prompt = read_prompt(body.get("prompt"))
+    prompt = read_prompt(body.get("prompt"), choices.defs)
     outputs = outputs_of(prompt, body.get("partial_execution_targets"))
     await run_in_threadpool(check_prompt, prompt, outputs, choices)
     if len(outputs) > 1:

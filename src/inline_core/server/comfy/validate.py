@@ -11,18 +11,17 @@ from typing import Any, cast
 
 from inline_core.importer.prompt_nodes import OUTPUT_NODE_TYPES, upstream
 from inline_core.server.comfy.errors import ComfyError, InputError, NodeErrors
-from inline_core.server.comfy.node_defs import NODE_DEFS, Picker
-from inline_core.server.comfy.object_info import Choices, all_inputs, served_types
+from inline_core.server.comfy.node_defs import NodeDef, Picker
+from inline_core.server.comfy.object_info import Choices, all_inputs
 
 Prompt = dict[str, dict[str, Any]]
 
 
-def read_prompt(raw: object) -> Prompt:
+def read_prompt(raw: object, served: Mapping[str, NodeDef]) -> Prompt:
     """The prompt's nodes, each a `{class_type, inputs}` object; `missing_node_type` for a node
-    without a class, or with one this server does not run."""
+    without a class, or with one this server does not run (not in `served`)."""
     if not isinstance(raw, Mapping) or not raw:
         raise ComfyError("no_prompt", "No prompt provided", "No prompt provided")
-    served = set(served_types())
     prompt: Prompt = {}
     for key, value in cast(Mapping[object, object], raw).items():
         node_id = str(key)
@@ -106,7 +105,7 @@ def node_errors(prompt: Prompt, node_id: str, choices: Choices) -> list[InputErr
     node = prompt[node_id]
     inputs: dict[str, Any] = node["inputs"]
     errors: list[InputError] = []
-    for name, (spec, required) in all_inputs(node["class_type"]).items():
+    for name, (spec, required) in all_inputs(choices.defs[node["class_type"]]).items():
         if name not in inputs:
             if required:
                 errors.append(
@@ -115,7 +114,7 @@ def node_errors(prompt: Prompt, node_id: str, choices: Choices) -> list[InputErr
             continue
         value = inputs[name]
         if isinstance(value, list):
-            problem = _link_error(prompt, name, cast(list[Any], value), spec)
+            problem = _link_error(prompt, name, cast(list[Any], value), spec, choices.defs)
         else:
             problem = _value_error(name, value, spec, choices)
         if problem is not None:
@@ -130,7 +129,9 @@ def _spec_type(spec: Any) -> str:
     return "COMBO" if isinstance(head, list) else str(head)
 
 
-def _link_error(prompt: Prompt, name: str, link: list[Any], spec: Any) -> InputError | None:
+def _link_error(
+    prompt: Prompt, name: str, link: list[Any], spec: Any, defs: Mapping[str, NodeDef]
+) -> InputError | None:
     if len(link) != 2 or not isinstance(link[1], int) or isinstance(link[1], bool):
         return InputError(
             "bad_linked_input",
@@ -148,7 +149,10 @@ def _link_error(prompt: Prompt, name: str, link: list[Any], spec: Any) -> InputE
             name,
             {"received_value": link},
         )
-    produced = NODE_DEFS[source["class_type"]].outputs
+    source_def = defs[source["class_type"]]
+    if source_def.untyped:
+        return None  # its outputs are not declared: the importer checks the link
+    produced = source_def.outputs
     slot = link[1]
     if not 0 <= slot < len(produced):
         return InputError(

@@ -360,15 +360,19 @@ class RunStore:
     # ---- a held run's events and end (each fenced by its lease) --------------------------------
 
     def append_events_future(
-        self, collect: Callable[[], Sequence[JournalEntry]]
+        self, collect: Callable[[], Sequence[JournalEntry]], lease_s: float | None = None
     ) -> Future[frozenset[str]]:
         """Append held runs' events and the state they lead to, every run in one write; resolves
         to the runs whose lease was lost (nothing was written for them). `collect` gives them
         when the write runs (once, even if it is retried), so events that arrive while it waits
-        in the queue go with it. Waits out an unreachable database (up to `retry_s`). Not a
-        durable write: a power cut may lose the events since the last durable commit, which
-        only a running run has, and a running run is run again after one."""
+        in the queue go with it. With `lease_s`, each run's lease is extended as its heartbeat
+        would (to the database's clock plus `lease_s`): a server whose runs make progress keeps
+        them. Waits out an unreachable database (up to `retry_s`). Not a durable write: a power
+        cut may lose the events since the last durable commit, which only a running run has,
+        and a running run is run again after one."""
         taken: list[Sequence[JournalEntry]] = []
+        extend = "" if lease_s is None else ", lease_expires_at = {now} + ?"
+        extended: tuple[object, ...] = () if lease_s is None else (lease_s,)
 
         def op(db: Db) -> frozenset[str]:
             if not taken:
@@ -380,11 +384,13 @@ class RunStore:
                     continue
                 lease = entry.lease
                 mirrored = db.execute(
-                    f"UPDATE runs SET nodes = ?, fraction = ?, live_takes = ? WHERE {_HELD}",
+                    f"UPDATE runs SET nodes = ?, fraction = ?, live_takes = ?{extend} "
+                    f"WHERE {_HELD}",
                     (
                         rows.nodes_json(entry.mirror.nodes),
                         entry.mirror.fraction,
                         rows.takes_json(entry.mirror.takes),
+                        *extended,
                         *_held(lease),
                     ),
                 )

@@ -16,19 +16,18 @@ sharded, where one mask cannot serve every rank, so Chroma splits with Ulysses o
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, cast
 
 import torch
-from PIL import Image
-from torch import nn
 
 from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.weights import LoraWeights
 from inline_core.diffusion.flow.samplers import numpy_flow_spacing
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
-from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
+from inline_core.families.flow_pipeline import FlowImagePipeline
 from tiny_chroma.encoder import MaskedT5Encoder, transformer_mask
 from tiny_chroma.request import LATENT_FACTOR, PATCH, ChromaRequest, new_request
 
@@ -55,28 +54,21 @@ def image_ids(h: int, w: int) -> torch.Tensor:
     return ids.reshape(-1, 3)
 
 
-class ChromaDenoisePipeline:
-    _dit_modules = ["transformer"]
-    _encoder_modules: list[str] = []
-    _vae_modules: list[str] = []
-    _resident_modules: list[str] = []
+def no_loras(name: str, path: str, device: torch.device, dtype: torch.dtype) -> LoraWeights:
+    """The test family reads no LoRA file: a request naming one is refused, never rendered
+    without it."""
+    raise InvalidRequest(f"loras/{name}: the tiny Chroma test family takes no LoRAs")
 
-    def __init__(
-        self,
-        *,
-        transformer: nn.Module,
-        placement: PlacementLike,
-        swap: OffloadSwap,
-        scheduler_config: Mapping[str, Any],
-        model_key: Hashable,
-    ) -> None:
-        self.transformer = transformer
-        self.placement = placement
-        self.swap = swap
-        self.device = torch.device(placement.device)
-        self.dtype = torch_dtype(placement.dtype)
-        self.scheduler_config = dict(scheduler_config)
-        self.model_key = model_key
+
+class ChromaDenoisePipeline(FlowImagePipeline[ChromaRequest]):
+    """The layer's flow image pipeline (`families/flow_pipeline.py`) with Chroma's forward (each
+    row's own text mask), its true CFG, its packing, and the `sample` primitive's denoise and
+    start latents at `prepare_encode`."""
+
+    preview_name = "flux"  # FLUX.1's 16 latent channels, which Chroma keeps
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(read_lora=no_loras, **kwargs)
         self.ulysses = 1  # the ranks a Ulysses split gathers the sequence from
 
     def split_by(self, engine: str, degrees: Mapping[str, int], /) -> None:
@@ -94,7 +86,7 @@ class ChromaDenoisePipeline:
 
     def prepare_encode(self, state: ChromaRequest, /) -> ChromaRequest:
         with torch.inference_mode():
-            h, w = state.latent_size
+            h, w = state.latent_pixels
             generator = torch.Generator("cpu").manual_seed(state.seed)
             drawn = torch.randn(
                 (state.batch_size, CHANNELS, h, w), generator=generator, dtype=torch.float32
@@ -118,25 +110,8 @@ class ChromaDenoisePipeline:
             state.latents = Latents(noise, tuple(noise.shape))
         return state
 
-    def denoise_step(self, states: Sequence[ChromaRequest], /) -> list[torch.Tensor]:
-        with torch.inference_mode():
-            rows: list[tuple[ChromaRequest, Conditioning]] = [
-                (s, cast(Conditioning, s.positive)) for s in states
-            ]
-            rows += [(s, cast(Conditioning, s.negative)) for s in states if s.cfg]
-            out = self._forward(rows)
-            preds: list[torch.Tensor] = []
-            negatives = iter(out[len(states) :])
-            for i, s in enumerate(states):
-                pos = out[i : i + 1]
-                if s.cfg:
-                    neg = next(negatives).unsqueeze(0)
-                    pos = neg + s.guidance * (pos - neg)
-                preds.append(pos)
-            return preds
-
     def _forward(self, rows: list[tuple[ChromaRequest, Conditioning]]) -> torch.Tensor:
-        h, w = rows[0][0].latent_size
+        h, w = rows[0][0].latent_pixels
         hidden = torch.cat([cast(Latents, s.latents).value for s, _c in rows])
         t = torch.cat(
             [cast(FlowMatchSchedule, s.schedule).model_timestep(s.step_index) for s, _c in rows]
@@ -160,21 +135,21 @@ class ChromaDenoisePipeline:
                 )[0],
             )
 
-    def step_scheduler(self, state: ChromaRequest, noise_pred: Any, /) -> None:
-        schedule, lat = _prepared(state)
-        with torch.inference_mode():
-            state.latents = schedule.step(state.step_index, noise_pred, lat)
-        state.step_index += 1
+    def _guide(self, pred: torch.Tensor, negative: torch.Tensor, guidance: float) -> torch.Tensor:
+        return negative + guidance * (pred - negative)
 
-    def post_latents(self, state: ChromaRequest, /) -> Latents:
-        _schedule, lat = _prepared(state)
-        h, w = state.latent_size
-        value = unpack(cast(torch.Tensor, lat.value), h, w)
-        state.latents = state.positive = state.negative = state.start = None
-        return Latents(value, tuple(value.shape))
+    def _pack(self, latents: torch.Tensor) -> torch.Tensor:
+        return pack(latents)
 
-    def post_decode(self, state: ChromaRequest, /) -> Any:
-        return self.post_latents(state)
+    def _unpack(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        return unpack(packed, h * PATCH, w * PATCH)  # a token grid: latents twice its size
+
+    def _preview(self, packed: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        return self._unpack(packed, h, w)
+
+    def _release(self, state: ChromaRequest) -> None:
+        super()._release(state)
+        state.start = None
 
 
 class ChromaStepPipeline(ChromaDenoisePipeline):
@@ -194,10 +169,8 @@ class ChromaStepPipeline(ChromaDenoisePipeline):
         if state.cfg and state.negative is None:
             state.negative = self.text_encoder.encode(state.negative_prompt)
 
-    def post_decode(self, state: ChromaRequest, /) -> Image.Image:
-        latents = self.post_latents(state)
-        with torch.inference_mode():
-            return cast(Image.Image, self.vae.decode(latents))
+    def _decoder(self) -> AutoencoderKLVAE:
+        return self.vae
 
 
 def gathered(text: torch.Tensor, image: torch.Tensor, ranks: int) -> torch.Tensor:
@@ -205,12 +178,6 @@ def gathered(text: torch.Tensor, image: torch.Tensor, ranks: int) -> torch.Tenso
     each rank's shard of the text, then its shard of the image (one rank: text, then image)."""
     texts, images = text.chunk(ranks, dim=1), image.chunk(ranks, dim=1)
     return torch.cat([part for pair in zip(texts, images, strict=True) for part in pair], dim=1)
-
-
-def _prepared(state: ChromaRequest) -> tuple[FlowMatchSchedule, Latents]:
-    if state.schedule is None or state.latents is None:
-        raise RuntimeError("prepare_encode has not run for this request")
-    return cast(FlowMatchSchedule, state.schedule), state.latents
 
 
 __all__ = ["LATENT_FACTOR", "PATCH", "ChromaDenoisePipeline", "ChromaStepPipeline"]

@@ -93,26 +93,36 @@ def _phi2(t: float) -> float:
     return (_phi1(t) - 1.0) / t
 
 
-def _res_multistep(walk: Walk, x: torch.Tensor, sigmas: list[float], eta: float) -> Run:
+def _res_multistep(
+    walk: Walk, x: torch.Tensor, sigmas: list[float], eta: float, cfg_pp: bool = False
+) -> Run:
     """The second-order multistep exponential integrator of arXiv 2308.02157; with `eta`, each
-    step lands at its ancestral sigma_down and noise takes it to the next level."""
+    step lands at its ancestral sigma_down and noise takes it to the next level. `cfg_pp`:
+    ComfyUI's CFG++ form, stepping along the unconditional estimate (its history too)."""
     old: torch.Tensor | None = None
     old_down = sigmas[0]
     for i, (sigma, sigma_next) in enumerate(zip(sigmas, sigmas[1:], strict=False)):
         p = yield x, sigma
         down, up = ancestral_step(sigma, sigma_next, eta)
         if down == 0 or old is None:
-            x = p.x + p.derivative * (down - sigma)
+            if cfg_pp:
+                x = p.denoised + (p.x - p.uncond_denoised) / sigma * down
+            else:
+                x = p.x + p.derivative * (down - sigma)
         else:
             t, t_next = neg_log(sigma), neg_log(down)
             h = t_next - t
             c2 = (neg_log(sigmas[i - 1]) - neg_log(old_down)) / h
             b2 = _phi2(-h) / c2
             b1 = _phi1(-h) - b2
-            x = math.exp(-h) * p.x + h * (b1 * p.denoised + b2 * old)
+            if cfg_pp:
+                x = p.x + (p.denoised - p.uncond_denoised)
+                x = math.exp(-h) * x + h * (b1 * p.uncond_denoised + b2 * old)
+            else:
+                x = math.exp(-h) * p.x + h * (b1 * p.denoised + b2 * old)
         if sigma_next > 0 and up > 0:
             x = x + walk.noise(x) * up
-        old, old_down = p.denoised, down
+        old, old_down = (p.uncond_denoised if cfg_pp else p.denoised), down
     return x
 
 
@@ -120,8 +130,16 @@ def res_multistep(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
     return (yield from _res_multistep(walk, x, sigmas, 0.0))
 
 
+def res_multistep_cfg_pp(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
+    return (yield from _res_multistep(walk, x, sigmas, 0.0, cfg_pp=True))
+
+
 def res_multistep_ancestral(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
     return (yield from _res_multistep(walk, x, sigmas, 1.0))
+
+
+def res_multistep_ancestral_cfg_pp(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
+    return (yield from _res_multistep(walk, x, sigmas, 1.0, cfg_pp=True))
 
 
 def ipndm_v(walk: Walk, x: torch.Tensor, sigmas: list[float], max_order: int = 4) -> Run:

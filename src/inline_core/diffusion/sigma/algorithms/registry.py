@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from inline_core.diffusion.sigma.algorithms import deis, first_order, multistep, sde, two_stage
+from inline_core.diffusion.sigma.algorithms import (
+    cfg_pp,
+    deis,
+    first_order,
+    multistep,
+    sde,
+    two_stage,
+)
 from inline_core.diffusion.sigma.algorithms.unipc import UniPC
 from inline_core.diffusion.sigma.algorithms.walk import Algorithm
-from inline_core.graph.sampler_names import SIGMA_SAMPLERS
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, SIGMA_SAMPLERS
 
 ALGORITHMS: dict[str, Algorithm] = {
     "euler": first_order.euler,
@@ -37,5 +44,11 @@ ALGORITHMS: dict[str, Algorithm] = {
     "uni_pc": UniPC("bh1").algorithm,
     "uni_pc_bh2": UniPC("bh2").algorithm,
     "deis": deis.deis,
+    "euler_cfg_pp": cfg_pp.euler_cfg_pp,
+    "euler_ancestral_cfg_pp": cfg_pp.euler_ancestral_cfg_pp,
+    "dpmpp_2m_cfg_pp": cfg_pp.dpmpp_2m_cfg_pp,
+    "dpmpp_2s_ancestral_cfg_pp": cfg_pp.dpmpp_2s_ancestral_cfg_pp,
+    "res_multistep_cfg_pp": multistep.res_multistep_cfg_pp,
+    "res_multistep_ancestral_cfg_pp": multistep.res_multistep_ancestral_cfg_pp,
 }
-assert tuple(ALGORITHMS) == SIGMA_SAMPLERS
+assert tuple(ALGORITHMS) == SIGMA_SAMPLERS + CFG_PP_SAMPLERS

@@ -14,6 +14,7 @@ from inline_core.diffusion.sigma.algorithms.walk import (
     ancestral_step,
     neg_log,
 )
+from inline_core.diffusion.sigma.prediction import Prediction
 
 
 def _log_midpoint(a: float, b: float) -> float:
@@ -66,15 +67,32 @@ def dpm_2_ancestral(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
 
 
 def dpmpp_2s_ancestral(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
+    return (yield from dpmpp_2s_ancestral_steps(walk, x, sigmas, cfg_pp=False))
+
+
+def dpmpp_2s_ancestral_steps(
+    walk: Walk, x: torch.Tensor, sigmas: list[float], *, cfg_pp: bool
+) -> Run:
+    """DPM-Solver++(2S) ancestral (ComfyUI's `_RF` form on a flow model). `cfg_pp`: its CFG++
+    form, stepping on the unconditional estimate and adding the guidance vector after each step
+    (scaled by alpha on a flow model)."""
     flow = walk.sampling.flow
+
+    def estimate(p: Prediction) -> torch.Tensor:
+        return p.uncond_denoised if cfg_pp else p.denoised
+
+    def slope(p: Prediction) -> torch.Tensor:
+        return (p.x - p.uncond_denoised) / p.sigma if cfg_pp else p.derivative
+
     for sigma, sigma_next in zip(sigmas, sigmas[1:], strict=False):
         p = yield x, sigma
         x = p.x
+        guidance = p.denoised - p.uncond_denoised if cfg_pp else None
         if flow:
             step = FlowAncestral.of(sigma, sigma_next)
             down = step.down
             if sigma_next == 0:
-                x = x + p.derivative * (down - sigma)
+                x = x + slope(p) * (down - sigma)
             else:
                 if sigma == 1.0:
                     sigma_s = 0.9999
@@ -82,22 +100,26 @@ def dpmpp_2s_ancestral(walk: Walk, x: torch.Tensor, sigmas: list[float]) -> Run:
                     lam, lam_down = (math.log((1 - s) / s) for s in (sigma, down))
                     sigma_s = 1 / (math.exp(lam + (lam_down - lam) / 2) + 1)
                 ratio = sigma_s / sigma
-                p2 = yield ratio * x + (1 - ratio) * p.denoised, sigma_s
+                p2 = yield ratio * x + (1 - ratio) * estimate(p), sigma_s
                 ratio = down / sigma
-                x = ratio * x + (1 - ratio) * p2.denoised
+                x = ratio * x + (1 - ratio) * estimate(p2)
                 x = step.scale * x + walk.noise(x) * step.renoise
+            if guidance is not None:
+                x = x + (1 - sigma_next) * guidance
             continue
         down, up = ancestral_step(sigma, sigma_next)
         if down == 0:
-            x = x + p.derivative * (down - sigma)
+            x = x + slope(p) * (down - sigma)
         else:
             t, t_next = neg_log(sigma), neg_log(down)
             h = t_next - t
             sigma_s = math.exp(-(t + h / 2))
-            p2 = yield (sigma_s / sigma) * x - math.expm1(-h / 2) * p.denoised, sigma_s
-            x = (down / sigma) * x - math.expm1(-h) * p2.denoised
+            p2 = yield (sigma_s / sigma) * x - math.expm1(-h / 2) * estimate(p), sigma_s
+            x = (down / sigma) * x - math.expm1(-h) * estimate(p2)
         if sigma_next > 0:
             x = x + walk.noise(x) * up
+        if guidance is not None:
+            x = x + guidance
     return x
 
 

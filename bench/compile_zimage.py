@@ -1,0 +1,167 @@
+"""Compiled blocks against eager: the Z-Image transformer's forward (what a seed-only render
+repeats every step), side by side in one process, and the first compiled forward's cost with
+inductor's cache cold and kept.
+
+    .venv/bin/python bench/compile_zimage.py [--sizes tiny,mid] [--px 512] [--forwards 5]
+    .venv/bin/python bench/compile_zimage.py --device cuda --dtype bfloat16 --px 1024  # a GPU
+
+For each kit size (random weights; `tiny`: dim 64, `mid`: dim 768, 10 layers, about 110M
+parameters) two child processes run one after another on one cache folder: the first finds it
+empty (cold: dynamo traces and inductor compiles), the second finds it kept (a restart: dynamo
+traces again, inductor's code comes from the cache). Each child times `--forwards` eager
+forwards, compiles the blocks (`diffusion/compile`), times the first compiled forward, then
+`--forwards` compiled ones, alternating eager and compiled so both see the same load, and checks
+the outputs agree. Prints medians, ratios and the load average; writes
+bench/results/compile_zimage.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, cast
+
+OUT = Path(__file__).parent / "results" / "compile_zimage.json"
+
+
+def child(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from inline_core.device.compile import CompileChoice
+    from inline_core.diffusion.compile.progress import BOARD
+    from inline_core.diffusion.compile.regional import compile_blocks
+    from inline_core.families.zimage.kit import build_transformer
+
+    size, px, forwards, profile = args.child, args.px, args.forwards, args.profile
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    eager = build_transformer(size).to(device, dtype)
+    compiled = build_transformer(size).to(device, dtype)
+    compiled.load_state_dict(eager.state_dict())
+    side = px // 8  # latent pixels (the VAE's factor 8), patched 2x2 into tokens
+    generator = torch.Generator().manual_seed(0)
+    latents = [torch.randn(16, 1, side, side, generator=generator).to(device, dtype)]
+    prompt = [torch.randn(77, 32, generator=generator).to(device, dtype)]
+    t = torch.full((1,), 0.5, device=device, dtype=dtype)
+
+    def forward(model: Any) -> tuple[float, torch.Tensor]:
+        with torch.inference_mode():
+            began = time.perf_counter()
+            out = torch.stack(model(latents, t, prompt, return_dict=False)[0])
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            return time.perf_counter() - began, out.float()
+
+    forward(eager)  # first-call allocations out of the way
+    compile_blocks(compiled, size, CompileChoice(True, "bench"))
+    first, got = forward(compiled)
+    eager_s: list[float] = []
+    compiled_s: list[float] = []
+    expected = got
+    for _ in range(forwards):
+        seconds, expected = forward(eager)
+        eager_s.append(seconds)
+        seconds, got = forward(compiled)
+        compiled_s.append(seconds)
+    row: dict[str, Any] = {
+        "size": size,
+        "device": args.device,
+        "dtype": args.dtype,
+        "px": px,
+        "tokens": (side // 2) ** 2,
+        "eagerMs": round(statistics.median(eager_s) * 1000, 1),
+        "compiledMs": round(statistics.median(compiled_s) * 1000, 1),
+        "firstCompiledS": round(first, 1),
+        "maxAbsDiff": float((got - expected).abs().max()),
+        "compile": BOARD.to_json()["blocks"],
+    }
+    if profile:
+        row["profile"] = {
+            "eager": top_ops(lambda: forward(eager)),
+            "compiled": top_ops(lambda: forward(compiled)),
+        }
+    return row
+
+
+def top_ops(call: Any, rows: int = 12) -> list[dict[str, Any]]:
+    """Where one forward's time goes: torch.profiler's top operators by self CPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        call()
+    averages = cast(list[Any], list(prof.key_averages()))
+    events = sorted(averages, key=lambda e: float(e.self_cpu_time_total), reverse=True)
+    total = sum(float(e.self_cpu_time_total) for e in events) or 1.0
+    return [
+        {
+            "op": str(e.key),
+            "selfMs": round(float(e.self_cpu_time_total) / 1000, 1),
+            "share": round(float(e.self_cpu_time_total) / total, 3),
+            "calls": int(e.count),
+        }
+        for e in events[:rows]
+    ]
+
+
+def run_child(size: str, args: argparse.Namespace, cache: str, profile: bool) -> dict[str, Any]:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+    command = [sys.executable, __file__, "--child", size, "--px", str(args.px)]
+    command += ["--device", args.device, "--dtype", args.dtype]
+    command += ["--forwards", str(args.forwards)] + (["--profile"] if profile else [])
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{size}: the child failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="tiny,mid")
+    parser.add_argument("--px", type=int, default=512)
+    parser.add_argument("--forwards", type=int, default=5)
+    parser.add_argument("--profile", action="store_true", help="profile one forward each way")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args)))
+        return 0
+    rows: list[dict[str, Any]] = []
+    print(f"{args.device} {args.dtype}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    header = f"{'size':6s} {'tokens':>6s} {'eager ms':>9s} {'compiled ms':>11s} {'speed-up':>8s}"
+    print(header + f" {'first cold s':>12s} {'first kept s':>12s} {'max diff':>9s}")
+    for size in args.sizes.split(","):
+        with tempfile.TemporaryDirectory(prefix="inductor-") as cache:
+            cold = run_child(size, args, cache, profile=False)
+            kept = run_child(size, args, cache, profile=args.profile)
+        row = {
+            **kept,
+            "firstColdS": cold["firstCompiledS"],
+            "firstKeptS": kept["firstCompiledS"],
+            "speedup": round(kept["eagerMs"] / kept["compiledMs"], 2),
+            "coldRun": {k: cold[k] for k in ("eagerMs", "compiledMs")},
+            "loadAverage": round(os.getloadavg()[0], 2),
+        }
+        rows.append(row)
+        print(
+            f"{size:6s} {row['tokens']:6d} {row['eagerMs']:9.1f} {row['compiledMs']:11.1f}"
+            f" {row['speedup']:7.2f}x {row['firstColdS']:12.1f} {row['firstKeptS']:12.1f}"
+            f" {row['maxAbsDiff']:9.2e}"
+        )
+    print(f"load {os.getloadavg()[0]:.1f} at the end")
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    out = OUT if args.device == "cpu" else OUT.with_name(f"compile_zimage_{args.device}.json")
+    out.write_text(json.dumps({"cpus": os.cpu_count(), "rows": rows}, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

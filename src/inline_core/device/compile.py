@@ -1,0 +1,87 @@
+"""Whether a family's transformer blocks run compiled (`torch.compile`, regional: each repeated
+block, dynamic shapes), per device class, family and dtype: a pure function, as every choice here.
+
+Compiled blocks give the same numbers as eager within float rounding; what differs is the time:
+the first forward of a new shape class pays the compile (cached on disk after it), every later
+one runs fused kernels. Whether that pays was measured per device class (`bench/compile_zimage.py`),
+and the table below holds what was measured; `--no-compile` (`INLINE_NO_COMPILE=1`) turns it off
+everywhere, `--compile` (`INLINE_COMPILE=1`) on wherever the device can. `diffusion/compile/`
+does the compiling and shows its progress in health.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inline_core.device.hardware import HardwareDescription
+
+__all__ = ["RECOMPILE_LIMIT", "CompileChoice", "compile_choice"]
+
+# Graphs one block's code may compile (dynamic shapes: one per shape class, such as a batch of
+# one against several, or a mask present or not); past it the block runs eager for new shapes.
+RECOMPILE_LIMIT = 8
+
+# Device classes where compiled blocks were measured to pay, per compute dtype. CUDA: inductor's
+# Triton kernels fuse the norms, RoPE and gates (SGLang's and diffusers' measurements; ours with
+# `bench/compile_zimage.py --device cuda` when a GPU is lent). CPU (`bench/compile_zimage.py`, an
+# AVX2 CPU in float32, 2 cores shared with other work): a forward 1.2-1.35x faster (tiny and
+# 110M-parameter Z-Image at 512 px: RMSNorm's and the gates' elementwise ops fused), but its first
+# forward compiles for 3-5 minutes cold and 1-1.5 minutes with the cache kept (dynamo traces on
+# every start): off until a real-size run shows it pays back at the first render.
+_PAYS: dict[tuple[str, str], bool] = {
+    ("cuda", "bfloat16"): True,
+    ("cuda", "float16"): True,
+    ("cuda", "float32"): True,
+    ("cpu", "float32"): False,
+    ("cpu", "bfloat16"): False,
+    ("cpu", "float16"): False,
+}
+# Families whose blocks do not compile cleanly yet (none known): named here, off everywhere.
+_FAMILIES_OFF: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class CompileChoice:
+    """The choice for one family's denoiser on this machine, and why."""
+
+    enabled: bool
+    reason: str
+    dynamic: bool = True
+    recompile_limit: int = RECOMPILE_LIMIT
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "enabled": self.enabled,
+            "reason": self.reason,
+            "dynamic": self.dynamic,
+            "recompileLimit": self.recompile_limit,
+        }
+
+
+def compile_choice(
+    hardware: HardwareDescription,
+    kind: str,
+    family: str,
+    dtype: str,
+    *,
+    stated: bool | None = None,
+) -> CompileChoice:
+    """Compiled blocks for `family`'s denoiser computing in `dtype` on device class `kind`
+    ("cuda", "mps", "cpu"): where measured to pay (`stated` None), never (False), or wherever
+    the device can (True)."""
+    if stated is False:
+        return CompileChoice(False, "turned off (--no-compile / INLINE_NO_COMPILE)")
+    if family in _FAMILIES_OFF:
+        return CompileChoice(False, f"{family}'s blocks are not compiled yet")
+    if kind == "mps":
+        return CompileChoice(False, "inductor's Metal backend is not used yet")
+    if kind == "cpu" and hardware.cpu_count < 2:
+        return CompileChoice(False, "one CPU: the compile would take the only core for minutes")
+    if stated:
+        return CompileChoice(True, "asked for (--compile / INLINE_COMPILE)")
+    pays = _PAYS.get((kind, dtype))
+    if pays is None:
+        return CompileChoice(False, f"not measured on {kind} in {dtype}")
+    if not pays:
+        return CompileChoice(False, f"measured not to pay on {kind} in {dtype}")
+    return CompileChoice(True, f"measured to pay on {kind} in {dtype}")

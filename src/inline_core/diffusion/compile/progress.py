@@ -1,0 +1,78 @@
+"""What health shows of compiled blocks, torch-free: the models whose blocks run compiled and,
+per block class (dynamo keeps one cache per block code, shared by every block of the class), the
+graphs compiled so far against the bound, the seconds they took, and whether one is running.
+
+The first forward of a new shape class compiles (minutes on a CPU when nothing is cached, seconds
+when inductor's cache in the data folder has it); `state` is "compiling" while one runs, so a
+slow first render is visible, and the log says when each compile starts and ends.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass
+class BlockCompiles:
+    """One block class's compiled graphs."""
+
+    block: str
+    recompile_limit: int
+    graphs: int = 0  # graphs compiled (one per shape class: a batch of one, a mask or none)
+    compile_seconds: float = 0.0
+    compiling: int = 0  # compiles in progress
+    compiled_calls: int = 0
+    eager_calls: int = 0  # calls run eager: a hook inside the block (LoRA rows)
+
+    @property
+    def state(self) -> str:
+        if self.compiling:
+            return "compiling"
+        return "warm" if self.graphs else "cold"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "block": self.block,
+            "state": self.state,
+            "graphs": self.graphs,
+            "recompileLimit": self.recompile_limit,
+            "compileSeconds": round(self.compile_seconds, 1),
+            "compiledCalls": self.compiled_calls,
+            "eagerCalls": self.eager_calls,
+        }
+
+
+@dataclass
+class CompileBoard:
+    """Every compiled model of the process and its block classes (health's `models.compile`)."""
+
+    cache_dir: str | None = None
+    _models: dict[int, tuple[str, int]] = field(default_factory=dict[int, tuple[str, int]])
+    _blocks: dict[str, BlockCompiles] = field(default_factory=dict[str, BlockCompiles])
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def block(self, name: str, recompile_limit: int) -> BlockCompiles:
+        with self._lock:
+            entry = self._blocks.get(name)
+            if entry is None:
+                entry = self._blocks[name] = BlockCompiles(name, recompile_limit)
+            return entry
+
+    def add_model(self, key: int, name: str, blocks: int) -> None:
+        with self._lock:
+            self._models[key] = (name, blocks)
+
+    def remove_model(self, key: int) -> None:
+        """Forget a model that was freed."""
+        with self._lock:
+            self._models.pop(key, None)
+
+    def to_json(self) -> dict[str, object]:
+        with self._lock:
+            models = [{"model": name, "blocks": n} for name, n in self._models.values()]
+            blocks = [entry.to_json() for entry in self._blocks.values()]
+        return {"cacheDir": self.cache_dir, "models": models, "blocks": blocks}
+
+
+BOARD = CompileBoard()

@@ -1,0 +1,78 @@
+"""A flow-matching image render's state, shared by the families whose transformer sees a grid of
+tokens of 16x16 pixels and takes one batched tensor with one set of positions (torch-free).
+
+Its input fields cross into a worker group as they are (`parallel/wire.py`); the fields marked
+`LOCAL` are made where the request runs. A family subclasses it with its own inputs (all with
+defaults) and its own `batch_key`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.diffusion.adapters.stack import LoraStack
+from inline_core.errors import InvalidRequest
+from inline_core.parallel.wire import LOCAL
+from inline_core.runtime.step_cache import StepCacheSettings
+
+# Pixels per transformer token along a side: the VAE's 8, then the 2x2 patch.
+PIXELS_PER_TOKEN = 16
+
+
+@dataclass(eq=False)
+class FlowImageRequest:
+    prompt: str
+    width: int
+    height: int
+    steps: int
+    guidance: float
+    seed: int
+    sampler: str = "euler"
+    sigma_schedule: str = "simple"
+    batch_size: int = 1  # a latent batch's noise is drawn at once, as diffusers draws it
+    batch_index: int = 0
+    positive: Conditioning | None = None
+    negative: Conditioning | None = None
+    loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
+    step_cache: StepCacheSettings | None = None
+    model_key: Hashable = field(default="", metadata=LOCAL)
+    step_index: int = field(default=0, metadata=LOCAL)
+    schedule: Any = field(default=None, metadata=LOCAL)  # its private FlowMatchSchedule
+    latents: Latents | None = field(default=None, metadata=LOCAL)  # packed (1, tokens, C)
+    cache: Any = field(default=None, metadata=LOCAL)  # its `stepcache.rows.RequestCache`
+
+    @property
+    def cfg(self) -> bool:
+        """Whether a forward runs the negative prompt too."""
+        return False
+
+    @property
+    def step_count(self) -> int:
+        return self.steps if self.schedule is None else int(self.schedule.step_count)
+
+    @property
+    def done(self) -> bool:
+        return self.schedule is not None and self.step_index >= self.step_count
+
+    @property
+    def latent_size(self) -> tuple[int, int]:
+        """The transformer's token grid (rows, columns)."""
+        return self.height // PIXELS_PER_TOKEN, self.width // PIXELS_PER_TOKEN
+
+    @property
+    def tokens(self) -> int:
+        # Image tokens, as the batch budget counts them.
+        h, w = self.latent_size
+        return h * w * (2 if self.cfg else 1)
+
+    def check(self) -> None:
+        """The checks every such request passes (a family's `new_request` adds its own)."""
+        if self.width % PIXELS_PER_TOKEN or self.height % PIXELS_PER_TOKEN:
+            raise InvalidRequest(f"width and height must be multiples of {PIXELS_PER_TOKEN}")
+        if not 0 <= self.batch_index < self.batch_size:
+            raise InvalidRequest(
+                f"batch index {self.batch_index} is outside 0..{self.batch_size - 1}"
+            )

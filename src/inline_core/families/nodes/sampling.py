@@ -1,0 +1,69 @@
+"""The sampling params of a family node whose model has its own defaults (torch-free): what the
+descriptor declares (steps and guidance empty: the model's own), and how `lower` fills them in
+from the variant the files tell."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
+from inline_core.graph.descriptor import ParamSpec, ParamWidget
+from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
+
+# The params a request takes as they are (the schedule's name becomes `sigma_schedule`).
+SAMPLING = ("width", "height", "steps", "guidance", "seed", "sampler")
+
+
+def size_param(name: str) -> ParamSpec:
+    return ParamSpec(
+        name, ParamWidget.NUMBER, default=1024, minimum=64, maximum=4096, step=16, integer=True
+    )
+
+
+def sampling_params(model_default: str, guidance_note: str) -> tuple[ParamSpec, ...]:
+    """Size, steps, guidance, sampler, schedule, seed and the stack's pickers; `model_default`
+    says what an empty steps or guidance means, `guidance_note` what guidance does."""
+    return (
+        size_param("width"),
+        size_param("height"),
+        ParamSpec(
+            "steps",
+            ParamWidget.NUMBER,
+            default=None,
+            minimum=1,
+            maximum=100,
+            integer=True,
+            label=f"Steps ({model_default})",
+        ),
+        ParamSpec(
+            "guidance",
+            ParamWidget.NUMBER,
+            default=None,
+            minimum=0.0,
+            maximum=20.0,
+            step=0.1,
+            label=f"Guidance ({model_default}; {guidance_note})",
+        ),
+        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=SAMPLERS),
+        ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
+        SEED,
+        MODEL,
+        VAE,
+        TEXT_ENCODER,
+    )
+
+
+def sampling_request(params: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The node's sampling params as a request takes them: the model's `defaults` where a param
+    is empty, typed."""
+    request: dict[str, Any] = {name: params.get(name) for name in SAMPLING}
+    for name, value in defaults.items():
+        if request[name] is None:
+            request[name] = value
+    for name in ("width", "height", "steps", "seed"):
+        request[name] = int(request[name])
+    request["guidance"] = float(request["guidance"])
+    request["sampler"] = str(request["sampler"] or "euler")
+    request["sigma_schedule"] = str(params.get("schedule") or "simple")
+    return request

@@ -1,0 +1,42 @@
+"""SDXL's ComfyUI recipe (data, torch-free): its workflows collapse onto `stability/sdxl`.
+
+ComfyUI's classic default graph and its SDXL template are one chain: SaveImage (or PreviewImage)
+<- VAEDecode <- KSampler (seed, steps, cfg as `guidance`, sampler_name and scheduler as the
+node's `sampler` and `schedule`) <- the checkpoint's MODEL through LoraLoaders, two
+CLIPTextEncode prompts on its CLIP (through the same LoraLoaders and a CLIPSetLastLayer, the
+node's `clip_skip`), and an EmptyLatentImage (width, height). A VAELoader's file is the node's
+`vae`. What the data does not reach (the checkpoint loader itself, LoraLoader's two strengths,
+CLIPSetLastLayer, the base + refiner chain refused) is `comfy_reader.py`'s.
+"""
+
+from __future__ import annotations
+
+from inline_core.contract.comfy_recipe import (
+    ComfyClass,
+    ComfyRecipe,
+    Latent,
+    OwnNode,
+    PartLoader,
+    Sink,
+)
+from inline_core.families.sdxl.descriptor import NODE_TYPE
+
+CHECKPOINT_LOADER = "CheckpointLoaderSimple"
+CLIP_LAYER = "CLIPSetLastLayer"  # its `stop_at_clip_layer` is the node's `clip_skip`
+
+RECIPE = ComfyRecipe(
+    own_node=OwnNode(
+        node=NODE_TYPE,
+        sinks={"SaveImage": Sink("images"), "PreviewImage": Sink("images")},
+        latents={
+            "EmptyLatentImage": Latent(
+                {"width": "width", "height": "height"}, {"width": 512, "height": 512}
+            )
+        },
+        sampler_defaults={"seed": 0, "steps": 20, "cfg": 8.0},  # KSampler's own defaults
+        model_nodes={},
+        parts={"VAELoader": PartLoader("vae_name", "vae", "vae")},
+        reader="inline_core.families.sdxl.comfy_reader:SDXLCollapse",
+    ),
+    classes={CLIP_LAYER: ComfyClass(widgets=("stop_at_clip_layer",), outputs=("CLIP",))},
+)

@@ -1,0 +1,154 @@
+"""What of SDXL's ComfyUI chain the recipe's data does not reach (`comfy.py`'s reader).
+
+- The model comes from a CheckpointLoaderSimple (`checkpoints/`), whose CLIP and VAE are the
+  checkpoint's own: the prompts' and the decoder's must be that same checkpoint's (or a
+  VAELoader's file, the node's `vae`).
+- LoraLoaders become `input/lora` nodes with both strengths: `strength_model` on the UNet, and
+  `strength_clip` on the text encoders where the loader's CLIP output is on the prompts' way (0
+  where it is not, as ComfyUI then encodes without it).
+- CLIPSetLastLayer on the prompts' way is the node's `clip_skip`.
+- KSampler's sampler_name and scheduler are the node's `sampler` and `schedule` (ComfyUI's
+  names); one the node does not offer is listed as changing the picture, as is a denoise below 1.
+- The base + refiner chain (KSamplerAdvanced stages) is refused naming why: the node has no
+  refiner yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from inline_core.families.sdxl.comfy import CHECKPOINT_LOADER, CLIP_LAYER
+from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
+from inline_core.importer.dropped import UnsupportedNode
+from inline_core.importer.own_node import LORA_LOADERS, Collapse, Sampling
+from inline_core.importer.recognise import MODEL_LOADERS
+from inline_core.importer.values import Port, describe
+from inline_core.importer.workflow import ComfyNode
+
+ADVANCED = "KSamplerAdvanced"
+DEFAULT_SAMPLER, DEFAULT_SCHEDULE = "euler", "normal"
+
+
+class SDXLCollapse(Collapse):
+    SAMPLERS: ClassVar[tuple[str, ...]] = ("KSampler", ADVANCED)
+
+    def run(self) -> str:
+        node_id = super().run()
+        for node in self.nodes.values():  # a second model makes more than SDXL's image
+            if node.class_type in MODEL_LOADERS and node.id not in self.read:
+                raise UnsupportedNode(
+                    f"{describe(node)} loads a model off the chain to {self.descriptor.type} "
+                    f"(what this workflow makes with it, e.g. a video from the image, is not "
+                    f"{self.descriptor.type}'s): only SDXL's own chain imports"
+                )
+        return node_id
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.clip_loras: set[str] = set()  # LoraLoaders on the prompts' way
+        self.checkpoints: dict[str, ComfyNode] = {}  # whose CLIP or VAE the chain reads
+        self.clip_skip: int | None = None
+
+    def sampling(self, sampler: ComfyNode) -> Sampling:
+        if sampler.class_type == ADVANCED:
+            raise UnsupportedNode(_advanced_refusal(sampler, self.source(sampler, "model")))
+        found = super().sampling(sampler)
+        m = self.mapper
+        name = m.text(sampler, "sampler_name", DEFAULT_SAMPLER)
+        schedule = m.text(sampler, "scheduler", DEFAULT_SCHEDULE)
+        found.extra["sampler"] = name if name in SIGMA_SAMPLERS else DEFAULT_SAMPLER
+        found.extra["schedule"] = schedule if schedule in SCHEDULES else DEFAULT_SCHEDULE
+        return found
+
+    def sampling_notes(self, sampler: ComfyNode) -> None:
+        m, where = self.mapper, self.descriptor.type
+        name = m.text(sampler, "sampler_name", DEFAULT_SAMPLER)
+        if name not in SIGMA_SAMPLERS:
+            m.substituted(sampler, f"sampler {name!r} is not offered; {where} samples with euler")
+        schedule = m.text(sampler, "scheduler", DEFAULT_SCHEDULE)
+        if schedule not in SCHEDULES:
+            m.substituted(sampler, f"scheduler {schedule!r} is not offered; {where} uses 'normal'")
+        denoise = m.number(sampler, "denoise", 1.0)
+        if denoise < 1.0:
+            m.substituted(sampler, f"denoise {denoise:g} is not offered; the whole schedule runs")
+
+    def through_loras(self, node: ComfyNode, name: str) -> ComfyNode:
+        """The prompts' CLIP way: its LoraLoaders and CLIPSetLastLayer, to the checkpoint."""
+        while node.class_type in (*LORA_LOADERS, CLIP_LAYER):
+            if node.class_type == CLIP_LAYER:
+                layer = self.mapper.whole(node, "stop_at_clip_layer", -1)
+                if self.clip_skip is None:  # the one nearest the prompt wins, as in ComfyUI
+                    self.clip_skip = layer
+            else:
+                self.clip_loras.add(node.id)
+            node = self.required(node, name)
+        return node
+
+    def part(self, loader: ComfyNode) -> None:
+        if loader.class_type == CHECKPOINT_LOADER:  # the checkpoint's own CLIP or VAE
+            self.checkpoints[loader.id] = loader
+            return
+        super().part(loader)
+
+    def model_way(self, sampler: ComfyNode) -> tuple[dict[str, Any], list[ComfyNode], ComfyNode]:
+        node = self.required(sampler, "model")
+        adapters: list[ComfyNode] = []
+        while node.class_type in LORA_LOADERS:
+            adapters.append(node)
+            node = self.required(node, "model")
+        self.expect(node, CHECKPOINT_LOADER)
+        return {}, adapters[::-1], node
+
+    def model(self, sampling: Sampling, node_id: str) -> dict[str, Any]:
+        _values, adapters, node = self.model_way(sampling.first)
+        self._same_checkpoint(node)
+        on_model = {n.id for n in adapters}
+        for lora_id in sorted(self.clip_loras - on_model):
+            raise UnsupportedNode(
+                f"{describe(self.nodes[lora_id])} is on the prompts' way only, not on the "
+                f"model's: {self.descriptor.type} applies a LoRA to its UNet and its text "
+                "encoders together (LoraLoader's two strengths); wire its MODEL output too"
+            )
+        self.loras = [self.lora(n) for n in adapters]
+        params: dict[str, Any] = {self.recipe.names.model: self.model_file(node, node_id)}
+        if self.clip_skip is not None:
+            params["clip_skip"] = self.clip_skip
+        return params
+
+    def _same_checkpoint(self, model: ComfyNode) -> None:
+        m, wanted = self.mapper, self.mapper.text(model, "ckpt_name")
+        for other in self.checkpoints.values():
+            if other.id != model.id and m.text(other, "ckpt_name") != wanted:
+                raise UnsupportedNode(
+                    f"{describe(other)} loads {m.text(other, 'ckpt_name')!r} for the prompts or "
+                    f"the decoder, and {describe(model)} the model {wanted!r}: "
+                    f"{self.descriptor.type} reads a checkpoint's own text encoders and VAE (a "
+                    "VAELoader picks another VAE)"
+                )
+            if other.id != model.id:
+                m.skip(other, f"the same checkpoint as {describe(model)}")
+
+    def model_file(self, loader: ComfyNode, node_id: str) -> str:
+        m = self.mapper
+        return m.model_file(node_id, "checkpoints", m.text(loader, "ckpt_name"), describe(loader))
+
+    def lora(self, node: ComfyNode, expert: str | None = None) -> Port:
+        m = self.mapper
+        clip = m.number(node, "strength_clip", 1.0) if node.id in self.clip_loras else 0.0
+        return m.loader(
+            f"c{node.id}",
+            "input/lora",
+            m.text(node, "lora_name"),
+            describe(node),
+            param="name",
+            params={"strength": m.number(node, "strength_model", 1.0), "strength_clip": clip},
+        )
+
+
+def _advanced_refusal(sampler: ComfyNode, model: ComfyNode | None) -> str:
+    return (
+        f"{describe(sampler)}: ComfyUI's KSamplerAdvanced stages (the SDXL base + refiner "
+        "chain, a second checkpoint taking over at a step) do not import: stability/sdxl has no "
+        "refiner yet; import the base chain (CheckpointLoaderSimple, one KSampler)"
+        + ("" if model is None else f", its model from {describe(model)}")
+    )

@@ -1,0 +1,67 @@
+"""Step caching (DBCache, kept per request) of any family's step pipeline on its tiny kit, whose
+cached block list has two blocks: the first its front block (always computed), the second its
+middle block (computed or reused per row). A threshold of 0 never reuses; a loose one, far above
+the random weights' step-to-step residual change (0.5 by default; FLUX.2's tiny model moves by 1
+to 1.8, so its test passes 4), reuses as often as its cap allows, and no few ulps of batching
+flip a decision."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from inline_core.runtime.step_cache import StepCacheSettings
+from inline_core.sampling.job import SampleJob
+from inline_core.sampling.loop import StepLoopSampler
+from tests.families.batching_harness import solo_and_together
+
+NEVER = StepCacheSettings(threshold=0.0, warmup=0, front_blocks=1)
+LOOSE = StepCacheSettings(threshold=0.5, warmup=1, front_blocks=1, max_consecutive=2)
+TOLERANCE = 2  # levels of 255: a batch of more rows is blocked otherwise by the CPU's kernels
+MAX_DIFFERING = 0.01
+
+
+def check_step_cache(
+    sampler: StepLoopSampler,
+    pipeline: Any,
+    spec: dict[str, Any],
+    pixels: Callable[[Any], np.ndarray[Any, Any]],
+    rows: int,
+    loose: StepCacheSettings = LOOSE,
+) -> None:
+    """`spec` (a request of `rows` rows a step) cached never, then loosely: the first equals no
+    caching to the last level and counts every block computed; the second reuses, skips one
+    block per reused row step, and renders alone what it renders batched with an uncached
+    request of its shape."""
+    steps = int(spec["steps"])
+
+    def run(state: Any) -> np.ndarray[Any, Any]:
+        return pixels(sampler.run(SampleJob(pipeline, state)))
+
+    plain = run(pipeline.request(**spec))
+    never = pipeline.request(**spec, step_cache=NEVER)
+    assert int(np.abs(plain - run(never)).max()) == 0
+    counted = never.cache.stats()
+    assert counted["computedSteps"] == rows * steps and counted["reusedSteps"] == 0
+    assert counted["skippedBlocks"] == 0 and counted["computedBlocks"] == 2 * rows * steps
+
+    state = pipeline.request(**spec, step_cache=loose)
+    cached = run(state)
+    counted = state.cache.stats()
+    assert counted["computedSteps"] + counted["reusedSteps"] == rows * steps
+    assert counted["reusedSteps"] > 0 and counted["skippedBlocks"] == counted["reusedSteps"], (
+        counted
+    )
+    assert int(np.abs(plain - cached).max()) > 0  # an approximation: not the same picture
+
+    other = {**spec, "prompt": "another prompt", "seed": int(spec["seed"]) + 1}
+    solo, together, stats = solo_and_together(
+        sampler, pipeline, [{**spec, "step_cache": loose}, other], pixels
+    )
+    assert stats["batchedForwards"] > 0
+    for alone, batched in zip(solo, together, strict=True):
+        difference = np.abs(alone - batched)
+        assert int(difference.max()) <= TOLERANCE
+        assert float((difference > 0).mean()) <= MAX_DIFFERING
