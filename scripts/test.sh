@@ -13,18 +13,19 @@ INLINE_TEST_CHROMIUM="$(scripts/ensure-chromium.sh)"
 export INLINE_TEST_CHROMIUM INLINE_TEST_REQUIRE_CHROMIUM=1
 echo "== ruff"
 .venv/bin/ruff check .
-# pytest runs in one process: on two xdist workers (`scripts/test.sh -n 2`: each module on one
-# worker, every module that starts worker groups on the same one, tests/worker_groups.py) the
-# whole check took 820 s against 973 s, but a worker group's 2 s heartbeat can be missed while
-# two workers load both cores, so CI stays on one until those tests survive it. pyright runs
-# beside it, one process on one core, and its report is printed after pytest's.
+# pytest runs on two xdist workers (`--dist loadgroup`): each module on one worker, every module
+# that starts worker groups on the same one (tests/worker_groups.py); `scripts/test.sh -n 0` runs
+# it in one process. Two workers took 820 s where one took 973 s (0.84; each worker pays the
+# collection, about 14 s of CPU). pyright runs beside it at the lowest priority (one process,
+# about 100 s of CPU): it takes the cycles the tests leave while they wait on servers and ranks,
+# and never starves a test that waits on time. Its report is printed after pytest's.
 pyright_log="$(mktemp)"
-.venv/bin/pyright >"$pyright_log" 2>&1 &
+nice -n 19 .venv/bin/pyright >"$pyright_log" 2>&1 &
 pyright_pid=$!
 trap 'kill "$pyright_pid" 2>/dev/null || true; rm -f "$pyright_log"' EXIT
 echo "== pytest (pyright beside it)"
 pytest_status=0
-.venv/bin/pytest -q --durations=25 -n 0 --dist loadgroup "$@" || pytest_status=$?
+.venv/bin/pytest -q --durations=25 -n 2 --dist loadgroup "$@" || pytest_status=$?
 pyright_status=0
 wait "$pyright_pid" || pyright_status=$?
 echo "== pyright"
