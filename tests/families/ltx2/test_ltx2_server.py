@@ -145,7 +145,7 @@ def test_a_lora_of_another_model_or_naming_is_422_at_submit(
         with TestClient(create_app(config)) as client:
             for name, expected in (
                 (flux.name, "is a LoRA for flux-2, not LTX-2"),
-                (unknown.name, "matches no known LoRA naming"),
+                (unknown.name, "fit none of their namings"),
             ):
                 graph = ltx2_graph()
                 graph["nodes"].insert(

@@ -52,6 +52,11 @@ class LoraNamings:
         return f"a {self.model} LoRA in one of the namings {spellings}"
 
 
+class NamingMismatch(InvalidRequest):
+    """A LoRA file whose layers are not in a family's namings: a file of another model, where
+    another family's refusal may say more."""
+
+
 @dataclass(frozen=True)
 class LoraLayout:
     naming: str
@@ -93,7 +98,7 @@ def read_layout(file: str, keys: Iterable[str], namings: LoraNamings) -> LoraLay
         for layer in sorted(layers):
             module = naming.module(layer[len(naming.prefix) :])
             if module is None:
-                raise InvalidRequest(
+                raise NamingMismatch(
                     f"loras/{file} adapts {layer!r}, which is not a layer of {namings.model}'s "
                     f"transformer that LoRAs may adapt; it looks like a LoRA for another model "
                     f"(expected {namings.expected()})"
@@ -102,7 +107,7 @@ def read_layout(file: str, keys: Iterable[str], namings: LoraNamings) -> LoraLay
             by_layer[layer] = module
         _check_pairs(file, split)
         return LoraLayout(naming.title, tuple(modules), by_layer)
-    raise InvalidRequest(
+    raise NamingMismatch(
         f"loras/{file} matches no known LoRA naming (its layers start like "
         f"{sorted(layers)[0]!r}); expected {namings.expected()}"
     )

@@ -20,7 +20,7 @@ from typing import Any
 from inline_core.contract.handles import LoraHandle, ModelHandle
 from inline_core.contract.lora_stacks import BOTH
 from inline_core.contract.registry import Families
-from inline_core.diffusion.adapters.naming import read_layout
+from inline_core.diffusion.adapters.naming import NamingMismatch, read_layout
 from inline_core.diffusion.adapters.stack import LoraUse
 from inline_core.diffusion.files.header import HeaderError, read_header
 from inline_core.errors import InvalidRequest, ModelMissing, NotFound
@@ -57,10 +57,14 @@ class LoraPicker:
             who = "no model family this server runs" if family is None else family
             raise InvalidRequest(f"{who} takes no LoRAs", node_id=node_id)
         refusals: list[str] = []
+        mismatches: list[str] = []  # families whose namings do not hold the file's layers
         for taker in takers:
             assert taker.loras is not None
             try:
                 read_layout(name, keys, taker.loras)
+            except NamingMismatch as exc:
+                mismatches.append(exc.message)
+                continue
             except InvalidRequest as exc:
                 refusals.append(exc.message)
                 continue
@@ -73,7 +77,20 @@ class LoraPicker:
                 None if clip is None else float(clip),
             )
             return LoraHandle(taker.name, use)
-        raise InvalidRequest("; ".join(refusals), node_id=node_id)
+        # A family that knew the file's naming says the most; a file with no tensors tells every
+        # family the same story, once.
+        distinct = list(dict.fromkeys(refusals or mismatches))
+        if refusals or len(distinct) == 1:
+            raise InvalidRequest("; ".join(distinct), node_id=node_id)
+        # Each family's own refusal names the same layers again (and all of them would outgrow
+        # the error envelope): say it once, with what each family reads.
+        expected = "; or ".join(t.loras.expected() for t in takers if t.loras is not None)
+        raise InvalidRequest(
+            f"loras/{name} is a LoRA for no model family this server runs: its layers (such as "
+            f"{sorted(keys)[0]!r}) fit none of their namings; it looks like a LoRA for another "
+            f"model (expected {expected})",
+            node_id=node_id,
+        )
 
 
 class _LoraRunner(NodeRunner):
