@@ -27,6 +27,7 @@ from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.video import Audio, Video, decode_apng
 from inline_core.sampling.job import BatchedSampler, SampleJob
 from inline_core.sampling.loop import StepLoopSampler
+from tests.batching_helpers import all_in_loop
 from tests.server.server_support import wait_until
 
 Pixels = npt.NDArray[np.int16]
@@ -138,12 +139,6 @@ def reference(
 
 def max_diff(a: Pixels, b: Pixels) -> int:
     return int(np.abs(a - b).max())
-
-
-def all_in_loop(sampler: StepLoopSampler, count: int) -> bool | None:
-    stats = sampler.stats()
-    ready = stats["encodingJobs"] == 0 and stats["activeJobs"] + stats["queuedJobs"] == count
-    return True if ready else None
 
 
 def solo_and_together(

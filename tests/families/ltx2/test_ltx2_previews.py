@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from ltx2_harness import SMALL, all_in_loop, first_frame_image, ltx2_rig
+from ltx2_harness import SMALL, first_frame_image, ltx2_rig
 
 from inline_core.diffusion.preview.renderer import PreviewRenderer
 from inline_core.families.ltx2.kit import LTX2Kit
@@ -25,6 +25,7 @@ from inline_core.runtime.video import Video
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.sampling.previews import PreviewChannel, PreviewWorker
+from tests.batching_helpers import all_in_loop
 from tests.server.server_support import wait_until
 
 STEPS = 3

@@ -25,23 +25,13 @@ from qwen_harness import (
 from inline_core.families.qwen_image.kit import KitPaths
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
+from tests.batching_helpers import all_in_loop
 from tests.families.zimage.lora_harness import Stack, picks, reference_with
 from tests.server.server_support import wait_until
 
 # Rows padded to a longer prompt run under a mask (alone: none), so float ordering may move a
 # level, never more.
 TOLERANCE = 1
-
-
-def all_in_loop(sampler: StepLoopSampler, count: int) -> bool | None:
-    stats = sampler.stats()
-    # Every job encoded and waiting (`queuedJobs` counts the ones still encoding too): released
-    # earlier, the first job encoded would step on alone before the others are there to share.
-    ready = (
-        int(stats["encodingJobs"]) == 0
-        and int(stats["activeJobs"]) + int(stats["queuedJobs"]) >= count
-    )
-    return True if ready else None  # None: `wait_until` keeps waiting (False would end it)
 
 
 def solo_and_together(

@@ -38,6 +38,7 @@ from inline_core.runtime.file_store import FileTakeStore
 from inline_core.runtime.step_cache import StepCacheChoice, StepCacheSettings
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
+from tests.batching_helpers import all_in_loop
 from tests.families.zimage.lora_harness import Stack, picks
 from tests.server.server_support import wait_until
 
@@ -119,12 +120,6 @@ def test_an_edit_caches_with_its_references(
     loose = render(rig, tmp_path, StepCacheChoice(True, LOOSE), inputs=inputs, **params)
     assert loose.takes[0].params["cacheCounts"]["reusedSteps"] == 2 * 2  # steps 3 and 4
     assert 0 < max_diff(take_pixels(loose), take_pixels(plain))
-
-
-def all_in_loop(sampler: StepLoopSampler, count: int) -> bool | None:
-    stats = sampler.stats()
-    ready = stats["encodingJobs"] == 0 and stats["activeJobs"] + stats["queuedJobs"] >= count
-    return True if ready else None
 
 
 def test_cached_requests_share_forwards_with_others_and_render_as_alone(

@@ -21,6 +21,7 @@ from sdxl_harness import kit_lora, sdxl_rig
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
+from tests.batching_helpers import all_in_loop
 from tests.server.server_support import wait_until
 
 LONG = " ".join(["a lighthouse on a cliff at dusk"] * 4)  # two windows of 77
@@ -40,12 +41,6 @@ SPECS: list[dict[str, Any]] = [
 ]
 TOLERANCE = 2  # levels of 255
 MAX_DIFFERING = 0.02  # share of channel values allowed to differ at all
-
-
-def all_in_loop(sampler: StepLoopSampler, count: int) -> bool | None:
-    stats = sampler.stats()
-    ready = stats["encodingJobs"] == 0 and stats["activeJobs"] + stats["queuedJobs"] == count
-    return True if ready else None  # None: keep waiting
 
 
 def pixels(output: object) -> np.ndarray[Any, Any]:
