@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-ALL_STEPS = 10000  # ComfyUI's end_at_step default: to the end of the schedule
+from inline_core.diffusion.sigma.window import ALL_STEPS
 
 
 @dataclass(frozen=True)

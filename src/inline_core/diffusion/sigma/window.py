@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inline_core.contract.settings import ALL_STEPS
+ALL_STEPS = 10000  # ComfyUI's end_at_step default: to the end of the schedule
 
 
 @dataclass(frozen=True)

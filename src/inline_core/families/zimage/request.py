@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inline_core.components.interfaces import Conditioning, Latents
-from inline_core.contract.settings import ALL_STEPS
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.flow.steps import img2img_start
-from inline_core.diffusion.sigma.window import StepWindow
+from inline_core.diffusion.sigma.window import ALL_STEPS, StepWindow
 from inline_core.errors import InvalidRequest
 from inline_core.families.zimage.controlnet import ControlUse
 from inline_core.parallel.wire import LOCAL
