@@ -153,10 +153,12 @@ def server_spans(
             for i in range(renders + 1):
                 if i == 1 and profile is not None:  # the resubmissions alone
                     spy = py_spy(server.proc.pid, profile)
-                    time.sleep(1.0)  # py-spy attached
+                    # Neither tracer says when it has attached: a second's grace (a bench, not a
+                    # test), so the first resubmission it times is traced whole.
+                    time.sleep(1.0)
                 if i == 1 and syscalls is not None:
                     spy = strace(server.proc.pid, syscalls)
-                    time.sleep(1.0)
+                    time.sleep(1.0)  # as above
                 t0 = time.perf_counter()
                 answer = client.post(
                     f"http://{base}/v1/runs", json={"graph": graph, "target": "img"}
