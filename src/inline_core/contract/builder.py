@@ -49,6 +49,15 @@ class Parts:
         return self.values[part]
 
 
+def denoisers(roles: Mapping[str, str], parts: Parts) -> dict[str, Any]:
+    """The loaded parts placed as a denoiser, by part name (a two-expert model's pair too)."""
+    return {
+        part: parts[part]
+        for part, role in roles.items()
+        if role == DENOISER and part in parts.values
+    }
+
+
 class FamilyBuilder(Protocol):
     # part -> the device policy role it is placed as ("transformer": "denoiser", ...); parts with
     # no role (a tokenizer, a scheduler config) are not placed and cost no memory.

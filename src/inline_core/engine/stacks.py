@@ -18,7 +18,13 @@ from typing import Any, Protocol, TypeVar, cast
 
 from inline_core.components.interfaces import TextEncoder
 from inline_core.components.step import StepPipeline
-from inline_core.contract.builder import ADAPTER_CACHE, FUSED_COPIES, FamilyBuilder, Parts
+from inline_core.contract.builder import (
+    ADAPTER_CACHE,
+    FUSED_COPIES,
+    FamilyBuilder,
+    Parts,
+    denoisers,
+)
 from inline_core.contract.discovery import load_builder
 from inline_core.contract.family import Family
 from inline_core.contract.sources import DEFAULT, Sources
@@ -244,8 +250,9 @@ class Stacks:
             },
         )
         made = make(parts)
-        watch_denoisers(builder.roles, parts)  # a cancel stops a forward between its blocks
-        compile_denoisers(builder.roles, parts, self.runtime.compile_choice(family), family.title)
+        found = denoisers(builder.roles, parts)
+        watch_denoisers(found.values())  # a cancel stops a forward between its blocks
+        compile_denoisers(found, self.runtime.compile_choice(family), family.title)
         with self._lock:
             self._memo[memo_key] = (values, made)
         return made

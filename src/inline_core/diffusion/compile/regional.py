@@ -22,7 +22,6 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from inline_core.contract.builder import DENOISER, Parts
 from inline_core.device.compile import CompileChoice
 from inline_core.diffusion.compile.blocks import repeated_blocks
 from inline_core.diffusion.compile.progress import BOARD, BlockCompiles
@@ -134,12 +133,10 @@ def compile_blocks(model: object, name: str, choice: CompileChoice) -> int:
     return len(blocks)
 
 
-def compile_denoisers(
-    roles: Mapping[str, str], parts: Parts, choice: CompileChoice, name: str
-) -> None:
-    """Compile the blocks of every part placed as a denoiser (a two-expert model's pair too)."""
+def compile_denoisers(models: Mapping[str, object], choice: CompileChoice, name: str) -> None:
+    """Compile the blocks of every denoiser, by part name (the engine names them: a two-expert
+    model's pair too)."""
     if not choice.enabled:
         return
-    for part, role in roles.items():
-        if role == DENOISER and part in parts.values:
-            compile_blocks(parts[part], f"{name} {part}", choice)
+    for part, model in models.items():
+        compile_blocks(model, f"{name} {part}", choice)
