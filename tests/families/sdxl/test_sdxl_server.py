@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
-from sdxl_harness import PROMPT, kit_lora, render, sdxl_rig, take_pixels
+from sdxl_harness import PROMPT, kit_lora, render, sd15_like, sdxl_rig, take_pixels
 
 from inline_core.config import Config
 from inline_core.families.sdxl.descriptor import NODE_TYPE
@@ -219,3 +219,20 @@ def test_a_locon_lora_is_refused_at_submit_naming_the_convolution(
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
     assert "input_blocks_1_0_in_layers_2" in message and "linear layers only" in message
+
+
+def test_a_picked_checkpoint_of_another_family_is_refused_saying_what_its_keys_look_like(
+    sdxl_kit: SDXLKit, tmp_path: Path
+) -> None:
+    """An SD 1.x checkpoint picked as the model, under a name that says nothing: a 422 at submit
+    naming what its keys are, not "not found"."""
+    models = tmp_path / "models"
+    sd15_like(sdxl_kit, models, "my_mix_v3.safetensors")
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        graph = sdxl_graph(model="my_mix_v3.safetensors")
+        response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    assert response.status_code == 422, response.text
+    message = response.json()["error"]["message"]
+    assert "checkpoints/my_mix_v3.safetensors is not a SDXL diffusion model" in message
+    assert "Stable Diffusion 1.x/2.x UNet" in message and "label_emb" in message
