@@ -20,10 +20,12 @@ from inline_core.components.interfaces import TextEncoder
 from inline_core.components.step import StepPipeline
 from inline_core.contract.builder import (
     ADAPTER_CACHE,
+    DENOISER,
     FUSED_COPIES,
+    VAE,
     FamilyBuilder,
     Parts,
-    denoisers,
+    placed_as,
 )
 from inline_core.contract.discovery import load_builder
 from inline_core.contract.family import Family
@@ -32,7 +34,7 @@ from inline_core.device.compile import CompileChoice
 from inline_core.device.policy import Placement
 from inline_core.diffusion.adapter_counts import AdapterTotals
 from inline_core.diffusion.cancel_blocks import watch_denoisers
-from inline_core.diffusion.compile.regional import compile_denoisers
+from inline_core.diffusion.compile.regional import compile_decoders, compile_denoisers
 from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.kept_weights import KeptWeights
 from inline_core.diffusion.placement import OffloadSwap
@@ -53,7 +55,7 @@ class StackHost(Protocol):
 
     def placement(self, family: Family, role: str) -> Placement: ...
 
-    def compile_choice(self, family: Family) -> CompileChoice: ...
+    def compile_choice(self, family: Family, role: str = ...) -> CompileChoice: ...
 
     def renders_in_progress(self) -> frozenset[Hashable]: ...
 
@@ -250,9 +252,11 @@ class Stacks:
             },
         )
         made = make(parts)
-        found = denoisers(builder.roles, parts)
-        watch_denoisers(found.values())  # a cancel stops a forward between its blocks
-        compile_denoisers(found, self.runtime.compile_choice(family), family.title)
+        denoisers = placed_as(DENOISER, builder.roles, parts)
+        watch_denoisers(denoisers.values())  # a cancel stops a forward between its blocks
+        compile_denoisers(denoisers, self.runtime.compile_choice(family), family.title)
+        vaes = placed_as(VAE, builder.roles, parts)
+        compile_decoders(vaes, self.runtime.compile_choice(family, VAE), family.title)
         with self._lock:
             self._memo[memo_key] = (values, made)
         return made
