@@ -9,10 +9,8 @@ the base + refiner template is refused naming the refiner."""
 from __future__ import annotations
 
 import io
-import json
 import shutil
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +19,13 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 from sdxl_harness import sd15_like
-from test_sdxl_server import finished, sdxl_graph, with_lora
+from test_sdxl_server import sdxl_graph, with_lora
 
 from inline_core.config import Config
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.server.app import create_app
+from tests.families.import_harness import import_comfy, takes_of, template
 
-TEMPLATES = resources.files("comfyui_workflow_templates_json") / "templates"
 BASE = "sd_xl_base_1.0.safetensors"
 
 
@@ -38,14 +36,6 @@ def client(sdxl_kit: SDXLKit, tmp_path: Path) -> Iterator[TestClient]:
     )
     with TestClient(create_app(config)) as c:
         yield c
-
-
-def template(name: str) -> Any:
-    return json.loads((TEMPLATES / name).read_text(encoding="utf-8"))
-
-
-def import_comfy(client: TestClient, workflow: Any, models: dict[str, str]) -> Any:
-    return client.post("/v1/import/comfy", json={"workflow": workflow, "models": models})
 
 
 def default_graph(checkpoint: str) -> dict[str, Any]:
@@ -86,11 +76,7 @@ def by_hand(kit: SDXLKit, **params: Any) -> dict[str, Any]:
 
 
 def rendered(client: TestClient, graph: dict[str, Any], target: str) -> tuple[Any, Any]:
-    run = client.post("/v1/runs", json={"graph": graph, "target": target})
-    assert run.status_code == 201, run.text
-    state = finished(client, str(run.json()["runId"]))
-    assert state["status"] == "done", state
-    (take,) = state["takes"]
+    (take,) = takes_of(client, [(graph, target)])
     with Image.open(io.BytesIO(client.get(take["uri"]).content)) as image:
         return np.asarray(image.convert("RGB")).astype(np.int16), take
 

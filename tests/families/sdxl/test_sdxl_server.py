@@ -5,7 +5,6 @@ the node runner renders, bad params are refused at submit naming them, and missi
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from inline_core.families.sdxl.descriptor import NODE_TYPE
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.server.app import create_app
+from tests.families.import_harness import finished
 
 RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 3, "seed": 5, "guidance": 4.0}
 
@@ -47,16 +47,6 @@ def client(sdxl_kit: SDXLKit, tmp_path: Path) -> Iterator[TestClient]:
     )
     with TestClient(create_app(config)) as c:
         yield c
-
-
-def finished(client: TestClient, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while True:  # a liveness bound, not a timing test
-        state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if state["status"] in ("done", "error", "cancelled"):
-            return state
-        assert time.monotonic() < deadline, state
-        time.sleep(0.02)
 
 
 def test_a_graph_renders_the_node_runners_pixels(
