@@ -80,7 +80,7 @@ def test_sampler_and_scheduler_map_one_to_one(
 @pytest.mark.parametrize(
     ("field", "wanted", "closest"),
     [
-        ("sampler_name", "dpmpp_2m_cfg_pp", "dpmpp_2m"),
+        ("sampler_name", "dpmpp_3m_sde_cfg_pp", "dpmpp_3m_sde"),
         ("sampler_name", "uni_pc_bh3", "uni_pc_bh2"),
         ("scheduler", "karras_new", "karras"),
     ],

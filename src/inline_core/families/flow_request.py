@@ -14,7 +14,9 @@ from typing import Any
 
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.stack import LoraStack
+from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.errors import InvalidRequest
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, cfg_pp_unguided
 from inline_core.parallel.wire import LOCAL
 from inline_core.runtime.step_cache import StepCacheSettings
 
@@ -32,6 +34,9 @@ class FlowImageRequest:
     seed: int
     sampler: str = "euler"
     sigma_schedule: str = "simple"
+    # The request's own flow shift in place of the model's (`diffusion/sigma/shift.py`).
+    shift: float | None = None
+    mu: float | None = None
     batch_size: int = 1  # a latent batch's noise is drawn at once, as diffusers draws it
     batch_index: int = 0
     positive: Conditioning | None = None
@@ -43,11 +48,22 @@ class FlowImageRequest:
     schedule: Any = field(default=None, metadata=LOCAL)  # its private FlowMatchSchedule
     latents: Latents | None = field(default=None, metadata=LOCAL)  # packed (1, tokens, C)
     cache: Any = field(default=None, metadata=LOCAL)  # its `stepcache.rows.RequestCache`
+    # This step's unconditional prediction, for a CFG++ sampler (None: not one, or unguided).
+    uncond: Any = field(default=None, metadata=LOCAL)
 
     @property
     def cfg(self) -> bool:
         """Whether a forward runs the negative prompt too."""
         return False
+
+    @property
+    def model_shift(self) -> ModelShift | None:
+        return ModelShift.of(self.shift, self.mu)
+
+    @property
+    def cfg_pp(self) -> bool:
+        """Whether its sampler steps along the unconditional prediction (CFG++)."""
+        return self.sampler in CFG_PP_SAMPLERS
 
     @property
     def step_count(self) -> int:
@@ -76,3 +92,9 @@ class FlowImageRequest:
             raise InvalidRequest(
                 f"batch index {self.batch_index} is outside 0..{self.batch_size - 1}"
             )
+        try:
+            ModelShift.of(self.shift, self.mu)  # one of the two, and a shift above 0
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        if self.cfg_pp and not self.cfg:
+            raise InvalidRequest(cfg_pp_unguided(self.sampler))

@@ -69,3 +69,18 @@ class NoiseMask:
         x_in = cast(torch.Tensor, seen.value).to(pred.dtype)
         m, kept = self.mask.to(pred.dtype), self.latents.to(pred.dtype)
         return m * pred + (x - m * x_in - (1.0 - m) * kept) / sigma.to(pred.dtype)
+
+    def unconditional(
+        self,
+        schedule: FlowMatchSchedule,
+        index: int,
+        latents: Latents,
+        seen: Latents,
+        pred: torch.Tensor,
+    ) -> torch.Tensor:
+        """A CFG++ step's unconditional `pred` at `seen`, relative to `latents`: the same clean
+        estimate, unmasked (ComfyUI reads it inside the masked model, before the blend)."""
+        sigma = self._sigma(schedule, index)
+        x = cast(torch.Tensor, latents.value).to(pred.dtype)
+        x_in = cast(torch.Tensor, seen.value).to(pred.dtype)
+        return pred + (x - x_in) / sigma.to(pred.dtype)
