@@ -145,3 +145,36 @@ def test_ltx_2_3_s_prompt_modulation_maps_both_ways(file_key: str, name: str) ->
 def test_a_decoder_of_four_up_blocks_maps_both_ways(file_key: str, name: str) -> None:
     assert checkpoint_keys.vae_to_diffusers(file_key, 4) == name
     assert checkpoint_keys.vae_from_diffusers(name, 4) == file_key
+
+
+def test_ltx_2_3_s_per_stream_projections_and_gated_connectors_map_both_ways() -> None:
+    """LTX-2.3's connectors: a projection per stream (`video_aggregate_embed`,
+    `audio_aggregate_embed`) and gated attention, read back by the whole file's map."""
+    ltx2: Any = module("diffusers.pipelines.ltx2")
+    config: dict[str, Any] = {
+        "caption_channels": 8,
+        "text_proj_in_factor": 3,
+        "video_connector_num_attention_heads": 2,
+        "video_connector_attention_head_dim": 8,
+        "video_connector_num_layers": 1,
+        "video_connector_num_learnable_registers": 4,
+        "video_gated_attn": True,
+        "audio_connector_num_attention_heads": 2,
+        "audio_connector_attention_head_dim": 4,
+        "audio_connector_num_layers": 1,
+        "audio_connector_num_learnable_registers": 4,
+        "audio_gated_attn": True,
+        "per_modality_projections": True,
+        "video_hidden_dim": 16,
+        "audio_hidden_dim": 8,
+        "proj_bias": True,
+    }
+    weights: dict[str, torch.Tensor] = dict(ltx2.LTX2TextConnectors(**config).state_dict())
+    names = to_checkpoint("connectors", weights)
+    assert "text_embedding_projection.video_aggregate_embed.weight" in names.values()
+    assert "text_embedding_projection.audio_aggregate_embed.bias" in names.values()
+    back = split(names.values())
+    assert {k for part, m in back.items() if part != "connectors" for k in m} == set()
+    read = {back["connectors"][names[k]]: v for k, v in weights.items()}
+    assert_same(read, weights)
+    ltx2.LTX2TextConnectors(**config).load_state_dict(read, strict=True)
