@@ -121,7 +121,7 @@ def test_the_renders_cover_odd_prompts_and_odd_images(
 ) -> None:
     """What the renders above are for: a prompt, and an image, the two ranks cannot halve."""
     pipeline, _ = local
-    prompt = pipeline.request(prompt=SHORT, width=64, height=48, steps=1, seed=0, guidance=1.0)
+    prompt = pipeline.request(prompt=SHORT, width=64, height=48, steps=2, seed=0, guidance=1.0)
     pipeline.prepare_encode(prompt)
     assert prompt.positive is not None
     assert int(prompt.positive.value.shape[0]) % 2 == 1
