@@ -9,6 +9,8 @@
 - CLIPSetLastLayer on the prompts' way is the node's `clip_skip`.
 - KSampler's sampler_name and scheduler are the node's `sampler` and `schedule` (ComfyUI's
   names); one the node does not offer is listed as changing the picture, as is a denoise below 1.
+- SDXL Turbo's SamplerCustom (KSamplerSelect, SDTurboScheduler or BasicScheduler) maps exactly
+  or is refused naming the node (`comfy_custom.py`).
 - The base + refiner chain (KSamplerAdvanced stages) is refused naming why: the node has no
   refiner yet.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from inline_core.families.sdxl.comfy import CHECKPOINT_LOADER, CLIP_LAYER
+from inline_core.families.sdxl.comfy_custom import CUSTOM, custom_sampling
 from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.own_node import LORA_LOADERS, Collapse, Sampling
@@ -30,7 +33,7 @@ DEFAULT_SAMPLER, DEFAULT_SCHEDULE = "euler", "normal"
 
 
 class SDXLCollapse(Collapse):
-    SAMPLERS: ClassVar[tuple[str, ...]] = ("KSampler", ADVANCED)
+    SAMPLERS: ClassVar[tuple[str, ...]] = ("KSampler", ADVANCED, CUSTOM)
 
     def run(self) -> str:
         node_id = super().run()
@@ -52,6 +55,8 @@ class SDXLCollapse(Collapse):
     def sampling(self, sampler: ComfyNode) -> Sampling:
         if sampler.class_type == ADVANCED:
             raise UnsupportedNode(_advanced_refusal(sampler, self.source(sampler, "model")))
+        if sampler.class_type == CUSTOM:  # SDXL Turbo's template
+            return custom_sampling(self.mapper, sampler, self.required)
         found = super().sampling(sampler)
         m = self.mapper
         name = m.text(sampler, "sampler_name", DEFAULT_SAMPLER)
@@ -61,6 +66,8 @@ class SDXLCollapse(Collapse):
         return found
 
     def sampling_notes(self, sampler: ComfyNode) -> None:
+        if sampler.class_type == CUSTOM:
+            return  # mapped exactly, or refused (`comfy_custom.py`)
         m, where = self.mapper, self.descriptor.type
         name = m.text(sampler, "sampler_name", DEFAULT_SAMPLER)
         if name not in SIGMA_SAMPLERS:
