@@ -48,19 +48,10 @@ def default_graph(checkpoint: str) -> dict[str, Any]:
 
 
 def by_hand(kit: SDXLKit, **params: Any) -> dict[str, Any]:
-    graph = sdxl_graph(
-        "a (lighthouse:1.2) at dusk",
-        model=kit.checkpoint_name,
-        negative_prompt="blurry",
-        width=72,
-        height=64,
-        steps=3,
-        guidance=5.5,
-        seed=9,
-        sampler="dpmpp_2m",
-        schedule="karras",
-        **params,
-    )
+    written: dict[str, Any] = {"model": kit.checkpoint_name, "negative_prompt": "blurry",
+                               "width": 72, "height": 64, "steps": 3, "guidance": 5.5, "seed": 9,
+                               "sampler": "dpmpp_2m", "schedule": "karras"}  # fmt: skip
+    graph = sdxl_graph("a (lighthouse:1.2) at dusk", **(written | params))
     graph["nodes"][-1]["id"] = "w"
     return graph
 
