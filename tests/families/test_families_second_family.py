@@ -222,6 +222,30 @@ def test_the_primitives_render_the_second_family_as_its_node_does(
     assert np.array_equal(primitive, node)
 
 
+@pytest.mark.parametrize(
+    "changes", [{"sampler": "euler_cfg_pp"}, {"sampler": "dpmpp_2m_cfg_pp"}, {"shift": 6.0}]
+)
+def test_the_shared_flow_pipeline_runs_a_requests_shift_and_cfg_pp(
+    families: Families, two_families: Path, tmp_path: Path, changes: dict[str, Any]
+) -> None:
+    """Chroma is built on the shared flow pipeline: it runs a request's own shift, and hands a
+    CFG++ sampler the unconditional prediction (without it the sampler raises)."""
+    catalog = Catalog(two_families, ttl_s=0.0)
+    config = Config(models_dir=two_families, profile="cpu", dtype="float32")
+    sampler = StepLoopSampler()
+    runtime = ModelRuntime(config, sampler, policy_from_config(config))
+    try:
+        registry = registry_of(families, catalog, runtime)
+        graph = primitive_graph("a lighthouse", cfg=3.0, seed=5, steps=3)
+        [base] = run_graph(registry, catalog, graph, "decode", tmp_path / "base")
+        sample = next(n for n in graph["nodes"] if n["id"] == "sample")
+        sample["params"].update(changes)
+        [changed] = run_graph(registry, catalog, graph, "decode", tmp_path / "changed")
+    finally:
+        sampler.close()
+    assert np.abs(changed - base).max() > 0
+
+
 def test_two_families_under_a_budget_for_one_evict_each_other(
     families: Families, two_families: Path, tmp_path: Path
 ) -> None:
