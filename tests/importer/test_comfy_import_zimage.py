@@ -11,6 +11,7 @@ from comfy_workflows import (
     ZIMAGE_ENCODER,
     ZIMAGE_MODEL,
     ZIMAGE_VAE,
+    with_model_sampling,
     zimage_api,
     zimage_ui,
     zimage_ui_subgraph,
@@ -190,17 +191,9 @@ def test_the_models_own_shift_leaves_sample_at_its_own(catalog: Catalog) -> None
 
 
 def test_model_sampling_flux_is_carried_as_comfyuis_mu(catalog: Catalog) -> None:
-    workflow = zimage_api()
-    workflow["11"] = {
-        "class_type": "ModelSamplingFlux",
-        "inputs": {
-            "model": workflow["11"]["inputs"]["model"],
-            "max_shift": 1.5,
-            "base_shift": 0.25,
-            "width": 768,
-            "height": 512,
-        },
-    }
+    workflow = with_model_sampling(
+        zimage_api(), "ModelSamplingFlux", max_shift=1.5, base_shift=0.25, width=768, height=512
+    )
     result = imported(workflow, catalog)
     sample = tree(result.to_json()["graph"], "c8")["inputs"]["latent"]
     # ComfyUI's arithmetic: 768 * 512 / 256 = 1536 tokens on the line (256, 0.25)-(4096, 1.5).

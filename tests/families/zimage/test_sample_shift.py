@@ -21,6 +21,7 @@ from inline_core.importer.comfy import import_comfy
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
 from tests.batching_helpers import run_together
+from tests.importer.comfy_workflows import with_model_sampling
 
 TOLERANCE = 3  # a padded batch sums in another order than a lone forward
 
@@ -42,12 +43,9 @@ def sample_node(graph: Json) -> Json:
 
 
 def with_sd3_shift(shift: float) -> Json:
-    workflow = zimage_api("a fox", seed=5, steps=4)
-    workflow["11"] = {
-        "class_type": "ModelSamplingSD3",
-        "inputs": {"model": workflow["11"]["inputs"]["model"], "shift": shift},
-    }
-    return workflow
+    return with_model_sampling(
+        zimage_api("a fox", seed=5, steps=4), "ModelSamplingSD3", shift=shift
+    )
 
 
 def test_an_imported_sd3_shift_renders_the_native_shift(rig: Rig) -> None:
@@ -66,17 +64,14 @@ def test_an_imported_sd3_shift_renders_the_native_shift(rig: Rig) -> None:
 
 
 def test_an_imported_flux_shift_renders_its_mu(rig: Rig) -> None:
-    workflow = zimage_api("a fox", seed=5, steps=4)
-    workflow["11"] = {
-        "class_type": "ModelSamplingFlux",
-        "inputs": {
-            "model": workflow["11"]["inputs"]["model"],
-            "max_shift": 2.0,
-            "base_shift": 0.5,
-            "width": 1024,
-            "height": 1024,
-        },
-    }
+    workflow = with_model_sampling(
+        zimage_api("a fox", seed=5, steps=4),
+        "ModelSamplingFlux",
+        max_shift=2.0,
+        base_shift=0.5,
+        width=1024,
+        height=1024,
+    )
     flux = imported(rig, workflow)
     mu = sample_node(flux["graph"])["params"]["mu"]
     assert mu == pytest.approx(2.0)  # 4096 tokens: max_shift, as ComfyUI's line gives
