@@ -30,6 +30,7 @@ from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl.embedding_vectors import EmbeddingVectors
 from inline_core.families.sdxl.family import SDXLFamily
+from inline_core.families.sdxl.inpaint import InpaintBlend
 from inline_core.families.sdxl.request import (
     LATENT_FACTOR,
     SDXLRequest,
@@ -131,6 +132,8 @@ class SDXLStepPipeline:
             row=state.batch_index,
         )
         state.schedule_state = schedule
+        if state.mask is not None and start is not None:
+            state.inpaint = InpaintBlend.of(state.mask, start, noise, schedule, state.sampler)
         state.latents = Latents(schedule.start(noise, start), shape)
 
     def _encode_image(self, state: SDXLRequest, generator: torch.Generator) -> torch.Tensor:
@@ -200,6 +203,8 @@ class SDXLStepPipeline:
         schedule, latents = _prepared(state)
         with torch.inference_mode():
             x = schedule.step(cast(torch.Tensor, noise_pred), cast(torch.Tensor, latents.value))
+            if state.inpaint is not None:
+                x = cast(InpaintBlend, state.inpaint).blend(schedule, state.step_index + 1, x)
         state.latents = Latents(x, latents.shape)
         state.step_index += 1
 
@@ -269,4 +274,4 @@ def _prepared(state: SDXLRequest) -> tuple[DiscreteSchedule, Latents]:
 
 def _release(state: SDXLRequest) -> None:
     """Drop the request's tensors once it is done: the state object may outlive the render."""
-    state.latents = state.positive = state.negative = state.start = None
+    state.latents = state.positive = state.negative = state.start = state.inpaint = None
