@@ -122,7 +122,7 @@ def test_schedulers_with_the_librarys_shapes_map(catalog: Catalog, checker: Chec
 @pytest.mark.parametrize(
     ("sigmas", "sampler", "says"),
     [
-        (basic("karras"), "dpmpp_2m_cfg_pp", "closest offered is 'dpmpp_2m'"),
+        (basic("karras"), "dpmpp_3m_sde_cfg_pp", "closest offered is 'dpmpp_3m_sde'"),
         (basic("karras_new"), "euler", "closest offered is 'karras'"),
         (
             {

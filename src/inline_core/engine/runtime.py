@@ -100,10 +100,11 @@ class ModelRuntime:
             prefer_fp16=role in caps.fp16_preferred,
         )
 
-    def compile_choice(self, family: Family) -> CompileChoice:
-        """Whether `family`'s denoiser runs its blocks compiled (the device policy's choice for
-        its device class and dtype); where it does, inductor's cache is in the data folder."""
-        choice = self.policy().compile_for(family.name, self.placement(family, "denoiser").dtype)
+    def compile_choice(self, family: Family, role: str = "denoiser") -> CompileChoice:
+        """Whether `family`'s part placed as `role` (its denoiser, its VAE's decoder) runs its
+        blocks compiled (the device policy's choice for its device class and the role's dtype);
+        where it does, inductor's cache is in the data folder."""
+        choice = self.policy().compile_for(family.name, self.placement(family, role).dtype)
         if choice.enabled:
             keep_cache_in(self.config.data_dir)
         return choice

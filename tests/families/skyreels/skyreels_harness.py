@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from PIL import Image
 
 from inline_core.config import Config
 from inline_core.families.skyreels import SkyReelsFamily
@@ -53,6 +54,7 @@ def render(
     *,
     on_event: Callable[[RunEvent], None] | None = None,
     cancel: CancelToken | None = None,
+    image: Image.Image | None = None,
     **params: Any,
 ) -> NodeResult:
     def events(event: RunEvent) -> None:
@@ -65,7 +67,10 @@ def render(
         cancel=cancel or CancelToken(),
         events=events,
     )
-    call = NodeCall(ctx=ctx, node_id="s", params=node_params(**params), inputs={"prompt": prompt})
+    inputs: dict[str, Any] = {"prompt": prompt}
+    if image is not None:
+        inputs["image"] = image
+    call = NodeCall(ctx=ctx, node_id="s", params=node_params(**params), inputs=inputs)
     return rig.run(call)
 
 
@@ -85,8 +90,17 @@ def reference_pipe(folder: Path) -> Any:
     return pipe
 
 
-def reference_frames(pipe: Any, prompt: str = PROMPT, **params: Any) -> Pixels:
-    """diffusers' frames for the same render. Its prompts come encoded by
+def first_frame_image(width: int, height: int, seed: int = 0) -> Image.Image:
+    """A first frame of random pixels (any size: the node resizes it as diffusers does)."""
+    rng = np.random.default_rng(seed)
+    return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+
+
+def reference_frames(
+    pipe: Any, prompt: str = PROMPT, image: Image.Image | None = None, **params: Any
+) -> Pixels:
+    """diffusers' frames for the same render (with `image`: its image-to-video pipeline over
+    the same parts). Its prompts come encoded by
     `WanPipeline.encode_prompt` over the same parts: the SkyReels pipelines' prompt cleaning
     calls `ftfy` unconditionally, which this install lacks; WanPipeline's skips it then, and the
     rest of the text path is the same code."""
@@ -110,7 +124,14 @@ def reference_frames(pipe: Any, prompt: str = PROMPT, **params: Any) -> Pixels:
         device=torch.device("cpu"),
     )
     pipe.transformer._set_ar_attention(p["causal_block_size"])  # what a request sets
+    extra: dict[str, Any] = {}
+    if image is not None:
+        i2v = diffusers.SkyReelsV2DiffusionForcingImageToVideoPipeline  # pyright: ignore
+        pipe = i2v(**pipe.components)
+        pipe.set_progress_bar_config(disable=True)
+        extra["image"] = image
     video = pipe(
+        **extra,
         prompt=None,
         prompt_embeds=positive,
         negative_prompt_embeds=negative,

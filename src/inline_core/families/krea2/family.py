@@ -18,8 +18,10 @@ from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
 from inline_core.diffusion.adapters.stack import stack_info
+from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.krea2.descriptor import EXTRA_HINT, KREA2_DESCRIPTOR, NODE_TYPE
+from inline_core.families.krea2.download import DOWNLOADS
 from inline_core.families.krea2.files import RULES
 from inline_core.families.krea2.formats import config_of
 from inline_core.families.krea2.lora_naming import KREA2_LORAS
@@ -37,6 +39,7 @@ class Krea2Family(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.krea2.build:BUILDER"
     kit = "inline_core.families.krea2.kit:main"
+    download = "inline_core.families.krea2.download:main"
     loras = KREA2_LORAS
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor and one set of positions per forward
@@ -48,6 +51,9 @@ class Krea2Family(Family):
 
     def rules(self) -> StackRules:
         return RULES
+
+    def downloads(self) -> Downloads:
+        return DOWNLOADS
 
     def lower(
         self,

@@ -18,7 +18,7 @@ from inline_core.contract.files import StackRules
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
 from inline_core.errors import InvalidRequest
-from inline_core.families.nodes.inputs import prompt_text
+from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.skyreels import chunks
 from inline_core.families.skyreels.descriptor import (
     EXTRA_HINT,
@@ -90,7 +90,12 @@ class SkyReelsFamily(Family):
         request["guidance"] = float(request["guidance"])
         shift = params.get("shift")
         request["shift"] = None if shift is None else float(shift)
-        return Lowered(request, dict(request))
+        take_params = {**request, "image_to_video": False}
+        image = image_input(inputs, "image", node_id)
+        if image is not None:  # the image itself is the run's input, not a take param
+            request["image"] = image
+            take_params["image_to_video"] = True
+        return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
         if submit.node_type != NODE_TYPE:

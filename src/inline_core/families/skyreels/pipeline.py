@@ -1,17 +1,18 @@
 """SkyReels-V2 diffusion forcing as a step pipeline (spec 003), with the chunk-boundary protocol:
 the arithmetic of diffusers' `SkyReelsV2DiffusionForcingPipeline`, per request.
 
-`prepare_encode` encodes the prompts (UMT5, 512 tokens), plans the chunks and their schedules
-(`schedule.py`), and draws the first chunk's noise from the request's own generator (each later
-chunk draws its own from it, in turn, as diffusers does). `denoise_step` runs one transformer
-forward over the windows of a batch of requests of one window shape and causal block size, each
-frame at its own timestep (`enable_diffusion_forcing`); `step_scheduler` steps the frames the
-schedule updates, each with its own UniPC copy. When a chunk's last iteration is done the state
-is at a boundary: the loop applies the interactions queued for it
-(`apply_interaction_at_chunk_boundary`: a new prompt, negative prompt or guidance), and
-`prepare_next_chunk` appends the finished chunk to the video's latents and starts the next from
-the last `overlap` frames. `post_decode` decodes the video's latents with the Wan VAE, chunk by
-chunk (`on_chunk`).
+`prepare_encode` encodes the prompts (UMT5, 512 tokens) and a first frame (image to video, as
+`SkyReelsV2DiffusionForcingImageToVideoPipeline` does: its latent frame is the first chunk's clean
+prefix), plans the chunks and their schedules (`schedule.py`), and draws the first chunk's noise
+from the request's own generator (each later chunk draws its own from it, in turn, as diffusers
+does). `denoise_step` runs one transformer forward over the windows of a batch of requests of one
+window shape and causal block size, each frame at its own timestep (`enable_diffusion_forcing`);
+`step_scheduler` steps the frames the schedule updates, each with its own UniPC copy. When a
+chunk's last iteration is done the state is at a boundary: the loop applies the interactions
+queued for it (`apply_interaction_at_chunk_boundary`: a new prompt, negative prompt or guidance),
+and `prepare_next_chunk` appends the finished chunk to the video's latents and starts the next
+from the last `overlap` frames. `post_decode` decodes the video's latents with the Wan VAE, chunk
+by chunk (`on_chunk`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dt
 from inline_core.diffusion.vae.pixels import to_pixels
 from inline_core.diffusion.vae.wan_vae import DecodeSession, WanVAE
 from inline_core.families.skyreels.chunks import TEMPORAL_FACTOR, Chunk
-from inline_core.families.skyreels.request import SkyReelsRequest, new_request
+from inline_core.families.skyreels.request import SPATIAL_FACTOR, SkyReelsRequest, new_request
 from inline_core.families.skyreels.schedule import ChunkSchedule, chunk_schedule
+from inline_core.families.wan.first_frame import image_pixels
 from inline_core.runtime.interactions import InteractionInbox
 from inline_core.runtime.video import Frames, Video
 
@@ -111,6 +113,9 @@ class SkyReelsStepPipeline:
                 state.positive = self.text_encoder.encode(state.prompt)
             if state.cfg and state.negative is None:
                 state.negative = self.text_encoder.encode(state.negative_prompt)
+            if state.image is not None and state.condition is None:
+                pixels = image_pixels(state.image, state.width, state.height, SPATIAL_FACTOR)
+                state.condition = self.vae.encode(pixels).to(self.device)
             base = self.new_scheduler(state)
             timesteps = cast(torch.Tensor, base.timesteps)
             state.schedules = [
@@ -135,7 +140,9 @@ class SkyReelsStepPipeline:
         shape = (1, self.latent_channels, chunk.frames, h, w)
         noise = torch.randn(shape, generator=state.generator, dtype=torch.float32)
         latents = noise.to(self.device)
-        if chunk.prefix:
+        if chunk.prefix and index == 0:  # the first frame's latent (image to video)
+            latents[:, :, : chunk.prefix] = cast(torch.Tensor, state.condition).to(self.dtype)
+        elif chunk.prefix:
             video = cast(torch.Tensor, state.video_latents)
             prefix = video[:, :, -chunk.kept_from :][:, :, : chunk.prefix]
             latents[:, :, : chunk.prefix] = prefix.to(self.dtype)
@@ -279,7 +286,7 @@ class SkyReelsStepPipeline:
         if value is None or not state.done:
             raise RuntimeError("the render has not finished its chunks")
         state.video_latents = state.latents = state.generator = None
-        state.positive = state.negative = None
+        state.positive = state.negative = state.condition = None
         return Latents(value, tuple(value.shape))
 
     def _decode_kept(self, state: SkyReelsRequest, chunk: Chunk) -> None:

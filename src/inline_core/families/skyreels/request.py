@@ -22,7 +22,6 @@ from inline_core.runtime.interactions import InteractionInbox
 
 SPATIAL_FACTOR = 8  # the Wan 2.1 VAE: 8x down in space
 PATCH = 2  # the transformer patchifies latents 1x2x2
-MAX_PROMPT_TOKENS = 512  # the pipeline's max_sequence_length
 FORMATS = ("mp4", "png")
 
 
@@ -45,6 +44,10 @@ class SkyReelsRequest:
     overlap: int | None = None
     ar_step: int = 0  # 0: every frame of a chunk at one level; >0: each block that many behind
     causal_block_size: int = 1  # latent frames per causal block
+    # Image to video: the first frame, a PIL image (resized to width x height), as the first
+    # chunk's clean prefix.
+    image: Any = None
+    condition: Any = field(default=None, metadata=LOCAL)  # the image's latent frame
     positive: Conditioning | None = None
     negative: Conditioning | None = None
     model_key: Hashable = field(default="", metadata=LOCAL)
@@ -133,6 +136,10 @@ def new_request(model_key: Hashable, **kwargs: Any) -> SkyReelsRequest:
     if why is not None:
         raise InvalidRequest(why)
     state.plan = chunks.plan(
-        state.frames, state.base_frames, state.overlap, state.causal_block_size
+        state.frames,
+        state.base_frames,
+        state.overlap,
+        state.causal_block_size,
+        first_prefix=0 if state.image is None else 1,
     )
     return state
