@@ -4,19 +4,21 @@ call's cost with inductor's cache cold and kept.
 
     .venv/bin/python bench/compile_zimage.py [--sizes tiny,mid] [--px 512] [--forwards 5]
     .venv/bin/python bench/compile_zimage.py --sizes real@64,real@256,vae-real@256 --no-restart
-    .venv/bin/python bench/compile_zimage.py --device cuda --dtype bfloat16 --px 1024  # a GPU
+    .venv/bin/python bench/compile_zimage.py --device cuda --dtype bfloat16 --px 1024 \
+        --sizes mid,real,vae-real  # one GPU at 1024 px
 
 Sizes (random weights; `size@px` gives one its own image size): `tiny` (dim 64), `mid` (dim 768,
 10 layers, about 110M parameters), `real` (the real-size set's transformer of
 `bench/real_size_cpu.py`: full width, dim 3840, one main layer and two refiner layers each, 0.9B
 parameters), `vae-tiny` and `vae-real` (the tiny and the full FLUX autoencoder's decode, its
-decoder blocks compiled). For each, two child processes
-run one after another on one cache folder: the first finds it empty (cold: dynamo traces and
-inductor compiles), the second finds it kept (a restart: dynamo traces again, inductor's code
-comes from the cache; `--no-restart` skips it). Each child holds one model: it compiles the blocks
+decoder blocks compiled). For each, two child processes run one after another on one cache
+folder: the first finds it empty (cold: dynamo traces and inductor compiles), the second finds it
+kept (a restart: dynamo traces again, inductor's code comes from the cache; `--no-restart` skips
+it). Each child holds one model: it compiles the blocks
 (`diffusion/compile`), times the first compiled call, then `--forwards` calls each way, eager
 (`torch.compiler.set_stance("force_eager")`, the same weights) and compiled alternating so both
-see the same load, and checks the outputs agree. Prints medians, ratios and the load average;
+see the same load, and checks the outputs agree; torch's attention kernels are tried in the
+device policy's order, as in the server. Prints medians, ratios and the load average;
 writes bench/results/compile_zimage.json.
 """
 
@@ -92,13 +94,17 @@ def vae_call(size: str, device: Any, dtype: Any, px: int) -> tuple[Any, Any, int
 def child(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
+    from inline_core.device.attention import attention_choice
     from inline_core.device.compile import CompileChoice
+    from inline_core.device.detect import detect_hardware
+    from inline_core.diffusion.compile.attention import use_attention
     from inline_core.diffusion.compile.blocks import decoder_blocks, repeated_blocks
     from inline_core.diffusion.compile.progress import BOARD
     from inline_core.diffusion.compile.regional import compile_blocks
 
     size, px, forwards, profile = args.child, args.px, args.forwards, args.profile
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    sdpa = use_attention(attention_choice(detect_hardware(), device.type))  # as the server does
     is_vae = size.startswith("vae-")
     model, call, cells = (vae_call if is_vae else transformer_call)(size, device, dtype, px)
 
@@ -132,6 +138,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         "px": px,
         "tokens": cells,  # image tokens (the transformer) or latent cells (the VAE)
         "blocks": blocks,
+        "sdpa": sdpa,
         "eagerMs": round(statistics.median(eager_s) * 1000, 1),
         "compiledMs": round(statistics.median(compiled_s) * 1000, 1),
         "firstCompiledS": round(first, 1),
