@@ -4,6 +4,7 @@ rendered one after the other)."""
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -11,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 from fastapi.testclient import TestClient
+from PIL import Image
 
 TEMPLATES = resources.files("comfyui_workflow_templates_json") / "templates"
 
@@ -55,3 +57,14 @@ def target_of(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str,
     """An import's target node, and its graph's nodes by id."""
     nodes = {n["id"]: n for n in body["graph"]["nodes"]}
     return nodes[body["target"]], nodes
+
+
+def upload_png(client: TestClient, image: Image.Image) -> str:
+    """`image` uploaded as a PNG asset (a workflow's LoadImage file); its asset id."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    response = client.post(
+        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])

@@ -134,11 +134,15 @@ class ModelRuntime:
         return fn() if compute is None else compute(fn)
 
     def stacks(self) -> Stacks:
-        """The resident stacks (imports torch and diffusers on first use)."""
+        """The resident stacks (imports torch and diffusers on first use; torch's attention
+        kernels are then tried in the device policy's order)."""
+        attention = self.policy().attention
         with self._lock:
             if self._stacks is None:
+                from inline_core.diffusion.compile.attention import use_attention
                 from inline_core.engine.stacks import Stacks
 
+                log.info("attention: torch SDPA tries %s", ", ".join(use_attention(attention)))
                 self._stacks = Stacks(self)
             return self._stacks
 

@@ -24,8 +24,32 @@ from inline_core.runtime.step_cache import StepCacheSettings
 PIXELS_PER_TOKEN = 16
 
 
+class FlowSteps:
+    """A flow render's steps and token grid, from its fields: `FlowImageRequest`'s, and those of a
+    family's own state on the same grid (Qwen-Image's)."""
+
+    width: int
+    height: int
+    steps: int
+    step_index: int
+    schedule: Any  # its private FlowMatchSchedule, once prepared
+
+    @property
+    def step_count(self) -> int:
+        return self.steps if self.schedule is None else int(self.schedule.step_count)
+
+    @property
+    def done(self) -> bool:
+        return self.schedule is not None and self.step_index >= self.step_count
+
+    @property
+    def latent_size(self) -> tuple[int, int]:
+        """The transformer's token grid (rows, columns)."""
+        return self.height // PIXELS_PER_TOKEN, self.width // PIXELS_PER_TOKEN
+
+
 @dataclass(eq=False)
-class FlowImageRequest:
+class FlowImageRequest(FlowSteps):
     prompt: str
     width: int
     height: int
@@ -64,19 +88,6 @@ class FlowImageRequest:
     def cfg_pp(self) -> bool:
         """Whether its sampler steps along the unconditional prediction (CFG++)."""
         return self.sampler in CFG_PP_SAMPLERS
-
-    @property
-    def step_count(self) -> int:
-        return self.steps if self.schedule is None else int(self.schedule.step_count)
-
-    @property
-    def done(self) -> bool:
-        return self.schedule is not None and self.step_index >= self.step_count
-
-    @property
-    def latent_size(self) -> tuple[int, int]:
-        """The transformer's token grid (rows, columns)."""
-        return self.height // PIXELS_PER_TOKEN, self.width // PIXELS_PER_TOKEN
 
     @property
     def tokens(self) -> int:

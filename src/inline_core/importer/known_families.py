@@ -51,6 +51,7 @@ KNOWN_FAMILIES: tuple[KnownFamily, ...] = (
         "FLUX.1's transformer (double_blocks with img_attn)",
     ),
     KnownFamily("Chroma", _files(r"chroma"), ("chroma",)),
+    KnownFamily("ERNIE-Image", _files(r"ernie[-_]?image"), ()),  # its text encoder loads as "flux2"
     KnownFamily("HiDream", _files(r"hidream"), ("hidream",), re.compile(r"^QuadrupleCLIPLoader$")),
     KnownFamily("Qwen-Image", _files(r"qwen[-_]?image"), ("qwen_image",), re.compile(r"QwenImage")),
     KnownFamily(

@@ -67,6 +67,7 @@ class _Evidence:
     # Checkpoints in the catalog that no family here takes by their keys, nor a known one.
     unread: list[str] = field(default_factory=list[str])
     mapped: list[str] = field(default_factory=list[str])  # by the caller's explicit mapping
+    modelled: set[str] = field(default_factory=set[str])  # served families a model file shows
     models: int = 0
 
 
@@ -103,6 +104,11 @@ def recognise(
             known = known_by_class(node.class_type)
             if known is not None:
                 evidence.foreign.setdefault(known.title, []).append(_where(node))
+    if evidence.foreign:
+        # A family that runs only its own node is not told by its text encoder's type alone
+        # when a model file shows another (ComfyUI loads ERNIE-Image's as "flux2", as FLUX.2's).
+        for name in [n for n in evidence.served if n not in titles and n not in evidence.modelled]:
+            del evidence.served[name]
     for name, where in evidence.served.items():
         if name not in titles:
             own = facts.own_node(name) if facts is not None else None
@@ -211,6 +217,7 @@ def _read_model(
     known = known_by_file(wanted)
     if owner is not None:
         evidence.served.setdefault(owner, []).append(shown)
+        evidence.modelled.add(owner)
         if wanted in renamed:
             evidence.mapped.append(shown)
             if known is not None:  # said plainly: the picture is not the workflow's

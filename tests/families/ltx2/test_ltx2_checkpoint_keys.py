@@ -145,3 +145,67 @@ def test_ltx_2_3_s_prompt_modulation_maps_both_ways(file_key: str, name: str) ->
 def test_a_decoder_of_four_up_blocks_maps_both_ways(file_key: str, name: str) -> None:
     assert checkpoint_keys.vae_to_diffusers(file_key, 4) == name
     assert checkpoint_keys.vae_from_diffusers(name, 4) == file_key
+
+
+def test_ltx_2_3_s_per_stream_projections_and_gated_connectors_map_both_ways() -> None:
+    """LTX-2.3's connectors: a projection per stream (`video_aggregate_embed`,
+    `audio_aggregate_embed`) and gated attention, read back by the whole file's map."""
+    ltx2: Any = module("diffusers.pipelines.ltx2")
+    config: dict[str, Any] = {
+        "caption_channels": 8,
+        "text_proj_in_factor": 3,
+        "video_connector_num_attention_heads": 2,
+        "video_connector_attention_head_dim": 8,
+        "video_connector_num_layers": 1,
+        "video_connector_num_learnable_registers": 4,
+        "video_gated_attn": True,
+        "audio_connector_num_attention_heads": 2,
+        "audio_connector_attention_head_dim": 4,
+        "audio_connector_num_layers": 1,
+        "audio_connector_num_learnable_registers": 4,
+        "audio_gated_attn": True,
+        "per_modality_projections": True,
+        "video_hidden_dim": 16,
+        "audio_hidden_dim": 8,
+        "proj_bias": True,
+    }
+    weights: dict[str, torch.Tensor] = dict(ltx2.LTX2TextConnectors(**config).state_dict())
+    names = to_checkpoint("connectors", weights)
+    assert "text_embedding_projection.video_aggregate_embed.weight" in names.values()
+    assert "text_embedding_projection.audio_aggregate_embed.bias" in names.values()
+    back = split(names.values())
+    assert {k for part, m in back.items() if part != "connectors" for k in m} == set()
+    read = {back["connectors"][names[k]]: v for k, v in weights.items()}
+    assert_same(read, weights)
+    ltx2.LTX2TextConnectors(**config).load_state_dict(read, strict=True)
+
+
+def test_comfyui_s_gemma_language_model_maps_onto_transformers_naming() -> None:
+    """The kit's Gemma 3, its language model named as ComfyUI's `gemma_3_12B_it` file names it
+    (ComfyUI's probe key among them), read back strictly into transformers' language model."""
+    from inline_core.families.ltx2 import gemma_keys
+    from inline_core.families.ltx2.kit import build_tokenizer, gemma3_config
+
+    lib: Any = module("transformers")
+    torch.manual_seed(1)  # pyright: ignore[reportUnknownMemberType]
+    model: Any = lib.Gemma3ForConditionalGeneration(gemma3_config(len(build_tokenizer()) + 3))
+    state: dict[str, torch.Tensor] = dict(model.state_dict())
+    comfy = {gemma_keys.from_diffusers(k): v for k, v in state.items()}
+    comfy_state = {k: v for k, v in comfy.items() if k is not None}
+    assert "model.layers.1.self_attn.q_norm.weight" in comfy_state
+    assert gemma_keys.is_comfy_gemma(set(comfy_state))
+    assert not gemma_keys.is_comfy_gemma(set(state))  # transformers' own naming is not
+    back: dict[str, torch.Tensor] = {}
+    for key, value in comfy_state.items():
+        name = gemma_keys.to_diffusers(key)
+        assert name is not None
+        back[name.removeprefix("model.language_model.")] = value
+    fresh: Any = lib.Gemma3ForConditionalGeneration(model.config)
+    fresh.model.language_model.load_state_dict(back, strict=True)
+    ids = torch.tensor([[2, 5, 9, 11]])
+    with torch.inference_mode():
+        want = model.model.language_model(input_ids=ids).last_hidden_state
+        got = fresh.model.language_model(input_ids=ids).last_hidden_state
+    assert torch.equal(got, want)
+    assert gemma_keys.to_diffusers("vision_model.embeddings.patch_embedding.weight") is None
+    assert gemma_keys.to_diffusers("spiece_model") is None

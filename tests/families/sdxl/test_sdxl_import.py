@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +26,6 @@ from inline_core.server.app import create_app
 from tests.families.import_harness import import_comfy, takes_of, template
 
 BASE = "sd_xl_base_1.0.safetensors"
-
-
-@pytest.fixture
-def client(sdxl_kit: SDXLKit, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(
-        models_dir=sdxl_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
-    )
-    with TestClient(create_app(config)) as c:
-        yield c
 
 
 def default_graph(checkpoint: str) -> dict[str, Any]:
@@ -58,19 +48,10 @@ def default_graph(checkpoint: str) -> dict[str, Any]:
 
 
 def by_hand(kit: SDXLKit, **params: Any) -> dict[str, Any]:
-    graph = sdxl_graph(
-        "a (lighthouse:1.2) at dusk",
-        model=kit.checkpoint_name,
-        negative_prompt="blurry",
-        width=72,
-        height=64,
-        steps=3,
-        guidance=5.5,
-        seed=9,
-        sampler="dpmpp_2m",
-        schedule="karras",
-        **params,
-    )
+    written: dict[str, Any] = {"model": kit.checkpoint_name, "negative_prompt": "blurry",
+                               "width": 72, "height": 64, "steps": 3, "guidance": 5.5, "seed": 9,
+                               "sampler": "dpmpp_2m", "schedule": "karras"}  # fmt: skip
+    graph = sdxl_graph("a (lighthouse:1.2) at dusk", **(written | params))
     graph["nodes"][-1]["id"] = "w"
     return graph
 

@@ -5,7 +5,6 @@ the node runner renders, bad params are refused at submit naming them, and missi
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +37,6 @@ def sdxl_graph(prompt: str = PROMPT, **params: Any) -> dict[str, Any]:
             },
         ],
     }
-
-
-@pytest.fixture
-def client(sdxl_kit: SDXLKit, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(
-        models_dir=sdxl_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
-    )
-    with TestClient(create_app(config)) as c:
-        yield c
 
 
 def test_a_graph_renders_the_node_runners_pixels(

@@ -24,7 +24,7 @@ from inline_core.families.zimage.kit import build_kit as build_zimage_kit
 from inline_core.runtime.video import decode_apng
 from inline_core.server.app import create_app
 from tests.families.import_harness import import_comfy as import_workflow
-from tests.families.import_harness import takes_of, template
+from tests.families.import_harness import takes_of, template, upload_png
 
 TI2V_FILE = "wan2.2_ti2v_tiny_fp32.safetensors"
 # The workflows' VAEs and text encoders onto the kit's (the node renders with the files named).
@@ -166,13 +166,7 @@ def test_an_imported_workflow_renders_the_hand_written_graphs_frames(
 
 
 def upload(client: TestClient, seed: int = 0) -> str:
-    buf = io.BytesIO()
-    first_frame_image(50, 40, seed=seed).save(buf, format="PNG")
-    uploaded = client.post(
-        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
-    )
-    assert uploaded.status_code == 201, uploaded.text
-    return str(uploaded.json()["id"])
+    return upload_png(client, first_frame_image(50, 40, seed=seed))
 
 
 def test_wan_21_clip_vision_template_imports_with_its_start_image(client: TestClient) -> None:
