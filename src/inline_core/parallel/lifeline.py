@@ -28,12 +28,9 @@ def server_alive(server: ServerIdentity) -> bool:
     """Whether the server still runs (a dead one not yet reaped by its parent does not)."""
     try:
         proc = psutil.Process(server.pid)
-        started = proc.create_time()
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
+        return server.matches(proc.pid) and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-    return abs(started - server.started) < 1e-3
 
 
 def orphaned_exit(reason: str) -> None:

@@ -123,12 +123,11 @@ class Session:
         self._failing = False  # a fault is being explained
         self._lock = threading.Lock()
         self._readers: dict[int, threading.Thread] = {}
-        me = psutil.Process()
         env = {
             **config.env,
             **self.ipc.env(),
             **config.ranks.to_env(),
-            **ServerIdentity(me.pid, me.create_time()).to_env(),
+            **ServerIdentity.of(os.getpid()).to_env(),
         }
         env.setdefault("OMP_NUM_THREADS", str(config.rank_threads()))
         env["PYTHONPATH"] = _python_path(env.get("PYTHONPATH") or os.environ.get("PYTHONPATH"))

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
+import psutil
+
 from inline_core.device.split import ParallelSpec
 from inline_core.parallel.ipc import AUTHKEY_ENV, SOCKET_ENV
 from inline_core.parallel.protocol import Json
@@ -81,10 +83,19 @@ class RankSettings:
 @dataclass(frozen=True)
 class ServerIdentity:
     """The server process the ranks watch: pid plus start time, so a reused pid is not mistaken
-    for a live server."""
+    for a live server.
+
+    The start time is counted from boot (clock ticks in /proc/<pid>/stat), as psutil's own
+    process identity is: psutil's `create_time()` adds the boot time /proc/stat gives at each
+    call, which moves by whole seconds when the system clock is set, and a rank comparing those
+    took its live server for another process and left the group."""
 
     pid: int
     started: float
+
+    @classmethod
+    def of(cls, pid: int) -> ServerIdentity:
+        return cls(pid, started_since_boot(pid))
 
     def to_env(self) -> dict[str, str]:
         return {SERVER_PID_ENV: str(self.pid), SERVER_STARTED_ENV: repr(self.started)}
@@ -93,6 +104,30 @@ class ServerIdentity:
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerIdentity:
         source = os.environ if env is None else env
         return cls(int(source[SERVER_PID_ENV]), float(source[SERVER_STARTED_ENV]))
+
+    def matches(self, pid: int) -> bool:
+        """Whether the process `pid` is this server (not another that took a reused pid)."""
+        return pid == self.pid and abs(started_since_boot(pid) - self.started) < 1e-3
+
+
+_STARTTIME_AFTER_NAME = 19  # field 22 of proc_pid_stat(5), the 20th after the command name
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def started_since_boot(pid: int) -> float:
+    """Process `pid`'s start in seconds since boot, fixed for its life whatever the clock does.
+
+    Raises `psutil.NoSuchProcess` when it is gone. Without procfs (not Linux) psutil's
+    wall-clock start time stands in."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # The command name (field 2) may hold spaces and parentheses: count after its end.
+            fields = stat.read().rpartition(b")")[2].split()
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            raise psutil.NoSuchProcess(pid) from None
+        return psutil.Process(pid).create_time()
+    return int(fields[_STARTTIME_AFTER_NAME]) / _CLOCK_TICKS
 
 
 __all__ = [

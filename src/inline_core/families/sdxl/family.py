@@ -101,11 +101,28 @@ class SDXLFamily(Family):
         if image is not None:
             request |= {"image": image, "strength": float(params["strength"])}
             take_params["strength"] = request["strength"]
+        mask = image_input(inputs, "mask", node_id)
+        if mask is not None:
+            request["mask"] = mask
+            take_params["inpaint"] = True
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
         super().check(submit)
-        if submit.node_type != NODE_TYPE or "image" not in submit.wired:
+        if submit.node_type != NODE_TYPE:
+            return
+        if "mask" in submit.wired and "image" not in submit.wired:
+            raise InvalidRequest(
+                "a mask needs the image it masks: wire the image to inpaint", node_id=submit.node_id
+            )
+        mask, image = submit.sizes.get("mask"), submit.sizes.get("image")
+        if mask is not None and image is not None and mask != image:
+            raise InvalidRequest(
+                f"the mask is {mask[0]}x{mask[1]} and the image {image[0]}x{image[1]}: they "
+                "must be the same size",
+                node_id=submit.node_id,
+            )
+        if "image" not in submit.wired:
             return
         steps, strength = int(submit.params["steps"]), float(submit.params["strength"])
         if steps - img2img_start(steps, strength) < 1:

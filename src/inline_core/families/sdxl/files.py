@@ -122,6 +122,7 @@ RULES = StackRules(
             "checkpoint) in {root}/checkpoints, or set INLINE_SDXL_MODEL"
         ),
         subfolder="unet",
+        looks=unet.looks,
     ),
     parts=(
         PartRule(
