@@ -109,7 +109,8 @@ SKYREELS_DESCRIPTOR = NodeDescriptor(
         "than base_frames renders in chunks of base_frames, each starting from the last overlap "
         "frames of the video so far; ar_step above 0 renders each causal block of "
         "causal_block_size latent frames that many steps behind the one before. While it "
-        "renders, POST /v1/runs/{id}/interactions changes the prompt, negative prompt or "
+        "renders, POST /v1/runs/{id}/interactions (or an interaction message on the run's "
+        "events socket) changes the prompt, negative prompt or "
         "guidance from the next chunk on. frames is 4k+1; format png is a lossless APNG."
     ),
 )

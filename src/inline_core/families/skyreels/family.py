@@ -17,6 +17,7 @@ from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.skyreels import chunks
@@ -25,6 +26,7 @@ from inline_core.families.skyreels.descriptor import (
     NODE_TYPE,
     SKYREELS_DESCRIPTOR,
 )
+from inline_core.families.skyreels.download import DOWNLOADS
 from inline_core.families.skyreels.files import RULES, flow_shift
 from inline_core.families.skyreels.request import SkyReelsRequest, new_request
 from inline_core.graph.descriptor import NodeDescriptor
@@ -55,6 +57,7 @@ class SkyReelsFamily(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.skyreels.build:BUILDER"
     kit = "inline_core.families.skyreels.kit:main"
+    download = "inline_core.families.skyreels.download:main"
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor per forward: one window shape per forward
         chunked_decode=True,
@@ -66,6 +69,9 @@ class SkyReelsFamily(Family):
 
     def rules(self) -> StackRules:
         return RULES
+
+    def downloads(self) -> Downloads:
+        return DOWNLOADS
 
     def lower(
         self,
