@@ -51,8 +51,11 @@ def test_the_runtime_asks_the_policy_and_keeps_the_cache_where_it_compiles(
         for allowed in (False, True):
             policy = DevicePolicy(hardware, DeviceSettings(compile=allowed))
             runtime = ModelRuntime(config, sampler, policy)
-            choice = runtime.compile_choice(ZImageFamily(Catalog(tmp_path), {}))
+            family = ZImageFamily(Catalog(tmp_path), {})
+            choice = runtime.compile_choice(family)
             assert choice.enabled is allowed
+            # The VAE's decoder follows the same choice, for the VAE's own dtype.
+            assert runtime.compile_choice(family, "vae").enabled is allowed
             # The cache folder is set only once something is to compile.
             assert (os.environ.get(CACHE_VARIABLE) is not None) is allowed
         assert os.environ[CACHE_VARIABLE] == str(tmp_path / "compile-cache")

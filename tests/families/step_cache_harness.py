@@ -7,7 +7,9 @@ flip a decision."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -20,7 +22,7 @@ from tests.families.batching_harness import solo_and_together
 NEVER = StepCacheSettings(threshold=0.0, warmup=0, front_blocks=1)
 LOOSE = StepCacheSettings(threshold=0.5, warmup=1, front_blocks=1, max_consecutive=2)
 TOLERANCE = 2  # levels of 255: a batch of more rows is blocked otherwise by the CPU's kernels
-MAX_DIFFERING = 0.01
+MAX_DIFFERING = 0.01  # share of values allowed to differ at all
 
 
 def check_step_cache(
@@ -65,3 +67,57 @@ def check_step_cache(
         difference = np.abs(alone - batched)
         assert int(difference.max()) <= TOLERANCE
         assert float((difference > 0).mean()) <= MAX_DIFFERING
+
+
+def check_joined_mid_render(
+    sampler: StepLoopSampler,
+    pipeline: Any,
+    specs: Sequence[dict[str, Any]],
+    pixels: Callable[[Any], np.ndarray[Any, Any]],
+    join_step: int,
+) -> None:
+    """The first of `specs` (each a request with its own `seed`, `steps` and `step_cache`) is
+    rendered; at its `join_step` the others join its forwards (the sampler's phases on the loop,
+    so a request submitted between two forwards is in the next one). Every row decides on its
+    own, so each renders what it renders alone, with the same cache decisions, though they share
+    forwards at different steps."""
+
+    def counts(state: Any) -> dict[str, int] | None:
+        return None if state.cache is None else dict(state.cache.stats())
+
+    alone: list[np.ndarray[Any, Any]] = []
+    alone_counts: list[dict[str, int] | None] = []
+    for spec in specs:
+        state = pipeline.request(**spec)
+        alone.append(pixels(sampler.run(SampleJob(pipeline, state))))
+        alone_counts.append(counts(state))
+
+    states = [pipeline.request(**spec) for spec in specs]
+    first_seed = states[0].seed
+    arrived: list[Future[Any]] = []
+    batches: list[tuple[int, ...]] = []
+    forward = pipeline.denoise_step
+    lock = threading.Lock()
+
+    def watched(batch: Sequence[Any], /) -> Any:
+        with lock:
+            batches.append(tuple(s.seed for s in batch))
+            if not arrived and batch[0].seed == first_seed and batch[0].step_index == join_step:
+                arrived.extend(sampler.submit(SampleJob(pipeline, s)) for s in states[1:])
+        return forward(batch)
+
+    pipeline.denoise_step = watched
+    try:
+        first = pixels(sampler.run(SampleJob(pipeline, states[0])))
+        together = [first, *(pixels(f.result(timeout=120)) for f in arrived)]
+    finally:
+        del pipeline.denoise_step
+
+    assert tuple(s.seed for s in states) in batches  # they shared forwards, at different steps
+    for i, (solo, batched) in enumerate(zip(alone, together, strict=True)):
+        difference = np.abs(solo - batched)
+        assert int(difference.max()) <= TOLERANCE, f"request {i}"
+        assert float((difference > 0).mean()) <= MAX_DIFFERING, f"request {i}"
+    assert [counts(s) for s in states] == alone_counts
+    cached = [c for c in alone_counts if c is not None]
+    assert len(cached) >= 2 and all(c["reusedSteps"] > 0 for c in cached)

@@ -13,7 +13,8 @@ import io
 import json
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,19 @@ def registry_of(families: Families, catalog: Catalog, runtime: ModelRuntime) -> 
     return registry
 
 
+@contextmanager
+def served(families: Families, models: Path) -> Generator[tuple[Registry, Catalog, ModelRuntime]]:
+    """The families' nodes over `models` on a CPU runtime of their own, closed afterwards."""
+    catalog = Catalog(models, ttl_s=0.0)
+    config = Config(models_dir=models, profile="cpu", dtype="float32")
+    sampler = StepLoopSampler()
+    runtime = ModelRuntime(config, sampler, policy_from_config(config))
+    try:
+        yield registry_of(families, catalog, runtime), catalog, runtime
+    finally:
+        sampler.close()
+
+
 def run_graph(
     registry: Registry, catalog: Catalog, graph: dict[str, Any], target: str, takes: Path
 ) -> list[Pixels]:
@@ -203,12 +217,7 @@ def test_the_node_renders_what_diffusers_renders_through_the_asgi_app(
 def test_the_primitives_render_the_second_family_as_its_node_does(
     families: Families, two_families: Path, tmp_path: Path
 ) -> None:
-    catalog = Catalog(two_families, ttl_s=0.0)
-    config = Config(models_dir=two_families, profile="cpu", dtype="float32")
-    sampler = StepLoopSampler()
-    runtime = ModelRuntime(config, sampler, policy_from_config(config))
-    try:
-        registry = registry_of(families, catalog, runtime)
+    with served(families, two_families) as (registry, catalog, runtime):
         [node] = run_graph(registry, catalog, node_graph("a lighthouse", **RENDER), "img", tmp_path)
         steps, seed = RENDER["steps"], RENDER["seed"]
         graph = primitive_graph("a lighthouse", cfg=RENDER["guidance"], seed=seed, steps=steps)
@@ -217,9 +226,24 @@ def test_the_primitives_render_the_second_family_as_its_node_does(
         loads = runtime.stats()["loads"]
         run_graph(registry, catalog, graph, "decode", tmp_path / "again")
         assert runtime.stats()["loads"] == loads
-    finally:
-        sampler.close()
     assert np.array_equal(primitive, node)
+
+
+@pytest.mark.parametrize(
+    "changes", [{"sampler": "euler_cfg_pp"}, {"sampler": "dpmpp_2m_cfg_pp"}, {"shift": 6.0}]
+)
+def test_the_shared_flow_pipeline_runs_a_requests_shift_and_cfg_pp(
+    families: Families, two_families: Path, tmp_path: Path, changes: dict[str, Any]
+) -> None:
+    """Chroma is built on the shared flow pipeline: it runs a request's own shift, and hands a
+    CFG++ sampler the unconditional prediction (without it the sampler raises)."""
+    with served(families, two_families) as (registry, catalog, _runtime):
+        graph = primitive_graph("a lighthouse", cfg=3.0, seed=5, steps=3)
+        [base] = run_graph(registry, catalog, graph, "decode", tmp_path / "base")
+        sample = next(n for n in graph["nodes"] if n["id"] == "sample")
+        sample["params"].update(changes)
+        [changed] = run_graph(registry, catalog, graph, "decode", tmp_path / "changed")
+    assert np.abs(changed - base).max() > 0
 
 
 def test_two_families_under_a_budget_for_one_evict_each_other(

@@ -169,6 +169,8 @@ def test_sample_defaults(h: Harness) -> None:
         "end_step": 10000,
         "add_noise": True,
         "leftover_noise": False,
+        "shift": None,  # the model's own
+        "mu": None,
     }
 
 

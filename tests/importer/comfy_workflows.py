@@ -504,3 +504,10 @@ def with_nodes(workflow: Json, **extra: Json) -> Json:
     out = copy.deepcopy(workflow)
     out.update(copy.deepcopy(extra))
     return out
+
+
+def with_model_sampling(workflow: Json, class_type: str, **widgets: Any) -> Json:
+    """The Z-Image template with its ModelSamplingAuraFlow (node 11) replaced by `class_type`
+    (ModelSamplingSD3, ModelSamplingFlux) with `widgets`, on the same model."""
+    model = workflow["11"]["inputs"]["model"]
+    return {**workflow, "11": {"class_type": class_type, "inputs": {"model": model, **widgets}}}

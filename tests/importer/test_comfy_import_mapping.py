@@ -64,6 +64,8 @@ def test_sd_txt2img_checkpoint(catalog: Catalog, checker: Checker) -> None:
         ("er_sde", "linear_quadratic"),
         ("dpmpp_sde", "sgm_uniform"),
         ("dpmpp_2m_sde_gpu", "ddim_uniform"),
+        ("euler_cfg_pp", "simple"),  # a CFG++ sampler: the model's family runs it or refuses it
+        ("res_multistep_ancestral_cfg_pp", "karras"),
     ],
 )
 def test_sampler_and_scheduler_map_one_to_one(
@@ -80,7 +82,7 @@ def test_sampler_and_scheduler_map_one_to_one(
 @pytest.mark.parametrize(
     ("field", "wanted", "closest"),
     [
-        ("sampler_name", "dpmpp_2m_cfg_pp", "dpmpp_2m"),
+        ("sampler_name", "dpmpp_3m_sde_cfg_pp", "dpmpp_3m_sde"),
         ("sampler_name", "uni_pc_bh3", "uni_pc_bh2"),
         ("scheduler", "karras_new", "karras"),
     ],

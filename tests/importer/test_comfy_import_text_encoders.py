@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from comfy_harness import Checker, PrimitiveNotRunHere
+from comfy_harness import Checker, PassedOnFacts, PrimitiveNotRunHere
 from comfy_workflows import with_nodes, zimage_api
 
 from inline_core.contract.comfy_recipe import ComfyRecipe, RecipeError, TextEncoders
@@ -39,24 +39,21 @@ def loader_descriptor() -> NodeDescriptor:
     )
 
 
-class ServedWith:
+class ServedWith(PassedOnFacts):
     """The served families, Z-Image's recipe taking the multi-encoder loads `taken`."""
 
     def __init__(self, families: Families, taken: dict[tuple[str, str], TextEncoders]) -> None:
-        self._families = families
+        super().__init__(families)
         self._taken = taken
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._families, name)
-
     def comfy_recipe(self, family: str) -> ComfyRecipe | None:
-        recipe = self._families.comfy_recipe(family)
+        recipe = self.families.comfy_recipe(family)
         if family != "z-image" or recipe is None:
             return recipe
         return replace(recipe, text_encoders=self._taken)
 
     def text_encoder_types(self, family: str) -> tuple[str, ...]:
-        found = self._families.text_encoder_types(family)
+        found = self.families.text_encoder_types(family)
         return (*found, *(t for _c, t in self._taken)) if family == "z-image" else found
 
 
@@ -83,7 +80,7 @@ def imported(
     workflow: Any, catalog: Catalog, registry: Registry, taken: dict[tuple[str, str], TextEncoders]
 ) -> ImportResult:
     facts = ServedWith(Families.discovered(catalog, {}), taken)
-    return import_comfy(workflow, catalog, registry=registry, facts=facts)  # type: ignore[arg-type]
+    return import_comfy(workflow, catalog, registry=registry, facts=facts)
 
 
 @pytest.mark.usefixtures("three_encoders")

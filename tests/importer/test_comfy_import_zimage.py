@@ -11,6 +11,7 @@ from comfy_workflows import (
     ZIMAGE_ENCODER,
     ZIMAGE_MODEL,
     ZIMAGE_VAE,
+    with_model_sampling,
     zimage_api,
     zimage_ui,
     zimage_ui_subgraph,
@@ -168,20 +169,37 @@ def test_guidance_with_a_zeroed_negative_uses_an_empty_prompt(
     checker.validate(result)
 
 
-def test_a_shift_other_than_the_models_own_is_reported(catalog: Catalog) -> None:
+def test_a_shift_other_than_the_models_own_is_carried_onto_sample(
+    catalog: Catalog, checker: Checker
+) -> None:
     workflow = zimage_api()
     workflow["11"]["inputs"]["shift"] = 6.0
     workflow["3"]["inputs"]["sampler_name"] = "dpmpp_2m_sde_gpu"
     result = imported(workflow, catalog)
-    assert any("shift 6" in w for w in result.warnings)
-    # The shift changes the picture: listed there, not only among the warnings. The sampler
-    # runs as named (the sigma library has it), so it is no change.
-    changes = {c["classType"]: c for c in result.to_json()["changesPicture"]}
-    assert set(changes) == {"ModelSamplingAuraFlow"}, changes
-    assert changes["ModelSamplingAuraFlow"]["nodeId"] == "11"
-    assert "sampling shift 6" in changes["ModelSamplingAuraFlow"]["reason"]
+    # `sample` runs the shift as ComfyUI's ModelSamplingAuraFlow sets it: nothing changes.
+    assert result.warnings == [] and result.to_json()["changesPicture"] == []
     sample = tree(result.to_json()["graph"], "c8")["inputs"]["latent"]
-    assert sample["params"]["sampler"] == "dpmpp_2m_sde_gpu"
+    assert (sample["params"]["sampler"], sample["params"]["shift"]) == ("dpmpp_2m_sde_gpu", 6.0)
+    assert "mu" not in sample["params"]
+    checker.validate(result)
+
+
+def test_the_models_own_shift_leaves_sample_at_its_own(catalog: Catalog) -> None:
+    result = imported(zimage_api(), catalog)  # the template's AuraFlow shift 3: Z-Image's own
+    sample = tree(result.to_json()["graph"], "c8")["inputs"]["latent"]
+    assert "shift" not in sample["params"] and "mu" not in sample["params"]
+
+
+def test_model_sampling_flux_is_carried_as_comfyuis_mu(catalog: Catalog) -> None:
+    workflow = with_model_sampling(
+        zimage_api(), "ModelSamplingFlux", max_shift=1.5, base_shift=0.25, width=768, height=512
+    )
+    result = imported(workflow, catalog)
+    sample = tree(result.to_json()["graph"], "c8")["inputs"]["latent"]
+    # ComfyUI's arithmetic: 768 * 512 / 256 = 1536 tokens on the line (256, 0.25)-(4096, 1.5).
+    slope = (1.5 - 0.25) / (4096 - 256)
+    assert sample["params"]["mu"] == pytest.approx(1536 * slope + 0.25 - slope * 256, abs=1e-12)
+    assert "shift" not in sample["params"]
 
 
 def test_a_model_not_here_is_named_never_swapped_for_the_only_one(

@@ -202,6 +202,15 @@ class SupportsSplitNotice(Protocol):
 
 
 @runtime_checkable
+class SupportsContextPlan(Protocol):
+    """A pipeline that plans its own context-parallel split for cache-dit (which inputs of which
+    layers are sharded, which outputs gathered: cache-dit's plan format) in place of the plan
+    cache-dit has for its model, e.g. one that pads what cache-dit's shards only evenly."""
+
+    def context_plan(self, degrees: Mapping[str, int], /) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
 class SupportsPreview(Protocol):
     """A pipeline whose renders can be previewed while they step.
 
@@ -307,3 +316,7 @@ def supports_preview(obj: object) -> TypeGuard[SupportsPreview]:
 
 def supports_split_notice(obj: object) -> TypeGuard[SupportsSplitNotice]:
     return isinstance(obj, SupportsSplitNotice)
+
+
+def supports_context_plan(obj: object) -> TypeGuard[SupportsContextPlan]:
+    return isinstance(obj, SupportsContextPlan)

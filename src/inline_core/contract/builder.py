@@ -25,6 +25,8 @@ FUSED_COPIES = "fused_copies"
 # The role of a part that denoises (a two-expert model has two): the step cache and the
 # cancel between blocks attach to these.
 DENOISER = "denoiser"
+# The role of a part that encodes and decodes pixels (its decoder's blocks may run compiled).
+VAE = "vae"
 
 
 @dataclass
@@ -47,6 +49,16 @@ class Parts:
 
     def __getitem__(self, part: str) -> Any:
         return self.values[part]
+
+
+def placed_as(role: str, roles: Mapping[str, str], parts: Parts) -> dict[str, Any]:
+    """The loaded parts placed as `role`, by part name (a two-expert model's pair of denoisers,
+    the image and audio VAEs)."""
+    return {
+        part: parts[part]
+        for part, placed in roles.items()
+        if placed == role and part in parts.values
+    }
 
 
 class FamilyBuilder(Protocol):

@@ -129,7 +129,7 @@ class NodeNames:
     seed: str = "seed"
     steps: str = "steps"
     guidance: str = "guidance"  # ComfyUI's cfg, as the node counts it
-    negative_prompt: str = "negative_prompt"
+    negative_prompt: str | None = "negative_prompt"  # None: the node guides against ""
     model: str = "model"
     prompt: str = "prompt"  # an input: the positive prompt's `input/text`
     image: str = "image"  # an input: the latent's start image (None on the latent: none)

@@ -61,6 +61,11 @@ class Family(ABC):
     # Whether its `sample` runs a window of its schedule (ComfyUI's KSamplerAdvanced:
     # start_step/end_step, add_noise, leftover_noise); a window it cannot run is refused.
     runs_step_windows: ClassVar[bool] = False
+    # Whether its `sample` runs at a shift the request sets (`diffusion/sigma/shift.py`: ComfyUI's
+    # ModelSampling* nodes) and hands a CFG++ sampler the unconditional prediction; a shift or a
+    # `_cfg_pp` sampler it cannot run is refused.
+    runs_model_shift: ClassVar[bool] = False
+    runs_cfg_pp: ClassVar[bool] = False
     kit: ClassVar[str | None] = None  # "package.module:main" behind `inline-core kit`
     # "package.module:main" behind `inline-core download` (usually `download_command(table)`)
     download: ClassVar[str | None] = None

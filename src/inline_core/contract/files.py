@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from inline_core.contract.sources import Missing, Resolution, Sources
-from inline_core.diffusion.files.checkpoint import checkpoint_views, view_of
+from inline_core.diffusion.files.checkpoint import (
+    checkpoint_views,
+    key_outline,
+    model_keys,
+    view_of,
+)
 from inline_core.diffusion.files.shapes import Shapes, read_shapes
 from inline_core.errors import ModelMissing, NotFound
 from inline_core.models.catalog import Catalog, CatalogEntry
@@ -59,6 +64,9 @@ class ModelRule:
     name: re.Pattern[str] | None  # a file whose header is unreadable, claimed by its name
     hint: str  # where to put one; "{root}" is the models root
     subfolder: str = "transformer"  # its folder in a diffusers pipeline folder (a UNet's "unet")
+    # What a checkpoint's model keys (its view, cut) that are not this family's look like, for
+    # the refusal of one picked anyway; None: their outline.
+    looks: Callable[[list[str]], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +213,10 @@ class StackResolver:
                 checkpoint = self._checkpoint_model(model)
                 if checkpoint is not None:
                     return checkpoint, None, model
+                foreign = self._foreign_checkpoint(model)
+                if foreign is not None:
+                    missing.append(Missing("diffusion model", foreign))
+                    return None, None, model
                 where = self.root / "diffusion_models"
                 missing.append(Missing("diffusion model", f"{model!r} is not in {where}"))
                 return None, None, model
@@ -290,6 +302,21 @@ class StackResolver:
         if view is None or shapes is None or not self.rules.model.recognize(shapes):
             return None
         return Source(entry.path, view=view.prefix)
+
+    def _foreign_checkpoint(self, name: str) -> str | None:
+        """Why the `checkpoints/` file `name` is not this family's model: what its keys look
+        like; None when it is not there or unreadable."""
+        try:
+            entry = self.catalog.entry("checkpoints", name)
+        except NotFound:
+            return None
+        keys = None if entry.is_folder else model_keys(entry.path)
+        if keys is None:
+            return None
+        rule = self.rules.model
+        look = (rule.looks(keys) if rule.looks is not None else None) or key_outline(keys)
+        said = f"checkpoints/{name} is not a {rule.title}: its keys look like {look}"
+        return f"{said}; {self.hint(rule.hint)}"
 
     def recognizes_model(self, entry: CatalogEntry) -> bool:
         """Whether a `diffusion_models/` entry (or a `checkpoints/` one: its diffusion model's

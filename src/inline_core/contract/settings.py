@@ -27,6 +27,10 @@ class SampleSettings:
     end_step: int = ALL_STEPS
     add_noise: bool = True
     leftover_noise: bool = False
+    # The model's flow shift for this render (ComfyUI's ModelSamplingSD3/AuraFlow `shift`, or
+    # ModelSamplingFlux's `mu`); None: the model's own.
+    shift: float | None = None
+    mu: float | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> SampleSettings:
@@ -41,6 +45,8 @@ class SampleSettings:
             end_step=int(params.get("end_step", ALL_STEPS)),
             add_noise=bool(params.get("add_noise", True)),
             leftover_noise=bool(params.get("leftover_noise", False)),
+            shift=_number(params.get("shift")),
+            mu=_number(params.get("mu")),
         )
 
     @property
@@ -64,6 +70,10 @@ class SampleSettings:
             "leftover_noise": self.leftover_noise,
         }
 
+    def shift_fields(self) -> dict[str, float]:
+        """The shift as a flow family's request takes it (nothing for the model's own)."""
+        return {k: v for k, v in (("shift", self.shift), ("mu", self.mu)) if v is not None}
+
     @property
     def guided(self) -> bool:
         """Whether the render guides against a negative (ComfyUI's count: above 1)."""
@@ -76,4 +86,11 @@ class SampleSettings:
         if not self.windowed:
             for name in ("start_step", "end_step", "add_noise", "leftover_noise"):
                 del info[name]
+        for name in ("shift", "mu"):
+            if info[name] is None:
+                del info[name]
         return info
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)

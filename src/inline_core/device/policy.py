@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from inline_core.config import Config
 from inline_core.device.adapters import AdapterMode, adapter_mode
+from inline_core.device.attention import AttentionChoice, attention_choice
 from inline_core.device.compile import CompileChoice, compile_choice
 from inline_core.device.hardware import HardwareDescription
 from inline_core.device.profile import Profile, choose_profile, resolve_profile
@@ -165,9 +166,7 @@ def make_placement(
     `lora_fusing`: False where the user turned fused LoRA copies off)."""
     if role not in ROLES:
         raise ValueError(f"unknown component role {role!r}; roles: {', '.join(ROLES)}")
-    chosen = compute_dtype(
-        hw, profile, fp16_safe=fp16_safe, prefer_fp16=prefer_fp16, stated=dtype
-    )
+    chosen = compute_dtype(hw, profile, fp16_safe=fp16_safe, prefer_fp16=prefer_fp16, stated=dtype)
     if role == "vae" and chosen == "float16":
         # VAE decoders are known to overflow in float16; the VAE is small, so float32 is cheap.
         chosen = "float32"
@@ -356,6 +355,11 @@ class DevicePolicy:
             self._hardware, self.kind, family, dtype, stated=self._settings.compile
         )
 
+    @property
+    def attention(self) -> AttentionChoice:
+        """The order torch's exact attention kernels are tried in on this device class."""
+        return attention_choice(self._hardware, self.kind)
+
     def describe(self) -> dict[str, object]:
         """The `device` object of /v1/health (camelCase)."""
         hw = self._hardware
@@ -382,6 +386,7 @@ class DevicePolicy:
             "stepCache": {"fromSteps": STEP_CACHE_FROM_STEPS, **StepCacheSettings().to_json()},
             # Compiled blocks for a denoiser in the default dtype (each family's in `models`).
             "compile": self.compile_for("", denoiser.dtype).to_json(),
+            "attention": self.attention.to_json(),  # torch SDPA's order on this device
         }
         if self._note is not None:
             body["note"] = self._note

@@ -8,11 +8,11 @@ A large render then stops within one block of its cancel instead of finishing it
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from torch import nn
 
-from inline_core.contract.builder import DENOISER, Parts
 from inline_core.diffusion.compile.blocks import listed_blocks
 from inline_core.runtime.cancel import check_forward
 
@@ -39,8 +39,7 @@ def watch_blocks(model: object) -> int:
     return len(blocks)
 
 
-def watch_denoisers(roles: dict[str, str] | Any, parts: Parts) -> None:
-    """Hook the blocks of every part placed as a denoiser (a two-expert model's pair too)."""
-    for part, role in roles.items():
-        if role == DENOISER and part in parts.values:
-            watch_blocks(parts[part])
+def watch_denoisers(models: Iterable[object]) -> None:
+    """Hook the blocks of every denoiser (the engine names them: a two-expert model's pair too)."""
+    for model in models:
+        watch_blocks(model)

@@ -9,6 +9,8 @@ arithmetic.
   cropped with it; the pixels under its rounded part encoded as mid-gray; the noise mask is that
   rounded mask grown by a `grow` x `grow` box (`ceil((grow - 1) / 2)` pixels down and right,
   the rest up and left, as its padded convolution spreads it).
+- A node's own inpaint mask (diffusers' inpaint pipelines): resized to the output and binarised,
+  then taken to latent size by nearest neighbour (`mask_pixels`, `latent_size`).
 - A control's inpaint inputs (ZImageFunControlnet's): the repaint mask resized to the latent by
   nearest neighbour, soft values kept; the image to inpaint (mid-gray without one) with the
   rounded kept part kept and the rest mid-gray; a missing control image is mid-gray too. A
@@ -27,6 +29,7 @@ import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from PIL import Image
 
 from inline_core.components.interfaces import Latents
+from inline_core.diffusion.libs import diffusers
 from inline_core.errors import InvalidRequest
 
 
@@ -70,6 +73,27 @@ def grown(mask: torch.Tensor, by: int) -> torch.Tensor:
     kernel = torch.ones((1, 1, by, by), dtype=mask.dtype)
     spread = F.conv2d(rounded, kernel, padding=math.ceil((by - 1) / 2))
     return spread.clamp(0, 1)[..., :height, :width].round()
+
+
+def mask_pixels(mask: Image.Image, width: int, height: int, multiple: int) -> torch.Tensor:
+    """`(1, 1, height, width)`, 0 or 1: the mask resized and binarised as diffusers reads it."""
+    processor: Any = diffusers().image_processor.VaeImageProcessor(
+        vae_scale_factor=multiple, do_normalize=False, do_binarize=True, do_convert_grayscale=True
+    )
+    return cast(torch.Tensor, processor.preprocess(mask, height=height, width=width))
+
+
+def latent_size(pixels: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """A pixel mask at the latents' size, by nearest neighbour (diffusers' inpaint pipelines)."""
+    return F.interpolate(pixels, size=tuple(shape[-2:]), mode="nearest")
+
+
+def rgb_at(image: Image.Image, width: int, height: int) -> Image.Image:
+    """An image in RGB at the output size (resized as diffusers' image processor resizes)."""
+    image = image.convert("RGB")
+    if image.size != (width, height):
+        image = image.resize((width, height), Image.Resampling.LANCZOS)
+    return image
 
 
 def mask_image(mask: torch.Tensor) -> Image.Image:

@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from inline_core.components.step import adopt_request_scoped_cache_dit
-from inline_core.contract.builder import DENOISER, CachesBlocks, FamilyBuilder, Parts
+from inline_core.contract.builder import DENOISER, CachesBlocks, FamilyBuilder, Parts, placed_as
 from inline_core.contract.family import Stack
 from inline_core.diffusion.stepcache.backend import StepCacheBackend
 
 P = TypeVar("P")
-
 
 
 def assemble(builder: FamilyBuilder, parts: Parts, stack: Stack) -> Any:
@@ -31,9 +30,8 @@ def with_step_cache(builder: object, parts: Parts, pipeline: P) -> P:
     declares a block layout (a pipeline that does not opt in is left as it is)."""
     if not isinstance(builder, CachesBlocks):
         return pipeline
-    for part, role in builder.roles.items():
-        if role == DENOISER and part in parts.values:
-            backend = StepCacheBackend.of(parts[part], builder.step_cache_layout)
-            if not adopt_request_scoped_cache_dit(pipeline, backend):
-                break
+    for model in placed_as(DENOISER, builder.roles, parts).values():
+        backend = StepCacheBackend.of(model, builder.step_cache_layout)
+        if not adopt_request_scoped_cache_dit(pipeline, backend):
+            break
     return pipeline

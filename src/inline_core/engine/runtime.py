@@ -100,10 +100,11 @@ class ModelRuntime:
             prefer_fp16=role in caps.fp16_preferred,
         )
 
-    def compile_choice(self, family: Family) -> CompileChoice:
-        """Whether `family`'s denoiser runs its blocks compiled (the device policy's choice for
-        its device class and dtype); where it does, inductor's cache is in the data folder."""
-        choice = self.policy().compile_for(family.name, self.placement(family, "denoiser").dtype)
+    def compile_choice(self, family: Family, role: str = "denoiser") -> CompileChoice:
+        """Whether `family`'s part placed as `role` (its denoiser, its VAE's decoder) runs its
+        blocks compiled (the device policy's choice for its device class and the role's dtype);
+        where it does, inductor's cache is in the data folder."""
+        choice = self.policy().compile_for(family.name, self.placement(family, role).dtype)
         if choice.enabled:
             keep_cache_in(self.config.data_dir)
         return choice
@@ -133,11 +134,15 @@ class ModelRuntime:
         return fn() if compute is None else compute(fn)
 
     def stacks(self) -> Stacks:
-        """The resident stacks (imports torch and diffusers on first use)."""
+        """The resident stacks (imports torch and diffusers on first use; torch's attention
+        kernels are then tried in the device policy's order)."""
+        attention = self.policy().attention
         with self._lock:
             if self._stacks is None:
+                from inline_core.diffusion.compile.attention import use_attention
                 from inline_core.engine.stacks import Stacks
 
+                log.info("attention: torch SDPA tries %s", ", ".join(use_attention(attention)))
                 self._stacks = Stacks(self)
             return self._stacks
 

@@ -18,7 +18,15 @@ from typing import Any, Protocol, TypeVar, cast
 
 from inline_core.components.interfaces import TextEncoder
 from inline_core.components.step import StepPipeline
-from inline_core.contract.builder import ADAPTER_CACHE, FUSED_COPIES, FamilyBuilder, Parts
+from inline_core.contract.builder import (
+    ADAPTER_CACHE,
+    DENOISER,
+    FUSED_COPIES,
+    VAE,
+    FamilyBuilder,
+    Parts,
+    placed_as,
+)
 from inline_core.contract.discovery import load_builder
 from inline_core.contract.family import Family
 from inline_core.contract.sources import DEFAULT, Sources
@@ -26,7 +34,7 @@ from inline_core.device.compile import CompileChoice
 from inline_core.device.policy import Placement
 from inline_core.diffusion.adapter_counts import AdapterTotals
 from inline_core.diffusion.cancel_blocks import watch_denoisers
-from inline_core.diffusion.compile.regional import compile_denoisers
+from inline_core.diffusion.compile.regional import compile_decoders, compile_denoisers
 from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.kept_weights import KeptWeights
 from inline_core.diffusion.placement import OffloadSwap
@@ -47,7 +55,7 @@ class StackHost(Protocol):
 
     def placement(self, family: Family, role: str) -> Placement: ...
 
-    def compile_choice(self, family: Family) -> CompileChoice: ...
+    def compile_choice(self, family: Family, role: str = ...) -> CompileChoice: ...
 
     def renders_in_progress(self) -> frozenset[Hashable]: ...
 
@@ -244,8 +252,11 @@ class Stacks:
             },
         )
         made = make(parts)
-        watch_denoisers(builder.roles, parts)  # a cancel stops a forward between its blocks
-        compile_denoisers(builder.roles, parts, self.runtime.compile_choice(family), family.title)
+        denoisers = placed_as(DENOISER, builder.roles, parts)
+        watch_denoisers(denoisers.values())  # a cancel stops a forward between its blocks
+        compile_denoisers(denoisers, self.runtime.compile_choice(family), family.title)
+        vaes = placed_as(VAE, builder.roles, parts)
+        compile_decoders(vaes, self.runtime.compile_choice(family, VAE), family.title)
         with self._lock:
             self._memo[memo_key] = (values, made)
         return made

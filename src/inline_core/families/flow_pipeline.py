@@ -108,7 +108,7 @@ class FlowImagePipeline(ABC, Generic[R]):
 
     def _release(self, state: R) -> None:
         """Drop the request's tensors once it is done: the state object may outlive the render."""
-        state.latents = state.positive = state.negative = None
+        state.latents = state.positive = state.negative = state.uncond = None
         step_rows.release(state.cache)
 
     # -- step cache (components.step.SupportsCacheDiTBackend) -----------------------------------
@@ -158,6 +158,7 @@ class FlowImagePipeline(ABC, Generic[R]):
             seed=state.seed,
             row=state.batch_index,
             mu=mu,
+            shift=state.model_shift,
         )
         state.latents = Latents(noise.to(torch.float32), tuple(noise.shape))
 
@@ -172,15 +173,20 @@ class FlowImagePipeline(ABC, Generic[R]):
             preds: list[torch.Tensor] = []
             for i, s in enumerate(states):
                 pred = out[i : i + 1].float()
+                s.uncond = None
                 if s.cfg:
-                    pred = self._guide(pred, next(negatives).unsqueeze(0).float(), s.guidance)
+                    negative = next(negatives).unsqueeze(0).float()
+                    pred = self._guide(pred, negative, s.guidance)
+                    # A CFG++ sampler steps along the unconditional prediction too.
+                    s.uncond = negative if s.cfg_pp else None
                 preds.append(pred)
             return preds
 
     def step_scheduler(self, state: R, noise_pred: Any, /) -> None:
         schedule, lat = prepared(state)
         with torch.inference_mode():
-            state.latents = schedule.step(state.step_index, noise_pred, lat)
+            state.latents = schedule.step(state.step_index, noise_pred, lat, state.uncond)
+        state.uncond = None
         state.step_index += 1
 
     # -- previews (components.step.SupportsPreview) ------------------------------------------------

@@ -14,7 +14,9 @@ from typing import Any
 
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.stack import LoraStack
+from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.errors import InvalidRequest
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, cfg_pp_unguided
 from inline_core.parallel.wire import LOCAL
 from inline_core.runtime.step_cache import StepCacheSettings
 
@@ -22,32 +24,15 @@ from inline_core.runtime.step_cache import StepCacheSettings
 PIXELS_PER_TOKEN = 16
 
 
-@dataclass(eq=False)
-class FlowImageRequest:
-    prompt: str
+class FlowSteps:
+    """A flow render's steps and token grid, from its fields: `FlowImageRequest`'s, and those of a
+    family's own state on the same grid (Qwen-Image's)."""
+
     width: int
     height: int
     steps: int
-    guidance: float
-    seed: int
-    sampler: str = "euler"
-    sigma_schedule: str = "simple"
-    batch_size: int = 1  # a latent batch's noise is drawn at once, as diffusers draws it
-    batch_index: int = 0
-    positive: Conditioning | None = None
-    negative: Conditioning | None = None
-    loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
-    step_cache: StepCacheSettings | None = None
-    model_key: Hashable = field(default="", metadata=LOCAL)
-    step_index: int = field(default=0, metadata=LOCAL)
-    schedule: Any = field(default=None, metadata=LOCAL)  # its private FlowMatchSchedule
-    latents: Latents | None = field(default=None, metadata=LOCAL)  # packed (1, tokens, C)
-    cache: Any = field(default=None, metadata=LOCAL)  # its `stepcache.rows.RequestCache`
-
-    @property
-    def cfg(self) -> bool:
-        """Whether a forward runs the negative prompt too."""
-        return False
+    step_index: int
+    schedule: Any  # its private FlowMatchSchedule, once prepared
 
     @property
     def step_count(self) -> int:
@@ -61,6 +46,48 @@ class FlowImageRequest:
     def latent_size(self) -> tuple[int, int]:
         """The transformer's token grid (rows, columns)."""
         return self.height // PIXELS_PER_TOKEN, self.width // PIXELS_PER_TOKEN
+
+
+@dataclass(eq=False)
+class FlowImageRequest(FlowSteps):
+    prompt: str
+    width: int
+    height: int
+    steps: int
+    guidance: float
+    seed: int
+    sampler: str = "euler"
+    sigma_schedule: str = "simple"
+    # The request's own flow shift in place of the model's (`diffusion/sigma/shift.py`).
+    shift: float | None = None
+    mu: float | None = None
+    batch_size: int = 1  # a latent batch's noise is drawn at once, as diffusers draws it
+    batch_index: int = 0
+    positive: Conditioning | None = None
+    negative: Conditioning | None = None
+    loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
+    step_cache: StepCacheSettings | None = None
+    model_key: Hashable = field(default="", metadata=LOCAL)
+    step_index: int = field(default=0, metadata=LOCAL)
+    schedule: Any = field(default=None, metadata=LOCAL)  # its private FlowMatchSchedule
+    latents: Latents | None = field(default=None, metadata=LOCAL)  # packed (1, tokens, C)
+    cache: Any = field(default=None, metadata=LOCAL)  # its `stepcache.rows.RequestCache`
+    # This step's unconditional prediction, for a CFG++ sampler (None: not one, or unguided).
+    uncond: Any = field(default=None, metadata=LOCAL)
+
+    @property
+    def cfg(self) -> bool:
+        """Whether a forward runs the negative prompt too."""
+        return False
+
+    @property
+    def model_shift(self) -> ModelShift | None:
+        return ModelShift.of(self.shift, self.mu)
+
+    @property
+    def cfg_pp(self) -> bool:
+        """Whether its sampler steps along the unconditional prediction (CFG++)."""
+        return self.sampler in CFG_PP_SAMPLERS
 
     @property
     def tokens(self) -> int:
@@ -76,3 +103,9 @@ class FlowImageRequest:
             raise InvalidRequest(
                 f"batch index {self.batch_index} is outside 0..{self.batch_size - 1}"
             )
+        try:
+            ModelShift.of(self.shift, self.mu)  # one of the two, and a shift above 0
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        if self.cfg_pp and not self.cfg:
+            raise InvalidRequest(cfg_pp_unguided(self.sampler))

@@ -14,13 +14,37 @@ from __future__ import annotations
 
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.registry import Registry
-from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
 # Samplers and schedules under ComfyUI's names: the sigma library's (`euler` + `simple` is a
-# flow model's own render).
-FLOW_SAMPLERS = SAMPLERS
+# flow model's own render); its CFG++ ones where the model's family runs them.
+FLOW_SAMPLERS = SAMPLERS + CFG_PP_SAMPLERS
 FLOW_SCHEDULES = SCHEDULES
+
+
+# A flow model's shift for the render, in place of its own (ComfyUI's model sampling nodes);
+# empty: the model's own. One of the two.
+SHIFT_PARAMS = (
+    ParamSpec(
+        "shift",
+        ParamWidget.NUMBER,
+        None,
+        label="Shift (the model's own when empty; ComfyUI's ModelSamplingSD3/AuraFlow)",
+        minimum=0.0,
+        maximum=100.0,
+        step=0.01,
+    ),
+    ParamSpec(
+        "mu",
+        ParamWidget.NUMBER,
+        None,
+        label="Exponential shift mu (ComfyUI's ModelSamplingFlux; empty: the model's own)",
+        minimum=-100.0,
+        maximum=100.0,
+        step=0.01,
+    ),
+)
 
 
 def _file_picker(category: str) -> ParamSpec:
@@ -228,6 +252,7 @@ SAMPLE = NodeDescriptor(
         ParamSpec("end_step", ParamWidget.NUMBER, 10000, minimum=0, maximum=10000, integer=True),
         ParamSpec("add_noise", ParamWidget.BOOLEAN, True),
         ParamSpec("leftover_noise", ParamWidget.BOOLEAN, False),
+        *SHIFT_PARAMS,
     ),
     outputs=(PortSpec("latent", PortKind.LATENT),),
 )

@@ -46,6 +46,17 @@ CFG_PP_SAMPLERS: tuple[str, ...] = (
     "res_multistep_cfg_pp",
     "res_multistep_ancestral_cfg_pp",
 )
+
+
+def cfg_pp_unguided(sampler: str) -> str:
+    """Why `sampler` (a CFG++ one) cannot run without guidance."""
+    return (
+        f"sampler {sampler!r} (CFG++) steps along the unconditional prediction, which only a "
+        "guided render computes: set cfg above 1 and wire a negative, or pick "
+        f"{sampler.removesuffix('_cfg_pp')!r}"
+    )
+
+
 UNIPC_SAMPLERS: tuple[str, ...] = ("uni_pc", "uni_pc_bh2")
 SAMPLERS: tuple[str, ...] = SIGMA_SAMPLERS
 

@@ -22,6 +22,7 @@ DISCRETE_RANGE = (14.614642, 0.0291675)
 KARRAS_RHO = 7.0
 BETA_SHAPE = 0.6  # the library's `beta` schedule: ComfyUI's alpha and beta defaults
 TRAIN_TIMESTEPS = 1000
+FLUX_TIMESTEPS = 10000  # ModelSamplingFlux's table
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,12 @@ def flow_range(shift: float) -> tuple[float, float]:
     return 1.0, shift * t / (1 + (shift - 1) * t)
 
 
+def flux_range(mu: float) -> tuple[float, float]:
+    """ModelSamplingFlux's sigma range at `mu`: 1 down to the first of its 10000 timesteps."""
+    t = 1 / FLUX_TIMESTEPS
+    return 1.0, math.exp(mu) / (math.exp(mu) + (1 / t - 1))
+
+
 def sigmas_of(m: Mapper, node: ComfyNode, model: Value | None) -> Sigmas:
     source = linked(
         m, node, "sigmas", ("BasicScheduler", "KarrasScheduler", "BetaSamplingScheduler")
@@ -77,9 +84,12 @@ def sigmas_of(m: Mapper, node: ComfyNode, model: Value | None) -> Sigmas:
     wanted = (m.number(source, "sigma_max", 14.614642), m.number(source, "sigma_min", 0.0291675))
     rho = m.number(source, "rho", KARRAS_RHO)
     shift = model.shift if model is not None and model.shift is not None else None
-    if shift is None and model is not None:
+    if shift is None and model is not None and model.mu is None:
         shift = model_shift(m, model)
-    own = flow_range(shift) if shift is not None else DISCRETE_RANGE
+    if model is not None and model.mu is not None:
+        own = flux_range(model.mu)
+    else:
+        own = flow_range(shift) if shift is not None else DISCRETE_RANGE
     same = all(math.isclose(a, b, rel_tol=1e-4) for a, b in zip(wanted, own, strict=True))
     if not same or rho != KARRAS_RHO:
         raise UnsupportedNode(
@@ -180,10 +190,10 @@ def model_sampling_discrete(m: Mapper, node: ComfyNode, slot: int) -> Value | No
             f"{' with zsnr' if sampling == 'eps' else ''} is not offered; the closest offered "
             "is 'eps' without zsnr (the model's own discrete sampling)"
         )
-    if model_shift(m, model) is not None or model.shift is not None:
+    if model_shift(m, model) is not None or model.shift is not None or model.mu is not None:
         raise UnsupportedNode(
-            f"{where}: a flow model's sampling is its shift; set it with ModelSamplingSD3 or "
-            "ModelSamplingAuraFlow"
+            f"{where}: a flow model's sampling is its shift; set it with ModelSamplingSD3, "
+            "ModelSamplingAuraFlow or ModelSamplingFlux"
         )
     return model
 

@@ -33,6 +33,7 @@ CORE: dict[str, Handler] = {
     "EmptySD3LatentImage": sampling.empty_latent,
     "ModelSamplingAuraFlow": sampling.model_sampling,
     "ModelSamplingSD3": sampling.model_sampling,
+    "ModelSamplingFlux": sampling.model_sampling_flux,
     "KSampler": sampling.ksampler,
     "KSamplerAdvanced": sampling.ksampler_advanced,
     **custom_sampling.HANDLERS,

@@ -11,6 +11,7 @@ text encoder loads as, or by its model file.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -20,6 +21,10 @@ class KnownFamily:
     files: re.Pattern[str] | None = None  # model file names (UNETLoader, CheckpointLoaderSimple)
     text_encoder_types: tuple[str, ...] = ()  # CLIPLoader's `type`
     classes: re.Pattern[str] | None = None  # node classes only its workflows use
+    # A key its diffusion model has (a checkpoint's `model.diffusion_model.` view, cut): what
+    # tells a file of it whatever its name.
+    keys: re.Pattern[str] | None = None
+    keys_look: str = ""  # how messages say what those keys are
 
 
 def _files(pattern: str) -> re.Pattern[str]:
@@ -28,15 +33,25 @@ def _files(pattern: str) -> re.Pattern[str]:
 
 # The most specific first: "flux-2" before "flux", "wan2.2" before "wan".
 KNOWN_FAMILIES: tuple[KnownFamily, ...] = (
-    KnownFamily("FLUX.2", _files(r"flux[-_.]?2"), ("flux2",), re.compile(r"Flux2")),
+    KnownFamily(
+        "FLUX.2",
+        _files(r"flux[-_.]?2"),
+        ("flux2",),
+        re.compile(r"Flux2"),
+        re.compile(r"^double_stream_modulation"),
+        "FLUX.2's transformer (double_stream_modulation)",
+    ),
     KnownFamily("FLUX 3", _files(r"flux[-_.]?3"), ("flux3",), re.compile(r"Flux3")),
     KnownFamily(
         "FLUX.1",
         _files(r"flux[-_.]?1|flux[-_]?(dev|schnell|kontext|krea)|(^|[/_-])flux[-_]"),
         ("flux",),
         re.compile(r"^(FluxGuidance|FluxKontext|ModelSamplingFlux|CLIPTextEncodeFlux)"),
+        re.compile(r"^double_blocks\.\d+\.img_attn\."),
+        "FLUX.1's transformer (double_blocks with img_attn)",
     ),
     KnownFamily("Chroma", _files(r"chroma"), ("chroma",)),
+    KnownFamily("ERNIE-Image", _files(r"ernie[-_]?image"), ()),  # its text encoder loads as "flux2"
     KnownFamily("HiDream", _files(r"hidream"), ("hidream",), re.compile(r"^QuadrupleCLIPLoader$")),
     KnownFamily("Qwen-Image", _files(r"qwen[-_]?image"), ("qwen_image",), re.compile(r"QwenImage")),
     KnownFamily(
@@ -59,16 +74,25 @@ KNOWN_FAMILIES: tuple[KnownFamily, ...] = (
         _files(r"(^|[/_-])sd[-_]?3|stable[-_]?diffusion[-_]?3"),
         ("sd3",),
         re.compile(r"^TripleCLIPLoader$"),
+        re.compile(r"^joint_blocks\."),
+        "SD3's MMDiT (joint_blocks)",
     ),
     KnownFamily(
         "SDXL",
         _files(r"sd[-_]?xl|(^|[/_-])xl[-_]|juggernaut|pony|illustrious|realvis"),
         ("sdxl",),
         re.compile(r"SDXL"),
+        re.compile(r"^label_emb\."),
+        "SDXL's UNet (input_blocks with label_emb, its size embedding)",
     ),
-    KnownFamily(
+    KnownFamily(  # after SDXL: the same UNet naming, without SDXL's label_emb
         "Stable Diffusion 1.5",
         _files(r"(^|[/_-])(sd[-_]?1[-_.]?5|v1[-_]5|sd15)|dreamshaper|realistic[-_]?vision"),
+        keys=re.compile(r"^input_blocks\.\d+\.1\.transformer_blocks\."),
+        keys_look=(
+            "a Stable Diffusion 1.x/2.x UNet (input_blocks with attention, no label_emb: not "
+            "SDXL's size embedding)"
+        ),
     ),
     KnownFamily("Stable Cascade", _files(r"stable[-_]?cascade"), ("stable_cascade",)),
     KnownFamily("Stable Audio", _files(r"stable[-_]?audio"), ("stable_audio",)),
@@ -94,6 +118,14 @@ KNOWN_FAMILIES: tuple[KnownFamily, ...] = (
 
 def known_by_file(file_name: str) -> KnownFamily | None:
     return next((f for f in KNOWN_FAMILIES if f.files and f.files.search(file_name)), None)
+
+
+def known_by_keys(keys: Iterable[str]) -> KnownFamily | None:
+    """The family whose diffusion model has one of `keys` (a checkpoint's model view, cut)."""
+    listed = list(keys)
+    return next(
+        (f for f in KNOWN_FAMILIES if f.keys and any(f.keys.search(k) for k in listed)), None
+    )
 
 
 def known_by_text_encoder(kind: str) -> KnownFamily | None:

@@ -189,9 +189,9 @@ class Collapse:
                 names.steps: sampling.steps,
                 names.guidance: sampling.guidance,
                 **sampling.extra,
-                names.negative_prompt: self.prompt(first, "negative"),
             }
         )
+        self.negative(first, params)
         self.sampling_notes(first)
         prompt = m.text_source(f"{node_id}_prompt", positive, where)
         params.update(self.model(sampling, node_id))
@@ -204,6 +204,19 @@ class Collapse:
             if node.id not in self.read and node.id not in m.skipped and not m.used(node.id):
                 m.skip(node, f"not on the chain to {describe(sink)}")
         return node_id
+
+    def negative(self, sampler: ComfyNode, params: dict[str, Any]) -> None:
+        """The negative prompt into `params`; a node that takes none (it guides against the
+        empty prompt) refuses one with text rather than drop it."""
+        text = self.prompt(sampler, "negative")
+        name = self.recipe.names.negative_prompt
+        if name is not None:
+            params[name] = text
+        elif text.strip():
+            raise UnsupportedNode(
+                f"{describe(sampler)}: its negative prompt {text[:60]!r} is not offered; "
+                f"{self.descriptor.type} guides against the empty prompt (clear the text)"
+            )
 
     def sink(self, sink: ComfyNode, params: dict[str, Any]) -> ComfyNode:
         """The sink's params (its own widgets', a node between it and the decoder's, fixed

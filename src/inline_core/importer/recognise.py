@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from inline_core.diffusion.files.checkpoint import key_outline, model_keys
 from inline_core.errors import InvalidRequest
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import CatalogView
@@ -18,6 +19,7 @@ from inline_core.importer.facts import ModelFacts
 from inline_core.importer.known_families import (
     known_by_class,
     known_by_file,
+    known_by_keys,
     known_by_text_encoder,
 )
 from inline_core.importer.workflow import ComfyNode, Workflow, node_sort_key
@@ -62,7 +64,10 @@ class _Evidence:
     served: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
     foreign: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
     unknown_models: list[str] = field(default_factory=list[str])
+    # Checkpoints in the catalog that no family here takes by their keys, nor a known one.
+    unread: list[str] = field(default_factory=list[str])
     mapped: list[str] = field(default_factory=list[str])  # by the caller's explicit mapping
+    modelled: set[str] = field(default_factory=set[str])  # served families a model file shows
     models: int = 0
 
 
@@ -92,13 +97,18 @@ def recognise(
     nodes = sorted(workflow.nodes.values(), key=lambda n: node_sort_key(n.id))
     _check_mapped(nodes, catalog, dict(renamed or {}))
     for node in nodes:
-        _read_model(node, facts, served, dict(renamed or {}), evidence)
+        _read_model(node, facts, served, dict(renamed or {}), evidence, catalog)
         _read_text_encoder(node, facts, served, evidence)
     if not evidence.models:  # no model file: a class only one family uses still tells
         for node in nodes:
             known = known_by_class(node.class_type)
             if known is not None:
                 evidence.foreign.setdefault(known.title, []).append(_where(node))
+    if evidence.foreign:
+        # A family that runs only its own node is not told by its text encoder's type alone
+        # when a model file shows another (ComfyUI loads ERNIE-Image's as "flux2", as FLUX.2's).
+        for name in [n for n in evidence.served if n not in titles and n not in evidence.modelled]:
+            del evidence.served[name]
     for name, where in evidence.served.items():
         if name not in titles:
             own = facts.own_node(name) if facts is not None else None
@@ -121,6 +131,8 @@ def recognise(
     if evidence.served:
         name = next(iter(evidence.served))
         return Recognition(name, titles[name])
+    if evidence.unread:
+        raise UnsupportedFamily(_unread_message(evidence.unread, every))
     if evidence.unknown_models:
         raise UnsupportedFamily(_unknown_message(evidence.unknown_models, every, catalog, facts))
     return Recognition(None)
@@ -183,6 +195,7 @@ def _read_model(
     served: list[tuple[str, str]],
     renamed: dict[str, str],
     evidence: _Evidence,
+    catalog: CatalogView,
 ) -> None:
     widget = MODEL_LOADERS.get(node.class_type)
     if widget is None:
@@ -197,11 +210,14 @@ def _read_model(
     if facts is not None:
         found = (facts.family_of(category, file_name) for category in _categories(node))
         owner = next((name for name in found if name is not None), None)
+    if owner is None and _by_keys(node, file_name, catalog, shown, evidence):
+        return  # its keys tell, whatever its name says
     if owner is None and facts is not None:
         owner = next((n for n, _t in served if facts.names_model(n, file_name)), None)
     known = known_by_file(wanted)
     if owner is not None:
         evidence.served.setdefault(owner, []).append(shown)
+        evidence.modelled.add(owner)
         if wanted in renamed:
             evidence.mapped.append(shown)
             if known is not None:  # said plainly: the picture is not the workflow's
@@ -211,6 +227,27 @@ def _read_model(
         evidence.foreign.setdefault(known.title, []).append(shown)
     else:
         evidence.unknown_models.append(shown)
+
+
+def _by_keys(
+    node: ComfyNode, file_name: str, catalog: CatalogView, shown: str, evidence: _Evidence
+) -> bool:
+    """A checkpoint in the catalog that no family here takes: what its keys show (a known
+    family's model, or their outline). False when it is not there or its header is unreadable."""
+    listed = catalog.options("checkpoints")
+    if node.class_type not in CHECKPOINT_LOADERS or file_name not in listed:
+        return False
+    keys = model_keys(catalog.path("checkpoints", file_name))
+    if keys is None:
+        return False
+    known = known_by_keys(keys)
+    look = known.keys_look if known is not None else key_outline(keys)
+    said = f"{shown}: checkpoints/{file_name}'s keys look like {look}"
+    if known is not None:
+        evidence.foreign.setdefault(known.title, []).append(said)
+    else:
+        evidence.unread.append(said)
+    return True
 
 
 def _read_text_encoder(
@@ -290,4 +327,12 @@ def _unknown_message(
         "file in models/diffusion_models/ and its name is no model of the families this server "
         f"runs ({_runs_here(titles)}). Put the file there, or name the catalog's file for it"
         + _mapping_hint(catalog, facts)
+    )
+
+
+def _unread_message(where: list[str], titles: Mapping[str, str]) -> str:
+    return (
+        f"no model family this server runs takes this workflow's checkpoint ({_shown(where)}): "
+        f"it is no model of {_runs_here(titles)}. Import a workflow whose checkpoint is one of "
+        "theirs (see /v1/models)"
     )

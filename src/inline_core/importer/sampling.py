@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from inline_core.diffusion.sigma.shift import flux_mu
 from inline_core.graph.schema import PortKind
 from inline_core.importer.conditioning import empty_prompt
 from inline_core.importer.mapper import MODEL_WRAPPERS, Mapper
@@ -27,31 +28,40 @@ def empty_latent(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
 
 
 def model_sampling(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
+    """ModelSamplingSD3 / ModelSamplingAuraFlow: the model sampled at `shift` (`sample`'s)."""
     model = m.input_value(node, "model", PortKind.MODEL)
     if model is None:
         return None
     default = 1.73 if node.class_type == "ModelSamplingAuraFlow" else 3.0  # ComfyUI's
-    return replace(model, shift=m.number(node, "shift", default), shift_node=node)
+    return replace(model, shift=m.number(node, "shift", default), mu=None, shift_node=node)
 
 
-def shift_not_carried(m: Mapper, model: Value, where: str) -> None:
-    """`sample` runs a model at its own flow shift, so a ModelSampling node that sets another
-    one changes what ComfyUI would render: say so, unless it is the model's own."""
-    shift = model.shift
-    if shift is None:
-        return
-    own = model_shift(m, model)
-    if own is not None and math.isclose(shift, own):
-        return
-    known = f" ({own:g} for this model)" if own is not None else ""
-    reason = (
-        f"the model's sampling shift {shift:g} is not carried over; `sample` uses the "
-        f"model's own flow shift{known}"
+def model_sampling_flux(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
+    """ModelSamplingFlux: the model sampled at the exponential shift `mu` ComfyUI computes from
+    its max_shift, base_shift, width and height (`sample`'s `mu`)."""
+    model = m.input_value(node, "model", PortKind.MODEL)
+    if model is None:
+        return None
+    mu = flux_mu(
+        m.number(node, "max_shift", 1.15),
+        m.number(node, "base_shift", 0.5),
+        m.whole(node, "width", 1024),
+        m.whole(node, "height", 1024),
     )
-    if model.shift_node is not None:
-        m.substituted(model.shift_node, reason)
-    else:
-        m.warn(f"{where}: {reason}")
+    return replace(model, shift=None, mu=mu, shift_node=node)
+
+
+def shift_params(m: Mapper, model: Value) -> dict[str, float]:
+    """The ModelSampling* shift on the model's way as `sample`'s `shift` or `mu`; nothing where
+    it is the model's own flow shift (the same schedule)."""
+    if model.mu is not None:
+        return {"mu": model.mu}
+    if model.shift is None:
+        return {}
+    own = model_shift(m, model)
+    if own is not None and math.isclose(model.shift, own):
+        return {}
+    return {"shift": model.shift}
 
 
 def model_shift(m: Mapper, model: Value) -> float | None:
@@ -126,14 +136,8 @@ def add_sample(
     """One `sample` node for the ComfyUI node that samples, with the values read off it (or off
     the custom sampling nodes it is wired to)."""
     where = describe(node)
-    descriptor = m.descriptors["sample"]
     cfg = float(params["cfg"])
-    params = dict(params)
-    if model is not None and model.shift is not None:
-        if descriptor.param("shift") is not None:
-            params["shift"] = model.shift
-        else:
-            shift_not_carried(m, model, where)
+    params = dict(params) | (shift_params(m, model) if model is not None else {})
     encoder = positive.encoder if positive is not None else None
     positive_port = positive.port if positive is not None else None
     if positive is not None and positive_port is None:

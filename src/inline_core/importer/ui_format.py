@@ -295,7 +295,10 @@ class _Reader:
         entries = _inputs(instance)
         entry = next((e for e in entries if e.get("name") == name), None)
         if entry is None and slot < len(entries):
-            entry = entries[slot]
+            # Renamed on the instance; never another input's entry (a frontend that lists only
+            # the linked inputs on the instance shifts the others' slots).
+            named = {i.get("name") for i in scope.level.inputs}
+            entry = entries[slot] if entries[slot].get("name") not in named else None
         if entry is not None and entry.get("link") is not None:
             return self.link_source(parent, entry.get("link"), _type_text(entry.get("type")), seen)
         return self.promoted_value(scope, str(name))

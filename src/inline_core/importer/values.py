@@ -33,7 +33,8 @@ class Value:
     kind: PortKind
     port: Port | None  # None only for a zeroed conditioning (ConditioningZeroOut)
     origin: str  # the ComfyUI node it came from
-    shift: float | None = None  # a model's flow shift, set by ModelSampling* on the way
+    shift: float | None = None  # a model's flow shift, set by ModelSamplingSD3/AuraFlow on the way
+    mu: float | None = None  # or its exponential shift, set by ModelSamplingFlux
     shift_node: ComfyNode | None = None  # the ModelSampling* node that set it
     encoder: Port | None = None  # the text encoder behind a conditioning
 

@@ -40,6 +40,7 @@ WIDGET_ORDER: dict[str, tuple[str, ...]] = {
     "EmptySD3LatentImage": ("width", "height", "batch_size"),
     "ModelSamplingAuraFlow": ("shift",),
     "ModelSamplingSD3": ("shift",),
+    "ModelSamplingFlux": ("max_shift", "base_shift", "width", "height"),
     "KSampler": (
         "seed",
         CONTROL_AFTER_GENERATE,
@@ -125,6 +126,7 @@ OUTPUT_TYPES: dict[str, tuple[str, ...]] = {
     "EmptySD3LatentImage": ("LATENT",),
     "ModelSamplingAuraFlow": ("MODEL",),
     "ModelSamplingSD3": ("MODEL",),
+    "ModelSamplingFlux": ("MODEL",),
     "KSampler": ("LATENT",),
     "KSamplerAdvanced": ("LATENT",),
     "SamplerCustom": ("LATENT", "LATENT"),

@@ -92,7 +92,7 @@ def _finite(text: str) -> float:
     return value
 
 
-def parse_json(raw: bytes) -> object:
+def parse_json(raw: bytes | str) -> object:
     """Strict JSON: NaN, Infinity and numbers that overflow to infinity are refused, so whatever
     is stored can be served back as valid JSON."""
     return json.loads(raw, parse_constant=_not_json, parse_float=_finite)
@@ -101,18 +101,22 @@ def parse_json(raw: bytes) -> object:
 async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
     declared_length(request, limit, "the request body")
     require_json(request)
-    raw = await read_body(request, limit)
+    return json_object(await read_body(request, limit), "the request body")
+
+
+def json_object(raw: bytes | str, what: str) -> dict[str, Any]:
+    """`raw` parsed as one strict JSON object (`what` names it in the errors: 422)."""
     try:
         value: object = parse_json(raw)
     except (UnicodeDecodeError, ValueError):
-        raise InvalidRequest("the request body is not valid JSON") from None
+        raise InvalidRequest(f"{what} is not valid JSON") from None
     except RecursionError:
-        raise InvalidRequest(f"the request body nests deeper than {MAX_JSON_DEPTH}") from None
+        raise InvalidRequest(f"{what} nests deeper than {MAX_JSON_DEPTH}") from None
     if not isinstance(value, dict):
-        raise InvalidRequest("the request body must be a JSON object")
+        raise InvalidRequest(f"{what} must be a JSON object")
     body = cast(dict[str, Any], value)  # JSON object keys are always strings
     if json_depth(body) > MAX_JSON_DEPTH:
-        raise InvalidRequest(f"the request body nests deeper than {MAX_JSON_DEPTH}")
+        raise InvalidRequest(f"{what} nests deeper than {MAX_JSON_DEPTH}")
     return body
 
 

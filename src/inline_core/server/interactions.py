@@ -10,17 +10,23 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, cast
 
-from inline_core.errors import Conflict, InvalidRequest, NotFound
+from inline_core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from inline_core.graph.registry import Registry
 from inline_core.runtime.interactions import (
     Interaction,
     InteractionBoard,
     checked_change,
 )
+from inline_core.server.http_io import json_object
 from inline_core.server.stores.run_store import RunStore
+from inline_core.sizes import human_size
 
 # A node descriptor's `extra` key: its family renders in chunks and takes interactions.
 TAKES_INTERACTIONS = "interactions"
+# An interaction's body, over HTTP or on the socket, is a few prompts at most.
+MAX_INTERACTION_BYTES = 256 * 1024
+# The one message a client sends on a run's events socket: the POST's body and this `type`.
+SOCKET_MESSAGE_TYPE = "interaction"
 
 
 class RunInteractions:
@@ -68,6 +74,27 @@ class RunInteractions:
             return interaction
 
         return inbox.queue(store).to_info()
+
+    def interact_by_message(self, run_id: str, message: str | bytes) -> dict[str, Any]:
+        """`interact` for a message on the run's events socket:
+        `{"type": "interaction", "prompt"?, "negative_prompt"?, "guidance"?}` as JSON text."""
+        if isinstance(message, bytes):
+            raise InvalidRequest(
+                "the run's socket takes JSON text messages "
+                f'({{"type": "{SOCKET_MESSAGE_TYPE}", ...}}), not binary ones'
+            )
+        if len(message.encode()) > MAX_INTERACTION_BYTES:
+            raise PayloadTooLarge(
+                f"the message is larger than the {human_size(MAX_INTERACTION_BYTES)} limit"
+            )
+        body = json_object(message, "the message")
+        kind = body.pop("type", None)
+        if kind != SOCKET_MESSAGE_TYPE:
+            shown = "no 'type'" if kind is None else f"type {str(kind)[:40]!r}"
+            raise InvalidRequest(
+                f"the run's socket takes messages of type '{SOCKET_MESSAGE_TYPE}' (got {shown})"
+            )
+        return self.interact(run_id, body)
 
     def _takes_interactions(self, graph: Mapping[str, Any]) -> bool:
         nodes = graph.get("nodes")

@@ -34,6 +34,7 @@ from inline_core.server.http_io import (
     quoted,
     read_json_object,
 )
+from inline_core.server.interactions import MAX_INTERACTION_BYTES
 from inline_core.server.previews import MEDIA_TYPES, no_preview_reason
 from inline_core.server.schemas import (
     Asset,
@@ -291,7 +292,6 @@ INTERACTION_BODY: dict[str, Any] = {
         },
     }
 }
-MAX_INTERACTION_BYTES = 256 * 1024
 
 
 @router.post(

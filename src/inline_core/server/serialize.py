@@ -295,6 +295,25 @@ def chunk_started_event(
     return WireEvent("chunk_started", body, node_id=node_id)
 
 
+def interaction_queued_event(run_id: str, interaction: Mapping[str, Any]) -> WireEvent:
+    """The answer to an interaction sent on the run's socket: stored, with the chunk it takes
+    effect at (what `POST /v1/runs/{id}/interactions` answers)."""
+    body: dict[str, Any] = {"type": "interaction_queued", "runId": run_id, **interaction}
+    return WireEvent("interaction_queued", body)
+
+
+def interaction_refused_event(run_id: str, status: int, code: str, message: str) -> WireEvent:
+    """The answer to a socket message that queued nothing: the status and error envelope the
+    same interaction would get over HTTP. The socket stays open."""
+    body: dict[str, Any] = {
+        "type": "interaction_refused",
+        "runId": run_id,
+        "status": status,
+        **error_envelope(code, message),
+    }
+    return WireEvent("interaction_refused", body)
+
+
 def node_done_event(
     run_id: str, node_id: str, cached: bool, takes: Iterable[Take], run_fraction: float
 ) -> WireEvent:

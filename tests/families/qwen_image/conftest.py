@@ -42,3 +42,11 @@ def edit_reference(qwen_kit: KitPaths) -> Any:
     from qwen_harness import reference_pipe
 
     return reference_pipe("QwenImageEditPlusPipeline", qwen_kit.edit_diffusers_dir)
+
+
+@pytest.fixture(scope="session")
+def edit_2511_reference(qwen_kit: KitPaths) -> Any:
+    """diffusers' own QwenImageEditPlusPipeline over the kit's Edit 2511 folder."""
+    from qwen_harness import reference_pipe
+
+    return reference_pipe("QwenImageEditPlusPipeline", qwen_kit.edit_2511_diffusers_dir)

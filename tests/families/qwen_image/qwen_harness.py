@@ -34,6 +34,8 @@ TEXT_MODEL = "qwen_image_tiny.safetensors"
 EDIT_MODEL = "qwen_image_edit_2509_tiny.safetensors"
 TEXT_FOLDER = "qwen_image_tiny_diffusers"
 EDIT_FOLDER = "qwen_image_edit_tiny_diffusers"
+EDIT_2511_MODEL = "qwen_image_edit_2511_tiny.safetensors"  # Comfy-Org's layout, its marker
+EDIT_2511_FOLDER = "qwen_image_edit_2511_tiny_diffusers"
 SMALL_REFERENCE = 64 * 64
 SMALL_CONDITION = 56 * 56
 

@@ -1,6 +1,7 @@
 """Pixel parity: a take rendered through the node runner and the batched sampler equals what
 diffusers' own QwenImagePipeline and QwenImageEditPlusPipeline render for the same inputs, seed
-and steps on the CPU, from the kit's ComfyUI files and its diffusers folders alike."""
+and steps on the CPU, from the kit's ComfyUI files and its diffusers folders alike (Edit 2509 and
+Edit 2511)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import pytest
 from qwen_harness import (
+    EDIT_2511_FOLDER,
+    EDIT_2511_MODEL,
     EDIT_FOLDER,
     EDIT_MODEL,
     TEXT_FOLDER,
@@ -69,17 +72,29 @@ EDIT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("model", [EDIT_MODEL, EDIT_FOLDER], ids=["comfy", "diffusers"])
+# Each edit model in both layouts, and diffusers' pipeline over that model's folder. Edit 2511's
+# file is in Comfy-Org's layout: diffusers' names and ComfyUI's `__index_timestep_zero__` marker.
+EDIT_MODELS = [
+    pytest.param(EDIT_MODEL, "edit_reference", id="2509-comfy"),
+    pytest.param(EDIT_FOLDER, "edit_reference", id="2509-diffusers"),
+    pytest.param(EDIT_2511_MODEL, "edit_2511_reference", id="2511-comfy"),
+    pytest.param(EDIT_2511_FOLDER, "edit_2511_reference", id="2511-diffusers"),
+]
+
+
+@pytest.mark.parametrize(("model", "reference"), EDIT_MODELS)
 @pytest.mark.parametrize(("count", "params"), EDIT_CASES)
 def test_edit_matches_diffusers(
     rig: FamilyRig,
-    edit_reference: Any,
+    request: pytest.FixtureRequest,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     count: int,
     params: dict[str, Any],
     model: str,
+    reference: str,
 ) -> None:
+    edit_reference: Any = request.getfixturevalue(reference)
     small_references(monkeypatch)
     images = [source_image(40, 56, seed=1), source_image(72, 40, seed=2)][:count]
     prompt = "make the sky green"

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from qwen_harness import (
+    EDIT_2511_MODEL,
     EDIT_MODEL,
     PROMPT,
     TEXT_MODEL,
@@ -105,15 +107,17 @@ def test_never_reusing_equals_no_cache_and_reusing_skips_the_middle_block(
     assert cached.std() > 1.0
 
 
+@pytest.mark.parametrize("model", [EDIT_MODEL, EDIT_2511_MODEL], ids=["2509", "2511"])
 def test_an_edit_caches_with_its_references(
-    qwen_kit: KitPaths, qwen_sampler: StepLoopSampler, tmp_path: Path, monkeypatch: Any
+    qwen_kit: KitPaths, qwen_sampler: StepLoopSampler, tmp_path: Path, monkeypatch: Any, model: str
 ) -> None:
     """The references' tokens ride in the image stream after the output's: they are cached
-    with it."""
+    with it (Edit 2511's too, modulated at timestep zero: its timestep embedding stacks the
+    references' rows after the image's, and its modulation index marks their tokens)."""
     small_references(monkeypatch)
     rig = qwen_rig(qwen_kit.root, qwen_sampler)
     inputs = {"prompt": "make it blue", "image": source_image(64, 64)}
-    params: dict[str, Any] = {"model": EDIT_MODEL, "steps": 5, "guidance": 2.0}
+    params: dict[str, Any] = {"model": model, "steps": 5, "guidance": 2.0}
     plain = render(rig, tmp_path, StepCacheChoice(True, None), inputs=inputs, **params)
     tight = render(rig, tmp_path, StepCacheChoice(True, TIGHT), inputs=inputs, **params)
     assert np.array_equal(take_pixels(plain), take_pixels(tight))
@@ -154,29 +158,74 @@ def test_cached_requests_share_forwards_with_others_and_render_as_alone(
                 step_cache=cache,
             )
 
-        alone_states = [state(i) for i in range(len(specs))]
-        alone = [pixels(sampler.run(SampleJob(pipeline, s))) for s in alone_states]
-        assert sampler.stats()["batchedForwards"] == 0
-        release, holding = threading.Event(), threading.Event()
-
-        def hold() -> None:  # the loop waits at a boundary until every job is in it
-            holding.set()
-            release.wait(300)
-
-        sampler.call_soon(hold)
-        assert holding.wait(60), "the step loop did not take the call"
-        states = [state(i) for i in range(len(specs))]
-        try:
-            futures = [sampler.submit(SampleJob(pipeline, s)) for s in states]
-            wait_until(lambda: all_in_loop(sampler, len(specs)), "all of them in the loop")
-        finally:
-            release.set()
-        together = [pixels(f.result(timeout=300)) for f in futures]
-        stats = sampler.stats()
+        alone_then_together(sampler, pipeline, state, len(specs))
     finally:
         sampler.close()
-    # Guided and unguided rows form two groups, each sharing all 7 of its steps.
-    assert stats["batchedForwards"] == 14, stats
+
+
+def test_cached_2511_edits_share_forwards_and_render_as_alone(
+    qwen_kit: KitPaths, monkeypatch: Any
+) -> None:
+    """Edit 2511 requests (references of one size, prompts of different lengths, guided and
+    not) cached with their own settings or not: the rows that compute their middle block run it
+    as a sub-batch, with their own rows of the stacked timestep embedding and the modulation
+    index, and every request renders and counts what it does alone."""
+    small_references(monkeypatch)
+    specs: list[tuple[StepCacheSettings | None, float]] = [
+        (LOOSE, 3.0),
+        (OTHER, 3.0),
+        (None, 3.0),
+        (LOOSE, 1.0),
+        (TIGHT, 1.0),
+    ]
+    sampler = StepLoopSampler()
+    try:
+        rig = qwen_rig(qwen_kit.root, sampler)
+        pipeline: Any = rig.pipeline(EDIT_2511_MODEL)
+
+        def state(i: int) -> Any:
+            cache, guidance = specs[i]
+            return pipeline.request(
+                prompt="word " * (1 + 3 * i),
+                images=(source_image(64, 64, seed=i),),
+                width=64,
+                height=64,
+                steps=7,
+                guidance=guidance,
+                seed=i,
+                step_cache=cache,
+            )
+
+        alone_then_together(sampler, pipeline, state, len(specs))
+    finally:
+        sampler.close()
+
+
+def alone_then_together(
+    sampler: StepLoopSampler, pipeline: Any, state: Callable[[int], Any], count: int
+) -> None:
+    """Requests `state(0..count-1)` rendered alone, then all at once (held at a step boundary
+    until every one is in the loop): each renders and counts as alone. Guided and unguided rows
+    form two groups, each sharing all 7 of its steps."""
+    alone_states = [state(i) for i in range(count)]
+    alone = [pixels(sampler.run(SampleJob(pipeline, s))) for s in alone_states]
+    assert sampler.stats()["batchedForwards"] == 0
+    release, holding = threading.Event(), threading.Event()
+
+    def hold() -> None:  # the loop waits at a boundary until every job is in it
+        holding.set()
+        release.wait(300)
+
+    sampler.call_soon(hold)
+    assert holding.wait(60), "the step loop did not take the call"
+    states = [state(i) for i in range(count)]
+    try:
+        futures = [sampler.submit(SampleJob(pipeline, s)) for s in states]
+        wait_until(lambda: all_in_loop(sampler, count), "all of them in the loop")
+    finally:
+        release.set()
+    together = [pixels(f.result(timeout=300)) for f in futures]
+    assert sampler.stats()["batchedForwards"] == 14, sampler.stats()
     for i, (solo, batched) in enumerate(zip(alone, together, strict=True)):
         assert max_diff(solo, batched) <= TOLERANCE, f"request {i}"
     for solo_state, batched_state in zip(alone_states, states, strict=True):

@@ -4,6 +4,7 @@ the same render through diffusers."""
 from __future__ import annotations
 
 import itertools
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ from PIL import Image
 from inline_core.config import Config
 from inline_core.contract.handles import LoraHandle
 from inline_core.diffusion.adapters.stack import LoraUse
+from inline_core.diffusion.libs import load_safetensors, save_safetensors
 from inline_core.families.sdxl import SDXLFamily
 from inline_core.families.sdxl.descriptor import SDXL_DESCRIPTOR
+from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.runtime.cancel import CancelToken
@@ -134,3 +137,13 @@ def _call(
 def max_diff(a: Pixels, b: Pixels) -> int:
     assert a.shape == b.shape, (a.shape, b.shape)
     return int(np.abs(a - b).max())
+
+
+def sd15_like(kit: SDXLKit, models: Path, name: str) -> None:
+    """An SD 1.x checkpoint's keys: a UNet in the original naming without SDXL's size
+    embedding (the kit's checkpoint, its `label_emb` cut), in `models/checkpoints/<name>`."""
+    assert kit.checkpoint is not None
+    shutil.copytree(kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
+    state = load_safetensors(kit.checkpoint)
+    sd15 = {k: v for k, v in state.items() if ".label_emb." not in k}
+    save_safetensors(sd15, models / "checkpoints" / name)

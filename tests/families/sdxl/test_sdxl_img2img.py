@@ -33,15 +33,38 @@ def source_image(width: int, height: int) -> Image.Image:
     return Image.fromarray(smooth).resize((width, height), Image.Resampling.BILINEAR)
 
 
-def render_img2img(rig: Any, tmp_path: Path, image: Image.Image, **params: Any) -> Any:
+def render_img2img(
+    rig: Any, tmp_path: Path, image: Image.Image, mask: Image.Image | None = None, **params: Any
+) -> Any:
     ctx = ExecutionContext(
         run_id=f"i2i{next(_runs)}",
         takes=FileTakeStore(tmp_path),
         cancel=CancelToken(),
         events=lambda _event: None,
     )
-    inputs = {"prompt": PROMPT, "image": image}
+    inputs: dict[str, Any] = {"prompt": PROMPT, "image": image}
+    if mask is not None:
+        inputs["mask"] = mask
     return rig.run(NodeCall(ctx=ctx, node_id="x", params=node_params(**params), inputs=inputs))
+
+
+def reference_pixels(pipe: Any, image: Image.Image, params: dict[str, Any], **extra: Any) -> Any:
+    """diffusers' image-to-image pipeline `pipe` over the node's params (its defaults filled)."""
+    p = node_params(**params)
+    ref_image = pipe(
+        prompt=PROMPT,
+        negative_prompt=p["negative_prompt"],
+        image=image,
+        strength=p["strength"],
+        width=p["width"],
+        height=p["height"],
+        num_inference_steps=p["steps"],
+        guidance_scale=p["guidance"],
+        generator=torch.Generator("cpu").manual_seed(p["seed"]),
+        output_type="np",
+        **extra,
+    ).images[0]
+    return (np.asarray(ref_image) * 255).round().astype(np.uint8).astype(np.int16)
 
 
 @pytest.mark.parametrize(("width", "height", "strength"), [(64, 64, 0.6), (96, 64, 0.8)])
@@ -59,29 +82,15 @@ def test_img2img_matches_diffusers(
         StableDiffusionXLImg2ImgPipeline,  # pyright: ignore
     )
 
-    params = {"width": width, "height": height, "steps": 5, "strength": strength}
+    params: dict[str, Any] = {"width": width, "height": height, "steps": 5, "strength": strength}
     params |= {"sampler": "euler", "schedule": "ddim_uniform"}
     image = source_image(width, height)
     rig = sdxl_rig(sdxl_kit.root, sdxl_sampler)
     result = render_img2img(rig, tmp_path, image, model=sdxl_kit.checkpoint_name, **params)
     ours = take_pixels(result)
-    p = node_params(**params)
     pipe: Any = StableDiffusionXLImg2ImgPipeline.from_pipe(sdxl_reference)  # pyright: ignore
     pipe.scheduler = EulerDiscreteScheduler.from_config(sdxl_reference.scheduler.config)  # pyright: ignore
-    ref_image = pipe(
-        prompt=PROMPT,
-        negative_prompt=p["negative_prompt"],
-        image=image,
-        strength=strength,
-        width=width,
-        height=height,
-        num_inference_steps=p["steps"],
-        guidance_scale=p["guidance"],
-        generator=torch.Generator("cpu").manual_seed(p["seed"]),
-        output_type="np",
-    ).images[0]
-    ref = (np.asarray(ref_image) * 255).round().astype(np.uint8).astype(np.int16)
-    assert max_diff(ours, ref) <= TOLERANCE
+    assert max_diff(ours, reference_pixels(pipe, image, params)) <= TOLERANCE
     (take,) = result.takes
     assert take.params["img2img"] is True and take.params["strength"] == strength
 

@@ -9,10 +9,7 @@ the base + refiner template is refused naming the refiner."""
 from __future__ import annotations
 
 import io
-import json
 import shutil
-from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -20,31 +17,15 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
-from test_sdxl_server import finished, sdxl_graph, with_lora
+from sdxl_harness import sd15_like
+from test_sdxl_server import sdxl_graph, with_lora
 
 from inline_core.config import Config
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.server.app import create_app
+from tests.families.import_harness import import_comfy, takes_of, template
 
-TEMPLATES = resources.files("comfyui_workflow_templates_json") / "templates"
 BASE = "sd_xl_base_1.0.safetensors"
-
-
-@pytest.fixture
-def client(sdxl_kit: SDXLKit, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(
-        models_dir=sdxl_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
-    )
-    with TestClient(create_app(config)) as c:
-        yield c
-
-
-def template(name: str) -> Any:
-    return json.loads((TEMPLATES / name).read_text(encoding="utf-8"))
-
-
-def import_comfy(client: TestClient, workflow: Any, models: dict[str, str]) -> Any:
-    return client.post("/v1/import/comfy", json={"workflow": workflow, "models": models})
 
 
 def default_graph(checkpoint: str) -> dict[str, Any]:
@@ -67,29 +48,16 @@ def default_graph(checkpoint: str) -> dict[str, Any]:
 
 
 def by_hand(kit: SDXLKit, **params: Any) -> dict[str, Any]:
-    graph = sdxl_graph(
-        "a (lighthouse:1.2) at dusk",
-        model=kit.checkpoint_name,
-        negative_prompt="blurry",
-        width=72,
-        height=64,
-        steps=3,
-        guidance=5.5,
-        seed=9,
-        sampler="dpmpp_2m",
-        schedule="karras",
-        **params,
-    )
+    written: dict[str, Any] = {"model": kit.checkpoint_name, "negative_prompt": "blurry",
+                               "width": 72, "height": 64, "steps": 3, "guidance": 5.5, "seed": 9,
+                               "sampler": "dpmpp_2m", "schedule": "karras"}  # fmt: skip
+    graph = sdxl_graph("a (lighthouse:1.2) at dusk", **(written | params))
     graph["nodes"][-1]["id"] = "w"
     return graph
 
 
 def rendered(client: TestClient, graph: dict[str, Any], target: str) -> tuple[Any, Any]:
-    run = client.post("/v1/runs", json={"graph": graph, "target": target})
-    assert run.status_code == 201, run.text
-    state = finished(client, str(run.json()["runId"]))
-    assert state["status"] == "done", state
-    (take,) = state["takes"]
+    (take,) = takes_of(client, [(graph, target)])
     with Image.open(io.BytesIO(client.get(take["uri"]).content)) as image:
         return np.asarray(image.convert("RGB")).astype(np.int16), take
 
@@ -194,23 +162,51 @@ def test_the_base_and_refiner_template_is_refused_naming_the_refiner(
     assert "KSamplerAdvanced" in message and "refiner" in message
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["v1-5-pruned-emaonly.safetensors", "my_mix_v3.safetensors", "juggernautXL_v9.safetensors"],
+    ids=["sd15-name", "unknown-name", "sdxl-name"],
+)
 def test_a_checkpoint_of_a_family_not_served_is_refused_naming_it(
+    sdxl_kit: SDXLKit, tmp_path: Path, name: str
+) -> None:
+    """An SD 1.x checkpoint is no SDXL model by its keys, whatever its name (one no family
+    claims, or an SDXL one): the import refuses it naming the family its keys are of and what
+    they look like."""
+    models = tmp_path / "models"
+    sd15_like(sdxl_kit, models, name)
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        response = import_comfy(client, default_graph(name), {})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_model_family"
+    assert "Stable Diffusion 1.5" in error["message"]
+    assert f"checkpoints/{name}'s keys look like" in error["message"]
+    assert "without SDXL's label_emb" in error["message"] or "no label_emb" in error["message"]
+
+
+def test_a_checkpoint_no_family_knows_is_refused_with_its_keys_outline(
     sdxl_kit: SDXLKit, tmp_path: Path
 ) -> None:
-    """An SD 1.x checkpoint (a UNet in the original naming without SDXL's size embedding) is no
-    SDXL model by its keys: the import refuses it, naming the family its file is for."""
+    """A checkpoint whose diffusion model is no family's known here: the refusal outlines its
+    keys rather than guessing a family."""
     from inline_core.diffusion.libs import load_safetensors, save_safetensors
 
     assert sdxl_kit.checkpoint is not None
     models = tmp_path / "models"
     shutil.copytree(sdxl_kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
     state = load_safetensors(sdxl_kit.checkpoint)
-    sd15 = {k: v for k, v in state.items() if ".label_emb." not in k}
-    save_safetensors(sd15, models / "checkpoints" / "v1-5-pruned-emaonly.safetensors")
+    odd = {
+        k.replace("model.diffusion_model.", "model.diffusion_model.mystery_blocks."): v
+        for k, v in state.items()
+    }
+    save_safetensors(odd, models / "checkpoints" / "mystery.safetensors")
     config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
     with TestClient(create_app(config)) as client:
-        response = import_comfy(client, default_graph("v1-5-pruned-emaonly.safetensors"), {})
+        response = import_comfy(client, default_graph("mystery.safetensors"), {})
     assert response.status_code == 422, response.text
     error = response.json()["error"]
     assert error["code"] == "unsupported_model_family"
-    assert "Stable Diffusion 1.5" in error["message"]
+    assert "checkpoints/mystery.safetensors's keys look like mystery_blocks.*" in error["message"]
+    assert "SDXL" in error["message"]  # what this server runs

@@ -5,8 +5,6 @@ the node runner renders, bad params are refused at submit naming them, and missi
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +12,14 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
-from sdxl_harness import PROMPT, kit_lora, render, sdxl_rig, take_pixels
+from sdxl_harness import PROMPT, kit_lora, render, sd15_like, sdxl_rig, take_pixels
 
 from inline_core.config import Config
 from inline_core.families.sdxl.descriptor import NODE_TYPE
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.server.app import create_app
+from tests.families.import_harness import finished
 
 RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 3, "seed": 5, "guidance": 4.0}
 
@@ -38,25 +37,6 @@ def sdxl_graph(prompt: str = PROMPT, **params: Any) -> dict[str, Any]:
             },
         ],
     }
-
-
-@pytest.fixture
-def client(sdxl_kit: SDXLKit, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(
-        models_dir=sdxl_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
-    )
-    with TestClient(create_app(config)) as c:
-        yield c
-
-
-def finished(client: TestClient, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while True:  # a liveness bound, not a timing test
-        state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if state["status"] in ("done", "error", "cancelled"):
-            return state
-        assert time.monotonic() < deadline, state
-        time.sleep(0.02)
 
 
 def test_a_graph_renders_the_node_runners_pixels(
@@ -219,3 +199,47 @@ def test_a_locon_lora_is_refused_at_submit_naming_the_convolution(
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
     assert "input_blocks_1_0_in_layers_2" in message and "linear layers only" in message
+
+
+def test_a_picked_checkpoint_of_another_family_is_refused_saying_what_its_keys_look_like(
+    sdxl_kit: SDXLKit, tmp_path: Path
+) -> None:
+    """An SD 1.x checkpoint picked as the model, under a name that says nothing: a 422 at submit
+    naming what its keys are, not "not found"."""
+    models = tmp_path / "models"
+    sd15_like(sdxl_kit, models, "my_mix_v3.safetensors")
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        graph = sdxl_graph(model="my_mix_v3.safetensors")
+        response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    assert response.status_code == 422, response.text
+    message = response.json()["error"]["message"]
+    assert "checkpoints/my_mix_v3.safetensors is not a SDXL diffusion model" in message
+    assert "Stable Diffusion 1.x/2.x UNet" in message and "label_emb" in message
+
+
+def test_a_refiner_checkpoint_picked_as_the_model_is_refused_naming_it(
+    sdxl_kit: SDXLKit, tmp_path: Path
+) -> None:
+    """A refiner's keys (OpenCLIP-G alone, at `conditioner.embedders.0.`): a 422 at submit saying
+    it is a refiner and the node has no refiner stage yet, not a missing text encoder."""
+    from inline_core.diffusion.libs import load_safetensors, save_safetensors
+
+    assert sdxl_kit.checkpoint is not None
+    models = tmp_path / "models"
+    shutil.copytree(sdxl_kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
+    state = load_safetensors(sdxl_kit.checkpoint)
+    refiner = {
+        k.replace("conditioner.embedders.1.", "conditioner.embedders.0."): v
+        for k, v in state.items()
+        if not k.startswith("conditioner.embedders.0.")
+    }
+    save_safetensors(refiner, models / "checkpoints" / "my_refiner.safetensors")
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        graph = sdxl_graph(model="my_refiner.safetensors")
+        response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    assert response.status_code == 422, response.text
+    message = response.json()["error"]["message"]
+    assert "my_refiner.safetensors is an SDXL refiner checkpoint" in message
+    assert "no refiner stage yet" in message

@@ -19,52 +19,13 @@ from typing import Any
 
 import httpx
 import numpy as np
-from skyreels_harness import LONG
 from skyreels_hold import hold_env
+from skyreels_server import CHANGE, FIRST_CHUNK_FRAMES, frames, graph, interact, submit, take
 from websockets.sync.client import connect
 
 from inline_core.families.skyreels.descriptor import NODE_TYPE
-from inline_core.families.skyreels.kit import FOLDER, SkyReelsKit
-from inline_core.runtime.video import decode_apng
+from inline_core.families.skyreels.kit import SkyReelsKit
 from tests.server.server_support import LiveServer, post_run, running_server, wait_finished
-
-RENDER: dict[str, Any] = {
-    "width": 48,
-    "height": 32,
-    "steps": 2,
-    "seed": 3,
-    "guidance": 1.0,
-    "format": "png",
-    "model": FOLDER,
-    **LONG,
-}
-CHANGE = {"prompt": "a red kite over the sea"}
-FIRST_CHUNK_FRAMES = 9  # chunk 0: latent frames 0-2
-
-
-def graph() -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "nodes": [
-            {"id": "p", "type": "input/text", "params": {"text": "a lighthouse in a storm"}},
-            {
-                "id": "s",
-                "type": NODE_TYPE,
-                "params": RENDER,
-                "inputs": {"prompt": {"from": "p", "output": "text"}},
-            },
-        ],
-    }
-
-
-def submit(live: LiveServer, g: dict[str, Any]) -> str:
-    response = post_run(live, g, "s")
-    assert response.status_code == 201, response.text
-    return str(response.json()["runId"])
-
-
-def interact(live: LiveServer, run_id: str, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{live.base}/v1/runs/{run_id}/interactions", json=body, timeout=30)
 
 
 def interact_once_rendering(live: LiveServer, run_id: str) -> dict[str, Any]:
@@ -89,12 +50,6 @@ def chunk_started(live: LiveServer, run_id: str, chunk: int, hold: Path) -> dict
                 return dict(event)
 
 
-def take(live: LiveServer, state: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
-    [found] = state["takes"]
-    data = httpx.get(live.base + found["uri"], timeout=30).content
-    return data, found
-
-
 def playable(data: bytes) -> list[np.ndarray[Any, Any]]:
     """The frames PyAV plays from a stream's bytes so far (cut mid-fragment: up to there)."""
     import av
@@ -114,10 +69,6 @@ def read_until(chunks: Iterator[bytes], count: int) -> bytes:
     while len(playable(data)) < count:
         data += next(chunks)
     return data
-
-
-def frames(data: bytes) -> np.ndarray[Any, np.dtype[np.int16]]:
-    return decode_apng(data).astype(np.int16)
 
 
 def test_an_interaction_applies_at_one_boundary_and_replays_after_a_crash(

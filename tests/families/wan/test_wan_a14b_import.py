@@ -29,6 +29,8 @@ from test_wan_server import wan_graph
 from inline_core.families.wan.kit import WanKit
 from inline_core.importer.widgets import CONTROL_AFTER_GENERATE, OUTPUT_TYPES, WIDGET_ORDER
 from inline_core.importer.workflow import Link
+from tests.families.import_harness import import_comfy as import_workflow
+from tests.families.import_harness import target_of
 from tests.importer.comfy_workflows import LinkRow, ui_node, wire
 
 Json = dict[str, Any]
@@ -150,12 +152,7 @@ def as_ui(api: Json) -> Json:
 
 
 def import_comfy(client: TestClient, workflow: Any, **extra: Any) -> Any:
-    return client.post("/v1/import/comfy", json={"workflow": workflow, "models": MODELS, **extra})
-
-
-def target_of(body: Json) -> tuple[Json, dict[str, Json]]:
-    nodes = {n["id"]: n for n in body["graph"]["nodes"]}
-    return nodes[body["target"]], nodes
+    return import_workflow(client, workflow, MODELS, **extra)
 
 
 @pytest.mark.parametrize("ui", [False, True], ids=["api", "ui"])

@@ -8,9 +8,7 @@ written by hand does (A14B's two-stage sampling: `test_wan_a14b_import.py`)."""
 from __future__ import annotations
 
 import io
-import json
 import shutil
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +23,9 @@ from inline_core.families.wan.kit import WanKit
 from inline_core.families.zimage.kit import build_kit as build_zimage_kit
 from inline_core.runtime.video import decode_apng
 from inline_core.server.app import create_app
+from tests.families.import_harness import import_comfy as import_workflow
+from tests.families.import_harness import takes_of, template, upload_png
 
-TEMPLATES = resources.files("comfyui_workflow_templates_json") / "templates"
 TI2V_FILE = "wan2.2_ti2v_tiny_fp32.safetensors"
 # The workflows' VAEs and text encoders onto the kit's (the node renders with the files named).
 PARTS = {
@@ -43,12 +42,8 @@ MODELS = {
 }
 
 
-def template(name: str) -> Any:
-    return json.loads((TEMPLATES / name).read_text(encoding="utf-8"))
-
-
 def import_comfy(client: TestClient, workflow: Any, **extra: Any) -> Any:
-    return client.post("/v1/import/comfy", json={"workflow": workflow, "models": MODELS, **extra})
+    return import_workflow(client, workflow, MODELS, **extra)
 
 
 @pytest.mark.parametrize(
@@ -97,18 +92,10 @@ def rendered_alike(
     client: TestClient, body: dict[str, Any], by_hand: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """The imported graph and the one written by hand, rendered: the same frames; their takes."""
-    # One after the other: two runs in flight at once may share some forwards and not others,
-    # and a row batched with another differs by a few ulps from the same row alone.
-    takes: list[dict[str, Any]] = []
-    frames: list[np.ndarray[Any, Any]] = []
-    for graph, target in ((body["graph"], body["target"]), (by_hand, "w")):
-        run = client.post("/v1/runs", json={"graph": graph, "target": target})
-        assert run.status_code == 201, run.text
-        state = finished_state(client, str(run.json()["runId"]))
-        assert state["status"] == "done", state
-        (take,) = state["takes"]
-        takes.append(take)
-        frames.append(decode_apng(client.get(take["uri"]).content))
+    takes: list[dict[str, Any]] = takes_of(
+        client, [(body["graph"], body["target"]), (by_hand, "w")]
+    )
+    frames = [decode_apng(client.get(take["uri"]).content) for take in takes]
     assert np.array_equal(frames[0], frames[1])
     return takes
 
@@ -179,13 +166,7 @@ def test_an_imported_workflow_renders_the_hand_written_graphs_frames(
 
 
 def upload(client: TestClient, seed: int = 0) -> str:
-    buf = io.BytesIO()
-    first_frame_image(50, 40, seed=seed).save(buf, format="PNG")
-    uploaded = client.post(
-        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
-    )
-    assert uploaded.status_code == 201, uploaded.text
-    return str(uploaded.json()["id"])
+    return upload_png(client, first_frame_image(50, 40, seed=seed))
 
 
 def test_wan_21_clip_vision_template_imports_with_its_start_image(client: TestClient) -> None:

@@ -6,7 +6,6 @@ jobs sharing forwards each get their own."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,12 +17,11 @@ from wan_harness import first_frame_image, wan_rig
 from inline_core.diffusion.preview.renderer import PreviewRenderer
 from inline_core.families.standalone import FamilyRig
 from inline_core.families.wan.kit import WanKit
-from inline_core.runtime.preview import EncodedPreview
 from inline_core.runtime.video import Video
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
-from inline_core.sampling.previews import PreviewChannel, PreviewWorker
-from tests.batching_helpers import run_together
+from inline_core.sampling.previews import PreviewWorker
+from tests.families.preview_harness import check_own_previews_when_batched, previewed_run
 
 TI2V = "wan2.2_ti2v_tiny_fp32.safetensors"
 A14B = "wan2.2_t2v_high_noise_tiny_fp32.safetensors"
@@ -103,29 +101,6 @@ def test_each_variant_s_estimate_is_its_format_s_and_the_last_is_the_finished_la
         assert (image.method, image.width, image.height) == (method, *size)
 
 
-class Previews:
-    """What a job's channel rendered (the latents it got) and delivered."""
-
-    def __init__(self, renderer: PreviewRenderer, method: str) -> None:
-        self.renderer = renderer
-        self.method = method
-        self.lock = threading.Lock()
-        self.latents: list[torch.Tensor] = []
-        self.got: list[tuple[EncodedPreview, int, int]] = []
-
-    def render(self, latents: Any, latent_format: str) -> EncodedPreview:
-        with self.lock:
-            self.latents.append(latents)
-        return self.renderer.render(self.method, latents, latent_format)
-
-    def deliver(self, image: Any, step: int, step_count: int) -> None:
-        with self.lock:
-            self.got.append((image, step, step_count))
-
-    def channel(self, worker: PreviewWorker) -> PreviewChannel:
-        return worker.channel(self.render, self.deliver)
-
-
 def frames(output: object) -> np.ndarray[Any, Any]:
     assert isinstance(output, Video)
     return output.frames
@@ -142,11 +117,8 @@ def test_a_preview_never_changes_the_frames(
     pipeline, state = request(rig, variant)
     plain = frames(sampler.run(SampleJob(pipeline, state)))
     for method in ("latent2rgb", "taesd"):
-        previews = Previews(renderer, method)
-        job = SampleJob(pipeline, pipeline.request(**spec(variant)))
-        job.preview = previews.channel(worker)
-        assert np.array_equal(frames(sampler.run(job)), plain)
-        assert job.preview.flush(30.0)
+        out, previews = previewed_run(sampler, pipeline, spec(variant), renderer, worker, method)
+        assert np.array_equal(frames(out), plain)
         assert previews.got and previews.got[-1][1:] == (STEPS, STEPS)
         size = (state.width, state.height)
         assert {(p.method, p.width, p.height) for p, *_ in previews.got} == {(method, *size)}
@@ -155,34 +127,10 @@ def test_a_preview_never_changes_the_frames(
 def test_batched_jobs_each_get_their_own_previews(
     wan_kit: WanKit, renderer: PreviewRenderer, worker: PreviewWorker
 ) -> None:
-    """Two requests of one shape share forwards (the loop held until both are in); each job's
-    previews are its own render's estimates, as it makes them alone."""
     sampler = StepLoopSampler()
     try:
         pipeline = wan_rig(wan_kit.root, sampler).pipeline()
-        seeds = (5, 6)
-        alone: dict[int, torch.Tensor] = {}
-        for seed in seeds:
-            previews = Previews(renderer, "latent2rgb")
-            job = SampleJob(pipeline, pipeline.request(**spec("wan2.1", seed)))
-            job.preview = previews.channel(worker)
-            sampler.run(job)
-            assert job.preview.flush(30.0)
-            alone[seed] = previews.latents[-1]
-        batches: list[int] = []
-        jobs: list[SampleJob] = []
-        together = {seed: Previews(renderer, "latent2rgb") for seed in seeds}
-        for seed in seeds:
-            job = SampleJob(pipeline, pipeline.request(**spec("wan2.1", seed)))
-            job.preview = together[seed].channel(worker)
-            jobs.append(job)
-        run_together(sampler, pipeline, jobs, on_forward=lambda states: batches.append(len(states)))
-        assert worker.wait_idle(30.0)
+        specs = [spec("wan2.1", seed) for seed in (5, 6)]
+        check_own_previews_when_batched(sampler, pipeline, specs, renderer, worker)
     finally:
         sampler.close()
-    assert 2 in batches  # they shared forwards: previews did not split the batch
-    for seed in seeds:
-        mine = together[seed]
-        assert mine.got and mine.got[-1][1] == STEPS
-        assert torch.allclose(mine.latents[-1], alone[seed], atol=1e-4)
-    assert not torch.allclose(together[5].latents[-1], together[6].latents[-1], atol=1e-2)

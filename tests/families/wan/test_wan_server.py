@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import shutil
-import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,6 +27,7 @@ from inline_core.families.wan.descriptor import NODE_TYPE
 from inline_core.families.wan.kit import WanKit
 from inline_core.runtime.video import decode_apng
 from inline_core.server.app import create_app
+from tests.families.import_harness import finished as finished_state
 from tests.server.server_support import post_run, running_server, slow_graph, wait_finished
 
 RENDER: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "steps": 3, "seed": 11}
@@ -46,16 +46,6 @@ def wan_graph(prompt: str = PROMPT, image: str | None = None, **params: Any) -> 
         nodes.append({"id": "i", "type": "input/image", "params": {"asset": asset}})
         node["inputs"]["image"] = {"from": "i", "output": "image"}
     return {"schemaVersion": 1, "nodes": [*nodes, node]}
-
-
-def finished_state(client: TestClient, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while True:  # a liveness bound, not a timing test
-        state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if state["status"] in ("done", "error", "cancelled"):
-            return state
-        assert time.monotonic() < deadline, state
-        time.sleep(0.02)
 
 
 def submit(client: TestClient, graph: dict[str, Any]) -> dict[str, Any]:

@@ -10,9 +10,7 @@ of batching never flip a decision."""
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,14 +28,13 @@ from inline_core.runtime.step_cache import StepCacheChoice, StepCacheSettings
 from inline_core.runtime.video import Video
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
+from tests.families.step_cache_harness import check_joined_mid_render
 
 NEVER = StepCacheSettings(threshold=0.0, warmup=0, front_blocks=1)
 TIGHT = StepCacheSettings(threshold=0.01, warmup=0, front_blocks=1)  # compares, never reuses
 LOOSE = StepCacheSettings(threshold=0.5, warmup=2, front_blocks=1, max_consecutive=2)
 OTHER = StepCacheSettings(threshold=0.3, warmup=1, front_blocks=1, max_consecutive=1)
 SHAPE: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "format": "png"}
-TOLERANCE = 2  # levels of 255: a batch of more rows is blocked otherwise by the CPU's kernels
-MAX_DIFFERING = 0.01  # share of channel values allowed to differ at all
 
 _ids = itertools.count()
 
@@ -55,11 +52,13 @@ def rig(wan_kit: WanKit, sampler: StepLoopSampler) -> FamilyRig:
     return wan_rig(wan_kit.root, sampler)
 
 
-def request(pipeline: Any, seed: int, cache: StepCacheSettings | None, **spec: Any) -> WanRequest:
+def spec(seed: int, cache: StepCacheSettings | None) -> dict[str, Any]:
     values: dict[str, Any] = {"prompt": f"a kite number {seed}", "steps": 12, "guidance": 3.0}
-    state: WanRequest = pipeline.request(
-        **{**SHAPE, **values, "seed": seed, "step_cache": cache, **spec}
-    )
+    return {**SHAPE, **values, "seed": seed, "step_cache": cache}
+
+
+def request(pipeline: Any, seed: int, cache: StepCacheSettings | None, **more: Any) -> WanRequest:
+    state: WanRequest = pipeline.request(**{**spec(seed, cache), **more})
     return state
 
 
@@ -111,49 +110,13 @@ def test_a_cached_request_batched_with_others_renders_as_it_does_alone(
     rig: FamilyRig, sampler: StepLoopSampler
 ) -> None:
     """The first request is cached; at its fourth step two more of its shape join its forwards:
-    one cached with other settings and fewer steps, one not cached at all. Every row decides on
-    its own, so each renders what it renders alone, with the same decisions."""
-    pipeline: Any = rig.pipeline()
-    specs: list[tuple[int, StepCacheSettings | None, dict[str, Any]]] = [
-        (11, LOOSE, {"steps": 12}),
-        (12, OTHER, {"steps": 8, "prompt": "a much longer prompt for the second request"}),
-        (13, None, {"steps": 6}),
+    one cached with other settings and fewer steps, one not cached at all."""
+    specs = [
+        {**spec(11, LOOSE), "steps": 12},
+        {**spec(12, OTHER), "steps": 8, "prompt": "a much longer prompt for the second request"},
+        {**spec(13, None), "steps": 6},
     ]
-    alone: list[np.ndarray[Any, Any]] = []
-    alone_stats: list[dict[str, int] | None] = []
-    for seed, cache, spec in specs:
-        state = request(pipeline, seed, cache, **spec)
-        alone.append(render(rig, state))
-        alone_stats.append(None if cache is None else stats(state))
-
-    states = [request(pipeline, seed, cache, **spec) for seed, cache, spec in specs]
-    arrived: list[Future[Any]] = []
-    batches: list[tuple[int, ...]] = []
-    forward = pipeline.denoise_step
-    lock = threading.Lock()
-
-    def watched(batch: Sequence[WanRequest], /) -> Any:
-        with lock:
-            batches.append(tuple(s.seed for s in batch))
-            if not arrived and batch[0].seed == 11 and batch[0].step_index == 3:
-                arrived.extend(sampler.submit(SampleJob(pipeline, s)) for s in states[1:])
-        return forward(batch)
-
-    pipeline.denoise_step = watched
-    try:
-        first = frames(sampler.run(SampleJob(pipeline, states[0])))
-        together = [first, *(frames(f.result(timeout=120)) for f in arrived)]
-    finally:
-        del pipeline.denoise_step
-
-    assert (11, 12, 13) in batches  # they shared forwards, at different steps
-    for i, (solo, batched) in enumerate(zip(alone, together, strict=True)):
-        difference = np.abs(solo - batched)
-        assert int(difference.max()) <= TOLERANCE, f"request {i}"
-        assert float((difference > 0).mean()) <= MAX_DIFFERING, f"request {i}"
-    assert [None if s.cache is None else stats(s) for s in states] == alone_stats
-    assert alone_stats[0] is not None and alone_stats[0]["reusedSteps"] > 0
-    assert alone_stats[1] is not None and alone_stats[1]["reusedSteps"] > 0
+    check_joined_mid_render(sampler, rig.pipeline(), specs, frames, join_step=3)
 
 
 def node_render(rig: FamilyRig, takes: Path, choice: StepCacheChoice, **params: Any) -> NodeResult:

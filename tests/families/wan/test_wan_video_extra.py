@@ -10,7 +10,7 @@ import pytest
 from wan_harness import submit_check
 
 from inline_core.errors import InvalidRequest
-from inline_core.families.wan import family as wan_family
+from inline_core.families.nodes import video_params
 from inline_core.families.wan.descriptor import WAN_DESCRIPTOR
 from inline_core.families.wan.family import WanFamily
 from inline_core.models.catalog import Catalog
@@ -31,7 +31,7 @@ def test_mp4_without_pyav_is_refused_at_submit(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     family = WanFamily(Catalog(tmp_path), {})
-    monkeypatch.setattr(wan_family, "video_available", lambda: False)  # this install, minus av
+    monkeypatch.setattr(video_params, "video_available", lambda: False)  # this install, minus av
     with pytest.raises(InvalidRequest) as refused:
         submit_check(family, defaults(), {"prompt"})
     assert refused.value.status == 422 and "'format'" in refused.value.message

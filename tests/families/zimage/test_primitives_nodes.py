@@ -37,6 +37,7 @@ from inline_core.families.nodes.register import PRIMITIVE_TYPES
 from inline_core.families.zimage import ZImageFamily
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.graph.primitives import FLOW_SAMPLERS, FLOW_SCHEDULES, SAMPLE
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS
 from inline_core.graph.schema import parse_graph
 from inline_core.graph.validate import validate_graph
 from inline_core.runtime.progress import Progress
@@ -132,7 +133,8 @@ def test_empty_latent_holds_sizes_only(rig: Rig) -> None:
 
 
 def test_sample_offers_the_flow_samplers_it_implements() -> None:
-    assert set(FLOW_SAMPLERS) == set(SAMPLERS) and set(FLOW_SCHEDULES) == set(SCHEDULES)
+    assert set(FLOW_SAMPLERS) == set(SAMPLERS + CFG_PP_SAMPLERS)
+    assert set(FLOW_SCHEDULES) == set(SCHEDULES)
     sampler_param = SAMPLE.param("sampler")
     assert sampler_param is not None and sampler_param.options == FLOW_SAMPLERS
 
@@ -166,7 +168,7 @@ TWO_CALLS_A_STEP = {
 }
 # Every sampler on the default schedule, every schedule with the default sampler, and a few mixed.
 SAMPLE_CASES = [
-    *((name, "simple") for name in FLOW_SAMPLERS),
+    *((name, "simple") for name in SAMPLERS),  # CFG++ ones guide: test_sample_cfg_pp
     *(("euler", name) for name in FLOW_SCHEDULES if name != "simple"),
     ("dpmpp_2m_sde", "karras"),
     ("er_sde", "beta"),

@@ -1,8 +1,10 @@
 """A Z-Image render through the server's stacks with compiled blocks (`INLINE_COMPILE`): the
-same pixels as eager within a level, and health shows the compiled blocks warm.
+transformer's and the VAE decoder's, the same pixels as eager within a level, and health shows
+the compiled blocks warm.
 
-Compiles the tiny transformer's blocks once (shared with tests/diffusion's compile test when
-both run in one process; a minute or more on a loaded CPU when inductor's cache is cold)."""
+Compiles the tiny transformer's and VAE decoder's blocks once (shared with tests/diffusion's
+compile tests when they run in one process; minutes on a loaded CPU when inductor's cache is
+cold)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,9 @@ def test_compiled_render_equals_eager(
         assert block["state"] == "warm" and block["compiledCalls"] > 0
         assert block["graphs"] <= block["recompileLimit"]
         assert any(m["model"].startswith("Z-Image") for m in compile_stats["models"])
+        decoded = [b for b in compile_stats["blocks"] if b["block"] == "UpDecoderBlock2D"]
+        assert decoded and decoded[0]["state"] == "warm" and decoded[0]["compiledCalls"] > 0
+        assert any(m["model"] == "Z-Image vae decoder" for m in compile_stats["models"])
     finally:
         eager.close()
         compiled.close()

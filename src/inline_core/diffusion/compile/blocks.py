@@ -2,12 +2,17 @@
 
 A diffusers model names its block classes (`_repeated_blocks`, which diffusers' own regional
 compile reads); any other module's blocks are the members of the `nn.ModuleList`s it and its
-direct children hold, as the cancel hooks find them.
+direct children hold, as the cancel hooks find them. An image VAE's decoder blocks are its middle
+block and up blocks.
 """
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from torch import nn
+
+from inline_core.diffusion.libs import module
 
 
 def listed_blocks(model: nn.Module) -> list[nn.Module]:
@@ -31,3 +36,16 @@ def repeated_blocks(model: nn.Module) -> list[nn.Module]:
         if found:
             return found
     return listed_blocks(model)
+
+
+def decoder_blocks(autoencoder: nn.Module) -> list[nn.Module]:
+    """The middle block and up blocks of an autoencoder's diffusers 2D `Decoder` (AutoencoderKL:
+    SDXL's, FLUX.1's as Z-Image uses it, FLUX.2's). Other decoders give none: the causal video
+    decoders (Wan, Qwen-Image, LTX-2) pass a frame cache and its index through their blocks'
+    arguments, which dynamo would guard on, a new graph for every block."""
+    decoder: Any = getattr(autoencoder, "decoder", None)
+    if not isinstance(decoder, module("diffusers.models.autoencoders.vae").Decoder):
+        return []
+    middle = cast(nn.Module | None, decoder.mid_block)
+    ups = cast(nn.ModuleList, decoder.up_blocks)
+    return [*([middle] if middle is not None else []), *ups]

@@ -7,7 +7,8 @@ counts and times the compiles (`progress.BOARD`). Only the block's `forward` is 
 own hooks (the cancel check between blocks) still run eager around it. A block with a hook inside
 it (a LoRA's per-row hooks on its layers) runs eager, the same numbers; health counts such calls.
 New sizes, prompt lengths and batch sizes reuse the dynamic graph; past `recompile_limit` graphs
-dynamo runs the block eager for new shape classes instead of compiling without end.
+dynamo runs the block eager for new shape classes instead of compiling without end. A VAE's
+decoder blocks compile the same way (`blocks.decoder_blocks`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from inline_core.contract.builder import DENOISER, Parts
 from inline_core.device.compile import CompileChoice
-from inline_core.diffusion.compile.blocks import repeated_blocks
+from inline_core.diffusion.compile.blocks import decoder_blocks, repeated_blocks
 from inline_core.diffusion.compile.progress import BOARD, BlockCompiles
 
 log = logging.getLogger(__name__)
@@ -107,15 +107,20 @@ class CompiledForward:
         return out
 
 
-def compile_blocks(model: object, name: str, choice: CompileChoice) -> int:
-    """Compile `model`'s repeated blocks once, as `choice` says; how many blocks run compiled
-    (0: off, not a module, or no blocks)."""
+def compile_blocks(
+    model: object,
+    name: str,
+    choice: CompileChoice,
+    find: Callable[[nn.Module], list[nn.Module]] = repeated_blocks,
+) -> int:
+    """Compile the blocks `find` gives of `model` (its repeated blocks) once, as `choice` says;
+    how many blocks run compiled (0: off, not a module, or no blocks)."""
     if not choice.enabled or not isinstance(model, nn.Module):
         return 0
     known = getattr(model, _MARK, None)
     if isinstance(known, int):
         return known
-    blocks = repeated_blocks(model)
+    blocks = find(model)
     torch._dynamo.config.recompile_limit = choice.recompile_limit  # pyright: ignore[reportPrivateUsage]
     for block in blocks:
         cls = type(block)
@@ -134,12 +139,15 @@ def compile_blocks(model: object, name: str, choice: CompileChoice) -> int:
     return len(blocks)
 
 
-def compile_denoisers(
-    roles: Mapping[str, str], parts: Parts, choice: CompileChoice, name: str
-) -> None:
-    """Compile the blocks of every part placed as a denoiser (a two-expert model's pair too)."""
-    if not choice.enabled:
-        return
-    for part, role in roles.items():
-        if role == DENOISER and part in parts.values:
-            compile_blocks(parts[part], f"{name} {part}", choice)
+def compile_denoisers(models: Mapping[str, object], choice: CompileChoice, name: str) -> None:
+    """Compile the blocks of every denoiser, by part name (the engine names them: a two-expert
+    model's pair too)."""
+    for part, model in models.items():
+        compile_blocks(model, f"{name} {part}", choice)
+
+
+def compile_decoders(models: Mapping[str, object], choice: CompileChoice, name: str) -> None:
+    """Compile the decoder blocks of every VAE, by part name (the engine names them); a VAE
+    whose decoder is not compiled (a video one, `blocks.decoder_blocks`) stays eager."""
+    for part, model in models.items():
+        compile_blocks(model, f"{name} {part} decoder", choice, decoder_blocks)

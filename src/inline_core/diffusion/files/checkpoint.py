@@ -78,3 +78,21 @@ def checkpoint_contents(path: Path) -> list[dict[str, str]] | None:
 def view_of(views: Iterable[View], part: str, names: tuple[str, ...] = ()) -> View | None:
     """The first view of `part` (of those `names` name, when given)."""
     return next((v for v in views if v.part == part and (not names or v.name in names)), None)
+
+
+def model_keys(path: Path) -> list[str] | None:
+    """The diffusion model's keys of a checkpoint (its prefix cut), or a split file's own; None
+    when the header cannot be read."""
+    try:
+        keys = HEADERS.get(path)
+    except (HeaderError, OSError):
+        return None
+    inside = [k.removeprefix(DIFFUSION_MODEL) for k in keys if k.startswith(DIFFUSION_MODEL)]
+    return inside or list(keys)
+
+
+def key_outline(keys: Iterable[str], shown: int = 6) -> str:
+    """What a model's keys look like, for messages: their distinct top-level names."""
+    heads = sorted({k.split(".", 1)[0] for k in keys})
+    more = f", ... ({len(heads) - shown} more)" if len(heads) > shown else ""
+    return ", ".join(f"{h}.*" for h in heads[:shown]) + more

@@ -64,8 +64,32 @@ class NoiseMask:
         pred: torch.Tensor,
     ) -> torch.Tensor:
         """The prediction to step `latents` with, from the model's `pred` at `seen`."""
-        sigma = self._sigma(schedule, index)
-        x = cast(torch.Tensor, latents.value).to(pred.dtype)
-        x_in = cast(torch.Tensor, seen.value).to(pred.dtype)
+        sigma, x, x_in = self._points(schedule, index, latents, seen, pred.dtype)
         m, kept = self.mask.to(pred.dtype), self.latents.to(pred.dtype)
-        return m * pred + (x - m * x_in - (1.0 - m) * kept) / sigma.to(pred.dtype)
+        return m * pred + (x - m * x_in - (1.0 - m) * kept) / sigma
+
+    def unconditional(
+        self,
+        schedule: FlowMatchSchedule,
+        index: int,
+        latents: Latents,
+        seen: Latents,
+        pred: torch.Tensor,
+    ) -> torch.Tensor:
+        """A CFG++ step's unconditional `pred` at `seen`, relative to `latents`: the same clean
+        estimate, unmasked (ComfyUI reads it inside the masked model, before the blend)."""
+        sigma, x, x_in = self._points(schedule, index, latents, seen, pred.dtype)
+        return pred + (x - x_in) / sigma
+
+    def _points(
+        self,
+        schedule: FlowMatchSchedule,
+        index: int,
+        latents: Latents,
+        seen: Latents,
+        dtype: torch.dtype,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Step `index`'s sigma, the latents and what the model saw, in a prediction's dtype."""
+        sigma = self._sigma(schedule, index).to(dtype)
+        x = cast(torch.Tensor, latents.value).to(dtype)
+        return sigma, x, cast(torch.Tensor, seen.value).to(dtype)

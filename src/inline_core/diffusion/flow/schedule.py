@@ -29,9 +29,10 @@ from inline_core.diffusion.flow.samplers import (
 from inline_core.diffusion.flow.steps import denoise_window, img2img_start
 from inline_core.diffusion.libs import to_floats
 from inline_core.diffusion.sigma.noise import RowNoise, row_generator
+from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.diffusion.sigma.stepper import SigmaStepper
 from inline_core.diffusion.sigma.window import StepWindow
-from inline_core.graph.sampler_names import SAMPLERS, UNIPC_SAMPLERS
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, SAMPLERS, UNIPC_SAMPLERS
 
 ModelTime = Callable[[torch.Tensor], torch.Tensor]
 
@@ -99,13 +100,18 @@ class FlowMatchSchedule:
         row: int = 0,
         mu: float | None = None,
         window: StepWindow | None = None,
+        shift: ModelShift | None = None,
     ) -> FlowMatchSchedule:
         """`strength` is img2img as diffusers counts it (skip the first steps of N); `denoise`
         is ComfyUI's (run the last N steps of a longer schedule). `seed` and `row` seed the
         noise of an ancestral or SDE sampler (the request's own). `mu`: a dynamically shifted
-        model's own shift for this image (None: the config's line over the token count)."""
-        if sampler not in SAMPLERS:
+        model's own shift for this image (None: the config's line over the token count).
+        `shift`: the request's own (ComfyUI's ModelSampling* nodes), in place of the model's."""
+        if sampler not in SAMPLERS + CFG_PP_SAMPLERS:
             raise ValueError(f"unknown sampler {sampler!r}; choose one of {SAMPLERS}")
+        if shift is not None:
+            config = shift.flow_config(config)
+            mu = shift.mu if shift.mu is not None else mu
         mu = (
             mu
             if mu is not None
@@ -144,9 +150,11 @@ class FlowMatchSchedule:
     def model_timestep(self, index: int, /) -> torch.Tensor:
         return self.model_timesteps[index : index + 1]
 
-    def step(self, index: int, noise_pred: Any, latents: Latents, /) -> Latents:
+    def step(self, index: int, noise_pred: Any, latents: Latents, /, uncond: Any = None) -> Latents:
+        """`uncond`: the step's unconditional prediction, which a CFG++ sampler steps along."""
         pred = cast(torch.Tensor, noise_pred).to(torch.float32)
-        out = self.stepper.advance(pred, cast(torch.Tensor, latents.value))
+        unguided = None if uncond is None else cast(torch.Tensor, uncond).to(torch.float32)
+        out = self.stepper.advance(pred, cast(torch.Tensor, latents.value), unguided)
         return Latents(out, latents.shape)
 
     def x0_estimate(self, index: int, noise_pred: Any, latents: Latents, /) -> torch.Tensor:

@@ -13,6 +13,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
@@ -21,6 +22,7 @@ from inline_core.contract.submit import Submit
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
+from inline_core.families.flux2.comfy import RECIPE
 from inline_core.families.flux2.descriptor import (
     EXTRA_HINT,
     FLUX2_DESCRIPTOR,
@@ -53,6 +55,9 @@ class Flux2Family(Family):
         # Qwen3 overflows float16 (as Z-Image's, whose loaded copy it shares); FLUX.2 is bf16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
     )
+
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (FLUX2_DESCRIPTOR,)

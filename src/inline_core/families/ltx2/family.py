@@ -40,9 +40,9 @@ from inline_core.families.ltx2.split import (
     support_for,
 )
 from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.nodes.video_params import check_encoders, whole_numbers
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
-from inline_core.runtime.video import VIDEO_HINT, video_available
 
 PREVIEW_LATENTS = "ltxv"  # its video latents' format in diffusion/preview/formats.py
 
@@ -116,8 +116,7 @@ class LTX2Family(Family):
         for name, spec in ((p.name, p) for p in LTX2_DESCRIPTOR.params):
             if name in request and request[name] is None:
                 request[name] = spec.default
-        for name in ("width", "height", "frames", "fps", "steps", "seed"):
-            request[name] = int(request[name])
+        whole_numbers(request)
         request["guidance"] = float(request["guidance"])
         request["audio_guidance"] = float(request["audio_guidance"])
         take_params = dict(request)
@@ -136,18 +135,8 @@ class LTX2Family(Family):
         if submit.node_type != NODE_TYPE:
             return
         params, node_id = submit.params, submit.node_id
-        if params.get("format") == "mp4" and not video_available():
-            raise InvalidRequest(
-                f"param 'format' mp4 needs PyAV, which is not installed: {VIDEO_HINT}; or ask "
-                "for format png (a lossless animated PNG, its sound a take of its own)",
-                node_id=node_id,
-            )
-        if params.get("audio_format") == "flac" and not video_available():
-            raise InvalidRequest(
-                f"param 'audio_format' flac needs PyAV, which is not installed: {VIDEO_HINT}; "
-                "or ask for wav",
-                node_id=node_id,
-            )
+        silent = "a lossless animated PNG, its sound a take of its own"
+        check_encoders(params, node_id, silent, audio=True)
         sources = submit.sources
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)

@@ -296,6 +296,7 @@ def _requests(
             # A family that takes no LoRAs gets no stack (load/lora refused one for it).
             **({"loras": model.loras} if model.loras else {}),
             **settings.window_fields(),  # a KSamplerAdvanced window (runs_step_windows)
+            **settings.shift_fields(),  # a ModelSampling* shift (runs_model_shift)
             **fields,
         )
         for index in range(latent.batch)

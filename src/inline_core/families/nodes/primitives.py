@@ -11,23 +11,30 @@ used in its params).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 from PIL import Image
 
+from inline_core.contract.family import Family
 from inline_core.contract.handles import (
     ConditioningHandle,
     LatentHandle,
+    LoraHandle,
     ModelHandle,
     TextEncoderHandle,
     VAEHandle,
 )
 from inline_core.contract.registry import Families
 from inline_core.contract.settings import SampleSettings
+from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InvalidRequest
+from inline_core.families.nodes.controls import Picked
 from inline_core.families.nodes.inputs import handle_input, optional_handle
 from inline_core.graph.mask_nodes import mask_value
-from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, cfg_pp_unguided
 
 
 class _FamilyRunner(NodeRunner):
@@ -79,6 +86,17 @@ class NoiseMask(NodeRunner):
 class Sample(_FamilyRunner):
     caches_steps = True  # its steps follow the run's `options.cache`
 
+    def check_node(
+        self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts
+    ) -> object | None:
+        # The model wired in names its family at submit (its loader's, a LoRA's or a control's
+        # check says it): what that family cannot run is a 422 before the run starts.
+        for handle in facts.upstream.get("model", ()):
+            if isinstance(handle, ModelHandle | LoraHandle | Picked):
+                family = self.families.named(handle.family)
+                refuse_settings(family, SampleSettings.from_params(params), node_id)
+        return super().check_node(node_id, params, facts)
+
     def run(self, call: NodeCall) -> NodeResult:
         model = handle_input(call, "model", ModelHandle)
         positive = handle_input(call, "positive", ConditioningHandle)
@@ -93,13 +111,7 @@ class Sample(_FamilyRunner):
                 "cfg to 1 for no guidance",
                 node_id=call.node_id,
             )
-        if settings.windowed and not family.runs_step_windows:
-            raise InvalidRequest(
-                f"{family.title}'s sample runs its whole schedule from noise: it cannot run "
-                "steps start_step..end_step, without added noise, or hand on leftover noise "
-                "(ComfyUI's KSamplerAdvanced)",
-                node_id=call.node_id,
-            )
+        refuse_settings(family, settings, call.node_id)
         if settings.denoise <= 0:
             # ComfyUI's answer to denoise 0: no step to take, the latent as it came.
             return NodeResult(outputs={"latent": latent})
@@ -117,6 +129,37 @@ class Sample(_FamilyRunner):
             call.node_id,
         )
         return NodeResult(outputs={"latent": sampled})
+
+
+def refuse_settings(family: Family, settings: SampleSettings, node_id: str) -> None:
+    """A 422 naming what of `settings` the model's family cannot run."""
+    if settings.windowed and not family.runs_step_windows:
+        raise InvalidRequest(
+            f"{family.title}'s sample runs its whole schedule from noise: it cannot run "
+            "steps start_step..end_step, without added noise, or hand on leftover noise "
+            "(ComfyUI's KSamplerAdvanced)",
+            node_id=node_id,
+        )
+    try:
+        shift = ModelShift.of(settings.shift, settings.mu)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), node_id=node_id) from None
+    if shift is not None and not family.runs_model_shift:
+        raise InvalidRequest(
+            f"{family.title} samples at its model's own shift: it cannot run {shift.describe()} "
+            "(ComfyUI's ModelSamplingSD3/AuraFlow/Flux); leave shift and mu empty",
+            node_id=node_id,
+        )
+    if settings.sampler in CFG_PP_SAMPLERS:
+        if not family.runs_cfg_pp:
+            raise InvalidRequest(
+                f"{family.title}'s step hands on no unconditional prediction, so it cannot run "
+                f"the CFG++ sampler {settings.sampler!r}; the closest it runs is "
+                f"{settings.sampler.removesuffix('_cfg_pp')!r}",
+                node_id=node_id,
+            )
+        if not settings.guided:
+            raise InvalidRequest(cfg_pp_unguided(settings.sampler), node_id=node_id)
 
 
 class VAEDecode(_FamilyRunner):

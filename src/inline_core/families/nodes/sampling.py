@@ -9,6 +9,7 @@ from typing import Any
 
 from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
 from inline_core.graph.descriptor import ParamSpec, ParamWidget
+from inline_core.graph.primitives import SHIFT_PARAMS
 from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
 
 # The params a request takes as they are (the schedule's name becomes `sigma_schedule`).
@@ -22,8 +23,9 @@ def size_param(name: str) -> ParamSpec:
 
 
 def sampling_params(model_default: str, guidance_note: str) -> tuple[ParamSpec, ...]:
-    """Size, steps, guidance, sampler, schedule, seed and the stack's pickers; `model_default`
-    says what an empty steps or guidance means, `guidance_note` what guidance does."""
+    """Size, steps, guidance, sampler, schedule, shift, seed and the stack's pickers;
+    `model_default` says what an empty steps or guidance means, `guidance_note` what guidance
+    does."""
     return (
         size_param("width"),
         size_param("height"),
@@ -47,6 +49,7 @@ def sampling_params(model_default: str, guidance_note: str) -> tuple[ParamSpec, 
         ),
         ParamSpec("sampler", ParamWidget.SELECT, "euler", options=SAMPLERS),
         ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
+        *SHIFT_PARAMS,  # the shared flow pipeline runs the request's own shift
         SEED,
         MODEL,
         VAE,
@@ -66,4 +69,7 @@ def sampling_request(params: Mapping[str, Any], defaults: Mapping[str, Any]) -> 
     request["guidance"] = float(request["guidance"])
     request["sampler"] = str(request["sampler"] or "euler")
     request["sigma_schedule"] = str(params.get("schedule") or "simple")
+    for name in ("shift", "mu"):  # set only where the request replaces the model's own
+        if params.get(name) is not None:
+            request[name] = float(params[name])
     return request

@@ -19,6 +19,7 @@ from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.device.split import ModelParallelSupport
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
@@ -39,6 +40,7 @@ from inline_core.families.qwen_image.request import (
     edit_size,
     new_request,
 )
+from inline_core.families.qwen_image.split import SPLIT_ENGINES, SPLIT_METHODS, support_for
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
 
@@ -62,6 +64,9 @@ class QwenImageFamily(Family):
         batching="shapes",
         preview_latents=frozenset({PREVIEW_FORMAT}),
         step_cache=frozenset({"dbcache"}),  # per request, on its dual-stream blocks
+        # Its own plan on cache-dit's context parallelism: Ulysses, pads masked (split.py)
+        split_methods=SPLIT_METHODS,
+        split_engines=SPLIT_ENGINES,
         # Qwen2.5-VL and the 20B transformer are trained in bfloat16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
     )
@@ -77,6 +82,9 @@ class QwenImageFamily(Family):
 
     def downloads(self) -> Downloads:
         return DOWNLOADS
+
+    def split_support(self, transformer: Source | None) -> ModelParallelSupport:
+        return support_for(transformer)
 
     def flow_shift(self, scheduler: Source | None) -> float | None:
         return None  # its shift is dynamic (the image's token count), not one number

@@ -2,17 +2,21 @@
 
     inline-core kit --family qwen-image --out models/ [--size tiny|mid]
 
-From fixed seeds: two transformers (text to image, and edit: the same architecture, its own
-weights), the Qwen-Image VAE, a Qwen2.5-VL text encoder with its vision tower, a byte-level BPE
+From fixed seeds: three transformers (text to image, edit 2509, and edit 2511: the same
+architecture, each its own weights; 2511's modulates its references at timestep zero), the
+Qwen-Image VAE, a Qwen2.5-VL text encoder with its vision tower, a byte-level BPE
 tokenizer with Qwen2.5-VL's special tokens, its image processor, and Qwen-Image's scheduler:
 
 - ComfyUI layout: `diffusion_models/qwen_image_<size>.safetensors`,
   `diffusion_models/qwen_image_edit_2509_<size>.safetensors`,
+  `diffusion_models/qwen_image_edit_2511_<size>.safetensors` (as Comfy-Org's 2511 files: the
+  diffusers names and ComfyUI's empty `__index_timestep_zero__` marker),
   `vae/qwen_image_vae_<size>.safetensors` (the Wan naming),
   `text_encoders/qwen_2.5_vl_<size>.safetensors` (the HF checkpoint naming) and its tokenizer
   and processor in `text_encoders/qwen_2.5_vl_tokenizer/`;
 - diffusers layout: `diffusion_models/qwen_image_<size>_diffusers/` (`QwenImagePipeline`) and
-  `diffusion_models/qwen_image_edit_<size>_diffusers/` (`QwenImageEditPlusPipeline`).
+  `diffusion_models/qwen_image_edit_<size>_diffusers/` (`QwenImageEditPlusPipeline`), and
+  `diffusion_models/qwen_image_edit_2511_<size>_diffusers/` (the same, `zero_cond_t` on).
 
 Both layouts hold the same weights, so they render the same pixels. Random weights draw noise.
 """
@@ -36,7 +40,7 @@ from inline_core.families.qwen_image import processor
 from inline_core.families.qwen_image.files import SCHEDULER_CONFIG, TOKENIZER_DIR
 from inline_core.families.qwen_image.kit_loras import write_kit_loras
 from inline_core.families.qwen_image.text_encoder import mrope_section
-from inline_core.families.qwen_image.transformer import axes_dims
+from inline_core.families.qwen_image.transformer import ZERO_COND_MARKER, axes_dims
 
 SIZES = ("tiny", "mid")
 LAYOUTS = ("comfy", "diffusers")
@@ -54,7 +58,7 @@ VAE_CONFIG: dict[str, Any] = {
     "attn_scales": [],
     "temperal_downsample": [False, True, True],
 }
-SEEDS = {"text_encoder": 1, "transformer": 2, "vae": 3, "edit_transformer": 4}
+SEEDS = {"text_encoder": 1, "transformer": 2, "vae": 3, "edit_transformer": 4, "edit_2511": 5}
 SPECIAL_TOKENS = (
     "<|endoftext|>",
     "<|im_start|>",
@@ -80,6 +84,8 @@ class KitPaths:
     diffusers_dir: Path | None
     edit_diffusers_dir: Path | None
     loras: dict[str, Path] = field(default_factory=dict[str, Path])  # the text model's
+    edit_2511_file: Path | None = None
+    edit_2511_diffusers_dir: Path | None = None
 
 
 def build_tokenizer() -> Any:
@@ -150,7 +156,7 @@ def build_text_encoder(tokenizer: Any) -> Any:
     return lib.Qwen2_5_VLForConditionalGeneration(text_encoder_config(tokenizer)).eval()
 
 
-def build_transformer(size: str, seed: int) -> Any:
+def build_transformer(size: str, seed: int, zero_cond: bool = False) -> Any:
     seeded(seed)
     config = TRANSFORMER_CONFIGS[size]
     return (
@@ -161,6 +167,7 @@ def build_transformer(size: str, seed: int) -> Any:
             out_channels=qwen_image_vae.LATENT_CHANNELS,
             joint_attention_dim=TEXT_WIDTH,
             axes_dims_rope=tuple(axes_dims(config["attention_head_dim"])),
+            zero_cond_t=zero_cond,
             **config,
         )
         .eval()
@@ -192,6 +199,22 @@ def original_text_encoder(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor
     return out
 
 
+def save_edit_folder(
+    transformer: Any, tokenizer: Any, images: Any, common: dict[str, Any], folder: Path
+) -> Path:
+    """A `QwenImageEditPlusPipeline` folder, its processor as Qwen's edit repos hold it (its
+    video half needs torchvision, so it is written from its parts)."""
+    diffusers().QwenImageEditPlusPipeline(
+        transformer=transformer, tokenizer=tokenizer, processor=None, **common
+    ).save_pretrained(str(folder))
+    save_processor(tokenizer, images, folder / "processor")
+    index = folder / "model_index.json"
+    entries = json.loads(index.read_text("utf-8"))
+    entries["processor"] = ["transformers", "Qwen2VLProcessor"]
+    index.write_text(json.dumps(entries, indent=2), "utf-8")
+    return folder
+
+
 def build_kit(
     out: Path, size: str = "tiny", layouts: Sequence[str] = LAYOUTS, dtype: str | None = None
 ) -> KitPaths:
@@ -207,10 +230,12 @@ def build_kit(
     text_encoder = build_text_encoder(tokenizer)
     transformer = build_transformer(size, SEEDS["transformer"])
     edit = build_transformer(size, SEEDS["edit_transformer"])
+    edit_2511 = build_transformer(size, SEEDS["edit_2511"], zero_cond=True)
     vae = build_vae()
     name = f"qwen_image_{size}"
     loras = write_kit_loras(out, name, transformer)
     model_file = edit_file = vae_file = te_file = tok_dir = folder = edit_folder = None
+    file_2511 = folder_2511 = None
     if "comfy" in layouts:
         model_file = save_weights(
             transformer.state_dict(), out / "diffusion_models" / f"{name}.safetensors", weights
@@ -218,6 +243,11 @@ def build_kit(
         edit_file = save_weights(
             edit.state_dict(),
             out / "diffusion_models" / f"qwen_image_edit_2509_{size}.safetensors",
+            weights,
+        )
+        file_2511 = save_weights(
+            {**edit_2511.state_dict(), ZERO_COND_MARKER: torch.empty(0)},
+            out / "diffusion_models" / f"qwen_image_edit_2511_{size}.safetensors",
             weights,
         )
         vae_file = save_weights(
@@ -239,20 +269,23 @@ def build_kit(
             transformer=transformer.to(weights), tokenizer=tokenizer, **common
         ).save_pretrained(str(folder))
         edit_folder = out / "diffusion_models" / f"qwen_image_edit_{size}_diffusers"
-        lib.QwenImageEditPlusPipeline(
-            transformer=edit.to(weights), tokenizer=tokenizer, processor=None, **common
-        ).save_pretrained(str(edit_folder))
-        # The processor as Qwen's edit repos hold it (its video half needs torchvision, so it
-        # is written from its parts).
-        save_processor(tokenizer, images, edit_folder / "processor")
-        index = edit_folder / "model_index.json"
-        entries = json.loads(index.read_text("utf-8"))
-        entries["processor"] = ["transformers", "Qwen2VLProcessor"]
-        index.write_text(json.dumps(entries, indent=2), "utf-8")
+        save_edit_folder(edit.to(weights), tokenizer, images, common, edit_folder)
+        folder_2511 = out / "diffusion_models" / f"qwen_image_edit_2511_{size}_diffusers"
+        save_edit_folder(edit_2511.to(weights), tokenizer, images, common, folder_2511)
     for category in ("diffusion_models", "vae", "text_encoders", "loras"):
         (out / category).mkdir(parents=True, exist_ok=True)
     return KitPaths(
-        out, model_file, edit_file, vae_file, te_file, tok_dir, folder, edit_folder, loras
+        out,
+        model_file,
+        edit_file,
+        vae_file,
+        te_file,
+        tok_dir,
+        folder,
+        edit_folder,
+        loras,
+        file_2511,
+        folder_2511,
     )
 
 
@@ -277,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths.tokenizer_dir,
         paths.diffusers_dir,
         paths.edit_diffusers_dir,
+        paths.edit_2511_file,
+        paths.edit_2511_diffusers_dir,
         *paths.loras.values(),
     ]
     print(report(out, written))

@@ -22,6 +22,7 @@ from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.diffusion.stepcache import rows as step_rows
 from inline_core.diffusion.stepcache.backend import StepCacheBackend
 from inline_core.diffusion.stepcache.rows import RowCache
+from inline_core.families.qwen_image import split_plan
 from inline_core.families.qwen_image.denoiser import QwenImageDenoiser
 from inline_core.families.qwen_image.encoder import QwenPromptEncoder
 from inline_core.families.qwen_image.family import QwenImageFamily
@@ -83,6 +84,17 @@ class QwenImageStepPipeline:
 
     def adopt_cache_dit_backend(self, backend: StepCacheBackend, /) -> None:
         self.denoiser.adopt_step_cache(backend)
+
+    # -- worker-group split (components.step.SupportsContextPlan, SupportsSplitNotice) ----------
+
+    def context_plan(self, degrees: Mapping[str, int], /) -> Mapping[str, Any]:
+        return split_plan.context_plan()
+
+    def split_by(self, engine: str, degrees: Mapping[str, int], /) -> None:
+        """Pads, shards and masks around the plan (`split_plan.py`)."""
+        if engine != "cache-dit":
+            raise ValueError(f"Qwen-Image splits with cache-dit, not {engine}")
+        split_plan.pad_for_split(self.denoiser.transformer, degrees)
 
     # -- step protocol ---------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Any
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.errors import InvalidRequest
+from inline_core.families.flow_request import FlowSteps
 from inline_core.parallel.wire import LOCAL
 from inline_core.runtime.step_cache import StepCacheSettings
 
@@ -57,7 +58,7 @@ def condition_size(image_size: tuple[int, int]) -> tuple[int, int]:
 
 
 @dataclass(eq=False)
-class QwenImageRequest:
+class QwenImageRequest(FlowSteps):  # steps, and a grid of MULTIPLE (16) pixels a token
     prompt: str
     width: int
     height: int
@@ -84,19 +85,6 @@ class QwenImageRequest:
     @property
     def cfg(self) -> bool:
         return self.guidance > 1
-
-    @property
-    def step_count(self) -> int:
-        return self.steps if self.schedule is None else int(self.schedule.step_count)
-
-    @property
-    def done(self) -> bool:
-        return self.schedule is not None and self.step_index >= self.step_count
-
-    @property
-    def latent_size(self) -> tuple[int, int]:
-        """(height, width) in packed tokens."""
-        return self.height // MULTIPLE, self.width // MULTIPLE
 
     @property
     def image_shapes(self) -> tuple[tuple[int, int, int], ...]:

@@ -4,9 +4,11 @@ ComfyUI's classic default graph and its SDXL template are one chain: SaveImage (
 <- VAEDecode <- KSampler (seed, steps, cfg as `guidance`, sampler_name and scheduler as the
 node's `sampler` and `schedule`) <- the checkpoint's MODEL through LoraLoaders, two
 CLIPTextEncode prompts on its CLIP (through the same LoraLoaders and a CLIPSetLastLayer, the
-node's `clip_skip`), and an EmptyLatentImage (width, height). A VAELoader's file is the node's
-`vae`. What the data does not reach (the checkpoint loader itself, LoraLoader's two strengths,
-CLIPSetLastLayer, the base + refiner chain refused) is `comfy_reader.py`'s.
+node's `clip_skip`), and an EmptyLatentImage (width, height). SDXL Turbo's template samples with
+SamplerCustom (KSamplerSelect's sampler, SDTurboScheduler's sigmas) instead of KSampler. A
+VAELoader's file is the node's `vae`. What the data does not reach (the checkpoint loader
+itself, LoraLoader's two strengths, CLIPSetLastLayer, the base + refiner chain refused, the
+Turbo chain) is `comfy_reader.py`'s.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from inline_core.families.sdxl.descriptor import NODE_TYPE
 
 CHECKPOINT_LOADER = "CheckpointLoaderSimple"
 CLIP_LAYER = "CLIPSetLastLayer"  # its `stop_at_clip_layer` is the node's `clip_skip`
+TURBO_SCHEDULER = "SDTurboScheduler"  # SDXL Turbo's template: its sigmas from a SamplerCustom
 
 RECIPE = ComfyRecipe(
     own_node=OwnNode(
@@ -38,5 +41,8 @@ RECIPE = ComfyRecipe(
         parts={"VAELoader": PartLoader("vae_name", "vae", "vae")},
         reader="inline_core.families.sdxl.comfy_reader:SDXLCollapse",
     ),
-    classes={CLIP_LAYER: ComfyClass(widgets=("stop_at_clip_layer",), outputs=("CLIP",))},
+    classes={
+        CLIP_LAYER: ComfyClass(widgets=("stop_at_clip_layer",), outputs=("CLIP",)),
+        TURBO_SCHEDULER: ComfyClass(widgets=("steps", "denoise"), outputs=("SIGMAS",)),
+    },
 )

@@ -9,6 +9,10 @@
 - CLIPSetLastLayer on the prompts' way is the node's `clip_skip`.
 - KSampler's sampler_name and scheduler are the node's `sampler` and `schedule` (ComfyUI's
   names); one the node does not offer is listed as changing the picture, as is a denoise below 1.
+- SDXL Turbo's SamplerCustom (KSamplerSelect, SDTurboScheduler or BasicScheduler) maps exactly
+  or is refused naming the node (`comfy_custom.py`).
+- VAEEncodeForInpaint and SetLatentNoiseMask are the node's image and mask, their differences
+  listed (`comfy_inpaint.py`).
 - The base + refiner chain (KSamplerAdvanced stages) is refused naming why: the node has no
   refiner yet.
 """
@@ -18,19 +22,21 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from inline_core.families.sdxl.comfy import CHECKPOINT_LOADER, CLIP_LAYER
+from inline_core.families.sdxl.comfy_custom import CUSTOM, custom_sampling
+from inline_core.families.sdxl.comfy_inpaint import INPAINT_LATENTS, inpaint_inputs
 from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.own_node import LORA_LOADERS, Collapse, Sampling
 from inline_core.importer.recognise import MODEL_LOADERS
 from inline_core.importer.values import Port, describe
-from inline_core.importer.workflow import ComfyNode
+from inline_core.importer.workflow import ComfyNode, Link
 
 ADVANCED = "KSamplerAdvanced"
 DEFAULT_SAMPLER, DEFAULT_SCHEDULE = "euler", "normal"
 
 
 class SDXLCollapse(Collapse):
-    SAMPLERS: ClassVar[tuple[str, ...]] = ("KSampler", ADVANCED)
+    SAMPLERS: ClassVar[tuple[str, ...]] = ("KSampler", ADVANCED, CUSTOM)
 
     def run(self) -> str:
         node_id = super().run()
@@ -52,6 +58,8 @@ class SDXLCollapse(Collapse):
     def sampling(self, sampler: ComfyNode) -> Sampling:
         if sampler.class_type == ADVANCED:
             raise UnsupportedNode(_advanced_refusal(sampler, self.source(sampler, "model")))
+        if sampler.class_type == CUSTOM:  # SDXL Turbo's template
+            return custom_sampling(self.mapper, sampler, self.required)
         found = super().sampling(sampler)
         m = self.mapper
         name = m.text(sampler, "sampler_name", DEFAULT_SAMPLER)
@@ -61,6 +69,8 @@ class SDXLCollapse(Collapse):
         return found
 
     def sampling_notes(self, sampler: ComfyNode) -> None:
+        if sampler.class_type == CUSTOM:
+            return  # mapped exactly, or refused (`comfy_custom.py`)
         m, where = self.mapper, self.descriptor.type
         name = m.text(sampler, "sampler_name", DEFAULT_SAMPLER)
         if name not in SIGMA_SAMPLERS:
@@ -69,8 +79,21 @@ class SDXLCollapse(Collapse):
         if schedule not in SCHEDULES:
             m.substituted(sampler, f"scheduler {schedule!r} is not offered; {where} uses 'normal'")
         denoise = m.number(sampler, "denoise", 1.0)
-        if denoise < 1.0:
+        inpaints = self.nodes.get(_linked(sampler, "latent_image") or "")
+        if denoise < 1.0 and (inpaints is None or inpaints.class_type not in INPAINT_LATENTS):
             m.substituted(sampler, f"denoise {denoise:g} is not offered; the whole schedule runs")
+
+    def latent(self, sampler: ComfyNode, params: dict[str, Any]) -> Port | None:
+        """EmptyLatentImage's size, or an inpaint chain's image and mask (`comfy_inpaint.py`)."""
+        node = self.required(sampler, "latent_image")
+        if node.class_type not in INPAINT_LATENTS:
+            return super().latent(sampler, params)
+        encode, image, mask = inpaint_inputs(self.mapper, node, sampler, self.required, params)
+        vae = self.source(encode, "vae", optional=True)
+        if vae is not None:
+            self.part(vae)
+        self.images["mask"] = (node.id, mask)
+        return image
 
     def through_loras(self, node: ComfyNode, name: str) -> ComfyNode:
         """The prompts' CLIP way: its LoraLoaders and CLIPSetLastLayer, to the checkpoint."""
@@ -143,6 +166,11 @@ class SDXLCollapse(Collapse):
             param="name",
             params={"strength": m.number(node, "strength_model", 1.0), "strength_clip": clip},
         )
+
+
+def _linked(node: ComfyNode, name: str) -> str | None:
+    raw = node.inputs.get(name)
+    return raw.node if isinstance(raw, Link) else None
 
 
 def _advanced_refusal(sampler: ComfyNode, model: ComfyNode | None) -> str:

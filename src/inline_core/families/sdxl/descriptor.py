@@ -39,6 +39,7 @@ SDXL_DESCRIPTOR = NodeDescriptor(
     inputs=(
         PortSpec("prompt", PortKind.TEXT),
         PortSpec("image", PortKind.IMAGE, optional=True, label="Image (img2img)"),
+        PortSpec("mask", PortKind.MASK, optional=True, label="Mask (inpaint: white repaints)"),
         # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
         PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
     ),
@@ -86,7 +87,8 @@ SDXL_DESCRIPTOR = NodeDescriptor(
         "SDXL folder). Prompts read as ComfyUI reads them: (words:1.2) and (words) weights, "
         "any length in 77-token windows. With an image wired in it renders image to image "
         "(strength: the share of the steps that run; the image is resized to width x "
-        "height). guidance is ComfyUI's cfg (1 turns guidance off); "
+        "height); a mask wired with it repaints the mask's white part and keeps the rest. "
+        "guidance is ComfyUI's cfg (1 turns guidance off); "
         "sampler and schedule are ComfyUI's names; clip_skip is CLIPSetLastLayer's layer. A "
         "vae picked here replaces the checkpoint's. LoRAs wired in (input/lora, kohya's naming) "
         "apply to this render alone: strength on the UNet, strength_clip on both text encoders."

@@ -18,17 +18,17 @@ from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
-from inline_core.contract.sources import Sources
+from inline_core.contract.sources import Missing, Resolution, Sources
 from inline_core.contract.submit import Submit
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
-from inline_core.errors import InvalidRequest
+from inline_core.errors import InvalidRequest, NotFound
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.sdxl.comfy import RECIPE
 from inline_core.families.sdxl.descriptor import EXTRA_HINT, NODE_TYPE, SDXL_DESCRIPTOR
 from inline_core.families.sdxl.download import DOWNLOADS
 from inline_core.families.sdxl.embeddings import find_embeddings
-from inline_core.families.sdxl.files import RULES
+from inline_core.families.sdxl.files import RULES, refiner_refusal
 from inline_core.families.sdxl.lora_naming import SDXL_LORAS
 from inline_core.families.sdxl.request import SDXLRequest, img2img_start, new_request
 from inline_core.graph.descriptor import NodeDescriptor
@@ -72,6 +72,19 @@ class SDXLFamily(Family):
     def downloads(self) -> Downloads:
         return DOWNLOADS
 
+    def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
+        """A refiner checkpoint picked as the model is said for what it is (its missing CLIP-L
+        is not the point)."""
+        model = self.model_param(node_type, params)
+        try:
+            picked = self.catalog.entry("checkpoints", model).path if model else None
+        except NotFound:
+            picked = None
+        refiner = refiner_refusal(picked)
+        if refiner is not None:
+            return Resolution(self.title, None, (Missing("diffusion model", refiner),))
+        return super().resolve(node_type, params)
+
     def lower(
         self,
         node_type: str,
@@ -101,11 +114,28 @@ class SDXLFamily(Family):
         if image is not None:
             request |= {"image": image, "strength": float(params["strength"])}
             take_params["strength"] = request["strength"]
+        mask = image_input(inputs, "mask", node_id)
+        if mask is not None:
+            request["mask"] = mask
+            take_params["inpaint"] = True
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
         super().check(submit)
-        if submit.node_type != NODE_TYPE or "image" not in submit.wired:
+        if submit.node_type != NODE_TYPE:
+            return
+        if "mask" in submit.wired and "image" not in submit.wired:
+            raise InvalidRequest(
+                "a mask needs the image it masks: wire the image to inpaint", node_id=submit.node_id
+            )
+        mask, image = submit.sizes.get("mask"), submit.sizes.get("image")
+        if mask is not None and image is not None and mask != image:
+            raise InvalidRequest(
+                f"the mask is {mask[0]}x{mask[1]} and the image {image[0]}x{image[1]}: they "
+                "must be the same size",
+                node_id=submit.node_id,
+            )
+        if "image" not in submit.wired:
             return
         steps, strength = int(submit.params["steps"]), float(submit.params["strength"])
         if steps - img2img_start(steps, strength) < 1:

@@ -39,6 +39,7 @@ class SDXLRequest:
     start: Latents | None = None  # latents to start from (noised to the first sigma), else noise
     image: Any = None  # img2img source (a PIL image); resized to width x height
     strength: float = 0.6  # img2img: the share of the steps that run, as diffusers counts it
+    mask: Any = None  # inpaint: an `L` image over `image` (white repaints)
     batch_size: int = 1  # a latent batch's noise is drawn at once, as KSampler draws it
     batch_index: int = 0
     loras: LoraStack = ()  # applied to this request's rows and prompts, never merged
@@ -49,6 +50,7 @@ class SDXLRequest:
     step_index: int = field(default=0, metadata=LOCAL)
     schedule_state: Any = field(default=None, metadata=LOCAL)  # its `DiscreteSchedule`
     latents: Latents | None = field(default=None, metadata=LOCAL)
+    inpaint: Any = field(default=None, metadata=LOCAL)  # its `InpaintBlend`, made at prepare
 
     @property
     def cfg(self) -> bool:
@@ -100,6 +102,8 @@ def new_request(model_key: Hashable, **kwargs: Any) -> SDXLRequest:
         )
     if state.steps < 1 or denoise_window(state.steps, state.denoise)[0] < 1:
         raise InvalidRequest("a render needs at least one step")
+    if state.mask is not None and state.image is None:
+        raise InvalidRequest("a mask needs the image it masks: wire the image to inpaint")
     if state.image is not None and state.start is not None:
         raise InvalidRequest("an img2img image and starting latents are two starts: pass one")
     if state.step_count < 1:

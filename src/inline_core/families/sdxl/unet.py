@@ -56,6 +56,17 @@ def is_sdxl(shapes: Shapes) -> bool:
     return is_ldm_unet(shapes) and "label_emb.0.0.weight" in _body(shapes)
 
 
+def looks(keys: list[str]) -> str | None:
+    """What a checkpoint's model keys that are not SDXL's look like, where this format tells: a
+    Stable Diffusion UNet without SDXL's size embedding (SD 1.x/2.x); None: not this naming."""
+    if CONFIG_KEYS not in keys or "label_emb.0.0.weight" in keys:
+        return None
+    return (
+        "a Stable Diffusion 1.x/2.x UNet (input_blocks, middle_block, output_blocks in the "
+        "original naming, without SDXL's label_emb size embedding)"
+    )
+
+
 def _layout(s: Mapping[str, tuple[int, ...]]) -> tuple[int, int]:
     """(levels, resnets per level) from the input blocks: each level has its resnets, then a
     downsampler but the last."""

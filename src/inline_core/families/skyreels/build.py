@@ -1,6 +1,7 @@
 """SkyReels-V2's torch side: how each part of its stack loads, and how loaded parts make its
-pipeline. Its transformer is diffusers' `SkyReelsV2Transformer3DModel`; its VAE and UMT5 are
-Wan's, loaded by the same shared formats (one resident copy serves both families)."""
+pipeline. Its transformer is diffusers' `SkyReelsV2Transformer3DModel` (Wan's keys and config,
+`transformer.py`); its VAE and UMT5 are Wan's, loaded by the same shared formats and wrapped as
+Wan wraps them (one resident copy serves both families)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.skyreels import transformer
 from inline_core.families.skyreels.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.skyreels.pipeline import SkyReelsStepPipeline
-from inline_core.families.skyreels.request import MAX_PROMPT_TOKENS
+from inline_core.families.wan.build import text_encoder_of, vae_of
 from inline_core.models.source import Source
 
 
@@ -39,16 +40,10 @@ class SkyReelsBuilder:
         return self.parts.load(part, source, placement)
 
     def text_encoder(self, parts: Parts) -> PaddedT5Encoder:
-        return PaddedT5Encoder(
-            parts["tokenizer"],
-            parts["text_encoder"],
-            parts.placements["text_encoder"],
-            parts.swap,
-            max_sequence_length=MAX_PROMPT_TOKENS,
-        )
+        return text_encoder_of(parts)
 
     def vae(self, parts: Parts) -> WanVAE:
-        return WanVAE(parts["vae"], parts.placements["vae"], parts.swap)
+        return vae_of(parts)
 
     def pipeline(self, parts: Parts) -> SkyReelsStepPipeline:
         return SkyReelsStepPipeline(

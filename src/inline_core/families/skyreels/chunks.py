@@ -5,7 +5,8 @@ diffusers' `SkyReelsV2DiffusionForcingPipeline` renders a video longer than `bas
 first latent frames the last `overlap_history` ones of the video so far (cut to a whole number of
 causal blocks); a shorter video is one chunk. The plan is a function of the request's sizes only,
 so it is known before the first step: how many chunks, each one's latent frames, its prefix, and
-which of its frames the video keeps.
+which of its frames the video keeps. With a first frame (image to video) the first chunk starts
+from it: one latent frame of prefix, kept in the video (`first_prefix`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,18 @@ def latent_frames(frames: int) -> int:
     return (frames - 1) // TEMPORAL_FACTOR + 1
 
 
+def extended_prefix(overlap: int, causal_block_size: int) -> int:
+    """The latent frames the first chunk takes from a video it extends: its last `overlap`
+    frames', cut to whole causal blocks (as every later chunk's prefix is)."""
+    count = latent_frames(overlap)
+    return count - count % causal_block_size
+
+
 @dataclass(frozen=True)
 class Chunk:
     index: int
     frames: int  # latent frames rendered (its window, prefix included)
-    prefix: int  # latent frames taken from the video so far (clean, never stepped)
+    prefix: int  # latent frames taken from the video so far or the image (clean, never stepped)
     kept_from: int  # its first latent frame the video keeps (0, or the overlap)
     first: int  # where its kept frames start in the video's latent frames
 
@@ -33,18 +41,23 @@ class Chunk:
 
 
 def plan(
-    frames: int, base_frames: int | None, overlap: int | None, causal_block_size: int
+    frames: int,
+    base_frames: int | None,
+    overlap: int | None,
+    causal_block_size: int,
+    first_prefix: int = 0,
 ) -> tuple[Chunk, ...]:
-    """The chunks of a render of `frames` video frames, as diffusers renders them."""
+    """The chunks of a render of `frames` video frames, as diffusers renders them; the first
+    starts from `first_prefix` given latent frames (1: the first frame of image to video)."""
     total = latent_frames(frames)
     if overlap is None or base_frames is None or frames <= base_frames:
-        return (Chunk(0, total, 0, 0, 0),)
+        return (Chunk(0, total, first_prefix, 0, 0),)
     overlap_latent = latent_frames(overlap)
     base = latent_frames(base_frames)
     stride = base - overlap_latent
     count = 1 + (total - base - 1) // stride + 1
-    chunks = [Chunk(0, base, 0, 0, 0)]
-    prefix = overlap_latent - overlap_latent % causal_block_size
+    chunks = [Chunk(0, base, first_prefix, 0, 0)]
+    prefix = extended_prefix(overlap, causal_block_size)
     done = base
     for index in range(1, count):
         finished = index * stride + overlap_latent

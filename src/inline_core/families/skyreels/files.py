@@ -14,23 +14,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from inline_core.contract.files import ModelRule, PartRule, StackRules, TokenizerRule, read_json
+from inline_core.contract.files import ModelRule, PartRule, StackRules, TokenizerRule
 from inline_core.diffusion.files.shapes import Shapes
 from inline_core.families.skyreels.transformer import CLASS_NAME, is_skyreels_transformer
+from inline_core.families.wan import files as wan_files
 from inline_core.families.wan.files import TOKENIZER_FOLDER, encoder_score, vae_score
 from inline_core.models.source import Source
 
 FAMILY, TITLE = "skyreels", "SkyReels-V2"
 PIPELINE = "SkyReelsV2DiffusionForcingPipeline"
-# SkyReels-V2 DF's published scheduler: UniPC over flow sigmas, shifted by 8.
+# SkyReels-V2 DF's published scheduler: Wan's (UniPC over flow sigmas), shifted by 8.
 DEFAULT_SHIFT = 8.0
 DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
-    "_class_name": "UniPCMultistepScheduler",
-    "num_train_timesteps": 1000,
-    "prediction_type": "flow_prediction",
-    "use_flow_sigmas": True,
+    **wan_files.DEFAULT_SCHEDULER_CONFIG,
     "flow_shift": DEFAULT_SHIFT,
-    "solver_order": 2,
 }
 
 
@@ -95,8 +92,4 @@ RULES = StackRules(
 
 def flow_shift(scheduler: Source | None) -> float:
     """The shift of the scheduler config beside a diffusers model, or the published one."""
-    config = DEFAULT_SCHEDULER_CONFIG
-    if scheduler is not None:
-        config = read_json(scheduler.location / "scheduler_config.json") or {}
-    shift = config.get("flow_shift", config.get("shift"))
-    return float(shift) if isinstance(shift, int | float) else DEFAULT_SHIFT
+    return wan_files.flow_shift(scheduler, DEFAULT_SHIFT)

@@ -32,6 +32,21 @@ from inline_core.families.wan.vision_files import IMAGE_ENCODER, IMAGE_PROCESSOR
 from inline_core.models.source import Source
 
 
+def text_encoder_of(parts: Parts) -> PaddedT5Encoder:
+    """The UMT5 encoder as `WanPipeline` reads it (Wan-based families read it so too)."""
+    return PaddedT5Encoder(
+        parts["tokenizer"],
+        parts["text_encoder"],
+        parts.placements["text_encoder"],
+        parts.swap,
+        max_sequence_length=MAX_PROMPT_TOKENS,
+    )
+
+
+def vae_of(parts: Parts) -> WanVAE:
+    return WanVAE(parts["vae"], parts.placements["vae"], parts.swap)
+
+
 class WanBuilder:
     roles: Mapping[str, str] = {
         "transformer": "denoiser",
@@ -60,16 +75,10 @@ class WanBuilder:
         return self.parts.load(part, source, placement)
 
     def text_encoder(self, parts: Parts) -> PaddedT5Encoder:
-        return PaddedT5Encoder(
-            parts["tokenizer"],
-            parts["text_encoder"],
-            parts.placements["text_encoder"],
-            parts.swap,
-            max_sequence_length=MAX_PROMPT_TOKENS,
-        )
+        return text_encoder_of(parts)
 
     def vae(self, parts: Parts) -> WanVAE:
-        return WanVAE(parts["vae"], parts.placements["vae"], parts.swap)
+        return vae_of(parts)
 
     def pipeline(self, parts: Parts) -> WanStepPipeline:
         kind = variant_of(dict(parts["transformer"].config))

@@ -28,6 +28,7 @@ from inline_core.diffusion.formats import wan22_vae, wan_vae
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.nodes.video_params import check_encoders, whole_numbers
 from inline_core.families.wan import experts, lora_shapes, vision_files
 from inline_core.families.wan.comfy import RECIPE
 from inline_core.families.wan.descriptor import (
@@ -55,7 +56,6 @@ from inline_core.families.wan.transformer import config_of
 from inline_core.families.wan.variants import T2V, WanVariant, model_title, variant_of
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
-from inline_core.runtime.video import VIDEO_HINT, video_available
 
 # Each VAE's latents in the step previews' table (`diffusion/preview/formats.py`), by their
 # channels: Wan 2.1's (its models and Wan 2.2 A14B's) and Wan 2.2's (the TI2V-5B's).
@@ -159,8 +159,7 @@ class WanFamily(Family):
         for name, value in kind.defaults().items():
             if request[name] is None:
                 request[name] = value
-        for name in ("width", "height", "frames", "fps", "steps", "seed"):
-            request[name] = int(request[name])
+        whole_numbers(request)
         request["guidance"] = float(request["guidance"])
         if request["guidance_2"] is not None:
             request["guidance_2"] = float(request["guidance_2"])
@@ -228,12 +227,7 @@ class WanFamily(Family):
                 "decodes the first frame alone and four frames per latent frame after it",
                 node_id=node_id,
             )
-        if params.get("format") == "mp4" and not video_available():
-            raise InvalidRequest(
-                f"param 'format' mp4 needs PyAV, which is not installed: {VIDEO_HINT}; or ask "
-                "for format png (a lossless animated PNG)",
-                node_id=node_id,
-            )
+        check_encoders(params, node_id, "a lossless animated PNG")
         if sources is None:
             return  # refused as model_missing once these checks have run
         transformer = sources.get("transformer")

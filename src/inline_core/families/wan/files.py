@@ -118,14 +118,14 @@ def text_width_of(transformer: Source | None) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def flow_shift(scheduler: Source | None) -> float:
-    """The shift of the scheduler config beside a diffusers model, or Wan 2.1's own (a single
-    file's variant may have its own: `WanVariant.shift`)."""
-    config = DEFAULT_SCHEDULER_CONFIG
-    if scheduler is not None:
-        config = read_json(scheduler.location / "scheduler_config.json") or {}
+def flow_shift(scheduler: Source | None, default: float = DEFAULT_SHIFT) -> float:
+    """The shift of the scheduler config beside a diffusers model, or `default`: Wan 2.1's own
+    (a single file's variant may have its own: `WanVariant.shift`), or a Wan-based family's."""
+    if scheduler is None:
+        return default
+    config = read_json(scheduler.location / "scheduler_config.json") or {}
     shift = config.get("flow_shift", config.get("shift"))
-    return float(shift) if isinstance(shift, int | float) else DEFAULT_SHIFT
+    return float(shift) if isinstance(shift, int | float) else default
 
 
 RULES = StackRules(

@@ -55,6 +55,7 @@ class ZImageFamily(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.zimage.build:BUILDER"
     runs_step_windows = True  # its sample runs KSamplerAdvanced's windows
+    runs_model_shift = runs_cfg_pp = True  # a request's shift; CFG++ samplers
     comfy_text_encoder_types = ("lumina2",)  # how ComfyUI loads its Qwen3 text encoder
     kit = "inline_core.families.zimage.kit:main"
     download = "inline_core.families.zimage.download:main"

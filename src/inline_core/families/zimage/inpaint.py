@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
-import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from PIL import Image
 
 from inline_core.components.interfaces import Latents
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
-from inline_core.diffusion.libs import diffusers
+from inline_core.diffusion.masks import latent_size, mask_pixels, rgb_at
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 
 
@@ -39,26 +38,6 @@ class InpaintBlend:
             known = schedule.renoised(index, known, self.noise)
         value = cast(torch.Tensor, latents.value)
         return Latents((1 - self.mask) * known + self.mask * value, latents.shape)
-
-
-def mask_pixels(mask: Image.Image, width: int, height: int, multiple: int) -> torch.Tensor:
-    """`(1, 1, height, width)`, 0 or 1: the mask resized and binarised as diffusers reads it."""
-    processor: Any = diffusers().image_processor.VaeImageProcessor(
-        vae_scale_factor=multiple, do_normalize=False, do_binarize=True, do_convert_grayscale=True
-    )
-    return cast(torch.Tensor, processor.preprocess(mask, height=height, width=width))
-
-
-def latent_size(pixels: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
-    return F.interpolate(pixels, size=tuple(shape[-2:]), mode="nearest")
-
-
-def rgb_at(image: Image.Image, width: int, height: int) -> Image.Image:
-    """An image in RGB at the output size (resized as diffusers' image processor resizes)."""
-    image = image.convert("RGB")
-    if image.size != (width, height):
-        image = image.resize((width, height), Image.Resampling.LANCZOS)
-    return image
 
 
 def control_context(

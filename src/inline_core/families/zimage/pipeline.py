@@ -46,6 +46,7 @@ from inline_core.families.zimage.inpaint import (
 )
 from inline_core.families.zimage.request import LATENT_FACTOR, ZImageRequest, new_request
 from inline_core.families.zimage.xdit import XDIT_MODEL
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS
 
 # Its latents' preview format (`diffusion/preview/formats.py`), as its family declares it.
 (PREVIEW_FORMAT,) = ZImageFamily.capabilities.preview_latents
@@ -167,6 +168,7 @@ class ZImageDenoisePipeline:
             seed=state.seed,
             row=state.batch_index,
             window=state.window,
+            shift=state.model_shift,
         )
         state.schedule = schedule
         if state.control is not None:  # its model loads here too, off the step loop
@@ -245,17 +247,24 @@ class ZImageDenoisePipeline:
             else:
                 pred = pos
             velocity = -pred.unsqueeze(0).squeeze(2)
+            uncond = None
+            if i in negatives and s.sampler in CFG_PP_SAMPLERS:
+                uncond = -negatives[i].float().unsqueeze(0).squeeze(2)
             if s.masked is not None:
                 schedule, lat = _prepared(s)
                 masked = cast(NoiseMask, s.masked)
                 velocity = masked.prediction(schedule, s.step_index, lat, seen[i], velocity)
+                if uncond is not None:
+                    uncond = masked.unconditional(schedule, s.step_index, lat, seen[i], uncond)
+            s.uncond = uncond  # a CFG++ sampler's step reads it (`step_scheduler`)
             preds.append(velocity)
         return preds
 
     def step_scheduler(self, state: ZImageRequest, noise_pred: Any, /) -> None:
         schedule, lat = _prepared(state)
         with torch.inference_mode():
-            state.latents = schedule.step(state.step_index, noise_pred, lat)
+            state.latents = schedule.step(state.step_index, noise_pred, lat, state.uncond)
+            state.uncond = None
             if state.inpaint is not None:
                 blend = cast(InpaintBlend, state.inpaint)
                 state.latents = blend.blend(schedule, state.step_index, state.latents)
@@ -391,7 +400,7 @@ def _release(state: ZImageRequest) -> None:
     """Drop the request's tensors once it is done: the state object may outlive the render."""
     state.latents = state.positive = state.negative = state.start = None
     step_rows.release(state.cache)
-    state.control_context = state.inpaint = state.masked = None
+    state.control_context = state.inpaint = state.masked = state.uncond = None
 
 
 def _refuse_split(state: ZImageRequest) -> None:

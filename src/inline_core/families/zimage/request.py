@@ -14,9 +14,11 @@ from typing import Any
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.flow.steps import img2img_start
+from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.diffusion.sigma.window import ALL_STEPS, StepWindow
 from inline_core.errors import InvalidRequest
 from inline_core.families.zimage.controlnet import ControlUse
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, cfg_pp_unguided
 from inline_core.parallel.wire import LOCAL
 from inline_core.runtime.step_cache import StepCacheSettings
 
@@ -49,6 +51,9 @@ class ZImageRequest:
     end_step: int = ALL_STEPS
     add_noise: bool = True
     leftover_noise: bool = False
+    # The request's own flow shift in place of the model's (`diffusion/sigma/shift.py`).
+    shift: float | None = None
+    mu: float | None = None
     batch_size: int = 1  # a latent batch's noise is drawn at once, as diffusers draws it
     batch_index: int = 0
     positive: Conditioning | None = None
@@ -79,6 +84,8 @@ class ZImageRequest:
     schedule: Any = field(default=None, metadata=LOCAL)  # its private FlowMatchSchedule
     latents: Latents | None = field(default=None, metadata=LOCAL)
     cache: Any = field(default=None, metadata=LOCAL)  # its `stepcache.rows.RequestCache`
+    # This step's unconditional prediction, for a CFG++ sampler (None: not one, or unguided).
+    uncond: Any = field(default=None, metadata=LOCAL)
 
     @property
     def cfg(self) -> bool:
@@ -97,6 +104,10 @@ class ZImageRequest:
         """ComfyUI's KSamplerAdvanced window, where the request runs one."""
         window = StepWindow(self.start_step, self.end_step, self.add_noise, self.leftover_noise)
         return None if window.whole else window
+
+    @property
+    def model_shift(self) -> ModelShift | None:
+        return ModelShift.of(self.shift, self.mu)
 
     @property
     def done(self) -> bool:
@@ -127,6 +138,12 @@ class ZImageRequest:
 def new_request(model_key: Hashable, spatial_factor: int, **kwargs: Any) -> ZImageRequest:
     """A request state for a model whose VAE has `spatial_factor` (validates size and strength)."""
     state = ZImageRequest(**kwargs, model_key=model_key)
+    try:
+        ModelShift.of(state.shift, state.mu)  # one of the two, and a shift above 0
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None
+    if state.sampler in CFG_PP_SAMPLERS and not state.cfg:
+        raise InvalidRequest(cfg_pp_unguided(state.sampler))
     multiple = spatial_factor * PATCH
     if state.width % multiple or state.height % multiple:
         raise InvalidRequest(f"width and height must be multiples of {multiple}")

@@ -1,12 +1,13 @@
 """cache-dit context parallelism (`cache_dit.enable_cache(transformer, parallelism_config=...)`):
 Ulysses and Ring, on CUDA and on CPU ranks over gloo, for every transformer cache-dit has a plan
-for. Hooks are added to the resident transformer in place; no caching is enabled (no
-`cache_config`), so the output stays exact."""
+for, or with the plan a pipeline gives for its own (`SupportsContextPlan`). Hooks are added to
+the resident transformer in place; no caching is enabled (no `cache_config`), so the output stays
+exact."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -20,7 +21,9 @@ class CacheDitSplit:
 
     name = "cache-dit"
 
-    def __init__(self, dits: Sequence[nn.Module], split: ParallelSpec) -> None:
+    def __init__(
+        self, dits: Sequence[nn.Module], split: ParallelSpec, plan: Mapping[str, Any] | None = None
+    ) -> None:
         import cache_dit
 
         ulysses, ring = split.degree("ulysses"), split.degree("ring")
@@ -31,7 +34,7 @@ class CacheDitSplit:
             degrees["ring_size"] = ring
         with _without_settling_sleep():
             for dit in dits:
-                config = cache_dit.ParallelismConfig(**degrees)
+                config = cache_dit.ParallelismConfig(**degrees, cp_plan=plan)  # None: cache-dit's
                 cast(Any, cache_dit).enable_cache(dit, parallelism_config=config)
 
     def before_job(self, state: Any) -> None:

@@ -11,7 +11,11 @@ from __future__ import annotations
 import importlib.util
 from typing import cast
 
-from inline_core.components.step import supports_split_notice, supports_xdit_split
+from inline_core.components.step import (
+    supports_context_plan,
+    supports_split_notice,
+    supports_xdit_split,
+)
 from inline_core.parallel.engines.base import (
     NoSplit,
     SplitEngine,
@@ -52,7 +56,10 @@ def apply_split(pipeline: object, context: WorkerContext) -> SplitEngine:
         engine = xfuser_split(pipeline, declared(pipeline, "_dit_modules"), context)
     else:  # every transformer it declares (a pair of experts declares two)
         dits = [resolve_module(pipeline, path) for path in declared_all(pipeline, "_dit_modules")]
-        engine = CacheDitSplit(dits, split)
+        plan = (
+            pipeline.context_plan(dict(split.degrees)) if supports_context_plan(pipeline) else None
+        )
+        engine = CacheDitSplit(dits, split, plan)
     if supports_split_notice(pipeline):
         pipeline.split_by(engine.name, dict(split.degrees))
     return engine

@@ -284,6 +284,18 @@ NODE_DEFS: dict[str, NodeDef] = {
         (("MODEL", "MODEL"),),
         python_module="comfy_extras.nodes_model_advanced",
     ),
+    "ModelSamplingFlux": NodeDef(
+        "advanced/model",
+        {
+            "model": LINK("MODEL"),
+            "max_shift": FLOAT(1.15, 0.0, 100.0),
+            "base_shift": FLOAT(0.5, 0.0, 100.0),
+            "width": INT(1024, 16, MAX_RESOLUTION, 8),
+            "height": INT(1024, 16, MAX_RESOLUTION, 8),
+        },
+        (("MODEL", "MODEL"),),
+        python_module="comfy_extras.nodes_model_advanced",
+    ),
     "KSampler": NodeDef(
         "sampling",
         {

@@ -137,6 +137,7 @@ class ChromaFamily(Family):
     builder = "tiny_chroma.build:BUILDER"
     kit = "tiny_chroma.kit:main"
     comfy_text_encoder_types = ("chroma",)  # how ComfyUI's CLIPLoader loads T5 for Chroma
+    runs_model_shift = runs_cfg_pp = True  # as every family on the shared flow pipeline
     capabilities = Capabilities(
         batching="shapes",
         split_methods=SPLIT_METHODS,

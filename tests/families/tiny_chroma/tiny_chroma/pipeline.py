@@ -102,6 +102,7 @@ class ChromaDenoisePipeline(FlowImagePipeline[ChromaRequest]):
                 schedule=state.sigma_schedule,
                 denoise=state.denoise,
                 spacing=numpy_flow_spacing,
+                shift=state.model_shift,
             )
             if state.start is not None:
                 start = pack(cast(torch.Tensor, state.start.value).to(self.device, torch.float32))

@@ -1,0 +1,65 @@
+"""Shared helpers for the SkyReels-V2 tests against a real server: the long render's graph, its
+submission, its take and the take's frames."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import numpy as np
+from skyreels_harness import LONG
+
+from inline_core.families.skyreels.descriptor import NODE_TYPE
+from inline_core.families.skyreels.kit import FOLDER
+from inline_core.runtime.video import decode_apng
+from tests.server.server_support import LiveServer, post_run
+
+RENDER: dict[str, Any] = {
+    "width": 48,
+    "height": 32,
+    "steps": 2,
+    "seed": 3,
+    "guidance": 1.0,
+    "format": "png",
+    "model": FOLDER,
+    **LONG,
+}
+CHANGE = {"prompt": "a red kite over the sea"}
+# LONG's chunks: chunk 0 renders latent frames 0-2 (9 frames), each later one adds 4 frames.
+FIRST_CHUNK_FRAMES = 9
+CHUNK_FIRST_FRAMES = (0, 9, 13, 17)
+
+
+def graph() -> dict[str, Any]:
+    return {
+        "schemaVersion": 1,
+        "nodes": [
+            {"id": "p", "type": "input/text", "params": {"text": "a lighthouse in a storm"}},
+            {
+                "id": "s",
+                "type": NODE_TYPE,
+                "params": RENDER,
+                "inputs": {"prompt": {"from": "p", "output": "text"}},
+            },
+        ],
+    }
+
+
+def submit(live: LiveServer, g: dict[str, Any]) -> str:
+    response = post_run(live, g, "s")
+    assert response.status_code == 201, response.text
+    return str(response.json()["runId"])
+
+
+def interact(live: LiveServer, run_id: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{live.base}/v1/runs/{run_id}/interactions", json=body, timeout=30)
+
+
+def take(live: LiveServer, state: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+    [found] = state["takes"]
+    data = httpx.get(live.base + found["uri"], timeout=30).content
+    return data, found
+
+
+def frames(data: bytes) -> np.ndarray[Any, np.dtype[np.int16]]:
+    return decode_apng(data).astype(np.int16)
