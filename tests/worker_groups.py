@@ -98,8 +98,9 @@ def run_beside_each_other(items: list[pytest.Item]) -> None:
 
 # The `xdist_group` of every module that starts worker groups.
 XDIST_WORKER_GROUPS = "worker-groups"
-# The modules that compile the tiny transformer's blocks: on one xdist worker, the second one
-# finds the kernels the first compiled (a cold compile costs tens of CPU seconds).
+# The modules that compile with inductor: on one xdist worker, one after another, those that
+# compile the tiny transformer's blocks find the kernels the first compiled (a cold compile costs
+# tens of CPU seconds), and no two cold compiles compete for the cores.
 XDIST_INDUCTOR = "inductor"
 
 
