@@ -28,9 +28,11 @@ RECOMPILE_LIMIT = 8
 # 110M-parameter Z-Image at 512 px: RMSNorm's and the gates' elementwise ops fused), but its first
 # forward compiles for 3-5 minutes cold and 1-1.5 minutes with the cache kept (dynamo traces on
 # every start). The real-size transformer (dim 3840, 0.9B) in bfloat16 on an AVX512-BF16 CPU
-# (2 cores, load 15-22): a step 2.25x faster at 64 px and 1.84x at 256 px, its first compile
-# 2.5-3 minutes cold; the FLUX VAE's decode at 256 px 1.10x, its first 8 minutes cold. Off
-# until an end-to-end run on an unloaded CPU shows the first render's compile pays back.
+# (2 cores, load 12-22): a step 1.84-2.33x faster (64 and 256 px; the matmuls take the same
+# time, the float32 upcasts, RMSNorms and gates that eager spends a third of a step on are
+# fused), its first compile 2.5-3 minutes cold and 20 s with the cache kept; the FLUX VAE's
+# decode at 256 px 1.10x, its first 8 minutes cold. Off until an end-to-end run on an unloaded
+# CPU shows the first render's compile pays back.
 _PAYS: dict[tuple[str, str], bool] = {
     ("cuda", "bfloat16"): True,
     ("cuda", "float16"): True,
