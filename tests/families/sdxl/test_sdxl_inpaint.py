@@ -36,8 +36,14 @@ def repaint_mask(width: int, height: int) -> Image.Image:
 
 @pytest.mark.parametrize(
     ("width", "height", "strength", "sampler", "schedule"),
-    [(64, 64, 0.8, "euler", "ddim_uniform"), (96, 64, 0.6, "dpmpp_2m", "karras")],
-    ids=["euler", "dpmpp-2m-karras"],
+    [
+        (64, 64, 0.8, "euler", "ddim_uniform"),
+        (96, 64, 0.6, "dpmpp_2m", "karras"),
+        # Full strength (a ComfyUI inpaint at denoise 1): diffusers starts from noise alone.
+        (64, 64, 1.0, "euler", "ddim_uniform"),
+        (96, 64, 1.0, "dpmpp_2m", "karras"),
+    ],
+    ids=["euler", "dpmpp-2m-karras", "euler-full-strength", "dpmpp-2m-karras-full-strength"],
 )
 def test_inpaint_matches_diffusers(
     sdxl_kit: SDXLKit,
@@ -118,11 +124,17 @@ def test_a_mask_without_its_image_or_of_another_size_is_refused_at_submit(
     family.check(Submit(NODE_TYPE, params, "x", resolution, wired, same, {}))
 
 
+@pytest.mark.parametrize("strength", [0.8, 1.0], ids=["partial", "full-strength"])
 def test_an_inpaint_unet_matches_diffusers(
-    sdxl_kit: SDXLKit, sdxl_sampler: StepLoopSampler, sdxl_reference: Any, tmp_path: Path
+    sdxl_kit: SDXLKit,
+    sdxl_sampler: StepLoopSampler,
+    sdxl_reference: Any,
+    tmp_path: Path,
+    strength: float,
 ) -> None:
     """A 9-channel inpaint checkpoint: each call sees the latents, the mask and the masked
-    image's latents, nothing blended, as StableDiffusionXLInpaintPipeline feeds it."""
+    image's latents, nothing blended, as StableDiffusionXLInpaintPipeline feeds it (at full
+    strength from noise alone, the image never encoded, only its masked copy)."""
     from diffusers import (
         EulerDiscreteScheduler,  # pyright: ignore
         StableDiffusionXLInpaintPipeline,  # pyright: ignore
@@ -131,7 +143,7 @@ def test_an_inpaint_unet_matches_diffusers(
     models = tmp_path / "models"
     shutil.copytree(sdxl_kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
     checkpoint, inpaint_unet = write_inpaint_checkpoint(models)
-    params: dict[str, Any] = {"width": 64, "height": 64, "steps": 4, "strength": 0.8}
+    params: dict[str, Any] = {"width": 64, "height": 64, "steps": 4, "strength": strength}
     params |= {"sampler": "euler", "schedule": "ddim_uniform"}
     image, mask = source_image(64, 64), repaint_mask(64, 64)
     rig = sdxl_rig(models, sdxl_sampler)

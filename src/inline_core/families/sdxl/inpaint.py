@@ -1,9 +1,9 @@
 """SDXL inpainting with its own UNet (torch side), as diffusers' `StableDiffusionXLInpaintPipeline`
 runs a 4-channel UNet: the mask read at the output size and binarised (white repaints), taken to
 latent size by nearest neighbour; the image's latents noised to the render's first level as
-img2img starts; after each step the kept part is put back, the image's latents noised to the
-next level with the noise the render started from (at the last step: the image's latents
-themselves).
+img2img starts (at full strength: the noise alone, as that pipeline starts); after each step the
+kept part is put back, the image's latents noised to the next level with the noise the render
+started from (at the last step: the image's latents themselves).
 
 The walk is in sigma space (`x = x0 + sigma * noise`), where diffusers' `add_noise` of every
 discrete scheduler lands on the same point, so the blend is one formula for each sampler that

@@ -108,11 +108,15 @@ class SDXLStepPipeline:
         start = None
         if state.start is not None:
             start = cast(torch.Tensor, state.start.value).to(self.device, torch.float32)
+        # diffusers' inpaint at full strength starts from the noise alone.
+        from_noise = state.mask is not None and state.strength == 1.0
         if state.image is not None:
             # diffusers' img2img: the posterior sampled from the seed's generator, then the
-            # noise drawn from the same generator.
+            # noise drawn from the same generator. Its inpaint pipeline skips that encode when
+            # nothing reads it: a 9-channel UNet at full strength (no blend, no image start).
             generator = torch.Generator("cpu").manual_seed(state.seed)
-            start = self._encode_image(state, generator)
+            if not (from_noise and self.in_channels == INPAINT_CHANNELS):
+                start = self._encode_image(state, generator)
             noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(self.device)
         # The LoRA files load here, off the step loop, and a bad one fails this request alone.
         self.adapters.check(state.loras)
@@ -144,7 +148,10 @@ class SDXLStepPipeline:
             state.inpaint = InpaintChannels.of(self.vae, image, state.mask, generator, shape)
         elif state.mask is not None and start is not None:
             state.inpaint = InpaintBlend.of(state.mask, start, noise, schedule, state.sampler)
-        state.latents = Latents(schedule.start(noise, start), shape)
+        if from_noise:
+            state.latents = Latents(schedule.start_from_noise(noise), shape)
+        else:
+            state.latents = Latents(schedule.start(noise, start), shape)
 
     def _encode_image(self, state: SDXLRequest, generator: torch.Generator) -> torch.Tensor:
         source = rgb_at(cast(Image.Image, state.image), state.width, state.height)

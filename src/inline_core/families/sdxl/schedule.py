@@ -83,6 +83,13 @@ class DiscreteSchedule:
             return base + noise * math.sqrt(1.0 + sigma**2)
         return self.sampling.noise_scaling(sigma, noise, base)
 
+    def start_from_noise(self, noise: torch.Tensor) -> torch.Tensor:
+        """Noise alone at the first sigma, at its full variance `1 + sigma^2` (diffusers'
+        inpaint at full strength: the noise times `init_noise_sigma`, its leading-spacing
+        Euler's `sqrt(1 + sigma^2)`, which is 1 in its VP schedulers' own space), whatever the
+        first sigma is."""
+        return noise * math.sqrt(1.0 + self.sigmas[0] ** 2)
+
     def model_input(self, index: int, x: torch.Tensor) -> torch.Tensor:
         return model_input(self.sampling, x, self.levels[index])
 
