@@ -1,10 +1,14 @@
 """Samplers on a real (random-weight) Z-Image kit model: a lone render's time per step for each
 sampler against `euler` (forwards included: a multistep sampler costs no extra forward, a
-two-stage one two), then eight renders with eight different samplers and schedules, batching off
-(one forward per request) against on (they share forwards).
+two-stage one two), each CFG++ sampler guided against guided `euler` (it reads the negative
+row the guidance computes anyway), a request's own shift (`shift`, `mu`) against `euler` at the
+model's own, then eight renders with eight different samplers and schedules, batching off (one
+forward per request) against on (they share forwards).
 
     .venv/bin/python bench/samplers_batching.py [--size tiny|mid] [--px 128] [--steps 8]
-        [--rounds 2] [--threads 1]
+        [--rounds 2] [--threads 1] [--rows all|new]
+
+`--rows new` times only the CFG++ and shift rows with their baselines (and the batching).
 
 Samplers alternate per round so drift on a shared machine hits each alike; each figure is the
 round's median. Prints two tables, writes bench/results/samplers_batching.json.
@@ -27,7 +31,7 @@ import torch
 from inline_core.families.standalone import family_rig
 from inline_core.families.zimage import ZImageFamily
 from inline_core.families.zimage.kit import build_kit
-from inline_core.graph.sampler_names import SIGMA_SAMPLERS
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, SIGMA_SAMPLERS
 from inline_core.sampling import SampleJob, StepLoopSampler
 
 RESULTS = Path(__file__).resolve().parent / "results" / "samplers_batching.json"
@@ -41,6 +45,25 @@ MIXED = [
     ("uni_pc", "kl_optimal"),
     ("er_sde", "linear_quadratic"),
 ]
+GUIDED: dict[str, Any] = {"guidance": 2.0, "negative_prompt": "blurry"}  # ComfyUI's cfg 3
+
+
+class Row:
+    """One lone-render row: its sampler, the request's other settings, the row it is held to."""
+
+    def __init__(self, label: str, sampler: str, settings: dict[str, Any], baseline: str) -> None:
+        self.label, self.sampler, self.settings, self.baseline = label, sampler, settings, baseline
+
+
+def rows_of(which: str) -> list[Row]:
+    plain = [Row(name, name, {}, "euler") for name in SIGMA_SAMPLERS]
+    guided = [Row("euler cfg 3", "euler", GUIDED, "euler cfg 3")]
+    guided += [Row(f"{name} cfg 3", name, GUIDED, "euler cfg 3") for name in CFG_PP_SAMPLERS]
+    shifted = [
+        Row("euler shift 6", "euler", {"shift": 6.0}, "euler"),
+        Row("euler mu 1.15", "euler", {"mu": 1.15}, "euler"),
+    ]
+    return (plain if which == "all" else plain[:1]) + guided + shifted
 
 
 class Rig:
@@ -48,16 +71,24 @@ class Rig:
         self.sampler = StepLoopSampler(max_batch=max_batch)
         self.pipeline = family_rig(ZImageFamily, models, self.sampler).pipeline(model)
 
-    def job(self, sampler: str, schedule: str, px: int, steps: int, seed: int) -> SampleJob:
+    def job(
+        self,
+        sampler: str,
+        schedule: str,
+        px: int,
+        steps: int,
+        seed: int,
+        settings: dict[str, Any] | None = None,
+    ) -> SampleJob:
         request: Any = self.pipeline.request(
             prompt="a fox",
             width=px,
             height=px,
             steps=steps,
-            guidance=0.0,
             seed=seed,
             sampler=sampler,
             sigma_schedule=schedule,
+            **{"guidance": 0.0, **(settings or {})},
         )
         return SampleJob(self.pipeline, request)
 
@@ -65,25 +96,29 @@ class Rig:
         self.sampler.close()
 
 
-def lone(rig: Rig, px: int, steps: int, rounds: int) -> list[dict[str, Any]]:
-    times: dict[str, list[float]] = {name: [] for name in SIGMA_SAMPLERS}
+def lone(rig: Rig, px: int, steps: int, rounds: int, rows: list[Row]) -> list[dict[str, Any]]:
+    times: dict[str, list[float]] = {row.label: [] for row in rows}
     forwards: dict[str, int] = {}
     for r in range(rounds):
-        for name in SIGMA_SAMPLERS:
+        for row in rows:
             before = rig.sampler.stats()["forwards"]
             start = time.perf_counter()
-            rig.sampler.run(rig.job(name, "simple", px, steps, seed=r))
-            times[name].append((time.perf_counter() - start) / steps)
-            forwards[name] = rig.sampler.stats()["forwards"] - before
-    euler = statistics.median(times["euler"])
+            rig.sampler.run(rig.job(row.sampler, "simple", px, steps, r, row.settings))
+            times[row.label].append((time.perf_counter() - start) / steps)
+            forwards[row.label] = rig.sampler.stats()["forwards"] - before
     return [
         {
-            "sampler": name,
-            "forwardsPerStep": forwards[name] / steps,
-            "msPerStep": round(statistics.median(times[name]) * 1e3, 2),
-            "vsEuler": round(statistics.median(times[name]) / euler, 3),
+            "row": row.label,
+            "sampler": row.sampler,
+            "settings": row.settings,
+            "forwardsPerStep": forwards[row.label] / steps,
+            "msPerStep": round(statistics.median(times[row.label]) * 1e3, 2),
+            "vs": row.baseline,
+            "ratio": round(
+                statistics.median(times[row.label]) / statistics.median(times[row.baseline]), 3
+            ),
         }
-        for name in SIGMA_SAMPLERS
+        for row in rows
     ]
 
 
@@ -116,6 +151,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rows", default="all", choices=["all", "new"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -125,15 +161,15 @@ def main() -> None:
         rig = Rig(models, model, None)
         try:
             rig.sampler.run(rig.job("euler", "simple", args.px, 1, seed=0))  # warm
-            rows = lone(rig, args.px, args.steps, args.rounds)
+            rows = lone(rig, args.px, args.steps, args.rounds, rows_of(args.rows))
         finally:
             rig.close()
         batching = mixed(models, model, args.px, args.steps, args.rounds)
-    print(f"{'sampler':<26}{'fwd/step':>9}{'ms/step':>10}{'x euler':>9}")
+    print(f"{'row':<38}{'fwd/step':>9}{'ms/step':>10}{'ratio':>8}  vs")
     for row in rows:
         print(
-            f"{row['sampler']:<26}{row['forwardsPerStep']:>9.2f}"
-            f"{row['msPerStep']:>10.2f}{row['vsEuler']:>9.3f}"
+            f"{row['row']:<38}{row['forwardsPerStep']:>9.2f}"
+            f"{row['msPerStep']:>10.2f}{row['ratio']:>8.3f}  {row['vs']}"
         )
     print(
         f"\n8 mixed samplers at once: batching off {batching['offS']} s, "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,9 +18,13 @@ from tests.worker_groups import (
     SHARED,
     SharedGroups,
     after_teardown,
+    check_xdist_grouped,
     group_for_xdist,
     run_beside_each_other,
 )
+
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
 
 pytest_plugins = ["tests.family_dists"]  # the test families' distributions, for any area
 BACKENDS = ("sqlite", "postgresql")
@@ -38,6 +43,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     run_beside_each_other(items)  # the modules on one shared worker group, one after another
     group_for_xdist(items)  # ... and on one xdist worker, each module on one
+
+
+# On the xdist controller, as each worker reports the tests it collected.
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: WorkerController, ids: list[str]) -> None:
+    check_xdist_grouped(node.config, ids)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -8,11 +8,12 @@ ranks) ever sees it. A test that kills ranks or tests a group's start keeps a gr
 (`worker_group` without a key).
 
 Under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`) every module is one
-`xdist_group`, so its module-scoped fixtures (servers, kits) start once and its tests keep their
-order. Every module marked `worker_group` is in one `xdist_group` together: they run one after
-another on one xdist worker, as in a lone process, so the shared groups start and close as
-they do there, and no two worker groups ever compute on the machine's cores at once (a rank
-starved by another group's ranks misses its heartbeats and is taken for hung).
+`xdist_group` (or in the one it names, `XDIST_INDUCTOR`), so its module-scoped fixtures (servers,
+kits) start once and its tests keep their order. Every module marked `worker_group` is in one
+`xdist_group` together: they run one after another on one xdist worker, as in a lone process,
+so the shared groups start and close as they do there, and no two worker groups ever compute on
+the machine's cores at once (a rank starved by another group's ranks misses its heartbeats and
+is taken for hung).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class SharedGroups:
         marked = {shared_key(item) for item in _module_items(request)}
         if marked != {key}:
             raise pytest.UsageError(
-                f"{request.node.nodeid}: a module on the shared worker group {key!r} must be "
+                f"{request.path}: a module on the shared worker group {key!r} must be "
                 f"marked `pytestmark = pytest.mark.{MARK}(shared={key!r})` (so its tests run "
                 "beside the others on that group, and the group is closed after the last)"
             )
@@ -97,16 +98,40 @@ def run_beside_each_other(items: list[pytest.Item]) -> None:
 
 # The `xdist_group` of every module that starts worker groups.
 XDIST_WORKER_GROUPS = "worker-groups"
+# The modules that compile with inductor: on one xdist worker, one after another, those that
+# compile the tiny transformer's blocks find the kernels the first compiled (a cold compile costs
+# tens of CPU seconds), and no two cold compiles compete for the cores.
+XDIST_INDUCTOR = "inductor"
 
 
 def group_for_xdist(items: list[pytest.Item]) -> None:
     """Mark each item with the `xdist_group` it is scheduled in: the worker groups' one if a
-    test of its module is marked `worker_group`, else its module's."""
+    test of its module is marked `worker_group`, else the one its module names itself (modules
+    that share a process-wide cache, such as inductor's compiled kernels), else its module's."""
     starting = {_module_of(item) for item in items if item.get_closest_marker(MARK) is not None}
     for item in items:
         module = _module_of(item)
-        name = XDIST_WORKER_GROUPS if module in starting else item.nodeid.split("::", 1)[0]
+        own = item.get_closest_marker("xdist_group")
+        name = item.nodeid.split("::", 1)[0] if own is None else str(own.args[0])
+        name = XDIST_WORKER_GROUPS if module in starting else name
         item.add_marker(pytest.mark.xdist_group(name))
+
+
+def check_xdist_grouped(config: pytest.Config, node_ids: list[str]) -> None:
+    """Under `--dist loadgroup`, the node ids a worker collected must each name their group, or
+    xdist scatters a module's tests over the workers (its fixtures set up on each, two worker
+    groups computing at once): a pytest that no longer lets xdist rename node ids (9.2) does
+    that silently. Stops the run, saying so."""
+    if config.getoption("dist", None) != "loadgroup":
+        return
+    scattered = [node_id for node_id in node_ids if "@" not in node_id.rpartition("]")[2]]
+    if scattered:
+        pytest.exit(
+            f"pytest-xdist could not name the xdist_group of {len(scattered)} tests in their node "
+            f"ids (first: {scattered[0]}), so --dist loadgroup would scatter each module's tests "
+            "over the workers: use a pytest this pytest-xdist supports (pyproject.toml's dev pin)",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
 
 
 def after_teardown(groups: SharedGroups, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -121,8 +146,7 @@ def _module_of(item: pytest.Item) -> object:
 
 
 def _module_items(request: pytest.FixtureRequest) -> Iterable[pytest.Item]:
-    module = request.node.getparent(pytest.Module)
-    return [i for i in request.session.items if i.getparent(pytest.Module) is module]
+    return [i for i in request.session.items if i.path == request.path]
 
 
 def shared_sampler(

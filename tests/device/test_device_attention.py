@@ -46,6 +46,8 @@ def test_an_order_without_math_or_with_an_unknown_kernel_is_refused() -> None:
         AttentionChoice(("flash",), "no fallback")
     with pytest.raises(ValueError, match="ending in math"):
         AttentionChoice(("fa3", "math"), "unknown")
+    with pytest.raises(ValueError, match="ending in math"):  # what follows math is never tried
+        AttentionChoice(("math", "cudnn"), "cuDNN unreachable")
 
 
 def test_the_order_is_applied_and_the_numbers_stay() -> None:

@@ -19,6 +19,10 @@ from inline_core.diffusion.compile.blocks import listed_blocks, repeated_blocks
 from inline_core.diffusion.compile.progress import BOARD
 from inline_core.diffusion.compile.regional import compile_blocks
 from inline_core.families.zimage.kit import build_transformer
+from tests.worker_groups import XDIST_INDUCTOR
+
+# On the xdist worker of the other module that compiles the same blocks: one cold compile.
+pytestmark = pytest.mark.xdist_group(XDIST_INDUCTOR)
 
 CHOICE = CompileChoice(True, "test", recompile_limit=8)
 BLOCK = "ZImageTransformerBlock"

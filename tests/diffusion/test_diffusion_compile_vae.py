@@ -21,6 +21,10 @@ from inline_core.diffusion.compile.regional import compile_blocks, compile_decod
 from inline_core.diffusion.libs import diffusers
 from inline_core.families.wan.kit import VAE_CONFIG as WAN_VAE_CONFIG
 from inline_core.families.zimage.kit import build_vae
+from tests.worker_groups import XDIST_INDUCTOR
+
+# On the xdist worker of the other modules that compile: no two cold compiles compete for the cores.
+pytestmark = pytest.mark.xdist_group(XDIST_INDUCTOR)
 
 CHOICE = CompileChoice(True, "test", recompile_limit=8)
 BLOCKS = ("UNetMidBlock2D", "UpDecoderBlock2D")

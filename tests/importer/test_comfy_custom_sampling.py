@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from comfy_harness import Checker, imported
-from comfy_workflows import zimage_api
+from comfy_workflows import with_model_sampling, zimage_api
 
 from inline_core.errors import InvalidRequest
-from inline_core.importer.custom_sampling import flow_range
+from inline_core.importer.custom_sampling import flow_range, flux_range
 from inline_core.models.catalog import Catalog
 
 Json = dict[str, Any]
@@ -117,6 +117,21 @@ def test_schedulers_with_the_librarys_shapes_map(catalog: Catalog, checker: Chec
     }
     params = sample_params(advanced(karras), catalog, checker)
     assert (params["scheduler"], params["steps"]) == ("karras", 4)
+
+
+def test_karras_over_a_flux_shifts_range_maps_with_its_mu(
+    catalog: Catalog, checker: Checker
+) -> None:
+    sigma_max, sigma_min = flux_range(1.15)  # ModelSamplingFlux's table at mu 1.15: 10000 long
+    karras = {
+        "class_type": "KarrasScheduler",
+        "inputs": {"steps": 5, "sigma_max": sigma_max, "sigma_min": sigma_min, "rho": 7.0},
+    }
+    flux = {"max_shift": 1.15, "base_shift": 0.5, "width": 1024, "height": 1024}  # mu 1.15
+    workflow = with_model_sampling(advanced(karras), "ModelSamplingFlux", **flux)
+    params = sample_params(workflow, catalog, checker)
+    assert (params["scheduler"], params["steps"]) == ("karras", 5)
+    assert params["mu"] == pytest.approx(1.15) and "shift" not in params
 
 
 @pytest.mark.parametrize(

@@ -128,6 +128,14 @@ def test_bad_references_and_missing_pieces_are_refused(kit: Flux2Kit, tmp_path: 
         assert "text_encoders/qwen_3_4b.safetensors" in expected
 
 
+def test_a_shift_and_a_mu_together_are_refused_at_submit(kit: Flux2Kit, tmp_path: Path) -> None:
+    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
+    with TestClient(create_app(config)) as client:
+        body = graph(NODE_TYPE, "f", model="flux2_klein_tiny.safetensors", shift=3.0, mu=1.0)
+        error = refused(client, body, "f")
+        assert error["nodeId"] == "f" and "two shifts of one schedule" in error["message"]
+
+
 def test_a_dev_file_is_refused_not_rendered_as_klein(kit: Flux2Kit, tmp_path: Path) -> None:
     """A FLUX.2 file with a guidance embedder is dev: diffusers' single-file loader calls every
     FLUX.2 file dev, ours tells them apart, and dev (its Mistral encoder not served) is refused."""

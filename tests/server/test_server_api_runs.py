@@ -124,7 +124,11 @@ def test_a_runner_exception_ends_the_run_with_an_error(client: TestClient) -> No
 
 def test_cancel_running_then_finished(client: TestClient) -> None:
     run_id = submit(client, slow_graph(steps=100_000, delay=0.01), "s")
-    wait_status(client, run_id, ("running",))
+    # A run is "running" from its first node; cancel once `s` runs, so `p` has finished.
+    wait_until(
+        lambda: run_state(client, run_id)["nodes"]["s"]["state"] == "running",
+        f"node s of {run_id} to run",
+    )
     response = client.delete(f"/v1/runs/{run_id}")
     assert response.status_code == 200
     assert response.json() == {"runId": run_id, "status": "cancelled"}

@@ -33,7 +33,7 @@ class AttentionChoice:
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.order if name not in SDPA_BACKENDS]
-        if unknown or "math" not in self.order:
+        if unknown or not self.order or self.order[-1] != "math":  # math runs all: none after
             raise ValueError(f"an SDPA order of {SDPA_BACKENDS} ending in math, not {self.order}")
 
     def to_json(self) -> dict[str, object]:

@@ -88,6 +88,14 @@ def latent_size(pixels: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     return F.interpolate(pixels, size=tuple(shape[-2:]), mode="nearest")
 
 
+def rgb_at(image: Image.Image, width: int, height: int) -> Image.Image:
+    """An image in RGB at the output size (resized as diffusers' image processor resizes)."""
+    image = image.convert("RGB")
+    if image.size != (width, height):
+        image = image.resize((width, height), Image.Resampling.LANCZOS)
+    return image
+
+
 def mask_image(mask: torch.Tensor) -> Image.Image:
     """A `(1, 1, H, W)` mask in [0, 1] as an `L` image."""
     array = (mask[0, 0] * 255).round().clamp(0, 255).to(torch.uint8).numpy()

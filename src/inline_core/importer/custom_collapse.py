@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
 from inline_core.importer.own_node import Collapse, Sampling
-from inline_core.importer.workflow import ComfyNode
+from inline_core.importer.samplers import exact_name
+from inline_core.importer.values import describe
+from inline_core.importer.workflow import ComfyNode, Link
 
 ADVANCED = "SamplerCustomAdvanced"
 GUIDERS = ("CFGGuider", "BasicGuider")
@@ -74,3 +77,38 @@ class CustomCollapse(Collapse):
         if sampler.class_type == ADVANCED and name not in sampler.inputs:
             return ""
         return super().prompt(sampler, name)
+
+    # -- what a family's reader of such chains shares ---------------------------------------
+
+    def node_names(self, sampler: ComfyNode, found: Sampling) -> Sampling:
+        """The chain's sampler and scheduler as the node's own `sampler` and `schedule` (a name
+        the node does not offer is refused, naming the closest)."""
+        m, first, where = self.mapper, found.first, describe(sampler)
+        wanted = m.text(first, "sampler_name", "euler")
+        found.extra["sampler"] = exact_name("sampler", wanted, SAMPLERS, where)
+        schedule = m.text(first, "scheduler", "simple")
+        found.extra["schedule"] = exact_name("scheduler", schedule, SCHEDULES, where)
+        return found
+
+    def denoise_note(self, sampler: ComfyNode) -> None:
+        denoise = self.mapper.number(sampler, "denoise", 1.0)
+        if denoise < 1.0:
+            self.mapper.substituted(
+                sampler, f"denoise {denoise:g} is not offered; the whole schedule runs"
+            )
+
+    def zeroed_negative_note(self, sampler: ComfyNode, through: tuple[str, ...] = ()) -> None:
+        """A zeroed negative (ConditioningZeroOut) under guidance, said: the node guides against
+        the empty prompt's encoding (unguided, the negative is not read). `through`: classes
+        the negative's conditioning passes through on its way."""
+        if self.mapper.number(sampler, "cfg", 1.0) <= 1.0:
+            return
+        raw = sampler.inputs.get("negative")
+        node = self.nodes.get(raw.node) if isinstance(raw, Link) else None
+        while node is not None and node.class_type in through:
+            raw = node.inputs.get("conditioning")
+            node = self.nodes.get(raw.node) if isinstance(raw, Link) else None
+        if node is not None and node.class_type == "ConditioningZeroOut":
+            self.mapper.substituted(
+                node, "guided against the empty prompt's encoding, not a zeroed conditioning"
+            )

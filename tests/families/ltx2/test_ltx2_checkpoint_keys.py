@@ -178,3 +178,34 @@ def test_ltx_2_3_s_per_stream_projections_and_gated_connectors_map_both_ways() -
     read = {back["connectors"][names[k]]: v for k, v in weights.items()}
     assert_same(read, weights)
     ltx2.LTX2TextConnectors(**config).load_state_dict(read, strict=True)
+
+
+def test_comfyui_s_gemma_language_model_maps_onto_transformers_naming() -> None:
+    """The kit's Gemma 3, its language model named as ComfyUI's `gemma_3_12B_it` file names it
+    (ComfyUI's probe key among them), read back strictly into transformers' language model."""
+    from inline_core.families.ltx2 import gemma_keys
+    from inline_core.families.ltx2.kit import build_tokenizer, gemma3_config
+
+    lib: Any = module("transformers")
+    torch.manual_seed(1)  # pyright: ignore[reportUnknownMemberType]
+    model: Any = lib.Gemma3ForConditionalGeneration(gemma3_config(len(build_tokenizer()) + 3))
+    state: dict[str, torch.Tensor] = dict(model.state_dict())
+    comfy = {gemma_keys.from_diffusers(k): v for k, v in state.items()}
+    comfy_state = {k: v for k, v in comfy.items() if k is not None}
+    assert "model.layers.1.self_attn.q_norm.weight" in comfy_state
+    assert gemma_keys.is_comfy_gemma(set(comfy_state))
+    assert not gemma_keys.is_comfy_gemma(set(state))  # transformers' own naming is not
+    back: dict[str, torch.Tensor] = {}
+    for key, value in comfy_state.items():
+        name = gemma_keys.to_diffusers(key)
+        assert name is not None
+        back[name.removeprefix("model.language_model.")] = value
+    fresh: Any = lib.Gemma3ForConditionalGeneration(model.config)
+    fresh.model.language_model.load_state_dict(back, strict=True)
+    ids = torch.tensor([[2, 5, 9, 11]])
+    with torch.inference_mode():
+        want = model.model.language_model(input_ids=ids).last_hidden_state
+        got = fresh.model.language_model(input_ids=ids).last_hidden_state
+    assert torch.equal(got, want)
+    assert gemma_keys.to_diffusers("vision_model.embeddings.patch_embedding.weight") is None
+    assert gemma_keys.to_diffusers("spiece_model") is None

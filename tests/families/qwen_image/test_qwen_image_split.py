@@ -1,7 +1,8 @@
 """Qwen-Image split over a worker group of two gloo ranks (its own plan on cache-dit's Ulysses,
 `split_plan.py`): the take equals the in-process take with prompts and images whose token counts
 the ranks do not divide (padded and masked), with guidance (a prompt and its negative of other
-lengths share a forward under a mask), and each rank's attention saw its half of the padded
+lengths share a forward under a mask), with the step cache, and for Edit 2511 (its reference's
+modulation index sharded with the image); each rank's attention saw its half of the padded
 image. The run's shared cache-dit group renders it (`tests/worker_groups.py`).
 
 Tolerance, as the other families' split tests: at most one level (of 255) on at most 0.1% of the
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from qwen_harness import PROMPT, TEXT_MODEL
+from qwen_harness import EDIT_2511_MODEL, PROMPT, TEXT_MODEL
 
 from inline_core.device.split import ParallelSpec
 from inline_core.engine.group import GroupPipeline, rank_spec
@@ -30,6 +31,7 @@ from inline_core.models.catalog import Catalog
 from inline_core.parallel.probe import AttentionProbe
 from inline_core.parallel.runner import DEFAULT_RUNNER, resolve
 from inline_core.parallel.sampler import ParallelSampler
+from inline_core.runtime.step_cache import StepCacheSettings
 from inline_core.sampling import SampleJob, StepLoopSampler
 from tests.parallel.parallel_support import group_config
 from tests.parallel.zimage_support import CPU_DTYPES, rank_threads
@@ -40,18 +42,12 @@ pytestmark = pytest.mark.worker_group(shared="cache-dit")
 TOLERANCE = 1  # levels of 255
 MAX_DIFFERING = 0.001  # of the values
 SHORT = "a fox"
+LOOSE = StepCacheSettings(threshold=0.9, warmup=2, front_blocks=1, max_consecutive=2)
 
 
 @pytest.fixture(scope="module")
 def family(qwen_kit: KitPaths) -> QwenImageFamily:
     return QwenImageFamily(Catalog(qwen_kit.root), {})
-
-
-@pytest.fixture(scope="module")
-def handle(family: QwenImageFamily) -> GroupPipeline:
-    """The server's handle on the kit's text-to-image stack in the ranks, on CPU."""
-    sources = family.resolve(NODE_TYPE, {"model": TEXT_MODEL}).require()
-    return GroupPipeline(family, rank_spec(family, "node", sources, CPU_DTYPES), "node", sources)
 
 
 @pytest.fixture(scope="module")
@@ -61,47 +57,66 @@ def group(request: pytest.FixtureRequest) -> ParallelSampler:
     )
 
 
+class Stacks:
+    """Each model's handle in the ranks (what a split render sends) and the same stack in this
+    process, built by the loader the ranks use, stepped at a rank's thread count (oneDNN's float
+    reductions depend on it)."""
+
+    def __init__(self, family: QwenImageFamily) -> None:
+        self.family = family
+        self.loop = StepLoopSampler()  # its loop thread takes the count set at its first op
+        self._made: dict[str, tuple[GroupPipeline, QwenImageStepPipeline]] = {}
+
+    def __call__(self, model: str) -> tuple[GroupPipeline, QwenImageStepPipeline]:
+        if model not in self._made:
+            family = self.family
+            sources = family.resolve(NODE_TYPE, {"model": model}).require()
+            spec = rank_spec(family, "node", sources, CPU_DTYPES)
+            handle = GroupPipeline(family, spec, "node", sources)
+            pipeline = resolve(spec.loader)(device="cpu", **handle.remote_spec().args)
+            assert isinstance(pipeline, QwenImageStepPipeline)
+            self._made[model] = handle, pipeline
+        return self._made[model]
+
+
 @pytest.fixture(scope="module")
-def local(
-    handle: GroupPipeline, group: ParallelSampler
-) -> Iterator[tuple[QwenImageStepPipeline, StepLoopSampler]]:
-    """The same stack in this process, built by the loader the ranks use, at a rank's thread
-    count (oneDNN's float reductions depend on it)."""
-    spec = handle.remote_spec()
-    pipeline = resolve(spec.loader)(device="cpu", **spec.args)
-    assert isinstance(pipeline, QwenImageStepPipeline)
+def stacks(family: QwenImageFamily, group: ParallelSampler) -> Iterator[Stacks]:
     threads = torch.get_num_threads()
     torch.set_num_threads(rank_threads(group.config))
-    loop = StepLoopSampler()  # its loop thread takes the count above at its first op
-    yield pipeline, loop
-    loop.close()
+    made = Stacks(family)
+    yield made
+    made.loop.close()
     torch.set_num_threads(threads)
 
 
+REFERENCE = Image.fromarray(np.random.default_rng(3).integers(0, 255, (40, 56, 3), np.uint8))
 RENDERS: dict[str, dict[str, Any]] = {
     # 48x48: 3x3 patches, 9 image tokens; the prompts' lengths as the kit's tokenizer gives them
     "odd image, guided": {"width": 48, "height": 48, "guidance": 4.0},
     "odd prompt": {"prompt": SHORT, "width": 64, "height": 48, "guidance": 1.0},
     "even image, guided": {"width": 64, "height": 64, "guidance": 4.0},
+    # the step cache deciding on all-reduced sums over padded shards
+    "cached": {"width": 48, "height": 48, "guidance": 4.0, "steps": 8, "step_cache": LOOSE},
+    # Edit 2511: the reference's tokens after the output's, marked by the modulation index
+    "edit 2511": {"model": EDIT_2511_MODEL, "width": 48, "height": 64, "images": (REFERENCE,)},
 }
 
 
 @pytest.mark.parametrize("name", list(RENDERS))
 def test_a_split_render_equals_the_in_process_render(
-    name: str,
-    handle: GroupPipeline,
-    group: ParallelSampler,
-    local: tuple[QwenImageStepPipeline, StepLoopSampler],
+    name: str, group: ParallelSampler, stacks: Stacks
 ) -> None:
-    spec: dict[str, Any] = {"prompt": PROMPT, "steps": 3, "seed": 5, **RENDERS[name]}
-    pipeline, loop = local
+    spec: dict[str, Any] = {"prompt": PROMPT, "steps": 3, "seed": 5, "guidance": 4.0}
+    spec.update(RENDERS[name])
+    handle, pipeline = stacks(spec.pop("model", TEXT_MODEL))
     state = pipeline.request(**spec)
     probe = AttentionProbe(pipeline.denoiser.transformer)
     try:
-        alone = loop.run(SampleJob(pipeline, state))
+        alone = stacks.loop.run(SampleJob(pipeline, state))
     finally:
         probe.remove()
-    got = group.run(SampleJob(handle, handle.request(**spec)))
+    remote = handle.request(**spec)
+    got = group.run(SampleJob(handle, remote))
     assert isinstance(alone, Image.Image) and isinstance(got, Image.Image)
     assert alone.size == got.size == (spec["width"], spec["height"])
     difference = np.abs(np.asarray(alone, np.int16) - np.asarray(got, np.int16))
@@ -114,18 +129,22 @@ def test_a_split_render_equals_the_in_process_render(
     assert whole and len(set(whole)) == 1
     half = ImagePads(whole[0], 2).shard
     assert [meta[rank]["attentionTokens"] for rank in (0, 1)] == [[half] * len(whole)] * 2
+    if "step_cache" in spec:  # every rank decided alike: the counts of one process
+        assert state.cache.stats()["reusedSteps"] > 0
+        assert remote.cache.stats() == state.cache.stats()
 
 
-def test_the_renders_cover_odd_prompts_and_odd_images(
-    local: tuple[QwenImageStepPipeline, StepLoopSampler],
-) -> None:
+def test_the_renders_cover_odd_prompts_and_odd_images(stacks: Stacks) -> None:
     """What the renders above are for: a prompt, and an image, the two ranks cannot halve."""
-    pipeline, _ = local
+    _, pipeline = stacks(TEXT_MODEL)
     prompt = pipeline.request(prompt=SHORT, width=64, height=48, steps=2, seed=0, guidance=1.0)
     pipeline.prepare_encode(prompt)
     assert prompt.positive is not None
     assert int(prompt.positive.value.shape[0]) % 2 == 1
-    assert (48 // 16) * (48 // 16) % 2 == 1
+    image = pipeline.request(prompt=PROMPT, width=48, height=48, steps=2, seed=0, guidance=1.0)
+    pipeline.prepare_encode(image)
+    assert image.latents is not None
+    assert int(image.latents.value.shape[1]) % 2 == 1  # the packed image tokens the model sees
 
 
 def test_only_ulysses_is_offered_over_the_heads(family: QwenImageFamily) -> None:

@@ -1,11 +1,13 @@
 """Inpaint parity: an image and a mask wired into `stability/sdxl` render what diffusers'
 `StableDiffusionXLInpaintPipeline` renders with the same (4-channel) UNet, image, mask, seed and
-strength: the mask's white part repainted, the rest put back after each step. A mask without
-its image, a mask of another size, and a sampler that calls the model twice a step are refused
-naming why."""
+strength: the mask's white part repainted, the rest put back after each step (or, with a
+9-channel inpaint checkpoint, the mask and the masked image's latents fed to each call). A mask
+without its image, a mask of another size, and a sampler that calls the model twice a step are
+refused naming why."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from inline_core.contract.submit import Submit
 from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl import SDXLFamily
 from inline_core.families.sdxl.descriptor import NODE_TYPE
-from inline_core.families.sdxl.kit import SDXLKit
+from inline_core.families.sdxl.kit import SDXLKit, write_inpaint_checkpoint
 from inline_core.models.catalog import Catalog
 from inline_core.sampling.loop import StepLoopSampler
 
@@ -114,3 +116,31 @@ def test_a_mask_without_its_image_or_of_another_size_is_refused_at_submit(
         family.check(Submit(NODE_TYPE, params, "x", resolution, wired, sizes, {}))
     same = {"mask": (64, 64), "image": (64, 64)}
     family.check(Submit(NODE_TYPE, params, "x", resolution, wired, same, {}))
+
+
+def test_an_inpaint_unet_matches_diffusers(
+    sdxl_kit: SDXLKit, sdxl_sampler: StepLoopSampler, sdxl_reference: Any, tmp_path: Path
+) -> None:
+    """A 9-channel inpaint checkpoint: each call sees the latents, the mask and the masked
+    image's latents, nothing blended, as StableDiffusionXLInpaintPipeline feeds it."""
+    from diffusers import (
+        EulerDiscreteScheduler,  # pyright: ignore
+        StableDiffusionXLInpaintPipeline,  # pyright: ignore
+    )
+
+    models = tmp_path / "models"
+    shutil.copytree(sdxl_kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
+    checkpoint, inpaint_unet = write_inpaint_checkpoint(models)
+    params: dict[str, Any] = {"width": 64, "height": 64, "steps": 4, "strength": 0.8}
+    params |= {"sampler": "euler", "schedule": "ddim_uniform"}
+    image, mask = source_image(64, 64), repaint_mask(64, 64)
+    rig = sdxl_rig(models, sdxl_sampler)
+    result = render_img2img(rig, tmp_path, image, mask=mask, model=checkpoint.name, **params)
+    pipe: Any = StableDiffusionXLInpaintPipeline.from_pipe(  # pyright: ignore
+        sdxl_reference, unet=inpaint_unet
+    )
+    pipe.scheduler = EulerDiscreteScheduler.from_config(sdxl_reference.scheduler.config)  # pyright: ignore
+    ours = take_pixels(result)
+    assert max_diff(ours, reference_pixels(pipe, image, params, mask_image=mask)) <= TOLERANCE
+    with pytest.raises(InvalidRequest, match="an inpaint model"):  # it needs both inputs
+        render_img2img(rig, tmp_path, image, model=checkpoint.name, **params)

@@ -216,3 +216,30 @@ def test_a_picked_checkpoint_of_another_family_is_refused_saying_what_its_keys_l
     message = response.json()["error"]["message"]
     assert "checkpoints/my_mix_v3.safetensors is not a SDXL diffusion model" in message
     assert "Stable Diffusion 1.x/2.x UNet" in message and "label_emb" in message
+
+
+def test_a_refiner_checkpoint_picked_as_the_model_is_refused_naming_it(
+    sdxl_kit: SDXLKit, tmp_path: Path
+) -> None:
+    """A refiner's keys (OpenCLIP-G alone, at `conditioner.embedders.0.`): a 422 at submit saying
+    it is a refiner and the node has no refiner stage yet, not a missing text encoder."""
+    from inline_core.diffusion.libs import load_safetensors, save_safetensors
+
+    assert sdxl_kit.checkpoint is not None
+    models = tmp_path / "models"
+    shutil.copytree(sdxl_kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
+    state = load_safetensors(sdxl_kit.checkpoint)
+    refiner = {
+        k.replace("conditioner.embedders.1.", "conditioner.embedders.0."): v
+        for k, v in state.items()
+        if not k.startswith("conditioner.embedders.0.")
+    }
+    save_safetensors(refiner, models / "checkpoints" / "my_refiner.safetensors")
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        graph = sdxl_graph(model="my_refiner.safetensors")
+        response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    assert response.status_code == 422, response.text
+    message = response.json()["error"]["message"]
+    assert "my_refiner.safetensors is an SDXL refiner checkpoint" in message
+    assert "no refiner stage yet" in message

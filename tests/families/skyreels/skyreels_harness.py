@@ -22,7 +22,7 @@ from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.file_store import FileTakeStore
 from inline_core.runtime.progress import RunEvent
-from inline_core.runtime.video import decode_apng
+from inline_core.runtime.video import Video, decode_apng
 from inline_core.sampling.job import BatchedSampler
 
 Pixels = npt.NDArray[np.int16]
@@ -55,6 +55,7 @@ def render(
     on_event: Callable[[RunEvent], None] | None = None,
     cancel: CancelToken | None = None,
     image: Image.Image | None = None,
+    video: Video | None = None,
     **params: Any,
 ) -> NodeResult:
     def events(event: RunEvent) -> None:
@@ -70,6 +71,8 @@ def render(
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:
         inputs["image"] = image
+    if video is not None:
+        inputs["video"] = video
     call = NodeCall(ctx=ctx, node_id="s", params=node_params(**params), inputs=inputs)
     return rig.run(call)
 
@@ -96,11 +99,21 @@ def first_frame_image(width: int, height: int, seed: int = 0) -> Image.Image:
     return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
 
 
+def source_video(frames: int, width: int, height: int) -> Video:
+    """A video to extend, of random frames (any size: the node resizes it as diffusers does)."""
+    rng = np.random.default_rng(7)
+    return Video(rng.integers(0, 256, (frames, height, width, 3), dtype=np.uint8), 16)
+
+
 def reference_frames(
-    pipe: Any, prompt: str = PROMPT, image: Image.Image | None = None, **params: Any
+    pipe: Any,
+    prompt: str = PROMPT,
+    image: Image.Image | None = None,
+    video: Video | None = None,
+    **params: Any,
 ) -> Pixels:
-    """diffusers' frames for the same render (with `image`: its image-to-video pipeline over
-    the same parts). Its prompts come encoded by
+    """diffusers' frames for the same render (with `image` or `video`: its image-to-video or
+    video-to-video pipeline over the same parts). Its prompts come encoded by
     `WanPipeline.encode_prompt` over the same parts: the SkyReels pipelines' prompt cleaning
     calls `ftfy` unconditionally, which this install lacks; WanPipeline's skips it then, and the
     rest of the text path is the same code."""
@@ -130,6 +143,11 @@ def reference_frames(
         pipe = i2v(**pipe.components)
         pipe.set_progress_bar_config(disable=True)
         extra["image"] = image
+    if video is not None:
+        v2v = diffusers.SkyReelsV2DiffusionForcingVideoToVideoPipeline  # pyright: ignore
+        pipe = v2v(**pipe.components)
+        pipe.set_progress_bar_config(disable=True)
+        extra["video"] = [Image.fromarray(frame) for frame in video.frames]
     video = pipe(
         **extra,
         prompt=None,

@@ -2,7 +2,9 @@
 diffusers' own `SkyReelsV2DiffusionForcingPipeline` renders from the same tiny weights, seed and
 params: one chunk and several, synchronous and asynchronous (`ar_step`), on the lossless APNG.
 Image to video equals `SkyReelsV2DiffusionForcingImageToVideoPipeline` the same way: the image's
-latent frame is the first chunk's clean prefix, and another image gives another video.
+latent frame is the first chunk's clean prefix, and another image gives another video. Extending
+a video equals `SkyReelsV2DiffusionForcingVideoToVideoPipeline`: the given frames, then the new
+ones continuing from its last `overlap`.
 
 Within a level, on a handful of pixels: the same float32 ops in the same order, but the step
 loop's thread computes with another intra-op thread count than the test's (CPU kernels block
@@ -24,6 +26,7 @@ from skyreels_harness import (
     reference_frames,
     render,
     skyreels_rig,
+    source_video,
     take_frames,
 )
 
@@ -106,3 +109,32 @@ def test_image_to_video_matches_diffusion_forcing_i2v_pipeline(
     # parity tolerance; the tiny VAE's random weights carry an image only faintly).
     other = take_frames(render(rig, tmp_path, image=first_frame_image(50, 40, seed=1), **params))
     assert max_diff(other[:1], ours[:1]) > TOLERANCE
+
+
+V2V_CASES = [
+    pytest.param({"guidance": 1.0, "frames": 9, "base_frames": 9, "overlap": 5}, id="one-chunk"),
+    pytest.param(
+        {"guidance": 3.0, "frames": 17, "base_frames": 9, "overlap": 5, "ar_step": 1},
+        id="long-async-cfg",
+    ),
+]
+
+
+@pytest.mark.parametrize("params", V2V_CASES)
+def test_extending_a_video_matches_diffusion_forcing_v2v_pipeline(
+    skyreels_kit: SkyReelsKit,
+    skyreels_sampler: StepLoopSampler,
+    skyreels_reference: Any,
+    tmp_path: Path,
+    params: dict[str, Any],
+) -> None:
+    rig = skyreels_rig(skyreels_kit.root, skyreels_sampler)
+    given = source_video(13, 50, 40)  # another size than the render's: resized
+    result = render(rig, tmp_path, video=given, **params)
+    ours = take_frames(result)
+    ref = reference_frames(skyreels_reference, video=given, **params)
+    assert ours.shape == (13 + params["frames"], 32, 48, 3)
+    assert max_diff(ours, ref) <= TOLERANCE
+    assert float((ours != ref).mean()) <= MAX_DIFFERING
+    (take,) = result.takes
+    assert take.params["extends_frames"] == 13 and "extend" not in take.params

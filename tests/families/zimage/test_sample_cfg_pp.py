@@ -10,12 +10,14 @@ from typing import Any, cast
 import pytest
 import torch
 from primitive_graphs import Rig, make_rig, primitive_graph, take_pixels
-from zimage_harness import make_runner, max_diff
+from zimage_harness import make_runner, max_diff, pixels
 
 from inline_core.errors import InvalidRequest
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.graph.sampler_names import CFG_PP_SAMPLERS
+from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
+from tests.batching_helpers import run_together
 
 GUIDANCE = 2.0  # Z-Image's scale: ComfyUI's cfg 3
 
@@ -91,3 +93,40 @@ def test_sample_runs_every_cfg_pp_sampler(rig: Rig, name: str) -> None:
 def test_cfg_pp_without_guidance_is_refused(rig: Rig) -> None:
     with pytest.raises(InvalidRequest, match="set cfg above 1"):
         rig.run(primitive_graph("a fox", sampler="euler_cfg_pp"))
+
+
+MIXED: list[dict[str, Any]] = [
+    {"sampler": "euler"},
+    {"sampler": "euler_cfg_pp"},
+    {"sampler": "dpmpp_2m_cfg_pp", "shift": 6.0},
+    {"sampler": "euler_ancestral_cfg_pp", "mu": 1.5},
+]
+
+
+def test_cfg_pp_requests_share_forwards_and_match_alone(kit: KitPaths) -> None:
+    sampler = StepLoopSampler()
+    try:
+        pipeline = make_runner(kit.root, sampler).pipeline()
+
+        def job(settings: dict[str, Any]) -> SampleJob:
+            request: Any = pipeline.request(
+                prompt="a fox",
+                negative_prompt="blurry",
+                width=64,
+                height=64,
+                steps=4,
+                guidance=GUIDANCE,
+                seed=3,
+                **settings,
+            )
+            return SampleJob(pipeline, request)
+
+        alone = [pixels(sampler.run(job(s))) for s in MIXED]
+        before = sampler.stats()
+        together = [pixels(o) for o in run_together(sampler, pipeline, [job(s) for s in MIXED])]
+        after = sampler.stats()
+    finally:
+        sampler.close()
+    assert after["batchedForwards"] > before["batchedForwards"]
+    for settings, solo, batched in zip(MIXED, alone, together, strict=True):
+        assert max_diff(solo, batched) <= 3, settings  # a padded batch sums in another order

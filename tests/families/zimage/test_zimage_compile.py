@@ -19,6 +19,10 @@ from zimage_harness import make_runner, max_diff, render, take_pixels
 from inline_core.diffusion.compile.cache import CACHE_VARIABLE
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.sampling.loop import StepLoopSampler
+from tests.worker_groups import XDIST_INDUCTOR
+
+# On the xdist worker of the other module that compiles the same blocks: one cold compile.
+pytestmark = pytest.mark.xdist_group(XDIST_INDUCTOR)
 
 
 def test_compiled_render_equals_eager(

@@ -125,8 +125,18 @@ class FlowSampling(ModelSampling):
         self.shift, self.mu = shift, mu
         count = 1000 if mu is None else 10000
         self.multiplier = 1000.0 if mu is None else 1.0
-        ts = torch.arange(1, count + 1, 1) / count
-        self.sigmas = torch.tensor([self._shifted(float(t)) for t in ts], dtype=torch.float32)
+        # `_shifted` over the table in float64 at once: the same IEEE operations in the same order
+        # (one `exp`, on the host), so the same sigmas as element by element, a thousand times
+        # sooner (a 10000 table made per request).
+        t = (torch.arange(1, count + 1, 1) / count).to(torch.float64)
+        if mu is not None:
+            e = math.exp(mu)
+            table = e / (e + (1 / t - 1))
+        elif shift == 1.0:
+            table = t
+        else:
+            table = shift * t / (1 + (shift - 1) * t)
+        self.sigmas = table.to(torch.float32)
 
     def _shifted(self, t: float) -> float:
         if self.mu is not None:

@@ -10,12 +10,10 @@ from typing import Any, ClassVar
 
 from inline_core.families.flux2.comfy import LATENT, REFERENCE, SCHEDULER
 from inline_core.families.flux2.descriptor import REFERENCES
-from inline_core.graph.sampler_names import SAMPLERS
 from inline_core.importer.custom_collapse import BASIC_SCHEDULER, CustomCollapse
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.images import load_image
 from inline_core.importer.own_node import Sampling
-from inline_core.importer.samplers import exact_name
 from inline_core.importer.values import describe
 from inline_core.importer.workflow import ComfyNode, Link
 
@@ -53,25 +51,11 @@ class Flux2Collapse(CustomCollapse):
         return self.mapper.whole(a, name, 1024) == self.mapper.whole(b, name, 1024)
 
     def sampling(self, sampler: ComfyNode) -> Sampling:
-        """As the chain reads; its sampler is the node's own (a name the node does not offer is
-        refused, naming the closest)."""
-        found = super().sampling(sampler)
-        first, where = found.first, describe(sampler)
-        name = self.mapper.text(first, "sampler_name", "euler")
-        found.extra["sampler"] = exact_name("sampler", name, SAMPLERS, where)
-        return found
+        """As the chain reads; its sampler and scheduler the node's own."""
+        return self.node_names(sampler, super().sampling(sampler))
 
     def sampling_notes(self, sampler: ComfyNode) -> None:
-        """Its sampler is the node's own; another schedule or a denoise below 1 is said."""
-        m = self.mapper
-        schedule = m.text(sampler, "scheduler", "simple")
-        if schedule != "simple":
-            m.substituted(
-                sampler, f"scheduler {schedule!r} is not offered; the model's own schedule runs"
-            )
-        denoise = m.number(sampler, "denoise", 1.0)
-        if denoise < 1.0:
-            m.substituted(sampler, f"denoise {denoise:g} is not offered; the whole schedule runs")
+        self.denoise_note(sampler)
 
     def through(self, node: ComfyNode, name: str) -> ComfyNode:
         """A prompt's node through its ReferenceLatent chain: the positive prompt's references
@@ -103,18 +87,8 @@ class Flux2Collapse(CustomCollapse):
         return node
 
     def negative(self, sampler: ComfyNode, params: dict[str, Any]) -> None:
-        """The empty negative prompt; a zeroed one (ConditioningZeroOut) under guidance is said:
-        the node guides against the empty prompt's encoding (unguided, it is not read)."""
         super().negative(sampler, params)
-        if self.mapper.number(sampler, "cfg", 1.0) <= 1.0:
-            return
-        node = self.nodes.get(_link_node(sampler.inputs.get("negative")) or "")
-        while node is not None and node.class_type == REFERENCE:
-            node = self.nodes.get(_link_node(node.inputs.get("conditioning")) or "")
-        if node is not None and node.class_type == "ConditioningZeroOut":
-            self.mapper.substituted(
-                node, "guided against the empty prompt's encoding, not a zeroed conditioning"
-            )
+        self.zeroed_negative_note(sampler, (REFERENCE,))
 
     def _reference(self, node: ComfyNode) -> ComfyNode:
         """A ReferenceLatent's image: the LoadImage its VAEEncode encodes (through scalers)."""

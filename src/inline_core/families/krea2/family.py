@@ -12,6 +12,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
@@ -20,6 +21,7 @@ from inline_core.contract.submit import Submit
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
+from inline_core.families.krea2.comfy import RECIPE
 from inline_core.families.krea2.descriptor import EXTRA_HINT, KREA2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.krea2.download import DOWNLOADS
 from inline_core.families.krea2.files import RULES
@@ -38,6 +40,7 @@ class Krea2Family(Family):
     requires = ("torch", "diffusers", "transformers", "safetensors")
     install_hint = EXTRA_HINT
     builder = "inline_core.families.krea2.build:BUILDER"
+    comfy_text_encoder_types = ("krea2",)  # how ComfyUI's CLIPLoader loads its Qwen3-VL
     kit = "inline_core.families.krea2.kit:main"
     download = "inline_core.families.krea2.download:main"
     loras = KREA2_LORAS
@@ -45,6 +48,9 @@ class Krea2Family(Family):
         batching="shapes",  # one batched tensor and one set of positions per forward
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
     )
+
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (KREA2_DESCRIPTOR,)

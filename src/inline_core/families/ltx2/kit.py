@@ -1,6 +1,6 @@
 """Tiny random-weight LTX-2 stacks, written into a models folder.
 
-    inline-core kit --family ltx2 --out models/
+    inline-core kit --family ltx2 --out models/ [--size tiny|mid]
 
 The kit builds, from fixed seeds, an `LTX2VideoTransformer3DModel` (video and audio streams), the
 video VAE (`AutoencoderKLLTX2Video`, 2x down in space and time at this size), the audio VAE
@@ -8,7 +8,10 @@ video VAE (`AutoencoderKLLTX2Video`, 2x down in space and time at this size), th
 (`LTX2TextConnectors`) and a Gemma 3 text encoder (`Gemma3ForConditionalGeneration`, a tiny text
 tower and a tiny vision tower) with a byte-level tokenizer, and writes the diffusers layout:
 `diffusion_models/ltx-2_tiny_diffusers/` (`LTX2Pipeline.save_pretrained`, LTX-2.0's legacy
-connector). The sizes are those of diffusers' own LTX-2 tests. Random weights draw noise.
+connector). The tiny sizes are those of diffusers' own LTX-2 tests; `--size mid` widens and
+deepens the transformer alone (8 layers, video 8 heads x 64, sound 4 x 32: about 40M parameters,
+where most of a render's time goes) for figures nearer a real model's, written to
+`diffusion_models/ltx-2_mid_diffusers/`. Random weights draw noise.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from inline_core.diffusion.kit import byte_tokenizer, report, seeded
 from inline_core.diffusion.libs import diffusers, module, quiet, transformers
 
 FOLDER = "ltx-2_tiny_diffusers"
+SIZES = ("tiny", "mid")
 MAX_PROMPT_TOKENS = 16  # the tiny stack's padded prompt (LTX-2's own: 1024)
 TEXT_WIDTH = 32  # the connectors' width too: 4 heads x 8
 TEXT_LAYERS = 2
@@ -46,6 +50,16 @@ TRANSFORMER_CONFIG: dict[str, Any] = {
     "caption_channels": TEXT_WIDTH,
     "rope_double_precision": False,
     "rope_type": "split",
+}
+# The mid transformer: cross-attention as wide as each stream (LTX-2's own layout).
+MID_TRANSFORMER: dict[str, Any] = {
+    "num_layers": 8,
+    "num_attention_heads": 8,
+    "attention_head_dim": 64,
+    "cross_attention_dim": 512,
+    "audio_num_attention_heads": 4,
+    "audio_attention_head_dim": 32,
+    "audio_cross_attention_dim": 128,
 }
 CONNECTORS_CONFIG: dict[str, Any] = {
     "caption_channels": TEXT_WIDTH,
@@ -182,8 +196,14 @@ def gemma3_config(vocab_size: int) -> Any:
     )
 
 
-def build_parts() -> dict[str, Any]:
-    """The tiny stack, as `LTX2Pipeline` takes its parts."""
+def folder_name(size: str) -> str:
+    return FOLDER if size == "tiny" else f"ltx-2_{size}_diffusers"
+
+
+def build_parts(size: str = "tiny") -> dict[str, Any]:
+    """The stack of this size, as `LTX2Pipeline` takes its parts."""
+    if size not in SIZES:
+        raise ValueError(f"no LTX-2 kit size {size!r}: {', '.join(SIZES)}")
     quiet()
     lib = diffusers()
     ltx2 = module("diffusers.pipelines.ltx2")
@@ -191,7 +211,8 @@ def build_parts() -> dict[str, Any]:
     seeded(SEEDS["text_encoder"])
     text_encoder = transformers().Gemma3ForConditionalGeneration(gemma3_config(len(tokenizer) + 3))
     seeded(SEEDS["transformer"])
-    transformer = lib.LTX2VideoTransformer3DModel(**TRANSFORMER_CONFIG)
+    widths = MID_TRANSFORMER if size == "mid" else {}
+    transformer = lib.LTX2VideoTransformer3DModel(**{**TRANSFORMER_CONFIG, **widths})
     seeded(SEEDS["connectors"])
     connectors = ltx2.LTX2TextConnectors(**CONNECTORS_CONFIG)
     seeded(SEEDS["vae"])
@@ -212,10 +233,10 @@ def build_parts() -> dict[str, Any]:
     }
 
 
-def write_kit(out: Path) -> LTX2Kit:
-    """Write the tiny LTX-2 stack into the models folder `out`."""
-    parts = build_parts()
-    folder = out / "diffusion_models" / FOLDER
+def write_kit(out: Path, size: str = "tiny") -> LTX2Kit:
+    """Write the LTX-2 stack of this size into the models folder `out`."""
+    parts = build_parts(size)
+    folder = out / "diffusion_models" / folder_name(size)
     diffusers().LTX2Pipeline(**parts).save_pretrained(str(folder))
     return LTX2Kit(out, folder)
 
@@ -223,8 +244,9 @@ def write_kit(out: Path) -> LTX2Kit:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="inline-core kit --family ltx2")
     parser.add_argument("--out", type=Path, required=True, help="the models folder to write into")
+    parser.add_argument("--size", choices=SIZES, default="tiny")
     args = parser.parse_args(argv)
-    kit = write_kit(args.out)
+    kit = write_kit(args.out, args.size)
     print(report(args.out, [kit.diffusers_dir]))
     return 0
 

@@ -26,9 +26,10 @@ from inline_core.components.step import (
 from inline_core.contract.family import Family
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.engine.target import node_target
-from inline_core.errors import RunFailed
+from inline_core.errors import InvalidRequest, RunFailed
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
 from inline_core.graph.schema import PortKind
@@ -57,6 +58,11 @@ class FamilyNodeRunner(NodeRunner):
         everything it needs, then the files required and the split asked; the files found are
         the run's (`NodeCall.prepared`), for `lower` and the render."""
         node_type = self.descriptor.type
+        if self.descriptor.param("mu") is not None:  # a node with `SHIFT_PARAMS`: one of the two
+            try:
+                ModelShift.of(params.get("shift"), params.get("mu"))
+            except ValueError as exc:
+                raise InvalidRequest(str(exc), node_id=node_id) from None
         resolution = self.family.resolve(node_type, params)
         submit = Submit(
             node_type, params, node_id, resolution, facts.wired, facts.sizes(), facts.upstream

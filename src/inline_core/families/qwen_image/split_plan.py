@@ -116,12 +116,11 @@ class PaddedUlysses:
         mask: torch.Tensor | None = kwargs.get("encoder_hidden_states_mask")
         self.image = pads = ImagePads(int(image.shape[1]), self.ranks)
         text_pads = -int(text.shape[1]) % self.ranks
-        if mask is None and (text_pads or pads.pads):
-            mask = torch.ones(text.shape[:2], dtype=torch.long, device=text.device)
-        if text_pads:
-            text = torch.cat([text, text.new_zeros(text.shape[0], text_pads, text.shape[2])], 1)
-            assert mask is not None
+        if text_pads or pads.pads:  # a pad anywhere: the attention needs a mask
+            if mask is None:
+                mask = torch.ones(text.shape[:2], dtype=torch.long, device=text.device)
             mask = torch.cat([mask, mask.new_zeros(mask.shape[0], text_pads)], 1)
+            text = torch.cat([text, text.new_zeros(text.shape[0], text_pads, text.shape[2])], 1)
         padded = {"hidden_states": pads.insert(image, 1), "encoder_hidden_states": text}
         return args, {**kwargs, **padded, "encoder_hidden_states_mask": mask}
 

@@ -18,17 +18,17 @@ from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
-from inline_core.contract.sources import Sources
+from inline_core.contract.sources import Missing, Resolution, Sources
 from inline_core.contract.submit import Submit
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
-from inline_core.errors import InvalidRequest
+from inline_core.errors import InvalidRequest, NotFound
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.sdxl.comfy import RECIPE
 from inline_core.families.sdxl.descriptor import EXTRA_HINT, NODE_TYPE, SDXL_DESCRIPTOR
 from inline_core.families.sdxl.download import DOWNLOADS
 from inline_core.families.sdxl.embeddings import find_embeddings
-from inline_core.families.sdxl.files import RULES
+from inline_core.families.sdxl.files import RULES, refiner_refusal
 from inline_core.families.sdxl.lora_naming import SDXL_LORAS
 from inline_core.families.sdxl.request import SDXLRequest, img2img_start, new_request
 from inline_core.graph.descriptor import NodeDescriptor
@@ -71,6 +71,19 @@ class SDXLFamily(Family):
 
     def downloads(self) -> Downloads:
         return DOWNLOADS
+
+    def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
+        """A refiner checkpoint picked as the model is said for what it is (its missing CLIP-L
+        is not the point)."""
+        model = self.model_param(node_type, params)
+        try:
+            picked = self.catalog.entry("checkpoints", model).path if model else None
+        except NotFound:
+            picked = None
+        refiner = refiner_refusal(picked)
+        if refiner is not None:
+            return Resolution(self.title, None, (Missing("diffusion model", refiner),))
+        return super().resolve(node_type, params)
 
     def lower(
         self,

@@ -65,6 +65,28 @@ def prediction_of(source: Source) -> str | None:
     return "v_prediction" if V_PRED_KEY in keys else None
 
 
+REFINER_ENCODER = "conditioner.embedders.0.model."  # OpenCLIP-G as a refiner's only encoder
+
+
+def refiner_refusal(path: Path | None) -> str | None:
+    """Why a checkpoint is no base model: an SDXL refiner's (its one text encoder OpenCLIP-G at
+    `conditioner.embedders.0.`, where a base has CLIP-L there); None for a base."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        keys = HEADERS.get(path)
+    except (HeaderError, OSError):
+        return None
+    if not any(k.startswith(REFINER_ENCODER) for k in keys):
+        return None
+    return (
+        f"{path.name} is an SDXL refiner checkpoint (its one text encoder is OpenCLIP-G "
+        "at conditioner.embedders.0., its UNet conditioned on an aesthetic score): "
+        "stability/sdxl renders with a base checkpoint and has no refiner stage yet; pick a "
+        "base checkpoint"
+    )
+
+
 def _sdxl_vae_config(shapes: Shapes) -> dict[str, Any]:
     return {**ldm_vae.infer_config(shapes), "scaling_factor": SDXL_VAE_SCALING}
 

@@ -42,7 +42,7 @@ from inline_core.families.sdxl.pipeline import PREVIEW_FORMAT
 
 SIZES = ("tiny", "mid")
 LAYOUTS = ("comfy", "diffusers")
-SEEDS = {"text_encoder": 1, "text_encoder_2": 2, "unet": 3, "vae": 4}
+SEEDS = {"text_encoder": 1, "text_encoder_2": 2, "unet": 3, "vae": 4, "inpaint_unet": 5}
 TOKENIZER_FOLDER = "clip_tokenizer"
 BOS, EOS = "<|startoftext|>", "<|endoftext|>"
 MAX_LENGTH = 77
@@ -150,13 +150,13 @@ def build_text_encoders() -> tuple[Any, Any]:
     return first, second
 
 
-def unet_config(size: str) -> dict[str, Any]:
+def unet_config(size: str, in_channels: int = 4) -> dict[str, Any]:
     levels = len(UNET_CONFIGS[size]["block_out_channels"])
     channels = UNET_CONFIGS[size]["block_out_channels"]
     return {
         **UNET_CONFIGS[size],
         "sample_size": 128,
-        "in_channels": 4,
+        "in_channels": in_channels,
         "out_channels": 4,
         "down_block_types": ["DownBlock2D"] + ["CrossAttnDownBlock2D"] * (levels - 1),
         "up_block_types": ["CrossAttnUpBlock2D"] * (levels - 1) + ["UpBlock2D"],
@@ -169,9 +169,9 @@ def unet_config(size: str) -> dict[str, Any]:
     }
 
 
-def build_unet(size: str) -> Any:
-    seeded(SEEDS["unet"])
-    model = diffusers().UNet2DConditionModel(**unet_config(size))
+def build_unet(size: str, in_channels: int = 4) -> Any:
+    seeded(SEEDS["unet" if in_channels == 4 else "inpaint_unet"])
+    model = diffusers().UNet2DConditionModel(**unet_config(size, in_channels))
     # diffusers zeroes the output conv; random weights there make every step count.
     with torch.no_grad():
         for p in model.conv_out.parameters():
@@ -202,6 +202,18 @@ def checkpoint_state(unet_model: Any, vae: Any, first: Any, second: Any) -> dict
         for key, value in sd.items()
         if not key.endswith("position_ids")
     }
+
+
+def write_inpaint_checkpoint(out: Path, size: str = "tiny") -> tuple[Path, Any]:
+    """An inpaint checkpoint (a UNet of 9 input channels: latents, mask, masked image, as
+    SDXL's inpainting checkpoints) with the kit's VAE and text encoders, in
+    `out/checkpoints/`; the file and its UNet (diffusers')."""
+    first, second = build_text_encoders()
+    model, vae = build_unet(size, in_channels=9), build_vae()
+    path = out / "checkpoints" / f"sdxl_{size}_inpaint.safetensors"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_weights(checkpoint_state(model, vae, first, second), path, torch.float32)
+    return path, model
 
 
 def build_kit(

@@ -25,12 +25,13 @@ from inline_core.device.policy import Placement
 from inline_core.diffusion.adapters.bank import AdapterBank
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.encoders.clip_prompt import ClipConditioning, ClipPromptEncoder
+from inline_core.diffusion.masks import rgb_at
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl.embedding_vectors import EmbeddingVectors
 from inline_core.families.sdxl.family import SDXLFamily
-from inline_core.families.sdxl.inpaint import InpaintBlend
+from inline_core.families.sdxl.inpaint import INPAINT_CHANNELS, InpaintBlend, InpaintChannels
 from inline_core.families.sdxl.request import (
     LATENT_FACTOR,
     SDXLRequest,
@@ -82,6 +83,7 @@ class SDXLStepPipeline:
         self.serial_phases = serial_phases
         config = cast(Any, unet).config
         self.in_channels = int(config.in_channels)
+        self.latent_channels = int(config.out_channels)  # an inpaint UNet takes more in
         self.sizes = config.addition_embed_type == "text_time"  # SDXL's size conditioning
 
     def request(self, **kwargs: Any) -> SDXLRequest:
@@ -96,7 +98,7 @@ class SDXLStepPipeline:
 
     def _prepare(self, state: SDXLRequest) -> None:
         h, w = state.height // LATENT_FACTOR, state.width // LATENT_FACTOR
-        shape = (1, self.in_channels, h, w)
+        shape = (1, self.latent_channels, h, w)
         # KSampler's noise: the whole latent batch drawn at once from the seed, on the CPU.
         generator = torch.Generator("cpu").manual_seed(state.seed)
         drawn = torch.randn(
@@ -132,14 +134,20 @@ class SDXLStepPipeline:
             row=state.batch_index,
         )
         state.schedule_state = schedule
-        if state.mask is not None and start is not None:
+        if self.in_channels == INPAINT_CHANNELS:
+            if state.image is None or state.mask is None:
+                raise InvalidRequest(
+                    "this checkpoint is an inpaint model (9 input channels): wire the image to "
+                    "inpaint and its mask"
+                )
+            image = rgb_at(state.image, state.width, state.height)
+            state.inpaint = InpaintChannels.of(self.vae, image, state.mask, generator, shape)
+        elif state.mask is not None and start is not None:
             state.inpaint = InpaintBlend.of(state.mask, start, noise, schedule, state.sampler)
         state.latents = Latents(schedule.start(noise, start), shape)
 
     def _encode_image(self, state: SDXLRequest, generator: torch.Generator) -> torch.Tensor:
-        source = cast(Image.Image, state.image).convert("RGB")
-        if source.size != (state.width, state.height):
-            source = source.resize((state.width, state.height), Image.Resampling.LANCZOS)
+        source = rgb_at(cast(Image.Image, state.image), state.width, state.height)
         encoded = cast(torch.Tensor, self.vae.encode(source, generator).value)
         return encoded.to(self.device, torch.float32)
 
@@ -171,8 +179,10 @@ class SDXLStepPipeline:
         sizes: list[list[int]] = []
         for state, conditioning in rows:
             schedule, latents = _prepared(state)
-            x = cast(torch.Tensor, latents.value)
-            xs.append(schedule.model_input(state.step_index, x))
+            x = schedule.model_input(state.step_index, cast(torch.Tensor, latents.value))
+            if isinstance(state.inpaint, InpaintChannels):
+                x = state.inpaint.model_input(x)
+            xs.append(x)
             timesteps.append(schedule.timesteps[state.step_index])
             value = cast(ClipConditioning, conditioning.value)
             contexts.append(value.hidden)
@@ -203,8 +213,8 @@ class SDXLStepPipeline:
         schedule, latents = _prepared(state)
         with torch.inference_mode():
             x = schedule.step(cast(torch.Tensor, noise_pred), cast(torch.Tensor, latents.value))
-            if state.inpaint is not None:
-                x = cast(InpaintBlend, state.inpaint).blend(schedule, state.step_index + 1, x)
+            if isinstance(state.inpaint, InpaintBlend):
+                x = state.inpaint.blend(schedule, state.step_index + 1, x)
         state.latents = Latents(x, latents.shape)
         state.step_index += 1
 

@@ -20,6 +20,13 @@ def latent_frames(frames: int) -> int:
     return (frames - 1) // TEMPORAL_FACTOR + 1
 
 
+def extended_prefix(overlap: int, causal_block_size: int) -> int:
+    """The latent frames the first chunk takes from a video it extends: its last `overlap`
+    frames', cut to whole causal blocks (as every later chunk's prefix is)."""
+    count = latent_frames(overlap)
+    return count - count % causal_block_size
+
+
 @dataclass(frozen=True)
 class Chunk:
     index: int
@@ -50,7 +57,7 @@ def plan(
     stride = base - overlap_latent
     count = 1 + (total - base - 1) // stride + 1
     chunks = [Chunk(0, base, first_prefix, 0, 0)]
-    prefix = overlap_latent - overlap_latent % causal_block_size
+    prefix = extended_prefix(overlap, causal_block_size)
     done = base
     for index in range(1, count):
         finished = index * stride + overlap_latent

@@ -41,6 +41,9 @@ SKYREELS_DESCRIPTOR = NodeDescriptor(
     inputs=(
         PortSpec("prompt", PortKind.TEXT),
         PortSpec("image", PortKind.IMAGE, optional=True, label="First frame (image to video)"),
+        PortSpec(
+            "video", PortKind.VIDEO, optional=True, label="Video to extend (from its last overlap)"
+        ),
     ),
     outputs=(PortSpec("video", PortKind.VIDEO),),
     params=(
@@ -100,11 +103,14 @@ SKYREELS_DESCRIPTOR = NodeDescriptor(
     extra={"interactions": True},
     description=(
         "Text to video with SkyReels-V2 diffusion forcing (1.3B or 14B); image to video with "
-        "an image wired (it becomes the first frame, resized to width x height). A video longer "
+        "an image wired (it becomes the first frame, resized to width x height); with a video "
+        "wired, extends it: frames new frames continue from its last overlap frames, after "
+        "its own (resized), as diffusers' video-to-video pipeline does. A video longer "
         "than base_frames renders in chunks of base_frames, each starting from the last overlap "
         "frames of the video so far; ar_step above 0 renders each causal block of "
         "causal_block_size latent frames that many steps behind the one before. While it "
-        "renders, POST /v1/runs/{id}/interactions changes the prompt, negative prompt or "
+        "renders, POST /v1/runs/{id}/interactions (or an interaction message on the run's "
+        "events socket) changes the prompt, negative prompt or "
         "guidance from the next chunk on. frames is 4k+1; format png is a lossless APNG."
     ),
 )

@@ -17,6 +17,7 @@ from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.skyreels import chunks
@@ -25,11 +26,12 @@ from inline_core.families.skyreels.descriptor import (
     NODE_TYPE,
     SKYREELS_DESCRIPTOR,
 )
+from inline_core.families.skyreels.download import DOWNLOADS
 from inline_core.families.skyreels.files import RULES, flow_shift
 from inline_core.families.skyreels.request import SkyReelsRequest, new_request
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
-from inline_core.runtime.video import VIDEO_HINT, video_available
+from inline_core.runtime.video import VIDEO_HINT, Video, video_available
 
 REQUEST_PARAMS = (
     "width",
@@ -55,6 +57,7 @@ class SkyReelsFamily(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.skyreels.build:BUILDER"
     kit = "inline_core.families.skyreels.kit:main"
+    download = "inline_core.families.skyreels.download:main"
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor per forward: one window shape per forward
         chunked_decode=True,
@@ -66,6 +69,9 @@ class SkyReelsFamily(Family):
 
     def rules(self) -> StackRules:
         return RULES
+
+    def downloads(self) -> Downloads:
+        return DOWNLOADS
 
     def lower(
         self,
@@ -90,11 +96,17 @@ class SkyReelsFamily(Family):
         request["guidance"] = float(request["guidance"])
         shift = params.get("shift")
         request["shift"] = None if shift is None else float(shift)
-        take_params = {**request, "image_to_video": False}
+        take_params = {**request, "image_to_video": False, "extends_frames": 0}
         image = image_input(inputs, "image", node_id)
         if image is not None:  # the image itself is the run's input, not a take param
             request["image"] = image
             take_params["image_to_video"] = True
+        extended = inputs.get("video")
+        if extended is not None:
+            if not isinstance(extended, Video):
+                raise InvalidRequest("the video input must be a video", node_id=node_id)
+            request["extend"] = extended.frames
+            take_params["extends_frames"] = extended.frame_count
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:

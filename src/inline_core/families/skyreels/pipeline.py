@@ -3,16 +3,17 @@ the arithmetic of diffusers' `SkyReelsV2DiffusionForcingPipeline`, per request.
 
 `prepare_encode` encodes the prompts (UMT5, 512 tokens) and a first frame (image to video, as
 `SkyReelsV2DiffusionForcingImageToVideoPipeline` does: its latent frame is the first chunk's clean
-prefix), plans the chunks and their schedules (`schedule.py`), and draws the first chunk's noise
-from the request's own generator (each later chunk draws its own from it, in turn, as diffusers
-does). `denoise_step` runs one transformer forward over the windows of a batch of requests of one
-window shape and causal block size, each frame at its own timestep (`enable_diffusion_forcing`);
-`step_scheduler` steps the frames the schedule updates, each with its own UniPC copy. When a
-chunk's last iteration is done the state is at a boundary: the loop applies the interactions
-queued for it (`apply_interaction_at_chunk_boundary`: a new prompt, negative prompt or guidance),
-and `prepare_next_chunk` appends the finished chunk to the video's latents and starts the next
-from the last `overlap` frames. `post_decode` decodes the video's latents with the Wan VAE, chunk
-by chunk (`on_chunk`).
+prefix) or the end of a video to extend (`extend.py`), plans the chunks and their schedules
+(`schedule.py`), and draws the first chunk's noise from the request's own generator (each later
+chunk draws its own from it, in turn, as diffusers does). `denoise_step` runs one transformer
+forward over the windows of a batch of requests of one window shape and causal block size, each
+frame at its own timestep (`enable_diffusion_forcing`); `step_scheduler` steps the frames the
+schedule updates, each with its own UniPC copy. When a chunk's last iteration is done the state
+is at a boundary: the loop applies the interactions queued for it
+(`apply_interaction_at_chunk_boundary`: a new prompt, negative prompt or guidance), and
+`prepare_next_chunk` appends the finished chunk to the video's latents and starts the next from
+the last `overlap` frames. `post_decode` decodes the video's latents with the Wan VAE, chunk by
+chunk (`on_chunk`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dt
 from inline_core.diffusion.vae.pixels import to_pixels
 from inline_core.diffusion.vae.wan_vae import DecodeSession, WanVAE
 from inline_core.families.skyreels.chunks import TEMPORAL_FACTOR, Chunk
+from inline_core.families.skyreels.extend import video_pixels
 from inline_core.families.skyreels.request import SPATIAL_FACTOR, SkyReelsRequest, new_request
 from inline_core.families.skyreels.schedule import ChunkSchedule, chunk_schedule
 from inline_core.families.wan.first_frame import image_pixels
@@ -116,6 +118,8 @@ class SkyReelsStepPipeline:
             if state.image is not None and state.condition is None:
                 pixels = image_pixels(state.image, state.width, state.height, SPATIAL_FACTOR)
                 state.condition = self.vae.encode(pixels).to(self.device)
+            if state.extend is not None and state.condition is None:
+                self._encode_extended(state)
             base = self.new_scheduler(state)
             timesteps = cast(torch.Tensor, base.timesteps)
             state.schedules = [
@@ -133,6 +137,15 @@ class SkyReelsStepPipeline:
             state.prepared = True
         return state
 
+    def _encode_extended(self, state: SkyReelsRequest) -> None:
+        """The given video's frames as the video out's first ones, and the latent frames of its
+        last `overlap` the first chunk starts from."""
+        pixels = video_pixels(cast(Frames, state.extend), state.width, state.height)
+        state.lead = to_pixels(pixels, self.vae.chunk_value_range)
+        overlap = cast(int, state.overlap)
+        latents = self.vae.encode(pixels[:, :, -overlap:]).to(self.device)
+        state.condition = latents[:, :, : state.plan[0].prefix]
+
     def _start_chunk(self, state: SkyReelsRequest, index: int) -> None:
         """The chunk's noise (its prefix frames the video's last ones), its frames' schedulers."""
         chunk = state.plan[index]
@@ -140,7 +153,7 @@ class SkyReelsStepPipeline:
         shape = (1, self.latent_channels, chunk.frames, h, w)
         noise = torch.randn(shape, generator=state.generator, dtype=torch.float32)
         latents = noise.to(self.device)
-        if chunk.prefix and index == 0:  # the first frame's latent (image to video)
+        if chunk.prefix and index == 0:  # the image's or the extended video's latent frames
             latents[:, :, : chunk.prefix] = cast(torch.Tensor, state.condition).to(self.dtype)
         elif chunk.prefix:
             video = cast(torch.Tensor, state.video_latents)
@@ -272,7 +285,7 @@ class SkyReelsStepPipeline:
         return ChunkMediaSpec(
             chunk=state.chunk,
             chunks=len(state.plan),
-            first_frame=first,
+            first_frame=state.lead_frames + first,
             frames=count,
             latent_frames=chunk.frames,
             fps=state.fps,
@@ -302,13 +315,25 @@ class SkyReelsStepPipeline:
         for piece in session.decode(Latents(latents, tuple(latents.shape))):
             pixels = to_pixels(piece, self.vae.chunk_value_range)
             if state.video is None:
-                state.video = np.empty((state.frames, *pixels.shape[1:]), dtype=np.uint8)
+                self._start_video(state, pixels.shape[1:])
             video = cast(Frames, state.video)
             done, count = state.decoded_frames, pixels.shape[0]
             video[done : done + count] = pixels
             state.decoded_frames += count
             if state.on_chunk is not None:
-                state.on_chunk(done, video[done : done + count], state.frames)
+                state.on_chunk(done, video[done : done + count], len(video))
+
+    def _start_video(self, state: SkyReelsRequest, frame_shape: tuple[int, ...]) -> None:
+        """The video's frames, the extended video's first (handed to `on_chunk` at once)."""
+        total = state.lead_frames + state.frames
+        state.video = video = np.empty((total, *frame_shape), dtype=np.uint8)
+        if state.lead is not None:
+            lead = cast(Frames, state.lead)
+            video[: len(lead)] = lead
+            state.decoded_frames = len(lead)
+            state.lead = None
+            if state.on_chunk is not None:
+                state.on_chunk(0, video[: len(lead)], total)
 
     def post_decode(self, state: SkyReelsRequest, /) -> Video:
         """The video: the frames not decoded yet (all of them, or the last chunk's where each
@@ -318,7 +343,8 @@ class SkyReelsStepPipeline:
         latents = cast(torch.Tensor, self.post_latents(state).value)
         self._decode(state, latents[:, :, done:])
         video, count = state.video, state.decoded_frames
-        state.video = state.decode = None
-        if video is None or count != state.frames:
-            raise RuntimeError(f"the VAE decoded {count} frames of {state.frames}")
+        total = state.lead_frames + state.frames
+        state.video = state.decode = state.extend = None
+        if video is None or count != total:
+            raise RuntimeError(f"the video has {count} frames of {total}")
         return Video(cast(Frames, video), state.fps, state.format)

@@ -47,7 +47,11 @@ class SkyReelsRequest:
     # Image to video: the first frame, a PIL image (resized to width x height), as the first
     # chunk's clean prefix.
     image: Any = None
-    condition: Any = field(default=None, metadata=LOCAL)  # the image's latent frame
+    # Video to video: the frames the render extends, (F, H, W, 3) uint8; the first chunk starts
+    # from the latent frames of their last `overlap` (`extend.py`).
+    extend: Any = None
+    condition: Any = field(default=None, metadata=LOCAL)  # the image's or video's latent frames
+    lead: Any = field(default=None, metadata=LOCAL)  # the extended frames, as the video's first
     positive: Conditioning | None = None
     negative: Conditioning | None = None
     model_key: Hashable = field(default="", metadata=LOCAL)
@@ -72,6 +76,11 @@ class SkyReelsRequest:
     decode: Any = field(default=None, metadata=LOCAL)  # its `DecodeSession`
     video: Any = field(default=None, metadata=LOCAL)  # its frames decoded so far, (F, H, W, 3)
     decoded_frames: int = field(default=0, metadata=LOCAL)
+
+    @property
+    def lead_frames(self) -> int:
+        """The given frames the video out starts with (video to video), before those rendered."""
+        return 0 if self.extend is None else len(self.extend)
 
     @property
     def chunk_count(self) -> int:
@@ -140,6 +149,38 @@ def new_request(model_key: Hashable, **kwargs: Any) -> SkyReelsRequest:
         state.base_frames,
         state.overlap,
         state.causal_block_size,
-        first_prefix=0 if state.image is None else 1,
+        first_prefix=_first_prefix(state),
     )
     return state
+
+
+def _first_prefix(state: SkyReelsRequest) -> int:
+    """The clean latent frames the first chunk starts from: the image's one, the given video's
+    overlap (whole causal blocks of it), or none."""
+    if state.image is not None and state.extend is not None:
+        raise InvalidRequest("wire an image (image to video) or a video to extend, not both")
+    if state.image is not None:
+        return 1
+    if state.extend is None:
+        return 0
+    if state.overlap is None:
+        raise InvalidRequest(
+            "extending a video needs param 'overlap' (and 'base_frames'): the last frames of "
+            "the given video the new ones continue from"
+        )
+    if len(state.extend) < state.overlap:
+        raise InvalidRequest(
+            f"the video to extend has {len(state.extend)} frames, fewer than param 'overlap' "
+            f"({state.overlap})"
+        )
+    prefix = chunks.extended_prefix(state.overlap, state.causal_block_size)
+    if prefix < 1:
+        raise InvalidRequest(
+            f"param 'overlap' ({state.overlap}) is shorter than one causal block "
+            f"({state.causal_block_size} latent frames): the new frames would continue from none"
+        )
+    if chunks.latent_frames(state.frames) <= prefix:
+        raise InvalidRequest(
+            f"param 'frames' ({state.frames}) adds no frame past the overlap ({state.overlap})"
+        )
+    return prefix

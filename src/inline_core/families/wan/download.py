@@ -26,6 +26,7 @@ TOKENIZER_FOLDER = "umt5-xxl-tokenizer"  # matches the family's tokenizer rule (
 STACK = ("diffusion_model", "vae", "text_encoder", "tokenizer")
 # The files every preset but the 5B's shares: Wan 2.1's VAE, the UMT5 and its tokenizer.
 SHARED = ("vae", "text_encoder", "tokenizer")
+EXPERT_2 = ("transformer_2/*",)  # an A14B pair's low-noise expert, in its diffusers folder
 
 
 def _split(
@@ -40,7 +41,8 @@ def _model(repo: str, name: str, approx_gb: float | None = None) -> Target:
     return _split(repo, "diffusion_models", name, "diffusion_model", approx_gb)
 
 
-def _diffusers(repo: str, extra: tuple[str, ...] = (), roles: tuple[str, ...] = ()) -> Target:
+def diffusers_folder(repo: str, extra: tuple[str, ...] = (), roles: tuple[str, ...] = ()) -> Target:
+    """A `-Diffusers` repo of a Wan-architecture pipeline, landing whole as its own folder."""
     return Target(
         repo,
         "diffusion_models",
@@ -74,16 +76,20 @@ DOWNLOADS = Downloads(
             approx_gb=0.02,
         ),
         "clip_vision": _split(COMFY_21, "clip_vision", "clip_vision_h", "image_encoder"),
-        "diffusers-t2v-1.3b": _diffusers("Wan-AI/Wan2.1-T2V-1.3B-Diffusers"),
-        "diffusers-t2v-14b": _diffusers("Wan-AI/Wan2.1-T2V-14B-Diffusers"),
-        "diffusers-i2v-14b-480p": _diffusers(
+        "diffusers-t2v-1.3b": diffusers_folder("Wan-AI/Wan2.1-T2V-1.3B-Diffusers"),
+        "diffusers-t2v-14b": diffusers_folder("Wan-AI/Wan2.1-T2V-14B-Diffusers"),
+        "diffusers-i2v-14b-480p": diffusers_folder(
             "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers",
             ("image_encoder/*", "image_processor/*"),
             ("image_encoder",),
         ),
-        "diffusers-ti2v-5b": _diffusers("Wan-AI/Wan2.2-TI2V-5B-Diffusers"),
-        "diffusers-t2v-a14b": _diffusers("Wan-AI/Wan2.2-T2V-A14B-Diffusers", ("transformer_2/*",)),
-        "diffusers-i2v-a14b": _diffusers("Wan-AI/Wan2.2-I2V-A14B-Diffusers", ("transformer_2/*",)),
+        "diffusers-ti2v-5b": diffusers_folder("Wan-AI/Wan2.2-TI2V-5B-Diffusers"),
+        "diffusers-t2v-a14b": diffusers_folder(
+            "Wan-AI/Wan2.2-T2V-A14B-Diffusers", ("transformer_2/*",)
+        ),
+        "diffusers-i2v-a14b": diffusers_folder(
+            "Wan-AI/Wan2.2-I2V-A14B-Diffusers", ("transformer_2/*",)
+        ),
     },
     presets={
         "t2v-1.3b": ("model-t2v-1.3b", *SHARED),

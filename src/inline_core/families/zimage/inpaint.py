@@ -18,7 +18,7 @@ from PIL import Image
 
 from inline_core.components.interfaces import Latents
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
-from inline_core.diffusion.masks import latent_size, mask_pixels
+from inline_core.diffusion.masks import latent_size, mask_pixels, rgb_at
 from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 
 
@@ -38,14 +38,6 @@ class InpaintBlend:
             known = schedule.renoised(index, known, self.noise)
         value = cast(torch.Tensor, latents.value)
         return Latents((1 - self.mask) * known + self.mask * value, latents.shape)
-
-
-def rgb_at(image: Image.Image, width: int, height: int) -> Image.Image:
-    """An image in RGB at the output size (resized as diffusers' image processor resizes)."""
-    image = image.convert("RGB")
-    if image.size != (width, height):
-        image = image.resize((width, height), Image.Resampling.LANCZOS)
-    return image
 
 
 def control_context(
