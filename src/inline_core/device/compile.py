@@ -31,8 +31,9 @@ RECOMPILE_LIMIT = 8
 # (2 cores, load 12-22): a step 1.84-2.33x faster (64 and 256 px; the matmuls take the same
 # time, the float32 upcasts, RMSNorms and gates that eager spends a third of a step on are
 # fused), its first compile 2.5-3 minutes cold and 20 s with the cache kept; the FLUX VAE's
-# decode at 256 px 1.10x, its first 8 minutes cold. Off until an end-to-end run on an unloaded
-# CPU shows the first render's compile pays back.
+# decode at 256 px 1.10x, its first 8 minutes cold. In float32 the real-size step is 1.27x (64
+# px; its first compile 49 s cold). Off until an end-to-end run on an unloaded CPU shows the
+# first render's compile pays back.
 _PAYS: dict[tuple[str, str], bool] = {
     ("cuda", "bfloat16"): True,
     ("cuda", "float16"): True,
