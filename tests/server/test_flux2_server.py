@@ -5,9 +5,7 @@ requirements route offers the real files to download."""
 
 from __future__ import annotations
 
-import io
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from inline_core.families.flux2.kit import Flux2Kit, build_kit
 from inline_core.families.zimage.descriptor import NODE_TYPE as ZIMAGE_NODE
 from inline_core.families.zimage.kit import build_kit as build_zimage_kit
 from inline_core.server.app import create_app
+from tests.families.import_harness import finished, upload_png
 
 ENCODER = "flux2_tiny_qwen3"
 RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 2, "seed": 5}
@@ -56,26 +55,13 @@ def graph(
 def upload(client: TestClient, width: int, height: int) -> str:
     rng = np.random.default_rng(width * height)
     image = Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    response = client.post(
-        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
-    )
-    assert response.status_code == 201, response.text
-    return str(response.json()["id"])
+    return upload_png(client, image)
 
 
 def finish(client: TestClient, body: dict[str, Any], target: str) -> dict[str, Any]:
     response = client.post("/v1/runs", json={"graph": body, "target": target})
     assert response.status_code == 201, response.text
-    run_id = response.json()["runId"]
-    deadline = time.monotonic() + 120
-    while True:  # a liveness bound, not a timing test
-        state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if state["status"] in ("done", "error", "cancelled"):
-            return state
-        assert time.monotonic() < deadline, state
-        time.sleep(0.02)
+    return finished(client, str(response.json()["runId"]))
 
 
 def refused(client: TestClient, body: dict[str, Any], target: str) -> dict[str, Any]:
