@@ -19,8 +19,9 @@ from inline_core.families.flux2.descriptor import NODE_TYPE
 from inline_core.families.flux2.kit import Flux2Kit
 from inline_core.importer.comfy import read_workflow
 from inline_core.server.app import create_app
+from tests.families.import_harness import finished, target_of, template
 from tests.server.test_flux2_server import upload
-from tests.server.test_qwen_image_import import finished, rendered, target_of, template
+from tests.server.test_qwen_image_import import rendered
 
 Json = dict[str, Any]
 DISTILLED = "flux2_klein_tiny.safetensors"
@@ -117,7 +118,7 @@ def test_official_klein_templates_import_as_one_flux2_node(
     submitted = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
     assert submitted.status_code == 201, submitted.text  # it validates as it stands
     client.delete(f"/v1/runs/{submitted.json()['runId']}")
-    finished(client, str(submitted.json()["runId"]))
+    finished(client, str(submitted.json()["runId"]), seconds=300)
 
 
 def cut_down(body: Json) -> Json:

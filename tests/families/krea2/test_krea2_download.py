@@ -92,7 +92,7 @@ def test_model_missing_turns_into_a_turbo_render_after_the_downloads(
         assert needs["ready"] is True, needs
         run = client.post("/v1/runs", json={"graph": GRAPH, "target": "k"})
         assert run.status_code == 201, run.text
-        state = finished(client, str(run.json()["runId"]))
+        state = finished(client, str(run.json()["runId"]), seconds=300)
         assert state["status"] == "done", state
         (take,) = state["takes"]
         assert take["params"]["model_variant"] == "Krea 2 Turbo"

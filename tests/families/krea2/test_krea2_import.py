@@ -19,7 +19,8 @@ from inline_core.config import Config
 from inline_core.families.krea2.descriptor import NODE_TYPE
 from inline_core.families.krea2.kit import Krea2Kit
 from inline_core.server.app import create_app
-from tests.server.test_qwen_image_import import rendered, target_of, template
+from tests.families.import_harness import target_of, template
+from tests.server.test_qwen_image_import import rendered
 
 Json = dict[str, Any]
 TURBO = "krea2_tiny_turbo.safetensors"  # the kit's model, Turbo by its name as Krea's files are
