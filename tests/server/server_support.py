@@ -33,6 +33,22 @@ def text_graph(text: str = "hello") -> dict[str, Any]:
     return {"schemaVersion": 1, "nodes": [node]}
 
 
+def prompt_graph(node_type: str, node: str, params: dict[str, Any], text: str) -> dict[str, Any]:
+    """`p` (the prompt `text`) -> `node`: a node of `node_type` with `params`."""
+    return {
+        "schemaVersion": 1,
+        "nodes": [
+            {"id": "p", "type": "input/text", "params": {"text": text}},
+            {
+                "id": node,
+                "type": node_type,
+                "params": params,
+                "inputs": {"prompt": {"from": "p", "output": "text"}},
+            },
+        ],
+    }
+
+
 def slow_graph(
     steps: int = 5,
     delay: float = 0.01,

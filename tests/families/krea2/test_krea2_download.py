@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -20,22 +19,14 @@ from inline_core.server.app import create_app
 from tests.downloads.download_support import download_done, hub_config, without_hub_token
 from tests.downloads.fake_hub import FakeHub
 from tests.families.import_harness import finished
+from tests.server.server_support import prompt_graph
 
 MODEL = "diffusion_models/krea2_turbo_fp8_scaled.safetensors"
 ENCODER = "text_encoders/qwen3vl_4b_fp8_scaled.safetensors"
 VAE = "vae/qwen_image_vae.safetensors"
-GRAPH: dict[str, Any] = {
-    "schemaVersion": 1,
-    "nodes": [
-        {"id": "p", "type": "input/text", "params": {"text": "a lighthouse"}},
-        {
-            "id": "k",
-            "type": NODE_TYPE,
-            "params": {"width": 64, "height": 64, "steps": 2, "seed": 3},
-            "inputs": {"prompt": {"from": "p", "output": "text"}},
-        },
-    ],
-}
+GRAPH = prompt_graph(
+    NODE_TYPE, "k", {"width": 64, "height": 64, "steps": 2, "seed": 3}, "a lighthouse"
+)
 
 
 def test_the_default_is_the_templates_three_files_each_in_its_folder(tmp_path: Path) -> None:

@@ -18,23 +18,13 @@ from inline_core.families.ltx2.descriptor import NODE_TYPE
 from inline_core.families.ltx2.kit import FOLDER, LTX2Kit
 from inline_core.server.app import create_app
 from tests.families.import_harness import finished
+from tests.server.server_support import prompt_graph
 
 RENDER: dict[str, Any] = {"width": 32, "height": 32, "frames": 9, "fps": 24, "steps": 2, "seed": 3}
 
 
 def ltx2_graph(**params: Any) -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "nodes": [
-            {"id": "p", "type": "input/text", "params": {"text": "waves on a pebble beach"}},
-            {
-                "id": "l",
-                "type": NODE_TYPE,
-                "params": {**RENDER, **params},
-                "inputs": {"prompt": {"from": "p", "output": "text"}},
-            },
-        ],
-    }
+    return prompt_graph(NODE_TYPE, "l", {**RENDER, **params}, "waves on a pebble beach")
 
 
 def test_a_render_makes_a_video_with_its_soundtrack_and_an_audio_take(client: TestClient) -> None:

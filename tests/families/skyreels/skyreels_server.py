@@ -17,7 +17,7 @@ from skyreels_hold import hold_env
 from inline_core.families.skyreels.descriptor import NODE_TYPE
 from inline_core.families.skyreels.kit import FOLDER, SkyReelsKit
 from inline_core.runtime.video import decode_apng
-from tests.server.server_support import LiveServer, post_run, running_server
+from tests.server.server_support import LiveServer, post_run, prompt_graph, running_server
 
 RENDER: dict[str, Any] = {
     "width": 48,
@@ -47,18 +47,7 @@ def held_server(kit: SkyReelsKit, tmp_path: Path) -> Generator[tuple[LiveServer,
 
 
 def graph() -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "nodes": [
-            {"id": "p", "type": "input/text", "params": {"text": "a lighthouse in a storm"}},
-            {
-                "id": "s",
-                "type": NODE_TYPE,
-                "params": RENDER,
-                "inputs": {"prompt": {"from": "p", "output": "text"}},
-            },
-        ],
-    }
+    return prompt_graph(NODE_TYPE, "s", RENDER, "a lighthouse in a storm")
 
 
 def submit(live: LiveServer, g: dict[str, Any]) -> str:

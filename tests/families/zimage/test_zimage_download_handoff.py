@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -20,19 +19,11 @@ from inline_core.server.app import create_app
 from tests.downloads.download_support import download_done, hub_config, without_hub_token
 from tests.downloads.fake_hub import FakeHub
 from tests.families.import_harness import finished
+from tests.server.server_support import prompt_graph
 
-GRAPH: dict[str, Any] = {
-    "schemaVersion": 1,
-    "nodes": [
-        {"id": "p", "type": "input/text", "params": {"text": "a lighthouse"}},
-        {
-            "id": "z",
-            "type": NODE_TYPE,
-            "params": {"width": 64, "height": 64, "steps": 2, "seed": 3},
-            "inputs": {"prompt": {"from": "p", "output": "text"}},
-        },
-    ],
-}
+GRAPH = prompt_graph(
+    NODE_TYPE, "z", {"width": 64, "height": 64, "steps": 2, "seed": 3}, "a lighthouse"
+)
 
 
 @pytest.fixture
