@@ -20,23 +20,13 @@ from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.server.app import create_app
 from tests.families.import_harness import finished
+from tests.server.server_support import prompt_graph
 
 RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 3, "seed": 5, "guidance": 4.0}
 
 
 def sdxl_graph(prompt: str = PROMPT, **params: Any) -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "nodes": [
-            {"id": "p", "type": "input/text", "params": {"text": prompt}},
-            {
-                "id": "x",
-                "type": NODE_TYPE,
-                "params": {**RENDER, **params},
-                "inputs": {"prompt": {"from": "p", "output": "text"}},
-            },
-        ],
-    }
+    return prompt_graph(NODE_TYPE, "x", {**RENDER, **params}, prompt)
 
 
 def test_a_graph_renders_the_node_runners_pixels(
