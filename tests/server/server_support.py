@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,20 +33,28 @@ def text_graph(text: str = "hello") -> dict[str, Any]:
     return {"schemaVersion": 1, "nodes": [node]}
 
 
-def prompt_graph(node_type: str, node: str, params: dict[str, Any], text: str) -> dict[str, Any]:
-    """`p` (the prompt `text`) -> `node`: a node of `node_type` with `params`."""
-    return {
-        "schemaVersion": 1,
-        "nodes": [
-            {"id": "p", "type": "input/text", "params": {"text": text}},
-            {
-                "id": node,
-                "type": node_type,
-                "params": params,
-                "inputs": {"prompt": {"from": "p", "output": "text"}},
-            },
-        ],
+def prompt_graph(
+    node_type: str,
+    node: str,
+    params: dict[str, Any],
+    text: str,
+    images: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """`p` (the prompt `text`) -> `node`: a node of `node_type` with `params`; each of `images`
+    (port -> asset id) an `input/image` node of the port's name wired to that port."""
+    target: dict[str, Any] = {
+        "id": node,
+        "type": node_type,
+        "params": params,
+        "inputs": {"prompt": {"from": "p", "output": "text"}},
     }
+    nodes: list[dict[str, Any]] = [{"id": "p", "type": "input/text", "params": {"text": text}}]
+    for port, asset in (images or {}).items():
+        nodes.append(
+            {"id": port, "type": "input/image", "params": {"asset": {"ref": "asset", "id": asset}}}
+        )
+        target["inputs"][port] = {"from": port, "output": "image"}
+    return {"schemaVersion": 1, "nodes": [*nodes, target]}
 
 
 def slow_graph(

@@ -21,6 +21,7 @@ from inline_core.families.zimage.descriptor import NODE_TYPE as ZIMAGE_NODE
 from inline_core.families.zimage.kit import build_kit as build_zimage_kit
 from inline_core.server.app import create_app
 from tests.families.import_harness import finished, upload_png
+from tests.server.server_support import prompt_graph
 
 ENCODER = "flux2_tiny_qwen3"
 RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 2, "seed": 5}
@@ -37,19 +38,7 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Flux2Kit:
 def graph(
     node_type: str, node: str, refs: dict[str, str] | None = None, **params: Any
 ) -> dict[str, Any]:
-    target: dict[str, Any] = {
-        "id": node,
-        "type": node_type,
-        "params": {**RENDER, **params},
-        "inputs": {"prompt": {"from": "p", "output": "text"}},
-    }
-    nodes: list[dict[str, Any]] = [{"id": "p", "type": "input/text", "params": {"text": "a fox"}}]
-    for port, asset in (refs or {}).items():
-        nodes.append(
-            {"id": port, "type": "input/image", "params": {"asset": {"ref": "asset", "id": asset}}}
-        )
-        target["inputs"][port] = {"from": port, "output": "image"}
-    return {"schemaVersion": 1, "nodes": [*nodes, target]}
+    return prompt_graph(node_type, node, {**RENDER, **params}, "a fox", refs)
 
 
 def upload(client: TestClient, width: int, height: int) -> str:

@@ -30,6 +30,7 @@ from tests.families.qwen_image.qwen_harness import (
     reference_pipe,
     small_references,
 )
+from tests.server.server_support import prompt_graph
 
 PROMPT = "a teapot on a windowsill"
 
@@ -47,19 +48,7 @@ def client(kit: KitPaths, tmp_path: Path) -> Iterator[TestClient]:
 
 
 def graph(images: dict[str, str] | None = None, **params: Any) -> dict[str, Any]:
-    node: dict[str, Any] = {
-        "id": "q",
-        "type": NODE_TYPE,
-        "params": {**SMALL, **params},
-        "inputs": {"prompt": {"from": "p", "output": "text"}},
-    }
-    nodes: list[dict[str, Any]] = [{"id": "p", "type": "input/text", "params": {"text": PROMPT}}]
-    for port, asset in (images or {}).items():
-        nodes.append(
-            {"id": port, "type": "input/image", "params": {"asset": {"ref": "asset", "id": asset}}}
-        )
-        node["inputs"][port] = {"from": port, "output": "image"}
-    return {"schemaVersion": 1, "nodes": [*nodes, node]}
+    return prompt_graph(NODE_TYPE, "q", {**SMALL, **params}, PROMPT, images)
 
 
 def rendered(client: TestClient, body: dict[str, Any]) -> npt.NDArray[np.int16]:
