@@ -23,7 +23,7 @@ from test_sdxl_server import sdxl_graph, with_lora
 from inline_core.config import Config
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.server.app import create_app
-from tests.families.import_harness import import_comfy, takes_of, template
+from tests.families.import_harness import import_comfy, takes_of, target_of, template
 
 BASE = "sd_xl_base_1.0.safetensors"
 
@@ -60,11 +60,6 @@ def rendered(client: TestClient, graph: dict[str, Any], target: str) -> tuple[An
     (take,) = takes_of(client, [(graph, target)])
     with Image.open(io.BytesIO(client.get(take["uri"]).content)) as image:
         return np.asarray(image.convert("RGB")).astype(np.int16), take
-
-
-def target_of(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    nodes = {n["id"]: n for n in body["graph"]["nodes"]}
-    return nodes[body["target"]], nodes
 
 
 def test_the_official_sdxl_template_imports_as_one_sdxl_node(
