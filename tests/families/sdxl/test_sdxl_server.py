@@ -72,6 +72,13 @@ def test_bad_params_are_refused_at_submit(
     assert names in response.json()["error"]["message"]
 
 
+def submitted(models: Path, tmp_path: Path, graph: dict[str, Any]) -> Any:
+    """`graph` submitted to a CPU server on `models`: its answer."""
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        return client.post("/v1/runs", json={"graph": graph, "target": "x"})
+
+
 def test_a_checkpoint_without_its_tokenizer_is_model_missing_saying_where_it_goes(
     sdxl_kit: SDXLKit, tmp_path: Path
 ) -> None:
@@ -79,9 +86,7 @@ def test_a_checkpoint_without_its_tokenizer_is_model_missing_saying_where_it_goe
     models = tmp_path / "models"
     (models / "checkpoints").mkdir(parents=True)
     shutil.copy(sdxl_kit.checkpoint, models / "checkpoints")
-    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
-    with TestClient(create_app(config)) as client:
-        response = client.post("/v1/runs", json={"graph": sdxl_graph(), "target": "x"})
+    response = submitted(models, tmp_path, sdxl_graph())
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["code"] == "model_missing" and error["nodeId"] == "x"
@@ -182,10 +187,8 @@ def test_a_locon_lora_is_refused_at_submit_naming_the_convolution(
     tensors = {f"{layer}.lora_down.weight": torch.zeros(4, 64, 3, 3)}
     tensors[f"{layer}.lora_up.weight"] = torch.zeros(64, 4, 1, 1)
     save_safetensors(tensors, models / "loras" / "locon.safetensors", {"format": "pt"})
-    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
     graph = with_lora(sdxl_graph(), name="locon.safetensors", strength=1.0)
-    with TestClient(create_app(config)) as client:
-        response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    response = submitted(models, tmp_path, graph)
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
     assert "input_blocks_1_0_in_layers_2" in message and "linear layers only" in message
@@ -198,10 +201,7 @@ def test_a_picked_checkpoint_of_another_family_is_refused_saying_what_its_keys_l
     naming what its keys are, not "not found"."""
     models = tmp_path / "models"
     sd15_like(sdxl_kit, models, "my_mix_v3.safetensors")
-    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
-    with TestClient(create_app(config)) as client:
-        graph = sdxl_graph(model="my_mix_v3.safetensors")
-        response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    response = submitted(models, tmp_path, sdxl_graph(model="my_mix_v3.safetensors"))
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
     assert "checkpoints/my_mix_v3.safetensors is not a SDXL diffusion model" in message
@@ -225,10 +225,7 @@ def test_a_refiner_checkpoint_picked_as_the_model_is_refused_naming_it(
         if not k.startswith("conditioner.embedders.0.")
     }
     save_safetensors(refiner, models / "checkpoints" / "my_refiner.safetensors")
-    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
-    with TestClient(create_app(config)) as client:
-        graph = sdxl_graph(model="my_refiner.safetensors")
-        response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    response = submitted(models, tmp_path, sdxl_graph(model="my_refiner.safetensors"))
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
     assert "my_refiner.safetensors is an SDXL refiner checkpoint" in message
