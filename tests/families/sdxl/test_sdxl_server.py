@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
-from sdxl_harness import PROMPT, kit_lora, render, sd15_like, sdxl_rig, take_pixels
+from sdxl_harness import (
+    PROMPT,
+    kit_lora,
+    rekeyed_checkpoint,
+    render,
+    sd15_like,
+    sdxl_rig,
+    take_pixels,
+)
 
 from inline_core.config import Config
 from inline_core.families.sdxl.descriptor import NODE_TYPE
@@ -213,18 +221,14 @@ def test_a_refiner_checkpoint_picked_as_the_model_is_refused_naming_it(
 ) -> None:
     """A refiner's keys (OpenCLIP-G alone, at `conditioner.embedders.0.`): a 422 at submit saying
     it is a refiner and the node has no refiner stage yet, not a missing text encoder."""
-    from inline_core.diffusion.libs import load_safetensors, save_safetensors
 
-    assert sdxl_kit.checkpoint is not None
+    def as_refiner(key: str) -> str | None:  # CLIP-L cut, OpenCLIP-G in its place
+        if key.startswith("conditioner.embedders.0."):
+            return None
+        return key.replace("conditioner.embedders.1.", "conditioner.embedders.0.")
+
     models = tmp_path / "models"
-    shutil.copytree(sdxl_kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
-    state = load_safetensors(sdxl_kit.checkpoint)
-    refiner = {
-        k.replace("conditioner.embedders.1.", "conditioner.embedders.0."): v
-        for k, v in state.items()
-        if not k.startswith("conditioner.embedders.0.")
-    }
-    save_safetensors(refiner, models / "checkpoints" / "my_refiner.safetensors")
+    rekeyed_checkpoint(sdxl_kit, models, "my_refiner.safetensors", as_refiner)
     response = submitted(models, tmp_path, sdxl_graph(model="my_refiner.safetensors"))
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
