@@ -16,16 +16,26 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from fastapi.testclient import TestClient
 from websockets.exceptions import ConnectionClosedOK
 from websockets.sync.client import connect
 
 from inline_core.config import Config
+from inline_core.server.app import create_app
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 PLUGIN = "server_nodes:register"
 FINISHED = ("done", "error", "cancelled")
 T = TypeVar("T")
+
+
+@contextmanager
+def cpu_client(models: Path, data: Path) -> Generator[TestClient]:
+    """The app over `models`, in process (ASGI), on the CPU in float32, its data in `data`."""
+    config = Config(models_dir=models, data_dir=data, profile="cpu", dtype="float32")
+    with TestClient(create_app(config)) as client:
+        yield client
 
 
 def text_graph(text: str = "hello") -> dict[str, Any]:

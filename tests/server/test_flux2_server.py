@@ -21,7 +21,7 @@ from inline_core.families.zimage.descriptor import NODE_TYPE as ZIMAGE_NODE
 from inline_core.families.zimage.kit import build_kit as build_zimage_kit
 from inline_core.server.app import create_app
 from tests.families.import_harness import finished, upload_png
-from tests.server.server_support import prompt_graph
+from tests.server.server_support import cpu_client, prompt_graph
 
 ENCODER = "flux2_tiny_qwen3"
 RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 2, "seed": 5}
@@ -60,8 +60,7 @@ def refused(client: TestClient, body: dict[str, Any], target: str) -> dict[str, 
 
 
 def test_klein_after_zimage_shares_the_qwen3(kit: Flux2Kit, tmp_path: Path) -> None:
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as client:
+    with cpu_client(kit.root, tmp_path / "data") as client:
         z = graph(ZIMAGE_NODE, "z", model="zimage_tiny.safetensors", text_encoder=ENCODER)
         assert finish(client, z, "z")["status"] == "done"
         ref = upload(client, 96, 64)
@@ -80,8 +79,7 @@ def test_klein_after_zimage_shares_the_qwen3(kit: Flux2Kit, tmp_path: Path) -> N
 
 
 def test_bad_references_and_missing_pieces_are_refused(kit: Flux2Kit, tmp_path: Path) -> None:
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as client:
+    with cpu_client(kit.root, tmp_path / "data") as client:
         small = upload(client, 48, 64)
         error = refused(client, graph(NODE_TYPE, "f", {"image2": small}), "f")
         assert error["nodeId"] == "f" and "image2" in error["message"] and "64" in error["message"]
@@ -104,8 +102,7 @@ def test_bad_references_and_missing_pieces_are_refused(kit: Flux2Kit, tmp_path: 
 
 
 def test_a_shift_and_a_mu_together_are_refused_at_submit(kit: Flux2Kit, tmp_path: Path) -> None:
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as client:
+    with cpu_client(kit.root, tmp_path / "data") as client:
         body = graph(NODE_TYPE, "f", model="flux2_klein_tiny.safetensors", shift=3.0, mu=1.0)
         error = refused(client, body, "f")
         assert error["nodeId"] == "f" and "two shifts of one schedule" in error["message"]

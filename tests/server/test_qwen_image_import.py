@@ -17,10 +17,8 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from inline_core.config import Config
 from inline_core.families.qwen_image.descriptor import NODE_TYPE
 from inline_core.families.qwen_image.kit import KitPaths, build_kit
-from inline_core.server.app import create_app
 from tests.families.import_harness import finished, target_of, template, upload_png
 from tests.families.qwen_image.qwen_harness import (
     EDIT_MODEL,
@@ -28,6 +26,7 @@ from tests.families.qwen_image.qwen_harness import (
     small_references,
     source_image,
 )
+from tests.server.server_support import cpu_client
 
 Json = dict[str, Any]
 LIGHTNING = "Qwen-Image-Edit-2509-Lightning-4steps-V1.0-bf16.safetensors"
@@ -54,8 +53,7 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> KitPaths:
 @pytest.fixture
 def client(kit: KitPaths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     small_references(monkeypatch)  # edits encode their references small, as the CPU tests do
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as c:
+    with cpu_client(kit.root, tmp_path / "data") as c:
         yield c
 
 

@@ -30,7 +30,7 @@ from tests.families.qwen_image.qwen_harness import (
     reference_pipe,
     small_references,
 )
-from tests.server.server_support import prompt_graph
+from tests.server.server_support import cpu_client, prompt_graph
 
 PROMPT = "a teapot on a windowsill"
 
@@ -42,8 +42,7 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> KitPaths:
 
 @pytest.fixture
 def client(kit: KitPaths, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as c:
+    with cpu_client(kit.root, tmp_path / "data") as c:
         yield c
 
 

@@ -28,7 +28,7 @@ from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.server.app import create_app
 from tests.families.import_harness import finished
-from tests.server.server_support import prompt_graph
+from tests.server.server_support import cpu_client, prompt_graph
 
 RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 3, "seed": 5, "guidance": 4.0}
 
@@ -140,8 +140,7 @@ def test_a_diffusers_folder_alone_renders_with_the_model_left_empty(
     assert sdxl_kit.diffusers_dir is not None
     models = tmp_path / "models"
     shutil.copytree(sdxl_kit.diffusers_dir, models / "diffusion_models" / "sdxl_diffusers")
-    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as client:
+    with cpu_client(models, tmp_path / "data") as client:
         response = client.post("/v1/runs", json={"graph": sdxl_graph(), "target": "x"})
         assert response.status_code == 201, response.text
         state = finished(client, str(response.json()["runId"]))
