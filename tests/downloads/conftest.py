@@ -14,7 +14,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # helpers live next to this file
     sys.path.insert(0, str(HERE))
 
-from download_support import without_hub_token  # noqa: E402
+from download_support import hub_config, without_hub_token  # noqa: E402
 from fake_hub import FakeHub  # noqa: E402
 
 from inline_core.config import Config  # noqa: E402
@@ -36,10 +36,4 @@ def hub() -> Iterator[FakeHub]:
 
 @pytest.fixture
 def config(tmp_path: Path, hub: FakeHub) -> Config:
-    return Config(
-        models_dir=tmp_path / "models",
-        data_dir=tmp_path / "data",
-        profile="cpu",
-        min_free_disk_mb=0,
-        hf_endpoint=hub.url,
-    )
+    return hub_config(tmp_path, hub.url)

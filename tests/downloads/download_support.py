@@ -1,5 +1,5 @@
-"""Helpers of the download tests: no hub token, files of known bytes, waiting on a download, its
-events."""
+"""Helpers of the download tests: no hub token, a server's config on a local hub, files of known
+bytes, waiting on a download, its events."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from inline_core.config import Config
+
 FINISHED = ("done", "error", "cancelled")
 
 
@@ -25,6 +27,19 @@ def without_hub_token(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
+
+
+def hub_config(tmp_path: Path, hub_url: str, **extra: Any) -> Config:
+    """A CPU server with empty models/ and data/ folders under `tmp_path` that downloads from the
+    hub at `hub_url`, with no free-space floor (a test machine's disk may be nearly full)."""
+    return Config(
+        models_dir=tmp_path / "models",
+        data_dir=tmp_path / "data",
+        profile="cpu",
+        min_free_disk_mb=0,
+        hf_endpoint=hub_url,
+        **extra,
+    )
 
 
 def write_blob(path: Path, size: int, seed: int) -> Path:
@@ -49,6 +64,15 @@ def wait_status(
             return state
         assert time.monotonic() < deadline, f"download {download_id} stuck: {state}"
         time.sleep(0.02)
+
+
+def download_done(client: TestClient, source: dict[str, Any]) -> dict[str, Any]:
+    """A requirement's hub `source` posted as a download and waited on until it is done."""
+    posted = client.post("/v1/downloads", json=source["download"])
+    assert posted.status_code == 201, posted.text
+    state = wait_status(client, str(posted.json()["downloadId"]), timeout=120)
+    assert state["status"] == "done", state
+    return state
 
 
 def socket_events(client: TestClient, download_id: str) -> list[dict[str, Any]]:

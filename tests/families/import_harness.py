@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+import httpx
 from fastapi.testclient import TestClient
 from PIL import Image
 
@@ -28,8 +29,9 @@ def import_comfy(
     return client.post("/v1/import/comfy", json=body)
 
 
-def finished(client: TestClient, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
+def finished(client: TestClient, run_id: str, seconds: float = 120) -> dict[str, Any]:
+    """The run's state once it ended: done, error or cancelled."""
+    deadline = time.monotonic() + seconds
     while True:  # a liveness bound, not a timing test
         state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
         if state["status"] in ("done", "error", "cancelled"):
@@ -59,7 +61,7 @@ def target_of(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str,
     return nodes[body["target"]], nodes
 
 
-def upload_png(client: TestClient, image: Image.Image) -> str:
+def upload_png(client: TestClient | httpx.Client, image: Image.Image) -> str:
     """`image` uploaded as a PNG asset (a workflow's LoadImage file); its asset id."""
     buf = io.BytesIO()
     image.save(buf, format="PNG")

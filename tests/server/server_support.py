@@ -9,17 +9,19 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from fastapi.testclient import TestClient
 from websockets.exceptions import ConnectionClosedOK
 from websockets.sync.client import connect
 
 from inline_core.config import Config
+from inline_core.server.app import create_app
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
@@ -28,9 +30,41 @@ FINISHED = ("done", "error", "cancelled")
 T = TypeVar("T")
 
 
+@contextmanager
+def cpu_client(models: Path, data: Path) -> Generator[TestClient]:
+    """The app over `models`, in process (ASGI), on the CPU in float32, its data in `data`."""
+    config = Config(models_dir=models, data_dir=data, profile="cpu", dtype="float32")
+    with TestClient(create_app(config)) as client:
+        yield client
+
+
 def text_graph(text: str = "hello") -> dict[str, Any]:
     node = {"id": "t", "type": "input/text", "params": {"text": text}}
     return {"schemaVersion": 1, "nodes": [node]}
+
+
+def prompt_graph(
+    node_type: str,
+    node: str,
+    params: dict[str, Any],
+    text: str,
+    images: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """`p` (the prompt `text`) -> `node`: a node of `node_type` with `params`; each of `images`
+    (port -> asset id) an `input/image` node of the port's name wired to that port."""
+    target: dict[str, Any] = {
+        "id": node,
+        "type": node_type,
+        "params": params,
+        "inputs": {"prompt": {"from": "p", "output": "text"}},
+    }
+    nodes: list[dict[str, Any]] = [{"id": "p", "type": "input/text", "params": {"text": text}}]
+    for port, asset in (images or {}).items():
+        nodes.append(
+            {"id": port, "type": "input/image", "params": {"asset": {"ref": "asset", "id": asset}}}
+        )
+        target["inputs"][port] = {"from": port, "output": "image"}
+    return {"schemaVersion": 1, "nodes": [*nodes, target]}
 
 
 def slow_graph(

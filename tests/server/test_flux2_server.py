@@ -5,9 +5,7 @@ requirements route offers the real files to download."""
 
 from __future__ import annotations
 
-import io
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,8 @@ from inline_core.families.flux2.kit import Flux2Kit, build_kit
 from inline_core.families.zimage.descriptor import NODE_TYPE as ZIMAGE_NODE
 from inline_core.families.zimage.kit import build_kit as build_zimage_kit
 from inline_core.server.app import create_app
+from tests.families.import_harness import finished, upload_png
+from tests.server.server_support import cpu_client, prompt_graph
 
 ENCODER = "flux2_tiny_qwen3"
 RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 2, "seed": 5}
@@ -38,44 +38,19 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Flux2Kit:
 def graph(
     node_type: str, node: str, refs: dict[str, str] | None = None, **params: Any
 ) -> dict[str, Any]:
-    target: dict[str, Any] = {
-        "id": node,
-        "type": node_type,
-        "params": {**RENDER, **params},
-        "inputs": {"prompt": {"from": "p", "output": "text"}},
-    }
-    nodes: list[dict[str, Any]] = [{"id": "p", "type": "input/text", "params": {"text": "a fox"}}]
-    for port, asset in (refs or {}).items():
-        nodes.append(
-            {"id": port, "type": "input/image", "params": {"asset": {"ref": "asset", "id": asset}}}
-        )
-        target["inputs"][port] = {"from": port, "output": "image"}
-    return {"schemaVersion": 1, "nodes": [*nodes, target]}
+    return prompt_graph(node_type, node, {**RENDER, **params}, "a fox", refs)
 
 
 def upload(client: TestClient, width: int, height: int) -> str:
     rng = np.random.default_rng(width * height)
     image = Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    response = client.post(
-        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
-    )
-    assert response.status_code == 201, response.text
-    return str(response.json()["id"])
+    return upload_png(client, image)
 
 
 def finish(client: TestClient, body: dict[str, Any], target: str) -> dict[str, Any]:
     response = client.post("/v1/runs", json={"graph": body, "target": target})
     assert response.status_code == 201, response.text
-    run_id = response.json()["runId"]
-    deadline = time.monotonic() + 120
-    while True:  # a liveness bound, not a timing test
-        state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if state["status"] in ("done", "error", "cancelled"):
-            return state
-        assert time.monotonic() < deadline, state
-        time.sleep(0.02)
+    return finished(client, str(response.json()["runId"]))
 
 
 def refused(client: TestClient, body: dict[str, Any], target: str) -> dict[str, Any]:
@@ -85,8 +60,7 @@ def refused(client: TestClient, body: dict[str, Any], target: str) -> dict[str, 
 
 
 def test_klein_after_zimage_shares_the_qwen3(kit: Flux2Kit, tmp_path: Path) -> None:
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as client:
+    with cpu_client(kit.root, tmp_path / "data") as client:
         z = graph(ZIMAGE_NODE, "z", model="zimage_tiny.safetensors", text_encoder=ENCODER)
         assert finish(client, z, "z")["status"] == "done"
         ref = upload(client, 96, 64)
@@ -105,8 +79,7 @@ def test_klein_after_zimage_shares_the_qwen3(kit: Flux2Kit, tmp_path: Path) -> N
 
 
 def test_bad_references_and_missing_pieces_are_refused(kit: Flux2Kit, tmp_path: Path) -> None:
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as client:
+    with cpu_client(kit.root, tmp_path / "data") as client:
         small = upload(client, 48, 64)
         error = refused(client, graph(NODE_TYPE, "f", {"image2": small}), "f")
         assert error["nodeId"] == "f" and "image2" in error["message"] and "64" in error["message"]
@@ -129,8 +102,7 @@ def test_bad_references_and_missing_pieces_are_refused(kit: Flux2Kit, tmp_path: 
 
 
 def test_a_shift_and_a_mu_together_are_refused_at_submit(kit: Flux2Kit, tmp_path: Path) -> None:
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as client:
+    with cpu_client(kit.root, tmp_path / "data") as client:
         body = graph(NODE_TYPE, "f", model="flux2_klein_tiny.safetensors", shift=3.0, mu=1.0)
         error = refused(client, body, "f")
         assert error["nodeId"] == "f" and "two shifts of one schedule" in error["message"]

@@ -18,6 +18,7 @@ from inline_core.diffusion.libs import save_safetensors
 from inline_core.families.krea2.descriptor import NODE_TYPE
 from inline_core.families.krea2.kit import Krea2Kit, build_kit
 from inline_core.server.app import create_app
+from tests.server.server_support import prompt_graph
 
 RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 2, "seed": 5}
 
@@ -28,18 +29,7 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Krea2Kit:
 
 
 def graph(**params: Any) -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "nodes": [
-            {"id": "p", "type": "input/text", "params": {"text": "a fox"}},
-            {
-                "id": "k",
-                "type": NODE_TYPE,
-                "params": {**RENDER, **params},
-                "inputs": {"prompt": {"from": "p", "output": "text"}},
-            },
-        ],
-    }
+    return prompt_graph(NODE_TYPE, "k", {**RENDER, **params}, "a fox")
 
 
 def refused(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:

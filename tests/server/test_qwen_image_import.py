@@ -8,10 +8,7 @@ refused naming why."""
 from __future__ import annotations
 
 import io
-import json
-import time
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +17,19 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from inline_core.config import Config
 from inline_core.families.qwen_image.descriptor import NODE_TYPE
 from inline_core.families.qwen_image.kit import KitPaths, build_kit
-from inline_core.server.app import create_app
+from tests.families.import_harness import finished, target_of, template, upload_png
 from tests.families.qwen_image.qwen_harness import (
     EDIT_MODEL,
     TEXT_MODEL,
     small_references,
     source_image,
 )
-from tests.server.test_qwen_image_server import upload
+from tests.server.server_support import cpu_client
 
 Json = dict[str, Any]
 LIGHTNING = "Qwen-Image-Edit-2509-Lightning-4steps-V1.0-bf16.safetensors"
-TEMPLATES = resources.files("comfyui_workflow_templates_json") / "templates"
 VAE = "qwen_image_vae_tiny.safetensors"
 TEXT_ENCODER = "qwen_2.5_vl_tiny.safetensors"
 # The workflows' files onto the kit's (the node renders with the files named).
@@ -58,32 +53,12 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> KitPaths:
 @pytest.fixture
 def client(kit: KitPaths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     small_references(monkeypatch)  # edits encode their references small, as the CPU tests do
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as c:
+    with cpu_client(kit.root, tmp_path / "data") as c:
         yield c
-
-
-def template(name: str) -> Any:
-    return json.loads((TEMPLATES / name).read_text(encoding="utf-8"))
 
 
 def import_comfy(client: TestClient, workflow: Any, **extra: Any) -> Any:
     return client.post("/v1/import/comfy", json={"workflow": workflow, "models": MODELS, **extra})
-
-
-def finished(client: TestClient, run_id: str) -> Json:
-    deadline = time.monotonic() + 300
-    while True:  # a liveness bound, not a timing test
-        state: Json = client.get(f"/v1/runs/{run_id}").json()
-        if state["status"] in ("done", "error", "cancelled"):
-            return state
-        assert time.monotonic() < deadline, state
-        time.sleep(0.05)
-
-
-def target_of(body: Json) -> tuple[Json, dict[str, Json]]:
-    nodes = {n["id"]: n for n in body["graph"]["nodes"]}
-    return nodes[body["target"]], nodes
 
 
 COMMON: Json = {"vae": VAE, "text_encoder": TEXT_ENCODER, "sampler": "euler", "scheduler": "simple"}
@@ -108,7 +83,7 @@ def test_official_templates_import_as_one_qwen_image_node(
     client: TestClient, name: str, expected: Json, images: dict[str, str]
 ) -> None:
     assets = {
-        file: upload(client, source_image(48, 32, i)) for i, file in enumerate(images.values())
+        file: upload_png(client, source_image(48, 32, i)) for i, file in enumerate(images.values())
     }
     response = import_comfy(client, template(name), assets=assets)
     assert response.status_code == 200, response.text
@@ -137,7 +112,7 @@ def test_official_templates_import_as_one_qwen_image_node(
     submitted = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
     assert submitted.status_code == 201, submitted.text  # it validates as it stands
     client.delete(f"/v1/runs/{submitted.json()['runId']}")
-    finished(client, str(submitted.json()["runId"]))
+    finished(client, str(submitted.json()["runId"]), seconds=300)
 
 
 def api_workflow(edit: str | None, lora: str | None) -> Json:
@@ -214,7 +189,7 @@ def by_hand(image: str | None, lora: str | None, **params: Any) -> Json:
 def rendered(client: TestClient, graph: Json, target: str) -> Any:
     run = client.post("/v1/runs", json={"graph": graph, "target": target})
     assert run.status_code == 201, run.text
-    state = finished(client, str(run.json()["runId"]))
+    state = finished(client, str(run.json()["runId"]), seconds=300)
     assert state["status"] == "done", state
     (take,) = state["takes"]
     with Image.open(io.BytesIO(client.get(take["uri"]).content)) as image:
@@ -245,7 +220,7 @@ def test_an_imported_text_to_image_workflow_renders_the_hand_written_graphs_pixe
 def test_an_imported_edit_workflow_renders_the_hand_written_graphs_pixels(
     client: TestClient,
 ) -> None:
-    asset = upload(client, source_image(64, 48, 3))
+    asset = upload_png(client, source_image(64, 48, 3))
     response = import_comfy(client, api_workflow("cat.png", None), assets={"cat.png": asset})
     assert response.status_code == 200, response.text
     body = response.json()

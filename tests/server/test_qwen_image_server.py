@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from inline_core.config import Config
 from inline_core.families.qwen_image.descriptor import NODE_TYPE
 from inline_core.families.qwen_image.kit import KitPaths, build_kit
 from inline_core.server.app import create_app
+from tests.families.import_harness import finished, upload_png
 from tests.families.qwen_image.qwen_harness import (
     EDIT_MODEL,
     SMALL,
@@ -30,6 +30,7 @@ from tests.families.qwen_image.qwen_harness import (
     reference_pipe,
     small_references,
 )
+from tests.server.server_support import cpu_client, prompt_graph
 
 PROMPT = "a teapot on a windowsill"
 
@@ -41,45 +42,12 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> KitPaths:
 
 @pytest.fixture
 def client(kit: KitPaths, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as c:
+    with cpu_client(kit.root, tmp_path / "data") as c:
         yield c
 
 
-def upload(client: TestClient, image: Image.Image) -> str:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    response = client.post(
-        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
-    )
-    assert response.status_code == 201, response.text
-    return str(response.json()["id"])
-
-
 def graph(images: dict[str, str] | None = None, **params: Any) -> dict[str, Any]:
-    node: dict[str, Any] = {
-        "id": "q",
-        "type": NODE_TYPE,
-        "params": {**SMALL, **params},
-        "inputs": {"prompt": {"from": "p", "output": "text"}},
-    }
-    nodes: list[dict[str, Any]] = [{"id": "p", "type": "input/text", "params": {"text": PROMPT}}]
-    for port, asset in (images or {}).items():
-        nodes.append(
-            {"id": port, "type": "input/image", "params": {"asset": {"ref": "asset", "id": asset}}}
-        )
-        node["inputs"][port] = {"from": port, "output": "image"}
-    return {"schemaVersion": 1, "nodes": [*nodes, node]}
-
-
-def finished(client: TestClient, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while True:  # a liveness bound, not a timing test
-        state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if state["status"] in ("done", "error", "cancelled"):
-            return state
-        assert time.monotonic() < deadline, state
-        time.sleep(0.02)
+    return prompt_graph(NODE_TYPE, "q", {**SMALL, **params}, PROMPT, images)
 
 
 def rendered(client: TestClient, body: dict[str, Any]) -> npt.NDArray[np.int16]:
@@ -103,7 +71,7 @@ def test_an_edit_renders_from_its_uploaded_reference(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     small_references(monkeypatch)
-    asset = upload(client, Image.new("RGB", (40, 56), (200, 80, 40)))
+    asset = upload_png(client, Image.new("RGB", (40, 56), (200, 80, 40)))
     ours = rendered(client, graph({"image": asset}, model=EDIT_MODEL))
     assert ours.shape == (64, 64, 3) and ours.std() > 1.0
 
@@ -122,7 +90,7 @@ def test_an_edit_renders_from_its_uploaded_reference(
 def test_bad_wirings_and_sizes_are_refused_at_submit(
     client: TestClient, model: str, ports: tuple[str, ...], params: dict[str, Any], names: str
 ) -> None:
-    images = {port: upload(client, Image.new("RGB", (32, 32))) for port in ports}
+    images = {port: upload_png(client, Image.new("RGB", (32, 32))) for port in ports}
     body = graph(images, model=model, **params)
     response = client.post("/v1/runs", json={"graph": body, "target": "q"})
     assert response.status_code == 422, response.text

@@ -19,8 +19,10 @@ from inline_core.families.flux2.descriptor import NODE_TYPE
 from inline_core.families.flux2.kit import Flux2Kit
 from inline_core.importer.comfy import read_workflow
 from inline_core.server.app import create_app
+from tests.families.import_harness import finished, target_of, template
+from tests.server.server_support import prompt_graph
 from tests.server.test_flux2_server import upload
-from tests.server.test_qwen_image_import import finished, rendered, target_of, template
+from tests.server.test_qwen_image_import import rendered
 
 Json = dict[str, Any]
 DISTILLED = "flux2_klein_tiny.safetensors"
@@ -60,19 +62,7 @@ def import_comfy(client: TestClient, workflow: Any, **extra: Any) -> Any:
 
 def by_hand(prompt: str, images: dict[str, str], **params: Any) -> Json:
     """The same render as a graph written by hand."""
-    node: Json = {
-        "id": "f",
-        "type": NODE_TYPE,
-        "params": {**COMMON, **params},
-        "inputs": {"prompt": {"from": "p", "output": "text"}},
-    }
-    nodes: list[Json] = [{"id": "p", "type": "input/text", "params": {"text": prompt}}]
-    for port, asset in images.items():
-        nodes.append(
-            {"id": port, "type": "input/image", "params": {"asset": {"ref": "asset", "id": asset}}}
-        )
-        node["inputs"][port] = {"from": port, "output": "image"}
-    return {"schemaVersion": 1, "nodes": [*nodes, node]}
+    return prompt_graph(NODE_TYPE, "f", {**COMMON, **params}, prompt, images)
 
 
 @pytest.mark.parametrize(
@@ -117,7 +107,7 @@ def test_official_klein_templates_import_as_one_flux2_node(
     submitted = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
     assert submitted.status_code == 201, submitted.text  # it validates as it stands
     client.delete(f"/v1/runs/{submitted.json()['runId']}")
-    finished(client, str(submitted.json()["runId"]))
+    finished(client, str(submitted.json()["runId"]), seconds=300)
 
 
 def cut_down(body: Json) -> Json:

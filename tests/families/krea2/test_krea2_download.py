@@ -8,35 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from inline_core.config import Config
 from inline_core.families.krea2.descriptor import NODE_TYPE
 from inline_core.families.krea2.download import COMFY_REPO, DOWNLOADS, plan
 from inline_core.families.krea2.kit import Krea2Kit
 from inline_core.server.app import create_app
-from tests.downloads.download_support import wait_status, without_hub_token
+from tests.downloads.download_support import download_done, hub_config, without_hub_token
 from tests.downloads.fake_hub import FakeHub
-from tests.server.test_qwen_image_import import finished
+from tests.families.import_harness import finished
+from tests.server.server_support import prompt_graph
 
 MODEL = "diffusion_models/krea2_turbo_fp8_scaled.safetensors"
 ENCODER = "text_encoders/qwen3vl_4b_fp8_scaled.safetensors"
 VAE = "vae/qwen_image_vae.safetensors"
-GRAPH: dict[str, Any] = {
-    "schemaVersion": 1,
-    "nodes": [
-        {"id": "p", "type": "input/text", "params": {"text": "a lighthouse"}},
-        {
-            "id": "k",
-            "type": NODE_TYPE,
-            "params": {"width": 64, "height": 64, "steps": 2, "seed": 3},
-            "inputs": {"prompt": {"from": "p", "output": "text"}},
-        },
-    ],
-}
+GRAPH = prompt_graph(
+    NODE_TYPE, "k", {"width": 64, "height": 64, "steps": 2, "seed": 3}, "a lighthouse"
+)
 
 
 def test_the_default_is_the_templates_three_files_each_in_its_folder(tmp_path: Path) -> None:
@@ -68,14 +58,7 @@ def hub(krea2_kit: Krea2Kit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_model_missing_turns_into_a_turbo_render_after_the_downloads(
     hub: FakeHub, tmp_path: Path
 ) -> None:
-    config = Config(
-        models_dir=tmp_path / "models",
-        data_dir=tmp_path / "data",
-        profile="cpu",
-        dtype="float32",
-        min_free_disk_mb=0,
-        hf_endpoint=hub.url,
-    )
+    config = hub_config(tmp_path, hub.url, dtype="float32")
     with TestClient(create_app(config)) as client:
         refused = client.post("/v1/runs", json={"graph": GRAPH, "target": "k"})
         assert refused.status_code == 422 and refused.json()["error"]["code"] == "model_missing"
@@ -95,15 +78,12 @@ def test_model_missing_turns_into_a_turbo_render_after_the_downloads(
                 None,
             )
             assert source["bytes"] == served[path].size
-            posted = client.post("/v1/downloads", json=source["download"])
-            assert posted.status_code == 201, posted.text
-            state = wait_status(client, str(posted.json()["downloadId"]), timeout=120)
-            assert state["status"] == "done", state
+            download_done(client, source)
         needs = client.get(f"/v1/models/{NODE_TYPE}/requirements").json()
         assert needs["ready"] is True, needs
         run = client.post("/v1/runs", json={"graph": GRAPH, "target": "k"})
         assert run.status_code == 201, run.text
-        state = finished(client, str(run.json()["runId"]))
+        state = finished(client, str(run.json()["runId"]), seconds=300)
         assert state["status"] == "done", state
         (take,) = state["takes"]
         assert take["params"]["model_variant"] == "Krea 2 Turbo"

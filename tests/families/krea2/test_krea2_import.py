@@ -19,7 +19,9 @@ from inline_core.config import Config
 from inline_core.families.krea2.descriptor import NODE_TYPE
 from inline_core.families.krea2.kit import Krea2Kit
 from inline_core.server.app import create_app
-from tests.server.test_qwen_image_import import rendered, target_of, template
+from tests.families.import_harness import target_of, template
+from tests.server.server_support import prompt_graph
+from tests.server.test_qwen_image_import import rendered
 
 Json = dict[str, Any]
 TURBO = "krea2_tiny_turbo.safetensors"  # the kit's model, Turbo by its name as Krea's files are
@@ -97,14 +99,7 @@ def test_with_the_enhancer_off_it_renders_the_hand_written_graphs_pixels(
     target["params"].update(SMALL)
     imported = rendered(client, body["graph"], body["target"])
     params = {k: target["params"][k] for k in ("seed", "guidance", "model", "vae", "text_encoder")}
-    written: Json = {
-        "schemaVersion": 1,
-        "nodes": [
-            {"id": "p", "type": "input/text", "params": {"text": prompt}},
-            {"id": "k", "type": NODE_TYPE, "params": {**params, **SMALL},
-             "inputs": {"prompt": {"from": "p", "output": "text"}}},
-        ],
-    }  # fmt: skip
+    written = prompt_graph(NODE_TYPE, "k", {**params, **SMALL}, prompt)
     assert np.array_equal(imported, rendered(client, written, "k"))
     assert imported.std() > 1.0
 

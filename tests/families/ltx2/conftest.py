@@ -44,13 +44,7 @@ def ltx2_reference(ltx2_kit: LTX2Kit) -> Any:
 @pytest.fixture
 def client(ltx2_kit: LTX2Kit, tmp_path: Path) -> Iterator[Any]:
     """The app over the kit's models, in process (ASGI), CPU float32."""
-    from fastapi.testclient import TestClient
+    from tests.server.server_support import cpu_client
 
-    from inline_core.config import Config
-    from inline_core.server.app import create_app
-
-    config = Config(
-        models_dir=ltx2_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
-    )
-    with TestClient(create_app(config)) as c:
+    with cpu_client(ltx2_kit.root, tmp_path / "data") as c:
         yield c

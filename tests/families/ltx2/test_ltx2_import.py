@@ -7,18 +7,10 @@ single-file checkpoint and a two-stage latent upscale, none of which maps onto
 
 from __future__ import annotations
 
-import json
-from importlib import resources
-from typing import Any
-
 import pytest
 from fastapi.testclient import TestClient
 
-TEMPLATES = resources.files("comfyui_workflow_templates_json") / "templates"
-
-
-def template(name: str) -> Any:
-    return json.loads((TEMPLATES / name).read_text(encoding="utf-8"))
+from tests.families.import_harness import template
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,39 +17,20 @@ from inline_core.config import Config
 from inline_core.families.ltx2.descriptor import NODE_TYPE
 from inline_core.families.ltx2.kit import FOLDER, LTX2Kit
 from inline_core.server.app import create_app
+from tests.families.import_harness import finished
+from tests.server.server_support import prompt_graph
 
 RENDER: dict[str, Any] = {"width": 32, "height": 32, "frames": 9, "fps": 24, "steps": 2, "seed": 3}
 
 
 def ltx2_graph(**params: Any) -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "nodes": [
-            {"id": "p", "type": "input/text", "params": {"text": "waves on a pebble beach"}},
-            {
-                "id": "l",
-                "type": NODE_TYPE,
-                "params": {**RENDER, **params},
-                "inputs": {"prompt": {"from": "p", "output": "text"}},
-            },
-        ],
-    }
-
-
-def finished_state(client: TestClient, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 180
-    while True:  # a liveness bound, not a timing test
-        state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if state["status"] in ("done", "error", "cancelled"):
-            return state
-        assert time.monotonic() < deadline, state
-        time.sleep(0.05)
+    return prompt_graph(NODE_TYPE, "l", {**RENDER, **params}, "waves on a pebble beach")
 
 
 def test_a_render_makes_a_video_with_its_soundtrack_and_an_audio_take(client: TestClient) -> None:
     response = client.post("/v1/runs", json={"graph": ltx2_graph(), "target": "l"})
     assert response.status_code == 201, response.text
-    state = finished_state(client, str(response.json()["runId"]))
+    state = finished(client, str(response.json()["runId"]), seconds=180)
     assert state["status"] == "done", state
     video, sound = state["takes"]
     assert (video["kind"], sound["kind"]) == ("video", "audio")

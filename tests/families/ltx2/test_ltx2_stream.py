@@ -12,11 +12,12 @@ import av
 import numpy as np
 from av.error import FFmpegError
 from fastapi.testclient import TestClient
-from test_ltx2_server import finished_state, ltx2_graph
+from test_ltx2_server import ltx2_graph
 
 from inline_core.runtime.video import Audio
 from inline_core.runtime.video_stream import Mp4Fragments
 from inline_core.server.bootstrap import Services
+from tests.families.import_harness import finished
 from tests.families.wan.held_videos import held_videos
 
 FRAMES, FPS = 17, 24
@@ -70,7 +71,7 @@ def test_the_stream_plays_with_its_sound_before_the_run_ends(client: TestClient)
             assert sound.shape[0] == 2 and sound.shape[1] > 0  # the sound, with the first chunk
             release.set()
             whole = early + b"".join(chunks)
-        state = finished_state(client, run_id)
+        state = finished(client, run_id, seconds=180)
     finally:
         release.set()
     assert state["status"] == "done"

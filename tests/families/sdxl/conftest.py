@@ -13,10 +13,9 @@ if str(HERE) not in sys.path:  # helpers live next to this file
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from inline_core.config import Config  # noqa: E402
 from inline_core.families.sdxl.kit import SDXLKit, build_kit  # noqa: E402
 from inline_core.sampling.loop import StepLoopSampler  # noqa: E402
-from inline_core.server.app import create_app  # noqa: E402
+from tests.server.server_support import cpu_client  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -53,8 +52,5 @@ def sdxl_reference(sdxl_kit: SDXLKit) -> Any:
 @pytest.fixture
 def client(sdxl_kit: SDXLKit, tmp_path: Path) -> Iterator[TestClient]:
     """The server over the kit's models, on the CPU in float32."""
-    config = Config(
-        models_dir=sdxl_kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
-    )
-    with TestClient(create_app(config)) as c:
+    with cpu_client(sdxl_kit.root, tmp_path / "data") as c:
         yield c

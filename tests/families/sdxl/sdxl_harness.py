@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,11 +139,19 @@ def max_diff(a: Pixels, b: Pixels) -> int:
     return int(np.abs(a - b).max())
 
 
-def sd15_like(kit: SDXLKit, models: Path, name: str) -> None:
-    """An SD 1.x checkpoint's keys: a UNet in the original naming without SDXL's size
-    embedding (the kit's checkpoint, its `label_emb` cut), in `models/checkpoints/<name>`."""
+def rekeyed_checkpoint(
+    kit: SDXLKit, models: Path, name: str, rekey: Callable[[str], str | None]
+) -> None:
+    """The kit's models (its diffusers folders left out) copied to `models`, with its checkpoint
+    in `models/checkpoints/<name>` under keys `rekey` gives (a key it maps to None: cut)."""
     assert kit.checkpoint is not None
     shutil.copytree(kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
     state = load_safetensors(kit.checkpoint)
-    sd15 = {k: v for k, v in state.items() if ".label_emb." not in k}
-    save_safetensors(sd15, models / "checkpoints" / name)
+    rekeyed = {new: v for k, v in state.items() if (new := rekey(k)) is not None}
+    save_safetensors(rekeyed, models / "checkpoints" / name)
+
+
+def sd15_like(kit: SDXLKit, models: Path, name: str) -> None:
+    """An SD 1.x checkpoint's keys: a UNet in the original naming without SDXL's size
+    embedding (the kit's checkpoint, its `label_emb` cut), in `models/checkpoints/<name>`."""
+    rekeyed_checkpoint(kit, models, name, lambda k: None if ".label_emb." in k else k)

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
-from sdxl_harness import sd15_like
+from sdxl_harness import rekeyed_checkpoint, sd15_like
 from test_sdxl_server import sdxl_graph, with_lora
 
 from inline_core.config import Config
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.server.app import create_app
-from tests.families.import_harness import import_comfy, takes_of, template
+from tests.families.import_harness import import_comfy, takes_of, target_of, template
 
 BASE = "sd_xl_base_1.0.safetensors"
 
@@ -60,11 +60,6 @@ def rendered(client: TestClient, graph: dict[str, Any], target: str) -> tuple[An
     (take,) = takes_of(client, [(graph, target)])
     with Image.open(io.BytesIO(client.get(take["uri"]).content)) as image:
         return np.asarray(image.convert("RGB")).astype(np.int16), take
-
-
-def target_of(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    nodes = {n["id"]: n for n in body["graph"]["nodes"]}
-    return nodes[body["target"]], nodes
 
 
 def test_the_official_sdxl_template_imports_as_one_sdxl_node(
@@ -191,17 +186,14 @@ def test_a_checkpoint_no_family_knows_is_refused_with_its_keys_outline(
 ) -> None:
     """A checkpoint whose diffusion model is no family's known here: the refusal outlines its
     keys rather than guessing a family."""
-    from inline_core.diffusion.libs import load_safetensors, save_safetensors
-
-    assert sdxl_kit.checkpoint is not None
     models = tmp_path / "models"
-    shutil.copytree(sdxl_kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
-    state = load_safetensors(sdxl_kit.checkpoint)
-    odd = {
-        k.replace("model.diffusion_model.", "model.diffusion_model.mystery_blocks."): v
-        for k, v in state.items()
-    }
-    save_safetensors(odd, models / "checkpoints" / "mystery.safetensors")
+    mystery = "model.diffusion_model.mystery_blocks."
+    rekeyed_checkpoint(
+        sdxl_kit,
+        models,
+        "mystery.safetensors",
+        lambda k: k.replace("model.diffusion_model.", mystery),
+    )
     config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
     with TestClient(create_app(config)) as client:
         response = import_comfy(client, default_graph("mystery.safetensors"), {})

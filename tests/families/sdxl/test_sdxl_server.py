@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
-from sdxl_harness import PROMPT, kit_lora, render, sd15_like, sdxl_rig, take_pixels
+from sdxl_harness import (
+    PROMPT,
+    kit_lora,
+    rekeyed_checkpoint,
+    render,
+    sd15_like,
+    sdxl_rig,
+    take_pixels,
+)
 
 from inline_core.config import Config
 from inline_core.families.sdxl.descriptor import NODE_TYPE
@@ -20,23 +28,13 @@ from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.server.app import create_app
 from tests.families.import_harness import finished
+from tests.server.server_support import cpu_client, prompt_graph
 
 RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 3, "seed": 5, "guidance": 4.0}
 
 
 def sdxl_graph(prompt: str = PROMPT, **params: Any) -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "nodes": [
-            {"id": "p", "type": "input/text", "params": {"text": prompt}},
-            {
-                "id": "x",
-                "type": NODE_TYPE,
-                "params": {**RENDER, **params},
-                "inputs": {"prompt": {"from": "p", "output": "text"}},
-            },
-        ],
-    }
+    return prompt_graph(NODE_TYPE, "x", {**RENDER, **params}, prompt)
 
 
 def test_a_graph_renders_the_node_runners_pixels(
@@ -82,6 +80,13 @@ def test_bad_params_are_refused_at_submit(
     assert names in response.json()["error"]["message"]
 
 
+def submitted(models: Path, tmp_path: Path, graph: dict[str, Any]) -> Any:
+    """`graph` submitted to a CPU server on `models`: its answer."""
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        return client.post("/v1/runs", json={"graph": graph, "target": "x"})
+
+
 def test_a_checkpoint_without_its_tokenizer_is_model_missing_saying_where_it_goes(
     sdxl_kit: SDXLKit, tmp_path: Path
 ) -> None:
@@ -89,9 +94,7 @@ def test_a_checkpoint_without_its_tokenizer_is_model_missing_saying_where_it_goe
     models = tmp_path / "models"
     (models / "checkpoints").mkdir(parents=True)
     shutil.copy(sdxl_kit.checkpoint, models / "checkpoints")
-    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
-    with TestClient(create_app(config)) as client:
-        response = client.post("/v1/runs", json={"graph": sdxl_graph(), "target": "x"})
+    response = submitted(models, tmp_path, sdxl_graph())
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["code"] == "model_missing" and error["nodeId"] == "x"
@@ -137,8 +140,7 @@ def test_a_diffusers_folder_alone_renders_with_the_model_left_empty(
     assert sdxl_kit.diffusers_dir is not None
     models = tmp_path / "models"
     shutil.copytree(sdxl_kit.diffusers_dir, models / "diffusion_models" / "sdxl_diffusers")
-    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as client:
+    with cpu_client(models, tmp_path / "data") as client:
         response = client.post("/v1/runs", json={"graph": sdxl_graph(), "target": "x"})
         assert response.status_code == 201, response.text
         state = finished(client, str(response.json()["runId"]))
@@ -192,10 +194,8 @@ def test_a_locon_lora_is_refused_at_submit_naming_the_convolution(
     tensors = {f"{layer}.lora_down.weight": torch.zeros(4, 64, 3, 3)}
     tensors[f"{layer}.lora_up.weight"] = torch.zeros(64, 4, 1, 1)
     save_safetensors(tensors, models / "loras" / "locon.safetensors", {"format": "pt"})
-    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
     graph = with_lora(sdxl_graph(), name="locon.safetensors", strength=1.0)
-    with TestClient(create_app(config)) as client:
-        response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    response = submitted(models, tmp_path, graph)
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
     assert "input_blocks_1_0_in_layers_2" in message and "linear layers only" in message
@@ -208,10 +208,7 @@ def test_a_picked_checkpoint_of_another_family_is_refused_saying_what_its_keys_l
     naming what its keys are, not "not found"."""
     models = tmp_path / "models"
     sd15_like(sdxl_kit, models, "my_mix_v3.safetensors")
-    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
-    with TestClient(create_app(config)) as client:
-        graph = sdxl_graph(model="my_mix_v3.safetensors")
-        response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    response = submitted(models, tmp_path, sdxl_graph(model="my_mix_v3.safetensors"))
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
     assert "checkpoints/my_mix_v3.safetensors is not a SDXL diffusion model" in message
@@ -223,22 +220,15 @@ def test_a_refiner_checkpoint_picked_as_the_model_is_refused_naming_it(
 ) -> None:
     """A refiner's keys (OpenCLIP-G alone, at `conditioner.embedders.0.`): a 422 at submit saying
     it is a refiner and the node has no refiner stage yet, not a missing text encoder."""
-    from inline_core.diffusion.libs import load_safetensors, save_safetensors
 
-    assert sdxl_kit.checkpoint is not None
+    def as_refiner(key: str) -> str | None:  # CLIP-L cut, OpenCLIP-G in its place
+        if key.startswith("conditioner.embedders.0."):
+            return None
+        return key.replace("conditioner.embedders.1.", "conditioner.embedders.0.")
+
     models = tmp_path / "models"
-    shutil.copytree(sdxl_kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
-    state = load_safetensors(sdxl_kit.checkpoint)
-    refiner = {
-        k.replace("conditioner.embedders.1.", "conditioner.embedders.0."): v
-        for k, v in state.items()
-        if not k.startswith("conditioner.embedders.0.")
-    }
-    save_safetensors(refiner, models / "checkpoints" / "my_refiner.safetensors")
-    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
-    with TestClient(create_app(config)) as client:
-        graph = sdxl_graph(model="my_refiner.safetensors")
-        response = client.post("/v1/runs", json={"graph": graph, "target": "x"})
+    rekeyed_checkpoint(sdxl_kit, models, "my_refiner.safetensors", as_refiner)
+    response = submitted(models, tmp_path, sdxl_graph(model="my_refiner.safetensors"))
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
     assert "my_refiner.safetensors is an SDXL refiner checkpoint" in message

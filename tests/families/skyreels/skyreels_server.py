@@ -1,18 +1,23 @@
-"""Shared helpers for the SkyReels-V2 tests against a real server: the long render's graph, its
-submission, its take and the take's frames."""
+"""Shared helpers for the SkyReels-V2 tests against a real server: a server holding renders
+inside a chunk, the long render's graph, its submission, its take and the take's frames."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Generator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 from skyreels_harness import LONG
+from skyreels_hold import hold_env
 
 from inline_core.families.skyreels.descriptor import NODE_TYPE
-from inline_core.families.skyreels.kit import FOLDER
+from inline_core.families.skyreels.kit import FOLDER, SkyReelsKit
 from inline_core.runtime.video import decode_apng
-from tests.server.server_support import LiveServer, post_run
+from tests.server.server_support import LiveServer, post_run, prompt_graph, running_server
 
 RENDER: dict[str, Any] = {
     "width": 48,
@@ -30,19 +35,19 @@ FIRST_CHUNK_FRAMES = 9
 CHUNK_FIRST_FRAMES = (0, 9, 13, 17)
 
 
+@contextmanager
+def held_server(kit: SkyReelsKit, tmp_path: Path) -> Generator[tuple[LiveServer, Path]]:
+    """A real server on a copy of the kit's models, its renders held inside chunk 0 while the
+    hold file (yielded with it) names that chunk."""
+    shutil.copytree(kit.root, tmp_path / "models")
+    hold = tmp_path / "hold"
+    hold.write_text("0")
+    with running_server(tmp_path, env=hold_env(hold)) as live:
+        yield live, hold
+
+
 def graph() -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "nodes": [
-            {"id": "p", "type": "input/text", "params": {"text": "a lighthouse in a storm"}},
-            {
-                "id": "s",
-                "type": NODE_TYPE,
-                "params": RENDER,
-                "inputs": {"prompt": {"from": "p", "output": "text"}},
-            },
-        ],
-    }
+    return prompt_graph(NODE_TYPE, "s", RENDER, "a lighthouse in a storm")
 
 
 def submit(live: LiveServer, g: dict[str, Any]) -> str:

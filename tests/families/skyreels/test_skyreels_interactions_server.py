@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,13 +18,21 @@ from typing import Any
 
 import httpx
 import numpy as np
-from skyreels_hold import hold_env
-from skyreels_server import CHANGE, FIRST_CHUNK_FRAMES, frames, graph, interact, submit, take
+from skyreels_server import (
+    CHANGE,
+    FIRST_CHUNK_FRAMES,
+    frames,
+    graph,
+    held_server,
+    interact,
+    submit,
+    take,
+)
 from websockets.sync.client import connect
 
 from inline_core.families.skyreels.descriptor import NODE_TYPE
 from inline_core.families.skyreels.kit import SkyReelsKit
-from tests.server.server_support import LiveServer, post_run, running_server, wait_finished
+from tests.server.server_support import LiveServer, post_run, wait_finished
 
 
 def interact_once_rendering(live: LiveServer, run_id: str) -> dict[str, Any]:
@@ -74,10 +81,7 @@ def read_until(chunks: Iterator[bytes], count: int) -> bytes:
 def test_an_interaction_applies_at_one_boundary_and_replays_after_a_crash(
     skyreels_kit: SkyReelsKit, tmp_path: Path
 ) -> None:
-    shutil.copytree(skyreels_kit.root, tmp_path / "models")
-    hold = tmp_path / "hold"
-    hold.write_text("0")
-    with running_server(tmp_path, env=hold_env(hold)) as live:
+    with held_server(skyreels_kit, tmp_path) as (live, hold):
         run_id = submit(live, graph())
         sent = interact_once_rendering(live, run_id)
         assert sent["chunk"] == 1 and sent["prompt"] == CHANGE["prompt"]

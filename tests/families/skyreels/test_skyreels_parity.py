@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from skyreels_harness import (
     LONG,
+    Pixels,
     first_frame_image,
     max_diff,
     reference_frames,
@@ -59,6 +60,13 @@ TOLERANCE = 2  # levels of 255
 MAX_DIFFERING = 0.01
 
 
+def assert_parity(ours: Pixels, ref: Pixels, frames: int) -> None:
+    """`frames` frames at the render's size, equal to the reference's within the tolerance."""
+    assert ours.shape == (frames, 32, 48, 3)
+    assert max_diff(ours, ref) <= TOLERANCE
+    assert float((ours != ref).mean()) <= MAX_DIFFERING
+
+
 @pytest.mark.parametrize("params", CASES)
 def test_video_matches_diffusion_forcing_pipeline(
     skyreels_kit: SkyReelsKit,
@@ -70,10 +78,7 @@ def test_video_matches_diffusion_forcing_pipeline(
     rig = skyreels_rig(skyreels_kit.root, skyreels_sampler)
     ours = take_frames(render(rig, tmp_path, **params))
     ref = reference_frames(skyreels_reference, **params)
-    frames = params.get("frames", 9)
-    assert ours.shape == (frames, 32, 48, 3)
-    assert max_diff(ours, ref) <= TOLERANCE
-    assert float((ours != ref).mean()) <= MAX_DIFFERING
+    assert_parity(ours, ref, params.get("frames", 9))
     assert ours.std() > 1.0  # frames of noise, not a flat fill
     assert int(abs(ours[0] - ours[-1]).max()) > 0
 
@@ -100,9 +105,7 @@ def test_image_to_video_matches_diffusion_forcing_i2v_pipeline(
     result = render(rig, tmp_path, image=image, **params)
     ours = take_frames(result)
     ref = reference_frames(skyreels_reference, image=image, **params)
-    assert ours.shape == (params.get("frames", 9), 32, 48, 3)
-    assert max_diff(ours, ref) <= TOLERANCE
-    assert float((ours != ref).mean()) <= MAX_DIFFERING
+    assert_parity(ours, ref, params.get("frames", 9))
     (take,) = result.takes
     assert take.params["image_to_video"] is True and "image" not in take.params
     # The image conditions the video: another image, another first frame (by more than the
@@ -133,8 +136,6 @@ def test_extending_a_video_matches_diffusion_forcing_v2v_pipeline(
     result = render(rig, tmp_path, video=given, **params)
     ours = take_frames(result)
     ref = reference_frames(skyreels_reference, video=given, **params)
-    assert ours.shape == (13 + params["frames"], 32, 48, 3)
-    assert max_diff(ours, ref) <= TOLERANCE
-    assert float((ours != ref).mean()) <= MAX_DIFFERING
+    assert_parity(ours, ref, 13 + params["frames"])
     (take,) = result.takes
     assert take.params["extends_frames"] == 13 and "extend" not in take.params

@@ -11,19 +11,17 @@ them."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from skyreels_hold import hold_env
-from skyreels_server import CHANGE, CHUNK_FIRST_FRAMES, frames, graph, submit, take
+from skyreels_server import CHANGE, CHUNK_FIRST_FRAMES, frames, graph, held_server, submit, take
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
 from websockets.sync.client import ClientConnection, connect
 
 from inline_core.families.skyreels.kit import SkyReelsKit
-from tests.server.server_support import running_server, wait_finished
+from tests.server.server_support import wait_finished
 
 LAST_CHUNK = len(CHUNK_FIRST_FRAMES) - 1
 
@@ -61,10 +59,7 @@ def refused(ws: ClientConnection, message: str | bytes, status: int, says: str) 
 def test_a_client_steers_the_chunks_after_a_boundary_over_the_socket(
     skyreels_kit: SkyReelsKit, tmp_path: Path
 ) -> None:
-    shutil.copytree(skyreels_kit.root, tmp_path / "models")
-    hold = tmp_path / "hold"
-    hold.write_text("0")
-    with running_server(tmp_path, env=hold_env(hold)) as live:
+    with held_server(skyreels_kit, tmp_path) as (live, hold):
         run_id = submit(live, graph())
         with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
             assert next_event(ws)["type"] == "snapshot"

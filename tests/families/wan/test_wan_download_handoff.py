@@ -15,12 +15,11 @@ import pytest
 from fastapi.testclient import TestClient
 from test_wan_server import submit, wan_graph
 
-from inline_core.config import Config
 from inline_core.families.wan.descriptor import NODE_TYPE
 from inline_core.families.wan.download import COMFY_21, TOKENIZER_REPO
 from inline_core.families.wan.kit import WanKit
 from inline_core.server.app import create_app
-from tests.downloads.download_support import wait_status, without_hub_token
+from tests.downloads.download_support import download_done, hub_config, without_hub_token
 from tests.downloads.fake_hub import FakeHub
 
 DIFFUSERS_REPO = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers"
@@ -51,15 +50,7 @@ def hub(wan_kit: WanKit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
 
 @pytest.fixture
 def client(hub: FakeHub, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(
-        models_dir=tmp_path / "models",
-        data_dir=tmp_path / "data",
-        profile="cpu",
-        dtype="float32",
-        min_free_disk_mb=0,
-        hf_endpoint=hub.url,
-    )
-    with TestClient(create_app(config)) as c:
+    with TestClient(create_app(hub_config(tmp_path, hub.url, dtype="float32"))) as c:
         yield c
 
 
@@ -67,13 +58,6 @@ def requirements(client: TestClient) -> dict[str, Any]:
     body: dict[str, Any] = client.get(f"/v1/models/{NODE_TYPE}/requirements").json()
     assert body["family"] == "wan"
     return body
-
-
-def download(client: TestClient, source: dict[str, Any]) -> None:
-    posted = client.post("/v1/downloads", json=source["download"])
-    assert posted.status_code == 201, posted.text
-    state = wait_status(client, str(posted.json()["downloadId"]), timeout=120)
-    assert state["status"] == "done", state
 
 
 def graph() -> dict[str, Any]:
@@ -114,7 +98,7 @@ def test_split_files_and_the_tokenizer_folder_turn_model_missing_into_a_take(
     assert unserved["hubError"] is not None  # a repo this hub lacks is reported, not raised
 
     for source in firsts.values():
-        download(client, source)
+        download_done(client, source)
 
     needs = requirements(client)
     assert needs["ready"] is True, needs
@@ -135,7 +119,7 @@ def test_the_diffusers_folder_alone_turns_model_missing_into_a_take(client: Test
     model = requirements(client)["requirements"][0]
     source = next(s for s in model["sources"] if s["name"] == "diffusers-t2v-1.3b")
     assert source["layout"] == "diffusers" and set(source["provides"]) == set(PIECES)
-    download(client, source)
+    download_done(client, source)
 
     needs = requirements(client)
     assert needs["ready"] is True

@@ -6,7 +6,6 @@ a user would; sizes and steps are cut down for a CPU render."""
 from __future__ import annotations
 
 import io
-import time
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -17,6 +16,7 @@ from PIL import Image
 from inline_core.config import Config
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.server.app import create_app
+from tests.families.import_harness import finished, upload_png
 from tests.importer.comfy_templates import templates
 
 Json = dict[str, Any]
@@ -42,23 +42,8 @@ def small(graph: Json, asset: str) -> Json:
     return graph
 
 
-def finished(client: TestClient, run_id: str) -> Json:
-    deadline = time.monotonic() + 120  # a liveness bound, not a timing test
-    while True:
-        state = cast(Json, client.get(f"/v1/runs/{run_id}").json())
-        if state["status"] in ("done", "error", "cancelled"):
-            return state
-        assert time.monotonic() < deadline, state
-        time.sleep(0.02)
-
-
 def test_every_mapped_template_renders_with_the_tiny_models(client: TestClient) -> None:
-    buf = io.BytesIO()
-    Image.new("RGB", (64, 64), (120, 60, 30)).save(buf, format="PNG")
-    upload = client.post(
-        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
-    )
-    asset = upload.json()["id"]
+    asset = upload_png(client, Image.new("RGB", (64, 64), (120, 60, 30)))
     rendered: list[str] = []
     for name, workflow in templates():
         first = client.post("/v1/import/comfy", json=workflow)

@@ -4,7 +4,6 @@ queueing nothing."""
 
 from __future__ import annotations
 
-import io
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from zimage_harness import max_diff
 
 from inline_core.families.zimage.descriptor import NODE_TYPE
 from inline_core.families.zimage.kit import KitPaths
+from tests.families.import_harness import upload_png
 from tests.server.server_support import LiveServer, wait_finished
 
 Json = dict[str, Any]
@@ -42,13 +42,7 @@ def client(kit: KitPaths, tmp_path: Path) -> Iterator[TestClient]:
 
 
 def upload(client: Http, image: Image.Image) -> Json:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    response = client.post(
-        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
-    )
-    assert response.status_code == 201, response.text
-    return {"ref": "asset", "id": response.json()["id"]}
+    return {"ref": "asset", "id": upload_png(client, image)}
 
 
 def graph(client: Http, images: dict[str, Image.Image], **params: Any) -> Json:

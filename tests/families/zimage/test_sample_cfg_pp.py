@@ -22,9 +22,9 @@ from tests.batching_helpers import run_together
 GUIDANCE = 2.0  # Z-Image's scale: ComfyUI's cfg 3
 
 
-def render(pipeline: Any, sampler: str) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
-    """The final latents of one guided render driven step by step; its noise and sigmas."""
-    state: Any = pipeline.request(
+def guided_request(pipeline: Any, **settings: Any) -> Any:
+    """One small guided render's request, with `settings` (its sampler, shift, mu)."""
+    return pipeline.request(
         prompt="a fox",
         negative_prompt="blurry",
         width=64,
@@ -32,8 +32,13 @@ def render(pipeline: Any, sampler: str) -> tuple[torch.Tensor, torch.Tensor, lis
         steps=4,
         guidance=GUIDANCE,
         seed=3,
-        sampler=sampler,
+        **settings,
     )
+
+
+def render(pipeline: Any, sampler: str) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
+    """The final latents of one guided render driven step by step; its noise and sigmas."""
+    state: Any = guided_request(pipeline, sampler=sampler)
     pipeline.prepare_encode(state)
     noise = state.latents.value.clone()
     sigmas = list(state.schedule.stepper.sigmas)
@@ -109,17 +114,7 @@ def test_cfg_pp_requests_share_forwards_and_match_alone(kit: KitPaths) -> None:
         pipeline = make_runner(kit.root, sampler).pipeline()
 
         def job(settings: dict[str, Any]) -> SampleJob:
-            request: Any = pipeline.request(
-                prompt="a fox",
-                negative_prompt="blurry",
-                width=64,
-                height=64,
-                steps=4,
-                guidance=GUIDANCE,
-                seed=3,
-                **settings,
-            )
-            return SampleJob(pipeline, request)
+            return SampleJob(pipeline, guided_request(pipeline, **settings))
 
         alone = [pixels(sampler.run(job(s))) for s in MIXED]
         before = sampler.stats()

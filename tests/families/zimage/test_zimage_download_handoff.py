@@ -5,10 +5,8 @@ repo's name through `HF_ENDPOINT`), and the same graph then renders."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -18,21 +16,14 @@ from inline_core.families.zimage.descriptor import NODE_TYPE
 from inline_core.families.zimage.download import COMFY_REPO, DIFFUSERS_REPO
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.server.app import create_app
-from tests.downloads.download_support import without_hub_token
+from tests.downloads.download_support import download_done, hub_config, without_hub_token
 from tests.downloads.fake_hub import FakeHub
+from tests.families.import_harness import finished
+from tests.server.server_support import prompt_graph
 
-GRAPH: dict[str, Any] = {
-    "schemaVersion": 1,
-    "nodes": [
-        {"id": "p", "type": "input/text", "params": {"text": "a lighthouse"}},
-        {
-            "id": "z",
-            "type": NODE_TYPE,
-            "params": {"width": 64, "height": 64, "steps": 2, "seed": 3},
-            "inputs": {"prompt": {"from": "p", "output": "text"}},
-        },
-    ],
-}
+GRAPH = prompt_graph(
+    NODE_TYPE, "z", {"width": 64, "height": 64, "steps": 2, "seed": 3}, "a lighthouse"
+)
 
 
 @pytest.fixture
@@ -56,25 +47,8 @@ def hub(kit: KitPaths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
         started.stop()
 
 
-def wait_for(client: TestClient, path: str, field: str = "status") -> dict[str, Any]:
-    deadline = time.monotonic() + 120  # a liveness bound, not a timing assertion
-    while True:
-        state: dict[str, Any] = client.get(path).json()
-        if state[field] in ("done", "error", "cancelled"):
-            return state
-        assert time.monotonic() < deadline, state
-        time.sleep(0.02)
-
-
 def test_model_missing_turns_into_a_render_after_the_download(hub: FakeHub, tmp_path: Path) -> None:
-    config = Config(
-        models_dir=tmp_path / "models",
-        data_dir=tmp_path / "data",
-        profile="cpu",
-        min_free_disk_mb=0,
-        hf_endpoint=hub.url,
-    )
-    with TestClient(create_app(config)) as client:
+    with TestClient(create_app(hub_config(tmp_path, hub.url))) as client:
         refused = client.post("/v1/runs", json={"graph": GRAPH, "target": "z"})
         assert refused.status_code == 422 and refused.json()["error"]["code"] == "model_missing"
 
@@ -96,10 +70,7 @@ def test_model_missing_turns_into_a_render_after_the_download(hub: FakeHub, tmp_
         assert set(diffusers["provides"]) == set(pieces)
         assert diffusers["bytes"] == sum(f.size for f in hub.repos[DIFFUSERS_REPO].files.values())
 
-        posted = client.post("/v1/downloads", json=diffusers["download"])
-        assert posted.status_code == 201, posted.text
-        download = wait_for(client, f"/v1/downloads/{posted.json()['downloadId']}")
-        assert download["status"] == "done", download
+        download_done(client, diffusers)
 
         needs = client.get(f"/v1/models/{NODE_TYPE}/requirements").json()
         assert needs["ready"] is True
@@ -112,7 +83,7 @@ def test_model_missing_turns_into_a_render_after_the_download(hub: FakeHub, tmp_
         }
         run = client.post("/v1/runs", json={"graph": GRAPH, "target": "z"})
         assert run.status_code == 201, run.text
-        state = wait_for(client, f"/v1/runs/{run.json()['runId']}")
+        state = finished(client, str(run.json()["runId"]))
         assert state["status"] == "done", state
         assert len(state["takes"]) == 1
 

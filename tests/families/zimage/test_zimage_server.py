@@ -24,6 +24,7 @@ from inline_core.families.zimage.descriptor import NODE_TYPE
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.server.app import create_app
 from inline_core.server.bootstrap import Services
+from tests.server.server_support import cpu_client
 
 FINISHED = ("done", "error", "cancelled")
 
@@ -79,8 +80,7 @@ def wait(
 
 @pytest.fixture
 def client(kit: KitPaths, tmp_path: Path) -> Iterator[TestClient]:
-    config = Config(models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as c:
+    with cpu_client(kit.root, tmp_path / "data") as c:
         yield c
 
 

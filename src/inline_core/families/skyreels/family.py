@@ -20,6 +20,7 @@ from inline_core.contract.submit import Submit
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.nodes.video_params import check_encoders
 from inline_core.families.skyreels import chunks
 from inline_core.families.skyreels.descriptor import (
     EXTRA_HINT,
@@ -31,7 +32,7 @@ from inline_core.families.skyreels.files import RULES, flow_shift
 from inline_core.families.skyreels.request import SkyReelsRequest, new_request
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
-from inline_core.runtime.video import VIDEO_HINT, Video, video_available
+from inline_core.runtime.video import Video
 
 REQUEST_PARAMS = (
     "width",
@@ -137,12 +138,7 @@ class SkyReelsFamily(Family):
                     f"patches), got {value}",
                     node_id=submit.node_id,
                 )
-        if params.get("format") == "mp4" and not video_available():
-            raise InvalidRequest(
-                f"param 'format' mp4 needs PyAV, which is not installed: {VIDEO_HINT}; or ask "
-                "for format png (a lossless animated PNG)",
-                node_id=submit.node_id,
-            )
+        check_encoders(params, submit.node_id, "a lossless animated PNG")
 
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
