@@ -40,7 +40,11 @@ class CollectiveRunner:
             if fail_rank in (self.context.rank, "all"):
                 raise ValueError(f"rank {self.context.rank} failed at step {step}")
             if crash_rank is not None:
-                self._crash(crash_rank, later_words=bool(params.get("peersWriteLater")))
+                self._crash(
+                    crash_rank,
+                    later_words=bool(params.get("peersWriteLater")),
+                    silent_peers=bool(params.get("peersDieSilently")),
+                )
             value = torch.tensor([float(self.context.rank + 1)])
             dist.all_reduce(value)  # pyright: ignore[reportUnknownMemberType]
             total += float(value[0])
@@ -53,12 +57,18 @@ class CollectiveRunner:
             arrays={"echo": payload[::-1].copy(), "ranks": np.arange(self.context.world_size)},
         )
 
-    def _crash(self, crash_rank: Json, *, later_words: bool) -> None:
+    def _crash(self, crash_rank: Json, *, later_words: bool, silent_peers: bool = False) -> None:
         """`crash_rank` writes its last words and dies. With `later_words`, every other rank first
-        writes an error line of its own, after those words and before the death (two barriers)."""
+        writes an error line of its own, after those words and before the death (two barriers).
+        With `silent_peers`, every other rank dies too, without a word, once those words are
+        written (as a native abort in a collective does): the server sees the connections close
+        in either order."""
         rank = self.context.rank
         if rank == crash_rank:
             print(f"RuntimeError: rank {rank} crashed in a collective", file=sys.stderr, flush=True)
+        if silent_peers:
+            dist.barrier()  # pyright: ignore[reportUnknownMemberType]
+            os._exit(134)
         if later_words:
             dist.barrier()  # pyright: ignore[reportUnknownMemberType]
             if rank != crash_rank:

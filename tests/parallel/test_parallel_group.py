@@ -166,6 +166,19 @@ def test_the_first_rank_to_fail_is_named_though_a_peer_wrote_an_error_after_it(
     assert group_children() == []
 
 
+def test_a_rank_gone_without_a_word_beside_one_that_left_some_names_those_words(
+    group: WorkerGroup,
+) -> None:
+    group.start()
+    # Both ranks die at once, only rank 1 with last words: whichever close the server sees first,
+    # the error carries rank 1's words (it once said only "rank 0 closed its connection").
+    job = {"steps": 200, "stepS": 0.05, "crashRank": 1, "peersDieSilently": True}
+    with pytest.raises(WorkerGroupError) as caught:
+        group.submit(job)
+    assert "RuntimeError: rank 1 crashed in a collective" in caught.value.message
+    assert group_children() == []
+
+
 def test_a_hung_rank_is_found_and_its_job_retried_on_a_fresh_group(group: WorkerGroup) -> None:
     stopped: list[int] = []
     launches = group.launches

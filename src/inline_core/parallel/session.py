@@ -190,7 +190,23 @@ class Session:
         cause = first.message or self.logs.last_error(first.rank)
         if first.rank != rank:
             reason = f"{reason}; rank {first.rank} failed first ({first.how})"
-        return f"{reason}: {cause}" if cause and cause not in reason else reason
+        if cause is None:
+            return self._with_down_peers_words(reason, first.rank)
+        return f"{reason}: {cause}" if cause not in reason else reason
+
+    def _with_down_peers_words(self, reason: str, silent: int) -> str:
+        """A rank that went without a word is often the collateral of a peer that left some (a
+        native abort in a collective after that peer's crash), and the server sees the two
+        connections close in whatever order its reader threads run: name what every other rank
+        already down last wrote, rather than guess which of them went first."""
+        words = [
+            f"rank {peer} is down too, its last error: {line}"
+            for peer, proc in sorted(self._procs.items())
+            if peer != silent and is_down(proc)
+            for line in [self.logs.last_error(peer)]
+            if line
+        ]
+        return "; ".join([reason, *words])
 
     def _drain_down_ranks(self) -> None:
         """Let the readers of ranks already down take what those ranks sent before they went (a
