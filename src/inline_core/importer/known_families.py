@@ -46,7 +46,8 @@ KNOWN_FAMILIES: tuple[KnownFamily, ...] = (
         "FLUX.1",
         _files(r"flux[-_.]?1|flux[-_]?(dev|schnell|kontext|krea)|(^|[/_-])flux[-_]"),
         ("flux",),
-        re.compile(r"^(FluxGuidance|FluxKontext|ModelSamplingFlux|CLIPTextEncodeFlux)"),
+        # Not ModelSamplingFlux: it sets any flow model's `mu` (Z-Image, FLUX.2, Krea 2 take it).
+        re.compile(r"^(FluxGuidance|FluxKontext|CLIPTextEncodeFlux)"),
         re.compile(r"^double_blocks\.\d+\.img_attn\."),
         "FLUX.1's transformer (double_blocks with img_attn)",
     ),
