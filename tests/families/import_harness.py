@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
@@ -14,6 +13,8 @@ from typing import Any
 import httpx
 from fastapi.testclient import TestClient
 from PIL import Image
+
+from tests.server.server_support import wait_until
 
 TEMPLATES = resources.files("comfyui_workflow_templates_json") / "templates"
 
@@ -31,13 +32,12 @@ def import_comfy(
 
 def finished(client: TestClient, run_id: str, seconds: float = 120) -> dict[str, Any]:
     """The run's state once it ended: done, error or cancelled."""
-    deadline = time.monotonic() + seconds
-    while True:  # a liveness bound, not a timing test
+
+    def ended() -> dict[str, Any] | None:
         state: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if state["status"] in ("done", "error", "cancelled"):
-            return state
-        assert time.monotonic() < deadline, state
-        time.sleep(0.02)
+        return state if state["status"] in ("done", "error", "cancelled") else None
+
+    return wait_until(ended, f"run {run_id} to end", timeout=seconds)  # a liveness bound
 
 
 def takes_of(client: TestClient, graphs: Sequence[tuple[dict[str, Any], str]]) -> list[Any]:

@@ -18,6 +18,7 @@ from sdxl_harness import max_diff, node_params, sdxl_rig, take_pixels
 from test_sdxl_img2img import TOLERANCE, reference_pixels, render_img2img, source_image
 
 from inline_core.contract.submit import Submit
+from inline_core.diffusion.libs import diffusers
 from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl import SDXLFamily
 from inline_core.families.sdxl.descriptor import NODE_TYPE
@@ -56,12 +57,7 @@ def test_inpaint_matches_diffusers(
     sampler: str,
     schedule: str,
 ) -> None:
-    from diffusers import (
-        DPMSolverMultistepScheduler,  # pyright: ignore
-        EulerDiscreteScheduler,  # pyright: ignore
-        StableDiffusionXLInpaintPipeline,  # pyright: ignore
-    )
-
+    d = diffusers()
     params: dict[str, Any] = {"width": width, "height": height, "steps": 5, "strength": strength}
     params |= {"sampler": sampler, "schedule": schedule}
     image, mask = source_image(width, height), repaint_mask(width, height)
@@ -70,14 +66,12 @@ def test_inpaint_matches_diffusers(
         rig, tmp_path, image, mask=mask, model=sdxl_kit.checkpoint_name, **params
     )
     ours = take_pixels(result)
-    pipe: Any = StableDiffusionXLInpaintPipeline.from_pipe(sdxl_reference)  # pyright: ignore
+    pipe: Any = d.StableDiffusionXLInpaintPipeline.from_pipe(sdxl_reference)
     config = sdxl_reference.scheduler.config
     if sampler == "euler":
-        pipe.scheduler = EulerDiscreteScheduler.from_config(config)  # pyright: ignore
+        pipe.scheduler = d.EulerDiscreteScheduler.from_config(config)
     else:
-        pipe.scheduler = DPMSolverMultistepScheduler.from_config(  # pyright: ignore
-            config, use_karras_sigmas=True
-        )
+        pipe.scheduler = d.DPMSolverMultistepScheduler.from_config(config, use_karras_sigmas=True)
     assert max_diff(ours, reference_pixels(pipe, image, params, mask_image=mask)) <= TOLERANCE
     (take,) = result.takes
     assert take.params["inpaint"] is True
@@ -135,11 +129,7 @@ def test_an_inpaint_unet_matches_diffusers(
     """A 9-channel inpaint checkpoint: each call sees the latents, the mask and the masked
     image's latents, nothing blended, as StableDiffusionXLInpaintPipeline feeds it (at full
     strength from noise alone, the image never encoded, only its masked copy)."""
-    from diffusers import (
-        EulerDiscreteScheduler,  # pyright: ignore
-        StableDiffusionXLInpaintPipeline,  # pyright: ignore
-    )
-
+    d = diffusers()
     models = tmp_path / "models"
     shutil.copytree(sdxl_kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
     checkpoint, inpaint_unet = write_inpaint_checkpoint(models)
@@ -148,10 +138,8 @@ def test_an_inpaint_unet_matches_diffusers(
     image, mask = source_image(64, 64), repaint_mask(64, 64)
     rig = sdxl_rig(models, sdxl_sampler)
     result = render_img2img(rig, tmp_path, image, mask=mask, model=checkpoint.name, **params)
-    pipe: Any = StableDiffusionXLInpaintPipeline.from_pipe(  # pyright: ignore
-        sdxl_reference, unet=inpaint_unet
-    )
-    pipe.scheduler = EulerDiscreteScheduler.from_config(sdxl_reference.scheduler.config)  # pyright: ignore
+    pipe: Any = d.StableDiffusionXLInpaintPipeline.from_pipe(sdxl_reference, unet=inpaint_unet)
+    pipe.scheduler = d.EulerDiscreteScheduler.from_config(sdxl_reference.scheduler.config)
     ours = take_pixels(result)
     assert max_diff(ours, reference_pixels(pipe, image, params, mask_image=mask)) <= TOLERANCE
     with pytest.raises(InvalidRequest, match="an inpaint model"):  # it needs both inputs

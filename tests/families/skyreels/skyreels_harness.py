@@ -13,6 +13,7 @@ import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
+from inline_core.diffusion.libs import diffusers as load_diffusers
 from inline_core.families.skyreels import SkyReelsFamily
 from inline_core.families.skyreels.descriptor import SKYREELS_DESCRIPTOR
 from inline_core.families.skyreels.kit import FOLDER
@@ -83,10 +84,10 @@ def take_frames(result: NodeResult) -> Pixels:
 
 
 def reference_pipe(folder: Path) -> Any:
-    import diffusers
+    diffusers = load_diffusers()
     import torch
 
-    pipe: Any = diffusers.SkyReelsV2DiffusionForcingPipeline.from_pretrained(  # pyright: ignore
+    pipe: Any = diffusers.SkyReelsV2DiffusionForcingPipeline.from_pretrained(
         str(folder), dtype=torch.float32, local_files_only=True
     )
     pipe.set_progress_bar_config(disable=True)
@@ -117,11 +118,11 @@ def reference_frames(
     `WanPipeline.encode_prompt` over the same parts: the SkyReels pipelines' prompt cleaning
     calls `ftfy` unconditionally, which this install lacks; WanPipeline's skips it then, and the
     rest of the text path is the same code."""
-    import diffusers
+    diffusers = load_diffusers()
     import torch
 
     p: Mapping[str, Any] = node_params(**params)
-    encoder: Any = diffusers.WanPipeline(  # pyright: ignore[reportPrivateImportUsage]
+    encoder: Any = diffusers.WanPipeline(
         tokenizer=pipe.tokenizer,
         text_encoder=pipe.text_encoder,
         vae=pipe.vae,
@@ -139,12 +140,12 @@ def reference_frames(
     pipe.transformer._set_ar_attention(p["causal_block_size"])  # what a request sets
     extra: dict[str, Any] = {}
     if image is not None:
-        i2v = diffusers.SkyReelsV2DiffusionForcingImageToVideoPipeline  # pyright: ignore
+        i2v = diffusers.SkyReelsV2DiffusionForcingImageToVideoPipeline
         pipe = i2v(**pipe.components)
         pipe.set_progress_bar_config(disable=True)
         extra["image"] = image
     if video is not None:
-        v2v = diffusers.SkyReelsV2DiffusionForcingVideoToVideoPipeline  # pyright: ignore
+        v2v = diffusers.SkyReelsV2DiffusionForcingVideoToVideoPipeline
         pipe = v2v(**pipe.components)
         pipe.set_progress_bar_config(disable=True)
         extra["video"] = [Image.fromarray(frame) for frame in video.frames]
