@@ -6,7 +6,6 @@ refused at submit naming what to do; a LoRA renders per request, and one in anot
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from inline_core.diffusion.libs import save_safetensors
 from inline_core.families.krea2.descriptor import NODE_TYPE
 from inline_core.families.krea2.kit import Krea2Kit, build_kit
 from inline_core.server.app import create_app
+from tests.families.import_harness import finished
 from tests.server.server_support import prompt_graph
 
 RENDER: dict[str, Any] = {"width": 64, "height": 64, "steps": 2, "seed": 5}
@@ -48,13 +48,7 @@ def test_renders_and_refuses_what_it_cannot_read(kit: Krea2Kit, tmp_path: Path) 
             response = client.post("/v1/runs", json={"graph": body, "target": "k"})
             assert response.status_code == 201, response.text
             run_id = response.json()["runId"]
-            deadline = time.monotonic() + 120
-            while (state := client.get(f"/v1/runs/{run_id}").json())["status"] not in (
-                "done",
-                "error",
-            ):  # a liveness bound, not a timing test
-                assert time.monotonic() < deadline, state
-                time.sleep(0.05)
+            state = finished(client, run_id)
             assert state["status"] == "done", state
             error = refused(client, graph(model=single.name))
             assert "cannot be read" in error["message"], error
@@ -95,13 +89,7 @@ def test_loras_render_per_request_and_another_naming_is_422(kit: Krea2Kit, tmp_p
             response = client.post("/v1/runs", json={"graph": body, "target": "k"})
             assert response.status_code == 201, response.text
             run_id = response.json()["runId"]
-            deadline = time.monotonic() + 120
-            while (state := client.get(f"/v1/runs/{run_id}").json())["status"] not in (
-                "done",
-                "error",
-            ):  # a liveness bound, not a timing test
-                assert time.monotonic() < deadline, state
-                time.sleep(0.05)
+            state = finished(client, run_id)
             assert state["status"] == "done", state
             (take,) = state["takes"]
             assert take["params"]["loras"] == [{"name": name, "strength": 0.8}]
