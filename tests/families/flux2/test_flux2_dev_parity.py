@@ -1,7 +1,8 @@
 """Pixel parity for FLUX.2 dev: a take rendered through the runner and the batched sampler
 equals what diffusers' own Flux2Pipeline renders on the CPU (guidance embedded, one forward a
 step, the Mistral read through BFL's system message), from a prompt alone and with reference
-images."""
+images, in both layouts (ComfyUI's: BFL's transformer naming, the Mistral pruned to 30 layers
+with its tokenizer inside)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from inline_core.families.flux2.kit_dev import Flux2DevKit
 from inline_core.sampling.loop import StepLoopSampler
 
 TOLERANCE = 1  # float ordering may move a channel by a level; never more
-LAYOUTS = {"diffusers": "flux2_dev_tiny_diffusers"}
+LAYOUTS = {"comfy": "flux2_dev_tiny.safetensors", "diffusers": "flux2_dev_tiny_diffusers"}
 
 
 def dev_kwargs(steps: int, guidance: float, seed: int = 7, size: int = 64) -> dict[str, Any]:

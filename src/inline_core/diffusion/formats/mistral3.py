@@ -9,12 +9,20 @@ theta and norm eps are not visible in shapes: they are Mistral Small 3's.
 ComfyUI prunes the model to the 30 layers FLUX.2 reads, without the final norm: the 31st hidden
 state is then the last layer's raw output, as in the whole model. `final_norm` in the inferred
 config says so, and `without_final_norm` makes the loaded model read that way.
+
+ComfyUI's file carries Mistral's tokenizer (`tekken.json`'s bytes as a uint8 tensor):
+`embedded_tokenizer` converts it with transformers' own tekken converter. A file has no chat
+template: the one given is Mistral Small 3's for a system message and user prompts (what
+ComfyUI writes around a FLUX.2 prompt), and prompts are padded on the left, as BFL's encoder
+and ComfyUI pad them.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 from inline_core.diffusion.files.shapes import (
     ConfigInferenceError,
@@ -36,6 +44,21 @@ ROPE_THETA = 1_000_000_000.0
 RMS_EPS = 1e-5
 MAX_POSITIONS = 131_072
 MODEL_TYPES = ("mistral3", "mistral")  # an HF folder's config.json `model_type`
+PADDING_SIDE = "left"
+# Mistral Small 3's chat template reduced to what a system message and user prompts use (a
+# string, or diffusers' list of text parts):
+# `<s>[SYSTEM_PROMPT]...[/SYSTEM_PROMPT][INST]...[/INST]`.
+CHAT_TEMPLATE = (
+    "{{- bos_token }}"
+    "{%- for message in messages %}"
+    "{%- if message['content'] is string %}{%- set text = message['content'] %}"
+    "{%- else %}{%- set text = message['content'] | selectattr('type', 'equalto', 'text') "
+    "| map(attribute='text') | join('') %}{%- endif %}"
+    "{%- if message['role'] == 'system' %}{{- '[SYSTEM_PROMPT]' + text + '[/SYSTEM_PROMPT]' }}"
+    "{%- elif message['role'] == 'user' %}{{- '[INST]' + text + '[/INST]' }}"
+    "{%- else %}{{- text + eos_token }}{%- endif %}"
+    "{%- endfor %}"
+)
 
 
 def _language(shapes: Shapes) -> dict[str, tuple[int, ...]]:
@@ -90,6 +113,34 @@ def from_single(sd: dict[str, Any], config: Mapping[str, Any]) -> dict[str, Any]
         embed = out["embed_tokens.weight"]
         out["norm.weight"] = embed.new_ones(int(config["hidden_size"]))
     return out
+
+
+def carries_tokenizer(shapes: Shapes) -> bool:
+    """Whether a single file holds its tokenizer (ComfyUI's do)."""
+    return TOKENIZER_KEY in shapes
+
+
+def tekken_tokenizer(tekken: Path) -> Any:
+    """An HF tokenizer from Mistral's `tekken.json`, with the chat template and padding side
+    FLUX.2 reads its prompts with."""
+    from transformers.integrations.mistral.tokenizer import convert_tekken_tokenizer
+
+    tokenizer = cast(Any, convert_tekken_tokenizer(str(tekken), chat_template=CHAT_TEMPLATE))
+    tokenizer.padding_side = PADDING_SIDE
+    tokenizer.init_kwargs["padding_side"] = PADDING_SIDE  # kept when it is saved
+    return tokenizer
+
+
+def embedded_tokenizer(path: Path) -> Any:
+    """The tokenizer a single file carries (`carries_tokenizer`)."""
+    import safetensors
+
+    with cast(Any, safetensors).safe_open(str(path), framework="numpy") as f:
+        data = bytes(f.get_tensor(TOKENIZER_KEY).tobytes())
+    with tempfile.TemporaryDirectory() as folder:
+        tekken = Path(folder) / "tekken.json"
+        tekken.write_bytes(data)
+        return tekken_tokenizer(tekken)
 
 
 def without_final_norm(model: Any) -> Any:

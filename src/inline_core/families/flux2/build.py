@@ -22,6 +22,7 @@ from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.encoders.system_chat_prompt import SystemChatPromptEncoder
 from inline_core.diffusion.formats import flux2_vae, mistral3, qwen3
 from inline_core.diffusion.formats.format import ModelFormat
+from inline_core.diffusion.loading import guarded
 from inline_core.diffusion.parts import PartLoader
 from inline_core.families.flux2 import transformer
 from inline_core.families.flux2.files import DEFAULT_SCHEDULER_CONFIG, reads_mistral
@@ -70,6 +71,9 @@ class Flux2Builder:
     shared_parts = SHARED_PARTS
 
     def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
+        if part == "tokenizer" and source is not None and source.is_file:
+            path = source.path  # ComfyUI's Mistral file carries its own
+            return guarded("tokenizer", source, lambda: mistral3.embedded_tokenizer(path))
         if part != "text_encoder" or source is None or not reads_mistral(source):
             return KLEIN_PARTS.load(part, source, placement)
         return mistral3.without_final_norm(DEV_PARTS.load(part, source, placement))

