@@ -13,6 +13,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
@@ -22,6 +23,7 @@ from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest, ModelMissing
+from inline_core.families.ltx2.comfy import RECIPE
 from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.ltx2.download import DOWNLOADS
 from inline_core.families.ltx2.files import RULES, prompt_tokens, vae_factors
@@ -84,6 +86,9 @@ class LTX2Family(Family):
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (LTX2_DESCRIPTOR,)
+
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
 
     def rules(self) -> StackRules:
         return RULES
