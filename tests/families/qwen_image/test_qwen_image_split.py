@@ -107,13 +107,13 @@ def test_the_renders_cover_odd_prompts_and_odd_images(stacks: Stacks) -> None:
     assert int(image.latents.value.shape[1]) % 2 == 1  # the packed image tokens the model sees
 
 
-def test_only_ulysses_is_offered_over_the_heads(family: QwenImageFamily) -> None:
+def test_ulysses_is_offered_over_the_heads(family: QwenImageFamily) -> None:
     sources = family.resolve(NODE_TYPE, {"model": TEXT_MODEL}).require()
     support = family.split_support(sources.get("transformer"))
-    assert support is not None and support.methods == frozenset({"ulysses"})
+    assert support is not None and support.methods == frozenset({"ulysses", "ring"})
     assert support.heads is not None and support.allows_ulysses(2)
     caps = family.describe()
-    assert (caps["splitMethods"], caps["splitEngines"]) == (["ulysses"], ["cache-dit"])
+    assert caps["splitEngines"] == ["cache-dit"]
     assert (
         family.unsplittable(NODE_TYPE, {"width": 48}, ParallelSpec.parse("ulysses=2"), None) is None
     )
