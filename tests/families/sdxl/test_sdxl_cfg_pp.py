@@ -1,8 +1,8 @@
 """CFG++ on SDXL (an epsilon model): the node's `euler_cfg_pp` and `dpmpp_2m_cfg_pp` equal a
 hand-written CFG++ loop on diffusers' UNet and VAE (ComfyUI's `sample_euler_cfg_pp` and
-`sample_dpmpp_2m_cfg_pp`: land on the guided clean estimate, renoise along the unconditional
-one), over the sigmas and timesteps diffusers' own schedulers walk; and a CFG++ sampler without
-guidance is a 422 at submit."""
+`sample_dpmpp_2m_cfg_pp`, written out in `tests/families/cfg_pp_reference.py`: land on the
+guided clean estimate, renoise along the unconditional one), over the sigmas and timesteps
+diffusers' own schedulers walk; and a CFG++ sampler without guidance is a 422 at submit."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from sdxl_harness import PROMPT, max_diff, node_params, render, sdxl_rig, start_
 
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.sampling.loop import StepLoopSampler
+from tests.families.cfg_pp_reference import cfg_pp_step
 from tests.server.server_support import prompt_graph
 
 TOLERANCE = 2  # levels of 255: float ordering in the UNet's batched rows
@@ -39,30 +40,6 @@ def _walk(pipe: Any, schedule: str, steps: int) -> tuple[list[float], list[float
         )
     scheduler.set_timesteps(steps)
     return [float(s) for s in scheduler.sigmas], [float(t) for t in scheduler.timesteps]
-
-
-def _cfg_pp_step(
-    sampler: str,
-    x: Any,
-    sigmas: list[float],
-    i: int,
-    denoised: Any,
-    uncond: Any,
-    old_uncond: Any,
-) -> Any:
-    """One step of ComfyUI's CFG++ samplers on an epsilon model (alpha 1)."""
-    sigma, sigma_next = sigmas[i], sigmas[i + 1]
-    if sigma_next == 0:
-        return denoised
-    if sampler == "euler_cfg_pp":
-        return denoised + sigma_next * (x - uncond) / sigma  # renoise along the uncond's noise
-    t, t_next = -math.log(sigma), -math.log(sigma_next)
-    h = t_next - t
-    mix = -math.exp(-h) * uncond
-    if old_uncond is not None:
-        r = (t + math.log(sigmas[i - 1])) / h
-        mix = mix - math.expm1(-h) * (1 / (2 * r)) * (denoised - old_uncond)
-    return denoised + mix + math.exp(-h) * x
 
 
 def cfg_pp_reference(pipe: Any, sampler: str, schedule: str, **params: Any) -> Any:
@@ -93,7 +70,7 @@ def cfg_pp_reference(pipe: Any, sampler: str, schedule: str, **params: Any) -> A
             ).sample.chunk(2)
             denoised = x - sigma * (eps_u + p["guidance"] * (eps_c - eps_u))
             uncond = x - sigma * eps_u
-            x = _cfg_pp_step(sampler, x, sigmas, i, denoised, uncond, old_uncond)
+            x = cfg_pp_step(sampler, x, sigmas, i, denoised, uncond, old_uncond, flow=False)
             old_uncond = uncond
         image = pipe.vae.decode(x / pipe.vae.config.scaling_factor).sample
     pixels = pipe.image_processor.postprocess(image, output_type="np")[0]
