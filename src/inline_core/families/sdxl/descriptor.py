@@ -27,6 +27,26 @@ MODEL = ParamSpec(
 )
 
 
+# A refiner checkpoint (empty: none): its UNet takes over at `refiner_switch`.
+REFINER = ParamSpec(
+    "refiner",
+    ParamWidget.SELECT,
+    default=None,
+    options_from="checkpoints",
+    label="Refiner checkpoint (empty: none)",
+    empty_picks_none=True,  # no refiner: a run needs no second checkpoint
+)
+REFINER_SWITCH = ParamSpec(
+    "refiner_switch",
+    ParamWidget.NUMBER,
+    default=0.8,
+    minimum=0.0,
+    maximum=1.0,
+    step=0.01,
+    label="Refiner switch (diffusers' denoising_end: the share the base runs)",
+)
+
+
 def _size(name: str) -> ParamSpec:
     return ParamSpec(
         name, ParamWidget.NUMBER, default=1024, minimum=64, maximum=4096, step=8, integer=True
@@ -98,6 +118,8 @@ SDXL_DESCRIPTOR = NodeDescriptor(
         SEED,
         MODEL,
         VAE,
+        REFINER,
+        REFINER_SWITCH,
     ),
     description=(
         "Text to image with an SDXL checkpoint (any community SDXL checkpoint, or a diffusers "
@@ -110,7 +132,10 @@ SDXL_DESCRIPTOR = NodeDescriptor(
         "prediction and zsnr are ModelSamplingDiscrete's (eps or v_prediction in place of the "
         "checkpoint's own). A "
         "vae picked here replaces the checkpoint's. LoRAs wired in (input/lora, kohya's naming) "
-        "apply to this render alone: strength on the UNet, strength_clip on both text encoders."
+        "apply to this render alone: strength on the UNet, strength_clip on both text encoders. "
+        "A refiner checkpoint picked as refiner takes over below timestep (1 - refiner_switch) "
+        "x 1000, as diffusers' denoising_end splits it, with its own text encoder and its "
+        "aesthetic score (6, 2.5 for the negative prompt); its VAE decodes."
     ),
 )
 

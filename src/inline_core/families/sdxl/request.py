@@ -17,6 +17,7 @@ from inline_core.diffusion.flow.steps import denoise_window
 from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl.descriptor import PREDICTION_OVERRIDES
 from inline_core.families.sdxl.embeddings import EmbeddingFile
+from inline_core.families.sdxl.refiner import switch_refusal
 from inline_core.graph.sampler_names import (
     CFG_PP_SAMPLERS,
     GUIDED_SAMPLERS,
@@ -58,6 +59,7 @@ class SDXLRequest:
     batch_index: int = 0
     loras: LoraStack = ()  # applied to this request's rows and prompts, never merged
     embeddings: tuple[EmbeddingFile, ...] = ()  # the prompts' `embedding:name` files
+    refiner_switch: float | None = None  # diffusers' denoising_end (None: no refiner)
     positive: Conditioning | None = None
     negative: Conditioning | None = None
     model_key: Hashable = field(default="", metadata=LOCAL)
@@ -67,6 +69,10 @@ class SDXLRequest:
     inpaint: Any = field(default=None, metadata=LOCAL)  # its `InpaintBlend`, made at prepare
     # This step's unconditional prediction, for a CFG++ sampler (None: not one).
     uncond: Any = field(default=None, metadata=LOCAL)
+    # The refiner's prompts (its own encoder's, scored) and the first model call it makes.
+    refiner_positive: Conditioning | None = field(default=None, metadata=LOCAL)
+    refiner_negative: Conditioning | None = field(default=None, metadata=LOCAL)
+    refiner_from: int | None = field(default=None, metadata=LOCAL)
 
     @property
     def cfg(self) -> bool:
@@ -90,9 +96,14 @@ class SDXLRequest:
         return self.schedule_state is not None and self.step_index >= self.step_count
 
     @property
+    def on_refiner(self) -> bool:
+        return self.refiner_from is not None and self.step_index >= self.refiner_from
+
+    @property
     def batch_key(self) -> Hashable:
-        # A UNet takes one batched tensor: requests of one latent size share a forward.
-        return ("sdxl", self.model_key, self.height, self.width)
+        # A UNet takes one batched tensor: requests of one latent size on one UNet (the base,
+        # or the refiner past the switch) share a forward.
+        return ("sdxl", self.model_key, self.height, self.width, self.on_refiner)
 
     @property
     def tokens(self) -> int:
@@ -136,6 +147,10 @@ def new_request(model_key: Hashable, **kwargs: Any) -> SDXLRequest:
         raise InvalidRequest("a mask needs the image it masks: wire the image to inpaint")
     if state.image is not None and state.start is not None:
         raise InvalidRequest("an img2img image and starting latents are two starts: pass one")
+    if state.refiner_switch is not None and (refusal := switch_refusal(state.refiner_switch)):
+        raise InvalidRequest(refusal)
+    if state.refiner_switch is not None and state.mask is not None:
+        raise InvalidRequest("a refiner with a mask: inpainting runs on the base model alone")
     if state.step_count < 1:
         raise InvalidRequest(
             f"strength {state.strength:g} leaves no step to run out of {state.steps}; "

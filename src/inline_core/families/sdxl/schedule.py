@@ -21,6 +21,7 @@ from inline_core.diffusion.sigma.prediction import Prediction, model_input
 from inline_core.diffusion.sigma.sampling import DiscreteSampling, discrete_prediction
 from inline_core.diffusion.sigma.schedules import schedule_sigmas
 from inline_core.diffusion.sigma.stepper import SigmaStepper
+from inline_core.families.sdxl.refiner import switch_step
 
 
 def discrete_sampling(
@@ -41,14 +42,40 @@ def discrete_sampling(
     )
 
 
+class StagedStepper:
+    """Two samplers over one schedule split at a sigma, the second started afresh where the
+    first stops (ComfyUI's two KSamplerAdvanced stages; diffusers' base then refiner pipeline):
+    the refiner's first call is its own sampler's first, with no history from the base's."""
+
+    def __init__(self, first: SigmaStepper, second: SigmaStepper) -> None:
+        self.stages = (first, second)
+        self.call_sigmas = [*first.call_sigmas, *second.call_sigmas]
+        self.switch_call = len(first.call_sigmas)  # the second stage's first model call
+        self._calls = 0
+
+    def advance(
+        self, output: torch.Tensor, x: torch.Tensor | None = None, uncond: Any = None
+    ) -> torch.Tensor:
+        stage = self.stages[0 if self._calls < self.switch_call else 1]
+        self._calls += 1
+        return stage.advance(output, x, uncond)
+
+
 class DiscreteSchedule:
-    def __init__(self, sampling: DiscreteSampling, sigmas: list[float], stepper: SigmaStepper):
+    def __init__(
+        self,
+        sampling: DiscreteSampling,
+        sigmas: list[float],
+        stepper: SigmaStepper | StagedStepper,
+    ):
         self.sampling = sampling
         self.sigmas = sigmas
         self.stepper = stepper
         calls = stepper.call_sigmas
         self.levels = calls  # each model call's sigma
         self.timesteps = [sampling.timestep(s) for s in calls]  # computed once: no syncs
+        # The refiner's first model call (None: no refiner).
+        self.refiner_from = stepper.switch_call if isinstance(stepper, StagedStepper) else None
 
     @classmethod
     def create(
@@ -64,15 +91,26 @@ class DiscreteSchedule:
         skip: int = 0,
         seed: int = 0,
         row: int = 0,
+        refiner_switch: float | None = None,
     ) -> DiscreteSchedule:
         """`denoise` is ComfyUI's (the last `steps` of a longer schedule); `skip` drops the first
         steps of this one (img2img's strength, as diffusers counts it); `prediction` and
-        `zsnr` replace the model's own (ComfyUI's ModelSamplingDiscrete)."""
+        `zsnr` replace the model's own (ComfyUI's ModelSamplingDiscrete); `refiner_switch`
+        splits it between the base and the refiner (`refiner.switch_step`)."""
         sampling = discrete_sampling(config, prediction, zsnr)
         total, first = denoise_window(steps, denoise)
         sigmas = schedule_sigmas(schedule, sampling, total)[first + skip :]
-        noise = RowNoise([row_generator(seed, row)])
-        return cls(sampling, sigmas, SigmaStepper(sampler, sampling, sigmas, None, noise))
+
+        def stepper(window: list[float]) -> SigmaStepper:
+            return SigmaStepper(
+                sampler, sampling, window, None, RowNoise([row_generator(seed, row)])
+            )
+
+        if refiner_switch is None:
+            return cls(sampling, sigmas, stepper(sigmas))
+        timesteps = [sampling.timestep(s) for s in sigmas[:-1]]
+        at = switch_step(timesteps, refiner_switch, len(sampling.sigmas))
+        return cls(sampling, sigmas, StagedStepper(stepper(sigmas[: at + 1]), stepper(sigmas[at:])))
 
     @property
     def step_count(self) -> int:
