@@ -21,11 +21,13 @@ from flux2_harness import (
 
 from inline_core.errors import InvalidRequest
 from inline_core.families.flux2.kit import Flux2Kit
+from inline_core.families.flux2.kit_dev import Flux2DevKit
 from inline_core.graph.runner import SubmitFacts
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.cfg_pp_reference import cfg_pp_scheduler
 
 BASE, DISTILLED = "flux2_klein_base_tiny.safetensors", "flux2_klein_tiny.safetensors"
+DEV = "flux2_dev_tiny_diffusers"
 TOLERANCE = 1
 STEPS = 8
 GUIDANCE = (
@@ -71,4 +73,14 @@ def test_cfg_pp_without_an_unconditional_prediction_is_refused_at_submit(
     node = make_rig(flux2_kit.root, sampler).node()
     submitted = node_params(sampler="euler_cfg_pp", **params)
     with pytest.raises(InvalidRequest, match=says):
+        node.check_node("f", submitted, SubmitFacts.bare(["prompt"]))
+
+
+def test_cfg_pp_on_dev_is_refused_at_submit(
+    flux2_dev_kit: Flux2DevKit, sampler: StepLoopSampler
+) -> None:
+    """dev's guidance is an input of its transformer: one forward, no unconditional one."""
+    node = make_rig(flux2_dev_kit.root, sampler).node()
+    submitted = node_params(sampler="dpmpp_2m_cfg_pp", model=DEV)
+    with pytest.raises(InvalidRequest, match=r"FLUX\.2 dev is guidance-distilled"):
         node.check_node("f", submitted, SubmitFacts.bare(["prompt"]))

@@ -110,7 +110,9 @@ class Flux2Family(Family):
             return
         kind = _variant(submit.sources, submit.node_id)
         guidance = guidance_param(submit.params, kind.defaults())
-        guides = guidance > 1 if kind.guided else None  # a distilled model: never
+        # A distilled klein runs no negative; dev's guidance is a transformer input.
+        unguided = "step-distilled" if kind.distilled else "guidance-distilled"
+        guides = guidance > 1 if kind.guided else unguided
         sampler = submit.params.get("sampler")
         refuse_cfg_pp(sampler, guides, kind.title, submit.node_id, guided_from="above 1")
         wired = [port for port in REFERENCES if port in submit.wired]

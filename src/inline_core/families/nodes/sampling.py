@@ -89,19 +89,19 @@ def guidance_param(params: Mapping[str, Any], defaults: Mapping[str, Any]) -> fl
 
 
 def refuse_cfg_pp(
-    sampler: object, guides: bool | None, model: str, node_id: str, guided_from: str
+    sampler: object, guides: bool | str, model: str, node_id: str, guided_from: str
 ) -> None:
-    """A CFG++ sampler where no unconditional prediction is made, as a 422: `guides` None, the
-    model runs no guidance at all (step-distilled); False, the node's guidance leaves it off
-    (`guided_from`: the guidance that turns it on, as the node counts it)."""
+    """A CFG++ sampler where no unconditional prediction is made, as a 422: `guides` a text, the
+    model runs no guidance of that kind at all (why: "step-distilled"); False, the node's
+    guidance leaves it off (`guided_from`: the guidance that turns it on, as the node counts it)."""
     if sampler not in CFG_PP_SAMPLERS:
         return
     name = str(sampler)
     plain = name.removesuffix("_cfg_pp")
-    if guides is None:
+    if isinstance(guides, str):
         raise InvalidRequest(
-            f"{model} is step-distilled and runs no classifier-free guidance, so it cannot run "
-            f"the CFG++ sampler {name!r}: pick {plain!r}, or a base model",
+            f"{model} is {guides} and runs no classifier-free guidance, so it cannot run the "
+            f"CFG++ sampler {name!r}: pick {plain!r}, or a base model",
             node_id=node_id,
         )
     if not guides:
