@@ -9,17 +9,25 @@ imports into another family. (`tests/families/zimage/`, `tests/families/wan/`,
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from comfy_harness import imported
 from comfy_templates import Outcome, outcome_of, templates
 
+from inline_core.contract.registry import Families
 from inline_core.models.catalog import Catalog
 
 
-def test_every_template_is_mapped_or_refused_naming_why(catalog: Catalog) -> None:
+def test_every_template_is_mapped_or_refused_naming_why(models_root: Path) -> None:
+    # As the server has them: the families discovered once at start-up, over a catalog that
+    # rescans its folder once a second (not at every look-up; nothing changes it here).
+    catalog = Catalog(models_root)
+    served = Families.discovered(catalog, {})
     outcomes: dict[str, Outcome] = {}
     for name, workflow in templates():
-        outcomes[name] = outcome_of(lambda workflow=workflow: imported(workflow, catalog))
+        outcomes[name] = outcome_of(
+            lambda workflow=workflow: imported(workflow, catalog, families=served)
+        )
     kinds = Counter(o.kind for o in outcomes.values())
     families = Counter(o.family for o in outcomes.values() if o.kind == "other family")
     print("\ntemplates:", dict(kinds), "\nrefused for:", dict(families.most_common()))

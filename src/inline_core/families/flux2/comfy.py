@@ -23,7 +23,7 @@ from inline_core.contract.comfy_recipe import (
     Sink,
 )
 from inline_core.families.flux2.descriptor import NODE_TYPE
-from inline_core.graph.sampler_names import SAMPLERS
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS
 
 SCHEDULER = "Flux2Scheduler"
 LATENT = "EmptyFlux2LatentImage"
@@ -36,7 +36,7 @@ RECIPE = ComfyRecipe(
         node=NODE_TYPE,
         sinks={"SaveImage": Sink("images")},
         latents={LATENT: Latent(SIZE, {"width": 1024, "height": 1024})},
-        samplers=SAMPLERS,
+        samplers=GUIDED_SAMPLERS,
         # ComfyUI's own defaults (Flux2Scheduler's 20 steps, CFGGuider's cfg 8).
         sampler_defaults={"seed": 0, "steps": 20, "cfg": 8.0},
         model_nodes={},  # the node's schedule is the model's own: no shift to set

@@ -37,7 +37,11 @@ from inline_core.families.flux2.request import Flux2Request, new_request, refere
 from inline_core.families.flux2.transformer import config_of
 from inline_core.families.flux2.variants import Flux2Variant, variant_of
 from inline_core.families.nodes.inputs import image_input, prompt_text
-from inline_core.families.nodes.sampling import sampling_request
+from inline_core.families.nodes.sampling import (
+    guidance_param,
+    refuse_cfg_pp,
+    sampling_request,
+)
 from inline_core.graph.descriptor import NodeDescriptor
 
 
@@ -104,7 +108,13 @@ class Flux2Family(Family):
         super().check(submit)  # its LoRAs
         if submit.node_type != NODE_TYPE or submit.sources is None:
             return
-        _variant(submit.sources, submit.node_id)  # an unreadable model file is refused here
+        kind = _variant(submit.sources, submit.node_id)
+        guidance = guidance_param(submit.params, kind.defaults())
+        # A distilled klein runs no negative; dev's guidance is a transformer input.
+        unguided = "step-distilled" if kind.distilled else "guidance-distilled"
+        guides = guidance > 1 if kind.guided else unguided
+        sampler = submit.params.get("sampler")
+        refuse_cfg_pp(sampler, guides, kind.title, submit.node_id, guided_from="above 1")
         wired = [port for port in REFERENCES if port in submit.wired]
         for port in wired:
             size = submit.sizes.get(port)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from inline_core.contract.common_params import MODEL, SEED
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
@@ -76,7 +78,8 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         ParamSpec("sampler", ParamWidget.SELECT, "euler", options=SAMPLERS),
         ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
         SEED,
-        MODEL,
+        # A diffusers folder in diffusion_models/, or ComfyUI's all-in-one file in checkpoints/.
+        replace(MODEL, also_from=("checkpoints",)),
         ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),
         ParamSpec("audio_format", ParamWidget.SELECT, default="flac", options=("flac", "wav")),
     ),

@@ -13,6 +13,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
@@ -21,7 +22,8 @@ from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
-from inline_core.errors import InvalidRequest
+from inline_core.errors import InvalidRequest, ModelMissing
+from inline_core.families.ltx2.comfy import RECIPE
 from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.ltx2.download import DOWNLOADS
 from inline_core.families.ltx2.files import RULES, prompt_tokens, vae_factors
@@ -33,6 +35,7 @@ from inline_core.families.ltx2.request import (
     frames_refusal,
     new_request,
 )
+from inline_core.families.ltx2.single_file_config import SingleFileError, layout
 from inline_core.families.ltx2.split import (
     SPLIT_ENGINES,
     SPLIT_METHODS,
@@ -83,6 +86,9 @@ class LTX2Family(Family):
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (LTX2_DESCRIPTOR,)
+
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
 
     def rules(self) -> StackRules:
         return RULES
@@ -138,6 +144,13 @@ class LTX2Family(Family):
         silent = "a lossless animated PNG, its sound a take of its own"
         check_encoders(params, node_id, silent, audio=True)
         sources = submit.sources
+        # Before the missing parts are named: a part missing from the file is the file's fault.
+        transformer = (
+            sources.get("transformer")
+            if sources is not None
+            else self.files.found(self.model_param(NODE_TYPE, params)).parts.get("transformer")
+        )
+        check_single_file(transformer, node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         frames = params.get("frames")
@@ -180,3 +193,23 @@ class LTX2Family(Family):
             return None
         defaults = {p.name: p.default for p in LTX2_DESCRIPTOR.params}
         return sequence_refusal(params, defaults, sources, split)
+
+
+def check_single_file(transformer: Source | None, node_id: str) -> None:
+    """A transformer in a file must be ComfyUI's all-in-one file, whole: a 422 naming the file
+    and what it lacks, before the run."""
+    if transformer is None or not transformer.is_file:
+        return
+    if transformer.view is None:
+        raise InvalidRequest(
+            f"the LTX-2 diffusion model {transformer.path} is a file of the transformer alone: "
+            "LTX-2 reads ComfyUI's all-in-one file (checkpoints/ltx-2*.safetensors) or a "
+            "diffusers folder",
+            node_id=node_id,
+        )
+    try:
+        layout(transformer.path)
+    except SingleFileError as exc:
+        raise ModelMissing(
+            f"the LTX-2 file {transformer.path} cannot be read: {exc}", node_id=node_id
+        ) from exc
