@@ -12,11 +12,14 @@ import pytest
 
 from inline_core.diffusion.formats import mistral3
 from inline_core.diffusion.libs import load_safetensors, save_safetensors
+from inline_core.errors import RunFailed
 from inline_core.families.flux2 import Flux2Family
+from inline_core.families.flux2.build import BUILDER
 from inline_core.families.flux2.download import DEV_REPO, plan
 from inline_core.families.flux2.kit import build_kit
 from inline_core.families.flux2.kit_dev import build_dev_kit
 from inline_core.models.catalog import Catalog
+from inline_core.models.source import Source
 
 DEV_FILE = "flux2_dev_tiny.safetensors"
 MISTRAL_FILE = "mistral_3_small_flux2_tiny.safetensors"
@@ -85,3 +88,21 @@ def test_dev_download_is_comfy_orgs_dev_files(tmp_path: Path) -> None:
     }
     (fp8,) = plan(["dev_text_encoder_fp8"], tmp_path)
     assert fp8[1].files == ("split_files/text_encoders/mistral_3_small_flux2_fp8.safetensors",)
+
+
+def test_a_mistral_folder_tokenizer_without_a_template_gets_mistral_small_3s(
+    tmp_path: Path, both: Path
+) -> None:
+    """A diffusers folder's Mistral tokenizer with no chat template of its own is given the one
+    ComfyUI's files are read with; another tokenizer without one is refused naming it."""
+    folder = tmp_path / "dev"
+    shutil.copytree(both / "diffusion_models" / "flux2_dev_tiny_diffusers", folder)
+    (folder / "tokenizer" / "chat_template.jinja").unlink()
+    tokenizer = BUILDER.load("tokenizer", Source(folder, "tokenizer"), None)
+    assert tokenizer.chat_template == mistral3.CHAT_TEMPLATE
+    qwen = tmp_path / "qwen"
+    shutil.copytree(both / "text_encoders" / "flux2_tiny_qwen3", qwen)
+    for name in ("chat_template.jinja", "tokenizer_config.json"):
+        (qwen / name).unlink(missing_ok=True)
+    with pytest.raises(RunFailed, match="has no chat template"):
+        BUILDER.load("tokenizer", Source(qwen), None)

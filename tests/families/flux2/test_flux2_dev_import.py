@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from test_flux2_import import api_workflow
+from test_flux2_import import SMALL, api_workflow, cut_down
 
 from inline_core.config import Config
 from inline_core.families.flux2.descriptor import NODE_TYPE
@@ -36,7 +36,6 @@ MODELS = {
     "flux2-vae.safetensors": VAE,
     "full_encoder_small_decoder.safetensors": VAE,
 }
-SMALL: Json = {"width": 64, "height": 64, "steps": 2}
 COMMON: Json = {"model": DEV, "vae": VAE, "text_encoder": ENCODER, "sampler": "euler"}
 TEXT_TO_IMAGE = "image_flux2_text_to_image.json"
 EDIT_TWO = "image_flux2_fp8.json"  # two references: a design (applied first) and a picture
@@ -51,14 +50,6 @@ def client(
     config = Config(models_dir=flux2_dev_kit.root, data_dir=data, profile="cpu", dtype="float32")
     with TestClient(create_app(config)) as c:
         yield c
-
-
-def cut_down(body: Json) -> Json:
-    graph = body["graph"]
-    for node in graph["nodes"]:
-        if node["id"] == body["target"]:
-            node["params"].update(SMALL)
-    return graph
 
 
 @pytest.mark.parametrize(

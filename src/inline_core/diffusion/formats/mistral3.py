@@ -14,7 +14,7 @@ ComfyUI's file carries Mistral's tokenizer (`tekken.json`'s bytes as a uint8 ten
 `embedded_tokenizer` converts it with transformers' own tekken converter. A file has no chat
 template: the one given is Mistral Small 3's for a system message and user prompts (what
 ComfyUI writes around a FLUX.2 prompt), and prompts are padded on the left, as BFL's encoder
-and ComfyUI pad them.
+and ComfyUI pad them. A folder's tokenizer without a template of its own gets the same one.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ RMS_EPS = 1e-5
 MAX_POSITIONS = 131_072
 MODEL_TYPES = ("mistral3", "mistral")  # an HF folder's config.json `model_type`
 PADDING_SIDE = "left"
+CONTROL_TOKENS = ("[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[INST]", "[/INST]")  # its template's
 # Mistral Small 3's chat template reduced to what a system message and user prompts use (a
 # string, or diffusers' list of text parts):
 # `<s>[SYSTEM_PROMPT]...[/SYSTEM_PROMPT][INST]...[/INST]`.
@@ -128,6 +129,16 @@ def tekken_tokenizer(tekken: Path) -> Any:
     tokenizer = cast(Any, convert_tekken_tokenizer(str(tekken), chat_template=CHAT_TEMPLATE))
     tokenizer.padding_side = PADDING_SIDE
     tokenizer.init_kwargs["padding_side"] = PADDING_SIDE  # kept when it is saved
+    return tokenizer
+
+
+def templated(tokenizer: Any) -> Any | None:
+    """A Mistral tokenizer (its control tokens known) without a chat template, given Mistral
+    Small 3's; None for another tokenizer (it has no template this format knows)."""
+    vocab = cast(dict[str, int], tokenizer.get_vocab())
+    if not all(token in vocab for token in CONTROL_TOKENS):
+        return None
+    tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
 
 

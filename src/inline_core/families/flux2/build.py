@@ -22,8 +22,9 @@ from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.encoders.system_chat_prompt import SystemChatPromptEncoder
 from inline_core.diffusion.formats import flux2_vae, mistral3, qwen3
 from inline_core.diffusion.formats.format import ModelFormat
-from inline_core.diffusion.loading import guarded
+from inline_core.diffusion.loading import guarded, load_tokenizer
 from inline_core.diffusion.parts import PartLoader
+from inline_core.errors import RunFailed
 from inline_core.families.flux2 import transformer
 from inline_core.families.flux2.files import DEFAULT_SCHEDULER_CONFIG, reads_mistral
 from inline_core.families.flux2.pipeline import Flux2DenoisePipeline, Flux2StepPipeline
@@ -52,6 +53,21 @@ KLEIN_PARTS = _loader(qwen3.FORMAT)
 DEV_PARTS = _loader(mistral3.FORMAT)
 
 
+def tokenizer(source: Source) -> Any:
+    """The text encoder's tokenizer: ComfyUI's Mistral file's own, or a folder's, with its chat
+    template (a Mistral's without one gets Mistral Small 3's)."""
+    if source.is_file:
+        path = source.path
+        return guarded("tokenizer", source, lambda: mistral3.embedded_tokenizer(path))
+    found = load_tokenizer(source)
+    if getattr(found, "chat_template", None):
+        return found
+    templated = mistral3.templated(found)
+    if templated is None:
+        raise RunFailed(f"the tokenizer in {source.location} has no chat template")
+    return templated
+
+
 def is_mistral(model: Any) -> bool:
     return getattr(model.config, "model_type", None) in mistral3.MODEL_TYPES
 
@@ -71,9 +87,8 @@ class Flux2Builder:
     shared_parts = SHARED_PARTS
 
     def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
-        if part == "tokenizer" and source is not None and source.is_file:
-            path = source.path  # ComfyUI's Mistral file carries its own
-            return guarded("tokenizer", source, lambda: mistral3.embedded_tokenizer(path))
+        if part == "tokenizer" and source is not None:
+            return tokenizer(source)
         if part != "text_encoder" or source is None or not reads_mistral(source):
             return KLEIN_PARTS.load(part, source, placement)
         return mistral3.without_final_norm(DEV_PARTS.load(part, source, placement))
