@@ -4,12 +4,15 @@ graphs compiled so far against the bound, the seconds they took, and whether one
 
 The first forward of a new shape class compiles (minutes on a CPU when nothing is cached, seconds
 when inductor's cache in the data folder has it); `state` is "compiling" while one runs, so a
-slow first render is visible, and the log says when each compile starts and ends.
+slow first render is visible, and the log says when each compile starts and ends. A compile that
+fails where eager runs is "failed", with its error: its blocks run eager, and each take rendered
+through them says so (`notes`).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -24,15 +27,20 @@ class BlockCompiles:
     compiling: int = 0  # compiles in progress
     compiled_calls: int = 0
     eager_calls: int = 0  # calls run eager: a hook inside the block (LoRA rows)
+    # Why its compile failed where eager ran (`regional.CompiledForward`): every block of the
+    # class runs eager from then on.
+    failure: str | None = None
 
     @property
     def state(self) -> str:
+        if self.failure is not None:
+            return "failed"
         if self.compiling:
             return "compiling"
         return "warm" if self.graphs else "cold"
 
     def to_json(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "block": self.block,
             "state": self.state,
             "graphs": self.graphs,
@@ -41,6 +49,15 @@ class BlockCompiles:
             "compiledCalls": self.compiled_calls,
             "eagerCalls": self.eager_calls,
         }
+        if self.failure is not None:
+            out["error"] = self.failure
+        return out
+
+    def note(self) -> dict[str, object]:
+        """What a take says of this block class: compiled, or fell back to eager and why."""
+        if self.failure is not None:
+            return {"block": self.block, "ran": "eager", "error": self.failure}
+        return {"block": self.block, "ran": "compiled"}
 
 
 @dataclass
@@ -67,6 +84,13 @@ class CompileBoard:
         """Forget a model that was freed."""
         with self._lock:
             self._models.pop(key, None)
+
+    def notes(self, blocks: Iterable[str]) -> list[dict[str, object]]:
+        """What a render through the block classes `blocks` says of them (`BlockCompiles.note`),
+        in name order."""
+        with self._lock:
+            entries = [self._blocks[name] for name in sorted(set(blocks)) if name in self._blocks]
+        return [entry.note() for entry in entries]
 
     def to_json(self) -> dict[str, object]:
         with self._lock:

@@ -1,14 +1,16 @@
-"""What of FLUX.2 klein's ComfyUI templates the recipe's data does not reach (`comfy.py`'s
-reader): Flux2Scheduler's schedule, the node's own sampler, the edit's ReferenceLatent chain onto
-the node's reference images, the image scalers and GetImageSize on an image's way, and a
-negative prompt that is not the empty one. What renders otherwise than in ComfyUI is listed as
-changing the picture; a node on the chain that cannot render is refused naming it."""
+"""What of FLUX.2's ComfyUI templates the recipe's data does not reach (`comfy.py`'s reader):
+Flux2Scheduler's schedule, the node's own sampler, the edit's ReferenceLatent chain onto the
+node's reference images, dev's FluxGuidance on the prompt's way (the node's embedded guidance),
+the image scalers and GetImageSize on an image's way, and a negative prompt that is not the
+empty one. What renders otherwise than in ComfyUI is listed as changing the picture; a node on
+the chain that cannot render is refused naming it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar
 
-from inline_core.families.flux2.comfy import LATENT, REFERENCE, SCHEDULER
+from inline_core.families.flux2.comfy import GUIDANCE, LATENT, REFERENCE, SCHEDULER
 from inline_core.families.flux2.descriptor import REFERENCES
 from inline_core.importer.custom_collapse import BASIC_SCHEDULER, CustomCollapse
 from inline_core.importer.dropped import UnsupportedNode
@@ -51,8 +53,33 @@ class Flux2Collapse(CustomCollapse):
         return self.mapper.whole(a, name, 1024) == self.mapper.whole(b, name, 1024)
 
     def sampling(self, sampler: ComfyNode) -> Sampling:
-        """As the chain reads; its sampler and scheduler the node's own."""
-        return self.node_names(sampler, super().sampling(sampler))
+        """As the chain reads; its sampler and scheduler the node's own; dev's FluxGuidance on
+        the positive prompt's way is the node's guidance (the model's embedded input), which
+        no classifier-free guidance may run beside."""
+        found = self.node_names(sampler, super().sampling(sampler))
+        guidance = self._flux_guidance(found.first)
+        if guidance is None:
+            return found
+        if found.guidance != 1.0:
+            raise UnsupportedNode(
+                f"{describe(guidance)} embeds guidance, and {describe(sampler)}'s guider runs "
+                f"classifier-free guidance at cfg {found.guidance:g} beside it: FLUX.2 dev is "
+                f"guidance-distilled, {self.descriptor.type} runs its embedded guidance alone "
+                "(use BasicGuider, or cfg 1)"
+            )
+        value = self.mapper.number(guidance, "guidance", 3.5)
+        return replace(found, guidance=value)
+
+    def _flux_guidance(self, sampler: ComfyNode) -> ComfyNode | None:
+        """The FluxGuidance on the positive prompt's way (nearest the sampler), if any."""
+        raw = sampler.inputs.get("positive")
+        node = self.nodes.get(raw.node) if isinstance(raw, Link) else None
+        while node is not None and node.class_type in (REFERENCE, GUIDANCE):
+            if node.class_type == GUIDANCE:
+                return node
+            raw = node.inputs.get("conditioning")
+            node = self.nodes.get(raw.node) if isinstance(raw, Link) else None
+        return None
 
     def sampling_notes(self, sampler: ComfyNode) -> None:
         self.denoise_note(sampler)
@@ -62,8 +89,9 @@ class Flux2Collapse(CustomCollapse):
         are the node's images, in the order applied; the negative's must be the same images
         (the model reads one set for both), or none."""
         found: list[ComfyNode] = []  # the LoadImage nodes, last applied first
-        while node.class_type == REFERENCE:
-            found.append(self._reference(node))
+        while node.class_type in (REFERENCE, GUIDANCE):  # FluxGuidance: read by `sampling`
+            if node.class_type == REFERENCE:
+                found.append(self._reference(node))
             node = self.required(node, "conditioning")
         node = super().through(node, name)
         ordered = found[::-1]

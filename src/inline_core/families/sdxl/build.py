@@ -60,8 +60,8 @@ class SDXLBuilder:
     def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
         loaded = self.parts.load(part, source, placement)
         if part == "transformer" and source is not None:
-            # A checkpoint says it predicts v in its own keys: the UNet carries that to its
-            # pipeline, over the default scheduler config (a checkpoint brings none).
+            # A checkpoint says it predicts v (with zero terminal SNR) in its own keys: the UNet
+            # carries that to its pipeline, over the default scheduler config (it brings none).
             setattr(loaded, PREDICTION_ATTR, prediction_of(source))
         return loaded
 

@@ -30,8 +30,9 @@ from inline_core.families.sdxl.comfy_refiner import (
     refiner_params,
     staged_sampling,
 )
+from inline_core.families.sdxl.descriptor import PREDICTION_OVERRIDES
 from inline_core.families.sdxl.request import DEFAULT_CLIP_SKIP
-from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.own_node import LORA_LOADERS, Collapse, Sampling
 from inline_core.importer.recognise import MODEL_LOADERS
@@ -39,6 +40,7 @@ from inline_core.importer.stages import ADVANCED
 from inline_core.importer.values import Port, describe
 from inline_core.importer.workflow import ComfyNode, Link
 
+MODEL_SAMPLING = "ModelSamplingDiscrete"  # its sampling and zsnr: the node's own
 DEFAULT_SAMPLER, DEFAULT_SCHEDULE = "euler", "normal"
 
 
@@ -72,7 +74,7 @@ class SDXLCollapse(Collapse):
         m = self.mapper
         name = m.text(found.first, "sampler_name", DEFAULT_SAMPLER)
         schedule = m.text(found.first, "scheduler", DEFAULT_SCHEDULE)
-        found.extra["sampler"] = name if name in SIGMA_SAMPLERS else DEFAULT_SAMPLER
+        found.extra["sampler"] = name if name in GUIDED_SAMPLERS else DEFAULT_SAMPLER
         found.extra["schedule"] = schedule if schedule in SCHEDULES else DEFAULT_SCHEDULE
         return found
 
@@ -81,7 +83,7 @@ class SDXLCollapse(Collapse):
             return  # mapped exactly, or refused (`comfy_custom.py`)
         m, where = self.mapper, self.descriptor.type
         name = m.text(sampler, "sampler_name", DEFAULT_SAMPLER)
-        if name not in SIGMA_SAMPLERS:
+        if name not in GUIDED_SAMPLERS:
             m.substituted(sampler, f"sampler {name!r} is not offered; {where} samples with euler")
         schedule = m.text(sampler, "scheduler", DEFAULT_SCHEDULE)
         if schedule not in SCHEDULES:
@@ -122,16 +124,32 @@ class SDXLCollapse(Collapse):
         super().part(loader)
 
     def model_way(self, sampler: ComfyNode) -> tuple[dict[str, Any], list[ComfyNode], ComfyNode]:
+        """Its LoraLoaders and ModelSamplingDiscrete (the one nearest the sampler wins, as in
+        ComfyUI: the node's `prediction` and `zsnr`), to the checkpoint."""
         node = self.required(sampler, "model")
         adapters: list[ComfyNode] = []
-        while node.class_type in LORA_LOADERS:
-            adapters.append(node)
+        values: dict[str, Any] = {}
+        while node.class_type in (*LORA_LOADERS, MODEL_SAMPLING):
+            if node.class_type != MODEL_SAMPLING:
+                adapters.append(node)
+            elif not values:
+                values = self._model_sampling(node)
             node = self.required(node, "model")
         self.expect(node, CHECKPOINT_LOADER)
-        return {}, adapters[::-1], node
+        return values, adapters[::-1], node
+
+    def _model_sampling(self, node: ComfyNode) -> dict[str, Any]:
+        m = self.mapper
+        sampling = m.text(node, "sampling", "eps")
+        if sampling not in PREDICTION_OVERRIDES:
+            raise UnsupportedNode(
+                f"{describe(node)}: sampling {sampling!r} is not offered; "
+                f"{self.descriptor.type} runs {' or '.join(PREDICTION_OVERRIDES)}"
+            )
+        return {"prediction": sampling, "zsnr": m.literal(node, "zsnr") is True}
 
     def model(self, sampling: Sampling, node_id: str) -> dict[str, Any]:
-        _values, adapters, node = self.model_way(sampling.first)
+        values, adapters, node = self.model_way(sampling.first)
         refiner = None if sampling.last is None else self._refiner(sampling.first, sampling.last)
         self._same_checkpoint(node, refiner)
         on_model = {n.id for n in adapters}
@@ -142,7 +160,7 @@ class SDXLCollapse(Collapse):
                 "encoders together (LoraLoader's two strengths); wire its MODEL output too"
             )
         self.loras = [self.lora(n) for n in adapters]
-        params: dict[str, Any] = {self.recipe.names.model: self.model_file(node, node_id)}
+        params: dict[str, Any] = {**values, self.recipe.names.model: self.model_file(node, node_id)}
         if self.clip_skip is not None:
             params["clip_skip"] = self.clip_skip
         if refiner is not None:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from inline_core.contract.common_params import SEED, VAE
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
-from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
+# The `prediction` param: the checkpoint's own (its `v_pred`/`ztsnr` markers, else epsilon),
+# or ComfyUI's ModelSamplingDiscrete `sampling` that replaces it for the render.
+CHECKPOINT_PREDICTION = "model"
+PREDICTION_OVERRIDES = ("eps", "v_prediction")
 NODE_TYPE = "stability/sdxl"
 MAX_PROMPT_CHARS = 20_000
 
@@ -78,7 +82,7 @@ SDXL_DESCRIPTOR = NodeDescriptor(
             step=0.1,
             label="Guidance (ComfyUI's cfg; 1: none)",
         ),
-        ParamSpec("sampler", ParamWidget.SELECT, default="euler", options=SIGMA_SAMPLERS),
+        ParamSpec("sampler", ParamWidget.SELECT, default="euler", options=GUIDED_SAMPLERS),
         ParamSpec("schedule", ParamWidget.SELECT, default="normal", options=SCHEDULES),
         ParamSpec(
             "clip_skip",
@@ -88,6 +92,19 @@ SDXL_DESCRIPTOR = NodeDescriptor(
             maximum=-1,
             integer=True,
             label="CLIP layer (CLIPSetLastLayer: -1 the last, -2 SDXL's own)",
+        ),
+        ParamSpec(
+            "prediction",
+            ParamWidget.SELECT,
+            default=CHECKPOINT_PREDICTION,
+            options=(CHECKPOINT_PREDICTION, *PREDICTION_OVERRIDES),
+            label="Prediction (ModelSamplingDiscrete's sampling; model: the checkpoint's own)",
+        ),
+        ParamSpec(
+            "zsnr",
+            ParamWidget.BOOLEAN,
+            default=False,
+            label="Zero terminal SNR (ModelSamplingDiscrete's zsnr, with a prediction set)",
         ),
         ParamSpec(
             "strength",
@@ -111,7 +128,9 @@ SDXL_DESCRIPTOR = NodeDescriptor(
         "(strength: the share of the steps that run; the image is resized to width x "
         "height); a mask wired with it repaints the mask's white part and keeps the rest. "
         "guidance is ComfyUI's cfg (1 turns guidance off); "
-        "sampler and schedule are ComfyUI's names; clip_skip is CLIPSetLastLayer's layer. A "
+        "sampler and schedule are ComfyUI's names; clip_skip is CLIPSetLastLayer's layer; "
+        "prediction and zsnr are ModelSamplingDiscrete's (eps or v_prediction in place of the "
+        "checkpoint's own). A "
         "vae picked here replaces the checkpoint's. LoRAs wired in (input/lora, kohya's naming) "
         "apply to this render alone: strength on the UNet, strength_clip on both text encoders. "
         "A refiner checkpoint picked as refiner takes over below timestep (1 - refiner_switch) "

@@ -25,14 +25,25 @@ from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest, NotFound
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.sdxl.comfy import RECIPE
-from inline_core.families.sdxl.descriptor import EXTRA_HINT, NODE_TYPE, SDXL_DESCRIPTOR
+from inline_core.families.sdxl.descriptor import (
+    CHECKPOINT_PREDICTION,
+    EXTRA_HINT,
+    NODE_TYPE,
+    SDXL_DESCRIPTOR,
+)
 from inline_core.families.sdxl.download import DOWNLOADS
 from inline_core.families.sdxl.embeddings import find_embeddings
 from inline_core.families.sdxl.files import RULES, refiner_refusal
 from inline_core.families.sdxl.lora_naming import SDXL_LORAS
 from inline_core.families.sdxl.refiner import REFINER, switch_refusal, with_refiner
-from inline_core.families.sdxl.request import SDXLRequest, img2img_start, new_request
+from inline_core.families.sdxl.request import (
+    ZSNR_ALONE,
+    SDXLRequest,
+    img2img_start,
+    new_request,
+)
 from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, cfg_pp_unguided
 
 REQUEST_PARAMS = (
     "width",
@@ -55,6 +66,7 @@ class SDXLFamily(Family):
     builder = "inline_core.families.sdxl.build:BUILDER"
     kit = "inline_core.families.sdxl.kit:main"
     download = "inline_core.families.sdxl.download:main"
+    runs_cfg_pp = True  # its step hands a CFG++ sampler the unconditional prediction
     capabilities = Capabilities(
         batching="shapes",  # a UNet takes one batched tensor: requests of one size share one
         preview_latents=frozenset({"sdxl"}),
@@ -112,6 +124,7 @@ class SDXLFamily(Family):
             "negative_prompt": str(params.get("negative_prompt") or ""),
             **{name: params[name] for name in REQUEST_PARAMS},
         }
+        request |= prediction_fields(params)
         image = image_input(inputs, "image", node_id)
         take_params = {**request, "img2img": image is not None}
         texts = (request["prompt"], request["negative_prompt"])
@@ -139,6 +152,12 @@ class SDXLFamily(Family):
         super().check(submit)
         if submit.node_type != self.node_type:
             return
+        fields = prediction_fields(submit.params)
+        if bool(submit.params.get("zsnr")) and not fields:
+            raise InvalidRequest(ZSNR_ALONE, node_id=submit.node_id)
+        sampler = str(submit.params.get("sampler") or "")
+        if sampler in CFG_PP_SAMPLERS and float(submit.params["guidance"]) == 1.0:
+            raise InvalidRequest(cfg_pp_unguided(sampler), node_id=submit.node_id)
         if submit.params.get("refiner"):
             self._check_refiner(submit)
         if "mask" in submit.wired and "image" not in submit.wired:
@@ -176,3 +195,12 @@ class SDXLFamily(Family):
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
     ) -> SDXLRequest:
         return new_request(model_key, **kwargs)
+
+
+def prediction_fields(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The node's ModelSamplingDiscrete (`prediction` and `zsnr`) as the request takes them:
+    nothing where it keeps the checkpoint's own."""
+    prediction = params.get("prediction")
+    if prediction in (None, CHECKPOINT_PREDICTION):
+        return {}
+    return {"prediction": str(prediction), "zsnr": bool(params.get("zsnr"))}

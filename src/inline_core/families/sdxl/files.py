@@ -52,19 +52,23 @@ SDXL_NAME = re.compile(r"sdxl|[-_ ]xl[-_ .]|pony|illustrious|noob", re.IGNORECAS
 TOKENIZER_NAME = re.compile(r"clip.*tokenizer|tokenizer.*clip", re.IGNORECASE)
 L_VIEWS, G_VIEWS = ("0", "clip_l"), ("1", "clip_g")
 V_PRED_KEY = "v_pred"  # an empty tensor a v-prediction checkpoint carries
+ZTSNR_KEY = "ztsnr"  # and one trained with zero terminal SNR, beside it
 
 
-def prediction_of(source: Source) -> str | None:
-    """A checkpoint's own prediction type: "v_prediction" where it carries the `v_pred` marker
-    tensor (NoobAI's and other v-prediction SDXL checkpoints, as ComfyUI reads them); None: the
-    scheduler config's (epsilon by default)."""
+def prediction_of(source: Source) -> dict[str, Any]:
+    """A checkpoint's own sampling, as scheduler config keys over the default: v-prediction
+    where it carries the `v_pred` marker tensor (NoobAI's and other v-prediction SDXL
+    checkpoints), with zero terminal SNR where `ztsnr` is beside it, as ComfyUI reads them;
+    empty: the scheduler config's (epsilon by default)."""
     if not source.is_file:
-        return None
+        return {}
     try:
         keys = HEADERS.get(source.path)
     except (HeaderError, OSError):
-        return None
-    return "v_prediction" if V_PRED_KEY in keys else None
+        return {}
+    if V_PRED_KEY not in keys:
+        return {}
+    return {"prediction_type": "v_prediction", "rescale_betas_zero_snr": ZTSNR_KEY in keys}
 
 
 def refiner_refusal(path: Path | None) -> str | None:

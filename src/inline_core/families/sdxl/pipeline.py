@@ -42,7 +42,9 @@ from inline_core.families.sdxl.request import (
 )
 from inline_core.families.sdxl.schedule import DiscreteSchedule
 
-PREDICTION_ATTR = "inline_prediction"  # a UNet's own prediction type (its checkpoint's), or None
+# A UNet's own sampling (its checkpoint's prediction type and zero-SNR rescale, as scheduler
+# config keys), or nothing.
+PREDICTION_ATTR = "inline_prediction"
 
 # Its latents' preview format (`diffusion/preview/formats.py`), as its family declares it.
 (PREVIEW_FORMAT,) = SDXLFamily.capabilities.preview_latents
@@ -82,9 +84,7 @@ class SDXLStepPipeline:
         self.swap = swap
         self.device = torch.device(placement.device)
         self.scheduler_config = dict(scheduler_config)
-        prediction = getattr(unet, PREDICTION_ATTR, None)
-        if prediction is not None:
-            self.scheduler_config["prediction_type"] = prediction
+        self.scheduler_config.update(getattr(unet, PREDICTION_ATTR, None) or {})
         self.model_key = model_key
         self.serial_phases = serial_phases
         config = cast(Any, unet).config
@@ -142,6 +142,8 @@ class SDXLStepPipeline:
             state.steps,
             sampler=state.sampler,
             schedule=state.schedule,
+            prediction=state.prediction,
+            zsnr=state.zsnr,
             denoise=state.denoise,
             skip=0 if state.image is None else img2img_start(state.steps, state.strength),
             seed=state.seed,
@@ -185,9 +187,12 @@ class SDXLStepPipeline:
         negatives = dict(zip(guided, out[len(states) :], strict=True))
         for i, s in enumerate(states):
             cond = out[i]
+            s.uncond = None
             if i in negatives:
                 uncond = negatives[i]
                 cond = uncond + (cond - uncond) * s.guidance
+                # A CFG++ sampler steps along the unconditional prediction too.
+                s.uncond = uncond.unsqueeze(0) if s.cfg_pp else None
             preds.append(cond.unsqueeze(0))
         return preds
 
@@ -240,7 +245,9 @@ class SDXLStepPipeline:
     def step_scheduler(self, state: SDXLRequest, noise_pred: Any, /) -> None:
         schedule, latents = _prepared(state)
         with torch.inference_mode():
-            x = schedule.step(cast(torch.Tensor, noise_pred), cast(torch.Tensor, latents.value))
+            x = cast(torch.Tensor, latents.value)
+            x = schedule.step(cast(torch.Tensor, noise_pred), x, state.uncond)
+            state.uncond = None
             if isinstance(state.inpaint, InpaintBlend):
                 x = state.inpaint.blend(schedule, state.step_index + 1, x)
         state.latents = Latents(x, latents.shape)
@@ -315,4 +322,5 @@ def _prepared(state: SDXLRequest) -> tuple[DiscreteSchedule, Latents]:
 def _release(state: SDXLRequest) -> None:
     """Drop the request's tensors once it is done: the state object may outlive the render."""
     state.latents = state.positive = state.negative = state.start = state.inpaint = None
+    state.uncond = None
     state.refiner_positive = state.refiner_negative = None
