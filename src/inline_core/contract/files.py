@@ -100,6 +100,9 @@ class TokenizerRule:
     # the tokenizer's files in it, or in its `tokenizer/` subfolder (a diffusers repo's, as a
     # download target with a folder lands it).
     folder: re.Pattern[str] | None = None
+    # Whether a single-file encoder carries its tokenizer (ComfyUI's Mistral): the file is then
+    # the tokenizer's source, and the family's builder reads it from there.
+    inside: Callable[[Path], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -408,6 +411,9 @@ class StackResolver:
         elif encoder.path.is_dir() and has_tokenizer(encoder.path):
             return Source(encoder.path)
         rule = self.rules.tokenizer
+        if rule is not None and rule.inside is not None and encoder.is_file:
+            if rule.inside(encoder.path):
+                return Source(encoder.path)
         if rule is not None and rule.folder is not None:
             found = self._tokenizer_folder(rule.folder, self.part_rule(rule.part).category)
             if found is not None:
