@@ -9,6 +9,7 @@ from typing import Any
 from flux2_harness import make_rig, pixels
 
 from inline_core.families.flux2.kit import Flux2Kit
+from inline_core.families.flux2.kit_dev import Flux2DevKit
 from inline_core.runtime.step_cache import StepCacheSettings
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.step_cache_harness import check_step_cache
@@ -33,5 +34,24 @@ def test_step_cache_per_request(flux2_kit: Flux2Kit) -> None:
         }
         # Two rows a step: the prompt and the empty one.
         check_step_cache(sampler, pipeline, spec, pixels, rows=2, loose=LOOSE)
+    finally:
+        sampler.close()
+
+
+def test_step_cache_per_request_on_dev(flux2_dev_kit: Flux2DevKit) -> None:
+    """dev's one forward a step (its guidance embedded) caches as klein's does."""
+    sampler = StepLoopSampler()
+    try:
+        pipeline = make_rig(flux2_dev_kit.root, sampler).pipeline("flux2_dev_tiny.safetensors")
+        spec: dict[str, Any] = {
+            "prompt": "a kite",
+            "width": 64,
+            "height": 48,
+            "steps": 6,
+            "guidance": 4.0,
+            "embedded_guidance": True,
+            "seed": 7,
+        }
+        check_step_cache(sampler, pipeline, spec, pixels, rows=1, loose=LOOSE)
     finally:
         sampler.close()
