@@ -6,37 +6,35 @@ with the LoRA set, the distilled sigmas unshifted and the latents renoised."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from ltx2_harness import PROMPT, ltx2_rig, max_diff
+from ltx2_harness import (
+    PROMPT,
+    ltx2_rig,
+    max_diff,
+    node_params,
+    render,
+    take_audio,
+    take_frames,
+)
 
-from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.registry import Families
 from inline_core.diffusion.adapters.kit import random_lora, write_lora
-from inline_core.diffusion.libs import diffusers
-from inline_core.families.ltx2.kit import LATENT_CHANNELS, LTX2Kit
+from inline_core.diffusion.libs import diffusers, module
+from inline_core.errors import InvalidRequest
+from inline_core.families.ltx2.kit import LTX2Kit
 from inline_core.families.ltx2.request import REFINE_SIGMAS
 from inline_core.families.nodes.loras import LoraPicker
-from inline_core.runtime.video import Video
-from inline_core.sampling.job import SampleJob
+from inline_core.graph.runner import NodeResult, SubmitFacts
 from inline_core.sampling.loop import StepLoopSampler
 
 TOLERANCE = 2  # levels of 255
 AUDIO_TOLERANCE = 4.0 / 32767.0
-UPSAMPLER: dict[str, Any] = {
-    "in_channels": LATENT_CHANNELS,
-    "mid_channels": 32,
-    "num_blocks_per_stage": 1,
-    "dims": 3,
-    "spatial_upsample": True,
-    "temporal_upsample": False,
-    "rational_spatial_scale": 2.0,
-    "use_rational_resampler": False,
-}
 # diffusers takes multiples of 32: the first pass at 32x32, the refining pass at 64x64.
 RENDER: dict[str, Any] = {
     "width": 64,
@@ -51,11 +49,11 @@ RENDER: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def upsampler() -> Any:
-    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
-
-    torch.manual_seed(47)  # pyright: ignore[reportUnknownMemberType]
-    return LTX2LatentUpsamplerModel(**UPSAMPLER).eval()
+def upsampler(ltx2_kit: LTX2Kit) -> Any:
+    """The kit's latent upsampler (its folder's `latent_upsampler/`)."""
+    ltx2: Any = module("diffusers.pipelines.ltx2.latent_upsampler")
+    folder = ltx2_kit.diffusers_dir / "latent_upsampler"
+    return ltx2.LTX2LatentUpsamplerModel.from_pretrained(str(folder), local_files_only=True).eval()
 
 
 @pytest.fixture(scope="module")
@@ -78,20 +76,16 @@ def distilled_lora(ltx2_kit: LTX2Kit) -> Path:
     return write_lora(lora, path, "transformer.".__add__, down=down, up=up, peft_alpha=4.0)
 
 
-def ours(kit: LTX2Kit, sampler: StepLoopSampler, upsampler: Any, lora: Path) -> Video:
+def ours(kit: LTX2Kit, sampler: StepLoopSampler, lora: Path, takes: Path) -> NodeResult:
+    """The node's render with `upscale`, the LoRA on the refining pass (expert `low`), as the
+    official workflows load the distilled LoRA on their second sampler's model."""
     rig = ltx2_rig(kit.root, sampler)
-    pipeline: Any = rig.pipeline()
-    pipeline.upsampler = upsampler
-    try:
-        picker = LoraPicker(Families([rig.family]), rig.catalog)
-        handle = picker.pick({"name": lora.name, "strength": 1.0})
-        stack = lora_stack([handle], "ltx2", "LTX-2", "l")
-        request = pipeline.request(
-            prompt=PROMPT, format="png", upscale=True, refine_loras=stack, **RENDER
-        )
-        return sampler.run(SampleJob(pipeline, request))
-    finally:
-        pipeline.upsampler = None
+    picker = LoraPicker(Families([rig.family]), rig.catalog)
+    handle = replace(picker.pick({"name": lora.name, "strength": 1.0}), expert="low")
+    params = {k: v for k, v in RENDER.items() if k != "prompt"}
+    return render(
+        rig, takes, loras=[handle], upscale=True, audio_guidance=RENDER["guidance"], **params
+    )
 
 
 def diffusers_chain(
@@ -164,13 +158,25 @@ def test_the_two_stage_render_equals_diffusers_chained_pipelines(
     distilled_lora: Path,
     tmp_path: Path,
 ) -> None:
-    video = ours(ltx2_kit, ltx2_sampler, upsampler, distilled_lora)
-    frames = video.frames.astype(np.int16)
+    result = ours(ltx2_kit, ltx2_sampler, distilled_lora, tmp_path)
+    frames, sound = take_frames(result), take_audio(result)
     want, want_sound = diffusers_chain(ltx2_reference, upsampler, distilled_lora)
     assert frames.shape == want.shape == (5, 64, 64, 3)
     assert max_diff(frames, want) <= TOLERANCE
     assert frames.std() > 1.0
-    assert video.audio is not None
     reference_16 = np.round(np.clip(want_sound, -1, 1) * 32767.0) / 32767.0
-    got_16 = np.round(np.clip(video.audio.samples, -1, 1) * 32767.0) / 32767.0
-    assert float(np.abs(got_16 - reference_16).max()) <= AUDIO_TOLERANCE
+    assert float(np.abs(sound.samples - reference_16).max()) <= AUDIO_TOLERANCE
+    assert result.takes[0].params["upscale"] is True
+
+
+def test_a_pass_lora_without_upscale_and_upscale_with_a_first_frame_are_refused(
+    ltx2_kit: LTX2Kit, ltx2_sampler: StepLoopSampler, distilled_lora: Path, tmp_path: Path
+) -> None:
+    rig = ltx2_rig(ltx2_kit.root, ltx2_sampler)
+    picker = LoraPicker(Families([rig.family]), rig.catalog)
+    handle = replace(picker.pick({"name": distilled_lora.name, "strength": 1.0}), expert="low")
+    with pytest.raises(InvalidRequest, match="without param 'upscale'"):
+        render(rig, tmp_path, loras=[handle])
+    facts = SubmitFacts.bare(["image"])
+    with pytest.raises(InvalidRequest, match="first frame"):
+        rig.check("l", node_params(upscale=True), facts)

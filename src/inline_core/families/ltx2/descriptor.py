@@ -10,6 +10,7 @@ from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "lightricks/ltx-2"
+UPSCALE_CATEGORY = "latent_upscale_models"
 MAX_PROMPT_CHARS = 20_000
 STEPS_DEFAULT = 40
 # LTX-2's published defaults: 768x512, 121 frames (8k+1) at 24 fps, guidance 4 for the video
@@ -80,6 +81,17 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         SEED,
         # A diffusers folder in diffusion_models/, or ComfyUI's all-in-one file in checkpoints/.
         replace(MODEL, also_from=("checkpoints",)),
+        # The two-stage path (the official workflows'): a first pass at half the size, the
+        # latent upsampler, a refining pass of 3 distilled steps at width x height.
+        ParamSpec("upscale", ParamWidget.BOOLEAN, default=False, label="Two-stage upscale"),
+        ParamSpec(
+            "upscale_model",
+            ParamWidget.SELECT,
+            default=None,
+            options_from=UPSCALE_CATEGORY,
+            label="Latent upsampler (empty: the model folder's, or the only one)",
+            empty_found_anywhere=True,
+        ),
         ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),
         ParamSpec("audio_format", ParamWidget.SELECT, default="flac", options=("flac", "wav")),
     ),

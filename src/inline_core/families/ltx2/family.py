@@ -16,7 +16,7 @@ from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
-from inline_core.contract.lora_stacks import lora_stack
+from inline_core.contract.lora_stacks import lora_handles
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
@@ -31,6 +31,7 @@ from inline_core.families.ltx2.lora_naming import LTX2_LORAS
 from inline_core.families.ltx2.request import (
     SPATIAL_FACTOR,
     TEMPORAL_FACTOR,
+    UPSCALE,
     LTX2Request,
     frames_refusal,
     new_request,
@@ -42,6 +43,7 @@ from inline_core.families.ltx2.split import (
     sequence_refusal,
     support_for,
 )
+from inline_core.families.ltx2.upscale import pass_stacks, upsampler_folder
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.nodes.video_params import check_encoders, whole_numbers
 from inline_core.graph.descriptor import NodeDescriptor
@@ -130,10 +132,18 @@ class LTX2Family(Family):
         take_params["image_to_video"] = image is not None
         if image is not None:
             request["image"] = image
-        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        handles = lora_handles(inputs.get("loras"), self.name, self.title, node_id)
+        upscale = bool(params.get("upscale"))
+        loras, refine = pass_stacks(handles, upscale, self.title, node_id)
         if loras:
             request["loras"] = loras
             take_params["loras"] = stack_info(loras)
+        if upscale:
+            folder = upsampler_folder(
+                params, sources.get("transformer"), self.files.catalog, node_id
+            )
+            request.update(upscale=True, upsampler=str(folder), refine_loras=refine)
+            take_params.update(upscale=True, refine_loras=stack_info(refine))
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
@@ -153,6 +163,15 @@ class LTX2Family(Family):
         check_single_file(transformer, node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
+        if params.get("upscale"):
+            if "image" in submit.wired:
+                raise InvalidRequest(
+                    "param 'upscale' with a first frame (image) is not offered yet: the two-stage "
+                    "path renders text to video",
+                    node_id=node_id,
+                )
+            upsampler_folder(params, transformer, self.files.catalog, node_id)
+            spatial *= UPSCALE  # the first pass renders at half the size
         frames = params.get("frames")
         if frames is not None:
             refusal = frames_refusal(int(frames), temporal)
@@ -162,8 +181,8 @@ class LTX2Family(Family):
             value = params.get(name)
             if value is not None and int(value) % spatial:
                 raise InvalidRequest(
-                    f"param '{name}' must be a multiple of {spatial} for this LTX-2 model (its "
-                    f"VAE is {spatial}x down), got {value}",
+                    f"param '{name}' must be a multiple of {spatial} for this LTX-2 model and "
+                    f"render (its VAE's factor, twice that for 'upscale'), got {value}",
                     node_id=node_id,
                 )
 

@@ -39,7 +39,12 @@ from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.flow.samplers import numpy_flow_spacing
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule, flow_x0
 from inline_core.diffusion.libs import module
-from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.placement import (
+    OffloadSwap,
+    PlacementLike,
+    home_device,
+    torch_dtype,
+)
 from inline_core.diffusion.stepcache import rows as step_rows
 from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
 from inline_core.diffusion.vae.pixels import gather_chunks
@@ -97,7 +102,6 @@ class LTX2StepPipeline:
         model_key: Hashable,
         adapter_cache: Fetch | None = None,
         fused_copies: CopyStore | None = None,
-        upsampler: nn.Module | None = None,
     ) -> None:
         self.text_encoder = text_encoder
         self.tokenizer = tokenizer
@@ -106,7 +110,8 @@ class LTX2StepPipeline:
         self.vae = vae
         self.audio_vae = audio_vae
         self.vocoder = vocoder
-        self.upsampler = upsampler  # the spatial latent upsampler of the two-stage path
+        # The two-stage path's latent upsamplers, by folder, loaded on first use.
+        self.upsamplers: dict[str, nn.Module] = {}
         self.placement = placement
         self.encoder_placement = encoder_placement
         self.vae_placement = vae_placement
@@ -360,8 +365,7 @@ class LTX2StepPipeline:
         refining pass's first sigma with fresh noise from the request's seed (the video's drawn
         first, each in its packed shape) and stepped through its sigmas, unshifted, with its
         guidance and its LoRAs (the distilled LoRA) on the request's rows."""
-        if self.upsampler is None:
-            raise RuntimeError("this LTX-2 stack has no latent upsampler for the two-stage path")
+        upsampler_module = self.upsampler_at(state.upsampler)
         vae = cast(Any, self.vae)
         f, h, w = state.latent_shape
         with torch.inference_mode():
@@ -369,9 +373,9 @@ class LTX2StepPipeline:
             mean = vae.latents_mean.view(1, -1, 1, 1, 1).to(video.device, video.dtype)
             std = vae.latents_std.view(1, -1, 1, 1, 1).to(video.device, video.dtype)
             scale = float(vae.config.scaling_factor)
-            upsampler = cast(Any, self.upsampler)
+            upsampler = cast(Any, upsampler_module)
             dtype = torch_dtype(self.vae_placement.dtype)
-            with self.swap.use(self.upsampler, self.vae_placement):
+            with self.swap.use(upsampler_module, self.vae_placement):
                 raw = (video * std / scale + mean).to(self.vae_placement.device, dtype)
                 larger = cast(torch.Tensor, upsampler(raw)).float().to(video.device)
             state.refining, state.refine_start = True, state.step_index
@@ -394,6 +398,20 @@ class LTX2StepPipeline:
                 state.negative = self.encode(state.negative_prompt, state.max_prompt_tokens)
             step_rows.release(state.cache)  # residuals of the first pass's shape
             state.cache = step_rows.request_cache(state.step_cache)
+
+    def upsampler_at(self, folder: str) -> nn.Module:
+        """The latent upsampler in `folder` (a diffusers folder), loaded once, kept with the
+        VAEs."""
+        found = self.upsamplers.get(folder)
+        if found is None:
+            ltx2 = module("diffusers.pipelines.ltx2.latent_upsampler")
+            dtype = torch_dtype(self.vae_placement.storage or self.vae_placement.dtype)
+            loaded = ltx2.LTX2LatentUpsamplerModel.from_pretrained(
+                folder, local_files_only=True, dtype=dtype
+            )
+            found = cast(nn.Module, loaded).to(home_device(self.vae_placement)).eval()
+            self.upsamplers[folder] = found
+        return found
 
     def refine_schedule(self, state: LTX2Request, tokens: int, row: int) -> FlowMatchSchedule:
         """The refining pass's sigmas as given: the model's scheduler without its shift."""

@@ -31,13 +31,14 @@ from typing import Any, cast
 
 import torch
 
-from inline_core.diffusion.formats import clip, ldm_vae
+from inline_core.diffusion.formats import clip
 from inline_core.diffusion.kit import byte_alphabet, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.diffusion.preview.formats import preview_format
 from inline_core.diffusion.preview.kit import write_tiny_decoder
 from inline_core.families.sdxl import unet
 from inline_core.families.sdxl.files import V_PRED_KEY
+from inline_core.families.sdxl.kit_checkpoint import original_checkpoint
 from inline_core.families.sdxl.kit_loras import write_kit_embedding, write_kit_loras
 from inline_core.families.sdxl.kit_refiner import write_refiner_checkpoint
 from inline_core.families.sdxl.pipeline import PREVIEW_FORMAT
@@ -189,22 +190,14 @@ def build_vae() -> Any:
 
 def checkpoint_state(unet_model: Any, vae: Any, first: Any, second: Any) -> dict[str, Any]:
     """The four parts in the original Stability naming, each under its checkpoint prefix."""
-    config = dict(unet_model.config)
-    parts = (
-        (unet.PREFIX, unet.to_ldm(unet_model.state_dict(), config)),
+    return original_checkpoint(
+        unet_model,
+        vae,
         (
-            "first_stage_model.",
-            ldm_vae.to_ldm(vae.state_dict(), len(VAE_CONFIG["block_out_channels"])),
+            ("conditioner.embedders.0.transformer.", clip.with_text_model(first.state_dict())),
+            ("conditioner.embedders.1.model.", clip.to_openclip(second.state_dict())),
         ),
-        ("conditioner.embedders.0.transformer.", clip.with_text_model(first.state_dict())),
-        ("conditioner.embedders.1.model.", clip.to_openclip(second.state_dict())),
     )
-    return {
-        prefix + key: value
-        for prefix, sd in parts
-        for key, value in sd.items()
-        if not key.endswith("position_ids")
-    }
 
 
 def write_inpaint_checkpoint(out: Path, size: str = "tiny") -> tuple[Path, Any]:
@@ -254,8 +247,7 @@ def build_kit(
         build_tokenizer(tokenizer_dir)
         loras = write_kit_loras(out, name, unet_model, first, second)
         embedding = write_kit_embedding(out, name, first, second)
-        levels = len(VAE_CONFIG["block_out_channels"])
-        refiner, _ = write_refiner_checkpoint(out, name, second, vae, levels, weights)
+        refiner, _ = write_refiner_checkpoint(out, name, second, vae, weights)
     if "diffusers" in layouts:
         scratch = out / ".kit_tokenizers"
         pipe = diffusers().StableDiffusionXLPipeline(

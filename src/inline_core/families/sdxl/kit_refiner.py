@@ -15,10 +15,11 @@ from typing import Any
 
 import torch
 
-from inline_core.diffusion.formats import clip, ldm_vae
+from inline_core.diffusion.formats import clip
 from inline_core.diffusion.kit import save_weights, seeded
 from inline_core.diffusion.libs import diffusers
 from inline_core.families.sdxl import unet
+from inline_core.families.sdxl.kit_checkpoint import original_checkpoint
 from inline_core.families.sdxl.refiner import AESTHETIC_NUMBERS
 
 REFINER_SEED = 6
@@ -56,23 +57,14 @@ def build_refiner_unet(g_width: int, g_projection: int) -> Any:
 
 
 def write_refiner_checkpoint(
-    out: Path, name: str, second: Any, vae: Any, vae_levels: int, weights: torch.dtype
+    out: Path, name: str, second: Any, vae: Any, weights: torch.dtype
 ) -> tuple[Path, Any]:
     """`checkpoints/<name>_refiner.safetensors` over OpenCLIP-G `second` and `vae`; the file and
     its UNet (diffusers')."""
     config = second.config
     model = build_refiner_unet(int(config.hidden_size), int(config.projection_dim))
-    parts = (
-        (unet.PREFIX, unet.to_ldm(model.state_dict(), dict(model.config))),
-        ("first_stage_model.", ldm_vae.to_ldm(vae.state_dict(), vae_levels)),
-        ("conditioner.embedders.0.model.", clip.to_openclip(second.state_dict())),
-    )
-    state = {
-        prefix + key: value
-        for prefix, sd in parts
-        for key, value in sd.items()
-        if not key.endswith("position_ids")
-    }
+    encoder = ("conditioner.embedders.0.model.", clip.to_openclip(second.state_dict()))
+    state = original_checkpoint(model, vae, (encoder,))
     path = out / "checkpoints" / f"{name}_refiner.safetensors"
     path.parent.mkdir(parents=True, exist_ok=True)
     save_weights(state, path, weights)
