@@ -21,6 +21,7 @@ from inline_core.importer.known_families import (
     known_by_file,
     known_by_keys,
     known_by_text_encoder,
+    most_specific_first,
 )
 from inline_core.importer.workflow import ComfyNode, Workflow, node_sort_key
 
@@ -100,15 +101,23 @@ def recognise(
         _read_model(node, facts, served, dict(renamed or {}), evidence, catalog)
         _read_text_encoder(node, facts, served, evidence)
     if not evidence.models:  # no model file: a class only one family uses still tells
+        shown: dict[str, list[str]] = {}
         for node in nodes:
             known = known_by_class(node.class_type)
             if known is not None:
-                evidence.foreign.setdefault(known.title, []).append(_where(node))
+                shown.setdefault(known.title, []).append(_where(node))
+        # The most specific family first (Kijai's diffusion-forcing sampler among his Wan nodes).
+        evidence.foreign.update((title, shown[title]) for title in most_specific_first(shown))
     if evidence.foreign:
         # A family that runs only its own node is not told by its text encoder's type alone
         # when a model file shows another (ComfyUI loads ERNIE-Image's as "flux2", as FLUX.2's).
         for name in [n for n in evidence.served if n not in titles and n not in evidence.modelled]:
             del evidence.served[name]
+    # A model file tells more than a text encoder's type, which families share (ComfyUI loads
+    # UMT5 as "wan" for Wan and for SkyReels-V2 alike): the families a file shows come first.
+    evidence.served = dict(
+        sorted(evidence.served.items(), key=lambda i: i[0] not in evidence.modelled)
+    )
     for name, where in evidence.served.items():
         if name not in titles:
             own = facts.own_node(name) if facts is not None else None
@@ -220,7 +229,9 @@ def _read_model(
         evidence.modelled.add(owner)
         if wanted in renamed:
             evidence.mapped.append(shown)
-            if known is not None:  # said plainly: the picture is not the workflow's
+            owner_title = dict(served).get(owner, "").casefold()
+            if known is not None and known.title.casefold() != owner_title:
+                # said plainly: the picture is not the workflow's
                 evidence.foreign.setdefault(known.title, []).append(shown)
         return
     if known is not None:
@@ -271,7 +282,7 @@ def _read_text_encoder(
 
 def _runs_here(titles: Mapping[str, str]) -> str:
     """Every family this server runs (its own nodes, or the low-level vocabulary too)."""
-    return ", ".join(titles.values()) if titles else "none (no model family is installed)"
+    return ", ".join(sorted(titles.values())) if titles else "none (no model family is installed)"
 
 
 def _foreign_message(
@@ -289,6 +300,7 @@ def _foreign_message(
             f"here does not take); this server runs {served}: import ComfyUI's local {served} "
             f"templates (a model loader, KSampler, VAEDecode), or build the graph with "
             f"{served}'s node (see /v1/models). The model families it runs: {_runs_here(titles)}"
+            + _mapping_hint(catalog, facts)  # a model file not here: map it onto one that is
         )
     return (
         f"this workflow is built for {title} ({_shown(where)}), which this server cannot run; "

@@ -17,11 +17,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from inline_core.errors import Conflict, InvalidRequest
+from inline_core.errors import Busy, Conflict, InvalidRequest
 
 # What an interaction may change, and how each is checked.
 FIELDS = ("prompt", "negative_prompt", "guidance")
 MAX_PROMPT_CHARS = 20_000
+# A boundary takes at most this many: a client sending faster than the render reaches its
+# boundaries is refused (429), so its writes, held under the inbox's lock, cannot hold the
+# boundary back for long, nor fill the store.
+MAX_PER_BOUNDARY = 16
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,12 @@ class InteractionInbox:
                 raise Conflict(
                     f"the render is on its last chunk ({self._chunk + 1} of {self.chunks}): no "
                     "chunk boundary is left for an interaction"
+                )
+            if sum(1 for i in self._pending if i.chunk == boundary) >= MAX_PER_BOUNDARY:
+                raise Busy(
+                    f"{MAX_PER_BOUNDARY} interactions already wait for the boundary before "
+                    f"chunk {boundary}, the most one boundary takes: send more once its "
+                    "chunk_started event comes"
                 )
             interaction = make(boundary)
             self._pending.append(interaction)

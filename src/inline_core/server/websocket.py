@@ -5,7 +5,10 @@ The handler also reads what the client sends, so an abandoned socket is dropped 
 socket also steers the run: a client's `{"type": "interaction", ...}` message is the body of
 `POST /v1/runs/{id}/interactions`, answered in order on the socket, between the events, with
 `interaction_queued` or `interaction_refused` (the HTTP status and error envelope; the socket stays
-open). Once the terminal event is out the socket closes: a message after it is not taken.
+open). Messages are read and answered apart from the events, which take turns with the answers: a
+client sending fast is answered 429 past a bound and never holds back its own events
+(`socket_steering.py`). Once the terminal event is out the socket closes: a message after it is
+not taken.
 
 Sockets are capped in all and per run (`SocketGate`: INLINE_MAX_WEBSOCKETS,
 INLINE_MAX_WEBSOCKETS_PER_RUN). Past a cap the handshake is refused before it is accepted, as
@@ -21,7 +24,6 @@ transport to drain before each send), and uvicorn's keepalive ping gives up on a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Protocol, cast
 
@@ -42,12 +44,9 @@ from inline_core.server.previews import (
     binary_frame,
     preview_event,
 )
+from inline_core.server.socket_steering import SocketSteering, Steer
 
 router = APIRouter(prefix="/v1")
-
-
-# Answers one client message with the event to send back.
-Answer = Callable[[str | bytes], Awaitable[WireEvent]]
 
 
 async def client_message(websocket: WebSocket) -> str | bytes | None:
@@ -94,19 +93,19 @@ async def stream_feed(
     feed: Feed,
     key: str,
     previews: PreviewBoard | None = None,
-    answer: Answer | None = None,
+    steer: Steer | None = None,
 ) -> None:
     """Serve one events socket: take a `SocketGate` slot, send `key`'s snapshot, then each event
-    (and, with `previews`, each step preview of run `key`; with `answer`, the answer to each
-    client message) until the feed ends (None) or the client leaves, and close. Without
-    `answer` the client's messages are read and dropped."""
+    (and, with `previews`, each step preview of run `key`; with `steer`, the answer to each
+    client message, `socket_steering.py`) until the feed ends (None) or the client leaves, and
+    close. Without `steer` the client's messages are read and dropped."""
     try:
         services.sockets.acquire(slot)
     except InlineError as exc:
         await deny_socket(websocket, exc)
         return
     try:
-        await _stream(websocket, feed, key, previews, answer)
+        await _stream(websocket, feed, key, previews, steer)
     finally:
         services.sockets.release(slot)
 
@@ -116,7 +115,7 @@ async def _stream(
     feed: Feed,
     key: str,
     previews: PreviewBoard | None,
-    answer: Answer | None,
+    steer: Steer | None,
 ) -> None:
     loop = asyncio.get_running_loop()
     try:
@@ -125,29 +124,29 @@ async def _stream(
         await deny_socket(websocket, exc)
         return
     shown = None if previews is None else previews.subscribe(key, loop)
+    steering = SocketSteering(steer)
     tasks: list[asyncio.Task[Any]] = []
     try:
         await websocket.accept()
         await websocket.send_text(snapshot.text())
-        heard = asyncio.create_task(client_message(websocket))
+        reading = asyncio.create_task(steering.read(partial(client_message, websocket)))
+        answered = asyncio.create_task(steering.next_answer())
         following = asyncio.create_task(subscriber.next())
         preview = None if shown is None else asyncio.create_task(shown.next())
-        tasks = [heard, following] + ([] if preview is None else [preview])
+        tasks = [reading, answered, following] + ([] if preview is None else [preview])
         while True:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            if heard.done():
-                message: str | bytes | None = heard.result()
-                if message is None:
-                    return  # the client went away
-                if answer is not None:
-                    await websocket.send_text((await answer(message)).text())
-                heard = asyncio.create_task(client_message(websocket))
-                tasks[0] = heard
-                continue
+            if reading.done():
+                reading.result()
+                return  # the client went away
+            # One of each ready kind a turn: answers and events take turns, neither waits
+            # for the other to run dry.
+            if answered.done():
+                await websocket.send_text(answered.result().text())
+                answered = tasks[1] = asyncio.create_task(steering.next_answer())
             if preview is not None and preview.done():
                 await _send_preview(websocket, preview.result())
-                preview = asyncio.create_task(cast(PreviewSubscriber, shown).next())
-                tasks[2] = preview
+                preview = tasks[3] = asyncio.create_task(cast(PreviewSubscriber, shown).next())
             if following.done():
                 event: WireEvent | None = following.result()
                 last = None if shown is None or not (event is None or event.terminal) else shown
@@ -159,8 +158,7 @@ async def _stream(
                 await websocket.send_text(event.text())
                 if event.terminal:
                     break  # nothing follows it, and no message is answered after it
-                following = asyncio.create_task(subscriber.next())
-                tasks[1] = following
+                following = tasks[2] = asyncio.create_task(subscriber.next())
         await websocket.close(code=1000)
     except (WebSocketDisconnect, RuntimeError, OSError):
         return  # the socket closed under us; nothing to tell anyone
@@ -182,17 +180,28 @@ async def _send_preview(websocket: WebSocket, preview: PreviewImage) -> None:
 async def run_events(websocket: WebSocket, run_id: str) -> None:
     services = cast(Services, websocket.app.state.services)
     manager = services.manager
-    steer = partial(_steer, manager.interactions, run_id)
+    steer = RunSteer(manager.interactions, run_id)
     await stream_feed(websocket, services, run_id, manager, run_id, manager.previews, steer)
 
 
-async def _steer(interactions: RunInteractions, run_id: str, message: str | bytes) -> WireEvent:
-    """A client's interaction message on the run's socket, queued as the POST route queues it
-    (off the event loop: it waits for the durable write) or refused."""
-    try:
-        queued = await run_in_threadpool(interactions.interact_by_message, run_id, message)
-    except InlineError as exc:
+class RunSteer:
+    """A client's interaction messages on the run's socket, queued as the POST route queues
+    them (off the event loop: each waits for its durable write) or refused."""
+
+    def __init__(self, interactions: RunInteractions, run_id: str) -> None:
+        self.interactions = interactions
+        self.run_id = run_id
+
+    async def answer(self, message: str | bytes, /) -> WireEvent:
+        try:
+            queued = await run_in_threadpool(
+                self.interactions.interact_by_message, self.run_id, message
+            )
+        except InlineError as exc:
+            return self.refuse(exc)
+        return serialize.interaction_queued_event(self.run_id, queued)
+
+    def refuse(self, error: InlineError, /) -> WireEvent:
         return serialize.interaction_refused_event(
-            run_id, exc.status, exc.code, clip_message(exc.message)
+            self.run_id, error.status, error.code, clip_message(error.message)
         )
-    return serialize.interaction_queued_event(run_id, queued)

@@ -3,6 +3,7 @@ inside a chunk, the long render's graph, its submission, its take and the take's
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Generator
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ import httpx
 import numpy as np
 from skyreels_harness import LONG
 from skyreels_hold import hold_env
+from websockets.sync.client import ClientConnection, connect
 
 from inline_core.families.skyreels.descriptor import NODE_TYPE
 from inline_core.families.skyreels.kit import FOLDER, SkyReelsKit
@@ -68,3 +70,30 @@ def take(live: LiveServer, state: dict[str, Any]) -> tuple[bytes, dict[str, Any]
 
 def frames(data: bytes) -> np.ndarray[Any, np.dtype[np.int16]]:
     return decode_apng(data).astype(np.int16)
+
+
+def next_event(ws: ClientConnection) -> dict[str, Any]:
+    return dict(json.loads(ws.recv(timeout=120)))
+
+
+def until_chunk(ws: ClientConnection, chunk: int) -> dict[str, Any]:
+    """Read events until `chunk` starts (the render is held inside it)."""
+    while True:
+        event = next_event(ws)
+        assert event["type"] not in ("run_done", "error", "cancelled"), event
+        if event["type"] == "chunk_started" and event["chunk"] == chunk:
+            return event
+
+
+@contextmanager
+def held_run_socket(
+    kit: SkyReelsKit, tmp_path: Path
+) -> Generator[tuple[LiveServer, Path, str, ClientConnection]]:
+    """`held_server` with the long render submitted and its events socket open, past the
+    snapshot, the render held inside chunk 0: the server, the hold file, the run and the socket."""
+    with held_server(kit, tmp_path) as (live, hold):
+        run_id = submit(live, graph())
+        with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
+            assert next_event(ws)["type"] == "snapshot"
+            until_chunk(ws, 0)
+            yield live, hold, run_id, ws

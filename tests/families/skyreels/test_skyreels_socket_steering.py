@@ -16,27 +16,24 @@ from typing import Any
 
 import numpy as np
 import pytest
-from skyreels_server import CHANGE, CHUNK_FIRST_FRAMES, frames, graph, held_server, submit, take
+from skyreels_server import (
+    CHANGE,
+    CHUNK_FIRST_FRAMES,
+    frames,
+    graph,
+    held_run_socket,
+    next_event,
+    submit,
+    take,
+    until_chunk,
+)
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import ClientConnection
 
 from inline_core.families.skyreels.kit import SkyReelsKit
 from tests.server.server_support import wait_finished
 
 LAST_CHUNK = len(CHUNK_FIRST_FRAMES) - 1
-
-
-def next_event(ws: ClientConnection) -> dict[str, Any]:
-    return dict(json.loads(ws.recv(timeout=120)))
-
-
-def until_chunk(ws: ClientConnection, chunk: int) -> dict[str, Any]:
-    """Read events until `chunk` starts (the render is held inside it)."""
-    while True:
-        event = next_event(ws)
-        assert event["type"] not in ("run_done", "error", "cancelled"), event
-        if event["type"] == "chunk_started" and event["chunk"] == chunk:
-            return event
 
 
 def steer(ws: ClientConnection, message: str | bytes) -> dict[str, Any]:
@@ -59,50 +56,46 @@ def refused(ws: ClientConnection, message: str | bytes, status: int, says: str) 
 def test_a_client_steers_the_chunks_after_a_boundary_over_the_socket(
     skyreels_kit: SkyReelsKit, tmp_path: Path
 ) -> None:
-    with held_server(skyreels_kit, tmp_path) as (live, hold):
-        run_id = submit(live, graph())
-        with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
-            assert next_event(ws)["type"] == "snapshot"
-            until_chunk(ws, 0)
-            refused(ws, b"\x00", 422, "JSON text")
-            refused(ws, "{not json", 422, "not valid JSON")
-            refused(ws, "[1]", 422, "must be a JSON object")
-            refused(ws, json.dumps(CHANGE), 422, "type 'interaction' (got no 'type')")
-            refused(ws, json.dumps({"type": "pause"}), 422, "(got type 'pause')")
-            refused(ws, json.dumps({"type": "interaction", "seed": 4}), 422, "seed")
-            too_strong = {"type": "interaction", "guidance": 50}
-            refused(ws, json.dumps(too_strong), 422, "must be 1..20")
-            huge = {"type": "interaction", "prompt": "x" * 300_000}
-            refused(ws, json.dumps(huge), 413, "limit")
+    with held_run_socket(skyreels_kit, tmp_path) as (live, hold, run_id, ws):
+        refused(ws, b"\x00", 422, "JSON text")
+        refused(ws, "{not json", 422, "not valid JSON")
+        refused(ws, "[1]", 422, "must be a JSON object")
+        refused(ws, json.dumps(CHANGE), 422, "type 'interaction' (got no 'type')")
+        refused(ws, json.dumps({"type": "pause"}), 422, "(got type 'pause')")
+        refused(ws, json.dumps({"type": "interaction", "seed": 4}), 422, "seed")
+        too_strong = {"type": "interaction", "guidance": 50}
+        refused(ws, json.dumps(too_strong), 422, "must be 1..20")
+        huge = {"type": "interaction", "prompt": "x" * 300_000}
+        refused(ws, json.dumps(huge), 413, "limit")
 
-            hold.write_text("1")
-            until_chunk(ws, 1)
-            queued = steer(ws, json.dumps({"type": "interaction", **CHANGE}))
-            assert queued["type"] == "interaction_queued", queued
-            assert (queued["runId"], queued["chunk"], queued["prompt"]) == (
-                run_id,
-                2,
-                CHANGE["prompt"],
-            )
-            sent = {k: queued[k] for k in ("id", "chunk", "prompt")}
+        hold.write_text("1")
+        until_chunk(ws, 1)
+        queued = steer(ws, json.dumps({"type": "interaction", **CHANGE}))
+        assert queued["type"] == "interaction_queued", queued
+        assert (queued["runId"], queued["chunk"], queued["prompt"]) == (
+            run_id,
+            2,
+            CHANGE["prompt"],
+        )
+        sent = {k: queued[k] for k in ("id", "chunk", "prompt")}
 
-            hold.write_text(str(LAST_CHUNK))
-            started = until_chunk(ws, 2)
-            assert started["interactions"] == [sent]
-            assert started["firstFrame"] == CHUNK_FIRST_FRAMES[2]
-            assert until_chunk(ws, LAST_CHUNK)["interactions"] == []
-            refused(ws, json.dumps({"type": "interaction", **CHANGE}), 409, "last chunk")
+        hold.write_text(str(LAST_CHUNK))
+        started = until_chunk(ws, 2)
+        assert started["interactions"] == [sent]
+        assert started["firstFrame"] == CHUNK_FIRST_FRAMES[2]
+        assert until_chunk(ws, LAST_CHUNK)["interactions"] == []
+        refused(ws, json.dumps({"type": "interaction", **CHANGE}), 409, "last chunk")
 
-            hold.unlink()
-            while next_event(ws)["type"] != "run_done":
-                pass
-            try:  # the socket closes after the terminal event: a steer then is not taken
-                ws.send(json.dumps({"type": "interaction", **CHANGE}))
-            except ConnectionClosed:
-                pass
-            with pytest.raises(ConnectionClosedOK):
-                ws.recv(timeout=30)
-            assert ws.close_code == 1000
+        hold.unlink()
+        while next_event(ws)["type"] != "run_done":
+            pass
+        try:  # the socket closes after the terminal event: a steer then is not taken
+            ws.send(json.dumps({"type": "interaction", **CHANGE}))
+        except ConnectionClosed:
+            pass
+        with pytest.raises(ConnectionClosedOK):
+            ws.recv(timeout=30)
+        assert ws.close_code == 1000
         state = wait_finished(live, run_id, timeout=180)
         steered, found = take(live, state)
         assert found["params"]["interactions"] == [{"chunk": 2, "prompt": CHANGE["prompt"]}]

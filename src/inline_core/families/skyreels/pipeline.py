@@ -261,18 +261,20 @@ class SkyReelsStepPipeline:
 
     def apply_interaction_at_chunk_boundary(self, state: SkyReelsRequest, /) -> None:
         inbox = cast(InteractionInbox, state.inbox)
-        with torch.inference_mode():
-            for interaction in inbox.take(state.chunk + 1):
-                if interaction.guidance is not None:
-                    state.guidance = interaction.guidance
-                if interaction.prompt is not None:
-                    state.prompt = interaction.prompt
-                    state.positive = self.text_encoder.encode(interaction.prompt)
-                if interaction.negative_prompt is not None:
-                    state.negative_prompt = interaction.negative_prompt
-                    state.negative = None
-                if state.cfg and state.negative is None:
-                    state.negative = self.text_encoder.encode(state.negative_prompt)
+        prompt = None
+        for interaction in inbox.take(state.chunk + 1):  # in order: the last of each field wins
+            if interaction.guidance is not None:
+                state.guidance = interaction.guidance
+            if interaction.prompt is not None:
+                prompt = state.prompt = interaction.prompt
+            if interaction.negative_prompt is not None:
+                state.negative_prompt = interaction.negative_prompt
+                state.negative = None
+        with torch.inference_mode():  # each prompt that changed encoded once, however often
+            if prompt is not None:
+                state.positive = self.text_encoder.encode(prompt)
+            if state.cfg and state.negative is None:
+                state.negative = self.text_encoder.encode(state.negative_prompt)
 
     def prepare_next_chunk(self, state: SkyReelsRequest, /) -> None:
         if state.boundary:
