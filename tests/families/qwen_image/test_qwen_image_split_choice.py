@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from inline_core.device import choose_split
+from inline_core.device import ParallelSpec, choose_split
 from inline_core.families.qwen_image.split import parallel_support, split_refusal
 from tests.device.device_machines import gpus
 
@@ -21,7 +21,7 @@ QWEN = parallel_support(24)  # the 20B's attention heads
 def test_the_automatic_split_is_one_qwen_image_runs_on_every_gpu(count: int, nvlink: bool) -> None:
     spec = choose_split(gpus(count, nvlink=nvlink), QWEN)
     assert spec is not None
-    assert split_refusal(spec) is None, str(spec)
+    assert split_refusal(spec, QWEN) is None, str(spec)
     assert spec.world_size == count  # no GPU left idle
 
 
@@ -43,8 +43,11 @@ def test_a_family_that_combines_them_still_gets_the_hybrid(count: int, expected:
     assert str(choose_split(gpus(count, nvlink=True), combines)) == expected
 
 
-def test_the_refusal_at_submit_still_names_what_runs() -> None:
+def test_the_refusal_at_submit_names_only_splits_the_heads_allow() -> None:
     both = choose_split(gpus(16, nvlink=True), replace(QWEN, ulysses_with_ring=True))
+    assert str(both) == "ulysses=8,ring=2"
     assert both is not None
-    why = split_refusal(both)
-    assert why is not None and "ulysses=16 or ring=16" in why
+    why = split_refusal(both, QWEN)
+    assert why is not None and why.endswith("set INLINE_PARALLEL to ring=16")  # 16 splits no 24
+    four = split_refusal(ParallelSpec.of(ulysses=2, ring=2), QWEN)
+    assert four is not None and four.endswith("ulysses=4 or ring=4")

@@ -39,12 +39,17 @@ def support_for(transformer: Source | None) -> ModelParallelSupport:
     return parallel_support(heads if isinstance(heads, int) and heads > 0 else None)
 
 
-def split_refusal(split: ParallelSpec) -> str | None:
-    """Why Qwen-Image cannot render under `split` (None: it can)."""
-    if not ULYSSES_WITH_RING and split.degree("ulysses") > 1 and split.degree("ring") > 1:
-        return (
-            f"Qwen-Image splits with Ulysses or with Ring, not both (INLINE_PARALLEL={split}): "
-            "its masked attention is laid out for one of them; set INLINE_PARALLEL to "
-            f"ulysses={split.world_size} or ring={split.world_size}"
-        )
-    return None
+def split_refusal(split: ParallelSpec, support: ModelParallelSupport) -> str | None:
+    """Why Qwen-Image cannot render under `split` (None: it can), naming only the splits over
+    as many ranks that this transformer (`support`, its heads) runs."""
+    if support.ulysses_with_ring or split.degree("ulysses") == 1 or split.degree("ring") == 1:
+        return None
+    ranks = split.world_size
+    runnable = [f"ring={ranks}"]
+    if support.allows_ulysses(ranks):
+        runnable.insert(0, f"ulysses={ranks}")
+    return (
+        f"Qwen-Image splits with Ulysses or with Ring, not both (INLINE_PARALLEL={split}): "
+        f"its masked attention is laid out for one of them; set INLINE_PARALLEL to "
+        f"{' or '.join(runnable)}"
+    )
