@@ -173,7 +173,8 @@ class Stacks:
         """A node's whole stack."""
         builder = self.builder(family)
         dtypes = {role: p.dtype for role, p in self._placements(family, builder).items()}
-        remote = rank_spec(family, "node", sources, dtypes)
+        compiled = {role: self.runtime.compile_choice(family, role) for role in (DENOISER, VAE)}
+        remote = rank_spec(family, "node", sources, dtypes, compiled)  # as the ranks would build it
         return self._assemble(
             "node",
             family,

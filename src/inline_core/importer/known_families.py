@@ -55,6 +55,12 @@ KNOWN_FAMILIES: tuple[KnownFamily, ...] = (
     KnownFamily("ERNIE-Image", _files(r"ernie[-_]?image"), ()),  # its text encoder loads as "flux2"
     KnownFamily("HiDream", _files(r"hidream"), ("hidream",), re.compile(r"^QuadrupleCLIPLoader$")),
     KnownFamily("Qwen-Image", _files(r"qwen[-_]?image"), ("qwen_image",), re.compile(r"QwenImage")),
+    KnownFamily(  # before Wan: Kijai's WanVideoWrapper runs its diffusion forcing
+        "SkyReels-V2",
+        _files(r"skyreels"),
+        (),
+        re.compile(r"^WanVideoDiffusionForcingSampler$"),
+    ),
     KnownFamily(
         "Wan",
         _files(r"(^|[/_-])wan[-_.]?2|wan2[._]?[12]"),
@@ -135,3 +141,9 @@ def known_by_text_encoder(kind: str) -> KnownFamily | None:
 
 def known_by_class(class_type: str) -> KnownFamily | None:
     return next((f for f in KNOWN_FAMILIES if f.classes and f.classes.search(class_type)), None)
+
+
+def most_specific_first(titles: Iterable[str]) -> list[str]:
+    """`titles` in the table's order (the most specific first); titles it lacks last."""
+    order = {f.title: i for i, f in enumerate(KNOWN_FAMILIES)}
+    return sorted(titles, key=lambda title: order.get(title, len(order)))

@@ -21,6 +21,7 @@ from inline_core.importer.known_families import (
     known_by_file,
     known_by_keys,
     known_by_text_encoder,
+    most_specific_first,
 )
 from inline_core.importer.workflow import ComfyNode, Workflow, node_sort_key
 
@@ -100,15 +101,23 @@ def recognise(
         _read_model(node, facts, served, dict(renamed or {}), evidence, catalog)
         _read_text_encoder(node, facts, served, evidence)
     if not evidence.models:  # no model file: a class only one family uses still tells
+        shown: dict[str, list[str]] = {}
         for node in nodes:
             known = known_by_class(node.class_type)
             if known is not None:
-                evidence.foreign.setdefault(known.title, []).append(_where(node))
+                shown.setdefault(known.title, []).append(_where(node))
+        # The most specific family first (Kijai's diffusion-forcing sampler among his Wan nodes).
+        evidence.foreign.update((title, shown[title]) for title in most_specific_first(shown))
     if evidence.foreign:
         # A family that runs only its own node is not told by its text encoder's type alone
         # when a model file shows another (ComfyUI loads ERNIE-Image's as "flux2", as FLUX.2's).
         for name in [n for n in evidence.served if n not in titles and n not in evidence.modelled]:
             del evidence.served[name]
+    # A model file tells more than a text encoder's type, which families share (ComfyUI loads
+    # UMT5 as "wan" for Wan and for SkyReels-V2 alike): the families a file shows come first.
+    evidence.served = dict(
+        sorted(evidence.served.items(), key=lambda i: i[0] not in evidence.modelled)
+    )
     for name, where in evidence.served.items():
         if name not in titles:
             own = facts.own_node(name) if facts is not None else None

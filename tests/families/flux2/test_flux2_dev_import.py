@@ -110,15 +110,44 @@ def test_the_two_reference_edit_template_renders_the_hand_written_graphs_pixels(
     assert not np.array_equal(imported, other)  # the order applied is the order read
 
 
-def test_cfg_beside_flux_guidance_is_refused_naming_both(client: TestClient) -> None:
-    workflow = api_workflow([], cfg=3.0)
-    workflow["1"]["inputs"]["unet_name"] = "flux2_dev_fp8mixed.safetensors"
+def chain(unet: str, cfg: float, flux_guidance: float | None) -> Json:
+    """A one-prompt chain in ComfyUI's API format on `unet`, FluxGuidance on its prompt."""
+    workflow = api_workflow([], cfg=cfg)
+    workflow["1"]["inputs"]["unet_name"] = unet
     workflow["2"]["inputs"]["clip_name"] = "mistral_3_small_flux2_bf16.safetensors"
-    workflow["30"] = {
-        "class_type": "FluxGuidance",
-        "inputs": {"conditioning": ["4", 0], "guidance": 4.0},
-    }
-    workflow["6"]["inputs"]["positive"] = ["30", 0]
+    if flux_guidance is not None:
+        workflow["30"] = {
+            "class_type": "FluxGuidance",
+            "inputs": {"conditioning": ["4", 0], "guidance": flux_guidance},
+        }
+        workflow["6"]["inputs"]["positive"] = ["30", 0]
+    return workflow
+
+
+def test_dev_without_flux_guidance_embeds_comfyuis_default_and_runs_no_cfg(
+    client: TestClient,
+) -> None:
+    response = import_comfy(client, chain("flux2_dev_fp8mixed.safetensors", 1.0, None), MODELS)
+    assert response.status_code == 200, response.text
+    target, _nodes = target_of(response.json())
+    assert target["params"]["guidance"] == 3.5
+    response = import_comfy(client, chain("flux2_dev_fp8mixed.safetensors", 3.0, None), MODELS)
+    assert response.status_code == 422, response.text
+    assert "cfg 3" in response.json()["error"]["message"]
+
+
+def test_flux_guidance_on_klein_does_nothing_as_in_comfyui(client: TestClient) -> None:
+    models = {**MODELS, "flux-2-klein-4b.safetensors": DEV}  # klein by the workflow's name
+    response = import_comfy(client, chain("flux-2-klein-4b.safetensors", 1.0, 6.0), models)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    target, _nodes = target_of(body)
+    assert target["params"]["guidance"] == 1.0  # the guider's cfg, not FluxGuidance's 6
+    assert any("no guidance embedder" in w for w in body["warnings"]), body["warnings"]
+
+
+def test_cfg_beside_flux_guidance_is_refused_naming_both(client: TestClient) -> None:
+    workflow = chain("flux2_dev_fp8mixed.safetensors", 3.0, 4.0)
     response = import_comfy(client, workflow, MODELS)
     assert response.status_code == 422, response.text
     error = response.json()["error"]

@@ -12,8 +12,9 @@ through them says so (`notes`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 
 @dataclass
@@ -92,6 +93,13 @@ class CompileBoard:
             entries = [self._blocks[name] for name in sorted(set(blocks)) if name in self._blocks]
         return [entry.note() for entry in entries]
 
+    def all_notes(self) -> list[dict[str, object]]:
+        """`notes` of every block class this process has run (a worker group's rank holds one
+        stack: its own; only rank 0 decodes, so only its notes name the VAE's blocks)."""
+        with self._lock:
+            names = [n for n, e in self._blocks.items() if e.compiled_calls or e.eager_calls]
+        return self.notes(names)
+
     def to_json(self) -> dict[str, object]:
         with self._lock:
             models = [{"model": name, "blocks": n} for name, n in self._models.values()]
@@ -100,3 +108,22 @@ class CompileBoard:
 
 
 BOARD = CompileBoard()
+
+
+def merge_rank_notes(
+    by_rank: Mapping[int, Sequence[Mapping[str, object]]],
+) -> list[dict[str, object]]:
+    """One note per block class from each rank's (`CompileBoard.all_notes`): compiled where every
+    rank ran it compiled, else eager, with the ranks whose compile failed and the first's error."""
+    seen: dict[str, dict[str, object]] = {}
+    for rank in sorted(by_rank):
+        for note in by_rank[rank]:
+            block = str(note["block"])
+            merged = seen.setdefault(block, {"block": block, "ran": "compiled", "ranks": 0})
+            merged["ranks"] = cast(int, merged["ranks"]) + 1
+            if note.get("ran") != "compiled":
+                failed = cast(list[int], merged.setdefault("failedRanks", []))
+                failed.append(rank)
+                merged["ran"] = "eager"
+                merged.setdefault("error", note.get("error"))
+    return [seen[block] for block in sorted(seen)]

@@ -7,6 +7,7 @@ the chain that cannot render is refused naming it."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -19,6 +20,11 @@ from inline_core.importer.own_node import Sampling
 from inline_core.importer.values import describe
 from inline_core.importer.workflow import ComfyNode, Link
 
+# The model file's name says the variant, as ComfyUI's and BFL's files are named (the shapes
+# say it at render; at import the file may not be here yet).
+DEV_NAME = re.compile(r"flux[-_.]?2[-_.]?dev", re.IGNORECASE)
+KLEIN_NAME = re.compile(r"klein", re.IGNORECASE)
+EMBEDDED_DEFAULT = 3.5  # ComfyUI's FLUX guidance when no FluxGuidance sets it
 # Classes that scale an image on its way to a VAEEncode: the model sizes its references itself.
 IMAGE_SCALERS = ("ImageScaleToTotalPixels", "FluxKontextImageScale", "ImageScale")
 SIZE_NODE = "GetImageSize"
@@ -53,22 +59,31 @@ class Flux2Collapse(CustomCollapse):
         return self.mapper.whole(a, name, 1024) == self.mapper.whole(b, name, 1024)
 
     def sampling(self, sampler: ComfyNode) -> Sampling:
-        """As the chain reads; its sampler and scheduler the node's own; dev's FluxGuidance on
-        the positive prompt's way is the node's guidance (the model's embedded input), which
-        no classifier-free guidance may run beside."""
+        """As the chain reads; its sampler and scheduler the node's own. On FLUX.2 dev (its
+        model file's name, or a FluxGuidance on the positive prompt's way) the guidance is the
+        model's embedded input: FluxGuidance's, or ComfyUI's default without one; no
+        classifier-free guidance runs beside it. On klein (no guidance embedder) a FluxGuidance
+        does nothing, in ComfyUI as here."""
         found = self.node_names(sampler, super().sampling(sampler))
         guidance = self._flux_guidance(found.first)
-        if guidance is None:
+        name = self.mapper.text(self.model_way(found.first)[2], "unet_name")
+        if KLEIN_NAME.search(name) or (guidance is None and not DEV_NAME.search(name)):
+            if guidance is not None:
+                self.mapper.warn(
+                    f"{describe(guidance)}: FLUX.2 klein has no guidance embedder, so it has no "
+                    "effect (as in ComfyUI)"
+                )
             return found
         if found.guidance != 1.0:
             raise UnsupportedNode(
-                f"{describe(guidance)} embeds guidance, and {describe(sampler)}'s guider runs "
-                f"classifier-free guidance at cfg {found.guidance:g} beside it: FLUX.2 dev is "
-                f"guidance-distilled, {self.descriptor.type} runs its embedded guidance alone "
-                "(use BasicGuider, or cfg 1)"
+                f"{describe(guidance or sampler)}: FLUX.2 dev embeds its guidance, and "
+                f"{describe(sampler)}'s guider runs classifier-free guidance at cfg "
+                f"{found.guidance:g} beside it; {self.descriptor.type} runs dev's embedded "
+                "guidance alone (use BasicGuider or cfg 1, and FluxGuidance for the guidance)"
             )
-        value = self.mapper.number(guidance, "guidance", 3.5)
-        return replace(found, guidance=value)
+        if guidance is None:
+            return replace(found, guidance=EMBEDDED_DEFAULT)
+        return replace(found, guidance=self.mapper.number(guidance, "guidance", EMBEDDED_DEFAULT))
 
     def _flux_guidance(self, sampler: ComfyNode) -> ComfyNode | None:
         """The FluxGuidance on the positive prompt's way (nearest the sampler), if any."""

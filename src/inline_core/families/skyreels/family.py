@@ -13,6 +13,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
 from inline_core.contract.sources import Sources
@@ -22,6 +23,7 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.nodes.video_params import check_encoders
 from inline_core.families.skyreels import chunks
+from inline_core.families.skyreels.comfy import RECIPE
 from inline_core.families.skyreels.descriptor import (
     EXTRA_HINT,
     NODE_TYPE,
@@ -64,6 +66,9 @@ class SkyReelsFamily(Family):
         chunked_decode=True,
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),  # as Wan's
     )
+
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (SKYREELS_DESCRIPTOR,)
