@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from sdxl_harness import PROMPT, max_diff, node_params, render, sdxl_rig, start_noise, take_pixels
+from test_sdxl_batching import assert_shared_and_each_alone, solo_and_together
 
 from inline_core.contract.submit import Submit
 from inline_core.diffusion.libs import diffusers
@@ -145,3 +146,29 @@ def test_the_share_k_over_steps_is_step_k_on_the_normal_schedule(steps: int) -> 
             config, steps, sampler="euler", schedule="normal", refiner_switch=k / steps
         )
         assert schedule.refiner_from == k, (steps, k)
+
+
+def test_refiner_requests_share_forwards_and_each_equals_its_solo_render(
+    sdxl_kit: SDXLKit,
+) -> None:
+    """Requests with the refiner (switching at different steps) and one without share the base's
+    forwards, then the refiner's; each renders what it renders alone."""
+    assert sdxl_kit.refiner is not None
+    sampler = StepLoopSampler()
+    try:
+        rig = sdxl_rig(sdxl_kit.root, sampler)
+        picked = {"model": sdxl_kit.checkpoint_name, "refiner": sdxl_kit.refiner.name}
+        sources = rig.family.resolve(NODE_TYPE, picked).require()
+        pipeline = rig.runtime.stacks().pipeline(rig.family, sources)
+        base: dict[str, Any] = {"prompt": PROMPT, "width": 64, "height": 64, "steps": 5}
+        base |= {"guidance": 5.0, **EULER}
+        requests: list[dict[str, Any]] = [
+            {**base, "seed": 1, "refiner_switch": 0.5},
+            {**base, "seed": 2, "refiner_switch": 0.7},
+            {**base, "seed": 3},
+            {**base, "seed": 1, "refiner_switch": 0.5, "guidance": 1.0},
+        ]
+        solo, together, stats = solo_and_together(sampler, pipeline, requests)
+    finally:
+        sampler.close()
+    assert_shared_and_each_alone(solo, together, stats)
