@@ -4,6 +4,7 @@ call's cost with inductor's cache cold and kept.
 
     .venv/bin/python bench/compile_zimage.py [--sizes tiny,mid] [--px 512] [--forwards 5]
     .venv/bin/python bench/compile_zimage.py --sizes real@64,real@256,vae-real@256 --no-restart
+    .venv/bin/python bench/compile_zimage.py --sizes wan-tiny@64,wan-real@64 --dtype bfloat16
     .venv/bin/python bench/compile_zimage.py --device cuda --dtype bfloat16 --px 1024 \
         --sizes mid,real,vae-real  # one GPU at 1024 px
 
@@ -11,11 +12,13 @@ Sizes (random weights; `size@px` gives one its own image size): `tiny` (dim 64),
 10 layers, about 110M parameters), `real` (the real-size set's transformer of
 `bench/real_size_cpu.py`: full width, dim 3840, one main layer and two refiner layers each, 0.9B
 parameters), `vae-tiny` and `vae-real` (the tiny and the full FLUX autoencoder's decode, its
-decoder blocks compiled). For each, two child processes run one after another on one cache
-folder: the first finds it empty (cold: dynamo traces and inductor compiles), the second finds it
-kept (a restart: dynamo traces again, inductor's code comes from the cache; `--no-restart` skips
-it). Each child holds one model: it compiles the blocks
-(`diffusion/compile`), times the first compiled call, then `--forwards` calls each way, eager
+decoder blocks compiled), `wan-tiny` (the tiny kit's Wan transformer) and `wan-real` (Wan 2.1
+T2V 1.3B's transformer as published: dim 1536, 30 blocks; a 5-frame video at `px`, the prompt
+padded to 512 tokens as Wan's pipeline pads it). For each, two child processes run one after
+another on one cache folder: the first finds it empty (cold: dynamo traces and inductor compiles),
+the second finds it kept (a restart: dynamo traces again, inductor's code comes from the cache;
+`--no-restart` skips it). Each child holds one model: it compiles the blocks (`diffusion/compile`),
+times the first compiled call, then `--forwards` calls each way, eager
 (`torch.compiler.set_stance("force_eager")`, the same weights) and compiled alternating so both
 see the same load, and checks the outputs agree; torch's attention kernels are tried in the
 device policy's order, as in the server. Prints medians, ratios and the load average;
@@ -66,6 +69,49 @@ def transformer_call(size: str, device: Any, dtype: Any, px: int) -> tuple[Any, 
     return model, call, (side // 2) ** 2
 
 
+# Wan 2.1 T2V 1.3B's transformer (its published config).
+WAN_REAL: dict[str, Any] = {
+    "patch_size": [1, 2, 2],
+    "num_attention_heads": 12,
+    "attention_head_dim": 128,
+    "in_channels": 16,
+    "out_channels": 16,
+    "text_dim": 4096,
+    "freq_dim": 256,
+    "ffn_dim": 8960,
+    "num_layers": 30,
+    "cross_attn_norm": True,
+    "qk_norm": "rms_norm_across_heads",
+    "eps": 1e-6,
+    "rope_max_seq_len": 1024,
+}
+WAN_FRAMES = 5  # a 5-frame video: 2 latent frames (Wan's VAE: 4x in time, 8x in space)
+
+
+def wan_call(size: str, device: Any, dtype: Any, px: int) -> tuple[Any, Any, int]:
+    """Wan's transformer (`wan-tiny`, `wan-real`) and one step of a `px` 5-frame video."""
+    import torch
+
+    from inline_core.diffusion.libs import diffusers, manual_seed
+    from inline_core.families.wan.kit import TRANSFORMER_CONFIG
+    from inline_core.families.wan.request import MAX_PROMPT_TOKENS
+
+    manual_seed(0)
+    config = WAN_REAL if size == "wan-real" else TRANSFORMER_CONFIG
+    model = diffusers().WanTransformer3DModel(**config).eval().to(device, dtype)
+    side, frames = px // 8, (WAN_FRAMES - 1) // 4 + 1
+    generator = torch.Generator().manual_seed(0)
+    latents = torch.randn(1, 16, frames, side, side, generator=generator).to(device, dtype)
+    text = int(config["text_dim"])
+    prompt = torch.randn(1, MAX_PROMPT_TOKENS, text, generator=generator).to(device, dtype)
+    t = torch.full((1,), 500.0, device=device, dtype=dtype)
+
+    def call() -> Any:
+        return model(latents, t, prompt, return_dict=False)[0]
+
+    return model, call, frames * (side // 2) ** 2
+
+
 def vae_call(size: str, device: Any, dtype: Any, px: int) -> tuple[Any, Any, int]:
     """The FLUX autoencoder (`vae-tiny`, `vae-real`) and one decode of a `px` image's latents."""
     import torch
@@ -106,7 +152,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     sdpa = use_attention(attention_choice(detect_hardware(), device.type))  # as the server does
     is_vae = size.startswith("vae-")
-    model, call, cells = (vae_call if is_vae else transformer_call)(size, device, dtype, px)
+    make = vae_call if is_vae else wan_call if size.startswith("wan-") else transformer_call
+    model, call, cells = make(size, device, dtype, px)
 
     def forward(compiled: bool) -> tuple[float, torch.Tensor]:
         with (

@@ -1,9 +1,12 @@
-"""FLUX.2 klein through Inline Core against a bare `Flux2KleinPipeline`, on the same files.
+"""FLUX.2 klein (or dev) through Inline Core against a bare `Flux2KleinPipeline` (or
+`Flux2Pipeline`), on the same files.
 
     python bench/flux2_vs_diffusers.py --preset tiny [--renders 5] [--size 64]
+    python bench/flux2_vs_diffusers.py --preset dev-tiny [--renders 5] [--size 64]
     python bench/flux2_vs_diffusers.py --preset 4b --device cuda --size 1024   # GPU, random weights
 
-`tiny` is the kit's model on the CPU in float32. `4b` has klein 4B's real transformer shape (5
+`tiny` is the kit's model on the CPU in float32; `dev-tiny` the dev kit's (its Mistral, guidance
+embedded at 4, 4 steps). `4b` has klein 4B's real transformer shape (5
 double and 20 single blocks, 24 heads of 128, 7680-wide text input; about 3.9B parameters) and
 FLUX.2's real VAE, in bf16 with weights drawn N(0, 0.02); its Qwen3 has the real width (2560) but
 4 layers and the kit's byte-level tokenizer (it runs once per prompt; a full encoder adds load
@@ -36,9 +39,10 @@ from inline_core.config import Config  # noqa: E402
 from inline_core.diffusion.kit_qwen3 import qwen3_tokenizer, tiny_qwen3_config  # noqa: E402
 from inline_core.diffusion.libs import diffusers, manual_seed, transformers  # noqa: E402
 from inline_core.families.flux2 import Flux2Family  # noqa: E402
-from inline_core.families.flux2.build import text_layers  # noqa: E402
+from inline_core.families.flux2.build import DEV_TEXT_LAYERS, text_layers  # noqa: E402
 from inline_core.families.flux2.descriptor import FLUX2_DESCRIPTOR  # noqa: E402
 from inline_core.families.flux2.kit import build_kit, build_scheduler  # noqa: E402
+from inline_core.families.flux2.kit_dev import build_dev_kit  # noqa: E402
 from inline_core.families.standalone import family_rig  # noqa: E402
 from inline_core.graph.runner import NodeCall  # noqa: E402
 from inline_core.runtime.cancel import CancelToken  # noqa: E402
@@ -95,18 +99,23 @@ def write_4b(folder: Path, device: str) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--preset", choices=("tiny", "4b"), default="tiny")
+    parser.add_argument("--preset", choices=("tiny", "dev-tiny", "4b"), default="tiny")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--size", type=int, default=None)
     parser.add_argument("--renders", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
-    tiny = args.preset == "tiny"
+    tiny = args.preset in ("tiny", "dev-tiny")
+    pipeline_class = "Flux2Pipeline" if args.preset == "dev-tiny" else "Flux2KleinPipeline"
     size = args.size or (64 if tiny else 1024)
     dtype = "float32" if tiny else "bfloat16"
     work = args.workdir or Path(tempfile.mkdtemp(prefix="flux2_bench_"))
     models = work / "models"
-    if tiny:
+    if args.preset == "dev-tiny":
+        folder = build_dev_kit(models, layouts=("diffusers",)).diffusers_dir
+        assert folder is not None
+        layers = DEV_TEXT_LAYERS
+    elif tiny:
         folder = build_kit(models, layouts=("diffusers",)).diffusers_dir
         assert folder is not None
         layers = text_layers(4)
@@ -117,8 +126,8 @@ def main() -> int:
         layers = text_layers(4)
     torch_dtype = getattr(torch, dtype)
     bare: Any = (
-        diffusers()
-        .Flux2KleinPipeline.from_pretrained(str(folder), dtype=torch_dtype, local_files_only=True)
+        getattr(diffusers(), pipeline_class)
+        .from_pretrained(str(folder), dtype=torch_dtype, local_files_only=True)
         .to(args.device)
     )
     bare.set_progress_bar_config(disable=True)
@@ -127,7 +136,7 @@ def main() -> int:
     config = Config(models_dir=models, profile=profile, dtype=dtype)
     rig = family_rig(Flux2Family, models, sampler, config=config)
     params = {p.name: p.default for p in FLUX2_DESCRIPTOR.params}
-    params.update(width=size, height=size, seed=3, model=folder.name)
+    params.update(width=size, height=size, seed=3, model=folder.name, steps=4)
     takes = work / "takes"
 
     def sync() -> None:

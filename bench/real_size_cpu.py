@@ -317,17 +317,20 @@ def imported(base: str, prompt: str, seed: int) -> dict[str, Any]:
 def render(base: str, prompt: str, seed: int) -> float:
     """Seconds from the POST to `run_done`."""
     body = imported(base, prompt, seed)
+    return run_graph(base, body["graph"], body["target"])
+
+
+def run_graph(base: str, graph: dict[str, Any], target: str, wait_s: float = 900) -> float:
+    """Seconds from the POST of `graph` to its `run_done` (a run's error or cancel stops here)."""
     start = time.perf_counter()
     response = HTTP.post(
-        f"http://{base}/v1/runs",
-        json={"graph": body["graph"], "target": body["target"]},
-        timeout=60,
+        f"http://{base}/v1/runs", json={"graph": graph, "target": target}, timeout=60
     )
     response.raise_for_status()
     run_id = response.json()["runId"]
     with connect(f"ws://{base}/v1/runs/{run_id}/events") as ws:
         while True:
-            message = json.loads(ws.recv(timeout=900))
+            message = json.loads(ws.recv(timeout=wait_s))
             if message["type"] in ("run_done", "error", "cancelled"):
                 break
     if message["type"] != "run_done":

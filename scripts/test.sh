@@ -14,8 +14,9 @@ export INLINE_TEST_CHROMIUM INLINE_TEST_REQUIRE_CHROMIUM=1
 echo "== ruff"
 .venv/bin/ruff check .
 # pytest runs on two xdist workers (`--dist loadgroup`): each module's tests on one worker, every
-# module that starts worker groups on the same one, so no two groups compute at once, and the
-# modules that compile with inductor on one (tests/worker_groups.py); `scripts/test.sh -n 0` runs
+# test marked `worker_group` on the same one, so no two groups compute at once, and the
+# modules that compile with inductor on one (tests/worker_groups.py; those two serial chains are
+# handed out first, tests/xdist_order.py); `scripts/test.sh -n 0` runs
 # it in one process. The process-table failures once seen on two workers were xdist scattering every
 # module's tests over both (pytest 9.2 drops the group xdist writes into a test's id): pytest is
 # pinned below 9.2, and the run stops if the tests are not grouped.

@@ -16,6 +16,8 @@ import pytest
 from tests.postgres_cluster import PostgresCluster, postgres_bin
 from tests.worker_groups import (
     SHARED,
+    XDIST_INDUCTOR,
+    XDIST_WORKER_GROUPS,
     SharedGroups,
     after_teardown,
     check_xdist_grouped,
@@ -24,6 +26,8 @@ from tests.worker_groups import (
 )
 
 if TYPE_CHECKING:
+    from xdist.remote import Producer
+    from xdist.scheduler.protocol import Scheduling
     from xdist.workermanage import WorkerController
 
 pytest_plugins = ["tests.family_dists"]  # the test families' distributions, for any area
@@ -49,6 +53,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node: WorkerController, ids: list[str]) -> None:
     check_xdist_grouped(node.config, ids)
+
+
+# On the xdist controller, before xdist's own: the serial chains handed out first (xdist_order.py).
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:
+    if config.getoption("dist", None) != "loadgroup":
+        return None
+    from tests.xdist_order import ChainsFirst
+
+    return ChainsFirst(config, log, (XDIST_WORKER_GROUPS, XDIST_INDUCTOR))
 
 
 @pytest.hookimpl(wrapper=True)

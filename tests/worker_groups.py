@@ -9,11 +9,13 @@ ranks) ever sees it. A test that kills ranks or tests a group's start keeps a gr
 
 Under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`) every module is one
 `xdist_group` (or in the one it names, `XDIST_INDUCTOR`), so its module-scoped fixtures (servers,
-kits) start once and its tests keep their order. Every module marked `worker_group` is in one
-`xdist_group` together: they run one after another on one xdist worker, as in a lone process,
-so the shared groups start and close as they do there, and no two worker groups ever compute on
-the machine's cores at once (a rank starved by another group's ranks misses its heartbeats and
-is taken for hung).
+kits) start once and its tests keep their order. Every test marked `worker_group` (a whole
+module's, by its `pytestmark`) is in one `xdist_group` together: they run one after another on
+one xdist worker, as in a lone process, so the shared groups start and close as they do there,
+and no two worker groups ever compute on the machine's cores at once (a rank starved by another
+group's ranks misses its heartbeats and is taken for hung). That chain bounds the run's wall
+time once it holds half the work: a test that starts no group stays off it (a module with one
+group test marks that test, not the module).
 """
 
 from __future__ import annotations
@@ -105,15 +107,15 @@ XDIST_INDUCTOR = "inductor"
 
 
 def group_for_xdist(items: list[pytest.Item]) -> None:
-    """Mark each item with the `xdist_group` it is scheduled in: the worker groups' one if a
-    test of its module is marked `worker_group`, else the one its module names itself (modules
-    that share a process-wide cache, such as inductor's compiled kernels), else its module's."""
-    starting = {_module_of(item) for item in items if item.get_closest_marker(MARK) is not None}
+    """Mark each item with the `xdist_group` it is scheduled in: the worker groups' one if it is
+    marked `worker_group` (by its module, or itself), else the one its module names itself
+    (modules that share a process-wide cache, such as inductor's compiled kernels), else its
+    module's. A module whose one test starts a group marks that test only: its other tests
+    (in-process renders) run on the other xdist worker, off the worker groups' serial chain."""
     for item in items:
-        module = _module_of(item)
         own = item.get_closest_marker("xdist_group")
         name = item.nodeid.split("::", 1)[0] if own is None else str(own.args[0])
-        name = XDIST_WORKER_GROUPS if module in starting else name
+        name = XDIST_WORKER_GROUPS if item.get_closest_marker(MARK) is not None else name
         item.add_marker(pytest.mark.xdist_group(name))
 
 

@@ -1,13 +1,16 @@
 """Compiled blocks on the CPU (inductor's C++ backend) on the tiny Z-Image transformer: the same
 numbers as eager within float rounding, one set of graphs for 20 sizes and prompt lengths (under
-the bound, as health says), hooked blocks run eager, every family's blocks found generically.
+the bound, as health says), hooked blocks run eager, every family's blocks found generically, and
+a compile that fails falls back to eager loudly.
 
 One compile for the module (a minute or more on a loaded CPU when inductor's cache is cold)."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -17,7 +20,7 @@ from torch import nn
 from inline_core.device.compile import CompileChoice
 from inline_core.diffusion.compile.blocks import listed_blocks, repeated_blocks
 from inline_core.diffusion.compile.progress import BOARD
-from inline_core.diffusion.compile.regional import compile_blocks
+from inline_core.diffusion.compile.regional import compile_blocks, compiled_classes
 from inline_core.families.zimage.kit import build_transformer
 from tests.worker_groups import XDIST_INDUCTOR
 
@@ -120,3 +123,61 @@ def test_off_compiles_nothing() -> None:
     model = build_transformer("tiny")
     assert compile_blocks(model, "off", CompileChoice(False, "off")) == 0
     assert all("forward" not in vars(block) for block in repeated_blocks(model))
+
+
+class _GatedBlock(nn.Module):
+    """A block of its own class, so its compile is its own (not the tiny transformer's graphs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.sigmoid(self.linear(x)) * x
+
+
+class _Gated(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(_GatedBlock() for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_a_failed_compile_runs_eager_loudly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A machine whose C++ compiler is missing: inductor's build of the kernels fails for real
+    # (its caches off, so nothing compiled before stands in for the build).
+    missing = str(tmp_path / "no-such-c++")
+    model = _Gated()
+    x = torch.randn(3, 8)
+    with torch.inference_mode():
+        expected = model(x)
+    assert compile_blocks(model, "gated", CHOICE) == 2
+    settings = {"fx_graph_cache": False, "cpp.cxx": (missing,)}
+    with (
+        cast(Any, torch)._inductor.config.patch(settings),
+        cast(Any, torch)._functorch.config.patch(enable_autograd_cache=False),
+        caplog.at_level(logging.WARNING, logger="inline_core.diffusion.compile.regional"),
+        torch.inference_mode(),
+    ):
+        got = model(x)
+        again = model(x)  # the class stays eager: no second try at the compile
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(again, expected)
+    entry = BOARD.block("_GatedBlock", CHOICE.recompile_limit)
+    assert entry.state == "failed" and entry.failure is not None
+    assert "InvalidCxxCompiler" in entry.failure and missing in entry.failure, entry.failure
+    assert entry.compiled_calls == 0 and entry.eager_calls == 4
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "compiling _GatedBlock failed, its blocks run eager" in warning.getMessage()
+    health = {e["block"]: e for e in cast(list[dict[str, Any]], BOARD.to_json()["blocks"])}
+    assert health["_GatedBlock"]["state"] == "failed"
+    assert health["_GatedBlock"]["error"] == entry.failure
+    # What a take rendered through it says (and through a class that compiled fine).
+    notes = BOARD.notes(compiled_classes(model))
+    assert notes == [{"block": "_GatedBlock", "ran": "eager", "error": entry.failure}]

@@ -45,15 +45,15 @@ def expected_rgb(x: Any, factors: Any, bias: Any) -> npt.NDArray[np.float64]:
 
 
 def test_every_format_has_a_factor_row_per_latent_channel() -> None:
-    assert set(PREVIEW_FORMATS) == {"flux", "flux2", "wan21", "wan22", "sdxl", "ltxv"}
+    assert set(PREVIEW_FORMATS) == {"flux", "flux2", "wan21", "wan22", "sdxl", "sd15", "ltxv"}
     for fmt in PREVIEW_FORMATS.values():
         assert len(fmt.rgb_factors) == fmt.channels
         assert all(len(row) == 3 for row in fmt.rgb_factors) and len(fmt.rgb_bias) == 3
     assert (FLUX.channels, WAN21.channels, WAN22.channels) == (16, 16, 48)
     assert FLUX.tiny_decoders == ("taef1_decoder",) and not FLUX.video
     assert WAN21.video and WAN22.video and WAN21.tiny_decoders[0] == "lighttaew2_1"
-    with pytest.raises(KeyError, match="no preview format 'sd15'"):
-        preview_format("sd15")
+    with pytest.raises(KeyError, match="no preview format 'sd3'"):
+        preview_format("sd3")
 
 
 def test_latent2rgb_is_the_published_linear_map() -> None:

@@ -14,7 +14,7 @@ import json
 import random
 import re
 from collections.abc import Generator, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from inline_core.runtime.file_store import FileTakeStore
 from inline_core.sampling import StepLoopSampler
 from inline_core.server.app import create_app
 from inline_core.takes import MediaRef
+from tests.families.cfg_pp_reference import cfg_pp_scheduler
 from tests.parallel.live_server import LiveServer, started_split_server
 from tests.parallel.parallel_support import wait_gone
 
@@ -119,22 +120,34 @@ def pixels(image: Image.Image) -> Pixels:
     return np.asarray(image.convert("RGB"), dtype=np.int16)
 
 
-def diffusers_render(models: Path, prompt: str, **params: Any) -> Pixels:
-    """What diffusers' own `ChromaPipeline` renders from the kit's folder with these settings."""
-    from diffusers import ChromaPipeline  # pyright: ignore[reportPrivateImportUsage]
+def diffusers_render(
+    models: Path, prompt: str, *, shift: float | None = None, sampler: str = "euler", **params: Any
+) -> Pixels:
+    """What diffusers' own `ChromaPipeline` renders from the kit's folder with these settings:
+    at a static `shift` in place of its dynamic one (its scheduler so configured), and with a
+    CFG++ `sampler`'s step written out by hand (`tests/families/cfg_pp_reference.py`)."""
+    from diffusers import (
+        ChromaPipeline,  # pyright: ignore[reportPrivateImportUsage]
+        FlowMatchEulerDiscreteScheduler,  # pyright: ignore[reportPrivateImportUsage]
+    )
 
     pipe: Any = ChromaPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
         str(models / "diffusion_models" / "chroma_tiny"), local_files_only=True
     )
     pipe.set_progress_bar_config(disable=True)
-    image = pipe(
-        prompt,
-        width=params["width"],
-        height=params["height"],
-        num_inference_steps=params["steps"],
-        guidance_scale=params["guidance"],
-        generator=torch.Generator("cpu").manual_seed(params["seed"]),
-    ).images[0]
+    if shift is not None:
+        static = {**pipe.scheduler.config, "use_dynamic_shifting": False, "shift": shift}
+        pipe.scheduler = FlowMatchEulerDiscreteScheduler.from_config(static)  # pyright: ignore
+    stepping = cfg_pp_scheduler(pipe, sampler) if sampler != "euler" else nullcontext()
+    with stepping:
+        image = pipe(
+            prompt,
+            width=params["width"],
+            height=params["height"],
+            num_inference_steps=params["steps"],
+            guidance_scale=params["guidance"],
+            generator=torch.Generator("cpu").manual_seed(params["seed"]),
+        ).images[0]
     return pixels(image)
 
 
@@ -236,14 +249,18 @@ def test_the_shared_flow_pipeline_runs_a_requests_shift_and_cfg_pp(
     families: Families, two_families: Path, tmp_path: Path, changes: dict[str, Any]
 ) -> None:
     """Chroma is built on the shared flow pipeline: it runs a request's own shift, and hands a
-    CFG++ sampler the unconditional prediction (without it the sampler raises)."""
+    CFG++ sampler the unconditional prediction (without it the sampler raises), as diffusers'
+    ChromaPipeline renders them at that static shift or with CFG++'s step written out."""
+    settings: dict[str, Any] = {"width": 64, "height": 80, "steps": 3, "guidance": 3.0, "seed": 5}
     with served(families, two_families) as (registry, catalog, _runtime):
         graph = primitive_graph("a lighthouse", cfg=3.0, seed=5, steps=3)
-        [base] = run_graph(registry, catalog, graph, "decode", tmp_path / "base")
         sample = next(n for n in graph["nodes"] if n["id"] == "sample")
         sample["params"].update(changes)
         [changed] = run_graph(registry, catalog, graph, "decode", tmp_path / "changed")
-    assert np.abs(changed - base).max() > 0
+    expected = diffusers_render(two_families, "a lighthouse", **settings, **changes)
+    assert np.abs(changed - expected).max() <= 1  # float ordering may move a level; no more
+    plain = diffusers_render(two_families, "a lighthouse", **settings)
+    assert np.abs(expected - plain).max() > 1  # the change shows in the picture
 
 
 def test_two_families_under_a_budget_for_one_evict_each_other(

@@ -47,10 +47,14 @@ class PrimitiveNotRunHere(NodeRunner):
         raise AssertionError(f"{call.node_id}: importer tests do not run primitives")
 
 
-def imported(workflow: object, catalog: Catalog, **kw: Any) -> ImportResult:
+def imported(
+    workflow: object, catalog: Catalog, *, families: Families | None = None, **kw: Any
+) -> ImportResult:
     """`import_comfy` as the server calls it: with what the installed families know of the
-    catalog's model files (e.g. a model's own flow shift)."""
-    return import_comfy(workflow, catalog, facts=Families.discovered(catalog, {}), **kw)
+    catalog's model files (e.g. a model's own flow shift). A test importing many workflows
+    passes the `families` it discovered once over `catalog`, as the server does at start-up."""
+    facts = Families.discovered(catalog, {}) if families is None else families
+    return import_comfy(workflow, catalog, facts=facts, **kw)
 
 
 class Checker:

@@ -10,7 +10,6 @@ from comfy_harness import Checker, imported
 from comfy_workflows import with_model_sampling, zimage_api
 
 from inline_core.errors import InvalidRequest
-from inline_core.importer.custom_sampling import flow_range, flux_range
 from inline_core.models.catalog import Catalog
 
 Json = dict[str, Any]
@@ -109,8 +108,9 @@ def test_schedulers_with_the_librarys_shapes_map(catalog: Catalog, checker: Chec
         "inputs": {"model": ["11", 0], "steps": 7, "alpha": 0.6, "beta": 0.6},
     }
     assert sample_params(advanced(beta), catalog, checker)["scheduler"] == "beta"
-    # Karras over the model's own range: the template's AuraFlow shift of 3.
-    sigma_max, sigma_min = flow_range(3.0)
+    # Karras over the model's own range: the template's AuraFlow shift of 3, its first of 1000
+    # timesteps t = 0.001 shifted to 3 t / (1 + 2 t).
+    sigma_max, sigma_min = 1.0, 0.0029940119760479044
     karras = {
         "class_type": "KarrasScheduler",
         "inputs": {"steps": 4, "sigma_max": sigma_max, "sigma_min": sigma_min, "rho": 7.0},
@@ -119,19 +119,31 @@ def test_schedulers_with_the_librarys_shapes_map(catalog: Catalog, checker: Chec
     assert (params["scheduler"], params["steps"]) == ("karras", 4)
 
 
+def karras_under_flux(sigma_min: float) -> Json:
+    """Karras sigmas from 1 to `sigma_min` under ModelSamplingFlux at mu 1.15 (1024x1024 is
+    4096 tokens: the line's `max_shift` end)."""
+    karras = {
+        "class_type": "KarrasScheduler",
+        "inputs": {"steps": 5, "sigma_max": 1.0, "sigma_min": sigma_min, "rho": 7.0},
+    }
+    flux = {"max_shift": 1.15, "base_shift": 0.5, "width": 1024, "height": 1024}
+    return with_model_sampling(advanced(karras), "ModelSamplingFlux", **flux)
+
+
 def test_karras_over_a_flux_shifts_range_maps_with_its_mu(
     catalog: Catalog, checker: Checker
 ) -> None:
-    sigma_max, sigma_min = flux_range(1.15)  # ModelSamplingFlux's table at mu 1.15: 10000 long
-    karras = {
-        "class_type": "KarrasScheduler",
-        "inputs": {"steps": 5, "sigma_max": sigma_max, "sigma_min": sigma_min, "rho": 7.0},
-    }
-    flux = {"max_shift": 1.15, "base_shift": 0.5, "width": 1024, "height": 1024}  # mu 1.15
-    workflow = with_model_sampling(advanced(karras), "ModelSamplingFlux", **flux)
-    params = sample_params(workflow, catalog, checker)
+    # ModelSamplingFlux's table at mu 1.15 is 10000 long: its first timestep t = 1e-4 is at
+    # e^1.15 / (e^1.15 + 1 / t - 1) = 3.1581929 / 10002.1581929.
+    params = sample_params(karras_under_flux(0.0003157511457805717), catalog, checker)
     assert (params["scheduler"], params["steps"]) == ("karras", 5)
     assert params["mu"] == pytest.approx(1.15) and "shift" not in params
+
+
+def test_karras_over_another_mus_range_is_refused(catalog: Catalog) -> None:
+    # The range at mu 0.5 (e^0.5 / (e^0.5 + 9999)): not the workflow's model's.
+    with pytest.raises(InvalidRequest, match="closest offered is 'karras' over the model's own"):
+        imported(karras_under_flux(0.0001648614321582369), catalog)
 
 
 @pytest.mark.parametrize(

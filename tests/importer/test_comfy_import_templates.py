@@ -1,25 +1,33 @@
 """Every official ComfyUI template: mapped onto a family this server runs (Z-Image's onto the
 low-level nodes, Wan's template chains onto `alibaba/wan`, Qwen-Image's onto
-`alibaba/qwen-image`, FLUX.2 klein's onto `bfl/flux-2`), or refused naming the family it is
-for, the node it cannot run, or that it makes no image (audio, 3D, text). None imports into
-another family. (`tests/families/zimage/`, `tests/families/wan/`,
-`tests/families/flux2/test_flux2_import.py` and `tests/server/test_qwen_image_import.py` render
-the ones mapped, with the tiny models.)"""
+`alibaba/qwen-image`, FLUX.2 klein's and dev's onto `bfl/flux-2`), or refused naming the
+family it is for, the node it cannot run, or that it makes no image (audio, 3D, text). None
+imports into another family. (`tests/families/zimage/`, `tests/families/wan/`,
+`tests/families/flux2/test_flux2_import.py`, `test_flux2_dev_import.py` and
+`tests/server/test_qwen_image_import.py` render the ones mapped, with the tiny models.)"""
 
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from comfy_harness import imported
 from comfy_templates import Outcome, outcome_of, templates
 
+from inline_core.contract.registry import Families
 from inline_core.models.catalog import Catalog
 
 
-def test_every_template_is_mapped_or_refused_naming_why(catalog: Catalog) -> None:
+def test_every_template_is_mapped_or_refused_naming_why(models_root: Path) -> None:
+    # As the server has them: the families discovered once at start-up, over a catalog that
+    # rescans its folder once a second (not at every look-up; nothing changes it here).
+    catalog = Catalog(models_root)
+    served = Families.discovered(catalog, {})
     outcomes: dict[str, Outcome] = {}
     for name, workflow in templates():
-        outcomes[name] = outcome_of(lambda workflow=workflow: imported(workflow, catalog))
+        outcomes[name] = outcome_of(
+            lambda workflow=workflow: imported(workflow, catalog, families=served)
+        )
     kinds = Counter(o.kind for o in outcomes.values())
     families = Counter(o.family for o in outcomes.values() if o.kind == "other family")
     print("\ntemplates:", dict(kinds), "\nrefused for:", dict(families.most_common()))
@@ -31,6 +39,7 @@ def test_every_template_is_mapped_or_refused_naming_why(catalog: Catalog) -> Non
     qwen = ("image_qwen_image", "image_qwen_Image_2512", "image_qwen_image_edit_2509")
     assert {f"{name}.json" for name in (*qwen, "image_qwen_image_edit_2511")} <= mapped
     assert {"image_flux2_klein_text_to_image.json", "image_flux2_text_to_image_9b.json"} <= mapped
+    assert {"image_flux2_text_to_image.json", "image_flux2.json", "image_flux2_fp8.json"} <= mapped
     for name in mapped:
         outcome = outcomes[name]
         assert outcome.result is not None, name
@@ -43,9 +52,10 @@ def test_every_template_is_mapped_or_refused_naming_why(catalog: Catalog) -> Non
             (node,) = [n for n in outcome.result.graph.nodes if n.type == "alibaba/qwen-image"]
             assert "qwen_image" in str(node.params.get("model")), (name, node.params)
             continue
-        if outcome.family == "flux-2":  # one bfl/flux-2 node, on the workflow's klein file
+        if outcome.family == "flux-2":  # one bfl/flux-2 node, on the workflow's FLUX.2 file
             (node,) = [n for n in outcome.result.graph.nodes if n.type == "bfl/flux-2"]
-            assert "klein" in str(node.params.get("model")), (name, node.params)
+            model = str(node.params.get("model"))
+            assert "klein" in model or "flux2_dev" in model, (name, node.params)
             continue
         if outcome.family == "sdxl":  # one stability/sdxl node, on the workflow's checkpoint
             (node,) = [n for n in outcome.result.graph.nodes if n.type == "stability/sdxl"]

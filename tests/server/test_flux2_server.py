@@ -108,9 +108,10 @@ def test_a_shift_and_a_mu_together_are_refused_at_submit(kit: Flux2Kit, tmp_path
         assert error["nodeId"] == "f" and "two shifts of one schedule" in error["message"]
 
 
-def test_a_dev_file_is_refused_not_rendered_as_klein(kit: Flux2Kit, tmp_path: Path) -> None:
+def test_a_dev_file_is_not_rendered_as_klein(kit: Flux2Kit, tmp_path: Path) -> None:
     """A FLUX.2 file with a guidance embedder is dev: diffusers' single-file loader calls every
-    FLUX.2 file dev, ours tells them apart, and dev (its Mistral encoder not served) is refused."""
+    FLUX.2 file dev, ours tells them apart, and dev is not read by klein's Qwen3 beside it: its
+    Mistral is missing, named with where it goes."""
     from inline_core.diffusion.libs import load_safetensors, save_safetensors
 
     assert kit.diffusion_file is not None
@@ -126,7 +127,10 @@ def test_a_dev_file_is_refused_not_rendered_as_klein(kit: Flux2Kit, tmp_path: Pa
             models_dir=kit.root, data_dir=tmp_path / "data", profile="cpu", dtype="float32"
         )
         with TestClient(create_app(config)) as client:
-            error = refused(client, graph(NODE_TYPE, "f", model=dev.name), "f")
-            assert "dev" in error["message"] and "Mistral" in error["message"]
+            body = graph(NODE_TYPE, "f", model=dev.name)
+            error = refused(client, body, "f")
+            assert error["code"] == "model_missing", error
+            assert "mistral_3_small_flux2_bf16.safetensors" in error["message"]
+            assert "text_encoders" in error["message"]
     finally:
         dev.unlink()

@@ -31,6 +31,7 @@ from typing import Any, cast
 from inline_core.contract.sources import Missing, Resolution, Sources
 from inline_core.diffusion.files.checkpoint import (
     checkpoint_views,
+    holds_prefix,
     key_outline,
     model_keys,
     view_of,
@@ -82,6 +83,9 @@ class PartRule:
     # The names of the checkpoint views that hold it where a checkpoint holds several of its
     # kind (SDXL's two text encoders: `conditioner.embedders.0.` and `.1.`); empty: the first.
     checkpoint_views: tuple[str, ...] = ()
+    # Its key prefix in a family's own all-in-one file (LTX-2's `audio_vae.`, `vocoder.`), where
+    # no generic view names it: a checkpoint model's file holding keys under it holds the part.
+    checkpoint_prefix: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,9 @@ class TokenizerRule:
     # the tokenizer's files in it, or in its `tokenizer/` subfolder (a diffusers repo's, as a
     # download target with a folder lands it).
     folder: re.Pattern[str] | None = None
+    # Whether a single-file encoder carries its tokenizer (ComfyUI's Mistral): the file is then
+    # the tokenizer's source, and the family's builder reads it from there.
+    inside: Callable[[Path], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -352,7 +359,10 @@ class StackResolver:
             return found
         if pipeline_root is not None and (pipeline_root / rule.subfolder).is_dir():
             return Source(pipeline_root, rule.subfolder)
-        if transformer is not None and transformer.view is not None:
+        if transformer is not None and transformer.view is not None and rule.checkpoint_prefix:
+            if holds_prefix(transformer.path, rule.checkpoint_prefix):
+                return Source(transformer.path, view=rule.checkpoint_prefix)
+        elif transformer is not None and transformer.view is not None:
             kind = CHECKPOINT_PARTS.get(rule.category)
             views = checkpoint_views(transformer.path) or ()
             view = view_of(views, kind or "", rule.checkpoint_views)
@@ -401,6 +411,9 @@ class StackResolver:
         elif encoder.path.is_dir() and has_tokenizer(encoder.path):
             return Source(encoder.path)
         rule = self.rules.tokenizer
+        if rule is not None and rule.inside is not None and encoder.is_file:
+            if rule.inside(encoder.path):
+                return Source(encoder.path)
         if rule is not None and rule.folder is not None:
             found = self._tokenizer_folder(rule.folder, self.part_rule(rule.part).category)
             if found is not None:

@@ -11,7 +11,9 @@ does the compiling and shows its progress in health.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from inline_core.device.hardware import HardwareDescription
 
@@ -62,6 +64,12 @@ class CompileChoice:
             "dynamic": self.dynamic,
             "recompileLimit": self.recompile_limit,
         }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, object]) -> CompileChoice:
+        """The choice `to_json` wrote (a worker group's ranks get the server's this way)."""
+        limit = cast(int, raw.get("recompileLimit", RECOMPILE_LIMIT))
+        return cls(bool(raw["enabled"]), str(raw["reason"]), bool(raw.get("dynamic", True)), limit)
 
 
 def compile_choice(

@@ -133,7 +133,9 @@ def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn
             getattr(library, fmt.class_name).from_pretrained(
                 None,
                 config=model_config,
-                state_dict=state,
+                state_dict={
+                    k: _stand_in(v, compute) if k in stored else v for k, v in state.items()
+                },
                 dtype=compute if stored else load_dtype(placement),
             ),
         )
@@ -180,6 +182,13 @@ def _stored_only(
         for k, v in state.items()
         if v.dtype in FP8 and not fmt.computes_at_load(k.rpartition(".")[0])
     }
+
+
+def _stand_in(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A tensor of `tensor`'s shape in `dtype` that holds no memory (one element, expanded): the
+    loader keeps it as the parameter, where a cast of the fp8 tensor would be a copy (a real
+    Qwen2.5-VL-7B's: 15 GiB at once), until `_assign_stored` puts the fp8 one in its place."""
+    return torch.zeros((), dtype=dtype, device=tensor.device).expand(tensor.shape)
 
 
 def _assign_stored(model: nn.Module, stored: Mapping[str, torch.Tensor]) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Literal, cast
 
 from inline_core.contract.family import Family, Stack
 from inline_core.contract.sources import Sources
+from inline_core.device.compile import CompileChoice
 from inline_core.device.split import ParallelSpec
 from inline_core.errors import Unavailable
 from inline_core.models.source import Source
@@ -33,16 +34,24 @@ Output = Literal["output", "latents"]
 
 
 def rank_spec(
-    family: Family, stack: Stack, sources: Sources, dtypes: Mapping[str, str]
+    family: Family,
+    stack: Stack,
+    sources: Sources,
+    dtypes: Mapping[str, str],
+    compiled: Mapping[str, CompileChoice] | None = None,
 ) -> PipelineSpec:
     """How every rank rebuilds `stack` of `family` from `sources`, each role in its dtype (the
-    device is the rank's own)."""
+    device is the rank's own), the blocks of the roles `compiled` turns on compiled as in
+    process."""
     args: dict[str, Json] = {
         "family": family.name,
         "stack": stack,
         "sources": _json(sources.to_json()),
         "dtypes": dict(dtypes),
     }
+    chosen = {role: choice for role, choice in (compiled or {}).items() if choice.enabled}
+    if chosen:  # absent where nothing compiles: the spec (and the group's key) as before
+        args["compile"] = _json({role: choice.to_json() for role, choice in chosen.items()})
     return PipelineSpec(LOADER, args)
 
 
@@ -96,13 +105,23 @@ class ModelGroup:
         return cls(split, ParallelSampler.for_split(split, cuda=cuda))
 
     def pipeline_for(
-        self, family: Family, sources: Sources, dtypes: Mapping[str, str]
+        self,
+        family: Family,
+        sources: Sources,
+        dtypes: Mapping[str, str],
+        compiled: Mapping[str, CompileChoice] | None = None,
     ) -> GroupPipeline:
-        """A node's whole stack in the ranks."""
-        return GroupPipeline(family, rank_spec(family, "node", sources, dtypes), "node", sources)
+        """A node's whole stack in the ranks (the roles `compiled` turns on, compiled)."""
+        spec = rank_spec(family, "node", sources, dtypes, compiled)
+        return GroupPipeline(family, spec, "node", sources)
 
     def denoiser_for(
-        self, family: Family, transformer: Source, scheduler: Source | None, dtype: str
+        self,
+        family: Family,
+        transformer: Source,
+        scheduler: Source | None,
+        dtype: str,
+        compiled: CompileChoice | None = None,
     ) -> GroupPipeline:
         """The `sample` primitive's handle: the stack the group holds when it samples with this
         transformer already (a node's: no restart), else the transformer alone."""
@@ -111,7 +130,8 @@ class ModelGroup:
             sources = Sources.of(
                 family.name, "", {"transformer": transformer, "scheduler": scheduler}
             )
-            spec = rank_spec(family, "denoiser", sources, {"denoiser": dtype})
+            chosen = None if compiled is None else {"denoiser": compiled}
+            spec = rank_spec(family, "denoiser", sources, {"denoiser": dtype}, chosen)
         held = Sources.from_json(_args(spec).get("sources") or {})
         return GroupPipeline(family, spec, "denoiser", held, output="latents")
 

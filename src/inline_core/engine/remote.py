@@ -3,18 +3,22 @@
 The server names the stack as plain values (`engine/group.py` `rank_spec`: the family, which stack,
 its files, each role's dtype); every rank finds the family through the same entry points and builds
 the stack with the family's own builder, through the same loaders as the in-process path, on its
-own device, without residency (a rank holds one stack).
+own device, without residency (a rank holds one stack). Where the server compiles (the spec's
+`compile`: its choice per role), the rank compiles the same blocks; each rank's result says how
+they ran (`step_runner`), a failed compile eager and why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
-from inline_core.contract.builder import FamilyBuilder, Parts
+from inline_core.contract.builder import DENOISER, VAE, FamilyBuilder, Parts, placed_as
 from inline_core.contract.discovery import family_named, load_builder
 from inline_core.contract.sources import Sources
 from inline_core.device import Placement
+from inline_core.device.compile import CompileChoice
+from inline_core.diffusion.compile.regional import compile_decoders, compile_denoisers
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.engine.assemble import assemble
 from inline_core.parallel.protocol import Json
@@ -28,8 +32,10 @@ def load_for_rank(
     stack: str,
     sources: Mapping[str, Json],
     dtypes: Mapping[str, Json],
+    compile: Mapping[str, Json] | None = None,
 ) -> Any:
-    """The rank's resident pipeline (the `PipelineSpec` loader): `stack` on `device`."""
+    """The rank's resident pipeline (the `PipelineSpec` loader): `stack` on `device`, the blocks
+    of the roles `compile` names compiled by its choice."""
     found = family_named(family)
     builder: FamilyBuilder = load_builder(found)
     files = Sources.from_json(sources)
@@ -40,9 +46,23 @@ def load_for_rank(
         if role is not None and role not in placements:
             continue  # a part this stack does not place (the denoiser alone has no VAE)
         values[part] = builder.load(part, source, None if role is None else placements[role])
-    spec = PipelineSpec(
-        "inline_core.engine.remote:load_for_rank",
-        {"family": family, "stack": stack, "sources": dict(sources), "dtypes": dict(dtypes)},
-    )
+    args: dict[str, Json] = {
+        "family": family,
+        "stack": stack,
+        "sources": dict(sources),
+        "dtypes": dict(dtypes),
+    }
+    if compile:
+        args["compile"] = dict(compile)
+    spec = PipelineSpec("inline_core.engine.remote:load_for_rank", args)
     parts = Parts(values, placements, OffloadSwap(), model_key=spec.key, remote=spec)
-    return assemble(builder, parts, "denoiser" if stack == "denoiser" else "node")
+    made = assemble(builder, parts, "denoiser" if stack == "denoiser" else "node")
+    choices = {
+        role: CompileChoice.from_json(cast(Mapping[str, object], raw))
+        for role, raw in (compile or {}).items()
+    }
+    if DENOISER in choices:
+        compile_denoisers(placed_as(DENOISER, builder.roles, parts), choices[DENOISER], family)
+    if VAE in choices:
+        compile_decoders(placed_as(VAE, builder.roles, parts), choices[VAE], family)
+    return made

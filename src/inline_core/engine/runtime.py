@@ -109,6 +109,14 @@ class ModelRuntime:
             keep_cache_in(self.config.data_dir)
         return choice
 
+    def compile_notes(self, pipeline: object) -> list[dict[str, object]]:
+        """What a render through `pipeline` (one the stacks assembled) says of its compiled
+        blocks: each class compiled, or eager after its compile failed and why; none where
+        nothing of it runs compiled."""
+        with self._lock:
+            stacks = self._stacks
+        return [] if stacks is None else BOARD.notes(stacks.compiled_classes(pipeline))
+
     def step_cache_for(
         self, family: Family, choice: StepCacheChoice, steps: int
     ) -> StepCacheSettings | None:

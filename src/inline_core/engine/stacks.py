@@ -82,6 +82,8 @@ class Stacks:
         self._builders: dict[str, FamilyBuilder] = {}
         # (what, part keys) -> (the parts it holds, the object)
         self._memo: dict[tuple[Hashable, ...], tuple[tuple[object, ...], object]] = {}
+        # (what, part keys) -> the block classes of its parts that run compiled
+        self._compiled: dict[tuple[Hashable, ...], tuple[str, ...]] = {}
         # render (a run id) -> the resident keys it has used
         self._renders: OrderedDict[Hashable, set[Hashable]] = OrderedDict()
         self._storage = KeptWeights(lambda: runtime.residency.budget_bytes)
@@ -171,7 +173,8 @@ class Stacks:
         """A node's whole stack."""
         builder = self.builder(family)
         dtypes = {role: p.dtype for role, p in self._placements(family, builder).items()}
-        remote = rank_spec(family, "node", sources, dtypes)
+        compiled = {role: self.runtime.compile_choice(family, role) for role in (DENOISER, VAE)}
+        remote = rank_spec(family, "node", sources, dtypes, compiled)  # as the ranks would build it
         return self._assemble(
             "node",
             family,
@@ -254,12 +257,22 @@ class Stacks:
         made = make(parts)
         denoisers = placed_as(DENOISER, builder.roles, parts)
         watch_denoisers(denoisers.values())  # a cancel stops a forward between its blocks
-        compile_denoisers(denoisers, self.runtime.compile_choice(family), family.title)
+        compiled = compile_denoisers(denoisers, self.runtime.compile_choice(family), family.title)
         vaes = placed_as(VAE, builder.roles, parts)
-        compile_decoders(vaes, self.runtime.compile_choice(family, VAE), family.title)
+        compiled += compile_decoders(vaes, self.runtime.compile_choice(family, VAE), family.title)
         with self._lock:
             self._memo[memo_key] = (values, made)
+            self._compiled[memo_key] = compiled
         return made
+
+    def compiled_classes(self, made: object) -> tuple[str, ...]:
+        """The block classes that run compiled in an object these stacks assembled (none for
+        one they did not)."""
+        with self._lock:
+            for key, (_values, known) in self._memo.items():
+                if known is made:
+                    return self._compiled.get(key, ())
+        return ()
 
     def _adapter_cache(self, keep: frozenset[Hashable]) -> Callable[..., Any]:
         """Adapter weights load into the one residency cache, never evicting the parts of the
@@ -278,6 +291,7 @@ class Stacks:
             part_keys = memo_key[2:]
             if any(residency.peek(k) is not v for k, v in zip(part_keys, values, strict=True)):
                 del self._memo[memo_key]
+                self._compiled.pop(memo_key, None)
 
 
 def shared_owner(builder: FamilyBuilder, part: str) -> str | None:

@@ -67,7 +67,8 @@ def node_target(
     def in_group(group: ModelGroup) -> GroupPipeline:
         roles = ("text_encoder", "denoiser", "vae")
         dtypes = {role: runtime.placement(family, role).dtype for role in roles}
-        return group.pipeline_for(family, sources, dtypes)
+        compiled = {role: runtime.compile_choice(family, role) for role in ("denoiser", "vae")}
+        return group.pipeline_for(family, sources, dtypes, compiled)
 
     return _target(
         runtime,
@@ -91,7 +92,8 @@ def denoiser_target(
 
     def in_group(group: ModelGroup) -> GroupPipeline:
         dtype = runtime.placement(family, "denoiser").dtype
-        return group.denoiser_for(family, transformer, scheduler, dtype)
+        compiled = runtime.compile_choice(family)
+        return group.denoiser_for(family, transformer, scheduler, dtype, compiled)
 
     return _target(
         runtime,

@@ -42,11 +42,12 @@ def _file_identities(
         name = params.get(spec.name)
         if spec.options_from is None or not isinstance(name, str):
             continue
+        category = spec.category_for(name, catalog.options) or spec.options_from
         try:
-            out[spec.name] = catalog.identity(spec.options_from, name)
+            out[spec.name] = catalog.identity(category, name)
         except NotFound as exc:
             raise ModelMissing(
-                f"model {name!r} is no longer in {spec.options_from}/: {exc.message}"
+                f"model {name!r} is no longer in {category}/: {exc.message}"
             ) from exc
     return out
 

@@ -6,6 +6,7 @@ to check a graph before it runs. The behaviour half (`NodeRunner`) is registered
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -46,6 +47,18 @@ class ParamSpec:
     # A picker left empty lets the node find its part where it can (a VAE inside its model's
     # diffusers folder): a run then needs nothing of that category to be claimed.
     empty_found_anywhere: bool = False
+    # More catalog categories whose names the picker takes (LTX-2's model: ComfyUI's all-in-one
+    # files in checkpoints/ beside the folders in diffusion_models/).
+    also_from: tuple[str, ...] = ()
+
+    def categories(self) -> tuple[str, ...]:
+        """The catalog categories a picker takes names from, its own first."""
+        return () if self.options_from is None else (self.options_from, *self.also_from)
+
+    def category_for(self, name: str, options: Callable[[str], Sequence[str]]) -> str | None:
+        """The first of the picker's categories that lists `name` (None: a plain select)."""
+        found = next((c for c in self.categories() if name in options(c)), None)
+        return found or self.options_from
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -121,7 +121,8 @@ def _select(
         raise _fail(node_id, spec, f"is {len(value)} characters; the limit is {MAX_SELECT_LENGTH}")
     if spec.options_from is not None:
         # Only a name the catalog lists is accepted: never a path of the client's choosing.
-        listed = catalog.options(spec.options_from)
+        listed = [n for category in spec.categories() for n in catalog.options(category)]
+        folders = " or ".join(f"{c}/" for c in spec.categories())
         if value not in listed:
             if _is_path(value):  # not a name a folder could list: a malformed graph
                 raise _fail(
@@ -131,15 +132,12 @@ def _select(
                     "is named as the catalog lists it, never by a path",
                 )
             if not listed:
-                problem = f"names {_quote(value)}, but there are no models in {spec.options_from}/"
+                problem = f"names {_quote(value)}, but there are no models in {folders}"
             else:  # every file, the node's own first: the right one may sort last
                 ordered = picker_order(node_type, spec.options_from) or []
                 ordered += [name for name in listed if name not in ordered]
                 shown = ", ".join(repr(v) for v in ordered)
-                problem = (
-                    f"names {_quote(value)}, which is not in {spec.options_from}/; "
-                    f"choose one of {shown}"
-                )
+                problem = f"names {_quote(value)}, which is not in {folders}; choose one of {shown}"
             raise ModelNotListed(f"param {spec.name!r} {problem}", node_id=node_id)
     elif spec.options and value not in spec.options:
         raise _fail(node_id, spec, f"is {_quote(value)}; choose one of {_allowed(spec.options)}")

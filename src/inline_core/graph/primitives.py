@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.registry import Registry
-from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, SAMPLERS, SCHEDULES
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
 # Samplers and schedules under ComfyUI's names: the sigma library's (`euler` + `simple` is a
 # flow model's own render); its CFG++ ones where the model's family runs them.
-FLOW_SAMPLERS = SAMPLERS + CFG_PP_SAMPLERS
+FLOW_SAMPLERS = GUIDED_SAMPLERS
 FLOW_SCHEDULES = SCHEDULES
 
 

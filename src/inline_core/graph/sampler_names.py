@@ -59,6 +59,8 @@ def cfg_pp_unguided(sampler: str) -> str:
 
 UNIPC_SAMPLERS: tuple[str, ...] = ("uni_pc", "uni_pc_bh2")
 SAMPLERS: tuple[str, ...] = SIGMA_SAMPLERS
+# What a node whose family runs CFG and hands on its unconditional prediction offers.
+GUIDED_SAMPLERS: tuple[str, ...] = SAMPLERS + CFG_PP_SAMPLERS
 
 SCHEDULES: tuple[str, ...] = (
     "simple",

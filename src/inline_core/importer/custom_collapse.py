@@ -85,7 +85,8 @@ class CustomCollapse(Collapse):
         the node does not offer is refused, naming the closest)."""
         m, first, where = self.mapper, found.first, describe(sampler)
         wanted = m.text(first, "sampler_name", "euler")
-        found.extra["sampler"] = exact_name("sampler", wanted, SAMPLERS, where)
+        offered = self.recipe.samplers or SAMPLERS  # the node's own (CFG++ where it runs it)
+        found.extra["sampler"] = exact_name("sampler", wanted, offered, where)
         schedule = m.text(first, "scheduler", "simple")
         found.extra["schedule"] = exact_name("scheduler", schedule, SCHEDULES, where)
         return found

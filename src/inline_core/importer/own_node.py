@@ -52,6 +52,10 @@ class Collapse:
     as the family's `recipe` says."""
 
     SAMPLERS: ClassVar[tuple[str, ...]] = ("KSampler",)  # the sampler classes it reads
+    # The classes that load the model: (the widget naming its file, the file's category).
+    MODEL_LOADERS: ClassVar[dict[str, tuple[str, str]]] = {
+        "UNETLoader": ("unet_name", "diffusion_models")
+    }
 
     def __init__(
         self, mapper: Mapper, family: str, descriptor: NodeDescriptor, refusal: str, recipe: OwnNode
@@ -282,7 +286,7 @@ class Collapse:
                     if param not in values and self.mapper.literal(node, widget) is not None:
                         values[param] = self.mapper.number(node, widget, 0.0)
             node = self.required(node, "model")
-        self.expect(node, "UNETLoader")
+        self.expect(node, *self.MODEL_LOADERS)
         return values, adapters[::-1], node
 
     def model(self, sampling: Sampling, node_id: str) -> dict[str, Any]:
@@ -295,9 +299,8 @@ class Collapse:
         """The UNETLoader's file: not here, the graph names it still and is refused at submit
         (`model_missing`) until the import's models map it; the node never picks one itself."""
         m = self.mapper
-        return m.model_file(
-            node_id, "diffusion_models", m.text(loader, "unet_name"), describe(loader)
-        )
+        widget, category = self.MODEL_LOADERS[loader.class_type]
+        return m.model_file(node_id, category, m.text(loader, widget), describe(loader))
 
     def lora(self, node: ComfyNode, expert: str | None = None) -> Port:
         """One LoRA loader of the model's way as an `input/lora` node (`expert`: the stage's

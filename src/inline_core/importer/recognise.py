@@ -229,7 +229,9 @@ def _read_model(
         evidence.modelled.add(owner)
         if wanted in renamed:
             evidence.mapped.append(shown)
-            if known is not None:  # said plainly: the picture is not the workflow's
+            owner_title = dict(served).get(owner, "").casefold()
+            if known is not None and known.title.casefold() != owner_title:
+                # said plainly: the picture is not the workflow's
                 evidence.foreign.setdefault(known.title, []).append(shown)
         return
     if known is not None:
@@ -280,7 +282,7 @@ def _read_text_encoder(
 
 def _runs_here(titles: Mapping[str, str]) -> str:
     """Every family this server runs (its own nodes, or the low-level vocabulary too)."""
-    return ", ".join(titles.values()) if titles else "none (no model family is installed)"
+    return ", ".join(sorted(titles.values())) if titles else "none (no model family is installed)"
 
 
 def _foreign_message(
@@ -298,6 +300,7 @@ def _foreign_message(
             f"here does not take); this server runs {served}: import ComfyUI's local {served} "
             f"templates (a model loader, KSampler, VAEDecode), or build the graph with "
             f"{served}'s node (see /v1/models). The model families it runs: {_runs_here(titles)}"
+            + _mapping_hint(catalog, facts)  # a model file not here: map it onto one that is
         )
     return (
         f"this workflow is built for {title} ({_shown(where)}), which this server cannot run; "

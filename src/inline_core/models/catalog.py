@@ -31,6 +31,7 @@ CATEGORIES = (
     "clip_vision",
     "upscale_models",
     "embeddings",
+    "latent_upscale_models",  # LTX-2's spatial latent upsamplers (ComfyUI's folder)
 )
 WEIGHT_SUFFIXES = frozenset({".safetensors", ".sft", ".ckpt", ".pt", ".pth", ".bin", ".gguf"})
 FOLDER_MARKERS = ("model_index.json", "config.json")

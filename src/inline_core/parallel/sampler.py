@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any, Protocol, cast
 
 from inline_core.device.split import ParallelSpec
+from inline_core.diffusion.compile.progress import merge_rank_notes
 from inline_core.errors import InvalidRequest, Unavailable
 from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.group import WorkerGroup
@@ -51,6 +52,29 @@ class SampleJobLike(Protocol):
 
     @property
     def preview(self) -> Any: ...  # a `sampling.job.PreviewSink`, or None
+
+    @property
+    def compiled(self) -> list[dict[str, object]]: ...  # filled: how the ranks' blocks ran
+
+
+def ranks_compiled(meta: Mapping[int, Mapping[str, Json]]) -> list[dict[str, object]]:
+    """How the ranks' compiled blocks ran (each rank's `compile`, merged), with a warning for
+    each block class a rank could not compile (it ran eager there)."""
+    by_rank = {
+        rank: cast(list[Mapping[str, object]], notes)
+        for rank, rank_meta in meta.items()
+        if isinstance(notes := rank_meta.get("compile"), list)
+    }
+    merged = merge_rank_notes(by_rank)
+    for note in merged:
+        if note["ran"] != "compiled":
+            log.warning(
+                "worker group: rank(s) %s could not compile %s and ran it eager: %s",
+                note.get("failedRanks"),
+                note["block"],
+                note.get("error"),
+            )
+    return merged
 
 
 def _show_on(preview: Any) -> Callable[[PreviewFrame], None]:
@@ -127,6 +151,7 @@ class ParallelSampler:
         counts = reply.meta[0].get("stepCache")
         if isinstance(counts, dict) and hasattr(job.state, "cache"):
             job.state.cache = ReportedCounts(cast(dict[str, int], counts))
+        job.compiled[:] = ranks_compiled(reply.meta)
         log.info("worker group job done (%s): %s", self.config.ranks.split, summarize(reply.meta))
         return decode_output(reply.meta[0].get("output"), reply.arrays)
 

@@ -33,6 +33,8 @@ from inline_core.components.step import (
     supports_preview,
 )
 from inline_core.config import Config
+from inline_core.diffusion.compile.progress import BOARD
+from inline_core.diffusion.compile.regional import compiled_classes
 from inline_core.errors import Cancelled, InlineError
 from inline_core.parallel.collective import STOP, TICK, Admit, Command, Forward
 from inline_core.parallel.engines import SplitEngine, apply_split, resolve_module
@@ -119,6 +121,9 @@ class Meter:
             meta["attentionTokens"] = cast(list[Json], self.tokens.pop(job_id, []))
             meta["lastAttentionTokens"] = cast(list[Json], self.last_tokens.pop(job_id, []))
             meta["forwards"] = self.forwards.pop(job_id, 0)
+        compiled = BOARD.all_notes()
+        if compiled:  # how this rank's compiled blocks ran: compiled, or eager after a failure
+            meta["compile"] = cast(list[Json], compiled)
         return meta
 
     def forget(self, job_id: int) -> None:
@@ -447,5 +452,7 @@ def load_step_runner(context: WorkerContext, args: Mapping[str, Json]) -> StepLo
     engine = apply_split(pipeline, context)
     dit_paths = cast(list[str], getattr(pipeline, "_dit_modules", []))
     dits = [resolve_module(pipeline, path) for path in dit_paths]
-    probe = AttentionProbe(*dits) if dits else None
+    # The probe's hooks inside the blocks would run compiled blocks eager: none where they compile.
+    compiled = any(compiled_classes(dit) for dit in dits)
+    probe = AttentionProbe(*dits) if dits and not compiled else None
     return StepLoopRunner(pipeline, context, engine, probe, loader)

@@ -84,6 +84,9 @@ class SampleJob:
     # Step previews (None: off, and the loop does nothing for them). Taken only from a pipeline
     # that supports them (`components.step.SupportsPreview`).
     preview: PreviewSink | None = None
+    # How a worker group's compiled blocks ran, per block class (its sampler fills it: the
+    # ranks' `compile` notes, merged); in process, the stacks say it (`ModelRuntime.compile_notes`).
+    compiled: list[dict[str, object]] = field(default_factory=list[dict[str, object]])
 
     @property
     def step_pipeline(self) -> StepPipeline:

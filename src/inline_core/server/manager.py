@@ -302,7 +302,7 @@ class RunManager:
             client_run_id=client_run_id,
             node_ids=validated.order,
             created_at=time.time(),
-            needs=run_needs(validated, self.registry),
+            needs=run_needs(validated, self.registry, self.catalog),
             options=run_options,
         )
         if not self._capabilities.issuperset(new.needs):

@@ -16,8 +16,11 @@ from inline_core.graph.validate import ValidatedGraph
 from inline_core.models.catalog import CATEGORIES
 
 
-def run_needs(validated: ValidatedGraph, registry: Registry) -> tuple[str, ...]:
-    """The needs of the target's closure (the nodes that will run), sorted."""
+def run_needs(
+    validated: ValidatedGraph, registry: Registry, catalog: CatalogView | None = None
+) -> tuple[str, ...]:
+    """The needs of the target's closure (the nodes that will run), sorted; a picker of
+    several categories needs the one `catalog` lists its name in."""
     needs: set[str] = set()
     by_id = validated.graph.by_id
     for node_id in validated.order:
@@ -31,7 +34,8 @@ def run_needs(validated: ValidatedGraph, registry: Registry) -> tuple[str, ...]:
                 continue
             name = node.params.get(spec.name)
             if isinstance(name, str) and name:
-                needs.add(f"model:{spec.options_from}/{name}")
+                found = None if catalog is None else spec.category_for(name, catalog.options)
+                needs.add(f"model:{found or spec.options_from}/{name}")
             elif not (spec.empty_picks_none or spec.empty_found_anywhere):
                 needs.add(f"models:{spec.options_from}")
     return tuple(sorted(needs))

@@ -12,6 +12,7 @@ import numpy as np
 from flux2_harness import make_rig, picture, pixels
 
 from inline_core.families.flux2.kit import Flux2Kit
+from inline_core.families.flux2.kit_dev import Flux2DevKit
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.batching_harness import solo_and_together
 
@@ -69,3 +70,26 @@ def test_the_batch_key_holds_the_shapes(flux2_kit: Flux2Kit) -> None:
         assert plain.batch_key != other.batch_key
     finally:
         sampler.close()
+
+
+def test_dev_requests_at_different_guidance_share_forwards(flux2_dev_kit: Flux2DevKit) -> None:
+    """dev's guidance is an input per row: requests at different guidance share a forward and
+    each renders what it renders alone."""
+    sampler = StepLoopSampler()
+    try:
+        rig = make_rig(flux2_dev_kit.root, sampler)
+        pipeline = rig.pipeline("flux2_dev_tiny.safetensors")
+        shape: dict[str, Any] = {"width": 64, "height": 64, "embedded_guidance": True}
+        requests: list[dict[str, Any]] = [
+            {**shape, "prompt": "a kite", "seed": 1, "steps": 3, "guidance": 2.0},
+            {**shape, "prompt": "a train", "seed": 2, "steps": 3, "guidance": 6.0},
+            {**shape, "prompt": "a boat", "seed": 3, "steps": 2, "guidance": 4.0},
+        ]
+        solo, together, stats = solo_and_together(sampler, pipeline, requests, pixels)
+    finally:
+        sampler.close()
+    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
+    for alone, batched in zip(solo, together, strict=True):
+        difference = np.abs(alone - batched)
+        assert int(difference.max()) <= TOLERANCE
+        assert float((difference > 0).mean()) <= MAX_DIFFERING

@@ -19,6 +19,7 @@ from inline_core.diffusion.libs import load_safetensors, module, save_safetensor
 from inline_core.families.ltx2 import checkpoint_keys
 from inline_core.families.ltx2.checkpoint_keys import split, to_checkpoint
 from inline_core.families.ltx2.kit import LTX2Kit, build_parts
+from inline_core.families.ltx2.kit_single_file import write_checkpoint as write_all_in_one
 
 SINGLE_FILE: Any = module("diffusers.loaders.single_file_utils")
 # LTX-2.0's video VAE layout (four down blocks, three up), at a tiny width.
@@ -47,16 +48,10 @@ def states(parts: dict[str, Any]) -> dict[str, dict[str, torch.Tensor]]:
 
 
 def write_checkpoint(path: Path, weights: dict[str, dict[str, torch.Tensor]]) -> None:
-    """One file of these parts, as Lightricks' (and ComfyUI's) single files name them."""
-    state: dict[str, torch.Tensor] = {}
-    for part, tensors in weights.items():
-        names = to_checkpoint(part, tensors)
-        state.update({names[k]: v.contiguous() for k, v in tensors.items()})
-    channels = weights["vae"]["latents_mean"].shape[0]
-    state["vae.per_channel_statistics.channel"] = torch.arange(channels, dtype=torch.float32)
-    state["vae.per_channel_statistics.mean-of-stds"] = torch.ones(channels)
-    state["duration_head.weight"] = torch.ones(2)  # a key of no part: not read
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """The kit's writer, with a key of no part beside the parts' (not read)."""
+    write_all_in_one(path, weights, None)
+    state = load_safetensors(path)
+    state["duration_head.weight"] = torch.ones(2)
     save_safetensors(state, path)
 
 

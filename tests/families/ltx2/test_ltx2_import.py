@@ -1,33 +1,151 @@
-"""ComfyUI's official LTX-2 templates through `POST /v1/import/comfy`: their checkpoint's name
-(`ltx-2-19b-dev-fp8.safetensors`) reads as LTX-2's, which this server serves, so the import is
-refused naming LTX-2 and its own node (its templates run on SamplerCustomAdvanced, ComfyUI's
-single-file checkpoint and a two-stage latent upscale, none of which maps onto
-`lightricks/ltx-2` yet), never as built for LTX-Video, a family this server lacks; LTX-Video
-0.9's own template still reads as LTX-Video's. Nothing is queued either way."""
+"""ComfyUI's LTX-2 workflows through `POST /v1/import/comfy`, by the family's own recipe
+(`families/ltx2/comfy.py`): the official text-to-video and image-to-video templates run a
+two-stage upscale, which is refused naming the upsampler node; their first stage alone (the
+upscale and its sampler cut, the first sampler's latents decoded) imports as one
+`lightricks/ltx-2` node with the template's params, and renders what the graph written by hand
+renders from ComfyUI's all-in-one file. LTX-Video 0.9's own template still reads as
+LTX-Video's. Nothing is queued by a refusal."""
 
 from __future__ import annotations
 
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import av
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.families.import_harness import template
+from inline_core.config import Config
+from inline_core.families.ltx2.comfy import RECIPE
+from inline_core.families.ltx2.descriptor import NODE_TYPE
+from inline_core.families.ltx2.kit_single_file import FILE, SingleFileKit, write_single_file_kit
+from inline_core.importer.ui_format import read_ui
+from inline_core.importer.workflow import Link
+from inline_core.server.app import create_app
+from tests.families.import_harness import finished, target_of, template
+from tests.server.server_support import prompt_graph
+
+Json = dict[str, Any]
+CHECKPOINT = "ltx-2-19b-dev-fp8.safetensors"
+# The second stage: its sampler, guider, sigmas, noise, LoRA, upsampler and their latents.
+SECOND_STAGE = ("70", "82", "83", "84", "76", "81", "98", "73", "66", "67", "68")
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    root = tmp_path_factory.mktemp("ltx2_import")
+    kit: SingleFileKit = write_single_file_kit(root / "models")
+    config = Config(models_dir=kit.root, data_dir=root / "data", profile="cpu", dtype="float32")
+    with TestClient(create_app(config)) as c:
+        yield c
 
 
 @pytest.mark.parametrize(
     "name", ["video_ltx2_t2v.json", "video_ltx2_i2v.json", "video_ltx2_t2v_distilled.json"]
 )
-def test_an_official_ltx2_template_is_refused_as_ltx2_s_naming_its_node(
+def test_an_official_template_s_two_stage_upscale_is_refused_naming_the_upsampler(
     client: TestClient, name: str
 ) -> None:
     response = client.post("/v1/import/comfy", json={"workflow": template(name)})
     assert response.status_code == 422, response.text
     error = response.json()["error"]
-    assert error["code"] == "unsupported_model_family"
-    message = error["message"]
-    assert message.startswith("this workflow is built for LTX-2 (CheckpointLoaderSimple")
-    assert "'ltx-2-19b-" in message and "LTX-2's node" in message
-    assert "LTX-Video" not in message
+    assert error["code"] == "unsupported_node"
+    assert error["message"].startswith("LTXVLatentUpsampler ")
+    assert "two-stage upscale" in error["message"] and NODE_TYPE in error["message"]
     assert client.get("/v1/runs").json()["runs"] == []
+
+
+def single_stage(name: str, changes: dict[tuple[str, str], Any] | None = None) -> Json:
+    """The template in ComfyUI's API format, its second stage cut: the first sampler's latents
+    decoded. `changes`: (node id in the subgraph, widget) -> value."""
+    orders = {name: spec.widgets for name, spec in RECIPE.classes.items()}
+    workflow = read_ui(template(name), orders)
+    group = next(i.partition(":")[0] for i in workflow.nodes if ":" in i)
+    prompt: Json = {}
+    for node_id, node in workflow.nodes.items():
+        inputs = {k: [v.node, v.slot] if isinstance(v, Link) else v for k, v in node.inputs.items()}
+        prompt[node_id] = {"class_type": node.class_type, "inputs": inputs}
+    for inner in SECOND_STAGE:
+        prompt.pop(f"{group}:{inner}", None)
+    first = f"{group}:80"  # the first sampler's latents, separated
+    prompt[f"{group}:100"]["inputs"]["samples"] = [first, 0]
+    prompt[f"{group}:101"]["inputs"]["samples"] = [first, 1]
+    for (inner, widget), value in (changes or {}).items():
+        prompt[f"{group}:{inner}"]["inputs"][widget] = value
+    return prompt
+
+
+def test_the_t2v_template_s_first_stage_imports_as_one_node_with_its_params(
+    client: TestClient,
+) -> None:
+    response = client.post(
+        "/v1/import/comfy", json={"workflow": single_stage("video_ltx2_t2v.json")}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    target, nodes = target_of(body)
+    assert target["type"] == NODE_TYPE
+    params = target["params"]
+    # EmptyImage 1280x720 scaled by 0.5, measured by GetImageSize: the first stage's size, its
+    # height 360 rendered as ComfyUI's latent of 360 // 32 rows renders it.
+    assert (params["width"], params["height"], params["frames"]) == (640, 352, 121)
+    assert (params["fps"], params["steps"], params["seed"]) == (24, 20, 10)
+    assert (params["guidance"], params["audio_guidance"]) == (4.0, 4.0)
+    assert (params["sampler"], params["schedule"]) == ("euler_ancestral", "simple")
+    assert params["model"] == CHECKPOINT and params["format"] == "mp4"
+    assert params["negative_prompt"].startswith("blurry, low quality")
+    prompt = nodes[target["inputs"]["prompt"]["from"]]["params"]["text"]
+    assert prompt.startswith("A close-up of a cheerful girl puppet")
+    assert any("Gemma 3" in w for w in body["warnings"])
+    assert body["changesPicture"] == []
+
+
+def decoded(client: TestClient, state: Json) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The video take's frames and its soundtrack, decoded."""
+    video = next(t for t in state["takes"] if t["kind"] == "video")
+    with av.open(io.BytesIO(client.get(video["uri"]).content), "r") as container:
+        frames = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
+    with av.open(io.BytesIO(client.get(video["uri"]).content), "r") as container:
+        sound = np.concatenate([f.to_ndarray() for f in container.decode(audio=0)], axis=-1)
+    return frames, sound
+
+
+def rendered(client: TestClient, graph: Json, target: str) -> Json:
+    run = client.post("/v1/runs", json={"graph": graph, "target": target})
+    assert run.status_code == 201, run.text
+    state = finished(client, str(run.json()["runId"]), seconds=300)
+    assert state["status"] == "done", state
+    return state
+
+
+def test_the_first_stage_renders_what_the_hand_written_graph_renders(client: TestClient) -> None:
+    small: dict[tuple[str, str], Any] = {
+        ("89", "width"): 64,
+        ("89", "height"): 64,
+        ("62", "value"): 9,
+        ("9", "steps"): 2,
+    }
+    workflow = single_stage("video_ltx2_t2v.json", small)
+    models = {CHECKPOINT: FILE}
+    response = client.post("/v1/import/comfy", json={"workflow": workflow, "models": models})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    target, nodes = target_of(body)
+    params = dict(target["params"])
+    assert (params["width"], params["height"], params["frames"], params["model"]) == (
+        32,
+        32,
+        9,
+        FILE,
+    )
+    imported = decoded(client, rendered(client, body["graph"], body["target"]))
+    prompt = nodes[target["inputs"]["prompt"]["from"]]["params"]["text"]
+    written = decoded(client, rendered(client, prompt_graph(NODE_TYPE, "l", params, prompt), "l"))
+    assert imported[0].shape == (9, 32, 32, 3)
+    assert np.array_equal(imported[0], written[0])
+    assert np.array_equal(imported[1], written[1])
 
 
 def test_ltx_video_s_template_is_still_ltx_video_s(client: TestClient) -> None:

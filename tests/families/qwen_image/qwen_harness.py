@@ -25,6 +25,7 @@ from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.file_store import FileTakeStore
 from inline_core.sampling.job import BatchedSampler
+from tests.parallel.qwen_small_references import SMALL_CONDITION, SMALL_REFERENCE
 
 Pixels = npt.NDArray[np.int16]
 _run_ids = itertools.count()
@@ -36,8 +37,6 @@ TEXT_FOLDER = "qwen_image_tiny_diffusers"
 EDIT_FOLDER = "qwen_image_edit_tiny_diffusers"
 EDIT_2511_MODEL = "qwen_image_edit_2511_tiny.safetensors"  # Comfy-Org's layout, its marker
 EDIT_2511_FOLDER = "qwen_image_edit_2511_tiny_diffusers"
-SMALL_REFERENCE = 64 * 64
-SMALL_CONDITION = 56 * 56
 
 
 def qwen_rig(models_dir: Path, sampler: BatchedSampler, **overrides: Any) -> FamilyRig:

@@ -1,13 +1,10 @@
 """Qwen-Image split over a worker group of two gloo ranks (its own plan on cache-dit's Ulysses,
 `split_plan.py`): the take equals the in-process take with prompts and images whose token counts
 the ranks do not divide (padded and masked), with guidance (a prompt and its negative of other
-lengths share a forward under a mask), with the step cache, and for Edit 2511 (its reference's
-modulation index sharded with the image); each rank's attention saw its half of the padded
-image. The run's shared cache-dit group renders it (`tests/worker_groups.py`).
-
-Tolerance, as the other families' split tests: at most one level (of 255) on at most 0.1% of the
-values (each rank's matmuls run over its shard; oneDNN's blocking, hence its float sums' order,
-follows the shapes)."""
+lengths share a forward under a mask), with the step cache, and for Edit 2509 and 2511 with one,
+two and three references (2511's modulation index sharded with the image); each rank's attention
+saw its half of the padded image (`split_harness.py`, with the tolerance). The run's shared
+cache-dit group renders it (`tests/worker_groups.py`)."""
 
 from __future__ import annotations
 
@@ -18,29 +15,23 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from qwen_harness import EDIT_2511_MODEL, PROMPT, TEXT_MODEL
+from qwen_harness import EDIT_2511_MODEL, EDIT_MODEL, PROMPT, TEXT_MODEL, source_image
+from split_harness import Stacks, assert_split_equals_alone, stacks_beside
 
 from inline_core.device.split import ParallelSpec
-from inline_core.engine.group import GroupPipeline, rank_spec
 from inline_core.families.qwen_image import QwenImageFamily
 from inline_core.families.qwen_image.descriptor import NODE_TYPE
 from inline_core.families.qwen_image.kit import KitPaths
-from inline_core.families.qwen_image.pipeline import QwenImageStepPipeline
 from inline_core.families.qwen_image.split_plan import ImagePads
 from inline_core.models.catalog import Catalog
-from inline_core.parallel.probe import AttentionProbe
-from inline_core.parallel.runner import DEFAULT_RUNNER, resolve
+from inline_core.parallel.runner import DEFAULT_RUNNER
 from inline_core.parallel.sampler import ParallelSampler
 from inline_core.runtime.step_cache import StepCacheSettings
-from inline_core.sampling import SampleJob, StepLoopSampler
 from tests.parallel.parallel_support import group_config
-from tests.parallel.zimage_support import CPU_DTYPES, rank_threads
 from tests.worker_groups import shared_sampler
 
 pytestmark = pytest.mark.worker_group(shared="cache-dit")
 
-TOLERANCE = 1  # levels of 255
-MAX_DIFFERING = 0.001  # of the values
 SHORT = "a fox"
 LOOSE = StepCacheSettings(threshold=0.9, warmup=2, front_blocks=1, max_consecutive=2)
 
@@ -57,39 +48,15 @@ def group(request: pytest.FixtureRequest) -> ParallelSampler:
     )
 
 
-class Stacks:
-    """Each model's handle in the ranks (what a split render sends) and the same stack in this
-    process, built by the loader the ranks use, stepped at a rank's thread count (oneDNN's float
-    reductions depend on it)."""
-
-    def __init__(self, family: QwenImageFamily) -> None:
-        self.family = family
-        self.loop = StepLoopSampler()  # its loop thread takes the count set at its first op
-        self._made: dict[str, tuple[GroupPipeline, QwenImageStepPipeline]] = {}
-
-    def __call__(self, model: str) -> tuple[GroupPipeline, QwenImageStepPipeline]:
-        if model not in self._made:
-            family = self.family
-            sources = family.resolve(NODE_TYPE, {"model": model}).require()
-            spec = rank_spec(family, "node", sources, CPU_DTYPES)
-            handle = GroupPipeline(family, spec, "node", sources)
-            pipeline = resolve(spec.loader)(device="cpu", **handle.remote_spec().args)
-            assert isinstance(pipeline, QwenImageStepPipeline)
-            self._made[model] = handle, pipeline
-        return self._made[model]
-
-
 @pytest.fixture(scope="module")
 def stacks(family: QwenImageFamily, group: ParallelSampler) -> Iterator[Stacks]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(rank_threads(group.config))
-    made = Stacks(family)
-    yield made
-    made.loop.close()
-    torch.set_num_threads(threads)
+    yield from stacks_beside(family, group)
 
 
 REFERENCE = Image.fromarray(np.random.default_rng(3).integers(0, 255, (40, 56, 3), np.uint8))
+# References of other aspect ratios: each its own (frame, rows, columns) in the image shapes, so
+# the rotary table, the pads and (2511) the modulation index span references of unequal lengths.
+WIDE, TALL = source_image(72, 40, seed=4), source_image(40, 64, seed=5)
 RENDERS: dict[str, dict[str, Any]] = {
     # 48x48: 3x3 patches, 9 image tokens; the prompts' lengths as the kit's tokenizer gives them
     "odd image, guided": {"width": 48, "height": 48, "guidance": 4.0},
@@ -99,6 +66,19 @@ RENDERS: dict[str, dict[str, Any]] = {
     "cached": {"width": 48, "height": 48, "guidance": 4.0, "steps": 8, "step_cache": LOOSE},
     # Edit 2511: the reference's tokens after the output's, marked by the modulation index
     "edit 2511": {"model": EDIT_2511_MODEL, "width": 48, "height": 64, "images": (REFERENCE,)},
+    # Edit 2511 and 2509 with three and two references (2511's beside each other: one load)
+    "edit 2511, three references": {
+        "model": EDIT_2511_MODEL,
+        "width": 64,
+        "height": 48,
+        "images": (REFERENCE, WIDE, TALL),
+    },
+    "edit 2509, two references": {
+        "model": EDIT_MODEL,
+        "width": 48,
+        "height": 48,
+        "images": (REFERENCE, WIDE),
+    },
 }
 
 
@@ -108,27 +88,7 @@ def test_a_split_render_equals_the_in_process_render(
 ) -> None:
     spec: dict[str, Any] = {"prompt": PROMPT, "steps": 3, "seed": 5, "guidance": 4.0}
     spec.update(RENDERS[name])
-    handle, pipeline = stacks(spec.pop("model", TEXT_MODEL))
-    state = pipeline.request(**spec)
-    probe = AttentionProbe(pipeline.denoiser.transformer)
-    try:
-        alone = stacks.loop.run(SampleJob(pipeline, state))
-    finally:
-        probe.remove()
-    remote = handle.request(**spec)
-    got = group.run(SampleJob(handle, remote))
-    assert isinstance(alone, Image.Image) and isinstance(got, Image.Image)
-    assert alone.size == got.size == (spec["width"], spec["height"])
-    difference = np.abs(np.asarray(alone, np.int16) - np.asarray(got, np.int16))
-    assert int(difference.max()) <= TOLERANCE
-    assert float((difference > 0).mean()) <= MAX_DIFFERING
-    meta = group.last_meta
-    assert [meta[rank]["engine"] for rank in (0, 1)] == ["cache-dit", "cache-dit"]
-    # A real split: each rank's attention layers saw half the (padded) image.
-    whole = probe.first_forward
-    assert whole and len(set(whole)) == 1
-    half = ImagePads(whole[0], 2).shard
-    assert [meta[rank]["attentionTokens"] for rank in (0, 1)] == [[half] * len(whole)] * 2
+    state, remote = assert_split_equals_alone(spec, group, stacks)
     if "step_cache" in spec:  # every rank decided alike: the counts of one process
         assert state.cache.stats()["reusedSteps"] > 0
         assert remote.cache.stats() == state.cache.stats()
@@ -147,13 +107,13 @@ def test_the_renders_cover_odd_prompts_and_odd_images(stacks: Stacks) -> None:
     assert int(image.latents.value.shape[1]) % 2 == 1  # the packed image tokens the model sees
 
 
-def test_only_ulysses_is_offered_over_the_heads(family: QwenImageFamily) -> None:
+def test_ulysses_is_offered_over_the_heads(family: QwenImageFamily) -> None:
     sources = family.resolve(NODE_TYPE, {"model": TEXT_MODEL}).require()
     support = family.split_support(sources.get("transformer"))
-    assert support is not None and support.methods == frozenset({"ulysses"})
+    assert support is not None and support.methods == frozenset({"ulysses", "ring"})
     assert support.heads is not None and support.allows_ulysses(2)
     caps = family.describe()
-    assert (caps["splitMethods"], caps["splitEngines"]) == (["ulysses"], ["cache-dit"])
+    assert caps["splitEngines"] == ["cache-dit"]
     assert (
         family.unsplittable(NODE_TYPE, {"width": 48}, ParallelSpec.parse("ulysses=2"), None) is None
     )

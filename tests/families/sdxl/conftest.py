@@ -14,6 +14,7 @@ if str(HERE) not in sys.path:  # helpers live next to this file
 from fastapi.testclient import TestClient  # noqa: E402
 
 from inline_core.families.sdxl.kit import SDXLKit, build_kit  # noqa: E402
+from inline_core.families.sdxl.kit_sd15 import SD15Kit, build_sd15_kit  # noqa: E402
 from inline_core.sampling.loop import StepLoopSampler  # noqa: E402
 from tests.server.server_support import cpu_client  # noqa: E402
 
@@ -22,6 +23,12 @@ from tests.server.server_support import cpu_client  # noqa: E402
 def sdxl_kit(tmp_path_factory: pytest.TempPathFactory) -> SDXLKit:
     """The tiny SDXL models in both layouts, built once per session."""
     return build_kit(tmp_path_factory.mktemp("sdxl") / "models")
+
+
+@pytest.fixture(scope="session")
+def sd15_kit(tmp_path_factory: pytest.TempPathFactory) -> SD15Kit:
+    """The tiny SD 1.5 checkpoint (and its tokenizer), built once per session."""
+    return build_sd15_kit(tmp_path_factory.mktemp("sd15") / "models")
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from inline_core.families.sdxl import SDXLFamily
 from inline_core.families.sdxl.descriptor import SDXL_DESCRIPTOR
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.families.standalone import FamilyRig, family_rig
+from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
@@ -39,8 +40,8 @@ def sdxl_rig(models_dir: Path, sampler: BatchedSampler, **overrides: Any) -> Fam
     return family_rig(SDXLFamily, models_dir, sampler, config=config)
 
 
-def node_params(**overrides: Any) -> dict[str, Any]:
-    params: dict[str, Any] = {p.name: p.default for p in SDXL_DESCRIPTOR.params}
+def node_params(descriptor: NodeDescriptor = SDXL_DESCRIPTOR, **overrides: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {p.name: p.default for p in descriptor.params}
     params.update(SMALL)
     params.update(overrides)
     return params
@@ -59,6 +60,7 @@ def render(
     takes_dir: Path,
     prompt: str = PROMPT,
     loras: Sequence[LoraHandle] = (),
+    descriptor: NodeDescriptor = SDXL_DESCRIPTOR,
     **params: Any,
 ) -> NodeResult:
     ctx = ExecutionContext(
@@ -70,7 +72,7 @@ def render(
     inputs: dict[str, Any] = {"prompt": prompt}
     if loras:
         inputs["loras"] = list(loras)
-    call = NodeCall(ctx=ctx, node_id="x", params=node_params(**params), inputs=inputs)
+    call = NodeCall(ctx=ctx, node_id="x", params=node_params(descriptor, **params), inputs=inputs)
     return rig.run(call)
 
 

@@ -3,8 +3,8 @@ SDXL template and the classic default graph (CheckpointLoaderSimple -> CLIPTextE
 EmptyLatentImage -> KSampler -> VAEDecode -> SaveImage) become one node with the workflow's
 params, and the imported graph renders the pixels of the graph written by hand, LoraLoader
 chains (both strengths) and CLIPSetLastLayer included. The checkpoint is recognised by its keys,
-whatever its name; a checkpoint of a family this server does not run is refused naming it, and
-the base + refiner template is refused naming the refiner."""
+whatever its name; a checkpoint of a family this server does not run is refused naming it (the
+base + refiner template: `test_sdxl_refiner_import.py`)."""
 
 from __future__ import annotations
 
@@ -144,17 +144,6 @@ def test_a_checkpoint_is_recognised_by_its_keys_not_its_name(
     target, _nodes = target_of(response.json())
     assert target["type"] == "stability/sdxl"
     assert target["params"]["model"] == "my_favourite_mix.safetensors"
-
-
-def test_the_base_and_refiner_template_is_refused_naming_the_refiner(
-    client: TestClient, sdxl_kit: SDXLKit
-) -> None:
-    response = import_comfy(
-        client, template("sdxl_simple_example.json"), {BASE: sdxl_kit.checkpoint_name}
-    )
-    assert response.status_code == 422, response.text
-    message = response.json()["error"]["message"]
-    assert "KSamplerAdvanced" in message and "refiner" in message
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@ from PIL import Image
 from sdxl_harness import (
     PROMPT,
     kit_lora,
-    rekeyed_checkpoint,
     render,
     sd15_like,
     sdxl_rig,
@@ -219,17 +218,11 @@ def test_a_refiner_checkpoint_picked_as_the_model_is_refused_naming_it(
     sdxl_kit: SDXLKit, tmp_path: Path
 ) -> None:
     """A refiner's keys (OpenCLIP-G alone, at `conditioner.embedders.0.`): a 422 at submit saying
-    it is a refiner and the node has no refiner stage yet, not a missing text encoder."""
-
-    def as_refiner(key: str) -> str | None:  # CLIP-L cut, OpenCLIP-G in its place
-        if key.startswith("conditioner.embedders.0."):
-            return None
-        return key.replace("conditioner.embedders.1.", "conditioner.embedders.0.")
-
-    models = tmp_path / "models"
-    rekeyed_checkpoint(sdxl_kit, models, "my_refiner.safetensors", as_refiner)
-    response = submitted(models, tmp_path, sdxl_graph(model="my_refiner.safetensors"))
+    it is a refiner to pick as the refiner, not a missing text encoder."""
+    assert sdxl_kit.refiner is not None
+    name = sdxl_kit.refiner.name
+    response = submitted(sdxl_kit.root, tmp_path, sdxl_graph(model=name))
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
-    assert "my_refiner.safetensors is an SDXL refiner checkpoint" in message
-    assert "no refiner stage yet" in message
+    assert f"{name} is an SDXL refiner checkpoint" in message
+    assert "this one as its refiner" in message

@@ -9,6 +9,11 @@ it (a LoRA's per-row hooks on its layers) runs eager, the same numbers; health c
 New sizes, prompt lengths and batch sizes reuse the dynamic graph; past `recompile_limit` graphs
 dynamo runs the block eager for new shape classes instead of compiling without end. A VAE's
 decoder blocks compile the same way (`blocks.decoder_blocks`).
+
+A compile that fails (no C++ compiler, an op inductor cannot lower) where the eager forward runs
+falls back loudly: a warning in the log, the block class "failed" in health with the error, every
+block of it eager from then on, and each take rendered through it says so (`progress.BOARD.notes`
+of `compiled_classes`). An error eager raises too is the forward's own, raised as eager raises it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any, cast
 
 import torch
 from torch import nn
+from torch._dynamo.exc import TorchDynamoException
 
 from inline_core.device.compile import CompileChoice
 from inline_core.diffusion.compile.blocks import decoder_blocks, repeated_blocks
@@ -30,6 +36,7 @@ from inline_core.diffusion.compile.progress import BOARD, BlockCompiles
 log = logging.getLogger(__name__)
 
 _MARK = "_inline_core_compiled_blocks"
+_CLASSES = "_inline_core_compiled_classes"
 _compiled: dict[type[nn.Module], Callable[..., Any]] = {}
 _lock = threading.Lock()
 
@@ -96,14 +103,34 @@ class CompiledForward:
         block = self._block()
         assert block is not None, "a freed block was called"
         entry = self._entry
-        if _has_inner_hooks(block):
+        if entry.failure is not None or _has_inner_hooks(block):
             entry.eager_calls += 1
             return self._eager(block, *args, **kwargs)
         graphs, began = entry.graphs, time.perf_counter()
-        out = self._compiled(block, *args, **kwargs)
+        try:
+            out = self._compiled(block, *args, **kwargs)
+        except TorchDynamoException as exc:  # inductor's errors are dynamo's (`InductorError`)
+            return self._fall_back(block, exc, args, kwargs)
         if entry.graphs != graphs:  # this call compiled: its time (tracing included) counts
             entry.compile_seconds += time.perf_counter() - began
         entry.compiled_calls += 1
+        return out
+
+    def _fall_back(
+        self, block: nn.Module, exc: Exception, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Run the block eager after its compile failed; if eager runs, the class is marked
+        failed (loudly) and stays eager; if eager fails too, that error is the forward's own."""
+        out = self._eager(block, *args, **kwargs)
+        entry = self._entry
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        entry.failure = f"{type(exc).__name__}: {first_line}"[:500]
+        entry.eager_calls += 1
+        log.warning(
+            "compiling %s failed, its blocks run eager from now on: %s",
+            entry.block,
+            entry.failure,
+        )
         return out
 
 
@@ -127,6 +154,7 @@ def compile_blocks(
         entry = BOARD.block(cls.__name__, choice.recompile_limit)
         block.forward = CompiledForward(block, _compiled_forward(cls, choice), entry)
     setattr(model, _MARK, len(blocks))
+    setattr(model, _CLASSES, tuple(sorted({type(block).__name__ for block in blocks})))
     if blocks:
         key = id(model)
         BOARD.add_model(key, name, len(blocks))
@@ -139,15 +167,28 @@ def compile_blocks(
     return len(blocks)
 
 
-def compile_denoisers(models: Mapping[str, object], choice: CompileChoice, name: str) -> None:
+def compiled_classes(model: object) -> tuple[str, ...]:
+    """The names of the block classes of `model` that run compiled (none if it was not)."""
+    names = getattr(model, _CLASSES, ())
+    return tuple(str(name) for name in cast(tuple[object, ...], names))
+
+
+def compile_denoisers(
+    models: Mapping[str, object], choice: CompileChoice, name: str
+) -> tuple[str, ...]:
     """Compile the blocks of every denoiser, by part name (the engine names them: a two-expert
-    model's pair too)."""
+    model's pair too); the block classes that run compiled."""
     for part, model in models.items():
         compile_blocks(model, f"{name} {part}", choice)
+    return tuple(sorted({c for model in models.values() for c in compiled_classes(model)}))
 
 
-def compile_decoders(models: Mapping[str, object], choice: CompileChoice, name: str) -> None:
+def compile_decoders(
+    models: Mapping[str, object], choice: CompileChoice, name: str
+) -> tuple[str, ...]:
     """Compile the decoder blocks of every VAE, by part name (the engine names them); a VAE
-    whose decoder is not compiled (a video one, `blocks.decoder_blocks`) stays eager."""
+    whose decoder is not compiled (a video one, `blocks.decoder_blocks`) stays eager. The block
+    classes that run compiled."""
     for part, model in models.items():
         compile_blocks(model, f"{name} {part} decoder", choice, decoder_blocks)
+    return tuple(sorted({c for model in models.values() for c in compiled_classes(model)}))

@@ -87,7 +87,8 @@ class ChatPromptEncoder:
     def encode(self, prompt: str, /) -> Conditioning:
         return self.memo.encode(prompt, self._encode, self.reading)
 
-    def _encode(self, prompt: str) -> Conditioning:
+    def tokens(self, prompt: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prompt's (1, tokens) input ids and attention mask, through the template."""
         reading = self.reading
         batch = self.tokenizer(
             [self.template(prompt)],
@@ -96,9 +97,13 @@ class ChatPromptEncoder:
             truncation=True,
             return_tensors="pt",
         )
+        return cast(torch.Tensor, batch.input_ids), cast(torch.Tensor, batch.attention_mask)
+
+    def _encode(self, prompt: str) -> Conditioning:
+        reading = self.reading
         device = torch.device(self.placement.device)
-        input_ids = cast(torch.Tensor, batch.input_ids).to(device)
-        mask = cast(torch.Tensor, batch.attention_mask).to(device)
+        ids, attention = self.tokens(prompt)
+        input_ids, mask = ids.to(device), attention.to(device)
         with self.swap.use(self.model, self.placement), torch.inference_mode():
             out = self.model(
                 input_ids=input_ids,

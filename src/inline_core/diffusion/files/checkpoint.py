@@ -80,6 +80,14 @@ def view_of(views: Iterable[View], part: str, names: tuple[str, ...] = ()) -> Vi
     return next((v for v in views if v.part == part and (not names or v.name in names)), None)
 
 
+def holds_prefix(path: Path, prefix: str) -> bool:
+    """Whether a checkpoint holds keys under `prefix` (False when its header is unreadable)."""
+    try:
+        return any(k.startswith(prefix) for k in HEADERS.get(path))
+    except (HeaderError, OSError):
+        return False
+
+
 def model_keys(path: Path) -> list[str] | None:
     """The diffusion model's keys of a checkpoint (its prefix cut), or a split file's own; None
     when the header cannot be read."""

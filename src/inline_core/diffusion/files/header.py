@@ -32,6 +32,31 @@ class TensorInfo:
 
 def read_header(path: Path) -> dict[str, TensorInfo]:
     """Tensor name -> (dtype, shape). Raises `HeaderError` naming the file when it is unreadable."""
+    out: dict[str, TensorInfo] = {}
+    for name, meta in _raw_header(path).items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(meta, dict):
+            raise HeaderError(f"{path}: malformed entry for tensor {name!r}")
+        entry = cast(dict[str, Any], meta)
+        shape = entry.get("shape")
+        dtype = entry.get("dtype")
+        if not isinstance(shape, list) or not isinstance(dtype, str):
+            raise HeaderError(f"{path}: malformed entry for tensor {name!r}")
+        out[name] = TensorInfo(dtype, tuple(int(d) for d in cast(list[Any], shape)))
+    return out
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The header's `__metadata__` (string to string; empty when it has none). Raises
+    `HeaderError` as `read_header` does."""
+    meta = _raw_header(path).get("__metadata__")
+    if not isinstance(meta, dict):
+        return {}
+    return {str(k): v for k, v in cast(dict[Any, Any], meta).items() if isinstance(v, str)}
+
+
+def _raw_header(path: Path) -> dict[str, Any]:
     try:
         size = path.stat().st_size
         with path.open("rb") as f:
@@ -50,19 +75,7 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
         raise HeaderError(f"{path}: not a safetensors file (header is not JSON)") from exc
     if not isinstance(parsed, dict):
         raise HeaderError(f"{path}: not a safetensors file (header is not an object)")
-    out: dict[str, TensorInfo] = {}
-    for name, meta in cast(dict[str, Any], parsed).items():
-        if name == "__metadata__":
-            continue
-        if not isinstance(meta, dict):
-            raise HeaderError(f"{path}: malformed entry for tensor {name!r}")
-        entry = cast(dict[str, Any], meta)
-        shape = entry.get("shape")
-        dtype = entry.get("dtype")
-        if not isinstance(shape, list) or not isinstance(dtype, str):
-            raise HeaderError(f"{path}: malformed entry for tensor {name!r}")
-        out[name] = TensorInfo(dtype, tuple(int(d) for d in cast(list[Any], shape)))
-    return out
+    return cast(dict[str, Any], parsed)
 
 
 class HeaderCache:

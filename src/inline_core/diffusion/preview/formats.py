@@ -179,6 +179,22 @@ SDXL = PreviewFormat(
     tiny_decoders=("taesdxl_decoder",),
 )
 
+# SD 1.x's latents (ComfyUI's `latent_formats.SD15`).
+SD15 = PreviewFormat(
+    name="sd15",
+    channels=4,
+    spatial_factor=8,
+    video=False,
+    rgb_factors=(
+        (0.3512, 0.2297, 0.3227),
+        (0.3250, 0.4974, 0.2350),
+        (-0.2829, 0.1762, 0.2721),
+        (-0.2120, -0.2616, -0.7177),
+    ),
+    rgb_bias=(0.0, 0.0, 0.0),
+    tiny_decoders=("taesd_decoder",),
+)
+
 LTXV = PreviewFormat(
     name="ltxv",
     channels=128,
@@ -362,7 +378,7 @@ FLUX2 = PreviewFormat(
 )
 
 PREVIEW_FORMATS: dict[str, PreviewFormat] = {
-    f.name: f for f in (FLUX, FLUX2, WAN21, WAN22, SDXL, LTXV)
+    f.name: f for f in (FLUX, FLUX2, WAN21, WAN22, SDXL, SD15, LTXV)
 }
 
 

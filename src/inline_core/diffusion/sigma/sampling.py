@@ -19,6 +19,25 @@ import torch
 
 Prediction = Literal["eps", "v", "flow"]
 
+# A discrete-time model's prediction type under diffusers' names (a scheduler config's
+# `prediction_type`) and ComfyUI's (ModelSamplingDiscrete's `sampling`).
+DISCRETE_PREDICTIONS: dict[str, Literal["eps", "v"]] = {
+    "epsilon": "eps",
+    "eps": "eps",
+    "v_prediction": "v",
+}
+
+
+def discrete_prediction(name: str) -> Literal["eps", "v"]:
+    """The library's prediction type for `name`; one it does not run is a ValueError."""
+    found = DISCRETE_PREDICTIONS.get(name)
+    if found is None:
+        raise ValueError(
+            f"prediction type {name!r} is not run here; choose one of "
+            f"{', '.join(DISCRETE_PREDICTIONS)}"
+        )
+    return found
+
 
 class ModelSampling(ABC):
     prediction: Prediction
@@ -78,8 +97,24 @@ def _scaled_linear_betas(start: float, end: float, count: int) -> torch.Tensor:
     return torch.linspace(start**0.5, end**0.5, count, dtype=torch.float64) ** 2
 
 
+# ComfyUI's last alpha-bar of a zero-terminal-SNR table: not 0, so its sigma stays finite.
+ZSNR_LAST_ALPHA_BAR = 4.8973451890853435e-08
+
+
+def zero_terminal_snr(sigmas: torch.Tensor) -> torch.Tensor:
+    """ComfyUI's `rescale_zero_terminal_snr_sigmas` (Lin et al., arXiv 2305.08891): sqrt(alpha
+    bar) shifted so the last timestep holds no signal and scaled so the first keeps its own."""
+    root = (1 / (sigmas * sigmas + 1)).sqrt()
+    first, last = root[0].clone(), root[-1].clone()
+    root = (root - last) * (first / (first - last))
+    alpha_bar = root**2
+    alpha_bar[-1] = ZSNR_LAST_ALPHA_BAR
+    return ((1 - alpha_bar) / alpha_bar) ** 0.5
+
+
 class DiscreteSampling(ModelSampling):
-    """ComfyUI's `ModelSamplingDiscrete` (its "linear" beta schedule: SD's scaled linear)."""
+    """ComfyUI's `ModelSamplingDiscrete` (its "linear" beta schedule: SD's scaled linear), with
+    `zsnr` its zero-terminal-SNR rescale (v-prediction models trained so)."""
 
     def __init__(
         self,
@@ -88,12 +123,15 @@ class DiscreteSampling(ModelSampling):
         beta_start: float = 0.00085,
         beta_end: float = 0.012,
         timesteps: int = 1000,
+        zsnr: bool = False,
     ) -> None:
         self.prediction = prediction
+        self.zsnr = zsnr
         alphas_cumprod = torch.cumprod(
             1.0 - _scaled_linear_betas(beta_start, beta_end, timesteps), 0
         )
-        self.sigmas = (((1 - alphas_cumprod) / alphas_cumprod) ** 0.5).float()
+        sigmas = ((1 - alphas_cumprod) / alphas_cumprod) ** 0.5  # float64, as ComfyUI's
+        self.sigmas = (zero_terminal_snr(sigmas) if zsnr else sigmas).float()
         self.log_sigmas = self.sigmas.log()
 
     def timestep(self, sigma: float) -> float:

@@ -1,14 +1,17 @@
-"""What of FLUX.2 klein's ComfyUI templates the recipe's data does not reach (`comfy.py`'s
-reader): Flux2Scheduler's schedule, the node's own sampler, the edit's ReferenceLatent chain onto
-the node's reference images, the image scalers and GetImageSize on an image's way, and a
-negative prompt that is not the empty one. What renders otherwise than in ComfyUI is listed as
-changing the picture; a node on the chain that cannot render is refused naming it."""
+"""What of FLUX.2's ComfyUI templates the recipe's data does not reach (`comfy.py`'s reader):
+Flux2Scheduler's schedule, the node's own sampler, the edit's ReferenceLatent chain onto the
+node's reference images, dev's FluxGuidance on the prompt's way (the node's embedded guidance),
+the image scalers and GetImageSize on an image's way, and a negative prompt that is not the
+empty one. What renders otherwise than in ComfyUI is listed as changing the picture; a node on
+the chain that cannot render is refused naming it."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from typing import Any, ClassVar
 
-from inline_core.families.flux2.comfy import LATENT, REFERENCE, SCHEDULER
+from inline_core.families.flux2.comfy import GUIDANCE, LATENT, REFERENCE, SCHEDULER
 from inline_core.families.flux2.descriptor import REFERENCES
 from inline_core.importer.custom_collapse import BASIC_SCHEDULER, CustomCollapse
 from inline_core.importer.dropped import UnsupportedNode
@@ -17,6 +20,11 @@ from inline_core.importer.own_node import Sampling
 from inline_core.importer.values import describe
 from inline_core.importer.workflow import ComfyNode, Link
 
+# The model file's name says the variant, as ComfyUI's and BFL's files are named (the shapes
+# say it at render; at import the file may not be here yet).
+DEV_NAME = re.compile(r"flux[-_.]?2[-_.]?dev", re.IGNORECASE)
+KLEIN_NAME = re.compile(r"klein", re.IGNORECASE)
+EMBEDDED_DEFAULT = 3.5  # ComfyUI's FLUX guidance when no FluxGuidance sets it
 # Classes that scale an image on its way to a VAEEncode: the model sizes its references itself.
 IMAGE_SCALERS = ("ImageScaleToTotalPixels", "FluxKontextImageScale", "ImageScale")
 SIZE_NODE = "GetImageSize"
@@ -51,8 +59,42 @@ class Flux2Collapse(CustomCollapse):
         return self.mapper.whole(a, name, 1024) == self.mapper.whole(b, name, 1024)
 
     def sampling(self, sampler: ComfyNode) -> Sampling:
-        """As the chain reads; its sampler and scheduler the node's own."""
-        return self.node_names(sampler, super().sampling(sampler))
+        """As the chain reads; its sampler and scheduler the node's own. On FLUX.2 dev (its
+        model file's name, or a FluxGuidance on the positive prompt's way) the guidance is the
+        model's embedded input: FluxGuidance's, or ComfyUI's default without one; no
+        classifier-free guidance runs beside it. On klein (no guidance embedder) a FluxGuidance
+        does nothing, in ComfyUI as here."""
+        found = self.node_names(sampler, super().sampling(sampler))
+        guidance = self._flux_guidance(found.first)
+        name = self.mapper.text(self.model_way(found.first)[2], "unet_name")
+        if KLEIN_NAME.search(name) or (guidance is None and not DEV_NAME.search(name)):
+            if guidance is not None:
+                self.mapper.warn(
+                    f"{describe(guidance)}: FLUX.2 klein has no guidance embedder, so it has no "
+                    "effect (as in ComfyUI)"
+                )
+            return found
+        if found.guidance != 1.0:
+            raise UnsupportedNode(
+                f"{describe(guidance or sampler)}: FLUX.2 dev embeds its guidance, and "
+                f"{describe(sampler)}'s guider runs classifier-free guidance at cfg "
+                f"{found.guidance:g} beside it; {self.descriptor.type} runs dev's embedded "
+                "guidance alone (use BasicGuider or cfg 1, and FluxGuidance for the guidance)"
+            )
+        if guidance is None:
+            return replace(found, guidance=EMBEDDED_DEFAULT)
+        return replace(found, guidance=self.mapper.number(guidance, "guidance", EMBEDDED_DEFAULT))
+
+    def _flux_guidance(self, sampler: ComfyNode) -> ComfyNode | None:
+        """The FluxGuidance on the positive prompt's way (nearest the sampler), if any."""
+        raw = sampler.inputs.get("positive")
+        node = self.nodes.get(raw.node) if isinstance(raw, Link) else None
+        while node is not None and node.class_type in (REFERENCE, GUIDANCE):
+            if node.class_type == GUIDANCE:
+                return node
+            raw = node.inputs.get("conditioning")
+            node = self.nodes.get(raw.node) if isinstance(raw, Link) else None
+        return None
 
     def sampling_notes(self, sampler: ComfyNode) -> None:
         self.denoise_note(sampler)
@@ -62,8 +104,9 @@ class Flux2Collapse(CustomCollapse):
         are the node's images, in the order applied; the negative's must be the same images
         (the model reads one set for both), or none."""
         found: list[ComfyNode] = []  # the LoadImage nodes, last applied first
-        while node.class_type == REFERENCE:
-            found.append(self._reference(node))
+        while node.class_type in (REFERENCE, GUIDANCE):  # FluxGuidance: read by `sampling`
+            if node.class_type == REFERENCE:
+                found.append(self._reference(node))
             node = self.required(node, "conditioning")
         node = super().through(node, name)
         ordered = found[::-1]

@@ -9,7 +9,9 @@ from inline_core.graph.schema import PortKind
 NODE_TYPE = "bfl/flux-2"
 MAX_PROMPT_CHARS = 20_000
 REFERENCES = ("image", "image2", "image3")  # reference images, in the model's order
-MODEL_DEFAULT = "empty: the model's own (distilled: 4 steps; base: 50 at guidance 4)"
+MODEL_DEFAULT = (
+    "empty: the model's own (klein distilled: 4 steps; klein base and dev: 50 at guidance 4)"
+)
 
 
 FLUX2_DESCRIPTOR = NodeDescriptor(
@@ -28,13 +30,16 @@ FLUX2_DESCRIPTOR = NodeDescriptor(
         PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
     ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
-    params=sampling_params(MODEL_DEFAULT, "above 1 on base models only"),
+    params=sampling_params(
+        MODEL_DEFAULT, "klein: above 1 on base models only; dev: the model's embedded guidance"
+    ),
     description=(
-        "FLUX.2 klein (4B or 9B, distilled or base): text to image, or an edit of up to three "
-        "reference images wired in (each at most 1024x1024 pixels, cropped to multiples of 16). "
-        "Distilled models run few steps without guidance; on a base model guidance above 1 runs "
-        "classifier-free guidance against an empty prompt. LoRAs wired in (input/lora) apply to "
-        "this render alone."
+        "FLUX.2 klein (4B or 9B, distilled or base) or FLUX.2 dev: text to image, or an edit of "
+        "up to three reference images wired in (each at most 1024x1024 pixels, cropped to "
+        "multiples of 16). klein's distilled models run few steps without guidance; on a klein "
+        "base model guidance above 1 runs classifier-free guidance against an empty prompt; dev "
+        "is guidance-distilled: guidance is an input of the model, one forward a step, no "
+        "negative prompt. LoRAs wired in (input/lora) apply to this render alone."
     ),
 )
 

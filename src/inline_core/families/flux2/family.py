@@ -1,10 +1,11 @@
-"""FLUX.2 klein as a family: its node, files, request and capabilities (torch-free).
+"""FLUX.2 as a family: its node, files, request and capabilities (torch-free).
 
-`bfl/flux-2` renders text to image with FLUX.2 klein (4B or 9B, step-distilled or base; the
-variant told from the files, `variants.py`), or edits up to three reference images wired in. Its
+`bfl/flux-2` renders text to image with FLUX.2 klein (4B or 9B, step-distilled or base) or
+FLUX.2 dev (guidance-distilled: guidance is the transformer's input, no negative prompt), the
+variant told from the files (`variants.py`), or edits up to three reference images wired in. Its
 transformer takes one batched tensor with one set of positions, so requests of one size and one
-set of reference sizes share a forward. Its Qwen3 text encoder is the file Z-Image reads
-(klein 4B): loaded once for both (`build.py`). Its torch side is `build.py`.
+set of reference sizes share a forward. klein's Qwen3 text encoder is the file Z-Image reads
+(klein 4B): loaded once for both; dev reads a Mistral (`build.py`, its torch side).
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ from inline_core.families.flux2.request import Flux2Request, new_request, refere
 from inline_core.families.flux2.transformer import config_of
 from inline_core.families.flux2.variants import Flux2Variant, variant_of
 from inline_core.families.nodes.inputs import image_input, prompt_text
-from inline_core.families.nodes.sampling import sampling_request
+from inline_core.families.nodes.sampling import (
+    guidance_param,
+    refuse_cfg_pp,
+    sampling_request,
+)
 from inline_core.graph.descriptor import NodeDescriptor
 
 
@@ -47,7 +52,7 @@ class Flux2Family(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.flux2.build:BUILDER"
     comfy_text_encoder_types = ("flux2",)  # how ComfyUI's CLIPLoader loads klein's Qwen3
-    kit = "inline_core.families.flux2.kit:main"
+    kit = "inline_core.families.flux2.kit_command:main"
     download = "inline_core.families.flux2.download:main"
     loras = FLUX2_LORAS
     capabilities = Capabilities(
@@ -81,7 +86,12 @@ class Flux2Family(Family):
         kind = _variant(sources, node_id)
         sampling = sampling_request(params, kind.defaults())
         prompt = prompt_text(inputs.get("prompt"), node_id)
-        request: dict[str, Any] = {"prompt": prompt, **sampling, "guided": kind.guided}
+        request: dict[str, Any] = {
+            "prompt": prompt,
+            **sampling,
+            "guided": kind.guided,
+            "embedded_guidance": kind.embedded_guidance,
+        }
         take_params = {**sampling, "model_variant": kind.title}
         references = [image_input(inputs, port, node_id) for port in REFERENCES]
         for port, image in zip(REFERENCES, references, strict=True):
@@ -99,12 +109,13 @@ class Flux2Family(Family):
         if submit.node_type != NODE_TYPE or submit.sources is None:
             return
         kind = _variant(submit.sources, submit.node_id)
+        guidance = guidance_param(submit.params, kind.defaults())
+        # A distilled klein runs no negative; dev's guidance is a transformer input.
+        unguided = "step-distilled" if kind.distilled else "guidance-distilled"
+        guides = guidance > 1 if kind.guided else unguided
+        sampler = submit.params.get("sampler")
+        refuse_cfg_pp(sampler, guides, kind.title, submit.node_id, guided_from="above 1")
         wired = [port for port in REFERENCES if port in submit.wired]
-        if wired and not kind.klein:
-            raise InvalidRequest(
-                f"{kind.title} takes no reference images here: unwire {', '.join(wired)}",
-                node_id=submit.node_id,
-            )
         for port in wired:
             size = submit.sizes.get(port)
             if size is not None and (why := reference_refusal(port, *size)):
@@ -125,17 +136,9 @@ class Flux2Family(Family):
 
 
 def _variant(sources: Sources, node_id: str) -> Flux2Variant:
-    """The klein variant of the node's transformer; dev (and an unreadable file) is refused
-    with what to use instead."""
+    """The variant of the node's transformer (an unreadable file is refused)."""
     transformer = sources.get("transformer")
     kind = None if transformer is None else variant_of(config_of(transformer), transformer)
     if kind is None:
         raise InvalidRequest("the FLUX.2 diffusion model cannot be read", node_id=node_id)
-    if not kind.klein:
-        raise InvalidRequest(
-            "FLUX.2 dev (its file has a guidance embedder) needs the Mistral text encoder, "
-            "which this server does not run: use a FLUX.2 klein model "
-            "(inline-core download --family flux-2)",
-            node_id=node_id,
-        )
     return kind

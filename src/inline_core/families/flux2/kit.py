@@ -1,6 +1,5 @@
-"""Tiny random-weight FLUX.2 klein models, written into a models folder in both layouts.
-
-    inline-core kit --family flux-2 --out models/
+"""Tiny random-weight FLUX.2 klein models, written into a models folder in both layouts
+(`kit_command.py` writes them with `kit_dev.py`'s tiny FLUX.2 dev beside them).
 
 The kit builds a klein transformer, FLUX.2's VAE (32 latent channels, a batch norm with random
 running statistics) and a Qwen3 text encoder (four layers: klein reads three of them) with a
@@ -21,17 +20,15 @@ Both layouts hold the same weights, so they render the same pixels. Random weigh
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 
 from inline_core.diffusion.formats import flux2_vae
-from inline_core.diffusion.kit import report, save_weights, seeded
+from inline_core.diffusion.kit import save_weights, seeded
 from inline_core.diffusion.kit_qwen3 import qwen3_tokenizer, tiny_qwen3_config
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.flux2.files import DEFAULT_SCHEDULER_CONFIG
@@ -107,6 +104,13 @@ def build_scheduler() -> Any:
     return diffusers().FlowMatchEulerDiscreteScheduler(**config)
 
 
+def write_comfy_vae(vae: Any, out: Path) -> Path:
+    """The VAE in ComfyUI's `flux2-vae` naming, as `vae/flux2_tiny_vae.safetensors`."""
+    path = out / "vae" / "flux2_tiny_vae.safetensors"
+    n_blocks = len(VAE_CONFIG["block_out_channels"])
+    return save_weights(flux2_vae.to_file(vae.state_dict(), n_blocks), path, torch.float32)
+
+
 def build_kit(out: Path, layouts: Sequence[str] = LAYOUTS) -> Flux2Kit:
     """Write the kit into the models folder `out`; returns where each piece went."""
     if unknown := set(layouts) - set(LAYOUTS):
@@ -124,9 +128,7 @@ def build_kit(out: Path, layouts: Sequence[str] = LAYOUTS) -> Flux2Kit:
         save_weights(original, diffusion_file, torch.float32)
         base_file = out / "diffusion_models" / "flux2_klein_base_tiny.safetensors"
         save_weights(original, base_file, torch.float32)
-        vae_file = out / "vae" / "flux2_tiny_vae.safetensors"
-        n_blocks = len(VAE_CONFIG["block_out_channels"])
-        save_weights(flux2_vae.to_file(vae.state_dict(), n_blocks), vae_file, torch.float32)
+        vae_file = write_comfy_vae(vae, out)
         te_dir = out / "text_encoders" / "flux2_tiny_qwen3"
         text_encoder.save_pretrained(str(te_dir))
         tokenizer.save_pretrained(str(te_dir))
@@ -143,31 +145,3 @@ def build_kit(out: Path, layouts: Sequence[str] = LAYOUTS) -> Flux2Kit:
     for category in ("diffusion_models", "vae", "text_encoders", "loras"):
         (out / category).mkdir(parents=True, exist_ok=True)
     return Flux2Kit(out, diffusion_file, base_file, vae_file, te_dir, diffusers_dir, loras)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="inline-core kit --family flux-2",
-        description="Write tiny random-weight FLUX.2 klein models (they draw noise) into a folder.",
-    )
-    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
-    parser.add_argument(
-        "--layout", choices=LAYOUTS, action="append", help="write only this layout (repeatable)"
-    )
-    args = parser.parse_args(argv)
-    out = cast(Path, args.out)
-    kit = build_kit(out, cast(list[str] | None, args.layout) or list(LAYOUTS))
-    written = [
-        kit.diffusion_file,
-        kit.base_file,
-        kit.vae_file,
-        kit.text_encoder_dir,
-        kit.diffusers_dir,
-        *kit.loras.values(),
-    ]
-    print(report(out, written))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,5 @@
-"""FLUX.2 klein as a step pipeline (spec 003): the arithmetic of diffusers' `Flux2KleinPipeline`,
+"""FLUX.2 as a step pipeline (spec 003): the arithmetic of diffusers' `Flux2KleinPipeline` (and
+`Flux2Pipeline` for dev, whose guidance is an input of the transformer, one per row),
 per request, so the pixels match.
 
 `prepare_encode` encodes the prompt (and the empty prompt of a guided base model), draws the
@@ -155,7 +156,7 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
                 self.transformer(
                     hidden_states=torch.cat(cast(list[torch.Tensor], hidden)).to(self.dtype),
                     timestep=timestep.to(self.device, self.dtype),
-                    guidance=None,
+                    guidance=self._guidance(rows),
                     encoder_hidden_states=text.to(self.device, self.dtype),
                     # Batched, as the pipeline passes them: a context-parallel split shards
                     # the positions only when they carry the batch axis (diffusers' `_cp_plan`).
@@ -165,6 +166,14 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
                 )[0],
             )
         return out[:, :tokens]
+
+    def _guidance(self, rows: list[tuple[Flux2Request, Conditioning]]) -> torch.Tensor | None:
+        """dev's embedded guidance, each row its request's (float32, as the pipeline passes
+        it); klein takes none."""
+        if not rows[0][0].embedded_guidance:
+            return None
+        values = [s.guidance for s, _c in rows]
+        return torch.tensor(values, dtype=torch.float32, device=self.device)
 
 
 class Flux2StepPipeline(Flux2DenoisePipeline):

@@ -27,6 +27,7 @@ REFERENCE_PORTS = ("image", "image2", "image3")
 @dataclass(eq=False)
 class Flux2Request(FlowImageRequest):
     guided: bool = False  # a base model: guidance above 1 runs the empty prompt too
+    embedded_guidance: bool = False  # dev: guidance goes into the transformer, one forward
     image: Any = None  # reference images (PIL), in order
     image2: Any = None
     image3: Any = None

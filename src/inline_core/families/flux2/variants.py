@@ -1,6 +1,6 @@
 """FLUX.2's variants, told from the files (torch-free): klein (no guidance embedder; 4B or 9B
-from its width) or dev (a guidance embedder; its Mistral text encoder is not served here), and
-klein's step-distilled models apart from its base ones.
+from its width) or dev (a guidance embedder: guidance-distilled, read by a Mistral text encoder),
+and klein's step-distilled models apart from its base ones.
 
 diffusers' single-file loader calls every FLUX.2 file dev; here the transformer's shapes decide.
 A diffusers folder says whether it is distilled in its `model_index.json` (`is_distilled`), as
@@ -37,11 +37,19 @@ class Flux2Variant:
 
     @property
     def guided(self) -> bool:
-        """Whether guidance runs a negative prompt (the base models; distilled ones ignore it)."""
-        return not self.distilled
+        """Whether guidance runs a negative prompt (klein's base models; distilled ones ignore
+        it, and dev embeds it)."""
+        return self.klein and not self.distilled
+
+    @property
+    def embedded_guidance(self) -> bool:
+        """Whether guidance is an input of the transformer (dev's guidance embedder), one
+        forward a step."""
+        return not self.klein
 
     def defaults(self) -> dict[str, Any]:
-        """The model's own steps and guidance (BFL's: distilled 4 steps, base 50 at 4)."""
+        """The model's own steps and guidance (BFL's: klein distilled 4 steps, klein base 50 at
+        4, dev 50 at an embedded 4)."""
         if self.distilled:
             return {"steps": 4, "guidance": 1.0}
         return {"steps": 50, "guidance": 4.0}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from inline_core.contract.comfy_recipe import ComfyRecipe, Latent, OwnNode, Sink
 from inline_core.families.krea2.descriptor import NODE_TYPE
-from inline_core.graph.sampler_names import SAMPLERS
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS
 
 SIZE = {"width": "width", "height": "height"}
 
@@ -21,7 +21,7 @@ RECIPE = ComfyRecipe(
         node=NODE_TYPE,
         sinks={"SaveImage": Sink("images")},
         latents={"EmptyLatentImage": Latent(SIZE, {"width": 1024, "height": 1024})},
-        samplers=SAMPLERS,
+        samplers=GUIDED_SAMPLERS,
         sampler_defaults={"seed": 0, "steps": 20, "cfg": 8.0},  # KSampler's own defaults
         model_nodes={},  # the node's schedule is the model's own: no shift to set
         reader="inline_core.families.krea2.comfy_reader:Krea2Collapse",

@@ -30,7 +30,11 @@ from inline_core.families.krea2.lora_naming import KREA2_LORAS
 from inline_core.families.krea2.request import Krea2Request, new_request
 from inline_core.families.krea2.variants import Krea2Variant, variant_of
 from inline_core.families.nodes.inputs import prompt_text
-from inline_core.families.nodes.sampling import sampling_request
+from inline_core.families.nodes.sampling import (
+    guidance_param,
+    refuse_cfg_pp,
+    sampling_request,
+)
 from inline_core.graph.descriptor import NodeDescriptor
 
 
@@ -91,7 +95,11 @@ class Krea2Family(Family):
     def check(self, submit: Submit) -> None:
         super().check(submit)  # its LoRAs
         if submit.node_type == NODE_TYPE and submit.sources is not None:
-            _variant(submit.sources, submit.node_id)
+            kind = _variant(submit.sources, submit.node_id)
+            # Krea's guidance runs the negative prompt above 0 (Turbo's too, when set).
+            guides = guidance_param(submit.params, kind.defaults()) > 0
+            sampler = submit.params.get("sampler")
+            refuse_cfg_pp(sampler, guides, kind.title, submit.node_id, guided_from="above 0")
 
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any

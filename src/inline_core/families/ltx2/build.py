@@ -1,7 +1,8 @@
 """LTX-2's torch side: how each part of its stack loads, and how loaded parts make its pipeline.
 
 The shared layer calls this (`contract/builder.py`). Every part is a folder of its diffusers
-(or transformers) class, read with that class's `from_pretrained`, local files only: the
+(or transformers) class, read with that class's `from_pretrained`, local files only, or a part
+of ComfyUI's all-in-one file (`single_file.py`; all but the text encoder): the
 transformer, the video and audio VAEs and the vocoder and connectors (`diffusers.pipelines.ltx2`),
 and the Gemma 3 text encoder. The connectors run beside the text encoder; the audio VAE and the
 vocoder beside the video VAE.
@@ -29,6 +30,7 @@ from inline_core.diffusion.loading import (
 from inline_core.errors import InvalidRequest, RunFailed
 from inline_core.families.ltx2.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.ltx2.pipeline import LTX2StepPipeline
+from inline_core.families.ltx2.single_file import load_part
 from inline_core.families.ltx2.step_cache import LAYOUT
 from inline_core.models.source import Source
 
@@ -46,8 +48,13 @@ CLASSES: Mapping[str, tuple[str, str, str]] = {
 def load_folder(part: str, source: Source, placement: Placement) -> nn.Module:
     """One part from its folder (a diffusers pipeline's subfolder, or a component folder)."""
     library, class_name, what = CLASSES[part]
+    if source.view is not None:  # a part of ComfyUI's all-in-one file
+        return load_part(part, library, class_name, what, source, placement)
     if source.is_file:
-        raise RunFailed(f"the LTX-2 {what} {source.location} is a single file: LTX-2 reads folders")
+        raise RunFailed(
+            f"the LTX-2 {what} {source.location} is a single file: LTX-2 reads folders and "
+            "ComfyUI's all-in-one file"
+        )
 
     def load() -> nn.Module:
         quiet()

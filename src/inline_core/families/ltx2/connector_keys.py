@@ -13,7 +13,8 @@ from __future__ import annotations
 from inline_core.families.ltx2.key_renames import Renames, rename
 
 MODEL_PREFIX = "model.diffusion_model."
-PROJECTION = "text_embedding_projection.aggregate_embed"
+PROJECTIONS = "text_embedding_projection."  # the stacked layers' projections, 2.0's and 2.3's
+PROJECTION = PROJECTIONS + "aggregate_embed"
 # LTX-2.3's projection per stream: (the checkpoint's name, diffusers').
 STREAM_PROJECTIONS = (
     ("text_embedding_projection.video_aggregate_embed", "video_text_proj_in"),

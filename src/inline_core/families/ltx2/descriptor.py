@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from inline_core.contract.common_params import MODEL, SEED
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "lightricks/ltx-2"
+UPSCALE_CATEGORY = "latent_upscale_models"
 MAX_PROMPT_CHARS = 20_000
 STEPS_DEFAULT = 40
 # LTX-2's published defaults: 768x512, 121 frames (8k+1) at 24 fps, guidance 4 for the video
@@ -76,7 +79,19 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         ParamSpec("sampler", ParamWidget.SELECT, "euler", options=SAMPLERS),
         ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
         SEED,
-        MODEL,
+        # A diffusers folder in diffusion_models/, or ComfyUI's all-in-one file in checkpoints/.
+        replace(MODEL, also_from=("checkpoints",)),
+        # The two-stage path (the official workflows'): a first pass at half the size, the
+        # latent upsampler, a refining pass of 3 distilled steps at width x height.
+        ParamSpec("upscale", ParamWidget.BOOLEAN, default=False, label="Two-stage upscale"),
+        ParamSpec(
+            "upscale_model",
+            ParamWidget.SELECT,
+            default=None,
+            options_from=UPSCALE_CATEGORY,
+            label="Latent upsampler (empty: the model folder's, or the only one)",
+            empty_found_anywhere=True,
+        ),
         ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),
         ParamSpec("audio_format", ParamWidget.SELECT, default="flac", options=("flac", "wav")),
     ),

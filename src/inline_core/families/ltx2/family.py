@@ -13,15 +13,17 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from inline_core.contract.capabilities import Capabilities
+from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
-from inline_core.contract.lora_stacks import lora_stack
+from inline_core.contract.lora_stacks import lora_handles
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
-from inline_core.errors import InvalidRequest
+from inline_core.errors import InvalidRequest, ModelMissing
+from inline_core.families.ltx2.comfy import RECIPE
 from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.ltx2.download import DOWNLOADS
 from inline_core.families.ltx2.files import RULES, prompt_tokens, vae_factors
@@ -29,16 +31,19 @@ from inline_core.families.ltx2.lora_naming import LTX2_LORAS
 from inline_core.families.ltx2.request import (
     SPATIAL_FACTOR,
     TEMPORAL_FACTOR,
+    UPSCALE,
     LTX2Request,
     frames_refusal,
     new_request,
 )
+from inline_core.families.ltx2.single_file_config import SingleFileError, layout
 from inline_core.families.ltx2.split import (
     SPLIT_ENGINES,
     SPLIT_METHODS,
     sequence_refusal,
     support_for,
 )
+from inline_core.families.ltx2.upscale import pass_stacks, upsampler_folder
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.nodes.video_params import check_encoders, whole_numbers
 from inline_core.graph.descriptor import NodeDescriptor
@@ -84,6 +89,9 @@ class LTX2Family(Family):
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (LTX2_DESCRIPTOR,)
 
+    def comfy_recipe(self) -> ComfyRecipe:
+        return RECIPE
+
     def rules(self) -> StackRules:
         return RULES
 
@@ -124,10 +132,18 @@ class LTX2Family(Family):
         take_params["image_to_video"] = image is not None
         if image is not None:
             request["image"] = image
-        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        handles = lora_handles(inputs.get("loras"), self.name, self.title, node_id)
+        upscale = bool(params.get("upscale"))
+        loras, refine = pass_stacks(handles, upscale, self.title, node_id)
         if loras:
             request["loras"] = loras
             take_params["loras"] = stack_info(loras)
+        if upscale:
+            folder = upsampler_folder(
+                params, sources.get("transformer"), self.files.catalog, node_id
+            )
+            request.update(upscale=True, upsampler=str(folder), refine_loras=refine)
+            take_params.update(upscale=True, refine_loras=stack_info(refine))
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
@@ -138,8 +154,24 @@ class LTX2Family(Family):
         silent = "a lossless animated PNG, its sound a take of its own"
         check_encoders(params, node_id, silent, audio=True)
         sources = submit.sources
+        # Before the missing parts are named: a part missing from the file is the file's fault.
+        transformer = (
+            sources.get("transformer")
+            if sources is not None
+            else self.files.found(self.model_param(NODE_TYPE, params)).parts.get("transformer")
+        )
+        check_single_file(transformer, node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
+        if params.get("upscale"):
+            if "image" in submit.wired:
+                raise InvalidRequest(
+                    "param 'upscale' with a first frame (image) is not offered yet: the two-stage "
+                    "path renders text to video",
+                    node_id=node_id,
+                )
+            upsampler_folder(params, transformer, self.files.catalog, node_id)
+            spatial *= UPSCALE  # the first pass renders at half the size
         frames = params.get("frames")
         if frames is not None:
             refusal = frames_refusal(int(frames), temporal)
@@ -149,8 +181,8 @@ class LTX2Family(Family):
             value = params.get(name)
             if value is not None and int(value) % spatial:
                 raise InvalidRequest(
-                    f"param '{name}' must be a multiple of {spatial} for this LTX-2 model (its "
-                    f"VAE is {spatial}x down), got {value}",
+                    f"param '{name}' must be a multiple of {spatial} for this LTX-2 model and "
+                    f"render (its VAE's factor, twice that for 'upscale'), got {value}",
                     node_id=node_id,
                 )
 
@@ -180,3 +212,23 @@ class LTX2Family(Family):
             return None
         defaults = {p.name: p.default for p in LTX2_DESCRIPTOR.params}
         return sequence_refusal(params, defaults, sources, split)
+
+
+def check_single_file(transformer: Source | None, node_id: str) -> None:
+    """A transformer in a file must be ComfyUI's all-in-one file, whole: a 422 naming the file
+    and what it lacks, before the run."""
+    if transformer is None or not transformer.is_file:
+        return
+    if transformer.view is None:
+        raise InvalidRequest(
+            f"the LTX-2 diffusion model {transformer.path} is a file of the transformer alone: "
+            "LTX-2 reads ComfyUI's all-in-one file (checkpoints/ltx-2*.safetensors) or a "
+            "diffusers folder",
+            node_id=node_id,
+        )
+    try:
+        layout(transformer.path)
+    except SingleFileError as exc:
+        raise ModelMissing(
+            f"the LTX-2 file {transformer.path} cannot be read: {exc}", node_id=node_id
+        ) from exc

@@ -2,10 +2,11 @@
 
 An LTX-2 stack is a transformer (video and audio streams), the video VAE, the audio VAE, the
 vocoder, the text connectors, a Gemma 3 text encoder with its tokenizer, and a flow-matching
-scheduler config. Today each part is read from a diffusers folder (`LTX2Pipeline`'s or
-`LTX2ImageToVideoPipeline`'s, in `diffusion_models/`), or a component folder of its class in its
-category (`vae/`, `text_encoders/`); ComfyUI's single files are not read yet, so they are not
-claimed, and a stack without its folders is `model_missing` naming the folder to put.
+scheduler config. Each part is read from a diffusers folder (`LTX2Pipeline`'s or
+`LTX2ImageToVideoPipeline`'s, in `diffusion_models/`), a component folder of its class in its
+category (`vae/`, `text_encoders/`), or ComfyUI's all-in-one file in `checkpoints/`
+(`ltx-2*.safetensors`: every part but Gemma under its key prefix, their configs in its header,
+`single_file.py`). A stack without a part is `model_missing` naming what to put.
 
 `INLINE_LTX2_MODEL`, `INLINE_LTX2_VAE`, `INLINE_LTX2_AUDIO_VAE`, `INLINE_LTX2_VOCODER`,
 `INLINE_LTX2_CONNECTORS` and `INLINE_LTX2_TEXT_ENCODER` override each part.
@@ -26,7 +27,12 @@ from inline_core.contract.files import (
     read_json,
 )
 from inline_core.diffusion.files.shapes import Shapes
+from inline_core.families.ltx2 import checkpoint_keys, connector_keys, vocoder_keys
 from inline_core.families.ltx2.request import MAX_PROMPT_TOKENS
+from inline_core.families.ltx2.single_file_config import SingleFileError, layout
+from inline_core.families.ltx2.single_file_vae_config import (
+    vae_factors as single_file_vae_factors,
+)
 from inline_core.models.catalog import CatalogEntry
 from inline_core.models.source import Source
 
@@ -58,9 +64,10 @@ DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
 }
 
 
-def single_file(_shapes: Shapes) -> bool:
-    """ComfyUI's LTX-2 files are not read yet: none is claimed (a folder is)."""
-    return False
+def single_file(shapes: Shapes) -> bool:
+    """LTX-2's diffusion model by its keys (an all-in-one file's, its prefix cut): both streams'
+    input projections (LTX-Video has no audio stream)."""
+    return "patchify_proj.weight" in shapes and "audio_patchify_proj.weight" in shapes
 
 
 def folder_class(entry: CatalogEntry) -> str | None:
@@ -89,7 +96,12 @@ def encoder_score(entry: CatalogEntry, _transformer: Source | None) -> int | Non
 
 
 def _part(
-    part: str, label: str, title: str, category: str, score: Callable[..., int | None]
+    part: str,
+    label: str,
+    title: str,
+    category: str,
+    score: Callable[..., int | None],
+    prefix: str | None = None,
 ) -> PartRule:
     override = f"INLINE_LTX2_{part.upper()}"
     return PartRule(
@@ -100,6 +112,7 @@ def _part(
         subfolder=part,
         override=override,
         score=score,
+        checkpoint_prefix=prefix,
         hint=(
             f"the LTX-2 {label} comes with a diffusers LTX-2 folder (its {part}/); put one in "
             f"{{root}}/diffusion_models, a {title} folder in {{root}}/{category}, or set {override}"
@@ -111,7 +124,7 @@ RULES = StackRules(
     title=TITLE,
     family=FAMILY,
     model=ModelRule(
-        title="LTX-2 diffusion model (a diffusers LTX-2 folder)",
+        title="LTX-2 diffusion model (a diffusers LTX-2 folder or an all-in-one ltx-2 file)",
         override="INLINE_LTX2_MODEL",
         pipeline_prefix=("LTX2Pipeline", "LTX2ImageToVideoPipeline"),
         transformer_class=TRANSFORMER_CLASS,
@@ -122,13 +135,21 @@ RULES = StackRules(
         hint=FOLDER_HINT,
     ),
     parts=(
-        _part("vae", "video VAE", f"LTX-2 video VAE ({VAE_CLASS})", "vae", class_score(VAE_CLASS)),
+        _part(
+            "vae",
+            "video VAE",
+            f"LTX-2 video VAE ({VAE_CLASS})",
+            "vae",
+            class_score(VAE_CLASS),
+            checkpoint_keys.VAE_PREFIX,
+        ),
         _part(
             "audio_vae",
             "audio VAE",
             f"LTX-2 audio VAE ({AUDIO_VAE_CLASS})",
             "vae",
             class_score(AUDIO_VAE_CLASS),
+            checkpoint_keys.AUDIO_VAE_PREFIX,
         ),
         _part(
             "vocoder",
@@ -136,6 +157,7 @@ RULES = StackRules(
             "LTX-2 vocoder (LTX2Vocoder)",
             "vae",
             class_score(*VOCODER_CLASSES),
+            vocoder_keys.PREFIX,
         ),
         _part(
             "connectors",
@@ -143,6 +165,7 @@ RULES = StackRules(
             f"LTX-2 text connectors ({CONNECTORS_CLASS})",
             "text_encoders",
             class_score(CONNECTORS_CLASS),
+            connector_keys.PROJECTIONS,
         ),
         _part(
             "text_encoder",
@@ -168,6 +191,12 @@ def vae_factors(vae: Source | None) -> tuple[int, int] | None:
     """The video VAE's (spatial, temporal) compression, from its config (None: unreadable)."""
     if vae is None:
         return None
+    if vae.view is not None:  # a part of the all-in-one file: its header's config
+        try:
+            found = layout(vae.path)
+        except SingleFileError:
+            return None
+        return single_file_vae_factors(found.configs["vae"])
     config = read_json(vae.location / "config.json")
     if config is None:
         return None

@@ -8,7 +8,8 @@ video VAE (`AutoencoderKLLTX2Video`, 2x down in space and time at this size), th
 (`LTX2TextConnectors`) and a Gemma 3 text encoder (`Gemma3ForConditionalGeneration`, a tiny text
 tower and a tiny vision tower) with a byte-level tokenizer, and writes the diffusers layout:
 `diffusion_models/ltx-2_tiny_diffusers/` (`LTX2Pipeline.save_pretrained`, LTX-2.0's legacy
-connector). The tiny sizes are those of diffusers' own LTX-2 tests; `--size mid` widens and
+connector; with its `latent_upsampler/`, the two-stage path's). The tiny sizes are those of
+diffusers' own LTX-2 tests; `--size mid` widens and
 deepens the transformer alone (8 layers, video 8 heads x 64, sound 4 x 32: about 40M parameters,
 where most of a render's time goes) for figures nearer a real model's, written to
 `diffusion_models/ltx-2_mid_diffusers/`. Random weights draw noise.
@@ -140,6 +141,17 @@ SCHEDULER_CONFIG: dict[str, Any] = {
     "shift_terminal": 0.1,
     "time_shift_type": "exponential",
 }
+# The spatial latent upsampler (2x in width and height) of the two-stage path.
+UPSAMPLER_CONFIG: dict[str, Any] = {
+    "in_channels": LATENT_CHANNELS,
+    "mid_channels": 32,
+    "num_blocks_per_stage": 1,
+    "dims": 3,
+    "spatial_upsample": True,
+    "temporal_upsample": False,
+    "rational_spatial_scale": 2.0,
+    "use_rational_resampler": False,
+}
 SEEDS = {
     "text_encoder": 41,
     "transformer": 42,
@@ -147,6 +159,7 @@ SEEDS = {
     "vae": 44,
     "audio_vae": 45,
     "vocoder": 46,
+    "latent_upsampler": 47,
 }
 
 
@@ -238,7 +251,14 @@ def write_kit(out: Path, size: str = "tiny") -> LTX2Kit:
     parts = build_parts(size)
     folder = out / "diffusion_models" / folder_name(size)
     diffusers().LTX2Pipeline(**parts).save_pretrained(str(folder))
+    build_upsampler().save_pretrained(str(folder / "latent_upsampler"))  # as Lightricks/LTX-2's
     return LTX2Kit(out, folder)
+
+
+def build_upsampler() -> Any:
+    seeded(SEEDS["latent_upsampler"])
+    ltx2 = module("diffusers.pipelines.ltx2.latent_upsampler")
+    return ltx2.LTX2LatentUpsamplerModel(**UPSAMPLER_CONFIG).eval()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

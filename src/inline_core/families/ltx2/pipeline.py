@@ -39,7 +39,12 @@ from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.flow.samplers import numpy_flow_spacing
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule, flow_x0
 from inline_core.diffusion.libs import module
-from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.placement import (
+    OffloadSwap,
+    PlacementLike,
+    home_device,
+    torch_dtype,
+)
 from inline_core.diffusion.stepcache import rows as step_rows
 from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
 from inline_core.diffusion.vae.pixels import gather_chunks
@@ -105,6 +110,8 @@ class LTX2StepPipeline:
         self.vae = vae
         self.audio_vae = audio_vae
         self.vocoder = vocoder
+        # The two-stage path's latent upsamplers, by folder, loaded on first use.
+        self.upsamplers: dict[str, nn.Module] = {}
         self.placement = placement
         self.encoder_placement = encoder_placement
         self.vae_placement = vae_placement
@@ -273,8 +280,8 @@ class LTX2StepPipeline:
             preds: list[tuple[torch.Tensor, torch.Tensor]] = []
             for i, s in enumerate(states):
                 j = next(negatives) if s.cfg else None
-                sigma = _schedule(s).levels[s.step_index]
-                v = guided(video, i, j, s.guidance, s.latents, sigma)
+                sigma = _schedule(s).levels[s.schedule_index]
+                v = guided(video, i, j, s.video_scale, s.latents, sigma)
                 a = guided(audio, i, j, s.audio_scale, s.audio_latents, sigma)
                 preds.append((v, a))
             return preds
@@ -335,7 +342,7 @@ class LTX2StepPipeline:
 
     def step_scheduler(self, state: LTX2Request, noise_pred: Any, /) -> None:
         video, audio = cast(tuple[torch.Tensor, torch.Tensor], noise_pred)
-        index = state.step_index
+        index = state.schedule_index
         with torch.inference_mode():
             latents = cast(torch.Tensor, state.latents)
             stepped = _advance(_schedule(state), index, video, latents)
@@ -346,6 +353,81 @@ class LTX2StepPipeline:
             audio_latents = cast(torch.Tensor, state.audio_latents)
             state.audio_latents = _advance(state.audio_schedule, index, audio, audio_latents)
         state.step_index += 1
+        if state.upscale and not state.refining and state.step_index == state.first_pass_steps:
+            self.refine(state)
+
+    # -- the two-stage path -------------------------------------------------------------------
+
+    def refine(self, state: LTX2Request) -> None:
+        """After the first pass, as diffusers' `LTX2LatentUpsamplePipeline` and a second
+        `LTX2Pipeline` call: the video's latents, denormalized, through the latent upsampler
+        (twice the width and height) and normalized again; both streams then noised back to the
+        refining pass's first sigma with fresh noise from the request's seed (the video's drawn
+        first, each in its packed shape) and stepped through its sigmas, unshifted, with its
+        guidance and its LoRAs (the distilled LoRA) on the request's rows."""
+        upsampler_module = self.upsampler_at(state.upsampler)
+        vae = cast(Any, self.vae)
+        f, h, w = state.latent_shape
+        with torch.inference_mode():
+            video = unpack_video(cast(torch.Tensor, state.latents), f, h, w).float()
+            mean = vae.latents_mean.view(1, -1, 1, 1, 1).to(video.device, video.dtype)
+            std = vae.latents_std.view(1, -1, 1, 1, 1).to(video.device, video.dtype)
+            scale = float(vae.config.scaling_factor)
+            upsampler = cast(Any, upsampler_module)
+            dtype = torch_dtype(self.vae_placement.dtype)
+            with self.swap.use(upsampler_module, self.vae_placement):
+                raw = (video * std / scale + mean).to(self.vae_placement.device, dtype)
+                larger = cast(torch.Tensor, upsampler(raw)).float().to(video.device)
+            state.refining, state.refine_start = True, state.step_index
+            latents = pack_video((larger - mean) * scale / std)
+            generator = torch.Generator("cpu").manual_seed(state.seed)
+            sigma = float(state.refine_sigmas[0])
+            noise = torch.randn(tuple(latents.shape), generator=generator, dtype=torch.float32)
+            state.latents = (sigma * noise.to(latents.device) + (1 - sigma) * latents).to(
+                self.device
+            )
+            audio = cast(torch.Tensor, state.audio_latents)
+            audio_noise = torch.randn(tuple(audio.shape), generator=generator, dtype=torch.float32)
+            state.audio_latents = sigma * audio_noise.to(audio.device) + (1 - sigma) * audio
+            tokens = int(state.latents.shape[1])
+            state.schedule = self.refine_schedule(state, tokens, 0)
+            state.audio_schedule = self.refine_schedule(state, tokens, 1)
+            state.loras = state.refine_loras
+            self.adapters.check(state.loras)
+            if state.cfg and state.negative is None:
+                state.negative = self.encode(state.negative_prompt, state.max_prompt_tokens)
+            step_rows.release(state.cache)  # residuals of the first pass's shape
+            state.cache = step_rows.request_cache(state.step_cache)
+
+    def upsampler_at(self, folder: str) -> nn.Module:
+        """The latent upsampler in `folder` (a diffusers folder), loaded once, kept with the
+        VAEs."""
+        found = self.upsamplers.get(folder)
+        if found is None:
+            ltx2 = module("diffusers.pipelines.ltx2.latent_upsampler")
+            dtype = torch_dtype(self.vae_placement.storage or self.vae_placement.dtype)
+            loaded = ltx2.LTX2LatentUpsamplerModel.from_pretrained(
+                folder, local_files_only=True, dtype=dtype
+            )
+            found = cast(nn.Module, loaded).to(home_device(self.vae_placement)).eval()
+            self.upsamplers[folder] = found
+        return found
+
+    def refine_schedule(self, state: LTX2Request, tokens: int, row: int) -> FlowMatchSchedule:
+        """The refining pass's sigmas as given: the model's scheduler without its shift."""
+        config = {**self.scheduler_config, "use_dynamic_shifting": False, "shift_terminal": None}
+        return FlowMatchSchedule.create(
+            config,
+            len(state.refine_sigmas),
+            tokens,
+            self.device,
+            sampler=state.sampler,
+            model_time=_raw_time,
+            spacing=lambda _steps: list(state.refine_sigmas),
+            seed=state.seed,
+            row=row,
+            mu=token_shift(tokens, config),
+        )
 
     # -- previews (components.step.SupportsPreview) ------------------------------------------------
 
@@ -358,7 +440,7 @@ class LTX2StepPipeline:
         latent frame is the image itself, so the estimate starts at the first frame the model
         makes."""
         video = cast(tuple[torch.Tensor, torch.Tensor], noise_pred)[0]
-        sigma = float(_schedule(state).levels[state.step_index])
+        sigma = float(_schedule(state).levels[state.schedule_index])
         with torch.inference_mode():
             x0 = flow_x0(cast(torch.Tensor, state.latents), sigma, video)
             f, h, w = state.latent_shape
@@ -496,7 +578,7 @@ def _schedule(state: LTX2Request) -> FlowMatchSchedule:
 
 def _timestep(state: LTX2Request) -> torch.Tensor:
     """(1,): the model's timestep at the request's current call."""
-    return _schedule(state).model_timestep(state.step_index)
+    return _schedule(state).model_timestep(state.schedule_index)
 
 
 def _advance(

@@ -23,6 +23,10 @@ SPATIAL_FACTOR = 32
 TEMPORAL_FACTOR = 8
 MAX_PROMPT_TOKENS = 1024  # LTX2Pipeline's max_sequence_length
 FORMATS = ("mp4", "png")
+# The refining pass's sigmas after the latent upsampler: Lightricks' and diffusers'
+# (`STAGE_2_DISTILLED_SIGMA_VALUES`), which ComfyUI's templates set by ManualSigmas.
+REFINE_SIGMAS = (0.909375, 0.725, 0.421875)
+UPSCALE = 2  # the spatial latent upsampler's factor
 
 
 @dataclass(eq=False)
@@ -47,7 +51,17 @@ class LTX2Request:
     temporal_factor: int = TEMPORAL_FACTOR
     max_prompt_tokens: int = MAX_PROMPT_TOKENS  # the text encoder's padded prompt length
     step_cache: StepCacheSettings | None = None
+    # The two-stage path: the first pass at half width and height, the latent upsampler, then
+    # a short refining pass (`refine_sigmas`, guided by `refine_guidance`, `refine_loras` on
+    # its rows: the distilled LoRA) at width x height.
+    upscale: bool = False
+    upsampler: str = ""  # the latent upsampler's diffusers folder
+    refine_sigmas: tuple[float, ...] = REFINE_SIGMAS
+    refine_guidance: float = 1.0
+    refine_loras: LoraStack = ()
     model_key: Hashable = field(default="", metadata=LOCAL)
+    refining: bool = field(default=False, metadata=LOCAL)  # the upsampled latents' pass
+    refine_start: int = field(default=0, metadata=LOCAL)  # its first model call's index
     step_index: int = field(default=0, metadata=LOCAL)
     prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
     schedule: Any = field(default=None, metadata=LOCAL)  # the video's `FlowMatchSchedule`
@@ -63,29 +77,47 @@ class LTX2Request:
     cache: Any = field(default=None, metadata=LOCAL)
 
     @property
+    def video_scale(self) -> float:
+        """The video's guidance in the pass running (the refining pass's its own)."""
+        return self.refine_guidance if self.refining else self.guidance
+
+    @property
     def audio_scale(self) -> float:
+        if self.refining:
+            return self.refine_guidance
         return self.guidance if self.audio_guidance is None else self.audio_guidance
 
     @property
     def cfg(self) -> bool:
         """The forward carries the negative prompt (either stream guides)."""
-        return self.guidance > 1 or self.audio_scale > 1
+        return self.video_scale > 1 or self.audio_scale > 1
 
     @property
     def latent_shape(self) -> tuple[int, int, int]:
-        """(frames, height, width) of the video latents."""
+        """(frames, height, width) of the video latents (the first pass's, before the
+        upsampler, at half the size)."""
+        shrink = UPSCALE if self.upscale and not self.refining else 1
         return (
             (self.frames - 1) // self.temporal_factor + 1,
-            self.height // self.spatial_factor,
-            self.width // self.spatial_factor,
+            self.height // self.spatial_factor // shrink,
+            self.width // self.spatial_factor // shrink,
         )
 
     @property
-    def step_count(self) -> int:
+    def first_pass_steps(self) -> int:
         # Model calls: a two-call sampler (heun, dpm_2, ...) makes more than `steps`.
-        if self.schedule is not None:
-            return int(self.schedule.step_count)
-        return self.steps
+        if self.refining:
+            return self.refine_start
+        return int(self.schedule.step_count) if self.schedule is not None else self.steps
+
+    @property
+    def step_count(self) -> int:
+        return self.first_pass_steps + (len(self.refine_sigmas) if self.upscale else 0)
+
+    @property
+    def schedule_index(self) -> int:
+        """The model call's index in the running pass's schedule."""
+        return self.step_index - self.refine_start
 
     @property
     def done(self) -> bool:
@@ -118,7 +150,7 @@ def frames_refusal(frames: int, temporal_factor: int) -> str | None:
 def new_request(model_key: Hashable, **kwargs: Any) -> LTX2Request:
     """A request state, checked: sizes the VAE allows, frames it decodes, a known format."""
     state = LTX2Request(**kwargs, model_key=model_key)
-    multiple = state.spatial_factor
+    multiple = state.spatial_factor * (UPSCALE if state.upscale else 1)
     if state.width % multiple or state.height % multiple:
         raise InvalidRequest(
             f"width and height must be multiples of {multiple} for this model, not "

@@ -141,6 +141,9 @@ class FamilyNodeRunner(NodeRunner):
                 if counts is not None:  # and what the cache skipped
                     params["cacheCounts"] = counts
                     self.runtime.step_cache_totals.add(counts)
+            compiled = self.runtime.compile_notes(target.pipeline) or job.compiled
+            if compiled:  # compiled blocks equal eager within a level: the take says how it ran
+                params["compile"] = compiled
             takes = [self._save(ctx, node_id, output, params, chosen)]
             outputs = {self.descriptor.outputs[0].name: output}
             sound = self._audio_port()

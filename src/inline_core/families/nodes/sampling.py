@@ -8,9 +8,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
+from inline_core.errors import InvalidRequest
 from inline_core.graph.descriptor import ParamSpec, ParamWidget
 from inline_core.graph.primitives import SHIFT_PARAMS
-from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
+from inline_core.graph.sampler_names import (
+    CFG_PP_SAMPLERS,
+    GUIDED_SAMPLERS,
+    SCHEDULES,
+)
 
 # The params a request takes as they are (the schedule's name becomes `sigma_schedule`).
 SAMPLING = ("width", "height", "steps", "guidance", "seed", "sampler")
@@ -47,7 +52,9 @@ def sampling_params(model_default: str, guidance_note: str) -> tuple[ParamSpec, 
             step=0.1,
             label=f"Guidance ({model_default}; {guidance_note})",
         ),
-        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=SAMPLERS),
+        # CFG++ too: the shared flow pipeline hands on the unconditional prediction (a model
+        # that runs no guidance refuses them in its family's check).
+        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=GUIDED_SAMPLERS),
         ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
         *SHIFT_PARAMS,  # the shared flow pipeline runs the request's own shift
         SEED,
@@ -73,3 +80,33 @@ def sampling_request(params: Mapping[str, Any], defaults: Mapping[str, Any]) -> 
         if params.get(name) is not None:
             request[name] = float(params[name])
     return request
+
+
+def guidance_param(params: Mapping[str, Any], defaults: Mapping[str, Any]) -> float:
+    """The node's guidance, or the model's own where it is empty."""
+    value = params.get("guidance")
+    return float(defaults["guidance"] if value is None else value)
+
+
+def refuse_cfg_pp(
+    sampler: object, guides: bool | str, model: str, node_id: str, guided_from: str
+) -> None:
+    """A CFG++ sampler where no unconditional prediction is made, as a 422: `guides` a text, the
+    model runs no guidance of that kind at all (why: "step-distilled"); False, the node's
+    guidance leaves it off (`guided_from`: the guidance that turns it on, as the node counts it)."""
+    if sampler not in CFG_PP_SAMPLERS:
+        return
+    name = str(sampler)
+    plain = name.removesuffix("_cfg_pp")
+    if isinstance(guides, str):
+        raise InvalidRequest(
+            f"{model} is {guides} and runs no classifier-free guidance, so it cannot run the "
+            f"CFG++ sampler {name!r}: pick {plain!r}, or a base model",
+            node_id=node_id,
+        )
+    if not guides:
+        raise InvalidRequest(
+            f"{model}: the CFG++ sampler {name!r} steps along the unconditional prediction, "
+            f"which only a guided render computes: set guidance {guided_from}, or pick {plain!r}",
+            node_id=node_id,
+        )

@@ -1,20 +1,21 @@
 """What Qwen-Image can be split across ranks with (torch-free; the plan is `split_plan.py`).
 
-Its own plan on cache-dit's context parallelism, Ulysses only: each stream is padded to a
+Its own plan on cache-dit's context parallelism, Ulysses or Ring: each stream is padded to a
 multiple of the ranks and the pads masked (so any prompt length and image size splits), and the
-mask is laid out as Ulysses orders the keys. cache-dit's ring attention takes no mask, and
-Qwen-Image's prompts are masked (a batch's shorter prompts, every pad), so Ring is not offered.
-Ulysses shards attention heads, so its degree must divide the transformer's heads: read from the
-model's own files (24 on the 20B).
+mask is laid out in the ranks' order. Ulysses hands it to the attention of the gathered keys;
+Ring to its own ring attention, which masks each rank's keys with their slice of it at every
+step (`ring_attention.py`: cache-dit's ring attention takes no mask, and Qwen-Image's prompts
+are masked). The two together are refused at submit. Ulysses shards attention heads, so its
+degree must divide the transformer's heads: read from the model's own files (24 on the 20B).
 """
 
 from __future__ import annotations
 
-from inline_core.device.split import ModelParallelSupport
+from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.families.qwen_image.transformer import config_of
 from inline_core.models.source import Source
 
-SPLIT_METHODS = frozenset({"ulysses"})
+SPLIT_METHODS = frozenset({"ulysses", "ring"})
 SPLIT_ENGINES = frozenset({"cache-dit"})  # xDiT's Qwen-Image class is not used here
 
 
@@ -27,3 +28,14 @@ def support_for(transformer: Source | None) -> ModelParallelSupport:
         methods=SPLIT_METHODS,
         heads=heads if isinstance(heads, int) and heads > 0 else None,
     )
+
+
+def split_refusal(split: ParallelSpec) -> str | None:
+    """Why Qwen-Image cannot render under `split` (None: it can)."""
+    if split.degree("ulysses") > 1 and split.degree("ring") > 1:
+        return (
+            f"Qwen-Image splits with Ulysses or with Ring, not both (INLINE_PARALLEL={split}): "
+            "its masked attention is laid out for one of them; set INLINE_PARALLEL to "
+            f"ulysses={split.world_size} or ring={split.world_size}"
+        )
+    return None

@@ -1,4 +1,4 @@
-"""Qwen-Image's own context-parallel plan for cache-dit's Ulysses (imports torch).
+"""Qwen-Image's own context-parallel plan for cache-dit's Ulysses, and for Ring (imports torch).
 
 cache-dit's QwenImage plan shards the image's and the prompt's tokens evenly at the first block:
 a stream the ranks do not divide (a prompt of 7 tokens; the native 1328x1328, 83x83 patches)
@@ -16,7 +16,11 @@ attention sees every rank's keys. This plan:
   masks with `cat([encoder_hidden_states_mask, ones for its own image shard])`, so it gets that
   mask less its end, the last rank's image shard (all real tokens).
 
-Ulysses only: cache-dit's ring attention takes no mask (`split.py`).
+Ring shards and pads alike, and hands each attention the same mask: there each rank's queries
+meet every rank's keys one ring step at a time, the keys of rank j masked by rank j's slice of
+it (`ring_attention.py`; cache-dit's own ring attention takes no mask). Ulysses and Ring together
+are not offered: the keys a Ulysses group gathers inside a ring step would need the mask laid out
+again for each.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from inline_core.families.qwen_image.ring_attention import MaskedRing, route
 from inline_core.families.qwen_image.step_cache import LAYOUT
 
 
@@ -89,7 +94,7 @@ class ImagePads:
         return keep
 
 
-class PaddedUlysses:
+class PaddedSplit:
     """The hooks that pad, shard and mask around cache-dit's plan on one transformer."""
 
     def __init__(self, transformer: nn.Module, ranks: int, rank: int) -> None:
@@ -168,17 +173,22 @@ class PaddedUlysses:
         return torch.cat(parts[:-1], dim=1)
 
 
-def pad_for_split(transformer: nn.Module, degrees: Mapping[str, int]) -> PaddedUlysses:
-    """Install the hooks on a transformer cache-dit splits with `context_plan()`."""
+def pad_for_split(transformer: nn.Module, degrees: Mapping[str, int]) -> PaddedSplit:
+    """Install the hooks on a transformer cache-dit splits with `context_plan()`; with Ring,
+    route its attention through the masked ring."""
     import torch.distributed as dist
 
-    ranks = int(degrees.get("ulysses", 1))
-    others = {name: d for name, d in degrees.items() if name != "ulysses" and d > 1}
-    if others or ranks < 2:
+    ulysses, ring = int(degrees.get("ulysses", 1)), int(degrees.get("ring", 1))
+    others = {name: d for name, d in degrees.items() if name not in ("ulysses", "ring") and d > 1}
+    if others or (ulysses > 1) == (ring > 1):
         raise ValueError(
-            f"Qwen-Image splits with Ulysses alone, got {dict(degrees)}: cache-dit's ring "
-            "attention takes no mask, and Qwen-Image's prompts are masked"
+            f"Qwen-Image splits with Ulysses or with Ring, one of them, got {dict(degrees)}: "
+            "its attention is masked, and the mask is laid out for one of them at a time"
         )
+    ranks = max(ulysses, ring)
     if dist.get_world_size() != ranks:
-        raise ValueError(f"ulysses={ranks} needs {ranks} ranks, got {dist.get_world_size()}")
-    return PaddedUlysses(transformer, ranks, dist.get_rank())
+        raise ValueError(f"{dict(degrees)} needs {ranks} ranks, got {dist.get_world_size()}")
+    hooks = PaddedSplit(transformer, ranks, dist.get_rank())
+    if ring > 1:
+        route(transformer, MaskedRing(dist.get_rank(), ranks))
+    return hooks

@@ -24,7 +24,9 @@ from inline_core.families.sdxl import unet
 from inline_core.families.sdxl.files import DEFAULT_SCHEDULER_CONFIG, VAE_FORMAT, prediction_of
 from inline_core.families.sdxl.lora import part_reader
 from inline_core.families.sdxl.lora_naming import TEXT_ENCODER, TEXT_ENCODER_2, UNET
-from inline_core.families.sdxl.pipeline import PREDICTION_ATTR, SDXLStepPipeline
+from inline_core.families.sdxl.pipeline import PREDICTION_ATTR, PREVIEW_FORMAT, SDXLStepPipeline
+from inline_core.families.sdxl.refiner import REFINER, REFINER_TEXT_ENCODER
+from inline_core.families.sdxl.refiner_stage import RefinerStage
 from inline_core.families.sdxl.request import DEFAULT_CLIP_SKIP
 from inline_core.models.source import Source
 
@@ -32,11 +34,14 @@ G_PAD = 0  # OpenCLIP-G pads with token 0 (`!`), as ComfyUI and SDXL's second to
 
 
 class SDXLBuilder:
+    preview_format = PREVIEW_FORMAT  # its latents' (SD 1.5's builder names its own)
     roles: Mapping[str, str] = {
         "transformer": "denoiser",
         "text_encoder": "text_encoder",
         "text_encoder_2": "text_encoder",
         "vae": "vae",
+        REFINER: "denoiser",
+        REFINER_TEXT_ENCODER: "text_encoder",
     }
 
     parts = PartLoader(
@@ -46,6 +51,8 @@ class SDXLBuilder:
             "text_encoder": clip.CLIP_L,
             "text_encoder_2": clip.CLIP_G,
             "vae": VAE_FORMAT,
+            REFINER: unet.FORMAT,
+            REFINER_TEXT_ENCODER: clip.CLIP_G,
         },
         DEFAULT_SCHEDULER_CONFIG,
     )
@@ -53,8 +60,8 @@ class SDXLBuilder:
     def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
         loaded = self.parts.load(part, source, placement)
         if part == "transformer" and source is not None:
-            # A checkpoint says it predicts v in its own keys: the UNet carries that to its
-            # pipeline, over the default scheduler config (a checkpoint brings none).
+            # A checkpoint says it predicts v (with zero terminal SNR) in its own keys: the UNet
+            # carries that to its pipeline, over the default scheduler config (it brings none).
             setattr(loaded, PREDICTION_ATTR, prediction_of(source))
         return loaded
 
@@ -92,7 +99,24 @@ class SDXLBuilder:
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
             serial_phases=any(p.offload for p in parts.placements.values()),
+            refiner=self.refiner(parts),
+            preview_format=self.preview_format,
         )
+
+    def refiner(self, parts: Parts) -> RefinerStage | None:
+        """The refiner checkpoint's UNet and its one encoder (OpenCLIP-G, read as the base's
+        second tower), where the stack has one."""
+        if REFINER not in parts.values:
+            return None
+        tower = ClipTower(parts[REFINER_TEXT_ENCODER], pad=G_PAD, final_norm=False, pooled=True)
+        encoder = ClipPromptEncoder(
+            parts["tokenizer"],
+            (tower,),
+            parts.placements["text_encoder"],
+            parts.swap,
+            clip_skip=DEFAULT_CLIP_SKIP,
+        )
+        return RefinerStage(parts[REFINER], encoder)
 
     def denoiser(self, parts: Parts) -> StepPipeline:
         raise InvalidRequest(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.mapper import Mapper
 from inline_core.importer.own_node import Sampling
@@ -44,7 +44,7 @@ def custom_sampling(
     if chosen.class_type != SELECT:
         raise UnsupportedNode(f"{describe(chosen)}: only KSamplerSelect's samplers import")
     name = m.text(chosen, "sampler_name", "euler")
-    if name not in SIGMA_SAMPLERS:
+    if name not in GUIDED_SAMPLERS:
         raise UnsupportedNode(f"{describe(chosen)}: sampler {name!r} is not offered here")
     sigmas = required(sampler, "sigmas")
     if sigmas.inputs.get("model") != sampler.inputs.get("model"):

@@ -13,8 +13,8 @@
   or is refused naming the node (`comfy_custom.py`).
 - VAEEncodeForInpaint and SetLatentNoiseMask are the node's image and mask, their differences
   listed (`comfy_inpaint.py`).
-- The base + refiner chain (KSamplerAdvanced stages) is refused naming why: the node has no
-  refiner yet.
+- The base + refiner chain (two KSamplerAdvanced stages) is the node's `refiner` and
+  `refiner_switch` (`comfy_refiner.py`).
 """
 
 from __future__ import annotations
@@ -24,14 +24,23 @@ from typing import Any, ClassVar
 from inline_core.families.sdxl.comfy import CHECKPOINT_LOADER, CLIP_LAYER
 from inline_core.families.sdxl.comfy_custom import CUSTOM, custom_sampling
 from inline_core.families.sdxl.comfy_inpaint import INPAINT_LATENTS, inpaint_inputs
-from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
+from inline_core.families.sdxl.comfy_refiner import (
+    decoder_note,
+    refiner_loader,
+    refiner_params,
+    staged_sampling,
+)
+from inline_core.families.sdxl.descriptor import PREDICTION_OVERRIDES
+from inline_core.families.sdxl.request import DEFAULT_CLIP_SKIP
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.own_node import LORA_LOADERS, Collapse, Sampling
 from inline_core.importer.recognise import MODEL_LOADERS
+from inline_core.importer.stages import ADVANCED
 from inline_core.importer.values import Port, describe
 from inline_core.importer.workflow import ComfyNode, Link
 
-ADVANCED = "KSamplerAdvanced"
+MODEL_SAMPLING = "ModelSamplingDiscrete"  # its sampling and zsnr: the node's own
 DEFAULT_SAMPLER, DEFAULT_SCHEDULE = "euler", "normal"
 
 
@@ -56,15 +65,16 @@ class SDXLCollapse(Collapse):
         self.clip_skip: int | None = None
 
     def sampling(self, sampler: ComfyNode) -> Sampling:
-        if sampler.class_type == ADVANCED:
-            raise UnsupportedNode(_advanced_refusal(sampler, self.source(sampler, "model")))
         if sampler.class_type == CUSTOM:  # SDXL Turbo's template
             return custom_sampling(self.mapper, sampler, self.required)
-        found = super().sampling(sampler)
+        if sampler.class_type == ADVANCED:  # the base + refiner template (`comfy_refiner.py`)
+            found = staged_sampling(self, sampler)
+        else:
+            found = super().sampling(sampler)
         m = self.mapper
-        name = m.text(sampler, "sampler_name", DEFAULT_SAMPLER)
-        schedule = m.text(sampler, "scheduler", DEFAULT_SCHEDULE)
-        found.extra["sampler"] = name if name in SIGMA_SAMPLERS else DEFAULT_SAMPLER
+        name = m.text(found.first, "sampler_name", DEFAULT_SAMPLER)
+        schedule = m.text(found.first, "scheduler", DEFAULT_SCHEDULE)
+        found.extra["sampler"] = name if name in GUIDED_SAMPLERS else DEFAULT_SAMPLER
         found.extra["schedule"] = schedule if schedule in SCHEDULES else DEFAULT_SCHEDULE
         return found
 
@@ -73,7 +83,7 @@ class SDXLCollapse(Collapse):
             return  # mapped exactly, or refused (`comfy_custom.py`)
         m, where = self.mapper, self.descriptor.type
         name = m.text(sampler, "sampler_name", DEFAULT_SAMPLER)
-        if name not in SIGMA_SAMPLERS:
+        if name not in GUIDED_SAMPLERS:
             m.substituted(sampler, f"sampler {name!r} is not offered; {where} samples with euler")
         schedule = m.text(sampler, "scheduler", DEFAULT_SCHEDULE)
         if schedule not in SCHEDULES:
@@ -114,17 +124,34 @@ class SDXLCollapse(Collapse):
         super().part(loader)
 
     def model_way(self, sampler: ComfyNode) -> tuple[dict[str, Any], list[ComfyNode], ComfyNode]:
+        """Its LoraLoaders and ModelSamplingDiscrete (the one nearest the sampler wins, as in
+        ComfyUI: the node's `prediction` and `zsnr`), to the checkpoint."""
         node = self.required(sampler, "model")
         adapters: list[ComfyNode] = []
-        while node.class_type in LORA_LOADERS:
-            adapters.append(node)
+        values: dict[str, Any] = {}
+        while node.class_type in (*LORA_LOADERS, MODEL_SAMPLING):
+            if node.class_type != MODEL_SAMPLING:
+                adapters.append(node)
+            elif not values:
+                values = self._model_sampling(node)
             node = self.required(node, "model")
         self.expect(node, CHECKPOINT_LOADER)
-        return {}, adapters[::-1], node
+        return values, adapters[::-1], node
+
+    def _model_sampling(self, node: ComfyNode) -> dict[str, Any]:
+        m = self.mapper
+        sampling = m.text(node, "sampling", "eps")
+        if sampling not in PREDICTION_OVERRIDES:
+            raise UnsupportedNode(
+                f"{describe(node)}: sampling {sampling!r} is not offered; "
+                f"{self.descriptor.type} runs {' or '.join(PREDICTION_OVERRIDES)}"
+            )
+        return {"prediction": sampling, "zsnr": m.literal(node, "zsnr") is True}
 
     def model(self, sampling: Sampling, node_id: str) -> dict[str, Any]:
-        _values, adapters, node = self.model_way(sampling.first)
-        self._same_checkpoint(node)
+        values, adapters, node = self.model_way(sampling.first)
+        refiner = None if sampling.last is None else self._refiner(sampling.first, sampling.last)
+        self._same_checkpoint(node, refiner)
         on_model = {n.id for n in adapters}
         for lora_id in sorted(self.clip_loras - on_model):
             raise UnsupportedNode(
@@ -133,14 +160,49 @@ class SDXLCollapse(Collapse):
                 "encoders together (LoraLoader's two strengths); wire its MODEL output too"
             )
         self.loras = [self.lora(n) for n in adapters]
-        params: dict[str, Any] = {self.recipe.names.model: self.model_file(node, node_id)}
+        params: dict[str, Any] = {**values, self.recipe.names.model: self.model_file(node, node_id)}
         if self.clip_skip is not None:
             params["clip_skip"] = self.clip_skip
+        if refiner is not None:
+            params |= refiner_params(self, refiner, node_id)
         return params
 
-    def _same_checkpoint(self, model: ComfyNode) -> None:
+    def _refiner(self, first: ComfyNode, last: ComfyNode) -> ComfyNode:
+        """The refiner stage's checkpoint; its prompts' CLIP way may add no LoRA and no other
+        layer than the base's (the node reads both encoders at one `clip_skip`)."""
+        prompts = (self.prompt(first, "positive"), self.prompt(first, "negative"))
+        base_layer, base_loras = self.clip_skip, set(self.clip_loras)
+        self.clip_skip = None
+        refiner = refiner_loader(self, last, prompts)
+        layer, self.clip_skip = self.clip_skip, base_layer
+        if self.clip_loras != base_loras:
+            raise UnsupportedNode(
+                f"{describe(last)}: a LoraLoader adapts the refiner's CLIP; the node's LoRAs "
+                "adapt the base model alone"
+            )
+        if layer is not None and layer != (base_layer or DEFAULT_CLIP_SKIP):
+            raise UnsupportedNode(
+                f"{describe(last)}: its prompts read CLIP layer {layer}, the base's "
+                f"{base_layer or DEFAULT_CLIP_SKIP}; the node reads both at one clip_skip"
+            )
+        if self.mapper.text(refiner, "ckpt_name") == self.mapper.text(
+            self.model_way(first)[2], "ckpt_name"
+        ):
+            raise UnsupportedNode(
+                f"{describe(last)}: both stages sample one checkpoint; two stages import as "
+                "SDXL's base and its refiner, each on its own CheckpointLoaderSimple"
+            )
+        decoder_note(self, last, refiner)
+        return refiner
+
+    def _same_checkpoint(self, model: ComfyNode, refiner: ComfyNode | None = None) -> None:
         m, wanted = self.mapper, self.mapper.text(model, "ckpt_name")
+        refined = None if refiner is None else m.text(refiner, "ckpt_name")
         for other in self.checkpoints.values():
+            if refiner is not None and m.text(other, "ckpt_name") == refined:
+                if other.id != refiner.id:
+                    m.skip(other, f"the same checkpoint as {describe(refiner)}")
+                continue
             if other.id != model.id and m.text(other, "ckpt_name") != wanted:
                 raise UnsupportedNode(
                     f"{describe(other)} loads {m.text(other, 'ckpt_name')!r} for the prompts or "
@@ -171,12 +233,3 @@ class SDXLCollapse(Collapse):
 def _linked(node: ComfyNode, name: str) -> str | None:
     raw = node.inputs.get(name)
     return raw.node if isinstance(raw, Link) else None
-
-
-def _advanced_refusal(sampler: ComfyNode, model: ComfyNode | None) -> str:
-    return (
-        f"{describe(sampler)}: ComfyUI's KSamplerAdvanced stages (the SDXL base + refiner "
-        "chain, a second checkpoint taking over at a step) do not import: stability/sdxl has no "
-        "refiner yet; import the base chain (CheckpointLoaderSimple, one KSampler)"
-        + ("" if model is None else f", its model from {describe(model)}")
-    )

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from inline_core.contract.common_params import SEED, VAE
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
-from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
+# The `prediction` param: the checkpoint's own (its `v_pred`/`ztsnr` markers, else epsilon),
+# or ComfyUI's ModelSamplingDiscrete `sampling` that replaces it for the render.
+CHECKPOINT_PREDICTION = "model"
+PREDICTION_OVERRIDES = ("eps", "v_prediction")
 NODE_TYPE = "stability/sdxl"
 MAX_PROMPT_CHARS = 20_000
 
@@ -20,6 +24,26 @@ MODEL = ParamSpec(
     # Empty, the model may be a diffusers folder in diffusion_models/: a run does not need a
     # file in checkpoints/ to be claimed.
     empty_found_anywhere=True,
+)
+
+
+# A refiner checkpoint (empty: none): its UNet takes over at `refiner_switch`.
+REFINER = ParamSpec(
+    "refiner",
+    ParamWidget.SELECT,
+    default=None,
+    options_from="checkpoints",
+    label="Refiner checkpoint (empty: none)",
+    empty_picks_none=True,  # no refiner: a run needs no second checkpoint
+)
+REFINER_SWITCH = ParamSpec(
+    "refiner_switch",
+    ParamWidget.NUMBER,
+    default=0.8,
+    minimum=0.0,
+    maximum=1.0,
+    step=0.01,
+    label="Refiner switch (diffusers' denoising_end: the share the base runs)",
 )
 
 
@@ -58,7 +82,7 @@ SDXL_DESCRIPTOR = NodeDescriptor(
             step=0.1,
             label="Guidance (ComfyUI's cfg; 1: none)",
         ),
-        ParamSpec("sampler", ParamWidget.SELECT, default="euler", options=SIGMA_SAMPLERS),
+        ParamSpec("sampler", ParamWidget.SELECT, default="euler", options=GUIDED_SAMPLERS),
         ParamSpec("schedule", ParamWidget.SELECT, default="normal", options=SCHEDULES),
         ParamSpec(
             "clip_skip",
@@ -68,6 +92,19 @@ SDXL_DESCRIPTOR = NodeDescriptor(
             maximum=-1,
             integer=True,
             label="CLIP layer (CLIPSetLastLayer: -1 the last, -2 SDXL's own)",
+        ),
+        ParamSpec(
+            "prediction",
+            ParamWidget.SELECT,
+            default=CHECKPOINT_PREDICTION,
+            options=(CHECKPOINT_PREDICTION, *PREDICTION_OVERRIDES),
+            label="Prediction (ModelSamplingDiscrete's sampling; model: the checkpoint's own)",
+        ),
+        ParamSpec(
+            "zsnr",
+            ParamWidget.BOOLEAN,
+            default=False,
+            label="Zero terminal SNR (ModelSamplingDiscrete's zsnr, with a prediction set)",
         ),
         ParamSpec(
             "strength",
@@ -81,6 +118,8 @@ SDXL_DESCRIPTOR = NodeDescriptor(
         SEED,
         MODEL,
         VAE,
+        REFINER,
+        REFINER_SWITCH,
     ),
     description=(
         "Text to image with an SDXL checkpoint (any community SDXL checkpoint, or a diffusers "
@@ -89,9 +128,14 @@ SDXL_DESCRIPTOR = NodeDescriptor(
         "(strength: the share of the steps that run; the image is resized to width x "
         "height); a mask wired with it repaints the mask's white part and keeps the rest. "
         "guidance is ComfyUI's cfg (1 turns guidance off); "
-        "sampler and schedule are ComfyUI's names; clip_skip is CLIPSetLastLayer's layer. A "
+        "sampler and schedule are ComfyUI's names; clip_skip is CLIPSetLastLayer's layer; "
+        "prediction and zsnr are ModelSamplingDiscrete's (eps or v_prediction in place of the "
+        "checkpoint's own). A "
         "vae picked here replaces the checkpoint's. LoRAs wired in (input/lora, kohya's naming) "
-        "apply to this render alone: strength on the UNet, strength_clip on both text encoders."
+        "apply to this render alone: strength on the UNet, strength_clip on both text encoders. "
+        "A refiner checkpoint picked as refiner takes over below timestep (1 - refiner_switch) "
+        "x 1000, as diffusers' denoising_end splits it, with its own text encoder and its "
+        "aesthetic score (6, 2.5 for the negative prompt); its VAE decodes."
     ),
 )
 

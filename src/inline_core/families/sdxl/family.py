@@ -11,12 +11,12 @@ sequence split. Its torch side is `build.py` (imported on the first render).
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
-from inline_core.contract.files import StackRules
+from inline_core.contract.files import SCHEDULER, StackRules
 from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Missing, Resolution, Sources
 from inline_core.contract.submit import Submit
@@ -25,13 +25,25 @@ from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest, NotFound
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.sdxl.comfy import RECIPE
-from inline_core.families.sdxl.descriptor import EXTRA_HINT, NODE_TYPE, SDXL_DESCRIPTOR
+from inline_core.families.sdxl.descriptor import (
+    CHECKPOINT_PREDICTION,
+    EXTRA_HINT,
+    NODE_TYPE,
+    SDXL_DESCRIPTOR,
+)
 from inline_core.families.sdxl.download import DOWNLOADS
 from inline_core.families.sdxl.embeddings import find_embeddings
 from inline_core.families.sdxl.files import RULES, refiner_refusal
 from inline_core.families.sdxl.lora_naming import SDXL_LORAS
-from inline_core.families.sdxl.request import SDXLRequest, img2img_start, new_request
+from inline_core.families.sdxl.refiner import REFINER, switch_refusal, with_refiner
+from inline_core.families.sdxl.request import (
+    ZSNR_ALONE,
+    SDXLRequest,
+    img2img_start,
+    new_request,
+)
 from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, cfg_pp_unguided
 
 REQUEST_PARAMS = (
     "width",
@@ -54,11 +66,14 @@ class SDXLFamily(Family):
     builder = "inline_core.families.sdxl.build:BUILDER"
     kit = "inline_core.families.sdxl.kit:main"
     download = "inline_core.families.sdxl.download:main"
+    runs_cfg_pp = True  # its step hands a CFG++ sampler the unconditional prediction
     capabilities = Capabilities(
         batching="shapes",  # a UNet takes one batched tensor: requests of one size share one
         preview_latents=frozenset({"sdxl"}),
         fp16_preferred=frozenset({"denoiser"}),
     )
+
+    node_type: ClassVar[str] = NODE_TYPE  # its one node (SD 1.5's family serves its own)
 
     def nodes(self) -> tuple[NodeDescriptor, ...]:
         return (SDXL_DESCRIPTOR,)
@@ -69,21 +84,30 @@ class SDXLFamily(Family):
     def rules(self) -> StackRules:
         return RULES
 
-    def downloads(self) -> Downloads:
+    def downloads(self) -> Downloads | None:
         return DOWNLOADS
 
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:
         """A refiner checkpoint picked as the model is said for what it is (its missing CLIP-L
-        is not the point)."""
+        is not the point); one picked as the `refiner` adds its parts (`refiner.py`)."""
         model = self.model_param(node_type, params)
         try:
             picked = self.catalog.entry("checkpoints", model).path if model else None
         except NotFound:
             picked = None
-        refiner = refiner_refusal(picked)
-        if refiner is not None:
-            return Resolution(self.title, None, (Missing("diffusion model", refiner),))
-        return super().resolve(node_type, params)
+        refusal = refiner_refusal(picked)
+        if refusal is not None:
+            return Resolution(self.title, None, (Missing("diffusion model", refusal),))
+        refiner = params.get("refiner")
+        if not refiner:
+            return super().resolve(node_type, params)
+        picks = self.files.picks_of(params)
+        found = self.files.found(model, picks)
+        missing = list(found.missing)
+        parts = with_refiner(found.parts, str(refiner), self.catalog, "vae" in picks, missing)
+        if any(source is None for name, source in parts.items() if name != SCHEDULER):
+            return Resolution(self.title, None, tuple(missing))
+        return Resolution(self.title, Sources.of(self.name, found.name, parts), tuple(missing))
 
     def lower(
         self,
@@ -93,13 +117,14 @@ class SDXLFamily(Family):
         node_id: str,
         sources: Sources,
     ) -> Lowered:
-        if node_type != NODE_TYPE:
-            raise InvalidRequest(f"SDXL has no node {node_type!r}", node_id=node_id)
+        if node_type != self.node_type:
+            raise InvalidRequest(f"{self.title} has no node {node_type!r}", node_id=node_id)
         request: dict[str, Any] = {
             "prompt": prompt_text(inputs.get("prompt"), node_id),
             "negative_prompt": str(params.get("negative_prompt") or ""),
             **{name: params[name] for name in REQUEST_PARAMS},
         }
+        request |= prediction_fields(params)
         image = image_input(inputs, "image", node_id)
         take_params = {**request, "img2img": image is not None}
         texts = (request["prompt"], request["negative_prompt"])
@@ -118,12 +143,23 @@ class SDXLFamily(Family):
         if mask is not None:
             request["mask"] = mask
             take_params["inpaint"] = True
+        if sources.get(REFINER) is not None:
+            request["refiner_switch"] = float(params["refiner_switch"])
+            take_params["refiner_switch"] = request["refiner_switch"]
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
         super().check(submit)
-        if submit.node_type != NODE_TYPE:
+        if submit.node_type != self.node_type:
             return
+        fields = prediction_fields(submit.params)
+        if bool(submit.params.get("zsnr")) and not fields:
+            raise InvalidRequest(ZSNR_ALONE, node_id=submit.node_id)
+        sampler = str(submit.params.get("sampler") or "")
+        if sampler in CFG_PP_SAMPLERS and float(submit.params["guidance"]) == 1.0:
+            raise InvalidRequest(cfg_pp_unguided(sampler), node_id=submit.node_id)
+        if submit.params.get("refiner"):
+            self._check_refiner(submit)
         if "mask" in submit.wired and "image" not in submit.wired:
             raise InvalidRequest(
                 "a mask needs the image it masks: wire the image to inpaint", node_id=submit.node_id
@@ -145,7 +181,26 @@ class SDXLFamily(Family):
                 node_id=submit.node_id,
             )
 
+    def _check_refiner(self, submit: Submit) -> None:
+        refusal = switch_refusal(float(submit.params["refiner_switch"]))
+        if refusal is None and "mask" in submit.wired:
+            refusal = (
+                "a refiner with a mask wired: stability/sdxl inpaints with the base model "
+                "alone; clear the refiner or the mask"
+            )
+        if refusal is not None:
+            raise InvalidRequest(refusal, node_id=submit.node_id)
+
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
     ) -> SDXLRequest:
         return new_request(model_key, **kwargs)
+
+
+def prediction_fields(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The node's ModelSamplingDiscrete (`prediction` and `zsnr`) as the request takes them:
+    nothing where it keeps the checkpoint's own."""
+    prediction = params.get("prediction")
+    if prediction in (None, CHECKPOINT_PREDICTION):
+        return {}
+    return {"prediction": str(prediction), "zsnr": bool(params.get("zsnr"))}

@@ -31,7 +31,9 @@ from inline_core.contract.files import (
 from inline_core.diffusion.files.header import HEADERS, HeaderError
 from inline_core.diffusion.files.shapes import Shapes, read_shapes
 from inline_core.diffusion.formats import clip, ldm_vae
+from inline_core.diffusion.formats.format import ModelFormat
 from inline_core.families.sdxl import unet
+from inline_core.families.sdxl.refiner import is_refiner
 from inline_core.models.catalog import CatalogEntry
 from inline_core.models.source import Source
 
@@ -50,63 +52,71 @@ SDXL_NAME = re.compile(r"sdxl|[-_ ]xl[-_ .]|pony|illustrious|noob", re.IGNORECAS
 TOKENIZER_NAME = re.compile(r"clip.*tokenizer|tokenizer.*clip", re.IGNORECASE)
 L_VIEWS, G_VIEWS = ("0", "clip_l"), ("1", "clip_g")
 V_PRED_KEY = "v_pred"  # an empty tensor a v-prediction checkpoint carries
+ZTSNR_KEY = "ztsnr"  # and one trained with zero terminal SNR, beside it
 
 
-def prediction_of(source: Source) -> str | None:
-    """A checkpoint's own prediction type: "v_prediction" where it carries the `v_pred` marker
-    tensor (NoobAI's and other v-prediction SDXL checkpoints, as ComfyUI reads them); None: the
-    scheduler config's (epsilon by default)."""
+def prediction_of(source: Source) -> dict[str, Any]:
+    """A checkpoint's own sampling, as scheduler config keys over the default: v-prediction
+    where it carries the `v_pred` marker tensor (NoobAI's and other v-prediction SDXL
+    checkpoints), with zero terminal SNR where `ztsnr` is beside it, as ComfyUI reads them;
+    empty: the scheduler config's (epsilon by default)."""
     if not source.is_file:
-        return None
+        return {}
     try:
         keys = HEADERS.get(source.path)
     except (HeaderError, OSError):
-        return None
-    return "v_prediction" if V_PRED_KEY in keys else None
-
-
-REFINER_ENCODER = "conditioner.embedders.0.model."  # OpenCLIP-G as a refiner's only encoder
+        return {}
+    if V_PRED_KEY not in keys:
+        return {}
+    return {"prediction_type": "v_prediction", "rescale_betas_zero_snr": ZTSNR_KEY in keys}
 
 
 def refiner_refusal(path: Path | None) -> str | None:
-    """Why a checkpoint is no base model: an SDXL refiner's (its one text encoder OpenCLIP-G at
-    `conditioner.embedders.0.`, where a base has CLIP-L there); None for a base."""
-    if path is None or not path.is_file():
+    """Why a checkpoint is no base model: an SDXL refiner's (`refiner.is_refiner`); None for a
+    base."""
+    if not is_refiner(path):
         return None
-    try:
-        keys = HEADERS.get(path)
-    except (HeaderError, OSError):
-        return None
-    if not any(k.startswith(REFINER_ENCODER) for k in keys):
-        return None
+    name = "" if path is None else path.name
     return (
-        f"{path.name} is an SDXL refiner checkpoint (its one text encoder is OpenCLIP-G "
-        "at conditioner.embedders.0., its UNet conditioned on an aesthetic score): "
-        "stability/sdxl renders with a base checkpoint and has no refiner stage yet; pick a "
-        "base checkpoint"
+        f"{name} is an SDXL refiner checkpoint (its one text encoder is OpenCLIP-G "
+        "at conditioner.embedders.0., its UNet conditioned on an aesthetic score): it "
+        "refines a base model's render; pick a base checkpoint as the model and this one as "
+        "its refiner"
     )
 
 
-def _sdxl_vae_config(shapes: Shapes) -> dict[str, Any]:
-    return {**ldm_vae.infer_config(shapes), "scaling_factor": SDXL_VAE_SCALING}
+def vae_format(title: str, scaling: float) -> ModelFormat:
+    """A 4-channel LDM VAE at a family's latent scale (a VAE file stores none)."""
+
+    def infer(shapes: Shapes) -> dict[str, Any]:
+        return {**ldm_vae.infer_config(shapes), "scaling_factor": scaling}
+
+    return replace(ldm_vae.FORMAT, title=title, infer_config=infer)
 
 
-VAE_FORMAT = replace(ldm_vae.FORMAT, title="SDXL VAE", infer_config=_sdxl_vae_config)
+VAE_FORMAT = vae_format("SDXL VAE", SDXL_VAE_SCALING)
 
 
-def vae_score(entry: CatalogEntry, _unet: Source | None) -> int | None:
-    """A 4-channel LDM VAE (SDXL's latents); an SDXL name ranks first."""
-    named = 1 if SDXL_NAME.search(entry.name) else 0
-    if entry.is_folder:
-        config = read_json(entry.path / "config.json")
-        return named if config is not None and config.get("latent_channels") == 4 else None
-    shapes = read_shapes(entry.path)
-    if shapes is None or not ldm_vae.is_ldm_vae(shapes):
-        return None
-    return named if ldm_vae.latent_channels(shapes) == 4 else None
+def four_channel_vae(name: re.Pattern[str]) -> Score:
+    """A 4-channel LDM VAE (SD's latents); one whose name matches ranks first."""
+
+    def score(entry: CatalogEntry, _unet: Source | None) -> int | None:
+        named = 1 if name.search(entry.name) else 0
+        if entry.is_folder:
+            config = read_json(entry.path / "config.json")
+            return named if config is not None and config.get("latent_channels") == 4 else None
+        shapes = read_shapes(entry.path)
+        if shapes is None or not ldm_vae.is_ldm_vae(shapes):
+            return None
+        return named if ldm_vae.latent_channels(shapes) == 4 else None
+
+    return score
 
 
-def _encoder_score(projected: bool, name: re.Pattern[str]) -> Score:
+vae_score = four_channel_vae(SDXL_NAME)
+
+
+def encoder_score(projected: bool, name: re.Pattern[str]) -> Score:
     def score(entry: CatalogEntry, _unet: Source | None) -> int | None:
         named = 1 if name.search(entry.name) else 0
         if entry.is_folder:
@@ -164,7 +174,7 @@ RULES = StackRules(
             category="text_encoders",
             subfolder="text_encoder",
             override="INLINE_SDXL_TEXT_ENCODER",
-            score=_encoder_score(False, re.compile(r"clip[-_]?l", re.IGNORECASE)),
+            score=encoder_score(False, re.compile(r"clip[-_]?l", re.IGNORECASE)),
             hint="put CLIP-L (clip_l.safetensors) in {root}/text_encoders",
             checkpoint_views=L_VIEWS,
         ),
@@ -175,7 +185,7 @@ RULES = StackRules(
             category="text_encoders",
             subfolder="text_encoder_2",
             override="INLINE_SDXL_TEXT_ENCODER_2",
-            score=_encoder_score(True, re.compile(r"clip[-_]?g", re.IGNORECASE)),
+            score=encoder_score(True, re.compile(r"clip[-_]?g", re.IGNORECASE)),
             hint="put OpenCLIP-G (clip_g.safetensors) in {root}/text_encoders",
             checkpoint_views=G_VIEWS,
         ),

@@ -10,6 +10,7 @@ its `</w>` word ends, `!` as id 0), from fixed seeds, and writes:
   original Stability naming (`model.diffusion_model.`, `first_stage_model.`,
   `conditioner.embedders.0.transformer.` CLIP-L, `conditioner.embedders.1.model.` OpenCLIP-G),
   `checkpoints/sdxl_<size>_vpred.safetensors` (the same, marked as a v-prediction checkpoint),
+  `checkpoints/sdxl_<size>_refiner.safetensors` (a refiner: `kit_refiner.py`),
   `text_encoders/clip_tokenizer/` (a checkpoint carries no tokenizer; ComfyUI ships its own),
   two kohya LoRAs in `loras/` and a textual-inversion embedding in `embeddings/` (`kit_loras.py`);
 - diffusers layout: `diffusion_models/sdxl_<size>_diffusers/` (`StableDiffusionXLPipeline`);
@@ -30,14 +31,16 @@ from typing import Any, cast
 
 import torch
 
-from inline_core.diffusion.formats import clip, ldm_vae
+from inline_core.diffusion.formats import clip
 from inline_core.diffusion.kit import byte_alphabet, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.diffusion.preview.formats import preview_format
 from inline_core.diffusion.preview.kit import write_tiny_decoder
 from inline_core.families.sdxl import unet
 from inline_core.families.sdxl.files import V_PRED_KEY
+from inline_core.families.sdxl.kit_checkpoint import original_checkpoint
 from inline_core.families.sdxl.kit_loras import write_kit_embedding, write_kit_loras
+from inline_core.families.sdxl.kit_refiner import write_refiner_checkpoint
 from inline_core.families.sdxl.pipeline import PREVIEW_FORMAT
 
 SIZES = ("tiny", "mid")
@@ -97,6 +100,7 @@ class SDXLKit:
     tiny_decoder: Path | None = None  # vae_approx/taesdxl_decoder.safetensors (previews)
     loras: Mapping[str, Path] = field(default_factory=dict[str, Path])  # kohya LoRAs "a", "b"
     embedding: Path | None = None  # embeddings/<name>_embedding.safetensors (clip_l, clip_g)
+    refiner: Path | None = None  # checkpoints/<name>_refiner.safetensors (`kit_refiner.py`)
 
     @property
     def checkpoint_name(self) -> str:
@@ -186,22 +190,14 @@ def build_vae() -> Any:
 
 def checkpoint_state(unet_model: Any, vae: Any, first: Any, second: Any) -> dict[str, Any]:
     """The four parts in the original Stability naming, each under its checkpoint prefix."""
-    config = dict(unet_model.config)
-    parts = (
-        (unet.PREFIX, unet.to_ldm(unet_model.state_dict(), config)),
+    return original_checkpoint(
+        unet_model,
+        vae,
         (
-            "first_stage_model.",
-            ldm_vae.to_ldm(vae.state_dict(), len(VAE_CONFIG["block_out_channels"])),
+            ("conditioner.embedders.0.transformer.", clip.with_text_model(first.state_dict())),
+            ("conditioner.embedders.1.model.", clip.to_openclip(second.state_dict())),
         ),
-        ("conditioner.embedders.0.transformer.", clip.with_text_model(first.state_dict())),
-        ("conditioner.embedders.1.model.", clip.to_openclip(second.state_dict())),
     )
-    return {
-        prefix + key: value
-        for prefix, sd in parts
-        for key, value in sd.items()
-        if not key.endswith("position_ids")
-    }
 
 
 def write_inpaint_checkpoint(out: Path, size: str = "tiny") -> tuple[Path, Any]:
@@ -228,7 +224,7 @@ def build_kit(
     first, second = build_text_encoders()
     unet_model, vae = build_unet(size), build_vae()
     name = f"sdxl_{size}"
-    checkpoint = tokenizer_dir = diffusers_dir = None
+    checkpoint = tokenizer_dir = diffusers_dir = refiner = None
     loras: dict[str, Path] = {}
     embedding = None
     for category in (
@@ -251,6 +247,7 @@ def build_kit(
         build_tokenizer(tokenizer_dir)
         loras = write_kit_loras(out, name, unet_model, first, second)
         embedding = write_kit_embedding(out, name, first, second)
+        refiner, _ = write_refiner_checkpoint(out, name, second, vae, weights)
     if "diffusers" in layouts:
         scratch = out / ".kit_tokenizers"
         pipe = diffusers().StableDiffusionXLPipeline(
@@ -269,7 +266,9 @@ def build_kit(
         shutil.rmtree(scratch)
     # The tiny decoder for its latents' previews (`taesd`), where ComfyUI keeps it.
     tiny_decoder = write_tiny_decoder(out, preview_format(PREVIEW_FORMAT))
-    return SDXLKit(out, checkpoint, tokenizer_dir, diffusers_dir, tiny_decoder, loras, embedding)
+    return SDXLKit(
+        out, checkpoint, tokenizer_dir, diffusers_dir, tiny_decoder, loras, embedding, refiner
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, cast
 
@@ -32,6 +33,7 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl.embedding_vectors import EmbeddingVectors
 from inline_core.families.sdxl.family import SDXLFamily
 from inline_core.families.sdxl.inpaint import INPAINT_CHANNELS, InpaintBlend, InpaintChannels
+from inline_core.families.sdxl.refiner_stage import RefinerStage, enter_refiner, refiner_sizes
 from inline_core.families.sdxl.request import (
     LATENT_FACTOR,
     SDXLRequest,
@@ -40,7 +42,9 @@ from inline_core.families.sdxl.request import (
 )
 from inline_core.families.sdxl.schedule import DiscreteSchedule
 
-PREDICTION_ATTR = "inline_prediction"  # a UNet's own prediction type (its checkpoint's), or None
+# A UNet's own sampling (its checkpoint's prediction type and zero-SNR rescale, as scheduler
+# config keys), or nothing.
+PREDICTION_ATTR = "inline_prediction"
 
 # Its latents' preview format (`diffusion/preview/formats.py`), as its family declares it.
 (PREVIEW_FORMAT,) = SDXLFamily.capabilities.preview_latents
@@ -66,8 +70,12 @@ class SDXLStepPipeline:
         scheduler_config: Mapping[str, Any],
         model_key: Hashable,
         serial_phases: bool = False,
+        refiner: RefinerStage | None = None,
+        preview_format: str = PREVIEW_FORMAT,
     ) -> None:
+        self._preview_format = preview_format  # SDXL's latents, or SD 1.x's
         self.unet = unet
+        self.refiner = refiner  # the refiner checkpoint's UNet and encoder (None: none)
         self.adapters = adapters  # each row's LoRA stack on the UNet, per row of a forward
         self.embeddings = EmbeddingVectors(text_encoder)  # the prompts' embedding files
         self.text_encoder = text_encoder
@@ -76,9 +84,7 @@ class SDXLStepPipeline:
         self.swap = swap
         self.device = torch.device(placement.device)
         self.scheduler_config = dict(scheduler_config)
-        prediction = getattr(unet, PREDICTION_ATTR, None)
-        if prediction is not None:
-            self.scheduler_config["prediction_type"] = prediction
+        self.scheduler_config.update(getattr(unet, PREDICTION_ATTR, None) or {})
         self.model_key = model_key
         self.serial_phases = serial_phases
         config = cast(Any, unet).config
@@ -122,6 +128,10 @@ class SDXLStepPipeline:
         self.adapters.check(state.loras)
         text_loras = tuple(replace(use, strength=use.text_strength) for use in state.loras)
         embeddings = {e.name: self.embeddings.get(e) for e in state.embeddings}
+        if state.refiner_switch is not None:
+            if self.refiner is None:
+                raise InvalidRequest("a refiner switch without a refiner checkpoint loaded")
+            self.refiner.encode(state, embeddings)
         encode = self.text_encoder.encode_at
         if state.positive is None:
             state.positive = encode(state.prompt, state.clip_skip, text_loras, embeddings)
@@ -132,12 +142,18 @@ class SDXLStepPipeline:
             state.steps,
             sampler=state.sampler,
             schedule=state.schedule,
+            prediction=state.prediction,
+            zsnr=state.zsnr,
             denoise=state.denoise,
             skip=0 if state.image is None else img2img_start(state.steps, state.strength),
             seed=state.seed,
             row=state.batch_index,
+            refiner_switch=state.refiner_switch,
         )
         state.schedule_state = schedule
+        state.refiner_from = schedule.refiner_from
+        if state.on_refiner:  # the switch falls before the first step: the refiner runs all
+            enter_refiner(state)
         if self.in_channels == INPAINT_CHANNELS:
             if state.image is None or state.mask is None:
                 raise InvalidRequest(
@@ -171,19 +187,25 @@ class SDXLStepPipeline:
         negatives = dict(zip(guided, out[len(states) :], strict=True))
         for i, s in enumerate(states):
             cond = out[i]
+            s.uncond = None
             if i in negatives:
                 uncond = negatives[i]
                 cond = uncond + (cond - uncond) * s.guidance
+                # A CFG++ sampler steps along the unconditional prediction too.
+                s.uncond = uncond.unsqueeze(0) if s.cfg_pp else None
             preds.append(cond.unsqueeze(0))
         return preds
 
     def _forward(self, rows: Sequence[tuple[SDXLRequest, Conditioning]]) -> torch.Tensor:
-        dtype = next(self.unet.parameters()).dtype
+        # Every row of a forward is on one UNet: the refiner's past the switch (`batch_key`).
+        refining = rows[0][0].on_refiner
+        unet = cast(RefinerStage, self.refiner).unet if refining else self.unet
+        dtype = next(unet.parameters()).dtype
         xs: list[torch.Tensor] = []
         timesteps: list[float] = []
         contexts: list[torch.Tensor] = []
         pooled: list[torch.Tensor] = []
-        sizes: list[list[int]] = []
+        sizes: list[list[float]] = []
         for state, conditioning in rows:
             schedule, latents = _prepared(state)
             x = schedule.model_input(state.step_index, cast(torch.Tensor, latents.value))
@@ -197,7 +219,10 @@ class SDXLStepPipeline:
                 if value.pooled is None:
                     raise InvalidRequest("an SDXL UNet needs a pooled prompt embedding")
                 pooled.append(value.pooled)
-                sizes.append([state.height, state.width, 0, 0, state.height, state.width])
+                if refining:
+                    sizes.append(refiner_sizes(state, value))
+                else:
+                    sizes.append([state.height, state.width, 0, 0, state.height, state.width])
         sample = torch.cat(xs).to(self.device, dtype)
         timestep = torch.tensor(timesteps, dtype=torch.float32, device=self.device)
         context = torch.cat(_same_length(contexts)).to(self.device, dtype)
@@ -208,8 +233,9 @@ class SDXLStepPipeline:
                 "time_ids": torch.tensor(sizes, dtype=dtype, device=self.device),
             }
         stacks = [self._unet_stack(state.loras) for state, _c in rows]
-        with self.swap.use(self.unet, self.placement), self.adapters.forward(stacks):
-            out = cast(Any, self.unet)(sample, timestep, context, return_dict=False, **extra)[0]
+        adapted = nullcontext() if refining else self.adapters.forward(stacks)
+        with self.swap.use(unet, self.placement), adapted:
+            out = cast(Any, unet)(sample, timestep, context, return_dict=False, **extra)[0]
         return cast(torch.Tensor, out).to(torch.float32)
 
     def _unet_stack(self, loras: LoraStack) -> LoraStack:
@@ -219,16 +245,20 @@ class SDXLStepPipeline:
     def step_scheduler(self, state: SDXLRequest, noise_pred: Any, /) -> None:
         schedule, latents = _prepared(state)
         with torch.inference_mode():
-            x = schedule.step(cast(torch.Tensor, noise_pred), cast(torch.Tensor, latents.value))
+            x = cast(torch.Tensor, latents.value)
+            x = schedule.step(cast(torch.Tensor, noise_pred), x, state.uncond)
+            state.uncond = None
             if isinstance(state.inpaint, InpaintBlend):
                 x = state.inpaint.blend(schedule, state.step_index + 1, x)
         state.latents = Latents(x, latents.shape)
         state.step_index += 1
+        if state.step_index == state.refiner_from:
+            enter_refiner(state)
 
     # -- previews (components.step.SupportsPreview) ------------------------------------------------
 
     def preview_format(self, state: SDXLRequest, /) -> str:
-        return PREVIEW_FORMAT
+        return self._preview_format
 
     def preview_latents(self, state: SDXLRequest, noise_pred: Any, /) -> torch.Tensor:
         schedule, latents = _prepared(state)
@@ -292,3 +322,5 @@ def _prepared(state: SDXLRequest) -> tuple[DiscreteSchedule, Latents]:
 def _release(state: SDXLRequest) -> None:
     """Drop the request's tensors once it is done: the state object may outlive the render."""
     state.latents = state.positive = state.negative = state.start = state.inpaint = None
+    state.uncond = None
+    state.refiner_positive = state.refiner_negative = None

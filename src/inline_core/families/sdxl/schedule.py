@@ -11,42 +11,71 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from inline_core.diffusion.flow.steps import denoise_window
 from inline_core.diffusion.sigma.noise import RowNoise, row_generator
 from inline_core.diffusion.sigma.prediction import Prediction, model_input
-from inline_core.diffusion.sigma.sampling import DiscreteSampling
+from inline_core.diffusion.sigma.sampling import DiscreteSampling, discrete_prediction
 from inline_core.diffusion.sigma.schedules import schedule_sigmas
 from inline_core.diffusion.sigma.stepper import SigmaStepper
+from inline_core.families.sdxl.refiner import switch_step
 
-PREDICTIONS: dict[str, Literal["eps", "v"]] = {"epsilon": "eps", "v_prediction": "v"}
 
-
-def discrete_sampling(config: Mapping[str, Any]) -> DiscreteSampling:
-    """The model's noise table from a diffusers scheduler config (SD's scaled linear betas)."""
-    kind = str(config.get("prediction_type") or "epsilon")
-    prediction = PREDICTIONS.get(kind)
+def discrete_sampling(
+    config: Mapping[str, Any], prediction: str | None = None, zsnr: bool = False
+) -> DiscreteSampling:
+    """The model's noise table from a diffusers scheduler config (SD's scaled linear betas; its
+    prediction type and `rescale_betas_zero_snr`), or with the request's own `prediction` (a
+    ComfyUI ModelSamplingDiscrete's `sampling`) and `zsnr` in their place."""
     if prediction is None:
-        raise ValueError(f"unknown prediction type {kind!r}; expected one of {sorted(PREDICTIONS)}")
+        prediction = str(config.get("prediction_type") or "epsilon")
+        zsnr = bool(config.get("rescale_betas_zero_snr", False))
     return DiscreteSampling(
-        prediction,
+        discrete_prediction(prediction),
         beta_start=float(config.get("beta_start", 0.00085)),
         beta_end=float(config.get("beta_end", 0.012)),
         timesteps=int(config.get("num_train_timesteps", 1000)),
+        zsnr=zsnr,
     )
 
 
+class StagedStepper:
+    """Two samplers over one schedule split at a sigma, the second started afresh where the
+    first stops (ComfyUI's two KSamplerAdvanced stages; diffusers' base then refiner pipeline):
+    the refiner's first call is its own sampler's first, with no history from the base's."""
+
+    def __init__(self, first: SigmaStepper, second: SigmaStepper) -> None:
+        self.stages = (first, second)
+        self.call_sigmas = [*first.call_sigmas, *second.call_sigmas]
+        self.switch_call = len(first.call_sigmas)  # the second stage's first model call
+        self._calls = 0
+
+    def advance(
+        self, output: torch.Tensor, x: torch.Tensor | None = None, uncond: Any = None
+    ) -> torch.Tensor:
+        stage = self.stages[0 if self._calls < self.switch_call else 1]
+        self._calls += 1
+        return stage.advance(output, x, uncond)
+
+
 class DiscreteSchedule:
-    def __init__(self, sampling: DiscreteSampling, sigmas: list[float], stepper: SigmaStepper):
+    def __init__(
+        self,
+        sampling: DiscreteSampling,
+        sigmas: list[float],
+        stepper: SigmaStepper | StagedStepper,
+    ):
         self.sampling = sampling
         self.sigmas = sigmas
         self.stepper = stepper
         calls = stepper.call_sigmas
         self.levels = calls  # each model call's sigma
         self.timesteps = [sampling.timestep(s) for s in calls]  # computed once: no syncs
+        # The refiner's first model call (None: no refiner).
+        self.refiner_from = stepper.switch_call if isinstance(stepper, StagedStepper) else None
 
     @classmethod
     def create(
@@ -56,18 +85,32 @@ class DiscreteSchedule:
         *,
         sampler: str,
         schedule: str,
+        prediction: str | None = None,
+        zsnr: bool = False,
         denoise: float = 1.0,
         skip: int = 0,
         seed: int = 0,
         row: int = 0,
+        refiner_switch: float | None = None,
     ) -> DiscreteSchedule:
         """`denoise` is ComfyUI's (the last `steps` of a longer schedule); `skip` drops the first
-        steps of this one (img2img's strength, as diffusers counts it)."""
-        sampling = discrete_sampling(config)
+        steps of this one (img2img's strength, as diffusers counts it); `prediction` and
+        `zsnr` replace the model's own (ComfyUI's ModelSamplingDiscrete); `refiner_switch`
+        splits it between the base and the refiner (`refiner.switch_step`)."""
+        sampling = discrete_sampling(config, prediction, zsnr)
         total, first = denoise_window(steps, denoise)
         sigmas = schedule_sigmas(schedule, sampling, total)[first + skip :]
-        noise = RowNoise([row_generator(seed, row)])
-        return cls(sampling, sigmas, SigmaStepper(sampler, sampling, sigmas, None, noise))
+
+        def stepper(window: list[float]) -> SigmaStepper:
+            return SigmaStepper(
+                sampler, sampling, window, None, RowNoise([row_generator(seed, row)])
+            )
+
+        if refiner_switch is None:
+            return cls(sampling, sigmas, stepper(sigmas))
+        timesteps = [sampling.timestep(s) for s in sigmas[:-1]]
+        at = switch_step(timesteps, refiner_switch, len(sampling.sigmas))
+        return cls(sampling, sigmas, StagedStepper(stepper(sigmas[: at + 1]), stepper(sigmas[at:])))
 
     @property
     def step_count(self) -> int:
@@ -93,8 +136,11 @@ class DiscreteSchedule:
     def model_input(self, index: int, x: torch.Tensor) -> torch.Tensor:
         return model_input(self.sampling, x, self.levels[index])
 
-    def step(self, output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return self.stepper.advance(output.to(torch.float32), x.to(torch.float32))
+    def step(
+        self, output: torch.Tensor, x: torch.Tensor, uncond: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """`uncond`: the unconditional output, which a CFG++ sampler steps along."""
+        return self.stepper.advance(output.to(torch.float32), x.to(torch.float32), uncond)
 
     def x0(self, index: int, output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """The clean latents model call `index`'s output points at (a preview's)."""

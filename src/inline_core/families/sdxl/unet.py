@@ -56,6 +56,28 @@ def is_sdxl(shapes: Shapes) -> bool:
     return is_ldm_unet(shapes) and "label_emb.0.0.weight" in _body(shapes)
 
 
+def is_sd1(shapes: Shapes) -> bool:
+    """An SD 1.x UNet: no size embedding, and convolutions projecting into its transformers
+    (SD 2.x's projections are linear, its heads 64 wide: another model)."""
+    s = _body(shapes)
+    if not is_ldm_unet(s) or "label_emb.0.0.weight" in s:
+        return False
+    projection = next((v for k, v in s.items() if k.endswith(".proj_in.weight")), None)
+    return projection is not None and len(projection) == 4
+
+
+def looks_sd1(keys: list[str]) -> str | None:
+    """What a checkpoint's model keys that are not SD 1.x's look like, where this format tells."""
+    if CONFIG_KEYS not in keys:
+        return None
+    if "label_emb.0.0.weight" in keys:
+        return "an SDXL UNet (its label_emb size embedding)"
+    return (
+        "a Stable Diffusion 2.x UNet (linear projections into its transformers, where SD 1.x's "
+        "are convolutions)"
+    )
+
+
 def looks(keys: list[str]) -> str | None:
     """What a checkpoint's model keys that are not SDXL's look like, where this format tells: a
     Stable Diffusion UNet without SDXL's size embedding (SD 1.x/2.x); None: not this naming."""
@@ -121,7 +143,11 @@ def infer_config(shapes: Shapes) -> dict[str, Any]:
         "transformer_layers_per_block": [max(d, 1) for d in depths],
     }
     middle = _depth(s, "middle_block.1")
-    if middle and middle != max(depths[-1], 1):
+    if middle and not depths[-1]:
+        # A last level without attention (SDXL's refiner): diffusers' middle block reads the
+        # last level's depth, which the level itself does not use.
+        config["transformer_layers_per_block"][-1] = middle
+    elif middle and middle != max(depths[-1], 1):
         raise ConfigInferenceError(f"a middle block {middle} deep under a last level {depths[-1]}")
     if adm is not None:
         config |= {

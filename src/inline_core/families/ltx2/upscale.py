@@ -1,0 +1,85 @@
+"""The two-stage path's pieces a request names (torch-free; read at submit): the latent
+upsampler's folder, and which LoRAs adapt which pass.
+
+The upsampler is a diffusers `LTX2LatentUpsamplerModel` folder: the node's `upscale_model` in
+`latent_upscale_models/`, else the model folder's own `latent_upsampler/` (Lightricks/LTX-2's
+diffusers repo has one), else the only one in `latent_upscale_models/`. The LoRAs on the node's
+`loras` input say which pass they adapt by `input/lora`'s `expert`, as a two-model stack's do:
+`high` the first pass (from noise), `low` the refining pass (ComfyUI's templates put the
+distilled LoRA there), `both` both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from inline_core.contract.files import read_json
+from inline_core.contract.handles import LoraHandle
+from inline_core.contract.lora_stacks import BOTH, HIGH, LOW
+from inline_core.diffusion.adapters.stack import LoraStack
+from inline_core.errors import InvalidRequest, ModelMissing, NotFound
+from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
+from inline_core.models.catalog import Catalog
+from inline_core.models.source import Source
+
+UPSAMPLER_CLASS = "LTX2LatentUpsamplerModel"
+SUBFOLDER = "latent_upsampler"
+
+
+def is_upsampler(folder: Path) -> bool:
+    config = read_json(folder / "config.json")
+    return config is not None and config.get("_class_name") == UPSAMPLER_CLASS
+
+
+def upsampler_folder(
+    params: Mapping[str, Any], transformer: Source | None, catalog: Catalog, node_id: str
+) -> Path:
+    """The latent upsampler the render uses; `model_missing` saying where to put one."""
+    root = catalog.root / UPSCALE_CATEGORY
+    named = params.get("upscale_model")
+    if named:
+        try:
+            entry = catalog.entry(UPSCALE_CATEGORY, str(named))
+        except NotFound as exc:
+            raise ModelMissing(f"{named!r} is not in {root}", node_id=node_id) from exc
+        if not entry.is_folder or not is_upsampler(entry.path):
+            raise ModelMissing(
+                f"{UPSCALE_CATEGORY}/{named} is not a diffusers {UPSAMPLER_CLASS} folder "
+                "(config.json and weights): LTX-2 reads its latent upsampler from one",
+                node_id=node_id,
+            )
+        return entry.path
+    if transformer is not None and transformer.subfolder is not None:
+        own = transformer.path / SUBFOLDER
+        if is_upsampler(own):
+            return own
+    found = [e.path for e in catalog.entries(UPSCALE_CATEGORY) if e.is_folder]
+    found = [path for path in found if is_upsampler(path)]
+    if len(found) == 1:
+        return found[0]
+    raise ModelMissing(
+        f"param 'upscale' needs LTX-2's latent upsampler: a diffusers {UPSAMPLER_CLASS} folder "
+        f"in {root} (name it in 'upscale_model' when there are several), or the model "
+        f"folder's {SUBFOLDER}/",
+        node_id=node_id,
+    )
+
+
+def pass_stacks(
+    handles: Sequence[LoraHandle], upscale: bool, title: str, node_id: str
+) -> tuple[LoraStack, LoraStack]:
+    """The first pass's LoRAs and the refining pass's, in edge order."""
+    if not upscale:
+        for handle in handles:
+            if handle.expert != BOTH:
+                raise InvalidRequest(
+                    f"loras/{handle.use.name} is on the {handle.expert!r} pass; {title} renders "
+                    "one pass without param 'upscale' (set expert 'both')",
+                    node_id=node_id,
+                )
+        return tuple(h.use for h in handles), ()
+    first = tuple(h.use for h in handles if h.expert in (BOTH, HIGH))
+    refine = tuple(h.use for h in handles if h.expert in (BOTH, LOW))
+    return first, refine

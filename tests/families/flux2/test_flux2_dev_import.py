@@ -1,0 +1,155 @@
+"""ComfyUI's FLUX.2 dev templates import onto `bfl/flux-2` (the family's recipe): the
+BasicGuider chain with the prompt through FluxGuidance becomes one node whose `guidance` is
+FluxGuidance's (the model's embedded guidance), the edits' ReferenceLatent chains its reference
+images in the order applied; cut down for a CPU, the imported text to image and two-reference
+edit templates render the hand-written graph's pixels; classifier-free guidance beside
+FluxGuidance is refused naming both."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from test_flux2_import import SMALL, api_workflow, cut_down
+
+from inline_core.config import Config
+from inline_core.families.flux2.descriptor import NODE_TYPE
+from inline_core.families.flux2.kit_dev import Flux2DevKit
+from inline_core.server.app import create_app
+from tests.families.import_harness import import_comfy, target_of, template
+from tests.server.server_support import prompt_graph
+from tests.server.test_flux2_server import upload
+from tests.server.test_qwen_image_import import rendered
+
+Json = dict[str, Any]
+DEV = "flux2_dev_tiny.safetensors"
+VAE = "flux2_tiny_vae.safetensors"
+ENCODER = "mistral_3_small_flux2_tiny.safetensors"
+# The templates' files onto the kit's.
+MODELS = {
+    "flux2_dev_fp8mixed.safetensors": DEV,
+    "mistral_3_small_flux2_bf16.safetensors": ENCODER,
+    "mistral_3_small_flux2_fp8.safetensors": ENCODER,
+    "flux2-vae.safetensors": VAE,
+    "full_encoder_small_decoder.safetensors": VAE,
+}
+COMMON: Json = {"model": DEV, "vae": VAE, "text_encoder": ENCODER, "sampler": "euler"}
+TEXT_TO_IMAGE = "image_flux2_text_to_image.json"
+EDIT_TWO = "image_flux2_fp8.json"  # two references: a design (applied first) and a picture
+EDIT_IMAGES = ("image_flux2_input_ref_image.png", "image_flux2_input_Illustration.png")
+
+
+@pytest.fixture(scope="module")
+def client(
+    flux2_dev_kit: Flux2DevKit, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TestClient]:
+    data = tmp_path_factory.mktemp("flux2_dev_import") / "data"
+    config = Config(models_dir=flux2_dev_kit.root, data_dir=data, profile="cpu", dtype="float32")
+    with TestClient(create_app(config)) as c:
+        yield c
+
+
+@pytest.mark.parametrize(
+    ("name", "images"),
+    [
+        (TEXT_TO_IMAGE, ()),
+        ("image_flux2.json", ("image_flux2_input_image.png",)),
+        (EDIT_TWO, EDIT_IMAGES),
+    ],
+)
+def test_official_dev_templates_import_as_one_flux2_node(
+    client: TestClient, name: str, images: tuple[str, ...]
+) -> None:
+    assets = {image: upload(client, 96, 64 + 16 * i) for i, image in enumerate(images)}
+    response = import_comfy(client, template(name), MODELS, assets=assets)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    target, nodes = target_of(body)
+    assert target["type"] == NODE_TYPE
+    expected = {**COMMON, "steps": 20, "guidance": 4.0}  # FluxGuidance 4, the Turbo LoRA off
+    assert {k: target["params"][k] for k in expected} == expected
+    assert "loras" not in target["inputs"]
+    ports = ("image", "image2", "image3")[: len(images)]
+    wired = {p: nodes[target["inputs"][p]["from"]]["params"]["asset"]["id"] for p in ports}
+    assert wired == {p: assets[image] for p, image in zip(ports, images, strict=True)}
+    assert "image3" not in target["inputs"]
+
+
+def test_the_text_to_image_template_renders_the_hand_written_graphs_pixels(
+    client: TestClient,
+) -> None:
+    body = import_comfy(client, template(TEXT_TO_IMAGE), MODELS).json()
+    target, nodes = target_of(body)
+    prompt = nodes[target["inputs"]["prompt"]["from"]]["params"]["text"]
+    imported = rendered(client, cut_down(body), body["target"])
+    params = {k: target["params"][k] for k in ("seed", "guidance")}
+    written = rendered(
+        client, prompt_graph(NODE_TYPE, "f", {**COMMON, **params, **SMALL}, prompt), "f"
+    )
+    assert np.array_equal(imported, written)
+    assert imported.std() > 1.0
+
+
+def test_the_two_reference_edit_template_renders_the_hand_written_graphs_pixels(
+    client: TestClient,
+) -> None:
+    assets = {EDIT_IMAGES[0]: upload(client, 96, 64), EDIT_IMAGES[1]: upload(client, 64, 80)}
+    body = import_comfy(client, template(EDIT_TWO), MODELS, assets=assets).json()
+    target, nodes = target_of(body)
+    prompt = nodes[target["inputs"]["prompt"]["from"]]["params"]["text"]
+    imported = rendered(client, cut_down(body), body["target"])
+    refs = {"image": assets[EDIT_IMAGES[0]], "image2": assets[EDIT_IMAGES[1]]}
+    params = {**COMMON, "seed": target["params"]["seed"], "guidance": 4.0, **SMALL}
+    written = rendered(client, prompt_graph(NODE_TYPE, "f", params, prompt, refs), "f")
+    assert np.array_equal(imported, written)
+    swapped = {"image": refs["image2"], "image2": refs["image"]}
+    other = rendered(client, prompt_graph(NODE_TYPE, "f", params, prompt, swapped), "f")
+    assert not np.array_equal(imported, other)  # the order applied is the order read
+
+
+def chain(unet: str, cfg: float, flux_guidance: float | None) -> Json:
+    """A one-prompt chain in ComfyUI's API format on `unet`, FluxGuidance on its prompt."""
+    workflow = api_workflow([], cfg=cfg)
+    workflow["1"]["inputs"]["unet_name"] = unet
+    workflow["2"]["inputs"]["clip_name"] = "mistral_3_small_flux2_bf16.safetensors"
+    if flux_guidance is not None:
+        workflow["30"] = {
+            "class_type": "FluxGuidance",
+            "inputs": {"conditioning": ["4", 0], "guidance": flux_guidance},
+        }
+        workflow["6"]["inputs"]["positive"] = ["30", 0]
+    return workflow
+
+
+def test_dev_without_flux_guidance_embeds_comfyuis_default_and_runs_no_cfg(
+    client: TestClient,
+) -> None:
+    response = import_comfy(client, chain("flux2_dev_fp8mixed.safetensors", 1.0, None), MODELS)
+    assert response.status_code == 200, response.text
+    target, _nodes = target_of(response.json())
+    assert target["params"]["guidance"] == 3.5
+    response = import_comfy(client, chain("flux2_dev_fp8mixed.safetensors", 3.0, None), MODELS)
+    assert response.status_code == 422, response.text
+    assert "cfg 3" in response.json()["error"]["message"]
+
+
+def test_flux_guidance_on_klein_does_nothing_as_in_comfyui(client: TestClient) -> None:
+    models = {**MODELS, "flux-2-klein-4b.safetensors": DEV}  # klein by the workflow's name
+    response = import_comfy(client, chain("flux-2-klein-4b.safetensors", 1.0, 6.0), models)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    target, _nodes = target_of(body)
+    assert target["params"]["guidance"] == 1.0  # the guider's cfg, not FluxGuidance's 6
+    assert any("no guidance embedder" in w for w in body["warnings"]), body["warnings"]
+
+
+def test_cfg_beside_flux_guidance_is_refused_naming_both(client: TestClient) -> None:
+    workflow = chain("flux2_dev_fp8mixed.safetensors", 3.0, 4.0)
+    response = import_comfy(client, workflow, MODELS)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_node"
+    assert "FluxGuidance 30" in error["message"] and "cfg 3" in error["message"]

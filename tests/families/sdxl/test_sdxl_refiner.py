@@ -1,0 +1,147 @@
+"""The SDXL refiner: `stability/sdxl` with a refiner checkpoint picked renders what diffusers
+renders with `StableDiffusionXLPipeline(denoising_end=f, output_type="latent")` handed to
+`StableDiffusionXLImg2ImgPipeline(denoising_start=f)` over the refiner (its UNet, its OpenCLIP-G,
+its aesthetic scores 6 and 2.5, its VAE decoding). A base checkpoint picked as the refiner and a
+switch outside (0, 1) are refused at submit naming why."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sdxl_harness import PROMPT, max_diff, node_params, render, sdxl_rig, start_noise, take_pixels
+
+from inline_core.contract.submit import Submit
+from inline_core.diffusion.libs import diffusers
+from inline_core.errors import InvalidRequest, ModelMissing
+from inline_core.families.sdxl import SDXLFamily
+from inline_core.families.sdxl.descriptor import NODE_TYPE
+from inline_core.families.sdxl.kit import SDXLKit
+from inline_core.families.sdxl.kit_refiner import build_refiner_unet
+from inline_core.families.sdxl.schedule import DiscreteSchedule
+from inline_core.models.catalog import Catalog
+from inline_core.sampling.loop import StepLoopSampler
+
+TOLERANCE = 2  # levels of 255: the CFG rows batched as two where diffusers runs one batch
+EULER = {"sampler": "euler", "schedule": "ddim_uniform"}  # diffusers' Euler, "leading" spacing
+
+
+def _refiner_pipe(base: Any) -> Any:
+    """diffusers' refiner pipeline as Stability's refiner model_index sets it up: OpenCLIP-G
+    alone, aesthetic scores on, the empty negative prompt encoded (not zeroed)."""
+    g = base.text_encoder_2.config
+    return diffusers().StableDiffusionXLImg2ImgPipeline(
+        vae=base.vae,
+        text_encoder=None,
+        text_encoder_2=base.text_encoder_2,
+        tokenizer=None,
+        tokenizer_2=base.tokenizer_2,
+        unet=build_refiner_unet(int(g.hidden_size), int(g.projection_dim)),
+        scheduler=_euler(base),
+        requires_aesthetics_score=True,
+        force_zeros_for_empty_prompt=False,
+    )
+
+
+def _euler(base: Any) -> Any:
+    return diffusers().EulerDiscreteScheduler.from_config(base.scheduler.config)
+
+
+def _reference(base: Any, refiner: Any, switch: float, **params: Any) -> Any:
+    p = node_params(**params)
+    scheduler = _euler(base)
+    scheduler.set_timesteps(p["steps"])
+    first = float(scheduler.sigmas[0])
+    # KSampler's first point below the model's largest sigma is `noise * sigma`, where
+    # diffusers' Euler starts at `latents * sqrt(1 + sigma^2)` (test_sdxl_parity.py).
+    latents = start_noise(p["seed"], p["width"], p["height"]) * (
+        first / math.sqrt(1 + first * first)
+    )
+    common: dict[str, Any] = {
+        "prompt": PROMPT,
+        "negative_prompt": p["negative_prompt"],
+        "num_inference_steps": p["steps"],
+        "guidance_scale": p["guidance"],
+    }
+    own = base.scheduler
+    base.scheduler = scheduler
+    try:
+        handed = base(
+            **common,
+            width=p["width"],
+            height=p["height"],
+            latents=latents,
+            denoising_end=switch,
+            output_type="latent",
+        ).images
+    finally:
+        base.scheduler = own
+    image = refiner(**common, image=handed, denoising_start=switch, output_type="np").images[0]
+    return (np.asarray(image) * 255).round().astype(np.uint8).astype(np.int16)
+
+
+@pytest.mark.parametrize(
+    ("switch", "params"),
+    [
+        pytest.param(0.7, {"width": 64, "height": 64}, id="square-0.7"),
+        pytest.param(0.5, {"width": 96, "height": 64, "guidance": 6.0}, id="wide-0.5"),
+    ],
+)
+def test_base_then_refiner_matches_diffusers(
+    sdxl_kit: SDXLKit,
+    sdxl_sampler: StepLoopSampler,
+    sdxl_reference: Any,
+    tmp_path: Path,
+    switch: float,
+    params: dict[str, Any],
+) -> None:
+    assert sdxl_kit.refiner is not None
+    params = {"steps": 5, **EULER, **params}
+    rig = sdxl_rig(sdxl_kit.root, sdxl_sampler)
+    picked = {"model": sdxl_kit.checkpoint_name, "refiner": sdxl_kit.refiner.name}
+    result = render(rig, tmp_path, **picked, refiner_switch=switch, **params)
+    ours = take_pixels(result)
+    ref = _reference(sdxl_reference, _refiner_pipe(sdxl_reference), switch, **params)
+    assert max_diff(ours, ref) <= TOLERANCE
+    (take,) = result.takes
+    assert take.params["refiner_switch"] == switch
+    # The refiner's steps count: the base alone renders another picture.
+    alone = take_pixels(render(rig, tmp_path, model=sdxl_kit.checkpoint_name, **params))
+    assert max_diff(ours, alone) > 10
+
+
+def _submitted(kit: SDXLKit, **params: Any) -> None:
+    family = SDXLFamily(Catalog(kit.root, ttl_s=0.0), {})
+    picked = node_params(model=kit.checkpoint_name, **params)
+    resolution = family.resolve(NODE_TYPE, picked)
+    family.check(Submit(NODE_TYPE, picked, "x", resolution, frozenset(), {}, {}))
+    resolution.require("x")
+
+
+def test_a_base_checkpoint_given_as_the_refiner_is_refused(sdxl_kit: SDXLKit) -> None:
+    with pytest.raises(ModelMissing, match="is not an SDXL refiner checkpoint") as refused:
+        _submitted(sdxl_kit, refiner=sdxl_kit.checkpoint_name)
+    assert refused.value.status == 422
+
+
+@pytest.mark.parametrize("switch", [0.0, 1.0, 1.5])
+def test_a_switch_outside_zero_one_is_refused(sdxl_kit: SDXLKit, switch: float) -> None:
+    assert sdxl_kit.refiner is not None
+    with pytest.raises(InvalidRequest, match="must be between 0 and 1") as refused:
+        _submitted(sdxl_kit, refiner=sdxl_kit.refiner.name, refiner_switch=switch)
+    assert refused.value.status == 422
+
+
+@pytest.mark.parametrize("steps", [10, 20, 25, 30, 40])
+def test_the_share_k_over_steps_is_step_k_on_the_normal_schedule(steps: int) -> None:
+    """The import's `refiner_switch = k / steps` (ComfyUI's stages split at step k) hands the
+    refiner the steps from k on, as diffusers' cutoff places them on the even schedule."""
+    config = {"prediction_type": "epsilon"}
+    for k in range(1, steps):
+        schedule = DiscreteSchedule.create(
+            config, steps, sampler="euler", schedule="normal", refiner_switch=k / steps
+        )
+        assert schedule.refiner_from == k, (steps, k)

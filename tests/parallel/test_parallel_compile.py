@@ -1,0 +1,106 @@
+"""Compiled blocks on a worker group's ranks: where the server compiles, its rank spec carries the
+choice and every rank (2 gloo ranks, cache-dit's Ulysses split) compiles its transformer's blocks
+and rank 0 its VAE decoder's; the split take equals the in-process take within a level, and the
+job says how each block class ran on the ranks. A rank whose compile failed ran that class eager:
+the job and the server's log say which ranks and why.
+
+The ranks compile the split blocks (their shapes are the split's: their own graphs; minutes on a
+loaded CPU when inductor's cache is cold, seconds with it kept)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import pytest
+from parallel_support import group_config
+from PIL import Image
+from zimage_support import CPU_DTYPES, kit_family, kit_handle, load_spec, render_in_process
+
+from inline_core.device.compile import CompileChoice
+from inline_core.engine.group import GroupPipeline, rank_spec
+from inline_core.families.zimage.kit import KitPaths
+from inline_core.parallel.runner import DEFAULT_RUNNER
+from inline_core.parallel.sampler import ParallelSampler, ranks_compiled
+from inline_core.sampling import SampleJob
+
+pytestmark = pytest.mark.worker_group  # starts a group of its own
+
+KW: dict[str, Any] = {
+    "prompt": "a red fox",
+    "width": 64,
+    "height": 64,
+    "steps": 3,
+    "seed": 5,
+    "guidance": 0.0,
+}
+COMPILED = {"denoiser": CompileChoice(True, "test"), "vae": CompileChoice(True, "test")}
+DECODER = ("UNetMidBlock2D", "UpDecoderBlock2D")
+
+
+def compiled_handle(kit: KitPaths) -> GroupPipeline:
+    """The server's handle on the kit's stack in the ranks, as a server that compiles sends it."""
+    family = kit_family(kit.root)
+    sources = family.files.resolve().require()
+    spec = rank_spec(family, "node", sources, CPU_DTYPES, COMPILED)
+    return GroupPipeline(family, spec, "node", sources)
+
+
+def pixels(image: Any) -> np.ndarray[Any, np.dtype[np.int16]]:
+    assert isinstance(image, Image.Image)
+    return np.asarray(image.convert("RGB"), dtype=np.int16)
+
+
+def test_the_ranks_compile_and_render_the_in_process_take(kit: KitPaths) -> None:
+    handle = compiled_handle(kit)
+    assert handle.remote_spec().args["compile"] == {
+        role: choice.to_json() for role, choice in COMPILED.items()
+    }
+    # The in-process take, eager, at the ranks' thread count.
+    expected = render_in_process(
+        load_spec(kit_handle(kit.root).remote_spec()), group_config(), **KW
+    )
+    # A rank busy compiling (dynamo traces in Python) can miss the tests' 3 s heartbeat deadline
+    # on a loaded CPU; the server's default is 10 s.
+    sampler = ParallelSampler(group_config(DEFAULT_RUNNER, heartbeat_timeout_s=60.0), retries=0)
+    try:
+        job = SampleJob(pipeline=handle, state=handle.request(**KW))
+        got = sampler.run(job)
+        meta = sampler.last_meta
+    finally:
+        sampler.close()
+    assert int(np.abs(pixels(got) - pixels(expected)).max()) <= 1
+    # Both ranks ran the transformer's blocks compiled; rank 0 alone decodes.
+    ran = {note["block"]: (note["ran"], note["ranks"]) for note in job.compiled}
+    assert ran == {
+        "ZImageTransformerBlock": ("compiled", 2),
+        **{block: ("compiled", 1) for block in DECODER},
+    }
+    assert all(meta[rank]["engine"] == "cache-dit" for rank in (0, 1))
+
+
+def test_a_rank_whose_compile_failed_is_named_with_its_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # What two ranks send back when rank 1's C++ compiler is missing (`CompileBoard.all_notes`).
+    failed = "InductorError: InvalidCxxCompiler: No working C++ compiler found"
+    meta: dict[int, dict[str, Any]] = {
+        0: {"compile": [{"block": "ZImageTransformerBlock", "ran": "compiled"}]},
+        1: {"compile": [{"block": "ZImageTransformerBlock", "ran": "eager", "error": failed}]},
+    }
+    with caplog.at_level(logging.WARNING, logger="inline_core.parallel.sampler"):
+        notes = ranks_compiled(meta)
+    assert notes == [
+        {
+            "block": "ZImageTransformerBlock",
+            "ran": "eager",
+            "ranks": 2,
+            "failedRanks": [1],
+            "error": failed,
+        }
+    ]
+    [warning] = caplog.records
+    assert "rank(s) [1] could not compile ZImageTransformerBlock" in warning.getMessage()
+    assert failed in warning.getMessage()
+    assert ranks_compiled({0: {"engine": "cache-dit"}}) == []  # a group that compiles nothing
