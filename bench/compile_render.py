@@ -15,8 +15,9 @@ compiled alternating, so both see the same load:
 - a prompt change: a new prompt each render (its encode, the steps, the decode);
 - a seed-only render: the prompt's encode cached, a new seed (the steps and the decode).
 Each render's phases are timed from its progress events (encode, sample, decode); the takes of
-one seed and prompt are compared pixel by pixel. Prints medians and ratios and the load average;
-writes bench/results/compile_render.json.
+one seed and prompt are compared pixel by pixel. `--profile`: where one seed-only render's time
+goes each way (torch.profiler's top operators by self CPU time, every thread). Prints medians and
+ratios and the load average; writes bench/results/compile_render.json.
 """
 
 from __future__ import annotations
@@ -100,9 +101,11 @@ def main() -> int:
     parser.add_argument("--px", type=int, default=64)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--profile", action="store_true", help="profile a seed-only render")
     args = parser.parse_args()
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = args.cache  # before anything compiles
 
+    from compile_zimage import top_ops
     from real_size_cpu import build_set
 
     from inline_core.config import Config
@@ -143,6 +146,12 @@ def main() -> int:
                 seed_only["eager"].append(pair[0])
                 seed_only["compiled"].append(pair[1])
                 diffs.append(int(abs(pair[0]["pixels"] - pair[1]["pixels"]).max()))
+            profiles = {
+                way: top_ops(
+                    lambda e=way == "eager": timed_render(rig, takes, "a lighthouse", 300, args, e)
+                )
+                for way in (("eager", "compiled") if args.profile else ())
+            }
             compile_stats = rig.stats().get("compile")
         finally:
             rig.close()
@@ -189,7 +198,10 @@ def main() -> int:
         "rows": rows,
         "maxPixelDiff": max(diffs),
         "compile": compile_stats,
+        "profile": profiles,
     }
+    for way, ops in profiles.items():
+        print(f"{way}: " + ", ".join(f"{op['op']} {op['selfMs']:.0f} ms" for op in ops[:8]))
     OUT.write_text(json.dumps(body, indent=2) + "\n")
     print(f"wrote {OUT}")
     return 0

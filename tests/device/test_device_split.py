@@ -143,6 +143,14 @@ def test_heads_that_no_degree_divides_fall_back_to_ring() -> None:
     assert str(choose_split(gpus(4, nvlink=True), odd)) == "ring=4"
 
 
+def test_a_family_that_cannot_combine_them_gets_one_exact_method_on_every_gpu() -> None:
+    apart = ModelParallelSupport(
+        family="apart", methods=frozenset({"ulysses", "ring"}), heads=24, ulysses_with_ring=False
+    )
+    assert str(choose_split(gpus(8, nvlink=True), apart)) == "ulysses=8"
+    assert str(choose_split(gpus(16, nvlink=True), apart)) == "ring=16"  # not ulysses=8,ring=2
+
+
 def test_pipefusion_only_when_nothing_exact_is_supported() -> None:
     both = ModelParallelSupport(family="f", methods=frozenset({"ring", "pipefusion"}))
     assert str(choose_split(gpus(2, nvlink=False), both)) == "ring=2"

@@ -112,6 +112,7 @@ class FleetCrash:
     kills: list[Kill] = field(default_factory=list[Kill])
     answers: dict[int, int] = field(default_factory=dict[int, int])  # HTTP status -> count
     _down: set[int] = field(default_factory=set[int])  # servers being killed or restarted
+    _failed_restarts: list[BaseException] = field(default_factory=list[BaseException])
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _began: float = 0.0
 
@@ -180,6 +181,9 @@ class FleetCrash:
         """A server that is up, once another one is up too."""
         while True:
             with self._lock:
+                if self._failed_restarts:  # it stays down: fail now, not at the test's timeout
+                    error = self._failed_restarts[0]
+                    raise AssertionError(f"a killed server did not start again: {error}") from error
                 up = [i for i in range(len(self.servers)) if i not in self._down]
                 if len(up) >= 2:
                     index = self.rng.choice(up)
@@ -198,7 +202,12 @@ class FleetCrash:
 
         def restart() -> None:
             started = time.perf_counter()
-            server.start()
+            try:
+                server.start()
+            except BaseException as exc:
+                with self._lock:
+                    self._failed_restarts.append(exc)
+                raise
             kill.restart_s = time.perf_counter() - started
             with self._lock:
                 self._down.discard(index)

@@ -40,6 +40,7 @@ def test_every_template_is_mapped_or_refused_naming_why(models_root: Path) -> No
     assert {f"{name}.json" for name in (*qwen, "image_qwen_image_edit_2511")} <= mapped
     assert {"image_flux2_klein_text_to_image.json", "image_flux2_text_to_image_9b.json"} <= mapped
     assert {"image_flux2_text_to_image.json", "image_flux2.json", "image_flux2_fp8.json"} <= mapped
+    assert "video_ltx2_t2v.json" in mapped
     for name in mapped:
         outcome = outcomes[name]
         assert outcome.result is not None, name
@@ -56,6 +57,11 @@ def test_every_template_is_mapped_or_refused_naming_why(models_root: Path) -> No
             (node,) = [n for n in outcome.result.graph.nodes if n.type == "bfl/flux-2"]
             model = str(node.params.get("model"))
             assert "klein" in model or "flux2_dev" in model, (name, node.params)
+            continue
+        if outcome.family == "ltx2":  # one lightricks/ltx-2 node, its two stages as `upscale`
+            (node,) = [n for n in outcome.result.graph.nodes if n.type == "lightricks/ltx-2"]
+            assert str(node.params.get("model")).startswith("ltx-2"), (name, node.params)
+            assert node.params.get("upscale") is True, (name, node.params)
             continue
         if outcome.family == "sdxl":  # one stability/sdxl node, on the workflow's checkpoint
             (node,) = [n for n in outcome.result.graph.nodes if n.type == "stability/sdxl"]

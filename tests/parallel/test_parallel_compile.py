@@ -1,8 +1,9 @@
 """Compiled blocks on a worker group's ranks: where the server compiles, its rank spec carries the
 choice and every rank (2 gloo ranks, cache-dit's Ulysses split) compiles its transformer's blocks
-and rank 0 its VAE decoder's; the split take equals the in-process take within a level, and the
-job says how each block class ran on the ranks. A rank whose compile failed ran that class eager:
-the job and the server's log say which ranks and why.
+(rank 0 would compile its VAE decoder's the same way: left out here for CI's time); the split
+take equals the in-process take within a level, and the job says how each block class ran on the
+ranks. A rank whose compile failed ran that class eager: the job and the server's log say which
+ranks and why.
 
 The ranks compile the split blocks (their shapes are the split's: their own graphs; minutes on a
 loaded CPU when inductor's cache is cold, seconds with it kept)."""
@@ -35,8 +36,7 @@ KW: dict[str, Any] = {
     "seed": 5,
     "guidance": 0.0,
 }
-COMPILED = {"denoiser": CompileChoice(True, "test"), "vae": CompileChoice(True, "test")}
-DECODER = ("UNetMidBlock2D", "UpDecoderBlock2D")
+COMPILED = {"denoiser": CompileChoice(True, "test"), "vae": CompileChoice(False, "test")}
 
 
 def compiled_handle(kit: KitPaths) -> GroupPipeline:
@@ -54,9 +54,8 @@ def pixels(image: Any) -> np.ndarray[Any, np.dtype[np.int16]]:
 
 def test_the_ranks_compile_and_render_the_in_process_take(kit: KitPaths) -> None:
     handle = compiled_handle(kit)
-    assert handle.remote_spec().args["compile"] == {
-        role: choice.to_json() for role, choice in COMPILED.items()
-    }
+    # Only the roles that compile travel (none: the spec as without compile).
+    assert handle.remote_spec().args["compile"] == {"denoiser": COMPILED["denoiser"].to_json()}
     # The in-process take, eager, at the ranks' thread count.
     expected = render_in_process(
         load_spec(kit_handle(kit.root).remote_spec()), group_config(), **KW
@@ -71,12 +70,8 @@ def test_the_ranks_compile_and_render_the_in_process_take(kit: KitPaths) -> None
     finally:
         sampler.close()
     assert int(np.abs(pixels(got) - pixels(expected)).max()) <= 1
-    # Both ranks ran the transformer's blocks compiled; rank 0 alone decodes.
-    ran = {note["block"]: (note["ran"], note["ranks"]) for note in job.compiled}
-    assert ran == {
-        "ZImageTransformerBlock": ("compiled", 2),
-        **{block: ("compiled", 1) for block in DECODER},
-    }
+    # Both ranks ran the transformer's blocks compiled.
+    assert job.compiled == [{"block": "ZImageTransformerBlock", "ran": "compiled", "ranks": 2}]
     assert all(meta[rank]["engine"] == "cache-dit" for rank in (0, 1))
 
 

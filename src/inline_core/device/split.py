@@ -105,6 +105,9 @@ class ModelParallelSupport:
     # sequences to multiples of this many tokens (e.g. 32) splits only over ranks dividing it;
     # any other count leaves a remainder that the engines refuse or attend to as if it were real.
     sequence_multiple: int | None = None
+    # Whether Ulysses and Ring run together (the USP hybrid). A family whose attention is laid
+    # out for one of them at a time says False: the automatic split then never combines them.
+    ulysses_with_ring: bool = True
 
     def __post_init__(self) -> None:
         unknown = self.methods - set(METHODS)
@@ -216,12 +219,17 @@ def _auto_split(gpus: int, nvlink: bool, support: ModelParallelSupport) -> Paral
     - PCIe: Ring. Its neighbour-to-neighbour K/V passes overlap with the blockwise attention
       compute, while Ulysses' all-to-all blocks every attention layer and, beyond two GPUs, has
       every GPU sending to every other through the shared PCIe root at once.
+
+    A family that cannot run Ulysses and Ring together gets Ulysses only where its heads let
+    it cover every GPU, else Ring over all of them: one group renders at a time, so a GPU that
+    Ulysses leaves out would sit idle.
     """
     has = support.methods
     ulysses_first = nvlink or "ring" not in has
     if "ulysses" in has and ulysses_first:
         both = [d for d in range(gpus, 1, -1) if gpus % d == 0 and support.allows_ulysses(d)]
-        if both and (both[0] == gpus or "ring" in has):
+        hybrid = "ring" in has and support.ulysses_with_ring
+        if both and (both[0] == gpus or hybrid):
             rest = gpus // both[0]
             if rest == 1:
                 return ParallelSpec.of(ulysses=both[0])

@@ -13,7 +13,7 @@ from PIL import Image
 
 from inline_core.config import Config
 from inline_core.families.flux2 import Flux2Family
-from inline_core.families.flux2.build import text_layers
+from inline_core.families.flux2.build import DEV_TEXT_LAYERS, text_layers
 from inline_core.families.flux2.descriptor import FLUX2_DESCRIPTOR
 from inline_core.families.flux2.kit import TEXT_LAYERS
 from inline_core.families.standalone import FamilyRig, family_rig
@@ -97,6 +97,21 @@ def reference_kwargs(steps: int, guidance: float, **params: Any) -> dict[str, An
         "guidance_scale": guidance,
         "generator": torch.Generator("cpu").manual_seed(p["seed"]),
         "text_encoder_out_layers": text_layers(TEXT_LAYERS),
+    }
+
+
+def dev_kwargs(steps: int, guidance: float, seed: int = 7, size: int = 64) -> dict[str, Any]:
+    """Flux2Pipeline (dev) arguments for the same render as `node_params(steps=steps,
+    guidance=guidance)` on the dev kit."""
+    import torch
+
+    return {
+        "width": size,
+        "height": size,
+        "num_inference_steps": steps,
+        "guidance_scale": guidance,
+        "generator": torch.Generator("cpu").manual_seed(seed),
+        "text_encoder_out_layers": DEV_TEXT_LAYERS,
     }
 
 

@@ -10,27 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flux2_harness import make_rig, max_diff, picture, pixels, render, take_pixels
+from flux2_harness import dev_kwargs, make_rig, max_diff, picture, pixels, render, take_pixels
 
-from inline_core.families.flux2.build import DEV_TEXT_LAYERS
 from inline_core.families.flux2.kit_dev import Flux2DevKit
 from inline_core.sampling.loop import StepLoopSampler
 
 TOLERANCE = 1  # float ordering may move a channel by a level; never more
 LAYOUTS = {"comfy": "flux2_dev_tiny.safetensors", "diffusers": "flux2_dev_tiny_diffusers"}
-
-
-def dev_kwargs(steps: int, guidance: float, seed: int = 7, size: int = 64) -> dict[str, Any]:
-    import torch
-
-    return {
-        "width": size,
-        "height": size,
-        "num_inference_steps": steps,
-        "guidance_scale": guidance,
-        "generator": torch.Generator("cpu").manual_seed(seed),
-        "text_encoder_out_layers": DEV_TEXT_LAYERS,
-    }
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))

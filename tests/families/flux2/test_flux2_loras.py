@@ -8,9 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flux2_harness import make_rig, max_diff, pixels, reference_kwargs, render, take_pixels
+from flux2_harness import (
+    dev_kwargs,
+    make_rig,
+    max_diff,
+    pixels,
+    reference_kwargs,
+    render,
+    take_pixels,
+)
 
 from inline_core.families.flux2.kit import Flux2Kit
+from inline_core.families.flux2.kit_dev import Flux2DevKit
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.zimage.lora_harness import Stack, picks, reference_with
 
@@ -36,3 +45,19 @@ def test_lora_render_matches_klein(
     plain = take_pixels(render(rig, tmp_path, "a lighthouse", model=MODEL))
     assert max_diff(ours, pixels(ref)) <= TOLERANCE
     assert max_diff(ours, plain) > 10 * TOLERANCE  # the LoRA changed the picture
+
+
+def test_lora_render_matches_flux2_pipeline_on_dev(
+    flux2_dev_kit: Flux2DevKit, sampler: StepLoopSampler, dev_pipe: Any, tmp_path: Path
+) -> None:
+    """dev reads LoRAs in the namings klein does, equal to `Flux2Pipeline`'s."""
+    rig = make_rig(flux2_dev_kit.root, sampler)
+    stack = [("a", 0.7), ("b-bfl", 1.2)]
+    loras = picks(rig, flux2_dev_kit, stack)
+    model = "flux2_dev_tiny.safetensors"
+    ours = take_pixels(render(rig, tmp_path, "a lighthouse", loras=loras, model=model, steps=2))
+    with reference_with(dev_pipe, flux2_dev_kit, stack) as pipe:
+        ref = pipe(prompt="a lighthouse", **dev_kwargs(2, 4.0)).images[0]
+    plain = take_pixels(render(rig, tmp_path, "a lighthouse", model=model, steps=2))
+    assert max_diff(ours, pixels(ref)) <= TOLERANCE
+    assert max_diff(ours, plain) > 10 * TOLERANCE

@@ -1,10 +1,10 @@
 """ComfyUI's LTX-2 workflows through `POST /v1/import/comfy`, by the family's own recipe
-(`families/ltx2/comfy.py`): the official text-to-video and image-to-video templates run a
-two-stage upscale, which is refused naming the upsampler node; their first stage alone (the
-upscale and its sampler cut, the first sampler's latents decoded) imports as one
-`lightricks/ltx-2` node with the template's params, and renders what the graph written by hand
-renders from ComfyUI's all-in-one file. LTX-Video 0.9's own template still reads as
-LTX-Video's. Nothing is queued by a refusal."""
+(`families/ltx2/comfy.py`): the official text-to-video template's two stages import as one
+`lightricks/ltx-2` node with `upscale` (its distilled LoRA on the refining pass), and so does
+its first stage alone; cut down, both render what the graph written by hand renders from
+ComfyUI's all-in-one file. What the node cannot render (image to video's second sampler, the
+distilled template's own first-pass sigmas) is refused naming the node. LTX-Video 0.9's own
+template still reads as LTX-Video's. Nothing is queued by a refusal."""
 
 from __future__ import annotations
 
@@ -20,7 +20,13 @@ from fastapi.testclient import TestClient
 from inline_core.config import Config
 from inline_core.families.ltx2.comfy import RECIPE
 from inline_core.families.ltx2.descriptor import NODE_TYPE
-from inline_core.families.ltx2.kit_single_file import FILE, SingleFileKit, write_single_file_kit
+from inline_core.families.ltx2.kit_single_file import (
+    DISTILLED_LORA,
+    FILE,
+    UPSAMPLER_FOLDER,
+    SingleFileKit,
+    write_single_file_kit,
+)
 from inline_core.importer.ui_format import read_ui
 from inline_core.importer.workflow import Link
 from inline_core.server.app import create_app
@@ -42,24 +48,53 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         yield c
 
 
+def test_the_official_t2v_template_imports_its_two_stages_as_the_node_s_upscale(
+    client: TestClient,
+) -> None:
+    response = client.post("/v1/import/comfy", json={"workflow": template("video_ltx2_t2v.json")})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    target, nodes = target_of(body)
+    params = target["params"]
+    # The first pass at 1280x720 halved (640x360, its latents 20x11), upsampled twice.
+    assert (params["width"], params["height"], params["frames"]) == (1280, 704, 121)
+    assert params["upscale"] is True
+    assert params["upscale_model"] == "ltx-2-spatial-upscaler-x2-1.0.safetensors"
+    assert (params["steps"], params["seed"], params["guidance"]) == (20, 10, 4.0)
+    assert params["sampler"] == "euler_ancestral" and params["model"] == CHECKPOINT
+    lora = nodes[target["inputs"]["loras"]["from"]]
+    assert lora["params"] == {
+        "name": "ltx-2-19b-distilled-lora-384.safetensors",
+        "strength": 1.0,
+        "expert": "low",  # on the refining sampler's model only
+    }
+    assert [c["reason"] for c in body["changesPicture"]] == [
+        "its noise seed is not the first's: the refining pass draws its noise from the node's seed"
+    ]
+
+
 @pytest.mark.parametrize(
-    "name", ["video_ltx2_t2v.json", "video_ltx2_i2v.json", "video_ltx2_t2v_distilled.json"]
+    ("name", "names"),
+    [
+        ("video_ltx2_i2v.json", "its sampler 'gradient_estimation' is not the first sampler's"),
+        ("video_ltx2_t2v_distilled.json", "a first pass on sigmas of its own is not offered"),
+    ],
 )
-def test_an_official_template_s_two_stage_upscale_is_refused_naming_the_upsampler(
-    client: TestClient, name: str
+def test_what_the_node_cannot_render_is_refused_naming_the_node(
+    client: TestClient, name: str, names: str
 ) -> None:
     response = client.post("/v1/import/comfy", json={"workflow": template(name)})
     assert response.status_code == 422, response.text
     error = response.json()["error"]
-    assert error["code"] == "unsupported_node"
-    assert error["message"].startswith("LTXVLatentUpsampler ")
-    assert "two-stage upscale" in error["message"] and NODE_TYPE in error["message"]
+    assert error["code"] == "unsupported_node" and names in error["message"]
     assert client.get("/v1/runs").json()["runs"] == []
 
 
-def single_stage(name: str, changes: dict[tuple[str, str], Any] | None = None) -> Json:
-    """The template in ComfyUI's API format, its second stage cut: the first sampler's latents
-    decoded. `changes`: (node id in the subgraph, widget) -> value."""
+def api_prompt(
+    name: str, changes: dict[tuple[str, str], Any] | None = None, *, cut: bool = True
+) -> Json:
+    """The template in ComfyUI's API format (`cut`: its second stage cut, the first sampler's
+    latents decoded). `changes`: (node id in the subgraph, widget) -> value."""
     orders = {name: spec.widgets for name, spec in RECIPE.classes.items()}
     workflow = read_ui(template(name), orders)
     group = next(i.partition(":")[0] for i in workflow.nodes if ":" in i)
@@ -67,11 +102,12 @@ def single_stage(name: str, changes: dict[tuple[str, str], Any] | None = None) -
     for node_id, node in workflow.nodes.items():
         inputs = {k: [v.node, v.slot] if isinstance(v, Link) else v for k, v in node.inputs.items()}
         prompt[node_id] = {"class_type": node.class_type, "inputs": inputs}
-    for inner in SECOND_STAGE:
-        prompt.pop(f"{group}:{inner}", None)
-    first = f"{group}:80"  # the first sampler's latents, separated
-    prompt[f"{group}:100"]["inputs"]["samples"] = [first, 0]
-    prompt[f"{group}:101"]["inputs"]["samples"] = [first, 1]
+    if cut:
+        for inner in SECOND_STAGE:
+            prompt.pop(f"{group}:{inner}", None)
+        first = f"{group}:80"  # the first sampler's latents, separated
+        prompt[f"{group}:100"]["inputs"]["samples"] = [first, 0]
+        prompt[f"{group}:101"]["inputs"]["samples"] = [first, 1]
     for (inner, widget), value in (changes or {}).items():
         prompt[f"{group}:{inner}"]["inputs"][widget] = value
     return prompt
@@ -80,9 +116,7 @@ def single_stage(name: str, changes: dict[tuple[str, str], Any] | None = None) -
 def test_the_t2v_template_s_first_stage_imports_as_one_node_with_its_params(
     client: TestClient,
 ) -> None:
-    response = client.post(
-        "/v1/import/comfy", json={"workflow": single_stage("video_ltx2_t2v.json")}
-    )
+    response = client.post("/v1/import/comfy", json={"workflow": api_prompt("video_ltx2_t2v.json")})
     assert response.status_code == 200, response.text
     body = response.json()
     target, nodes = target_of(body)
@@ -127,7 +161,7 @@ def test_the_first_stage_renders_what_the_hand_written_graph_renders(client: Tes
         ("62", "value"): 9,
         ("9", "steps"): 2,
     }
-    workflow = single_stage("video_ltx2_t2v.json", small)
+    workflow = api_prompt("video_ltx2_t2v.json", small)
     models = {CHECKPOINT: FILE}
     response = client.post("/v1/import/comfy", json={"workflow": workflow, "models": models})
     assert response.status_code == 200, response.text
@@ -156,3 +190,41 @@ def test_ltx_video_s_template_is_still_ltx_video_s(client: TestClient) -> None:
     message = response.json()["error"]["message"]
     assert message.startswith("this workflow is built for LTX-Video")
     assert "Inline Core has no LTX-Video family yet" in message
+
+
+def test_the_two_stage_template_renders_what_the_hand_written_graph_renders(
+    client: TestClient,
+) -> None:
+    """The official template, cut down for a CPU (a 64x64 take, 9 frames, 2 first-pass steps),
+    its files mapped onto the tiny all-in-one file, upsampler and LoRA."""
+    small: dict[tuple[str, str], Any] = {
+        ("89", "width"): 64,
+        ("89", "height"): 64,
+        ("62", "value"): 9,
+        ("9", "steps"): 2,
+    }
+    models = {
+        CHECKPOINT: FILE,
+        "ltx-2-spatial-upscaler-x2-1.0.safetensors": UPSAMPLER_FOLDER,
+        "ltx-2-19b-distilled-lora-384.safetensors": DISTILLED_LORA,
+    }
+    workflow = api_prompt("video_ltx2_t2v.json", small, cut=False)
+    response = client.post("/v1/import/comfy", json={"workflow": workflow, "models": models})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    target, nodes = target_of(body)
+    params = dict(target["params"])
+    assert (params["width"], params["height"], params["upscale"]) == (64, 64, True)
+    assert params["upscale_model"] == UPSAMPLER_FOLDER
+    imported = decoded(client, rendered(client, body["graph"], body["target"]))
+    lora: Json = {**nodes[target["inputs"]["loras"]["from"]], "id": "lora"}
+    lora_params: Json = lora["params"]
+    assert lora_params["name"] == DISTILLED_LORA and lora_params["expert"] == "low"
+    prompt = nodes[target["inputs"]["prompt"]["from"]]["params"]["text"]
+    graph = prompt_graph(NODE_TYPE, "l", params, prompt)
+    graph["nodes"].insert(0, lora)
+    graph["nodes"][-1]["inputs"]["loras"] = {"from": "lora", "output": "lora"}
+    written = decoded(client, rendered(client, graph, "l"))
+    assert imported[0].shape == (9, 64, 64, 3)
+    assert np.array_equal(imported[0], written[0])
+    assert np.array_equal(imported[1], written[1])

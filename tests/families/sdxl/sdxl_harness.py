@@ -154,6 +154,7 @@ def rekeyed_checkpoint(
 
 
 def sd15_like(kit: SDXLKit, models: Path, name: str) -> None:
-    """An SD 1.x checkpoint's keys: a UNet in the original naming without SDXL's size
-    embedding (the kit's checkpoint, its `label_emb` cut), in `models/checkpoints/<name>`."""
+    """An SD 1.x/2.x-like checkpoint's keys: a UNet in the original naming without SDXL's size
+    embedding (the kit's checkpoint, its `label_emb` cut; its linear projections are SD 2.x's,
+    so `stability/sd15` does not take it either), in `models/checkpoints/<name>`."""
     rekeyed_checkpoint(kit, models, name, lambda k: None if ".label_emb." in k else k)

@@ -154,9 +154,9 @@ def test_a_checkpoint_is_recognised_by_its_keys_not_its_name(
 def test_a_checkpoint_of_a_family_not_served_is_refused_naming_it(
     sdxl_kit: SDXLKit, tmp_path: Path, name: str
 ) -> None:
-    """An SD 1.x checkpoint is no SDXL model by its keys, whatever its name (one no family
-    claims, or an SDXL one): the import refuses it naming the family its keys are of and what
-    they look like."""
+    """An SD 1.x/2.x-like checkpoint is no SDXL model by its keys, whatever its name (one no
+    family claims, or an SDXL one), nor SD 1.5's (its projections are linear, SD 2.x's): the
+    import refuses it naming the family its keys are of and what they look like."""
     models = tmp_path / "models"
     sd15_like(sdxl_kit, models, name)
     config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")

@@ -2,7 +2,8 @@
 renders with `StableDiffusionXLPipeline(denoising_end=f, output_type="latent")` handed to
 `StableDiffusionXLImg2ImgPipeline(denoising_start=f)` over the refiner (its UNet, its OpenCLIP-G,
 its aesthetic scores 6 and 2.5, its VAE decoding). A base checkpoint picked as the refiner and a
-switch outside (0, 1) are refused at submit naming why."""
+switch outside (0, 1) are refused at submit naming why; img2img hands over the same way, and
+refiner requests batch with base ones."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from sdxl_harness import PROMPT, max_diff, node_params, render, sdxl_rig, start_noise, take_pixels
+from test_sdxl_batching import assert_shared_and_each_alone, solo_and_together
+from test_sdxl_img2img import render_img2img, source_image
 
 from inline_core.contract.submit import Submit
 from inline_core.diffusion.libs import diffusers
@@ -178,3 +182,66 @@ def test_the_share_k_over_steps_is_step_k_on_the_normal_schedule(steps: int) -> 
             config, steps, sampler="euler", schedule="normal", refiner_switch=k / steps
         )
         assert schedule.refiner_from == k, (steps, k)
+
+
+def test_refiner_requests_share_forwards_and_each_equals_its_solo_render(
+    sdxl_kit: SDXLKit,
+) -> None:
+    """Requests with the refiner (switching at different steps) and one without share the base's
+    forwards, then the refiner's; each renders what it renders alone."""
+    assert sdxl_kit.refiner is not None
+    sampler = StepLoopSampler()
+    try:
+        rig = sdxl_rig(sdxl_kit.root, sampler)
+        picked = {"model": sdxl_kit.checkpoint_name, "refiner": sdxl_kit.refiner.name}
+        sources = rig.family.resolve(NODE_TYPE, picked).require()
+        pipeline = rig.runtime.stacks().pipeline(rig.family, sources)
+        base: dict[str, Any] = {"prompt": PROMPT, "width": 64, "height": 64, "steps": 5}
+        base |= {"guidance": 5.0, **EULER}
+        requests: list[dict[str, Any]] = [
+            {**base, "seed": 1, "refiner_switch": 0.5},
+            {**base, "seed": 2, "refiner_switch": 0.7},
+            {**base, "seed": 3},
+            {**base, "seed": 1, "refiner_switch": 0.5, "guidance": 1.0},
+        ]
+        solo, together, stats = solo_and_together(sampler, pipeline, requests)
+    finally:
+        sampler.close()
+    assert_shared_and_each_alone(solo, together, stats)
+
+
+def test_img2img_then_refiner_matches_diffusers(
+    sdxl_kit: SDXLKit, sdxl_sampler: StepLoopSampler, sdxl_reference: Any, tmp_path: Path
+) -> None:
+    """An image wired in: the base runs img2img's steps above the switch (diffusers'
+    `StableDiffusionXLImg2ImgPipeline(strength, denoising_end)`), the refiner the rest."""
+    assert sdxl_kit.refiner is not None
+    switch = 0.7
+    params: dict[str, Any] = {"width": 64, "height": 64, "steps": 5, "strength": 0.8, **EULER}
+    image = source_image(64, 64)
+    rig = sdxl_rig(sdxl_kit.root, sdxl_sampler)
+    picked = {"model": sdxl_kit.checkpoint_name, "refiner": sdxl_kit.refiner.name}
+    ours = take_pixels(
+        render_img2img(rig, tmp_path, image, **picked, refiner_switch=switch, **params)
+    )
+    p = node_params(**params)
+    common: dict[str, Any] = {
+        "prompt": PROMPT,
+        "negative_prompt": p["negative_prompt"],
+        "num_inference_steps": p["steps"],
+        "guidance_scale": p["guidance"],
+    }
+    base = diffusers().StableDiffusionXLImg2ImgPipeline.from_pipe(sdxl_reference)
+    base.scheduler = _euler(sdxl_reference)
+    handed = base(
+        **common,
+        image=image,
+        strength=p["strength"],
+        generator=torch.Generator("cpu").manual_seed(p["seed"]),
+        denoising_end=switch,
+        output_type="latent",
+    ).images
+    refiner = _refiner_pipe(sdxl_reference)
+    out = refiner(**common, image=handed, denoising_start=switch, output_type="np").images[0]
+    ref = (np.asarray(out) * 255).round().astype(np.uint8).astype(np.int16)
+    assert max_diff(ours, ref) <= TOLERANCE

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from skyreels_server import frames
 
 from inline_core.families.skyreels.descriptor import NODE_TYPE
-from inline_core.families.skyreels.kit import FOLDER, SkyReelsKit
+from inline_core.families.skyreels.kit import FOLDER, SINGLE_FILE, SkyReelsKit
 from inline_core.families.wan.kit import build_kit as build_wan_kit
 from tests.families.import_harness import import_comfy, takes_of, target_of
 from tests.server.server_support import cpu_client, prompt_graph
@@ -70,18 +70,19 @@ def native_workflow(model: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+@pytest.mark.parametrize("model", [FOLDER, SINGLE_FILE], ids=["folder", "single_file"])
 def test_a_native_wan_chain_with_a_skyreels_file_imports_onto_the_skyreels_node(
-    served: tuple[TestClient, dict[str, str]],
+    served: tuple[TestClient, dict[str, str]], model: str
 ) -> None:
     client, mapped = served
-    response = import_comfy(client, native_workflow(FOLDER), mapped)
+    response = import_comfy(client, native_workflow(model), mapped)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["family"]["name"] == "skyreels"
     target, nodes = target_of(body)
     assert target["type"] == NODE_TYPE
     expected = {
-        "model": FOLDER, "width": 48, "height": 32, "frames": 9, "fps": 24, "steps": 2,
+        "model": model, "width": 48, "height": 32, "frames": 9, "fps": 24, "steps": 2,
         "guidance": 3.0, "shift": 5.0, "seed": 7, "format": "png",
         "negative_prompt": "blurry", "vae": mapped[VAE], "text_encoder": mapped[TEXT_ENCODER],
     }  # fmt: skip
@@ -96,6 +97,23 @@ def test_a_native_wan_chain_with_a_skyreels_file_imports_onto_the_skyreels_node(
     ours, theirs = (frames(client.get(t["uri"]).content) for t in (imported, written))
     assert ours.shape[0] == 9
     assert np.array_equal(ours, theirs)
+
+
+def test_the_single_file_renders_the_diffusers_folders_frames(
+    served: tuple[TestClient, dict[str, str]],
+) -> None:
+    """The kit's transformer in the original keys (its fps projection renamed both ways) and
+    in diffusers' folder, on the same VAE and text encoder files: the same frames."""
+    client, mapped = served
+    params: dict[str, Any] = {
+        "width": 48, "height": 32, "frames": 9, "steps": 2, "seed": 5, "guidance": 3.0,
+        "format": "png", "vae": mapped[VAE], "text_encoder": mapped[TEXT_ENCODER],
+    }  # fmt: skip
+    graphs = [(prompt_graph(NODE_TYPE, "s", {**params, "model": m}, PROMPT), "s") for m in
+              (SINGLE_FILE, FOLDER)]  # fmt: skip
+    single, folder = (frames(client.get(t["uri"]).content) for t in takes_of(client, graphs))
+    assert single.shape == folder.shape == (9, 32, 48, 3)
+    assert np.array_equal(single, folder)
 
 
 def kijai_workflow() -> dict[str, Any]:

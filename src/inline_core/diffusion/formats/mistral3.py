@@ -111,8 +111,10 @@ def from_single(sd: dict[str, Any], config: Mapping[str, Any]) -> dict[str, Any]
     prefix, _ = strip_prefix({k: tuple(v.shape) for k, v in body.items()}, PREFIXES)
     out = {k[len(prefix) :]: v for k, v in body.items()}
     if "norm.weight" not in out:
-        embed = out["embed_tokens.weight"]
-        out["norm.weight"] = embed.new_ones(int(config["hidden_size"]))
+        import torch
+
+        # float32, never a stored fp8 embedding's dtype: it is replaced after loading anyway
+        out["norm.weight"] = torch.ones(int(config["hidden_size"]), dtype=torch.float32)
     return out
 
 

@@ -14,7 +14,8 @@ FLUX.2 dev is klein's transformer with a guidance embedder, read by a Mistral Sm
 - ComfyUI layout: `diffusion_models/flux2_dev_tiny.safetensors` (BFL's naming),
   `text_encoders/mistral_3_small_flux2_tiny.safetensors` (ComfyUI's: the language model pruned to
   30 layers without its final norm, `tekken.json` inside), `vae/flux2_tiny_vae.safetensors`;
-- diffusers layout: `diffusion_models/flux2_dev_tiny_diffusers/` (`Flux2Pipeline`).
+- diffusers layout: `diffusion_models/flux2_dev_tiny_diffusers/` (`Flux2Pipeline`);
+- `loras/flux2_dev_tiny_lora_*.safetensors`: klein's kit LoRAs, for this transformer.
 
 Both layouts hold the same weights and tokenizer, so they render the same pixels.
 """
@@ -25,7 +26,7 @@ import base64
 import json
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from inline_core.families.flux2.kit import (
     build_vae,
     write_comfy_vae,
 )
+from inline_core.families.flux2.kit_loras import write_kit_loras
 from inline_core.families.flux2.transformer import to_original
 
 DEV_LAYOUTS = ("comfy", "diffusers")
@@ -79,11 +81,12 @@ class Flux2DevKit:
     text_encoder_file: Path | None
     vae_file: Path | None
     diffusers_dir: Path | None
+    loras: dict[str, Path] = field(default_factory=dict[str, Path])
 
     @property
     def written(self) -> list[Path]:
         paths = (self.diffusion_file, self.text_encoder_file, self.vae_file, self.diffusers_dir)
-        return [p for p in paths if p is not None]
+        return [p for p in paths if p is not None] + list(self.loras.values())
 
 
 def tekken_json() -> bytes:
@@ -166,6 +169,7 @@ def build_dev_kit(out: Path, layouts: Sequence[str] = DEV_LAYOUTS) -> Flux2DevKi
     transformer = build_dev_transformer()
     vae = build_vae()
     diffusion_file = text_encoder_file = vae_file = diffusers_dir = None
+    loras = write_kit_loras(out, "flux2_dev_tiny", transformer)
     if "comfy" in layouts:
         diffusion_file = out / "diffusion_models" / "flux2_dev_tiny.safetensors"
         save_weights(to_original(transformer.state_dict()), diffusion_file, torch.float32)
@@ -183,7 +187,7 @@ def build_dev_kit(out: Path, layouts: Sequence[str] = DEV_LAYOUTS) -> Flux2DevKi
         ).save_pretrained(str(diffusers_dir))
     for category in ("diffusion_models", "vae", "text_encoders"):
         (out / category).mkdir(parents=True, exist_ok=True)
-    return Flux2DevKit(out, diffusion_file, text_encoder_file, vae_file, diffusers_dir)
+    return Flux2DevKit(out, diffusion_file, text_encoder_file, vae_file, diffusers_dir, loras)
 
 
 def write_comfy_mistral(text_encoder: Any, tekken: bytes, path: Path) -> None:

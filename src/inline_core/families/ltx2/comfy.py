@@ -8,7 +8,9 @@ streams; its prompts through LTXVConditioning) on the CheckpointLoaderSimple's m
 all-in-one file, the node's `model`), KSamplerSelect (the node's sampler), LTXVScheduler (the
 steps; at its published shifts it is the node's own schedule) and LTXVConcatAVLatent of
 EmptyLTXVLatentVideo (width, height, length as `frames`; LTXVImgToVideoInplace on it brings the
-first frame) and LTXVEmptyLatentAudio. What data does not reach is `comfy_reader.py`'s.
+first frame) and LTXVEmptyLatentAudio; the official templates' second, refining sampler on
+LTXVLatentUpsampler's latents is the node's `upscale`. What data does not reach is
+`comfy_reader.py`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ CONDITIONING = "LTXVConditioning"
 CONCAT, SEPARATE = "LTXVConcatAVLatent", "LTXVSeparateAVLatent"
 VIDEO_LATENT, AUDIO_LATENT = "EmptyLTXVLatentVideo", "LTXVEmptyLatentAudio"
 IMAGE_IN_PLACE, PREPROCESS = "LTXVImgToVideoInplace", "LTXVPreprocess"
-UPSAMPLER = "LTXVLatentUpsampler"
+UPSAMPLER, UPSCALE_LOADER = "LTXVLatentUpsampler", "LatentUpscaleModelLoader"
+CROP_GUIDES = "LTXVCropGuides"
 AUDIO_VAE_LOADER, TEXT_ENCODER_LOADER = "LTXVAudioVAELoader", "LTXAVTextEncoderLoader"
 
 RECIPE = ComfyRecipe(
@@ -41,7 +44,7 @@ RECIPE = ComfyRecipe(
         samplers=SAMPLERS,
         sampler_defaults={"seed": 0, "steps": 20, "cfg": 4.0},
         model_nodes={},
-        conditioning_through=(CONDITIONING,),
+        conditioning_through=(CONDITIONING, CROP_GUIDES),
         parts={},
         reader="inline_core.families.ltx2.comfy_reader:LTX2Collapse",
     ),
@@ -59,8 +62,8 @@ RECIPE = ComfyRecipe(
         TEXT_ENCODER_LOADER: ComfyClass(("text_encoder", "ckpt_name", "device"), ("CLIP",)),
         "LTXVAudioVAEDecode": ComfyClass((), ("AUDIO",)),
         UPSAMPLER: ComfyClass((), ("LATENT",)),
-        "LatentUpscaleModelLoader": ComfyClass(("model_name",), ("LATENT_UPSCALE_MODEL",)),
-        "LTXVCropGuides": ComfyClass((), ("CONDITIONING", "CONDITIONING", "LATENT")),
+        UPSCALE_LOADER: ComfyClass(("model_name",), ("LATENT_UPSCALE_MODEL",)),
+        CROP_GUIDES: ComfyClass((), ("CONDITIONING", "CONDITIONING", "LATENT")),
         IMAGE_IN_PLACE: ComfyClass(("strength", "bypass"), ("LATENT",)),
         PREPROCESS: ComfyClass(("img_compression",), ("IMAGE",)),
         "EmptyImage": ComfyClass(("width", "height", "batch_size", "color"), ("IMAGE",)),

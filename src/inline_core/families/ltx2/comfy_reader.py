@@ -2,27 +2,34 @@
 the audio and video latents side by side (LTXVConcatAVLatent, LTXVSeparateAVLatent), LTXVScheduler
 as the node's schedule, the size measured from an image (EmptyImage, ImageScaleBy, GetImageSize),
 the first frame (LTXVImgToVideoInplace), the loaders that all read the one all-in-one file, and
-the frame rates the chain states three times. The two-stage upscale (LTXVLatentUpsampler and the
-second sampler) is refused naming it; what renders otherwise than in ComfyUI is listed as
-changing the picture."""
+the frame rates the chain states three times, and the official two-stage upscale
+(LTXVLatentUpsampler and a refining sampler, its LoRAs on the refining pass) as the node's
+`upscale`. What renders otherwise than in ComfyUI is listed as changing the picture; what the
+node cannot render is refused naming it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar
 
+from inline_core.contract.lora_stacks import BOTH, HIGH, LOW
 from inline_core.families.ltx2.comfy import (
     AUDIO_LATENT,
     AUDIO_VAE_LOADER,
     CONCAT,
     CONDITIONING,
+    CROP_GUIDES,
     IMAGE_IN_PLACE,
     PREPROCESS,
     SCHEDULER,
     SEPARATE,
     TEXT_ENCODER_LOADER,
     UPSAMPLER,
+    UPSCALE_LOADER,
     VIDEO_LATENT,
 )
+from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
+from inline_core.families.ltx2.request import REFINE_SIGMAS
 from inline_core.importer.custom_collapse import ADVANCED, CustomCollapse
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.images import load_image
@@ -33,41 +40,120 @@ from inline_core.importer.workflow import ComfyNode, Link
 CHECKPOINT = "CheckpointLoaderSimple"
 # LTXVScheduler's published shifts: there, its sigmas are LTX2Pipeline's (the node's "simple").
 PUBLISHED = {"max_shift": 2.05, "base_shift": 0.95, "stretch": True, "terminal": 0.1}
+MANUAL = "ManualSigmas"  # the refining sampler's sigmas
+LATENT_PIXELS = 32  # LTX-2's video latent's pixels a side: ComfyUI floors a size to them
 IMAGE_RESIZERS = ("ResizeImageMaskNode", "ImageScale", "ImageScaleBy")
 
 
 class LTX2Collapse(CustomCollapse):
+    refining_id = ""  # the refining sampler's node id, once read
     SAMPLERS: ClassVar[tuple[str, ...]] = (SEPARATE,)
-    SCHEDULERS: ClassVar[tuple[str, ...]] = (SCHEDULER,)
+    SCHEDULERS: ClassVar[tuple[str, ...]] = (SCHEDULER, MANUAL)
     MODEL_LOADERS: ClassVar[dict[str, tuple[str, str]]] = {CHECKPOINT: ("ckpt_name", "checkpoints")}
 
     def sampling(self, sampler: ComfyNode) -> Sampling:
-        """The sampler behind the decoded latents (through LTXVSeparateAVLatent), one stage:
-        its cfg guides both streams."""
+        """The sampler behind the decoded latents (through LTXVSeparateAVLatent): one stage, or
+        the official two: the first sampler, LTXVLatentUpsampler on its video latents, and a
+        refining sampler on ManualSigmas (the node's `upscale`). Its cfg guides both streams."""
         advanced = self.required(sampler, "av_latent")
         self.expect(advanced, ADVANCED)
-        self._one_stage(advanced)
-        found = self.node_names(advanced, super().sampling(advanced))
+        upsampler = self._upsampler(advanced)
+        if upsampler is None:
+            found = self.node_names(advanced, super().sampling(advanced))
+        else:
+            first = self._first_stage(upsampler)
+            found = self.node_names(first, super().sampling(first))
+            found = replace(found, last=self.as_refining(advanced, found))
+            found.extra.update(upscale=True, upscale_model=self._upsampler_file(upsampler))
         found.extra["audio_guidance"] = found.guidance
         return found
 
-    def _one_stage(self, advanced: ComfyNode) -> None:
+    def _upsampler(self, advanced: ComfyNode) -> ComfyNode | None:
         latent = self.required(advanced, "latent_image")
         self.expect(latent, CONCAT)
         video = self.required(latent, "video_latent")
         while video.class_type == IMAGE_IN_PLACE:  # the first frame, put on the latents
             video = self.required(video, "latent")
-        if video.class_type == UPSAMPLER:
+        return video if video.class_type == UPSAMPLER else None
+
+    def _first_stage(self, upsampler: ComfyNode) -> ComfyNode:
+        """The first sampler: the one whose video latents the upsampler takes (through
+        LTXVCropGuides and LTXVSeparateAVLatent)."""
+        latents = self.required(upsampler, "samples")
+        if latents.class_type == CROP_GUIDES:
+            latents = self.required(latents, "latent")
+        self.expect(latents, SEPARATE)
+        first = self.required(latents, "av_latent")
+        self.expect(first, ADVANCED)
+        return first
+
+    def _upsampler_file(self, upsampler: ComfyNode) -> str:
+        loader = self.required(upsampler, "upscale_model")
+        self.expect(loader, UPSCALE_LOADER)
+        vae = self.source(upsampler, "vae", optional=True)
+        if vae is not None:
+            self.part(vae)
+        m = self.mapper
+        wanted = m.text(loader, "model_name")
+        return m.model_file(f"c{upsampler.id}", UPSCALE_CATEGORY, wanted, describe(loader))
+
+    def as_refining(self, advanced: ComfyNode, first: Sampling) -> ComfyNode:
+        """The refining sampler, checked to be the node's refining pass: ManualSigmas of the
+        distilled sigmas, cfg 1, the first pass's sampler; its seed is the node's."""
+        m = self.mapper
+        self.refining_id = advanced.id
+        stage = self.as_ksampler(advanced)
+        sigmas = self.required(advanced, "sigmas")
+        self.expect(sigmas, MANUAL)
+        given = [float(v) for v in m.text(sigmas, "sigmas").replace(" ", "").split(",") if v]
+        if given != [*REFINE_SIGMAS, 0.0]:
             raise UnsupportedNode(
-                f"{describe(video)}: the two-stage upscale (a latent upsampler and a second "
-                f"sampler) is not offered; {self.descriptor.type} renders one stage (bypass the "
-                "upscale and its sampler, and decode the first sampler's latents)"
+                f"{describe(sigmas)}: sigmas {given} are not the refining pass's; "
+                f"{self.descriptor.type} refines on {[*REFINE_SIGMAS, 0.0]}"
             )
+        if m.number(stage, "cfg", 1.0) != 1.0:
+            raise UnsupportedNode(
+                f"{describe(advanced)}: its cfg {m.number(stage, 'cfg', 1.0):g} is not offered; "
+                f"{self.descriptor.type}'s refining pass is unguided (cfg 1)"
+            )
+        wanted = m.text(stage, "sampler_name", "euler")
+        if wanted != first.extra.get("sampler"):
+            raise UnsupportedNode(
+                f"{describe(advanced)}: its sampler {wanted!r} is not the first sampler's "
+                f"{first.extra.get('sampler')!r}; {self.descriptor.type} runs both passes on one"
+            )
+        if m.whole(stage, "seed", first.seed) != first.seed:
+            m.substituted(
+                advanced,
+                "its noise seed is not the first's: the refining pass draws "
+                "its noise from the node's seed",
+            )
+        return stage
+
+    def model(self, sampling: Sampling, node_id: str) -> dict[str, Any]:
+        """The model's way; with the refining sampler, each LoRA on the pass whose model it
+        adapts (`input/lora`'s expert: `high` the first, `low` the refining, `both` both)."""
+        if sampling.last is None:
+            return super().model(sampling, node_id)
+        values, adapters, node = self.model_way(sampling.first)
+        _values, refining, _node = self.model_way(sampling.last)
+        ids = [n.id for n in adapters]
+        refine_ids = [n.id for n in refining]
+        self.loras = [self.lora(n, BOTH if n.id in refine_ids else HIGH) for n in adapters]
+        self.loras += [self.lora(n, LOW) for n in refining if n.id not in ids]
+        return {**values, self.recipe.names.model: self.model_file(node, node_id)}
 
     def schedule(self, sigmas: ComfyNode, sampler: ComfyNode) -> dict[str, Any]:
         """LTXVScheduler at its published shifts is the node's own schedule; other shifts are
         refused naming the widget."""
         m = self.mapper
+        if sigmas.class_type == MANUAL:
+            if sampler.id != self.refining_id:
+                raise UnsupportedNode(
+                    f"{describe(sigmas)}: a first pass on sigmas of its own is not offered; "
+                    f"{self.descriptor.type} schedules its first pass as LTXVScheduler does"
+                )
+            return {"steps": len(REFINE_SIGMAS), "scheduler": "simple", "denoise": 1.0}
         self.source(sigmas, "latent", optional=True)  # the latent it is sized by: the sampler's
         for widget, value in PUBLISHED.items():
             got = m.literal(sigmas, widget)
@@ -131,6 +217,14 @@ class LTX2Collapse(CustomCollapse):
         self.expect(video, VIDEO_LATENT)
         params["width"] = self._size(video, "width", 768)
         params["height"] = self._size(video, "height", 512)
+        if params.get("upscale"):
+            if start is not None:
+                raise UnsupportedNode(
+                    f"{describe(video)}: the two-stage upscale from a first frame is not offered; "
+                    f"{self.descriptor.type} upscales text to video"
+                )
+            for name in ("width", "height"):  # the upsampled latents' size, twice the first's
+                params[name] = 2 * (params[name] - params[name] % LATENT_PIXELS)
         params["frames"] = m.whole(video, "length", 97)
         if m.whole(video, "batch_size", 1) != 1:
             m.warn(f"{describe(video)}: a batch is not offered; one renders")

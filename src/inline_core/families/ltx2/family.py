@@ -147,10 +147,12 @@ class LTX2Family(Family):
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
-        super().check(submit)
+        params, node_id = submit.params, submit.node_id
+        # Each LoRA on a pass (`expert`): the first, the refining one, or both with `upscale`.
+        handles = lora_handles(submit.loras, self.name, self.title, node_id)
+        pass_stacks(handles, bool(params.get("upscale")), self.title, node_id)
         if submit.node_type != NODE_TYPE:
             return
-        params, node_id = submit.params, submit.node_id
         silent = "a lossless animated PNG, its sound a take of its own"
         check_encoders(params, node_id, silent, audio=True)
         sources = submit.sources

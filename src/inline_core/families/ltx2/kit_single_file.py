@@ -1,7 +1,8 @@
 """A tiny LTX-2 stack in ComfyUI's layout: one all-in-one file in `checkpoints/` (every part but
 Gemma under Lightricks' key names, their configs as Lightricks' JSON in its header's
-`__metadata__["config"]`, as the real `ltx-2*.safetensors` files carry them) and the Gemma 3
-folder in `text_encoders/`; beside them the same weights as a diffusers folder, the reference a
+`__metadata__["config"]`, as the real `ltx-2*.safetensors` files carry them), the Gemma 3
+folder in `text_encoders/`, the latent upsampler in `latent_upscale_models/` and a LoRA in
+`loras/` for the two-stage path; beside them the same weights as a diffusers folder, the reference a
 render from the file must equal.
 
 Lightricks' JSON states a video VAE by channel multipliers from an encoder as wide as the latents,
@@ -19,6 +20,7 @@ from typing import Any
 
 import torch
 
+from inline_core.diffusion.adapters.kit import random_lora, write_lora
 from inline_core.diffusion.kit import seeded
 from inline_core.diffusion.libs import diffusers, save_safetensors
 from inline_core.families.ltx2.checkpoint_keys import PARTS, to_checkpoint
@@ -28,11 +30,14 @@ from inline_core.families.ltx2.kit import (
     SEEDS,
     TRANSFORMER_CONFIG,
     build_parts,
+    build_upsampler,
 )
 
 FILE = "ltx-2-tiny.safetensors"
 FOLDER = "ltx-2_tiny_split_diffusers"  # the same weights, as a diffusers folder
 ENCODER_FOLDER = "gemma-3-tiny"
+UPSAMPLER_FOLDER = "ltx-2-upsampler-tiny"  # in latent_upscale_models/
+DISTILLED_LORA = "ltx-2-distilled-lora-tiny.safetensors"  # in loras/
 FACTOR = 2  # the VAE's, in space and time
 VAE_CONFIG: dict[str, Any] = {
     "latent_channels": LATENT_CHANNELS,
@@ -204,4 +209,21 @@ def write_single_file_kit(out: Path) -> SingleFileKit:
     parts["tokenizer"].save_pretrained(str(encoder))
     folder = out / "diffusion_models" / FOLDER
     diffusers().LTX2Pipeline(**parts).save_pretrained(str(folder))
+    build_upsampler().save_pretrained(str(out / "latent_upscale_models" / UPSAMPLER_FOLDER))
+    write_distilled_lora(parts["transformer"], out / "loras" / DISTILLED_LORA)
     return SingleFileKit(out, file, encoder, folder)
+
+
+def write_distilled_lora(transformer: Any, path: Path) -> Path:
+    """A random LoRA on the transformer's self-attention (the distilled LoRA's stand-in for
+    the refining pass), in Lightricks' (ComfyUI's) naming."""
+    blocks = len(transformer.transformer_blocks)
+    layers = [
+        f"transformer_blocks.{i}.{attn}.{p}"
+        for i in range(blocks)
+        for attn in ("attn1", "audio_attn1")
+        for p in ("to_q", "to_k", "to_v", "to_out.0")
+    ]
+    lora = random_lora(transformer, layers, 4, SEEDS["transformer"] + 100)
+    down, up = ".lora_A.weight", ".lora_B.weight"
+    return write_lora(lora, path, "diffusion_model.".__add__, down=down, up=up)

@@ -34,7 +34,7 @@ def load_part(
             raise RunFailed(f"the LTX-2 file {source.path} cannot be read: {exc}") from exc
         cls: Any = getattr(module(library), class_name)
         with module("accelerate").init_empty_weights(include_buffers=False):
-            model = cast(nn.Module, cls.from_config(found.configs[part]))
+            model = cast(nn.Module, cls.from_config(dict(found.configs[part])))
         dtype = load_dtype(placement)
         names = found.names[part]
         st = cast(Any, importlib.import_module("safetensors"))

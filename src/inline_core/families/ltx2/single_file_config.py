@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
 
@@ -51,11 +52,21 @@ class Layout:
 
 
 def layout(path: Path) -> Layout:
-    """The file's parts, read from its header alone. Raises `SingleFileError` saying what is
-    wrong or missing (the caller names the file)."""
+    """The file's parts, read from its header alone (once per version of the file: submit and
+    every part's load ask). Raises `SingleFileError` saying what is wrong or missing (the
+    caller names the file)."""
     try:
-        header = HEADERS.get(path)
-        metadata = read_metadata(path)
+        stat = path.stat()
+    except OSError as exc:
+        raise SingleFileError(f"its header cannot be read ({exc})") from exc
+    return _layout(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _layout(path: str, _size: int, _mtime: int) -> Layout:
+    try:
+        header = HEADERS.get(Path(path))
+        metadata = read_metadata(Path(path))
     except (HeaderError, OSError) as exc:
         raise SingleFileError(f"its header cannot be read ({exc})") from exc
     names = checkpoint_keys.split(header)

@@ -98,7 +98,11 @@ class QwenImageFamily(Family):
         split: ParallelSpec,
         sources: Sources | None,
     ) -> str | None:
-        return split_refusal(split) if node_type == NODE_TYPE else None
+        if node_type != NODE_TYPE:
+            return None
+        return split_refusal(
+            split, support_for(None if sources is None else sources.get("transformer"))
+        )
 
     def flow_shift(self, scheduler: Source | None) -> float | None:
         return None  # its shift is dynamic (the image's token count), not one number

@@ -5,7 +5,9 @@
 The kit builds, from fixed seeds, Wan's tiny UMT5 (and its byte-level tokenizer) and Wan 2.1 VAE
 (`families/wan/kit.py`), a tiny `SkyReelsV2Transformer3DModel` with the fps embedding, and the
 published UniPC scheduler config (shift 8), and writes them as diffusers writes
-`SkyReelsV2DiffusionForcingPipeline`: `diffusion_models/skyreels_v2_df_tiny_diffusers/`.
+`SkyReelsV2DiffusionForcingPipeline`: `diffusion_models/skyreels_v2_df_tiny_diffusers/`; and the
+same transformer as one file in the original (SkyReels, Wan, ComfyUI) keys:
+`diffusion_models/skyreels_v2_df_tiny_fp32.safetensors` (its VAE and UMT5 are Wan's kit's files).
 Random weights draw noise.
 """
 
@@ -18,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from inline_core.diffusion.kit import report, seeded
+from inline_core.diffusion.kit import report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
+from inline_core.families.skyreels import transformer as skyreels_transformer
 from inline_core.families.skyreels.files import DEFAULT_SCHEDULER_CONFIG, PIPELINE
 from inline_core.families.wan.kit import (
     SEEDS,
@@ -36,12 +39,14 @@ SKYREELS_TRANSFORMER_CONFIG: dict[str, Any] = {
     "num_frame_per_block": 1,
 }
 FOLDER = "skyreels_v2_df_tiny_diffusers"
+SINGLE_FILE = "skyreels_v2_df_tiny_fp32.safetensors"
 
 
 @dataclass(frozen=True)
 class SkyReelsKit:
     root: Path
     diffusers_dir: Path
+    diffusion_file: Path  # the transformer alone, in the original keys
 
 
 def build_parts() -> dict[str, Any]:
@@ -67,11 +72,17 @@ def build_parts() -> dict[str, Any]:
 
 def build_kit(out: Path) -> SkyReelsKit:
     """Write the kit into the models folder `out`; returns where it went."""
+    import torch
+
     folder = out / "diffusion_models" / FOLDER
-    getattr(diffusers(), PIPELINE)(**build_parts()).save_pretrained(str(folder))
+    parts = build_parts()
+    getattr(diffusers(), PIPELINE)(**parts).save_pretrained(str(folder))
+    single = out / "diffusion_models" / SINGLE_FILE
+    original = skyreels_transformer.to_original(parts["transformer"].state_dict())
+    save_weights(original, single, torch.float32)
     for category in ("vae", "text_encoders"):
         (out / category).mkdir(parents=True, exist_ok=True)
-    return SkyReelsKit(out, folder)
+    return SkyReelsKit(out, folder, single)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
     args = parser.parse_args(argv)
     kit = build_kit(cast(Path, args.out))
-    print(report(kit.root, [kit.diffusers_dir]))
+    print(report(kit.root, [kit.diffusers_dir, kit.diffusion_file]))
     return 0
 
 
