@@ -2,9 +2,9 @@
 (`families/ltx2/comfy.py`): the official text-to-video template's two stages import as one
 `lightricks/ltx-2` node with `upscale` (its distilled LoRA on the refining pass), and so does
 its first stage alone; cut down, both render what the graph written by hand renders from
-ComfyUI's all-in-one file; a refining sampler of its own is the node's `refine_sampler`. What
-the importer does not read yet (image to video's resized first frame, the distilled template's
-own first-pass sigmas) is refused naming the node. LTX-Video 0.9's own
+ComfyUI's all-in-one file; the image-to-video template imports and renders the same way, its
+second sampler the node's `refine_sampler`. What the node cannot render (the distilled
+template's own first-pass sigmas) is refused naming the node. LTX-Video 0.9's own
 template still reads as LTX-Video's. Nothing is queued by a refusal."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import av
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from ltx2_harness import first_frame_image
 
 from inline_core.config import Config
 from inline_core.families.ltx2.comfy import RECIPE
@@ -77,8 +78,6 @@ def test_the_official_t2v_template_imports_its_two_stages_as_the_node_s_upscale(
 @pytest.mark.parametrize(
     ("name", "names"),
     [
-        # Its first frame's resizer (ResizeImageMaskNode on `input`) is not read yet.
-        ("video_ltx2_i2v.json", "ResizeImageMaskNode 92:113"),
         ("video_ltx2_t2v_distilled.json", "a first pass on sigmas of its own is not offered"),
     ],
 )
@@ -208,11 +207,13 @@ def test_ltx_video_s_template_is_still_ltx_video_s(client: TestClient) -> None:
     assert "Inline Core has no LTX-Video family yet" in message
 
 
+@pytest.mark.parametrize("name", ["video_ltx2_t2v.json", "video_ltx2_i2v.json"])
 def test_the_two_stage_template_renders_what_the_hand_written_graph_renders(
-    client: TestClient,
+    client: TestClient, name: str
 ) -> None:
-    """The official template, cut down for a CPU (a 64x64 take, 9 frames, 2 first-pass steps),
-    its files mapped onto the tiny all-in-one file, upsampler and LoRA."""
+    """The official templates, cut down for a CPU (a 64x64 take, 9 frames, 2 first-pass steps),
+    their files mapped onto the tiny all-in-one file, upsampler and LoRA; image to video's
+    picture an uploaded asset, its second sampler (gradient_estimation) the `refine_sampler`."""
     small: dict[tuple[str, str], Any] = {
         ("89", "width"): 64,
         ("89", "height"): 64,
@@ -224,22 +225,34 @@ def test_the_two_stage_template_renders_what_the_hand_written_graph_renders(
         "ltx-2-spatial-upscaler-x2-1.0.safetensors": UPSAMPLER_FOLDER,
         "ltx-2-19b-distilled-lora-384.safetensors": DISTILLED_LORA,
     }
-    workflow = api_prompt("video_ltx2_t2v.json", small, cut=False)
-    response = client.post("/v1/import/comfy", json={"workflow": workflow, "models": models})
+    buf = io.BytesIO()
+    first_frame_image(48, 40, seed=5).save(buf, format="PNG")
+    uploaded = client.post(
+        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
+    )
+    assets = {"freckled_curly_girl.png": str(uploaded.json()["id"])}
+    workflow = api_prompt(name, small, cut=False)
+    body_in = {"workflow": workflow, "models": models, "assets": assets}
+    response = client.post("/v1/import/comfy", json=body_in)
     assert response.status_code == 200, response.text
     body = response.json()
     target, nodes = target_of(body)
     params = dict(target["params"])
     assert (params["width"], params["height"], params["upscale"]) == (64, 64, True)
     assert params["upscale_model"] == UPSAMPLER_FOLDER
-    imported = decoded(client, rendered(client, body["graph"], body["target"]))
-    lora: Json = {**nodes[target["inputs"]["loras"]["from"]], "id": "lora"}
-    lora_params: Json = lora["params"]
+    lora_params: Json = nodes[target["inputs"]["loras"]["from"]]["params"]
     assert lora_params["name"] == DISTILLED_LORA and lora_params["expert"] == "low"
+    from_image = "image" in target["inputs"]
+    assert from_image == (name == "video_ltx2_i2v.json")
+    if from_image:
+        assert (params["sampler"], params["refine_sampler"]) == ("euler", "gradient_estimation")
+    imported = decoded(client, rendered(client, body["graph"], body["target"]))
     prompt = nodes[target["inputs"]["prompt"]["from"]]["params"]["text"]
     graph = prompt_graph(NODE_TYPE, "l", params, prompt)
-    graph["nodes"].insert(0, lora)
-    graph["nodes"][-1]["inputs"]["loras"] = {"from": "lora", "output": "lora"}
+    for port, output in (("loras", "lora"), ("image", "image")):  # the imported input nodes
+        if port in target["inputs"]:
+            graph["nodes"].insert(0, {**nodes[target["inputs"][port]["from"]], "id": port})
+            graph["nodes"][-1]["inputs"][port] = {"from": port, "output": output}
     written = decoded(client, rendered(client, graph, "l"))
     assert imported[0].shape == (9, 64, 64, 3)
     assert np.array_equal(imported[0], written[0])

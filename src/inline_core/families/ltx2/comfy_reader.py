@@ -3,9 +3,10 @@ the audio and video latents side by side (LTXVConcatAVLatent, LTXVSeparateAVLate
 as the node's schedule, the size measured from an image (EmptyImage, ImageScaleBy, GetImageSize),
 the first frame (LTXVImgToVideoInplace), the loaders that all read the one all-in-one file, and
 the frame rates the chain states three times, and the official two-stage upscale
-(LTXVLatentUpsampler and a refining sampler, its LoRAs on the refining pass) as the node's
-`upscale`. What renders otherwise than in ComfyUI is listed as changing the picture; what the
-node cannot render is refused naming it."""
+(LTXVLatentUpsampler and a refining sampler, its LoRAs on the refining pass, its sampler the
+node's `refine_sampler`) as the node's `upscale`, from text or from a first frame. What
+renders otherwise than in ComfyUI is listed as changing the picture; what the node cannot render
+is refused naming it."""
 
 from __future__ import annotations
 
@@ -75,6 +76,11 @@ class LTX2Collapse(CustomCollapse):
         self.expect(latent, CONCAT)
         video = self.required(latent, "video_latent")
         while video.class_type == IMAGE_IN_PLACE:  # the first frame, put on the latents
+            self.mapper.substituted(
+                video,
+                "the refining pass keeps the upsampled first frame clean (diffusers' chain), "
+                "not the image encoded again at the full size",
+            )
             video = self.required(video, "latent")
         return video if video.class_type == UPSAMPLER else None
 
@@ -220,12 +226,6 @@ class LTX2Collapse(CustomCollapse):
         params["width"] = self._size(video, "width", 768)
         params["height"] = self._size(video, "height", 512)
         if params.get("upscale"):
-            if start is not None:
-                raise UnsupportedNode(
-                    f"{describe(video)}: importing the two-stage upscale from a first frame is "
-                    f"not offered yet; wire the image into {self.descriptor.type} and set its "
-                    "'upscale' by hand"
-                )
             for name in ("width", "height"):  # the upsampled latents' size, twice the first's
                 params[name] = 2 * (params[name] - params[name] % LATENT_PIXELS)
         params["frames"] = m.whole(video, "length", 97)
@@ -268,7 +268,8 @@ class LTX2Collapse(CustomCollapse):
             image = self.required(image, "image")
         while image.class_type in IMAGE_RESIZERS:
             m.substituted(image, "not applied: the first frame is stretched to width x height")
-            image = self.required(image, "image")
+            # ComfyUI's ResizeImageMaskNode takes its image on `input`.
+            image = self.required(image, "input" if "input" in image.inputs else "image")
         self.expect(image, "LoadImage")
         return image
 
