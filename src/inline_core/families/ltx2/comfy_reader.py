@@ -4,7 +4,8 @@ as the node's schedule, the size measured from an image (EmptyImage, ImageScaleB
 the first frame (LTXVImgToVideoInplace), the loaders that all read the one all-in-one file, and
 the frame rates the chain states three times, and the official two-stage upscale
 (LTXVLatentUpsampler and a refining sampler, its LoRAs on the refining pass, its sampler the
-node's `refine_sampler`) as the node's `upscale`, from text or from a first frame. What
+node's `refine_sampler`) as the node's `upscale`, from text or from a first frame; a first
+sampler on ManualSigmas (the distilled template's) as the node's `sigmas`. What
 renders otherwise than in ComfyUI is listed as changing the picture; what the node cannot render
 is refused naming it."""
 
@@ -30,6 +31,7 @@ from inline_core.families.ltx2.comfy import (
     VIDEO_LATENT,
 )
 from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
+from inline_core.families.ltx2.manual_sigmas import parse_sigmas
 from inline_core.families.ltx2.request import REFINE_SIGMAS
 from inline_core.graph.sampler_names import SAMPLERS as NODE_SAMPLERS
 from inline_core.importer.custom_collapse import ADVANCED, CustomCollapse
@@ -50,6 +52,7 @@ IMAGE_RESIZERS = ("ResizeImageMaskNode", "ImageScale", "ImageScaleBy")
 
 class LTX2Collapse(CustomCollapse):
     refining_id = ""  # the refining sampler's node id, once read
+    first_sigmas = ""  # the first sampler's ManualSigmas, if any: the node's `sigmas`
     SAMPLERS: ClassVar[tuple[str, ...]] = (SEPARATE,)
     SCHEDULERS: ClassVar[tuple[str, ...]] = (SCHEDULER, MANUAL)
     MODEL_LOADERS: ClassVar[dict[str, tuple[str, str]]] = {CHECKPOINT: ("ckpt_name", "checkpoints")}
@@ -68,6 +71,8 @@ class LTX2Collapse(CustomCollapse):
             found = self.node_names(first, super().sampling(first))
             found = replace(found, last=self.as_refining(advanced, found))
             found.extra.update(upscale=True, upscale_model=self._upsampler_file(upsampler))
+        if self.first_sigmas:
+            found.extra["sigmas"] = self.first_sigmas
         found.extra["audio_guidance"] = found.guidance
         return found
 
@@ -156,11 +161,10 @@ class LTX2Collapse(CustomCollapse):
         refused naming the widget."""
         m = self.mapper
         if sigmas.class_type == MANUAL:
-            if sampler.id != self.refining_id:
-                raise UnsupportedNode(
-                    f"{describe(sigmas)}: a first pass on sigmas of its own is not offered; "
-                    f"{self.descriptor.type} schedules its first pass as LTXVScheduler does"
-                )
+            if sampler.id != self.refining_id:  # the first pass on its own levels
+                self.first_sigmas = m.text(sigmas, "sigmas")
+                levels = parse_sigmas(self.first_sigmas, describe(sigmas))
+                return {"steps": len(levels), "scheduler": "simple", "denoise": 1.0}
             return {"steps": len(REFINE_SIGMAS), "scheduler": "simple", "denoise": 1.0}
         self.source(sigmas, "latent", optional=True)  # the latent it is sized by: the sampler's
         for widget, value in PUBLISHED.items():
