@@ -90,7 +90,10 @@ def test_a_native_wan_chain_with_a_skyreels_file_imports_onto_the_skyreels_node(
     # One window, every frame at the sampler's step: the node's chunking params left alone.
     assert not {"base_frames", "overlap"} & {k for k, v in target["params"].items() if v}
     assert nodes[target["inputs"]["prompt"]["from"]]["params"]["text"] == PROMPT
-    assert body["changesPicture"] == []
+    # ComfyUI's Wan model leaves the file's fps embedding unused; the node conditions on it.
+    [change] = body["changesPicture"]
+    assert change["nodeId"] == "70", change
+    assert "fps embedding" in change["reason"], change
 
     by_hand = prompt_graph(NODE_TYPE, "s", expected, PROMPT)
     imported, written = takes_of(client, [(body["graph"], body["target"]), (by_hand, "s")])

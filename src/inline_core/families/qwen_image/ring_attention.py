@@ -149,9 +149,30 @@ class _RingDispatch:
         **kwargs: Any,
     ) -> torch.Tensor:
         if isinstance(parallel_config, MaskedRing):
+            _refuse_unhonoured(args, kwargs)
             return parallel_config.attend(query, key, value, attn_mask, kwargs.get("scale"))
         call = self.original
         return call(query, key, value, attn_mask, *args, parallel_config=parallel_config, **kwargs)
+
+
+# What the ring attends as `dispatch_attention_fn`'s defaults say; another value is refused, not
+# dropped (`backend` names a kernel: the ring's own stands in for every one).
+_RING_DEFAULTS: dict[str, Any] = {
+    "dropout_p": 0.0,
+    "is_causal": False,
+    "enable_gqa": False,
+    "return_lse": False,
+}
+
+
+def _refuse_unhonoured(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    if args:
+        raise TypeError("the ring attention takes dispatch_attention_fn's options by name")
+    for name, value in kwargs.items():
+        if name in _RING_DEFAULTS and value != _RING_DEFAULTS[name]:
+            raise ValueError(f"the ring attention does not take {name}={value!r}")
+        if name not in _RING_DEFAULTS and name not in ("scale", "backend"):
+            raise TypeError(f"the ring attention does not take {name!r}")
 
 
 def route(transformer: Any, ring: MaskedRing) -> None:

@@ -8,8 +8,9 @@ the refiner's VAE. That is the node with the refiner picked and `refiner_switch 
 "normal" schedule (the template's, even in timesteps) diffusers' cutoff at that share falls at
 step k; on another it falls where the timesteps cross it, which is listed as changing the
 picture, as is an ancestral or SDE sampler's refiner stage on a noise_seed of its own (the node
-draws every step's noise from its one seed). Stages the node cannot render as one (other prompts or cfg, LoRAs or another CLIP layer
-on the refiner's way, a refiner that is the base's own checkpoint) are refused naming the node.
+draws every step's noise from its one seed). Stages the node cannot render as one (other
+prompts or cfg, LoRAs or another CLIP layer on the refiner's way, a refiner that is the base's
+own checkpoint) are refused naming the node.
 """
 
 from __future__ import annotations

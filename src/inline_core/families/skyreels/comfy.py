@@ -10,7 +10,7 @@ embedding in its header, or `skyreels` in its name) imports onto this node, a pl
 this node with no `base_frames`, `ar_step` 0 and blocks of 1 latent frame (its defaults). One
 difference is the model's own: ComfyUI's Wan model has no fps embedding and leaves a SkyReels-V2
 file's unused, where this node conditions on the workflow's fps through it, as diffusers and
-SkyReels' own code do.
+SkyReels' own code do; the import lists it as changing the picture (`comfy_reader.py`).
 
 Not imported:
 - Wan's image-to-video chains (`WanImageToVideo`): a SkyReels-V2 I2V checkpoint is Wan 2.1's
@@ -47,6 +47,6 @@ RECIPE = ComfyRecipe(
         node=NODE_TYPE,
         latents={"EmptyHunyuanLatentVideo": Latent(VIDEO, SIZES)},
         conditioning_through=(),
-        reader=None,
+        reader="inline_core.families.skyreels.comfy_reader:SkyReelsCollapse",
     )
 )
