@@ -148,7 +148,8 @@ def main() -> int:
                 diffs.append(int(abs(pair[0]["pixels"] - pair[1]["pixels"]).max()))
             profiles = {
                 way: top_ops(
-                    lambda e=way == "eager": timed_render(rig, takes, "a lighthouse", 300, args, e)
+                    lambda e=way == "eager": timed_render(rig, takes, "a lighthouse", 300, args, e),
+                    all_threads=True,
                 )
                 for way in (("eager", "compiled") if args.profile else ())
             }

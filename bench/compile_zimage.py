@@ -200,11 +200,15 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
-def top_ops(call: Any, rows: int = 12) -> list[dict[str, Any]]:
-    """Where one forward's time goes: torch.profiler's top operators by self CPU time."""
+def top_ops(call: Any, rows: int = 12, all_threads: bool = False) -> list[dict[str, Any]]:
+    """Where one forward's time goes: torch.profiler's top operators by self CPU time (on every
+    thread with `all_threads`: a render computes on the step loop's)."""
+    import torch.profiler as profiler
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    # torch exports the class under its private name; `profile_all_threads` is its only switch.
+    config = cast(Any, profiler)._ExperimentalConfig(profile_all_threads=all_threads)
+    with profile(activities=[ProfilerActivity.CPU], experimental_config=config) as prof:
         call()
     averages = cast(list[Any], list(prof.key_averages()))
     events = sorted(averages, key=lambda e: float(e.self_cpu_time_total), reverse=True)

@@ -4,8 +4,11 @@ Starting a group (torchrun, two gloo ranks importing torch and loading the pipel
 than most of the renders the tests send it, so the modules marked with the same key get one group
 per test run: `tests/conftest.py` runs those modules one after another and closes the group after
 the last of their tests, so no other test (one that counts the processes below it, or kills
-ranks) ever sees it. A test that kills ranks or tests a group's start keeps a group of its own
-(`worker_group` without a key).
+ranks) ever sees it. The group relaunches its ranks when the stack it renders changes (another
+family's or model's files): modules on one key that render one stack say so
+(`worker_group(shared=KEY, stack=NAME)`) and run next to each other, so it loads once for them.
+A test that kills ranks or tests a group's start keeps a group of its own (`worker_group`
+without a key).
 
 Under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`) every module is one
 `xdist_group` (or in the one it names, `XDIST_INDUCTOR`), so its module-scoped fixtures (servers,
@@ -81,20 +84,33 @@ class SharedGroups:
 SHARED = pytest.StashKey[SharedGroups]()
 
 
+def shared_stack(item: pytest.Item) -> str | None:
+    """The stack `item`'s module renders on its shared group (`worker_group(stack=...)`)."""
+    mark = item.get_closest_marker(MARK)
+    stack = None if mark is None else mark.kwargs.get("stack")
+    return None if stack is None else str(stack)
+
+
 def run_beside_each_other(items: list[pytest.Item]) -> None:
     """Reorder `items` in place so the modules on one shared group run one after another, at the
-    place of the first of them; every other module keeps its place, every test its module's
-    order."""
+    place of the first of them, those that name one `stack` next to each other (the group's ranks
+    are relaunched each time the stack they hold changes); every other module keeps its place,
+    every test its module's order."""
     first_of_key: dict[str, int] = {}
-    module_rank: dict[object, int] = {}
+    first_of_stack: dict[tuple[str, str], int] = {}
+    module_rank: dict[object, tuple[int, int]] = {}
     for item in items:
         module = _module_of(item)
         if module in module_rank:
             continue
-        key = shared_key(item)
+        key, stack = shared_key(item), shared_stack(item)
         index = len(module_rank)
-        module_rank[module] = first_of_key.setdefault(key, index) if key else index
-    order = {module: (rank, i) for i, (module, rank) in enumerate(module_rank.items())}
+        if key is None:
+            module_rank[module] = (index, index)
+            continue
+        beside = first_of_stack.setdefault((key, stack), index) if stack else index
+        module_rank[module] = (first_of_key.setdefault(key, index), beside)
+    order = {module: (*rank, i) for i, (module, rank) in enumerate(module_rank.items())}
     items.sort(key=lambda item: order[_module_of(item)])
 
 

@@ -199,3 +199,22 @@ def test_variable_step_ipndm_is_ipndm_on_even_steps() -> None:
         return stepper.result
 
     torch.testing.assert_close(sample("ipndm_v"), sample("ipndm"), atol=1e-6, rtol=1e-6)
+
+
+def test_gradient_estimation_is_its_published_recurrence() -> None:
+    """On a flow model the derivative is the velocity: the toy's `v = 0.7 * sin(x)`, stepped by
+    hand (Euler, then `2 * d - d_previous` with ComfyUI's gamma of 2), to the last step."""
+    sampling = FlowSampling(1.0)
+    sigmas = [1.0, 0.75, 0.4, 0.1, 0.0]
+    x = torch.randn((1, 2, 3, 3), generator=torch.Generator().manual_seed(3))
+    stepper = SigmaStepper(
+        "gradient_estimation", sampling, sigmas, x, RowNoise([torch.Generator()])
+    )
+    while stepper.result is None:
+        stepper.advance(torch.sin(stepper.call[0]) * 0.7)
+    expected, old = x, None
+    for sigma, sigma_next in zip(sigmas, sigmas[1:], strict=False):
+        d = torch.sin(expected) * 0.7
+        expected = expected + (d if old is None else 2 * d - old) * (sigma_next - sigma)
+        old = d
+    torch.testing.assert_close(stepper.result, expected, atol=1e-6, rtol=1e-6)

@@ -64,6 +64,7 @@ def test_sd_txt2img_checkpoint(catalog: Catalog, checker: Checker) -> None:
         ("er_sde", "linear_quadratic"),
         ("dpmpp_sde", "sgm_uniform"),
         ("dpmpp_2m_sde_gpu", "ddim_uniform"),
+        ("gradient_estimation", "simple"),
         ("euler_cfg_pp", "simple"),  # a CFG++ sampler: the model's family runs it or refuses it
         ("res_multistep_ancestral_cfg_pp", "karras"),
     ],

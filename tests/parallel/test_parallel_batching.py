@@ -33,7 +33,7 @@ RENDERS: list[dict[str, Any]] = [
 COMMON: dict[str, Any] = {"width": 64, "height": 64, "steps": 12, "guidance": 0.0}
 
 
-pytestmark = pytest.mark.worker_group(shared="cache-dit")
+pytestmark = pytest.mark.worker_group(shared="cache-dit", stack="z-image kit")
 
 
 @pytest.fixture(scope="module")

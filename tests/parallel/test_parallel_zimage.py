@@ -31,7 +31,7 @@ from inline_core.sampling.previews import PreviewWorker
 KW: dict[str, Any] = {"prompt": "a red fox", "width": 64, "height": 64, "steps": 4, "seed": 7}
 
 
-pytestmark = pytest.mark.worker_group(shared="cache-dit")
+pytestmark = pytest.mark.worker_group(shared="cache-dit", stack="z-image kit")
 
 
 @pytest.fixture(scope="module")

@@ -92,6 +92,12 @@ class Sink:
     note: str | None = None  # said in the warnings when the workflow saves through it
 
 
+# ComfyUI's video templates' sink: SaveVideo <- CreateVideo (its fps), an MP4 take.
+SAVE_VIDEO = Sink(
+    "video", fixed={"format": "mp4"}, through="CreateVideo", through_params={"fps": "fps"}
+)
+
+
 @dataclass(frozen=True)
 class Encoder:
     """A class a prompt is encoded by: its text widget and text-encoder input, and its image

@@ -35,12 +35,13 @@ RECOMPILE_LIMIT = 8
 # fused), its first compile 2.5-3 minutes cold and 20 s with the cache kept; the FLUX VAE's
 # decode at 256 px 1.10x, its first 8 minutes cold. In float32 the real-size step is 1.27x (64
 # px; its first compile 49 s cold). A whole real-size render in bfloat16 through the stacks
-# (`bench/compile_render.py`: the Qwen3-4B encode, 4 steps, the FLUX VAE decode at 64 px; 3 runs,
-# load 10-30 on 2 cores) is not faster: 0.96-1.02x seed-only, 0.85-1.03x with a prompt change;
-# its steps 0.71-1.08x and the decode slower compiled (0.41-0.86x: its convolutions took 591 ms
-# against eager's 121 ms in one profile). Wan 2.1 1.3B's step (`bench/compile_zimage.py`,
-# bfloat16, 64 px, 5 frames) 1.73x; the tiny Wan's 0.14x. Off until an end-to-end run shows it
-# pays.
+# (`bench/compile_render.py`: the Qwen3-4B encode, 4 steps, the FLUX VAE decode at 64 px; 4 runs,
+# load 10-30 on 2 cores) is 0.96-1.12x seed-only and 0.85-1.23x with a prompt change, its steps
+# 0.71-1.14x, the decode 0.41-1.45x. Where the time goes (`--profile`, every thread): a seed-only
+# render's matmuls (`aten::mm`) take 3.8 s of its 5.4 s eager and 4.0 s compiled; compile fuses
+# only what is around them, so 1.3x is out of its reach at this size. Wan 2.1 1.3B's step
+# (`bench/compile_zimage.py`, bfloat16, 64 px, 5 frames) 1.73x; the tiny Wan's 0.14x. Off until
+# an end-to-end run shows it pays.
 _PAYS: dict[tuple[str, str], bool] = {
     ("cuda", "bfloat16"): True,
     ("cuda", "float16"): True,

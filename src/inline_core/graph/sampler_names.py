@@ -35,6 +35,7 @@ SIGMA_SAMPLERS: tuple[str, ...] = (
     "uni_pc",
     "uni_pc_bh2",
     "deis",
+    "gradient_estimation",
 )
 # CFG++ (ComfyUI's `_cfg_pp`): the library runs them on the unconditional prediction a family's
 # step hands on beside the guided one; a node offers them only where its family does so.

@@ -7,6 +7,7 @@ file and what it lacks, at submit."""
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import shutil
 from pathlib import Path
@@ -20,6 +21,7 @@ from ltx2_harness import ltx2_rig, node_params, render, take_audio, take_frames
 from inline_core.diffusion.files.header import TensorInfo
 from inline_core.diffusion.libs import load_safetensors, save_safetensors
 from inline_core.errors import InvalidRequest, ModelMissing, RunFailed
+from inline_core.families.ltx2.checkpoint_keys import split, to_checkpoint
 from inline_core.families.ltx2.kit_single_file import (
     FILE,
     FOLDER,
@@ -29,7 +31,7 @@ from inline_core.families.ltx2.kit_single_file import (
     write_checkpoint,
     write_single_file_kit,
 )
-from inline_core.families.ltx2.single_file_config import SingleFileError, layout, part_configs
+from inline_core.families.ltx2.single_file_config import layout, part_configs
 from inline_core.sampling.loop import StepLoopSampler
 
 CLASSES = {
@@ -193,13 +195,46 @@ RELEASED_2_3: dict[str, Any] = {
             "stft": {"hop_length": 160, "causal": True},
         },
     },
-    "vocoder": {"vocoder": {"upsample_rates": [5, 2, 2, 2, 2, 2]}, "bwe": {"hop_length": 80}},
+    "vocoder": {
+        "vocoder": {
+            "upsample_initial_channel": 1536,
+            "resblock": "AMP1",
+            "upsample_rates": [5, 2, 2, 2, 2, 2],
+            "resblock_kernel_sizes": [3, 7, 11],
+            "upsample_kernel_sizes": [11, 4, 4, 4, 4, 4],
+            "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+            "stereo": True,
+            "use_tanh_at_final": False,
+            "activation": "snakebeta",
+            "use_bias_at_final": False,
+        },
+        "bwe": {
+            "upsample_initial_channel": 512,
+            "resblock": "AMP1",
+            "upsample_rates": [6, 5, 2, 2, 2],
+            "resblock_kernel_sizes": [3, 7, 11],
+            "upsample_kernel_sizes": [12, 11, 4, 4, 4],
+            "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+            "stereo": True,
+            "use_tanh_at_final": False,
+            "activation": "snakebeta",
+            "use_bias_at_final": False,
+            "apply_final_activation": False,
+            "input_sampling_rate": 16000,
+            "output_sampling_rate": 48000,
+            "hop_length": 80,
+            "n_fft": 512,
+            "win_size": 512,
+            "num_mels": 64,
+        },
+    },
 }
 RELEASED_2_3_SHAPES = {
     "model.diffusion_model.audio_patchify_proj.weight": (2048, 128),
     "text_embedding_projection.video_aggregate_embed.weight": (4096, 3840 * 49),
     "text_embedding_projection.video_aggregate_embed.bias": (4096,),
-    "vocoder.conv_pre.weight": (1536, 128, 7),
+    "vocoder.vocoder.conv_pre.weight": (1536, 128, 7),
+    "vocoder.bwe_generator.conv_pre.weight": (512, 128, 7),
 }
 # diffusers' own LTX-2.3 configs (scripts/convert_ltx2_to_diffusers.py), the fields read here.
 DIFFUSERS_2_3 = {
@@ -269,6 +304,43 @@ DIFFUSERS_2_3 = {
         "spatial_compression_ratio": 32,
         "temporal_compression_ratio": 8,
     },
+    "vocoder": {
+        "_class_name": "LTX2VocoderWithBWE",
+        "in_channels": 128,
+        "hidden_channels": 1536,
+        "out_channels": 2,
+        "upsample_kernel_sizes": [11, 4, 4, 4, 4, 4],
+        "upsample_factors": [5, 2, 2, 2, 2, 2],
+        "resnet_kernel_sizes": [3, 7, 11],
+        "resnet_dilations": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+        "act_fn": "snakebeta",
+        "leaky_relu_negative_slope": 0.1,
+        "antialias": True,
+        "antialias_ratio": 2,
+        "antialias_kernel_size": 12,
+        "final_act_fn": None,
+        "final_bias": False,
+        "bwe_in_channels": 128,
+        "bwe_hidden_channels": 512,
+        "bwe_out_channels": 2,
+        "bwe_upsample_kernel_sizes": [12, 11, 4, 4, 4],
+        "bwe_upsample_factors": [6, 5, 2, 2, 2],
+        "bwe_resnet_kernel_sizes": [3, 7, 11],
+        "bwe_resnet_dilations": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+        "bwe_act_fn": "snakebeta",
+        "bwe_leaky_relu_negative_slope": 0.1,
+        "bwe_antialias": True,
+        "bwe_antialias_ratio": 2,
+        "bwe_antialias_kernel_size": 12,
+        "bwe_final_act_fn": None,
+        "bwe_final_bias": False,
+        "filter_length": 512,
+        "hop_length": 80,
+        "window_length": 512,
+        "num_mel_channels": 64,
+        "input_sampling_rate": 16000,
+        "output_sampling_rate": 48000,
+    },
     "audio_vae": {
         "base_channels": 128,
         "ch_mult": (1, 2, 4),
@@ -281,37 +353,60 @@ DIFFUSERS_2_3 = {
 }
 
 
+# A tiny LTX2VocoderWithBWE: its layers, for the naming (not a working sound path).
+TINY_BWE: dict[str, Any] = {
+    "in_channels": 16,
+    "hidden_channels": 32,
+    "upsample_kernel_sizes": [16, 10, 8],
+    "upsample_factors": [8, 5, 4],
+    "resnet_kernel_sizes": [3],
+    "resnet_dilations": [[1, 3]],
+    "bwe_in_channels": 16,
+    "bwe_hidden_channels": 32,
+    "bwe_upsample_kernel_sizes": [4],
+    "bwe_upsample_factors": [2],
+    "bwe_resnet_kernel_sizes": [3],
+    "bwe_resnet_dilations": [[1, 3]],
+    "filter_length": 64,
+    "hop_length": 16,
+    "window_length": 64,
+    "num_mel_channels": 8,
+    "input_sampling_rate": 16000,
+    "output_sampling_rate": 32000,
+}
+
+
 def released_header() -> dict[str, TensorInfo]:
     return {k: TensorInfo("BF16", shape) for k, shape in RELEASED_2_3_SHAPES.items()}
 
 
 def test_ltx_2_3_s_published_header_maps_onto_diffusers_own_2_3_configs() -> None:
-    config = copy.deepcopy(RELEASED_2_3)
-    config["vocoder"] = {"resblock": "1"}  # its vocoder is refused below; the rest is read
-    with pytest.raises(SingleFileError):  # (that plain vocoder lacks its fields)
-        part_configs(config, released_header())
-    header = released_header()
-    from inline_core.families.ltx2.single_file_config import connectors_config, transformer_config
-    from inline_core.families.ltx2.single_file_fields import Fields
-    from inline_core.families.ltx2.single_file_vae_config import audio_vae_config, vae_config
-
-    vae = vae_config(Fields(config["vae"], "vae"), header)
-    audio = Fields(config["audio_vae"], "audio_vae")
-    transformer = Fields(config["transformer"], "transformer")
-    got = {
-        "transformer": transformer_config(transformer, vae, audio, header),
-        "connectors": connectors_config(transformer, header),
-        "vae": vae,
-        "audio_vae": audio_vae_config(audio),
-    }
+    got = part_configs(RELEASED_2_3, released_header())
     for part, want in DIFFUSERS_2_3.items():
         for key, value in want.items():
             assert got[part][key] == value, (part, key)
+    assert set(got["vocoder"]) == set(DIFFUSERS_2_3["vocoder"])  # every field of the class
 
 
-def test_ltx_2_3_s_vocoder_with_its_bandwidth_extension_is_refused_by_name() -> None:
-    with pytest.raises(SingleFileError, match=r"vocoder\.bwe"):
-        part_configs(RELEASED_2_3, released_header())
+def test_ltx_2_3_s_vocoder_round_trips_through_the_file_s_names() -> None:
+    """A tiny vocoder with its bandwidth extension, its weights named as the file names them
+    (its activations' `upsample`/`downsample.lowpass` filters beside `.ups.`) and mapped back,
+    loads strictly, every tensor in its place."""
+    lib: Any = importlib.import_module("diffusers.pipelines.ltx2")
+    config = {k: v for k, v in TINY_BWE.items() if k != "_class_name"}
+    torch.manual_seed(3)  # pyright: ignore[reportUnknownMemberType]
+    vocoder: Any = lib.LTX2VocoderWithBWE(**config).eval()
+    state: dict[str, torch.Tensor] = dict(vocoder.state_dict())
+    names = to_checkpoint("vocoder", state)
+    assert "vocoder.vocoder.ups.0.weight" in names.values()
+    assert any(".downsample.lowpass." in n for n in names.values())
+    assert any(".upsample.filter" in n for n in names.values())
+    back = split(names.values())["vocoder"]
+    read = {back[names[k]]: v for k, v in state.items()}
+    fresh: Any = lib.LTX2VocoderWithBWE(**config).eval()
+    fresh.load_state_dict(read, strict=True)
+    loaded: dict[str, torch.Tensor] = dict(fresh.state_dict())
+    assert all(torch.equal(loaded[k], v) for k, v in state.items())
 
 
 def _with(tmp: Path, kit: SingleFileKit, drop: str = "", config: Any = LIGHTRICKS_CONFIG) -> Path:

@@ -15,9 +15,9 @@ import pytest
 import torch
 from ltx2_harness import (
     PROMPT,
+    first_frame_image,
     ltx2_rig,
     max_diff,
-    node_params,
     render,
     take_audio,
     take_frames,
@@ -30,7 +30,7 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.ltx2.kit import LTX2Kit
 from inline_core.families.ltx2.request import REFINE_SIGMAS
 from inline_core.families.nodes.loras import LoraPicker
-from inline_core.graph.runner import NodeResult, SubmitFacts
+from inline_core.graph.runner import NodeResult
 from inline_core.sampling.loop import StepLoopSampler
 
 TOLERANCE = 2  # levels of 255
@@ -76,22 +76,29 @@ def distilled_lora(ltx2_kit: LTX2Kit) -> Path:
     return write_lora(lora, path, "transformer.".__add__, down=down, up=up, peft_alpha=4.0)
 
 
-def ours(kit: LTX2Kit, sampler: StepLoopSampler, lora: Path, takes: Path) -> NodeResult:
+def ours(
+    kit: LTX2Kit, sampler: StepLoopSampler, lora: Path, takes: Path, image: Any = None
+) -> NodeResult:
     """The node's render with `upscale`, the LoRA on the refining pass (expert `low`), as the
     official workflows load the distilled LoRA on their second sampler's model."""
     rig = ltx2_rig(kit.root, sampler)
     picker = LoraPicker(Families([rig.family]), rig.catalog)
     handle = replace(picker.pick({"name": lora.name, "strength": 1.0}), expert="low")
     params = {k: v for k, v in RENDER.items() if k != "prompt"}
+    if image is not None:
+        params["image"] = image
     return render(
         rig, takes, loras=[handle], upscale=True, audio_guidance=RENDER["guidance"], **params
     )
 
 
 def diffusers_chain(
-    pipe: Any, upsampler: Any, lora: Path
+    pipe: Any, upsampler: Any, lora: Path, image: Any = None
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """diffusers' chain; with `image`, `LTX2ImageToVideoPipeline` for both passes."""
     lib: Any = diffusers()
+    if image is not None:
+        pipe = lib.LTX2ImageToVideoPipeline.from_pipe(pipe)
     common: dict[str, Any] = {
         "prompt": PROMPT,
         "negative_prompt": RENDER["negative_prompt"],
@@ -108,6 +115,7 @@ def diffusers_chain(
         "use_cross_timestep": bool(getattr(pipe.transformer, "prompt_modulation", False)),
         "max_sequence_length": int(pipe.tokenizer.model_max_length),
         "return_dict": False,
+        **({} if image is None else {"image": image}),
     }
     video, audio = pipe(
         **common,
@@ -150,6 +158,7 @@ def diffusers_chain(
     return pixels, samples
 
 
+@pytest.mark.parametrize("from_image", [False, True], ids=["text", "image"])
 def test_the_two_stage_render_equals_diffusers_chained_pipelines(
     ltx2_kit: LTX2Kit,
     ltx2_sampler: StepLoopSampler,
@@ -157,10 +166,14 @@ def test_the_two_stage_render_equals_diffusers_chained_pipelines(
     upsampler: Any,
     distilled_lora: Path,
     tmp_path: Path,
+    from_image: bool,
 ) -> None:
-    result = ours(ltx2_kit, ltx2_sampler, distilled_lora, tmp_path)
+    """With an image, its first frame conditions both passes: encoded at the first pass's size,
+    then the upsampled first frame kept clean through the refining pass (diffusers' chain)."""
+    image = first_frame_image(48, 40, seed=5) if from_image else None
+    result = ours(ltx2_kit, ltx2_sampler, distilled_lora, tmp_path, image)
     frames, sound = take_frames(result), take_audio(result)
-    want, want_sound = diffusers_chain(ltx2_reference, upsampler, distilled_lora)
+    want, want_sound = diffusers_chain(ltx2_reference, upsampler, distilled_lora, image)
     assert frames.shape == want.shape == (5, 64, 64, 3)
     assert max_diff(frames, want) <= TOLERANCE
     assert frames.std() > 1.0
@@ -169,7 +182,7 @@ def test_the_two_stage_render_equals_diffusers_chained_pipelines(
     assert result.takes[0].params["upscale"] is True
 
 
-def test_a_pass_lora_without_upscale_and_upscale_with_a_first_frame_are_refused(
+def test_a_pass_lora_without_upscale_is_refused(
     ltx2_kit: LTX2Kit, ltx2_sampler: StepLoopSampler, distilled_lora: Path, tmp_path: Path
 ) -> None:
     rig = ltx2_rig(ltx2_kit.root, ltx2_sampler)
@@ -177,6 +190,3 @@ def test_a_pass_lora_without_upscale_and_upscale_with_a_first_frame_are_refused(
     handle = replace(picker.pick({"name": distilled_lora.name, "strength": 1.0}), expert="low")
     with pytest.raises(InvalidRequest, match="without param 'upscale'"):
         render(rig, tmp_path, loras=[handle])
-    facts = SubmitFacts.bare(["image"])
-    with pytest.raises(InvalidRequest, match="first frame"):
-        rig.check("l", node_params(upscale=True), facts)

@@ -96,10 +96,15 @@ def assert_split_equals_alone(
     assert int(difference.max()) <= TOLERANCE
     assert float((difference > 0).mean()) <= MAX_DIFFERING
     meta = group.last_meta
-    assert [meta[rank]["engine"] for rank in (0, 1)] == ["cache-dit", "cache-dit"]
-    # A real split: each rank's attention layers saw half the (padded) image.
+    assert [meta[rank]["engine"] for rank in range(group.config.nproc)] == ["cache-dit"] * (
+        group.config.nproc
+    )
+    # A real split: each rank's attention layers saw its share of the (padded) image.
     whole = probe.first_forward
     assert whole and len(set(whole)) == 1
-    half = ImagePads(whole[0], 2).shard
-    assert [meta[rank]["attentionTokens"] for rank in (0, 1)] == [[half] * len(whole)] * 2
+    ranks = group.config.nproc
+    share = ImagePads(whole[0], ranks).shard
+    assert [meta[rank]["attentionTokens"] for rank in range(ranks)] == [
+        [share] * len(whole)
+    ] * ranks
     return state, remote

@@ -2,7 +2,8 @@
 renders with `StableDiffusionXLPipeline(denoising_end=f, output_type="latent")` handed to
 `StableDiffusionXLImg2ImgPipeline(denoising_start=f)` over the refiner (its UNet, its OpenCLIP-G,
 its aesthetic scores 6 and 2.5, its VAE decoding). A base checkpoint picked as the refiner and a
-switch outside (0, 1) are refused at submit naming why."""
+switch outside (0, 1) are refused at submit naming why; img2img hands over the same way, and
+refiner requests batch with base ones."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from sdxl_harness import PROMPT, max_diff, node_params, render, sdxl_rig, start_noise, take_pixels
 from test_sdxl_batching import assert_shared_and_each_alone, solo_and_together
+from test_sdxl_img2img import render_img2img, source_image
 
 from inline_core.contract.submit import Submit
 from inline_core.diffusion.libs import diffusers
@@ -47,13 +50,23 @@ def _refiner_pipe(base: Any) -> Any:
     )
 
 
-def _euler(base: Any) -> Any:
-    return diffusers().EulerDiscreteScheduler.from_config(base.scheduler.config)
+def _euler(base: Any, **config: Any) -> Any:
+    """diffusers' Euler with the base's scheduler config, `config` in place of its own."""
+    return diffusers().EulerDiscreteScheduler.from_config({**base.scheduler.config, **config})
 
 
-def _reference(base: Any, refiner: Any, switch: float, **params: Any) -> Any:
+def _reference(
+    base: Any,
+    refiner: Any,
+    switch: float,
+    config: dict[str, Any] | None = None,
+    refiner_config: dict[str, Any] | None = None,
+    **params: Any,
+) -> Any:
+    """The base's steps down to `switch` on Euler with `config`, then the refiner's with
+    `refiner_config` (`config` where None)."""
     p = node_params(**params)
-    scheduler = _euler(base)
+    scheduler = _euler(base, **(config or {}))
     scheduler.set_timesteps(p["steps"])
     first = float(scheduler.sigmas[0])
     # KSampler's first point below the model's largest sigma is `noise * sigma`, where
@@ -80,6 +93,7 @@ def _reference(base: Any, refiner: Any, switch: float, **params: Any) -> Any:
         ).images
     finally:
         base.scheduler = own
+    refiner.scheduler = _euler(base, **(config or {} if refiner_config is None else refiner_config))
     image = refiner(**common, image=handed, denoising_start=switch, output_type="np").images[0]
     return (np.asarray(image) * 255).round().astype(np.uint8).astype(np.int16)
 
@@ -112,6 +126,28 @@ def test_base_then_refiner_matches_diffusers(
     # The refiner's steps count: the base alone renders another picture.
     alone = take_pixels(render(rig, tmp_path, model=sdxl_kit.checkpoint_name, **params))
     assert max_diff(ours, alone) > 10
+
+
+V_ZSNR = {"prediction_type": "v_prediction", "rescale_betas_zero_snr": True}
+
+
+def test_the_refiner_samples_with_the_requests_prediction_and_zsnr(
+    sdxl_kit: SDXLKit, sdxl_sampler: StepLoopSampler, sdxl_reference: Any, tmp_path: Path
+) -> None:
+    """ModelSamplingDiscrete's v_prediction and zsnr hold for the refiner's steps too: diffusers
+    with both stages' Euler so configured renders the same picture."""
+    assert sdxl_kit.refiner is not None
+    params: dict[str, Any] = {"steps": 5, **EULER, "width": 64, "height": 64}
+    rig = sdxl_rig(sdxl_kit.root, sdxl_sampler)
+    picked = {"model": sdxl_kit.checkpoint_name, "refiner": sdxl_kit.refiner.name}
+    overrides = {"prediction": "v_prediction", "zsnr": True, "refiner_switch": 0.6}
+    ours = take_pixels(render(rig, tmp_path, **picked, **overrides, **params))
+    refiner = _refiner_pipe(sdxl_reference)
+    ref = _reference(sdxl_reference, refiner, 0.6, V_ZSNR, **params)
+    assert max_diff(ours, ref) <= TOLERANCE
+    # The check has teeth: the refiner's steps on its own epsilon Euler render another picture.
+    own = _reference(sdxl_reference, refiner, 0.6, V_ZSNR, refiner_config={}, **params)
+    assert max_diff(ours, own) > TOLERANCE
 
 
 def _submitted(kit: SDXLKit, **params: Any) -> None:
@@ -172,3 +208,40 @@ def test_refiner_requests_share_forwards_and_each_equals_its_solo_render(
     finally:
         sampler.close()
     assert_shared_and_each_alone(solo, together, stats)
+
+
+def test_img2img_then_refiner_matches_diffusers(
+    sdxl_kit: SDXLKit, sdxl_sampler: StepLoopSampler, sdxl_reference: Any, tmp_path: Path
+) -> None:
+    """An image wired in: the base runs img2img's steps above the switch (diffusers'
+    `StableDiffusionXLImg2ImgPipeline(strength, denoising_end)`), the refiner the rest."""
+    assert sdxl_kit.refiner is not None
+    switch = 0.7
+    params: dict[str, Any] = {"width": 64, "height": 64, "steps": 5, "strength": 0.8, **EULER}
+    image = source_image(64, 64)
+    rig = sdxl_rig(sdxl_kit.root, sdxl_sampler)
+    picked = {"model": sdxl_kit.checkpoint_name, "refiner": sdxl_kit.refiner.name}
+    ours = take_pixels(
+        render_img2img(rig, tmp_path, image, **picked, refiner_switch=switch, **params)
+    )
+    p = node_params(**params)
+    common: dict[str, Any] = {
+        "prompt": PROMPT,
+        "negative_prompt": p["negative_prompt"],
+        "num_inference_steps": p["steps"],
+        "guidance_scale": p["guidance"],
+    }
+    base = diffusers().StableDiffusionXLImg2ImgPipeline.from_pipe(sdxl_reference)
+    base.scheduler = _euler(sdxl_reference)
+    handed = base(
+        **common,
+        image=image,
+        strength=p["strength"],
+        generator=torch.Generator("cpu").manual_seed(p["seed"]),
+        denoising_end=switch,
+        output_type="latent",
+    ).images
+    refiner = _refiner_pipe(sdxl_reference)
+    out = refiner(**common, image=handed, denoising_start=switch, output_type="np").images[0]
+    ref = (np.asarray(out) * 255).round().astype(np.uint8).astype(np.int16)
+    assert max_diff(ours, ref) <= TOLERANCE

@@ -118,3 +118,15 @@ def test_stages_the_node_cannot_render_as_one_are_refused(
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
     assert said in message and "KSamplerAdvanced" in message
+
+
+def test_an_ancestral_refiner_stage_on_its_own_seed_is_listed(
+    client: TestClient, sdxl_kit: SDXLKit
+) -> None:
+    graph = refiner_graph()
+    for stage in ("10", "11"):
+        graph[stage]["inputs"]["sampler_name"] = "euler_ancestral"
+    response = import_comfy(client, graph, _models(sdxl_kit))
+    assert response.status_code == 200, response.text
+    (change,) = response.json()["changesPicture"]
+    assert "noise_seed 0" in str(change) and "the base's 9" in str(change)

@@ -31,6 +31,7 @@ from inline_core.families.flux2.pipeline import Flux2DenoisePipeline, Flux2StepP
 from inline_core.families.flux2.request import TEXT_TOKENS
 from inline_core.families.flux2.step_cache import LAYOUT
 from inline_core.families.flux2.vae import Flux2VAE
+from inline_core.families.flux2.variants import DISTILLED_MARK, variant_of
 from inline_core.models.source import Source
 
 TEMPLATE_OPTIONS = {"enable_thinking": False}
@@ -77,6 +78,14 @@ def text_layers(num_layers: int) -> tuple[int, ...]:
     return (num_layers // 4, num_layers // 2, num_layers * 3 // 4)
 
 
+def marked(model: Any, source: Source) -> Any:
+    """The transformer with whether it is a step-distilled klein in its config: its files say
+    it (`variants.py`), and the pipelines built over it read it there."""
+    kind = variant_of(dict(model.config), source)
+    model.register_to_config(**{DISTILLED_MARK: bool(kind is not None and kind.distilled)})
+    return model
+
+
 class Flux2Builder:
     step_cache_layout = LAYOUT  # its pipelines cache their blocks per request
     roles: Mapping[str, str] = {
@@ -89,6 +98,8 @@ class Flux2Builder:
     def load(self, part: str, source: Source | None, placement: Placement | None) -> Any:
         if part == "tokenizer" and source is not None:
             return tokenizer(source)
+        if part == "transformer" and source is not None:
+            return marked(KLEIN_PARTS.load(part, source, placement), source)
         if part != "text_encoder" or source is None or not reads_mistral(source):
             return KLEIN_PARTS.load(part, source, placement)
         return mistral3.without_final_norm(DEV_PARTS.load(part, source, placement))

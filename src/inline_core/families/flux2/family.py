@@ -124,7 +124,9 @@ class Flux2Family(Family):
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
     ) -> Flux2Request:
-        return new_request(model_key, **kwargs)
+        transformer = sources.get("transformer")
+        kind = None if transformer is None else variant_of(config_of(transformer), transformer)
+        return new_request(model_key, kind, **kwargs)
 
     def denoiser_fit(self, transformer: Any) -> tuple[int, int] | None:
         config = config_of(transformer)

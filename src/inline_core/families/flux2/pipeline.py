@@ -31,6 +31,7 @@ from inline_core.families.flux2.request import (
     new_request,
 )
 from inline_core.families.flux2.vae import Flux2VAE, unpatchify
+from inline_core.families.flux2.variants import loaded_variant
 
 REFERENCE_TIME = 10  # reference image i sits at time 10 + 10 i of the positions
 
@@ -85,10 +86,14 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
 
     def __init__(self, *, transformer: nn.Module, **kwargs: Any) -> None:
         super().__init__(transformer=transformer, read_lora=read_lora, **kwargs)
-        self.channels = int(cast(Any, transformer).config.in_channels)
+        config = cast(Any, transformer).config
+        self.channels = int(config.in_channels)
+        # The variant it was built for: every request guides as the model does, whichever
+        # path built it (the node's, `sample`'s, a rank's).
+        self.variant = loaded_variant(config)
 
     def request(self, **kwargs: Any) -> Flux2Request:
-        return new_request(self.model_key, **kwargs)
+        return new_request(self.model_key, self.variant, **kwargs)
 
     # -- what the full pipeline adds ---------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from inline_core.errors import InvalidRequest
 from inline_core.families.flow_request import PIXELS_PER_TOKEN, FlowImageRequest
+from inline_core.families.flux2.variants import Flux2Variant
 from inline_core.parallel.wire import LOCAL
 
 TEXT_TOKENS = 512  # prompts are padded to this many tokens
@@ -71,8 +72,12 @@ def reference_refusal(port: str, width: int, height: int) -> str | None:
     return None
 
 
-def new_request(model_key: Hashable, **kwargs: Any) -> Flux2Request:
-    state = Flux2Request(**kwargs, model_key=model_key)
+def new_request(
+    model_key: Hashable, variant: Flux2Variant | None = None, **kwargs: Any
+) -> Flux2Request:
+    """A checked request; with the model's `variant`, guided as it guides unless `kwargs` say."""
+    fields: dict[str, Any] = {} if variant is None else dict(variant.request_fields())
+    state = Flux2Request(**(fields | kwargs), model_key=model_key)
     state.check()
     images = (state.image, state.image2, state.image3)
     for port, image in zip(REFERENCE_PORTS, images, strict=True):

@@ -11,7 +11,7 @@ A diffusers folder says whether it is distilled in its `model_index.json` (`is_d
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,8 @@ from inline_core.contract.files import read_json
 from inline_core.models.source import Source
 
 BASE_NAME = re.compile(r"(^|[-_ ./])base([-_ ./]|$)", re.IGNORECASE)
+# How a loaded klein transformer's config says it is step-distilled (model_index.json's name).
+DISTILLED_MARK = "is_distilled"
 # Widths of the published models (their hidden size: heads x head dim).
 SIZES = {3072: "4B", 4096: "9B"}
 
@@ -47,6 +49,10 @@ class Flux2Variant:
         forward a step."""
         return not self.klein
 
+    def request_fields(self) -> dict[str, bool]:
+        """How its requests guide, as `Flux2Request` takes it."""
+        return {"guided": self.guided, "embedded_guidance": self.embedded_guidance}
+
     def defaults(self) -> dict[str, Any]:
         """The model's own steps and guidance (BFL's: klein distilled 4 steps, klein base 50 at
         4, dev 50 at an embedded 4)."""
@@ -57,6 +63,18 @@ class Flux2Variant:
 
 def variant_of(config: Mapping[str, Any] | None, transformer: Source) -> Flux2Variant | None:
     """The variant of the transformer at `transformer` with `config` (None: unreadable)."""
+    return _read_variant(config, lambda: distilled(transformer))
+
+
+def loaded_variant(config: Mapping[str, Any]) -> Flux2Variant | None:
+    """The variant of a loaded transformer: its config, where its loader marked a klein's
+    `is_distilled` from its files (`build.py`)."""
+    return _read_variant(config, lambda: bool(config.get(DISTILLED_MARK, False)))
+
+
+def _read_variant(
+    config: Mapping[str, Any] | None, is_distilled: Callable[[], bool]
+) -> Flux2Variant | None:
     if config is None:
         return None
     heads, head_dim = config.get("num_attention_heads"), config.get("attention_head_dim")
@@ -65,7 +83,7 @@ def variant_of(config: Mapping[str, Any] | None, transformer: Source) -> Flux2Va
     width = heads * head_dim
     size = SIZES.get(width, f"{width}-wide")
     klein = not bool(config.get("guidance_embeds", True))
-    return Flux2Variant(klein, klein and distilled(transformer), size)
+    return Flux2Variant(klein, klein and is_distilled(), size)
 
 
 def distilled(transformer: Source) -> bool:

@@ -15,7 +15,7 @@ LTXVLatentUpsampler's latents is the node's `upscale`. What data does not reach 
 
 from __future__ import annotations
 
-from inline_core.contract.comfy_recipe import ComfyClass, ComfyRecipe, OwnNode, Sink
+from inline_core.contract.comfy_recipe import SAVE_VIDEO, ComfyClass, ComfyRecipe, OwnNode
 from inline_core.families.ltx2.descriptor import NODE_TYPE
 from inline_core.graph.sampler_names import SAMPLERS
 
@@ -31,14 +31,7 @@ AUDIO_VAE_LOADER, TEXT_ENCODER_LOADER = "LTXVAudioVAELoader", "LTXAVTextEncoderL
 RECIPE = ComfyRecipe(
     own_node=OwnNode(
         node=NODE_TYPE,
-        sinks={
-            "SaveVideo": Sink(
-                "video",
-                fixed={"format": "mp4"},
-                through="CreateVideo",
-                through_params={"fps": "fps"},
-            )
-        },
+        sinks={"SaveVideo": SAVE_VIDEO},
         # Read by the reader (the audio latent beside the video's): none by data.
         latents={},
         samplers=SAMPLERS,

@@ -166,12 +166,6 @@ class LTX2Family(Family):
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         if params.get("upscale"):
-            if "image" in submit.wired:
-                raise InvalidRequest(
-                    "param 'upscale' with a first frame (image) is not offered yet: the two-stage "
-                    "path renders text to video",
-                    node_id=node_id,
-                )
             upsampler_folder(params, transformer, self.files.catalog, node_id)
             spatial *= UPSCALE  # the first pass renders at half the size
         frames = params.get("frames")

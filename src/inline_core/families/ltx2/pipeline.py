@@ -238,7 +238,9 @@ class LTX2StepPipeline:
         processor = module("diffusers.video_processor").VideoProcessor(
             vae_scale_factor=self.factors.spatial, resample="bilinear"
         )
-        pixels = processor.preprocess(image, height=state.height, width=state.width)
+        _f, h, w = state.latent_shape  # with `upscale`, the first pass's half size
+        size = {"height": h * self.factors.spatial, "width": w * self.factors.spatial}
+        pixels = processor.preprocess(image, **size)
         vae = cast(Any, self.vae)
         dtype = torch_dtype(self.vae_placement.dtype)
         with self.swap.use(self.vae, self.vae_placement):
@@ -379,13 +381,10 @@ class LTX2StepPipeline:
                 raw = (video * std / scale + mean).to(self.vae_placement.device, dtype)
                 larger = cast(torch.Tensor, upsampler(raw)).float().to(video.device)
             state.refining, state.refine_start = True, state.step_index
-            latents = pack_video((larger - mean) * scale / std)
+            larger = (larger - mean) * scale / std
             generator = torch.Generator("cpu").manual_seed(state.seed)
             sigma = float(state.refine_sigmas[0])
-            noise = torch.randn(tuple(latents.shape), generator=generator, dtype=torch.float32)
-            state.latents = (sigma * noise.to(latents.device) + (1 - sigma) * latents).to(
-                self.device
-            )
+            state.latents = self.renoised(state, larger, sigma, generator).to(self.device)
             audio = cast(torch.Tensor, state.audio_latents)
             audio_noise = torch.randn(tuple(audio.shape), generator=generator, dtype=torch.float32)
             state.audio_latents = sigma * audio_noise.to(audio.device) + (1 - sigma) * audio
@@ -398,6 +397,24 @@ class LTX2StepPipeline:
                 state.negative = self.encode(state.negative_prompt, state.max_prompt_tokens)
             step_rows.release(state.cache)  # residuals of the first pass's shape
             state.cache = step_rows.request_cache(state.step_cache)
+
+    def renoised(
+        self, state: LTX2Request, larger: torch.Tensor, sigma: float, generator: torch.Generator
+    ) -> torch.Tensor:
+        """The upsampled latents (B, C, F, H, W), packed and noised to `sigma`: text to video
+        as `LTX2Pipeline` draws it (in the packed shape); image to video as
+        `LTX2ImageToVideoPipeline` does (in the unpacked shape), its upsampled first frame kept
+        clean as the refining pass's condition."""
+        if state.condition is None:
+            latents = pack_video(larger)
+            noise = torch.randn(tuple(latents.shape), generator=generator, dtype=torch.float32)
+            return sigma * noise.to(latents.device) + (1 - sigma) * latents
+        noise = torch.randn(tuple(larger.shape), generator=generator, dtype=torch.float32)
+        level = torch.full((1, 1, larger.shape[2], 1, 1), sigma, dtype=larger.dtype)
+        level[:, :, :1] = 0.0
+        level = level.to(larger.device)
+        state.condition = larger[:, :, :1].cpu()
+        return pack_video(level * noise.to(larger.device) + (1 - level) * larger)
 
     def upsampler_at(self, folder: str) -> nn.Module:
         """The latent upsampler in `folder` (a diffusers folder), loaded once, kept with the

@@ -32,9 +32,11 @@ def load_part(
             found = layout(source.path)
         except SingleFileError as exc:
             raise RunFailed(f"the LTX-2 file {source.path} cannot be read: {exc}") from exc
-        cls: Any = getattr(module(library), class_name)
+        config = dict(found.configs[part])
+        # The vocoder's class is its config's (LTX-2.3's has its bandwidth extension).
+        cls: Any = getattr(module(library), str(config.pop("_class_name", class_name)))
         with module("accelerate").init_empty_weights(include_buffers=False):
-            model = cast(nn.Module, cls.from_config(dict(found.configs[part])))
+            model = cast(nn.Module, cls.from_config(config))
         dtype = load_dtype(placement)
         names = found.names[part]
         st = cast(Any, importlib.import_module("safetensors"))

@@ -20,6 +20,8 @@ from inline_core.families.ltx2.single_file_fields import Fields, SingleFileError
 RESAMPLE_KINDS = {"space": "spatial", "time": "temporal", "all": "spatiotemporal"}
 TIMESTEP_EMBEDDER = "vae.decoder.last_time_embedder."
 VOCODER_IN = "vocoder.conv_pre.weight"
+BWE_VOCODER_IN = "vocoder.vocoder.conv_pre.weight"
+BWE_IN = "vocoder.bwe_generator.conv_pre.weight"
 
 
 def _blocks(
@@ -140,34 +142,76 @@ def audio_vae_config(a: Fields) -> dict[str, Any]:
 
 
 def vocoder_config(v: Fields, audio: Fields, header: Mapping[str, TensorInfo]) -> dict[str, Any]:
-    """`LTX2Vocoder`'s config: LTX-2.0's HiFi-GAN. LTX-2.3's vocoder with its bandwidth
-    extension (`vocoder` and `bwe` sections) is refused by name."""
+    """The vocoder's config: LTX-2.0's HiFi-GAN (`LTX2Vocoder`), or LTX-2.3's with its
+    bandwidth extension (`vocoder` and `bwe` sections: `LTX2VocoderWithBWE`, named in the
+    config's `_class_name`)."""
     if isinstance(v.get("bwe"), dict):
-        raise SingleFileError(
-            "its vocoder has a bandwidth extension (LTX-2.3's vocoder.bwe): this server reads "
-            "LTX-2.3's vocoder from a diffusers folder only"
-        )
+        return _bwe_config(v.section("vocoder"), v.section("bwe"), header)
     v.expect("resblock", "1")  # HiFi-GAN's plain residual blocks (leaky ReLU)
     rates = v.ints("upsample_rates")
     mel = audio.section("preprocessing")
     per_second = mel.section("audio").integer("sampling_rate") / mel.section("stft").integer(
         "hop_length"
     )
-    conv_in = header.get(VOCODER_IN)
-    if conv_in is None:
-        raise SingleFileError(f"it has no tensor {VOCODER_IN}")
     return {
-        "in_channels": conv_in.shape[1],  # the mel bins of every channel, stacked
-        "hidden_channels": v.integer("upsample_initial_channel"),
-        "out_channels": 2 if v.boolean("stereo", True) else 1,
-        "upsample_kernel_sizes": v.ints("upsample_kernel_sizes"),
-        "upsample_factors": rates,
-        "resnet_kernel_sizes": v.ints("resblock_kernel_sizes"),
-        "resnet_dilations": _dilations(v),
+        "_class_name": "LTX2Vocoder",
+        **_generator(v, _in_channels(header, VOCODER_IN)),
         "leaky_relu_negative_slope": 0.1,
         "final_act_fn": "tanh" if v.boolean("use_tanh_at_final", True) else None,
         "final_bias": v.boolean("use_bias_at_final", True),
         "output_sampling_rate": round(per_second * prod(rates)),
+    }
+
+
+def _in_channels(header: Mapping[str, TensorInfo], key: str) -> int:
+    info = header.get(key)
+    if info is None:
+        raise SingleFileError(f"it has no tensor {key}")
+    return info.shape[1]  # the mel bins of every channel, stacked
+
+
+def _generator(v: Fields, in_channels: int, prefix: str = "") -> dict[str, Any]:
+    """One HiFi-GAN's widths and kernels, under diffusers' names (`prefix`: the BWE's)."""
+    return {
+        f"{prefix}in_channels": in_channels,
+        f"{prefix}hidden_channels": v.integer("upsample_initial_channel"),
+        f"{prefix}out_channels": 2 if v.boolean("stereo", True) else 1,
+        f"{prefix}upsample_kernel_sizes": v.ints("upsample_kernel_sizes"),
+        f"{prefix}upsample_factors": v.ints("upsample_rates"),
+        f"{prefix}resnet_kernel_sizes": v.ints("resblock_kernel_sizes"),
+        f"{prefix}resnet_dilations": _dilations(v),
+    }
+
+
+def _amp(v: Fields, prefix: str, final: bool) -> dict[str, Any]:
+    """An anti-aliased (AMP1, snake-beta) generator's activations and final layer."""
+    v.expect("resblock", "AMP1")
+    v.expect("activation", "snakebeta")
+    tanh = v.boolean("use_tanh_at_final", False) and v.boolean("apply_final_activation", final)
+    return {
+        f"{prefix}act_fn": "snakebeta",
+        f"{prefix}leaky_relu_negative_slope": 0.1,
+        f"{prefix}antialias": True,
+        f"{prefix}antialias_ratio": 2,
+        f"{prefix}antialias_kernel_size": 12,
+        f"{prefix}final_act_fn": "tanh" if tanh else None,
+        f"{prefix}final_bias": v.boolean("use_bias_at_final", False),
+    }
+
+
+def _bwe_config(v: Fields, bwe: Fields, header: Mapping[str, TensorInfo]) -> dict[str, Any]:
+    return {
+        "_class_name": "LTX2VocoderWithBWE",
+        **_generator(v, _in_channels(header, BWE_VOCODER_IN)),
+        **_amp(v, "", True),
+        **_generator(bwe, _in_channels(header, BWE_IN), "bwe_"),
+        **_amp(bwe, "bwe_", False),
+        "filter_length": bwe.integer("n_fft"),
+        "hop_length": bwe.integer("hop_length"),
+        "window_length": bwe.integer("win_size"),
+        "num_mel_channels": bwe.integer("num_mels"),
+        "input_sampling_rate": bwe.integer("input_sampling_rate"),
+        "output_sampling_rate": bwe.integer("output_sampling_rate"),
     }
 
 

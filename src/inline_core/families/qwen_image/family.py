@@ -19,7 +19,7 @@ from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
-from inline_core.device.split import ModelParallelSupport, ParallelSpec
+from inline_core.device.split import ModelParallelSupport
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
@@ -40,12 +40,7 @@ from inline_core.families.qwen_image.request import (
     edit_size,
     new_request,
 )
-from inline_core.families.qwen_image.split import (
-    SPLIT_ENGINES,
-    SPLIT_METHODS,
-    split_refusal,
-    support_for,
-)
+from inline_core.families.qwen_image.split import SPLIT_ENGINES, SPLIT_METHODS, support_for
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
 
@@ -90,19 +85,6 @@ class QwenImageFamily(Family):
 
     def split_support(self, transformer: Source | None) -> ModelParallelSupport:
         return support_for(transformer)
-
-    def unsplittable(
-        self,
-        node_type: str,
-        params: Mapping[str, Any],
-        split: ParallelSpec,
-        sources: Sources | None,
-    ) -> str | None:
-        if node_type != NODE_TYPE:
-            return None
-        return split_refusal(
-            split, support_for(None if sources is None else sources.get("transformer"))
-        )
 
     def flow_shift(self, scheduler: Source | None) -> float | None:
         return None  # its shift is dynamic (the image's token count), not one number

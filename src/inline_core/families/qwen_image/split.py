@@ -5,31 +5,25 @@ multiple of the ranks and the pads masked (so any prompt length and image size s
 mask is laid out in the ranks' order. Ulysses hands it to the attention of the gathered keys;
 Ring to its own ring attention, which masks each rank's keys with their slice of it at every
 step (`ring_attention.py`: cache-dit's ring attention takes no mask, and Qwen-Image's prompts
-are masked). The two together are refused at submit, and the support says so, so the automatic
-split never picks them (Ring over all the GPUs where Ulysses cannot cover them). Ulysses shards
-attention heads, so its degree must divide the transformer's heads: read from the model's own
-files (24 on the 20B).
+are masked). The two together (USP, `ulysses_ring.py`) run that ring over Ulysses groups, so the
+automatic split may pick them (Ulysses as far as the heads allow, Ring over the rest). Ulysses
+shards attention heads, so its degree must divide the transformer's heads: read from the model's
+own files (24 on the 20B).
 """
 
 from __future__ import annotations
 
-from inline_core.device.split import ModelParallelSupport, ParallelSpec
+from inline_core.device.split import ModelParallelSupport
 from inline_core.families.qwen_image.transformer import config_of
 from inline_core.models.source import Source
 
 SPLIT_METHODS = frozenset({"ulysses", "ring"})
 SPLIT_ENGINES = frozenset({"cache-dit"})  # xDiT's Qwen-Image class is not used here
-ULYSSES_WITH_RING = False  # the mask is laid out for one of them at a time (`split_plan.py`)
 
 
 def parallel_support(heads: int | None) -> ModelParallelSupport:
     """The family's support for a transformer of `heads` attention heads (None: not known)."""
-    return ModelParallelSupport(
-        family="qwen-image",
-        methods=SPLIT_METHODS,
-        heads=heads,
-        ulysses_with_ring=ULYSSES_WITH_RING,
-    )
+    return ModelParallelSupport(family="qwen-image", methods=SPLIT_METHODS, heads=heads)
 
 
 def support_for(transformer: Source | None) -> ModelParallelSupport:
@@ -37,19 +31,3 @@ def support_for(transformer: Source | None) -> ModelParallelSupport:
     config = None if transformer is None else config_of(transformer)
     heads: object = None if config is None else config.get("num_attention_heads")
     return parallel_support(heads if isinstance(heads, int) and heads > 0 else None)
-
-
-def split_refusal(split: ParallelSpec, support: ModelParallelSupport) -> str | None:
-    """Why Qwen-Image cannot render under `split` (None: it can), naming only the splits over
-    as many ranks that this transformer (`support`, its heads) runs."""
-    if support.ulysses_with_ring or split.degree("ulysses") == 1 or split.degree("ring") == 1:
-        return None
-    ranks = split.world_size
-    runnable = [f"ring={ranks}"]
-    if support.allows_ulysses(ranks):
-        runnable.insert(0, f"ulysses={ranks}")
-    return (
-        f"Qwen-Image splits with Ulysses or with Ring, not both (INLINE_PARALLEL={split}): "
-        f"its masked attention is laid out for one of them; set INLINE_PARALLEL to "
-        f"{' or '.join(runnable)}"
-    )

@@ -18,9 +18,9 @@ attention sees every rank's keys. This plan:
 
 Ring shards and pads alike, and hands each attention the same mask: there each rank's queries
 meet every rank's keys one ring step at a time, the keys of rank j masked by rank j's slice of
-it (`ring_attention.py`; cache-dit's own ring attention takes no mask). Ulysses and Ring together
-are not offered: the keys a Ulysses group gathers inside a ring step would need the mask laid out
-again for each.
+it (`ring_attention.py`; cache-dit's own ring attention takes no mask). Ulysses with Ring (USP)
+pads and masks the same way over all the ranks and runs that ring over Ulysses groups
+(`ulysses_ring.py`): a group's gathered keys are a contiguous run of the same mask.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from torch import nn
 
 from inline_core.families.qwen_image.ring_attention import MaskedRing, route
 from inline_core.families.qwen_image.step_cache import LAYOUT
+from inline_core.families.qwen_image.ulysses_ring import MaskedUlyssesRing
 
 
 def context_plan() -> dict[str, Any]:
@@ -180,15 +181,14 @@ def pad_for_split(transformer: nn.Module, degrees: Mapping[str, int]) -> PaddedS
 
     ulysses, ring = int(degrees.get("ulysses", 1)), int(degrees.get("ring", 1))
     others = {name: d for name, d in degrees.items() if name not in ("ulysses", "ring") and d > 1}
-    if others or (ulysses > 1) == (ring > 1):
-        raise ValueError(
-            f"Qwen-Image splits with Ulysses or with Ring, one of them, got {dict(degrees)}: "
-            "its attention is masked, and the mask is laid out for one of them at a time"
-        )
-    ranks = max(ulysses, ring)
+    if others:
+        raise ValueError(f"Qwen-Image splits with Ulysses and Ring only, got {dict(degrees)}")
+    ranks = ulysses * ring
     if dist.get_world_size() != ranks:
         raise ValueError(f"{dict(degrees)} needs {ranks} ranks, got {dist.get_world_size()}")
     hooks = PaddedSplit(transformer, ranks, dist.get_rank())
-    if ring > 1:
+    if ring > 1 and ulysses > 1:
+        route(transformer, MaskedUlyssesRing(dist.get_rank(), ulysses, ring))
+    elif ring > 1:
         route(transformer, MaskedRing(dist.get_rank(), ranks))
     return hooks

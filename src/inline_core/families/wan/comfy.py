@@ -12,7 +12,7 @@ KSamplerAdvanced stages (`comfy_stages.py`) and 2.1's CLIP-vision chain (`comfy_
 
 from __future__ import annotations
 
-from inline_core.contract.comfy_recipe import ComfyRecipe, Latent, OwnNode, Sink
+from inline_core.contract.comfy_recipe import SAVE_VIDEO, ComfyRecipe, Latent, OwnNode, Sink
 from inline_core.families.wan.descriptor import NODE_TYPE
 
 I2V = "WanImageToVideo"  # 2.1's image-to-video latent: its prompts pass through it
@@ -23,12 +23,7 @@ RECIPE = ComfyRecipe(
     own_node=OwnNode(
         node=NODE_TYPE,
         sinks={
-            "SaveVideo": Sink(
-                "video",
-                fixed={"format": "mp4"},
-                through="CreateVideo",
-                through_params={"fps": "fps"},
-            ),
+            "SaveVideo": SAVE_VIDEO,
             "SaveAnimatedWEBP": Sink(
                 "images",
                 params={"fps": "fps"},

@@ -85,6 +85,21 @@ def ipndm(walk: Walk, x: torch.Tensor, sigmas: list[float], max_order: int = 4) 
     return x
 
 
+def gradient_estimation(
+    walk: Walk, x: torch.Tensor, sigmas: list[float], ge_gamma: float = 2.0
+) -> Run:
+    """Gradient estimation (Permenter & Yuan, openreview o2ND9v0CeK; ComfyUI's, gamma 2): Euler
+    first, then each step along `gamma * d + (1 - gamma) * d_previous`, down to the last."""
+    old: torch.Tensor | None = None
+    for sigma, sigma_next in zip(sigmas, sigmas[1:], strict=False):
+        p = yield x, sigma
+        d = p.derivative
+        slope = d if old is None else ge_gamma * d + (1 - ge_gamma) * old
+        x = p.x + slope * (sigma_next - sigma)
+        old = d
+    return x
+
+
 def _phi1(t: float) -> float:
     return math.expm1(t) / t
 

@@ -44,6 +44,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "uni_pc": UniPC("bh1").algorithm,
     "uni_pc_bh2": UniPC("bh2").algorithm,
     "deis": deis.deis,
+    "gradient_estimation": multistep.gradient_estimation,
     "euler_cfg_pp": cfg_pp.euler_cfg_pp,
     "euler_ancestral_cfg_pp": cfg_pp.euler_ancestral_cfg_pp,
     "dpmpp_2m_cfg_pp": cfg_pp.dpmpp_2m_cfg_pp,
