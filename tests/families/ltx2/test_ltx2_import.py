@@ -2,8 +2,9 @@
 (`families/ltx2/comfy.py`): the official text-to-video template's two stages import as one
 `lightricks/ltx-2` node with `upscale` (its distilled LoRA on the refining pass), and so does
 its first stage alone; cut down, both render what the graph written by hand renders from
-ComfyUI's all-in-one file. What the node cannot render (image to video's second sampler, the
-distilled template's own first-pass sigmas) is refused naming the node. LTX-Video 0.9's own
+ComfyUI's all-in-one file; a refining sampler of its own is the node's `refine_sampler`. What
+the importer does not read yet (image to video's resized first frame, the distilled template's
+own first-pass sigmas) is refused naming the node. LTX-Video 0.9's own
 template still reads as LTX-Video's. Nothing is queued by a refusal."""
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def test_the_official_t2v_template_imports_its_two_stages_as_the_node_s_upscale(
 @pytest.mark.parametrize(
     ("name", "names"),
     [
-        ("video_ltx2_i2v.json", "its sampler 'gradient_estimation' is not the first sampler's"),
+        # Its first frame's resizer (ResizeImageMaskNode on `input`) is not read yet.
+        ("video_ltx2_i2v.json", "ResizeImageMaskNode 92:113"),
         ("video_ltx2_t2v_distilled.json", "a first pass on sigmas of its own is not offered"),
     ],
 )
@@ -88,6 +90,20 @@ def test_what_the_node_cannot_render_is_refused_naming_the_node(
     error = response.json()["error"]
     assert error["code"] == "unsupported_node" and names in error["message"]
     assert client.get("/v1/runs").json()["runs"] == []
+
+
+def test_a_refining_sampler_of_its_own_is_the_node_s_refine_sampler(client: TestClient) -> None:
+    """The image-to-video template's second sampler (gradient_estimation), on the t2v chain."""
+    changes = {("66", "sampler_name"): "gradient_estimation"}
+    workflow = api_prompt("video_ltx2_t2v.json", changes, cut=False)
+    response = client.post("/v1/import/comfy", json={"workflow": workflow})
+    assert response.status_code == 200, response.text
+    params = target_of(response.json())[0]["params"]
+    assert (params["sampler"], params["refine_sampler"]) == (
+        "euler_ancestral",
+        "gradient_estimation",
+    )
+    assert params["upscale"] is True
 
 
 def api_prompt(

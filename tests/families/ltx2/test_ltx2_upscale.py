@@ -18,6 +18,7 @@ from ltx2_harness import (
     first_frame_image,
     ltx2_rig,
     max_diff,
+    node_params,
     render,
     take_audio,
     take_frames,
@@ -30,7 +31,7 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.ltx2.kit import LTX2Kit
 from inline_core.families.ltx2.request import REFINE_SIGMAS
 from inline_core.families.nodes.loras import LoraPicker
-from inline_core.graph.runner import NodeResult
+from inline_core.graph.runner import NodeResult, SubmitFacts
 from inline_core.sampling.loop import StepLoopSampler
 
 TOLERANCE = 2  # levels of 255
@@ -180,6 +181,27 @@ def test_the_two_stage_render_equals_diffusers_chained_pipelines(
     reference_16 = np.round(np.clip(want_sound, -1, 1) * 32767.0) / 32767.0
     assert float(np.abs(sound.samples - reference_16).max()) <= AUDIO_TOLERANCE
     assert result.takes[0].params["upscale"] is True
+
+
+def test_the_refining_pass_runs_its_own_sampler(
+    ltx2_kit: LTX2Kit, ltx2_sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    """`refine_sampler` steps the refining pass alone: the first pass's sampler named again
+    renders what the default does; gradient_estimation renders otherwise; neither without
+    `upscale`."""
+    rig = ltx2_rig(ltx2_kit.root, ltx2_sampler)
+    params = {k: v for k, v in RENDER.items() if k != "prompt"}
+
+    def frames(refine_sampler: str) -> np.ndarray[Any, Any]:
+        result = render(rig, tmp_path, upscale=True, refine_sampler=refine_sampler, **params)
+        assert result.takes[0].params["refine_sampler"] == refine_sampler
+        return take_frames(result)
+
+    same = frames("euler")
+    assert np.array_equal(same, frames(""))
+    assert max_diff(frames("gradient_estimation"), same) > 0
+    with pytest.raises(InvalidRequest, match="refine_sampler"):
+        rig.check("l", node_params(refine_sampler="gradient_estimation"), SubmitFacts.bare([]))
 
 
 def test_a_pass_lora_without_upscale_is_refused(

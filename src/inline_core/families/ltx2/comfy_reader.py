@@ -30,10 +30,12 @@ from inline_core.families.ltx2.comfy import (
 )
 from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
 from inline_core.families.ltx2.request import REFINE_SIGMAS
+from inline_core.graph.sampler_names import SAMPLERS as NODE_SAMPLERS
 from inline_core.importer.custom_collapse import ADVANCED, CustomCollapse
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.images import load_image
 from inline_core.importer.own_node import Sampling
+from inline_core.importer.samplers import exact_name
 from inline_core.importer.values import Port, describe
 from inline_core.importer.workflow import ComfyNode, Link
 
@@ -99,7 +101,8 @@ class LTX2Collapse(CustomCollapse):
 
     def as_refining(self, advanced: ComfyNode, first: Sampling) -> ComfyNode:
         """The refining sampler, checked to be the node's refining pass: ManualSigmas of the
-        distilled sigmas, cfg 1, the first pass's sampler; its seed is the node's."""
+        distilled sigmas, cfg 1; a sampler other than the first's is the node's
+        `refine_sampler`; its seed is the node's."""
         m = self.mapper
         self.refining_id = advanced.id
         stage = self.as_ksampler(advanced)
@@ -117,10 +120,9 @@ class LTX2Collapse(CustomCollapse):
                 f"{self.descriptor.type}'s refining pass is unguided (cfg 1)"
             )
         wanted = m.text(stage, "sampler_name", "euler")
-        if wanted != first.extra.get("sampler"):
-            raise UnsupportedNode(
-                f"{describe(advanced)}: its sampler {wanted!r} is not the first sampler's "
-                f"{first.extra.get('sampler')!r}; {self.descriptor.type} runs both passes on one"
+        if wanted != first.extra.get("sampler"):  # the refining pass's own (i2v's second)
+            first.extra["refine_sampler"] = exact_name(
+                "sampler", wanted, NODE_SAMPLERS, describe(advanced)
             )
         if m.whole(stage, "seed", first.seed) != first.seed:
             m.substituted(
@@ -220,8 +222,9 @@ class LTX2Collapse(CustomCollapse):
         if params.get("upscale"):
             if start is not None:
                 raise UnsupportedNode(
-                    f"{describe(video)}: the two-stage upscale from a first frame is not offered; "
-                    f"{self.descriptor.type} upscales text to video"
+                    f"{describe(video)}: importing the two-stage upscale from a first frame is "
+                    f"not offered yet; wire the image into {self.descriptor.type} and set its "
+                    "'upscale' by hand"
                 )
             for name in ("width", "height"):  # the upsampled latents' size, twice the first's
                 params[name] = 2 * (params[name] - params[name] % LATENT_PIXELS)

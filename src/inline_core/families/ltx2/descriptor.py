@@ -85,6 +85,13 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         # latent upsampler, a refining pass of 3 distilled steps at width x height.
         ParamSpec("upscale", ParamWidget.BOOLEAN, default=False, label="Two-stage upscale"),
         ParamSpec(
+            "refine_sampler",
+            ParamWidget.SELECT,
+            "",
+            options=("", *SAMPLERS),
+            label="Refining pass's sampler (empty: sampler's)",
+        ),
+        ParamSpec(
             "upscale_model",
             ParamWidget.SELECT,
             default=None,

@@ -147,8 +147,16 @@ class LTX2Family(Family):
             folder = upsampler_folder(
                 params, sources.get("transformer"), self.files.catalog, node_id
             )
-            request.update(upscale=True, upsampler=str(folder), refine_loras=refine)
-            take_params.update(upscale=True, refine_loras=stack_info(refine))
+            refine_sampler = str(params.get("refine_sampler") or "")
+            request.update(
+                upscale=True,
+                upsampler=str(folder),
+                refine_loras=refine,
+                refine_sampler=refine_sampler,
+            )
+            take_params.update(
+                upscale=True, refine_loras=stack_info(refine), refine_sampler=refine_sampler
+            )
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
@@ -157,6 +165,11 @@ class LTX2Family(Family):
         handles = lora_handles(submit.loras, self.name, self.title, node_id)
         pass_stacks(handles, bool(params.get("upscale")), self.title, node_id)
         refuse_idle_upsampler(params, node_id)
+        if params.get("refine_sampler") and not params.get("upscale"):
+            raise InvalidRequest(
+                "param 'refine_sampler' picks the refining pass's sampler: set 'upscale' too",
+                node_id=node_id,
+            )
         if submit.node_type != NODE_TYPE:
             return
         silent = "a lossless animated PNG, its sound a take of its own"

@@ -438,7 +438,7 @@ class LTX2StepPipeline:
             len(state.refine_sigmas),
             tokens,
             self.device,
-            sampler=state.sampler,
+            sampler=state.refine_sampler or state.sampler,
             model_time=_raw_time,
             spacing=lambda _steps: list(state.refine_sigmas),
             seed=state.seed,

@@ -59,6 +59,7 @@ class LTX2Request:
     refine_sigmas: tuple[float, ...] = REFINE_SIGMAS
     refine_guidance: float = 1.0
     refine_loras: LoraStack = ()
+    refine_sampler: str = ""  # the refining pass's sampler ("": `sampler`)
     model_key: Hashable = field(default="", metadata=LOCAL)
     refining: bool = field(default=False, metadata=LOCAL)  # the upsampled latents' pass
     refine_start: int = field(default=0, metadata=LOCAL)  # its first model call's index
