@@ -49,6 +49,12 @@ CFG_PP_SAMPLERS: tuple[str, ...] = (
 )
 
 
+def draws_noise(sampler: str) -> bool:
+    """Whether `sampler`'s steps draw fresh noise (from the render's seed, after the first
+    noise): the ancestral and SDE samplers, and LCM."""
+    return "ancestral" in sampler or "sde" in sampler or sampler == "lcm"
+
+
 def cfg_pp_unguided(sampler: str) -> str:
     """Why `sampler` (a CFG++ one) cannot run without guidance."""
     return (

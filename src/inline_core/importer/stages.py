@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from inline_core.graph.sampler_names import draws_noise
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.own_node import Collapse
 from inline_core.importer.values import describe
@@ -110,3 +111,19 @@ def known(collapse: Collapse, stage: ComfyNode) -> None:
                 "when ComfyUI runs the workflow; the stages' steps, cfg and switch must be "
                 "values (or primitive nodes) to import as one render"
             )
+
+
+def second_seed_note(collapse: Collapse, stages: Stages, default_sampler: str) -> None:
+    """A second stage on a noise_seed of its own: ComfyUI draws that stage's step noise from it,
+    the node every step's from the first stage's seed; listed as changing the picture where the
+    sampler draws noise (an ancestral, SDE or LCM one), moot otherwise."""
+    m = collapse.mapper
+    first, last = stages.first, stages.last
+    seed, seed_2 = m.whole(first, "noise_seed", 0), m.whole(last, "noise_seed", 0)
+    sampler = m.text(first, "sampler_name", default_sampler)
+    if seed_2 != seed and draws_noise(sampler):
+        m.substituted(
+            last,
+            f"{sampler} draws fresh noise each step: ComfyUI draws {describe(last)}'s from its "
+            f"noise_seed {seed_2}, the node from {describe(first)}'s {seed}",
+        )

@@ -137,13 +137,33 @@ def test_dev_without_flux_guidance_embeds_comfyuis_default_and_runs_no_cfg(
 
 
 def test_flux_guidance_on_klein_does_nothing_as_in_comfyui(client: TestClient) -> None:
-    models = {**MODELS, "flux-2-klein-4b.safetensors": DEV}  # klein by the workflow's name
-    response = import_comfy(client, chain("flux-2-klein-4b.safetensors", 1.0, 6.0), models)
+    # klein by the workflow's name: the file is not here to say otherwise
+    response = import_comfy(client, chain("flux-2-klein-4b.safetensors", 1.0, 6.0), MODELS)
     assert response.status_code == 200, response.text
     body = response.json()
     target, _nodes = target_of(body)
     assert target["params"]["guidance"] == 1.0  # the guider's cfg, not FluxGuidance's 6
     assert any("no guidance embedder" in w for w in body["warnings"]), body["warnings"]
+
+
+def test_the_file_here_tells_dev_whatever_the_workflow_names_it(client: TestClient) -> None:
+    # A dev file under a name that says no variant, and one named as klein: the file's guidance
+    # embedder decides, so both embed ComfyUI's default, as ComfyUI would with that file.
+    for unet in ("my_model.safetensors", "flux-2-klein-4b.safetensors"):
+        response = import_comfy(client, chain(unet, 1.0, None), {**MODELS, unet: DEV})
+        assert response.status_code == 200, response.text
+        target, _nodes = target_of(response.json())
+        assert target["params"]["guidance"] == 3.5, unet
+
+
+def test_a_file_not_here_named_as_no_variant_is_read_as_klein_and_said(
+    client: TestClient,
+) -> None:
+    response = import_comfy(client, chain("my_model.safetensors", 1.0, None), MODELS)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert target_of(body)[0]["params"]["guidance"] == 1.0
+    assert any("says no FLUX.2 variant" in w for w in body["warnings"]), body["warnings"]
 
 
 def test_cfg_beside_flux_guidance_is_refused_naming_both(client: TestClient) -> None:

@@ -212,3 +212,12 @@ def test_a_pass_lora_without_upscale_is_refused(
     handle = replace(picker.pick({"name": distilled_lora.name, "strength": 1.0}), expert="low")
     with pytest.raises(InvalidRequest, match="without param 'upscale'"):
         render(rig, tmp_path, loras=[handle])
+
+
+def test_an_upsampler_named_without_upscale_is_refused(
+    ltx2_kit: LTX2Kit, ltx2_sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    """Named, it would be left unused: the render would not be the one asked for."""
+    rig = ltx2_rig(ltx2_kit.root, ltx2_sampler)
+    with pytest.raises(InvalidRequest, match="runs only with param 'upscale'"):
+        render(rig, tmp_path, upscale_model="ltx-2-spatial-upscaler")

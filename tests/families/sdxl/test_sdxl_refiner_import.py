@@ -129,4 +129,4 @@ def test_an_ancestral_refiner_stage_on_its_own_seed_is_listed(
     response = import_comfy(client, graph, _models(sdxl_kit))
     assert response.status_code == 200, response.text
     (change,) = response.json()["changesPicture"]
-    assert "noise_seed 0" in str(change) and "the base's 9" in str(change)
+    assert "noise_seed 0" in str(change) and "KSamplerAdvanced 10's 9" in str(change)

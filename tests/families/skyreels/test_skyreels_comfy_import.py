@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 from skyreels_server import frames
 
+from inline_core.families.skyreels.comfy_reader import has_fps_embedding
 from inline_core.families.skyreels.descriptor import NODE_TYPE
 from inline_core.families.skyreels.kit import FOLDER, SINGLE_FILE, SkyReelsKit
 from inline_core.families.wan.kit import build_kit as build_wan_kit
@@ -155,3 +157,18 @@ def test_kijais_diffusion_forcing_workflow_is_refused_naming_the_sampler_and_the
     message = error["message"]
     assert "built for SkyReels-V2 (WanVideoDiffusionForcingSampler 5" in message, message
     assert "build the graph with SkyReels-V2's node" in message, message
+
+
+def test_the_fps_note_follows_the_files_fps_embedding(
+    skyreels_kit: SkyReelsKit, tmp_path: Path
+) -> None:
+    """The note is the file's: both kit layouts hold the embedding; a Wan transformer holds
+    none (it renders as ComfyUI's); a file that cannot be read is not known to lack one."""
+    assert has_fps_embedding(skyreels_kit.diffusers_dir) is True
+    assert has_fps_embedding(skyreels_kit.diffusion_file) is True
+    wan = build_wan_kit(tmp_path / "wan", layouts=("comfy",), variants=("t2v",))
+    [wan_file] = (wan.root / "diffusion_models").glob("*.safetensors")
+    assert has_fps_embedding(wan_file) is False
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"not a header")
+    assert has_fps_embedding(broken) is None

@@ -238,6 +238,20 @@ def test_two_different_shifts_are_a_warning_naming_the_one_used(
     assert "at the high-noise stage's shift (5)" in warning
 
 
+def test_a_noisy_sampler_on_two_seeds_lists_the_second_stages_seed(
+    client: TestClient, wan_kit: WanKit
+) -> None:
+    workflow = two_stages(wan_kit)
+    quiet = import_comfy(client, workflow).json()  # euler: the second seed is moot
+    assert not [c for c in quiet["changesPicture"] if "noise_seed" in str(c)]
+    for stage in ("81", "78"):
+        workflow[stage]["inputs"]["sampler_name"] = "euler_ancestral"
+    response = import_comfy(client, workflow)
+    assert response.status_code == 200, response.text
+    (change,) = [c for c in response.json()["changesPicture"] if "noise_seed" in str(c)]
+    assert "noise_seed 0" in str(change) and "KSamplerAdvanced 81's 11" in str(change)
+
+
 def _set(node: str, **values: Any) -> Callable[[Json], None]:
     def change(workflow: Json) -> None:
         workflow[node]["inputs"].update(values)

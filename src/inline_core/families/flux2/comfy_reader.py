@@ -13,21 +13,25 @@ from typing import Any, ClassVar
 
 from inline_core.families.flux2.comfy import GUIDANCE, LATENT, REFERENCE, SCHEDULER
 from inline_core.families.flux2.descriptor import REFERENCES
+from inline_core.families.flux2.transformer import config_of
+from inline_core.families.flux2.variants import Flux2Variant, variant_of
 from inline_core.importer.custom_collapse import BASIC_SCHEDULER, CustomCollapse
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.images import load_image
+from inline_core.importer.model_files import match_model_file
 from inline_core.importer.own_node import Sampling
 from inline_core.importer.values import describe
 from inline_core.importer.workflow import ComfyNode, Link
+from inline_core.models.source import Source
 
-# The model file's name says the variant, as ComfyUI's and BFL's files are named (the shapes
-# say it at render; at import the file may not be here yet).
+# A file not here yet: its name says the variant, as ComfyUI's and BFL's files are named.
 DEV_NAME = re.compile(r"flux[-_.]?2[-_.]?dev", re.IGNORECASE)
 KLEIN_NAME = re.compile(r"klein", re.IGNORECASE)
 EMBEDDED_DEFAULT = 3.5  # ComfyUI's FLUX guidance when no FluxGuidance sets it
 # Classes that scale an image on its way to a VAEEncode: the model sizes its references itself.
 IMAGE_SCALERS = ("ImageScaleToTotalPixels", "FluxKontextImageScale", "ImageScale")
 SIZE_NODE = "GetImageSize"
+TRANSFORMER = "transformer"  # a diffusers folder's subfolder
 SIZES = ("width", "height")
 
 
@@ -66,8 +70,8 @@ class Flux2Collapse(CustomCollapse):
         does nothing, in ComfyUI as here."""
         found = self.node_names(sampler, super().sampling(sampler))
         guidance = self._flux_guidance(found.first)
-        name = self.mapper.text(self.model_way(found.first)[2], "unet_name")
-        if KLEIN_NAME.search(name) or (guidance is None and not DEV_NAME.search(name)):
+        loader = self.model_way(found.first)[2]
+        if not self._reads_as_dev(loader, guidance):
             if guidance is not None:
                 self.mapper.warn(
                     f"{describe(guidance)}: FLUX.2 klein has no guidance embedder, so it has no "
@@ -84,6 +88,40 @@ class Flux2Collapse(CustomCollapse):
         if guidance is None:
             return replace(found, guidance=EMBEDDED_DEFAULT)
         return replace(found, guidance=self.mapper.number(guidance, "guidance", EMBEDDED_DEFAULT))
+
+    def _reads_as_dev(self, loader: ComfyNode, guidance: ComfyNode | None) -> bool:
+        """Whether the loader's model is FLUX.2 dev: the file it maps onto here, told by its
+        guidance embedder; a file not here by its name, or by a FluxGuidance on the way."""
+        kind = self._variant_here(loader)
+        if kind is not None:
+            return not kind.klein
+        name = self.mapper.text(loader, "unet_name")
+        if KLEIN_NAME.search(name):
+            return False
+        if DEV_NAME.search(name) or guidance is not None:
+            return True
+        self.mapper.warn(
+            f"{describe(loader)}: {name!r} is not here and its name says no FLUX.2 variant: read "
+            "as klein (no embedded guidance); a dev file renders at the sampler's cfg as its "
+            "guidance, where ComfyUI embeds 3.5"
+        )
+        return False
+
+    def _variant_here(self, loader: ComfyNode) -> Flux2Variant | None:
+        """The variant of the file the loader's name maps onto here (None: not here, or
+        unreadable)."""
+        widget, category = self.MODEL_LOADERS[loader.class_type]
+        wanted = self.mapper.text(loader, widget)
+        chosen = (
+            self.mapper.renamed.get(wanted)
+            or match_model_file(self.mapper.catalog, category, wanted).name
+        )
+        if chosen not in self.mapper.catalog.options(category):
+            return None
+        path = self.mapper.catalog.path(category, chosen)
+        nested = path.is_dir() and (path / TRANSFORMER).is_dir()
+        source = Source(path, TRANSFORMER) if nested else Source(path)
+        return variant_of(config_of(source), source)
 
     def _flux_guidance(self, sampler: ComfyNode) -> ComfyNode | None:
         """The FluxGuidance on the positive prompt's way (nearest the sampler), if any."""

@@ -44,7 +44,11 @@ from inline_core.families.ltx2.split import (
     sequence_refusal,
     support_for,
 )
-from inline_core.families.ltx2.upscale import pass_stacks, upsampler_folder
+from inline_core.families.ltx2.upscale import (
+    pass_stacks,
+    refuse_idle_upsampler,
+    upsampler_folder,
+)
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.nodes.video_params import check_encoders, whole_numbers
 from inline_core.graph.descriptor import NodeDescriptor
@@ -138,6 +142,7 @@ class LTX2Family(Family):
             request["image"] = image
         handles = lora_handles(inputs.get("loras"), self.name, self.title, node_id)
         upscale = bool(params.get("upscale"))
+        refuse_idle_upsampler(params, node_id)
         loras, refine = pass_stacks(handles, upscale, self.title, node_id)
         if loras:
             request["loras"] = loras
@@ -163,6 +168,7 @@ class LTX2Family(Family):
         # Each LoRA on a pass (`expert`): the first, the refining one, or both with `upscale`.
         handles = lora_handles(submit.loras, self.name, self.title, node_id)
         pass_stacks(handles, bool(params.get("upscale")), self.title, node_id)
+        refuse_idle_upsampler(params, node_id)
         if params.get("sigmas"):
             parse_sigmas(str(params["sigmas"]), node_id)
         if params.get("refine_sampler") and not params.get("upscale"):

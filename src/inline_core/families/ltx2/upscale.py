@@ -33,6 +33,17 @@ def is_upsampler(folder: Path) -> bool:
     return config is not None and config.get("_class_name") == UPSAMPLER_CLASS
 
 
+def refuse_idle_upsampler(params: Mapping[str, Any], node_id: str) -> None:
+    """An upsampler named without `upscale` would be left unused: refused, not ignored."""
+    named = params.get("upscale_model")
+    if named and not params.get("upscale"):
+        raise InvalidRequest(
+            f"param 'upscale_model' ({named!r}) names the two-stage upscale's latent upsampler, "
+            "which runs only with param 'upscale': set 'upscale', or clear 'upscale_model'",
+            node_id=node_id,
+        )
+
+
 def upsampler_folder(
     params: Mapping[str, Any], transformer: Source | None, catalog: Catalog, node_id: str
 ) -> Path:

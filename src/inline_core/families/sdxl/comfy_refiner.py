@@ -8,8 +8,9 @@ the refiner's VAE. That is the node with the refiner picked and `refiner_switch 
 "normal" schedule (the template's, even in timesteps) diffusers' cutoff at that share falls at
 step k; on another it falls where the timesteps cross it, which is listed as changing the
 picture, as is an ancestral or SDE sampler's refiner stage on a noise_seed of its own (the node
-draws every step's noise from its one seed). Stages the node cannot render as one (other prompts or cfg, LoRAs or another CLIP layer
-on the refiner's way, a refiner that is the base's own checkpoint) are refused naming the node.
+draws every step's noise from its one seed). Stages the node cannot render as one (other
+prompts or cfg, LoRAs or another CLIP layer on the refiner's way, a refiner that is the base's
+own checkpoint) are refused naming the node.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ from typing import Any
 from inline_core.families.sdxl.comfy import CHECKPOINT_LOADER
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.own_node import LORA_LOADERS, Collapse, Sampling
-from inline_core.importer.stages import ADVANCED, lone_steps, read_stages
+from inline_core.importer.stages import ADVANCED, lone_steps, read_stages, second_seed_note
 from inline_core.importer.values import describe
 from inline_core.importer.workflow import ComfyNode, Link
 
 EVEN_SCHEDULE = "normal"  # a schedule on which the share k / N is step k
-STOCHASTIC = ("ancestral", "sde")  # samplers whose steps draw noise (from a stage's seed)
 
 
 def staged_sampling(collapse: Collapse, sampler: ComfyNode) -> Sampling:
@@ -51,14 +51,8 @@ def staged_sampling(collapse: Collapse, sampler: ComfyNode) -> Sampling:
             f"places it (below timestep {round(1000 - switch * 1000)}), which on the "
             f"{schedule!r} schedule need not be step {stages.switch}",
         )
-    seed, seed_2 = m.whole(first, "noise_seed", 0), m.whole(last, "noise_seed", 0)
-    sampler_name = m.text(first, "sampler_name", "euler")
-    if seed_2 != seed and any(word in sampler_name for word in STOCHASTIC):
-        m.substituted(
-            last,
-            f"{sampler_name} draws fresh noise each step: ComfyUI draws the refiner stage's "
-            f"from its noise_seed {seed_2}, the node from the base's {seed}",
-        )
+    second_seed_note(collapse, stages, "euler")
+    seed = m.whole(first, "noise_seed", 0)
     return Sampling(first, last, seed, stages.steps, cfg, {"refiner_switch": switch})
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.own_node import Collapse, Sampling
-from inline_core.importer.stages import ADVANCED, lone_steps, read_stages
+from inline_core.importer.stages import ADVANCED, lone_steps, read_stages, second_seed_note
 from inline_core.importer.values import describe
 from inline_core.importer.workflow import ComfyNode
 
@@ -44,6 +44,7 @@ def read(collapse: Collapse, sampler: ComfyNode) -> Sampling:
                 f"its {name} prompt is not {describe(first)}'s (the node takes one pair of "
                 "prompts)",
             )
+    second_seed_note(collapse, stages, "uni_pc")
     return Sampling(
         first,
         last,
