@@ -1,0 +1,137 @@
+"""What the full-size random-weight GPU scripts share: the weights they draw, the server render
+they time over HTTP, the pairing of server and bare-pipeline renders, and where results go.
+
+`gpu_flux2.py` and `gpu_krea2.py` run on it from end to end (`compare` below); `gpu_sdxl.py`,
+`gpu_qwen_image.py` and `gpu_zimage.py` take their weights from `randomize`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import torch
+from server_process import ServerProcess, start_server
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def randomize(module: torch.nn.Module) -> None:
+    """N(0, 0.02) for weight matrices and convolutions, norms left at one: activations stay
+    finite in half precision through every layer of a full-size model."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if p.ndim >= 2 or "pad_token" in name:
+                p.normal_(0.0, 0.02)
+
+
+def node_graph(node_type: str, prompt: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One prompt wired into one generator node `x` (the run's target)."""
+    return {
+        "schemaVersion": 1,
+        "nodes": [
+            {"id": "p", "type": "input/text", "params": {"text": prompt}},
+            {
+                "id": "x",
+                "type": node_type,
+                "params": params,
+                "inputs": {"prompt": {"from": "p", "output": "text"}},
+            },
+        ],
+    }
+
+
+def server_ms(server: ServerProcess, graph: dict[str, Any]) -> float:
+    """`POST /v1/runs` until its websocket says `run_done` (the take written), in ms."""
+    from websockets.sync.client import connect
+
+    t0 = time.perf_counter()
+    response = httpx.post(
+        server.base + "/v1/runs", json={"graph": graph, "target": "x"}, timeout=900
+    )
+    response.raise_for_status()
+    run_id = response.json()["runId"]
+    url = server.base.replace("http", "ws") + f"/v1/runs/{run_id}/events"
+    with connect(url) as ws:
+        while True:
+            event = json.loads(ws.recv())
+            if event["type"] in ("run_done", "error", "cancelled"):
+                break
+    if event["type"] != "run_done":
+        raise RuntimeError(f"run {run_id} ended {event}")
+    return (time.perf_counter() - t0) * 1000
+
+
+def timed_ms(call: Callable[[], object], device: str) -> float:
+    """Wall time of `call`, waiting for the device's queue to drain."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    call()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1000
+
+
+def compare(
+    work: Path,
+    device: str,
+    renders: int,
+    graph: Callable[[int], dict[str, Any]],
+    pipeline: Callable[[int], object],
+) -> dict[str, Any]:
+    """The server (its own process on `work/models`, the device policy's dtype and placement)
+    and the bare pipeline render seed by seed, alternating; the first of each (it loads and
+    warms) is reported apart and left out of the medians."""
+    env = {"INLINE_PROFILE": "" if device.startswith("cuda") else "cpu"}
+    server = start_server(
+        work / "models", work / "data", work / "server.log", env=env, timeout_s=600
+    )
+    ours: list[float] = []
+    theirs: list[float] = []
+    try:
+        for seed in range(renders + 1):
+            ours.append(server_ms(server, graph(seed)))
+            theirs.append(timed_ms(functools.partial(pipeline, seed), device))
+    finally:
+        server.stop()
+    server_med, pipeline_med = statistics.median(ours[1:]), statistics.median(theirs[1:])
+    return {
+        "server_ms": round(server_med, 1),
+        "pipeline_ms": round(pipeline_med, 1),
+        "ratio": round(server_med / pipeline_med, 3),
+        "first_server_ms": round(ours[0], 1),
+        "first_pipeline_ms": round(theirs[0], 1),
+    }
+
+
+def device_name(device: str) -> str:
+    return torch.cuda.get_device_name() if device.startswith("cuda") else device
+
+
+def report(stem: str, row: dict[str, Any]) -> Path:
+    """Print `row` as a two-column table and write it to bench/results/`stem`.json (copied to
+    $OUT when it is set)."""
+    width = max(len(k) for k in row)
+    for key, value in row.items():
+        print(f"{key:<{width}}  {value}")
+    path = RESULTS / f"{stem}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(row, indent=2) + "\n")
+    if out := os.environ.get("OUT"):
+        shutil.copy(path, Path(out) / path.name)
+    return path
+
+
+def require_device(device: str) -> None:
+    """Refuse a CUDA run on a machine without one, with the smoke command to use instead."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: run on a GPU machine, or use --preset tiny --device cpu")
