@@ -90,7 +90,11 @@ def compare(
 ) -> dict[str, Any]:
     """The server (its own process on `work/models`, the device policy's dtype and placement)
     and the bare pipeline render seed by seed, alternating; the first of each (it loads and
-    warms) is reported apart and left out of the medians."""
+    warms) is reported apart and left out of the medians.
+
+    On a CPU both processes share the cores and libgomp's threads spin at their barriers: run
+    with GOMP_SPINCOUNT=0 in the environment (the server inherits it), or the pipeline's turn
+    is starved (tiny FLUX.2 on 2 busy cores: 2.5 s a render against 0.05 s)."""
     env = {"INLINE_PROFILE": "" if device.startswith("cuda") else "cpu"}
     server = start_server(
         work / "models", work / "data", work / "server.log", env=env, timeout_s=600

@@ -18,9 +18,10 @@ embedded in the model) on the tiny dev kit only: dev's real shape (32B parameter
 cannot be held twice, by the server and by the pipeline beside it, on one 141 GB GPU, and its
 folder outgrows the GPU machine's 64 GB disk, so `--variant dev --preset full` is refused.
 
-`--size 64 --steps 4 --device cpu --preset tiny` smoke-tests it anywhere on the family's tiny
-kits (`families/flux2/kit.py`, `kit_dev.py`). Results: bench/results/gpu_flux2.json (a smoke run
-writes gpu_flux2_smoke.json; dev adds `_dev`), copied to $OUT when it is set.
+`GOMP_SPINCOUNT=0 ... --size 64 --steps 4 --device cpu --preset tiny` smoke-tests it anywhere
+on the family's tiny kits (`families/flux2/kit.py`, `kit_dev.py`). Results:
+bench/results/gpu_flux2.json (a smoke run writes gpu_flux2_smoke.json; dev adds `_dev`),
+copied to $OUT when it is set.
 """
 
 from __future__ import annotations
