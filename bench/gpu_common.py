@@ -1,5 +1,6 @@
-"""What the full-size random-weight GPU scripts share: the weights they draw, the server render
-they time over HTTP, the pairing of server and bare-pipeline renders, and where results go.
+"""What the full-size random-weight GPU scripts share: the weights they draw, the pairing of
+server renders (`server_process.server_ms`, over HTTP) with bare-pipeline ones, and where results
+go.
 
 `gpu_flux2.py` and `gpu_krea2.py` run on it from end to end (`compare` below); `gpu_sdxl.py`,
 `gpu_qwen_image.py` and `gpu_zimage.py` take their weights from `randomize`.
@@ -17,9 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import torch
-from server_process import ServerProcess, start_server
+from server_process import server_ms, start_server
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -47,27 +47,6 @@ def node_graph(node_type: str, prompt: str, params: dict[str, Any]) -> dict[str,
             },
         ],
     }
-
-
-def server_ms(server: ServerProcess, graph: dict[str, Any]) -> float:
-    """`POST /v1/runs` until its websocket says `run_done` (the take written), in ms."""
-    from websockets.sync.client import connect
-
-    t0 = time.perf_counter()
-    response = httpx.post(
-        server.base + "/v1/runs", json={"graph": graph, "target": "x"}, timeout=900
-    )
-    response.raise_for_status()
-    run_id = response.json()["runId"]
-    url = server.base.replace("http", "ws") + f"/v1/runs/{run_id}/events"
-    with connect(url) as ws:
-        while True:
-            event = json.loads(ws.recv())
-            if event["type"] in ("run_done", "error", "cancelled"):
-                break
-    if event["type"] != "run_done":
-        raise RuntimeError(f"run {run_id} ended {event}")
-    return (time.perf_counter() - t0) * 1000
 
 
 def timed_ms(call: Callable[[], object], device: str) -> float:
