@@ -43,6 +43,7 @@ from gpu_common import (  # noqa: E402
     report,
     require_device,
 )
+from real_size_cpu import QWEN3_4B  # noqa: E402
 
 from inline_core.diffusion.libs import diffusers, manual_seed  # noqa: E402
 from inline_core.families.krea2.descriptor import NODE_TYPE  # noqa: E402
@@ -56,14 +57,9 @@ from inline_core.families.krea2.kit import (  # noqa: E402
 from inline_core.families.krea2.variants import published_taps  # noqa: E402
 
 PROMPT = "a lighthouse on a cliff at dusk, oil painting"
-QWEN3_VL_4B: dict[str, int] = {  # the language model's shape; the vision tower never runs
-    "hidden_size": 2560,
-    "intermediate_size": 9728,
-    "num_hidden_layers": 36,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-}
+# Qwen3-VL-4B's language model is Qwen3-4B's shape; its vision tower never runs for a prompt.
+SHAPE = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+QWEN3_VL_4B = {k: int(QWEN3_4B[k]) for k in (*SHAPE, "num_key_value_heads", "head_dim")}
 TAPS = published_taps(12)  # (2, 5, ..., 35)
 
 
