@@ -13,8 +13,10 @@ import json
 import os
 import shutil
 import statistics
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +95,24 @@ def compare(
         "ratio": round(server_med / pipeline_med, 3),
         "first_server_ms": round(ours[0], 1),
         "first_pipeline_ms": round(theirs[0], 1),
-    }
+    } | (
+        {"pipeline_peak_gb": round(torch.cuda.max_memory_allocated() / 2**30, 1)}
+        if device.startswith("cuda")
+        else {}
+    )
+
+
+@contextmanager
+def workdir(given: Path | None, prefix: str) -> Generator[Path]:
+    """`given`, or a temp folder removed at the end (a full-size model's folder is tens of GB)."""
+    if given is not None:
+        yield given
+        return
+    made = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def device_name(device: str) -> str:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,15 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from flux2_vs_diffusers import FLUX2_VAE, KLEIN_4B  # noqa: E402
-from gpu_common import compare, device_name, node_graph, randomize, report, require_device  # noqa: E402
+from gpu_common import (  # noqa: E402
+    compare,
+    device_name,
+    node_graph,
+    randomize,
+    report,
+    require_device,
+    workdir,
+)
 
 from inline_core.diffusion.kit_qwen3 import qwen3_tokenizer, tiny_qwen3_config  # noqa: E402
 from inline_core.diffusion.libs import diffusers, manual_seed, transformers  # noqa: E402
@@ -108,53 +115,61 @@ def main() -> int:
             "FLUX.2 dev's real shape (32B, 64 GB in bf16) does not fit twice on one GPU, nor its "
             "folder on the GPU machine's disk: run --variant dev with --preset tiny"
         )
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="flux2-gpu-"))
-    started = time.perf_counter()
-    folder = build(work / "models", variant, preset, device)
-    built_s = time.perf_counter() - started
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    pipeline_class = "Flux2Pipeline" if variant == "dev" else "Flux2KleinPipeline"
-    pipe: Any = (
-        getattr(diffusers(), pipeline_class)
-        .from_pretrained(str(folder), dtype=dtype, local_files_only=True)
-        .to(device)
-    )
-    pipe.set_progress_bar_config(disable=True)
-    size, steps = int(args.size), int(args.steps)
-    layers = DEV_TEXT_LAYERS if variant == "dev" else text_layers(TEXT_LAYERS)
-    guidance = DEV_GUIDANCE if variant == "dev" else None
-    extra: dict[str, Any] = {} if guidance is None else {"guidance_scale": guidance}
-
-    def graph(seed: int) -> dict[str, Any]:
-        params = {"width": size, "height": size, "steps": steps, "seed": seed, "model": folder.name}
-        return node_graph(
-            NODE_TYPE, PROMPT, params | ({} if guidance is None else {"guidance": guidance})
+    with workdir(args.workdir, "flux2-gpu-") as work:
+        started = time.perf_counter()
+        folder = build(work / "models", variant, preset, device)
+        built_s = time.perf_counter() - started
+        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        pipeline_class = "Flux2Pipeline" if variant == "dev" else "Flux2KleinPipeline"
+        pipe: Any = (
+            getattr(diffusers(), pipeline_class)
+            .from_pretrained(str(folder), dtype=dtype, local_files_only=True)
+            .to(device)
         )
+        pipe.set_progress_bar_config(disable=True)
+        size, steps = int(args.size), int(args.steps)
+        layers = DEV_TEXT_LAYERS if variant == "dev" else text_layers(TEXT_LAYERS)
+        guidance = DEV_GUIDANCE if variant == "dev" else None
+        extra: dict[str, Any] = {} if guidance is None else {"guidance_scale": guidance}
 
-    def pipeline(seed: int) -> object:
-        return pipe(
-            prompt=PROMPT,
-            width=size,
-            height=size,
-            num_inference_steps=steps,
-            generator=torch.Generator("cpu").manual_seed(seed),
-            text_encoder_out_layers=layers,
-            **extra,
+        def graph(seed: int) -> dict[str, Any]:
+            params = {
+                "width": size,
+                "height": size,
+                "steps": steps,
+                "seed": seed,
+                "model": folder.name,
+            }
+            return node_graph(
+                NODE_TYPE, PROMPT, params | ({} if guidance is None else {"guidance": guidance})
+            )
+
+        def pipeline(seed: int) -> object:
+            return pipe(
+                prompt=PROMPT,
+                width=size,
+                height=size,
+                num_inference_steps=steps,
+                generator=torch.Generator("cpu").manual_seed(seed),
+                text_encoder_out_layers=layers,
+                **extra,
+            )
+
+        row = {
+            "variant": variant,
+            "preset": preset,
+            "device": device_name(device),
+            "size": size,
+            "steps": steps,
+            "build_s": round(built_s, 1),
+            **compare(work, device, int(args.renders), graph, pipeline),
+        }
+        stem = (
+            "gpu_flux2"
+            + ("_dev" if variant == "dev" else "")
+            + ("_smoke" if preset == "tiny" else "")
         )
-
-    row = {
-        "variant": variant,
-        "preset": preset,
-        "device": device_name(device),
-        "size": size,
-        "steps": steps,
-        "build_s": round(built_s, 1),
-        **compare(work, device, int(args.renders), graph, pipeline),
-    }
-    stem = (
-        "gpu_flux2" + ("_dev" if variant == "dev" else "") + ("_smoke" if preset == "tiny" else "")
-    )
-    report(stem, row)
+        report(stem, row)
     return 0
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from gpu_common import (  # noqa: E402
     randomize,
     report,
     require_device,
+    workdir,
 )
 from real_size_cpu import QWEN3_4B  # noqa: E402
 
@@ -109,43 +109,43 @@ def main() -> int:
     args = parser.parse_args()
     device, preset = str(args.device), str(args.preset)
     require_device(device)
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="krea2-gpu-"))
-    started = time.perf_counter()
-    folder = build(work / "models", preset, device)
-    built_s = time.perf_counter() - started
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    pipe: Any = (
-        diffusers()
-        .Krea2Pipeline.from_pretrained(str(folder), dtype=dtype, local_files_only=True)
-        .to(device)
-    )
-    pipe.set_progress_bar_config(disable=True)
-    size, steps, guidance = int(args.size), int(args.steps), float(args.guidance)
-
-    def graph(seed: int) -> dict[str, Any]:
-        params = {"width": size, "height": size, "steps": steps, "guidance": guidance}
-        return node_graph(NODE_TYPE, PROMPT, params | {"seed": seed, "model": folder.name})
-
-    def pipeline(seed: int) -> object:
-        return pipe(  # guidance above 0 runs the empty negative prompt, as the server does
-            prompt=PROMPT,
-            width=size,
-            height=size,
-            num_inference_steps=steps,
-            guidance_scale=guidance,
-            generator=torch.Generator("cpu").manual_seed(seed),
+    with workdir(args.workdir, "krea2-gpu-") as work:
+        started = time.perf_counter()
+        folder = build(work / "models", preset, device)
+        built_s = time.perf_counter() - started
+        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        pipe: Any = (
+            diffusers()
+            .Krea2Pipeline.from_pretrained(str(folder), dtype=dtype, local_files_only=True)
+            .to(device)
         )
+        pipe.set_progress_bar_config(disable=True)
+        size, steps, guidance = int(args.size), int(args.steps), float(args.guidance)
 
-    row = {
-        "preset": preset,
-        "device": device_name(device),
-        "size": size,
-        "steps": steps,
-        "guidance": guidance,
-        "build_s": round(built_s, 1),
-        **compare(work, device, int(args.renders), graph, pipeline),
-    }
-    report("gpu_krea2" + ("_smoke" if preset == "tiny" else ""), row)
+        def graph(seed: int) -> dict[str, Any]:
+            params = {"width": size, "height": size, "steps": steps, "guidance": guidance}
+            return node_graph(NODE_TYPE, PROMPT, params | {"seed": seed, "model": folder.name})
+
+        def pipeline(seed: int) -> object:
+            return pipe(  # guidance above 0 runs the empty negative prompt, as the server does
+                prompt=PROMPT,
+                width=size,
+                height=size,
+                num_inference_steps=steps,
+                guidance_scale=guidance,
+                generator=torch.Generator("cpu").manual_seed(seed),
+            )
+
+        row = {
+            "preset": preset,
+            "device": device_name(device),
+            "size": size,
+            "steps": steps,
+            "guidance": guidance,
+            "build_s": round(built_s, 1),
+            **compare(work, device, int(args.renders), graph, pipeline),
+        }
+        report("gpu_krea2" + ("_smoke" if preset == "tiny" else ""), row)
     return 0
 
 
