@@ -8,6 +8,7 @@ go.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import os
@@ -24,6 +25,19 @@ import torch
 from server_process import server_ms, start_server
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def base_parser(doc: str | None, steps: int) -> argparse.ArgumentParser:
+    """The options every full-size GPU script takes: `--preset tiny --device cpu --size 64` is
+    its smoke run on any machine."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    parser.add_argument("--preset", choices=("full", "tiny"), default="full")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--renders", type=int, default=2)
+    parser.add_argument("--workdir", type=Path, default=None, help="keep the model folder here")
+    return parser
 
 
 def randomize(module: torch.nn.Module) -> None:

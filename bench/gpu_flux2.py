@@ -26,7 +26,6 @@ copied to $OUT when it is set.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -40,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from flux2_vs_diffusers import FLUX2_VAE, KLEIN_4B  # noqa: E402
 from gpu_common import (  # noqa: E402
+    base_parser,
     compare,
     device_name,
     node_graph,
@@ -99,14 +99,8 @@ def build(models: Path, variant: str, preset: str, device: str) -> Path:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser = base_parser(__doc__, steps=4)
     parser.add_argument("--variant", choices=("klein", "dev"), default="klein")
-    parser.add_argument("--preset", choices=("full", "tiny"), default="full")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--renders", type=int, default=2)
-    parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     device, variant, preset = str(args.device), str(args.variant), str(args.preset)
     require_device(device)

@@ -22,7 +22,6 @@ smoke run writes gpu_krea2_smoke.json), copied to $OUT when it is set.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_common import (  # noqa: E402
+    base_parser,
     compare,
     device_name,
     node_graph,
@@ -98,14 +98,8 @@ def build(models: Path, preset: str, device: str) -> Path:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--preset", choices=("full", "tiny"), default="full")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--steps", type=int, default=8)
+    parser = base_parser(__doc__, steps=8)
     parser.add_argument("--guidance", type=float, default=0.0)
-    parser.add_argument("--renders", type=int, default=2)
-    parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     device, preset = str(args.device), str(args.preset)
     require_device(device)
