@@ -1,7 +1,8 @@
 """CFG++ on Qwen-Image: the node renders `euler_cfg_pp` and `dpmpp_2m_cfg_pp` as diffusers'
 QwenImagePipeline does with a hand-written CFG++ step in place of its scheduler's
 (`tests/families/cfg_pp_reference.py`), its true CFG's norm rescale included in the guided
-prediction; an unguided render (true CFG at 1) refuses them at submit naming the model."""
+prediction, and an edit as QwenImageEditPlusPipeline does with that step; an unguided render
+(true CFG at 1) refuses them at submit naming the model."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ from typing import Any
 
 import pytest
 from qwen_harness import (
+    EDIT_MODEL,
     TEXT_MODEL,
     max_diff,
     node_params,
     qwen_rig,
     reference_image,
     render,
+    small_references,
+    source_image,
     take_pixels,
 )
 
@@ -54,6 +58,21 @@ def test_cfg_pp_matches_a_hand_written_loop_on_the_qwen_image_pipeline(
         theirs = reference_image(text_reference, **PARAMS)
     assert max_diff(ours, theirs) <= TOLERANCE
     plain = take_pixels(render(rig, tmp_path, sampler=sampler.removesuffix("_cfg_pp"), **PARAMS))
+    assert max_diff(ours, plain) > TOLERANCE  # the unconditional prediction was stepped along
+
+
+def test_an_edit_runs_cfg_pp_as_a_hand_written_loop_on_the_edit_pipeline(
+    rig: FamilyRig, edit_reference: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small_references(monkeypatch)
+    images = [source_image(40, 56, seed=1)]
+    params: dict[str, Any] = {**PARAMS, "model": EDIT_MODEL, "steps": 3, "images": images}
+    prompt = "make the sky green"
+    ours = take_pixels(render(rig, tmp_path, prompt, sampler="dpmpp_2m_cfg_pp", **params))
+    with cfg_pp_scheduler(edit_reference, "dpmpp_2m_cfg_pp"):
+        theirs = reference_image(edit_reference, prompt, **params)
+    assert max_diff(ours, theirs) <= TOLERANCE
+    plain = take_pixels(render(rig, tmp_path, prompt, sampler="dpmpp_2m", **params))
     assert max_diff(ours, plain) > TOLERANCE  # the unconditional prediction was stepped along
 
 
