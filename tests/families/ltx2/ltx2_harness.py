@@ -94,7 +94,12 @@ def take_audio(result: NodeResult) -> Audio:
 
 
 def reference(
-    pipe: Any, prompt: str = PROMPT, *, image: Image.Image | None = None, **params: Any
+    pipe: Any,
+    prompt: str = PROMPT,
+    *,
+    image: Image.Image | None = None,
+    sigmas: Sequence[float] = (),
+    **params: Any,
 ) -> tuple[Pixels, Audio]:
     """LTX2Pipeline's frames (rounded to uint8 as its PIL output rounds them) and soundtrack for
     the same render, its further guidance terms off as the node runs without them; with an
@@ -108,6 +113,16 @@ def reference(
 
         pipe = LTX2ImageToVideoPipeline.from_pipe(pipe)  # pyright: ignore[reportUnknownMemberType]
         extra["image"] = image
+    if sigmas:  # explicit levels, stepped unshifted (ComfyUI's ManualSigmas)
+        from diffusers import FlowMatchEulerDiscreteScheduler  # pyright: ignore[reportPrivateImportUsage]
+
+        config = pipe.scheduler.config
+        unshifted = FlowMatchEulerDiscreteScheduler.from_config(  # pyright: ignore[reportUnknownMemberType]
+            config, use_dynamic_shifting=False, shift_terminal=None
+        )
+        chosen: Any = pipe  # LTX2Pipeline or its image-to-video one
+        pipe = chosen.__class__.from_pipe(chosen, scheduler=unshifted)
+        extra["sigmas"] = list(sigmas)
     out = pipe(
         **extra,
         prompt=prompt,

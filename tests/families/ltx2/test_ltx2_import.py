@@ -2,9 +2,9 @@
 (`families/ltx2/comfy.py`): the official text-to-video template's two stages import as one
 `lightricks/ltx-2` node with `upscale` (its distilled LoRA on the refining pass), and so does
 its first stage alone; cut down, both render what the graph written by hand renders from
-ComfyUI's all-in-one file; a refining sampler of its own is the node's `refine_sampler`. What
-the importer does not read yet (image to video's resized first frame, the distilled template's
-own first-pass sigmas) is refused naming the node. LTX-Video 0.9's own
+ComfyUI's all-in-one file; the image-to-video template imports and renders the same way, its
+second sampler the node's `refine_sampler`, and so does the distilled one, its first pass's
+ManualSigmas the node's `sigmas`. LTX-Video 0.9's own
 template still reads as LTX-Video's. Nothing is queued by a refusal."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import av
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from ltx2_harness import first_frame_image
 
 from inline_core.config import Config
 from inline_core.families.ltx2.comfy import RECIPE
@@ -74,22 +75,14 @@ def test_the_official_t2v_template_imports_its_two_stages_as_the_node_s_upscale(
     ]
 
 
-@pytest.mark.parametrize(
-    ("name", "names"),
-    [
-        # Its first frame's resizer (ResizeImageMaskNode on `input`) is not read yet.
-        ("video_ltx2_i2v.json", "ResizeImageMaskNode 92:113"),
-        ("video_ltx2_t2v_distilled.json", "a first pass on sigmas of its own is not offered"),
-    ],
-)
-def test_what_the_node_cannot_render_is_refused_naming_the_node(
-    client: TestClient, name: str, names: str
-) -> None:
-    response = client.post("/v1/import/comfy", json={"workflow": template(name)})
-    assert response.status_code == 422, response.text
-    error = response.json()["error"]
-    assert error["code"] == "unsupported_node" and names in error["message"]
-    assert client.get("/v1/runs").json()["runs"] == []
+def test_the_distilled_template_s_first_pass_is_the_node_s_sigmas(client: TestClient) -> None:
+    response = client.post(
+        "/v1/import/comfy", json={"workflow": template("video_ltx2_t2v_distilled.json")}
+    )
+    assert response.status_code == 200, response.text
+    params = target_of(response.json())[0]["params"]
+    assert params["sigmas"] == "1., 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0"
+    assert (params["steps"], params["guidance"], params["upscale"]) == (8, 1.0, True)
 
 
 def test_a_refining_sampler_of_its_own_is_the_node_s_refine_sampler(client: TestClient) -> None:
@@ -208,38 +201,67 @@ def test_ltx_video_s_template_is_still_ltx_video_s(client: TestClient) -> None:
     assert "Inline Core has no LTX-Video family yet" in message
 
 
+SMALL: dict[tuple[str, str], Any] = {
+    ("89", "width"): 64,
+    ("89", "height"): 64,
+    ("62", "value"): 9,
+    ("9", "steps"): 2,
+}
+# The distilled template: its own size and length nodes; its first pass on its 8 sigmas.
+SMALL_DISTILLED: dict[tuple[str, str], Any] = {
+    ("131", "width"): 64,
+    ("131", "height"): 64,
+    ("113", "value"): 9,
+}
+
+
+@pytest.mark.parametrize(
+    "name", ["video_ltx2_t2v.json", "video_ltx2_i2v.json", "video_ltx2_t2v_distilled.json"]
+)
 def test_the_two_stage_template_renders_what_the_hand_written_graph_renders(
-    client: TestClient,
+    client: TestClient, name: str
 ) -> None:
-    """The official template, cut down for a CPU (a 64x64 take, 9 frames, 2 first-pass steps),
-    its files mapped onto the tiny all-in-one file, upsampler and LoRA."""
-    small: dict[tuple[str, str], Any] = {
-        ("89", "width"): 64,
-        ("89", "height"): 64,
-        ("62", "value"): 9,
-        ("9", "steps"): 2,
-    }
+    """The official templates, cut down for a CPU (a 64x64 take, 9 frames, 2 first-pass steps),
+    their files mapped onto the tiny all-in-one file, upsampler and LoRA; image to video's
+    picture an uploaded asset, its second sampler (gradient_estimation) the `refine_sampler`."""
+    distilled = name == "video_ltx2_t2v_distilled.json"
+    small = SMALL_DISTILLED if distilled else SMALL
     models = {
         CHECKPOINT: FILE,
+        "ltx-2-19b-distilled.safetensors": FILE,
         "ltx-2-spatial-upscaler-x2-1.0.safetensors": UPSAMPLER_FOLDER,
         "ltx-2-19b-distilled-lora-384.safetensors": DISTILLED_LORA,
     }
-    workflow = api_prompt("video_ltx2_t2v.json", small, cut=False)
-    response = client.post("/v1/import/comfy", json={"workflow": workflow, "models": models})
+    buf = io.BytesIO()
+    first_frame_image(48, 40, seed=5).save(buf, format="PNG")
+    uploaded = client.post(
+        "/v1/assets", content=buf.getvalue(), headers={"content-type": "image/png"}
+    )
+    assets = {"freckled_curly_girl.png": str(uploaded.json()["id"])}
+    workflow = api_prompt(name, small, cut=False)
+    body_in = {"workflow": workflow, "models": models, "assets": assets}
+    response = client.post("/v1/import/comfy", json=body_in)
     assert response.status_code == 200, response.text
     body = response.json()
     target, nodes = target_of(body)
     params = dict(target["params"])
     assert (params["width"], params["height"], params["upscale"]) == (64, 64, True)
     assert params["upscale_model"] == UPSAMPLER_FOLDER
+    if not distilled:
+        lora_params: Json = nodes[target["inputs"]["loras"]["from"]]["params"]
+        assert lora_params["name"] == DISTILLED_LORA and lora_params["expert"] == "low"
+    assert bool(params.get("sigmas")) == distilled
+    from_image = "image" in target["inputs"]
+    assert from_image == (name == "video_ltx2_i2v.json")
+    if from_image:
+        assert (params["sampler"], params["refine_sampler"]) == ("euler", "gradient_estimation")
     imported = decoded(client, rendered(client, body["graph"], body["target"]))
-    lora: Json = {**nodes[target["inputs"]["loras"]["from"]], "id": "lora"}
-    lora_params: Json = lora["params"]
-    assert lora_params["name"] == DISTILLED_LORA and lora_params["expert"] == "low"
     prompt = nodes[target["inputs"]["prompt"]["from"]]["params"]["text"]
     graph = prompt_graph(NODE_TYPE, "l", params, prompt)
-    graph["nodes"].insert(0, lora)
-    graph["nodes"][-1]["inputs"]["loras"] = {"from": "lora", "output": "lora"}
+    for port, output in (("loras", "lora"), ("image", "image")):  # the imported input nodes
+        if port in target["inputs"]:
+            graph["nodes"].insert(0, {**nodes[target["inputs"][port]["from"]], "id": port})
+            graph["nodes"][-1]["inputs"][port] = {"from": port, "output": output}
     written = decoded(client, rendered(client, graph, "l"))
     assert imported[0].shape == (9, 64, 64, 3)
     assert np.array_equal(imported[0], written[0])

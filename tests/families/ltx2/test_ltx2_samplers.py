@@ -5,10 +5,11 @@ makes its extra model calls, an ancestral one draws its noise from the request's
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from ltx2_harness import ltx2_rig, max_diff, render, take_audio, take_frames
+from ltx2_harness import ltx2_rig, max_diff, reference, render, take_audio, take_frames
 
 from inline_core.errors import InvalidRequest
 from inline_core.families.ltx2.kit import LTX2Kit
@@ -60,3 +61,21 @@ def test_an_unknown_sampler_or_schedule_is_refused(field: str, value: str) -> No
     sizes = {"width": 32, "height": 32, "frames": 9, "steps": 2, "guidance": 1.0, "seed": 0}
     with pytest.raises(InvalidRequest, match=value):
         new_request("m", prompt="p", **sizes, **{field: value})
+
+
+def test_a_first_pass_on_explicit_sigmas_is_ltx2_pipelines_on_those_sigmas(
+    ltx2_kit: LTX2Kit, ltx2_sampler: StepLoopSampler, ltx2_reference: Any, tmp_path: Path
+) -> None:
+    """`sigmas` (ComfyUI's ManualSigmas, the distilled template's first pass): stepped as given,
+    unshifted, as LTX2Pipeline steps `sigmas` on its scheduler without the shift."""
+    levels = (1.0, 0.975, 0.725, 0.421875)
+    rig = ltx2_rig(ltx2_kit.root, ltx2_sampler)
+    text = ", ".join(str(v) for v in (*levels, 0.0))
+    ours = render(rig, tmp_path, sigmas=text)
+    want, want_sound = reference(ltx2_reference, sigmas=levels, steps=len(levels))
+    assert max_diff(take_frames(ours), want) <= 2
+    reference_16 = np.round(np.clip(want_sound.samples, -1, 1) * 32767.0) / 32767.0
+    assert float(np.abs(take_audio(ours).samples - reference_16).max()) <= 4.0 / 32767.0
+    assert ours.takes[0].params["steps"] == len(levels)
+    with pytest.raises(InvalidRequest, match="end at 0"):
+        render(rig, tmp_path, sigmas="1.0, 0.5")

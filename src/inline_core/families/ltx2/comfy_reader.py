@@ -3,9 +3,11 @@ the audio and video latents side by side (LTXVConcatAVLatent, LTXVSeparateAVLate
 as the node's schedule, the size measured from an image (EmptyImage, ImageScaleBy, GetImageSize),
 the first frame (LTXVImgToVideoInplace), the loaders that all read the one all-in-one file, and
 the frame rates the chain states three times, and the official two-stage upscale
-(LTXVLatentUpsampler and a refining sampler, its LoRAs on the refining pass) as the node's
-`upscale`. What renders otherwise than in ComfyUI is listed as changing the picture; what the
-node cannot render is refused naming it."""
+(LTXVLatentUpsampler and a refining sampler, its LoRAs on the refining pass, its sampler the
+node's `refine_sampler`) as the node's `upscale`, from text or from a first frame; a first
+sampler on ManualSigmas (the distilled template's) as the node's `sigmas`. What
+renders otherwise than in ComfyUI is listed as changing the picture; what the node cannot render
+is refused naming it."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from inline_core.families.ltx2.comfy import (
     VIDEO_LATENT,
 )
 from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
+from inline_core.families.ltx2.manual_sigmas import parse_sigmas
 from inline_core.families.ltx2.request import REFINE_SIGMAS
 from inline_core.graph.sampler_names import SAMPLERS as NODE_SAMPLERS
 from inline_core.importer.custom_collapse import ADVANCED, CustomCollapse
@@ -49,6 +52,7 @@ IMAGE_RESIZERS = ("ResizeImageMaskNode", "ImageScale", "ImageScaleBy")
 
 class LTX2Collapse(CustomCollapse):
     refining_id = ""  # the refining sampler's node id, once read
+    first_sigmas = ""  # the first sampler's ManualSigmas, if any: the node's `sigmas`
     SAMPLERS: ClassVar[tuple[str, ...]] = (SEPARATE,)
     SCHEDULERS: ClassVar[tuple[str, ...]] = (SCHEDULER, MANUAL)
     MODEL_LOADERS: ClassVar[dict[str, tuple[str, str]]] = {CHECKPOINT: ("ckpt_name", "checkpoints")}
@@ -67,6 +71,8 @@ class LTX2Collapse(CustomCollapse):
             found = self.node_names(first, super().sampling(first))
             found = replace(found, last=self.as_refining(advanced, found))
             found.extra.update(upscale=True, upscale_model=self._upsampler_file(upsampler))
+        if self.first_sigmas:
+            found.extra["sigmas"] = self.first_sigmas
         found.extra["audio_guidance"] = found.guidance
         return found
 
@@ -75,6 +81,11 @@ class LTX2Collapse(CustomCollapse):
         self.expect(latent, CONCAT)
         video = self.required(latent, "video_latent")
         while video.class_type == IMAGE_IN_PLACE:  # the first frame, put on the latents
+            self.mapper.substituted(
+                video,
+                "the refining pass keeps the upsampled first frame clean (diffusers' chain), "
+                "not the image encoded again at the full size",
+            )
             video = self.required(video, "latent")
         return video if video.class_type == UPSAMPLER else None
 
@@ -150,11 +161,10 @@ class LTX2Collapse(CustomCollapse):
         refused naming the widget."""
         m = self.mapper
         if sigmas.class_type == MANUAL:
-            if sampler.id != self.refining_id:
-                raise UnsupportedNode(
-                    f"{describe(sigmas)}: a first pass on sigmas of its own is not offered; "
-                    f"{self.descriptor.type} schedules its first pass as LTXVScheduler does"
-                )
+            if sampler.id != self.refining_id:  # the first pass on its own levels
+                self.first_sigmas = m.text(sigmas, "sigmas")
+                levels = parse_sigmas(self.first_sigmas, describe(sigmas))
+                return {"steps": len(levels), "scheduler": "simple", "denoise": 1.0}
             return {"steps": len(REFINE_SIGMAS), "scheduler": "simple", "denoise": 1.0}
         self.source(sigmas, "latent", optional=True)  # the latent it is sized by: the sampler's
         for widget, value in PUBLISHED.items():
@@ -220,12 +230,6 @@ class LTX2Collapse(CustomCollapse):
         params["width"] = self._size(video, "width", 768)
         params["height"] = self._size(video, "height", 512)
         if params.get("upscale"):
-            if start is not None:
-                raise UnsupportedNode(
-                    f"{describe(video)}: importing the two-stage upscale from a first frame is "
-                    f"not offered yet; wire the image into {self.descriptor.type} and set its "
-                    "'upscale' by hand"
-                )
             for name in ("width", "height"):  # the upsampled latents' size, twice the first's
                 params[name] = 2 * (params[name] - params[name] % LATENT_PIXELS)
         params["frames"] = m.whole(video, "length", 97)
@@ -268,7 +272,8 @@ class LTX2Collapse(CustomCollapse):
             image = self.required(image, "image")
         while image.class_type in IMAGE_RESIZERS:
             m.substituted(image, "not applied: the first frame is stretched to width x height")
-            image = self.required(image, "image")
+            # ComfyUI's ResizeImageMaskNode takes its image on `input`.
+            image = self.required(image, "input" if "input" in image.inputs else "image")
         self.expect(image, "LoadImage")
         return image
 

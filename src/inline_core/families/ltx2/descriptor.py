@@ -78,6 +78,8 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         # The sigma library's samplers and schedules; euler on "simple" is LTX2Pipeline's own.
         ParamSpec("sampler", ParamWidget.SELECT, "euler", options=SAMPLERS),
         ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
+        # ComfyUI's ManualSigmas: the first pass on these levels (steps and schedule unused).
+        ParamSpec("sigmas", ParamWidget.TEXT, "", label="Sigmas (empty: the schedule's)"),
         SEED,
         # A diffusers folder in diffusion_models/, or ComfyUI's all-in-one file in checkpoints/.
         replace(MODEL, also_from=("checkpoints",)),

@@ -28,6 +28,7 @@ from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NO
 from inline_core.families.ltx2.download import DOWNLOADS
 from inline_core.families.ltx2.files import RULES, prompt_tokens, vae_factors
 from inline_core.families.ltx2.lora_naming import LTX2_LORAS
+from inline_core.families.ltx2.manual_sigmas import parse_sigmas
 from inline_core.families.ltx2.request import (
     SPATIAL_FACTOR,
     TEMPORAL_FACTOR,
@@ -131,6 +132,9 @@ class LTX2Family(Family):
         whole_numbers(request)
         request["guidance"] = float(request["guidance"])
         request["audio_guidance"] = float(request["audio_guidance"])
+        if params.get("sigmas"):
+            request["first_sigmas"] = parse_sigmas(str(params["sigmas"]), node_id)
+            request["steps"] = len(request["first_sigmas"])
         take_params = dict(request)
         image = image_input(inputs, "image", node_id)
         take_params["image_to_video"] = image is not None
@@ -165,6 +169,8 @@ class LTX2Family(Family):
         handles = lora_handles(submit.loras, self.name, self.title, node_id)
         pass_stacks(handles, bool(params.get("upscale")), self.title, node_id)
         refuse_idle_upsampler(params, node_id)
+        if params.get("sigmas"):
+            parse_sigmas(str(params["sigmas"]), node_id)
         if params.get("refine_sampler") and not params.get("upscale"):
             raise InvalidRequest(
                 "param 'refine_sampler' picks the refining pass's sampler: set 'upscale' too",

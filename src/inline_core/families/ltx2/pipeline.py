@@ -254,6 +254,8 @@ class LTX2StepPipeline:
         """One stream's schedule: the request's sampler and sigma schedule on the model's flow
         table, shifted by the video's token count (`simple`: LTX2Pipeline's own sigmas). `row`
         keeps the two streams' sampler noise apart (an ancestral or SDE sampler's)."""
+        if state.first_sigmas:
+            return self.given_schedule(state, state.first_sigmas, state.sampler, tokens, row)
         config = self.scheduler_config
         return FlowMatchSchedule.create(
             config,
@@ -431,16 +433,23 @@ class LTX2StepPipeline:
         return found
 
     def refine_schedule(self, state: LTX2Request, tokens: int, row: int) -> FlowMatchSchedule:
-        """The refining pass's sigmas as given: the model's scheduler without its shift."""
+        sampler = state.refine_sampler or state.sampler
+        return self.given_schedule(state, state.refine_sigmas, sampler, tokens, row)
+
+    def given_schedule(
+        self, state: LTX2Request, sigmas: Sequence[float], sampler: str, tokens: int, row: int
+    ) -> FlowMatchSchedule:
+        """Sigmas as given (the refining pass's, or the node's `sigmas`): the model's scheduler
+        without its shift."""
         config = {**self.scheduler_config, "use_dynamic_shifting": False, "shift_terminal": None}
         return FlowMatchSchedule.create(
             config,
-            len(state.refine_sigmas),
+            len(sigmas),
             tokens,
             self.device,
-            sampler=state.refine_sampler or state.sampler,
+            sampler=sampler,
             model_time=_raw_time,
-            spacing=lambda _steps: list(state.refine_sigmas),
+            spacing=lambda _steps: list(sigmas),
             seed=state.seed,
             row=row,
             mu=token_shift(tokens, config),

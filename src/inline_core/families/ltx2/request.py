@@ -44,6 +44,7 @@ class LTX2Request:
     format: str = "mp4"
     sampler: str = "euler"  # the sigma library's, by ComfyUI's name (LTX2Pipeline's is euler)
     sigma_schedule: str = "simple"  # "simple": LTX2Pipeline's own sigmas
+    first_sigmas: tuple[float, ...] = ()  # the first pass's own levels (ManualSigmas'), unshifted
     # Image-to-video: the first frame (a PIL image, stretched to width x height), kept clean.
     image: Any = None
     loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
