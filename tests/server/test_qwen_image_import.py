@@ -2,8 +2,8 @@
 `POST /v1/import/comfy`, the family's recipe in its package): the official Qwen-Image, 2512 and
 Edit 2509/2511 templates' chains become one node with the workflow's params and images; a text
 to image and an edit workflow in ComfyUI's own layout render the pixels the graph written by
-hand renders; what does not map (the first Edit's prompt template, a sampler not offered) is
-refused naming why."""
+hand renders; a CFG++ sampler imports as itself; what does not map (the first Edit's prompt
+template, a sampler not offered) is refused naming why."""
 
 from __future__ import annotations
 
@@ -249,3 +249,19 @@ def test_the_first_edits_template_and_a_sampler_not_offered_are_refused_naming_w
         "the sampler 'euler_cfg_pp_unknown' is not offered here"
         in refused.json()["error"]["message"]
     )
+
+
+@pytest.mark.parametrize("sampler", ["euler_cfg_pp", "dpmpp_2m_cfg_pp"])
+def test_a_cfg_pp_sampler_imports_as_itself_onto_the_node(client: TestClient, sampler: str) -> None:
+    workflow = api_workflow(None, None)  # guided: cfg 2.5 on the negative "grey"
+    workflow["3"]["inputs"]["sampler_name"] = sampler
+    response = import_comfy(client, workflow)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    target, _nodes = target_of(body)
+    assert target["params"]["sampler"] == sampler  # one to one, never its plain sampler
+    assert body["changesPicture"] == []
+    submitted = client.post("/v1/runs", json={"graph": body["graph"], "target": body["target"]})
+    assert submitted.status_code == 201, submitted.text  # it validates as it stands
+    client.delete(f"/v1/runs/{submitted.json()['runId']}")
+    finished(client, str(submitted.json()["runId"]), seconds=300)

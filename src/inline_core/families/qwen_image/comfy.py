@@ -25,7 +25,7 @@ from inline_core.contract.comfy_recipe import (
     default_encoders,
 )
 from inline_core.families.qwen_image.descriptor import NODE_TYPE
-from inline_core.graph.sampler_names import SAMPLERS
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS
 
 CFG_NORM = "CFGNorm"
 REFERENCE_METHOD = "FluxKontextMultiReferenceLatentMethod"
@@ -47,7 +47,7 @@ RECIPE = ComfyRecipe(
             # An edit's latent: its first image encoded, only its size read (denoise 1).
             "VAEEncode": Latent({}),
         },
-        samplers=SAMPLERS,
+        samplers=GUIDED_SAMPLERS,  # the node's own: CFG++ ones too
         sampler_defaults={"seed": 0, "steps": 50, "cfg": 4.0},
         model_nodes={"ModelSamplingAuraFlow": {"shift": "shift"}, CFG_NORM: {}},
         encoders={

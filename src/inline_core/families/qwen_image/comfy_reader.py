@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from inline_core.families.qwen_image.comfy import CFG_NORM, IMAGE_SCALERS, REFERENCE_METHOD
-from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
+from inline_core.graph.sampler_names import SCHEDULES
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.own_node import LORA_LOADERS, Collapse, Sampling
 from inline_core.importer.samplers import exact_name
@@ -72,7 +72,7 @@ class QwenImageCollapse(Collapse):
         found = super().sampling(sampler)
         m, where = self.mapper, describe(sampler)
         found.extra["sampler"] = exact_name(
-            "sampler", m.text(sampler, "sampler_name", "euler"), SAMPLERS, where
+            "sampler", m.text(sampler, "sampler_name", "euler"), self.recipe.samplers, where
         )
         found.extra["scheduler"] = exact_name(
             "scheduler", m.text(sampler, "scheduler", "simple"), SCHEDULES, where

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
-from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "alibaba/qwen-image"
@@ -65,7 +65,8 @@ QWEN_IMAGE_DESCRIPTOR = NodeDescriptor(
             step=0.05,
             label="Shift (0: the model's own)",
         ),
-        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=SAMPLERS),
+        # CFG++ too: its step hands on the negative's prediction (refused unguided at submit).
+        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=GUIDED_SAMPLERS),
         ParamSpec("scheduler", ParamWidget.SELECT, "simple", options=SCHEDULES),
         SEED,
         MODEL,

@@ -24,6 +24,7 @@ from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.nodes.sampling import guidance_param, refuse_cfg_pp
 from inline_core.families.qwen_image.comfy import RECIPE
 from inline_core.families.qwen_image.descriptor import (
     EXTRA_HINT,
@@ -45,6 +46,8 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
 
 PREVIEW_FORMAT = "wan21"  # the Qwen-Image VAE's latents are Wan 2.1's: 16 channels
+# The node's own guidance where a submit leaves it empty.
+GUIDANCE_DEFAULT = {p.name: p.default for p in QWEN_IMAGE_DESCRIPTOR.params if p.name == "guidance"}
 
 
 class QwenImageFamily(Family):
@@ -135,6 +138,10 @@ class QwenImageFamily(Family):
         if submit.node_type != NODE_TYPE:
             return
         node_id = submit.node_id  # sizes: multiples of 16, by the descriptor's step
+        # True CFG (diffusers' `true_cfg_scale`) runs the negative prompt above 1.
+        guides = guidance_param(submit.params, GUIDANCE_DEFAULT) > 1
+        sampler = submit.params.get("sampler")
+        refuse_cfg_pp(sampler, guides, self.title, node_id, guided_from="above 1")
         sources = submit.sources
         if sources is None:
             return  # missing files: refused as model_missing after this

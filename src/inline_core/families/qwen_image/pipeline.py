@@ -3,7 +3,8 @@
 `prepare_encode` encodes the prompts (with the reference images, for an edit), encodes the
 references with the VAE, draws the noise and builds the request's private schedule;
 `denoise_step` runs one transformer forward for a batch of requests (positives, then the
-negatives of the guided ones); `step_scheduler` advances one request; `post_decode` decodes it.
+negatives of the guided ones); `step_scheduler` advances one request (a CFG++ sampler along the
+negative's prediction too); `post_decode` decodes it.
 The arithmetic mirrors diffusers' `QwenImagePipeline` and `QwenImageEditPlusPipeline` (true
 classifier-free guidance with its norm rescale included), so the pixels match.
 """
@@ -167,8 +168,12 @@ class QwenImageStepPipeline:
         for i, s in enumerate(states):
             tokens = cast(torch.Tensor, _prepared(s)[1].value).shape[1]
             pred = out[i : i + 1, :tokens]
+            s.uncond = None
             if i in negatives:
-                pred = _true_cfg(pred, negatives[i][None, :tokens], s.guidance)
+                negative = negatives[i][None, :tokens]
+                pred = _true_cfg(pred, negative, s.guidance)
+                # A CFG++ sampler steps along the unconditional prediction too.
+                s.uncond = negative if s.cfg_pp else None
             preds.append(pred)
         return preds
 
@@ -177,7 +182,8 @@ class QwenImageStepPipeline:
         with torch.inference_mode():
             latents = cast(torch.Tensor, lat.value)
             pred = cast(torch.Tensor, noise_pred).to(latents.dtype)
-            state.latents = schedule.step(state.step_index, pred, lat)
+            state.latents = schedule.step(state.step_index, pred, lat, state.uncond)
+        state.uncond = None
         state.step_index += 1
 
     # -- previews (components.step.SupportsPreview) ------------------------------------------------
@@ -245,6 +251,6 @@ def _norm(x: torch.Tensor) -> torch.Tensor:
 
 def _release(state: QwenImageRequest) -> None:
     """Drop the request's tensors once it is done: the state object may outlive the render."""
-    state.latents = state.positive = state.negative = None
+    state.latents = state.positive = state.negative = state.uncond = None
     state.references = None
     step_rows.release(state.cache)

@@ -15,6 +15,7 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.errors import InvalidRequest
 from inline_core.families.flow_request import FlowSteps
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, cfg_pp_unguided
 from inline_core.parallel.wire import LOCAL
 from inline_core.runtime.step_cache import StepCacheSettings
 
@@ -81,10 +82,17 @@ class QwenImageRequest(FlowSteps):  # steps, and a grid of MULTIPLE (16) pixels 
     positive: Conditioning | None = field(default=None, metadata=LOCAL)
     negative: Conditioning | None = field(default=None, metadata=LOCAL)
     cache: Any = field(default=None, metadata=LOCAL)  # its `stepcache.rows.RequestCache`
+    # This step's unconditional prediction, for a CFG++ sampler (None: not one, or unguided).
+    uncond: Any = field(default=None, metadata=LOCAL)
 
     @property
     def cfg(self) -> bool:
         return self.guidance > 1
+
+    @property
+    def cfg_pp(self) -> bool:
+        """Whether its sampler steps along the unconditional prediction (CFG++)."""
+        return self.sampler in CFG_PP_SAMPLERS
 
     @property
     def image_shapes(self) -> tuple[tuple[int, int, int], ...]:
@@ -124,4 +132,6 @@ def new_request(model_key: Hashable, edit: bool, **kwargs: Any) -> QwenImageRequ
         raise InvalidRequest(f"at most {MAX_IMAGES} reference images")
     if state.steps < 1:
         raise InvalidRequest("steps must be at least 1")
+    if state.cfg_pp and not state.cfg:
+        raise InvalidRequest(cfg_pp_unguided(state.sampler))
     return state
