@@ -30,6 +30,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_common import randomize  # noqa: E402
 
 from inline_core.device.policy import Placement  # noqa: E402
 from inline_core.diffusion.libs import diffusers, manual_seed, transformers  # noqa: E402
@@ -66,13 +69,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 CASES = (("50 steps, true CFG 4", 50, 4.0), ("Lightning 8 steps", 8, 1.0))
-
-
-def randomize(module: torch.nn.Module) -> None:
-    with torch.no_grad():
-        for p in module.parameters():
-            if p.ndim >= 2:
-                p.normal_(0.0, 0.02)
 
 
 def build(preset: dict[str, Any], device: str, dtype: torch.dtype) -> dict[str, Any]:

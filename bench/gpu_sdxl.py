@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_common import randomize  # noqa: E402
 from sdxl_server_vs_pipeline import server_render  # noqa: E402
 from server_process import start_server  # noqa: E402
 
@@ -64,14 +65,6 @@ FULL_VAE: dict[str, Any] = {
     "block_out_channels": [128, 256, 512, 512],
     "layers_per_block": 2,
 }
-
-
-def randomize(module: torch.nn.Module) -> None:
-    """N(0, 0.02) for weight matrices and convolutions, norms left at one: finite activations."""
-    with torch.no_grad():
-        for p in module.parameters():
-            if p.ndim >= 2:
-                p.normal_(0.0, 0.02)
 
 
 def build(folder: Path, preset: str, device: str) -> float:

@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_batching import measure_batching, print_table  # noqa: E402
+from gpu_common import randomize  # noqa: E402
 from zimage_server_vs_pipeline import measure_paired  # noqa: E402
 
 from inline_core.diffusion.libs import diffusers, manual_seed, transformers  # noqa: E402
@@ -92,14 +93,6 @@ def transformer_config(preset: str) -> dict[str, Any]:
         "axes_dims": axes_dims(head_dim),
         "axes_lens": [1536, 512, 512],
     }
-
-
-@torch.no_grad()
-def randomize(module: torch.nn.Module) -> None:
-    """N(0, 0.02) for weight matrices, norms left at one: finite activations at any depth."""
-    for name, p in module.named_parameters():
-        if p.ndim >= 2 or "pad_token" in name:
-            p.normal_(0.0, 0.02)
 
 
 def build_model(folder: Path, preset: str, device: str) -> dict[str, Any]:

@@ -35,13 +35,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from server_process import ServerProcess, start_server  # noqa: E402
+from server_process import ServerProcess, server_ms, start_server  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "sdxl.json"
 PROMPT = "a lighthouse on a cliff at dusk, volumetric light"
@@ -84,22 +82,7 @@ def graph(size: int, steps: int, seed: int, lora: str | None = None) -> dict[str
 def server_render(
     server: ServerProcess, size: int, steps: int, seed: int, lora: str | None = None
 ) -> float:
-    from websockets.sync.client import connect
-
-    t0 = time.perf_counter()
-    body = {"graph": graph(size, steps, seed, lora), "target": "x"}
-    response = httpx.post(server.base + "/v1/runs", json=body, timeout=600)
-    response.raise_for_status()
-    run_id = response.json()["runId"]
-    url = server.base.replace("http", "ws") + f"/v1/runs/{run_id}/events"
-    with connect(url) as ws:
-        while True:
-            event = json.loads(ws.recv())
-            if event["type"] in ("run_done", "error", "cancelled"):
-                break
-    if event["type"] != "run_done":
-        raise RuntimeError(f"run {run_id} ended {event}")
-    return (time.perf_counter() - t0) * 1000
+    return server_ms(server, graph(size, steps, seed, lora))
 
 
 class PipelineSide:

@@ -6,6 +6,7 @@ the same way and a server that never answers stops the bench with its log's tail
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -80,3 +82,24 @@ def start_server(
             time.sleep(0.1)
     server.stop()
     raise SystemExit(f"the server did not start: {log.read_text(errors='replace')[-2000:]}")
+
+
+def server_ms(server: ServerProcess, graph: dict[str, Any]) -> float:
+    """`POST /v1/runs` until its websocket says `run_done` (the take written), in ms."""
+    from websockets.sync.client import connect
+
+    t0 = time.perf_counter()
+    response = httpx.post(
+        server.base + "/v1/runs", json={"graph": graph, "target": "x"}, timeout=900
+    )
+    response.raise_for_status()
+    run_id = response.json()["runId"]
+    url = server.base.replace("http", "ws") + f"/v1/runs/{run_id}/events"
+    with connect(url) as ws:
+        while True:
+            event = json.loads(ws.recv())
+            if event["type"] in ("run_done", "error", "cancelled"):
+                break
+    if event["type"] != "run_done":
+        raise RuntimeError(f"run {run_id} ended {event}")
+    return (time.perf_counter() - t0) * 1000

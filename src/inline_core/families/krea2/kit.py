@@ -87,22 +87,27 @@ def tokenizer() -> Any:
     return transformers().AutoTokenizer.from_pretrained(str(folder))
 
 
-def build_text_encoder(vocab_size: int) -> Any:
+def build_text_encoder(vocab_size: int, shape: dict[str, int] | None = None) -> Any:
+    """The kit's Qwen3-VL; `shape` overrides its language model's sizes (`hidden_size`,
+    `num_hidden_layers`, heads, `head_dim`: bench/gpu_krea2.py draws Qwen3-VL-4B's)."""
     seeded(SEEDS["text_encoder"])
+    text: dict[str, int] = {
+        "hidden_size": TEXT_WIDTH,
+        "intermediate_size": TEXT_WIDTH * 2,
+        "num_hidden_layers": max(TEXT_LAYERS),
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 16,
+    } | (shape or {})
     config = transformers().Qwen3VLConfig(
         text_config={
+            **text,
             "vocab_size": vocab_size,
-            "hidden_size": TEXT_WIDTH,
-            "intermediate_size": TEXT_WIDTH * 2,
-            "num_hidden_layers": max(TEXT_LAYERS),
-            "num_attention_heads": 2,
-            "num_key_value_heads": 1,
-            "head_dim": 16,
             "rms_norm_eps": 1e-6,
             "rope_parameters": {
                 "rope_type": "default",
                 "rope_theta": 5_000_000.0,
-                "mrope_section": qwen3_vl.mrope_section(16),
+                "mrope_section": qwen3_vl.mrope_section(text["head_dim"]),
                 "mrope_interleaved": True,
             },
             "max_position_embeddings": 2048,
@@ -113,7 +118,7 @@ def build_text_encoder(vocab_size: int) -> Any:
             "hidden_size": 32,
             "intermediate_size": 64,
             "num_heads": 1,  # as a single file of this width is read
-            "out_hidden_size": TEXT_WIDTH,
+            "out_hidden_size": text["hidden_size"],
             "deepstack_visual_indexes": [],
             "num_position_embeddings": 16,
         },
