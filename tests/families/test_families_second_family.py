@@ -31,6 +31,7 @@ from websockets.sync.client import connect
 from inline_core.config import Config
 from inline_core.contract.registry import Families
 from inline_core.device import policy_from_config
+from inline_core.diffusion.libs import diffusers
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.families.nodes.register import register_families
 from inline_core.graph.builtin import register_builtin_nodes
@@ -126,18 +127,14 @@ def diffusers_render(
     """What diffusers' own `ChromaPipeline` renders from the kit's folder with these settings:
     at a static `shift` in place of its dynamic one (its scheduler so configured), and with a
     CFG++ `sampler`'s step written out by hand (`tests/families/cfg_pp_reference.py`)."""
-    from diffusers import (
-        ChromaPipeline,  # pyright: ignore[reportPrivateImportUsage]
-        FlowMatchEulerDiscreteScheduler,  # pyright: ignore[reportPrivateImportUsage]
-    )
-
-    pipe: Any = ChromaPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+    d = diffusers()
+    pipe: Any = d.ChromaPipeline.from_pretrained(
         str(models / "diffusion_models" / "chroma_tiny"), local_files_only=True
     )
     pipe.set_progress_bar_config(disable=True)
     if shift is not None:
         static = {**pipe.scheduler.config, "use_dynamic_shifting": False, "shift": shift}
-        pipe.scheduler = FlowMatchEulerDiscreteScheduler.from_config(static)  # pyright: ignore
+        pipe.scheduler = d.FlowMatchEulerDiscreteScheduler.from_config(static)
     stepping = cfg_pp_scheduler(pipe, sampler) if sampler != "euler" else nullcontext()
     with stepping:
         image = pipe(

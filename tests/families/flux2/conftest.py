@@ -11,6 +11,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # helpers live next to this file
     sys.path.insert(0, str(HERE))
 
+from inline_core.diffusion.libs import diffusers  # noqa: E402
 from inline_core.families.flux2.kit import Flux2Kit, build_kit  # noqa: E402
 from inline_core.families.flux2.kit_dev import Flux2DevKit, build_dev_kit  # noqa: E402
 from inline_core.sampling.loop import StepLoopSampler  # noqa: E402
@@ -33,10 +34,9 @@ def sampler() -> Iterator[StepLoopSampler]:
 def klein_pipe(flux2_kit: Flux2Kit) -> Any:
     """diffusers' own Flux2KleinPipeline over the kit's diffusers folder: the pixel reference."""
     import torch
-    from diffusers import Flux2KleinPipeline  # pyright: ignore[reportPrivateImportUsage]
 
     assert flux2_kit.diffusers_dir is not None
-    pipe: Any = Flux2KleinPipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+    pipe: Any = diffusers().Flux2KleinPipeline.from_pretrained(
         str(flux2_kit.diffusers_dir), dtype=torch.float32, local_files_only=True
     )
     pipe.set_progress_bar_config(disable=True)
@@ -53,10 +53,9 @@ def flux2_dev_kit(tmp_path_factory: pytest.TempPathFactory) -> Flux2DevKit:
 def dev_pipe(flux2_dev_kit: Flux2DevKit) -> Any:
     """diffusers' own Flux2Pipeline over the dev kit's diffusers folder: the pixel reference."""
     import torch
-    from diffusers import Flux2Pipeline  # pyright: ignore[reportPrivateImportUsage]
 
     assert flux2_dev_kit.diffusers_dir is not None
-    pipe: Any = Flux2Pipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+    pipe: Any = diffusers().Flux2Pipeline.from_pretrained(
         str(flux2_dev_kit.diffusers_dir), dtype=torch.float32, local_files_only=True
     )
     pipe.set_progress_bar_config(disable=True)

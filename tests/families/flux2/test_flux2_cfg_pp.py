@@ -19,6 +19,7 @@ from flux2_harness import (
     take_pixels,
 )
 
+from inline_core.diffusion.libs import diffusers
 from inline_core.errors import InvalidRequest
 from inline_core.families.flux2.kit import Flux2Kit
 from inline_core.families.flux2.kit_dev import Flux2DevKit
@@ -43,9 +44,7 @@ def test_base_model_runs_cfg_pp_as_a_hand_written_loop_on_klein(
     tmp_path: Path,
     sampler_name: str,
 ) -> None:
-    from diffusers import Flux2KleinPipeline  # pyright: ignore[reportPrivateImportUsage]
-
-    base: Any = Flux2KleinPipeline(**klein_pipe.components, is_distilled=False)
+    base: Any = diffusers().Flux2KleinPipeline(**klein_pipe.components, is_distilled=False)
     base.set_progress_bar_config(disable=True)
     rig = make_rig(flux2_kit.root, sampler)
     params: dict[str, Any] = {"steps": STEPS, "guidance": GUIDANCE, "model": BASE}

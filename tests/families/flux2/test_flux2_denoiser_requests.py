@@ -22,6 +22,7 @@ from flux2_harness import (
 )
 from PIL import Image
 
+from inline_core.diffusion.libs import diffusers
 from inline_core.engine.target import denoiser_target
 from inline_core.families.flux2.kit import Flux2Kit
 from inline_core.families.flux2.kit_dev import Flux2DevKit
@@ -71,12 +72,10 @@ def klein(flux2_kit: Flux2Kit, sampler: StepLoopSampler) -> FamilyRig:
 def test_klein_base_denoiser_guides_as_the_node_and_diffusers(
     klein: FamilyRig, klein_pipe: Any, tmp_path: Path, guidance: float
 ) -> None:
-    from diffusers import Flux2KleinPipeline  # pyright: ignore[reportPrivateImportUsage]
-
     ours = denoised(klein, BASE, "a cat", guidance)
     node = render(klein, tmp_path, "a cat", model=BASE, steps=STEPS, guidance=guidance)
     assert max_diff(ours, take_pixels(node)) <= TOLERANCE
-    base: Any = Flux2KleinPipeline(**klein_pipe.components, is_distilled=False)
+    base: Any = diffusers().Flux2KleinPipeline(**klein_pipe.components, is_distilled=False)
     base.set_progress_bar_config(disable=True)
     ref = base(prompt="a cat", **reference_kwargs(STEPS, guidance)).images[0]
     assert max_diff(ours, pixels(ref)) <= TOLERANCE

@@ -14,6 +14,7 @@ import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
+from inline_core.diffusion.libs import diffusers
 from inline_core.families.ltx2 import LTX2Family
 from inline_core.families.ltx2.descriptor import LTX2_DESCRIPTOR
 from inline_core.families.ltx2.kit import FOLDER
@@ -109,15 +110,11 @@ def reference(
     p: Mapping[str, Any] = node_params(**params)
     extra: dict[str, Any] = {}
     if image is not None:
-        from diffusers import LTX2ImageToVideoPipeline  # pyright: ignore[reportPrivateImportUsage]
-
-        pipe = LTX2ImageToVideoPipeline.from_pipe(pipe)  # pyright: ignore[reportUnknownMemberType]
+        pipe = diffusers().LTX2ImageToVideoPipeline.from_pipe(pipe)
         extra["image"] = image
     if sigmas:  # explicit levels, stepped unshifted (ComfyUI's ManualSigmas)
-        from diffusers import FlowMatchEulerDiscreteScheduler  # pyright: ignore[reportPrivateImportUsage]
-
         config = pipe.scheduler.config
-        unshifted = FlowMatchEulerDiscreteScheduler.from_config(  # pyright: ignore[reportUnknownMemberType]
+        unshifted = diffusers().FlowMatchEulerDiscreteScheduler.from_config(
             config, use_dynamic_shifting=False, shift_terminal=None
         )
         chosen: Any = pipe  # LTX2Pipeline or its image-to-video one

@@ -60,9 +60,7 @@ def upsampler(ltx2_kit: LTX2Kit) -> Any:
 @pytest.fixture(scope="module")
 def distilled_lora(ltx2_kit: LTX2Kit) -> Path:
     """A random LoRA of the kit's transformer (the distilled LoRA's stand-in), diffusers' naming."""
-    from diffusers import LTX2VideoTransformer3DModel  # pyright: ignore[reportPrivateImportUsage]
-
-    model: Any = LTX2VideoTransformer3DModel.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+    model: Any = diffusers().LTX2VideoTransformer3DModel.from_pretrained(
         str(ltx2_kit.diffusers_dir / "transformer"), local_files_only=True
     )
     layers = [

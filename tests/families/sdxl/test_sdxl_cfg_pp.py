@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sdxl_harness import PROMPT, max_diff, node_params, render, sdxl_rig, start_noise, take_pixels
 
+from inline_core.diffusion.libs import diffusers
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.cfg_pp_reference import cfg_pp_step
@@ -27,15 +28,11 @@ NEGATIVE = "blurry"
 def _walk(pipe: Any, schedule: str, steps: int) -> tuple[list[float], list[float]]:
     """(sigmas ending at 0, timesteps) as diffusers walks `schedule`: `ddim_uniform` is Euler's
     "leading" spacing, `karras` DPM-Solver's Karras sigmas at rounded timesteps."""
-    from diffusers import (
-        DPMSolverMultistepScheduler,  # pyright: ignore[reportPrivateImportUsage]
-        EulerDiscreteScheduler,  # pyright: ignore[reportPrivateImportUsage]
-    )
-
+    d = diffusers()
     if schedule == "ddim_uniform":
-        scheduler: Any = EulerDiscreteScheduler.from_config(pipe.scheduler.config)  # pyright: ignore
+        scheduler: Any = d.EulerDiscreteScheduler.from_config(pipe.scheduler.config)
     else:
-        scheduler = DPMSolverMultistepScheduler.from_config(  # pyright: ignore
+        scheduler = d.DPMSolverMultistepScheduler.from_config(
             pipe.scheduler.config, use_karras_sigmas=True
         )
     scheduler.set_timesteps(steps)

@@ -16,7 +16,7 @@ from sdxl_harness import max_diff, reference_pixels, render, sdxl_rig, take_pixe
 from test_sdxl_import import default_graph
 from test_sdxl_parity import _latents_scale  # pyright: ignore[reportPrivateUsage]
 
-from inline_core.diffusion.libs import load_safetensors, save_safetensors
+from inline_core.diffusion.libs import diffusers, load_safetensors, save_safetensors
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.import_harness import import_comfy, target_of
@@ -27,14 +27,12 @@ EULER: dict[str, Any] = {"sampler": "euler", "schedule": "ddim_uniform"}
 
 
 def _v_euler(pipe: Any, zsnr: bool) -> Any:
-    from diffusers import EulerDiscreteScheduler  # pyright: ignore[reportPrivateImportUsage]
-
     config = {
         **pipe.scheduler.config,
         "prediction_type": "v_prediction",
         "rescale_betas_zero_snr": zsnr,
     }
-    return EulerDiscreteScheduler.from_config(config)  # pyright: ignore
+    return diffusers().EulerDiscreteScheduler.from_config(config)
 
 
 @pytest.mark.parametrize("zsnr", [False, True], ids=["v", "v-zsnr"])
