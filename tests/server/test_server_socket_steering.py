@@ -3,7 +3,7 @@ at most MAX_WAITING wait to be stored, the ones past that are refused (429) with
 at, and past MAX_HELD unanswered messages the rest are dropped, one 429 saying how many; every
 message is answered in the order sent. The steer here stands in for the run's interactions: what
 is tested is the socket's reading and answering. (The same on a real server with a real client
-flooding its socket: tests/families/skyreels/test_skyreels_socket_steering.py.)
+flooding its socket: tests/families/skyreels/test_skyreels_socket_flood.py.)
 """
 
 from __future__ import annotations

@@ -48,8 +48,8 @@ def held_server(kit: SkyReelsKit, tmp_path: Path) -> Generator[tuple[LiveServer,
         yield live, hold
 
 
-def graph(seed: int = RENDER["seed"]) -> dict[str, Any]:
-    return prompt_graph(NODE_TYPE, "s", {**RENDER, "seed": seed}, "a lighthouse in a storm")
+def graph() -> dict[str, Any]:
+    return prompt_graph(NODE_TYPE, "s", RENDER, "a lighthouse in a storm")
 
 
 def submit(live: LiveServer, g: dict[str, Any]) -> str:
@@ -87,15 +87,13 @@ def until_chunk(ws: ClientConnection, chunk: int) -> dict[str, Any]:
 
 @contextmanager
 def held_run_socket(
-    live: LiveServer, hold: Path, seed: int = RENDER["seed"]
-) -> Generator[tuple[str, ClientConnection]]:
-    """The long render submitted on `held_server`'s `live`, held inside chunk 0 (the hold file
-    written afresh, so one server serves test after test; a test's own `seed`, so no take of an
-    earlier test's stands in for its render), and its events socket open past the snapshot: the
-    run and the socket."""
-    hold.write_text("0")
-    run_id = submit(live, graph(seed))
-    with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
-        assert next_event(ws)["type"] == "snapshot"
-        until_chunk(ws, 0)
-        yield run_id, ws
+    kit: SkyReelsKit, tmp_path: Path
+) -> Generator[tuple[LiveServer, Path, str, ClientConnection]]:
+    """`held_server` with the long render submitted and its events socket open, past the
+    snapshot, the render held inside chunk 0: the server, the hold file, the run and the socket."""
+    with held_server(kit, tmp_path) as (live, hold):
+        run_id = submit(live, graph())
+        with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
+            assert next_event(ws)["type"] == "snapshot"
+            until_chunk(ws, 0)
+            yield live, hold, run_id, ws
