@@ -191,18 +191,20 @@ class Session:
         if first.rank != rank:
             reason = f"{reason}; rank {first.rank} failed first ({first.how})"
         if cause is None:
-            return self._with_down_peers_words(reason, first.rank)
+            return self._with_peers_words(reason, first.rank)
         return f"{reason}: {cause}" if cause not in reason else reason
 
-    def _with_down_peers_words(self, reason: str, silent: int) -> str:
+    def _with_peers_words(self, reason: str, silent: int) -> str:
         """A rank that went without a word is often the collateral of a peer that left some (a
         native abort in a collective after that peer's crash), and the server sees the two
-        connections close in whatever order its reader threads run: name what every other rank
-        already down last wrote, rather than guess which of them went first."""
+        connections close in whatever order its reader threads run. Name what every other rank
+        wrote as its last error in this job, whether or not its process has exited yet: its words
+        are in its log before its peers can pass the collective it broke, so they are there to
+        read even when the silent rank's close is seen first."""
         words = [
-            f"rank {peer} is down too, its last error: {line}"
+            f"rank {peer}{' (down too)' if is_down(proc) else ''} last wrote: {line}"
             for peer, proc in sorted(self._procs.items())
-            if peer != silent and is_down(proc)
+            if peer != silent
             for line in [self.logs.last_error(peer)]
             if line
         ]
