@@ -23,6 +23,7 @@ from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest, ModelMissing
+from inline_core.families.ltx2 import gemma_file
 from inline_core.families.ltx2.comfy import RECIPE
 from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.ltx2.download import DOWNLOADS
@@ -76,7 +77,7 @@ class LTX2Family(Family):
     requires = ("torch", "diffusers", "transformers", "safetensors")
     install_hint = EXTRA_HINT
     builder = "inline_core.families.ltx2.build:BUILDER"
-    kit = "inline_core.families.ltx2.kit:main"
+    kit = "inline_core.families.ltx2.kit_command:main"
     download = "inline_core.families.ltx2.download:main"
     loras = LTX2_LORAS
     capabilities = Capabilities(
@@ -188,6 +189,7 @@ class LTX2Family(Family):
             else self.files.found(self.model_param(NODE_TYPE, params)).parts.get("transformer")
         )
         check_single_file(transformer, node_id)
+        check_encoder_file(None if sources is None else sources.get("text_encoder"), node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         if params.get("upscale"):
@@ -253,3 +255,15 @@ def check_single_file(transformer: Source | None, node_id: str) -> None:
         raise ModelMissing(
             f"the LTX-2 file {transformer.path} cannot be read: {exc}", node_id=node_id
         ) from exc
+
+
+def check_encoder_file(encoder: Source | None, node_id: str) -> None:
+    """ComfyUI's Gemma file must be whole and of a precision this server reads: a 422 naming
+    the file and what it lacks, before the run."""
+    if encoder is None or not encoder.is_file or not gemma_file.is_gemma_file(encoder.path):
+        return
+    problem = gemma_file.problem(encoder.path)
+    if problem is not None:
+        raise ModelMissing(
+            f"the Gemma 3 text encoder {encoder.path} cannot be read: {problem}", node_id=node_id
+        )
