@@ -23,6 +23,7 @@ from inline_core.families.ltx2.files import RULES
 from inline_core.families.ltx2.gemma_tokenizer import file_tokenizer, piece_types
 from inline_core.families.ltx2.kit_gemma import GEMMA_FILE, GemmaKit, write_gemma_kit
 from inline_core.families.ltx2.kit_single_file import FILE, FOLDER
+from inline_core.families.ltx2.upscale import upsampler_path
 from inline_core.graph.runner import NodeResult
 from inline_core.models.catalog import Catalog
 from inline_core.sampling.loop import StepLoopSampler
@@ -170,15 +171,23 @@ def test_a_file_missing_keys_or_in_fp4_is_model_missing_at_submit_naming_it(
 def test_the_comfy_download_preset_lands_the_files_the_resolver_reads(
     gemma_kit: GemmaKit, tmp_path: Path
 ) -> None:
-    """`inline-core download --family ltx2 comfy`: the all-in-one file and the Gemma file land
-    where the stack is read from (the kit's files stand in for them: no network)."""
+    """`inline-core download --family ltx2 comfy`: the all-in-one file, the Gemma file and the
+    upsampler land where they are read from (the kit's files stand in for them: no network)."""
     targets = dict(plan(["comfy"], tmp_path))
     assert targets["text_encoder"].repo_id == "Comfy-Org/ltx-2"
-    for name, source in (("checkpoint", gemma_kit.checkpoint), ("text_encoder", gemma_kit.gemma)):
+    landing = {
+        "checkpoint": gemma_kit.checkpoint,
+        "text_encoder": gemma_kit.gemma,
+        "upscaler": gemma_kit.upsampler,
+    }
+    for name, source in landing.items():
         landed = targets[name].destination(tmp_path)
         landed.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, landed)
-    found = StackResolver(RULES, Catalog(tmp_path), {}).resolve()
+    catalog = Catalog(tmp_path)
+    upsampler = upsampler_path({"upscale": True}, None, catalog, "l")
+    assert upsampler == targets["upscaler"].destination(tmp_path)
+    found = StackResolver(RULES, catalog, {}).resolve()
     assert found.sources is not None, found.missing
     gemma = tmp_path / "text_encoders" / "gemma_3_12B_it.safetensors"
     for part in ("text_encoder", "tokenizer"):

@@ -48,7 +48,7 @@ from inline_core.families.ltx2.split import (
 from inline_core.families.ltx2.upscale import (
     pass_stacks,
     refuse_idle_upsampler,
-    upsampler_folder,
+    upsampler_path,
 )
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.nodes.video_params import check_encoders, whole_numbers
@@ -149,13 +149,13 @@ class LTX2Family(Family):
             request["loras"] = loras
             take_params["loras"] = stack_info(loras)
         if upscale:
-            folder = upsampler_folder(
+            upsampler = upsampler_path(
                 params, sources.get("transformer"), self.files.catalog, node_id
             )
             refine_sampler = str(params.get("refine_sampler") or "")
             request.update(
                 upscale=True,
-                upsampler=str(folder),
+                upsampler=str(upsampler),
                 refine_loras=refine,
                 refine_sampler=refine_sampler,
             )
@@ -193,7 +193,7 @@ class LTX2Family(Family):
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         if params.get("upscale"):
-            upsampler_folder(params, transformer, self.files.catalog, node_id)
+            upsampler_path(params, transformer, self.files.catalog, node_id)
             spatial *= UPSCALE  # the first pass renders at half the size
         frames = params.get("frames")
         if frames is not None:

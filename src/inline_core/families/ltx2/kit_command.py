@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.layout == "comfy":
         comfy = write_gemma_kit(args.out)
-        print(report(args.out, [comfy.folder, comfy.checkpoint, comfy.gemma]))
+        print(report(args.out, [comfy.folder, comfy.checkpoint, comfy.gemma, comfy.upsampler]))
         return 0
     kit = write_kit(args.out, args.size)
     print(report(args.out, [kit.diffusers_dir]))

@@ -5,7 +5,8 @@ tower and its projector beside it, and Gemma's SentencePiece model as uint8 byte
 (`spiece_model`). The kit trains a tiny SentencePiece BPE model (byte fallback, Gemma's special
 pieces and ids) from a fixed text, makes the stack's tokenizer from it, and writes one models
 folder holding the stack three ways: the diffusers folder (its tokenizer saved as transformers
-saves it), ComfyUI's all-in-one file in `checkpoints/`, and the Gemma file in `text_encoders/`.
+saves it), ComfyUI's all-in-one file in `checkpoints/`, and the Gemma file in `text_encoders/`;
+with Lightricks' latent upsampler file in `latent_upscale_models/`.
 The file and the folder are one model: a render from either is the same.
 """
 
@@ -24,13 +25,15 @@ from inline_core.diffusion.libs import diffusers, save_safetensors, transformers
 from inline_core.families.ltx2 import gemma_keys
 from inline_core.families.ltx2.checkpoint_keys import PARTS
 from inline_core.families.ltx2.gemma_tokenizer import from_spiece
-from inline_core.families.ltx2.kit import SEEDS, gemma3_config
+from inline_core.families.ltx2.kit import SEEDS, build_upsampler, gemma3_config
 from inline_core.families.ltx2.kit_single_file import (
     FILE,
     FOLDER,
     LIGHTRICKS_CONFIG,
+    UPSAMPLER_FILE,
     build_single_file_parts,
     write_checkpoint,
+    write_upsampler_file,
 )
 
 GEMMA_FILE = "gemma_3_12B_it_tiny.safetensors"  # in text_encoders/
@@ -53,6 +56,7 @@ class GemmaKit:
     gemma: Path  # text_encoders/gemma_3_12B_it_tiny.safetensors
     folder: Path  # the same stack as a diffusers folder
     spiece: bytes  # the SentencePiece model inside the Gemma file
+    upsampler: Path  # latent_upscale_models/: Lightricks' spatial x2 file
 
 
 def spiece_model() -> bytes:
@@ -129,4 +133,7 @@ def write_gemma_kit(out: Path) -> GemmaKit:
     weights = {part: dict(parts[part].state_dict()) for part in PARTS}
     write_checkpoint(checkpoint, weights, LIGHTRICKS_CONFIG)
     gemma = write_gemma_file(parts["text_encoder"], out / "text_encoders" / GEMMA_FILE, spiece)
-    return GemmaKit(out, checkpoint, gemma, folder, spiece)
+    upsampler = write_upsampler_file(
+        build_upsampler(), out / "latent_upscale_models" / UPSAMPLER_FILE
+    )
+    return GemmaKit(out, checkpoint, gemma, folder, spiece, upsampler)
