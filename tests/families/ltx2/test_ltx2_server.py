@@ -56,6 +56,7 @@ def test_a_render_makes_a_video_with_its_soundtrack_and_an_audio_take(client: Te
         ({"audio_format": "mp3"}, "audio_format"),
         ({"sampler": "euler_fancy"}, "sampler"),
         ({"schedule": "cosine"}, "schedule"),
+        ({"steps": 1}, "'steps' must be at least 2"),
     ],
     ids=[
         "frames-the-vae-cannot-decode",
@@ -64,6 +65,7 @@ def test_a_render_makes_a_video_with_its_soundtrack_and_an_audio_take(client: Te
         "unknown-audio-format",
         "unknown-sampler",
         "unknown-schedule",
+        "one-step-on-the-stretched-schedule",
     ],
 )
 def test_bad_params_are_refused_at_submit(

@@ -172,6 +172,15 @@ class LTX2Family(Family):
         refuse_idle_upsampler(params, node_id)
         if params.get("sigmas"):
             parse_sigmas(str(params["sigmas"]), node_id)
+        elif params.get("steps") == 1 and (params.get("schedule") or "simple") == "simple":
+            # LTX2Pipeline's sigmas stretch to a terminal by the last step's distance from 1:
+            # one step has none, and diffusers' scheduler divides by it (every sigma NaN).
+            raise InvalidRequest(
+                "param 'steps' must be at least 2 on LTX-2's own schedule ('simple'): its "
+                "sigmas stretch to a terminal level, which one step cannot; pick another "
+                "schedule or give 'sigmas' for a single step",
+                node_id=node_id,
+            )
         if params.get("refine_sampler") and not params.get("upscale"):
             raise InvalidRequest(
                 "param 'refine_sampler' picks the refining pass's sampler: set 'upscale' too",
