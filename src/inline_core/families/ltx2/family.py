@@ -15,7 +15,7 @@ from typing import Any
 from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
-from inline_core.contract.files import StackRules
+from inline_core.contract.files import StackRules, read_json
 from inline_core.contract.lora_stacks import lora_handles
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
@@ -56,6 +56,8 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
 
 PREVIEW_LATENTS = "ltxv"  # its video latents' format in diffusion/preview/formats.py
+LTX_2_5_ENCODER = "gemma4"  # LTX-2.5's text encoder's model_type (gemma4, gemma4_unified)
+CONFIG = "config.json"
 
 REQUEST_PARAMS = (
     "width",
@@ -198,7 +200,9 @@ class LTX2Family(Family):
             else self.files.found(self.model_param(NODE_TYPE, params)).parts.get("transformer")
         )
         check_single_file(transformer, node_id)
-        check_encoder_file(None if sources is None else sources.get("text_encoder"), node_id)
+        encoder = None if sources is None else sources.get("text_encoder")
+        check_encoder_file(encoder, node_id)
+        refuse_ltx_2_5(encoder, node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         if params.get("upscale"):
@@ -275,4 +279,18 @@ def check_encoder_file(encoder: Source | None, node_id: str) -> None:
     if problem is not None:
         raise ModelMissing(
             f"the Gemma 3 text encoder {encoder.path} cannot be read: {problem}", node_id=node_id
+        )
+
+
+def refuse_ltx_2_5(encoder: Source | None, node_id: str) -> None:
+    """LTX-2.5 (its text encoder Gemma 4) is refused at submit, saying what it lacks here."""
+    config = None if encoder is None or encoder.is_file else read_json(encoder.location / CONFIG)
+    kind = "" if config is None else str(config.get("model_type") or "")
+    if kind.startswith(LTX_2_5_ENCODER):
+        raise InvalidRequest(
+            f"this model is LTX-2.5 (its text encoder {encoder.location if encoder else ''} is "
+            f"{kind}): lightricks/ltx-2 renders LTX-2.0 and 2.3; 2.5 decodes its video with a "
+            "diffusion decoder (diffusers' LTX2VideoDiffusionDecoderModel), which it does not "
+            "run yet",
+            node_id=node_id,
         )
