@@ -26,9 +26,11 @@ from test_wan_batching import SHAPE, assert_same, solo_and_together
 from test_wan_experts import HIGH
 from wan_harness import (
     PROMPT,
+    first_frame_image,
     max_diff,
     node_params,
     reference_frames,
+    reference_i2v_frames,
     render,
     submit_check,
     take_frames,
@@ -37,7 +39,7 @@ from wan_harness import (
 
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan.files import DEFAULT_SCHEDULER_CONFIG
-from inline_core.families.wan.kit import A14B_SCHEDULER_CONFIG, WanKit
+from inline_core.families.wan.kit import A14B_SCHEDULER_CONFIG, TI2V_SCHEDULER_CONFIG, WanKit
 from inline_core.families.wan.schedule import boundary_call, switch_call, wan_schedule
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.cfg_pp_reference import cfg_pp_scheduler
@@ -45,6 +47,8 @@ from tests.families.cfg_pp_reference import cfg_pp_scheduler
 TOLERANCE = 2  # levels of 255
 MAX_DIFFERING = 0.01  # share of channel values allowed to differ at all
 T2V = ["wan2.1_t2v_tiny_fp32.safetensors", "wan2.1_t2v_tiny_diffusers"]
+TI2V = "wan2.2_ti2v_tiny_fp32.safetensors"
+TI2V_SHIFT = float(TI2V_SCHEDULER_CONFIG["flow_shift"])
 
 
 @contextmanager
@@ -220,3 +224,26 @@ def test_a_switch_step_is_the_first_model_call_of_that_step(
     sigmas = schedule.stepper.sigmas
     assert float(schedule.levels[at]) == pytest.approx(sigmas[2])  # step 2's first call
     assert all(float(level) > sigmas[2] - 1e-7 for level in schedule.levels[:at])
+
+
+def test_ti2v_image_to_video_on_euler_matches_its_pipeline_on_flow_match_euler(
+    wan_kit: WanKit,
+    wan_sampler: StepLoopSampler,
+    ti2v_reference: Any,
+    i2v_reference: Any,
+    tmp_path: Path,
+) -> None:
+    """The 5B's per-token timesteps (the image's frame at 0) under another sampler, fed as
+    floats: `WanImageToVideoPipeline` with `FlowMatchEulerDiscreteScheduler` at its shift."""
+    params: dict[str, Any] = {"guidance": 4.0, "negative_prompt": "blurry", "width": 32,
+                              "height": 32, "steps": 4}  # fmt: skip
+    image = first_frame_image(50, 40)
+    rig = wan_rig(wan_kit.root, wan_sampler)
+    ours = take_frames(
+        render(rig, tmp_path, image=image, model=TI2V, sampler="euler", schedule="normal",
+               **params)
+    )  # fmt: skip
+    with scheduled(i2v_reference, "FlowMatchEulerDiscreteScheduler", TI2V_SHIFT) as pipe:
+        ref = reference_i2v_frames(pipe, ti2v_reference, image, **params)
+    assert max_diff(ours, ref) <= TOLERANCE
+    assert float((ours != ref).mean()) <= MAX_DIFFERING
