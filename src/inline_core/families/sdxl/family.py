@@ -10,6 +10,7 @@ sequence split. Its torch side is `build.py` (imported on the first render).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar
 
@@ -34,6 +35,7 @@ from inline_core.families.sdxl.descriptor import (
 from inline_core.families.sdxl.download import DOWNLOADS
 from inline_core.families.sdxl.embeddings import find_embeddings
 from inline_core.families.sdxl.files import RULES, own_prediction, refiner_refusal
+from inline_core.families.sdxl.hires import hires_pass, hires_refusal
 from inline_core.families.sdxl.lora_naming import SDXL_LORAS
 from inline_core.families.sdxl.refiner import REFINER, switch_refusal, with_refiner
 from inline_core.families.sdxl.request import (
@@ -146,6 +148,10 @@ class SDXLFamily(Family):
         if sources.get(REFINER) is not None:
             request["refiner_switch"] = float(params["refiner_switch"])
             take_params["refiner_switch"] = request["refiner_switch"]
+        hires = hires_pass(params)
+        if hires is not None:
+            request["hires"] = hires
+            take_params["hires"] = dataclasses.asdict(hires)
         return Lowered(request, take_params)
 
     def check(self, submit: Submit) -> None:
@@ -160,6 +166,7 @@ class SDXLFamily(Family):
             raise InvalidRequest(cfg_pp_unguided(sampler), node_id=submit.node_id)
         if submit.params.get("refiner"):
             self._check_refiner(submit)
+        self._check_hires(submit)
         if "mask" in submit.wired and "image" not in submit.wired:
             raise InvalidRequest(
                 "a mask needs the image it masks: wire the image to inpaint", node_id=submit.node_id
@@ -190,6 +197,24 @@ class SDXLFamily(Family):
             )
         if refusal is None and not prediction_fields(submit.params):
             refusal = _mixed_prediction(submit.sources)
+        if refusal is not None:
+            raise InvalidRequest(refusal, node_id=submit.node_id)
+
+    def _check_hires(self, submit: Submit) -> None:
+        hires = hires_pass(submit.params)
+        if hires is None:
+            return
+        refusal = hires_refusal(hires)
+        if refusal is None and submit.params.get("refiner"):
+            refusal = (
+                "a hires pass with a refiner picked: the second pass samples the base model "
+                "alone; clear the refiner or set hires_width and hires_height to 0"
+            )
+        if refusal is None and "mask" in submit.wired:
+            refusal = (
+                "a hires pass with a mask wired: inpainting runs at the mask's own size; set "
+                "hires_width and hires_height to 0"
+            )
         if refusal is not None:
             raise InvalidRequest(refusal, node_id=submit.node_id)
 
