@@ -2,8 +2,8 @@
 through the family's context plan), on the run's shared group, rebuilt in each rank by the shared
 rank loader (`engine/remote.py`): the take equals the in-process take, with and without a
 reference image, and each rank's attention really saw half the tokens. Dev renders at two
-guidances sent at once share the split's forwards, one embedded guidance per row, and each equals
-its render alone in process.
+guidances sent at once share the split's forwards, one embedded guidance per row (one row with
+the Turbo LoRA), and each equals its render alone in process.
 
 Tolerance: at most one level (of 255), on at most 0.1% of the values. Each rank's matmuls run over
 its half of the tokens, and oneDNN picks its blocking, hence the order it sums a dot product's
@@ -22,10 +22,11 @@ from parallel_support import at_once, group_config
 from PIL import Image
 from zimage_support import CPU_DTYPES, rank_threads
 
+from inline_core.diffusion.adapters.stack import LoraUse
 from inline_core.engine.group import GroupPipeline, rank_spec
 from inline_core.families.flux2 import Flux2Family
 from inline_core.families.flux2.kit import Flux2Kit, build_kit
-from inline_core.families.flux2.kit_dev import build_dev_kit
+from inline_core.families.flux2.kit_dev import Flux2DevKit, build_dev_kit
 from inline_core.families.flux2.pipeline import Flux2StepPipeline
 from inline_core.models.catalog import Catalog
 from inline_core.parallel.probe import AttentionProbe
@@ -131,9 +132,19 @@ DEV_RENDERS: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-def dev_handle(tmp_path_factory: pytest.TempPathFactory) -> GroupPipeline:
-    root = build_dev_kit(tmp_path_factory.mktemp("flux2-dev-split") / "models", ("comfy",)).root
-    family = Flux2Family(Catalog(root), {})
+def dev_kit(tmp_path_factory: pytest.TempPathFactory) -> Flux2DevKit:
+    return build_dev_kit(tmp_path_factory.mktemp("flux2-dev-split") / "models", ("comfy",))
+
+
+def turbo(kit: Flux2DevKit) -> tuple[LoraUse, ...]:
+    """The kit's Turbo-like LoRA (every layer, BFL's naming), as a request's stack."""
+    path = kit.loras["turbo"]
+    return (LoraUse(path.name, str(path), f"{path.name}:{path.stat().st_mtime_ns}", 1.0),)
+
+
+@pytest.fixture(scope="module")
+def dev_handle(dev_kit: Flux2DevKit) -> GroupPipeline:
+    family = Flux2Family(Catalog(dev_kit.root), {})
     sources = family.resolve("bfl/flux-2", {"model": DEV_MODEL}).require()
     return GroupPipeline(family, rank_spec(family, "node", sources, CPU_DTYPES), "node", sources)
 
@@ -148,6 +159,7 @@ def dev_local(dev_handle: GroupPipeline) -> Flux2StepPipeline:
     [pytest.param({}, id="text"), pytest.param({"image": REFERENCE}, id="reference")],
 )
 def test_dev_split_takes_with_guidance_per_row_equal_in_process_takes(
+    dev_kit: Flux2DevKit,
     dev_handle: GroupPipeline,
     dev_local: Flux2StepPipeline,
     sampler: ParallelSampler,
@@ -155,15 +167,17 @@ def test_dev_split_takes_with_guidance_per_row_equal_in_process_takes(
     extra: dict[str, Any],
 ) -> None:
     """Two dev renders at different guidances sent at once share the split's forwards (one
-    guidance per row of the batch), and each take equals its render alone in process."""
+    guidance per row of the batch; the second with the Turbo LoRA, which adapts the embedders
+    and modulations too), and each take equals its render alone in process."""
     local = dev_local
     common = {"width": 64, "height": 64, "steps": 3, **extra}
-    jobs = [SampleJob(dev_handle, dev_handle.request(**common, **r)) for r in DEV_RENDERS]
+    renders = [DEV_RENDERS[0], {**DEV_RENDERS[1], "loras": turbo(dev_kit)}]
+    jobs = [SampleJob(dev_handle, dev_handle.request(**common, **r)) for r in renders]
     outputs = at_once(sampler, jobs)
     assert sampler.stats()["rankLoop"]["batchedForwards"] > 0  # one forward, two guidances
     probe = AttentionProbe(local.transformer)
     try:
-        for output, render in zip(outputs, DEV_RENDERS, strict=True):
+        for output, render in zip(outputs, renders, strict=True):
             state = local.request(**common, **render)
             assert state.embedded_guidance and not state.cfg
             loop = StepLoopSampler()
