@@ -122,13 +122,14 @@ def mistral_tokenizer(tekken: bytes) -> Any:
         return mistral3.tekken_tokenizer(path)
 
 
-def build_text_encoder(vocab_size: int) -> Any:
-    """A tiny `Mistral3ForConditionalGeneration` (the vision tower is never run for a prompt)."""
+def build_text_encoder(vocab_size: int, width: int = MISTRAL_WIDTH) -> Any:
+    """A tiny `Mistral3ForConditionalGeneration` (the vision tower is never run for a prompt),
+    `width` wide (a bench's mid-size stack widens it)."""
     lib = transformers()
     text = lib.MistralConfig(
         vocab_size=vocab_size,
-        hidden_size=MISTRAL_WIDTH,
-        intermediate_size=MISTRAL_WIDTH * 2,
+        hidden_size=width,
+        intermediate_size=width * 2,
         num_hidden_layers=MISTRAL_LAYERS,
         num_attention_heads=2,
         num_key_value_heads=1,
@@ -157,9 +158,10 @@ def build_text_encoder(vocab_size: int) -> Any:
     return lib.Mistral3ForConditionalGeneration(config).eval()
 
 
-def build_dev_transformer() -> Any:
+def build_dev_transformer(**overrides: Any) -> Any:
+    """The tiny dev transformer; `overrides` change its config (a bench's mid-size stack)."""
     seeded(SEEDS["transformer"])
-    return diffusers().Flux2Transformer2DModel(**DEV_TRANSFORMER_CONFIG).eval()
+    return diffusers().Flux2Transformer2DModel(**(DEV_TRANSFORMER_CONFIG | overrides)).eval()
 
 
 def build_dev_kit(out: Path, layouts: Sequence[str] = DEV_LAYOUTS) -> Flux2DevKit:
