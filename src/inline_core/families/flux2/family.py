@@ -59,6 +59,7 @@ class Flux2Family(Family):
         batching="shapes",  # one batched tensor and one set of positions per forward
         # Qwen3 overflows float16 (as Z-Image's, whose loaded copy it shares); FLUX.2 is bf16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
+        step_cache=frozenset({"dbcache"}),  # per request, its single-stream blocks (step_cache.py)
     )
 
     def comfy_recipe(self) -> ComfyRecipe:
