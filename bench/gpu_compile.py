@@ -22,10 +22,11 @@ The takes of one seed and prompt are compared pixel by pixel (every frame of a v
 compiling server's health says how its blocks ran (graphs, compile seconds, state).
 
 `--bare` adds one transformer forward at the render's size in this process (after the servers
-stop): bf16 eager against its blocks compiled. `--fp8` adds torchao's dynamic FP8 linear layers
+stop): bf16 eager against its blocks compiled (float32 on a CPU). `--fp8` adds torchao's dynamic FP8 linear layers
 (eager and compiled; quality: max and relative RMS difference from bf16), `--fa3` flash-attention 3
 (diffusers' `_flash_3` backend; difference from torch's SDPA): both opt-in, both refused with the
-device policy's reason where the GPU cannot run them (`device/kernels.py`).
+device policy's reason where the GPU cannot run them (`device/kernels.py`); a kernel the model
+itself refuses (FA3 takes no attention mask) gives a row with its error, the others still run.
 
 What does not fit is refused before anything starts: the full preset on a CPU, a size not a
 multiple of 16, a Wan frame count not 4k+1, two servers' weights and activations beyond the GPU's
@@ -341,28 +342,40 @@ def kernel_rows(family: str, folder: Path, args: Any) -> list[dict[str, Any]]:
         return row, out[-1]
 
     rows: list[dict[str, Any]] = []
-    eager_row, reference = measure("bf16 eager", False, None)
+    base = "bf16" if device.startswith("cuda") else "fp32"  # bare_forward's dtype
+    eager_row, reference = measure(f"{base} eager", False, None)
     rows.append(eager_row)
     compile_blocks(model, f"{family} bare", CompileChoice(True, "bench"))
-    rows.append(measure("bf16 compiled", True, reference)[0])
-    if args.fa3:
-        model.set_attention_backend("_flash_3")
-        rows.append(measure("fa3 eager", False, reference)[0])
-        rows.append(measure("fa3 compiled", True, reference)[0])
-        model.reset_attention_backend()
-    if args.fp8:
-        from torchao.quantization import (  # pyright: ignore[reportMissingImports]
-            Float8DynamicActivationFloat8WeightConfig,
-            PerRow,
-            quantize_,
-        )
+    rows.append(measure(f"{base} compiled", True, reference)[0])
 
-        quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()))
-        rows.append(measure("fp8 eager", False, reference)[0])
-        rows.append(measure("fp8 compiled", True, reference)[0])
-    del model
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
+    def attempt(kernel: str, prepare: Callable[[], None], undo: Callable[[], None]) -> None:
+        """Both rows of `kernel`, or one row with the error where this model or GPU refuses it
+        (FA3 takes no attention mask, which Z-Image passes): the other rows still count."""
+        try:
+            prepare()
+            rows.append(measure(f"{kernel} eager", False, reference)[0])
+            rows.append(measure(f"{kernel} compiled", True, reference)[0])
+        except Exception as exc:  # noqa: BLE001 - said in the table and the JSON, not hidden
+            rows.append({"family": family, "forward": kernel, "error": f"{exc!r}"[:400]})
+        finally:
+            undo()
+
+    if args.fa3:
+        attempt(
+            "fa3", lambda: model.set_attention_backend("_flash_3"), model.reset_attention_backend
+        )
+    if args.fp8:
+
+        def to_fp8() -> None:
+            from torchao.quantization import (  # pyright: ignore[reportMissingImports]
+                Float8DynamicActivationFloat8WeightConfig,
+                PerRow,
+                quantize_,
+            )
+
+            quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()))
+
+        attempt("fp8", to_fp8, lambda: None)  # the last rows: the model stays quantized
     return rows
 
 
@@ -387,6 +400,9 @@ def print_tables(rows: list[dict[str, Any]], kernels: list[dict[str, Any]]) -> N
     if kernels:
         print(f"{'family':8s} {'forward':14s} {'ms':>10s} {'first ms':>10s} {'rel rms diff':>13s}")
     for k in kernels:
+        if "error" in k:
+            print(f"{k['family']:8s} {k['forward']:14s} refused: {k['error']}")
+            continue
         diff = f"{k['relRmsDiff']:13.2e}" if "relRmsDiff" in k else f"{'-':>13s}"
         print(f"{k['family']:8s} {k['forward']:14s} {k['ms']:10.1f} {k['firstMs']:10.1f} {diff}")
 
@@ -417,6 +433,8 @@ def main() -> int:
             rows.append(side_by_side(family, folder, work, args))
             if args.bare or args.fp8 or args.fa3:
                 kernels += kernel_rows(family, folder, args)
+                if device.startswith("cuda"):
+                    torch.cuda.empty_cache()  # the bare model went with kernel_rows
     print_tables(rows, kernels)
     body: dict[str, Any] = {
         "preset": preset,
