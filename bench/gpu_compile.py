@@ -22,11 +22,12 @@ The takes of one seed and prompt are compared pixel by pixel (every frame of a v
 compiling server's health says how its blocks ran (graphs, compile seconds, state).
 
 `--bare` adds one transformer forward at the render's size in this process (after the servers
-stop): bf16 eager against its blocks compiled (float32 on a CPU). `--fp8` adds torchao's dynamic FP8 linear layers
-(eager and compiled; quality: max and relative RMS difference from bf16), `--fa3` flash-attention 3
-(diffusers' `_flash_3` backend; difference from torch's SDPA): both opt-in, both refused with the
-device policy's reason where the GPU cannot run them (`device/kernels.py`); a kernel the model
-itself refuses (FA3 takes no attention mask) gives a row with its error, the others still run.
+stop): bf16 eager against its blocks compiled (float32 on a CPU). `--fp8` adds torchao's dynamic
+FP8 linear layers (eager and compiled; quality: max and relative RMS difference from bf16),
+`--fa3` flash-attention 3 (diffusers' `_flash_3` backend; difference from torch's SDPA): both
+opt-in, both refused with the device policy's reason where the GPU cannot run them
+(`device/kernels.py`); a kernel the model itself refuses (FA3 takes no attention mask) gives a
+row with its error, the others still run.
 
 What does not fit is refused before anything starts: the full preset on a CPU, a size not a
 multiple of 16, a Wan frame count not 4k+1, two servers' weights and activations beyond the GPU's
