@@ -158,7 +158,7 @@ def test_the_refiner_samples_with_the_requests_prediction_and_zsnr(
 
 def _submitted(kit: SDXLKit, **params: Any) -> None:
     family = SDXLFamily(Catalog(kit.root, ttl_s=0.0), {})
-    picked = node_params(**{"model": kit.checkpoint_name, **params})
+    picked = node_params(model=kit.checkpoint_name, **params)
     resolution = family.resolve(NODE_TYPE, picked)
     family.check(Submit(NODE_TYPE, picked, "x", resolution, frozenset(), {}, {}))
     resolution.require("x")
