@@ -67,7 +67,7 @@ QWEN_IMAGE_DESCRIPTOR = NodeDescriptor(
         ),
         # CFG++ too: its step hands on the negative's prediction (refused unguided at submit).
         ParamSpec("sampler", ParamWidget.SELECT, "euler", options=GUIDED_SAMPLERS),
-        ParamSpec("scheduler", ParamWidget.SELECT, "simple", options=SCHEDULES),
+        ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
         SEED,
         MODEL,
         VAE,
