@@ -48,6 +48,13 @@ def sd_recipe(node_type: str, reader: str) -> ComfyRecipe:
         classes={
             CLIP_LAYER: ComfyClass(widgets=("stop_at_clip_layer",), outputs=("CLIP",)),
             TURBO_SCHEDULER: ComfyClass(widgets=("steps", "denoise"), outputs=("SIGMAS",)),
+            # The hires fix's latent upscales (`comfy_hires.py`).
+            "LatentUpscale": ComfyClass(
+                widgets=("upscale_method", "width", "height", "crop"), outputs=("LATENT",)
+            ),
+            "LatentUpscaleBy": ComfyClass(
+                widgets=("upscale_method", "scale_by"), outputs=("LATENT",)
+            ),
         },
     )
 

@@ -15,6 +15,8 @@
   listed (`comfy_inpaint.py`).
 - The base + refiner chain (two KSamplerAdvanced stages) is the node's `refiner` and
   `refiner_switch` (`comfy_refiner.py`).
+- The hires fix (a LatentUpscale or LatentUpscaleBy between two KSamplers) is the node's
+  `hires_*` params (`comfy_hires.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, ClassVar
 
 from inline_core.families.sdxl.comfy import CHECKPOINT_LOADER, CLIP_LAYER
 from inline_core.families.sdxl.comfy_custom import CUSTOM, custom_sampling
+from inline_core.families.sdxl.comfy_hires import hires_sampling, linked_node, upscaled_by
 from inline_core.families.sdxl.comfy_inpaint import INPAINT_LATENTS, inpaint_inputs
 from inline_core.families.sdxl.comfy_refiner import (
     decoder_note,
@@ -38,7 +41,7 @@ from inline_core.importer.own_node import LORA_LOADERS, Collapse, Sampling
 from inline_core.importer.recognise import MODEL_LOADERS
 from inline_core.importer.stages import ADVANCED
 from inline_core.importer.values import Port, describe
-from inline_core.importer.workflow import ComfyNode, Link
+from inline_core.importer.workflow import ComfyNode
 
 MODEL_SAMPLING = "ModelSamplingDiscrete"  # its sampling and zsnr: the node's own
 DEFAULT_SAMPLER, DEFAULT_SCHEDULE = "euler", "normal"
@@ -67,6 +70,9 @@ class SDXLCollapse(Collapse):
     def sampling(self, sampler: ComfyNode) -> Sampling:
         if sampler.class_type == CUSTOM:  # SDXL Turbo's template
             return custom_sampling(self.mapper, sampler, self.required)
+        latent = linked_node(self, sampler, "latent_image")
+        if sampler.class_type == "KSampler" and upscaled_by(latent):  # `comfy_hires.py`
+            return hires_sampling(self, sampler, self.sampling)
         if sampler.class_type == ADVANCED:  # the base + refiner template (`comfy_refiner.py`)
             found = staged_sampling(self, sampler)
         else:
@@ -89,7 +95,7 @@ class SDXLCollapse(Collapse):
         if schedule not in SCHEDULES:
             m.substituted(sampler, f"scheduler {schedule!r} is not offered; {where} uses 'normal'")
         denoise = m.number(sampler, "denoise", 1.0)
-        inpaints = self.nodes.get(_linked(sampler, "latent_image") or "")
+        inpaints = linked_node(self, sampler, "latent_image")
         if denoise < 1.0 and (inpaints is None or inpaints.class_type not in INPAINT_LATENTS):
             m.substituted(sampler, f"denoise {denoise:g} is not offered; the whole schedule runs")
 
@@ -229,7 +235,3 @@ class SDXLCollapse(Collapse):
             params={"strength": m.number(node, "strength_model", 1.0), "strength_clip": clip},
         )
 
-
-def _linked(node: ComfyNode, name: str) -> str | None:
-    raw = node.inputs.get(name)
-    return raw.node if isinstance(raw, Link) else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from inline_core.contract.common_params import SEED, VAE
+from inline_core.families.sdxl.hires import HIRES_PARAMS
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
@@ -120,6 +121,7 @@ SDXL_DESCRIPTOR = NodeDescriptor(
         VAE,
         REFINER,
         REFINER_SWITCH,
+        *HIRES_PARAMS,
     ),
     description=(
         "Text to image with an SDXL checkpoint (any community SDXL checkpoint, or a diffusers "
@@ -135,7 +137,10 @@ SDXL_DESCRIPTOR = NodeDescriptor(
         "apply to this render alone: strength on the UNet, strength_clip on both text encoders. "
         "A refiner checkpoint picked as refiner takes over below timestep (1 - refiner_switch) "
         "x 1000, as diffusers' denoising_end splits it, with its own text encoder and its "
-        "aesthetic score (6, 2.5 for the negative prompt); its VAE decodes."
+        "aesthetic score (6, 2.5 for the negative prompt); its VAE decodes. hires_width x "
+        "hires_height (0 x 0: none) adds ComfyUI's hires fix: the latents scaled up "
+        "(LatentUpscale's hires_method), then a second KSampler's hires_steps at "
+        "hires_denoise on the node's seed, sampler, schedule and guidance."
     ),
 )
 

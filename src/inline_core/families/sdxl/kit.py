@@ -11,6 +11,8 @@ its `</w>` word ends, `!` as id 0), from fixed seeds, and writes:
   `conditioner.embedders.0.transformer.` CLIP-L, `conditioner.embedders.1.model.` OpenCLIP-G),
   `checkpoints/sdxl_<size>_vpred.safetensors` (the same, marked as a v-prediction checkpoint),
   `checkpoints/sdxl_<size>_refiner.safetensors` (a refiner: `kit_refiner.py`),
+  `checkpoints/sdxl_<size>_fp8_e4m3fn.safetensors` and `..._fp8_scaled.safetensors` (its UNet
+  in fp8, as ComfyUI's fp8 files: `kit_fp8.py`),
   `text_encoders/clip_tokenizer/` (a checkpoint carries no tokenizer; ComfyUI ships its own),
   two kohya LoRAs in `loras/` and a textual-inversion embedding in `embeddings/` (`kit_loras.py`);
 - diffusers layout: `diffusion_models/sdxl_<size>_diffusers/` (`StableDiffusionXLPipeline`);
@@ -39,6 +41,7 @@ from inline_core.diffusion.preview.kit import write_tiny_decoder
 from inline_core.families.sdxl import unet
 from inline_core.families.sdxl.files import V_PRED_KEY
 from inline_core.families.sdxl.kit_checkpoint import original_checkpoint
+from inline_core.families.sdxl.kit_fp8 import write_fp8_checkpoints
 from inline_core.families.sdxl.kit_loras import write_kit_embedding, write_kit_loras
 from inline_core.families.sdxl.kit_refiner import write_refiner_checkpoint
 from inline_core.families.sdxl.pipeline import PREVIEW_FORMAT
@@ -101,6 +104,7 @@ class SDXLKit:
     loras: Mapping[str, Path] = field(default_factory=dict[str, Path])  # kohya LoRAs "a", "b"
     embedding: Path | None = None  # embeddings/<name>_embedding.safetensors (clip_l, clip_g)
     refiner: Path | None = None  # checkpoints/<name>_refiner.safetensors (`kit_refiner.py`)
+    fp8: tuple[Path, ...] = ()  # its fp8_e4m3fn and fp8_scaled copies (`kit_fp8.py`)
 
     @property
     def checkpoint_name(self) -> str:
@@ -225,6 +229,7 @@ def build_kit(
     unet_model, vae = build_unet(size), build_vae()
     name = f"sdxl_{size}"
     checkpoint = tokenizer_dir = diffusers_dir = refiner = None
+    fp8: tuple[Path, ...] = ()
     loras: dict[str, Path] = {}
     embedding = None
     for category in (
@@ -240,6 +245,7 @@ def build_kit(
         checkpoint = out / "checkpoints" / f"{name}.safetensors"
         state = checkpoint_state(unet_model, vae, first, second)
         save_weights(state, checkpoint, weights)
+        fp8 = write_fp8_checkpoints(checkpoint)
         # The same weights marked as a v-prediction checkpoint (random weights do not care).
         marked = {**state, V_PRED_KEY: torch.zeros(0)}
         save_weights(marked, out / "checkpoints" / f"{name}_vpred.safetensors", weights)
@@ -267,7 +273,7 @@ def build_kit(
     # The tiny decoder for its latents' previews (`taesd`), where ComfyUI keeps it.
     tiny_decoder = write_tiny_decoder(out, preview_format(PREVIEW_FORMAT))
     return SDXLKit(
-        out, checkpoint, tokenizer_dir, diffusers_dir, tiny_decoder, loras, embedding, refiner
+        out, checkpoint, tokenizer_dir, diffusers_dir, tiny_decoder, loras, embedding, refiner, fp8
     )
 
 

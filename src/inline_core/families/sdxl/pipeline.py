@@ -32,6 +32,7 @@ from inline_core.diffusion.vae.autoencoder_kl import AutoencoderKLVAE
 from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl.embedding_vectors import EmbeddingVectors
 from inline_core.families.sdxl.family import SDXLFamily
+from inline_core.families.sdxl.hires_stage import enter_hires, seeded_noise
 from inline_core.families.sdxl.inpaint import INPAINT_CHANNELS, InpaintBlend, InpaintChannels
 from inline_core.families.sdxl.refiner_stage import RefinerStage, enter_refiner, refiner_sizes
 from inline_core.families.sdxl.request import (
@@ -106,11 +107,8 @@ class SDXLStepPipeline:
         h, w = state.height // LATENT_FACTOR, state.width // LATENT_FACTOR
         shape = (1, self.latent_channels, h, w)
         # KSampler's noise: the whole latent batch drawn at once from the seed, on the CPU.
-        generator = torch.Generator("cpu").manual_seed(state.seed)
-        drawn = torch.randn(
-            (state.batch_size, *shape[1:]), generator=generator, dtype=torch.float32
-        )
-        noise = drawn[state.batch_index : state.batch_index + 1].to(self.device)
+        noise = seeded_noise(state, shape).to(self.device)
+        generator: torch.Generator | None = None  # an image's: its encode's, then its noise's
         start = None
         if state.start is not None:
             start = cast(torch.Tensor, state.start.value).to(self.device, torch.float32)
@@ -149,13 +147,14 @@ class SDXLStepPipeline:
             seed=state.seed,
             row=state.batch_index,
             refiner_switch=state.refiner_switch,
+            hires=None if state.hires is None else (state.hires.steps, state.hires.denoise),
         )
         state.schedule_state = schedule
         state.refiner_from = schedule.refiner_from
         if state.on_refiner:  # the switch falls before the first step: the refiner runs all
             enter_refiner(state)
         if self.in_channels == INPAINT_CHANNELS:
-            if state.image is None or state.mask is None:
+            if state.image is None or state.mask is None or generator is None:
                 raise InvalidRequest(
                     "this checkpoint is an inpaint model (9 input channels): wire the image to "
                     "inpaint and its mask"
@@ -254,6 +253,8 @@ class SDXLStepPipeline:
         state.step_index += 1
         if state.step_index == state.refiner_from:
             enter_refiner(state)
+        if state.step_index == schedule.hires_from:
+            enter_hires(state, schedule)
 
     # -- previews (components.step.SupportsPreview) ------------------------------------------------
 

@@ -17,6 +17,7 @@ from inline_core.diffusion.flow.steps import denoise_window
 from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl.descriptor import PREDICTION_OVERRIDES
 from inline_core.families.sdxl.embeddings import EmbeddingFile
+from inline_core.families.sdxl.hires import HiresPass, hires_refusal
 from inline_core.families.sdxl.refiner import switch_refusal
 from inline_core.graph.sampler_names import (
     CFG_PP_SAMPLERS,
@@ -60,6 +61,9 @@ class SDXLRequest:
     loras: LoraStack = ()  # applied to this request's rows and prompts, never merged
     embeddings: tuple[EmbeddingFile, ...] = ()  # the prompts' `embedding:name` files
     refiner_switch: float | None = None  # diffusers' denoising_end (None: no refiner)
+    # A second pass at a larger size over the upscaled latents (None: none). At its first step
+    # `width` and `height` become its size (`hires_stage.py`).
+    hires: HiresPass | None = None
     positive: Conditioning | None = None
     negative: Conditioning | None = None
     model_key: Hashable = field(default="", metadata=LOCAL)
@@ -87,9 +91,10 @@ class SDXLRequest:
     def step_count(self) -> int:
         if self.schedule_state is not None:
             return int(self.schedule_state.step_count)
+        second = 0 if self.hires is None else self.hires.steps
         if self.image is None:
-            return self.steps
-        return self.steps - img2img_start(self.steps, self.strength)
+            return self.steps + second
+        return self.steps - img2img_start(self.steps, self.strength) + second
 
     @property
     def done(self) -> bool:
@@ -151,9 +156,21 @@ def new_request(model_key: Hashable, **kwargs: Any) -> SDXLRequest:
         raise InvalidRequest(refusal)
     if state.refiner_switch is not None and state.mask is not None:
         raise InvalidRequest("a refiner with a mask: inpainting runs on the base model alone")
-    if state.step_count < 1:
+    if state.hires is not None:
+        _check_hires(state, state.hires)
+    if state.step_count - (0 if state.hires is None else state.hires.steps) < 1:
         raise InvalidRequest(
             f"strength {state.strength:g} leaves no step to run out of {state.steps}; "
             "raise the strength or the steps"
         )
     return state
+
+
+def _check_hires(state: SDXLRequest, hires: HiresPass) -> None:
+    refusal = hires_refusal(hires)
+    if refusal is None and state.refiner_switch is not None:
+        refusal = "a hires pass with a refiner: the second pass samples the base model alone"
+    if refusal is None and state.mask is not None:
+        refusal = "a hires pass with a mask: inpainting runs at the mask's own size"
+    if refusal is not None:
+        raise InvalidRequest(refusal)

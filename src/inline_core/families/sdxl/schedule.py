@@ -43,9 +43,10 @@ def discrete_sampling(
 
 
 class StagedStepper:
-    """Two samplers over one schedule split at a sigma, the second started afresh where the
-    first stops (ComfyUI's two KSamplerAdvanced stages; diffusers' base then refiner pipeline):
-    the refiner's first call is its own sampler's first, with no history from the base's."""
+    """Two samplers, the second started afresh where the first stops: over one schedule split
+    at a sigma (ComfyUI's two KSamplerAdvanced stages; diffusers' base then refiner pipeline),
+    or a hires pass's own schedule after the first's (two KSamplers). The second stage's first
+    call is its own sampler's first, with no history from the first's."""
 
     def __init__(self, first: SigmaStepper, second: SigmaStepper) -> None:
         self.stages = (first, second)
@@ -67,15 +68,19 @@ class DiscreteSchedule:
         sampling: DiscreteSampling,
         sigmas: list[float],
         stepper: SigmaStepper | StagedStepper,
+        hires_sigmas: list[float] | None = None,
     ):
         self.sampling = sampling
         self.sigmas = sigmas
         self.stepper = stepper
+        self.hires_sigmas = hires_sigmas  # the hires pass's schedule (None: no hires pass)
         calls = stepper.call_sigmas
         self.levels = calls  # each model call's sigma
         self.timesteps = [sampling.timestep(s) for s in calls]  # computed once: no syncs
-        # The refiner's first model call (None: no refiner).
-        self.refiner_from = stepper.switch_call if isinstance(stepper, StagedStepper) else None
+        staged = stepper.switch_call if isinstance(stepper, StagedStepper) else None
+        # The refiner's, or the hires pass's, first model call (None: none).
+        self.refiner_from = None if hires_sigmas is not None else staged
+        self.hires_from = None if hires_sigmas is None else staged
 
     @classmethod
     def create(
@@ -92,11 +97,13 @@ class DiscreteSchedule:
         seed: int = 0,
         row: int = 0,
         refiner_switch: float | None = None,
+        hires: tuple[int, float] | None = None,
     ) -> DiscreteSchedule:
         """`denoise` is ComfyUI's (the last `steps` of a longer schedule); `skip` drops the first
         steps of this one (img2img's strength, as diffusers counts it); `prediction` and
         `zsnr` replace the model's own (ComfyUI's ModelSamplingDiscrete); `refiner_switch`
-        splits it between the base and the refiner (`refiner.switch_step`)."""
+        splits it between the base and the refiner (`refiner.switch_step`); `hires` (steps,
+        denoise) adds a second pass on its own schedule, ComfyUI's second KSampler's."""
         sampling = discrete_sampling(config, prediction, zsnr)
         total, first = denoise_window(steps, denoise)
         sigmas = schedule_sigmas(schedule, sampling, total)[first + skip :]
@@ -106,6 +113,10 @@ class DiscreteSchedule:
                 sampler, sampling, window, None, RowNoise([row_generator(seed, row)])
             )
 
+        if hires is not None:
+            hires_total, hires_first = denoise_window(*hires)
+            second = schedule_sigmas(schedule, sampling, hires_total)[hires_first:]
+            return cls(sampling, sigmas, StagedStepper(stepper(sigmas), stepper(second)), second)
         if refiner_switch is None:
             return cls(sampling, sigmas, stepper(sigmas))
         timesteps = [sampling.timestep(s) for s in sigmas[:-1]]
@@ -119,7 +130,17 @@ class DiscreteSchedule:
     def start(self, noise: torch.Tensor, latents: torch.Tensor | None) -> torch.Tensor:
         """The first point: KSampler's `noise_scaling`; at the model's largest sigma (a full
         render) the noise is scaled by `sqrt(1 + sigma^2)`, else by sigma."""
-        sigma = self.sigmas[0]
+        return self._start_at(self.sigmas[0], noise, latents)
+
+    def hires_start(self, noise: torch.Tensor, latents: torch.Tensor) -> torch.Tensor:
+        """The hires pass's first point: the second KSampler's `noise_scaling` of its latents."""
+        if self.hires_sigmas is None:
+            raise RuntimeError("this schedule has no hires pass")
+        return self._start_at(self.hires_sigmas[0], noise, latents)
+
+    def _start_at(
+        self, sigma: float, noise: torch.Tensor, latents: torch.Tensor | None
+    ) -> torch.Tensor:
         top = self.sampling.sigma_max
         base = torch.zeros_like(noise) if latents is None else latents.to(noise)
         if math.isclose(sigma, top, rel_tol=1e-5) or sigma > top:
