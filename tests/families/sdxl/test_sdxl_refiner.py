@@ -27,7 +27,7 @@ from inline_core.contract.submit import Submit
 from inline_core.diffusion.libs import diffusers, load_safetensors, save_safetensors
 from inline_core.errors import InvalidRequest, ModelMissing
 from inline_core.families.sdxl import SDXLFamily
-from inline_core.families.sdxl.descriptor import NODE_TYPE
+from inline_core.families.sdxl.descriptor import NODE_TYPE, SDXL_DESCRIPTOR
 from inline_core.families.sdxl.files import V_PRED_KEY
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.families.sdxl.kit_refiner import build_refiner_unet
@@ -158,7 +158,8 @@ def test_the_refiner_samples_with_the_requests_prediction_and_zsnr(
 
 def _submitted(kit: SDXLKit, **params: Any) -> None:
     family = SDXLFamily(Catalog(kit.root, ttl_s=0.0), {})
-    picked = node_params(**{"model": kit.checkpoint_name, **params})
+    given: dict[str, Any] = {"model": kit.checkpoint_name, **params}
+    picked = node_params(SDXL_DESCRIPTOR, **given)
     resolution = family.resolve(NODE_TYPE, picked)
     family.check(Submit(NODE_TYPE, picked, "x", resolution, frozenset(), {}, {}))
     resolution.require("x")
