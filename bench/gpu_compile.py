@@ -33,7 +33,9 @@ What does not fit is refused before anything starts: the full preset on a CPU, a
 multiple of 16, a Wan frame count not 4k+1, two servers' weights and activations beyond the GPU's
 free memory. `GOMP_SPINCOUNT=0 ... --device cpu --preset tiny --size 64 --steps 2 --renders 1`
 smoke-tests it anywhere on the families' tiny shapes. Prints a table per family; results:
-bench/results/gpu_compile.json (a smoke run writes gpu_compile_smoke.json), copied to $OUT.
+bench/results/gpu_compile.json (`_zimage` or `_wan` added for one family; a smoke run adds
+`_smoke`), copied to $OUT. On a lent GPU with a 10-minute limit a call, run one family a call on
+one `--workdir` (`--families zimage --bare --fp8`, then `--families wan --bare --fp8 --fa3`).
 """
 
 from __future__ import annotations
@@ -450,7 +452,8 @@ def main() -> int:
         "rows": rows,
         "kernels": kernels,
     }
-    path = write_json("gpu_compile" + ("_smoke" if preset == "tiny" else ""), body)
+    families = "" if tuple(args.families) == FAMILIES else "_" + "_".join(args.families)
+    path = write_json("gpu_compile" + families + ("_smoke" if preset == "tiny" else ""), body)
     print(f"load {body['loadAverage']}; wrote {path}")
     return 0
 
