@@ -2,19 +2,25 @@
 `Flux2Pipeline`), on the same files.
 
     python bench/flux2_vs_diffusers.py --preset tiny [--renders 5] [--size 64]
-    python bench/flux2_vs_diffusers.py --preset dev-tiny [--renders 5] [--size 64]
+    GOMP_SPINCOUNT=0 python bench/flux2_vs_diffusers.py --preset dev-tiny,dev-mid [--renders 3]
     python bench/flux2_vs_diffusers.py --preset 4b --device cuda --size 1024   # GPU, random weights
 
 `tiny` is the kit's model on the CPU in float32; `dev-tiny` the dev kit's (its Mistral, guidance
-embedded at 4, 4 steps). `4b` has klein 4B's real transformer shape (5
+embedded at 4, 4 steps); `dev-mid` a mid-size dev (random weights, float32, 256 px by default:
+768 wide, 6 heads of 128, 2 double and 8 single blocks, about 100M parameters; its Mistral 256
+wide with the 32 layers FLUX.2 reads from; the kit's VAE). `4b` has klein 4B's real transformer
+shape (5
 double and 20 single blocks, 24 heads of 128, 7680-wide text input; about 3.9B parameters) and
 FLUX.2's real VAE, in bf16 with weights drawn N(0, 0.02); its Qwen3 has the real width (2560) but
 4 layers and the kit's byte-level tokenizer (it runs once per prompt; a full encoder adds load
 time, not step time). Both sides load one diffusers folder written once; renders alternate
 between the bare pipeline and the family's node runner (its resident pipeline, the step loop,
-the take written), same prompt and seed, distilled: 4 steps, no guidance. It prints a table and
-writes bench/results/flux2_vs_diffusers.json (copied to $OUT when set). The node runner is what a
-server runs per render; HTTP is left out (bench/zimage_server_vs_pipeline.py measures it).
+the take written), same prompt and seed, 4 steps (klein distilled: no guidance). Several
+presets (comma-separated) run one after another in one process, a row each. It prints a table
+and writes bench/results/flux2_vs_diffusers.json (copied to $OUT when set). The node runner is
+what a server runs per render; HTTP is left out (bench/zimage_server_vs_pipeline.py measures
+it). On a CPU, run it with GOMP_SPINCOUNT=0 (bench/openmp_spin.py: spinning OpenMP threads
+starve the other side's on a shared machine).
 """
 
 from __future__ import annotations
@@ -41,8 +47,14 @@ from inline_core.diffusion.libs import diffusers, manual_seed, transformers  # n
 from inline_core.families.flux2 import Flux2Family  # noqa: E402
 from inline_core.families.flux2.build import DEV_TEXT_LAYERS, text_layers  # noqa: E402
 from inline_core.families.flux2.descriptor import FLUX2_DESCRIPTOR  # noqa: E402
-from inline_core.families.flux2.kit import build_kit, build_scheduler  # noqa: E402
-from inline_core.families.flux2.kit_dev import build_dev_kit  # noqa: E402
+from inline_core.families.flux2.kit import build_kit, build_scheduler, build_vae  # noqa: E402
+from inline_core.families.flux2.kit_dev import (  # noqa: E402
+    build_dev_kit,
+    build_dev_transformer,
+    build_text_encoder,
+    mistral_tokenizer,
+    tekken_json,
+)
 from inline_core.families.standalone import family_rig  # noqa: E402
 from inline_core.graph.runner import NodeCall  # noqa: E402
 from inline_core.runtime.cancel import CancelToken  # noqa: E402
@@ -66,6 +78,16 @@ KLEIN_4B: dict[str, Any] = {
     "rope_theta": 2000,
     "guidance_embeds": False,
 }
+DEV_MID: dict[str, Any] = {  # dev's layout at about 100M parameters
+    "num_layers": 2,
+    "num_single_layers": 8,
+    "attention_head_dim": 128,
+    "num_attention_heads": 6,
+    "joint_attention_dim": 3 * 256,  # three layers of a 256-wide Mistral
+    "timestep_guidance_channels": 256,
+    "axes_dims_rope": (32, 32, 32, 32),
+}
+MID_MISTRAL_WIDTH = 256
 FLUX2_VAE: dict[str, Any] = {
     "block_out_channels": [128, 256, 512, 512],
     "layers_per_block": 2,
@@ -97,33 +119,48 @@ def write_4b(folder: Path, device: str) -> Path:
     return folder
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--preset", choices=("tiny", "dev-tiny", "4b"), default="tiny")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--size", type=int, default=None)
-    parser.add_argument("--renders", type=int, default=5)
-    parser.add_argument("--workdir", type=Path, default=None)
-    args = parser.parse_args()
-    tiny = args.preset in ("tiny", "dev-tiny")
-    pipeline_class = "Flux2Pipeline" if args.preset == "dev-tiny" else "Flux2KleinPipeline"
-    size = args.size or (64 if tiny else 1024)
-    dtype = "float32" if tiny else "bfloat16"
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="flux2_bench_"))
-    models = work / "models"
-    if args.preset == "dev-tiny":
+def write_dev_mid(folder: Path) -> Path:
+    """A mid-size dev `Flux2Pipeline` folder (random weights, float32), the kit's VAE."""
+    tokenizer = mistral_tokenizer(tekken_json())
+    diffusers().Flux2Pipeline(
+        scheduler=build_scheduler(),
+        vae=build_vae(),
+        text_encoder=build_text_encoder(len(tokenizer), MID_MISTRAL_WIDTH),
+        tokenizer=tokenizer,
+        transformer=build_dev_transformer(**DEV_MID),
+    ).save_pretrained(str(folder))
+    return folder
+
+
+PRESETS = ("tiny", "dev-tiny", "dev-mid", "4b")
+DEFAULT_SIZE = {"tiny": 64, "dev-tiny": 64, "dev-mid": 256, "4b": 1024}
+
+
+def write_folder(preset: str, models: Path, device: str) -> tuple[Path, tuple[int, ...]]:
+    """The preset's diffusers folder in `models`, and the text encoder layers it reads."""
+    if preset == "dev-tiny":
         folder = build_dev_kit(models, layouts=("diffusers",)).diffusers_dir
         assert folder is not None
-        layers = DEV_TEXT_LAYERS
-    elif tiny:
+        return folder, DEV_TEXT_LAYERS
+    if preset == "tiny":
         folder = build_kit(models, layouts=("diffusers",)).diffusers_dir
         assert folder is not None
-        layers = text_layers(4)
-    else:
-        for category in ("diffusion_models", "vae", "text_encoders"):
-            (models / category).mkdir(parents=True, exist_ok=True)
-        folder = write_4b(models / "diffusion_models" / "flux2_klein_4b_random", args.device)
-        layers = text_layers(4)
+        return folder, text_layers(4)
+    for category in ("diffusion_models", "vae", "text_encoders"):
+        (models / category).mkdir(parents=True, exist_ok=True)
+    if preset == "dev-mid":
+        return write_dev_mid(models / "diffusion_models" / "flux2_dev_mid"), DEV_TEXT_LAYERS
+    return write_4b(models / "diffusion_models" / "flux2_klein_4b_random", device), text_layers(4)
+
+
+def run_preset(preset: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """One row: the medians of `args.renders` alternating renders, ours and the bare one's."""
+    tiny = preset != "4b"
+    pipeline_class = "Flux2Pipeline" if preset.startswith("dev") else "Flux2KleinPipeline"
+    size = args.size or DEFAULT_SIZE[preset]
+    dtype = "float32" if tiny else "bfloat16"
+    models = work / preset / "models"
+    folder, layers = write_folder(preset, models, args.device)
     torch_dtype = getattr(torch, dtype)
     bare: Any = (
         getattr(diffusers(), pipeline_class)
@@ -137,7 +174,7 @@ def main() -> int:
     rig = family_rig(Flux2Family, models, sampler, config=config)
     params = {p.name: p.default for p in FLUX2_DESCRIPTOR.params}
     params.update(width=size, height=size, seed=3, model=folder.name, steps=4)
-    takes = work / "takes"
+    takes = work / preset / "takes"
 
     def sync() -> None:
         if args.device.startswith("cuda"):
@@ -171,8 +208,8 @@ def main() -> int:
     sampler.close()
     ours_med = statistics.median(p[0] for p in pairs)
     theirs_med = statistics.median(p[1] for p in pairs)
-    result = {
-        "preset": args.preset,
+    return {
+        "preset": preset,
         "device": args.device,
         "size": size,
         "steps": 4,
@@ -182,12 +219,31 @@ def main() -> int:
         "ratio": round(ours_med / theirs_med, 3),
         "load": os.getloadavg()[0],
     }
-    print(f"{'preset':>6} {'size':>5} {'inline-core s':>14} {'diffusers s':>12} {'ratio':>6}")
-    print(
-        f"{args.preset:>6} {size:>5} {ours_med:>14.3f} {theirs_med:>12.3f} {result['ratio']:>6.3f}"
-    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--preset", default="tiny", help=f"comma-separated, of {PRESETS}")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--size", type=int, default=None)
+    parser.add_argument("--renders", type=int, default=5)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    presets = [p for p in str(args.preset).split(",") if p]
+    unknown = [p for p in presets if p not in PRESETS]
+    if unknown or not presets:
+        parser.error(f"--preset: {unknown or 'none'}; choose from {', '.join(PRESETS)}")
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="flux2_bench_"))
+    rows = [run_preset(preset, args, work) for preset in presets]
+    header = ("preset", "size", "inline-core s", "diffusers s", "ratio", "load")
+    print(" ".join(f"{h:>{w}}" for h, w in zip(header, (8, 5, 14, 12, 6, 5), strict=True)))
+    for row in rows:
+        print(
+            f"{row['preset']:>8} {row['size']:>5} {row['inline_core_s']:>14.3f} "
+            f"{row['diffusers_s']:>12.3f} {row['ratio']:>6.3f} {row['load']:>5.1f}"
+        )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2))
+    RESULTS.write_text(json.dumps({"rows": rows}, indent=2))
     if out := os.environ.get("OUT"):
         shutil.copy(RESULTS, Path(out) / RESULTS.name)
     return 0

@@ -139,9 +139,14 @@ def report(stem: str, row: dict[str, Any]) -> Path:
     width = max(len(k) for k in row)
     for key, value in row.items():
         print(f"{key:<{width}}  {value}")
+    return write_json(stem, row)
+
+
+def write_json(stem: str, body: dict[str, Any]) -> Path:
+    """Write `body` to bench/results/`stem`.json (copied to $OUT when it is set)."""
     path = RESULTS / f"{stem}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(row, indent=2) + "\n")
+    path.write_text(json.dumps(body, indent=2) + "\n")
     if out := os.environ.get("OUT"):
         shutil.copy(path, Path(out) / path.name)
     return path

@@ -1,6 +1,7 @@
 """Qwen-Image through the server vs a bare diffusers `QwenImagePipeline`, and batching on/off.
 
-Run by hand: `python bench/qwen_image_server_vs_pipeline.py [--renders 6] [--sizes tiny,mid]`.
+Run by hand: `python bench/qwen_image_server_vs_pipeline.py [--renders 6] [--sizes tiny,mid]
+[--concurrent 8]`.
 
 The kit's random-weight text-to-image models (`inline-core kit --family qwen-image`; tiny at
 64x64, mid, a ~120M-parameter transformer, at 256x256), 8 steps, true CFG 4 (two rows a step),
@@ -8,19 +9,22 @@ CPU float32, both sides loaded from the same diffusers folder:
 - pipeline: `QwenImagePipeline.from_pretrained(folder)` once, `pipe(prompt, negative_prompt, ...)`
   per render, numpy out (no file written);
 - server: the real server in its own process (`bench/server_process.py`), a render being
-  `POST /v1/runs` (input/text -> alibaba/qwen-image) polled until done: the PNG take written,
-  fsynced and committed.
+  `POST /v1/runs` (input/text -> alibaba/qwen-image) until its websocket says `run_done` (the PNG
+  take written, fsynced and committed). Not polled: each `httpx.get` builds a client and its TLS
+  context (~17 ms of CPU), so a 5 ms poll loop took most of a core from the server's two-thread
+  forward on a 2-core machine (issue 32's 1.65x at 256 px came from there).
 Renders alternate between the sides seed by seed, so both see the same machine load; the first
 render of each side (it loads) is left out; the medians are compared as a ratio (issue 32's bar:
-at most 1.05x). Then 8 renders submitted at once to a server with batching (INLINE_MAX_BATCH 8)
-and to one without (1): their wall times side by side. Prints a table and writes
-bench/results/qwen_image.json.
+at most 1.05x). Then `--concurrent` tiny renders (whatever `--sizes`; 0 skips them) submitted at
+once to a server with batching (INLINE_MAX_BATCH 8) and to one without (1): their wall times side
+by side. Prints a table and the load average, and writes bench/results/qwen_image.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -30,11 +34,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.server_process import ServerProcess, start_server  # noqa: E402
+from bench.server_process import ServerProcess, server_ms, start_server  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "qwen_image.json"
 PROMPT = "a red paper lantern over a quiet street at night"
@@ -44,7 +46,6 @@ CASES: dict[str, dict[str, Any]] = {
     "mid": {"folder": "qwen_image_mid_diffusers", "size": 256, "steps": 8},
 }
 GUIDANCE = 4.0
-CONCURRENT = 8
 
 
 def graph(case: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -58,32 +59,21 @@ def graph(case: dict[str, Any], seed: int) -> dict[str, Any]:
         "seed": seed,
     }
     return {
-        "target": "q",
-        "graph": {
-            "schemaVersion": 1,
-            "nodes": [
-                {"id": "p", "type": "input/text", "params": {"text": PROMPT}},
-                {
-                    "id": "q",
-                    "type": "alibaba/qwen-image",
-                    "params": params,
-                    "inputs": {"prompt": {"from": "p", "output": "text"}},
-                },
-            ],
-        },
+        "schemaVersion": 1,
+        "nodes": [
+            {"id": "p", "type": "input/text", "params": {"text": PROMPT}},
+            {
+                "id": "x",  # the target `server_ms` asks for
+                "type": "alibaba/qwen-image",
+                "params": params,
+                "inputs": {"prompt": {"from": "p", "output": "text"}},
+            },
+        ],
     }
 
 
 def server_render(server: ServerProcess, case: dict[str, Any], seed: int) -> float:
-    t0 = time.perf_counter()
-    response = httpx.post(f"{server.base}/v1/runs", json=graph(case, seed), timeout=60)
-    response.raise_for_status()
-    run = f"{server.base}/v1/runs/{response.json()['runId']}"
-    while (state := httpx.get(run, timeout=60).json())["status"] not in ("done", "error"):
-        time.sleep(0.005)
-    if state["status"] != "done":
-        raise SystemExit(f"a render failed: {state}")
-    return (time.perf_counter() - t0) * 1000
+    return server_ms(server, graph(case, seed))
 
 
 class Bare:
@@ -114,10 +104,10 @@ class Bare:
         return (time.perf_counter() - t0) * 1000
 
 
-def concurrent_wall(server: ServerProcess, case: dict[str, Any]) -> float:
+def concurrent_wall(server: ServerProcess, case: dict[str, Any], count: int) -> float:
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(CONCURRENT) as pool:
-        futures = [pool.submit(server_render, server, case, seed) for seed in range(CONCURRENT)]
+    with ThreadPoolExecutor(count) as pool:
+        futures = [pool.submit(server_render, server, case, seed) for seed in range(count)]
         for future in futures:
             future.result()
     return (time.perf_counter() - t0) * 1000
@@ -127,6 +117,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="Qwen-Image: the server vs a bare pipeline")
     parser.add_argument("--renders", type=int, default=6)
     parser.add_argument("--sizes", default="tiny")
+    parser.add_argument("--concurrent", type=int, default=8, help="0: no batching on/off runs")
     args = parser.parse_args()
     from inline_core.families.qwen_image.kit import build_kit
 
@@ -134,8 +125,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         sizes = [s for s in str(args.sizes).split(",") if s]
-        for size in sizes:
+        if unknown := set(sizes) - set(CASES):
+            raise SystemExit(f"unknown sizes {sorted(unknown)}; choose from {sorted(CASES)}")
+        concurrent: int = args.concurrent
+        # The concurrent renders are tiny ones, whatever sizes are compared.
+        kits = [*sizes, *(["tiny"] if concurrent and "tiny" not in sizes else [])]
+        for size in kits:
             build_kit(root / "models", size, layouts=("diffusers",))
+        load_before = os.getloadavg()
         env = {"INLINE_DTYPE": "float32"}
         server = start_server(root / "models", root / "data", root / "server.log", env=env)
         try:
@@ -160,25 +157,34 @@ def main() -> int:
         finally:
             server.stop()
         walls: dict[str, float] = {}
-        for label, batch in (("batching on", "8"), ("batching off", "1")):
+        for label, batch in (("batching on", "8"), ("batching off", "1"))[: 2 if concurrent else 0]:
             env = {"INLINE_DTYPE": "float32", "INLINE_MAX_BATCH": batch}
             data = root / f"data-{batch}"
             server = start_server(root / "models", data, root / f"server-{batch}.log", env=env)
             try:
                 server_render(server, CASES["tiny"], 99)  # loads
-                walls[label] = concurrent_wall(server, CASES["tiny"])
+                walls[label] = concurrent_wall(server, CASES["tiny"], concurrent)
             finally:
                 server.stop()
+        load = [round(x, 2) for x in (*load_before, *os.getloadavg())]
     print(f"{'case':<14}{'server ms':>12}{'pipeline ms':>14}{'ratio':>8}")
     for row in rows:
         print(f"{row['case']:<14}{row['server_ms']:>12}{row['pipeline_ms']:>14}{row['ratio']:>8}")
-    on, off = walls["batching on"], walls["batching off"]
-    print(
-        f"{CONCURRENT} concurrent tiny renders: batching on {on:.0f} ms, off {off:.0f} ms "
-        f"({off / on:.2f}x)"
-    )
+    if walls:
+        on, off = walls["batching on"], walls["batching off"]
+        print(
+            f"{concurrent} concurrent tiny renders: batching on {on:.0f} ms, off {off:.0f} ms "
+            f"({off / on:.2f}x)"
+        )
+    print(f"load average (1, 5, 15 min) before {load[:3]}, after {load[3:]}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    result = {"rows": rows, "concurrent": CONCURRENT, "walls_ms": walls, "host": platform.node()}
+    result = {
+        "rows": rows,
+        "concurrent": concurrent,
+        "walls_ms": walls,
+        "loadavg_before_after": load,
+        "host": platform.node(),
+    }
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 

@@ -86,6 +86,11 @@ def start_server(
 
 def server_ms(server: ServerProcess, graph: dict[str, Any]) -> float:
     """`POST /v1/runs` until its websocket says `run_done` (the take written), in ms."""
+    return server_run(server, graph)[0]
+
+
+def server_run(server: ServerProcess, graph: dict[str, Any]) -> tuple[float, str]:
+    """`server_ms` and the run's id (its take: `take_bytes`)."""
     from websockets.sync.client import connect
 
     t0 = time.perf_counter()
@@ -102,4 +107,14 @@ def server_ms(server: ServerProcess, graph: dict[str, Any]) -> float:
                 break
     if event["type"] != "run_done":
         raise RuntimeError(f"run {run_id} ended {event}")
-    return (time.perf_counter() - t0) * 1000
+    return (time.perf_counter() - t0) * 1000, str(run_id)
+
+
+def take_bytes(server: ServerProcess, run_id: str) -> bytes:
+    """The bytes of the one take of run `run_id`."""
+    run = httpx.get(server.base + f"/v1/runs/{run_id}", timeout=60)
+    run.raise_for_status()
+    [take] = run.json()["takes"]
+    body = httpx.get(server.base + str(take["uri"]), timeout=300)
+    body.raise_for_status()
+    return body.content

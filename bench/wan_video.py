@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -56,6 +55,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import batching  # noqa: E402
+from video_report import report  # noqa: E402
 from wan_tiny import CASES, Case, Server, bench_case  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "wan_video.json"
@@ -323,21 +323,7 @@ def main() -> int:
         started = time.perf_counter()
         results[section] = runners[section]()
         print(f"{section}: {time.perf_counter() - started:.0f} s", flush=True)
-    lines = table(results)
-    width = max(len(m) for m, _, _ in lines)
-    for measure, figures, ratio in lines:
-        print(f"{measure:<{width}}  {figures:<36}  {ratio}")
-    machine = {
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "threads": args.threads,
-        "loadAverageStart": list(load_start),
-        "loadAverageEnd": list(os.getloadavg()),
-    }
-    target = cast(Path, args.out)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps({"machine": machine, **results}, indent=2) + "\n")
-    print(f"wrote {target}")
+    report(table(results), results, cast(Path, args.out), load_start, 36, threads=args.threads)
     return 0
 
 

@@ -24,6 +24,7 @@ from tests.worker_groups import (
     group_for_xdist,
     run_beside_each_other,
 )
+from tests.xdist_timeline import Timeline
 
 if TYPE_CHECKING:
     from xdist.remote import Producer
@@ -38,8 +39,13 @@ BACKENDS = ("sqlite", "postgresql")
 os.environ.setdefault("INLINE_DTYPE", "float32")
 
 
+# The serial chains, handed out first (xdist_order.py) and timed in the summary (xdist_timeline.py).
+CHAINS = (XDIST_WORKER_GROUPS, XDIST_INDUCTOR)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[SHARED] = SharedGroups()
+    config.pluginmanager.register(Timeline(CHAINS), "xdist-timeline")
 
 
 # First: xdist's own hook (on its workers) reads the `xdist_group` marks added here.
@@ -62,7 +68,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Schedul
         return None
     from tests.xdist_order import ChainsFirst
 
-    return ChainsFirst(config, log, (XDIST_WORKER_GROUPS, XDIST_INDUCTOR))
+    return ChainsFirst(config, log, CHAINS)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -13,10 +13,15 @@ from inline_core.diffusion.libs import diffusers, to_floats
 from inline_core.diffusion.sigma import schedules
 from inline_core.diffusion.sigma.algorithms.multistep import lms_coefficient
 from inline_core.diffusion.sigma.beta_ppf import beta_cdf, beta_ppf
-from inline_core.diffusion.sigma.noise import RowNoise
+from inline_core.diffusion.sigma.noise import NoNoise, RowNoise
 from inline_core.diffusion.sigma.sampling import DiscreteSampling, FlowSampling, ModelSampling
 from inline_core.diffusion.sigma.stepper import SigmaStepper, call_sigmas
-from inline_core.graph.sampler_names import SCHEDULES, SIGMA_SAMPLERS
+from inline_core.graph.sampler_names import (
+    CFG_PP_SAMPLERS,
+    MULTISTEP_SAMPLERS,
+    SCHEDULES,
+    SIGMA_SAMPLERS,
+)
 
 SAMPLINGS = [DiscreteSampling(), DiscreteSampling("v"), FlowSampling(3.0)]
 
@@ -218,3 +223,31 @@ def test_gradient_estimation_is_its_published_recurrence() -> None:
         expected = expected + (d if old is None else 2 * d - old) * (sigma_next - sigma)
         old = d
     torch.testing.assert_close(stepper.result, expected, atol=1e-6, rtol=1e-6)
+
+
+def test_the_multistep_samplers_are_those_a_split_walk_changes() -> None:
+    """`MULTISTEP_SAMPLERS` (what a two-stage import lists as changing the picture) are exactly
+    the samplers whose walk split at a step, the second part started afresh, differs from one
+    walk: on a toy flow model with no noise, at the same sigmas."""
+    sampling = FlowSampling(3.0)
+    sigmas = schedules.schedule_sigmas("simple", sampling, 8)
+
+    def model(x: torch.Tensor, sigma: float) -> torch.Tensor:
+        return torch.sin(3 * x) * (1 + sigma) + 0.3 * x * x
+
+    def walk(name: str, window: list[float], x: torch.Tensor) -> torch.Tensor:
+        stepper = SigmaStepper(name, sampling, window, x, NoNoise())
+        while stepper.result is None:
+            point, sigma = stepper.call
+            stepper.advance(model(point, sigma), uncond=0.9 * model(point, sigma))
+        return stepper.result
+
+    x = torch.linspace(-1, 1, 16)
+    changed = {
+        name
+        for name in SIGMA_SAMPLERS + CFG_PP_SAMPLERS
+        if not torch.allclose(
+            walk(name, sigmas, x), walk(name, sigmas[4:], walk(name, sigmas[:5], x)), atol=1e-6
+        )
+    }
+    assert changed == set(MULTISTEP_SAMPLERS)

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from inline_core.runtime.step_cache import StepCacheSettings
+from inline_core.graph.runner import NodeResult
+from inline_core.runtime.step_cache import StepCacheChoice, StepCacheSettings
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.batching_harness import solo_and_together
@@ -121,3 +122,24 @@ def check_joined_mid_render(
     assert [counts(s) for s in states] == alone_counts
     cached = [c for c in alone_counts if c is not None]
     assert len(cached) >= 2 and all(c["reusedSteps"] > 0 for c in cached)
+
+
+def check_served_step_cache(
+    run: Callable[[StepCacheChoice], NodeResult],
+    pixels: Callable[[NodeResult], np.ndarray[Any, Any]],
+    loose: StepCacheSettings = LOOSE,
+) -> None:
+    """A family node serves the run's step cache (`options.cache`): `run` renders one short
+    request with the run's choice. Not asked for, a short render is not cached (the policy starts
+    at 20 steps); asked never to reuse, it equals that render and its take counts only computed
+    steps; asked loosely, its take records the settings and the steps it reused."""
+    plain = run(StepCacheChoice())
+    assert "cache" not in plain.takes[0].params
+    never = run(StepCacheChoice(True, NEVER))
+    assert never.takes[0].params["cache"] == NEVER.to_json()
+    assert never.takes[0].params["cacheCounts"]["reusedSteps"] == 0
+    assert int(np.abs(pixels(never) - pixels(plain)).max()) == 0
+    cached = run(StepCacheChoice(True, loose))
+    assert cached.takes[0].params["cache"] == loose.to_json()
+    assert cached.takes[0].params["cacheCounts"]["reusedSteps"] > 0
+    assert int(np.abs(pixels(cached) - pixels(plain)).max()) > 0  # reused steps move the picture

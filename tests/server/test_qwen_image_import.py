@@ -61,7 +61,7 @@ def import_comfy(client: TestClient, workflow: Any, **extra: Any) -> Any:
     return client.post("/v1/import/comfy", json={"workflow": workflow, "models": MODELS, **extra})
 
 
-COMMON: Json = {"vae": VAE, "text_encoder": TEXT_ENCODER, "sampler": "euler", "scheduler": "simple"}
+COMMON: Json = {"vae": VAE, "text_encoder": TEXT_ENCODER, "sampler": "euler", "schedule": "simple"}
 
 
 @pytest.mark.parametrize(

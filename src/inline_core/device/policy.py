@@ -17,6 +17,7 @@ from inline_core.device.adapters import AdapterMode, adapter_mode
 from inline_core.device.attention import AttentionChoice, attention_choice
 from inline_core.device.compile import CompileChoice, compile_choice
 from inline_core.device.hardware import HardwareDescription
+from inline_core.device.kernels import FA3_MODULE, KernelChoice, fa3_choice, fp8_choice, installed
 from inline_core.device.profile import Profile, choose_profile, resolve_profile
 from inline_core.device.split import (
     ModelParallelSupport,
@@ -360,6 +361,16 @@ class DevicePolicy:
         """The order torch's exact attention kernels are tried in on this device class."""
         return attention_choice(self._hardware, self.kind)
 
+    @property
+    def fp8(self) -> KernelChoice:
+        """Whether FP8 linear layers (torchao) can run here and are used."""
+        return fp8_choice(self._hardware, self.kind, torchao=installed("torchao"))
+
+    @property
+    def fa3(self) -> KernelChoice:
+        """Whether flash-attention 3 can run here and is used."""
+        return fa3_choice(self._hardware, self.kind, module=installed(FA3_MODULE))
+
     def describe(self) -> dict[str, object]:
         """The `device` object of /v1/health (camelCase)."""
         hw = self._hardware
@@ -387,6 +398,8 @@ class DevicePolicy:
             # Compiled blocks for a denoiser in the default dtype (each family's in `models`).
             "compile": self.compile_for("", denoiser.dtype).to_json(),
             "attention": self.attention.to_json(),  # torch SDPA's order on this device
+            "fp8": self.fp8.to_json(),  # GPU-only kernels: off, and why
+            "fa3": self.fa3.to_json(),
         }
         if self._note is not None:
             body["note"] = self._note

@@ -38,6 +38,11 @@ class ParallelSpec:
         ordered = tuple(sorted(self.degrees, key=lambda item: METHODS.index(item[0])))
         object.__setattr__(self, "degrees", ordered)
 
+    @property
+    def sequence_ranks(self) -> int:
+        """The ranks a token sequence is sharded over (Ulysses and Ring both shard it)."""
+        return self.degree("ulysses") * self.degree("ring")
+
     @classmethod
     def of(cls, **degrees: int) -> ParallelSpec:
         """`ParallelSpec.of(ulysses=2, ring=2)`."""
@@ -158,7 +163,7 @@ def check_support(spec: ParallelSpec, support: ModelParallelSupport) -> None:
             f"INLINE_PARALLEL={spec}: {support.family} cannot be split with "
             f"{', '.join(unsupported)}; supported methods: {allowed}"
         )
-    sequence_ranks = spec.degree("ulysses") * spec.degree("ring")
+    sequence_ranks = spec.sequence_ranks
     if not support.allows_sequence_ranks(sequence_ranks):
         multiple = support.sequence_multiple or 1
         counts = ", ".join(str(n) for n in range(2, multiple + 1) if multiple % n == 0)

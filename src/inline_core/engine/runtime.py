@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Generator, Hashable, Mapping
+from collections.abc import Callable, Generator, Hashable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -24,7 +24,7 @@ from inline_core.config import Config
 from inline_core.contract.family import Family
 from inline_core.contract.sources import Sources
 from inline_core.device.compile import CompileChoice
-from inline_core.device.split import ParallelSpec
+from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapter_counts import AdapterTotals
 from inline_core.diffusion.compile.cache import keep_cache_in
 from inline_core.diffusion.compile.progress import BOARD
@@ -226,8 +226,8 @@ class ModelRuntime:
                 return self._splits[key]
         support = family.split_support(transformer)
         policy = self.policy()
-        if support is None:  # the family cannot be split: its renders stay in process
-            split = None
+        if support is None or self.methods_not_served(support):
+            split = None  # the family cannot be split (so): its renders stay in process
         else:
             try:
                 split = policy.split_for(support)
@@ -254,19 +254,52 @@ class ModelRuntime:
         if why is not None:
             raise InvalidRequest(why, node_id=node_id)
 
-    def check_split(self, family: Family) -> None:
-        """At start-up: an explicit split this family's default model cannot run is an
-        `InvalidRequest` (the server refuses to start); a family that cannot split at all renders
-        in process, and the log says so."""
+    def methods_not_served(self, support: ModelParallelSupport) -> frozenset[str]:
+        """The methods of an explicit split that a family does not split with (empty: none)."""
+        explicit = self.policy().settings.parallel
+        if explicit is None or not explicit.is_split:
+            return frozenset()
+        return explicit.methods - support.methods
+
+    def check_split(self, family: Family) -> bool:
+        """At start-up: whether this family's renders run on the explicit split. One its default
+        model cannot run (a Ulysses degree its heads do not divide) is an `InvalidRequest` (the
+        server refuses to start); a family that cannot split at all, or not with the split's
+        methods, renders in process, and the log says so (`register_families` refuses a split
+        that no family can use)."""
         explicit = self._policy is not None and self._policy.settings.parallel is not None
         if not (self.config.parallel or explicit):
-            return
+            return False
         sources = family.files.resolve(None).sources
         transformer = None if sources is None else sources.get("transformer")
-        if family.split_support(transformer) is None:
+        support = family.split_support(transformer)
+        if support is None:
             log.warning("%s cannot be split across ranks: its renders run in process", family.title)
+            return False
+        unserved = self.methods_not_served(support)
+        if unserved:
+            log.warning(
+                "%s cannot be split with %s (it splits with %s): its renders run in process",
+                family.title,
+                ", ".join(sorted(unserved)),
+                ", ".join(sorted(support.methods)),
+            )
+            return False
+        return self.split_for(family, transformer) is not None
+
+    def refuse_unused_split(self, families: Sequence[Family]) -> None:
+        """At start-up, after `check_split`: an explicit split that no family installed here can
+        use is an `InvalidRequest` naming what the first family that splits at all splits with."""
+        policy = self.policy()
+        explicit = policy.settings.parallel
+        if explicit is None or not explicit.is_split:
             return
-        self.split_for(family, transformer)
+        for family in families:
+            sources = family.files.resolve(None).sources
+            support = family.split_support(None if sources is None else sources.get("transformer"))
+            if support is not None:
+                policy.split_for(support)  # raises, naming the methods it splits with
+                return
 
     def group(self, split: ParallelSpec) -> ModelGroup:
         """The worker group running `split`, launched on its first job (one group at a time)."""

@@ -64,6 +64,31 @@ def cfg_pp_unguided(sampler: str) -> str:
     )
 
 
+# Samplers that step from their earlier model calls: one walk across a switch of models (a pair of
+# experts) differs from two walks split there (ComfyUI's two KSamplerAdvanced stages, the second
+# started afresh). Checked against the library's walks (`tests/diffusion/test_sigma_library.py`).
+MULTISTEP_SAMPLERS: tuple[str, ...] = (
+    "lms",
+    "dpmpp_2m",
+    "dpmpp_2m_sde",
+    "dpmpp_3m_sde",
+    "ipndm",
+    "res_multistep",
+    "er_sde",
+    "dpmpp_2m_sde_heun",
+    "res_multistep_ancestral",
+    "ipndm_v",
+    "dpmpp_2m_sde_gpu",
+    "dpmpp_2m_sde_heun_gpu",
+    "dpmpp_3m_sde_gpu",
+    "uni_pc",
+    "uni_pc_bh2",
+    "deis",
+    "gradient_estimation",
+    "dpmpp_2m_cfg_pp",
+    "res_multistep_cfg_pp",
+    "res_multistep_ancestral_cfg_pp",
+)
 UNIPC_SAMPLERS: tuple[str, ...] = ("uni_pc", "uni_pc_bh2")
 SAMPLERS: tuple[str, ...] = SIGMA_SAMPLERS
 # What a node whose family runs CFG and hands on its unconditional prediction offers.

@@ -110,6 +110,8 @@ class ParallelSampler:
         self._completed = 0
         self._failed = 0
         self.last_meta: dict[int, dict[str, Json]] = {}  # each rank's debug counters, last job
+        # How the ranks' compiled blocks ran in the last job (`ranks_compiled`; health shows it).
+        self.last_compiled: list[dict[str, object]] = []
 
     @classmethod
     def for_split(cls, split: ParallelSpec, *, cuda: bool, engine: str = "auto") -> ParallelSampler:
@@ -151,7 +153,8 @@ class ParallelSampler:
         counts = reply.meta[0].get("stepCache")
         if isinstance(counts, dict) and hasattr(job.state, "cache"):
             job.state.cache = ReportedCounts(cast(dict[str, int], counts))
-        job.compiled[:] = ranks_compiled(reply.meta)
+        self.last_compiled = ranks_compiled(reply.meta)
+        job.compiled[:] = self.last_compiled
         log.info("worker group job done (%s): %s", self.config.ranks.split, summarize(reply.meta))
         return decode_output(reply.meta[0].get("output"), reply.arrays)
 
@@ -233,6 +236,9 @@ class ParallelSampler:
                 "group": None if group is None else group.stats(),
                 # Rank 0's step loop as of the last job: how it grouped the jobs it was sent.
                 "rankLoop": self.last_meta.get(0, {}).get("loop"),
+                # How the ranks' compiled blocks ran in the last job: a rank whose compile failed
+                # ran that block class eager, named with its error (`failedRanks`).
+                "compile": [dict(note) for note in self.last_compiled],
             }
 
     def close(self) -> None:

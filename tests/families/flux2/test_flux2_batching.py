@@ -11,14 +11,22 @@ from typing import Any
 import numpy as np
 from flux2_harness import make_rig, picture, pixels
 
+from inline_core.diffusion.adapters.stack import LoraUse
 from inline_core.families.flux2.kit import Flux2Kit
 from inline_core.families.flux2.kit_dev import Flux2DevKit
+from inline_core.families.standalone import FamilyRig
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.batching_harness import solo_and_together
+from tests.families.zimage.lora_harness import Stack, picks
 
 TOLERANCE = 2
 MAX_DIFFERING = 0.01
 REFERENCE = picture(96, 64, 4)
+
+
+def stack(rig: FamilyRig, kit: Flux2DevKit, picked: Stack) -> tuple[LoraUse, ...]:
+    """A request's LoRA stack, as the node passes its picked LoRAs on."""
+    return tuple(handle.use for handle in picks(rig, kit, picked))
 
 
 def test_same_shapes_share_forwards_and_equal_their_solo_renders(flux2_kit: Flux2Kit) -> None:
@@ -74,7 +82,8 @@ def test_the_batch_key_holds_the_shapes(flux2_kit: Flux2Kit) -> None:
 
 def test_dev_requests_at_different_guidance_share_forwards(flux2_dev_kit: Flux2DevKit) -> None:
     """dev's guidance is an input per row: requests at different guidance share a forward and
-    each renders what it renders alone."""
+    each renders what it renders alone; so do their LoRAs, the Turbo one's included (it adapts
+    the time, guidance and modulation layers too, whose inputs are one row a request)."""
     sampler = StepLoopSampler()
     try:
         rig = make_rig(flux2_dev_kit.root, sampler)
@@ -84,7 +93,11 @@ def test_dev_requests_at_different_guidance_share_forwards(flux2_dev_kit: Flux2D
             {**shape, "prompt": "a kite", "seed": 1, "steps": 3, "guidance": 2.0},
             {**shape, "prompt": "a train", "seed": 2, "steps": 3, "guidance": 6.0},
             {**shape, "prompt": "a boat", "seed": 3, "steps": 2, "guidance": 4.0},
-        ]
+            {**shape, "prompt": "a cat", "seed": 4, "steps": 3, "guidance": 4.0,
+             "loras": stack(rig, flux2_dev_kit, [("turbo", 1.0)])},
+            {**shape, "prompt": "a dog", "seed": 5, "steps": 2, "guidance": 3.0,
+             "loras": stack(rig, flux2_dev_kit, [("turbo", 0.5), ("a", 0.7)])},
+        ]  # fmt: skip
         solo, together, stats = solo_and_together(sampler, pipeline, requests, pixels)
     finally:
         sampler.close()

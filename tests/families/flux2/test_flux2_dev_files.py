@@ -88,6 +88,8 @@ def test_dev_download_is_comfy_orgs_dev_files(tmp_path: Path) -> None:
     }
     (fp8,) = plan(["dev_text_encoder_fp8"], tmp_path)
     assert fp8[1].files == ("split_files/text_encoders/mistral_3_small_flux2_fp8.safetensors",)
+    (turbo,) = plan(["dev_turbo_lora"], tmp_path)  # the templates' Turbo switch's LoRA
+    assert turbo[1].destination(tmp_path) == tmp_path / "loras" / "Flux2TurboComfyv2.safetensors"
 
 
 def test_a_mistral_folder_tokenizer_without_a_template_gets_mistral_small_3s(

@@ -3,7 +3,9 @@ BasicGuider chain with the prompt through FluxGuidance becomes one node whose `g
 FluxGuidance's (the model's embedded guidance), the edits' ReferenceLatent chains its reference
 images in the order applied; cut down for a CPU, the imported text to image and two-reference
 edit templates render the hand-written graph's pixels; classifier-free guidance beside
-FluxGuidance is refused naming both."""
+FluxGuidance is refused naming both. With their Turbo switch on, the templates import onto the
+node with the Turbo LoRA (BFL's naming, as ComfyUI's converted files name it) and 8 steps, and
+render the hand-written graph's pixels with that LoRA."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ Json = dict[str, Any]
 DEV = "flux2_dev_tiny.safetensors"
 VAE = "flux2_tiny_vae.safetensors"
 ENCODER = "mistral_3_small_flux2_tiny.safetensors"
+TURBO = "flux2_dev_tiny_turbo_lora.safetensors"
 # The templates' files onto the kit's.
 MODELS = {
     "flux2_dev_fp8mixed.safetensors": DEV,
@@ -35,6 +38,8 @@ MODELS = {
     "mistral_3_small_flux2_fp8.safetensors": ENCODER,
     "flux2-vae.safetensors": VAE,
     "full_encoder_small_decoder.safetensors": VAE,
+    "Flux_2-Turbo-LoRA_comfyui.safetensors": TURBO,  # ByteZSzn's conversion of fal's Turbo
+    "Flux2TurboComfyv2.safetensors": TURBO,  # Comfy-Org's
 }
 COMMON: Json = {"model": DEV, "vae": VAE, "text_encoder": ENCODER, "sampler": "euler"}
 TEXT_TO_IMAGE = "image_flux2_text_to_image.json"
@@ -173,3 +178,50 @@ def test_cfg_beside_flux_guidance_is_refused_naming_both(client: TestClient) -> 
     error = response.json()["error"]
     assert error["code"] == "unsupported_node"
     assert "FluxGuidance 30" in error["message"] and "cfg 3" in error["message"]
+
+
+def turbo_on(name: str) -> Json:
+    """The template with its Turbo switch (the subgraph's PrimitiveBoolean) on."""
+    workflow = template(name)
+    for subgraph in workflow["definitions"]["subgraphs"]:
+        for node in subgraph["nodes"]:
+            if node["type"] == "PrimitiveBoolean":
+                node["widgets_values"] = [True]
+    return workflow
+
+
+@pytest.mark.parametrize("name", [TEXT_TO_IMAGE, "image_flux2.json", EDIT_TWO])
+def test_the_templates_turbo_path_imports_the_turbo_lora_at_8_steps(
+    client: TestClient, name: str
+) -> None:
+    assets = {
+        image: upload(client, 96, 64) for image in (*EDIT_IMAGES, "image_flux2_input_image.png")
+    }
+    response = import_comfy(client, turbo_on(name), MODELS, assets=assets)
+    assert response.status_code == 200, response.text
+    target, nodes = target_of(response.json())
+    assert target["params"]["steps"] == 8 and target["params"]["guidance"] == 4.0
+    lora = nodes[target["inputs"]["loras"]["from"]]
+    assert lora["params"] == {"name": TURBO, "strength": 1.0}
+
+
+def test_the_turbo_path_renders_the_hand_written_graphs_pixels_with_the_lora(
+    client: TestClient,
+) -> None:
+    body = import_comfy(client, turbo_on(TEXT_TO_IMAGE), MODELS).json()
+    target, nodes = target_of(body)
+    prompt = nodes[target["inputs"]["prompt"]["from"]]["params"]["text"]
+    size = {"width": 64, "height": 64}
+    for node in body["graph"]["nodes"]:
+        if node["id"] == body["target"]:
+            node["params"].update(size)
+    imported = rendered(client, body["graph"], body["target"])
+    params = {**COMMON, "seed": target["params"]["seed"], "guidance": 4.0, "steps": 8, **size}
+    written = prompt_graph(NODE_TYPE, "f", params, prompt)
+    written["nodes"].insert(
+        0, {"id": "l", "type": "input/lora", "params": {"name": TURBO, "strength": 1.0}}
+    )
+    written["nodes"][-1]["inputs"]["loras"] = [{"from": "l", "output": "lora"}]
+    assert np.array_equal(imported, rendered(client, written, "f"))
+    plain = rendered(client, prompt_graph(NODE_TYPE, "f", params, prompt), "f")
+    assert np.abs(imported - plain).max() > 10  # the LoRA is applied

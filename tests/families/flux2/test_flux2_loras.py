@@ -61,3 +61,30 @@ def test_lora_render_matches_flux2_pipeline_on_dev(
     plain = take_pixels(render(rig, tmp_path, "a lighthouse", model=model, steps=2))
     assert max_diff(ours, pixels(ref)) <= TOLERANCE
     assert max_diff(ours, plain) > 10 * TOLERANCE
+
+
+def test_a_turbo_lora_on_every_layer_in_bfl_naming_renders_as_comfyui_reads_it(
+    flux2_dev_kit: Flux2DevKit, sampler: StepLoopSampler, dev_pipe: Any, tmp_path: Path
+) -> None:
+    """The templates' Turbo LoRA in BFL's naming (fused q/k/v, the embedders, the modulations,
+    the output layer) renders what its twin in diffusers' naming renders, in our server and in
+    `Flux2Pipeline`: the output modulation's halves are read in BFL's order, as ComfyUI applies
+    them (diffusers' converter leaves them unswapped)."""
+    rig = make_rig(flux2_dev_kit.root, sampler)
+    model = "flux2_dev_tiny.safetensors"
+    bfl = take_pixels(
+        render(rig, tmp_path, "a lighthouse", loras=picks(rig, flux2_dev_kit, [("turbo", 1.0)]),
+               model=model, steps=2)
+    )  # fmt: skip
+    twin = [("turbo-diffusers", 1.0)]
+    split = take_pixels(
+        render(rig, tmp_path, "a lighthouse", loras=picks(rig, flux2_dev_kit, twin), model=model,
+               steps=2)
+    )  # fmt: skip
+    with reference_with(dev_pipe, flux2_dev_kit, twin) as pipe:
+        ref = pipe(prompt="a lighthouse", **dev_kwargs(2, 4.0)).images[0]
+    plain = take_pixels(render(rig, tmp_path, "a lighthouse", model=model, steps=2))
+    assert max_diff(bfl, split) <= TOLERANCE
+    assert max_diff(bfl, pixels(ref)) <= TOLERANCE
+    assert max_diff(bfl, plain) > 10 * TOLERANCE
+    assert bfl.std() > 1.0

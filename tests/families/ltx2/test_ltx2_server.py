@@ -5,6 +5,7 @@ refused at submit with a 422 naming them."""
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ def test_a_render_makes_a_video_with_its_soundtrack_and_an_audio_take(client: Te
         ({"audio_format": "mp3"}, "audio_format"),
         ({"sampler": "euler_fancy"}, "sampler"),
         ({"schedule": "cosine"}, "schedule"),
+        ({"steps": 1}, "'steps' must be at least 2"),
     ],
     ids=[
         "frames-the-vae-cannot-decode",
@@ -64,6 +66,7 @@ def test_a_render_makes_a_video_with_its_soundtrack_and_an_audio_take(client: Te
         "unknown-audio-format",
         "unknown-sampler",
         "unknown-schedule",
+        "one-step-on-the-stretched-schedule",
     ],
 )
 def test_bad_params_are_refused_at_submit(
@@ -101,6 +104,25 @@ def test_a_folder_without_its_vocoder_is_model_missing_naming_it(
     error = response.json()["error"]
     assert error["code"] == "model_missing"
     assert "vocoder" in error["message"] and "INLINE_LTX2_VOCODER" in error["message"]
+
+
+def test_an_ltx_2_5_folder_is_refused_at_submit_saying_what_it_lacks(
+    ltx2_kit: LTX2Kit, tmp_path: Path
+) -> None:
+    """LTX-2.5's text encoder is Gemma 4 and its video decoder a diffusion model: a folder with
+    that encoder is a 422 before the run, not a Gemma 3 load that fails."""
+    models = tmp_path / "models"
+    folder = models / "diffusion_models" / FOLDER
+    shutil.copytree(ltx2_kit.diffusers_dir, folder)
+    config_path = folder / "text_encoder" / "config.json"
+    encoder = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**encoder, "model_type": "gemma4_unified"}))
+    config = Config(models_dir=models, data_dir=tmp_path / "data", profile="cpu")
+    with TestClient(create_app(config)) as client:
+        response = client.post("/v1/runs", json={"graph": ltx2_graph(), "target": "l"})
+    assert response.status_code == 422, response.text
+    message = response.json()["error"]["message"]
+    assert "LTX-2.5" in message and "diffusion decoder" in message
 
 
 def test_a_lora_of_another_model_or_naming_is_422_at_submit(

@@ -3,11 +3,16 @@ renders with `StableDiffusionXLPipeline(denoising_end=f, output_type="latent")` 
 `StableDiffusionXLImg2ImgPipeline(denoising_start=f)` over the refiner (its UNet, its OpenCLIP-G,
 its aesthetic scores 6 and 2.5, its VAE decoding). A base checkpoint picked as the refiner and a
 switch outside (0, 1) are refused at submit naming why; img2img hands over the same way, and
-refiner requests batch with base ones."""
+refiner requests batch with base ones. A refiner checkpoint whose prediction differs from the
+base's (a `v_pred` marker on one alone) is refused at submit naming both, unless `prediction`
+sets one for both; a v-prediction refiner after a v-prediction base, each told by its own marker,
+renders diffusers' chain with both stages on v-prediction."""
 
 from __future__ import annotations
 
 import math
+import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +24,11 @@ from test_sdxl_batching import assert_shared_and_each_alone, solo_and_together
 from test_sdxl_img2img import render_img2img, source_image
 
 from inline_core.contract.submit import Submit
-from inline_core.diffusion.libs import diffusers
+from inline_core.diffusion.libs import diffusers, load_safetensors, save_safetensors
 from inline_core.errors import InvalidRequest, ModelMissing
 from inline_core.families.sdxl import SDXLFamily
-from inline_core.families.sdxl.descriptor import NODE_TYPE
+from inline_core.families.sdxl.descriptor import NODE_TYPE, SDXL_DESCRIPTOR
+from inline_core.families.sdxl.files import V_PRED_KEY
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.families.sdxl.kit_refiner import build_refiner_unet
 from inline_core.families.sdxl.schedule import DiscreteSchedule
@@ -152,7 +158,8 @@ def test_the_refiner_samples_with_the_requests_prediction_and_zsnr(
 
 def _submitted(kit: SDXLKit, **params: Any) -> None:
     family = SDXLFamily(Catalog(kit.root, ttl_s=0.0), {})
-    picked = node_params(model=kit.checkpoint_name, **params)
+    given: dict[str, Any] = {"model": kit.checkpoint_name, **params}
+    picked = node_params(SDXL_DESCRIPTOR, **given)
     resolution = family.resolve(NODE_TYPE, picked)
     family.check(Submit(NODE_TYPE, picked, "x", resolution, frozenset(), {}, {}))
     resolution.require("x")
@@ -245,3 +252,63 @@ def test_img2img_then_refiner_matches_diffusers(
     out = refiner(**common, image=handed, denoising_start=switch, output_type="np").images[0]
     ref = (np.asarray(out) * 255).round().astype(np.uint8).astype(np.int16)
     assert max_diff(ours, ref) <= TOLERANCE
+
+
+V_REFINER = "refiner_vpred.safetensors"
+
+
+def with_v_refiner(kit: SDXLKit, models: Path) -> SDXLKit:
+    """The kit's models in `models`, with its refiner also saved carrying the v-prediction
+    marker (`V_REFINER`)."""
+    assert kit.refiner is not None
+    shutil.copytree(kit.root, models, ignore=shutil.ignore_patterns("*diffusers*"))
+    state = load_safetensors(kit.refiner)
+    save_safetensors({**state, V_PRED_KEY: torch.zeros(0)}, models / "checkpoints" / V_REFINER)
+    return replace(kit, root=models)
+
+
+def vpred_base(kit: SDXLKit) -> str:
+    assert kit.checkpoint is not None
+    return kit.checkpoint.with_name(kit.checkpoint.stem + "_vpred.safetensors").name
+
+
+@pytest.mark.parametrize(
+    ("base", "refiner", "says"),
+    [
+        ("eps", "v", "predicts v_prediction and the base"),
+        ("v", "eps", "predicts eps and the base"),
+    ],
+)
+def test_a_refiner_of_another_prediction_is_refused_naming_both(
+    sdxl_kit: SDXLKit, tmp_path: Path, base: str, refiner: str, says: str
+) -> None:
+    kit = with_v_refiner(sdxl_kit, tmp_path / "models")
+    assert sdxl_kit.refiner is not None
+    picked = {
+        "model": vpred_base(kit) if base == "v" else kit.checkpoint_name,
+        "refiner": V_REFINER if refiner == "v" else sdxl_kit.refiner.name,
+    }
+    with pytest.raises(InvalidRequest, match="does not mix them") as refused:
+        _submitted(kit, **picked)
+    assert refused.value.status == 422
+    assert says in refused.value.message and repr(picked["model"]) in refused.value.message
+    # ModelSamplingDiscrete's prediction set: both models sample with it, as the node says.
+    _submitted(kit, **picked, prediction="v_prediction")
+
+
+def test_a_v_refiner_after_a_v_base_matches_diffusers_chain_on_v_prediction(
+    sdxl_kit: SDXLKit, sdxl_sampler: StepLoopSampler, sdxl_reference: Any, tmp_path: Path
+) -> None:
+    kit = with_v_refiner(sdxl_kit, tmp_path / "models")
+    params: dict[str, Any] = {"steps": 5, **EULER, "width": 64, "height": 64}
+    rig = sdxl_rig(kit.root, sdxl_sampler)
+    picked = {"model": vpred_base(kit), "refiner": V_REFINER, "refiner_switch": 0.6}
+    _submitted(kit, **picked)
+    ours = take_pixels(render(rig, tmp_path, **picked, **params))
+    refiner = _refiner_pipe(sdxl_reference)
+    v = {"prediction_type": "v_prediction"}
+    ref = _reference(sdxl_reference, refiner, 0.6, v, **params)
+    assert max_diff(ours, ref) <= TOLERANCE
+    # The check has teeth: the refiner's steps read as epsilon render another picture.
+    misread = _reference(sdxl_reference, refiner, 0.6, v, refiner_config={}, **params)
+    assert max_diff(ours, misread) > TOLERANCE

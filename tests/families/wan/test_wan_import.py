@@ -129,6 +129,29 @@ def small_workflow(image: str | None) -> dict[str, Any]:
     return nodes
 
 
+def small_graph(image: str | None, **params: Any) -> dict[str, Any]:
+    """`small_workflow`'s render written by hand (`params`: the node's, in place of its)."""
+    return wan_graph(
+        "a paper boat on a rainy street",
+        image=image,
+        **{
+            "model": TI2V_FILE,
+            "width": 64,
+            "height": 32,
+            "frames": 9,
+            "fps": 24,
+            "steps": 3,
+            "guidance": 3.0,
+            "shift": 6.0,
+            "negative_prompt": "blurry",
+            "format": "png",
+            "sampler": "uni_pc",  # the KSampler's names, one to one
+            "schedule": "simple",
+            **params,
+        },
+    )
+
+
 @pytest.mark.parametrize("with_image", [False, True], ids=["t2v", "i2v"])
 def test_an_imported_workflow_renders_the_hand_written_graphs_frames(
     client: TestClient, with_image: bool
@@ -147,21 +170,7 @@ def test_an_imported_workflow_renders_the_hand_written_graphs_frames(
     assert response.status_code == 200, response.text
     body = response.json()
     assert any("lossless animated PNG" in w for w in body["warnings"])  # WebP is not offered
-    by_hand = wan_graph(
-        "a paper boat on a rainy street",
-        image=asset,
-        model=TI2V_FILE,
-        width=64,
-        height=32,
-        frames=9,
-        fps=24,
-        steps=3,
-        guidance=3.0,
-        shift=6.0,
-        negative_prompt="blurry",
-        format="png",
-    )
-    for take in rendered_alike(client, body, by_hand):
+    for take in rendered_alike(client, body, small_graph(asset)):
         assert take["params"]["image_to_video"] is with_image
 
 
@@ -239,6 +248,8 @@ def test_an_imported_clip_vision_workflow_renders_the_hand_written_graphs_frames
         guidance=3.0,
         negative_prompt="blurry",
         format="png",
+        sampler="uni_pc",
+        schedule="simple",
     )
     rendered_alike(client, body, by_hand)
 

@@ -194,7 +194,7 @@ def test_an_a14b_pair_caches_both_experts_and_never_reusing_equals_no_cache(
     plain = frames(run(SampleJob(pipeline, request(pipeline, 21, None, **PAIR))))
     state = request(pipeline, 21, TIGHT, **PAIR)
     assert int(np.abs(plain - frames(run(SampleJob(pipeline, state)))).max()) == 0
-    assert state.switch_step is not None and 1 < state.switch_step < 7
+    assert state.switch_call is not None and 1 < state.switch_call < 7  # UniPC: a call a step
     counted = stats(state)
     # Two rows (guidance), two blocks each, computed at all eight steps of the two experts.
     assert counted["computedSteps"] == 2 * 8 and counted["reusedSteps"] == 0
@@ -223,7 +223,7 @@ def test_an_a14b_pair_reuses_on_both_experts_each_from_its_own_residuals(
         cached = frames(rig.runtime.sampler.run(SampleJob(pipeline, state)))
     finally:
         del pipeline.denoise_step
-    switch = cast(int, state.switch_step)
+    switch = cast(int, state.switch_call)
     # Step 5 reused once: were the rows to keep their residuals, step 6 could reuse too.
     assert switch == 6
     # LOOSE: two warmup steps, then at most two reuses after each computed step.

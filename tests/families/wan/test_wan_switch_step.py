@@ -17,7 +17,7 @@ from wan_harness import max_diff, node_params, render, submit_check, take_frames
 
 from inline_core.errors import InvalidRequest
 from inline_core.families.wan.kit import A14B_BOUNDARY, WanKit
-from inline_core.families.wan.pipeline import switch_step
+from inline_core.families.wan.schedule import boundary_call
 from inline_core.sampling.loop import StepLoopSampler
 
 # 4 steps at shift 12: timesteps 1000, 973, 923, 800. Ratio 0.95 falls between 973 and 923,
@@ -50,8 +50,9 @@ def test_a_switch_step_renders_wan_pipeline_at_the_boundary_that_gives_it(
 ) -> None:
     pipe = with_boundary(a14b_reference, RATIO_AT_2)
     pipe.scheduler.set_timesteps(STEPS)
-    assert switch_step(pipe.scheduler, RATIO_AT_2) == 2
-    assert A14B_BOUNDARY is not None and switch_step(pipe.scheduler, A14B_BOUNDARY) == 3
+    timesteps: list[float] = pipe.scheduler.timesteps.tolist()
+    assert boundary_call(timesteps, RATIO_AT_2) == 2
+    assert A14B_BOUNDARY is not None and boundary_call(timesteps, A14B_BOUNDARY) == 3
     rig = wan_rig(wan_kit.root, wan_sampler)
     result = render(rig, tmp_path, model=HIGH, steps=STEPS, switch_step=2, **params)
     ours = take_frames(result)

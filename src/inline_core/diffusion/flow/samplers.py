@@ -20,6 +20,7 @@ from inline_core.diffusion.libs import diffusers, to_floats
 from inline_core.diffusion.sigma.algorithms.unipc import UniPC
 from inline_core.diffusion.sigma.sampling import FlowSampling
 from inline_core.diffusion.sigma.schedules import schedule_sigmas
+from inline_core.errors import InvalidRequest
 from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
 
 __all__ = ["SAMPLERS", "SCHEDULES"]
@@ -60,6 +61,14 @@ def model_sigmas(
     """The `steps` sigmas and the final 0 the model visits under `schedule`."""
     if schedule != "simple":
         return schedule_sigmas(schedule, flow_sampling(config, mu), steps)
+    if steps == 1 and config.get("shift_terminal"):
+        # diffusers stretches the sigmas so the last step ends at the terminal level, dividing
+        # by the last step's distance from 1: one step has none, and every sigma comes out NaN.
+        raise InvalidRequest(
+            "one step cannot run on this model's own schedule ('simple'): its scheduler "
+            f"stretches the sigmas to a terminal level ({config['shift_terminal']:g}), which "
+            "takes at least 2 steps; give 2 or more steps, another schedule, or a fixed shift"
+        )
     scheduler = diffusers().FlowMatchEulerDiscreteScheduler.from_config(dict(config))
     scheduler.set_timesteps(sigmas=spacing(steps), mu=mu)
     return to_floats(cast(torch.Tensor, scheduler.sigmas)[:-1]) + [0.0]

@@ -24,13 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from inline_core.diffusion.files.shapes import (
-    ConfigInferenceError,
-    Shapes,
-    count_blocks,
-    shape_of,
-    strip_prefix,
-)
+from inline_core.diffusion.files.shapes import Shapes, shape_of, strip_prefix
+from inline_core.diffusion.formats.decoder_lm import decoder_lm_config
 from inline_core.diffusion.formats.format import ModelFormat
 
 # ComfyUI's files name the language model `model.`; a whole Mistral3 checkpoint nests it.
@@ -83,25 +78,15 @@ def hidden_size(shapes: Shapes) -> int:
 def infer_config(shapes: Shapes) -> dict[str, Any]:
     """`MistralConfig` kwargs for a single-file Mistral language model."""
     s = _language(shapes)
-    vocab_size, hidden = shape_of(s, "embed_tokens.weight")
-    q_rows = shape_of(s, "layers.0.self_attn.q_proj.weight")[0]
-    kv_rows = shape_of(s, "layers.0.self_attn.k_proj.weight")[0]
-    if q_rows % HEAD_DIM or kv_rows % HEAD_DIM:
-        raise ConfigInferenceError(f"projection widths are not multiples of head dim {HEAD_DIM}")
-    return {
-        "vocab_size": vocab_size,
-        "hidden_size": hidden,
-        "intermediate_size": shape_of(s, "layers.0.mlp.gate_proj.weight")[0],
-        "num_hidden_layers": count_blocks(s, r"layers\.(\d+)\."),
-        "num_attention_heads": q_rows // HEAD_DIM,
-        "num_key_value_heads": kv_rows // HEAD_DIM,
-        "head_dim": HEAD_DIM,
-        "rms_norm_eps": RMS_EPS,
-        "rope_parameters": {"rope_theta": ROPE_THETA, "rope_type": "default"},
-        "max_position_embeddings": MAX_POSITIONS,
-        "tie_word_embeddings": False,
-        "final_norm": "norm.weight" in s,
-    }
+    config = decoder_lm_config(
+        s,
+        HEAD_DIM,
+        rope_theta=ROPE_THETA,
+        rms_eps=RMS_EPS,
+        max_positions=MAX_POSITIONS,
+        tie_word_embeddings=False,
+    )
+    return {**config, "final_norm": "norm.weight" in s}
 
 
 def from_single(sd: dict[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:

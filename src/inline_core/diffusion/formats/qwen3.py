@@ -12,13 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from inline_core.diffusion.files.shapes import (
-    ConfigInferenceError,
-    Shapes,
-    count_blocks,
-    shape_of,
-    strip_prefix,
-)
+from inline_core.diffusion.files.shapes import Shapes, shape_of, strip_prefix
+from inline_core.diffusion.formats.decoder_lm import decoder_lm_config
 from inline_core.diffusion.formats.format import ModelFormat
 
 # `transformer.model.`: a ComfyUI checkpoint's `text_encoders.qwen3_4b.` view.
@@ -48,28 +43,17 @@ def hidden_size(shapes: Shapes) -> int:
 
 
 def infer_config(shapes: Shapes) -> dict[str, Any]:
-    """`Qwen3Config` kwargs for a single-file Qwen3."""
+    """`Qwen3Config` kwargs for a single-file Qwen3 (its q-norm is one head wide)."""
     _prefix, s = strip_prefix(_without_lm_head(shapes), PREFIXES)
-    vocab_size, hidden = shape_of(s, "embed_tokens.weight")
-    head_dim = shape_of(s, "layers.0.self_attn.q_norm.weight")[0]
-    q_rows = shape_of(s, "layers.0.self_attn.q_proj.weight")[0]
-    kv_rows = shape_of(s, "layers.0.self_attn.k_proj.weight")[0]
-    if q_rows % head_dim or kv_rows % head_dim:
-        raise ConfigInferenceError(f"projection widths are not multiples of head dim {head_dim}")
-    return {
-        "vocab_size": vocab_size,
-        "hidden_size": hidden,
-        "intermediate_size": shape_of(s, "layers.0.mlp.gate_proj.weight")[0],
-        "num_hidden_layers": count_blocks(s, r"layers\.(\d+)\."),
-        "num_attention_heads": q_rows // head_dim,
-        "num_key_value_heads": kv_rows // head_dim,
-        "head_dim": head_dim,
-        "attention_bias": "layers.0.self_attn.q_proj.bias" in s,
-        "rms_norm_eps": RMS_EPS,
-        "rope_parameters": {"rope_theta": ROPE_THETA, "rope_type": "default"},
-        "max_position_embeddings": MAX_POSITIONS,
-        "tie_word_embeddings": True,
-    }
+    config = decoder_lm_config(
+        s,
+        shape_of(s, "layers.0.self_attn.q_norm.weight")[0],
+        rope_theta=ROPE_THETA,
+        rms_eps=RMS_EPS,
+        max_positions=MAX_POSITIONS,
+        tie_word_embeddings=True,
+    )
+    return {**config, "attention_bias": "layers.0.self_attn.q_proj.bias" in s}
 
 
 def from_single(sd: dict[str, Any], _config: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ Targets: `comfy` (the default: klein 4B distilled as single files: BFL's model f
 FLUX.2 VAE and the Qwen3-4B text encoder Z-Image reads too), `base` (klein base 4B's model file),
 `diffusers` (klein 4B's diffusers folder), `diffusers_9b` (klein 9B's), `dev` (FLUX.2 dev as
 ComfyUI's templates load it: `flux2_dev_fp8mixed.safetensors`, the Mistral Small 3 text encoder
-in bf16 and the FLUX.2 VAE; `dev_text_encoder_fp8` is the Mistral in fp8), `diffusers_dev`
+in bf16 and the FLUX.2 VAE; `dev_text_encoder_fp8` is the Mistral in fp8, `dev_turbo_lora` the
+Turbo LoRA the templates switch on for 8 steps), `diffusers_dev`
 (BFL's gated FLUX.2 dev folder), or one of `diffusion_model`, `vae`, `text_encoder`,
 `dev_diffusion_model`, `dev_text_encoder`. Files land in `models/<category>/`.
 """
@@ -94,6 +95,13 @@ DOWNLOADS = Downloads(
             ("split_files/text_encoders/mistral_3_small_flux2_fp8.safetensors",),
             roles=("text_encoder",),
             approx_gb=16.8,
+        ),
+        "dev_turbo_lora": Target(
+            DEV_REPO,
+            "loras",
+            ("split_files/loras/Flux2TurboComfyv2.safetensors",),
+            roles=("lora",),
+            approx_gb=2.6,
         ),
         "diffusers_dev": Target(
             DEV,

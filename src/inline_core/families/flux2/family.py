@@ -20,6 +20,7 @@ from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
@@ -34,6 +35,12 @@ from inline_core.families.flux2.download import DOWNLOADS
 from inline_core.families.flux2.files import RULES
 from inline_core.families.flux2.lora_naming import FLUX2_LORAS
 from inline_core.families.flux2.request import Flux2Request, new_request, reference_refusal
+from inline_core.families.flux2.split import (
+    SPLIT_ENGINES,
+    SPLIT_METHODS,
+    sequence_refusal,
+    support_for,
+)
 from inline_core.families.flux2.transformer import config_of
 from inline_core.families.flux2.variants import Flux2Variant, variant_of
 from inline_core.families.nodes.inputs import image_input, prompt_text
@@ -43,6 +50,7 @@ from inline_core.families.nodes.sampling import (
     sampling_request,
 )
 from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.models.source import Source
 
 
 class Flux2Family(Family):
@@ -59,6 +67,9 @@ class Flux2Family(Family):
         batching="shapes",  # one batched tensor and one set of positions per forward
         # Qwen3 overflows float16 (as Z-Image's, whose loaded copy it shares); FLUX.2 is bf16.
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
+        step_cache=frozenset({"dbcache"}),  # per request, its single-stream blocks (step_cache.py)
+        split_methods=SPLIT_METHODS,
+        split_engines=SPLIT_ENGINES,
     )
 
     def comfy_recipe(self) -> ComfyRecipe:
@@ -135,6 +146,19 @@ class Flux2Family(Family):
         if not isinstance(width, int) or not isinstance(channels, int):
             return None
         return width, channels
+
+    def split_support(self, transformer: Source | None) -> ModelParallelSupport:
+        return support_for(transformer)
+
+    def unsplittable(
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        split: ParallelSpec,
+        sources: Sources | None,
+    ) -> str | None:
+        """A render whose image tokens the split's ranks cannot share evenly."""
+        return sequence_refusal(params, split) if node_type == NODE_TYPE else None
 
 
 def _variant(sources: Sources, node_id: str) -> Flux2Variant:

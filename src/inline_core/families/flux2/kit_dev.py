@@ -15,7 +15,9 @@ FLUX.2 dev is klein's transformer with a guidance embedder, read by a Mistral Sm
   `text_encoders/mistral_3_small_flux2_tiny.safetensors` (ComfyUI's: the language model pruned to
   30 layers without its final norm, `tekken.json` inside), `vae/flux2_tiny_vae.safetensors`;
 - diffusers layout: `diffusion_models/flux2_dev_tiny_diffusers/` (`Flux2Pipeline`);
-- `loras/flux2_dev_tiny_lora_*.safetensors`: klein's kit LoRAs, for this transformer.
+- `loras/flux2_dev_tiny_lora_*.safetensors`: klein's kit LoRAs, for this transformer, and
+  `loras/flux2_dev_tiny_turbo_lora.safetensors`, a LoRA on every layer in BFL's naming as the
+  templates' Turbo LoRA is (and its twin in diffusers' naming).
 
 Both layouts hold the same weights and tokenizer, so they render the same pixels.
 """
@@ -41,7 +43,7 @@ from inline_core.families.flux2.kit import (
     build_vae,
     write_comfy_vae,
 )
-from inline_core.families.flux2.kit_loras import write_kit_loras
+from inline_core.families.flux2.kit_loras import write_kit_loras, write_turbo_loras
 from inline_core.families.flux2.transformer import to_original
 
 DEV_LAYOUTS = ("comfy", "diffusers")
@@ -120,13 +122,14 @@ def mistral_tokenizer(tekken: bytes) -> Any:
         return mistral3.tekken_tokenizer(path)
 
 
-def build_text_encoder(vocab_size: int) -> Any:
-    """A tiny `Mistral3ForConditionalGeneration` (the vision tower is never run for a prompt)."""
+def build_text_encoder(vocab_size: int, width: int = MISTRAL_WIDTH) -> Any:
+    """A tiny `Mistral3ForConditionalGeneration` (the vision tower is never run for a prompt),
+    `width` wide (a bench's mid-size stack widens it)."""
     lib = transformers()
     text = lib.MistralConfig(
         vocab_size=vocab_size,
-        hidden_size=MISTRAL_WIDTH,
-        intermediate_size=MISTRAL_WIDTH * 2,
+        hidden_size=width,
+        intermediate_size=width * 2,
         num_hidden_layers=MISTRAL_LAYERS,
         num_attention_heads=2,
         num_key_value_heads=1,
@@ -155,9 +158,10 @@ def build_text_encoder(vocab_size: int) -> Any:
     return lib.Mistral3ForConditionalGeneration(config).eval()
 
 
-def build_dev_transformer() -> Any:
+def build_dev_transformer(**overrides: Any) -> Any:
+    """The tiny dev transformer; `overrides` change its config (a bench's mid-size stack)."""
     seeded(SEEDS["transformer"])
-    return diffusers().Flux2Transformer2DModel(**DEV_TRANSFORMER_CONFIG).eval()
+    return diffusers().Flux2Transformer2DModel(**(DEV_TRANSFORMER_CONFIG | overrides)).eval()
 
 
 def build_dev_kit(out: Path, layouts: Sequence[str] = DEV_LAYOUTS) -> Flux2DevKit:
@@ -170,6 +174,7 @@ def build_dev_kit(out: Path, layouts: Sequence[str] = DEV_LAYOUTS) -> Flux2DevKi
     vae = build_vae()
     diffusion_file = text_encoder_file = vae_file = diffusers_dir = None
     loras = write_kit_loras(out, "flux2_dev_tiny", transformer)
+    loras.update(write_turbo_loras(out, "flux2_dev_tiny", transformer))
     if "comfy" in layouts:
         diffusion_file = out / "diffusion_models" / "flux2_dev_tiny.safetensors"
         save_weights(to_original(transformer.state_dict()), diffusion_file, torch.float32)

@@ -51,6 +51,7 @@ class Krea2Family(Family):
     capabilities = Capabilities(
         batching="shapes",  # one batched tensor and one set of positions per forward
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
+        step_cache=frozenset({"dbcache"}),  # per request, on its blocks (step_cache.py)
     )
 
     def comfy_recipe(self) -> ComfyRecipe:

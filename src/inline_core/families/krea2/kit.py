@@ -51,6 +51,17 @@ TRANSFORMER_CONFIG: dict[str, Any] = {
     "num_refiner_text_blocks": 1,
     "axes_dims_rope": (4, 6, 6),
 }
+# `--size mid`: a transformer of about 90M parameters, for the server-vs-pipeline bench at 256 px.
+MID_TRANSFORMER: dict[str, Any] = {
+    "num_layers": 8,
+    "attention_head_dim": 128,
+    "num_attention_heads": 6,
+    "num_key_value_heads": 2,
+    "intermediate_size": 2048,
+    "timestep_embed_dim": 256,
+    "axes_dims_rope": (32, 48, 48),
+}
+SIZES = ("tiny", "mid")
 VAE_CONFIG: dict[str, Any] = {
     "base_dim": 8,
     "z_dim": qwen_image_vae.LATENT_CHANNELS,
@@ -135,16 +146,22 @@ def build_vae() -> Any:
     return vae.eval()
 
 
-def build_kit(out: Path) -> Krea2Kit:
+def build_kit(out: Path, size: str = "tiny") -> Krea2Kit:
+    """The kit's models in both layouts; `size` `mid` widens the transformer (`MID_TRANSFORMER`)
+    and names its files `krea2_mid*`."""
+    if size not in SIZES:
+        raise ValueError(f"unknown kit size {size!r}; sizes: {', '.join(SIZES)}")
     quiet()
     tok = tokenizer()
     text_encoder = build_text_encoder(len(tok))
     seeded(SEEDS["transformer"])
-    transformer = diffusers().Krea2Transformer2DModel(**TRANSFORMER_CONFIG).eval()
+    config = TRANSFORMER_CONFIG | (MID_TRANSFORMER if size == "mid" else {})
+    transformer = diffusers().Krea2Transformer2DModel(**config).eval()
     vae = build_vae()
-    config = {k: v for k, v in DEFAULT_SCHEDULER_CONFIG.items() if not k.startswith("_")}
-    scheduler = diffusers().FlowMatchEulerDiscreteScheduler(**config)
-    folder = out / "diffusion_models" / "krea2_tiny_diffusers"
+    schedule = {k: v for k, v in DEFAULT_SCHEDULER_CONFIG.items() if not k.startswith("_")}
+    scheduler = diffusers().FlowMatchEulerDiscreteScheduler(**schedule)
+    name = f"krea2_{size}"
+    folder = out / "diffusion_models" / f"{name}_diffusers"
     diffusers().Krea2Pipeline(
         scheduler=scheduler,
         vae=vae,
@@ -153,13 +170,13 @@ def build_kit(out: Path) -> Krea2Kit:
         transformer=transformer,
         text_encoder_select_layers=TEXT_LAYERS,
     ).save_pretrained(str(folder))
-    vae_file = out / "vae" / "krea2_tiny_qwen_image_vae.safetensors"
+    vae_file = out / "vae" / f"{name}_qwen_image_vae.safetensors"
     save_weights(qwen_image_vae.to_original(vae.state_dict()), vae_file, torch.float32)
-    transformer_file = out / "diffusion_models" / "krea2_tiny.safetensors"
+    transformer_file = out / "diffusion_models" / f"{name}.safetensors"
     save_weights(to_original(transformer.state_dict()), transformer_file, torch.float32)
     text_encoder_file = out / "text_encoders" / "qwen3vl_tiny.safetensors"
     save_weights(comfy_text_encoder(text_encoder.state_dict()), text_encoder_file, torch.float32)
-    loras = write_kit_loras(out, "krea2_tiny", transformer)
+    loras = write_kit_loras(out, name, transformer)
     return Krea2Kit(out, folder, vae_file, transformer_file, text_encoder_file, loras)
 
 
@@ -169,8 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Write tiny random-weight Krea 2 models (they draw noise) into a folder.",
     )
     parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
+    parser.add_argument("--size", choices=SIZES, default="tiny", help="mid: a wider transformer")
     args = parser.parse_args(argv)
-    kit = build_kit(cast(Path, args.out))
+    kit = build_kit(cast(Path, args.out), cast(str, args.size))
     print(
         report(
             kit.root,

@@ -4,13 +4,15 @@ The shared layer calls this (`contract/builder.py`). Every part is a folder of i
 (or transformers) class, read with that class's `from_pretrained`, local files only, or a part
 of ComfyUI's all-in-one file (`single_file.py`; all but the text encoder): the
 transformer, the video and audio VAEs and the vocoder and connectors (`diffusers.pipelines.ltx2`),
-and the Gemma 3 text encoder. The connectors run beside the text encoder; the audio VAE and the
-vocoder beside the video VAE.
+and the Gemma 3 text encoder: a folder, or ComfyUI's single file through the shared loader
+(`gemma_file.py`), its tokenizer from the file (`gemma_tokenizer.py`). The connectors run
+beside the text encoder; the audio VAE and the vocoder beside the video VAE.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 from torch import nn
@@ -22,13 +24,16 @@ from inline_core.device.policy import Placement
 from inline_core.diffusion.libs import module, quiet
 from inline_core.diffusion.loading import (
     guarded,
+    load_component,
     load_dtype,
     load_scheduler_config,
     load_tokenizer,
     place,
 )
 from inline_core.errors import InvalidRequest, RunFailed
+from inline_core.families.ltx2 import gemma_file
 from inline_core.families.ltx2.files import DEFAULT_SCHEDULER_CONFIG
+from inline_core.families.ltx2.gemma_tokenizer import file_tokenizer
 from inline_core.families.ltx2.pipeline import LTX2StepPipeline
 from inline_core.families.ltx2.single_file import load_part
 from inline_core.families.ltx2.step_cache import LAYOUT
@@ -48,6 +53,8 @@ CLASSES: Mapping[str, tuple[str, str, str]] = {
 def load_folder(part: str, source: Source, placement: Placement) -> nn.Module:
     """One part from its folder (a diffusers pipeline's subfolder, or a component folder)."""
     library, class_name, what = CLASSES[part]
+    if part == "text_encoder" and source.is_file:  # ComfyUI's Gemma file: its language model
+        return load_component(gemma_file.FORMAT, replace(source, view=gemma_file.VIEW), placement)
     if source.view is not None:  # a part of ComfyUI's all-in-one file
         return load_part(part, library, class_name, what, source, placement)
     if source.is_file:
@@ -99,6 +106,9 @@ class LTX2Builder:
         if source is None:
             raise ValueError(f"the LTX-2 {part} has no default")
         if part == "tokenizer":
+            if source.is_file:  # the SentencePiece model inside ComfyUI's Gemma file
+                path = source.path
+                return guarded("tokenizer", source, lambda: file_tokenizer(path))
             return load_tokenizer(source)
         if part not in CLASSES or placement is None:
             raise ValueError(f"LTX-2 has no part {part!r}")

@@ -184,12 +184,13 @@ class LTX2Collapse(CustomCollapse):
 
     def part(self, loader: ComfyNode) -> None:
         """The loaders on the chain all read the one all-in-one file (the model's); its Gemma 3
-        is read from a folder."""
+        is the one found in text_encoders/ (the node's `text_encoder` picks another)."""
         m = self.mapper
         if loader.class_type == TEXT_ENCODER_LOADER:
             m.warn(
-                f"{describe(loader)}: the Gemma 3 text encoder is read from a folder in "
-                f"text_encoders/ (its tokenizer inside), not from "
+                f"{describe(loader)}: the Gemma 3 text encoder is the one found in "
+                "text_encoders/ (a folder with its tokenizer, or ComfyUI's gemma_3_12B_it file "
+                "in bf16 or fp8; pick one with param 'text_encoder'), not necessarily "
                 f"{m.text(loader, 'text_encoder')!r}"
             )
             self._same_file(loader, "ckpt_name")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from inline_core.contract.common_params import MODEL, SEED
+from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
@@ -83,6 +83,8 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         SEED,
         # A diffusers folder in diffusion_models/, or ComfyUI's all-in-one file in checkpoints/.
         replace(MODEL, also_from=("checkpoints",)),
+        # Gemma 3: a folder, or ComfyUI's gemma_3_12B_it file (empty: the one found).
+        TEXT_ENCODER,
         # The two-stage path (the official workflows'): a first pass at half the size, the
         # latent upsampler, a refining pass of 3 distilled steps at width x height.
         ParamSpec("upscale", ParamWidget.BOOLEAN, default=False, label="Two-stage upscale"),

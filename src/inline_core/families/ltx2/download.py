@@ -2,10 +2,14 @@
 
     inline-core download --family ltx2 [--models DIR] [--dry-run] [TARGET ...]
 
-Lightricks' diffusers repo of LTX-2 lands whole as a folder in `models/diffusion_models/` (its
-model index and the folders of its parts: transformer, video and audio VAEs, vocoder, text
-connectors, the Gemma 3 text encoder, its tokenizer and scheduler), which is what this family
-reads today.
+Targets: `diffusers` (the default: Lightricks' diffusers repo of LTX-2, landing whole as a
+folder in `models/diffusion_models/`: its model index and the folders of its parts), or
+ComfyUI's files as its templates load them: `checkpoint` (Lightricks' all-in-one LTX-2 19B dev
+file, every part but Gemma, in `checkpoints/`), `text_encoder` (Comfy-Org's Gemma 3 12B file,
+its tokenizer inside; `text_encoder_fp8` its fp8 scaled one; the `_fp4_mixed` one is not read),
+`upscaler` (the x2 latent upsampler, `latent_upscale_models/`), `distilled_lora` (the refining
+pass's LoRA, `loras/`), and LTX-2.3's `checkpoint_2_3`, `upscaler_2_3`, `distilled_lora_2_3`.
+Presets: `comfy` (LTX-2 19B dev's files) and `comfy-2.3` (LTX-2.3 22B dev's).
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ from inline_core.downloads.cli import download_command
 from inline_core.downloads.targets import DIFFUSERS_PIPELINE, Downloads, Target
 
 REPO = "Lightricks/LTX-2"
+REPO_2_3 = "Lightricks/LTX-2.3"
+COMFY_REPO = "Comfy-Org/ltx-2"  # ComfyUI's Gemma 3 files
+ALL_IN_ONE = ("diffusion_model", "vae", "audio_vae", "vocoder", "connectors")
+ENCODER = ("text_encoder", "tokenizer")  # the tokenizer is inside the file
 PARTS = ("audio_vae/*", "vocoder/*", "connectors/*")
 STACK = (
     "diffusion_model",
@@ -26,6 +34,14 @@ STACK = (
     "text_encoder",
     "tokenizer",
 )
+
+
+def file(
+    repo: str, category: str, path: str, roles: tuple[str, ...], approx_gb: float | None
+) -> Target:
+    """One file of a repo, landing by its own name in `models/<category>/`."""
+    return Target(repo, category, (path,), roles=roles, approx_gb=approx_gb)
+
 
 DOWNLOADS = Downloads(
     title="LTX-2",
@@ -38,8 +54,46 @@ DOWNLOADS = Downloads(
             roles=STACK,
             layout="diffusers",
         ),
+        "checkpoint": file(REPO, "checkpoints", "ltx-2-19b-dev.safetensors", ALL_IN_ONE, 43.3),
+        "text_encoder": file(
+            COMFY_REPO,
+            "text_encoders",
+            "split_files/text_encoders/gemma_3_12B_it.safetensors",
+            ENCODER,
+            24.4,
+        ),
+        "text_encoder_fp8": file(
+            COMFY_REPO,
+            "text_encoders",
+            "split_files/text_encoders/gemma_3_12B_it_fp8_scaled.safetensors",
+            ENCODER,
+            13.2,
+        ),
+        "upscaler": file(
+            REPO, "latent_upscale_models", "ltx-2-spatial-upscaler-x2-1.0.safetensors", (), 1.0
+        ),
+        "distilled_lora": file(
+            REPO, "loras", "ltx-2-19b-distilled-lora-384.safetensors", ("lora",), 7.7
+        ),
+        "checkpoint_2_3": file(
+            REPO_2_3, "checkpoints", "ltx-2.3-22b-dev.safetensors", ALL_IN_ONE, 46.1
+        ),
+        "upscaler_2_3": file(
+            REPO_2_3,
+            "latent_upscale_models",
+            "ltx-2.3-spatial-upscaler-x2-1.1.safetensors",
+            (),
+            0.9,
+        ),
+        "distilled_lora_2_3": file(
+            REPO_2_3, "loras", "ltx-2.3-22b-distilled-lora-384.safetensors", ("lora",), None
+        ),
     },
-    presets={"ltx-2": ("diffusers",)},
+    presets={
+        "ltx-2": ("diffusers",),
+        "comfy": ("checkpoint", "text_encoder", "upscaler", "distilled_lora"),
+        "comfy-2.3": ("checkpoint_2_3", "text_encoder", "upscaler_2_3", "distilled_lora_2_3"),
+    },
     default="ltx-2",
 )
 expand = DOWNLOADS.expand

@@ -15,7 +15,7 @@ from typing import Any
 from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
-from inline_core.contract.files import StackRules
+from inline_core.contract.files import StackRules, read_json
 from inline_core.contract.lora_stacks import lora_handles
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
@@ -23,6 +23,7 @@ from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest, ModelMissing
+from inline_core.families.ltx2 import gemma_file
 from inline_core.families.ltx2.comfy import RECIPE
 from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.ltx2.download import DOWNLOADS
@@ -47,7 +48,7 @@ from inline_core.families.ltx2.split import (
 from inline_core.families.ltx2.upscale import (
     pass_stacks,
     refuse_idle_upsampler,
-    upsampler_folder,
+    upsampler_path,
 )
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.nodes.video_params import check_encoders, whole_numbers
@@ -55,6 +56,8 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
 
 PREVIEW_LATENTS = "ltxv"  # its video latents' format in diffusion/preview/formats.py
+LTX_2_5_ENCODER = "gemma4"  # LTX-2.5's text encoder's model_type (gemma4, gemma4_unified)
+CONFIG = "config.json"
 
 REQUEST_PARAMS = (
     "width",
@@ -76,7 +79,7 @@ class LTX2Family(Family):
     requires = ("torch", "diffusers", "transformers", "safetensors")
     install_hint = EXTRA_HINT
     builder = "inline_core.families.ltx2.build:BUILDER"
-    kit = "inline_core.families.ltx2.kit:main"
+    kit = "inline_core.families.ltx2.kit_command:main"
     download = "inline_core.families.ltx2.download:main"
     loras = LTX2_LORAS
     capabilities = Capabilities(
@@ -148,13 +151,13 @@ class LTX2Family(Family):
             request["loras"] = loras
             take_params["loras"] = stack_info(loras)
         if upscale:
-            folder = upsampler_folder(
+            upsampler = upsampler_path(
                 params, sources.get("transformer"), self.files.catalog, node_id
             )
             refine_sampler = str(params.get("refine_sampler") or "")
             request.update(
                 upscale=True,
-                upsampler=str(folder),
+                upsampler=str(upsampler),
                 refine_loras=refine,
                 refine_sampler=refine_sampler,
             )
@@ -171,6 +174,15 @@ class LTX2Family(Family):
         refuse_idle_upsampler(params, node_id)
         if params.get("sigmas"):
             parse_sigmas(str(params["sigmas"]), node_id)
+        elif params.get("steps") == 1 and (params.get("schedule") or "simple") == "simple":
+            # LTX2Pipeline's sigmas stretch to a terminal by the last step's distance from 1:
+            # one step has none, and diffusers' scheduler divides by it (every sigma NaN).
+            raise InvalidRequest(
+                "param 'steps' must be at least 2 on LTX-2's own schedule ('simple'): its "
+                "sigmas stretch to a terminal level, which one step cannot; pick another "
+                "schedule or give 'sigmas' for a single step",
+                node_id=node_id,
+            )
         if params.get("refine_sampler") and not params.get("upscale"):
             raise InvalidRequest(
                 "param 'refine_sampler' picks the refining pass's sampler: set 'upscale' too",
@@ -188,10 +200,13 @@ class LTX2Family(Family):
             else self.files.found(self.model_param(NODE_TYPE, params)).parts.get("transformer")
         )
         check_single_file(transformer, node_id)
+        encoder = None if sources is None else sources.get("text_encoder")
+        check_encoder_file(encoder, node_id)
+        refuse_ltx_2_5(encoder, node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         if params.get("upscale"):
-            upsampler_folder(params, transformer, self.files.catalog, node_id)
+            upsampler_path(params, transformer, self.files.catalog, node_id)
             spatial *= UPSCALE  # the first pass renders at half the size
         frames = params.get("frames")
         if frames is not None:
@@ -253,3 +268,29 @@ def check_single_file(transformer: Source | None, node_id: str) -> None:
         raise ModelMissing(
             f"the LTX-2 file {transformer.path} cannot be read: {exc}", node_id=node_id
         ) from exc
+
+
+def check_encoder_file(encoder: Source | None, node_id: str) -> None:
+    """ComfyUI's Gemma file must be whole and of a precision this server reads: a 422 naming
+    the file and what it lacks, before the run."""
+    if encoder is None or not encoder.is_file or not gemma_file.is_gemma_file(encoder.path):
+        return
+    problem = gemma_file.problem(encoder.path)
+    if problem is not None:
+        raise ModelMissing(
+            f"the Gemma 3 text encoder {encoder.path} cannot be read: {problem}", node_id=node_id
+        )
+
+
+def refuse_ltx_2_5(encoder: Source | None, node_id: str) -> None:
+    """LTX-2.5 (its text encoder Gemma 4) is refused at submit, saying what it lacks here."""
+    config = None if encoder is None or encoder.is_file else read_json(encoder.location / CONFIG)
+    kind = "" if config is None else str(config.get("model_type") or "")
+    if kind.startswith(LTX_2_5_ENCODER):
+        raise InvalidRequest(
+            f"this model is LTX-2.5 (its text encoder {encoder.location if encoder else ''} is "
+            f"{kind}): lightricks/ltx-2 renders LTX-2.0 and 2.3; 2.5 decodes its video with a "
+            "diffusion decoder (diffusers' LTX2VideoDiffusionDecoderModel), which it does not "
+            "run yet",
+            node_id=node_id,
+        )

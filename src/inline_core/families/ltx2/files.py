@@ -6,7 +6,9 @@ scheduler config. Each part is read from a diffusers folder (`LTX2Pipeline`'s or
 `LTX2ImageToVideoPipeline`'s, in `diffusion_models/`), a component folder of its class in its
 category (`vae/`, `text_encoders/`), or ComfyUI's all-in-one file in `checkpoints/`
 (`ltx-2*.safetensors`: every part but Gemma under its key prefix, their configs in its header,
-`single_file.py`). A stack without a part is `model_missing` naming what to put.
+`single_file.py`). Gemma may also be ComfyUI's single file in `text_encoders/`
+(`gemma_3_12B_it*.safetensors`, `gemma_file.py`), its tokenizer inside it. A stack without a
+part is `model_missing` naming what to put.
 
 `INLINE_LTX2_MODEL`, `INLINE_LTX2_VAE`, `INLINE_LTX2_AUDIO_VAE`, `INLINE_LTX2_VOCODER`,
 `INLINE_LTX2_CONNECTORS` and `INLINE_LTX2_TEXT_ENCODER` override each part.
@@ -27,7 +29,7 @@ from inline_core.contract.files import (
     read_json,
 )
 from inline_core.diffusion.files.shapes import Shapes
-from inline_core.families.ltx2 import checkpoint_keys, connector_keys, vocoder_keys
+from inline_core.families.ltx2 import checkpoint_keys, connector_keys, gemma_file, vocoder_keys
 from inline_core.families.ltx2.request import MAX_PROMPT_TOKENS
 from inline_core.families.ltx2.single_file_config import SingleFileError, layout
 from inline_core.families.ltx2.single_file_vae_config import (
@@ -43,6 +45,7 @@ AUDIO_VAE_CLASS = "AutoencoderKLLTX2Audio"
 VOCODER_CLASSES = ("LTX2Vocoder", "LTX2VocoderWithBWE")
 CONNECTORS_CLASS = "LTX2TextConnectors"
 TEXT_ENCODER_TYPE = "gemma3"
+TOKENIZER_FOLDER = re.compile(r"gemma", re.IGNORECASE)  # a single file's tokenizer, beside it
 FOLDER_HINT = (
     "put a diffusers LTX-2 folder (Lightricks/LTX-2's, with transformer/, vae/, audio_vae/, "
     "vocoder/, connectors/, text_encoder/, tokenizer/ and scheduler/) in "
@@ -88,9 +91,10 @@ def class_score(*names: str) -> Score:
 
 
 def encoder_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
-    """A Gemma 3 folder (its tokenizer inside)."""
+    """A Gemma 3 folder (its tokenizer inside), or ComfyUI's Gemma 3 file (whole or not: what
+    it lacks is said at submit, `gemma_file.problem`)."""
     if not entry.is_folder:
-        return None
+        return 0 if gemma_file.is_gemma_file(entry.path) else None
     config = read_json(entry.path / "config.json")
     return 0 if config is not None and config.get("model_type") == TEXT_ENCODER_TYPE else None
 
@@ -170,7 +174,8 @@ RULES = StackRules(
         _part(
             "text_encoder",
             "text encoder",
-            "Gemma 3 text encoder (an HF folder with its tokenizer)",
+            "Gemma 3 text encoder (an HF folder with its tokenizer, or ComfyUI's "
+            "gemma_3_12B_it file in bf16 or fp8)",
             "text_encoders",
             encoder_score,
         ),
@@ -180,9 +185,12 @@ RULES = StackRules(
         fallback=lambda: None,
         hint=(
             "the Gemma 3 text encoder needs its tokenizer (tokenizer.json, "
-            "tokenizer_config.json) beside it: a diffusers LTX-2 folder's tokenizer/, or inside "
-            "the text encoder's folder"
+            "tokenizer_config.json) beside it: a diffusers LTX-2 folder's tokenizer/, inside "
+            "the text encoder's folder, or for a file without one (ComfyUI's carry theirs) a "
+            "folder with 'gemma' in its name in {root}/text_encoders"
         ),
+        folder=TOKENIZER_FOLDER,
+        inside=gemma_file.carries_tokenizer,
     ),
 )
 

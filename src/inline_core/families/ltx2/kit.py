@@ -1,6 +1,7 @@
 """Tiny random-weight LTX-2 stacks, written into a models folder.
 
-    inline-core kit --family ltx2 --out models/ [--size tiny|mid]
+    inline-core kit --family ltx2 --out models/ [--size tiny|mid] [--layout diffusers|comfy]
+    (`kit_command.py`)
 
 The kit builds, from fixed seeds, an `LTX2VideoTransformer3DModel` (video and audio streams), the
 video VAE (`AutoencoderKLLTX2Video`, 2x down in space and time at this size), the audio VAE
@@ -12,20 +13,19 @@ connector; with its `latent_upsampler/`, the two-stage path's). The tiny sizes a
 diffusers' own LTX-2 tests; `--size mid` widens and
 deepens the transformer alone (8 layers, video 8 heads x 64, sound 4 x 32: about 40M parameters,
 where most of a render's time goes) for figures nearer a real model's, written to
-`diffusion_models/ltx-2_mid_diffusers/`. Random weights draw noise.
+`diffusion_models/ltx-2_mid_diffusers/`. `--layout comfy` writes the tiny stack as ComfyUI's
+files too (`kit_gemma.py`). Random weights draw noise.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inline_core.diffusion.kit import byte_tokenizer, report, seeded
+from inline_core.diffusion.kit import byte_tokenizer, seeded
 from inline_core.diffusion.libs import diffusers, module, quiet, transformers
+from inline_core.families.ltx2 import gemma_file
 
 FOLDER = "ltx-2_tiny_diffusers"
 SIZES = ("tiny", "mid")
@@ -188,8 +188,11 @@ def gemma3_config(vocab_size: int) -> Any:
         num_attention_heads=2,
         num_key_value_heads=1,
         head_dim=8,
-        max_position_embeddings=256,
-        sliding_window=8,
+        # What shapes do not show is Gemma 3 12B's, as a single file is read (`gemma_file.py`).
+        max_position_embeddings=gemma_file.MAX_POSITIONS,
+        sliding_window=gemma_file.SLIDING_WINDOW,
+        rope_parameters=gemma_file.ROPE_PARAMETERS,
+        layer_types=gemma_file.layer_types(TEXT_LAYERS),
     )
     vision = lib.SiglipVisionConfig(
         hidden_size=16,
@@ -259,17 +262,3 @@ def build_upsampler() -> Any:
     seeded(SEEDS["latent_upsampler"])
     ltx2 = module("diffusers.pipelines.ltx2.latent_upsampler")
     return ltx2.LTX2LatentUpsamplerModel(**UPSAMPLER_CONFIG).eval()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="inline-core kit --family ltx2")
-    parser.add_argument("--out", type=Path, required=True, help="the models folder to write into")
-    parser.add_argument("--size", choices=SIZES, default="tiny")
-    args = parser.parse_args(argv)
-    kit = write_kit(args.out, args.size)
-    print(report(args.out, [kit.diffusers_dir]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -32,11 +32,13 @@ from inline_core.families.ltx2.kit import (
     build_parts,
     build_upsampler,
 )
+from inline_core.families.ltx2.upsampler_file import FIELDS as UPSAMPLER_FIELDS
 
 FILE = "ltx-2-tiny.safetensors"
 FOLDER = "ltx-2_tiny_split_diffusers"  # the same weights, as a diffusers folder
 ENCODER_FOLDER = "gemma-3-tiny"
 UPSAMPLER_FOLDER = "ltx-2-upsampler-tiny"  # in latent_upscale_models/
+UPSAMPLER_FILE = "ltx-2-spatial-upscaler-x2-tiny.safetensors"  # Lightricks' file, same place
 DISTILLED_LORA = "ltx-2-distilled-lora-tiny.safetensors"  # in loras/
 FACTOR = 2  # the VAE's, in space and time
 VAE_CONFIG: dict[str, Any] = {
@@ -227,3 +229,15 @@ def write_distilled_lora(transformer: Any, path: Path) -> Path:
     lora = random_lora(transformer, layers, 4, SEEDS["transformer"] + 100)
     down, up = ".lora_A.weight", ".lora_B.weight"
     return write_lora(lora, path, "diffusion_model.".__add__, down=down, up=up)
+
+
+def write_upsampler_file(upsampler: Any, path: Path) -> Path:
+    """A diffusers latent upsampler as Lightricks' file: its weights under the same names, its
+    config as Lightricks' JSON in the header (`upsampler_file.FIELDS`, the other way)."""
+    config = dict(upsampler.config)
+    lightricks = {field: config[name] for field, (name, _default) in UPSAMPLER_FIELDS.items()}
+    state = {k: v.contiguous() for k, v in upsampler.state_dict().items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    metadata = {"config": json.dumps({"_class_name": "LatentUpsampler", **lightricks})}
+    save_safetensors(state, path, metadata)
+    return path

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -52,6 +53,7 @@ from inline_core.families.ltx2.decode import ChunkedVideoDecode
 from inline_core.families.ltx2.family import PREVIEW_LATENTS
 from inline_core.families.ltx2.lora import read_lora
 from inline_core.families.ltx2.request import LTX2Request, new_request
+from inline_core.families.ltx2.upsampler_load import load_upsampler
 from inline_core.runtime.video import Audio, Video
 
 
@@ -418,18 +420,15 @@ class LTX2StepPipeline:
         state.condition = larger[:, :, :1].cpu()
         return pack_video(level * noise.to(larger.device) + (1 - level) * larger)
 
-    def upsampler_at(self, folder: str) -> nn.Module:
-        """The latent upsampler in `folder` (a diffusers folder), loaded once, kept with the
-        VAEs."""
-        found = self.upsamplers.get(folder)
+    def upsampler_at(self, where: str) -> nn.Module:
+        """The latent upsampler at `where` (a diffusers folder or Lightricks' file), loaded
+        once, kept with the VAEs."""
+        found = self.upsamplers.get(where)
         if found is None:
-            ltx2 = module("diffusers.pipelines.ltx2.latent_upsampler")
             dtype = torch_dtype(self.vae_placement.storage or self.vae_placement.dtype)
-            loaded = ltx2.LTX2LatentUpsamplerModel.from_pretrained(
-                folder, local_files_only=True, dtype=dtype
-            )
-            found = cast(nn.Module, loaded).to(home_device(self.vae_placement)).eval()
-            self.upsamplers[folder] = found
+            loaded = load_upsampler(Path(where), dtype)
+            found = loaded.to(home_device(self.vae_placement)).eval()
+            self.upsamplers[where] = found
         return found
 
     def refine_schedule(self, state: LTX2Request, tokens: int, row: int) -> FlowMatchSchedule:

@@ -56,7 +56,7 @@ class LTX2Request:
     # a short refining pass (`refine_sigmas`, guided by `refine_guidance`, `refine_loras` on
     # its rows: the distilled LoRA) at width x height.
     upscale: bool = False
-    upsampler: str = ""  # the latent upsampler's diffusers folder
+    upsampler: str = ""  # the latent upsampler: a diffusers folder or Lightricks' file
     refine_sigmas: tuple[float, ...] = REFINE_SIGMAS
     refine_guidance: float = 1.0
     refine_loras: LoraStack = ()

@@ -1,9 +1,10 @@
 """The two-stage path's pieces a request names (torch-free; read at submit): the latent
 upsampler's folder, and which LoRAs adapt which pass.
 
-The upsampler is a diffusers `LTX2LatentUpsamplerModel` folder: the node's `upscale_model` in
-`latent_upscale_models/`, else the model folder's own `latent_upsampler/` (Lightricks/LTX-2's
-diffusers repo has one), else the only one in `latent_upscale_models/`. The LoRAs on the node's
+The upsampler is a diffusers `LTX2LatentUpsamplerModel` folder or Lightricks' single file
+(`upsampler_file.py`): the node's `upscale_model` in `latent_upscale_models/`, else the model
+folder's own `latent_upsampler/` (Lightricks/LTX-2's diffusers repo has one), else the only one
+in `latent_upscale_models/`. The LoRAs on the node's
 `loras` input say which pass they adapt by `input/lora`'s `expert`, as a two-model stack's do:
 `high` the first pass (from noise), `low` the refining pass (ComfyUI's templates put the
 distilled LoRA there), `both` both.
@@ -21,6 +22,8 @@ from inline_core.contract.lora_stacks import BOTH, HIGH, LOW
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.errors import InvalidRequest, ModelMissing, NotFound
 from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
+from inline_core.families.ltx2.upsampler_file import is_upsampler_file
+from inline_core.families.ltx2.upsampler_file import problem as upsampler_problem
 from inline_core.models.catalog import Catalog
 from inline_core.models.source import Source
 
@@ -44,10 +47,15 @@ def refuse_idle_upsampler(params: Mapping[str, Any], node_id: str) -> None:
         )
 
 
-def upsampler_folder(
+def is_upsampler_entry(path: Path, is_folder: bool) -> bool:
+    return is_upsampler(path) if is_folder else is_upsampler_file(path)
+
+
+def upsampler_path(
     params: Mapping[str, Any], transformer: Source | None, catalog: Catalog, node_id: str
 ) -> Path:
-    """The latent upsampler the render uses; `model_missing` saying where to put one."""
+    """The latent upsampler the render uses (a folder or a file); `model_missing` saying where
+    to put one, or what the named file lacks."""
     root = catalog.root / UPSCALE_CATEGORY
     named = params.get("upscale_model")
     if named:
@@ -55,27 +63,40 @@ def upsampler_folder(
             entry = catalog.entry(UPSCALE_CATEGORY, str(named))
         except NotFound as exc:
             raise ModelMissing(f"{named!r} is not in {root}", node_id=node_id) from exc
-        if not entry.is_folder or not is_upsampler(entry.path):
+        if not is_upsampler_entry(entry.path, entry.is_folder):
             raise ModelMissing(
-                f"{UPSCALE_CATEGORY}/{named} is not a diffusers {UPSAMPLER_CLASS} folder "
-                "(config.json and weights): LTX-2 reads its latent upsampler from one",
+                f"{UPSCALE_CATEGORY}/{named} is not LTX-2's latent upsampler: a diffusers "
+                f"{UPSAMPLER_CLASS} folder (config.json and weights) or Lightricks' "
+                "ltx-2-spatial-upscaler-x2 file",
                 node_id=node_id,
             )
+        if not entry.is_folder:
+            refuse_bad_file(entry.path, node_id)
         return entry.path
     if transformer is not None and transformer.subfolder is not None:
         own = transformer.path / SUBFOLDER
         if is_upsampler(own):
             return own
-    found = [e.path for e in catalog.entries(UPSCALE_CATEGORY) if e.is_folder]
-    found = [path for path in found if is_upsampler(path)]
+    entries = catalog.entries(UPSCALE_CATEGORY)
+    found = [e.path for e in entries if is_upsampler_entry(e.path, e.is_folder)]
     if len(found) == 1:
+        if found[0].is_file():
+            refuse_bad_file(found[0], node_id)
         return found[0]
     raise ModelMissing(
         f"param 'upscale' needs LTX-2's latent upsampler: a diffusers {UPSAMPLER_CLASS} folder "
-        f"in {root} (name it in 'upscale_model' when there are several), or the model "
-        f"folder's {SUBFOLDER}/",
+        f"or Lightricks' ltx-2-spatial-upscaler-x2 file in {root} (name it in 'upscale_model' "
+        f"when there are several), or the model folder's {SUBFOLDER}/",
         node_id=node_id,
     )
+
+
+def refuse_bad_file(path: Path, node_id: str) -> None:
+    problem = upsampler_problem(path)
+    if problem is not None:
+        raise ModelMissing(
+            f"the latent upsampler {path} cannot be read: {problem}", node_id=node_id
+        )
 
 
 def pass_stacks(

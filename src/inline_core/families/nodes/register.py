@@ -54,9 +54,12 @@ def register_families(
     registry: Registry, families: Families, catalog: Catalog, runtime: ModelRuntime
 ) -> None:
     """Every family's nodes, then the primitives over the families that serve them. An explicit
-    split a family's default model cannot run raises `InvalidRequest` (a start-up error)."""
+    split a family's default model cannot run, or that no family can use, raises
+    `InvalidRequest` (a start-up error)."""
+    splitting = [runtime.check_split(family) for family in families]
+    if not any(splitting):
+        runtime.refuse_unused_split(list(families))
     for family in families:
-        runtime.check_split(family)
         missing = family.missing_runtime()
         for descriptor in family.nodes():
             registry.register(descriptor, FamilyNodeRunner(family, descriptor, runtime))

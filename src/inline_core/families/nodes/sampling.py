@@ -27,6 +27,24 @@ def size_param(name: str) -> ParamSpec:
     )
 
 
+def sampler_param(own: str | None = None) -> ParamSpec:
+    """ComfyUI's samplers, CFG++ included (a family whose step hands on no unconditional
+    prediction refuses those at submit); `own`: what an empty choice means, the default (None:
+    no empty choice, `euler` by default)."""
+    if own is None:
+        return ParamSpec("sampler", ParamWidget.SELECT, "euler", options=GUIDED_SAMPLERS)
+    label = f"Sampler (empty: {own})"
+    return ParamSpec("sampler", ParamWidget.SELECT, "", options=("", *GUIDED_SAMPLERS), label=label)
+
+
+def schedule_param(own: str | None = None) -> ParamSpec:
+    """ComfyUI's schedules; `own` as `sampler_param`'s (None: `simple` by default)."""
+    if own is None:
+        return ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES)
+    label = f"Schedule (empty: {own})"
+    return ParamSpec("schedule", ParamWidget.SELECT, "", options=("", *SCHEDULES), label=label)
+
+
 def sampling_params(model_default: str, guidance_note: str) -> tuple[ParamSpec, ...]:
     """Size, steps, guidance, sampler, schedule, shift, seed and the stack's pickers;
     `model_default` says what an empty steps or guidance means, `guidance_note` what guidance
@@ -54,8 +72,8 @@ def sampling_params(model_default: str, guidance_note: str) -> tuple[ParamSpec, 
         ),
         # CFG++ too: the shared flow pipeline hands on the unconditional prediction (a model
         # that runs no guidance refuses them in its family's check).
-        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=GUIDED_SAMPLERS),
-        ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
+        sampler_param(),
+        schedule_param(),
         *SHIFT_PARAMS,  # the shared flow pipeline runs the request's own shift
         SEED,
         MODEL,

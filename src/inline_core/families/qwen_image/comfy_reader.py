@@ -74,7 +74,7 @@ class QwenImageCollapse(Collapse):
         found.extra["sampler"] = exact_name(
             "sampler", m.text(sampler, "sampler_name", "euler"), self.recipe.samplers, where
         )
-        found.extra["scheduler"] = exact_name(
+        found.extra["schedule"] = exact_name(
             "scheduler", m.text(sampler, "scheduler", "simple"), SCHEDULES, where
         )
         return found

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
+from inline_core.families.nodes.sampling import sampler_param, schedule_param
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
-from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "alibaba/qwen-image"
@@ -66,8 +66,8 @@ QWEN_IMAGE_DESCRIPTOR = NodeDescriptor(
             label="Shift (0: the model's own)",
         ),
         # CFG++ too: its step hands on the negative's prediction (refused unguided at submit).
-        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=GUIDED_SAMPLERS),
-        ParamSpec("scheduler", ParamWidget.SELECT, "simple", options=SCHEDULES),
+        sampler_param(),
+        schedule_param(),
         SEED,
         MODEL,
         VAE,

@@ -120,7 +120,7 @@ class QwenImageFamily(Family):
             "seed": int(params["seed"]),
             "shift": shift if shift > 0 else None,
             "sampler": str(params.get("sampler") or "euler"),
-            "sigma_schedule": str(params.get("scheduler") or "simple"),
+            "sigma_schedule": str(params.get("schedule") or "simple"),
         }
         take_params = {k: v for k, v in request.items() if k != "shift"}
         take_params["shift"] = shift if shift > 0 else "dynamic"

@@ -34,7 +34,7 @@ from inline_core.families.sdxl.descriptor import (
 )
 from inline_core.families.sdxl.download import DOWNLOADS
 from inline_core.families.sdxl.embeddings import find_embeddings
-from inline_core.families.sdxl.files import RULES, refiner_refusal
+from inline_core.families.sdxl.files import RULES, own_prediction, refiner_refusal
 from inline_core.families.sdxl.hires import hires_pass, hires_refusal
 from inline_core.families.sdxl.lora_naming import SDXL_LORAS
 from inline_core.families.sdxl.refiner import REFINER, switch_refusal, with_refiner
@@ -195,6 +195,8 @@ class SDXLFamily(Family):
                 "a refiner with a mask wired: stability/sdxl inpaints with the base model "
                 "alone; clear the refiner or the mask"
             )
+        if refusal is None and not prediction_fields(submit.params):
+            refusal = _mixed_prediction(submit.sources)
         if refusal is not None:
             raise InvalidRequest(refusal, node_id=submit.node_id)
 
@@ -220,6 +222,25 @@ class SDXLFamily(Family):
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
     ) -> SDXLRequest:
         return new_request(model_key, **kwargs)
+
+
+def _mixed_prediction(sources: Sources | None) -> str | None:
+    """A refiner whose checkpoint samples otherwise than the base's (eps against v-prediction, or
+    zero terminal SNR on one alone): the render walks one noise table with one prediction type,
+    so it is refused rather than one model misread."""
+    base = None if sources is None else sources.get("transformer")
+    refiner = None if sources is None else sources.get(REFINER)
+    if sources is None or base is None or refiner is None:
+        return None
+    theirs, ours = own_prediction(refiner), own_prediction(base, sources.get(SCHEDULER))
+    if theirs == ours:
+        return None
+    return (
+        f"the refiner {refiner.location.name!r} predicts {theirs} and the base "
+        f"{sources.model_name!r} {ours}: one render samples one prediction type over both "
+        "models, so stability/sdxl does not mix them; pick a refiner of the base's kind, or set "
+        "prediction (ModelSamplingDiscrete), which both models are then sampled with"
+    )
 
 
 def prediction_fields(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -71,6 +71,16 @@ def prediction_of(source: Source) -> dict[str, Any]:
     return {"prediction_type": "v_prediction", "rescale_betas_zero_snr": ZTSNR_KEY in keys}
 
 
+def own_prediction(model: Source, scheduler: Source | None = None) -> str:
+    """How a model samples by its own files, in ModelSamplingDiscrete's words (`eps`,
+    `v_prediction`, with ` + zsnr`): its checkpoint's markers over its scheduler config (a
+    diffusers folder's; SDXL's default for a checkpoint)."""
+    folder = None if scheduler is None else read_json(scheduler.location / "scheduler_config.json")
+    config = {**DEFAULT_SCHEDULER_CONFIG, **(folder or {}), **prediction_of(model)}
+    kind = "eps" if config.get("prediction_type") == "epsilon" else str(config["prediction_type"])
+    return kind + (" + zsnr" if config.get("rescale_betas_zero_snr") else "")
+
+
 def refiner_refusal(path: Path | None) -> str | None:
     """Why a checkpoint is no base model: an SDXL refiner's (`refiner.is_refiner`); None for a
     base."""

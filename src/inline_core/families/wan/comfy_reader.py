@@ -1,6 +1,8 @@
-"""What of Wan's ComfyUI templates the recipe's data does not reach (`comfy.py`'s reader): Wan
-2.2 A14B's two KSamplerAdvanced stages, one render of its expert pair switched at a step, and
-Wan 2.1's CLIP-vision image-to-video chain."""
+"""What of Wan's ComfyUI templates the recipe's data does not reach (`comfy.py`'s reader): the
+sampler's sampler_name and scheduler, the node's `sampler` and `schedule` one to one (a name it
+does not run refused, naming the closest); Wan 2.2 A14B's two KSamplerAdvanced stages, one render
+of its expert pair switched at a step; a SamplerCustomAdvanced chain, read as the KSampler it
+amounts to (`importer/custom_collapse.py`); and Wan 2.1's CLIP-vision image-to-video chain."""
 
 from __future__ import annotations
 
@@ -8,19 +10,27 @@ from typing import Any, ClassVar
 
 from inline_core.families.wan import comfy_clip_vision, comfy_stages
 from inline_core.families.wan.comfy import I2V
+from inline_core.importer.custom_collapse import ADVANCED as CUSTOM
+from inline_core.importer.custom_collapse import CustomCollapse
 from inline_core.importer.dropped import UnsupportedNode
-from inline_core.importer.own_node import Collapse, Sampling
+from inline_core.importer.own_node import Sampling
 from inline_core.importer.values import describe
 from inline_core.importer.workflow import ComfyNode
 
 
-class WanCollapse(Collapse):
-    SAMPLERS: ClassVar[tuple[str, ...]] = ("KSampler", comfy_stages.ADVANCED)
+class WanCollapse(CustomCollapse):
+    SAMPLERS: ClassVar[tuple[str, ...]] = ("KSampler", comfy_stages.ADVANCED, CUSTOM)
 
     def sampling(self, sampler: ComfyNode) -> Sampling:
         if sampler.class_type != comfy_stages.ADVANCED:
-            return super().sampling(sampler)
-        return comfy_stages.read(self, sampler)
+            found = super().sampling(sampler)
+        else:
+            found = comfy_stages.read(self, sampler)
+            comfy_stages.history_note(self, found)
+        return self.node_names(sampler, found)
+
+    def sampling_notes(self, sampler: ComfyNode) -> None:
+        self.denoise_note(sampler)  # the names are the node's own (`sampling`)
 
     def model(self, sampling: Sampling, node_id: str) -> dict[str, Any]:
         """One model's way, or a pair's: the first stage's LoRAs adapt the high-noise expert,

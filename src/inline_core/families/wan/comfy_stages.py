@@ -16,13 +16,14 @@ the node. A lone KSamplerAdvanced that runs the whole schedule with its noise re
 
 from __future__ import annotations
 
+from inline_core.graph.sampler_names import MULTISTEP_SAMPLERS
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.own_node import Collapse, Sampling
 from inline_core.importer.stages import ADVANCED, lone_steps, read_stages, second_seed_note
 from inline_core.importer.values import describe
 from inline_core.importer.workflow import ComfyNode
 
-__all__ = ["ADVANCED", "read", "shifts_note"]
+__all__ = ["ADVANCED", "history_note", "read", "shifts_note"]
 
 
 def read(collapse: Collapse, sampler: ComfyNode) -> Sampling:
@@ -80,3 +81,19 @@ def shifts_note(
         f"{shown[1]} on the low-noise one); alibaba/wan samples one schedule, at the high-noise "
         f"stage's shift ({shown[0]})",
     )
+
+
+def history_note(collapse: Collapse, sampling: Sampling) -> None:
+    """Two stages on a multistep sampler: ComfyUI starts the second stage's sampler afresh, the
+    node walks on with the history of its earlier steps (as diffusers' WanPipeline switches its
+    experts under one scheduler); listed as changing the picture."""
+    if sampling.last is None:
+        return
+    sampler = collapse.mapper.text(sampling.first, "sampler_name", "uni_pc")
+    if sampler in MULTISTEP_SAMPLERS:
+        collapse.mapper.substituted(
+            sampling.last,
+            f"{sampler} steps from its earlier steps: ComfyUI starts it afresh at "
+            f"{describe(sampling.last)}, alibaba/wan walks on across the switch with its history "
+            "(as diffusers' WanPipeline switches experts under one scheduler)",
+        )

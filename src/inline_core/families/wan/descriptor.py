@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
+from inline_core.families.nodes.sampling import sampler_param, schedule_param
 from inline_core.families.wan.variants import T2V
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
@@ -12,7 +13,10 @@ MAX_PROMPT_CHARS = 20_000
 
 
 MODEL_DEFAULT = "empty: the model's own"
+# The node's empty sampler and schedule: the model's own, diffusers' WanPipeline's (`schedule.py`).
+MODEL_OWN = ""
 STEPS_DEFAULT = 50
+GUIDANCE_DEFAULT = 5.0
 # Size, length and rate by default: Wan 2.1's 480p, the default download's, which every variant
 # renders (multiples of 32, 4k+1 frames). The 5B and the A14B pair were trained larger (their
 # own sizes are in the labels); a render at those sets them, as ComfyUI's templates do.
@@ -76,7 +80,14 @@ WAN_DESCRIPTOR = NodeDescriptor(
         ParamSpec(
             "steps", ParamWidget.NUMBER, default=STEPS_DEFAULT, minimum=1, maximum=200, integer=True
         ),
-        ParamSpec("guidance", ParamWidget.NUMBER, default=5.0, minimum=1.0, maximum=20.0, step=0.1),
+        ParamSpec(
+            "guidance",
+            ParamWidget.NUMBER,
+            default=GUIDANCE_DEFAULT,
+            minimum=1.0,
+            maximum=20.0,
+            step=0.1,
+        ),
         # diffusers' guidance_scale_2 (checked at submit: two-expert models only).
         ParamSpec(
             "guidance_2",
@@ -98,6 +109,8 @@ WAN_DESCRIPTOR = NodeDescriptor(
             integer=True,
             label="First step on the low-noise expert (Wan 2.2 A14B; empty: the model's boundary)",
         ),
+        sampler_param("the model's own UniPC, as its scheduler config sets it"),
+        schedule_param("the model's own, diffusers' UniPC table"),
         ParamSpec(
             "shift",
             ParamWidget.NUMBER,
@@ -123,6 +136,8 @@ WAN_DESCRIPTOR = NodeDescriptor(
         "and fps default to Wan 2.1's 832x480, 81 frames at 16 fps, which every model renders; "
         "the 5B was trained at 1280x704, 121 at 24, the A14B pair at 1280x720. frames is "
         "4k+1. Guidance above 1 turns on classifier-free guidance with the negative prompt. "
+        "sampler and schedule are ComfyUI's (CFG++ ones where guidance is above 1); empty, "
+        "the model's own UniPC on its own table, as diffusers' WanPipeline. "
         "format mp4 is H.264 (yuv420p); png is a lossless animated PNG, for exact comparisons."
     ),
 )

@@ -33,6 +33,8 @@ from inline_core.families.wan import experts, lora_shapes, vision_files
 from inline_core.families.wan.comfy import RECIPE
 from inline_core.families.wan.descriptor import (
     EXTRA_HINT,
+    GUIDANCE_DEFAULT,
+    MODEL_OWN,
     NODE_TYPE,
     STEPS_DEFAULT,
     WAN_DESCRIPTOR,
@@ -43,7 +45,9 @@ from inline_core.families.wan.lora_naming import WAN_LORAS
 from inline_core.families.wan.request import (
     TEMPORAL_FACTOR,
     WanRequest,
+    cfg_pp_refusal,
     new_request,
+    sampling_refusal,
     switch_step_refusal,
 )
 from inline_core.families.wan.split import (
@@ -165,6 +169,8 @@ class WanFamily(Family):
             request["guidance_2"] = float(request["guidance_2"])
         if request["switch_step"] is not None:
             request["switch_step"] = int(request["switch_step"])
+        request["sampler"] = str(params.get("sampler") or MODEL_OWN)
+        request["sigma_schedule"] = str(params.get("schedule") or MODEL_OWN)
         boundary = None if kind.boundary is None else experts.boundary_ratio(sources, kind.boundary)
         if boundary is not None:
             request["boundary_ratio"] = boundary
@@ -174,6 +180,7 @@ class WanFamily(Family):
         request["shift"] = None if shift is None else float(shift)
         pair_only = ("guidance_2", "switch_step")
         take_params = {k: v for k, v in request.items() if k not in pair_only or v is not None}
+        take_params["schedule"] = take_params.pop("sigma_schedule")  # the node's name for it
         if boundary is not None:  # what the low-noise expert ran at, and from which step
             low = request["guidance_2"]
             take_params["guidance_2"] = request["guidance"] if low is None else low
@@ -253,6 +260,7 @@ class WanFamily(Family):
         if "image" not in wired and kind.needs_image:
             raise InvalidRequest(_needs_image(kind), node_id=node_id)
         steps = int(params.get("steps") or STEPS_DEFAULT)
+        self._check_sampling(params, kind.boundary is not None, node_id)
         switch = params.get("switch_step")
         if switch is not None and not (kind.boundary is not None and 1 <= int(switch) < steps):
             raise InvalidRequest(
@@ -274,6 +282,18 @@ class WanFamily(Family):
                     f"got {value}",
                     node_id=node_id,
                 )
+
+    def _check_sampling(self, params: Mapping[str, Any], pair: bool, node_id: str) -> None:
+        """A sampler or schedule Wan does not run, or a CFG++ sampler on unguided steps."""
+        sampler = str(params.get("sampler") or MODEL_OWN)
+        guidance = float(params.get("guidance") or GUIDANCE_DEFAULT)
+        guidance_2 = params.get("guidance_2") if pair else None
+        refusal = sampling_refusal(sampler, str(params.get("schedule") or MODEL_OWN))
+        refusal = refusal or cfg_pp_refusal(
+            sampler, guidance, None if guidance_2 is None else float(guidance_2)
+        )
+        if refusal is not None:
+            raise InvalidRequest(refusal, node_id=node_id)
 
     def new_request(
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any

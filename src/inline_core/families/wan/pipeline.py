@@ -2,7 +2,8 @@
 TI2V with an image, `WanImageToVideoPipeline`), per request.
 
 `prepare_encode` encodes the prompts (UMT5, padded to 512 tokens), draws the noise and gives the
-request its own UniPC (the sigma library's, over diffusers' table); `denoise_step` runs one
+request its own schedule (`schedule.py`: its sampler on the sigma library; by default diffusers'
+UniPC over its own table); `denoise_step` runs one
 transformer forward over a batch of requests of one latent shape (their positives, then the
 negatives of those with guidance); `step_scheduler` advances one request; `post_decode` decodes
 it, latent frame by latent frame, handing each chunk of frames to the request's `on_chunk` as it
@@ -12,10 +13,10 @@ is decoded. A TI2V model
 channels in (Wan 2.2 A14B i2v) takes the image's latents and a mask as channels. A Wan 2.2 A14B
 pair (`transformer_2`, the low-noise expert) runs each step on the expert its timestep falls to,
 as diffusers does (at or above `boundary_ratio` x the training timesteps: the high-noise one), or
-from the request's `switch_step` on; a request's `batch_key` names its expert, so a forward never
-mixes them, and each expert adds its own rows' LoRAs (`loras`, `loras_2`). A step preview is the
-x0 estimate of a request's latents (`preview_latents`), in its VAE's latent format (`wan21`, or
-`wan22` for the 5B): a video previews its first frame.
+from the first model call of the request's `switch_step` on; a request's `batch_key` names its
+expert, so a forward never mixes them, and each expert adds its own rows' LoRAs (`loras`,
+`loras_2`). A step preview is the x0 estimate of a request's latents (`preview_latents`), in its
+VAE's latent format (`wan21`, or `wan22` for the 5B): a video previews its first frame.
 """
 
 from __future__ import annotations
@@ -30,13 +31,9 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch
 from inline_core.diffusion.adapters.fusing import CopyStore
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
-from inline_core.diffusion.flow.samplers import unipc_of_config
-from inline_core.diffusion.flow.schedule import flow_x0
-from inline_core.diffusion.libs import module, to_floats
+from inline_core.diffusion.flow.schedule import FlowMatchSchedule, flow_x0
+from inline_core.diffusion.libs import to_floats
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
-from inline_core.diffusion.sigma.noise import RowNoise, row_generator
-from inline_core.diffusion.sigma.sampling import FlowSampling
-from inline_core.diffusion.sigma.stepper import SigmaStepper
 from inline_core.diffusion.stepcache import rows as step_rows
 from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
 from inline_core.diffusion.vae.pixels import gather_chunks
@@ -47,6 +44,7 @@ from inline_core.families.wan.family import PREVIEW_LATENTS
 from inline_core.families.wan.image_encoder import image_embeds
 from inline_core.families.wan.lora import read_lora
 from inline_core.families.wan.request import WanRequest, new_request
+from inline_core.families.wan.schedule import boundary_call, switch_call, wan_schedule
 from inline_core.runtime.video import Video
 
 
@@ -156,22 +154,20 @@ class WanStepPipeline:
             )
         return state
 
-    def new_scheduler(self, state: WanRequest) -> Any:
-        """diffusers' UniPC for the request's table (its sigmas and the integer timesteps the
-        model is fed); the sigma library's UniPC steps it (`new_stepper`)."""
+    def new_schedule(self, state: WanRequest) -> FlowMatchSchedule:
+        """The request's sampler over its sigmas (`schedule.py`), at its own shift if it sets
+        one."""
         config = dict(self.scheduler_config)
         if state.shift is not None:
             config["flow_shift"] = state.shift
-        scheduler = module("diffusers").UniPCMultistepScheduler.from_config(config)
-        scheduler.set_timesteps(state.steps, device=self.device)
-        return scheduler
-
-    def new_stepper(self, state: WanRequest, scheduler: Any) -> SigmaStepper:
-        config = scheduler.config
-        sigmas = to_floats(cast(torch.Tensor, scheduler.sigmas))
-        sampling = FlowSampling(float(config.flow_shift))  # UniPC reads only its log-SNR
-        noise = RowNoise([row_generator(state.seed)])
-        return SigmaStepper(unipc_of_config(config).algorithm, sampling, sigmas, None, noise)
+        return wan_schedule(
+            config,
+            state.steps,
+            self.device,
+            sampler=state.sampler,
+            schedule=state.sigma_schedule,
+            seed=state.seed,
+        )
 
     # -- step protocol ---------------------------------------------------------------------------
 
@@ -206,10 +202,12 @@ class WanStepPipeline:
                         )
                 else:
                     state.condition = self.vae.encode(pixels).to(self.device)
-            state.scheduler = self.new_scheduler(state)
-            state.stepper = self.new_stepper(state, state.scheduler)
-            if state.boundary_ratio is not None and state.switch_step is None:
-                state.switch_step = switch_step(state.scheduler, state.boundary_ratio)
+            schedule = state.schedule = self.new_schedule(state)
+            if state.switch_step is not None:
+                state.switch_call = switch_call(schedule, state.switch_step)
+            elif state.boundary_ratio is not None:
+                timesteps = to_floats(schedule.timesteps)  # one copy, no syncs
+                state.switch_call = boundary_call(timesteps, state.boundary_ratio)
             state.cache = step_rows.request_cache(state.step_cache)
             state.prepared = True
         return state
@@ -255,9 +253,11 @@ class WanStepPipeline:
             preds: list[torch.Tensor] = []
             for i, s in enumerate(states):
                 pred = out[i : i + 1]
+                s.uncond = None
                 if s.cfg:
                     uncond = next(negatives).unsqueeze(0)
                     pred = uncond + s.current_guidance * (pred - uncond)
+                    s.uncond = uncond if s.cfg_pp else None  # CFG++ steps along it too
                 preds.append(pred)
             return preds
 
@@ -297,9 +297,10 @@ class WanStepPipeline:
     def step_scheduler(self, state: WanRequest, noise_pred: Any, /) -> None:
         latents = _prepared(state)
         with torch.inference_mode():
-            pred = cast(torch.Tensor, noise_pred).to(torch.float32)
-            stepped = cast(SigmaStepper, state.stepper).advance(pred, latents.value)
-        state.latents = Latents(stepped, latents.shape)
+            state.latents = _schedule(state).step(
+                state.step_index, noise_pred, latents, state.uncond
+            )
+        state.uncond = None
         state.step_index += 1
 
     # -- previews (components.step.SupportsPreview) ------------------------------------------------
@@ -308,11 +309,11 @@ class WanStepPipeline:
         return PREVIEW_LATENTS[self.vae.latent_channels]
 
     def preview_latents(self, state: WanRequest, noise_pred: Any, /) -> torch.Tensor:
-        """The x0 estimate at the level the model saw (UniPC's sigma, held on the host: no
-        sync), a new tensor. On TI2V image-to-video the first latent frame is the start image
+        """The x0 estimate at the level the model saw (its sigma, held on the host: no sync), a
+        new tensor. On TI2V image-to-video the first latent frame is the start image
         itself, so the estimate starts at the first frame the model makes."""
         latents = cast(torch.Tensor, _prepared(state).value)
-        sigma = float(state.scheduler.sigmas[state.step_index])
+        sigma = float(_schedule(state).levels[state.step_index])
         with torch.inference_mode():
             x0 = flow_x0(latents, sigma, cast(torch.Tensor, noise_pred))
             if state.condition is None or not self.expand_timesteps:
@@ -329,8 +330,8 @@ class WanStepPipeline:
                 cast(torch.Tensor, latents.value), state.condition, self._mask(state)
             )
             latents = Latents(value, latents.shape)
-        # The state may outlive the render: drop its tensors (the scheduler keeps past outputs).
-        state.latents = state.positive = state.negative = state.scheduler = state.stepper = None
+        # The state may outlive the render: drop its tensors (the sampler keeps past outputs).
+        state.latents = state.positive = state.negative = state.schedule = state.uncond = None
         state.condition = state.image_embeds = None
         step_rows.release(state.cache)
         return latents
@@ -345,18 +346,14 @@ class WanStepPipeline:
 
 
 def _prepared(state: WanRequest) -> Latents:
-    if state.scheduler is None or state.latents is None:
+    if state.schedule is None or state.latents is None:
         raise RuntimeError("prepare_encode has not run for this request")
     return state.latents
 
 
-def switch_step(scheduler: Any, boundary_ratio: float) -> int:
-    """The first step on the low-noise expert: the schedule's timesteps fall, and diffusers runs
-    the high-noise expert while `t >= boundary_ratio x num_train_timesteps`."""
-    boundary = boundary_ratio * int(scheduler.config.num_train_timesteps)
-    timesteps = cast(list[float], scheduler.timesteps.tolist())  # one copy, no syncs
-    return sum(1 for t in timesteps if t >= boundary)
+def _schedule(state: WanRequest) -> FlowMatchSchedule:
+    return cast(FlowMatchSchedule, state.schedule)
 
 
 def _timestep(state: WanRequest) -> torch.Tensor:
-    return cast(torch.Tensor, state.scheduler.timesteps[state.step_index])
+    return _schedule(state).model_timestep(state.step_index)

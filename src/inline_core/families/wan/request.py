@@ -14,6 +14,8 @@ from typing import Any
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.errors import InvalidRequest
+from inline_core.families.wan.descriptor import MODEL_OWN
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, GUIDED_SAMPLERS, SCHEDULES
 from inline_core.parallel.wire import LOCAL
 from inline_core.runtime.step_cache import StepCacheSettings
 
@@ -42,6 +44,9 @@ class WanRequest:
     switch_step: int | None = None
     negative_prompt: str = ""
     shift: float | None = None  # the scheduler's flow shift (None: the model's own)
+    # ComfyUI's names; MODEL_OWN (empty): the model's own UniPC, or its own table (`schedule.py`).
+    sampler: str = MODEL_OWN
+    sigma_schedule: str = MODEL_OWN
     fps: int = 16
     format: str = "mp4"
     # Image-to-video (TI2V models): the first frame, a PIL image resized to width x height.
@@ -55,8 +60,11 @@ class WanRequest:
     model_key: Hashable = field(default="", metadata=LOCAL)
     step_index: int = field(default=0, metadata=LOCAL)
     prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
-    scheduler: Any = field(default=None, metadata=LOCAL)  # its UniPC table: timesteps, sigmas
-    stepper: Any = field(default=None, metadata=LOCAL)  # its sampler (`sigma.stepper`)
+    schedule: Any = field(default=None, metadata=LOCAL)  # its FlowMatchSchedule (`schedule.py`)
+    # The first model call on the low-noise expert (a pair; from `switch_step` or the boundary).
+    switch_call: int | None = field(default=None, metadata=LOCAL)
+    # This call's unconditional prediction, for a CFG++ sampler (None: not one, or unguided).
+    uncond: Any = field(default=None, metadata=LOCAL)
     latents: Latents | None = field(default=None, metadata=LOCAL)
     condition: Any = field(default=None, metadata=LOCAL)  # the image's latent frame (i2v)
     image_embeds: Any = field(default=None, metadata=LOCAL)  # its CLIP vision view (Wan 2.1 i2v)
@@ -67,7 +75,7 @@ class WanRequest:
     @property
     def expert(self) -> int:
         """The expert this step runs on: 0 (the only one, or the high-noise), 1 (low-noise)."""
-        low = self.switch_step is not None and self.step_index >= self.switch_step
+        low = self.switch_call is not None and self.step_index >= self.switch_call
         return 1 if low else 0
 
     @property
@@ -80,6 +88,11 @@ class WanRequest:
     def cfg(self) -> bool:
         """This step's forward carries the negative prompt."""
         return self.current_guidance > 1
+
+    @property
+    def cfg_pp(self) -> bool:
+        """Its sampler steps along the unconditional prediction (CFG++)."""
+        return self.sampler in CFG_PP_SAMPLERS
 
     @property
     def needs_negative(self) -> bool:
@@ -97,7 +110,8 @@ class WanRequest:
 
     @property
     def step_count(self) -> int:
-        return self.steps
+        """Model calls: a sampler may make more than one a step."""
+        return self.steps if self.schedule is None else int(self.schedule.step_count)
 
     @property
     def done(self) -> bool:
@@ -128,6 +142,34 @@ def switch_step_refusal(value: int, steps: int, pair: bool) -> str:
     )
 
 
+def cfg_pp_refusal(sampler: str, guidance: float, guidance_2: float | None) -> str | None:
+    """Why a CFG++ `sampler` cannot run at these guidances: every model call must be guided, as
+    only a guided one computes the unconditional prediction it steps along."""
+    if sampler not in CFG_PP_SAMPLERS:
+        return None
+    unguided = [
+        name
+        for name, value in (("guidance", guidance), ("guidance_2", guidance_2))
+        if value is not None and value <= 1
+    ]
+    if not unguided:
+        return None
+    return (
+        f"sampler {sampler!r} (CFG++) steps along the unconditional prediction, which only a "
+        f"guided step computes, and {' and '.join(unguided)} leave steps unguided: set "
+        f"{' and '.join(unguided)} above 1, or pick {sampler.removesuffix('_cfg_pp')!r}"
+    )
+
+
+def sampling_refusal(sampler: str, schedule: str) -> str | None:
+    """Why a sampler or schedule name is not Wan's (the node's choices: ComfyUI's, or empty)."""
+    if sampler != MODEL_OWN and sampler not in GUIDED_SAMPLERS:
+        return f"unknown sampler {sampler!r}; choose one of {', '.join(GUIDED_SAMPLERS)} or none"
+    if schedule != MODEL_OWN and schedule not in SCHEDULES:
+        return f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)} or none"
+    return None
+
+
 def new_request(model_key: Hashable, **kwargs: Any) -> WanRequest:
     """A request state, checked: sizes the VAE and patches allow, 4k+1 frames, a known format."""
     state = WanRequest(**kwargs, model_key=model_key)
@@ -156,6 +198,11 @@ def new_request(model_key: Hashable, **kwargs: Any) -> WanRequest:
     pair = state.boundary_ratio is not None
     if state.switch_step is not None and not (pair and 1 <= state.switch_step < state.steps):
         raise InvalidRequest(switch_step_refusal(state.switch_step, state.steps, pair))
+    refusal = sampling_refusal(state.sampler, state.sigma_schedule) or cfg_pp_refusal(
+        state.sampler, state.guidance, state.guidance_2 if pair else None
+    )
+    if refusal is not None:
+        raise InvalidRequest(refusal)
     if state.loras_2 and not pair:
         raise InvalidRequest(
             "loras_2 is the low-noise expert's stack: only two-expert models take it"

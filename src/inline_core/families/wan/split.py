@@ -54,7 +54,7 @@ def sequence_tokens(width: int, height: int, frames: int, kind: WanVariant) -> i
 
 def sequence_ranks(split: ParallelSpec) -> int:
     """The ranks the sequence is sharded over (Ulysses and Ring both shard it)."""
-    return split.degree("ulysses") * split.degree("ring")
+    return split.sequence_ranks
 
 
 def sequence_refusal(

@@ -1,0 +1,127 @@
+"""ComfyUI's single-file Gemma 3 (`text_encoders/gemma_3_12B_it.safetensors`, its `_fp8_scaled`
+file) as LTX-2's text encoder: one format, torch-free at import.
+
+The file is read as a view under `gemma_keys.COMFY_PREFIX`, which makes its keys transformers'
+`Gemma3TextModel`'s: the language model alone, whose hidden states LTX-2 reads (a folder's
+`Gemma3ForConditionalGeneration` runs the same layers). Its config comes from the header's
+shapes; what shapes do not show is Gemma 3 12B's published config (`google/gemma-3-12b-it`):
+a 1024-token sliding window on five layers in six, rope theta 10 000 on those and 1 000 000 with
+linear scaling by 8 on the others, queries scaled by 256. The kit's Gemma is built with the same
+values, so its folder and its file are one model.
+
+`problem` says at submit what a file lacks (a 422 naming it), and refuses ComfyUI's
+`_fp4_mixed` file, whose NVFP4 layers (uint8 pairs with block scales) this server does not read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from inline_core.diffusion.files.header import read_view
+from inline_core.diffusion.files.scales import weights_only
+from inline_core.diffusion.files.shapes import (
+    ConfigInferenceError,
+    Shapes,
+    count_blocks,
+    read_shapes,
+    shape_of,
+)
+from inline_core.diffusion.formats.format import ModelFormat
+from inline_core.families.ltx2 import gemma_keys
+
+VIEW = gemma_keys.COMFY_PREFIX
+CLASS_NAME = "Gemma3TextModel"
+SLIDING_WINDOW = 1024
+FULL_EVERY = 6  # every sixth layer attends to the whole prompt, the others to the window
+QUERY_PRE_ATTN_SCALAR = 256
+RMS_EPS = 1e-6
+MAX_POSITIONS = 131_072
+ACTIVATION = "gelu_pytorch_tanh"
+ROPE_PARAMETERS: dict[str, dict[str, Any]] = {
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+    "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1_000_000.0},
+}
+SHOWN = 4  # missing keys named in a message
+
+
+def is_gemma3(shapes: Shapes) -> bool:
+    """A Gemma 3 language model (the view's keys): q/k-normed layers and an embedding."""
+    return "embed_tokens.weight" in shapes and f"layers.0.{gemma_keys.PROBE}" in shapes
+
+
+def layer_types(layers: int) -> list[str]:
+    return [
+        "full_attention" if (i + 1) % FULL_EVERY == 0 else "sliding_attention"
+        for i in range(layers)
+    ]
+
+
+def infer_config(shapes: Shapes) -> dict[str, Any]:
+    """`Gemma3TextConfig` kwargs from the view's shapes."""
+    vocab, hidden = shape_of(shapes, "embed_tokens.weight")
+    head = shape_of(shapes, f"layers.0.{gemma_keys.PROBE}")[0]
+    q_rows = shape_of(shapes, "layers.0.self_attn.q_proj.weight")[0]
+    kv_rows = shape_of(shapes, "layers.0.self_attn.k_proj.weight")[0]
+    if q_rows % head or kv_rows % head:
+        raise ConfigInferenceError(f"projection widths are not multiples of head width {head}")
+    layers = count_blocks(shapes, r"layers\.(\d+)\.")
+    return {
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": shape_of(shapes, "layers.0.mlp.gate_proj.weight")[0],
+        "num_hidden_layers": layers,
+        "num_attention_heads": q_rows // head,
+        "num_key_value_heads": kv_rows // head,
+        "head_dim": head,
+        "query_pre_attn_scalar": QUERY_PRE_ATTN_SCALAR,
+        "sliding_window": SLIDING_WINDOW,
+        "layer_types": layer_types(layers),
+        "rope_parameters": ROPE_PARAMETERS,
+        "rms_norm_eps": RMS_EPS,
+        "max_position_embeddings": MAX_POSITIONS,
+        "hidden_activation": ACTIVATION,
+    }
+
+
+def is_gemma_file(path: Path) -> bool:
+    """Whether a single file holds ComfyUI's Gemma 3 language model (whole or not)."""
+    shapes = read_shapes(path, VIEW)
+    return shapes is not None and is_gemma3(shapes)
+
+
+def carries_tokenizer(path: Path) -> bool:
+    """Whether the file holds its SentencePiece model (ComfyUI's do)."""
+    shapes = read_shapes(path)
+    return shapes is not None and gemma_keys.TOKENIZER_KEY in shapes
+
+
+def problem(path: Path) -> str | None:
+    """Why this Gemma file cannot be read (None: it can): keys it lacks, or fp4 layers."""
+    header = read_view(path, VIEW)
+    packed = [k for k, v in weights_only(header).items() if v.dtype == "U8"]
+    if packed:
+        return (
+            f"its layers are stored in fp4 ({packed[0]} is packed uint8, as in ComfyUI's "
+            "gemma_3_12B_it_fp4_mixed), which this server does not read: use "
+            "gemma_3_12B_it.safetensors or gemma_3_12B_it_fp8_scaled.safetensors"
+        )
+    shapes = {k: v.shape for k, v in weights_only(header).items()}
+    layers = count_blocks(shapes, r"layers\.(\d+)\.")
+    missing = [k for k in gemma_keys.text_model_keys(layers) if k not in shapes]
+    if not missing:
+        return None
+    named = ", ".join(VIEW + k for k in missing[:SHOWN])
+    more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
+    return f"it lacks {named}{more}"
+
+
+FORMAT = ModelFormat(
+    what="text encoder",
+    title="Gemma 3 text encoder (ComfyUI's gemma_3_12B_it file)",
+    library="transformers",
+    class_name=CLASS_NAME,
+    recognize=is_gemma3,
+    infer_config=infer_config,
+    config_class="Gemma3TextConfig",
+)

@@ -1,0 +1,86 @@
+"""One Wan request's private schedule: its sampler walking its sigmas, on the shared sigma library.
+
+The model's own (the node's empty `sampler` and `schedule`) is diffusers' `WanPipeline`: the
+scheduler config's UniPC over the table `UniPCMultistepScheduler` makes, fed its integer
+timesteps, so a default render is diffusers' bit for bit. A named sampler or schedule is the
+library's under ComfyUI's name, on Wan's flow table shifted by the config's `flow_shift` (or the
+request's shift); `simple` is the flow pipelines' own spacing (`flow/samplers.py`). The transformer
+takes the timestep as it is (`sigma x 1000`; UniPC's truncated to an integer, as diffusers feeds
+it). A two-expert pair switches at a model call (`switch_call`), not a step: a sampler may call
+the model more than once a step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import torch
+
+from inline_core.diffusion.flow.samplers import (
+    TRAIN_TIMESTEPS,
+    model_sigmas,
+    numpy_flow_spacing,
+    unipc_of_config,
+    unipc_timesteps,
+)
+from inline_core.diffusion.flow.schedule import FlowMatchSchedule
+from inline_core.diffusion.libs import diffusers, to_floats
+from inline_core.diffusion.sigma.noise import RowNoise, row_generator
+from inline_core.diffusion.sigma.sampling import FlowSampling
+from inline_core.diffusion.sigma.stepper import Sampler, SigmaStepper, call_sigmas
+from inline_core.families.wan.descriptor import MODEL_OWN
+from inline_core.graph.sampler_names import UNIPC_SAMPLERS
+
+
+def _as_is(timesteps: torch.Tensor) -> torch.Tensor:
+    """Wan's transformer takes the scheduler's timestep, not a share of 1000."""
+    return timesteps
+
+
+def wan_schedule(
+    config: Mapping[str, Any],
+    steps: int,
+    device: torch.device,
+    *,
+    sampler: str = MODEL_OWN,
+    schedule: str = MODEL_OWN,
+    seed: int = 0,
+) -> FlowMatchSchedule:
+    """`config`: the model's diffusers UniPC config, its `flow_shift` the request's own."""
+    shift = float(config["flow_shift"])
+    unipc = sampler == MODEL_OWN or sampler in UNIPC_SAMPLERS
+    algorithm: Sampler = unipc_of_config(config).algorithm if sampler == MODEL_OWN else sampler
+    own_table: Any = None
+    if schedule == MODEL_OWN:
+        own_table = diffusers().UniPCMultistepScheduler.from_config(dict(config))
+        own_table.set_timesteps(steps, device=device)
+        sigmas = to_floats(cast(torch.Tensor, own_table.sigmas))
+    else:
+        flow = {"shift": shift, "num_train_timesteps": TRAIN_TIMESTEPS}
+        sigmas = model_sigmas(flow, steps, 0.0, schedule, numpy_flow_spacing)
+    noise = RowNoise([row_generator(seed)])
+    stepper = SigmaStepper(algorithm, FlowSampling(shift), sigmas, None, noise)
+    levels = torch.tensor(stepper.call_sigmas, dtype=torch.float32)
+    if own_table is not None and unipc:  # diffusers' own integer timesteps
+        timesteps = cast(torch.Tensor, own_table.timesteps)
+    elif unipc:
+        timesteps = unipc_timesteps(stepper.call_sigmas, device)
+    else:
+        timesteps = (levels * TRAIN_TIMESTEPS).to(device)
+    return FlowMatchSchedule(stepper, levels, timesteps, _as_is)
+
+
+def boundary_call(timesteps: Sequence[float], boundary_ratio: float) -> int:
+    """The first model call on the low-noise expert: the timesteps fall, and diffusers runs the
+    high-noise expert while `t >= boundary_ratio x num_train_timesteps`."""
+    boundary = boundary_ratio * TRAIN_TIMESTEPS
+    return sum(1 for t in timesteps if t >= boundary)
+
+
+def switch_call(schedule: FlowMatchSchedule, step: int) -> int:
+    """The first model call of schedule step `step` (ComfyUI's two stages split there): the calls
+    the sampler makes over the steps before it (the sigmas up to `step`, which is not the last,
+    so the sampler's control flow over them is the whole walk's)."""
+    stepper = schedule.stepper
+    return len(call_sigmas(stepper.name, stepper.sampling, stepper.sigmas[: step + 1]))

@@ -1,0 +1,118 @@
+"""What FLUX.2 splits with, read from its files, and what a split refuses: a render whose image
+tokens the ranks cannot share evenly is a 422 at submit, a split the model cannot run stops the
+server, and a server given a split runs FLUX.2 on it. No worker group starts here (the split
+render itself: tests/parallel/test_parallel_flux2.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from inline_core.config import Config
+from inline_core.contract.registry import Families
+from inline_core.device.split import ParallelSpec
+from inline_core.engine.runtime import ModelRuntime
+from inline_core.errors import InvalidRequest
+from inline_core.families.flux2 import Flux2Family
+from inline_core.families.flux2.descriptor import NODE_TYPE
+from inline_core.families.flux2.kit import Flux2Kit
+from inline_core.families.flux2.split import sequence_refusal, support_for
+from inline_core.families.nodes.register import register_families
+from inline_core.families.wan import WanFamily
+from inline_core.graph.registry import Registry
+from inline_core.graph.runner import SubmitFacts
+from inline_core.models.catalog import Catalog
+from inline_core.sampling.loop import StepLoopSampler
+
+ULYSSES_2 = ParallelSpec.parse("ulysses=2")
+MODEL = "flux2_klein_base_tiny.safetensors"
+ODD = {"width": 48, "height": 48}  # 3x3 patches: 9 image tokens, which 2 ranks cannot share
+
+
+def test_the_family_declares_cache_dit_ulysses_over_its_heads(flux2_kit: Flux2Kit) -> None:
+    family = Flux2Family(Catalog(flux2_kit.root), {})
+    caps = family.describe()
+    assert (caps["splitMethods"], caps["splitEngines"]) == (["ulysses"], ["cache-dit"])
+    sources = family.resolve(NODE_TYPE, {"model": MODEL}).require()
+    support = family.split_support(sources.get("transformer"))
+    heads = support.heads
+    assert heads is not None and heads >= 2  # the tiny model's own heads, from its file
+    assert support.ulysses_degrees == tuple(d for d in range(2, heads + 1) if heads % d == 0)
+    assert support.allows_sequence_ranks(2) and not support.allows_sequence_ranks(3)  # 512 text
+    assert not support.ulysses_with_ring
+    assert support_for(None).heads is None  # unknown until a model is read
+
+
+def test_image_tokens_the_ranks_cannot_share_are_refused() -> None:
+    assert sequence_refusal({"width": 1024, "height": 1024}, ULYSSES_2) is None
+    assert sequence_refusal({"width": 48, "height": 64}, ULYSSES_2) is None  # 12 tokens
+    assert sequence_refusal(ODD, ParallelSpec()) is None  # no split: nothing to share
+    assert sequence_refusal({"width": 40, "height": 48}, ULYSSES_2) is None  # the request's 422
+    why = sequence_refusal(ODD, ULYSSES_2)
+    assert why is not None and why.startswith("48x48 is 9 image tokens for FLUX.2")
+    assert "the 2 ranks of this server's split (INLINE_PARALLEL=ulysses=2)" in why
+    assert "a side of a multiple of 32 px fits" in why
+
+
+def test_a_split_server_runs_flux2_on_its_group_and_refuses_odd_sizes_at_submit(
+    flux2_kit: Flux2Kit,
+) -> None:
+    config = Config(models_dir=flux2_kit.root, profile="cpu", dtype="float32", parallel="ulysses=2")
+    sampler = StepLoopSampler()
+    runtime = ModelRuntime(config, sampler)
+    try:
+        family = Flux2Family(Catalog(flux2_kit.root), {})
+        registry = Registry()
+        register_families(registry, Families([family]), family.catalog, runtime)
+        sources = family.resolve(NODE_TYPE, {"model": MODEL}).require()
+        assert runtime.split_for(family, sources.get("transformer")) == ULYSSES_2
+        runner = registry.runner(NODE_TYPE)
+        assert runner is not None
+        runner.check_node("f", {"model": MODEL, "width": 64, "height": 48}, SubmitFacts.bare())
+        with pytest.raises(InvalidRequest, match="cannot share evenly") as refused:
+            runner.check_node("f", {"model": MODEL, **ODD}, SubmitFacts.bare())
+        assert refused.value.status == 422 and refused.value.node_id == "f"
+    finally:
+        runtime.close()
+        sampler.close()
+
+
+@pytest.mark.parametrize(
+    ("split", "why"),
+    [
+        ("ring=2", "flux-2 cannot be split with ring; supported methods: ulysses"),
+        ("ulysses=3", "ulysses x ring must divide 512"),
+    ],
+)
+def test_a_split_the_model_cannot_run_is_refused_at_start(
+    flux2_kit: Flux2Kit, split: str, why: str
+) -> None:
+    config = Config(models_dir=flux2_kit.root, profile="cpu", dtype="float32", parallel=split)
+    catalog = Catalog(flux2_kit.root)
+    sampler = StepLoopSampler()
+    try:
+        with pytest.raises(InvalidRequest, match=why):
+            families = Families([Flux2Family(catalog, {})])
+            register_families(Registry(), families, catalog, ModelRuntime(config, sampler))
+    finally:
+        sampler.close()
+
+
+def test_a_ring_split_leaves_flux2_in_process_beside_a_family_that_rings(
+    flux2_kit: Flux2Kit, caplog: pytest.LogCaptureFixture
+) -> None:
+    """cache-dit's ring does not run FLUX.2 here: a server given INLINE_PARALLEL=ring=2 for
+    another family starts, splits that family, and renders FLUX.2 in process, saying so."""
+    config = Config(models_dir=flux2_kit.root, profile="cpu", dtype="float32", parallel="ring=2")
+    catalog = Catalog(flux2_kit.root)
+    sampler = StepLoopSampler()
+    runtime = ModelRuntime(config, sampler)
+    try:
+        flux2, wan = Flux2Family(catalog, {}), WanFamily(catalog, {})
+        register_families(Registry(), Families([flux2, wan]), catalog, runtime)
+        sources = flux2.resolve(NODE_TYPE, {"model": MODEL}).require()
+        assert runtime.split_for(flux2, sources.get("transformer")) is None
+        assert runtime.split_for(wan, None) == ParallelSpec.parse("ring=2")
+        assert "FLUX.2 cannot be split with ring (it splits with ulysses)" in caplog.text
+    finally:
+        runtime.close()
+        sampler.close()
