@@ -35,7 +35,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -91,7 +91,7 @@ QWEN25_VL_7B_VISION: dict[str, Any] = {
 # -- the set ---------------------------------------------------------------------------------------
 
 Tensors = Mapping[str, tuple[tuple[int, ...], str]]  # name -> (shape, safetensors dtype)
-ITEM_BYTES = {"F8_E4M3": 1, "BF16": 2, "F32": 4}
+ITEM_BYTES = {"F8_E4M3": 1, "BF16": 2, "F16": 2, "F32": 4}
 
 
 def write_sparse_safetensors(path: Path, tensors: Tensors) -> None:
@@ -202,16 +202,29 @@ def health(base: str) -> dict[str, Any]:
 def measure(
     models: Path, renders: int, size: int, steps: int, env: dict[str, str]
 ) -> dict[str, Any]:
+    def graph(seed: int) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": MODEL, "width": size, "height": size}
+        params.update({"steps": steps, "guidance": 1.0, "seed": seed})
+        return prompt_graph("alibaba/qwen-image", "q", params, PROMPT)
+
+    return measure_renders(models, renders, env, graph, "q")
+
+
+def measure_renders(
+    models: Path,
+    renders: int,
+    env: dict[str, str],
+    graph: Callable[[int], dict[str, Any]],
+    target: str,
+) -> dict[str, Any]:
+    """A real server's memory over `renders` renders of `graph(seed)` (any family's)."""
     times: list[float] = []
     with server(models, env) as (base, proc):
         peaks = RssPeaks(proc.pid)
         after_first: dict[str, Any] = {}
         faults_after_first = 0
         for seed in range(renders):
-            params: dict[str, Any] = {"model": MODEL, "width": size, "height": size}
-            params.update({"steps": steps, "guidance": 1.0, "seed": seed})
-            graph = prompt_graph("alibaba/qwen-image", "q", params, PROMPT)
-            times.append(run_graph(base, graph, "q", wait_s=3600))
+            times.append(run_graph(base, graph(seed), target, wait_s=3600))
             if seed == 0:
                 after_first = residency(base)
                 faults_after_first = peaks.major_faults()
@@ -231,6 +244,24 @@ def measure(
         "steadyReloads": counters["reloads"] - after_first.get("reloads", 0),
         "steadyMajorFaults": steady_faults,
     }
+
+
+def memory_rows(result: dict[str, Any]) -> list[tuple[str, object]]:
+    """`measure_renders`' figures as the table's rows."""
+    counters = result["residency"]
+    return [
+        ("compute dtype", result["dtype"]),
+        ("memory budget MB", result["memoryBudgetMb"]),
+        ("render s (first loads)", " / ".join(str(t) for t in result["renderS"])),
+        ("peak anonymous RSS GiB", result["peakAnonGiB"]),
+        ("peak file-backed RSS GiB", result["peakFileGiB"]),
+        ("mapped GiB", round(int(counters.get("mappedBytes", 0)) / GIB, 2)),
+        ("resident (copied) GiB", round(int(counters.get("residentBytes", 0)) / GIB, 2)),
+        ("kept weights", counters.get("keptWeights")),
+        ("loads / reloads", f"{counters.get('loads')} / {counters.get('reloads')}"),
+        ("reloads after the first render", result["steadyReloads"]),
+        ("pages read from disk after the first render", result["steadyMajorFaults"]),
+    ]
 
 
 def main() -> int:
@@ -255,21 +286,10 @@ def main() -> int:
     finally:
         if given is None and not args.keep:
             shutil.rmtree(models, ignore_errors=True)
-    counters = result["residency"]
     rows: list[tuple[str, object]] = [
         ("files (GB): transformer / text encoder / VAE", _sizes(built)),
         ("files built in s", round(build_s, 1)),
-        ("compute dtype", result["dtype"]),
-        ("memory budget MB", result["memoryBudgetMb"]),
-        ("render s (first loads)", " / ".join(str(t) for t in result["renderS"])),
-        ("peak anonymous RSS GiB", result["peakAnonGiB"]),
-        ("peak file-backed RSS GiB", result["peakFileGiB"]),
-        ("mapped GiB", round(int(counters.get("mappedBytes", 0)) / GIB, 2)),
-        ("resident (copied) GiB", round(int(counters.get("residentBytes", 0)) / GIB, 2)),
-        ("kept weights", counters.get("keptWeights")),
-        ("loads / reloads", f"{counters.get('loads')} / {counters.get('reloads')}"),
-        ("reloads after the first render", result["steadyReloads"]),
-        ("pages read from disk after the first render", result["steadyMajorFaults"]),
+        *memory_rows(result),
     ]
     print(f"{'measure':46} value")
     for name, value in rows:

@@ -16,7 +16,13 @@ from inline_core.errors import InvalidGraph, InvalidRequest, NotFound
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.params import media_ref
 from inline_core.graph.registry import Registry
-from inline_core.graph.runner import MediaResolver, NodeCall, NodeResult, NodeRunner
+from inline_core.graph.runner import (
+    MediaResolver,
+    NodeCall,
+    NodeResult,
+    NodeRunner,
+    SubmitFacts,
+)
 from inline_core.graph.schema import PortKind
 
 MAX_TEXT_LENGTH = 100_000
@@ -45,6 +51,11 @@ INPUT_IMAGE = NodeDescriptor(
 
 
 class TextSource(NodeRunner):
+    def check_node(self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts) -> str:
+        # Its text, so a node it feeds can check a curated prompt at submit (`Submit.upstream`);
+        # no disk is read (`check` stays the base's: `may_wait_on_disk`).
+        return str(params["text"])
+
     def run(self, call: NodeCall) -> NodeResult:
         return NodeResult(outputs={"text": str(call.params["text"])})
 

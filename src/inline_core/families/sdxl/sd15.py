@@ -19,10 +19,12 @@ from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered
 from inline_core.contract.files import StackRules
 from inline_core.contract.sources import Resolution, Sources
+from inline_core.contract.submit import Submit
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl.comfy import sd_recipe
 from inline_core.families.sdxl.descriptor import SDXL_DESCRIPTOR
+from inline_core.families.sdxl.embeddings import named_embeddings
 from inline_core.families.sdxl.family import SDXLFamily
 from inline_core.families.sdxl.sd15_files import FAMILY, RULES, TITLE
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec
@@ -100,10 +102,23 @@ class SD15Family(SDXLFamily):
     ) -> Lowered:
         lowered = super().lower(node_type, params, inputs, node_id, sources)
         if lowered.request.get("embeddings"):
-            names = ", ".join(e.name for e in lowered.request["embeddings"])
-            raise InvalidRequest(
-                f"the prompt names textual-inversion embeddings ({names}): {NODE_TYPE} reads "
-                "none (SDXL's node reads SDXL's); write the words instead",
-                node_id=node_id,
-            )
+            names = [e.name for e in lowered.request["embeddings"]]
+            raise InvalidRequest(_no_embeddings(names), node_id=node_id)
         return lowered
+
+    def check(self, submit: Submit) -> None:
+        """A prompt known at submit (an `input/text`'s, the negative prompt) that names
+        embeddings is refused before the run starts."""
+        texts = [t for t in submit.upstream.get("prompt", ()) if isinstance(t, str)]
+        texts.append(str(submit.params.get("negative_prompt") or ""))
+        names = named_embeddings(texts)
+        if names:
+            raise InvalidRequest(_no_embeddings(names), node_id=submit.node_id)
+        super().check(submit)
+
+
+def _no_embeddings(names: list[str]) -> str:
+    return (
+        f"the prompt names textual-inversion embeddings ({', '.join(names)}): {NODE_TYPE} reads "
+        "none (SDXL's node reads SDXL's); write the words instead"
+    )
