@@ -13,7 +13,9 @@ CPU float32, both sides loaded from the same diffusers folder:
   take written, fsynced and committed). Not polled: each `httpx.get` builds a client and its TLS
   context (~17 ms of CPU), so a 5 ms poll loop took most of a core from the server's two-thread
   forward on a 2-core machine (issue 32's 1.65x at 256 px came from there).
-Renders alternate between the sides seed by seed, so both see the same machine load; the first
+Renders alternate between the sides seed by seed, so both see the same machine load; where other
+work comes and goes within seconds (load 10-16 on 2 cores), `--together` starts each pair at once
+instead (one after the other, the 256 px server took 1.4-1.6x there, together 1.04x). The first
 render of each side (it loads) is left out; the medians are compared as a ratio (issue 32's bar:
 at most 1.05x). Then `--concurrent` tiny renders (whatever `--sizes`; 0 skips them) submitted at
 once to a server with batching (INLINE_MAX_BATCH 8) and to one without (1): their wall times side
@@ -104,6 +106,19 @@ class Bare:
         return (time.perf_counter() - t0) * 1000
 
 
+def pair(
+    server: ServerProcess, case: dict[str, Any], bare: Bare, seed: int, together: bool
+) -> tuple[float, float]:
+    """One render on each side: one after the other, or (`together`) started at once, so both
+    see the same machine load (and share its cores with each other)."""
+    if not together:
+        return server_render(server, case, seed), bare.render(seed)
+    with ThreadPoolExecutor(1) as pool:
+        ours = pool.submit(server_render, server, case, seed)
+        theirs = bare.render(seed)
+        return ours.result(), theirs
+
+
 def concurrent_wall(server: ServerProcess, case: dict[str, Any], count: int) -> float:
     t0 = time.perf_counter()
     with ThreadPoolExecutor(count) as pool:
@@ -118,6 +133,7 @@ def main() -> int:
     parser.add_argument("--renders", type=int, default=6)
     parser.add_argument("--sizes", default="tiny")
     parser.add_argument("--concurrent", type=int, default=8, help="0: no batching on/off runs")
+    parser.add_argument("--together", action="store_true", help="start each pair at once")
     args = parser.parse_args()
     from inline_core.families.qwen_image.kit import build_kit
 
@@ -141,7 +157,7 @@ def main() -> int:
                 bare = Bare(root / "models", case)
                 times: dict[str, list[float]] = {"server": [], "pipeline": []}
                 for seed in range(args.renders + 1):  # the first of each side loads: left out
-                    s, p = server_render(server, case, seed), bare.render(seed)
+                    s, p = pair(server, case, bare, seed, args.together)
                     if seed:
                         times["server"].append(s)
                         times["pipeline"].append(p)
@@ -182,6 +198,7 @@ def main() -> int:
         "rows": rows,
         "concurrent": concurrent,
         "walls_ms": walls,
+        "together": bool(args.together),
         "loadavg_before_after": load,
         "host": platform.node(),
     }

@@ -4,9 +4,10 @@ sequence's mask, and each Ulysses group trades heads for tokens around it (`ulys
 the take equals the in-process take with pads in the image and the prompt, and a prompt and its
 negative of other lengths in one forward. Ring alone is that ring with no Ulysses group around
 it: its merge is checked on its own against one masked attention, a step whose keys are all
-masked included. One group serves the module (`qwen-ring`): a group holds one split, and the
-four-rank one exercises the ring and the Ulysses trades together. The edits' hooks (references,
-2511's modulation index) are the Ulysses split's, which `test_qwen_image_split.py` renders."""
+masked included (`test_qwen_image_ring_alone_split.py` renders it on two ranks). One group serves
+the module (`qwen-ring`): a group holds one split, and the four-rank one exercises the ring and
+the Ulysses trades together. The edits' hooks (references, 2511's modulation index) are the
+Ulysses split's, which `test_qwen_image_split.py` renders."""
 
 from __future__ import annotations
 
