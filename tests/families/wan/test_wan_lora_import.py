@@ -68,6 +68,8 @@ def test_imported_wan_lora_loaders_render_the_hand_written_graphs_frames(
         steps=3,
         guidance=3.0,
         shift=6.0,
+        sampler="uni_pc",  # the KSampler's names, one to one
+        schedule="simple",
         negative_prompt="blurry",
         format="png",
         vae="wan_2.1_vae_tiny.safetensors",  # the workflow's files, as the import names them
