@@ -88,6 +88,9 @@ class NodeRunner(ABC):
     # True for nodes whose output depends on the run's step caching (`options.cache`): what the
     # run asked for then joins the node's cache key.
     caches_steps: bool = False
+    # True for nodes that denoise over steps: one that does not cache them (`caches_steps`
+    # False) refuses a run that asks for step caching, at submit.
+    samples_steps: bool = False
 
     @abstractmethod
     def run(self, call: NodeCall) -> NodeResult:

@@ -65,7 +65,12 @@ from inline_core.server.live_run import LiveRun
 from inline_core.server.memory import HeapTrimmer
 from inline_core.server.previews import PreviewBoard
 from inline_core.server.run_needs import run_needs, server_capabilities
-from inline_core.server.run_options import parse_options, preview_method, step_cache_choice
+from inline_core.server.run_options import (
+    parse_options,
+    preview_method,
+    refuse_uncached_steps,
+    step_cache_choice,
+)
 from inline_core.server.run_state import NewRun, RunRecord, RunStatus
 from inline_core.server.stores.records import (
     CANCEL,
@@ -288,6 +293,7 @@ class RunManager:
             rng=self._rng,
             picker_order=self._picker_order,
         )
+        refuse_uncached_steps(run_options, validated, self.registry)
         with self._lock:
             if self._queued + self._reserved >= self.config.max_queue:
                 raise Busy(

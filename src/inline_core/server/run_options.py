@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any, cast
 
 from inline_core.errors import InvalidRequest
+from inline_core.graph.registry import Registry
+from inline_core.graph.validate import ValidatedGraph
 from inline_core.runtime.preview import PREVIEW_METHODS
 from inline_core.runtime.step_cache import StepCacheChoice, parse_cache_option
 
@@ -56,3 +58,23 @@ def preview_method(options: dict[str, Any], default: str) -> str:
 def step_cache_choice(options: dict[str, Any]) -> StepCacheChoice:
     """The run's step caching as it asked for it (nothing: the device policy chooses)."""
     return StepCacheChoice.from_option(options.get("cache"))
+
+
+def refuse_uncached_steps(
+    options: dict[str, Any], validated: ValidatedGraph, registry: Registry
+) -> None:
+    """A run that asks for step caching with a node that denoises without it (a UNet family:
+    no DiT step cache) is a 422 naming the node, rather than a render that ignores the ask."""
+    cache = options.get("cache")
+    if not isinstance(cache, dict) or cast(dict[str, Any], cache).get("method") == "none":
+        return
+    for node_id in validated.order:
+        node = validated.graph.by_id[node_id]
+        runner = registry.runner(node.type)
+        if runner is not None and runner.samples_steps and not runner.caches_steps:
+            raise InvalidRequest(
+                f"option 'cache' asks for step caching, which node {node_id!r} ({node.type}) "
+                "does not do (its model has no DiT step cache): drop the option, or give "
+                '{"method": "none"}',
+                node_id=node_id,
+            )

@@ -44,12 +44,14 @@ from inline_core.takes import Take
 
 
 class FamilyNodeRunner(NodeRunner):
-    caches_steps = True  # its renders follow the run's `options.cache`
+    samples_steps = True
 
     def __init__(self, family: Family, descriptor: NodeDescriptor, runtime: ModelRuntime) -> None:
         self.family = family
         self.descriptor = descriptor
         self.runtime = runtime
+        # Its renders follow the run's `options.cache` where its family caches steps at all.
+        self.caches_steps = bool(family.capabilities.step_cache)
 
     # -- submit ----------------------------------------------------------------------------------
 

@@ -85,6 +85,7 @@ class NoiseMask(NodeRunner):
 
 class Sample(_FamilyRunner):
     caches_steps = True  # its steps follow the run's `options.cache`
+    samples_steps = True
 
     def check_node(
         self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts
