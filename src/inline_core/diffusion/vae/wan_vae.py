@@ -110,13 +110,18 @@ class DecodeSession:
         vae = cast(Any, owner.autoencoder)
         z = owner.denormalised(latents)
         with decoding(owner.autoencoder), owner.swap.use(owner.autoencoder, owner.placement):
+            # Inference mode is entered per piece, never held across a `yield`: it is a thread's
+            # state, and a generator suspended (or abandoned by a cancelled run) inside it would
+            # leave its consumer's thread in inference mode, and its exit, run by whichever
+            # thread collects the generator, would set that thread's mode instead.
             with torch.inference_mode():
                 vae.clear_cache()
                 if self._cache is not None:
                     vae._feat_map = list(self._cache)
-                try:
-                    x = vae.post_quant_conv(z)
-                    for i in range(x.shape[2]):
+                x = vae.post_quant_conv(z)
+            try:
+                for i in range(x.shape[2]):
+                    with torch.inference_mode():
                         vae._conv_idx = [0]
                         out = vae.decoder(
                             x[:, :, i : i + 1],
@@ -127,7 +132,8 @@ class DecodeSession:
                         self.decoded += 1
                         if owner.patch_size is not None:
                             out = unpatchify(out, patch_size=owner.patch_size)
-                        yield torch.clamp(out, min=-1.0, max=1.0)
-                finally:
-                    self._cache = list(vae._feat_map)
-                    vae.clear_cache()
+                        piece = torch.clamp(out, min=-1.0, max=1.0)
+                    yield piece
+            finally:
+                self._cache = list(vae._feat_map)
+                vae.clear_cache()
