@@ -109,8 +109,8 @@ def video_case(frames: int, steps: int) -> Case:
 
 def bench_overhead(models: Path, sizes: list[str], renders: int) -> dict[str, Any]:
     import torch
-    from diffusers import LTX2Pipeline  # pyright: ignore[reportPrivateImportUsage]
 
+    from inline_core.diffusion.libs import diffusers
     from tests.families.ltx2.ltx2_harness import reference
 
     rows: list[dict[str, Any]] = []
@@ -118,7 +118,7 @@ def bench_overhead(models: Path, sizes: list[str], renders: int) -> dict[str, An
     try:
         for size in sizes:
             case = overhead_case(size)
-            pipe: Any = LTX2Pipeline.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+            pipe: Any = diffusers().LTX2Pipeline.from_pretrained(
                 str(models / "diffusion_models" / case.model),
                 dtype=torch.float32,
                 local_files_only=True,
@@ -177,13 +177,12 @@ def bench_first_bytes(models: Path, rounds: int) -> dict[str, Any]:
 
 def chunk_counts(models: Path) -> dict[int, int]:
     """How many chunks the kit's video VAE decodes each RSS frame count in (`decode.plan`)."""
-    from diffusers import AutoencoderKLLTX2Video  # pyright: ignore[reportPrivateImportUsage]
-
+    from inline_core.diffusion.libs import diffusers
     from inline_core.families.ltx2.decode import plan, receptive_reach
     from inline_core.families.ltx2.kit import folder_name
 
     folder = models / "diffusion_models" / folder_name("tiny") / "vae"
-    vae: Any = AutoencoderKLLTX2Video.from_pretrained(  # pyright: ignore[reportUnknownMemberType]
+    vae: Any = diffusers().AutoencoderKLLTX2Video.from_pretrained(
         str(folder), local_files_only=True
     )
     reach, temporal = receptive_reach(vae), int(vae.temporal_compression_ratio)

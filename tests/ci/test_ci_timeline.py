@@ -14,6 +14,7 @@ def report(worker: str, nodeid: str, start: float, stop: float) -> pytest.TestRe
     made = pytest.TestReport(
         nodeid, ("x.py", 0, "x"), {}, "passed", None, "call", start=start, stop=stop
     )
+    # xdist attaches the sending worker's node to each report; TestReport does not declare it.
     made.node = SimpleNamespace(gateway=SimpleNamespace(id=worker))  # type: ignore[attr-defined]
     return made
 
