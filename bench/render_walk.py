@@ -80,6 +80,19 @@ class Recorder:
             self.active = False
 
 
+def prompt_graph(node_type: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A prompt -> the family node (the kit's one model of each part is picked by default).
+    Written out here, not imported from the tests, so the bench runs on older checkouts too."""
+    prompt = {"id": "p", "type": "input/text", "params": {"text": "a fox"}}
+    node = {
+        "id": "z",
+        "type": node_type,
+        "params": params,
+        "inputs": {"prompt": {"from": "p", "output": "text"}},
+    }
+    return {"schemaVersion": 1, "nodes": [prompt, node]}
+
+
 def by_package(modules: set[str]) -> dict[str, int]:
     """Module counts per first-level package (`inline_core.<package>`)."""
     counts: dict[str, int] = {}
@@ -101,7 +114,6 @@ def main() -> int:
     from inline_core.families.zimage.descriptor import NODE_TYPE
     from inline_core.families.zimage.kit import build_kit
     from inline_core.server.app import create_app
-    from tests.server.server_support import prompt_graph
 
     scratch = Path(tempfile.mkdtemp(prefix="render-walk-"))
     build_kit(scratch / "models", layouts=("comfy",))
@@ -113,8 +125,7 @@ def main() -> int:
     with recorder.installed(), TestClient(create_app(config)) as client:
         for index in range(int(args.renders)):
             params = {"width": 64, "height": 64, "steps": 2, "seed": 100 + index}
-            params |= {"model": "zimage_tiny.safetensors", "text_encoder": "zimage_tiny_qwen3"}
-            graph = prompt_graph(NODE_TYPE, "z", params, "a fox")
+            graph = prompt_graph(NODE_TYPE, params)
             started = time.perf_counter()
             with recorder.recording() as seen:
                 response = client.post("/v1/runs", json={"graph": graph, "target": "z"})
