@@ -43,7 +43,7 @@ from gpu_common import (  # noqa: E402
     require_device,
     workdir,
 )
-from real_size_cpu import QWEN3_4B  # noqa: E402
+from real_size import QWEN3_4B  # noqa: E402
 
 from inline_core.diffusion.libs import diffusers, manual_seed  # noqa: E402
 from inline_core.families.krea2.descriptor import NODE_TYPE  # noqa: E402
