@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_common import base_parser, measure, node_graph, prepared, randomize  # noqa: E402
-from real_size_cpu import QWEN3_4B  # noqa: E402
+from real_size import QWEN3_4B  # noqa: E402
 
 from inline_core.diffusion.libs import diffusers, manual_seed  # noqa: E402
 from inline_core.families.krea2.descriptor import NODE_TYPE  # noqa: E402
