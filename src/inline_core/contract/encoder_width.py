@@ -4,11 +4,13 @@
 Wan's UMT5, Qwen-Image's Qwen2.5-VL, Krea 2's Qwen3-VL and Z-Image's Qwen3 are found alike: an HF
 folder by its config's `model_type`, a single file by its header, its width from either, and a
 transformer already found wanting another width rules it out. Each family states its encoder's
-format and the transformer config key that holds the width; its own name pattern ranks first.
+format, the transformer config key that holds the width and the names that rank first; its
+`score` is the part's `Score`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,16 +29,14 @@ class EncoderWidth:
     file_width: Callable[[Shapes], int]  # and its width
     transformer_config: Callable[[Source], Mapping[str, Any] | None]
     width_key: str  # the transformer config's text input width
+    names: tuple[re.Pattern[str], ...]  # an entry named so ranks first
+    # A file so named whose header cannot be read is kept (the loader names it when it fails).
+    keeps_unreadable: bool = False
 
-    def score(
-        self,
-        entry: CatalogEntry,
-        transformer: Source | None,
-        named: int,
-        unreadable: int | None = None,
-    ) -> int | None:
-        """`named` (the entry's name rank) for an encoder as wide as `transformer` wants (any
-        width without one), else None; `unreadable`: a file whose header cannot be read."""
+    def score(self, entry: CatalogEntry, transformer: Source | None) -> int | None:
+        """1 for an encoder named as the family's, 0 for another, as wide as `transformer`
+        wants (any width without one); None: not this encoder."""
+        named = 1 if any(name.search(entry.name) for name in self.names) else 0
         if entry.is_folder:
             config = read_json(entry.path / "config.json")
             if config is None or config.get("model_type") != self.model_type:
@@ -45,7 +45,7 @@ class EncoderWidth:
         else:
             shapes = read_shapes(entry.path)
             if shapes is None:
-                return unreadable
+                return named if named and self.keeps_unreadable else None
             if not self.recognize(shapes):
                 return None
             width = self.file_width(shapes)

@@ -67,13 +67,13 @@ ENCODER = EncoderWidth(
     file_width=qwen3_vl.hidden_size,
     transformer_config=config_of,
     width_key="text_hidden_dim",
+    names=(QWEN_NAME,),
 )
 
 
-def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
-    """A Qwen3-VL (a single file or a folder) whose width is the transformer's text input's;
-    a Qwen name first."""
-    return ENCODER.score(entry, transformer, 1 if QWEN_NAME.search(entry.name) else 0)
+# A Qwen3-VL (a single file or a folder) whose width is the transformer's text input's; a Qwen
+# name first.
+encoder_score = ENCODER.score
 
 
 RULES = StackRules(

@@ -107,12 +107,12 @@ ENCODER = EncoderWidth(
     file_width=text_encoder.hidden_size,
     transformer_config=config_of,
     width_key="joint_attention_dim",
+    names=(QWEN_NAME,),
 )
 
 
-def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
-    """A Qwen2.5-VL as wide as the transformer's text input; a Qwen name ranks first."""
-    return ENCODER.score(entry, transformer, 1 if QWEN_NAME.search(entry.name) else 0)
+# A Qwen2.5-VL as wide as the transformer's text input; a Qwen name ranks first.
+encoder_score = ENCODER.score
 
 
 def processor_folder(tokenizer: Source | None) -> Path | None:

@@ -103,12 +103,12 @@ ENCODER = EncoderWidth(
     file_width=umt5.hidden_size,
     transformer_config=config_of,
     width_key="text_dim",
+    names=(UMT5_NAME,),
 )
 
 
-def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
-    """A UMT5 as wide as the transformer's text input; a UMT5 name ranks first."""
-    return ENCODER.score(entry, transformer, 1 if UMT5_NAME.search(entry.name) else 0)
+# A UMT5 as wide as the transformer's text input; a UMT5 name ranks first.
+encoder_score = ENCODER.score
 
 
 def flow_shift(scheduler: Source | None, default: float = DEFAULT_SHIFT) -> float:

@@ -64,14 +64,14 @@ ENCODER = EncoderWidth(
     file_width=qwen3.hidden_size,
     transformer_config=config_of,
     width_key="cap_feat_dim",  # the width of the captions the transformer takes
+    names=(QWEN_NAME, ZIMAGE_NAME),
+    keeps_unreadable=True,
 )
 
 
-def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
-    """A Qwen3 whose width matches the transformer's captions; a Qwen or Z-Image name first (a
-    file so named whose header cannot be read too)."""
-    named = 1 if QWEN_NAME.search(entry.name) or ZIMAGE_NAME.search(entry.name) else 0
-    return ENCODER.score(entry, transformer, named, unreadable=named or None)
+# A Qwen3 whose width matches the transformer's captions; a Qwen or Z-Image name first (a file
+# so named whose header cannot be read too).
+encoder_score = ENCODER.score
 
 
 def flow_shift(scheduler: Source | None) -> float | None:
