@@ -1,5 +1,5 @@
 """ComfyUI's single-file Gemma 3 (`text_encoders/gemma_3_12B_it.safetensors`, its `_fp8_scaled`
-file) as LTX-2's text encoder: one format, torch-free at import.
+and `_fp4_mixed` files) as LTX-2's text encoder: one format, torch-free at import.
 
 The file is read as a view under `gemma_keys.COMFY_PREFIX`, which makes its keys transformers'
 `Gemma3TextModel`'s: the language model alone, whose hidden states LTX-2 reads (a folder's
@@ -9,8 +9,9 @@ a 1024-token sliding window on five layers in six, rope theta 10 000 on those an
 linear scaling by 8 on the others, queries scaled by 256. The kit's Gemma is built with the same
 values, so its folder and its file are one model.
 
-`problem` says at submit what a file lacks (a 422 naming it), and refuses ComfyUI's
-`_fp4_mixed` file, whose NVFP4 layers (uint8 pairs with block scales) this server does not read.
+`problem` says at submit what a file lacks (a 422 naming it). ComfyUI's `_fp4_mixed` file's
+NVFP4 layers are dequantized at load by the shared loader (`diffusion/nvfp4.py`, its layout
+taken from ComfyUI's code, not a real file); packed layers of another layout are refused.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from inline_core.diffusion.files import nvfp4
 from inline_core.diffusion.files.header import read_view
 from inline_core.diffusion.files.scales import weights_only
 from inline_core.diffusion.files.shapes import (
@@ -26,6 +28,7 @@ from inline_core.diffusion.files.shapes import (
     count_blocks,
     read_shapes,
     shape_of,
+    weight_shapes,
 )
 from inline_core.diffusion.formats.format import ModelFormat
 from inline_core.families.ltx2 import gemma_keys
@@ -97,16 +100,22 @@ def carries_tokenizer(path: Path) -> bool:
 
 
 def problem(path: Path) -> str | None:
-    """Why this Gemma file cannot be read (None: it can): keys it lacks, or fp4 layers."""
+    """Why this Gemma file cannot be read (None: it can): keys it lacks, or packed layers that
+    are not ComfyUI's NVFP4 layout (`diffusion/files/nvfp4.py`)."""
     header = read_view(path, VIEW)
-    packed = [k for k, v in weights_only(header).items() if v.dtype == "U8"]
-    if packed:
+    fp4 = nvfp4.packed_weights(header)
+    for weight, layer in fp4.items():
+        found = nvfp4.problem(header, weight, layer)
+        if found is not None:
+            return f"its fp4 layer {VIEW}{layer} is not ComfyUI's NVFP4 layout: {found}"
+    packed = [k for k, v in weights_only(header).items() if v.dtype == nvfp4.PACKED]
+    other = [k for k in packed if k not in fp4]
+    if other:
         return (
-            f"its layers are stored in fp4 ({packed[0]} is packed uint8, as in ComfyUI's "
-            "gemma_3_12B_it_fp4_mixed), which this server does not read: use "
-            "gemma_3_12B_it.safetensors or gemma_3_12B_it_fp8_scaled.safetensors"
+            f"{VIEW}{other[0]} is packed uint8 without NVFP4's per-tensor scale "
+            f"(weight_scale_2): a quantization this server does not read"
         )
-    shapes = {k: v.shape for k, v in weights_only(header).items()}
+    shapes = weight_shapes(header)
     layers = count_blocks(shapes, r"layers\.(\d+)\.")
     missing = [k for k in gemma_keys.text_model_keys(layers) if k not in shapes]
     if not missing:
