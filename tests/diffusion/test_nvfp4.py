@@ -90,8 +90,12 @@ def _name(tensor: torch.Tensor) -> str:
             {"l.weight_scale": torch.ones(ROWS, COLUMNS // 16).to(torch.float8_e4m3fn)},
             "l.weight_scale is F8_E4M3 (144, 6), where NVFP4 keeps F8_E4M3 (256, 8)",
         ),
+        (
+            {"l.weight": torch.zeros(ROWS, COLUMNS, dtype=torch.bfloat16)},
+            "l.weight_scale_2 is an NVFP4 scale, but its layer's weight is not packed fp4",
+        ),
     ],
-    ids=["another-format", "unblocked-scales"],
+    ids=["another-format", "unblocked-scales", "unpacked-weight"],
 )
 def test_a_layer_not_in_comfyui_s_nvfp4_layout_is_refused_naming_it(
     change: dict[str, torch.Tensor], said: str

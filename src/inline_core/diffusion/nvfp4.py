@@ -46,7 +46,9 @@ def dequantize(
     values = table[codes.long()]
     rows, columns = values.shape
     blocks = from_blocked(block_scales.view(torch.float8_e4m3fn), rows, columns // layout.BLOCK)
-    total = tensor_scale.reshape(()).to(dtype) * blocks.to(dtype)
+    # As comfy-kitchen: the per-tensor scale as float32, both scales then in `dtype`.
+    second = tensor_scale.reshape(()).to(torch.float32).to(dtype)
+    total = second * blocks.to(dtype)
     return (values.reshape(rows, -1, layout.BLOCK) * total.unsqueeze(-1)).reshape(rows, columns)
 
 
@@ -58,6 +60,9 @@ def dequantize_layers(
     format, raises `RunFailed` naming it."""
     header = {k: TensorInfo(_dtype_name(v), tuple(v.shape)) for k, v in raw.items()}
     weights = layout.packed_weights(header)
+    stray = layout.stray_scales(header)
+    if stray:
+        raise RunFailed(f"{stray[0]} is an NVFP4 scale, but its layer's weight is not packed fp4")
     out = dict(raw)
     for weight, layer in weights.items():
         problem = layout.problem(header, weight, layer)
@@ -92,5 +97,11 @@ def _check_marker(marker: torch.Tensor, layer: str) -> None:
 
 def _dtype_name(tensor: torch.Tensor) -> str:
     """safetensors' name for the dtypes NVFP4's layout checks."""
-    names = {torch.uint8: layout.PACKED, torch.float8_e4m3fn: layout.BLOCK_SCALE_DTYPE}
-    return names.get(tensor.dtype, "F32" if tensor.dtype == torch.float32 else str(tensor.dtype))
+    names = {
+        torch.uint8: layout.PACKED,
+        torch.float8_e4m3fn: layout.BLOCK_SCALE_DTYPE,
+        torch.float32: "F32",
+        torch.bfloat16: "BF16",
+        torch.float16: "F16",
+    }
+    return names.get(tensor.dtype, str(tensor.dtype))

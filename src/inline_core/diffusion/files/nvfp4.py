@@ -26,6 +26,10 @@ from inline_core.diffusion.files.scales import NVFP4_TENSOR_SCALE
 FORMAT = "nvfp4"  # `comfy_quant`'s format name
 PACKED = "U8"  # the weight's safetensors dtype
 BLOCK_SCALE_DTYPE = "F8_E4M3"
+# ComfyUI views block scales as float8_e4m3fn whatever byte dtype holds them, and casts the
+# per-tensor scale to float32 (comfy-kitchen's layout parameters).
+BLOCK_SCALE_DTYPES = (BLOCK_SCALE_DTYPE, PACKED)
+TENSOR_SCALE_DTYPES = ("F32", "BF16", "F16")
 BLOCK = 16  # numbers per block scale
 TILE_ROWS, TILE_COLUMNS = 128, 4  # the blocked scale layout's tile
 BLOCK_SCALE = ".weight_scale"
@@ -64,16 +68,27 @@ def problem(header: Mapping[str, TensorInfo], weight: str, layer: str) -> str | 
     rows, columns = info.shape[0], 2 * info.shape[1]
     scale = header.get(layer + BLOCK_SCALE)
     want = block_scale_shape(rows, columns)
-    if columns % BLOCK or scale is None or scale.dtype != BLOCK_SCALE_DTYPE or scale.shape != want:
+    if (
+        columns % BLOCK
+        or scale is None
+        or scale.dtype not in BLOCK_SCALE_DTYPES
+        or scale.shape != want
+    ):
         got = "none" if scale is None else f"{scale.dtype} {scale.shape}"
         return (
             f"{layer}{BLOCK_SCALE} is {got}, where NVFP4 keeps {BLOCK_SCALE_DTYPE} {want} "
             f"block scales for {rows} x {columns} numbers"
         )
     second = header[layer + NVFP4_TENSOR_SCALE]
-    if second.dtype != "F32" or any(side != 1 for side in second.shape):
-        return f"{layer}{NVFP4_TENSOR_SCALE} is {second.dtype} {second.shape}, not one float32"
+    if second.dtype not in TENSOR_SCALE_DTYPES or any(side != 1 for side in second.shape):
+        return f"{layer}{NVFP4_TENSOR_SCALE} is {second.dtype} {second.shape}, not one float"
     return None
+
+
+def stray_scales(header: Mapping[str, TensorInfo]) -> list[str]:
+    """NVFP4 per-tensor scales beside a weight that is not packed: a layout not ComfyUI's."""
+    found = packed_weights(header).values()
+    return [k for k in header if (layer := layer_of(k)) is not None and layer not in found]
 
 
 def unpacked(header: Mapping[str, TensorInfo]) -> dict[str, TensorInfo]:

@@ -98,6 +98,9 @@ def problem(path: Path) -> str | None:
     are not ComfyUI's NVFP4 layout (`diffusion/files/nvfp4.py`)."""
     header = read_view(path, VIEW)
     fp4 = nvfp4.packed_weights(header)
+    stray = nvfp4.stray_scales(header)
+    if stray:
+        return f"{VIEW}{stray[0]} is an NVFP4 scale, but its layer's weight is not packed fp4"
     for weight, layer in fp4.items():
         found = nvfp4.problem(header, weight, layer)
         if found is not None:
