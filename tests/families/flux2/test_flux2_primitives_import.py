@@ -6,16 +6,11 @@ the node has no chain for) map onto `sample`'s."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from flux2_graphs import Graph, edge
 
-from inline_core.config import Config
-from inline_core.families.flux2.kit import Flux2Kit
-from inline_core.server.app import create_app
 from tests.families.import_harness import finished
 from tests.server.test_flux2_server import upload
 from tests.server.test_qwen_image_import import rendered
@@ -27,14 +22,6 @@ MODELS = {
     "flux2-vae.safetensors": "flux2_tiny_vae.safetensors",
 }
 PROMPT = "a red fox in the snow"
-
-
-@pytest.fixture(scope="module")
-def client(flux2_kit: Flux2Kit, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    data = tmp_path_factory.mktemp("flux2_primitives_import") / "data"
-    config = Config(models_dir=flux2_kit.root, data_dir=data, profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as c:
-        yield c
 
 
 def loaders() -> Json:
