@@ -1,13 +1,14 @@
 """A FLUX.2 klein workflow that does not collapse onto `bfl/flux-2` as written imports onto the
 primitives (through `POST /v1/import/comfy`): a KSampler img2img at denoise 0.6 (the node would
-run the whole schedule) maps onto `vae/encode -> sample` with its denoise and nothing said as
-changing the picture, and renders the graph written by hand; KSamplerAdvanced's windows (which
-the node has no chain for) map onto `sample`'s."""
+run the whole schedule), or the same through SamplerCustomAdvanced, maps onto `vae/encode ->
+sample` with its denoise and nothing said as changing the picture, and renders the graph written
+by hand; KSamplerAdvanced's windows (which the node has no chain for) map onto `sample`'s."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from flux2_graphs import Graph, edge
 
@@ -56,15 +57,35 @@ def of_type(body: Json, node_type: str) -> list[Json]:
     return [n for n in body["graph"]["nodes"] if n["type"] == node_type]
 
 
-def test_a_ksampler_img2img_imports_onto_the_primitives_and_renders_as_written(
-    client: TestClient,
+def custom(latent: list[Any]) -> Json:
+    """The same img2img as SamplerCustomAdvanced, its denoise on BasicScheduler."""
+    return {
+        "7": {"class_type": "RandomNoise", "inputs": {"noise_seed": 7}},
+        "8": {"class_type": "KSamplerSelect", "inputs": {"sampler_name": "euler"}},
+        "9": {"class_type": "BasicScheduler",
+              "inputs": {"model": ["1", 0], "scheduler": "simple", "steps": 3, "denoise": 0.6}},
+        "6": {"class_type": "CFGGuider",
+              "inputs": {"model": ["1", 0], "positive": ["4", 0], "negative": ["5", 0],
+                         "cfg": 1.0}},
+        "11": {"class_type": "SamplerCustomAdvanced",
+               "inputs": {"noise": ["7", 0], "guider": ["6", 0], "sampler": ["8", 0],
+                          "sigmas": ["9", 0], "latent_image": latent}},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["KSampler", "SamplerCustomAdvanced"])
+def test_an_img2img_imports_onto_the_primitives_and_renders_as_written(
+    client: TestClient, kind: str
 ) -> None:
     asset = upload(client, 64, 64)
     workflow = loaders() | {
         "20": {"class_type": "LoadImage", "inputs": {"image": "photo.png"}},
         "21": {"class_type": "VAEEncode", "inputs": {"pixels": ["20", 0], "vae": ["3", 0]}},
-        "11": sampler("KSampler", ["21", 0], seed=7, steps=3, denoise=0.6),
     }
+    if kind == "KSampler":
+        workflow["11"] = sampler("KSampler", ["21", 0], seed=7, steps=3, denoise=0.6)
+    else:
+        workflow |= custom(["21", 0])
     body = imported(client, workflow, {"photo.png": asset})
     assert body["family"]["name"] == "flux-2" and body["changesPicture"] == []
     [sample] = of_type(body, "sample")
