@@ -5,8 +5,8 @@ its first stage alone; cut down, both render what the graph written by hand rend
 ComfyUI's all-in-one file; the image-to-video template imports and renders the same way, its
 second sampler the node's `refine_sampler`, and so does the distilled one, its first pass's
 ManualSigmas the node's `sigmas`. LTXAVTextEncoderLoader's Gemma file is the node's
-`text_encoder`, one that is no Gemma 3 refused naming it. LTX-Video 0.9's own
-template still reads as LTX-Video's. Nothing is queued by a refusal."""
+`text_encoder` (a folder, or an fp4_mixed file), one that is no Gemma 3 refused naming it.
+LTX-Video 0.9's own template still reads as LTX-Video's. Nothing is queued by a refusal."""
 
 from __future__ import annotations
 
@@ -22,8 +22,11 @@ from fastapi.testclient import TestClient
 from ltx2_harness import first_frame_image
 
 from inline_core.config import Config
+from inline_core.diffusion.libs import save_safetensors, transformers
 from inline_core.families.ltx2.comfy import RECIPE
 from inline_core.families.ltx2.descriptor import NODE_TYPE
+from inline_core.families.ltx2.kit_fp4 import fp4_mixed_state
+from inline_core.families.ltx2.kit_gemma import comfy_gemma_state
 from inline_core.families.ltx2.kit_single_file import (
     DISTILLED_LORA,
     ENCODER_FOLDER,
@@ -42,6 +45,7 @@ Json = dict[str, Any]
 CHECKPOINT = "ltx-2-19b-dev-fp8.safetensors"
 GEMMA = "gemma_3_12B_it_fp4_mixed.safetensors"  # every official template's LTXAVTextEncoderLoader
 NOT_GEMMA = "umt5_xxl_fp8.safetensors"  # a file in text_encoders/ that is no Gemma 3
+FP4_GEMMA = "gemma_3_12B_it_fp4_mixed_tiny.safetensors"  # the kit's Gemma, NVFP4 layers
 # The second stage: its sampler, guider, sigmas, noise, LoRA, upsampler and their latents.
 SECOND_STAGE = ("70", "82", "83", "84", "76", "81", "98", "73", "66", "67", "68")
 
@@ -51,6 +55,9 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     root = tmp_path_factory.mktemp("ltx2_import")
     kit: SingleFileKit = write_single_file_kit(root / "models")
     shutil.copy(kit.root / "loras" / DISTILLED_LORA, kit.root / "text_encoders" / NOT_GEMMA)
+    encoder = transformers().Gemma3ForConditionalGeneration.from_pretrained(str(kit.encoder))
+    fp4 = fp4_mixed_state(comfy_gemma_state(encoder, None))
+    save_safetensors(fp4, kit.root / "text_encoders" / FP4_GEMMA)
     config = Config(models_dir=kit.root, data_dir=root / "data", profile="cpu", dtype="float32")
     with TestClient(create_app(config)) as c:
         yield c
@@ -154,12 +161,13 @@ def test_the_t2v_template_s_first_stage_imports_as_one_node_with_its_params(
     assert body["changesPicture"] == []
 
 
-def test_the_gemma_file_mapped_is_the_node_s_text_encoder(client: TestClient) -> None:
-    models = {GEMMA: ENCODER_FOLDER}
-    body_in = {"workflow": api_prompt("video_ltx2_t2v.json"), "models": models}
+@pytest.mark.parametrize("mapped", [ENCODER_FOLDER, FP4_GEMMA], ids=["folder", "fp4-file"])
+def test_the_gemma_mapped_is_the_node_s_text_encoder(client: TestClient, mapped: str) -> None:
+    """A Gemma 3 folder, or ComfyUI's fp4_mixed file (its NVFP4 layers read)."""
+    body_in = {"workflow": api_prompt("video_ltx2_t2v.json"), "models": {GEMMA: mapped}}
     response = client.post("/v1/import/comfy", json=body_in)
     assert response.status_code == 200, response.text
-    assert target_of(response.json())[0]["params"]["text_encoder"] == ENCODER_FOLDER
+    assert target_of(response.json())[0]["params"]["text_encoder"] == mapped
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,11 @@ variant told from the files (`variants.py`), or edits up to three reference imag
 transformer takes one batched tensor with one set of positions, so requests of one size and one
 set of reference sizes share a forward. klein's Qwen3 text encoder is the file Z-Image reads
 (klein 4B): loaded once for both; dev reads a Mistral (`build.py`, its torch side).
+
+Its files serve the primitive vocabulary too (`load/*`, `encode/text`, `sample`, `vae/*`): a
+text encoder loaded as type `flux2` is read FLUX.2's way; `sample` runs ComfyUI's denoise,
+start latents, noise masks and KSamplerAdvanced windows on its 128-channel latents. Its cfg
+is klein base's guidance (1: none; a distilled klein takes none) and dev's embedded guidance.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ class Flux2Family(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.flux2.build:BUILDER"
     comfy_text_encoder_types = ("flux2",)  # how ComfyUI's CLIPLoader loads klein's Qwen3
+    runs_step_windows = True  # its sample runs KSamplerAdvanced's windows
+    runs_model_shift = runs_cfg_pp = True  # the shared flow pipeline's: a request's shift, CFG++
     kit = "inline_core.families.flux2.kit_command:main"
     download = "inline_core.families.flux2.download:main"
     loras = FLUX2_LORAS
@@ -70,6 +77,7 @@ class Flux2Family(Family):
         step_cache=frozenset({"dbcache"}),  # per request, its single-stream blocks (step_cache.py)
         split_methods=SPLIT_METHODS,
         split_engines=SPLIT_ENGINES,
+        primitives=True,
     )
 
     def comfy_recipe(self) -> ComfyRecipe:

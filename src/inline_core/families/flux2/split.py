@@ -83,11 +83,11 @@ def tokens_refusal(
     return (
         f"{width}x{height} with reference images encoded at {encoded} is {tokens} image tokens "
         f"for FLUX.2 ({rows * cols} of the image's, {tokens - rows * cols} of its references', "
-        f"one each {PIXELS_PER_TOKEN}x{PIXELS_PER_TOKEN} px; a reference is scaled down to "
-        f"1024x1024 px at most and cropped to multiples of {PIXELS_PER_TOKEN}), which {split} "
+        f"one each {PIXELS_PER_TOKEN}x{PIXELS_PER_TOKEN} px; a reference is scaled down to a "
+        f"1024x1024 area at most and cropped to multiples of {PIXELS_PER_TOKEN}), which {split} "
         f"cannot share evenly: pick a size and reference images whose tokens add up to a "
         f"multiple of {ranks} (every side a multiple of {PIXELS_PER_TOKEN * ranks} px fits, for "
-        f"references of at most 1024x1024 px), {way_out}"
+        f"references within that area), {way_out}"
     )
 
 

@@ -189,7 +189,7 @@ RULES = StackRules(
             "text_encoder",
             "text encoder",
             "Gemma 3 text encoder (an HF folder with its tokenizer, or ComfyUI's "
-            "gemma_3_12B_it file in bf16 or fp8)",
+            "gemma_3_12B_it file in bf16, fp8 or NVFP4 fp4_mixed)",
             "text_encoders",
             encoder_score,
         ),
