@@ -157,11 +157,14 @@ class Family(ABC):
         params: Mapping[str, Any],
         split: ParallelSpec,
         sources: Sources | None,
+        images: Mapping[str, tuple[int, int] | None] | None = None,
     ) -> str | None:
         """Why a render of `node_type` with `params` (the family's node over `sources`, or a
         primitive such as `load/controlnet`, without) cannot run under `split`, the split this
         server runs its model with, for a 422 at submit (e.g. a control model, or a token
-        sequence its ranks cannot share evenly); None (the default): it can."""
+        sequence its ranks cannot share evenly); None (the default): it can. `images`: the
+        node's inputs wired in, each with its image's (width, height) where known at submit
+        (None: not an image, or one known only at run)."""
         return None
 
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,14 +20,11 @@ from inline_core.families.qwen_image.descriptor import (
 )
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.graph.runner import NodeCall, NodeResult
-from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.sampling.job import BatchedSampler
+from tests.families.node_context import node_context
 from tests.parallel.qwen_small_references import SMALL_CONDITION, SMALL_REFERENCE
 
 Pixels = npt.NDArray[np.int16]
-_run_ids = itertools.count()
 PROMPT = "a red paper lantern over a quiet street"
 SMALL: dict[str, Any] = {"width": 64, "height": 64, "steps": 3, "seed": 7, "guidance": 1.0}
 TEXT_MODEL = "qwen_image_tiny.safetensors"
@@ -67,12 +63,7 @@ def render(
     loras: Sequence[object] = (),
     **params: Any,
 ) -> NodeResult:
-    ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}",
-        takes=FileTakeStore(takes_dir),
-        cancel=CancelToken(),
-        events=lambda _event: None,
-    )
+    ctx = node_context(takes_dir)
     inputs: dict[str, Any] = {"prompt": prompt}
     for port, image in zip(IMAGE_INPUTS, images, strict=False):
         inputs[port] = image

@@ -3,7 +3,6 @@ the same render through diffusers."""
 
 from __future__ import annotations
 
-import itertools
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,13 +22,10 @@ from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult
-from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.sampling.job import BatchedSampler
+from tests.families.node_context import node_context
 
 Pixels = npt.NDArray[np.int16]
-_run_ids = itertools.count()
 PROMPT = "a lighthouse on a cliff at dusk"
 SMALL: dict[str, Any] = {"width": 64, "height": 64, "steps": 4, "seed": 7, "guidance": 5.0}
 
@@ -63,12 +59,7 @@ def render(
     descriptor: NodeDescriptor = SDXL_DESCRIPTOR,
     **params: Any,
 ) -> NodeResult:
-    ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}",
-        takes=FileTakeStore(takes_dir),
-        cancel=CancelToken(),
-        events=lambda _event: None,
-    )
+    ctx = node_context(takes_dir)
     inputs: dict[str, Any] = {"prompt": prompt}
     if loras:
         inputs["loras"] = list(loras)

@@ -3,7 +3,6 @@ and the same render through diffusers' own pipeline."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,12 @@ from inline_core.families.skyreels.kit import FOLDER
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.video import Video, decode_apng
 from inline_core.sampling.job import BatchedSampler
+from tests.families.node_context import node_context
 
 Pixels = npt.NDArray[np.int16]
-_run_ids = itertools.count()
 PROMPT = "a lighthouse in a storm"
 # Small enough for the CPU tests: 3 latent frames of 4x6 latents, one chunk.
 SMALL: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "steps": 3, "seed": 5}
@@ -59,16 +56,7 @@ def render(
     video: Video | None = None,
     **params: Any,
 ) -> NodeResult:
-    def events(event: RunEvent) -> None:
-        if on_event is not None:
-            on_event(event)
-
-    ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}",
-        takes=FileTakeStore(takes_dir),
-        cancel=cancel or CancelToken(),
-        events=events,
-    )
+    ctx = node_context(takes_dir, cancel=cancel, on_event=on_event)
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:
         inputs["image"] = image

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,15 +18,13 @@ from inline_core.families.wan import WanFamily
 from inline_core.families.wan.descriptor import NODE_TYPE, WAN_DESCRIPTOR
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.video import decode_apng
 from inline_core.runtime.video_stream import LiveVideos
 from inline_core.sampling.job import BatchedSampler
+from tests.families.node_context import node_context
 
 Pixels = npt.NDArray[np.int16]
-_run_ids = itertools.count()
 PROMPT = "a paper boat on a rainy street"
 # A render small enough for the CPU tests: 3 latent frames of 4x6 latents.
 SMALL: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "steps": 3, "seed": 11}
@@ -64,17 +61,7 @@ def render(
     videos: LiveVideos | None = None,
     **params: Any,
 ) -> NodeResult:
-    def events(event: RunEvent) -> None:
-        if on_event is not None:
-            on_event(event)
-
-    ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}",
-        takes=FileTakeStore(takes_dir),
-        cancel=cancel or CancelToken(),
-        events=events,
-        videos=videos,
-    )
+    ctx = node_context(takes_dir, cancel=cancel, on_event=on_event, videos=videos)
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:
         inputs["image"] = image

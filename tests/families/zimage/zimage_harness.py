@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,13 +17,11 @@ from inline_core.families.zimage import ZIMAGE_DESCRIPTOR, ZImageFamily
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.runtime.progress import RunEvent
 from inline_core.sampling.job import BatchedSampler
+from tests.families.node_context import node_context
 
 Pixels = npt.NDArray[np.int16]
-_run_ids = itertools.count()
 
 
 def cpu_config(models_dir: Path, **overrides: Any) -> Config:
@@ -59,16 +56,7 @@ def render(
     on_event: Callable[[RunEvent], None] | None = None,
     **params: Any,
 ) -> NodeResult:
-    def events(event: RunEvent) -> None:
-        if on_event is not None:
-            on_event(event)
-
-    ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}",
-        takes=FileTakeStore(takes_dir),
-        cancel=cancel or CancelToken(),
-        events=events,
-    )
+    ctx = node_context(takes_dir, cancel=cancel, on_event=on_event)
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:
         inputs["image"] = image

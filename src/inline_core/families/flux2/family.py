@@ -184,9 +184,18 @@ class Flux2Family(Family):
         params: Mapping[str, Any],
         split: ParallelSpec,
         sources: Sources | None,
+        images: Mapping[str, tuple[int, int] | None] | None = None,
     ) -> str | None:
-        """A render whose image tokens the split's ranks cannot share evenly."""
-        return sequence_refusal(params, split) if node_type == NODE_TYPE else None
+        """A render whose image tokens, its reference images' included, the split's ranks cannot
+        share evenly. A reference whose size is known only at run is checked on the ranks
+        (`Flux2DenoisePipeline.prepare_encode`): the sum is not known here."""
+        if node_type != NODE_TYPE:
+            return None
+        wired = [size for port, size in (images or {}).items() if port in REFERENCES]
+        references = [size for size in wired if size is not None]
+        if len(references) < len(wired):
+            return None  # a size known only at run: the ranks check the sum
+        return sequence_refusal(params, split, references)
 
 
 def _variant(sources: Sources, node_id: str) -> Flux2Variant:

@@ -29,7 +29,9 @@ from inline_core.families.flux2.request import (
     PIXELS_PER_TOKEN,
     Flux2Request,
     new_request,
+    reference_size,
 )
+from inline_core.families.flux2.split import tokens_refusal
 from inline_core.families.flux2.vae import Flux2VAE, unpatchify
 from inline_core.families.flux2.variants import loaded_variant
 
@@ -116,6 +118,7 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
             if references:
                 state.reference_shapes = tuple((r.shape[2], r.shape[3]) for r in references)
                 state.references = torch.cat([pack(r) for r in references], dim=1).to(self.device)
+            refuse_unshared(state)
             h, w = state.latent_size
             # The shift of the schedule its steps are cut from (diffusers' img2img: the whole).
             mu = empirical_mu(h * w, state.schedule_steps)
@@ -205,27 +208,44 @@ class Flux2StepPipeline(Flux2DenoisePipeline):
 
     def _encode_references(self, state: Flux2Request) -> list[torch.Tensor]:
         return [
-            cast(torch.Tensor, self.vae.encode_pixels(self._reference_pixels(i)).value)
+            cast(torch.Tensor, self.vae.encode_pixels(reference_pixels(i)).value)
             for i in state.reference_images
         ]
 
-    def _reference_pixels(self, image: Any) -> torch.Tensor:
-        """A reference image as the pipeline prepares it: scaled down to at most 1024x1024
-        pixels, cropped to multiples of 16."""
-        from diffusers.pipelines.flux2.image_processor import Flux2ImageProcessor
 
-        processor = cast(Any, Flux2ImageProcessor(vae_scale_factor=PIXELS_PER_TOKEN))
-        img = cast(Image.Image, image)
-        width, height = img.size
-        if width * height > MAX_REFERENCE_PIXELS:
-            img = processor._resize_to_target_area(img, MAX_REFERENCE_PIXELS)
-            width, height = img.size
-        width = (width // PIXELS_PER_TOKEN) * PIXELS_PER_TOKEN
-        height = (height // PIXELS_PER_TOKEN) * PIXELS_PER_TOKEN
-        return cast(
-            torch.Tensor,
-            processor.preprocess(img, height=height, width=width, resize_mode="crop"),
-        )
+def refuse_unshared(state: Flux2Request) -> None:
+    """A rank's guard behind the check at submit (`Flux2Family.unsplittable`): image tokens the
+    ranks cannot share, counted once the reference images are encoded (a reference's size may be
+    known only now), are an `InvalidRequest` saying why and what to change, before cache-dit's
+    own "must be divisible by mesh size"."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    ranks = dist.get_world_size()  # FLUX.2 splits with Ulysses alone: every rank shards tokens
+    if why := tokens_refusal(state.latent_size, state.reference_shapes, ranks):
+        raise InvalidRequest(why)
 
 
-__all__ = ["Flux2DenoisePipeline", "Flux2StepPipeline", "empirical_mu"]
+def reference_pixels(image: Any) -> torch.Tensor:
+    """A reference image as the pipeline prepares it: scaled down to at most 1024x1024 pixels,
+    cropped to multiples of 16 (`reference_size`, which the split's check at submit counts)."""
+    from diffusers.pipelines.flux2.image_processor import Flux2ImageProcessor
+
+    processor = cast(Any, Flux2ImageProcessor(vae_scale_factor=PIXELS_PER_TOKEN))
+    img = cast(Image.Image, image)
+    width, height = reference_size(*img.size)
+    if img.width * img.height > MAX_REFERENCE_PIXELS:
+        img = processor._resize_to_target_area(img, MAX_REFERENCE_PIXELS)
+    return cast(
+        torch.Tensor,
+        processor.preprocess(img, height=height, width=width, resize_mode="crop"),
+    )
+
+
+__all__ = [
+    "Flux2DenoisePipeline",
+    "Flux2StepPipeline",
+    "empirical_mu",
+    "reference_pixels",
+    "refuse_unshared",
+]

@@ -242,6 +242,7 @@ class LTX2Family(Family):
         params: Mapping[str, Any],
         split: ParallelSpec,
         sources: Sources | None,
+        images: Mapping[str, tuple[int, int] | None] | None = None,
     ) -> str | None:
         """A render whose video, soundtrack or prompt the split's ranks cannot share evenly."""
         if node_type != NODE_TYPE or sources is None:

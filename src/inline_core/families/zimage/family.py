@@ -150,6 +150,7 @@ class ZImageFamily(Family):
         params: Mapping[str, Any],
         split: ParallelSpec,
         sources: Sources | None,
+        images: Mapping[str, tuple[int, int] | None] | None = None,
     ) -> str | None:
         key = "controlnet" if node_type == NODE_TYPE else "name"  # the node's, load/controlnet's
         name = params.get(key) if node_type in (NODE_TYPE, LOAD_CONTROLNET.type) else None
