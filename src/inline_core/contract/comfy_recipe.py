@@ -12,7 +12,7 @@ The importer names no family: each family that imports ComfyUI workflows returns
 - `sigma_sources`: ComfyUI sigmas classes only its workflows use (FLUX.2's `Flux2Scheduler`)
   read onto `sample`'s params for `SamplerCustom`/`SamplerCustomAdvanced`, a
   "package.module:attribute" naming a mapping of class -> reader
-  (`importer.sigma_sources.SigmaSource`).
+  (`importer.mapper.SigmaSource`).
 - `text_encoders`: which ComfyUI CLIP loaders (`DualCLIPLoader`, `TripleCLIPLoader`, a
   `CLIPLoader` `type`) load the family's text encoders, and the loader node of its own that
   takes them all (`TextEncoders`).

@@ -13,9 +13,9 @@ from typing import Any
 
 from inline_core.graph.schema import PortKind
 from inline_core.importer.dropped import UnsupportedNode
-from inline_core.importer.mapper import Mapper
+from inline_core.importer.mapper import Mapper, SigmaSource
 from inline_core.importer.sampling import add_sample, model_shift, select
-from inline_core.importer.sigma_sources import Sigmas, SigmaSource
+from inline_core.importer.sigma_sources import Sigmas
 from inline_core.importer.values import Value, describe
 from inline_core.importer.workflow import ComfyNode, Link
 

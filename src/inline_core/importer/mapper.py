@@ -24,7 +24,7 @@ from inline_core.graph.schema import Edge, Graph, Node, PortKind
 from inline_core.importer.dropped import Change, UnsupportedNode, change_reason, refusal
 from inline_core.importer.facts import ModelFacts
 from inline_core.importer.model_files import match_model_file
-from inline_core.importer.sigma_sources import SigmaSource
+from inline_core.importer.sigma_sources import Sigmas
 from inline_core.importer.values import COMFY_KINDS, Port, Value, describe
 from inline_core.importer.widgets import CONSTANT_TYPES, INPUT_NAMES_BY_TYPE, OUTPUT_TYPES
 from inline_core.importer.workflow import ComfyNode, Link, Skipped, Workflow, node_sort_key
@@ -51,6 +51,8 @@ def _is_number(value: object) -> bool:
 
 # A ComfyUI class's handler: the value its output `slot` becomes (None: nothing to hand on).
 Handler = Callable[["Mapper", ComfyNode, int], Value | None]
+# A sigmas class's reader (`sigma_sources.py`): the sigmas node, the model the sampler samples.
+SigmaSource = Callable[["Mapper", ComfyNode, Value | None], Sigmas]
 
 
 @dataclass

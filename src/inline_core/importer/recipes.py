@@ -15,9 +15,8 @@ from typing import cast
 from inline_core.contract.comfy_recipe import ComfyRecipe, RecipeError
 from inline_core.dotted import resolve_object
 from inline_core.importer.facts import ModelFacts
-from inline_core.importer.mapper import Handler
+from inline_core.importer.mapper import Handler, SigmaSource
 from inline_core.importer.own_node import Collapse
-from inline_core.importer.sigma_sources import SigmaSource
 
 __all__ = ["RecipeError", "Recipes", "reader", "recipe_handlers", "recipe_sigma_sources"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from inline_core.families.flux2.comfy import SCHEDULER
 from inline_core.families.flux2.shift import scheduler_mu
-from inline_core.importer.mapper import Mapper
-from inline_core.importer.sigma_sources import Sigmas, SigmaSource
+from inline_core.importer.mapper import Mapper, SigmaSource
+from inline_core.importer.sigma_sources import Sigmas
 from inline_core.importer.values import Value
 from inline_core.importer.workflow import ComfyNode
 
