@@ -74,6 +74,14 @@ class TextEncoderHandle:
     name: str
     encoder: Source
     tokenizer: Source
+    # The other families that take the file, when the loader was not told whose reading it is
+    # (its `type`): a prompt is encoded their ways too, and `sample` takes its model's.
+    also: tuple[TextEncoderHandle, ...] = ()
+
+    @property
+    def readers(self) -> tuple[str, ...]:
+        """The families whose reading its conditionings carry."""
+        return (self.family, *(h.family for h in self.also))
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,6 +92,14 @@ class ConditioningHandle:
     conditioning: Conditioning
     width: int  # the encoder's hidden size: the caption width a transformer must take
     encoder: str  # which text encoder made it (its catalog name), for error messages
+    # The same prompt as the encoder's other families read it (`TextEncoderHandle.also`).
+    readings: Mapping[str, ConditioningHandle] = field(
+        default_factory=dict[str, "ConditioningHandle"]
+    )
+
+    def read_for(self, family: str) -> ConditioningHandle | None:
+        """The prompt as `family` reads it; None: it was not encoded that way."""
+        return self if family == self.family else self.readings.get(family)
 
 
 @dataclass(frozen=True, eq=False)

@@ -58,7 +58,13 @@ def _size(name: str) -> ParamSpec:
     )
 
 
-def _loader(node_type: str, title: str, category: str, output: PortSpec) -> NodeDescriptor:
+def _loader(
+    node_type: str,
+    title: str,
+    category: str,
+    output: PortSpec,
+    extra: tuple[ParamSpec, ...] = (),
+) -> NodeDescriptor:
     """A loader: one file picker over a catalog category, one engine-handle output."""
     return NodeDescriptor(
         type=node_type,
@@ -66,7 +72,7 @@ def _loader(node_type: str, title: str, category: str, output: PortSpec) -> Node
         category="loaders",
         icon="cpu",
         hidden=True,
-        params=(_file_picker(category),),
+        params=(_file_picker(category), *extra),
         outputs=(output,),
     )
 
@@ -78,11 +84,22 @@ LOAD_DIFFUSION_MODEL = _loader(
     PortSpec("model", PortKind.MODEL),
 )
 LOAD_VAE = _loader("load/vae", "Load VAE", "vae", PortSpec("vae", PortKind.VAE))
+# One text encoder file may suit several families, each reading it its own way (Qwen3-4B: Z-Image
+# reads one hidden layer, FLUX.2 klein three): `type` says whose reading, as ComfyUI's CLIPLoader
+# type does (`lumina2`, `flux2`, ...); empty, the first family that takes the file.
 LOAD_TEXT_ENCODER = _loader(
     "load/text-encoder",
     "Load text encoder",
     "text_encoders",
     PortSpec("text_encoder", PortKind.TEXT_ENCODER),
+    (
+        ParamSpec(
+            "type",
+            ParamWidget.TEXT,
+            "",
+            label="Type (ComfyUI's CLIPLoader type: whose reading; empty: the first that takes it)",
+        ),
+    ),
 )
 
 LORA_MAX_STRENGTH = 10.0  # negative strengths invert a LoRA (as ComfyUI allows); this bounds typos

@@ -1,4 +1,5 @@
-"""Small HTTP helpers shared by the routes: JSON responses, bounded body reads, ETag matching."""
+"""Small HTTP helpers shared by the routes: JSON responses, bounded body reads, list limits, ETag
+matching."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ MAX_JSON_DEPTH = 64
 # hostile body cannot make the answer as large as itself.
 LISTED_NAMES = 10
 NAME_CHARS = 64
+# A list route's `?limit=`: how many it answers without one, and the most it takes.
+DEFAULT_LIST, MAX_LIST = 50, 500
 
 
 def clipped_names(names: list[str]) -> str:
@@ -36,6 +39,16 @@ def json_response(
 ) -> Response:
     content = json.dumps(body, separators=(",", ":")).encode()
     return Response(content, status, headers=dict(headers or {}), media_type="application/json")
+
+
+def list_limit(request: Request) -> int:
+    """A list route's `?limit=` (DEFAULT_LIST without one): a whole number up to MAX_LIST."""
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return DEFAULT_LIST
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIST:
+        raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_LIST}")
+    return int(raw)
 
 
 def declared_length(request: Request, limit: int, what: str) -> None:

@@ -18,7 +18,7 @@ import torch
 from PIL import Image
 from torch import nn
 
-from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.components.interfaces import Conditioning
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.errors import InvalidRequest
@@ -120,7 +120,9 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
                 state.references = torch.cat([pack(r) for r in references], dim=1).to(self.device)
             refuse_unshared(state)
             h, w = state.latent_size
-            self._start(state, (self.channels, h, w), dtype, empirical_mu(h * w, state.steps))
+            # The shift of the schedule its steps are cut from (diffusers' img2img: the whole).
+            mu = empirical_mu(h * w, state.schedule_steps)
+            self._start(state, (self.channels, h, w), dtype, mu)
         return state
 
     def _guide(self, pred: torch.Tensor, negative: torch.Tensor, guidance: float) -> torch.Tensor:
@@ -145,7 +147,7 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
         first = rows[0][0]
         h, w = first.latent_size
         tokens = h * w
-        hidden = [cast(Latents, s.latents).value for s, _c in rows]
+        hidden = [self._latents_in(s).value for s, _c in rows]
         if first.references is not None:
             hidden = [
                 torch.cat([cast(torch.Tensor, x), cast(torch.Tensor, s.references)], dim=1)
@@ -205,7 +207,10 @@ class Flux2StepPipeline(Flux2DenoisePipeline):
             state.negative = self.text_encoder.encode("")  # the pipeline's negative prompt
 
     def _encode_references(self, state: Flux2Request) -> list[torch.Tensor]:
-        return [self.vae.encode_pixels(reference_pixels(i)) for i in state.reference_images]
+        return [
+            cast(torch.Tensor, self.vae.encode_pixels(reference_pixels(i)).value)
+            for i in state.reference_images
+        ]
 
 
 def refuse_unshared(state: Flux2Request) -> None:

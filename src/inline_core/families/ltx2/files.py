@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from inline_core.contract.files import (
@@ -99,6 +100,19 @@ def encoder_score(entry: CatalogEntry, _transformer: Source | None) -> int | Non
     return 0 if config is not None and config.get("model_type") == TEXT_ENCODER_TYPE else None
 
 
+def encoder_problem(path: Path) -> str | None:
+    """Why the file or folder at `path` is not a Gemma 3 text encoder this server reads (None:
+    it is one): what `encoder_score` takes, and for ComfyUI's file what `gemma_file.problem`
+    finds missing."""
+    if path.is_dir():
+        config = read_json(path / "config.json")
+        kind = None if config is None else config.get("model_type")
+        return None if kind == TEXT_ENCODER_TYPE else f"it is not a Gemma 3 folder ({kind!r})"
+    if not gemma_file.is_gemma_file(path):
+        return "it is not ComfyUI's Gemma 3 file (no Gemma 3 language model in it)"
+    return gemma_file.problem(path)
+
+
 def _part(
     part: str,
     label: str,
@@ -175,7 +189,7 @@ RULES = StackRules(
             "text_encoder",
             "text encoder",
             "Gemma 3 text encoder (an HF folder with its tokenizer, or ComfyUI's "
-            "gemma_3_12B_it file in bf16 or fp8)",
+            "gemma_3_12B_it file in bf16, fp8 or NVFP4 fp4_mixed)",
             "text_encoders",
             encoder_score,
         ),
