@@ -2,10 +2,13 @@
 file's bfloat16, mapped, and casts them layer by layer as it computes (`device/storage.py`). The
 float32 copy of a bfloat16 weight holds the very numbers the layer casts to, so a part computes
 what its copy would. Z-Image's timestep embedder casts its frequencies to its first layer's weight
-dtype (diffusers' `TimestepEmbedder`), so its format has it converted at load."""
+dtype (diffusers' `TimestepEmbedder`), so its format has it converted at load. A part loads the
+same way whether its files were in the page cache or not (issue 38's cold start)."""
 
 from __future__ import annotations
 
+import gc
+import os
 import shutil
 from pathlib import Path
 
@@ -60,6 +63,42 @@ def test_a_kept_text_encoder_is_mapped_and_encodes_exactly_what_its_float32_copy
         want = copied(input_ids=ids, output_hidden_states=True).hidden_states[-2]
         got = kept(input_ids=ids, output_hidden_states=True).hidden_states[-2]
     assert got.dtype == torch.float32 and torch.equal(got, want)
+
+
+def drop_from_page_cache(root: Path) -> None:
+    """Evict the files' pages from the page cache, as after a reboot (no root needed)."""
+    for file in root.rglob("*.safetensors"):
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+Layout = list[tuple[str, torch.dtype, tuple[int, ...], int]]
+
+
+def loaded_state(part: torch.nn.Module) -> tuple[int, int, Layout]:
+    """How a loaded part holds its weights: own and mapped bytes, and each tensor's dtype,
+    strides and alignment."""
+    cost = footprint(part)
+    tensors = [*part.named_parameters(), *part.named_buffers()]
+    layout: Layout = [(n, t.dtype, t.stride(), t.data_ptr() % 64) for n, t in tensors]
+    return cost.own_bytes, cost.mapped_bytes, layout
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise here")
+@pytest.mark.parametrize("placement", [KEPT, COPIED], ids=["kept", "copied"])
+def test_a_part_loads_the_same_way_with_its_files_out_of_the_page_cache(
+    bf16_models: Path, placement: Placement
+) -> None:
+    source = Source(bf16_models / "text_encoders" / "zimage_tiny_qwen3")
+    gc.collect()  # no earlier load still maps the files' pages
+    drop_from_page_cache(bf16_models)
+    cold = loaded_state(ZImageBuilder.load("text_encoder", source, placement))
+    warm = loaded_state(ZImageBuilder.load("text_encoder", source, placement))
+    assert cold == warm
+    assert (cold[1] > 0) == (placement is KEPT)  # kept: mapped from the file; copied: not
 
 
 def test_a_stack_over_half_the_budget_renders_without_its_copies_the_same_pixels(
