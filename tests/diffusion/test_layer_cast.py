@@ -139,3 +139,14 @@ def test_a_compiled_layer_leaves_the_thread_buffer_alone() -> None:
     want = copied(tokens).detach()
     assert len(results) == 3 and all(torch.equal(got, want) for got in results)
     assert counter.frame_count == 1  # one graph, whatever thread or buffer
+
+
+def test_a_layer_already_in_the_compute_dtype_computes_with_its_own_weight() -> None:
+    """A layer computed at load (`ModelFormat.computes_at_load`) keeps its class: its weight is
+    used as it is, not copied into the buffer each call."""
+    kept = stored()
+    compute_in(kept, torch.float32)
+    kept.up.to(torch.float32)
+    with torch.no_grad():
+        assert cast_scratch(kept.up.weight, torch.float32) is None
+        assert cast_scratch(kept.down.weight, torch.float32) is not None
