@@ -119,3 +119,36 @@ def test_a_stack_over_half_the_budget_renders_without_its_copies_the_same_pixels
     assert set(shown) == {"Z-Image transformer", "Z-Image vae"}
     assert {(row["kept"], row["computes"]) for row in shown.values()} == {("bfloat16", "float32")}
     assert "keptWeights" not in copied.runtime.stats()
+
+
+def test_a_kept_part_s_nvfp4_layers_dequantize_into_its_kept_dtype(
+    bf16_models: Path, tmp_path: Path
+) -> None:
+    """ComfyUI's NVFP4 layers in a part kept in bfloat16: dequantized in float32 they were the
+    very copy the policy declined (twice the kept bytes, for good on diffusers' loader); in
+    bfloat16 each is ComfyUI's dequantized weight, cast as its layer computes like the rest."""
+    from inline_core.diffusion.nvfp4 import dequantize
+    from inline_core.families.ltx2.kit_fp4 import marker, quantize_nvfp4
+
+    state = load_safetensors(bf16_models / PARTS[0])
+    mixed, plain = dict(state), dict(state)
+    for key, value in state.items():
+        stem = key.removesuffix(".weight")
+        if stem.startswith("layers.") and stem != key and value.dim() == 2:
+            if value.shape[0] % 16 == 0 and value.shape[1] % 16 == 0:
+                codes, blocks, scale = quantize_nvfp4(value)
+                mixed[key], mixed[f"{stem}.weight_scale"] = codes, blocks
+                mixed[f"{stem}.weight_scale_2"] = scale
+                mixed[f"{stem}.comfy_quant"] = marker("nvfp4")
+                plain[key] = dequantize(codes, blocks, scale, torch.bfloat16)
+    assert len(mixed) - len(state) > 12  # more than four layers packed
+    save_safetensors(mixed, tmp_path / "nvfp4.safetensors")
+    save_safetensors(plain, tmp_path / "plain.safetensors")
+    kept = ZImageBuilder.load("transformer", Source(tmp_path / "nvfp4.safetensors"), KEPT)
+    want = ZImageBuilder.load("transformer", Source(tmp_path / "plain.safetensors"), KEPT)
+    linears = [m for m in kept.modules() if isinstance(m, CastLinear)]
+    assert sum(m.weight.dtype == torch.bfloat16 for m in linears) > 4
+    got_state, want_state = kept.state_dict(), want.state_dict()
+    assert got_state.keys() == want_state.keys()
+    for key, value in want_state.items():
+        assert got_state[key].dtype == value.dtype and torch.equal(got_state[key], value), key
