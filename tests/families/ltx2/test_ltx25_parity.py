@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from ltx2_harness import (
     Pixels,
+    first_frame_image,
     ltx2_rig,
     max_diff,
     reference,
@@ -26,6 +27,7 @@ from ltx2_harness import (
     take_frames,
     uint8_frames,
 )
+from PIL import Image
 from test_ltx2_parity import AUDIO_TOLERANCE, MAX_DIFFERING, ONE_STEP, TOLERANCE
 from test_ltx2_server import ltx2_graph
 
@@ -63,14 +65,18 @@ def ltx25_reference(ltx25_kit: LTX2Kit) -> tuple[Any, Any]:
     return pipe, decoder
 
 
-def reference_ltx25(pipes: tuple[Any, Any], **params: Any) -> tuple[Pixels, Audio, Pixels]:
+def reference_ltx25(
+    pipes: tuple[Any, Any], image: Image.Image | None = None, **params: Any
+) -> tuple[Pixels, Audio, Pixels]:
     """diffusers' frames and soundtrack, and the frames its convolutional VAE would decode."""
     import torch
 
     pipe, decode = pipes
-    vae_frames, sound = reference(pipe, **params)  # the soundtrack: LTX2Pipeline's own
+    vae_frames, sound = reference(pipe, image=image, **params)  # the soundtrack: its own
     generator = torch.Generator("cpu").manual_seed(int(params.get("seed", 7)))
-    latents = reference_output(pipe, output_type="latent", generator=generator, **params)
+    latents = reference_output(
+        pipe, image=image, output_type="latent", generator=generator, **params
+    )
     video = decode(latents.frames, generator=generator, output_type="np", denormalize=False)
     return uint8_frames(video.frames[0]), sound, vae_frames
 
@@ -97,6 +103,26 @@ def test_ltx25_text_to_video_matches_diffusers(
     reference_16 = np.round(np.clip(ref_sound.samples, -1, 1) * 32767.0) / 32767.0
     assert float(np.abs(sound.samples - reference_16).max()) <= AUDIO_TOLERANCE
     assert float(np.abs(sound.samples).max()) > 100 * ONE_STEP  # a sound, not silence
+
+
+def test_ltx25_image_to_video_matches_diffusers(
+    ltx25_kit: LTX2Kit,
+    ltx2_sampler: StepLoopSampler,
+    ltx25_reference: tuple[Any, Any],
+    tmp_path: Path,
+) -> None:
+    """From a first frame (re-compressed at LTX-2.5's conditioning CRF, 18 for Gemma 4): as
+    `LTX2ImageToVideoPipeline(output_type="latent")` then the diffusion decode."""
+    image = first_frame_image(32, 32, seed=3)
+    rig = ltx2_rig(ltx25_kit.root, ltx2_sampler)
+    result = render(rig, tmp_path, image=image, model=FOLDER)
+    ours, sound = take_frames(result), take_audio(result)
+    ref, ref_sound, _ = reference_ltx25(ltx25_reference, image=image)
+    assert ours.shape == (5, 32, 32, 3)
+    assert max_diff(ours, ref) <= TOLERANCE
+    assert float((ours != ref).mean()) <= MAX_DIFFERING
+    reference_16 = np.round(np.clip(ref_sound.samples, -1, 1) * 32767.0) / 32767.0
+    assert float(np.abs(sound.samples - reference_16).max()) <= AUDIO_TOLERANCE
 
 
 def test_ltx25_decoder_draws_from_the_seed(

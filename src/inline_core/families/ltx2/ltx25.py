@@ -22,13 +22,14 @@ What diffusers 0.42 makes of LTX-2.5 (`pipelines/ltx2`, `modular_pipelines/ltx2`
   recipes (keyframe slots, IC-LoRA references); not run here.
 
 A folder is LTX-2.5 when its text encoder is Gemma 4 (`config.json`'s model_type), whatever its
-name; it then needs its `diffusion_decoder/`. Image to video and the two-stage `upscale` are
-refused on 2.5 (their 2.5 recipes are the DFR pipelines').
+name; it then needs its `diffusion_decoder/`. Text and image to video render as 2.0's do (the
+image re-compressed at 2.5's conditioning CRF, 18, as diffusers resolves it from Gemma 4), the
+decode aside; the two-stage `upscale` is refused on 2.5 (its 2.5 recipe is the DFR pipelines').
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,8 @@ from inline_core.models.source import Source
 ENCODER_PREFIX = "gemma4"  # Gemma 4's model_types: gemma4, gemma4_unified
 DECODER_SUBFOLDER = "diffusion_decoder"
 DECODER_CLASS = "LTX2VideoDiffusionDecoderModel"
-# What 2.5 cannot honour here: (the param or input, why).
+# What 2.5 cannot honour here: param -> why.
 UNSUPPORTED = {
-    "image": "image to video on LTX-2.5 is diffusers' condition/DFR recipe, not run here",
     "upscale": "LTX-2.5's two-stage path is diffusers' DFR recipe, not run here",
 }
 
@@ -69,7 +69,6 @@ def decoder_folder(transformer: Source | None) -> Path | None:
 
 def check_ltx25(
     params: Mapping[str, Any],
-    wired: Collection[str],
     transformer: Source | None,
     encoder: Source | None,
     node_id: str,
@@ -79,9 +78,8 @@ def check_ltx25(
     if not is_ltx25(encoder):
         return None
     for name, why in UNSUPPORTED.items():
-        if name in wired or params.get(name):
-            what = "input" if name == "image" else "param"
-            raise InvalidRequest(f"{what} '{name}': {why}", node_id=node_id)
+        if params.get(name):
+            raise InvalidRequest(f"param '{name}': {why}", node_id=node_id)
     folder = decoder_folder(transformer)
     if folder is None:
         where = transformer.path if transformer is not None else "the model"

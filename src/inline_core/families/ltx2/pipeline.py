@@ -19,6 +19,9 @@ and stretched to width x height (bilinear), is encoded as the first latent frame
 clean: its tokens see timestep 0 and the scheduler never moves them. Text and image requests of
 one shape share a forward (every row then takes per-token timesteps).
 
+LTX-2.5 (`ltx25.py`): the same, but for its video decoder, a diffusion model of its own
+(`ltx25_decode.py`), which draws its noise from the request's generator after the latents'.
+
 Not run here (diffusers' further guidance terms, off in this node): spatio-temporal guidance,
 modality-isolation guidance and guidance rescale.
 """
