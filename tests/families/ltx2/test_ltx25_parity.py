@@ -7,12 +7,14 @@ cannot render here is a 422 naming it.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import av
 import numpy as np
 import pytest
 from ltx2_harness import (
@@ -37,6 +39,7 @@ from inline_core.families.ltx2.kit_ltx25 import FOLDER
 from inline_core.families.ltx2.ltx25 import DECODER_SUBFOLDER
 from inline_core.runtime.video import Audio
 from inline_core.sampling.loop import StepLoopSampler
+from tests.families.import_harness import finished
 
 CASES = [
     pytest.param({"guidance": 1.0, "audio_guidance": 1.0}, id="nocfg"),
@@ -144,6 +147,23 @@ def ltx25_client(ltx25_kit: LTX2Kit, tmp_path: Path) -> Iterator[Any]:
 
     with cpu_client(ltx25_kit.root, tmp_path / "data") as c:
         yield c
+
+
+def test_ltx25_renders_an_mp4_with_its_soundtrack_over_http(ltx25_client: Any) -> None:
+    response = ltx25_client.post(
+        "/v1/runs", json={"graph": ltx2_graph(model=FOLDER), "target": "l"}
+    )
+    assert response.status_code == 201, response.text
+    state = finished(ltx25_client, str(response.json()["runId"]), seconds=180)
+    assert state["status"] == "done", state
+    video, sound = state["takes"]
+    assert (video["kind"], sound["kind"]) == ("video", "audio")
+    assert video["frames"] == 9 and video["sampleRate"] == sound["sampleRate"] == 16000
+    data = ltx25_client.get(video["uri"]).content
+    with av.open(io.BytesIO(data), "r") as container:
+        assert container.streams.video[0].codec_context.name == "h264"
+        assert container.streams.audio[0].codec_context.name == "aac"
+        assert sum(1 for _ in container.decode(video=0)) == 9
 
 
 @pytest.mark.parametrize("param", ["upscale"])
