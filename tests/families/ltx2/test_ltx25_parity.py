@@ -192,3 +192,23 @@ def test_ltx25_folder_of_diffusers_dfr_class_is_served(ltx25_kit: LTX2Kit, tmp_p
         response = client.post("/v1/runs", json={"graph": graph, "target": "l"})
     assert response.status_code == 422, response.text
     assert "'upscale'" in response.json()["error"]["message"]
+
+
+def test_ltx25_with_another_gemma_4_is_model_missing_naming_it(
+    ltx25_kit: LTX2Kit, tmp_path: Path
+) -> None:
+    """Gemma 4 as the prompt enhancer's class (model_type gemma4) is not LTX-2.5's encoder."""
+    from tests.server.server_support import cpu_client
+
+    root = tmp_path / "models"
+    folder = root / "diffusion_models" / "other-gemma"
+    shutil.copytree(ltx25_kit.diffusers_dir, folder)
+    config_path = folder / "text_encoder" / "config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "model_type": "gemma4"}))
+    with cpu_client(root, tmp_path / "data") as client:
+        graph = ltx2_graph(model="other-gemma")
+        response = client.post("/v1/runs", json={"graph": graph, "target": "l"})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "model_missing" and "'gemma4'" in error["message"]

@@ -38,6 +38,7 @@ from inline_core.errors import InvalidRequest, ModelMissing
 from inline_core.models.source import Source
 
 ENCODER_PREFIX = "gemma4"  # Gemma 4's model_types: gemma4, gemma4_unified
+ENCODER_TYPE = "gemma4_unified"  # the one LTX2Pipeline takes as its text encoder
 DECODER_SUBFOLDER = "diffusion_decoder"
 DECODER_CLASS = "LTX2VideoDiffusionDecoderModel"
 # What 2.5 cannot honour here: param -> why.
@@ -80,6 +81,14 @@ def check_ltx25(
     for name, why in UNSUPPORTED.items():
         if params.get(name):
             raise InvalidRequest(f"param '{name}': {why}", node_id=node_id)
+    kind = encoder_kind(encoder)
+    if kind != ENCODER_TYPE:
+        raise ModelMissing(
+            f"this model's text encoder {encoder.location if encoder else ''} is Gemma 4 of "
+            f"model_type {kind!r}: LTX-2.5's is {ENCODER_TYPE!r} "
+            "(Gemma4UnifiedForConditionalGeneration, as diffusers' LTX-2.5 folder holds it)",
+            node_id=node_id,
+        )
     folder = decoder_folder(transformer)
     if folder is None:
         where = transformer.path if transformer is not None else "the model"
