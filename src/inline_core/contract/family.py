@@ -116,8 +116,9 @@ class Family(ABC):
         family's own default (None: not a shifted flow model)."""
         return None
 
-    def guidance_for_cfg(self, cfg: float) -> float:
-        """The family's guidance scale for ComfyUI's `cfg` (the `sample` primitive's count)."""
+    def guidance_for_cfg(self, cfg: float, transformer: Source | None = None) -> float:
+        """The family's guidance scale for ComfyUI's `cfg` (the `sample` primitive's count), for
+        the model `transformer` (None: unknown); an `InvalidRequest` for a cfg it cannot run."""
         return cfg
 
     def model_param(self, node_type: str, params: Mapping[str, Any]) -> str | None:

@@ -39,13 +39,19 @@ def edge(node: str, output: str) -> Json:
 class Graph:
     """A primitive graph under construction: the loaders, then what the test adds."""
 
-    def __init__(self, model: str = DISTILLED, encoder_type: str = "flux2", vae: str = VAE) -> None:
+    def __init__(
+        self,
+        model: str = DISTILLED,
+        encoder_type: str = "flux2",
+        vae: str = VAE,
+        encoder: str = ENCODER,
+    ) -> None:
         self.nodes: list[Json] = [
             {"id": "model", "type": "load/diffusion-model", "params": {"file": model}},
             {
                 "id": "encoder",
                 "type": "load/text-encoder",
-                "params": {"file": ENCODER, "type": encoder_type},
+                "params": {"file": encoder, "type": encoder_type},
             },
             {"id": "vae", "type": "load/vae", "params": {"file": vae}},
         ]

@@ -3,7 +3,9 @@
 with ComfyUI's denoise renders what Flux2KleinPipeline's own loop renders from the same start over
 the tail of the same schedule (diffusers has no FLUX.2 img2img pipeline: its inpaint one adds the
 image as a reference); KSamplerAdvanced windows chain into the whole render; a noise mask keeps
-its black part of the latents; an empty latent decodes at the family's own latent shape."""
+its black part of the latents; an empty latent decodes at the family's own latent shape. A
+step-distilled klein and dev run no classifier-free guidance: cfg 1 only (dev then embeds
+ComfyUI's default 3.5, as a workflow without FluxGuidance renders), another a 422 at submit."""
 
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ from PIL import Image, ImageDraw
 
 from inline_core.contract.handles import LatentHandle
 from inline_core.diffusion.flow.steps import denoise_window
+from inline_core.errors import InvalidRequest
 from inline_core.families.flux2.kit import Flux2Kit
+from inline_core.families.flux2.kit_dev import Flux2DevKit
 from inline_core.families.flux2.pipeline import empirical_mu
 from inline_core.sampling.loop import StepLoopSampler
 
@@ -152,3 +156,29 @@ def test_an_empty_latent_decodes_at_the_familys_latent_shape(rig: GraphRig) -> N
     assert len(takes) == 2
     with Image.open(takes[0].path) as png:
         assert png.size == (96, 64)
+
+
+def test_a_distilled_klein_refuses_cfg_at_submit(rig: GraphRig) -> None:
+    graph = Graph()
+    latent = graph.add("latent", "latent/empty", {"width": 64, "height": 64, "batch": 1})
+    graph.decode(graph.sample("sample", edge(latent, "latent"), PROMPT, "", steps=STEPS, cfg=4.0))
+    with pytest.raises(InvalidRequest, match="step-distilled .* set cfg to 1"):
+        rig.validate(graph)
+
+
+def test_dev_embeds_comfyuis_default_guidance_and_refuses_cfg(
+    flux2_dev_kit: Flux2DevKit, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    dev = graph_rig(make_rig(flux2_dev_kit.root, sampler), tmp_path)
+    model, encoder = "flux2_dev_tiny.safetensors", "mistral_3_small_flux2_tiny.safetensors"
+
+    def graph(cfg: float, negative: str | None = None) -> Graph:
+        out = Graph(model, encoder=encoder)
+        latent = out.add("latent", "latent/empty", {"width": 64, "height": 64, "batch": 1})
+        out.decode(out.sample("s", edge(latent, "latent"), PROMPT, negative, steps=STEPS, cfg=cfg))
+        return out
+
+    node = render(dev.rig, tmp_path, PROMPT, model=model, steps=STEPS, guidance=3.5)
+    assert max_diff(decoded(dev, graph(1.0)), take_pixels(node)) <= TOLERANCE
+    with pytest.raises(InvalidRequest, match="guidance-distilled .* embeds guidance 3.5"):
+        dev.validate(graph(4.0, ""))

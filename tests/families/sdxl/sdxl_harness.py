@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
-from PIL import Image
 
 from inline_core.config import Config
 from inline_core.contract.handles import LoraHandle
@@ -24,8 +22,10 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.sampling.job import BatchedSampler
 from tests.families.node_context import node_context
+from tests.families.pixels import Pixels as Pixels
+from tests.families.pixels import max_diff as max_diff
+from tests.families.pixels import take_pixels as take_pixels
 
-Pixels = npt.NDArray[np.int16]
 PROMPT = "a lighthouse on a cliff at dusk"
 SMALL: dict[str, Any] = {"width": 64, "height": 64, "steps": 4, "seed": 7, "guidance": 5.0}
 
@@ -65,12 +65,6 @@ def render(
         inputs["loras"] = list(loras)
     call = NodeCall(ctx=ctx, node_id="x", params=node_params(descriptor, **params), inputs=inputs)
     return rig.run(call)
-
-
-def take_pixels(result: NodeResult) -> Pixels:
-    (take,) = result.takes
-    with Image.open(take.path) as image:
-        return np.asarray(image.convert("RGB")).astype(np.int16)
 
 
 def start_noise(seed: int, width: int, height: int) -> Any:
@@ -125,11 +119,6 @@ def _call(
         clip_skip=clip_skip,
         output_type="np",
     ).images[0]
-
-
-def max_diff(a: Pixels, b: Pixels) -> int:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return int(np.abs(a - b).max())
 
 
 def rekeyed_checkpoint(

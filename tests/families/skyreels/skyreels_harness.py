@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
@@ -23,8 +22,9 @@ from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.video import Video, decode_apng
 from inline_core.sampling.job import BatchedSampler
 from tests.families.node_context import node_context
+from tests.families.pixels import Pixels as Pixels
+from tests.families.pixels import max_diff as max_diff
 
-Pixels = npt.NDArray[np.int16]
 PROMPT = "a lighthouse in a storm"
 # Small enough for the CPU tests: 3 latent frames of 4x6 latents, one chunk.
 SMALL: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "steps": 3, "seed": 5}
@@ -156,8 +156,3 @@ def reference_frames(
         output_type="np",
     ).frames[0]
     return (np.asarray(video) * 255).round().astype(np.uint8).astype(np.int16)
-
-
-def max_diff(a: Pixels, b: Pixels) -> int:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return int(np.abs(a - b).max())

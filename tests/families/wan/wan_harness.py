@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
@@ -23,8 +22,9 @@ from inline_core.runtime.video import decode_apng
 from inline_core.runtime.video_stream import LiveVideos
 from inline_core.sampling.job import BatchedSampler
 from tests.families.node_context import node_context
+from tests.families.pixels import Pixels as Pixels
+from tests.families.pixels import max_diff as max_diff
 
-Pixels = npt.NDArray[np.int16]
 PROMPT = "a paper boat on a rainy street"
 # A render small enough for the CPU tests: 3 latent frames of 4x6 latents.
 SMALL: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "steps": 3, "seed": 11}
@@ -143,8 +143,3 @@ def first_frame_image(width: int, height: int, seed: int = 0) -> Image.Image:
     """A first frame of random pixels (any size: the node resizes it as diffusers does)."""
     rng = np.random.default_rng(seed)
     return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
-
-
-def max_diff(a: Pixels, b: Pixels) -> int:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return int(np.abs(a - b).max())

@@ -7,8 +7,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
@@ -20,8 +18,10 @@ from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.progress import RunEvent
 from inline_core.sampling.job import BatchedSampler
 from tests.families.node_context import node_context
-
-Pixels = npt.NDArray[np.int16]
+from tests.families.pixels import Pixels as Pixels
+from tests.families.pixels import max_diff as max_diff
+from tests.families.pixels import pixels as pixels
+from tests.families.pixels import take_pixels as take_pixels
 
 
 def cpu_config(models_dir: Path, **overrides: Any) -> Config:
@@ -68,21 +68,6 @@ def render(
         inputs["mask"] = mask
     call = NodeCall(ctx=ctx, node_id="z", params=node_params(**params), inputs=inputs)
     return runner.run(call)
-
-
-def take_pixels(result: NodeResult) -> Pixels:
-    (take,) = result.takes
-    with Image.open(take.path) as png:
-        return np.asarray(png.convert("RGB"), dtype=np.int16)
-
-
-def pixels(image: Image.Image) -> Pixels:
-    return np.asarray(image.convert("RGB"), dtype=np.int16)
-
-
-def max_diff(a: Pixels, b: Pixels) -> int:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return int(np.abs(a - b).max())
 
 
 def reference_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:

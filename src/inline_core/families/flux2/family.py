@@ -10,7 +10,8 @@ set of reference sizes share a forward. klein's Qwen3 text encoder is the file Z
 Its files serve the primitive vocabulary too (`load/*`, `encode/text`, `sample`, `vae/*`): a
 text encoder loaded as type `flux2` is read FLUX.2's way; `sample` runs ComfyUI's denoise,
 start latents, noise masks and KSamplerAdvanced windows on its 128-channel latents. Its cfg
-is klein base's guidance (1: none; a distilled klein takes none) and dev's embedded guidance.
+is klein base's guidance (1: none); a distilled klein and dev take cfg 1 only, dev embedding
+ComfyUI's default guidance (`guidance_for_cfg`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from inline_core.families.flux2.split import (
     support_for,
 )
 from inline_core.families.flux2.transformer import config_of
-from inline_core.families.flux2.variants import Flux2Variant, variant_of
+from inline_core.families.flux2.variants import EMBEDDED_DEFAULT, Flux2Variant, variant_of
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.nodes.sampling import (
     guidance_param,
@@ -146,6 +147,25 @@ class Flux2Family(Family):
         transformer = sources.get("transformer")
         kind = None if transformer is None else variant_of(config_of(transformer), transformer)
         return new_request(model_key, kind, **kwargs)
+
+    def guidance_for_cfg(self, cfg: float, transformer: Source | None = None) -> float:
+        """klein base guides as ComfyUI's cfg counts (`uncond + cfg * (cond - uncond)`); a
+        step-distilled klein and dev run no classifier-free guidance, so only cfg 1, dev then
+        embedding ComfyUI's default guidance (what a workflow without FluxGuidance renders)."""
+        kind = None if transformer is None else variant_of(config_of(transformer), transformer)
+        if kind is None or kind.guided:
+            return cfg
+        if cfg != 1:
+            why = "step-distilled" if kind.distilled else "guidance-distilled"
+            raise InvalidRequest(
+                f"{kind.title} is {why} and runs no classifier-free guidance: set cfg to 1"
+                + (
+                    f" (it embeds guidance {EMBEDDED_DEFAULT:g}, ComfyUI's default)"
+                    if kind.embedded_guidance
+                    else ""
+                )
+            )
+        return EMBEDDED_DEFAULT if kind.embedded_guidance else cfg
 
     def denoiser_fit(self, transformer: Any) -> tuple[int, int] | None:
         config = config_of(transformer)

@@ -115,7 +115,13 @@ class Sample(_FamilyRunner):
         for handle in facts.upstream.get("model", ()):
             if isinstance(handle, ModelHandle | LoraHandle | Picked):
                 family = self.families.named(handle.family)
-                refuse_settings(family, SampleSettings.from_params(params), node_id)
+                settings = SampleSettings.from_params(params)
+                refuse_settings(family, settings, node_id)
+                if isinstance(handle, ModelHandle):  # its file tells the model's cfg
+                    try:
+                        family.guidance_for_cfg(settings.cfg, handle.transformer)
+                    except InvalidRequest as exc:
+                        raise InvalidRequest(exc.message, node_id=node_id) from None
                 for port in ("positive", "negative"):
                     for encoder in facts.upstream.get(port, ()):
                         if isinstance(encoder, TextEncoderHandle) and (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inline_core.contract.common_params import SEED, VAE
+from inline_core.contract.common_params import LORAS, NEGATIVE_PROMPT, SEED, VAE
 from inline_core.families.nodes.sampling import sampler_param, schedule_param
 from inline_core.families.sdxl.hires import HIRES_PARAMS
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
@@ -15,7 +15,6 @@ PREDICTION_OVERRIDES = ("eps", "v_prediction")
 NODE_TYPE = "stability/sdxl"
 # Not the shared `simple`: SDXL checkpoints are sampled on ComfyUI's KSampler default, `normal`.
 DEFAULT_SCHEDULE = "normal"
-MAX_PROMPT_CHARS = 20_000
 
 # The checkpoint (empty: the first SDXL model found), as ComfyUI's CheckpointLoaderSimple picks.
 MODEL = ParamSpec(
@@ -67,12 +66,11 @@ SDXL_DESCRIPTOR = NodeDescriptor(
         PortSpec("prompt", PortKind.TEXT),
         PortSpec("image", PortKind.IMAGE, optional=True, label="Image (img2img)"),
         PortSpec("mask", PortKind.MASK, optional=True, label="Mask (inpaint: white repaints)"),
-        # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
-        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
+        LORAS,
     ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
     params=(
-        ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
+        NEGATIVE_PROMPT,
         _size("width"),
         _size("height"),
         ParamSpec("steps", ParamWidget.NUMBER, default=30, minimum=1, maximum=200, integer=True),
