@@ -30,16 +30,17 @@ def load_decoder(folder: Path, dtype: torch.dtype) -> nn.Module:
 
 class DiffusionVideoDecode:
     """The diffusion decoder as a chunked decoder of one chunk
-    (`components.step.SupportsChunkedVAEDecode`'s shape), its generator the request's."""
+    (`components.step.SupportsChunkedVAEDecode`'s shape), drawing from a CPU generator at
+    `noise` (the request's generator's state after the latents' noise): the same each time."""
 
     chunk_value_range: tuple[float, float] = VALUE_RANGE
 
-    def __init__(self, decoder: nn.Module, generator: torch.Generator | None) -> None:
+    def __init__(self, decoder: nn.Module, noise: torch.Tensor) -> None:
         self.decoder = decoder
-        self.generator = generator
+        self.noise = noise
 
     def decode_chunks(self, latents: torch.Tensor, /) -> Iterator[torch.Tensor]:
+        generator = torch.Generator("cpu")
+        generator.set_state(self.noise)
         model = cast(Any, self.decoder)
-        yield cast(
-            torch.Tensor, model.decode(latents, generator=self.generator, return_dict=False)[0]
-        )
+        yield cast(torch.Tensor, model.decode(latents, generator=generator, return_dict=False)[0])

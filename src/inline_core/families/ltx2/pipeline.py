@@ -227,7 +227,7 @@ class LTX2StepPipeline:
             )
             state.audio_latents = pack_audio(audio).to(self.device)
             if state.diffusion_decoder:  # LTX-2.5's decoder draws next (ltx25_decode.py)
-                state.decode_generator = generator
+                state.decode_noise = generator.get_state()
             tokens = int(state.latents.shape[1])
             state.schedule = self.new_schedule(state, tokens, 0)
             state.audio_schedule = self.new_schedule(state, tokens, 1)
@@ -538,8 +538,7 @@ class LTX2StepPipeline:
             decoder = self.vae
             if state.diffusion_decoder:
                 decoder = self.decoder_at(state.diffusion_decoder)
-                decode = DiffusionVideoDecode(decoder, state.decode_generator)
-                state.decode_generator = None
+                decode = DiffusionVideoDecode(decoder, state.decode_noise)
             with self.swap.use(decoder, self.vae_placement):
                 chunks = decode.decode_chunks(video_latents.to(device, dtype))
                 frames = gather_chunks(

@@ -78,8 +78,9 @@ class LTX2Request:
     on_chunk: Any = field(default=None, metadata=LOCAL)
     on_audio: Any = field(default=None, metadata=LOCAL)  # the soundtrack, before the first chunk
     cache: Any = field(default=None, metadata=LOCAL)
-    # LTX-2.5's decoder draws its noise from the render's generator, after the latents' noise.
-    decode_generator: Any = field(default=None, metadata=LOCAL)
+    # LTX-2.5's decoder draws its noise from the render's generator, after the latents' noise:
+    # the generator's state there (each decode starts from it).
+    decode_noise: Any = field(default=None, metadata=LOCAL)
 
     @property
     def video_scale(self) -> float:
