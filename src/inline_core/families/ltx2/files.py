@@ -1,9 +1,10 @@
 """Which files make an LTX-2 stack, and how each is recognised (torch-free; runs at submit).
 
 An LTX-2 stack is a transformer (video and audio streams), the video VAE, the audio VAE, the
-vocoder, the text connectors, a Gemma 3 text encoder with its tokenizer, and a flow-matching
-scheduler config. Each part is read from a diffusers folder (`LTX2Pipeline`'s or
-`LTX2ImageToVideoPipeline`'s, in `diffusion_models/`), a component folder of its class in its
+vocoder, the text connectors, a Gemma 3 text encoder with its tokenizer (LTX-2.5's: Gemma 4, and
+its folder's `diffusion_decoder/`, `ltx25.py`), and a flow-matching scheduler config. Each
+part is read from a diffusers folder (`LTX2Pipeline`'s, `LTX2ImageToVideoPipeline`'s or
+`LTX2DFRPipeline`'s, in `diffusion_models/`), a component folder of its class in its
 category (`vae/`, `text_encoders/`), or ComfyUI's all-in-one file in `checkpoints/`
 (`ltx-2*.safetensors`: every part but Gemma under its key prefix, their configs in its header,
 `single_file.py`). Gemma may also be ComfyUI's single file in `text_encoders/`
