@@ -25,6 +25,7 @@ from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.naming import LoraNamings
 from inline_core.downloads.targets import Downloads
+from inline_core.errors import InvalidRequest
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.catalog import Catalog
 from inline_core.models.source import Source
@@ -120,6 +121,15 @@ class Family(ABC):
         """The family's guidance scale for ComfyUI's `cfg` (the `sample` primitive's count), for
         the model `transformer` (None: unknown); an `InvalidRequest` for a cfg it cannot run."""
         return cfg
+
+    def embedded_guidance(self, guidance: float, transformer: Source | None = None) -> float:
+        """The guidance a conditioning sets for the model to embed (ComfyUI's FluxGuidance:
+        `conditioning/guidance`), for the model `transformer` (None: unknown); an
+        `InvalidRequest` naming it for a model that embeds none."""
+        raise InvalidRequest(
+            f"{self.title}'s models embed no guidance: the conditioning's guidance {guidance:g} "
+            "(conditioning/guidance, ComfyUI's FluxGuidance) has nothing to set; remove it"
+        )
 
     def model_param(self, node_type: str, params: Mapping[str, Any]) -> str | None:
         """The diffusion model a node picked (None: the first of this family in the catalog)."""

@@ -94,6 +94,9 @@ class ConditioningHandle:
     conditioning: Conditioning
     width: int  # the encoder's hidden size: the caption width a transformer must take
     encoder: str  # which text encoder made it (its catalog name), for error messages
+    # The guidance the model embeds (`conditioning/guidance`, ComfyUI's FluxGuidance); None:
+    # the model's own default.
+    guidance: float | None = None
     # The same prompt as the encoder's other families read it (`TextEncoderHandle.also`).
     readings: Mapping[str, ConditioningHandle] = field(
         default_factory=dict[str, "ConditioningHandle"]

@@ -230,6 +230,21 @@ ENCODE_TEXT = NodeDescriptor(
     outputs=(PortSpec("conditioning", PortKind.CONDITIONING),),
 )
 
+# ComfyUI's FluxGuidance: the guidance a guidance-distilled model (FLUX.2 dev) embeds, set on a
+# conditioning (its other families' readings too); a model that embeds none refuses it.
+CONDITIONING_GUIDANCE = NodeDescriptor(
+    type="conditioning/guidance",
+    title="Embedded guidance",
+    category="conditioning",
+    icon="type",
+    hidden=True,
+    inputs=(PortSpec("conditioning", PortKind.CONDITIONING),),
+    params=(ParamSpec("guidance", ParamWidget.NUMBER, 3.5, minimum=0.0, maximum=100.0, step=0.1),),
+    outputs=(PortSpec("conditioning", PortKind.CONDITIONING),),
+    description="Sets the guidance a guidance-distilled model embeds (ComfyUI's FluxGuidance); "
+    "a model that embeds none refuses it.",
+)
+
 LATENT_EMPTY = NodeDescriptor(
     type="latent/empty",
     title="Empty latent",
@@ -340,6 +355,7 @@ PRIMITIVE_DESCRIPTORS: tuple[NodeDescriptor, ...] = (
     INPUT_LORA,
     LOAD_CONTROLNET,
     ENCODE_TEXT,
+    CONDITIONING_GUIDANCE,
     LATENT_EMPTY,
     SAMPLE,
     VAE_DECODE,

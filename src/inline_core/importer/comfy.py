@@ -185,6 +185,7 @@ def import_comfy(
         )
         descriptors[own.type] = own
     own_handlers, other_handlers = recipes.handlers(family.family)
+    sigma_sources = recipes.sigma_sources()
 
     def new_mapper() -> Mapper:
         mapper = Mapper(
@@ -195,6 +196,7 @@ def import_comfy(
             handler_table(own_handlers, other_handlers, declared),
             recipes.output_types(),
             facts,
+            sigma_sources=sigma_sources,
             renamed=renamed,
             family=family.family,
         )

@@ -145,14 +145,14 @@ class Flux2Family(Family):
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
     ) -> Flux2Request:
         transformer = sources.get("transformer")
-        kind = None if transformer is None else variant_of(config_of(transformer), transformer)
+        kind = _read_variant(transformer)
         return new_request(model_key, kind, **kwargs)
 
     def guidance_for_cfg(self, cfg: float, transformer: Source | None = None) -> float:
         """klein base guides as ComfyUI's cfg counts (`uncond + cfg * (cond - uncond)`); a
         step-distilled klein and dev run no classifier-free guidance, so only cfg 1, dev then
         embedding ComfyUI's default guidance (what a workflow without FluxGuidance renders)."""
-        kind = None if transformer is None else variant_of(config_of(transformer), transformer)
+        kind = _read_variant(transformer)
         if kind is None or kind.guided:
             return cfg
         if cfg != 1:
@@ -166,6 +166,18 @@ class Flux2Family(Family):
                 )
             )
         return EMBEDDED_DEFAULT if kind.embedded_guidance else cfg
+
+    def embedded_guidance(self, guidance: float, transformer: Source | None = None) -> float:
+        """dev embeds the conditioning's guidance (ComfyUI's FluxGuidance); klein has no
+        guidance embedder, so a guidance set for it is refused naming it."""
+        kind = _read_variant(transformer)
+        if kind is not None and not kind.embedded_guidance:
+            raise InvalidRequest(
+                f"{kind.title} has no guidance embedder: the conditioning's guidance "
+                f"{guidance:g} (conditioning/guidance, ComfyUI's FluxGuidance) has nothing to "
+                "set; remove it"
+            )
+        return guidance
 
     def denoiser_fit(self, transformer: Any) -> tuple[int, int] | None:
         config = config_of(transformer)
@@ -198,10 +210,15 @@ class Flux2Family(Family):
         return sequence_refusal(params, split, references)
 
 
+def _read_variant(transformer: Source | None) -> Flux2Variant | None:
+    """The variant of a transformer's files (None: none, or unreadable)."""
+    return None if transformer is None else variant_of(config_of(transformer), transformer)
+
+
 def _variant(sources: Sources, node_id: str) -> Flux2Variant:
     """The variant of the node's transformer (an unreadable file is refused)."""
     transformer = sources.get("transformer")
-    kind = None if transformer is None else variant_of(config_of(transformer), transformer)
+    kind = _read_variant(transformer)
     if kind is None:
         raise InvalidRequest("the FLUX.2 diffusion model cannot be read", node_id=node_id)
     return kind

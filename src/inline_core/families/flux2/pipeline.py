@@ -31,24 +31,12 @@ from inline_core.families.flux2.request import (
     new_request,
     reference_size,
 )
+from inline_core.families.flux2.shift import empirical_mu
 from inline_core.families.flux2.split import tokens_refusal
 from inline_core.families.flux2.vae import Flux2VAE, unpatchify
 from inline_core.families.flux2.variants import loaded_variant
 
 REFERENCE_TIME = 10  # reference image i sits at time 10 + 10 i of the positions
-
-
-def empirical_mu(image_seq_len: int, num_steps: int) -> float:
-    """FLUX.2's shift for an image of `image_seq_len` tokens sampled in `num_steps` (diffusers'
-    `compute_empirical_mu`, BFL's fit)."""
-    a1, b1 = 8.73809524e-05, 1.89833333
-    a2, b2 = 0.00016927, 0.45666666
-    if image_seq_len > 4300:
-        return float(a2 * image_seq_len + b2)
-    m_200 = a2 * image_seq_len + b2
-    m_10 = a1 * image_seq_len + b1
-    a = (m_200 - m_10) / 190.0
-    return float(a * num_steps + (m_200 - 200.0 * a))
 
 
 def grid_ids(h: int, w: int, t: int = 0) -> torch.Tensor:

@@ -33,6 +33,7 @@ from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.controls import Picked
+from inline_core.families.nodes.guidance import unwrapped
 from inline_core.families.nodes.inputs import handle_input, optional_handle
 from inline_core.graph.mask_nodes import mask_value
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
@@ -126,8 +127,15 @@ class Sample(_FamilyRunner):
                         family.guidance_for_cfg(settings.cfg, model.transformer)
                     except InvalidRequest as exc:
                         raise InvalidRequest(exc.message, node_id=node_id) from None
+                transformer = handle.transformer if isinstance(handle, ModelHandle) else None
                 for port in ("positive", "negative"):
-                    for encoder in facts.upstream.get(port, ()):
+                    encoders, guidances = unwrapped(facts.upstream.get(port, ()))
+                    for guidance in guidances:  # the model must embed it
+                        try:
+                            family.embedded_guidance(guidance, transformer)
+                        except InvalidRequest as exc:
+                            raise InvalidRequest(exc.message, node_id=node_id) from None
+                    for encoder in encoders:
                         if isinstance(encoder, TextEncoderHandle) and (
                             family.name not in encoder.readers
                         ):
