@@ -2,7 +2,7 @@
 
     flock /tmp/inline-realsize.lock .venv/bin/python bench/cold_start_profile.py \
         [--models DIR] [--changes 2] [--starts cold,warm] [--rate 25] [--dtype float32]
-        [--src DIR] [--out FILE]
+        [--src DIR] [--out FILE] [--no-perf]
 
 On the real-size Z-Image set (`bench/real_size_cpu.py`), per start (cold: the set's files dropped
 from the page cache first, `posix_fadvise`; warm: as the previous start left them), one server
@@ -230,7 +230,14 @@ def meminfo() -> dict[str, int]:
 
 
 def one_start(
-    models: Path, start: str, changes: int, rate: int, dtype: str, spy_dir: Path, src: Path
+    models: Path,
+    start: str,
+    changes: int,
+    rate: int,
+    dtype: str,
+    spy_dir: Path,
+    src: Path,
+    with_perf: bool,
 ) -> dict[str, Any]:
     from real_size_cpu import drop_cached, render, server
 
@@ -264,11 +271,15 @@ def one_start(
                 stderr=subprocess.DEVNULL,
             )
             perf_data = spy_dir / f"{start}-{i}.perf"
-            perf = subprocess.Popen(
-                ["perf", "record", "-F", "49", "-p", str(pid), "-o", str(perf_data)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            tools = [spy]
+            if with_perf:  # perf itself takes about 10 s of CPU per change here
+                tools.append(
+                    subprocess.Popen(
+                        ["perf", "record", "-F", "49", "-p", str(pid), "-o", str(perf_data)],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
             time.sleep(1.0)  # py-spy and perf attached before the POST
             minor0, major0 = faults(pid)
             cpu0, vm0, procs0 = cpu_times(pid), vmstat(), process_cpu()
@@ -276,7 +287,7 @@ def one_start(
             seconds = render(base, f"a lighthouse on a cliff, {start} change {i}", 2 + i)
             minor1, major1 = faults(pid)
             cpu1, vm1, procs1 = cpu_times(pid), vmstat(), process_cpu()
-            for tool in (spy, perf):
+            for tool in tools:
                 tool.send_signal(signal.SIGINT)
                 tool.wait(60)
             changes_done.append(
@@ -289,7 +300,7 @@ def one_start(
                     "phasesS": profile_phases(raw, rate),
                     "cpuS": delta(cpu1, cpu0),
                     "vmstat": delta(vm1, vm0),
-                    "perfTop": perf_top(perf_data),
+                    "perfTop": perf_top(perf_data) if with_perf else [],
                     "topProcesses": top_consumers(procs1, procs0),
                     "status": status(pid),
                     "meminfoMib": meminfo(),
@@ -311,6 +322,7 @@ def main() -> int:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--src", type=Path, default=ROOT / "src", help="the server's code")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--no-perf", action="store_true", help="py-spy only (perf costs CPU)")
     args = parser.parse_args()
     from real_size_cpu import build_set
 
@@ -320,7 +332,16 @@ def main() -> int:
     load = os.getloadavg()
     print(f"{os.cpu_count()} CPUs, {args.dtype}, {args.src}, load {load[0]:.1f}", flush=True)
     rows = [
-        one_start(args.models, start, args.changes, args.rate, args.dtype, spy_dir, args.src)
+        one_start(
+            args.models,
+            start,
+            args.changes,
+            args.rate,
+            args.dtype,
+            spy_dir,
+            args.src,
+            not args.no_perf,
+        )
         for start in args.starts.split(",")
     ]
     end = os.getloadavg()

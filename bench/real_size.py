@@ -174,7 +174,7 @@ def fit_note(files: Mapping[str, float]) -> str | None:
         return None
     return (
         f"its files ({total / GIB:.1f} GiB) are larger than this machine's RAM "
-        f"({ram / GIB:.1f} GiB): every render pages weights in from disk again"
+        f"({ram / GIB:.1f} GiB): each render would read weights from disk again"
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -107,3 +108,45 @@ def test_a_cast_autograd_records_gets_a_tensor_of_its_own() -> None:
     tokens = ids(2, 4)
     got = kept(tokens)
     assert got.grad_fn is not None and torch.equal(got.detach(), copied(tokens).detach())
+
+
+def test_a_compiled_layer_leaves_the_thread_buffer_alone() -> None:
+    """Dynamo traced the thread's buffer into the graph: guards on that thread's dict, so a render
+    on another run-worker thread, or a text encoder growing the buffer between steps, recompiled
+    every compiled block. Compiled, a cast gets its own tensor and inductor plans its memory."""
+    from torch._dynamo.testing import CompileCounter
+
+    kept = stored()
+    copied = copy.deepcopy(kept).to(torch.float32)
+    compute_in(kept, torch.float32)
+    counter = CompileCounter()
+    compile_: Any = cast(Any, torch).compile  # partly untyped in torch's stubs
+    compiled = compile_(kept.forward, backend=counter, dynamic=True)
+    tokens = ids(2, 6)
+    results: list[torch.Tensor] = []
+
+    def render() -> None:
+        with torch.inference_mode():
+            results.append(compiled(tokens))
+
+    render()
+    with torch.no_grad():  # a larger weight cast eager on this thread grows its buffer
+        assert cast_scratch(torch.zeros(64, 64, dtype=torch.bfloat16), torch.float32) is not None
+    render()
+    other = threading.Thread(target=render)
+    other.start()
+    other.join()
+    want = copied(tokens).detach()
+    assert len(results) == 3 and all(torch.equal(got, want) for got in results)
+    assert counter.frame_count == 1  # one graph, whatever thread or buffer
+
+
+def test_a_layer_already_in_the_compute_dtype_computes_with_its_own_weight() -> None:
+    """A layer computed at load (`ModelFormat.computes_at_load`) keeps its class: its weight is
+    used as it is, not copied into the buffer each call."""
+    kept = stored()
+    compute_in(kept, torch.float32)
+    kept.up.to(torch.float32)
+    with torch.no_grad():
+        assert cast_scratch(kept.up.weight, torch.float32) is None
+        assert cast_scratch(kept.down.weight, torch.float32) is not None

@@ -55,6 +55,8 @@ class LoraHandle:
     # Which model of a two-model stack it adapts (Wan 2.2 A14B's experts): "both", "high" (the
     # first, high-noise one) or "low"; a one-model stack takes "both" only.
     expert: str = "both"
+    # `load/lora` at submit: the model it adds to (its file says what `sample` may ask of it).
+    model: ModelHandle | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,13 @@ _SCRATCH = threading.local()  # per thread: compute dtype -> the buffer its cast
 def cast_scratch(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
     """A tensor of `weight`'s shape in `dtype` to cast it into, reused by every cast on this
     thread; None where a cast must get a tensor of its own: off the CPU (the device's allocator
-    reuses blocks already) or where autograd records (it could keep the weight for backward)."""
-    if weight.device.type != "cpu" or torch.is_grad_enabled():
+    reuses blocks already), where autograd records (it could keep the weight for backward), or
+    inside `torch.compile` (dynamo would trace the thread's buffer into the graph and guard on it:
+    a recompile per thread and each time it grows; inductor plans the graph's memory itself);
+    None too where the weight is in `dtype` already (a layer computed at load): no cast at all."""
+    if weight.dtype == dtype or weight.device.type != "cpu" or torch.is_grad_enabled():
+        return None
+    if torch.compiler.is_compiling():
         return None
     buffers: dict[torch.dtype, torch.Tensor] = _SCRATCH.__dict__.setdefault("buffers", {})
     numbers = weight.numel()

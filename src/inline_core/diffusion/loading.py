@@ -112,7 +112,7 @@ def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn
         else load_safetensors(source.path, device)
     )
     compute = torch_dtype(placement.dtype)
-    weights, file_scales = split_scales(dequantize_layers(raw, compute))
+    weights, file_scales = split_scales(dequantize_layers(raw, _dequantized_dtype(placement)))
     converted = convert_scaled(
         weights,
         file_scales,
@@ -168,6 +168,16 @@ def _layer_scales(
         else:
             converted.state[key] = dequantize(converted.state[key], scale, compute)
     return scales
+
+
+def _dequantized_dtype(placement: PlacementLike) -> torch.dtype:
+    """The dtype NVFP4 layers dequantize to: the one a part is kept in where its layers cast from
+    it (a compute-dtype copy is what the policy declined), else the compute dtype (fp8 is only
+    stored; a mixed file's fp8 layers keep a part so)."""
+    kept = placement.storage
+    if kept is not None and torch_dtype(kept) not in FP8:
+        return torch_dtype(kept)
+    return torch_dtype(placement.dtype)
 
 
 def _stored_only(

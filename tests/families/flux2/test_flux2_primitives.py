@@ -176,3 +176,20 @@ def test_dev_embeds_comfyuis_default_guidance_and_refuses_cfg(
     assert max_diff(dev.decoded(graph(1.0)), take_pixels(node)) <= TOLERANCE
     with pytest.raises(InvalidRequest, match="guidance-distilled .* embeds guidance 3.5"):
         dev.validate(graph(4.0, ""))
+
+
+def test_a_distilled_klein_behind_a_lora_refuses_cfg_at_submit(rig: GraphRig) -> None:
+    """`load/lora` hands `sample` the LoRA's handle: the model's file still says its cfg."""
+    graph = Graph()
+    graph.add(
+        "lora",
+        "load/lora",
+        {"name": "flux2_klein_tiny_lora_a.safetensors", "strength": 1.0},
+        model=edge("model", "model"),
+    )
+    latent = graph.add("latent", "latent/empty", {"width": 64, "height": 64, "batch": 1})
+    graph.decode(graph.sample("sample", edge(latent, "latent"), PROMPT, "", steps=STEPS, cfg=4.0))
+    sample = next(node for node in graph.nodes if node["id"] == "sample")
+    sample["inputs"]["model"] = edge("lora", "model")
+    with pytest.raises(InvalidRequest, match="step-distilled .* set cfg to 1"):
+        rig.validate(graph)

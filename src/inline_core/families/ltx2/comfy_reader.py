@@ -53,6 +53,7 @@ LATENT_PIXELS = 32  # LTX-2's video latent's pixels a side: ComfyUI floors a siz
 IMAGE_RESIZERS = ("ResizeImageMaskNode", "ImageScale", "ImageScaleBy")
 ENCODERS = "text_encoders"
 GEMMA_4 = re.compile(r"gemma[-_ ]?4", re.IGNORECASE)  # LTX-2.5's text encoder's files
+CLIP_LOADER, LTXV_CLIP_TYPE = "CLIPLoader", "ltxv"  # how LTX-2.5's templates load Gemma 4
 
 
 class LTX2Collapse(CustomCollapse):
@@ -193,14 +194,18 @@ class LTX2Collapse(CustomCollapse):
         LTX-2.5's, is refused naming it)."""
         if loader.class_type == TEXT_ENCODER_LOADER:
             self._same_file(loader, "ckpt_name")
-            wanted = self.mapper.text(loader, "text_encoder")
-            if GEMMA_4.search(wanted):
-                raise UnsupportedNode(
-                    f"{describe(loader)}: {wanted!r} is Gemma 4, LTX-2.5's text encoder: "
-                    f"{self.descriptor.type} renders LTX-2.0 and 2.3, with Gemma 3"
-                )
+            self._refuse_gemma_4(loader, self.mapper.text(loader, "text_encoder"))
             super().part(loader)
             return
+        if loader.class_type == CLIP_LOADER:  # LTX-2.5's templates load Gemma 4 with it
+            wanted = self.mapper.text(loader, "clip_name")
+            self._refuse_gemma_4(loader, wanted)
+            if self.mapper.text(loader, "type") == LTXV_CLIP_TYPE:
+                raise UnsupportedNode(
+                    f"{describe(loader)}: a CLIPLoader of type {LTXV_CLIP_TYPE!r} ({wanted!r}) "
+                    f"is LTX-2.5's layout; {self.descriptor.type} reads LTX-2.0/2.3's Gemma 3 "
+                    f"through {TEXT_ENCODER_LOADER}, and LTX-2.5 from its diffusers folder"
+                )
         self.expect(loader, CHECKPOINT, AUDIO_VAE_LOADER)
         self._same_file(loader, "ckpt_name")
 
@@ -220,6 +225,17 @@ class LTX2Collapse(CustomCollapse):
                 f"{loader}: the text encoder {ENCODERS}/{name} cannot be read: {problem}"
             )
         return params
+
+    def _refuse_gemma_4(self, loader: ComfyNode, wanted: str) -> None:
+        """ComfyUI's LTX-2.5 files are not read here: the 422 says what the render needs."""
+        if GEMMA_4.search(wanted):
+            raise UnsupportedNode(
+                f"{describe(loader)}: {wanted!r} is Gemma 4, LTX-2.5's text encoder: "
+                f"{self.descriptor.type} renders LTX-2.0 and 2.3 from ComfyUI's files (Gemma 3), "
+                "and LTX-2.5 only from its diffusers folder in diffusion_models (text_encoder/ "
+                "Gemma 4, diffusion_decoder/ its diffusion video decoder): ComfyUI's Gemma 4 "
+                "file and LTX-2.5 checkpoint are not read; map the workflow's model to that folder"
+            )
 
     def _same_file(self, loader: ComfyNode, widget: str) -> None:
         wanted = self.mapper.text(loader, widget)

@@ -118,9 +118,13 @@ class Sample(_FamilyRunner):
                 family = self.families.named(handle.family)
                 settings = SampleSettings.from_params(params)
                 refuse_settings(family, settings, node_id)
-                if isinstance(handle, ModelHandle):  # its file tells the model's cfg
+                # The model's file tells its cfg (behind a `load/lora`, the model it adds to).
+                model = handle if isinstance(handle, ModelHandle) else None
+                if isinstance(handle, LoraHandle):
+                    model = handle.model
+                if model is not None:
                     try:
-                        family.guidance_for_cfg(settings.cfg, handle.transformer)
+                        family.guidance_for_cfg(settings.cfg, model.transformer)
                     except InvalidRequest as exc:
                         raise InvalidRequest(exc.message, node_id=node_id) from None
                 transformer = handle.transformer if isinstance(handle, ModelHandle) else None
