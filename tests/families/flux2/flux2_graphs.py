@@ -3,7 +3,6 @@ executor on a FLUX.2 rig's runtime (so the `bfl/flux-2` node and the graph share
 
 from __future__ import annotations
 
-import itertools
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,15 +20,14 @@ from inline_core.graph.executor import ExecutionResult, Executor
 from inline_core.graph.registry import Registry
 from inline_core.graph.schema import parse_graph
 from inline_core.graph.validate import ValidatedGraph, validate_graph
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.takes import MediaRef
+from tests.families.node_context import node_context
+from tests.families.pixels import Pixels, pixels
 
 DISTILLED, BASE = "flux2_klein_tiny.safetensors", "flux2_klein_base_tiny.safetensors"
 ENCODER, VAE = "flux2_tiny_qwen3", "flux2_tiny_vae.safetensors"
 
 Json = dict[str, Any]
-_run_ids = itertools.count()
 
 
 def edge(node: str, output: str) -> Json:
@@ -119,12 +117,13 @@ class GraphRig:
         return validate_graph(parsed, target, self.registry, self.rig.catalog, rng=random.Random(0))
 
     def run(self, graph: Graph, target: str = "decode") -> ExecutionResult:
-        ctx = ExecutionContext(
-            run_id=f"f2prim{next(_run_ids)}",
-            takes=FileTakeStore(self.takes_dir),
-            events=lambda _event: None,
-        )
-        return self.executor.execute(self.validate(graph, target), ctx)
+        return self.executor.execute(self.validate(graph, target), node_context(self.takes_dir))
+
+    def decoded(self, graph: Graph) -> Pixels:
+        """The pixels of the graph's one decoded take."""
+        [take] = self.run(graph).takes
+        with Image.open(take.path) as png:
+            return pixels(png)
 
 
 def graph_rig(rig: FamilyRig, work: Path, *others: Family) -> GraphRig:

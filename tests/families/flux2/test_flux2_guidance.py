@@ -6,13 +6,10 @@ refuses it at submit naming it."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
-from flux2_graphs import Graph, GraphRig, edge, graph_rig
-from flux2_harness import make_rig, max_diff, pixels, render, take_pixels
-from PIL import Image
+from flux2_graphs import Graph, edge, graph_rig
+from flux2_harness import make_rig, max_diff, render, take_pixels
 
 from inline_core.errors import InvalidRequest
 from inline_core.families.flux2.kit import Flux2Kit
@@ -35,17 +32,11 @@ def guided(graph: Graph, guidance: float) -> Graph:
     return graph
 
 
-def decoded(rig: GraphRig, graph: Graph) -> np.ndarray[Any, Any]:
-    [take] = rig.run(graph).takes
-    with Image.open(take.path) as png:
-        return pixels(png)
-
-
 def test_dev_embeds_the_conditionings_guidance_as_the_node_does(
     flux2_dev_kit: Flux2DevKit, sampler: StepLoopSampler, tmp_path: Path
 ) -> None:
     dev = graph_rig(make_rig(flux2_dev_kit.root, sampler), tmp_path)
-    ours = decoded(dev, guided(Graph(DEV, encoder=DEV_ENCODER), GUIDANCE))
+    ours = dev.decoded(guided(Graph(DEV, encoder=DEV_ENCODER), GUIDANCE))
     node = render(dev.rig, tmp_path, PROMPT, model=DEV, steps=STEPS, guidance=GUIDANCE)
     assert max_diff(ours, take_pixels(node)) <= TOLERANCE
     default = render(dev.rig, tmp_path, PROMPT, model=DEV, steps=STEPS, guidance=3.5)

@@ -2,7 +2,8 @@
 FLUX.2 klein reads it (three layers side by side), as `lumina2` as Z-Image reads it; the two are
 two node-cache entries over one resident encoder, and a conditioning read for one family wired
 into the other's `sample` is a 422 at submit, naming the type that fits. Loaded without a type,
-the prompt is read both ways and each family's `sample` takes its own reading."""
+the prompt is read both ways and each family's `sample` takes its own reading. A guidance set on a
+conditioning for Z-Image, which embeds none, is a 422 naming it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 from flux2_graphs import ENCODER, Graph, GraphRig, edge, graph_rig
 from flux2_harness import Pixels, make_rig, max_diff, pixels
 from PIL import Image
+from test_flux2_guidance import guided
 
 from inline_core.contract.handles import ConditioningHandle
 from inline_core.errors import InvalidRequest
@@ -107,3 +109,13 @@ def test_without_a_type_each_familys_sample_takes_its_own_reading(
     assert {both.family, *both.readings} == {"flux-2", "z-image"}
     untyped, explicit = rendered(rig, graph("")), rendered(rig, graph(typed))
     assert max_diff(untyped, explicit) == 0
+
+
+def test_a_guidance_on_a_family_that_embeds_none_is_refused_at_submit(rig: GraphRig) -> None:
+    """Z-Image has no guidance embedder: `conditioning/guidance` into its `sample` is a 422."""
+    graph = guided(Graph("zimage_tiny.safetensors", "lumina2", "zimage_tiny_vae.safetensors"), 5.0)
+    with pytest.raises(InvalidRequest) as refused:
+        rig.validate(graph)
+    assert refused.value.status == 422
+    assert "Z-Image's models embed no guidance" in str(refused.value)
+    assert "conditioning/guidance" in str(refused.value)

@@ -44,12 +44,6 @@ def rig(flux2_kit: Flux2Kit, sampler: StepLoopSampler, tmp_path: Path) -> GraphR
     return graph_rig(make_rig(flux2_kit.root, sampler), tmp_path)
 
 
-def decoded(rig: GraphRig, graph: Graph) -> np.ndarray[Any, Any]:
-    [take] = rig.run(graph).takes
-    with Image.open(take.path) as png:
-        return pixels(png)
-
-
 def sampled(rig: GraphRig, graph: Graph, target: str) -> torch.Tensor:
     handle = rig.run(graph, target).outputs["latent"]
     assert isinstance(handle, LatentHandle) and handle.samples is not None
@@ -69,7 +63,7 @@ def test_the_graph_renders_the_nodes_pixels(
         graph.sample("sample", edge(latent, "latent"), PROMPT, negative, steps=STEPS, cfg=cfg)
     )
     node = render(rig.rig, tmp_path, PROMPT, model=model, steps=STEPS, guidance=cfg)
-    assert max_diff(decoded(rig, graph), take_pixels(node)) <= TOLERANCE
+    assert max_diff(rig.decoded(graph), take_pixels(node)) <= TOLERANCE
 
 
 def test_img2img_with_denoise_renders_diffusers_loop_over_the_schedules_tail(
@@ -82,7 +76,7 @@ def test_img2img_with_denoise_renders_diffusers_loop_over_the_schedules_tail(
     encode = graph.add("encode", "vae/encode", vae=edge("vae", "vae"), image=edge(photo, "image"))
     out = graph.sample("sample", edge(encode, "latent"), PROMPT, steps=STEPS, denoise=denoise)
     graph.decode(out)
-    ours = decoded(rig, graph)
+    ours = rig.decoded(graph)
 
     # By hand: the image encoded as the pipeline encodes (the posterior's mode, patchified,
     # normalised by the batch norm), noised to the first sigma of the tail of a steps / denoise
@@ -127,7 +121,7 @@ def test_windows_chained_render_the_whole_schedule(rig: GraphRig) -> None:
     )
     second = chained.sample("second", first, PROMPT, steps=4, start_step=2, add_noise=False)
     chained.decode(second)
-    assert max_diff(decoded(rig, chained), decoded(rig, whole)) <= TOLERANCE
+    assert max_diff(rig.decoded(chained), rig.decoded(whole)) <= TOLERANCE
 
 
 def test_a_noise_mask_keeps_its_black_part_of_the_latents(rig: GraphRig) -> None:
@@ -179,7 +173,7 @@ def test_dev_embeds_comfyuis_default_guidance_and_refuses_cfg(
         return out
 
     node = render(dev.rig, tmp_path, PROMPT, model=model, steps=STEPS, guidance=3.5)
-    assert max_diff(decoded(dev, graph(1.0)), take_pixels(node)) <= TOLERANCE
+    assert max_diff(dev.decoded(graph(1.0)), take_pixels(node)) <= TOLERANCE
     with pytest.raises(InvalidRequest, match="guidance-distilled .* embeds guidance 3.5"):
         dev.validate(graph(4.0, ""))
 

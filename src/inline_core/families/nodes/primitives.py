@@ -38,6 +38,7 @@ from inline_core.families.nodes.inputs import handle_input, optional_handle
 from inline_core.graph.mask_nodes import mask_value
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
 from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, cfg_pp_unguided
+from inline_core.models.source import Source
 
 
 class _FamilyRunner(NodeRunner):
@@ -127,20 +128,30 @@ class Sample(_FamilyRunner):
                         family.guidance_for_cfg(settings.cfg, model.transformer)
                     except InvalidRequest as exc:
                         raise InvalidRequest(exc.message, node_id=node_id) from None
-                transformer = handle.transformer if isinstance(handle, ModelHandle) else None
+                transformer = None if model is None else model.transformer
                 for port in ("positive", "negative"):
-                    encoders, guidances = unwrapped(facts.upstream.get(port, ()))
-                    for guidance in guidances:  # the model must embed it
-                        try:
-                            family.embedded_guidance(guidance, transformer)
-                        except InvalidRequest as exc:
-                            raise InvalidRequest(exc.message, node_id=node_id) from None
-                    for encoder in encoders:
-                        if isinstance(encoder, TextEncoderHandle) and (
-                            family.name not in encoder.readers
-                        ):
-                            raise self.misread(family, encoder.readers, encoder.name, port, node_id)
+                    self.check_conditioning(family, transformer, port, facts, node_id)
         return super().check_node(node_id, params, facts)
+
+    def check_conditioning(
+        self,
+        family: Family,
+        transformer: Source | None,
+        port: str,
+        facts: SubmitFacts,
+        node_id: str,
+    ) -> None:
+        """A 422 for a `port` conditioning the model cannot take: a guidance set on it that the
+        model does not embed, or another family's reading of its encoder."""
+        encoders, guidances = unwrapped(facts.upstream.get(port, ()))
+        for guidance in guidances:
+            try:
+                family.embedded_guidance(guidance, transformer)
+            except InvalidRequest as exc:
+                raise InvalidRequest(exc.message, node_id=node_id) from None
+        for encoder in encoders:
+            if isinstance(encoder, TextEncoderHandle) and family.name not in encoder.readers:
+                raise self.misread(family, encoder.readers, encoder.name, port, node_id)
 
     def misread(
         self, family: Family, readings: tuple[str, ...], encoder: str, port: str, node_id: str
