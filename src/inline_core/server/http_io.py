@@ -46,7 +46,9 @@ def list_limit(request: Request) -> int:
     raw = request.query_params.get("limit")
     if raw is None:
         return DEFAULT_LIST
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIST:
+    # ASCII digits, a few: `isdigit` passes a superscript `int` refuses, and `int` refuses a
+    # number past 4300 digits (each a ValueError, a 500).
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6) or not 1 <= int(raw) <= MAX_LIST:
         raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_LIST}")
     return int(raw)
 
