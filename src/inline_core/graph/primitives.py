@@ -86,7 +86,8 @@ LOAD_DIFFUSION_MODEL = _loader(
 LOAD_VAE = _loader("load/vae", "Load VAE", "vae", PortSpec("vae", PortKind.VAE))
 # One text encoder file may suit several families, each reading it its own way (Qwen3-4B: Z-Image
 # reads one hidden layer, FLUX.2 klein three): `type` says whose reading, as ComfyUI's CLIPLoader
-# type does (`lumina2`, `flux2`, ...); empty, the first family that takes the file.
+# type does (`lumina2`, `flux2`, ...); empty, every family that takes the file reads it, and
+# `sample` takes its model's reading (`families/nodes/loaders.py`).
 LOAD_TEXT_ENCODER = _loader(
     "load/text-encoder",
     "Load text encoder",
@@ -97,7 +98,7 @@ LOAD_TEXT_ENCODER = _loader(
             "type",
             ParamWidget.TEXT,
             "",
-            label="Type (ComfyUI's CLIPLoader type: whose reading; empty: the first that takes it)",
+            label="Type (ComfyUI's CLIPLoader type: whose reading; empty: each family's)",
         ),
     ),
 )

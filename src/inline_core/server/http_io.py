@@ -46,9 +46,17 @@ def list_limit(request: Request) -> int:
     raw = request.query_params.get("limit")
     if raw is None:
         return DEFAULT_LIST
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIST:
+    limit = whole_number(raw)
+    if limit is None or not 1 <= limit <= MAX_LIST:
         raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_LIST}")
-    return int(raw)
+    return limit
+
+
+def whole_number(raw: str) -> int | None:
+    """A query's whole number: ASCII digits, up to nine (None: not one). `str.isdigit` alone
+    passes a superscript `int` refuses, and `int` refuses a number past 4300 digits: each a
+    ValueError, a 500."""
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 9 else None
 
 
 def declared_length(request: Request, limit: int, what: str) -> None:

@@ -193,3 +193,19 @@ def test_a_distilled_klein_behind_a_lora_refuses_cfg_at_submit(rig: GraphRig) ->
     sample["inputs"]["model"] = edge("lora", "model")
     with pytest.raises(InvalidRequest, match="step-distilled .* set cfg to 1"):
         rig.validate(graph)
+
+
+@pytest.mark.parametrize(("start", "end"), [(3, 10000), (2, 2)], ids=["past-steps", "empty"])
+def test_a_window_that_holds_no_step_is_refused_at_submit(
+    rig: GraphRig, start: int, end: int
+) -> None:
+    """The request would refuse it as the run starts: the params say it already."""
+    graph = Graph()
+    latent = graph.add("latent", "latent/empty", {"width": 64, "height": 64, "batch": 1})
+    graph.decode(
+        graph.sample(
+            "sample", edge(latent, "latent"), PROMPT, steps=STEPS, start_step=start, end_step=end
+        )
+    )
+    with pytest.raises(InvalidRequest, match="hold no step to run: start_step must be below"):
+        rig.validate(graph)

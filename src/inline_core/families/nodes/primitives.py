@@ -223,6 +223,13 @@ def refuse_settings(family: Family, settings: SampleSettings, node_id: str) -> N
             "(ComfyUI's KSamplerAdvanced)",
             node_id=node_id,
         )
+    last = min(settings.end_step, settings.steps)
+    if settings.windowed and last - settings.start_step < 1:  # the request's own check, at submit
+        raise InvalidRequest(
+            f"steps {settings.start_step}..{last} of {settings.steps} hold no step to run: "
+            "start_step must be below end_step and steps",
+            node_id=node_id,
+        )
     try:
         shift = ModelShift.of(settings.shift, settings.mu)
     except ValueError as exc:
