@@ -17,12 +17,13 @@ import torch
 from ltx2_harness import PROMPT, ltx2_rig, node_params, render, take_audio, take_frames
 
 from inline_core.contract.files import StackResolver
+from inline_core.diffusion.kit_nvfp4 import quantize_nvfp4
 from inline_core.diffusion.libs import load_safetensors, save_safetensors
 from inline_core.errors import ModelMissing
 from inline_core.families.ltx2.download import plan
 from inline_core.families.ltx2.files import RULES
 from inline_core.families.ltx2.gemma_tokenizer import file_tokenizer, piece_types
-from inline_core.families.ltx2.kit_fp4 import fp4_mixed_state, quantize_nvfp4
+from inline_core.families.ltx2.kit_fp4 import fp4_mixed_state
 from inline_core.families.ltx2.kit_gemma import GEMMA_FILE, GemmaKit, write_gemma_kit
 from inline_core.families.ltx2.kit_single_file import FILE, FOLDER
 from inline_core.families.ltx2.upscale import upsampler_path

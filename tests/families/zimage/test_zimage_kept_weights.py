@@ -127,8 +127,8 @@ def test_a_kept_part_s_nvfp4_layers_dequantize_into_its_kept_dtype(
     """ComfyUI's NVFP4 layers in a part kept in bfloat16: dequantized in float32 they were the
     very copy the policy declined (twice the kept bytes, for good on diffusers' loader); in
     bfloat16 each is ComfyUI's dequantized weight, cast as its layer computes like the rest."""
+    from inline_core.diffusion.kit_nvfp4 import marker, quantize_nvfp4
     from inline_core.diffusion.nvfp4 import dequantize
-    from inline_core.families.ltx2.kit_fp4 import marker, quantize_nvfp4
 
     state = load_safetensors(bf16_models / PARTS[0])
     mixed, plain = dict(state), dict(state)
