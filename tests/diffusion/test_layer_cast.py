@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import copy
 import threading
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import nn
 
 from inline_core.diffusion.layer_cast import CastEmbedding, CastLinear, cast_scratch, compute_in
 from inline_core.diffusion.libs import manual_seed
+
+T = TypeVar("T")
 
 
 class Tiny(nn.Module):
@@ -110,6 +113,15 @@ def test_a_cast_autograd_records_gets_a_tensor_of_its_own() -> None:
     assert got.grad_fn is not None and torch.equal(got.detach(), copied(tokens).detach())
 
 
+def on_a_new_thread(work: Callable[[], T]) -> T:
+    """`work`'s answer, computed on a thread of its own."""
+    answers: list[T] = []
+    thread = threading.Thread(target=lambda: answers.append(work()))
+    thread.start()
+    thread.join()
+    return answers[0]
+
+
 def test_a_compiled_layer_leaves_the_thread_buffer_alone() -> None:
     """Dynamo traced the thread's buffer into the graph: guards on that thread's dict, so a render
     on another run-worker thread, or a text encoder growing the buffer between steps, recompiled
@@ -124,18 +136,27 @@ def test_a_compiled_layer_leaves_the_thread_buffer_alone() -> None:
     compiled = compile_(kept.forward, backend=counter, dynamic=True)
     tokens = ids(2, 6)
     results: list[torch.Tensor] = []
+    # Dynamo guards on the thread's intra-op count, which an earlier test in this process may
+    # have lowered for new threads (`claim_compute_thread`): the other thread takes this one's,
+    # and the process default is put back after.
+    threads, default = torch.get_num_threads(), on_a_new_thread(torch.get_num_threads)
 
     def render() -> None:
         with torch.inference_mode():
             results.append(compiled(tokens))
 
+    def render_with_this_threads_count() -> None:
+        torch.set_num_threads(threads)  # sets the process default too
+        render()
+
     render()
     with torch.no_grad():  # a larger weight cast eager on this thread grows its buffer
         assert cast_scratch(torch.zeros(64, 64, dtype=torch.bfloat16), torch.float32) is not None
     render()
-    other = threading.Thread(target=render)
-    other.start()
-    other.join()
+    try:
+        on_a_new_thread(render_with_this_threads_count)
+    finally:
+        on_a_new_thread(lambda: torch.set_num_threads(default))
     want = copied(tokens).detach()
     assert len(results) == 3 and all(torch.equal(got, want) for got in results)
     assert counter.frame_count == 1  # one graph, whatever thread or buffer
