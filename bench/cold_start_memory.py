@@ -34,7 +34,8 @@ GIB = 1024**3
 
 
 def one_server(models: Path, cold: bool, changes: int, dtype: str, round_: int) -> dict[str, Any]:
-    from real_size_cpu import RssPeaks, drop_cached, render, server
+    from real_size import RssPeaks, drop_cached, server
+    from real_size_cpu import render
 
     if cold:
         drop_cached(models)

@@ -2,7 +2,8 @@
 server renders (`server_process.server_ms`, over HTTP) with bare-pipeline ones, and where results
 go.
 
-`gpu_flux2.py` and `gpu_krea2.py` run on it from end to end (`compare` below); `gpu_sdxl.py`,
+`gpu_flux2.py` and `gpu_krea2.py` run on it from end to end (`prepared` builds the model and
+loads the bare pipeline, `measure` pairs the renders and reports them); `gpu_sdxl.py`,
 `gpu_qwen_image.py` and `gpu_zimage.py` take their weights from `randomize`.
 """
 
@@ -18,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,71 @@ def compare(
         if device.startswith("cuda")
         else {}
     )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A full-size script's run once its model is built and the bare pipeline loaded."""
+
+    device: str
+    preset: str
+    size: int
+    steps: int
+    renders: int
+    work: Path
+    folder: Path  # the diffusers folder both sides load, in `work/models`
+    built_s: float
+    pipe: Any  # the bare diffusers pipeline on the device (bf16 on CUDA, else float32)
+
+
+@contextmanager
+def prepared(
+    args: argparse.Namespace,
+    prefix: str,
+    build: Callable[[Path, str, str], Path],
+    pipeline_class: str,
+) -> Generator[Prepared]:
+    """`base_parser`'s options put to work: the device checked, `build(models, preset, device)`
+    timed in `--workdir` (else a temp folder named `prefix`, removed at the end), and diffusers'
+    `pipeline_class` loaded from the folder it returns."""
+    from inline_core.diffusion.libs import diffusers
+
+    device, preset = str(args.device), str(args.preset)
+    require_device(device)
+    with workdir(args.workdir, prefix) as work:
+        started = time.perf_counter()
+        folder = build(work / "models", preset, device)
+        built_s = time.perf_counter() - started
+        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        pipe: Any = (
+            getattr(diffusers(), pipeline_class)
+            .from_pretrained(str(folder), dtype=dtype, local_files_only=True)
+            .to(device)
+        )
+        pipe.set_progress_bar_config(disable=True)
+        size, steps, renders = int(args.size), int(args.steps), int(args.renders)
+        yield Prepared(device, preset, size, steps, renders, work, folder, built_s, pipe)
+
+
+def measure(
+    run: Prepared,
+    stem: str,
+    graph: Callable[[int], dict[str, Any]],
+    pipeline: Callable[[int], object],
+    **settings: object,
+) -> Path:
+    """`compare` on `run`, reported with its settings (`settings`: the script's own, after the
+    size and steps) to bench/results/`stem`.json (`stem`_smoke.json for the tiny preset)."""
+    row = {
+        "preset": run.preset,
+        "device": device_name(run.device),
+        "size": run.size,
+        "steps": run.steps,
+        **settings,
+        "build_s": round(run.built_s, 1),
+        **compare(run.work, run.device, run.renders, graph, pipeline),
+    }
+    return report(stem + ("_smoke" if run.preset == "tiny" else ""), row)
 
 
 @contextmanager

@@ -26,8 +26,8 @@ copied to $OUT when it is set.
 
 from __future__ import annotations
 
+import functools
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +38,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from flux2_vs_diffusers import FLUX2_VAE, KLEIN_4B  # noqa: E402
-from gpu_common import (  # noqa: E402
-    base_parser,
-    compare,
-    device_name,
-    node_graph,
-    randomize,
-    report,
-    require_device,
-    workdir,
-)
+from gpu_common import base_parser, measure, node_graph, prepared, randomize  # noqa: E402
 
 from inline_core.diffusion.kit_qwen3 import qwen3_tokenizer, tiny_qwen3_config  # noqa: E402
 from inline_core.diffusion.libs import diffusers, manual_seed, transformers  # noqa: E402
@@ -83,7 +74,7 @@ def write_klein_4b(folder: Path, device: str) -> None:
     ).save_pretrained(str(folder))
 
 
-def build(models: Path, variant: str, preset: str, device: str) -> Path:
+def build(models: Path, preset: str, device: str, variant: str) -> Path:
     """The diffusers folder both sides load: the family's tiny kit, or klein 4B's real shape."""
     for category in ("diffusion_models", "vae", "text_encoders"):
         (models / category).mkdir(parents=True, exist_ok=True)
@@ -102,68 +93,45 @@ def main() -> int:
     parser = base_parser(__doc__, steps=4)
     parser.add_argument("--variant", choices=("klein", "dev"), default="klein")
     args = parser.parse_args()
-    device, variant, preset = str(args.device), str(args.variant), str(args.preset)
-    require_device(device)
-    if variant == "dev" and preset == "full":
+    variant = str(args.variant)
+    if variant == "dev" and args.preset == "full":
         raise SystemExit(
             "FLUX.2 dev's real shape (32B, 64 GB in bf16) does not fit twice on one GPU, nor its "
             "folder on the GPU machine's disk: run --variant dev with --preset tiny"
         )
-    with workdir(args.workdir, "flux2-gpu-") as work:
-        started = time.perf_counter()
-        folder = build(work / "models", variant, preset, device)
-        built_s = time.perf_counter() - started
-        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-        pipeline_class = "Flux2Pipeline" if variant == "dev" else "Flux2KleinPipeline"
-        pipe: Any = (
-            getattr(diffusers(), pipeline_class)
-            .from_pretrained(str(folder), dtype=dtype, local_files_only=True)
-            .to(device)
-        )
-        pipe.set_progress_bar_config(disable=True)
-        size, steps = int(args.size), int(args.steps)
+    pipeline_class = "Flux2Pipeline" if variant == "dev" else "Flux2KleinPipeline"
+    with prepared(
+        args, "flux2-gpu-", functools.partial(build, variant=variant), pipeline_class
+    ) as run:
         layers = DEV_TEXT_LAYERS if variant == "dev" else text_layers(TEXT_LAYERS)
         guidance = DEV_GUIDANCE if variant == "dev" else None
         extra: dict[str, Any] = {} if guidance is None else {"guidance_scale": guidance}
 
         def graph(seed: int) -> dict[str, Any]:
-            params = {
-                "width": size,
-                "height": size,
-                "steps": steps,
-                "seed": seed,
-                "model": folder.name,
-            }
+            params = {"width": run.size, "height": run.size, "steps": run.steps}
+            params |= {"seed": seed, "model": run.folder.name}
             return node_graph(
                 NODE_TYPE, PROMPT, params | ({} if guidance is None else {"guidance": guidance})
             )
 
         def pipeline(seed: int) -> object:
-            return pipe(
+            return run.pipe(
                 prompt=PROMPT,
-                width=size,
-                height=size,
-                num_inference_steps=steps,
+                width=run.size,
+                height=run.size,
+                num_inference_steps=run.steps,
                 generator=torch.Generator("cpu").manual_seed(seed),
                 text_encoder_out_layers=layers,
                 **extra,
             )
 
-        row = {
-            "variant": variant,
-            "preset": preset,
-            "device": device_name(device),
-            "size": size,
-            "steps": steps,
-            "build_s": round(built_s, 1),
-            **compare(work, device, int(args.renders), graph, pipeline),
-        }
-        stem = (
-            "gpu_flux2"
-            + ("_dev" if variant == "dev" else "")
-            + ("_smoke" if preset == "tiny" else "")
+        measure(
+            run,
+            "gpu_flux2" + ("_dev" if variant == "dev" else ""),
+            graph,
+            pipeline,
+            variant=variant,
         )
-        report(stem, row)
     return 0
 
 

@@ -23,7 +23,6 @@ smoke run writes gpu_krea2_smoke.json), copied to $OUT when it is set.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_common import (  # noqa: E402
-    base_parser,
-    compare,
-    device_name,
-    node_graph,
-    randomize,
-    report,
-    require_device,
-    workdir,
-)
-from real_size_cpu import QWEN3_4B  # noqa: E402
+from gpu_common import base_parser, measure, node_graph, prepared, randomize  # noqa: E402
+from real_size import QWEN3_4B  # noqa: E402
 
 from inline_core.diffusion.libs import diffusers, manual_seed  # noqa: E402
 from inline_core.families.krea2.descriptor import NODE_TYPE  # noqa: E402
@@ -101,45 +91,25 @@ def main() -> int:
     parser = base_parser(__doc__, steps=8)
     parser.add_argument("--guidance", type=float, default=0.0)
     args = parser.parse_args()
-    device, preset = str(args.device), str(args.preset)
-    require_device(device)
-    with workdir(args.workdir, "krea2-gpu-") as work:
-        started = time.perf_counter()
-        folder = build(work / "models", preset, device)
-        built_s = time.perf_counter() - started
-        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-        pipe: Any = (
-            diffusers()
-            .Krea2Pipeline.from_pretrained(str(folder), dtype=dtype, local_files_only=True)
-            .to(device)
-        )
-        pipe.set_progress_bar_config(disable=True)
-        size, steps, guidance = int(args.size), int(args.steps), float(args.guidance)
+    with prepared(args, "krea2-gpu-", build, "Krea2Pipeline") as run:
+        guidance = float(args.guidance)
 
         def graph(seed: int) -> dict[str, Any]:
-            params = {"width": size, "height": size, "steps": steps, "guidance": guidance}
-            return node_graph(NODE_TYPE, PROMPT, params | {"seed": seed, "model": folder.name})
+            params = {"width": run.size, "height": run.size, "steps": run.steps}
+            params |= {"guidance": guidance, "seed": seed, "model": run.folder.name}
+            return node_graph(NODE_TYPE, PROMPT, params)
 
         def pipeline(seed: int) -> object:
-            return pipe(  # guidance above 0 runs the empty negative prompt, as the server does
+            return run.pipe(  # guidance above 0 runs the empty negative prompt, as the server does
                 prompt=PROMPT,
-                width=size,
-                height=size,
-                num_inference_steps=steps,
+                width=run.size,
+                height=run.size,
+                num_inference_steps=run.steps,
                 guidance_scale=guidance,
                 generator=torch.Generator("cpu").manual_seed(seed),
             )
 
-        row = {
-            "preset": preset,
-            "device": device_name(device),
-            "size": size,
-            "steps": steps,
-            "guidance": guidance,
-            "build_s": round(built_s, 1),
-            **compare(work, device, int(args.renders), graph, pipeline),
-        }
-        report("gpu_krea2" + ("_smoke" if preset == "tiny" else ""), row)
+        measure(run, "gpu_krea2", graph, pipeline, guidance=guidance)
     return 0
 
 

@@ -16,7 +16,7 @@ ltx2 --size tiny|mid`), written to a temporary folder, CPU float32. Sections:
   WAV take; the bare call returns arrays.
 - `first-bytes`: a 65-frame 64x64 render (2 steps, no guidance, MP4 with AAC), the stream
   `GET /v1/runs/{id}/media/w` read from submission beside the run's socket
-  (`wan_video.first_bytes_once`): first MP4 bytes against the finished take.
+  (`video_probes.first_bytes_once`): first MP4 bytes against the finished take.
 - `rss`: the server process's peak RSS over a render at 64x64 (2 steps, no guidance, MP4) at 17,
   33 and 65 frames, each on a fresh server warmed by a 9-frame render and its peak reset
   (`/proc/PID/clear_refs`), beside the frames' own bytes (the decode holds one chunk's window)
@@ -31,7 +31,6 @@ load average at the start and the end.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -47,9 +46,10 @@ sys.path.insert(0, str(ROOT))  # the tests' harness: the bare call the parity te
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ltx2_tiny import RENDER, SIZES  # noqa: E402
+from video_probes import first_bytes, rss_rows, sample_rss  # noqa: E402
 from video_report import report  # noqa: E402
 from wan_tiny import Case, Server  # noqa: E402
-from wan_video import MB, first_bytes_once, status_kb, table  # noqa: E402
+from wan_video import table  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "ltx2_video.json"
 SECTIONS = ("overhead", "first-bytes", "rss")
@@ -164,15 +164,7 @@ def bench_overhead(models: Path, sizes: list[str], renders: int) -> dict[str, An
 
 def bench_first_bytes(models: Path, rounds: int) -> dict[str, Any]:
     case = video_case(RSS_FRAMES[-1], steps=2)
-    server = LTX2Server(models)
-    try:
-        server.render(replace(case, frames=9), 0)  # loads the model
-        runs = [first_bytes_once(server, case, seed) for seed in range(1, rounds + 1)]
-    finally:
-        server.close()
-    keys = ("firstByteS", "streamEndS", "decodeShareAtFirstByte", "firstByteOverTake")
-    medians = {k: round(statistics.median(r[k] for r in runs), 4) for k in keys}
-    return {"case": case.name, "frames": case.frames, "runs": runs, "median": medians}
+    return first_bytes(LTX2Server(models), replace(case, frames=9), case, rounds)
 
 
 def chunk_counts(models: Path) -> dict[int, int]:
@@ -189,53 +181,16 @@ def chunk_counts(models: Path) -> dict[int, int]:
     return {f: len(plan((f - 1) // temporal + 1, reach)) for f in RSS_FRAMES}
 
 
-def peak_at_decode(server: LTX2Server, case: Case, seed: int) -> float:
-    """Render `case`; the server's peak RSS (MB) when its decode began (the sampling's)."""
-    from websockets.sync.client import connect
-
-    pid, sampled = server.proc.pid, 0.0
-    run_id = server.submit(case, seed)
-    with connect(f"ws://127.0.0.1:{server.port}/v1/runs/{run_id}/events") as ws:
-        while (event := json.loads(ws.recv(timeout=900)))["type"] not in ("run_done", "error"):
-            if event["type"] == "progress" and event.get("phase") == "decode" and not sampled:
-                sampled = status_kb(pid, "VmHWM") / 1024
-    if event["type"] != "run_done":
-        raise RuntimeError(f"render failed: {event}")
-    return sampled
-
-
 def bench_rss(models: Path, rounds: int) -> dict[str, Any]:
-    peaks: dict[int, list[float]] = {f: [] for f in RSS_FRAMES}
-    befores: dict[int, list[float]] = {f: [] for f in RSS_FRAMES}
-    sampling: dict[int, list[float]] = {f: [] for f in RSS_FRAMES}
-    for round_ in range(rounds):
-        for frames in RSS_FRAMES if round_ % 2 == 0 else RSS_FRAMES[::-1]:
-            server = LTX2Server(models)
-            pid = server.proc.pid
-            try:
-                server.render(video_case(9, 2), 0)  # the model loaded, the heap warm
-                Path(f"/proc/{pid}/clear_refs").write_text("5")  # the peak starts again here
-                befores[frames].append(status_kb(pid, "VmRSS") / 1024)
-                sampling[frames].append(peak_at_decode(server, video_case(frames, 2), 1))
-                peaks[frames].append(status_kb(pid, "VmHWM") / 1024)
-            finally:
-                server.close()
-    base = statistics.median(peaks[RSS_FRAMES[0]])
-    chunks = chunk_counts(models)
-    rows = [
-        {
-            "frames": frames,
-            "chunks": chunks[frames],
-            "peakMb": round(statistics.median(peaks[frames]), 1),
-            "beforeMb": round(statistics.median(befores[frames]), 1),
-            # the peak when the decode began: what sampling (and the prompt) took
-            "samplingPeakMb": round(statistics.median(sampling[frames]), 1),
-            "growthMb": round(statistics.median(peaks[frames]) - base, 1),
-            "framesGrowthMb": round((frames - RSS_FRAMES[0]) * SIDE * SIDE * 3 / MB, 2),
-            "peaksMb": [round(p, 1) for p in peaks[frames]],
-        }
-        for frames in RSS_FRAMES
-    ]
+    samples = sample_rss(
+        lambda: LTX2Server(models),
+        video_case(9, 2),  # the model loaded, the heap warm
+        lambda frames: video_case(frames, 2),
+        RSS_FRAMES,
+        rounds,
+        at_decode=True,
+    )
+    rows = rss_rows(samples, SIDE, chunk_counts(models))
     return {"size": f"{SIDE}x{SIDE}", "rows": rows}
 
 

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results" / "openmp_spin.json"
 
+import real_size  # noqa: E402
 import real_size_cpu  # noqa: E402
 
 from tests.server.server_support import LiveServer  # noqa: E402
@@ -63,7 +64,7 @@ def tiny_renders_per_s(root: Path, models: Path, spin: int, clients: int, second
 def real_size_renders(models: Path, spin: int, renders: int, round_: int) -> dict[str, float]:
     """Median seed-only and prompt-change seconds through a server with `spin`."""
     prompts = real_size_cpu.PROMPTS
-    with real_size_cpu.server(models, {"GOMP_SPINCOUNT": str(spin)}) as (base, _proc):
+    with real_size.server(models, {"GOMP_SPINCOUNT": str(spin)}) as (base, _proc):
         real_size_cpu.render(base, prompts[0], 1)  # loads
         real_size_cpu.render(base, prompts[0], 2)
         seeds = [real_size_cpu.render(base, prompts[0], 3 + i) for i in range(renders)]

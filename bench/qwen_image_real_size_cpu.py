@@ -11,14 +11,15 @@ Builds the set ComfyUI's Qwen-Image template loads, at the published shapes, in 
   its 32-block vision tower), ComfyUI's fp8_scaled layout: each linear layer's weight fp8 with its
   `scale_weight` (9 GB), and the kit's byte-level tokenizer and image processor beside it;
 - `vae/qwen_image_vae.safetensors`: the Qwen-Image VAE (base width 96), bfloat16.
-The files are sparse: a real safetensors header, its data region left unwritten (zeros). They
+The files are sparse (`real_size.write_sparse_safetensors`): a real safetensors header, its data
+region left unwritten (zeros). They
 take next to no disk and are written in seconds; every page the server maps is a real page of the
 page cache all the same, so the memory is what the real files' would be (zeros compute as slowly
 as real weights; the image is flat). The transformer alone is as large as this machine's RAM.
 
 Then a real server (uvicorn, the CPU profile, the dtype its policy picks; INLINE_DTYPE=--dtype)
 renders `alibaba/qwen-image` --renders times with new seeds (the first loads the models), at
---size pixels, --steps steps, guidance off; polled from /proc (`real_size_cpu.RssPeaks`): the
+--size pixels, --steps steps, guidance off; polled from /proc (`real_size.RssPeaks`): the
 peak anonymous RSS (what the memory budget holds: copies, activations) and file-backed RSS (the
 mapped weights, evictable pages), the pages read from disk; health's residency counters (loads,
 reloads: must stay 0 after the first render) and its kept weights. Prints a table; writes
@@ -27,23 +28,20 @@ bench/results/qwen_image_real_size_cpu.json.
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
-import os
-import shutil
 import sys
-import tempfile
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(Path(__file__).resolve().parent)]
-RESULTS = ROOT / "bench" / "results" / "qwen_image_real_size_cpu.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from real_size_cpu import HTTP, RssPeaks, residency, run_graph, server  # noqa: E402
+from real_size import (  # noqa: E402
+    bench_parser,
+    fp8_layers,
+    qwen_image_vae_tensors,
+    run_memory_bench,
+    write_sparse_safetensors,
+)
 
 from tests.server.server_support import prompt_graph  # noqa: E402
 
@@ -51,7 +49,6 @@ MODEL = "qwen_image_fp8_e4m3fn.safetensors"
 ENCODER = "qwen_2.5_vl_7b_fp8_scaled.safetensors"
 VAE = "qwen_image_vae.safetensors"
 PROMPT = "a red paper lantern over a quiet street at night"
-GIB = 1024**3
 TRANSFORMER: dict[str, Any] = {
     "patch_size": 2,
     "in_channels": 64,
@@ -90,54 +87,11 @@ QWEN25_VL_7B_VISION: dict[str, Any] = {
 
 # -- the set ---------------------------------------------------------------------------------------
 
-Tensors = Mapping[str, tuple[tuple[int, ...], str]]  # name -> (shape, safetensors dtype)
-ITEM_BYTES = {"F8_E4M3": 1, "BF16": 2, "F16": 2, "F32": 4}
-
-
-def write_sparse_safetensors(path: Path, tensors: Tensors) -> None:
-    """A safetensors file of `tensors`, all zeros: the header written, the data region a hole of
-    its full length."""
-    header: dict[str, Any] = {}
-    offset = 0
-    for name in sorted(tensors):
-        shape, dtype = tensors[name]
-        size = ITEM_BYTES[dtype] * math.prod(shape)
-        header[name] = {
-            "dtype": dtype,
-            "shape": list(shape),
-            "data_offsets": [offset, offset + size],
-        }
-        offset += size
-    encoded = json.dumps(header, separators=(",", ":")).encode()
-    encoded += b" " * (-len(encoded) % 8)  # the data starts 8-byte aligned
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as out:
-        out.write(len(encoded).to_bytes(8, "little") + encoded)
-        out.truncate(8 + len(encoded) + offset)
-
-
-def fp8_layers(shapes: Mapping[str, tuple[int, ...]], *, scaled: bool) -> dict[str, Any]:
-    """ComfyUI's fp8 layout: each linear layer's weight float8_e4m3fn (scaled: with its
-    `scale_weight` and `scale_input`, and the file's `scaled_fp8` marker), the rest bfloat16.
-    The token embedding is not a linear layer's: it stays bfloat16."""
-    tensors: dict[str, Any] = {}
-    for name, shape in shapes.items():
-        layer = name.endswith(".weight") and len(shape) == 2 and "embed_tokens" not in name
-        tensors[name] = (shape, "F8_E4M3" if layer else "BF16")
-        if layer and scaled:
-            stem = name.removesuffix(".weight")
-            tensors[f"{stem}.scale_weight"] = ((), "F32")
-            tensors[f"{stem}.scale_input"] = ((), "F32")
-    if scaled:
-        tensors["scaled_fp8"] = ((0,), "F8_E4M3")
-    return tensors
-
 
 def build_set(models: Path) -> dict[str, float]:
     """The three files and the tokenizer folder (skipping files present); each file's bytes."""
     import torch
 
-    from inline_core.diffusion.formats import qwen_image_vae
     from inline_core.diffusion.libs import diffusers, transformers
     from inline_core.families.qwen_image import kit
     from inline_core.families.qwen_image.files import TOKENIZER_DIR
@@ -181,11 +135,7 @@ def build_set(models: Path) -> dict[str, float]:
         write_sparse_safetensors(encoder, fp8_layers(shapes, scaled=True))
     vae = models / "vae" / VAE
     if not vae.exists():
-        with torch.device("meta"):
-            model = diffusers().AutoencoderKLQwenImage()  # its defaults are the published VAE's
-        named = qwen_image_vae.to_original(dict(model.state_dict()))
-        tensors = {k: (tuple(v.shape), "BF16") for k, v in named.items()}
-        write_sparse_safetensors(vae, tensors)
+        write_sparse_safetensors(vae, qwen_image_vae_tensors())
     return {
         part: float(path.stat().st_size)
         for part, path in (("transformer", dit), ("text_encoder", encoder), ("vae", vae))
@@ -195,120 +145,32 @@ def build_set(models: Path) -> dict[str, float]:
 # -- the renders -----------------------------------------------------------------------------------
 
 
-def health(base: str) -> dict[str, Any]:
-    return cast(dict[str, Any], HTTP.get(f"http://{base}/v1/health", timeout=30).json())
-
-
-def measure(
-    models: Path, renders: int, size: int, steps: int, env: dict[str, str]
-) -> dict[str, Any]:
+def graph_for(size: int, steps: int) -> Callable[[int], dict[str, Any]]:
     def graph(seed: int) -> dict[str, Any]:
         params: dict[str, Any] = {"model": MODEL, "width": size, "height": size}
         params.update({"steps": steps, "guidance": 1.0, "seed": seed})
         return prompt_graph("alibaba/qwen-image", "q", params, PROMPT)
 
-    return measure_renders(models, renders, env, graph, "q")
+    return graph
 
 
-def measure_renders(
-    models: Path,
-    renders: int,
-    env: dict[str, str],
-    graph: Callable[[int], dict[str, Any]],
-    target: str,
-) -> dict[str, Any]:
-    """A real server's memory over `renders` renders of `graph(seed)` (any family's)."""
-    times: list[float] = []
-    with server(models, env) as (base, proc):
-        peaks = RssPeaks(proc.pid)
-        after_first: dict[str, Any] = {}
-        faults_after_first = 0
-        for seed in range(renders):
-            times.append(run_graph(base, graph(seed), target, wait_s=3600))
-            if seed == 0:
-                after_first = residency(base)
-                faults_after_first = peaks.major_faults()
-        counters = residency(base)
-        device = health(base)["device"]
-        steady_faults = peaks.major_faults() - faults_after_first
-        peaks.close()
-    return {
-        "env": env,
-        "dtype": device.get("dtype"),
-        "memoryBudgetMb": device.get("memoryBudgetMb"),
-        "renderS": [round(t, 1) for t in times],
-        "peakAnonGiB": round(peaks.anon / GIB, 2),
-        "peakFileGiB": round(peaks.file / GIB, 2),
-        "residencyAfterFirst": after_first,
-        "residency": counters,
-        "steadyReloads": counters["reloads"] - after_first.get("reloads", 0),
-        "steadyMajorFaults": steady_faults,
-    }
-
-
-def memory_rows(result: dict[str, Any]) -> list[tuple[str, object]]:
-    """`measure_renders`' figures as the table's rows."""
-    counters = result["residency"]
-    return [
-        ("compute dtype", result["dtype"]),
-        ("memory budget MB", result["memoryBudgetMb"]),
-        ("render s (first loads)", " / ".join(str(t) for t in result["renderS"])),
-        ("peak anonymous RSS GiB", result["peakAnonGiB"]),
-        ("peak file-backed RSS GiB", result["peakFileGiB"]),
-        ("mapped GiB", round(int(counters.get("mappedBytes", 0)) / GIB, 2)),
-        ("resident (copied) GiB", round(int(counters.get("residentBytes", 0)) / GIB, 2)),
-        ("kept weights", counters.get("keptWeights")),
-        ("loads / reloads", f"{counters.get('loads')} / {counters.get('reloads')}"),
-        ("reloads after the first render", result["steadyReloads"]),
-        ("pages read from disk after the first render", result["steadyMajorFaults"]),
-    ]
+def built_set(models: Path) -> tuple[str, Any, list[tuple[str, object]]]:
+    built = build_set(models)
+    return "filesBytes", built, [("files (GB): transformer / text encoder / VAE", _sizes(built))]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="real-size Qwen-Image's memory on a CPU")
-    parser.add_argument("--renders", type=int, default=2)
-    parser.add_argument("--size", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=1)
-    parser.add_argument("--models", type=Path, default=None, help="build into / reuse this folder")
-    parser.add_argument("--keep", action="store_true", help="keep the built set")
-    parser.add_argument("--dtype", default="auto", help="INLINE_DTYPE for the server")
+    parser = bench_parser("real-size Qwen-Image's memory on a CPU", renders=2, size=64, steps=1)
     args = parser.parse_args()
-    given = cast(Path | None, args.models)
-    models = given or Path(tempfile.mkdtemp(prefix="qwen-real-size-"))
-    start_load = os.getloadavg()
-    try:
-        started = time.perf_counter()
-        built = build_set(models)
-        build_s = time.perf_counter() - started
-        result = measure(
-            models, int(args.renders), int(args.size), int(args.steps), {"INLINE_DTYPE": args.dtype}
-        )
-    finally:
-        if given is None and not args.keep:
-            shutil.rmtree(models, ignore_errors=True)
-    rows: list[tuple[str, object]] = [
-        ("files (GB): transformer / text encoder / VAE", _sizes(built)),
-        ("files built in s", round(build_s, 1)),
-        *memory_rows(result),
-    ]
-    print(f"{'measure':46} value")
-    for name, value in rows:
-        print(f"{name:46} {value}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    machine = {
-        "cpus": os.cpu_count(),
-        "memTotalGiB": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB, 1),
-        "loadAverageStart": start_load,
-        "loadAverageEnd": os.getloadavg(),
-    }
-    settings = {"size": args.size, "steps": args.steps, "renders": args.renders}
-    out = {"machine": machine, "settings": settings, "filesBytes": built, "server": result}
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
-    if result["steadyReloads"]:
-        print("FAIL: a render after the first reloaded a model", file=sys.stderr)
-        return 1
-    return 0
+    return run_memory_bench(
+        args,
+        stem="qwen_image_real_size_cpu",
+        build=built_set,
+        built_row="files built in s",
+        graph=graph_for(int(cast(int, args.size)), int(cast(int, args.steps))),
+        target="q",
+        reloaded="a model",
+    )
 
 
 def _sizes(built: dict[str, float]) -> str:

@@ -27,28 +27,31 @@ bench/results/real_size_cpu.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Generator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
-import httpx
-from websockets.sync.client import connect
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]  # this checkout's code, whatever is installed
-RESULTS = ROOT / "bench" / "results" / "real_size_cpu.json"
+from real_size import (  # noqa: E402
+    HTTP,
+    QWEN3_4B,
+    MemoryCage,
+    RssPeaks,
+    drop_cached,
+    print_rows,
+    qwen3_shapes,
+    residency,
+    run_graph,
+    server,
+    write_results,
+)
 
 from tests.importer.comfy_workflows import zimage_api  # noqa: E402
 
@@ -56,9 +59,6 @@ MODEL, ENCODER, VAE = "zimage_real_1layer.safetensors", "qwen_3_4b.safetensors",
 SIZE, STEPS = 64, 4
 PROMPTS = [f"a lighthouse on a cliff at dusk, study {i}" for i in range(1000)]
 GIB = 1024**3
-# One client for the whole run, as Inline Studio keeps one: making an httpx client builds an SSL
-# context (30-160 ms here), which a per-render `httpx.post` would add to every server time.
-HTTP = httpx.Client(timeout=60)
 
 # Z-Image's published transformer at one main layer (its two refiner stacks kept).
 TRANSFORMER = {
@@ -76,18 +76,6 @@ TRANSFORMER = {
     "t_scale": 1000.0,
     "axes_dims": [32, 48, 48],
     "axes_lens": [1536, 512, 512],
-}
-QWEN3_4B = {
-    "vocab_size": 151936,
-    "hidden_size": 2560,
-    "intermediate_size": 9728,
-    "num_hidden_layers": 36,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "rms_norm_eps": 1e-6,
-    "max_position_embeddings": 40960,
-    "tie_word_embeddings": True,
 }
 FLUX_VAE: dict[str, Any] = {
     "in_channels": 3,
@@ -114,7 +102,7 @@ def build_set(models: Path) -> dict[str, float]:
 
     from inline_core.diffusion.formats import ldm_vae
     from inline_core.diffusion.kit import write_random_safetensors
-    from inline_core.diffusion.libs import diffusers, transformers
+    from inline_core.diffusion.libs import diffusers
     from inline_core.families.zimage.transformer import to_original
 
     took: dict[str, float] = {}
@@ -129,14 +117,7 @@ def build_set(models: Path) -> dict[str, float]:
     encoder = models / "text_encoders" / ENCODER
     if not encoder.exists():
         start = time.perf_counter()
-        t = transformers()
-        config = t.Qwen3Config(
-            **QWEN3_4B, rope_parameters={"rope_theta": 1_000_000.0, "rope_type": "default"}
-        )
-        with torch.device("meta"):
-            model = t.Qwen3Model(config)
-        shapes = {f"model.{k}": tuple(v.shape) for k, v in model.state_dict().items()}
-        write_random_safetensors(encoder, shapes, torch.bfloat16, seed=11)
+        write_random_safetensors(encoder, qwen3_shapes(QWEN3_4B), torch.bfloat16, seed=11)
         took["text_encoder"] = time.perf_counter() - start
     vae = models / "vae" / VAE
     if not vae.exists():
@@ -152,150 +133,6 @@ def build_set(models: Path) -> dict[str, float]:
 
 
 # -- the server ------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class RssPeaks:
-    """Polls a process's anonymous and file-backed RSS (/proc/PID/status), keeping the peaks."""
-
-    def __init__(self, pid: int, every_s: float = 0.02) -> None:
-        self.pid, self.every_s = pid, every_s
-        self.anon = self.file = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-
-    def now(self) -> tuple[int, int]:
-        fields: dict[str, int] = {}
-        try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                key, _, value = line.partition(":")
-                if key in ("RssAnon", "RssFile"):
-                    fields[key] = int(value.split()[0]) * 1024
-        except OSError:
-            pass
-        return fields.get("RssAnon", 0), fields.get("RssFile", 0)
-
-    def _poll(self) -> None:
-        while not self._stop.wait(self.every_s):
-            anon, file = self.now()
-            self.anon, self.file = max(self.anon, anon), max(self.file, file)
-
-    def major_faults(self) -> int:
-        """Pages the process has read from disk on a fault (its mapped weights paged in)."""
-        return self._stat_field(9)  # majflt, after the command's name
-
-    def minor_faults(self) -> int:
-        """Pages the process touched fresh without reading them (new heap or mapped memory)."""
-        return self._stat_field(7)  # minflt
-
-    def _stat_field(self, index: int) -> int:
-        try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-        except OSError:
-            return 0
-        return int(stat.rpartition(")")[2].split()[index])
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-class MemoryCage:
-    """A memory cgroup (v2 `memory.max` or v1 `memory.limit_in_bytes`) capping a process and its
-    page cache at `limit` bytes: a small machine, simulated. Needs a writable cgroup tree (root);
-    `prefix` is None when there is none, and the run is budgeted but not confined."""
-
-    def __init__(self, limit: int) -> None:
-        self.path: Path | None = None
-        v2, v1 = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory")
-        name = f"inline-real-size-{os.getpid()}"
-        for root, knob in ((v2, "memory.max"), (v1, "memory.limit_in_bytes")):
-            if not (root / knob).exists() and not (root / "cgroup.controllers").exists():
-                continue
-            try:
-                (root / name).mkdir()
-                (root / name / knob).write_text(str(limit))
-            except OSError:
-                continue
-            self.path = root / name
-            break
-
-    @property
-    def prefix(self) -> list[str] | None:
-        if self.path is None:
-            return None
-        procs = self.path / "cgroup.procs"
-        return ["sh", "-c", f'echo $$ > {procs} && exec "$0" "$@"']
-
-    def close(self) -> None:
-        if self.path is not None:
-            for _ in range(50):  # the server's exit takes a moment to leave the group
-                try:
-                    self.path.rmdir()
-                    return
-                except OSError:
-                    time.sleep(0.1)
-
-
-def drop_cached(models: Path) -> None:
-    """Evict the model files from the page cache, so a confined server reads them itself."""
-    for path in models.rglob("*.safetensors"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-@contextmanager
-def server(
-    models: Path, env: dict[str, str], prefix: list[str] | None = None
-) -> Generator[tuple[str, subprocess.Popen[bytes]]]:
-    data = Path(tempfile.mkdtemp(prefix="real-size-data-"))
-    port = free_port()
-    full = {
-        **os.environ,
-        "INLINE_MODELS_DIR": str(models),
-        "INLINE_DATA_DIR": str(data),
-        "INLINE_PORT": str(port),
-        "INLINE_PROFILE": "cpu",
-        "PYTHONPATH": str(ROOT / "src"),
-        **env,
-    }
-    log = (data / "server.log").open("wb")
-    command = [*(prefix or []), sys.executable, "-m", "inline_core.server"]
-    proc = subprocess.Popen(command, env=full, stdout=log, stderr=log)
-    base = f"127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if HTTP.get(f"http://{base}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit((data / "server.log").read_text()[-3000:])
-            time.sleep(0.05)
-        yield base, proc
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
-        warnings = [
-            line
-            for line in (data / "server.log").read_text(errors="replace").splitlines()
-            if "budget" in line
-        ]
-        for line in warnings:
-            print(f"server: {line}")
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def imported(base: str, prompt: str, seed: int) -> dict[str, Any]:
@@ -320,32 +157,9 @@ def render(base: str, prompt: str, seed: int) -> float:
     return run_graph(base, body["graph"], body["target"])
 
 
-def run_graph(base: str, graph: dict[str, Any], target: str, wait_s: float = 900) -> float:
-    """Seconds from the POST of `graph` to its `run_done` (a run's error or cancel stops here)."""
-    start = time.perf_counter()
-    response = HTTP.post(
-        f"http://{base}/v1/runs", json={"graph": graph, "target": target}, timeout=60
-    )
-    response.raise_for_status()
-    run_id = response.json()["runId"]
-    with connect(f"ws://{base}/v1/runs/{run_id}/events") as ws:
-        while True:
-            message = json.loads(ws.recv(timeout=wait_s))
-            if message["type"] in ("run_done", "error", "cancelled"):
-                break
-    if message["type"] != "run_done":
-        raise SystemExit(f"run {run_id} ended with {message}")
-    return time.perf_counter() - start
-
-
 def sampler_forward_s(base: str) -> float:
     health = HTTP.get(f"http://{base}/v1/health", timeout=10).json()
     return float(health["sampler"]["forwardSeconds"])
-
-
-def residency(base: str) -> dict[str, Any]:
-    health = HTTP.get(f"http://{base}/v1/health", timeout=10).json()
-    return cast(dict[str, Any], health["models"]["residency"])
 
 
 def measure_server(
@@ -575,10 +389,7 @@ def main() -> int:
         (f"{small_name}: pages read from disk (steady)", small["steadyMajorFaults"], ""),
         (f"{small_name}: reloads in steady state", small["steadyReloads"], "0"),
     ]
-    print(f"{'measure':46} {'value':>10}  target")
-    for name, value, target in rows:
-        print(f"{name:46} {value!s:>10}  {target}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    print_rows(rows)
     result = {
         "machine": {"cpus": os.cpu_count(), "loadAverage": os.getloadavg()},
         "renders": renders,
@@ -586,8 +397,7 @@ def main() -> int:
         "server": full,
         "smallMachine": small,
     }
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    write_results("real_size_cpu", result)
     if full["steadyReloads"] or small["steadyReloads"]:
         print("FAIL: a steady workload reloaded models", file=sys.stderr)
         return 1

@@ -6,13 +6,13 @@
 Builds `checkpoints/sd_xl_base_1.0.safetensors` at the published shapes in the original
 Stability naming, float16 as Stability ships it: the UNet (2.6B parameters), CLIP-L, OpenCLIP-G
 with its projection, and the VAE (6.9 GB), with the kit's byte-level CLIP tokenizer beside it.
-The file is sparse (`qwen_image_real_size_cpu.write_sparse_safetensors`): a real header, its data
+The file is sparse (`real_size.write_sparse_safetensors`): a real header, its data
 a hole of zeros, so it is written in seconds and every page the server maps is a real page all
 the same.
 
 Then a real server (uvicorn, the CPU profile; INLINE_DTYPE=--dtype) renders `stability/sdxl`
 --renders times with new seeds (the first loads the model), guidance on (two CFG rows a step),
-polled from /proc (`real_size_cpu.RssPeaks`): peak anonymous RSS (copies, activations) and
+polled from /proc (`real_size.RssPeaks`): peak anonymous RSS (copies, activations) and
 file-backed RSS (mapped weights), the pages read from disk after the first render, and health's
 residency counters (reloads must stay 0) and kept weights. Prints a table; writes
 bench/results/sdxl_real_size_cpu.json.
@@ -20,24 +20,18 @@ bench/results/sdxl_real_size_cpu.json.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import shutil
 import sys
-import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(Path(__file__).resolve().parent)]
-RESULTS = ROOT / "bench" / "results" / "sdxl_real_size_cpu.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from qwen_image_real_size_cpu import (  # noqa: E402
-    measure_renders,
-    memory_rows,
+from real_size import (  # noqa: E402
+    Row,
+    bench_parser,
+    run_memory_bench,
+    same_dtype,
     write_sparse_safetensors,
 )
 
@@ -45,7 +39,6 @@ from tests.server.server_support import prompt_graph  # noqa: E402
 
 CHECKPOINT = "sd_xl_base_1.0.safetensors"
 PROMPT = "a lighthouse on a cliff at dusk, dramatic clouds"
-GIB = 1024**3
 CLIP_VOCAB, CLIP_POSITIONS = 49408, 77
 # SDXL base's UNet, as its diffusers repo configures it.
 UNET: dict[str, Any] = {
@@ -115,7 +108,9 @@ def build_set(models: Path) -> float:
             first = lib.CLIPTextModel(_clip_config(*CLIP_L, tokenizer))
             second = lib.CLIPTextModelWithProjection(_clip_config(*CLIP_G, tokenizer))
         state = checkpoint_state(unet, vae, first, second)
-        write_sparse_safetensors(path, {k: (tuple(v.shape), "F16") for k, v in state.items()})
+        write_sparse_safetensors(
+            path, same_dtype({k: tuple(v.shape) for k, v in state.items()}, "F16")
+        )
     return float(path.stat().st_size)
 
 
@@ -128,51 +123,24 @@ def graph_for(size: int, steps: int) -> Callable[[int], dict[str, Any]]:
     return graph
 
 
+def built_set(models: Path) -> tuple[str, Any, list[Row]]:
+    size_bytes = build_set(models)
+    return "fileBytes", size_bytes, [("checkpoint GB (float16)", round(size_bytes / 1e9, 2))]
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description="real-size SDXL's memory on a CPU")
-    parser.add_argument("--renders", type=int, default=2)
-    parser.add_argument("--size", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--models", type=Path, default=None, help="build into / reuse this folder")
-    parser.add_argument("--keep", action="store_true", help="keep the built set")
-    parser.add_argument("--dtype", default="auto", help="INLINE_DTYPE for the server")
-    args = parser.parse_args()
-    given = cast(Path | None, args.models)
-    models = given or Path(tempfile.mkdtemp(prefix="sdxl-real-size-"))
-    start_load = os.getloadavg()
-    try:
-        started = time.perf_counter()
-        size_bytes = build_set(models)
-        build_s = time.perf_counter() - started
-        env = {"INLINE_DTYPE": str(args.dtype)}
-        graph = graph_for(int(args.size), int(args.steps))
-        result = measure_renders(models, int(args.renders), env, graph, "s")
-    finally:
-        if given is None and not args.keep:
-            shutil.rmtree(models, ignore_errors=True)
-    rows: list[tuple[str, object]] = [
-        ("checkpoint GB (float16)", round(size_bytes / 1e9, 2)),
-        ("file built in s", round(build_s, 1)),
-        *memory_rows(result),
-    ]
-    print(f"{'measure':46} value")
-    for name, value in rows:
-        print(f"{name:46} {value}")
-    machine = {
-        "cpus": os.cpu_count(),
-        "memTotalGiB": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB, 1),
-        "loadAverageStart": start_load,
-        "loadAverageEnd": os.getloadavg(),
-    }
-    settings = {"size": args.size, "steps": args.steps, "renders": args.renders}
-    out = {"machine": machine, "settings": settings, "fileBytes": size_bytes, "server": result}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
-    if result["steadyReloads"]:
-        print("FAIL: a render after the first reloaded the model", file=sys.stderr)
-        return 1
-    return 0
+    args = bench_parser(
+        "real-size SDXL's memory on a CPU", renders=2, size=64, steps=2
+    ).parse_args()
+    return run_memory_bench(
+        args,
+        stem="sdxl_real_size_cpu",
+        build=built_set,
+        built_row="file built in s",
+        graph=graph_for(int(cast(int, args.size)), int(cast(int, args.steps))),
+        target="s",
+        reloaded="the model",
+    )
 
 
 if __name__ == "__main__":

@@ -50,11 +50,13 @@ def start_server(
     src: Path | None = None,
     clean_env: bool = False,
     timeout_s: float = 120.0,
+    prefix: list[str] | None = None,
 ) -> ServerProcess:
     """`python -m inline_core.server` on a free port with the CPU profile, logging into `log`.
 
     `src`: another checkout's `src/` to run instead of the installed package (A/B benches);
-    `clean_env`: drop this shell's INLINE_* settings first; `env`: settings on top.
+    `clean_env`: drop this shell's INLINE_* settings first; `env`: settings on top; `prefix`: a
+    command the server runs under (`real_size.MemoryCage.prefix`: a memory cgroup).
     """
     port = free_port()
     full = {k: v for k, v in os.environ.items() if not (clean_env and k.startswith("INLINE_"))}
@@ -70,7 +72,10 @@ def start_server(
     full.update(env or {})
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "inline_core.server"], env=full, stdout=out, stderr=out
+            [*(prefix or []), sys.executable, "-m", "inline_core.server"],
+            env=full,
+            stdout=out,
+            stderr=out,
         )
     server = ServerProcess(proc, f"http://127.0.0.1:{port}", log)
     deadline = time.monotonic() + timeout_s

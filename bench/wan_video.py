@@ -41,10 +41,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -55,6 +53,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import batching  # noqa: E402
+from video_probes import first_bytes, rss_rows, sample_rss  # noqa: E402
 from video_report import report  # noqa: E402
 from wan_tiny import CASES, Case, Server, bench_case  # noqa: E402
 
@@ -82,7 +81,6 @@ BATCH_CASES: tuple[dict[str, Any], ...] = tuple(
         ("ti2v", "wan2.2_ti2v_tiny_diffusers", 64),
     )
 )
-MB = 1024 * 1024
 WARM_SEED = 1_000_000  # never one of batching.compare's own seeds
 
 
@@ -116,113 +114,20 @@ def mid_case(frames: int, steps: int, guidance: float, fmt: str = "png") -> Case
 # -- rss ------------------------------------------------------------------------------------------
 
 
-def status_kb(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
-
-
 def bench_rss(models: Path, rounds: int) -> dict[str, Any]:
     """Per frame count and round, a fresh server: a one-frame render loads the model and warms
     the heap, the peak is reset, then the render of F frames; its peak RSS against F."""
-    peaks: dict[int, list[float]] = {f: [] for f in RSS_FRAMES}
-    befores: dict[int, list[float]] = {f: [] for f in RSS_FRAMES}
-    for round_ in range(rounds):
-        for frames in RSS_FRAMES if round_ % 2 == 0 else RSS_FRAMES[::-1]:
-            server = Server(models)
-            pid = server.proc.pid
-            try:
-                server.render(rss_case(1), 0)
-                Path(f"/proc/{pid}/clear_refs").write_text("5")  # the peak starts again here
-                befores[frames].append(status_kb(pid, "VmRSS") / 1024)
-                server.render(rss_case(frames), 1)
-                peaks[frames].append(status_kb(pid, "VmHWM") / 1024)
-            finally:
-                server.close()
-    rows: list[dict[str, Any]] = []
-    base = statistics.median(peaks[RSS_FRAMES[0]])
-    for frames in RSS_FRAMES:
-        peak = statistics.median(peaks[frames])
-        extra = (frames - RSS_FRAMES[0]) * RSS_SIDE * RSS_SIDE * 3 / MB
-        rows.append(
-            {
-                "frames": frames,
-                "chunks": (frames - 1) // 4 + 1,
-                "peakMb": round(peak, 1),
-                "beforeMb": round(statistics.median(befores[frames]), 1),
-                "growthMb": round(peak - base, 1),  # over the 17-frame render's peak
-                "framesGrowthMb": round(extra, 2),  # the frames' own bytes over 17 frames'
-                "peaksMb": [round(p, 1) for p in peaks[frames]],
-            }
-        )
-    return {"size": f"{RSS_SIDE}x{RSS_SIDE}", "rows": rows}
+    samples = sample_rss(lambda: Server(models), rss_case(1), rss_case, RSS_FRAMES, rounds)
+    chunks = {frames: (frames - 1) // 4 + 1 for frames in RSS_FRAMES}
+    return {"size": f"{RSS_SIDE}x{RSS_SIDE}", "rows": rss_rows(samples, RSS_SIDE, chunks)}
 
 
 # -- first bytes ----------------------------------------------------------------------------------
 
 
-def first_bytes_once(server: Server, case: Case, seed: int) -> dict[str, float]:
-    import httpx
-    from websockets.sync.client import connect
-
-    t0 = time.perf_counter()
-    run_id = server.submit(case, seed)
-    seen: dict[str, float] = {}
-
-    def since() -> float:
-        return time.perf_counter() - t0
-
-    def read_stream() -> None:
-        url = f"http://127.0.0.1:{server.port}/v1/runs/{run_id}/media/w"
-        size = 0
-        with httpx.stream("GET", url, timeout=600) as response:
-            response.raise_for_status()
-            for chunk in response.iter_bytes():
-                if size == 0 and chunk:
-                    seen["firstByteS"] = since()
-                size += len(chunk)
-        seen["streamEndS"] = since()
-        seen["streamBytes"] = size
-
-    reader = threading.Thread(target=read_stream)
-    reader.start()
-    with connect(f"ws://127.0.0.1:{server.port}/v1/runs/{run_id}/events") as ws:
-        while True:
-            event = json.loads(ws.recv(timeout=600))
-            kind, now = event["type"], since()
-            if kind == "progress" and event.get("phase") == "sample":
-                if event.get("step") == event.get("stepCount"):
-                    seen["lastStepS"] = now
-            elif kind == "progress" and event.get("phase") == "decode":
-                seen.setdefault("decodeStartS", now)
-            elif kind == "chunk":
-                seen.setdefault("firstChunkS", now)
-                seen["lastChunkS"] = now
-            elif kind in ("run_done", "error", "cancelled"):
-                if kind != "run_done":
-                    raise RuntimeError(f"render failed: {event}")
-                seen["runDoneS"] = now
-                break
-    reader.join()
-    start = seen.get("decodeStartS", seen["lastStepS"])
-    decode = seen["lastChunkS"] - start
-    seen["decodeShareAtFirstByte"] = (seen["firstByteS"] - start) / decode
-    seen["firstByteOverTake"] = seen["firstByteS"] / seen["streamEndS"]
-    return {k: round(v, 4) for k, v in seen.items()}
-
-
 def bench_first_bytes(models: Path, rounds: int) -> dict[str, Any]:
     case = replace(rss_case(RSS_FRAMES[-1]), steps=2)
-    server = Server(models)
-    try:
-        server.render(case, 0)  # loads the model
-        runs = [first_bytes_once(server, case, seed) for seed in range(1, rounds + 1)]
-    finally:
-        server.close()
-    keys = ("firstByteS", "streamEndS", "decodeShareAtFirstByte", "firstByteOverTake")
-    medians = {k: round(statistics.median(r[k] for r in runs), 4) for k in keys}
-    return {"case": case.name, "frames": case.frames, "runs": runs, "median": medians}
+    return first_bytes(Server(models), case, case, rounds)  # the first render loads the model
 
 
 # -- batching -------------------------------------------------------------------------------------

@@ -394,3 +394,15 @@ def test_the_boot_routes_answer(client: TestClient) -> None:
     index = client.get("/")
     assert index.status_code == 200 and "<html" in index.text.lower()
     assert client.get("/templates/index.json").status_code == 200
+
+
+def test_query_numbers_that_are_not_plain_digits_read_as_their_default(client: TestClient) -> None:
+    """`str.isdigit` passes a superscript two `int` refuses, and `int` refuses a number past
+    4300 digits: each was a 500; a number the routes cannot read is their default instead."""
+    for bad in ("²", "9" * 5000):
+        assert client.get("/history", params={"max_items": bad}).status_code == 200
+        assert client.get("/api/jobs", params={"offset": bad}).status_code == 200
+    files = {"image": ("cat.png", png(), "image/png")}
+    name = client.post("/upload/image", files=files, data={"type": "input"}).json()["name"]
+    viewed = client.get("/view", params={"filename": name, "type": "input", "preview": "webp;²"})
+    assert viewed.status_code == 200 and viewed.headers["content-type"] == "image/webp"

@@ -1,13 +1,13 @@
-"""A decoder LM's config read from its shapes, as Mistral's and Qwen3's single files give them:
-widths, depth and head counts from the shapes, the unseen constants as each format passes them,
-and a head width that does not divide the projections refused by name."""
+"""A decoder LM's config read from its shapes, as Mistral's, Qwen3's and Qwen3-VL's single files
+give them: widths, depth and head counts from the shapes, the unseen constants as each format
+passes them, and a head width that does not divide the projections refused by name."""
 
 from __future__ import annotations
 
 import pytest
 
 from inline_core.diffusion.files.shapes import ConfigInferenceError
-from inline_core.diffusion.formats import mistral3, qwen3
+from inline_core.diffusion.formats import mistral3, qwen3, qwen3_vl
 from inline_core.diffusion.formats.decoder_lm import decoder_lm_config
 
 
@@ -69,3 +69,68 @@ def test_both_formats_read_through_it_with_their_own_constants() -> None:
     )
     assert qwen["rms_norm_eps"] == qwen3.RMS_EPS and qwen["tie_word_embeddings"] is True
     assert qwen["attention_bias"] is False
+
+
+def qwen3_vl_shapes(head_dim: int = 16) -> dict[str, tuple[int, ...]]:
+    """A ComfyUI-named Qwen3-VL: its language model under `model.` beside a two-block vision
+    tower 32 wide (merge 2: its merger reads 4 x 32)."""
+    s = shapes("model.", 4, 2, head_dim, True)
+    s.update(
+        {
+            "visual.patch_embed.proj.weight": (32, 3, 2, 16, 16),
+            "visual.blocks.0.mlp.linear_fc1.weight": (64, 32),
+            "visual.blocks.1.mlp.linear_fc1.weight": (64, 32),
+            "visual.merger.linear_fc1.weight": (128, 128),
+            "visual.merger.linear_fc2.weight": (96, 128),
+            "visual.pos_embed.weight": (16, 32),
+        }
+    )
+    return s
+
+
+def test_qwen3_vl_reads_its_language_model_through_it_with_its_multimodal_rope() -> None:
+    config = qwen3_vl.infer_config(qwen3_vl_shapes())
+    assert config["text_config"] == {
+        "vocab_size": 1000,
+        "hidden_size": 96,
+        "intermediate_size": 160,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "rms_norm_eps": qwen3_vl.RMS_EPS,
+        "max_position_embeddings": qwen3_vl.MAX_POSITIONS,
+        "tie_word_embeddings": True,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": qwen3_vl.ROPE_THETA,
+            "mrope_section": [4, 2, 2],  # (24, 20, 20) of 64, scaled to a 16-wide head
+            "mrope_interleaved": True,
+        },
+    }
+    assert config["vision_config"]["depth"] == 2
+    assert config["vision_config"]["spatial_merge_size"] == 2
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [
+        "embed_tokens.weight",
+        "layers.0.self_attn.q_norm.weight",
+        "layers.0.self_attn.q_proj.weight",
+        "layers.0.self_attn.k_proj.weight",
+        "layers.0.mlp.gate_proj.weight",
+    ],
+)
+def test_a_missing_qwen3_vl_language_tensor_is_named_as_the_model_names_it(missing: str) -> None:
+    s = qwen3_vl_shapes()
+    del s[f"model.{missing}"]
+    with pytest.raises(ConfigInferenceError, match=f"missing tensor 'language_model.{missing}'"):
+        qwen3_vl.infer_config(s)
+
+
+def test_a_qwen3_vl_q_norm_that_does_not_divide_its_projections_is_refused() -> None:
+    s = qwen3_vl_shapes()
+    s["model.layers.0.self_attn.q_norm.weight"] = (24,)
+    with pytest.raises(ConfigInferenceError, match="head dim 24"):
+        qwen3_vl.infer_config(s)

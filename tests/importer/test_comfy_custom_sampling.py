@@ -203,3 +203,39 @@ def test_model_sampling_discrete_on_a_flow_model_or_another_prediction_is_refuse
         imported(workflow, catalog)
     assert caught.value.status == 422
     assert says in caught.value.message
+
+
+def split(of: Json, half: int, cls: str = "SplitSigmas", **inputs: Any) -> Json:
+    """The template on `half` of a split of the sigmas `of` (node 34)."""
+    workflow = advanced({"class_type": cls, "inputs": {"sigmas": ["34", 0], **inputs}})
+    workflow["3"]["inputs"]["sigmas"] = ["33", half]
+    workflow["34"] = of
+    return workflow
+
+
+@pytest.mark.parametrize(
+    ("half", "cls", "inputs", "window"),
+    [
+        (1, "SplitSigmas", {"step": 2}, {"start_step": 2}),
+        (0, "SplitSigmas", {"step": 2}, {"end_step": 2, "leftover_noise": True}),
+        (1, "SplitSigmasDenoise", {"denoise": 0.5}, {"start_step": 3}),
+        (0, "SplitSigmasDenoise", {"denoise": 0.5}, {"end_step": 3, "leftover_noise": True}),
+    ],
+)
+def test_a_half_of_split_sigmas_is_a_window_of_the_schedule(
+    catalog: Catalog, checker: Checker, half: int, cls: str, inputs: Json, window: Json
+) -> None:
+    params = sample_params(split(basic("karras", 6), half, cls, **inputs), catalog, checker)
+    assert {k: params[k] for k in ("steps", "scheduler", *window)} == {
+        "steps": 6,
+        "scheduler": "karras",
+        **window,
+    }
+
+
+@pytest.mark.parametrize("step", [0, 6])
+def test_a_split_that_leaves_a_half_without_steps_is_refused(catalog: Catalog, step: int) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        imported(split(basic("karras", 6), 1, step=step), catalog)
+    assert caught.value.status == 422
+    assert f"splits 6 steps at step {step}" in caught.value.message

@@ -62,6 +62,7 @@ def test_every_template_is_mapped_or_refused_naming_why(models_root: Path) -> No
             (node,) = [n for n in outcome.result.graph.nodes if n.type == "lightricks/ltx-2"]
             assert str(node.params.get("model")).startswith("ltx-2"), (name, node.params)
             assert node.params.get("upscale") is True, (name, node.params)
+            assert "gemma_3_12B_it" in str(node.params.get("text_encoder")), (name, node.params)
             continue
         if outcome.family == "sdxl":  # one stability/sdxl node, on the workflow's checkpoint
             (node,) = [n for n in outcome.result.graph.nodes if n.type == "stability/sdxl"]

@@ -149,6 +149,11 @@ def make_state(
     return ToyState(name=name, seed=seed, size=size, steps=steps, prompt=prompt, cfg=cfg)
 
 
+def fresh(states: Sequence[ToyState]) -> list[ToyState]:
+    """The same requests again, unstepped."""
+    return [make_state(s.name, s.seed, s.size, s.steps, s.prompt, s.cfg) for s in states]
+
+
 def make_job(pipeline: ToyPipeline, state: ToyState) -> SampleJob:
     return SampleJob(pipeline=pipeline, state=state, cancel=CancelToken(), label=state.name)
 

@@ -5,21 +5,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from inline_core.errors import Unavailable
 from inline_core.sampling import StepLoopSampler
 from inline_core.sampling.loop import PhasePlacement
-
-
-@pytest.fixture
-def samplers() -> Iterator[list[StepLoopSampler]]:
-    made: list[StepLoopSampler] = []
-    yield made
-    for sampler in made:
-        sampler.close()
 
 
 def new_sampler(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -12,6 +12,7 @@ from sampling_toy import (
     BatchDecodeToy,
     Callers,
     ToyState,
+    fresh,
     make_job,
     make_state,
     solo_render,
@@ -21,14 +22,6 @@ from sampling_toy import (
 from inline_core.errors import Cancelled
 from inline_core.sampling import SampleJob, StepLoopSampler
 from inline_core.sampling.loop import PhasePlacement
-
-
-@pytest.fixture
-def samplers() -> Iterator[list[StepLoopSampler]]:
-    made: list[StepLoopSampler] = []
-    yield made
-    for sampler in made:
-        sampler.close()
 
 
 def new_sampler(
@@ -43,10 +36,6 @@ def new_sampler(
     )
     made.append(sampler)
     return sampler
-
-
-def fresh(states: Sequence[ToyState]) -> list[ToyState]:
-    return [make_state(s.name, s.seed, s.size, s.steps, s.prompt, s.cfg) for s in states]
 
 
 def submit_together(

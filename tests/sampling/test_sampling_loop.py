@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -12,6 +12,7 @@ from sampling_toy import (
     Callers,
     ToyPipeline,
     ToyState,
+    fresh,
     make_job,
     make_state,
     solo_render,
@@ -22,22 +23,10 @@ from inline_core.errors import Cancelled, Unavailable
 from inline_core.sampling import StepLoopSampler
 
 
-@pytest.fixture
-def samplers() -> Iterator[list[StepLoopSampler]]:
-    made: list[StepLoopSampler] = []
-    yield made
-    for sampler in made:
-        sampler.close()
-
-
 def new_sampler(made: list[StepLoopSampler], *args: Any, **kwargs: Any) -> StepLoopSampler:
     sampler = StepLoopSampler(*args, **kwargs)
     made.append(sampler)
     return sampler
-
-
-def fresh(states: Sequence[ToyState]) -> list[ToyState]:
-    return [make_state(s.name, s.seed, s.size, s.steps, s.prompt, s.cfg) for s in states]
 
 
 def hold_first_forward(pipeline: ToyPipeline) -> threading.Event:

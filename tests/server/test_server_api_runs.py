@@ -331,10 +331,18 @@ def test_a_body_over_the_limit_is_413(config: Config) -> None:
         assert response.json()["error"]["code"] == "payload_too_large"
 
 
-def test_list_limit_is_validated(client: TestClient) -> None:
-    for bad in ("0", "abc", "100000", "-1"):
-        response = client.get(f"/v1/runs?limit={bad}")
-        assert response.status_code == 422 and response.json()["error"]["code"] == "invalid_request"
+@pytest.mark.parametrize("route", ["/v1/runs", "/v1/downloads"])
+def test_list_limit_is_validated(client: TestClient, route: str) -> None:
+    """Both list routes read `?limit=` alike (`http_io.list_limit`)."""
+    # A superscript two is a digit to `str.isdigit` and no number to `int` (it was a 500), as
+    # is a number over Python's 4300-digit bound.
+    for bad in ("0", "abc", "100000", "-1", "501", "%C2%B2", "9" * 5000):
+        response = client.get(f"{route}?limit={bad}")
+        assert response.status_code == 422 and response.json()["error"] == {
+            "code": "invalid_request",
+            "message": "'limit' must be a whole number from 1 to 500",
+        }
+    assert client.get(f"{route}?limit=500").status_code == 200
 
 
 def test_unknown_runs_and_takes_are_404(client: TestClient, tmp_path: Path) -> None:

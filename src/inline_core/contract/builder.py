@@ -50,6 +50,12 @@ class Parts:
     def __getitem__(self, part: str) -> Any:
         return self.values[part]
 
+    @property
+    def serial_phases(self) -> bool:
+        """Whether encode and decode run between steps, not beside them: with CPU offload they
+        swap modules on the device the steps use."""
+        return any(p.offload for p in self.placements.values())
+
 
 def placed_as(role: str, roles: Mapping[str, str], parts: Parts) -> dict[str, Any]:
     """The loaded parts placed as `role`, by part name (a two-expert model's pair of denoisers,

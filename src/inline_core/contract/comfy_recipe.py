@@ -9,6 +9,10 @@ The importer names no family: each family that imports ComfyUI workflows returns
 - `own_node`: how ComfyUI's template chain collapses onto the family's own high-level node, for a
   family whose workflows do not map onto the low-level vocabulary (Wan's `alibaba/wan`): mostly
   data (`OwnNode`), with `OwnNode.reader` naming code for what data does not reach.
+- `sigma_sources`: ComfyUI sigmas classes only its workflows use (FLUX.2's `Flux2Scheduler`)
+  read onto `sample`'s params for `SamplerCustom`/`SamplerCustomAdvanced`, a
+  "package.module:attribute" naming a mapping of class -> reader
+  (`importer.mapper.SigmaSource`).
 - `text_encoders`: which ComfyUI CLIP loaders (`DualCLIPLoader`, `TripleCLIPLoader`, a
   `CLIPLoader` `type`) load the family's text encoders, and the loader node of its own that
   takes them all (`TextEncoders`).
@@ -187,6 +191,7 @@ EncoderKey = tuple[str, str]
 class ComfyRecipe:
     own_node: OwnNode | None = None
     handlers: str | None = None  # "package.module:attribute": {ComfyUI class: handler}
+    sigma_sources: str | None = None  # "package.module:attribute": {sigmas class: reader}
     classes: Mapping[str, ComfyClass] = field(default_factory=dict[str, ComfyClass])
     # The multi-encoder loads the family takes; a CLIP loader it does not list is refused.
     text_encoders: Mapping[EncoderKey, TextEncoders] = field(

@@ -1,8 +1,16 @@
-"""Params every family's high-level node declares alike (torch-free)."""
+"""Params and ports every family's high-level node declares alike (torch-free)."""
 
 from __future__ import annotations
 
-from inline_core.graph.descriptor import ParamSpec, ParamWidget
+from inline_core.graph.descriptor import ParamSpec, ParamWidget, PortSpec
+from inline_core.graph.schema import PortKind
+
+MAX_PROMPT_CHARS = 20_000
+# One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
+LORAS = PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs")
+NEGATIVE_PROMPT = ParamSpec(
+    "negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS
+)
 
 # -1: a seed drawn at submit and kept with the run, so a re-run draws the same pixels.
 SEED = ParamSpec("seed", ParamWidget.SEED, default=-1)

@@ -25,6 +25,7 @@ from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.naming import LoraNamings
 from inline_core.downloads.targets import Downloads
+from inline_core.errors import InvalidRequest
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.catalog import Catalog
 from inline_core.models.source import Source
@@ -116,9 +117,19 @@ class Family(ABC):
         family's own default (None: not a shifted flow model)."""
         return None
 
-    def guidance_for_cfg(self, cfg: float) -> float:
-        """The family's guidance scale for ComfyUI's `cfg` (the `sample` primitive's count)."""
+    def guidance_for_cfg(self, cfg: float, transformer: Source | None = None) -> float:
+        """The family's guidance scale for ComfyUI's `cfg` (the `sample` primitive's count), for
+        the model `transformer` (None: unknown); an `InvalidRequest` for a cfg it cannot run."""
         return cfg
+
+    def embedded_guidance(self, guidance: float, transformer: Source | None = None) -> float:
+        """The guidance a conditioning sets for the model to embed (ComfyUI's FluxGuidance:
+        `conditioning/guidance`), for the model `transformer` (None: unknown); an
+        `InvalidRequest` naming it for a model that embeds none."""
+        raise InvalidRequest(
+            f"{self.title}'s models embed no guidance: the conditioning's guidance {guidance:g} "
+            "(conditioning/guidance, ComfyUI's FluxGuidance) has nothing to set; remove it"
+        )
 
     def model_param(self, node_type: str, params: Mapping[str, Any]) -> str | None:
         """The diffusion model a node picked (None: the first of this family in the catalog)."""
@@ -156,11 +167,14 @@ class Family(ABC):
         params: Mapping[str, Any],
         split: ParallelSpec,
         sources: Sources | None,
+        images: Mapping[str, tuple[int, int] | None] | None = None,
     ) -> str | None:
         """Why a render of `node_type` with `params` (the family's node over `sources`, or a
         primitive such as `load/controlnet`, without) cannot run under `split`, the split this
         server runs its model with, for a 422 at submit (e.g. a control model, or a token
-        sequence its ranks cannot share evenly); None (the default): it can."""
+        sequence its ranks cannot share evenly); None (the default): it can. `images`: the
+        node's inputs wired in, each with its image's (width, height) where known at submit
+        (None: not an image, or one known only at run)."""
         return None
 
     def resolve(self, node_type: str, params: Mapping[str, Any]) -> Resolution:

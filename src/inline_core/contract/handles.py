@@ -55,6 +55,8 @@ class LoraHandle:
     # Which model of a two-model stack it adapts (Wan 2.2 A14B's experts): "both", "high" (the
     # first, high-noise one) or "low"; a one-model stack takes "both" only.
     expert: str = "both"
+    # `load/lora` at submit: the model it adds to (its file says what `sample` may ask of it).
+    model: ModelHandle | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,14 @@ class TextEncoderHandle:
     name: str
     encoder: Source
     tokenizer: Source
+    # The other families that take the file, when the loader was not told whose reading it is
+    # (its `type`): a prompt is encoded their ways too, and `sample` takes its model's.
+    also: tuple[TextEncoderHandle, ...] = ()
+
+    @property
+    def readers(self) -> tuple[str, ...]:
+        """The families whose reading its conditionings carry."""
+        return (self.family, *(h.family for h in self.also))
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,6 +94,17 @@ class ConditioningHandle:
     conditioning: Conditioning
     width: int  # the encoder's hidden size: the caption width a transformer must take
     encoder: str  # which text encoder made it (its catalog name), for error messages
+    # The guidance the model embeds (`conditioning/guidance`, ComfyUI's FluxGuidance); None:
+    # the model's own default.
+    guidance: float | None = None
+    # The same prompt as the encoder's other families read it (`TextEncoderHandle.also`).
+    readings: Mapping[str, ConditioningHandle] = field(
+        default_factory=dict[str, "ConditioningHandle"]
+    )
+
+    def read_for(self, family: str) -> ConditioningHandle | None:
+        """The prompt as `family` reads it; None: it was not encoded that way."""
+        return self if family == self.family else self.readings.get(family)
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,6 +9,7 @@ whatever special tokens and chat template a family's text encoder expects.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 from collections.abc import Mapping, Sequence
@@ -153,6 +154,27 @@ def tokenizer_vocab_size(tokenizer_json: Path) -> int:
     ids = list(cast(dict[str, int], model.get("vocab", {})).values())
     ids += [int(t["id"]) for t in cast(list[dict[str, Any]], data.get("added_tokens", []))]
     return max(ids) + 1
+
+
+def kit_parser(
+    prog: str,
+    description: str,
+    *,
+    sizes: Sequence[str] = (),
+    layouts: Sequence[str] = (),
+    size_help: str | None = None,
+    epilog: str | None = None,
+) -> argparse.ArgumentParser:
+    """A kit command's options: `--out` (the models folder), `--size` among `sizes` (tiny by
+    default) and a repeatable `--layout` among `layouts` where the kit has them."""
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
+    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
+    if sizes:
+        parser.add_argument("--size", choices=sizes, default="tiny", help=size_help)
+    if layouts:
+        help_text = "write only this layout (repeatable)"
+        parser.add_argument("--layout", choices=layouts, action="append", help=help_text)
+    return parser
 
 
 def report(out: Path, written: Sequence[Path | None]) -> str:

@@ -6,10 +6,19 @@ multiplies its cast weight by its per-tensor scale, as ComfyUI's scaled fp8 laye
 compute in a wider float.
 
 The layers change class rather than gaining a wrapper or a bound function, so a deep copy (a fused
-LoRA copy) casts its own weights, and code that looks for `nn.Linear` still finds them."""
+LoRA copy) casts its own weights, and code that looks for `nn.Linear` still finds them.
+
+On a CPU, with no gradient recorded, a linear layer casts into a buffer its thread reuses
+(`cast_scratch`) rather than into a new tensor: a cast of 64 MB or more is a block glibc maps on
+its own, so each new one was zero-filled page by page and unmapped after. A real-size Qwen3-4B
+text encoder kept in bfloat16 cast 10.7 GB so per prompt encode, 2.6 million page faults and
+4-6 s of kernel time beside 9 s of its own (bench/cold_start_profile.py). The buffer holds the
+largest weight its thread cast (a Qwen3-4B MLP's, 100 MB in float32) for as long as the thread
+lives."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import cast
 
@@ -17,22 +26,47 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+_SCRATCH = threading.local()  # per thread: compute dtype -> the buffer its casts reuse
+
+
+def cast_scratch(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
+    """A tensor of `weight`'s shape in `dtype` to cast it into, reused by every cast on this
+    thread; None where a cast must get a tensor of its own: off the CPU (the device's allocator
+    reuses blocks already), where autograd records (it could keep the weight for backward), or
+    inside `torch.compile` (dynamo would trace the thread's buffer into the graph and guard on it:
+    a recompile per thread and each time it grows; inductor plans the graph's memory itself);
+    None too where the weight is in `dtype` already (a layer computed at load): no cast at all."""
+    if weight.dtype == dtype or weight.device.type != "cpu" or torch.is_grad_enabled():
+        return None
+    if torch.compiler.is_compiling():
+        return None
+    buffers: dict[torch.dtype, torch.Tensor] = _SCRATCH.__dict__.setdefault("buffers", {})
+    numbers = weight.numel()
+    buffer = buffers.get(dtype)
+    if buffer is None or buffer.numel() < numbers:
+        buffers.pop(dtype, None)  # the smaller one freed before the larger is made
+        with torch.inference_mode(False):  # usable in and out of inference mode
+            buffer = buffers[dtype] = torch.empty(numbers, dtype=dtype)
+    return buffer[:numbers].view(weight.shape)
+
 
 class CastLinear(nn.Linear):
     """An `nn.Linear` whose weight is kept in another dtype: cast per call."""
 
     compute_dtype: torch.dtype
 
-    def computed_weight(self) -> torch.Tensor:
-        """The weight the layer computes with, in the compute dtype."""
-        return self.weight.to(self.compute_dtype)
+    def computed_weight(self, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The weight the layer computes with, in the compute dtype: a new tensor, or `out`
+        (of the weight's shape, in the compute dtype) filled with it."""
+        if out is None:
+            return self.weight.to(self.compute_dtype)
+        return out.copy_(self.weight)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         dtype = self.compute_dtype
         bias = cast("torch.Tensor | None", self.bias)  # typed a Parameter; None without one
-        return F.linear(
-            input.to(dtype), self.computed_weight(), None if bias is None else bias.to(dtype)
-        )
+        weight = self.computed_weight(cast_scratch(self.weight, dtype))
+        return F.linear(input.to(dtype), weight, None if bias is None else bias.to(dtype))
 
 
 class ScaledCastLinear(CastLinear):
@@ -41,9 +75,11 @@ class ScaledCastLinear(CastLinear):
 
     weight_scale: torch.Tensor
 
-    def computed_weight(self) -> torch.Tensor:
+    def computed_weight(self, out: torch.Tensor | None = None) -> torch.Tensor:
         dtype = self.compute_dtype
-        return self.weight.to(dtype) * self.weight_scale.to(dtype)
+        if out is None:
+            return self.weight.to(dtype) * self.weight_scale.to(dtype)
+        return out.copy_(self.weight).mul_(self.weight_scale.to(dtype))
 
 
 class CastEmbedding(nn.Embedding):

@@ -1,12 +1,13 @@
 """Loading components from local files (never the network), as the device policy places them.
 
 One loader for every `ModelFormat`: a single file (or a checkpoint's view of one part, read as if
-it were that part's file) is recognised from its header, configured from
-its shapes, renamed to the library's keys and read straight onto the component's device into a
-model built on the meta device (no random initialisation, no copy through CPU memory when the
-component lives on a GPU); a folder loads with the library's own `from_pretrained`, local files
-only. A file or folder that is present but unreadable, truncated, or of the wrong architecture
-raises `RunFailed` naming it; one that vanished since submit raises `ModelMissing`.
+it were that part's file) is recognised from its header, configured from its shapes, its NVFP4
+layers dequantized in the compute dtype (`nvfp4.py`), renamed to the library's keys and read
+straight onto the component's device into a model built on the meta device (no random
+initialisation, no copy through CPU memory when the component lives on a GPU); a folder loads
+with the library's own `from_pretrained`, local files only. A file or folder that is present but
+unreadable, truncated, or of the wrong architecture raises `RunFailed` naming it; one that
+vanished since submit raises `ModelMissing`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ import torch
 from torch import nn
 
 from inline_core.diffusion.files.header import read_view
-from inline_core.diffusion.files.scales import weights_only
-from inline_core.diffusion.files.shapes import ConfigInferenceError
+from inline_core.diffusion.files.shapes import ConfigInferenceError, weight_shapes
 from inline_core.diffusion.formats.format import ModelFormat
 from inline_core.diffusion.fp8_scales import (
     FP8,
@@ -37,6 +37,7 @@ from inline_core.diffusion.libs import (
     module,
     quiet,
 )
+from inline_core.diffusion.nvfp4 import dequantize_layers
 from inline_core.diffusion.placement import PlacementLike, home_device, quantize, torch_dtype
 from inline_core.errors import InlineError, ModelMissing, RunFailed
 from inline_core.models.source import Source
@@ -100,7 +101,7 @@ def load_component(fmt: ModelFormat, source: Source, placement: PlacementLike) -
 
 
 def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn.Module:
-    shapes = {k: v.shape for k, v in weights_only(read_view(source.path, source.view)).items()}
+    shapes = weight_shapes(read_view(source.path, source.view))
     if not fmt.recognize(shapes):
         raise RunFailed(f"{source.path} is not a {fmt.title}")
     config = fmt.infer_config(shapes)
@@ -110,8 +111,8 @@ def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn
         if source.view
         else load_safetensors(source.path, device)
     )
-    weights, file_scales = split_scales(raw)
     compute = torch_dtype(placement.dtype)
+    weights, file_scales = split_scales(dequantize_layers(raw, _dequantized_dtype(placement)))
     converted = convert_scaled(
         weights,
         file_scales,
@@ -167,6 +168,16 @@ def _layer_scales(
         else:
             converted.state[key] = dequantize(converted.state[key], scale, compute)
     return scales
+
+
+def _dequantized_dtype(placement: PlacementLike) -> torch.dtype:
+    """The dtype NVFP4 layers dequantize to: the one a part is kept in where its layers cast from
+    it (a compute-dtype copy is what the policy declined), else the compute dtype (fp8 is only
+    stored; a mixed file's fp8 layers keep a part so)."""
+    kept = placement.storage
+    if kept is not None and torch_dtype(kept) not in FP8:
+        return torch_dtype(kept)
+    return torch_dtype(placement.dtype)
 
 
 def _stored_only(

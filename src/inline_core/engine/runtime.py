@@ -244,13 +244,17 @@ class ModelRuntime:
         params: Mapping[str, Any],
         sources: Sources | None,
         node_id: str,
+        images: Mapping[str, tuple[int, int] | None] | None = None,
     ) -> None:
-        """At submit: a render (over `sources`, its files; None: a primitive's default model)
-        whose model this server splits and that the family cannot run under that split
-        (`Family.unsplittable`) is a 422 saying why, before it is queued."""
+        """At submit: a render (over `sources`, its files; None: a primitive's default model;
+        `images`: its inputs wired in, with their sizes where known) whose model this server
+        splits and that the family cannot run under that split (`Family.unsplittable`) is a 422
+        saying why, before it is queued."""
         transformer = None if sources is None else sources.get("transformer")
         split = self.split_for(family, transformer, node_id)
-        why = None if split is None else family.unsplittable(node_type, params, split, sources)
+        if split is None:
+            return
+        why = family.unsplittable(node_type, params, split, sources, images)
         if why is not None:
             raise InvalidRequest(why, node_id=node_id)
 

@@ -5,7 +5,8 @@ guidance combines a row with its negative (`_guide`), how its latents pack (`_pa
 and its request; this class holds the rest as the diffusers pipelines do it: the noise drawn for
 the whole latent batch at once in the prompt's dtype, each request's private `FlowMatchSchedule`,
 each row's LoRA stack and step cache, the scheduler step, previews, the final latents, the
-decode.
+decode; and what the `sample` primitive asks (`flow_request.py`): the start latents noised to
+the first sigma, ComfyUI's noise mask at every model call, the latents a window hands on.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from torch import nn
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.bank import AdapterBank, Fetch, Reader
 from inline_core.diffusion.adapters.fusing import CopyStore
+from inline_core.diffusion.flow.noise_mask import NoiseMask
 from inline_core.diffusion.flow.samplers import numpy_flow_spacing
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
+from inline_core.diffusion.flow.start import starting_latents
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
 from inline_core.diffusion.stepcache import rows as step_rows
 from inline_core.diffusion.stepcache.backend import StepCacheBackend, cached_forward
+from inline_core.errors import InvalidRequest
 from inline_core.families.flow_request import FlowImageRequest
 
 
@@ -109,6 +113,7 @@ class FlowImagePipeline(ABC, Generic[R]):
     def _release(self, state: R) -> None:
         """Drop the request's tensors once it is done: the state object may outlive the render."""
         state.latents = state.positive = state.negative = state.uncond = None
+        state.start = state.masked = None
         step_rows.release(state.cache)
 
     # -- step cache (components.step.SupportsCacheDiTBackend) -----------------------------------
@@ -140,12 +145,14 @@ class FlowImagePipeline(ABC, Generic[R]):
     ) -> None:
         """The request's LoRA files checked (they load here, off the step loop, and a bad one
         fails this request alone), its noise drawn (`(batch, *noise_shape)` at once, its row
-        packed) and its private schedule made."""
+        packed), its private schedule made and its start put at the schedule's first sigma
+        (with its noise mask, where it has one)."""
         self.adapters.check(state.loras)
         state.cache = step_rows.request_cache(state.step_cache)
         generator = torch.Generator("cpu").manual_seed(state.seed)
         drawn = torch.randn((state.batch_size, *noise_shape), generator=generator, dtype=dtype)
-        noise = self._pack(drawn[state.batch_index : state.batch_index + 1]).to(self.device)
+        row = drawn[state.batch_index : state.batch_index + 1].to(self.device, torch.float32)
+        noise = self._pack(row)
         h, w = state.latent_size
         state.schedule = FlowMatchSchedule.create(
             self.scheduler_config,
@@ -159,8 +166,39 @@ class FlowImagePipeline(ABC, Generic[R]):
             row=state.batch_index,
             mu=mu,
             shift=state.model_shift,
+            denoise=state.denoise,
+            window=state.window,
         )
-        state.latents = Latents(noise.to(torch.float32), tuple(noise.shape))
+        start = None
+        if state.start is not None:
+            start = cast(torch.Tensor, state.start.value).to(self.device, torch.float32)
+            if tuple(start.shape) != tuple(row.shape):
+                raise InvalidRequest(
+                    f"the latent to start from is {tuple(start.shape)}; a {state.width}x"
+                    f"{state.height} render samples {tuple(row.shape)}"
+                )
+        first = starting_latents(
+            state.schedule,
+            noise,
+            None if start is None else self._pack(start),
+            add_noise=state.add_noise,
+            start_step=state.start_step,
+        )
+        state.latents = Latents(first, tuple(first.shape))
+        if state.noise_mask is not None:
+            kept = torch.zeros_like(row) if start is None else start
+            at_latents = NoiseMask.at_latents(cast(torch.Tensor, state.noise_mask), kept, row)
+            # Packed as the latents are (the mask over every channel, whatever the packing).
+            mask = self._pack(at_latents.mask.expand_as(row).contiguous())
+            state.masked = NoiseMask(mask, self._pack(kept), noise)
+
+    def _latents_in(self, state: R) -> Latents:
+        """The latents the model sees for `state` this step: a noise mask's kept part noised
+        to the step's level (ComfyUI's), else the latents themselves."""
+        schedule, lat = prepared(state)
+        if state.masked is None:
+            return lat
+        return cast(NoiseMask, state.masked).model_input(schedule, state.step_index, lat)
 
     def denoise_step(self, states: Sequence[R], /) -> list[torch.Tensor]:
         with torch.inference_mode():
@@ -179,8 +217,20 @@ class FlowImagePipeline(ABC, Generic[R]):
                     pred = self._guide(pred, negative, s.guidance)
                     # A CFG++ sampler steps along the unconditional prediction too.
                     s.uncond = negative if s.cfg_pp else None
+                if s.masked is not None:
+                    pred = self._masked(s, pred)
                 preds.append(pred)
             return preds
+
+    def _masked(self, state: R, pred: torch.Tensor) -> torch.Tensor:
+        """The prediction (and a CFG++ step's unconditional one) made at the masked input, as
+        the sampler steps the latents with it (`NoiseMask`)."""
+        schedule, lat = prepared(state)
+        masked, seen = cast(NoiseMask, state.masked), self._latents_in(state)
+        if state.uncond is not None:
+            uncond = cast(torch.Tensor, state.uncond)
+            state.uncond = masked.unconditional(schedule, state.step_index, lat, seen, uncond)
+        return masked.prediction(schedule, state.step_index, lat, seen, pred)
 
     def step_scheduler(self, state: R, noise_pred: Any, /) -> None:
         schedule, lat = prepared(state)
@@ -202,10 +252,14 @@ class FlowImagePipeline(ABC, Generic[R]):
             return self._preview(schedule.x0_estimate(state.step_index, noise_pred, lat), h, w)
 
     def post_latents(self, state: R, /) -> Latents:
-        """The final latents as the family's VAE takes them."""
-        _schedule, lat = prepared(state)
+        """The final latents as the family's VAE takes them (a window that keeps its leftover
+        noise hands them on with it, as ComfyUI does)."""
+        schedule, lat = prepared(state)
         h, w = state.latent_size
-        value = self._unpack(cast(torch.Tensor, lat.value), h, w)
+        packed = cast(torch.Tensor, lat.value)
+        if state.leftover_noise:
+            packed = schedule.handed_on(packed)
+        value = self._unpack(packed, h, w)
         self._release(state)
         return Latents(value, tuple(value.shape))
 

@@ -4,6 +4,10 @@ tokens of 16x16 pixels and takes one batched tensor with one set of positions (t
 Its input fields cross into a worker group as they are (`parallel/wire.py`); the fields marked
 `LOCAL` are made where the request runs. A family subclasses it with its own inputs (all with
 defaults) and its own `batch_key`.
+
+What the `sample` primitive asks of a family's denoiser is here too, for every family on it:
+ComfyUI's `denoise`, the latents to start from (img2img), a noise mask (inpainting) and
+KSamplerAdvanced's window (`families/nodes/ops.py` says what each is).
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from typing import Any
 
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.stack import LoraStack
+from inline_core.diffusion.flow.steps import denoise_window
 from inline_core.diffusion.sigma.shift import ModelShift
+from inline_core.diffusion.sigma.window import ALL_STEPS, StepWindow
 from inline_core.errors import InvalidRequest
 from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, cfg_pp_unguided
 from inline_core.parallel.wire import LOCAL
@@ -67,6 +73,17 @@ class FlowImageRequest(FlowSteps):
     negative: Conditioning | None = None
     loras: LoraStack = ()  # applied to this request's rows of each forward, never merged
     step_cache: StepCacheSettings | None = None
+    # The `sample` primitive's (the defaults are a whole render from noise):
+    denoise: float = 1.0  # ComfyUI's: run the last `steps` of a `steps / denoise` schedule
+    start: Latents | None = None  # `(1, C, H, W)` as the VAE takes them, noised to the first sigma
+    # ComfyUI's KSamplerAdvanced window (`diffusion/sigma/window.py`).
+    start_step: int = 0
+    end_step: int = ALL_STEPS
+    add_noise: bool = True
+    leftover_noise: bool = False
+    # A noise mask (repaints where 1, at every model call), `(1, 1, H, W)` at its own size.
+    noise_mask: Any = None
+    masked: Any = field(default=None, metadata=LOCAL)  # its `NoiseMask`, made at prepare
     model_key: Hashable = field(default="", metadata=LOCAL)
     step_index: int = field(default=0, metadata=LOCAL)
     schedule: Any = field(default=None, metadata=LOCAL)  # its private FlowMatchSchedule
@@ -83,6 +100,23 @@ class FlowImageRequest(FlowSteps):
     @property
     def model_shift(self) -> ModelShift | None:
         return ModelShift.of(self.shift, self.mu)
+
+    @property
+    def window(self) -> StepWindow | None:
+        """ComfyUI's KSamplerAdvanced window, where the request runs one."""
+        window = StepWindow(self.start_step, self.end_step, self.add_noise, self.leftover_noise)
+        return None if window.whole else window
+
+    @property
+    def schedule_steps(self) -> int:
+        """The length of the schedule its steps are taken from (`steps / denoise`)."""
+        return denoise_window(self.steps, self.denoise)[0]
+
+    @property
+    def step_count(self) -> int:
+        if self.schedule is not None:
+            return int(self.schedule.step_count)
+        return min(self.end_step, self.steps) - self.start_step
 
     @property
     def cfg_pp(self) -> bool:
@@ -109,3 +143,10 @@ class FlowImageRequest(FlowSteps):
             raise InvalidRequest(str(exc)) from None
         if self.cfg_pp and not self.cfg:
             raise InvalidRequest(cfg_pp_unguided(self.sampler))
+        if not 0 < self.denoise <= 1:
+            raise InvalidRequest(f"denoise {self.denoise:g} is outside (0, 1]")
+        if self.step_count < 1:
+            raise InvalidRequest(
+                f"steps {self.start_step}..{min(self.end_step, self.steps)} of {self.steps} "
+                "hold no step to run"
+            )

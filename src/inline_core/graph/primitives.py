@@ -58,7 +58,13 @@ def _size(name: str) -> ParamSpec:
     )
 
 
-def _loader(node_type: str, title: str, category: str, output: PortSpec) -> NodeDescriptor:
+def _loader(
+    node_type: str,
+    title: str,
+    category: str,
+    output: PortSpec,
+    extra: tuple[ParamSpec, ...] = (),
+) -> NodeDescriptor:
     """A loader: one file picker over a catalog category, one engine-handle output."""
     return NodeDescriptor(
         type=node_type,
@@ -66,7 +72,7 @@ def _loader(node_type: str, title: str, category: str, output: PortSpec) -> Node
         category="loaders",
         icon="cpu",
         hidden=True,
-        params=(_file_picker(category),),
+        params=(_file_picker(category), *extra),
         outputs=(output,),
     )
 
@@ -78,11 +84,23 @@ LOAD_DIFFUSION_MODEL = _loader(
     PortSpec("model", PortKind.MODEL),
 )
 LOAD_VAE = _loader("load/vae", "Load VAE", "vae", PortSpec("vae", PortKind.VAE))
+# One text encoder file may suit several families, each reading it its own way (Qwen3-4B: Z-Image
+# reads one hidden layer, FLUX.2 klein three): `type` says whose reading, as ComfyUI's CLIPLoader
+# type does (`lumina2`, `flux2`, ...); empty, every family that takes the file reads it, and
+# `sample` takes its model's reading (`families/nodes/loaders.py`).
 LOAD_TEXT_ENCODER = _loader(
     "load/text-encoder",
     "Load text encoder",
     "text_encoders",
     PortSpec("text_encoder", PortKind.TEXT_ENCODER),
+    (
+        ParamSpec(
+            "type",
+            ParamWidget.TEXT,
+            "",
+            label="Type (ComfyUI's CLIPLoader type: whose reading; empty: each family's)",
+        ),
+    ),
 )
 
 LORA_MAX_STRENGTH = 10.0  # negative strengths invert a LoRA (as ComfyUI allows); this bounds typos
@@ -213,6 +231,21 @@ ENCODE_TEXT = NodeDescriptor(
     outputs=(PortSpec("conditioning", PortKind.CONDITIONING),),
 )
 
+# ComfyUI's FluxGuidance: the guidance a guidance-distilled model (FLUX.2 dev) embeds, set on a
+# conditioning (its other families' readings too); a model that embeds none refuses it.
+CONDITIONING_GUIDANCE = NodeDescriptor(
+    type="conditioning/guidance",
+    title="Embedded guidance",
+    category="conditioning",
+    icon="type",
+    hidden=True,
+    inputs=(PortSpec("conditioning", PortKind.CONDITIONING),),
+    params=(ParamSpec("guidance", ParamWidget.NUMBER, 3.5, minimum=0.0, maximum=100.0, step=0.1),),
+    outputs=(PortSpec("conditioning", PortKind.CONDITIONING),),
+    description="Sets the guidance a guidance-distilled model embeds (ComfyUI's FluxGuidance); "
+    "a model that embeds none refuses it.",
+)
+
 LATENT_EMPTY = NodeDescriptor(
     type="latent/empty",
     title="Empty latent",
@@ -323,6 +356,7 @@ PRIMITIVE_DESCRIPTORS: tuple[NodeDescriptor, ...] = (
     INPUT_LORA,
     LOAD_CONTROLNET,
     ENCODE_TEXT,
+    CONDITIONING_GUIDANCE,
     LATENT_EMPTY,
     SAMPLE,
     VAE_DECODE,

@@ -36,7 +36,7 @@ from inline_core.importer.facts import ModelFacts
 from inline_core.importer.handlers import CORE, handler_table
 from inline_core.importer.mapper import UNUSED, Mapper
 from inline_core.importer.recipes import Recipes, reader
-from inline_core.importer.recognise import Recognition, recognise
+from inline_core.importer.recognise import Recognition, UnsupportedFamily, recognise
 from inline_core.importer.switches import resolve_switches
 from inline_core.importer.ui_format import read_ui
 from inline_core.importer.workflow import Skipped, Workflow, read_api
@@ -185,23 +185,44 @@ def import_comfy(
         )
         descriptors[own.type] = own
     own_handlers, other_handlers = recipes.handlers(family.family)
-    mapper = Mapper(
-        flat,
-        catalog,
-        descriptors,
-        dict(assets or {}),
-        handler_table(own_handlers, other_handlers, declared),
-        recipes.output_types(),
-        facts,
-        renamed=renamed,
-        family=family.family,
-    )
-    for warning in family.warnings:
-        mapper.warn(warning)
+    sigma_sources = recipes.sigma_sources()
+
+    def new_mapper() -> Mapper:
+        mapper = Mapper(
+            flat,
+            catalog,
+            descriptors,
+            dict(assets or {}),
+            handler_table(own_handlers, other_handlers, declared),
+            recipes.output_types(),
+            facts,
+            sigma_sources=sigma_sources,
+            renamed=renamed,
+            family=family.family,
+        )
+        for warning in family.warnings:
+            mapper.warn(warning)
+        return mapper
+
+    mapper = new_mapper()
     recipe = recipes.by_family.get(family.family) if family.family is not None else None
     if own is not None and family.family is not None and recipe is not None and recipe.own_node:
         collapse = reader(family.family, recipe)
-        target = collapse(mapper, family.family, own, family.refusal, recipe.own_node).run()
+        try:
+            target = collapse(mapper, family.family, own, family.refusal, recipe.own_node).run()
+        except (UnsupportedNode, UnsupportedFamily) as refused:  # not the node's chain
+            if not family.primitives:
+                raise
+            mapper = new_mapper()
+            try:
+                target = _whole(mapper)
+            except InvalidRequest:  # nor the low-level vocabulary's: the node's refusal
+                raise refused from None
+        else:
+            if family.primitives and mapper.changes:
+                # The node renders it otherwise (a denoise, a schedule it does not offer): the
+                # low-level vocabulary may render it as written.
+                mapper, target = _exact(new_mapper(), mapper, target)
     else:
         target = mapper.run()
     if target is not None and mapper.passed_images and not _samples(mapper.graph(), target):
@@ -238,6 +259,28 @@ def import_comfy(
         changes=list(mapper.changes.values()),
         unmatched=list(mapper.unmatched),
     )
+
+
+def _whole(mapper: Mapper) -> str:
+    """The target of the workflow mapped whole onto the low-level vocabulary (else an
+    `InvalidRequest`): something makes its image, and every input on the way is fed."""
+    target = mapper.run()
+    if target is None:
+        raise InvalidRequest("nothing in the workflow maps onto the low-level vocabulary")
+    _refuse_open_inputs(mapper, target)
+    return target
+
+
+def _exact(primitives: Mapper, collapsed: Mapper, target: str | None) -> tuple[Mapper, str | None]:
+    """The workflow on the low-level vocabulary where it maps there whole with fewer changes
+    of picture than onto the family's node; else the node's."""
+    try:
+        mapped = _whole(primitives)
+    except InvalidRequest:
+        return collapsed, target
+    if len(primitives.changes) >= len(collapsed.changes):
+        return collapsed, target
+    return primitives, mapped
 
 
 def _refuse_open_inputs(mapper: Mapper, target: str) -> None:

@@ -44,6 +44,22 @@ def conditioning_zero_out(m: Mapper, node: ComfyNode, slot: int) -> Value | None
     return Value(PortKind.CONDITIONING, None, node.id)
 
 
+def flux_guidance(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
+    """FluxGuidance: the guidance a guidance-distilled model embeds, set on the conditioning
+    (`conditioning/guidance`; a model that embeds none refuses it at submit, naming it)."""
+    conditioning = m.input_value(node, "conditioning", PortKind.CONDITIONING)
+    if conditioning is None or conditioning.port is None:
+        return conditioning  # a zeroed conditioning stays zeroed (mapped where it is used)
+    port = m.add(
+        f"c{node.id}",
+        "conditioning/guidance",
+        {"guidance": m.number(node, "guidance", 3.5)},  # ComfyUI's default
+        {"conditioning": conditioning.port},
+        describe(node),
+    )
+    return Value(PortKind.CONDITIONING, port, node.id, encoder=conditioning.encoder)
+
+
 def empty_prompt(m: Mapper, zeroed: Value, encoder: Port | None, where: str) -> Port:
     text = m.text_source(f"c{zeroed.origin}_text", "", where)
     return m.add(

@@ -1,19 +1,21 @@
 """ComfyUI's custom sampling onto `sample`: `SamplerCustom` and `SamplerCustomAdvanced`, with
 `KSamplerSelect`'s sampler, `BasicScheduler`'s, `KarrasScheduler`'s or `BetaSamplingScheduler`'s
-sigmas, `RandomNoise`'s seed and `CFGGuider`'s or `BasicGuider`'s model, prompts and cfg. Each
-maps exactly onto one of the sigma library's samplers and schedules, or the workflow is refused
-naming what it asked for and the closest we have: nothing is swapped."""
+sigmas (or a family's own sigmas node, its recipe's), either half of a `SplitSigmas` or
+`SplitSigmasDenoise` of them as a window of the schedule, `RandomNoise`'s seed and
+`CFGGuider`'s or `BasicGuider`'s model, prompts and cfg. Each maps exactly onto one of the sigma
+library's samplers and schedules, or the workflow is refused naming what it asked for and the
+closest we have: nothing is swapped."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from inline_core.graph.schema import PortKind
 from inline_core.importer.dropped import UnsupportedNode
-from inline_core.importer.mapper import Mapper
+from inline_core.importer.mapper import Mapper, SigmaSource
 from inline_core.importer.sampling import add_sample, model_shift, select
+from inline_core.importer.sigma_sources import Sigmas
 from inline_core.importer.values import Value, describe
 from inline_core.importer.workflow import ComfyNode, Link
 
@@ -23,13 +25,7 @@ KARRAS_RHO = 7.0
 BETA_SHAPE = 0.6  # the library's `beta` schedule: ComfyUI's alpha and beta defaults
 TRAIN_TIMESTEPS = 1000
 FLUX_TIMESTEPS = 10000  # ModelSamplingFlux's table
-
-
-@dataclass(frozen=True)
-class Sigmas:
-    scheduler: str
-    steps: int
-    denoise: float
+SPLITS = ("SplitSigmas", "SplitSigmasDenoise")
 
 
 def linked(m: Mapper, node: ComfyNode, name: str, classes: tuple[str, ...]) -> ComfyNode:
@@ -65,22 +61,55 @@ def flux_range(mu: float) -> tuple[float, float]:
 
 
 def sigmas_of(m: Mapper, node: ComfyNode, model: Value | None) -> Sigmas:
-    source = linked(
-        m, node, "sigmas", ("BasicScheduler", "KarrasScheduler", "BetaSamplingScheduler")
-    )
-    where = describe(source)
+    """The sampler's sigmas: a sigmas node's, or one half of a split of them (a window)."""
+    sources = {**CORE_SIGMAS, **{k: v for k, v in m.sigma_sources.items() if k not in CORE_SIGMAS}}
+    raw = node.inputs.get("sigmas")
+    split = m.workflow.nodes.get(raw.node) if isinstance(raw, Link) else None
+    if split is None or split.class_type not in SPLITS:
+        source = linked(m, node, "sigmas", tuple(sources))
+        return sources[source.class_type](m, source, model)
+    m.mark_used(split.id)
+    source = linked(m, split, "sigmas", tuple(sources))
+    whole = sources[source.class_type](m, source, model)
+    return window_of(m, split, raw.slot if isinstance(raw, Link) else 0, whole)
+
+
+def window_of(m: Mapper, split: ComfyNode, half: int, whole: Sigmas) -> Sigmas:
+    """A SplitSigmas' (at `step`) or SplitSigmasDenoise's (the last `denoise` of the steps)
+    half of `whole`'s schedule as `sample`'s window: the high sigmas (slot 0) end there with
+    their leftover noise, the low ones (slot 1) start there, the start latent noised to it."""
+    if split.class_type == "SplitSigmas":
+        at = m.whole(split, "step", 0)
+    else:
+        at = whole.steps - round(whole.steps * m.number(split, "denoise", 1.0))
+    if whole.params.keys() & {"start_step", "end_step"} or not 0 < at < whole.steps:
+        raise UnsupportedNode(
+            f"{describe(split)}: splits {whole.steps} steps at step {at}, which leaves a half "
+            "without steps, or splits a schedule already split; `sample` runs one window of "
+            "one schedule"
+        )
+    window = {"end_step": at, "leftover_noise": True} if half == 0 else {"start_step": at}
+    return Sigmas(whole.scheduler, whole.steps, whole.denoise, {**whole.params, **window})
+
+
+def basic_scheduler(m: Mapper, source: ComfyNode, model: Value | None) -> Sigmas:
     steps = m.whole(source, "steps", 20)
-    if source.class_type == "BasicScheduler":
-        scheduler = select(m, source, "scheduler", "scheduler", "simple")
-        return Sigmas(scheduler, steps, m.number(source, "denoise", 1.0))
-    if source.class_type == "BetaSamplingScheduler":
-        shape = (m.number(source, "alpha", BETA_SHAPE), m.number(source, "beta", BETA_SHAPE))
-        if shape != (BETA_SHAPE, BETA_SHAPE):
-            raise UnsupportedNode(
-                f"{where}: the beta schedule with alpha {shape[0]:g} and beta {shape[1]:g} is "
-                f"not offered; the closest offered is 'beta' (alpha and beta {BETA_SHAPE:g})"
-            )
-        return Sigmas("beta", steps, 1.0)
+    scheduler = select(m, source, "scheduler", "scheduler", "simple")
+    return Sigmas(scheduler, steps, m.number(source, "denoise", 1.0))
+
+
+def beta_scheduler(m: Mapper, source: ComfyNode, model: Value | None) -> Sigmas:
+    shape = (m.number(source, "alpha", BETA_SHAPE), m.number(source, "beta", BETA_SHAPE))
+    if shape != (BETA_SHAPE, BETA_SHAPE):
+        raise UnsupportedNode(
+            f"{describe(source)}: the beta schedule with alpha {shape[0]:g} and beta "
+            f"{shape[1]:g} is not offered; the closest offered is 'beta' (alpha and beta "
+            f"{BETA_SHAPE:g})"
+        )
+    return Sigmas("beta", m.whole(source, "steps", 20), 1.0)
+
+
+def karras_scheduler(m: Mapper, source: ComfyNode, model: Value | None) -> Sigmas:
     wanted = (m.number(source, "sigma_max", 14.614642), m.number(source, "sigma_min", 0.0291675))
     rho = m.number(source, "rho", KARRAS_RHO)
     shift = model.shift if model is not None and model.shift is not None else None
@@ -93,11 +122,18 @@ def sigmas_of(m: Mapper, node: ComfyNode, model: Value | None) -> Sigmas:
     same = all(math.isclose(a, b, rel_tol=1e-4) for a, b in zip(wanted, own, strict=True))
     if not same or rho != KARRAS_RHO:
         raise UnsupportedNode(
-            f"{where}: Karras sigmas from {wanted[0]:g} to {wanted[1]:g} with rho {rho:g} are "
-            f"not offered; the closest offered is 'karras' over the model's own range "
-            f"({own[0]:g} to {own[1]:g}, rho {KARRAS_RHO:g})"
+            f"{describe(source)}: Karras sigmas from {wanted[0]:g} to {wanted[1]:g} with rho "
+            f"{rho:g} are not offered; the closest offered is 'karras' over the model's own "
+            f"range ({own[0]:g} to {own[1]:g}, rho {KARRAS_RHO:g})"
         )
-    return Sigmas("karras", steps, 1.0)
+    return Sigmas("karras", m.whole(source, "steps", 20), 1.0)
+
+
+CORE_SIGMAS: dict[str, SigmaSource] = {
+    "BasicScheduler": basic_scheduler,
+    "KarrasScheduler": karras_scheduler,
+    "BetaSamplingScheduler": beta_scheduler,
+}
 
 
 def sampler_custom(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
@@ -169,6 +205,7 @@ def emit(
         "scheduler": sigmas.scheduler,
         "seed": seed,
         "denoise": sigmas.denoise,
+        **sigmas.params,
     }
     latent = m.input_value(node, "latent_image", PortKind.LATENT)
     return add_sample(

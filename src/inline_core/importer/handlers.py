@@ -29,6 +29,7 @@ CORE: dict[str, Handler] = {
     **inpaint.HANDLERS,
     "CLIPTextEncode": conditioning.clip_text_encode,
     "ConditioningZeroOut": conditioning.conditioning_zero_out,
+    "FluxGuidance": conditioning.flux_guidance,
     "EmptyLatentImage": sampling.empty_latent,
     "EmptySD3LatentImage": sampling.empty_latent,
     "ModelSamplingAuraFlow": sampling.model_sampling,

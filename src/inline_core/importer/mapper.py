@@ -24,6 +24,7 @@ from inline_core.graph.schema import Edge, Graph, Node, PortKind
 from inline_core.importer.dropped import Change, UnsupportedNode, change_reason, refusal
 from inline_core.importer.facts import ModelFacts
 from inline_core.importer.model_files import match_model_file
+from inline_core.importer.sigma_sources import Sigmas
 from inline_core.importer.values import COMFY_KINDS, Port, Value, describe
 from inline_core.importer.widgets import CONSTANT_TYPES, INPUT_NAMES_BY_TYPE, OUTPUT_TYPES
 from inline_core.importer.workflow import ComfyNode, Link, Skipped, Workflow, node_sort_key
@@ -50,6 +51,8 @@ def _is_number(value: object) -> bool:
 
 # A ComfyUI class's handler: the value its output `slot` becomes (None: nothing to hand on).
 Handler = Callable[["Mapper", ComfyNode, int], Value | None]
+# A sigmas class's reader (`sigma_sources.py`): the sigmas node, the model the sampler samples.
+SigmaSource = Callable[["Mapper", ComfyNode, Value | None], Sigmas]
 
 
 @dataclass
@@ -63,6 +66,8 @@ class Mapper:
     # Output types of the classes the families' recipes add, by slot (for the API format).
     output_types: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     facts: ModelFacts | None = None
+    # Sigmas classes the families' recipes read (`sigma_sources.py`), beside the core's.
+    sigma_sources: Mapping[str, SigmaSource] = field(default_factory=dict[str, SigmaSource])
     # The caller's explicit model-name mapping: a workflow's file -> the catalog's.
     renamed: Mapping[str, str] = field(default_factory=dict[str, str])
     # The served family the workflow was recognised as (`recognise.py`): its files listed first.

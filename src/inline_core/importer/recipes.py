@@ -8,17 +8,17 @@ naming the family, not a failure halfway through a mapping.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
 from inline_core.contract.comfy_recipe import ComfyRecipe, RecipeError
 from inline_core.dotted import resolve_object
 from inline_core.importer.facts import ModelFacts
-from inline_core.importer.mapper import Handler
+from inline_core.importer.mapper import Handler, SigmaSource
 from inline_core.importer.own_node import Collapse
 
-__all__ = ["RecipeError", "Recipes", "reader", "recipe_handlers"]
+__all__ = ["RecipeError", "Recipes", "reader", "recipe_handlers", "recipe_sigma_sources"]
 
 
 def _attribute(family: str, path: str) -> object:
@@ -29,25 +29,38 @@ def _attribute(family: str, path: str) -> object:
         raise RecipeError(message) from exc
 
 
-def recipe_handlers(family: str, recipe: ComfyRecipe) -> dict[str, Handler]:
-    """The handlers `recipe` names ({} when it names none)."""
-    if recipe.handlers is None:
+def _callables(family: str, path: str | None, what: str) -> dict[str, Callable[..., object]]:
+    """The mapping of ComfyUI class -> callable the recipe's `what` names at `path` ({} for
+    none)."""
+    if path is None:
         return {}
-    found = _attribute(family, recipe.handlers)
+    found = _attribute(family, path)
     if not isinstance(found, Mapping):
         raise RecipeError(
-            f"model family {family!r}'s ComfyUI recipe's handlers {recipe.handlers!r} is not a "
-            "mapping of ComfyUI class -> handler"
+            f"model family {family!r}'s ComfyUI recipe's {what} {path!r} is not a mapping of "
+            "ComfyUI class -> callable"
         )
-    out: dict[str, Handler] = {}
-    for name, handler in cast(Mapping[object, object], found).items():
-        if not isinstance(name, str) or not callable(handler):
+    out: dict[str, Callable[..., object]] = {}
+    for name, value in cast(Mapping[object, object], found).items():
+        if not isinstance(name, str) or not callable(value):
             raise RecipeError(
-                f"model family {family!r}'s ComfyUI recipe's handlers {recipe.handlers!r} maps "
-                f"{name!r} onto {handler!r}, not a ComfyUI class onto a handler"
+                f"model family {family!r}'s ComfyUI recipe's {what} {path!r} maps {name!r} onto "
+                f"{value!r}, not a ComfyUI class onto a callable"
             )
-        out[name] = cast(Handler, handler)
+        out[name] = value
     return out
+
+
+def recipe_handlers(family: str, recipe: ComfyRecipe) -> dict[str, Handler]:
+    """The handlers `recipe` names ({} when it names none)."""
+    found = _callables(family, recipe.handlers, "handlers")
+    return {name: cast(Handler, handler) for name, handler in found.items()}
+
+
+def recipe_sigma_sources(family: str, recipe: ComfyRecipe) -> dict[str, SigmaSource]:
+    """The sigmas classes' readers `recipe` names ({} when it names none)."""
+    found = _callables(family, recipe.sigma_sources, "sigma_sources")
+    return {name: cast(SigmaSource, source) for name, source in found.items()}
 
 
 def reader(family: str, recipe: ComfyRecipe) -> type[Collapse]:
@@ -82,6 +95,14 @@ class Recipes:
         own = self.by_family.get(family) if family is not None else None
         others = [recipe_handlers(n, r) for n, r in self.by_family.items() if n != family]
         return (recipe_handlers(family, own) if family and own else {}), others
+
+    def sigma_sources(self) -> dict[str, SigmaSource]:
+        """Every served family's sigmas classes' readers."""
+        return {
+            name: source
+            for family, recipe in self.by_family.items()
+            for name, source in recipe_sigma_sources(family, recipe).items()
+        }
 
     def widget_orders(self) -> dict[str, tuple[str, ...]]:
         """The widget orders of the classes the recipes add (for the UI format)."""

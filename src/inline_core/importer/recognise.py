@@ -58,6 +58,9 @@ class Recognition:
     own_node: NodeDescriptor | None = None
     # With `own_node`: why the workflow is refused when it is not that node's template chain.
     refusal: str = ""
+    # With `own_node`: the family serves the low-level vocabulary too, so a chain that does not
+    # collapse onto its node exactly maps onto that instead.
+    primitives: bool = False
 
 
 @dataclass
@@ -133,18 +136,27 @@ def recognise(
             "makes of it, not what the workflow makes"
             for title, where in evidence.foreign.items()
         )
-        return Recognition(name, titles[name], notes)
+        return _importable(name, titles[name], facts, notes)
     if evidence.foreign:
         title, where = next(iter(evidence.foreign.items()))
         raise UnsupportedFamily(_foreign_message(title, where, every, catalog, facts))
     if evidence.served:
         name = next(iter(evidence.served))
-        return Recognition(name, titles[name])
+        return _importable(name, titles[name], facts)
     if evidence.unread:
         raise UnsupportedFamily(_unread_message(evidence.unread, every))
     if evidence.unknown_models:
         raise UnsupportedFamily(_unknown_message(evidence.unknown_models, every, catalog, facts))
     return Recognition(None)
+
+
+def _importable(
+    name: str, title: str, facts: ModelFacts | None, warnings: tuple[str, ...] = ()
+) -> Recognition:
+    """A family the low-level vocabulary serves; with its own node, its template chain
+    collapses onto that node first."""
+    own = facts.own_node(name) if facts is not None else None
+    return Recognition(name, title, warnings, own_node=own, primitives=own is not None)
 
 
 def _check_mapped(nodes: list[ComfyNode], catalog: CatalogView, renamed: dict[str, str]) -> None:

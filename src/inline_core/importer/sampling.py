@@ -137,7 +137,9 @@ def add_sample(
     the custom sampling nodes it is wired to)."""
     where = describe(node)
     cfg = float(params["cfg"])
-    params = dict(params) | (shift_params(m, model) if model is not None else {})
+    if model is not None and not params.keys() & {"shift", "mu"}:
+        # A shift the sigmas set (a family's own sigmas node) is absolute: the model's is not read.
+        params = dict(params) | shift_params(m, model)
     encoder = positive.encoder if positive is not None else None
     positive_port = positive.port if positive is not None else None
     if positive is not None and positive_port is None:

@@ -1,7 +1,8 @@
 """ComfyUI's CLIP loaders (`CLIPLoader`, `DualCLIPLoader`, `TripleCLIPLoader`) onto the text
 encoders a family takes: the family's recipe (`ComfyRecipe.text_encoders`) says which loader and
 `type` load its encoders and onto which of its loader nodes, every file kept. A single-file
-CLIPLoader the recipe does not list is the low-level `load/text-encoder`; any other combination
+CLIPLoader the recipe does not list is the low-level `load/text-encoder` (with its `type` where
+the file has several readings); any other combination
 is refused naming the loader, its files and type, and what the served families take: nothing
 is silently dropped."""
 
@@ -47,7 +48,9 @@ def clip_loader(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
         family, spec = claims[0]
         return Value(PortKind.TEXT_ENCODER, _load(m, node, names, family, spec), node.id)
     if not claims and len(names) == 1:
-        port = m.loader(f"c{node.id}", "load/text-encoder", names[0], where)
+        port = m.loader(
+            f"c{node.id}", "load/text-encoder", names[0], where, params=_reading(m, kind, names[0])
+        )
         return Value(PortKind.TEXT_ENCODER, port, node.id)
     files = ", ".join(repr(n) for n in names)
     if claims:
@@ -61,6 +64,21 @@ def clip_loader(m: Mapper, node: ComfyNode, slot: int) -> Value | None:
         f"{where} loads {len(names)} text encoder(s) ({files}) as type {kind!r}; {why}. "
         "Inline Core does not leave an encoder out or swap it for another"
     )
+
+
+def _reading(m: Mapper, kind: str, wanted: str) -> dict[str, str]:
+    """The loader's `type` (whose reading of the file), kept where another family the
+    low-level vocabulary serves takes the file too; elsewhere the file tells whose it is."""
+    facts, family = m.facts, m.family
+    if facts is None or family is None or kind not in facts.text_encoder_types(family):
+        return {}
+    file = m.renamed.get(wanted, wanted)
+    others = [
+        name
+        for name, _title in facts.family_names()
+        if name != family and facts.importable(name) and facts.takes(name, "text_encoders", file)
+    ]
+    return {"type": kind} if others else {}
 
 
 def _load(m: Mapper, node: ComfyNode, names: list[str], family: str, spec: TextEncoders) -> Port:

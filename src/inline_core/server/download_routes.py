@@ -15,7 +15,13 @@ from inline_core.contract.requirements import node_requirements
 from inline_core.downloads.manager import DownloadManager
 from inline_core.errors import InvalidRequest, NotFound
 from inline_core.server.bootstrap import Services
-from inline_core.server.http_io import MB, clipped_names, json_response, read_json_object
+from inline_core.server.http_io import (
+    MB,
+    clipped_names,
+    json_response,
+    list_limit,
+    read_json_object,
+)
 from inline_core.server.schemas import (
     Download,
     DownloadList,
@@ -29,7 +35,6 @@ router = APIRouter(prefix="/v1")
 
 DOWNLOAD_FIELDS = frozenset({"repo", "files", "revision", "category", "folder"})
 SHAPE = "{repo, files, category, revision?, folder?}"
-DEFAULT_LIST, MAX_LIST = 50, 500
 DOWNLOAD_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -117,13 +122,7 @@ async def submit_download(request: Request) -> Response:
 
 @router.get("/downloads", response_model=DownloadList, responses=error_responses(422))
 async def list_downloads(request: Request) -> Response:
-    raw = request.query_params.get("limit")
-    limit = DEFAULT_LIST
-    if raw is not None:
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIST:
-            raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_LIST}")
-        limit = int(raw)
-    return json_response({"downloads": _downloads(request).list(limit)})
+    return json_response({"downloads": _downloads(request).list(list_limit(request))})
 
 
 @router.get("/downloads/{download_id}", response_model=Download, responses=error_responses(404))

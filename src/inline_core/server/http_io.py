@@ -1,4 +1,5 @@
-"""Small HTTP helpers shared by the routes: JSON responses, bounded body reads, ETag matching."""
+"""Small HTTP helpers shared by the routes: JSON responses, bounded body reads, list limits, ETag
+matching."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ MAX_JSON_DEPTH = 64
 # hostile body cannot make the answer as large as itself.
 LISTED_NAMES = 10
 NAME_CHARS = 64
+# A list route's `?limit=`: how many it answers without one, and the most it takes.
+DEFAULT_LIST, MAX_LIST = 50, 500
 
 
 def clipped_names(names: list[str]) -> str:
@@ -36,6 +39,24 @@ def json_response(
 ) -> Response:
     content = json.dumps(body, separators=(",", ":")).encode()
     return Response(content, status, headers=dict(headers or {}), media_type="application/json")
+
+
+def list_limit(request: Request) -> int:
+    """A list route's `?limit=` (DEFAULT_LIST without one): a whole number up to MAX_LIST."""
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return DEFAULT_LIST
+    limit = whole_number(raw)
+    if limit is None or not 1 <= limit <= MAX_LIST:
+        raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_LIST}")
+    return limit
+
+
+def whole_number(raw: str) -> int | None:
+    """A query's whole number: ASCII digits, up to nine (None: not one). `str.isdigit` alone
+    passes a superscript `int` refuses, and `int` refuses a number past 4300 digits: each a
+    ValueError, a 500."""
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 9 else None
 
 
 def declared_length(request: Request, limit: int, what: str) -> None:

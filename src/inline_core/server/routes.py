@@ -30,6 +30,7 @@ from inline_core.server.http_io import (
     declared_length,
     etag_matches,
     json_response,
+    list_limit,
     media_type,
     quoted,
     read_json_object,
@@ -61,8 +62,6 @@ RUN_BODY_SHAPE = "{graph, target, clientRunId?, options?}"
 IMPORT_REPORT_FIELDS = frozenset(
     {"skipped", "warnings", "family", "changesPicture", "unmatchedModels"}
 )
-DEFAULT_LIST = 50
-MAX_LIST = 500
 CHUNK = 256 * 1024
 # A whole take up to this size is read in one call off the loop and sent at once: streamed, its
 # open, reads and close were each a hop to a worker thread (a 3 MB PNG: 15 hops, half the time of
@@ -221,13 +220,7 @@ async def submit_run(request: Request) -> Response:
 
 @router.get("/runs", response_model=RunList, responses=error_responses(422))
 async def list_runs(request: Request) -> Response:
-    raw = request.query_params.get("limit")
-    limit = DEFAULT_LIST
-    if raw is not None:
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIST:
-            raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_LIST}")
-        limit = int(raw)
-    runs = services(request).manager.list_runs(limit)
+    runs = services(request).manager.list_runs(list_limit(request))
     return json_response({"runs": [serialize.run_list_item(r) for r in runs]})
 
 

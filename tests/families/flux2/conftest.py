@@ -11,10 +11,14 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # helpers live next to this file
     sys.path.insert(0, str(HERE))
 
+from fastapi.testclient import TestClient  # noqa: E402
+
+from inline_core.config import Config  # noqa: E402
 from inline_core.diffusion.libs import diffusers  # noqa: E402
 from inline_core.families.flux2.kit import Flux2Kit, build_kit  # noqa: E402
 from inline_core.families.flux2.kit_dev import Flux2DevKit, build_dev_kit  # noqa: E402
 from inline_core.sampling.loop import StepLoopSampler  # noqa: E402
+from inline_core.server.app import create_app  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -60,3 +64,12 @@ def dev_pipe(flux2_dev_kit: Flux2DevKit) -> Any:
     )
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+@pytest.fixture(scope="module")
+def client(flux2_kit: Flux2Kit, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """A server over the klein kit's models, one per test module."""
+    data = tmp_path_factory.mktemp("flux2_server") / "data"
+    config = Config(models_dir=flux2_kit.root, data_dir=data, profile="cpu", dtype="float32")
+    with TestClient(create_app(config)) as c:
+        yield c

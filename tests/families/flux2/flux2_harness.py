@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
@@ -18,13 +16,12 @@ from inline_core.families.flux2.descriptor import FLUX2_DESCRIPTOR
 from inline_core.families.flux2.kit import TEXT_LAYERS
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.graph.runner import NodeCall, NodeResult
-from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.sampling.job import BatchedSampler
-
-Pixels = npt.NDArray[np.int16]
-_run_ids = itertools.count()
+from tests.families.node_context import node_context
+from tests.families.pixels import Pixels as Pixels
+from tests.families.pixels import max_diff as max_diff
+from tests.families.pixels import pixels as pixels
+from tests.families.pixels import take_pixels as take_pixels
 
 
 def make_rig(models_dir: Path, sampler: BatchedSampler, **overrides: Any) -> FamilyRig:
@@ -60,29 +57,10 @@ def run_node(
     rig: FamilyRig, takes_dir: Path, params: Mapping[str, Any], inputs: Mapping[str, Any]
 ) -> NodeResult:
     """One run of the rig's node with these params and inputs."""
-    ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}",
-        takes=FileTakeStore(takes_dir),
-        cancel=CancelToken(),
-        events=lambda _event: None,
+    call = NodeCall(
+        ctx=node_context(takes_dir), node_id="f", params=dict(params), inputs=dict(inputs)
     )
-    call = NodeCall(ctx=ctx, node_id="f", params=dict(params), inputs=dict(inputs))
     return rig.run(call)
-
-
-def take_pixels(result: NodeResult) -> Pixels:
-    (take,) = result.takes
-    with Image.open(take.path) as png:
-        return np.asarray(png.convert("RGB"), dtype=np.int16)
-
-
-def pixels(image: Image.Image) -> Pixels:
-    return np.asarray(image.convert("RGB"), dtype=np.int16)
-
-
-def max_diff(a: Pixels, b: Pixels) -> int:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return int(np.abs(a - b).max())
 
 
 def reference_kwargs(steps: int, guidance: float, **params: Any) -> dict[str, Any]:

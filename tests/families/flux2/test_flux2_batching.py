@@ -106,3 +106,36 @@ def test_dev_requests_at_different_guidance_share_forwards(flux2_dev_kit: Flux2D
         difference = np.abs(alone - batched)
         assert int(difference.max()) <= TOLERANCE
         assert float((difference > 0).mean()) <= MAX_DIFFERING
+
+
+def test_the_sample_primitives_requests_share_forwards_and_equal_their_solo_renders(
+    flux2_kit: Flux2Kit,
+) -> None:
+    """What `sample` asks of the denoiser (img2img from latents at a denoise, a noise mask, a
+    KSamplerAdvanced window) rides the same forwards as a plain render, each row its own."""
+    import torch
+
+    from inline_core.components.interfaces import Latents
+
+    start = torch.randn((1, 128, 4, 4), generator=torch.Generator("cpu").manual_seed(9))
+    latents = Latents(start, tuple(start.shape))
+    mask = torch.zeros((1, 1, 64, 64))
+    mask[..., :32] = 1.0  # the left half repaints
+    sampler = StepLoopSampler()
+    try:
+        pipeline = make_rig(flux2_kit.root, sampler).pipeline("flux2_klein_tiny.safetensors")
+        shape: dict[str, Any] = {"width": 64, "height": 64, "guidance": 1.0, "steps": 3}
+        requests: list[dict[str, Any]] = [
+            {**shape, "prompt": "a kite", "seed": 1},
+            {**shape, "prompt": "a train", "seed": 2, "start": latents, "denoise": 0.6},
+            {**shape, "prompt": "a boat", "seed": 3, "start": latents, "noise_mask": mask},
+            {**shape, "prompt": "a bird", "seed": 4, "end_step": 2, "leftover_noise": True},
+        ]
+        solo, together, stats = solo_and_together(sampler, pipeline, requests, pixels)
+    finally:
+        sampler.close()
+    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
+    for alone, batched in zip(solo, together, strict=True):
+        difference = np.abs(alone - batched)
+        assert int(difference.max()) <= TOLERANCE
+        assert float((difference > 0).mean()) <= MAX_DIFFERING

@@ -5,7 +5,8 @@ images in the order applied; cut down for a CPU, the imported text to image and 
 edit templates render the hand-written graph's pixels; classifier-free guidance beside
 FluxGuidance is refused naming both. With their Turbo switch on, the templates import onto the
 node with the Turbo LoRA (BFL's naming, as ComfyUI's converted files name it) and 8 steps, and
-render the hand-written graph's pixels with that LoRA."""
+render the hand-written graph's pixels with that LoRA. Off the node's chain, FluxGuidance maps
+onto `conditioning/guidance`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from flux2_graphs import Graph, edge
 from test_flux2_import import SMALL, api_workflow, cut_down
+from test_flux2_primitives_import import PROMPT
+from test_flux2_scheduler_import import img2img, scheduler
 
 from inline_core.config import Config
 from inline_core.families.flux2.descriptor import NODE_TYPE
@@ -225,3 +229,39 @@ def test_the_turbo_path_renders_the_hand_written_graphs_pixels_with_the_lora(
     assert np.array_equal(imported, rendered(client, written, "f"))
     plain = rendered(client, prompt_graph(NODE_TYPE, "f", params, prompt), "f")
     assert np.abs(imported - plain).max() > 10  # the LoRA is applied
+
+
+def test_flux_guidance_off_the_nodes_chain_imports_onto_conditioning_guidance(
+    client: TestClient,
+) -> None:
+    """A dev img2img on a split Flux2Scheduler schedule maps onto the primitives, FluxGuidance
+    onto `conditioning/guidance`, and renders the graph written by hand at that guidance."""
+    asset = upload(client, 64, 64)
+    split = {"class_type": "SplitSigmasDenoise", "inputs": {"denoise": 0.5}}
+    workflow = img2img(scheduler(64), split, 1)
+    workflow["1"]["inputs"]["unet_name"] = "flux2_dev_fp8mixed.safetensors"
+    workflow["2"]["inputs"]["clip_name"] = "mistral_3_small_flux2_bf16.safetensors"
+    workflow["30"] = {"class_type": "FluxGuidance",
+                      "inputs": {"conditioning": ["4", 0], "guidance": 5.0}}  # fmt: skip
+    workflow["6"]["inputs"]["conditioning"] = ["30", 0]
+    response = import_comfy(client, workflow, MODELS, assets={"photo.png": asset})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["changesPicture"] == []
+    [guidance] = [n for n in body["graph"]["nodes"] if n["type"] == "conditioning/guidance"]
+    assert guidance["params"]["guidance"] == 5.0
+
+    by_hand = Graph(DEV, encoder=ENCODER)
+    photo = by_hand.add("photo", "input/image", {"asset": {"ref": "asset", "id": asset}})
+    encode = by_hand.add("encode", "vae/encode", vae=edge("vae", "vae"), image=edge(photo, "image"))
+    by_hand.add("guided", "conditioning/guidance", {"guidance": 5.0},
+                conditioning=by_hand.encode("prompt", PROMPT))  # fmt: skip
+    by_hand.add("s", "sample", {"seed": 7, "steps": 4, "start_step": 2},
+                latent=edge(encode, "latent"), model=edge("model", "model"),
+                positive=edge("guided", "conditioning"))  # fmt: skip
+    by_hand.decode(edge("s", "latent"))
+    ours = rendered(client, body["graph"], body["target"])
+    assert np.array_equal(ours, rendered(client, by_hand.json(), "decode"))
+    [written] = [n for n in by_hand.nodes if n["id"] == "guided"]
+    written["params"]["guidance"] = 3.5  # ComfyUI's default: another picture
+    assert not np.array_equal(ours, rendered(client, by_hand.json(), "decode"))

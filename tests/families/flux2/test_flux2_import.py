@@ -7,18 +7,14 @@ reference) is refused naming it, and what renders otherwise is listed as changin
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from inline_core.config import Config
 from inline_core.families.flux2.descriptor import NODE_TYPE
-from inline_core.families.flux2.kit import Flux2Kit
 from inline_core.importer.comfy import read_workflow
-from inline_core.server.app import create_app
 from tests.families.import_harness import finished, target_of, template
 from tests.server.server_support import prompt_graph
 from tests.server.test_flux2_server import upload
@@ -46,14 +42,6 @@ SMALL: Json = {"width": 64, "height": 64, "steps": 2}
 COMMON: Json = {"vae": VAE, "text_encoder": ENCODER, "sampler": "euler"}
 # An edit's reference is scaled by the model, and its size measured from the image in ComfyUI.
 EDIT_CHANGES = {"ImageScaleToTotalPixels", "EmptyFlux2LatentImage"}
-
-
-@pytest.fixture(scope="module")
-def client(flux2_kit: Flux2Kit, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    data = tmp_path_factory.mktemp("flux2_import") / "data"
-    config = Config(models_dir=flux2_kit.root, data_dir=data, profile="cpu", dtype="float32")
-    with TestClient(create_app(config)) as c:
-        yield c
 
 
 def import_comfy(client: TestClient, workflow: Any, **extra: Any) -> Any:

@@ -1,11 +1,17 @@
 """What FLUX.2 splits with, read from its files, and what a split refuses: a render whose image
 tokens the ranks cannot share evenly is a 422 at submit, a split the model cannot run stops the
 server, and a server given a split runs FLUX.2 on it. No worker group starts here (the split
-render itself: tests/parallel/test_parallel_flux2.py)."""
+render itself: tests/parallel/test_parallel_flux2.py). Reference images' tokens count too: at
+submit where their sizes are known, on the ranks where they are known only at run."""
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from contextlib import contextmanager
+from typing import Any
+
 import pytest
+from PIL import Image
 
 from inline_core.config import Config
 from inline_core.contract.registry import Families
@@ -15,11 +21,14 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.flux2 import Flux2Family
 from inline_core.families.flux2.descriptor import NODE_TYPE
 from inline_core.families.flux2.kit import Flux2Kit
+from inline_core.families.flux2.pipeline import reference_pixels
+from inline_core.families.flux2.request import reference_size
 from inline_core.families.flux2.split import sequence_refusal, support_for
 from inline_core.families.nodes.register import register_families
+from inline_core.families.standalone import family_rig
 from inline_core.families.wan import WanFamily
 from inline_core.graph.registry import Registry
-from inline_core.graph.runner import SubmitFacts
+from inline_core.graph.runner import NodeRunner, SubmitFacts
 from inline_core.models.catalog import Catalog
 from inline_core.sampling.loop import StepLoopSampler
 
@@ -53,27 +62,35 @@ def test_image_tokens_the_ranks_cannot_share_are_refused() -> None:
     assert "a side of a multiple of 32 px fits" in why
 
 
-def test_a_split_server_runs_flux2_on_its_group_and_refuses_odd_sizes_at_submit(
-    flux2_kit: Flux2Kit,
-) -> None:
-    config = Config(models_dir=flux2_kit.root, profile="cpu", dtype="float32", parallel="ulysses=2")
+@contextmanager
+def split_server(kit: Flux2Kit) -> Generator[tuple[ModelRuntime, Flux2Family, NodeRunner]]:
+    """A server's runtime given INLINE_PARALLEL=ulysses=2 (no group starts until a render), its
+    FLUX.2 family and its node's runner."""
+    config = Config(models_dir=kit.root, profile="cpu", dtype="float32", parallel="ulysses=2")
     sampler = StepLoopSampler()
     runtime = ModelRuntime(config, sampler)
     try:
-        family = Flux2Family(Catalog(flux2_kit.root), {})
+        family = Flux2Family(Catalog(kit.root), {})
         registry = Registry()
         register_families(registry, Families([family]), family.catalog, runtime)
-        sources = family.resolve(NODE_TYPE, {"model": MODEL}).require()
-        assert runtime.split_for(family, sources.get("transformer")) == ULYSSES_2
         runner = registry.runner(NODE_TYPE)
         assert runner is not None
+        yield runtime, family, runner
+    finally:
+        runtime.close()
+        sampler.close()
+
+
+def test_a_split_server_runs_flux2_on_its_group_and_refuses_odd_sizes_at_submit(
+    flux2_kit: Flux2Kit,
+) -> None:
+    with split_server(flux2_kit) as (runtime, family, runner):
+        sources = family.resolve(NODE_TYPE, {"model": MODEL}).require()
+        assert runtime.split_for(family, sources.get("transformer")) == ULYSSES_2
         runner.check_node("f", {"model": MODEL, "width": 64, "height": 48}, SubmitFacts.bare())
         with pytest.raises(InvalidRequest, match="cannot share evenly") as refused:
             runner.check_node("f", {"model": MODEL, **ODD}, SubmitFacts.bare())
         assert refused.value.status == 422 and refused.value.node_id == "f"
-    finally:
-        runtime.close()
-        sampler.close()
 
 
 @pytest.mark.parametrize(
@@ -116,3 +133,79 @@ def test_a_ring_split_leaves_flux2_in_process_beside_a_family_that_rings(
     finally:
         runtime.close()
         sampler.close()
+
+
+def test_reference_images_tokens_count_toward_what_the_ranks_share() -> None:
+    square = {"width": 64, "height": 64}  # 16 image tokens
+    assert sequence_refusal(square, ULYSSES_2, [(64, 80)]) is None  # + 20
+    assert sequence_refusal(ODD, ULYSSES_2, [(80, 80)]) is None  # 9 + 25: the sum is shared
+    why = sequence_refusal(square, ULYSSES_2, [(64, 80), (80, 80)])  # 16 + 20 + 25
+    assert why is not None
+    assert why.startswith("64x64 with reference images encoded at 64x80, 80x80 is 61 image ")
+    assert "(16 of the image's, 45 of its references'" in why
+    assert "the 2 ranks of this server's split (INLINE_PARALLEL=ulysses=2)" in why
+    # A reference over a megapixel counts as the pipeline scales it: 1100x1000 is encoded at
+    # 1072x976 (67x61 tokens), where its own size would make 68x62.
+    assert reference_size(1100, 1000) == (1072, 976)
+    why = sequence_refusal(square, ULYSSES_2, [(1100, 1000)])
+    assert why is not None and "encoded at 1072x976 is 4103 image tokens" in why
+
+
+@pytest.mark.parametrize("size", [(64, 64), (100, 70), (1100, 1000), (2500, 1400), (700, 3000)])
+def test_a_reference_is_encoded_at_the_size_the_submit_check_counts(size: tuple[int, int]) -> None:
+    width, height = reference_size(*size)
+    pixels = reference_pixels(Image.new("RGB", size, (200, 40, 40)))
+    assert tuple(pixels.shape[-2:]) == (height, width)
+
+
+def test_a_split_server_counts_uploaded_references_at_submit(flux2_kit: Flux2Kit) -> None:
+    """Reference sizes known at submit join the count (a 422 naming them); a reference whose
+    size is known only at run leaves the sum to the ranks' check."""
+    with split_server(flux2_kit) as (_runtime, _family, runner):
+        square = {"model": MODEL, "width": 64, "height": 64}
+
+        def facts(sizes: dict[str, tuple[int, int]]) -> SubmitFacts:
+            return SubmitFacts(frozenset({"prompt", "image"}), lambda: sizes, {})
+
+        runner.check_node("f", square, facts({"image": (64, 80)}))
+        with pytest.raises(InvalidRequest, match="reference images encoded at 80x80") as refused:
+            runner.check_node("f", square, facts({"image": (80, 80)}))
+        assert refused.value.status == 422 and refused.value.node_id == "f"
+        runner.check_node("f", {"model": MODEL, **ODD}, facts({"image": (80, 80)}))  # 9 + 25
+        runner.check_node("f", {"model": MODEL, **ODD}, facts({}))  # its size comes at run
+
+
+def test_a_rank_refuses_tokens_it_cannot_share_in_words_before_the_transformer(
+    flux2_kit: Flux2Kit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reference known only at run: the ranks' guard counts its encoded tokens and refuses a
+    sum they cannot share with the cause and the fix, not cache-dit's "divisible by mesh size".
+    Two ranks are what `torch.distributed` reports on a worker group's rank."""
+    import torch
+
+    config = Config(models_dir=flux2_kit.root, profile="cpu", dtype="float32")
+    sampler = StepLoopSampler()
+    rig = family_rig(Flux2Family, flux2_kit.root, sampler, config=config)
+    try:
+        pipe: Any = rig.pipeline(MODEL)
+        monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+        monkeypatch.setattr(torch.distributed, "get_world_size", two_ranks)
+        size = {"prompt": "a fox", "width": 64, "height": 64, "steps": 1, "guidance": 1.0}
+        shared = pipe.request(**size, seed=1, image=Image.new("RGB", (64, 80)))  # 16 + 20
+        pipe.prepare_encode(shared)
+        assert shared.reference_shapes == ((5, 4),)
+        unshared = pipe.request(**size, seed=1, image=Image.new("RGB", (80, 80)))  # 16 + 25
+        with pytest.raises(InvalidRequest) as refused:
+            pipe.prepare_encode(unshared)
+        why = refused.value.message
+        assert why.startswith("64x64 with reference images encoded at 80x80 is 41 image tokens")
+        assert "the 2 ranks of this server's split (INLINE_PARALLEL)" in why
+        assert "or render it on a server without INLINE_PARALLEL" in why
+    finally:
+        rig.close()
+        sampler.close()
+
+
+def two_ranks(group: object = None) -> int:
+    """`torch.distributed.get_world_size` on a rank of a two-rank worker group."""
+    return 2

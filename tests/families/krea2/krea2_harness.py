@@ -3,7 +3,6 @@ through it to pixels."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,8 @@ from inline_core.families.krea2.descriptor import KREA2_DESCRIPTOR
 from inline_core.families.krea2.kit import Krea2Kit
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.graph.runner import NodeCall
-from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.sampling.loop import StepLoopSampler
-
-_runs = itertools.count()
+from tests.families.node_context import node_context
 
 
 def rig(kit: Krea2Kit, sampler: StepLoopSampler) -> FamilyRig:
@@ -31,12 +26,7 @@ def rig(kit: Krea2Kit, sampler: StepLoopSampler) -> FamilyRig:
 
 def node_call(tmp: Path, prompt: str, loras: Any = None, **params: Any) -> NodeCall:
     defaults = {p.name: p.default for p in KREA2_DESCRIPTOR.params}
-    ctx = ExecutionContext(
-        run_id=f"k{next(_runs)}",
-        takes=FileTakeStore(tmp),
-        cancel=CancelToken(),
-        events=lambda _e: None,
-    )
+    ctx = node_context(tmp)
     inputs: dict[str, Any] = {"prompt": prompt}
     if loras:
         inputs["loras"] = loras

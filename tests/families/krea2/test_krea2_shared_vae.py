@@ -4,7 +4,6 @@ residency lists it shared."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,22 +19,14 @@ from inline_core.families.qwen_image.descriptor import QWEN_IMAGE_DESCRIPTOR
 from inline_core.families.qwen_image.kit import build_kit as build_qwen_kit
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.graph.runner import NodeCall
-from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.sampling.loop import StepLoopSampler
+from tests.families.node_context import node_context
 
 VAE = "qwen_image_vae_tiny.safetensors"  # Qwen-Image's kit file: the Wan 2.1 layout both read
-_runs = itertools.count()
 
 
 def run(rig: FamilyRig, tmp: Path, params: dict[str, Any]) -> None:
-    ctx = ExecutionContext(
-        run_id=f"s{next(_runs)}",
-        takes=FileTakeStore(tmp),
-        cancel=CancelToken(),
-        events=lambda _e: None,
-    )
+    ctx = node_context(tmp)
     rig.run(NodeCall(ctx=ctx, node_id="n", params=params, inputs={"prompt": "a fox"}))
 
 

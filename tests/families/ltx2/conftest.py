@@ -48,3 +48,11 @@ def client(ltx2_kit: LTX2Kit, tmp_path: Path) -> Iterator[Any]:
 
     with cpu_client(ltx2_kit.root, tmp_path / "data") as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def ltx25_kit(tmp_path_factory: pytest.TempPathFactory) -> LTX2Kit:
+    """The tiny LTX-2.5 stack (Gemma 4, the diffusion video decoder), built once per session."""
+    from inline_core.families.ltx2.kit_ltx25 import write_ltx25_kit
+
+    return write_ltx25_kit(tmp_path_factory.mktemp("ltx25") / "models")

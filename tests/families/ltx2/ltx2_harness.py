@@ -105,6 +105,28 @@ def reference(
     """LTX2Pipeline's frames (rounded to uint8 as its PIL output rounds them) and soundtrack for
     the same render, its further guidance terms off as the node runs without them; with an
     image, LTX2ImageToVideoPipeline's over the same parts."""
+    out = reference_output(pipe, prompt, image=image, sigmas=sigmas, **params)
+    samples = out.audio[0].float().cpu().numpy()
+    rate = int(pipe.vocoder.config.output_sampling_rate)
+    return uint8_frames(out.frames[0]), Audio(samples, rate)
+
+
+def uint8_frames(frames: Any) -> Pixels:
+    return (np.asarray(frames) * 255).round().astype(np.uint8).astype(np.int16)
+
+
+def reference_output(
+    pipe: Any,
+    prompt: str = PROMPT,
+    *,
+    image: Image.Image | None = None,
+    sigmas: Sequence[float] = (),
+    output_type: str = "np",
+    generator: Any = None,
+    **params: Any,
+) -> Any:
+    """`reference`'s pipeline call, its output as it is (`output_type="latent"`: the
+    denormalized latents), drawing from `generator` (None: one seeded with the render's)."""
     import torch
 
     p: Mapping[str, Any] = node_params(**params)
@@ -120,7 +142,7 @@ def reference(
         chosen: Any = pipe  # LTX2Pipeline or its image-to-video one
         pipe = chosen.__class__.from_pipe(chosen, scheduler=unshifted)
         extra["sigmas"] = list(sigmas)
-    out = pipe(
+    return pipe(
         **extra,
         prompt=prompt,
         negative_prompt=p["negative_prompt"] or None,
@@ -140,13 +162,9 @@ def reference(
         spatio_temporal_guidance_blocks=None,
         use_cross_timestep=bool(getattr(pipe.transformer, "prompt_modulation", False)),
         max_sequence_length=int(pipe.tokenizer.model_max_length),
-        generator=torch.Generator("cpu").manual_seed(p["seed"]),
-        output_type="np",
+        generator=generator or torch.Generator("cpu").manual_seed(p["seed"]),
+        output_type=output_type,
     )
-    frames = (np.asarray(out.frames[0]) * 255).round().astype(np.uint8).astype(np.int16)
-    samples = out.audio[0].float().cpu().numpy()
-    rate = int(pipe.vocoder.config.output_sampling_rate)
-    return frames, Audio(samples, rate)
 
 
 def max_diff(a: Pixels, b: Pixels) -> int:

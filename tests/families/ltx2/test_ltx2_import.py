@@ -4,12 +4,14 @@
 its first stage alone; cut down, both render what the graph written by hand renders from
 ComfyUI's all-in-one file; the image-to-video template imports and renders the same way, its
 second sampler the node's `refine_sampler`, and so does the distilled one, its first pass's
-ManualSigmas the node's `sigmas`. LTX-Video 0.9's own
-template still reads as LTX-Video's. Nothing is queued by a refusal."""
+ManualSigmas the node's `sigmas`. LTXAVTextEncoderLoader's Gemma file is the node's
+`text_encoder` (a folder, or an fp4_mixed file), one that is no Gemma 3 refused naming it.
+LTX-Video 0.9's own template still reads as LTX-Video's. Nothing is queued by a refusal."""
 
 from __future__ import annotations
 
 import io
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,10 +22,14 @@ from fastapi.testclient import TestClient
 from ltx2_harness import first_frame_image
 
 from inline_core.config import Config
+from inline_core.diffusion.libs import save_safetensors, transformers
 from inline_core.families.ltx2.comfy import RECIPE
 from inline_core.families.ltx2.descriptor import NODE_TYPE
+from inline_core.families.ltx2.kit_fp4 import fp4_mixed_state
+from inline_core.families.ltx2.kit_gemma import comfy_gemma_state
 from inline_core.families.ltx2.kit_single_file import (
     DISTILLED_LORA,
+    ENCODER_FOLDER,
     FILE,
     UPSAMPLER_FOLDER,
     SingleFileKit,
@@ -37,6 +43,9 @@ from tests.server.server_support import prompt_graph
 
 Json = dict[str, Any]
 CHECKPOINT = "ltx-2-19b-dev-fp8.safetensors"
+GEMMA = "gemma_3_12B_it_fp4_mixed.safetensors"  # every official template's LTXAVTextEncoderLoader
+NOT_GEMMA = "umt5_xxl_fp8.safetensors"  # a file in text_encoders/ that is no Gemma 3
+FP4_GEMMA = "gemma_3_12B_it_fp4_mixed_tiny.safetensors"  # the kit's Gemma, NVFP4 layers
 # The second stage: its sampler, guider, sigmas, noise, LoRA, upsampler and their latents.
 SECOND_STAGE = ("70", "82", "83", "84", "76", "81", "98", "73", "66", "67", "68")
 
@@ -45,6 +54,10 @@ SECOND_STAGE = ("70", "82", "83", "84", "76", "81", "98", "73", "66", "67", "68"
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     root = tmp_path_factory.mktemp("ltx2_import")
     kit: SingleFileKit = write_single_file_kit(root / "models")
+    shutil.copy(kit.root / "loras" / DISTILLED_LORA, kit.root / "text_encoders" / NOT_GEMMA)
+    encoder = transformers().Gemma3ForConditionalGeneration.from_pretrained(str(kit.encoder))
+    fp4 = fp4_mixed_state(comfy_gemma_state(encoder, None))
+    save_safetensors(fp4, kit.root / "text_encoders" / FP4_GEMMA)
     config = Config(models_dir=kit.root, data_dir=root / "data", profile="cpu", dtype="float32")
     with TestClient(create_app(config)) as c:
         yield c
@@ -141,8 +154,47 @@ def test_the_t2v_template_s_first_stage_imports_as_one_node_with_its_params(
     assert params["negative_prompt"].startswith("blurry, low quality")
     prompt = nodes[target["inputs"]["prompt"]["from"]]["params"]["text"]
     assert prompt.startswith("A close-up of a cheerful girl puppet")
-    assert any("Gemma 3" in w for w in body["warnings"])
+    # LTXAVTextEncoderLoader's Gemma 3 file, not here: named as written, for the models to map.
+    assert params["text_encoder"] == GEMMA
+    (unmatched,) = body["unmatchedModels"][-1:]
+    assert (unmatched["category"], unmatched["file"]) == ("text_encoders", GEMMA)
     assert body["changesPicture"] == []
+
+
+@pytest.mark.parametrize("mapped", [ENCODER_FOLDER, FP4_GEMMA], ids=["folder", "fp4-file"])
+def test_the_gemma_mapped_is_the_node_s_text_encoder(client: TestClient, mapped: str) -> None:
+    """A Gemma 3 folder, or ComfyUI's fp4_mixed file (its NVFP4 layers read)."""
+    body_in = {"workflow": api_prompt("video_ltx2_t2v.json"), "models": {GEMMA: mapped}}
+    response = client.post("/v1/import/comfy", json=body_in)
+    assert response.status_code == 200, response.text
+    assert target_of(response.json())[0]["params"]["text_encoder"] == mapped
+
+
+@pytest.mark.parametrize(
+    ("changes", "models", "said"),
+    [
+        (
+            {},
+            {GEMMA: NOT_GEMMA},
+            f"the text encoder text_encoders/{NOT_GEMMA} cannot be read: it is not ComfyUI's "
+            "Gemma 3 file",
+        ),
+        (
+            {("60", "text_encoder"): "gemma4-12b-with-proj-ltx-2.5-comfy-int8-convrot.safetensors"},
+            {},
+            "'gemma4-12b-with-proj-ltx-2.5-comfy-int8-convrot.safetensors' is Gemma 4, "
+            "LTX-2.5's text encoder",
+        ),
+    ],
+)
+def test_a_gemma_it_cannot_serve_is_refused_naming_it(
+    client: TestClient, changes: dict[tuple[str, str], Any], models: dict[str, str], said: str
+) -> None:
+    body_in = {"workflow": api_prompt("video_ltx2_t2v.json", changes), "models": models}
+    response = client.post("/v1/import/comfy", json=body_in)
+    assert response.status_code == 422, response.text
+    message = response.json()["error"]["message"]
+    assert "LTXAVTextEncoderLoader" in message and said in message, message
 
 
 def decoded(client: TestClient, state: Json) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -171,7 +223,7 @@ def test_the_first_stage_renders_what_the_hand_written_graph_renders(client: Tes
         ("9", "steps"): 2,
     }
     workflow = api_prompt("video_ltx2_t2v.json", small)
-    models = {CHECKPOINT: FILE}
+    models = {CHECKPOINT: FILE, GEMMA: ENCODER_FOLDER}
     response = client.post("/v1/import/comfy", json={"workflow": workflow, "models": models})
     assert response.status_code == 200, response.text
     body = response.json()
@@ -231,6 +283,7 @@ def test_the_two_stage_template_renders_what_the_hand_written_graph_renders(
         "ltx-2-19b-distilled.safetensors": FILE,
         "ltx-2-spatial-upscaler-x2-1.0.safetensors": UPSAMPLER_FOLDER,
         "ltx-2-19b-distilled-lora-384.safetensors": DISTILLED_LORA,
+        GEMMA: ENCODER_FOLDER,
     }
     buf = io.BytesIO()
     first_frame_image(48, 40, seed=5).save(buf, format="PNG")
@@ -246,7 +299,7 @@ def test_the_two_stage_template_renders_what_the_hand_written_graph_renders(
     target, nodes = target_of(body)
     params = dict(target["params"])
     assert (params["width"], params["height"], params["upscale"]) == (64, 64, True)
-    assert params["upscale_model"] == UPSAMPLER_FOLDER
+    assert params["upscale_model"] == UPSAMPLER_FOLDER and params["text_encoder"] == ENCODER_FOLDER
     if not distilled:
         lora_params: Json = nodes[target["inputs"]["loras"]["from"]]["params"]
         assert lora_params["name"] == DISTILLED_LORA and lora_params["expert"] == "low"

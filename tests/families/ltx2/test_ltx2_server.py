@@ -110,7 +110,7 @@ def test_an_ltx_2_5_folder_is_refused_at_submit_saying_what_it_lacks(
     ltx2_kit: LTX2Kit, tmp_path: Path
 ) -> None:
     """LTX-2.5's text encoder is Gemma 4 and its video decoder a diffusion model: a folder with
-    that encoder is a 422 before the run, not a Gemma 3 load that fails."""
+    that encoder and no diffusion_decoder/ is a 422 model_missing before the run, naming it."""
     models = tmp_path / "models"
     folder = models / "diffusion_models" / FOLDER
     shutil.copytree(ltx2_kit.diffusers_dir, folder)
@@ -121,8 +121,9 @@ def test_an_ltx_2_5_folder_is_refused_at_submit_saying_what_it_lacks(
     with TestClient(create_app(config)) as client:
         response = client.post("/v1/runs", json={"graph": ltx2_graph(), "target": "l"})
     assert response.status_code == 422, response.text
-    message = response.json()["error"]["message"]
-    assert "LTX-2.5" in message and "diffusion decoder" in message
+    error = response.json()["error"]
+    assert error["code"] == "model_missing"
+    assert "LTX-2.5" in error["message"] and "diffusion_decoder/" in error["message"]
 
 
 def test_a_lora_of_another_model_or_naming_is_422_at_submit(

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
@@ -21,14 +19,14 @@ from inline_core.families.qwen_image.descriptor import (
 )
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.graph.runner import NodeCall, NodeResult
-from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.sampling.job import BatchedSampler
+from tests.families.node_context import node_context
+from tests.families.pixels import Pixels as Pixels
+from tests.families.pixels import max_diff as max_diff
+from tests.families.pixels import pixels as pixels
+from tests.families.pixels import take_pixels as take_pixels
 from tests.parallel.qwen_small_references import SMALL_CONDITION, SMALL_REFERENCE
 
-Pixels = npt.NDArray[np.int16]
-_run_ids = itertools.count()
 PROMPT = "a red paper lantern over a quiet street"
 SMALL: dict[str, Any] = {"width": 64, "height": 64, "steps": 3, "seed": 7, "guidance": 1.0}
 TEXT_MODEL = "qwen_image_tiny.safetensors"
@@ -67,12 +65,7 @@ def render(
     loras: Sequence[object] = (),
     **params: Any,
 ) -> NodeResult:
-    ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}",
-        takes=FileTakeStore(takes_dir),
-        cancel=CancelToken(),
-        events=lambda _event: None,
-    )
+    ctx = node_context(takes_dir)
     inputs: dict[str, Any] = {"prompt": prompt}
     for port, image in zip(IMAGE_INPUTS, images, strict=False):
         inputs[port] = image
@@ -80,16 +73,6 @@ def render(
         inputs["loras"] = list(loras)
     call = NodeCall(ctx=ctx, node_id="q", params=node_params(**params), inputs=inputs)
     return rig.run(call)
-
-
-def take_pixels(result: NodeResult) -> Pixels:
-    (take,) = result.takes
-    with Image.open(take.path) as image:
-        return np.asarray(image.convert("RGB")).astype(np.int16)
-
-
-def pixels(image: Image.Image) -> Pixels:
-    return np.asarray(image.convert("RGB")).astype(np.int16)
 
 
 def reference_pipe(class_name: str, folder: Path | None) -> Any:
@@ -149,7 +132,3 @@ def small_references(monkeypatch: Any) -> None:
 def source_image(width: int, height: int, seed: int = 0) -> Image.Image:
     rng = np.random.default_rng(seed)
     return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
-
-
-def max_diff(a: Pixels, b: Pixels) -> int:
-    return int(np.abs(a - b).max())

@@ -3,15 +3,12 @@ the same render through diffusers."""
 
 from __future__ import annotations
 
-import itertools
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
-from PIL import Image
 
 from inline_core.config import Config
 from inline_core.contract.handles import LoraHandle
@@ -23,13 +20,12 @@ from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.runner import NodeCall, NodeResult
-from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.sampling.job import BatchedSampler
+from tests.families.node_context import node_context
+from tests.families.pixels import Pixels as Pixels
+from tests.families.pixels import max_diff as max_diff
+from tests.families.pixels import take_pixels as take_pixels
 
-Pixels = npt.NDArray[np.int16]
-_run_ids = itertools.count()
 PROMPT = "a lighthouse on a cliff at dusk"
 SMALL: dict[str, Any] = {"width": 64, "height": 64, "steps": 4, "seed": 7, "guidance": 5.0}
 
@@ -63,23 +59,12 @@ def render(
     descriptor: NodeDescriptor = SDXL_DESCRIPTOR,
     **params: Any,
 ) -> NodeResult:
-    ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}",
-        takes=FileTakeStore(takes_dir),
-        cancel=CancelToken(),
-        events=lambda _event: None,
-    )
+    ctx = node_context(takes_dir)
     inputs: dict[str, Any] = {"prompt": prompt}
     if loras:
         inputs["loras"] = list(loras)
     call = NodeCall(ctx=ctx, node_id="x", params=node_params(descriptor, **params), inputs=inputs)
     return rig.run(call)
-
-
-def take_pixels(result: NodeResult) -> Pixels:
-    (take,) = result.takes
-    with Image.open(take.path) as image:
-        return np.asarray(image.convert("RGB")).astype(np.int16)
 
 
 def start_noise(seed: int, width: int, height: int) -> Any:
@@ -134,11 +119,6 @@ def _call(
         clip_skip=clip_skip,
         output_type="np",
     ).images[0]
-
-
-def max_diff(a: Pixels, b: Pixels) -> int:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return int(np.abs(a - b).max())
 
 
 def rekeyed_checkpoint(

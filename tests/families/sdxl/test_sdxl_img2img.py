@@ -5,7 +5,6 @@ step is refused."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,10 @@ from sdxl_harness import PROMPT, max_diff, node_params, sdxl_rig, take_pixels
 from inline_core.errors import InvalidRequest
 from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.graph.runner import NodeCall
-from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.sampling.loop import StepLoopSampler
+from tests.families.node_context import node_context
 
 TOLERANCE = 2  # levels of 255: the CFG rows batched as two where diffusers runs one batch
-_runs = itertools.count()
 
 
 def source_image(width: int, height: int) -> Image.Image:
@@ -36,12 +32,7 @@ def source_image(width: int, height: int) -> Image.Image:
 def render_img2img(
     rig: Any, tmp_path: Path, image: Image.Image, mask: Image.Image | None = None, **params: Any
 ) -> Any:
-    ctx = ExecutionContext(
-        run_id=f"i2i{next(_runs)}",
-        takes=FileTakeStore(tmp_path),
-        cancel=CancelToken(),
-        events=lambda _event: None,
-    )
+    ctx = node_context(tmp_path)
     inputs: dict[str, Any] = {"prompt": PROMPT, "image": image}
     if mask is not None:
         inputs["mask"] = mask

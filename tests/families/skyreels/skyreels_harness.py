@@ -3,13 +3,11 @@ and the same render through diffusers' own pipeline."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
@@ -20,14 +18,13 @@ from inline_core.families.skyreels.kit import FOLDER
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.video import Video, decode_apng
 from inline_core.sampling.job import BatchedSampler
+from tests.families.node_context import node_context
+from tests.families.pixels import Pixels as Pixels
+from tests.families.pixels import max_diff as max_diff
 
-Pixels = npt.NDArray[np.int16]
-_run_ids = itertools.count()
 PROMPT = "a lighthouse in a storm"
 # Small enough for the CPU tests: 3 latent frames of 4x6 latents, one chunk.
 SMALL: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "steps": 3, "seed": 5}
@@ -59,16 +56,7 @@ def render(
     video: Video | None = None,
     **params: Any,
 ) -> NodeResult:
-    def events(event: RunEvent) -> None:
-        if on_event is not None:
-            on_event(event)
-
-    ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}",
-        takes=FileTakeStore(takes_dir),
-        cancel=cancel or CancelToken(),
-        events=events,
-    )
+    ctx = node_context(takes_dir, cancel=cancel, on_event=on_event)
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:
         inputs["image"] = image
@@ -168,8 +156,3 @@ def reference_frames(
         output_type="np",
     ).frames[0]
     return (np.asarray(video) * 255).round().astype(np.uint8).astype(np.int16)
-
-
-def max_diff(a: Pixels, b: Pixels) -> int:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return int(np.abs(a - b).max())

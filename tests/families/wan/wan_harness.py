@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
@@ -19,15 +17,14 @@ from inline_core.families.wan import WanFamily
 from inline_core.families.wan.descriptor import NODE_TYPE, WAN_DESCRIPTOR
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.runtime.progress import RunEvent
 from inline_core.runtime.video import decode_apng
 from inline_core.runtime.video_stream import LiveVideos
 from inline_core.sampling.job import BatchedSampler
+from tests.families.node_context import node_context
+from tests.families.pixels import Pixels as Pixels
+from tests.families.pixels import max_diff as max_diff
 
-Pixels = npt.NDArray[np.int16]
-_run_ids = itertools.count()
 PROMPT = "a paper boat on a rainy street"
 # A render small enough for the CPU tests: 3 latent frames of 4x6 latents.
 SMALL: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "steps": 3, "seed": 11}
@@ -64,17 +61,7 @@ def render(
     videos: LiveVideos | None = None,
     **params: Any,
 ) -> NodeResult:
-    def events(event: RunEvent) -> None:
-        if on_event is not None:
-            on_event(event)
-
-    ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}",
-        takes=FileTakeStore(takes_dir),
-        cancel=cancel or CancelToken(),
-        events=events,
-        videos=videos,
-    )
+    ctx = node_context(takes_dir, cancel=cancel, on_event=on_event, videos=videos)
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:
         inputs["image"] = image
@@ -156,8 +143,3 @@ def first_frame_image(width: int, height: int, seed: int = 0) -> Image.Image:
     """A first frame of random pixels (any size: the node resizes it as diffusers does)."""
     rng = np.random.default_rng(seed)
     return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
-
-
-def max_diff(a: Pixels, b: Pixels) -> int:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return int(np.abs(a - b).max())

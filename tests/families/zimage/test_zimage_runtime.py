@@ -23,6 +23,7 @@ from inline_core.contract.registry import Families
 from inline_core.diffusion.residency import Footprint, ResidentCache
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import Cancelled, InvalidRequest
+from inline_core.families.flux2.family import Flux2Family
 from inline_core.families.nodes.register import PRIMITIVE_TYPES, register_families
 from inline_core.families.zimage import NODE_TYPE, ZImageFamily
 from inline_core.families.zimage.kit import KitPaths
@@ -267,6 +268,11 @@ def test_missing_runtime_marks_the_node_unavailable(
 ) -> None:
     missing = ("torch", "inline_core_not_installed_mod")
     monkeypatch.setattr(ZImageFamily, "requires", missing)
+    registry = register(Catalog(tmp_path), Config(models_dir=tmp_path), sampler)
+    # FLUX.2 serves the primitives too: they stay available through it.
+    assert registry.descriptor(NODE_TYPE).unavailable_reason is not None
+    assert all(registry.runner(t) is not None for t in PRIMITIVE_TYPES)
+    monkeypatch.setattr(Flux2Family, "requires", missing)  # now no family serves them
     registry = register(Catalog(tmp_path), Config(models_dir=tmp_path), sampler)
     for node_type in (NODE_TYPE, *PRIMITIVE_TYPES):
         descriptor = registry.descriptor(node_type)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 from PIL import Image
 
 from inline_core.config import Config
@@ -18,13 +15,13 @@ from inline_core.families.zimage import ZIMAGE_DESCRIPTOR, ZImageFamily
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.runtime.cancel import CancelToken
-from inline_core.runtime.context import ExecutionContext
-from inline_core.runtime.file_store import FileTakeStore
 from inline_core.runtime.progress import RunEvent
 from inline_core.sampling.job import BatchedSampler
-
-Pixels = npt.NDArray[np.int16]
-_run_ids = itertools.count()
+from tests.families.node_context import node_context
+from tests.families.pixels import Pixels as Pixels
+from tests.families.pixels import max_diff as max_diff
+from tests.families.pixels import pixels as pixels
+from tests.families.pixels import take_pixels as take_pixels
 
 
 def cpu_config(models_dir: Path, **overrides: Any) -> Config:
@@ -59,16 +56,7 @@ def render(
     on_event: Callable[[RunEvent], None] | None = None,
     **params: Any,
 ) -> NodeResult:
-    def events(event: RunEvent) -> None:
-        if on_event is not None:
-            on_event(event)
-
-    ctx = ExecutionContext(
-        run_id=f"run{next(_run_ids)}",
-        takes=FileTakeStore(takes_dir),
-        cancel=cancel or CancelToken(),
-        events=events,
-    )
+    ctx = node_context(takes_dir, cancel=cancel, on_event=on_event)
     inputs: dict[str, Any] = {"prompt": prompt}
     if image is not None:
         inputs["image"] = image
@@ -80,21 +68,6 @@ def render(
         inputs["mask"] = mask
     call = NodeCall(ctx=ctx, node_id="z", params=node_params(**params), inputs=inputs)
     return runner.run(call)
-
-
-def take_pixels(result: NodeResult) -> Pixels:
-    (take,) = result.takes
-    with Image.open(take.path) as png:
-        return np.asarray(png.convert("RGB"), dtype=np.int16)
-
-
-def pixels(image: Image.Image) -> Pixels:
-    return np.asarray(image.convert("RGB"), dtype=np.int16)
-
-
-def max_diff(a: Pixels, b: Pixels) -> int:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return int(np.abs(a - b).max())
 
 
 def reference_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Tiny random LoRAs for a family's kit: low-rank pairs for chosen linear layers of a model,
-written in any trainer's naming (a family's kit says which namings and layers)."""
+written in any trainer's naming (a family's kit says which namings and layers: `Naming`s, one
+file each, written by `write_namings`)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,34 @@ def write_lora(
     path.parent.mkdir(parents=True, exist_ok=True)
     save_safetensors(tensors, path, metadata)
     return path
+
+
+@dataclass(frozen=True)
+class Naming:
+    """One trainer's naming a kit LoRA is written in (`write_lora`'s arguments)."""
+
+    key: str  # the kit's name for the file
+    suffix: str  # after the file's stem
+    tensor: Callable[[str], str]  # a module's tensors' name before `down`/`up`
+    down: str
+    up: str
+    alpha: float | None = None
+    peft_alpha: float | None = None
+
+
+def write_namings(
+    lora: KitLora, folder: Path, stem: str, namings: Iterable[Naming]
+) -> dict[str, Path]:
+    """`lora` in each of `namings`, as `folder/<stem><suffix>.safetensors`, by naming key."""
+    return {
+        n.key: write_lora(
+            lora,
+            folder / f"{stem}{n.suffix}.safetensors",
+            n.tensor,
+            down=n.down,
+            up=n.up,
+            alpha=n.alpha,
+            peft_alpha=n.peft_alpha,
+        )
+        for n in namings
+    }

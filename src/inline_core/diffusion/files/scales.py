@@ -25,12 +25,15 @@ FP8_DTYPES = {"F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 WEIGHT_SCALES = (".scale_weight", ".weight_scale")
 # Keys that say how an fp8 matrix multiply quantizes its input, or mark the file's format.
 INPUT_SCALES = (".scale_input", ".input_scale", ".comfy_quant")
+# An NVFP4 layer's per-tensor scale (its `.weight_scale` holds block scales: `nvfp4.py`).
+NVFP4_TENSOR_SCALE = ".weight_scale_2"
 MARKER = "scaled_fp8"
 
 
 def is_scale_key(key: str) -> bool:
     """A key that holds a scale or a format marker, not a weight."""
-    return key == MARKER or key.endswith(("." + MARKER, *WEIGHT_SCALES, *INPUT_SCALES))
+    suffixes = ("." + MARKER, *WEIGHT_SCALES, *INPUT_SCALES, NVFP4_TENSOR_SCALE)
+    return key == MARKER or key.endswith(suffixes)
 
 
 def scaled_weight(key: str) -> str | None:

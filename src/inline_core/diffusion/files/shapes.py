@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from inline_core.diffusion.files.header import TensorInfo, read_view
+from inline_core.diffusion.files.nvfp4 import unpacked
 from inline_core.diffusion.files.scales import weights_only
 
 Shapes = Mapping[str, tuple[int, ...]]
@@ -49,13 +50,19 @@ def shape_of(shapes: Shapes, *names: str) -> tuple[int, ...]:
     raise ConfigInferenceError(f"missing tensor {names[0]!r}")
 
 
+def weight_shapes(header: Mapping[str, TensorInfo]) -> dict[str, tuple[int, ...]]:
+    """The weights' shapes in a header: scales left out (`scales.py`), NVFP4 weights at their
+    dequantized shape (`nvfp4.py`)."""
+    return {k: v.shape for k, v in weights_only(unpacked(header)).items()}
+
+
 def read_shapes(path: Path, view: str | None = None) -> dict[str, tuple[int, ...]] | None:
-    """Tensor shapes from a safetensors header (of a checkpoint's `view`: its prefix cut), fp8
-    scales left out (`scales.py`); None when the file cannot be read as one."""
+    """Tensor shapes from a safetensors header (of a checkpoint's `view`: its prefix cut), as
+    `weight_shapes` gives them; None when the file cannot be read as one."""
     if path.suffix.lower() not in SAFETENSORS_SUFFIXES:
         return None
     try:
         header: dict[str, TensorInfo] = read_view(path, view)
     except Exception:  # an unreadable or malformed header: not identifiable
         return None
-    return {k: v.shape for k, v in weights_only(header).items()}
+    return weight_shapes(header)

@@ -1,6 +1,7 @@
 """What a part's weight files hold, read from their headers (torch-free): how many numbers, and
-in which floating dtype most of them are stored. The device policy reads it to tell whether a
-float32 copy of the part would fit its memory budget (`device/storage.py`)."""
+in which floating dtype most of them are stored (scales left out; NVFP4 layers, dequantized at
+load, count as numbers but not as a dtype). The device policy reads it to tell whether a float32
+copy of the part would fit its memory budget (`device/storage.py`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inline_core.diffusion.files.header import HeaderError, read_view
-from inline_core.diffusion.files.scales import FP8_DTYPES
+from inline_core.diffusion.files.nvfp4 import FORMAT as NVFP4
+from inline_core.diffusion.files.nvfp4 import unpacked
+from inline_core.diffusion.files.scales import FP8_DTYPES, weights_only
 from inline_core.models.source import Source
 
 # safetensors' names of the floating dtypes a part may be stored in, as torch names them.
@@ -27,22 +30,25 @@ def stored_weights(source: Source) -> StoredWeights | None:
     stores them in no float (an integer-quantized checkpoint)."""
     files = _weight_files(source)
     counts: Counter[str] = Counter()
+    dequantized = 0  # NVFP4 numbers: floats of the compute dtype once loaded (`nvfp4.py`)
     for path in files:
         try:
             header = read_view(path, source.view)
         except (HeaderError, OSError):
             return None
-        for info in header.values():
+        for info in weights_only(unpacked(header)).values():
             dtype = FLOAT_DTYPES.get(info.dtype)
+            numbers = 1
+            for side in info.shape:
+                numbers *= side
             if dtype is not None:
-                numbers = 1
-                for side in info.shape:
-                    numbers *= side
                 counts[dtype] += numbers
+            elif info.dtype == NVFP4:
+                dequantized += numbers
     if not counts:
         return None
     dtype, _ = counts.most_common(1)[0]
-    return StoredWeights(dtype, sum(counts.values()))
+    return StoredWeights(dtype, sum(counts.values()) + dequantized)
 
 
 def _weight_files(source: Source) -> list[Path]:

@@ -13,11 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from inline_core.diffusion.files.shapes import ConfigInferenceError, Shapes, count_blocks, shape_of
+from inline_core.diffusion.formats.decoder_lm import decoder_lm_config
 from inline_core.diffusion.formats.format import ModelFormat
 from inline_core.diffusion.formats.qwen_vl_keys import from_single, model_shapes
 
 MODEL_TYPE = "qwen3_vl"  # an HF folder's config.json `model_type`
 CLASS_NAME = "Qwen3VLModel"
+LANGUAGE = "language_model."  # the language model's keys, under `model_shapes`' naming
 ROPE_THETA = 5_000_000.0
 RMS_EPS = 1e-6
 MAX_POSITIONS = 262_144
@@ -49,17 +51,21 @@ def mrope_section(head_dim: int) -> list[int]:
 
 
 def infer_config(shapes: Shapes) -> dict[str, Any]:
-    """`Qwen3VLConfig` kwargs from a single file's shapes."""
+    """`Qwen3VLConfig` kwargs from a single file's shapes (its q-norm is one head wide)."""
     s = model_shapes(shapes)
-    vocab, hidden = shape_of(s, "language_model.embed_tokens.weight")
-    head = shape_of(s, "language_model.layers.0.self_attn.q_norm.weight")[0]
-    q_rows = shape_of(s, "language_model.layers.0.self_attn.q_proj.weight")[0]
-    kv_rows = shape_of(s, "language_model.layers.0.self_attn.k_proj.weight")[0]
-    if head <= 0 or q_rows % head or kv_rows % head:
-        raise ConfigInferenceError(f"head width {head} does not divide {q_rows} and {kv_rows}")
-    layers = count_blocks(s, r"language_model\.layers\.(\d+)\.")
+    head = shape_of(s, f"{LANGUAGE}layers.0.self_attn.q_norm.weight")[0]
+    text = decoder_lm_config(
+        s,
+        head,
+        rope_theta=ROPE_THETA,
+        rms_eps=RMS_EPS,
+        max_positions=MAX_POSITIONS,
+        tie_word_embeddings=True,
+        prefix=LANGUAGE,
+        rope={"mrope_section": mrope_section(head), "mrope_interleaved": True},
+    )
     depth = count_blocks(s, r"visual\.blocks\.(\d+)\.")
-    if layers == 0 or depth == 0:
+    if depth == 0:
         raise ConfigInferenceError("no language or vision blocks found")
     width, channels, temporal, patch, _ = shape_of(s, "visual.patch_embed.proj.weight")
     merged = shape_of(s, "visual.merger.linear_fc1.weight")[1]
@@ -69,24 +75,6 @@ def infer_config(shapes: Shapes) -> dict[str, Any]:
     taps = count_blocks(s, r"visual\.deepstack_merger_list\.(\d+)\.")
     if taps not in DEEPSTACK:
         raise ConfigInferenceError(f"a vision tower with {taps} DeepStack taps is not a known one")
-    text = {
-        "vocab_size": vocab,
-        "hidden_size": hidden,
-        "intermediate_size": shape_of(s, "language_model.layers.0.mlp.gate_proj.weight")[0],
-        "num_hidden_layers": layers,
-        "num_attention_heads": q_rows // head,
-        "num_key_value_heads": kv_rows // head,
-        "head_dim": head,
-        "rms_norm_eps": RMS_EPS,
-        "max_position_embeddings": MAX_POSITIONS,
-        "tie_word_embeddings": True,
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": ROPE_THETA,
-            "mrope_section": mrope_section(head),
-            "mrope_interleaved": True,
-        },
-    }
     vision = {
         "depth": depth,
         "hidden_size": width,

@@ -152,8 +152,7 @@ class Flux2Builder:
         return Flux2StepPipeline(
             text_encoder=self.text_encoder(parts),
             vae=self.vae(parts),
-            # With CPU offload, encode and decode swap modules on the device: between steps.
-            serial_phases=any(p.offload for p in parts.placements.values()),
+            serial_phases=parts.serial_phases,
             **self._denoise_kwargs(parts),
         )
 

@@ -43,6 +43,8 @@ RECIPE = ComfyRecipe(
         names=NodeNames(negative_prompt=None),  # guided against the empty prompt, as diffusers
         reader="inline_core.families.flux2.comfy_reader:Flux2Collapse",
     ),
+    # Off the node's chain (a split schedule, img2img), Flux2Scheduler onto `sample`'s mu.
+    sigma_sources="inline_core.families.flux2.comfy_sigmas:SIGMA_SOURCES",
     classes={
         SCHEDULER: ComfyClass(("steps", "width", "height"), ("SIGMAS",)),
         LATENT: ComfyClass(("width", "height", "batch_size"), ("LATENT",)),

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from inline_core.families.flux2.comfy import GUIDANCE, LATENT, REFERENCE, SCHEDULER
 from inline_core.families.flux2.descriptor import REFERENCES
 from inline_core.families.flux2.transformer import config_of
-from inline_core.families.flux2.variants import Flux2Variant, variant_of
+from inline_core.families.flux2.variants import EMBEDDED_DEFAULT, Flux2Variant, variant_of
 from inline_core.importer.custom_collapse import BASIC_SCHEDULER, CustomCollapse
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.images import load_image
@@ -27,7 +27,6 @@ from inline_core.models.source import Source
 # A file not here yet: its name says the variant, as ComfyUI's and BFL's files are named.
 DEV_NAME = re.compile(r"flux[-_.]?2[-_.]?dev", re.IGNORECASE)
 KLEIN_NAME = re.compile(r"klein", re.IGNORECASE)
-EMBEDDED_DEFAULT = 3.5  # ComfyUI's FLUX guidance when no FluxGuidance sets it
 # Classes that scale an image on its way to a VAEEncode: the model sizes its references itself.
 IMAGE_SCALERS = ("ImageScaleToTotalPixels", "FluxKontextImageScale", "ImageScale")
 SIZE_NODE = "GetImageSize"

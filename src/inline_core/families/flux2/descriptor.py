@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from inline_core.contract.common_params import LORAS
 from inline_core.families.nodes.sampling import sampling_params
 from inline_core.graph.descriptor import NodeDescriptor, PortSpec
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "bfl/flux-2"
-MAX_PROMPT_CHARS = 20_000
 REFERENCES = ("image", "image2", "image3")  # reference images, in the model's order
 MODEL_DEFAULT = (
     "empty: the model's own (klein distilled: 4 steps; klein base and dev: 50 at guidance 4)"
@@ -27,7 +27,7 @@ FLUX2_DESCRIPTOR = NodeDescriptor(
             PortSpec(name, PortKind.IMAGE, optional=True, label=f"Reference image {i + 1}")
             for i, name in enumerate(REFERENCES)
         ),
-        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
+        LORAS,
     ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
     params=sampling_params(

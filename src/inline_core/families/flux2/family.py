@@ -6,6 +6,12 @@ variant told from the files (`variants.py`), or edits up to three reference imag
 transformer takes one batched tensor with one set of positions, so requests of one size and one
 set of reference sizes share a forward. klein's Qwen3 text encoder is the file Z-Image reads
 (klein 4B): loaded once for both; dev reads a Mistral (`build.py`, its torch side).
+
+Its files serve the primitive vocabulary too (`load/*`, `encode/text`, `sample`, `vae/*`): a
+text encoder loaded as type `flux2` is read FLUX.2's way; `sample` runs ComfyUI's denoise,
+start latents, noise masks and KSamplerAdvanced windows on its 128-channel latents. Its cfg
+is klein base's guidance (1: none); a distilled klein and dev take cfg 1 only, dev embedding
+ComfyUI's default guidance (`guidance_for_cfg`).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from inline_core.families.flux2.split import (
     support_for,
 )
 from inline_core.families.flux2.transformer import config_of
-from inline_core.families.flux2.variants import Flux2Variant, variant_of
+from inline_core.families.flux2.variants import EMBEDDED_DEFAULT, Flux2Variant, variant_of
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.nodes.sampling import (
     guidance_param,
@@ -60,6 +66,8 @@ class Flux2Family(Family):
     install_hint = EXTRA_HINT
     builder = "inline_core.families.flux2.build:BUILDER"
     comfy_text_encoder_types = ("flux2",)  # how ComfyUI's CLIPLoader loads klein's Qwen3
+    runs_step_windows = True  # its sample runs KSamplerAdvanced's windows
+    runs_model_shift = runs_cfg_pp = True  # the shared flow pipeline's: a request's shift, CFG++
     kit = "inline_core.families.flux2.kit_command:main"
     download = "inline_core.families.flux2.download:main"
     loras = FLUX2_LORAS
@@ -70,6 +78,7 @@ class Flux2Family(Family):
         step_cache=frozenset({"dbcache"}),  # per request, its single-stream blocks (step_cache.py)
         split_methods=SPLIT_METHODS,
         split_engines=SPLIT_ENGINES,
+        primitives=True,
     )
 
     def comfy_recipe(self) -> ComfyRecipe:
@@ -136,8 +145,39 @@ class Flux2Family(Family):
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
     ) -> Flux2Request:
         transformer = sources.get("transformer")
-        kind = None if transformer is None else variant_of(config_of(transformer), transformer)
+        kind = _read_variant(transformer)
         return new_request(model_key, kind, **kwargs)
+
+    def guidance_for_cfg(self, cfg: float, transformer: Source | None = None) -> float:
+        """klein base guides as ComfyUI's cfg counts (`uncond + cfg * (cond - uncond)`); a
+        step-distilled klein and dev run no classifier-free guidance, so only cfg 1, dev then
+        embedding ComfyUI's default guidance (what a workflow without FluxGuidance renders)."""
+        kind = _read_variant(transformer)
+        if kind is None or kind.guided:
+            return cfg
+        if cfg != 1:
+            why = "step-distilled" if kind.distilled else "guidance-distilled"
+            raise InvalidRequest(
+                f"{kind.title} is {why} and runs no classifier-free guidance: set cfg to 1"
+                + (
+                    f" (it embeds guidance {EMBEDDED_DEFAULT:g}, ComfyUI's default)"
+                    if kind.embedded_guidance
+                    else ""
+                )
+            )
+        return EMBEDDED_DEFAULT if kind.embedded_guidance else cfg
+
+    def embedded_guidance(self, guidance: float, transformer: Source | None = None) -> float:
+        """dev embeds the conditioning's guidance (ComfyUI's FluxGuidance); klein has no
+        guidance embedder, so a guidance set for it is refused naming it."""
+        kind = _read_variant(transformer)
+        if kind is not None and not kind.embedded_guidance:
+            raise InvalidRequest(
+                f"{kind.title} has no guidance embedder: the conditioning's guidance "
+                f"{guidance:g} (conditioning/guidance, ComfyUI's FluxGuidance) has nothing to "
+                "set; remove it"
+            )
+        return guidance
 
     def denoiser_fit(self, transformer: Any) -> tuple[int, int] | None:
         config = config_of(transformer)
@@ -156,15 +196,29 @@ class Flux2Family(Family):
         params: Mapping[str, Any],
         split: ParallelSpec,
         sources: Sources | None,
+        images: Mapping[str, tuple[int, int] | None] | None = None,
     ) -> str | None:
-        """A render whose image tokens the split's ranks cannot share evenly."""
-        return sequence_refusal(params, split) if node_type == NODE_TYPE else None
+        """A render whose image tokens, its reference images' included, the split's ranks cannot
+        share evenly. A reference whose size is known only at run is checked on the ranks
+        (`Flux2DenoisePipeline.prepare_encode`): the sum is not known here."""
+        if node_type != NODE_TYPE:
+            return None
+        wired = [size for port, size in (images or {}).items() if port in REFERENCES]
+        references = [size for size in wired if size is not None]
+        if len(references) < len(wired):
+            return None  # a size known only at run: the ranks check the sum
+        return sequence_refusal(params, split, references)
+
+
+def _read_variant(transformer: Source | None) -> Flux2Variant | None:
+    """The variant of a transformer's files (None: none, or unreadable)."""
+    return None if transformer is None else variant_of(config_of(transformer), transformer)
 
 
 def _variant(sources: Sources, node_id: str) -> Flux2Variant:
     """The variant of the node's transformer (an unreadable file is refused)."""
     transformer = sources.get("transformer")
-    kind = None if transformer is None else variant_of(config_of(transformer), transformer)
+    kind = _read_variant(transformer)
     if kind is None:
         raise InvalidRequest("the FLUX.2 diffusion model cannot be read", node_id=node_id)
     return kind

@@ -18,7 +18,7 @@ import torch
 from PIL import Image
 from torch import nn
 
-from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.components.interfaces import Conditioning
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
 from inline_core.errors import InvalidRequest
@@ -29,24 +29,14 @@ from inline_core.families.flux2.request import (
     PIXELS_PER_TOKEN,
     Flux2Request,
     new_request,
+    reference_size,
 )
+from inline_core.families.flux2.shift import empirical_mu
+from inline_core.families.flux2.split import tokens_refusal
 from inline_core.families.flux2.vae import Flux2VAE, unpatchify
 from inline_core.families.flux2.variants import loaded_variant
 
 REFERENCE_TIME = 10  # reference image i sits at time 10 + 10 i of the positions
-
-
-def empirical_mu(image_seq_len: int, num_steps: int) -> float:
-    """FLUX.2's shift for an image of `image_seq_len` tokens sampled in `num_steps` (diffusers'
-    `compute_empirical_mu`, BFL's fit)."""
-    a1, b1 = 8.73809524e-05, 1.89833333
-    a2, b2 = 0.00016927, 0.45666666
-    if image_seq_len > 4300:
-        return float(a2 * image_seq_len + b2)
-    m_200 = a2 * image_seq_len + b2
-    m_10 = a1 * image_seq_len + b1
-    a = (m_200 - m_10) / 190.0
-    return float(a * num_steps + (m_200 - 200.0 * a))
 
 
 def grid_ids(h: int, w: int, t: int = 0) -> torch.Tensor:
@@ -116,8 +106,11 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
             if references:
                 state.reference_shapes = tuple((r.shape[2], r.shape[3]) for r in references)
                 state.references = torch.cat([pack(r) for r in references], dim=1).to(self.device)
+            refuse_unshared(state)
             h, w = state.latent_size
-            self._start(state, (self.channels, h, w), dtype, empirical_mu(h * w, state.steps))
+            # The shift of the schedule its steps are cut from (diffusers' img2img: the whole).
+            mu = empirical_mu(h * w, state.schedule_steps)
+            self._start(state, (self.channels, h, w), dtype, mu)
         return state
 
     def _guide(self, pred: torch.Tensor, negative: torch.Tensor, guidance: float) -> torch.Tensor:
@@ -142,7 +135,7 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
         first = rows[0][0]
         h, w = first.latent_size
         tokens = h * w
-        hidden = [cast(Latents, s.latents).value for s, _c in rows]
+        hidden = [self._latents_in(s).value for s, _c in rows]
         if first.references is not None:
             hidden = [
                 torch.cat([cast(torch.Tensor, x), cast(torch.Tensor, s.references)], dim=1)
@@ -202,25 +195,45 @@ class Flux2StepPipeline(Flux2DenoisePipeline):
             state.negative = self.text_encoder.encode("")  # the pipeline's negative prompt
 
     def _encode_references(self, state: Flux2Request) -> list[torch.Tensor]:
-        return [self.vae.encode_pixels(self._reference_pixels(i)) for i in state.reference_images]
-
-    def _reference_pixels(self, image: Any) -> torch.Tensor:
-        """A reference image as the pipeline prepares it: scaled down to at most 1024x1024
-        pixels, cropped to multiples of 16."""
-        from diffusers.pipelines.flux2.image_processor import Flux2ImageProcessor
-
-        processor = cast(Any, Flux2ImageProcessor(vae_scale_factor=PIXELS_PER_TOKEN))
-        img = cast(Image.Image, image)
-        width, height = img.size
-        if width * height > MAX_REFERENCE_PIXELS:
-            img = processor._resize_to_target_area(img, MAX_REFERENCE_PIXELS)
-            width, height = img.size
-        width = (width // PIXELS_PER_TOKEN) * PIXELS_PER_TOKEN
-        height = (height // PIXELS_PER_TOKEN) * PIXELS_PER_TOKEN
-        return cast(
-            torch.Tensor,
-            processor.preprocess(img, height=height, width=width, resize_mode="crop"),
-        )
+        return [
+            cast(torch.Tensor, self.vae.encode_pixels(reference_pixels(i)).value)
+            for i in state.reference_images
+        ]
 
 
-__all__ = ["Flux2DenoisePipeline", "Flux2StepPipeline", "empirical_mu"]
+def refuse_unshared(state: Flux2Request) -> None:
+    """A rank's guard behind the check at submit (`Flux2Family.unsplittable`): image tokens the
+    ranks cannot share, counted once the reference images are encoded (a reference's size may be
+    known only now), are an `InvalidRequest` saying why and what to change, before cache-dit's
+    own "must be divisible by mesh size"."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    ranks = dist.get_world_size()  # FLUX.2 splits with Ulysses alone: every rank shards tokens
+    if why := tokens_refusal(state.latent_size, state.reference_shapes, ranks):
+        raise InvalidRequest(why)
+
+
+def reference_pixels(image: Any) -> torch.Tensor:
+    """A reference image as the pipeline prepares it: scaled down to at most 1024x1024 pixels,
+    cropped to multiples of 16 (`reference_size`, which the split's check at submit counts)."""
+    from diffusers.pipelines.flux2.image_processor import Flux2ImageProcessor
+
+    processor = cast(Any, Flux2ImageProcessor(vae_scale_factor=PIXELS_PER_TOKEN))
+    img = cast(Image.Image, image)
+    width, height = reference_size(*img.size)
+    if img.width * img.height > MAX_REFERENCE_PIXELS:
+        img = processor._resize_to_target_area(img, MAX_REFERENCE_PIXELS)
+    return cast(
+        torch.Tensor,
+        processor.preprocess(img, height=height, width=width, resize_mode="crop"),
+    )
+
+
+__all__ = [
+    "Flux2DenoisePipeline",
+    "Flux2StepPipeline",
+    "empirical_mu",
+    "reference_pixels",
+    "refuse_unshared",
+]

@@ -8,6 +8,7 @@ shape (`batch_key`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -72,6 +73,19 @@ def reference_refusal(port: str, width: int, height: int) -> str | None:
     return None
 
 
+def reference_size(width: int, height: int) -> tuple[int, int]:
+    """The size a reference image of `width`x`height` is encoded at, as the pipeline prepares it:
+    scaled down to at most `MAX_REFERENCE_PIXELS` (diffusers' `_resize_to_target_area`), then
+    cropped to multiples of 16 pixels. One token each 16x16 pixels of it."""
+    if width * height > MAX_REFERENCE_PIXELS:
+        scale = math.sqrt(MAX_REFERENCE_PIXELS / (width * height))
+        width, height = int(width * scale), int(height * scale)
+    return (
+        width // PIXELS_PER_TOKEN * PIXELS_PER_TOKEN,
+        height // PIXELS_PER_TOKEN * PIXELS_PER_TOKEN,
+    )
+
+
 def new_request(
     model_key: Hashable, variant: Flux2Variant | None = None, **kwargs: Any
 ) -> Flux2Request:
@@ -90,4 +104,10 @@ def new_request(
     return state
 
 
-__all__ = ["PIXELS_PER_TOKEN", "Flux2Request", "new_request", "reference_refusal"]
+__all__ = [
+    "PIXELS_PER_TOKEN",
+    "Flux2Request",
+    "new_request",
+    "reference_refusal",
+    "reference_size",
+]

@@ -1,6 +1,8 @@
 """FLUX.2's autoencoder as a VAE component (torch): the transformer's latents are the VAE's 32
 channels patchified 2x2 (128 channels at 1/16 of the pixels), normalised by the batch norm's
-running statistics, as `Flux2KleinPipeline` encodes and decodes them."""
+running statistics, as `Flux2KleinPipeline` encodes and decodes them. Those are the latents it
+takes and gives (`components.interfaces.VAE`): 128 channels, 16 pixels per latent cell, so the
+primitives (`vae/encode`, `vae/decode`, an empty latent) size them from it."""
 
 from __future__ import annotations
 
@@ -39,10 +41,11 @@ class Flux2VAE:
         self.swap = swap
         self.device = torch.device(placement.device)
         config = cast(Any, autoencoder).config
-        self.spatial_factor = 2 ** (len(config.block_out_channels) - 1)
+        # Pixels per cell of the patchified latents: the autoencoder's 8, then the 2x2 patch.
+        self.spatial_factor = 2 ** (len(config.block_out_channels) - 1) * PATCH
         self.latent_channels = int(config.latent_channels) * PATCH * PATCH
         self.eps = float(config.batch_norm_eps)
-        self.pixel_multiple = self.spatial_factor * PATCH
+        self.pixel_multiple = self.spatial_factor
         self.processor = VaeImageProcessor(vae_scale_factor=self.pixel_multiple)
         if placement.vae_tiling:
             cast(Any, autoencoder).enable_tiling()
@@ -57,15 +60,23 @@ class Flux2VAE:
         std = torch.sqrt(bn.running_var.view(1, -1, 1, 1) + self.eps).to(like.device, like.dtype)
         return mean, std
 
-    def encode_pixels(self, pixels: torch.Tensor, /) -> torch.Tensor:
-        """(1, 3, H, W) pixels in [-1, 1] -> normalised patchified latents: the posterior's mode,
-        as the pipeline encodes reference images."""
+    def encode(self, image: Any, generator: Any, /) -> Latents:
+        """An RGB PIL image (sides multiples of 16) -> its normalised patchified latents;
+        `generator` samples the posterior (None: its mode)."""
+        pixels: torch.Tensor = cast(Any, self.processor).preprocess(cast(Image.Image, image))
+        return self.encode_pixels(pixels, generator)
+
+    def encode_pixels(self, pixels: torch.Tensor, generator: Any = None, /) -> Latents:
+        """(N, 3, H, W) pixels in [-1, 1] -> normalised patchified latents: the posterior's mode
+        (as the pipeline encodes reference images), or a sample drawn with `generator`."""
         pixels = pixels.to(device=self.device, dtype=self.dtype)
         with self.swap.use(self.autoencoder, self.placement):
-            raw = cast(Any, self.autoencoder).encode(pixels).latent_dist.mode()
+            dist = cast(Any, self.autoencoder).encode(pixels).latent_dist
+            raw: torch.Tensor = dist.mode() if generator is None else dist.sample(generator)
         latents = patchify(raw)
         mean, std = self._stats(latents)
-        return (latents - mean) / std
+        normalised = (latents - mean) / std
+        return Latents(normalised, tuple(normalised.shape))
 
     def decode(self, latents: Latents, /) -> Image.Image:
         return self.decode_many([latents])[0]

@@ -21,6 +21,7 @@ from inline_core.models.source import Source
 BASE_NAME = re.compile(r"(^|[-_ ./])base([-_ ./]|$)", re.IGNORECASE)
 # How a loaded klein transformer's config says it is step-distilled (model_index.json's name).
 DISTILLED_MARK = "is_distilled"
+EMBEDDED_DEFAULT = 3.5  # ComfyUI's FLUX guidance when no FluxGuidance sets it
 # Widths of the published models (their hidden size: heads x head dim).
 SIZES = {3072: "4B", 4096: "9B"}
 

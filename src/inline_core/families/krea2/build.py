@@ -53,7 +53,7 @@ class Krea2Builder:
             swap=parts.swap,
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
-            serial_phases=any(p.offload for p in parts.placements.values()),
+            serial_phases=parts.serial_phases,
             adapter_cache=parts.extra.get(ADAPTER_CACHE),
             fused_copies=parts.extra.get(FUSED_COPIES),
         )

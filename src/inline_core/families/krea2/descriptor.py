@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from inline_core.contract.common_params import LORAS, NEGATIVE_PROMPT
 from inline_core.families.nodes.sampling import sampling_params
-from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
+from inline_core.graph.descriptor import NodeDescriptor, PortSpec
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "krea/krea-2"
-MAX_PROMPT_CHARS = 20_000
 MODEL_DEFAULT = "empty: the model's own (Turbo: 8 steps unguided; base: 28 at 4.5)"
 
 
@@ -20,11 +20,11 @@ KREA2_DESCRIPTOR = NodeDescriptor(
     output_kind="image",
     inputs=(
         PortSpec("prompt", PortKind.TEXT),
-        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
+        LORAS,
     ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
     params=(
-        ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
+        NEGATIVE_PROMPT,
         *sampling_params(MODEL_DEFAULT, "above 0 runs the negative prompt"),
     ),
     description=(

@@ -15,8 +15,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, cast
 
+from inline_core.contract.encoder_width import EncoderWidth
 from inline_core.contract.files import ModelRule, PartRule, StackRules, TokenizerRule, read_json
 from inline_core.diffusion.files.shapes import read_shapes
 from inline_core.diffusion.formats import qwen3, qwen3_vl, qwen_image_vae
@@ -53,30 +55,25 @@ def vae_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
     return named
 
 
-def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
-    """A Qwen3-VL (a single file or a folder) whose width is the transformer's text input's;
-    a Qwen name first."""
-    if entry.is_folder:
-        config = read_json(entry.path / "config.json")
-        if config is None or config.get("model_type") != qwen3_vl.MODEL_TYPE:
-            return None
-        text = config.get("text_config")
-        hidden = cast(dict[str, Any], text).get("hidden_size") if isinstance(text, dict) else None
-    else:
-        shapes = read_shapes(entry.path)
-        if shapes is None or not qwen3_vl.is_qwen3_vl(shapes):
-            return None
-        hidden = qwen3_vl.hidden_size(shapes)
-    wanted = text_width_of(transformer)
-    if wanted is not None and hidden != wanted:
-        return None
-    return 1 if QWEN_NAME.search(entry.name) else 0
+def _folder_width(config: Mapping[str, Any]) -> object:
+    text = config.get("text_config")
+    return cast(dict[str, Any], text).get("hidden_size") if isinstance(text, dict) else None
 
 
-def text_width_of(transformer: Source | None) -> int | None:
-    config = None if transformer is None else config_of(transformer)
-    value = None if config is None else config.get("text_hidden_dim")
-    return value if isinstance(value, int) else None
+ENCODER = EncoderWidth(
+    model_type=qwen3_vl.MODEL_TYPE,
+    folder_width=_folder_width,
+    recognize=qwen3_vl.is_qwen3_vl,
+    file_width=qwen3_vl.hidden_size,
+    transformer_config=config_of,
+    width_key="text_hidden_dim",
+    names=(QWEN_NAME,),
+)
+
+
+# A Qwen3-VL (a single file or a folder) whose width is the transformer's text input's; a Qwen
+# name first.
+encoder_score = ENCODER.score
 
 
 RULES = StackRules(

@@ -15,7 +15,6 @@ krea2_tiny_lora_a.safetensors` (attention, diffusers/PEFT naming) and `krea2_tin
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from typing import Any, cast
 import torch
 
 from inline_core.diffusion.formats import qwen3, qwen3_vl, qwen_image_vae
-from inline_core.diffusion.kit import report, save_weights, seeded
+from inline_core.diffusion.kit import kit_parser, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.krea2.files import DEFAULT_SCHEDULER_CONFIG
 from inline_core.families.krea2.formats import to_original
@@ -181,12 +180,12 @@ def build_kit(out: Path, size: str = "tiny") -> Krea2Kit:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="inline-core kit --family krea-2",
-        description="Write tiny random-weight Krea 2 models (they draw noise) into a folder.",
+    parser = kit_parser(
+        "inline-core kit --family krea-2",
+        "Write tiny random-weight Krea 2 models (they draw noise) into a folder.",
+        sizes=SIZES,
+        size_help="mid: a wider transformer",
     )
-    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
-    parser.add_argument("--size", choices=SIZES, default="tiny", help="mid: a wider transformer")
     args = parser.parse_args(argv)
     kit = build_kit(cast(Path, args.out), cast(str, args.size))
     print(

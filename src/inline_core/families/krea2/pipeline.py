@@ -11,7 +11,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from inline_core.components.interfaces import Conditioning, Latents
+from inline_core.components.interfaces import Conditioning
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule, calculate_shift
 from inline_core.families.flow_pipeline import FlowImagePipeline
 from inline_core.families.krea2.encoder import Krea2PromptEncoder, MaskedConditioning
@@ -107,7 +107,7 @@ class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
     def _forward(self, rows: list[tuple[Krea2Request, Conditioning]]) -> torch.Tensor:
         h, w = rows[0][0].latent_size
         masked = [cast(MaskedConditioning, c) for _s, c in rows]
-        hidden = torch.cat([cast(Latents, s.latents).value for s, _c in rows])
+        hidden = torch.cat([cast(torch.Tensor, self._latents_in(s).value) for s, _c in rows])
         text = torch.stack([cast(torch.Tensor, c.value) for c in masked])
         mask = torch.stack([cast(torch.Tensor, c.mask) for c in masked])
         timestep = torch.cat(

@@ -48,6 +48,8 @@ CLASSES: Mapping[str, tuple[str, str, str]] = {
     "connectors": ("diffusers.pipelines.ltx2", "LTX2TextConnectors", "text connectors"),
     "text_encoder": ("transformers", "Gemma3ForConditionalGeneration", "text encoder"),
 }
+# The text encoder's class by its folder's model_type: LTX-2.5's is Gemma 4 (`ltx25.py`).
+ENCODER_CLASSES = {"gemma4_unified": "Gemma4UnifiedForConditionalGeneration"}
 
 
 def load_folder(part: str, source: Source, placement: Placement) -> nn.Module:
@@ -68,6 +70,8 @@ def load_folder(part: str, source: Source, placement: Placement) -> nn.Module:
         cls: Any = getattr(module(library), class_name)
         if part == "vocoder":  # LTX-2.3's vocoder has its own class; its config names it
             cls = vocoder_class(source, cls)
+        elif part == "text_encoder":
+            cls = encoder_class(source, cls)
         model = cast(
             nn.Module,
             cls.from_pretrained(
@@ -87,6 +91,12 @@ def vocoder_class(source: Source, default: Any) -> Any:
     name = config.get("_class_name")
     found = getattr(module("diffusers.pipelines.ltx2"), str(name), None) if name else None
     return found or default
+
+
+def encoder_class(source: Source, default: Any) -> Any:
+    config = read_json(source.location / "config.json") or {}
+    name = ENCODER_CLASSES.get(str(config.get("model_type") or ""))
+    return getattr(module("transformers"), name) if name else default
 
 
 class LTX2Builder:

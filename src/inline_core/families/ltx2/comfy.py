@@ -9,13 +9,20 @@ all-in-one file, the node's `model`), KSamplerSelect (the node's sampler), LTXVS
 steps; at its published shifts it is the node's own schedule) and LTXVConcatAVLatent of
 EmptyLTXVLatentVideo (width, height, length as `frames`; LTXVImgToVideoInplace on it brings the
 first frame) and LTXVEmptyLatentAudio; the official templates' second, refining sampler on
-LTXVLatentUpsampler's latents is the node's `upscale`. What data does not reach is
+LTXVLatentUpsampler's latents is the node's `upscale`. LTXAVTextEncoderLoader's Gemma 3 file
+is the node's `text_encoder`. What data does not reach is
 `comfy_reader.py`'s.
 """
 
 from __future__ import annotations
 
-from inline_core.contract.comfy_recipe import SAVE_VIDEO, ComfyClass, ComfyRecipe, OwnNode
+from inline_core.contract.comfy_recipe import (
+    SAVE_VIDEO,
+    ComfyClass,
+    ComfyRecipe,
+    OwnNode,
+    PartLoader,
+)
 from inline_core.families.ltx2.descriptor import NODE_TYPE
 from inline_core.graph.sampler_names import SAMPLERS
 
@@ -38,7 +45,8 @@ RECIPE = ComfyRecipe(
         sampler_defaults={"seed": 0, "steps": 20, "cfg": 4.0},
         model_nodes={},
         conditioning_through=(CONDITIONING, CROP_GUIDES),
-        parts={},
+        # LTXAVTextEncoderLoader's Gemma 3 file: the node's `text_encoder` picker.
+        parts={TEXT_ENCODER_LOADER: PartLoader("text_encoder", "text_encoder", "text_encoders")},
         reader="inline_core.families.ltx2.comfy_reader:LTX2Collapse",
     ),
     classes={

@@ -2,7 +2,8 @@
 the audio and video latents side by side (LTXVConcatAVLatent, LTXVSeparateAVLatent), LTXVScheduler
 as the node's schedule, the size measured from an image (EmptyImage, ImageScaleBy, GetImageSize),
 the first frame (LTXVImgToVideoInplace), the loaders that all read the one all-in-one file, and
-the frame rates the chain states three times, and the official two-stage upscale
+the frame rates the chain states three times, the Gemma 3 file (LTXAVTextEncoderLoader's,
+the node's `text_encoder`, checked to be one this server reads), and the official two-stage upscale
 (LTXVLatentUpsampler and a refining sampler, its LoRAs on the refining pass, its sampler the
 node's `refine_sampler`) as the node's `upscale`, from text or from a first frame; a first
 sampler on ManualSigmas (the distilled template's) as the node's `sigmas`. What
@@ -11,6 +12,7 @@ is refused naming it."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -31,6 +33,7 @@ from inline_core.families.ltx2.comfy import (
     VIDEO_LATENT,
 )
 from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
+from inline_core.families.ltx2.files import encoder_problem
 from inline_core.families.ltx2.manual_sigmas import parse_sigmas
 from inline_core.families.ltx2.request import REFINE_SIGMAS
 from inline_core.graph.sampler_names import SAMPLERS as NODE_SAMPLERS
@@ -48,6 +51,9 @@ PUBLISHED = {"max_shift": 2.05, "base_shift": 0.95, "stretch": True, "terminal":
 MANUAL = "ManualSigmas"  # the refining sampler's sigmas
 LATENT_PIXELS = 32  # LTX-2's video latent's pixels a side: ComfyUI floors a size to them
 IMAGE_RESIZERS = ("ResizeImageMaskNode", "ImageScale", "ImageScaleBy")
+ENCODERS = "text_encoders"
+GEMMA_4 = re.compile(r"gemma[-_ ]?4", re.IGNORECASE)  # LTX-2.5's text encoder's files
+CLIP_LOADER, LTXV_CLIP_TYPE = "CLIPLoader", "ltxv"  # how LTX-2.5's templates load Gemma 4
 
 
 class LTX2Collapse(CustomCollapse):
@@ -183,20 +189,53 @@ class LTX2Collapse(CustomCollapse):
         self.denoise_note(sampler)
 
     def part(self, loader: ComfyNode) -> None:
-        """The loaders on the chain all read the one all-in-one file (the model's); its Gemma 3
-        is the one found in text_encoders/ (the node's `text_encoder` picks another)."""
-        m = self.mapper
+        """The loaders on the chain read the one all-in-one file (the model's), but for
+        LTXAVTextEncoderLoader's Gemma 3 file: the node's `text_encoder` (a Gemma 4 name,
+        LTX-2.5's, is refused naming it)."""
         if loader.class_type == TEXT_ENCODER_LOADER:
-            m.warn(
-                f"{describe(loader)}: the Gemma 3 text encoder is the one found in "
-                "text_encoders/ (a folder with its tokenizer, or ComfyUI's gemma_3_12B_it file "
-                "in bf16 or fp8; pick one with param 'text_encoder'), not necessarily "
-                f"{m.text(loader, 'text_encoder')!r}"
-            )
             self._same_file(loader, "ckpt_name")
+            self._refuse_gemma_4(loader, self.mapper.text(loader, "text_encoder"))
+            super().part(loader)
             return
+        if loader.class_type == CLIP_LOADER:  # LTX-2.5's templates load Gemma 4 with it
+            wanted = self.mapper.text(loader, "clip_name")
+            self._refuse_gemma_4(loader, wanted)
+            if self.mapper.text(loader, "type") == LTXV_CLIP_TYPE:
+                raise UnsupportedNode(
+                    f"{describe(loader)}: a CLIPLoader of type {LTXV_CLIP_TYPE!r} ({wanted!r}) "
+                    f"is LTX-2.5's layout; {self.descriptor.type} reads LTX-2.0/2.3's Gemma 3 "
+                    f"through {TEXT_ENCODER_LOADER}, and LTX-2.5 from its diffusers folder"
+                )
         self.expect(loader, CHECKPOINT, AUDIO_VAE_LOADER)
         self._same_file(loader, "ckpt_name")
+
+    def part_params(self, node_id: str) -> dict[str, str]:
+        """The Gemma 3 file as the catalog names it; one here that this server cannot read as
+        Gemma 3 is refused naming it (one not here is `unmatched`, the import's models map
+        it)."""
+        params = super().part_params(node_id)
+        name = params.get("text_encoder")
+        catalog = self.mapper.catalog
+        if name is None or name not in catalog.options(ENCODERS):
+            return params
+        problem = encoder_problem(catalog.path(ENCODERS, name))
+        if problem is not None:
+            loader = describe(self.parts["text_encoder"][0])
+            raise UnsupportedNode(
+                f"{loader}: the text encoder {ENCODERS}/{name} cannot be read: {problem}"
+            )
+        return params
+
+    def _refuse_gemma_4(self, loader: ComfyNode, wanted: str) -> None:
+        """ComfyUI's LTX-2.5 files are not read here: the 422 says what the render needs."""
+        if GEMMA_4.search(wanted):
+            raise UnsupportedNode(
+                f"{describe(loader)}: {wanted!r} is Gemma 4, LTX-2.5's text encoder: "
+                f"{self.descriptor.type} renders LTX-2.0 and 2.3 from ComfyUI's files (Gemma 3), "
+                "and LTX-2.5 only from its diffusers folder in diffusion_models (text_encoder/ "
+                "Gemma 4, diffusion_decoder/ its diffusion video decoder): ComfyUI's Gemma 4 "
+                "file and LTX-2.5 checkpoint are not read; map the workflow's model to that folder"
+            )
 
     def _same_file(self, loader: ComfyNode, widget: str) -> None:
         wanted = self.mapper.text(loader, widget)

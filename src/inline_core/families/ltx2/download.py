@@ -6,7 +6,8 @@ Targets: `diffusers` (the default: Lightricks' diffusers repo of LTX-2, landing 
 folder in `models/diffusion_models/`: its model index and the folders of its parts), or
 ComfyUI's files as its templates load them: `checkpoint` (Lightricks' all-in-one LTX-2 19B dev
 file, every part but Gemma, in `checkpoints/`), `text_encoder` (Comfy-Org's Gemma 3 12B file,
-its tokenizer inside; `text_encoder_fp8` its fp8 scaled one; the `_fp4_mixed` one is not read),
+its tokenizer inside; `text_encoder_fp8` its fp8 scaled one, `text_encoder_fp4` its NVFP4
+`_fp4_mixed` one, the templates' own),
 `upscaler` (the x2 latent upsampler, `latent_upscale_models/`), `distilled_lora` (the refining
 pass's LoRA, `loras/`), and LTX-2.3's `checkpoint_2_3`, `upscaler_2_3`, `distilled_lora_2_3`.
 Presets: `comfy` (LTX-2 19B dev's files) and `comfy-2.3` (LTX-2.3 22B dev's).
@@ -68,6 +69,13 @@ DOWNLOADS = Downloads(
             "split_files/text_encoders/gemma_3_12B_it_fp8_scaled.safetensors",
             ENCODER,
             13.2,
+        ),
+        "text_encoder_fp4": file(
+            COMFY_REPO,
+            "text_encoders",
+            "split_files/text_encoders/gemma_3_12B_it_fp4_mixed.safetensors",
+            ENCODER,
+            None,
         ),
         "upscaler": file(
             REPO, "latent_upscale_models", "ltx-2-spatial-upscaler-x2-1.0.safetensors", (), 1.0

@@ -15,7 +15,7 @@ from typing import Any
 from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
-from inline_core.contract.files import StackRules, read_json
+from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_handles
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
@@ -29,6 +29,7 @@ from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NO
 from inline_core.families.ltx2.download import DOWNLOADS
 from inline_core.families.ltx2.files import RULES, prompt_tokens, vae_factors
 from inline_core.families.ltx2.lora_naming import LTX2_LORAS
+from inline_core.families.ltx2.ltx25 import check_ltx25
 from inline_core.families.ltx2.manual_sigmas import parse_sigmas
 from inline_core.families.ltx2.request import (
     SPATIAL_FACTOR,
@@ -56,8 +57,6 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
 
 PREVIEW_LATENTS = "ltxv"  # its video latents' format in diffusion/preview/formats.py
-LTX_2_5_ENCODER = "gemma4"  # LTX-2.5's text encoder's model_type (gemma4, gemma4_unified)
-CONFIG = "config.json"
 
 REQUEST_PARAMS = (
     "width",
@@ -138,7 +137,12 @@ class LTX2Family(Family):
         if params.get("sigmas"):
             request["first_sigmas"] = parse_sigmas(str(params["sigmas"]), node_id)
             request["steps"] = len(request["first_sigmas"])
+        decoder = check_ltx25(
+            params, sources.get("transformer"), sources.get("text_encoder"), node_id
+        )
         take_params = dict(request)
+        if decoder is not None:  # LTX-2.5: its video decoder is a diffusion model (ltx25.py)
+            request["diffusion_decoder"] = str(decoder)
         image = image_input(inputs, "image", node_id)
         take_params["image_to_video"] = image is not None
         if image is not None:
@@ -202,7 +206,7 @@ class LTX2Family(Family):
         check_single_file(transformer, node_id)
         encoder = None if sources is None else sources.get("text_encoder")
         check_encoder_file(encoder, node_id)
-        refuse_ltx_2_5(encoder, node_id)
+        check_ltx25(params, transformer, encoder, node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         if params.get("upscale"):
@@ -242,6 +246,7 @@ class LTX2Family(Family):
         params: Mapping[str, Any],
         split: ParallelSpec,
         sources: Sources | None,
+        images: Mapping[str, tuple[int, int] | None] | None = None,
     ) -> str | None:
         """A render whose video, soundtrack or prompt the split's ranks cannot share evenly."""
         if node_type != NODE_TYPE or sources is None:
@@ -279,18 +284,4 @@ def check_encoder_file(encoder: Source | None, node_id: str) -> None:
     if problem is not None:
         raise ModelMissing(
             f"the Gemma 3 text encoder {encoder.path} cannot be read: {problem}", node_id=node_id
-        )
-
-
-def refuse_ltx_2_5(encoder: Source | None, node_id: str) -> None:
-    """LTX-2.5 (its text encoder Gemma 4) is refused at submit, saying what it lacks here."""
-    config = None if encoder is None or encoder.is_file else read_json(encoder.location / CONFIG)
-    kind = "" if config is None else str(config.get("model_type") or "")
-    if kind.startswith(LTX_2_5_ENCODER):
-        raise InvalidRequest(
-            f"this model is LTX-2.5 (its text encoder {encoder.location if encoder else ''} is "
-            f"{kind}): lightricks/ltx-2 renders LTX-2.0 and 2.3; 2.5 decodes its video with a "
-            "diffusion decoder (diffusers' LTX2VideoDiffusionDecoderModel), which it does not "
-            "run yet",
-            node_id=node_id,
         )

@@ -1,9 +1,10 @@
 """Which files make an LTX-2 stack, and how each is recognised (torch-free; runs at submit).
 
 An LTX-2 stack is a transformer (video and audio streams), the video VAE, the audio VAE, the
-vocoder, the text connectors, a Gemma 3 text encoder with its tokenizer, and a flow-matching
-scheduler config. Each part is read from a diffusers folder (`LTX2Pipeline`'s or
-`LTX2ImageToVideoPipeline`'s, in `diffusion_models/`), a component folder of its class in its
+vocoder, the text connectors, a Gemma 3 text encoder with its tokenizer (LTX-2.5's: Gemma 4, and
+its folder's `diffusion_decoder/`, `ltx25.py`), and a flow-matching scheduler config. Each
+part is read from a diffusers folder (`LTX2Pipeline`'s, `LTX2ImageToVideoPipeline`'s or
+`LTX2DFRPipeline`'s, in `diffusion_models/`), a component folder of its class in its
 category (`vae/`, `text_encoders/`), or ComfyUI's all-in-one file in `checkpoints/`
 (`ltx-2*.safetensors`: every part but Gemma under its key prefix, their configs in its header,
 `single_file.py`). Gemma may also be ComfyUI's single file in `text_encoders/`
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from inline_core.contract.files import (
@@ -45,6 +47,7 @@ AUDIO_VAE_CLASS = "AutoencoderKLLTX2Audio"
 VOCODER_CLASSES = ("LTX2Vocoder", "LTX2VocoderWithBWE")
 CONNECTORS_CLASS = "LTX2TextConnectors"
 TEXT_ENCODER_TYPE = "gemma3"
+TEXT_ENCODER_TYPES = (TEXT_ENCODER_TYPE, "gemma4_unified")  # LTX-2.0/2.3's, LTX-2.5's (ltx25.py)
 TOKENIZER_FOLDER = re.compile(r"gemma", re.IGNORECASE)  # a single file's tokenizer, beside it
 FOLDER_HINT = (
     "put a diffusers LTX-2 folder (Lightricks/LTX-2's, with transformer/, vae/, audio_vae/, "
@@ -91,12 +94,25 @@ def class_score(*names: str) -> Score:
 
 
 def encoder_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
-    """A Gemma 3 folder (its tokenizer inside), or ComfyUI's Gemma 3 file (whole or not: what
-    it lacks is said at submit, `gemma_file.problem`)."""
+    """A Gemma 3 or LTX-2.5's Gemma 4 folder (its tokenizer inside), or ComfyUI's Gemma 3 file
+    (whole or not: what it lacks is said at submit, `gemma_file.problem`)."""
     if not entry.is_folder:
         return 0 if gemma_file.is_gemma_file(entry.path) else None
     config = read_json(entry.path / "config.json")
-    return 0 if config is not None and config.get("model_type") == TEXT_ENCODER_TYPE else None
+    return 0 if config is not None and config.get("model_type") in TEXT_ENCODER_TYPES else None
+
+
+def encoder_problem(path: Path) -> str | None:
+    """Why the file or folder at `path` is not a Gemma 3 text encoder this server reads (None:
+    it is one): what `encoder_score` takes, and for ComfyUI's file what `gemma_file.problem`
+    finds missing."""
+    if path.is_dir():
+        config = read_json(path / "config.json")
+        kind = None if config is None else config.get("model_type")
+        return None if kind in TEXT_ENCODER_TYPES else f"it is not a Gemma folder ({kind!r})"
+    if not gemma_file.is_gemma_file(path):
+        return "it is not ComfyUI's Gemma 3 file (no Gemma 3 language model in it)"
+    return gemma_file.problem(path)
 
 
 def _part(
@@ -130,7 +146,8 @@ RULES = StackRules(
     model=ModelRule(
         title="LTX-2 diffusion model (a diffusers LTX-2 folder or an all-in-one ltx-2 file)",
         override="INLINE_LTX2_MODEL",
-        pipeline_prefix=("LTX2Pipeline", "LTX2ImageToVideoPipeline"),
+        # LTX2DFRPipeline: the class diffusers loads LTX-2.5's folder with (`ltx25.py`)
+        pipeline_prefix=("LTX2Pipeline", "LTX2ImageToVideoPipeline", "LTX2DFRPipeline"),
         transformer_class=TRANSFORMER_CLASS,
         recognize=single_file,
         # Lightricks' and ComfyUI's file names (ltx-2-19b-dev-fp8.safetensors, ltx-2.3-...):
@@ -175,7 +192,7 @@ RULES = StackRules(
             "text_encoder",
             "text encoder",
             "Gemma 3 text encoder (an HF folder with its tokenizer, or ComfyUI's "
-            "gemma_3_12B_it file in bf16 or fp8)",
+            "gemma_3_12B_it file in bf16, fp8 or NVFP4 fp4_mixed)",
             "text_encoders",
             encoder_score,
         ),

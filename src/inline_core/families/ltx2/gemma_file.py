@@ -1,16 +1,18 @@
 """ComfyUI's single-file Gemma 3 (`text_encoders/gemma_3_12B_it.safetensors`, its `_fp8_scaled`
-file) as LTX-2's text encoder: one format, torch-free at import.
+and `_fp4_mixed` files) as LTX-2's text encoder: one format, torch-free at import.
 
 The file is read as a view under `gemma_keys.COMFY_PREFIX`, which makes its keys transformers'
 `Gemma3TextModel`'s: the language model alone, whose hidden states LTX-2 reads (a folder's
 `Gemma3ForConditionalGeneration` runs the same layers). Its config comes from the header's
-shapes; what shapes do not show is Gemma 3 12B's published config (`google/gemma-3-12b-it`):
-a 1024-token sliding window on five layers in six, rope theta 10 000 on those and 1 000 000 with
-linear scaling by 8 on the others, queries scaled by 256. The kit's Gemma is built with the same
-values, so its folder and its file are one model.
+shapes, read as every decoder LM's are (`diffusion/formats/decoder_lm.py`); what shapes do not
+show is Gemma 3 12B's published config (`google/gemma-3-12b-it`): a 1024-token sliding window on
+five layers in six, rope theta 10 000 on those and 1 000 000 with linear scaling by 8 on the
+others, queries scaled by 256. The kit's Gemma is built with the same values, so its folder and
+its file are one model.
 
-`problem` says at submit what a file lacks (a 422 naming it), and refuses ComfyUI's
-`_fp4_mixed` file, whose NVFP4 layers (uint8 pairs with block scales) this server does not read.
+`problem` says at submit what a file lacks (a 422 naming it). ComfyUI's `_fp4_mixed` file's
+NVFP4 layers are dequantized at load by the shared loader (`diffusion/nvfp4.py`, its layout
+taken from ComfyUI's code, not a real file); packed layers of another layout are refused.
 """
 
 from __future__ import annotations
@@ -18,15 +20,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from inline_core.diffusion.files import nvfp4
 from inline_core.diffusion.files.header import read_view
 from inline_core.diffusion.files.scales import weights_only
 from inline_core.diffusion.files.shapes import (
-    ConfigInferenceError,
     Shapes,
     count_blocks,
     read_shapes,
     shape_of,
+    weight_shapes,
 )
+from inline_core.diffusion.formats.decoder_lm import decoder_lm_config
 from inline_core.diffusion.formats.format import ModelFormat
 from inline_core.families.ltx2 import gemma_keys
 
@@ -58,28 +62,21 @@ def layer_types(layers: int) -> list[str]:
 
 
 def infer_config(shapes: Shapes) -> dict[str, Any]:
-    """`Gemma3TextConfig` kwargs from the view's shapes."""
-    vocab, hidden = shape_of(shapes, "embed_tokens.weight")
-    head = shape_of(shapes, f"layers.0.{gemma_keys.PROBE}")[0]
-    q_rows = shape_of(shapes, "layers.0.self_attn.q_proj.weight")[0]
-    kv_rows = shape_of(shapes, "layers.0.self_attn.k_proj.weight")[0]
-    if q_rows % head or kv_rows % head:
-        raise ConfigInferenceError(f"projection widths are not multiples of head width {head}")
-    layers = count_blocks(shapes, r"layers\.(\d+)\.")
+    """`Gemma3TextConfig` kwargs from the view's shapes: the shared decoder-LM reading, its head
+    width from the q-norm, with Gemma 3's own rope by layer type, window and query scale."""
+    config = decoder_lm_config(
+        shapes,
+        shape_of(shapes, f"layers.0.{gemma_keys.PROBE}")[0],
+        rms_eps=RMS_EPS,
+        max_positions=MAX_POSITIONS,
+        tie_word_embeddings=True,
+        rope_parameters=ROPE_PARAMETERS,
+    )
     return {
-        "vocab_size": vocab,
-        "hidden_size": hidden,
-        "intermediate_size": shape_of(shapes, "layers.0.mlp.gate_proj.weight")[0],
-        "num_hidden_layers": layers,
-        "num_attention_heads": q_rows // head,
-        "num_key_value_heads": kv_rows // head,
-        "head_dim": head,
+        **config,
         "query_pre_attn_scalar": QUERY_PRE_ATTN_SCALAR,
         "sliding_window": SLIDING_WINDOW,
-        "layer_types": layer_types(layers),
-        "rope_parameters": ROPE_PARAMETERS,
-        "rms_norm_eps": RMS_EPS,
-        "max_position_embeddings": MAX_POSITIONS,
+        "layer_types": layer_types(config["num_hidden_layers"]),
         "hidden_activation": ACTIVATION,
     }
 
@@ -97,16 +94,25 @@ def carries_tokenizer(path: Path) -> bool:
 
 
 def problem(path: Path) -> str | None:
-    """Why this Gemma file cannot be read (None: it can): keys it lacks, or fp4 layers."""
+    """Why this Gemma file cannot be read (None: it can): keys it lacks, or packed layers that
+    are not ComfyUI's NVFP4 layout (`diffusion/files/nvfp4.py`)."""
     header = read_view(path, VIEW)
-    packed = [k for k, v in weights_only(header).items() if v.dtype == "U8"]
-    if packed:
+    fp4 = nvfp4.packed_weights(header)
+    stray = nvfp4.stray_scales(header)
+    if stray:
+        return f"{VIEW}{stray[0]} is an NVFP4 scale, but its layer's weight is not packed fp4"
+    for weight, layer in fp4.items():
+        found = nvfp4.problem(header, weight, layer)
+        if found is not None:
+            return f"its fp4 layer {VIEW}{layer} is not ComfyUI's NVFP4 layout: {found}"
+    packed = [k for k, v in weights_only(header).items() if v.dtype == nvfp4.PACKED]
+    other = [k for k in packed if k not in fp4]
+    if other:
         return (
-            f"its layers are stored in fp4 ({packed[0]} is packed uint8, as in ComfyUI's "
-            "gemma_3_12B_it_fp4_mixed), which this server does not read: use "
-            "gemma_3_12B_it.safetensors or gemma_3_12B_it_fp8_scaled.safetensors"
+            f"{VIEW}{other[0]} is packed uint8 without NVFP4's per-tensor scale "
+            f"(weight_scale_2): a quantization this server does not read"
         )
-    shapes = {k: v.shape for k, v in weights_only(header).items()}
+    shapes = weight_shapes(header)
     layers = count_blocks(shapes, r"layers\.(\d+)\.")
     missing = [k for k in gemma_keys.text_model_keys(layers) if k not in shapes]
     if not missing:

@@ -10,6 +10,7 @@ from pathlib import Path
 from inline_core.diffusion.kit import report
 from inline_core.families.ltx2.kit import SIZES, write_kit
 from inline_core.families.ltx2.kit_gemma import write_gemma_kit
+from inline_core.families.ltx2.kit_ltx25 import write_ltx25_kit
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,7 +24,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="comfy: the tiny stack as ComfyUI's files too (the all-in-one checkpoint, the "
         "Gemma 3 file with its tokenizer inside) beside its diffusers folder",
     )
+    parser.add_argument(
+        "--version",
+        choices=("2.0", "2.5"),
+        default="2.0",
+        help="2.5: the tiny LTX-2.5 stack (Gemma 4, the diffusion video decoder), diffusers "
+        "layout, tiny size",
+    )
     args = parser.parse_args(argv)
+    if args.version == "2.5":
+        if args.layout != "diffusers" or args.size != "tiny":
+            parser.error("--version 2.5 writes the tiny diffusers folder alone")
+        ltx25 = write_ltx25_kit(args.out)
+        print(report(args.out, [ltx25.diffusers_dir]))
+        return 0
     if args.layout == "comfy":
         comfy = write_gemma_kit(args.out)
         print(report(args.out, [comfy.folder, comfy.checkpoint, comfy.gemma, comfy.upsampler]))

@@ -19,6 +19,9 @@ and stretched to width x height (bilinear), is encoded as the first latent frame
 clean: its tokens see timestep 0 and the scheduler never moves them. Text and image requests of
 one shape share a forward (every row then takes per-token timesteps).
 
+LTX-2.5 (`ltx25.py`): the same, but for its video decoder, a diffusion model of its own
+(`ltx25_decode.py`), which draws its noise from the request's generator after the latents'.
+
 Not run here (diffusers' further guidance terms, off in this node): spatio-temporal guidance,
 modality-isolation guidance and guidance rescale.
 """
@@ -52,6 +55,7 @@ from inline_core.diffusion.vae.pixels import gather_chunks
 from inline_core.families.ltx2.decode import ChunkedVideoDecode
 from inline_core.families.ltx2.family import PREVIEW_LATENTS
 from inline_core.families.ltx2.lora import read_lora
+from inline_core.families.ltx2.ltx25_decode import DiffusionVideoDecode, load_decoder
 from inline_core.families.ltx2.request import LTX2Request, new_request
 from inline_core.families.ltx2.upsampler_load import load_upsampler
 from inline_core.runtime.video import Audio, Video
@@ -114,6 +118,7 @@ class LTX2StepPipeline:
         self.vocoder = vocoder
         # The two-stage path's latent upsamplers, by folder, loaded on first use.
         self.upsamplers: dict[str, nn.Module] = {}
+        self.decoders: dict[str, nn.Module] = {}  # LTX-2.5's diffusion decoders, likewise
         self.placement = placement
         self.encoder_placement = encoder_placement
         self.vae_placement = vae_placement
@@ -221,6 +226,8 @@ class LTX2StepPipeline:
                 dtype=torch.float32,
             )
             state.audio_latents = pack_audio(audio).to(self.device)
+            if state.diffusion_decoder:  # LTX-2.5's decoder draws next (ltx25_decode.py)
+                state.decode_noise = generator.get_state()
             tokens = int(state.latents.shape[1])
             state.schedule = self.new_schedule(state, tokens, 0)
             state.audio_schedule = self.new_schedule(state, tokens, 1)
@@ -431,6 +438,15 @@ class LTX2StepPipeline:
             self.upsamplers[where] = found
         return found
 
+    def decoder_at(self, where: str) -> nn.Module:
+        """LTX-2.5's diffusion decoder in folder `where`, loaded once, kept with the VAEs."""
+        found = self.decoders.get(where)
+        if found is None:
+            dtype = torch_dtype(self.vae_placement.storage or self.vae_placement.dtype)
+            found = load_decoder(Path(where), dtype).to(home_device(self.vae_placement))
+            self.decoders[where] = found
+        return found
+
     def refine_schedule(self, state: LTX2Request, tokens: int, row: int) -> FlowMatchSchedule:
         sampler = state.refine_sampler or state.sampler
         return self.given_schedule(state, state.refine_sigmas, sampler, tokens, row)
@@ -518,8 +534,12 @@ class LTX2StepPipeline:
             audio = Audio(wave[0].float().cpu().numpy(), rate)
             if state.on_audio is not None:
                 state.on_audio(audio)
-            decode = self.video_decode
-            with self.swap.use(self.vae, self.vae_placement):
+            decode: ChunkedVideoDecode | DiffusionVideoDecode = self.video_decode
+            decoder = self.vae
+            if state.diffusion_decoder:
+                decoder = self.decoder_at(state.diffusion_decoder)
+                decode = DiffusionVideoDecode(decoder, state.decode_noise)
+            with self.swap.use(decoder, self.vae_placement):
                 chunks = decode.decode_chunks(video_latents.to(device, dtype))
                 frames = gather_chunks(
                     chunks, state.frames, decode.chunk_value_range, state.on_chunk

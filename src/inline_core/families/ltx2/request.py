@@ -61,6 +61,7 @@ class LTX2Request:
     refine_guidance: float = 1.0
     refine_loras: LoraStack = ()
     refine_sampler: str = ""  # the refining pass's sampler ("": `sampler`)
+    diffusion_decoder: str = ""  # LTX-2.5's video decoder's folder (ltx25.py; "": the VAE)
     model_key: Hashable = field(default="", metadata=LOCAL)
     refining: bool = field(default=False, metadata=LOCAL)  # the upsampled latents' pass
     refine_start: int = field(default=0, metadata=LOCAL)  # its first model call's index
@@ -77,6 +78,9 @@ class LTX2Request:
     on_chunk: Any = field(default=None, metadata=LOCAL)
     on_audio: Any = field(default=None, metadata=LOCAL)  # the soundtrack, before the first chunk
     cache: Any = field(default=None, metadata=LOCAL)
+    # LTX-2.5's decoder draws its noise from the render's generator, after the latents' noise:
+    # the generator's state there (each decode starts from it).
+    decode_noise: Any = field(default=None, metadata=LOCAL)
 
     @property
     def video_scale(self) -> float:

@@ -66,12 +66,12 @@ class FamilyNodeRunner(NodeRunner):
             except ValueError as exc:
                 raise InvalidRequest(str(exc), node_id=node_id) from None
         resolution = self.family.resolve(node_type, params)
-        submit = Submit(
-            node_type, params, node_id, resolution, facts.wired, facts.sizes(), facts.upstream
-        )
+        sizes = facts.sizes()
+        submit = Submit(node_type, params, node_id, resolution, facts.wired, sizes, facts.upstream)
         self.family.check(submit)
         sources = resolution.require(node_id)
-        self.runtime.refuse_if_split(self.family, node_type, params, sources, node_id)
+        images = {port: sizes.get(port) for port in facts.wired}
+        self.runtime.refuse_if_split(self.family, node_type, params, sources, node_id, images)
         return sources
 
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:

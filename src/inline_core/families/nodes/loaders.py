@@ -2,14 +2,17 @@
 
 `check` (at submit) asks each family that serves the primitives, in turn, whether it takes the
 picked file (from its header or folder config), so a checkpoint no family runs is refused in
-milliseconds with `model_missing`; the handle it finds comes back to the run. `run` loads the
-weights into the server's resident cache (a later run, or the family's own node, finds them
-there), or, where the model is split across ranks, starts the worker group holding the
+milliseconds with `model_missing`; the handle it finds comes back to the run. A text encoder
+file several families read (Qwen3-4B: Z-Image's and FLUX.2 klein's) is read as its `type` says
+(ComfyUI's CLIPLoader type); without one, each such family's way, `sample` taking its own. `run`
+loads the weights into the server's resident cache (a later run, or the family's own node, finds
+them there), or, where the model is split across ranks, starts the worker group holding the
 transformer, and outputs the handle.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
@@ -18,7 +21,7 @@ from inline_core.contract.family import Family
 from inline_core.contract.handles import ModelHandle, TextEncoderHandle, VAEHandle
 from inline_core.contract.registry import Families
 from inline_core.engine.runtime import ModelRuntime
-from inline_core.errors import ModelMissing, NotFound
+from inline_core.errors import InvalidRequest, ModelMissing, NotFound
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
 from inline_core.models.catalog import Catalog, CatalogEntry
 
@@ -52,9 +55,11 @@ class Loaders:
         entry: CatalogEntry,
         take: Callable[[Family, CatalogEntry], H | None],
         refusal: Callable[[list[Family]], str],
+        families: list[Family] | None = None,
     ) -> H:
-        """The first family's handle on `entry`, or `ModelMissing` saying why none takes it."""
-        families = self.families.with_primitives()
+        """The first family's handle on `entry` (of `families`, else of every family serving
+        the primitives), or `ModelMissing` saying why none takes it."""
+        families = self.families.with_primitives() if families is None else families
         for family in families:
             handle = take(family, entry)
             if handle is not None:
@@ -68,7 +73,7 @@ def _hints(families: list[Family], hint: Callable[[Family], str]) -> str:
 
 def _part_refusal(part: str, category: str, name: str) -> Callable[[list[Family]], str]:
     def refusal(families: list[Family]) -> str:
-        titles = " or ".join(f.files.part_rule(part).title for f in families) or part
+        titles = ", not a ".join(f.files.part_rule(part).title for f in families) or part
         hints = _hints(families, lambda f: f.files.part_rule(part).hint)
         return f"{category}/{name} is not a {titles}; {hints}"
 
@@ -127,7 +132,8 @@ class LoadDiffusionModel(HandleLoader[ModelHandle]):
             return None if files is None else ModelHandle(family.name, found.name, *files)
 
         def refusal(families: list[Family]) -> str:
-            titles = " or ".join(f.files.rules.model.title for f in families) or "model"
+            # Each family's title said whole ("not a FLUX.2 ..., not a Z-Image ...").
+            titles = ", not a ".join(f.files.rules.model.title for f in families) or "model"
             names = " or ".join(f.title for f in families) or "no model family"
             runs = "is the model family" if len(families) == 1 else "are the model families"
             hints = _hints(families, lambda f: f.files.rules.model.hint)
@@ -196,11 +202,37 @@ class LoadTextEncoder(HandleLoader[TextEncoderHandle]):
                 return f"text_encoders/{entry.name} has no tokenizer: {tokenizer_missing[0]}"
             return part_refusal(families)
 
-        return self.loaders.first(entry, take, refusal)
+        readers = self.readers(params)
+        found = self.loaders.first(entry, take, refusal, readers)
+        if readers is not None:
+            return found
+        # Not told whose reading: the other families that take the file read it too.
+        others = self.loaders.families.with_primitives()
+        also = [take(f, entry) for f in others if f.name != found.family]
+        return dataclasses.replace(found, also=tuple(h for h in also if h is not None))
+
+    def readers(self, params: Mapping[str, Any]) -> list[Family] | None:
+        """The families whose reading `type` names (ComfyUI's CLIPLoader type); None: any."""
+        kind = str(params.get("type") or "").strip().lower()
+        if not kind:
+            return None
+        served = self.loaders.families.with_primitives()
+        found = [f for f in served if kind in f.comfy_text_encoder_types]
+        if not found:
+            known = sorted({t for f in served for t in f.comfy_text_encoder_types})
+            listed = ", ".join(repr(t) for t in known) or "none"
+            raise InvalidRequest(
+                f"no model family here reads text encoders of type {kind!r} through the "
+                f"primitives (the types: {listed})"
+            )
+        return found
 
     def identity(self, handle: TextEncoderHandle) -> str:
         # The tokenizer may live outside the models folder (a single-file encoder's).
-        return f"{handle.family}|{handle.encoder.identity()}|{handle.tokenizer.identity()}"
+        return "+".join(
+            f"{h.family}|{h.encoder.identity()}|{h.tokenizer.identity()}"
+            for h in (handle, *handle.also)
+        )
 
     def load(self, family: Family, handle: TextEncoderHandle, call: NodeCall) -> None:
         from inline_core.families.nodes import ops

@@ -120,9 +120,10 @@ class LoadLora(_LoraRunner):
         ]
         if not models:
             return self.picker.pick(params, node_id)
-        family = models[0].family
+        family, wired = models[0].family, models[0]
+        model = wired if isinstance(wired, ModelHandle) else wired.model
         try:
-            return self.picker.pick(params, node_id, family)
+            return dataclasses.replace(self.picker.pick(params, node_id, family), model=model)
         except InvalidRequest:
             other = self.picker.pick(params, node_id)  # another family's file: say whose
             raise InvalidRequest(

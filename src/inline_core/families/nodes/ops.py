@@ -270,7 +270,9 @@ def _requests(
     ctx: ExecutionContext,
     pipeline: Any,
 ) -> list[Any]:
-    guidance = family.guidance_for_cfg(settings.cfg)
+    guidance = family.guidance_for_cfg(settings.cfg, model.transformer)
+    if positive.guidance is not None:  # a conditioning/guidance: the guidance it embeds
+        guidance = family.embedded_guidance(positive.guidance, model.transformer)
     fields = _control_fields(runtime, family, model, latent, ctx.run_id)
     if latent.noise_mask is not None:  # at its own size: the denoiser resizes it to the latent
         mask = masks.mask_tensor(latent.noise_mask)

@@ -3,9 +3,11 @@
 imported on a node's first run).
 
 Each runner works with the family its input handle names: a text encoder's family encodes, a
-model's family samples, a VAE's family decodes. Handles flow between them as values; only
-`vae/decode` writes takes (one PNG per batch item, with the sampling settings and the seed actually
-used in its params).
+model's family samples, a VAE's family decodes. A conditioning is its encoder's family's reading
+of the prompt (one Qwen3 file is read one way by Z-Image, another by FLUX.2): `sample` refuses
+one read for another family, at submit where the graph shows it. Handles flow between them as
+values; only `vae/decode` writes takes (one PNG per batch item, with the sampling settings and the
+seed actually used in its params).
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InvalidRequest
 from inline_core.families.nodes.controls import Picked
+from inline_core.families.nodes.guidance import unwrapped
 from inline_core.families.nodes.inputs import handle_input, optional_handle
 from inline_core.graph.mask_nodes import mask_value
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
 from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, cfg_pp_unguided
+from inline_core.models.source import Source
 
 
 class _FamilyRunner(NodeRunner):
@@ -44,6 +48,16 @@ class _FamilyRunner(NodeRunner):
 
 
 class EncodeText(_FamilyRunner):
+    def check_node(
+        self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts
+    ) -> object | None:
+        # Its loader's handle, for the `sample` it feeds to check whose reading it is.
+        handles = [
+            h for h in facts.upstream.get("text_encoder", ()) if isinstance(h, TextEncoderHandle)
+        ]
+        super().check_node(node_id, params, facts)
+        return handles[0] if handles else None
+
     def run(self, call: NodeCall) -> NodeResult:
         from inline_core.families.nodes import ops
 
@@ -55,6 +69,14 @@ class EncodeText(_FamilyRunner):
         reporter.phase("encode")
         family = self.families.named(encoder.family)
         conditioning = ops.encode_text(self.runtime, family, encoder, prompt, call.ctx.run_id)
+        readings = {  # an encoder loaded without a type: the other families' readings too
+            other.family: ops.encode_text(
+                self.runtime, self.families.named(other.family), other, prompt, call.ctx.run_id
+            )
+            for other in encoder.also
+        }
+        if readings:
+            conditioning = dataclasses.replace(conditioning, readings=readings)
         reporter.phase("encode", 1.0)
         return NodeResult(outputs={"conditioning": conditioning})
 
@@ -95,8 +117,55 @@ class Sample(_FamilyRunner):
         for handle in facts.upstream.get("model", ()):
             if isinstance(handle, ModelHandle | LoraHandle | Picked):
                 family = self.families.named(handle.family)
-                refuse_settings(family, SampleSettings.from_params(params), node_id)
+                settings = SampleSettings.from_params(params)
+                refuse_settings(family, settings, node_id)
+                # The model's file tells its cfg (behind a `load/lora`, the model it adds to).
+                model = handle if isinstance(handle, ModelHandle) else None
+                if isinstance(handle, LoraHandle):
+                    model = handle.model
+                if model is not None:
+                    try:
+                        family.guidance_for_cfg(settings.cfg, model.transformer)
+                    except InvalidRequest as exc:
+                        raise InvalidRequest(exc.message, node_id=node_id) from None
+                transformer = None if model is None else model.transformer
+                for port in ("positive", "negative"):
+                    self.check_conditioning(family, transformer, port, facts, node_id)
         return super().check_node(node_id, params, facts)
+
+    def check_conditioning(
+        self,
+        family: Family,
+        transformer: Source | None,
+        port: str,
+        facts: SubmitFacts,
+        node_id: str,
+    ) -> None:
+        """A 422 for a `port` conditioning the model cannot take: a guidance set on it that the
+        model does not embed, or another family's reading of its encoder."""
+        encoders, guidances = unwrapped(facts.upstream.get(port, ()))
+        for guidance in guidances:
+            try:
+                family.embedded_guidance(guidance, transformer)
+            except InvalidRequest as exc:
+                raise InvalidRequest(exc.message, node_id=node_id) from None
+        for encoder in encoders:
+            if isinstance(encoder, TextEncoderHandle) and family.name not in encoder.readers:
+                raise self.misread(family, encoder.readers, encoder.name, port, node_id)
+
+    def misread(
+        self, family: Family, readings: tuple[str, ...], encoder: str, port: str, node_id: str
+    ) -> InvalidRequest:
+        """The 422 for a `port` conditioning that holds only other families' readings of its
+        encoder."""
+        read_as = " and ".join(self.families.named(r).title for r in readings)
+        types = family.comfy_text_encoder_types
+        fix = f": load it with type {types[0]!r}" if types else ""
+        return InvalidRequest(
+            f"the {port} conditioning is text encoder {encoder!r} read as {read_as} reads it; "
+            f"the model is {family.title}'s, which reads its text encoder its own way{fix}",
+            node_id=node_id,
+        )
 
     def run(self, call: NodeCall) -> NodeResult:
         model = handle_input(call, "model", ModelHandle)
@@ -105,6 +174,9 @@ class Sample(_FamilyRunner):
         latent = handle_input(call, "latent", LatentHandle)
         settings = SampleSettings.from_params(call.params)
         family = self.families.named(model.family)
+        positive = self.reading(family, positive, "positive", call.node_id)
+        if negative is not None:
+            negative = self.reading(family, negative, "negative", call.node_id)
         if settings.guided and negative is None:
             raise InvalidRequest(
                 f"cfg {settings.cfg:g} guides against a negative conditioning, and none is wired: "
@@ -131,6 +203,16 @@ class Sample(_FamilyRunner):
         )
         return NodeResult(outputs={"latent": sampled})
 
+    def reading(
+        self, family: Family, conditioning: ConditioningHandle, port: str, node_id: str
+    ) -> ConditioningHandle:
+        """The prompt as the model's family reads it (else a 422)."""
+        found = conditioning.read_for(family.name)
+        if found is not None:
+            return found
+        readings = (conditioning.family, *conditioning.readings)
+        raise self.misread(family, readings, conditioning.encoder, port, node_id)
+
 
 def refuse_settings(family: Family, settings: SampleSettings, node_id: str) -> None:
     """A 422 naming what of `settings` the model's family cannot run."""
@@ -139,6 +221,13 @@ def refuse_settings(family: Family, settings: SampleSettings, node_id: str) -> N
             f"{family.title}'s sample runs its whole schedule from noise: it cannot run "
             "steps start_step..end_step, without added noise, or hand on leftover noise "
             "(ComfyUI's KSamplerAdvanced)",
+            node_id=node_id,
+        )
+    last = min(settings.end_step, settings.steps)
+    if settings.windowed and last - settings.start_step < 1:  # the request's own check, at submit
+        raise InvalidRequest(
+            f"steps {settings.start_step}..{last} of {settings.steps} hold no step to run: "
+            "start_step must be below end_step and steps",
             node_id=node_id,
         )
     try:

@@ -11,6 +11,7 @@ from inline_core.contract.registry import Families
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.families.nodes.controls import LoadControl
 from inline_core.families.nodes.family_node import FamilyNodeRunner
+from inline_core.families.nodes.guidance import ConditioningGuidance
 from inline_core.families.nodes.loaders import (
     LoadDiffusionModel,
     Loaders,
@@ -28,6 +29,7 @@ from inline_core.families.nodes.primitives import (
     VAEEncodeInpaint,
 )
 from inline_core.graph.primitives import (
+    CONDITIONING_GUIDANCE,
     ENCODE_TEXT,
     INPUT_LORA,
     LATENT_EMPTY,
@@ -86,6 +88,7 @@ def register_primitives(
         INPUT_LORA.type: InputLora(loras),
         LOAD_CONTROLNET.type: LoadControl(families, runtime),
         ENCODE_TEXT.type: EncodeText(families, runtime),
+        CONDITIONING_GUIDANCE.type: ConditioningGuidance(),
         LATENT_EMPTY.type: EmptyLatent(),
         SAMPLE.type: Sample(families, runtime),
         VAE_DECODE.type: VAEDecode(families, runtime),

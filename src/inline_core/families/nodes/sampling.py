@@ -27,20 +27,21 @@ def size_param(name: str) -> ParamSpec:
     )
 
 
-def sampler_param(own: str | None = None) -> ParamSpec:
+def sampler_param(own: str | None = None, default: str = "euler") -> ParamSpec:
     """ComfyUI's samplers, CFG++ included (a family whose step hands on no unconditional
     prediction refuses those at submit); `own`: what an empty choice means, the default (None:
-    no empty choice, `euler` by default)."""
+    no empty choice, `default` by default)."""
     if own is None:
-        return ParamSpec("sampler", ParamWidget.SELECT, "euler", options=GUIDED_SAMPLERS)
+        return ParamSpec("sampler", ParamWidget.SELECT, default, options=GUIDED_SAMPLERS)
     label = f"Sampler (empty: {own})"
     return ParamSpec("sampler", ParamWidget.SELECT, "", options=("", *GUIDED_SAMPLERS), label=label)
 
 
-def schedule_param(own: str | None = None) -> ParamSpec:
-    """ComfyUI's schedules; `own` as `sampler_param`'s (None: `simple` by default)."""
+def schedule_param(own: str | None = None, default: str = "simple") -> ParamSpec:
+    """ComfyUI's schedules; `own` and `default` as `sampler_param`'s (a family whose checkpoints
+    are sampled on another schedule, SDXL's `normal`, names it as `default`)."""
     if own is None:
-        return ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES)
+        return ParamSpec("schedule", ParamWidget.SELECT, default, options=SCHEDULES)
     label = f"Schedule (empty: {own})"
     return ParamSpec("schedule", ParamWidget.SELECT, "", options=("", *SCHEDULES), label=label)
 

@@ -100,8 +100,7 @@ class QwenImageBuilder:
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
             edit=bool(getattr(model, EDITS, False)),
-            # With CPU offload, encode and decode swap modules on the device: between steps.
-            serial_phases=any(p.offload for p in parts.placements.values()),
+            serial_phases=parts.serial_phases,
         )
 
 

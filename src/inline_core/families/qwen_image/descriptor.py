@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
+from inline_core.contract.common_params import (
+    LORAS,
+    MODEL,
+    NEGATIVE_PROMPT,
+    SEED,
+    TEXT_ENCODER,
+    VAE,
+)
 from inline_core.families.nodes.sampling import sampler_param, schedule_param
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "alibaba/qwen-image"
-MAX_PROMPT_CHARS = 20_000
 IMAGE_INPUTS = ("image", "image2", "image3")  # an edit model's reference images, in order
 EXTRA_HINT = "install the diffusers extra: pip install 'inline-core[diffusers]'"
 
@@ -38,12 +44,11 @@ QWEN_IMAGE_DESCRIPTOR = NodeDescriptor(
         PortSpec("image", PortKind.IMAGE, optional=True, label="Image (edit models)"),
         PortSpec("image2", PortKind.IMAGE, optional=True, label="Image 2 (edit models)"),
         PortSpec("image3", PortKind.IMAGE, optional=True, label="Image 3 (edit models)"),
-        # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
-        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
+        LORAS,
     ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
     params=(
-        ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
+        NEGATIVE_PROMPT,
         _size("width"),
         _size("height"),
         ParamSpec("steps", ParamWidget.NUMBER, default=50, minimum=1, maximum=200, integer=True),

@@ -17,9 +17,11 @@ each part.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from inline_core.contract.encoder_width import EncoderWidth
 from inline_core.contract.files import (
     ModelRule,
     PartRule,
@@ -92,29 +94,25 @@ def vae_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
     return named
 
 
-def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
-    """A Qwen2.5-VL as wide as the transformer's text input; a Qwen name ranks first."""
-    named = 1 if QWEN_NAME.search(entry.name) else 0
-    if entry.is_folder:
-        config = read_json(entry.path / "config.json")
-        if config is None or config.get("model_type") != text_encoder.MODEL_TYPE:
-            return None
-        text: object = config.get("text_config")
-        inner = cast(dict[str, Any], text) if isinstance(text, dict) else config
-        width = inner.get("hidden_size")
-    else:
-        shapes = read_shapes(entry.path)
-        if shapes is None or not text_encoder.is_qwen25_vl(shapes):
-            return None
-        width = text_encoder.hidden_size(shapes)
-    wanted = text_width_of(transformer)
-    return None if wanted is not None and width != wanted else named
+def _folder_width(config: Mapping[str, Any]) -> object:
+    text: object = config.get("text_config")
+    inner = cast(dict[str, Any], text) if isinstance(text, dict) else config
+    return inner.get("hidden_size")
 
 
-def text_width_of(transformer: Source | None) -> int | None:
-    config = None if transformer is None else config_of(transformer)
-    value = None if config is None else config.get("joint_attention_dim")
-    return value if isinstance(value, int) else None
+ENCODER = EncoderWidth(
+    model_type=text_encoder.MODEL_TYPE,
+    folder_width=_folder_width,
+    recognize=text_encoder.is_qwen25_vl,
+    file_width=text_encoder.hidden_size,
+    transformer_config=config_of,
+    width_key="joint_attention_dim",
+    names=(QWEN_NAME,),
+)
+
+
+# A Qwen2.5-VL as wide as the transformer's text input; a Qwen name ranks first.
+encoder_score = ENCODER.score
 
 
 def processor_folder(tokenizer: Source | None) -> Path | None:

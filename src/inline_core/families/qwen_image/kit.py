@@ -23,7 +23,6 @@ Both layouts hold the same weights, so they render the same pixels. Random weigh
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -34,7 +33,7 @@ from typing import Any, cast
 import torch
 
 from inline_core.diffusion.formats import qwen_image_vae
-from inline_core.diffusion.kit import byte_tokenizer, report, save_weights, seeded
+from inline_core.diffusion.kit import byte_tokenizer, kit_parser, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.qwen_image import processor
 from inline_core.families.qwen_image.files import SCHEDULER_CONFIG, TOKENIZER_DIR
@@ -290,14 +289,11 @@ def build_kit(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="inline-core kit --family qwen-image",
-        description="Write tiny random-weight Qwen-Image models (they draw noise) into a folder.",
-    )
-    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
-    parser.add_argument("--size", choices=SIZES, default="tiny")
-    parser.add_argument(
-        "--layout", choices=LAYOUTS, action="append", help="write only this layout (repeatable)"
+    parser = kit_parser(
+        "inline-core kit --family qwen-image",
+        "Write tiny random-weight Qwen-Image models (they draw noise) into a folder.",
+        sizes=SIZES,
+        layouts=LAYOUTS,
     )
     args = parser.parse_args(argv)
     out = cast(Path, args.out)

@@ -3,12 +3,17 @@ they render the same pixels) and `B` on other layers, written into `loras/`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from torch import nn
 
-from inline_core.diffusion.adapters.kit import KitLora, random_lora, write_lora
+from inline_core.diffusion.adapters.kit import (
+    KitLora,
+    Naming,
+    random_lora,
+    write_lora,
+    write_namings,
+)
 
 RANK = 4
 _BLOCK_LAYERS = (
@@ -40,14 +45,12 @@ def _kohya(module: str) -> str:
     return "lora_unet_" + module.replace(".", "_")
 
 
-# A's namings: key, file suffix, tensor names, pair endings, kohya's alpha, PEFT's alpha.
-_NAMINGS: tuple[
-    tuple[str, str, Callable[[str], str], str, str, float | None, float | None], ...
-] = (
-    ("a", "", "transformer.".__add__, LORA_DOWN, LORA_UP, None, 8.0),
-    ("a-comfy", "_comfy", "diffusion_model.".__add__, KOHYA_DOWN, KOHYA_UP, 2.0, None),
-    ("a-kohya", "_kohya", _kohya, KOHYA_DOWN, KOHYA_UP, 2.0, None),
-    ("a-lightning", "_lightning", str, KOHYA_DOWN, KOHYA_UP, 4.0, None),
+# A's namings: the same weights in every naming Qwen-Image takes.
+_NAMINGS = (
+    Naming("a", "", "transformer.".__add__, LORA_DOWN, LORA_UP, peft_alpha=8.0),
+    Naming("a-comfy", "_comfy", "diffusion_model.".__add__, KOHYA_DOWN, KOHYA_UP, alpha=2.0),
+    Naming("a-kohya", "_kohya", _kohya, KOHYA_DOWN, KOHYA_UP, alpha=2.0),
+    Naming("a-lightning", "_lightning", str, KOHYA_DOWN, KOHYA_UP, alpha=4.0),
 )
 
 
@@ -56,18 +59,7 @@ def write_kit_loras(out: Path, name: str, model: nn.Module) -> dict[str, Path]:
     a: KitLora = random_lora(model, lora_a_modules(model), RANK, seed=41)
     b: KitLora = random_lora(model, _B_MODULES, RANK, seed=42)
     folder = out / "loras"
-    written = {
-        key: write_lora(
-            a,
-            folder / f"{name}_lora_a{suffix}.safetensors",
-            tensor,
-            down=down,
-            up=up,
-            alpha=alpha,
-            peft_alpha=peft_alpha,
-        )
-        for key, suffix, tensor, down, up, alpha, peft_alpha in _NAMINGS
-    }
+    written = write_namings(a, folder, f"{name}_lora_a", _NAMINGS)
     b_file = folder / f"{name}_lora_b.safetensors"
     written["b"] = write_lora(b, b_file, "transformer.".__add__, down=LORA_DOWN, up=LORA_UP)
     return written

@@ -98,7 +98,7 @@ class SDXLBuilder:
             swap=parts.swap,
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
-            serial_phases=any(p.offload for p in parts.placements.values()),
+            serial_phases=parts.serial_phases,
             refiner=self.refiner(parts),
             preview_format=self.preview_format,
         )

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from inline_core.contract.common_params import SEED, VAE
+from inline_core.contract.common_params import LORAS, NEGATIVE_PROMPT, SEED, VAE
+from inline_core.families.nodes.sampling import sampler_param, schedule_param
 from inline_core.families.sdxl.hires import HIRES_PARAMS
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
-from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
 # The `prediction` param: the checkpoint's own (its `v_pred`/`ztsnr` markers, else epsilon),
@@ -13,7 +13,8 @@ from inline_core.graph.schema import PortKind
 CHECKPOINT_PREDICTION = "model"
 PREDICTION_OVERRIDES = ("eps", "v_prediction")
 NODE_TYPE = "stability/sdxl"
-MAX_PROMPT_CHARS = 20_000
+# Not the shared `simple`: SDXL checkpoints are sampled on ComfyUI's KSampler default, `normal`.
+DEFAULT_SCHEDULE = "normal"
 
 # The checkpoint (empty: the first SDXL model found), as ComfyUI's CheckpointLoaderSimple picks.
 MODEL = ParamSpec(
@@ -65,12 +66,11 @@ SDXL_DESCRIPTOR = NodeDescriptor(
         PortSpec("prompt", PortKind.TEXT),
         PortSpec("image", PortKind.IMAGE, optional=True, label="Image (img2img)"),
         PortSpec("mask", PortKind.MASK, optional=True, label="Mask (inpaint: white repaints)"),
-        # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
-        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
+        LORAS,
     ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
     params=(
-        ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
+        NEGATIVE_PROMPT,
         _size("width"),
         _size("height"),
         ParamSpec("steps", ParamWidget.NUMBER, default=30, minimum=1, maximum=200, integer=True),
@@ -83,8 +83,8 @@ SDXL_DESCRIPTOR = NodeDescriptor(
             step=0.1,
             label="Guidance (ComfyUI's cfg; 1: none)",
         ),
-        ParamSpec("sampler", ParamWidget.SELECT, default="euler", options=GUIDED_SAMPLERS),
-        ParamSpec("schedule", ParamWidget.SELECT, default="normal", options=SCHEDULES),
+        sampler_param(),
+        schedule_param(default=DEFAULT_SCHEDULE),
         ParamSpec(
             "clip_skip",
             ParamWidget.NUMBER,

@@ -23,7 +23,6 @@ Both layouts hold the same weights, so they render the same pixels. Random weigh
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -34,7 +33,7 @@ from typing import Any, cast
 import torch
 
 from inline_core.diffusion.formats import clip
-from inline_core.diffusion.kit import byte_alphabet, report, save_weights, seeded
+from inline_core.diffusion.kit import byte_alphabet, kit_parser, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.diffusion.preview.formats import preview_format
 from inline_core.diffusion.preview.kit import write_tiny_decoder
@@ -278,14 +277,11 @@ def build_kit(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="inline-core kit --family sdxl",
-        description="Write tiny random-weight SDXL models (they draw noise) into a folder.",
-    )
-    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
-    parser.add_argument("--size", choices=SIZES, default="tiny")
-    parser.add_argument(
-        "--layout", choices=LAYOUTS, action="append", help="write only this layout (repeatable)"
+    parser = kit_parser(
+        "inline-core kit --family sdxl",
+        "Write tiny random-weight SDXL models (they draw noise) into a folder.",
+        sizes=SIZES,
+        layouts=LAYOUTS,
     )
     args = parser.parse_args(argv)
     out = cast(Path, args.out)

@@ -13,7 +13,6 @@ weights draw noise.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Any, cast
 import torch
 
 from inline_core.diffusion.formats import clip
-from inline_core.diffusion.kit import report, save_weights, seeded
+from inline_core.diffusion.kit import kit_parser, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet
 from inline_core.diffusion.preview.formats import preview_format
 from inline_core.diffusion.preview.kit import write_tiny_decoder
@@ -96,11 +95,10 @@ def build_sd15_kit(out: Path) -> SD15Kit:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="inline-core kit --family sd15",
-        description="Write tiny random-weight SD 1.5 models (they draw noise) into a folder.",
+    parser = kit_parser(
+        "inline-core kit --family sd15",
+        "Write tiny random-weight SD 1.5 models (they draw noise) into a folder.",
     )
-    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
     args = parser.parse_args(argv)
     kit = build_sd15_kit(cast(Path, args.out))
     print(report(kit.root, [kit.checkpoint, kit.tokenizer_dir]))

@@ -15,7 +15,7 @@ from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.flow.steps import denoise_window
 from inline_core.errors import InvalidRequest
-from inline_core.families.sdxl.descriptor import PREDICTION_OVERRIDES
+from inline_core.families.sdxl.descriptor import DEFAULT_SCHEDULE, PREDICTION_OVERRIDES
 from inline_core.families.sdxl.embeddings import EmbeddingFile
 from inline_core.families.sdxl.hires import HiresPass, hires_refusal
 from inline_core.families.sdxl.refiner import switch_refusal
@@ -45,7 +45,7 @@ class SDXLRequest:
     seed: int
     negative_prompt: str = ""
     sampler: str = "euler"
-    schedule: str = "normal"
+    schedule: str = DEFAULT_SCHEDULE
     clip_skip: int = DEFAULT_CLIP_SKIP
     # ComfyUI's ModelSamplingDiscrete for this render ("eps" or "v_prediction", and its zero
     # terminal SNR) in place of the checkpoint's own; None: the checkpoint's.

@@ -54,7 +54,7 @@ class SkyReelsBuilder:
             swap=parts.swap,
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
-            serial_phases=any(p.offload for p in parts.placements.values()),
+            serial_phases=parts.serial_phases,
         )
 
     def denoiser(self, parts: Parts) -> StepPipeline:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
+from inline_core.contract.common_params import MODEL, NEGATIVE_PROMPT, SEED, TEXT_ENCODER, VAE
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "skywork/skyreels-v2"
-MAX_PROMPT_CHARS = 20_000
 STEPS_DEFAULT = 30
 # SkyReels-V2 DF 540P's published render: 960x544, 97 frames at 24 fps, guidance 6, shift 8.
 DEFAULTS = {"width": 960, "height": 544, "frames": 97, "fps": 24}
@@ -47,7 +46,7 @@ SKYREELS_DESCRIPTOR = NodeDescriptor(
     ),
     outputs=(PortSpec("video", PortKind.VIDEO),),
     params=(
-        ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
+        NEGATIVE_PROMPT,
         _size("width"),
         _size("height"),
         _frames("frames", DEFAULTS["frames"], "Frames, 4k+1"),

@@ -13,14 +13,13 @@ Random weights draw noise.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from inline_core.diffusion.kit import report, save_weights, seeded
+from inline_core.diffusion.kit import kit_parser, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.families.skyreels import transformer as skyreels_transformer
 from inline_core.families.skyreels.files import DEFAULT_SCHEDULER_CONFIG, PIPELINE
@@ -86,11 +85,10 @@ def build_kit(out: Path) -> SkyReelsKit:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="inline-core kit --family skyreels",
-        description="Write a tiny random-weight SkyReels-V2 DF model (it draws noise).",
+    parser = kit_parser(
+        "inline-core kit --family skyreels",
+        "Write a tiny random-weight SkyReels-V2 DF model (it draws noise).",
     )
-    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
     args = parser.parse_args(argv)
     kit = build_kit(cast(Path, args.out))
     print(report(kit.root, [kit.diffusers_dir, kit.diffusion_file]))

@@ -90,7 +90,7 @@ class WanBuilder:
             swap=parts.swap,
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
-            serial_phases=any(p.offload for p in parts.placements.values()),
+            serial_phases=parts.serial_phases,
             expand_timesteps=kind is not None and kind.expand_timesteps,
             transformer_2=parts.values.get(LOW_NOISE),
             image_encoder=parts.values.get(IMAGE_ENCODER),

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
+from inline_core.contract.common_params import (
+    LORAS,
+    MODEL,
+    NEGATIVE_PROMPT,
+    SEED,
+    TEXT_ENCODER,
+    VAE,
+)
 from inline_core.families.nodes.sampling import sampler_param, schedule_param
 from inline_core.families.wan.variants import T2V
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "alibaba/wan"
-MAX_PROMPT_CHARS = 20_000
 
 
 MODEL_DEFAULT = "empty: the model's own"
@@ -50,12 +56,11 @@ WAN_DESCRIPTOR = NodeDescriptor(
         PortSpec(
             "image", PortKind.IMAGE, optional=True, label="First frame (image-to-video models)"
         ),
-        # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
-        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
+        LORAS,
     ),
     outputs=(PortSpec("video", PortKind.VIDEO),),
     params=(
-        ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
+        NEGATIVE_PROMPT,
         _size("width"),
         _size("height"),
         # 4k+1, checked at submit (`WanFamily.check_wired` names the param).

@@ -313,6 +313,7 @@ class WanFamily(Family):
         params: Mapping[str, Any],
         split: ParallelSpec,
         sources: Sources | None,
+        images: Mapping[str, tuple[int, int] | None] | None = None,
     ) -> str | None:
         """A render whose token sequence the split's ranks cannot share evenly."""
         if node_type != NODE_TYPE:

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from inline_core.contract.encoder_width import EncoderWidth
 from inline_core.contract.files import (
     ModelRule,
     PartRule,
@@ -95,27 +96,19 @@ def vae_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
     return 1 if WAN_NAME.search(entry.name) else 0
 
 
-def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
-    """A UMT5 as wide as the transformer's text input; a UMT5 name ranks first."""
-    named = 1 if UMT5_NAME.search(entry.name) else 0
-    if entry.is_folder:
-        config = read_json(entry.path / "config.json")
-        if config is None or config.get("model_type") != umt5.MODEL_TYPE:
-            return None
-        width = config.get("d_model")
-    else:
-        shapes = read_shapes(entry.path)
-        if shapes is None or not umt5.is_umt5(shapes):
-            return None
-        width = umt5.hidden_size(shapes)
-    wanted = text_width_of(transformer)
-    return None if wanted is not None and width != wanted else named
+ENCODER = EncoderWidth(
+    model_type=umt5.MODEL_TYPE,
+    folder_width=lambda config: config.get("d_model"),
+    recognize=umt5.is_umt5,
+    file_width=umt5.hidden_size,
+    transformer_config=config_of,
+    width_key="text_dim",
+    names=(UMT5_NAME,),
+)
 
 
-def text_width_of(transformer: Source | None) -> int | None:
-    config = None if transformer is None else config_of(transformer)
-    value = None if config is None else config.get("text_dim")
-    return value if isinstance(value, int) else None
+# A UMT5 as wide as the transformer's text input; a UMT5 name ranks first.
+encoder_score = ENCODER.score
 
 
 def flow_shift(scheduler: Source | None, default: float = DEFAULT_SHIFT) -> float:

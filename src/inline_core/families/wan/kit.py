@@ -37,7 +37,6 @@ Both layouts hold the same weights, so they render the same frames. Random weigh
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from typing import Any, cast
 import torch
 
 from inline_core.diffusion.formats import umt5, wan22_vae, wan_vae
-from inline_core.diffusion.kit import byte_tokenizer, report, save_weights, seeded
+from inline_core.diffusion.kit import byte_tokenizer, kit_parser, report, save_weights, seeded
 from inline_core.diffusion.libs import diffusers, quiet, transformers
 from inline_core.diffusion.preview.formats import preview_format
 from inline_core.diffusion.preview.kit import write_tiny_decoder
@@ -379,13 +378,10 @@ def _write_text_encoder(out: Path, parts: dict[str, Any]) -> dict[str, Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="inline-core kit --family wan",
-        description="Write tiny random-weight Wan models (they draw noise) into a folder.",
-    )
-    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
-    parser.add_argument(
-        "--layout", choices=LAYOUTS, action="append", help="write only this layout (repeatable)"
+    parser = kit_parser(
+        "inline-core kit --family wan",
+        "Write tiny random-weight Wan models (they draw noise) into a folder.",
+        layouts=LAYOUTS,
     )
     parser.add_argument(
         "--variant",

@@ -4,12 +4,17 @@ layers, written into `loras/`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from torch import nn
 
-from inline_core.diffusion.adapters.kit import KitLora, random_lora, write_lora
+from inline_core.diffusion.adapters.kit import (
+    KitLora,
+    Naming,
+    random_lora,
+    write_lora,
+    write_namings,
+)
 from inline_core.families.wan.lora_naming import to_original
 
 RANK = 4
@@ -48,14 +53,12 @@ def _kohya(module: str) -> str:
     return "lora_unet_" + to_original(module).replace(".", "_")
 
 
-# A's namings: key, file suffix, tensor names, pair endings, kohya's alpha, PEFT's alpha.
-_NAMINGS: tuple[
-    tuple[str, str, Callable[[str], str], str, str, float | None, float | None], ...
-] = (
-    ("a", "", "transformer.".__add__, LORA_DOWN, LORA_UP, None, 8.0),
-    ("a-comfy", "_comfy", _comfy, KOHYA_DOWN, KOHYA_UP, 2.0, None),
-    ("a-ai-toolkit", "_aitoolkit", _comfy, LORA_DOWN, LORA_UP, None, None),
-    ("a-kohya", "_kohya", _kohya, KOHYA_DOWN, KOHYA_UP, 2.0, None),
+# A's namings: the same weights in every naming Wan takes.
+_NAMINGS = (
+    Naming("a", "", "transformer.".__add__, LORA_DOWN, LORA_UP, peft_alpha=8.0),
+    Naming("a-comfy", "_comfy", _comfy, KOHYA_DOWN, KOHYA_UP, alpha=2.0),
+    Naming("a-ai-toolkit", "_aitoolkit", _comfy, LORA_DOWN, LORA_UP),
+    Naming("a-kohya", "_kohya", _kohya, KOHYA_DOWN, KOHYA_UP, alpha=2.0),
 )
 
 
@@ -64,18 +67,7 @@ def write_kit_loras(out: Path, name: str, model: nn.Module) -> dict[str, Path]:
     a: KitLora = random_lora(model, lora_a_modules(model), RANK, seed=31)
     b: KitLora = random_lora(model, _B_MODULES, RANK, seed=32)
     folder = out / "loras"
-    written = {
-        key: write_lora(
-            a,
-            folder / f"{name}_lora_a{suffix}.safetensors",
-            tensor,
-            down=down,
-            up=up,
-            alpha=alpha,
-            peft_alpha=peft_alpha,
-        )
-        for key, suffix, tensor, down, up, alpha, peft_alpha in _NAMINGS
-    }
+    written = write_namings(a, folder, f"{name}_lora_a", _NAMINGS)
     diffusers = "transformer.".__add__
     b_file = folder / f"{name}_lora_b.safetensors"
     written["b"] = write_lora(b, b_file, diffusers, down=LORA_DOWN, up=LORA_UP)

@@ -83,8 +83,7 @@ class ZImageBuilder:
             vae=self.vae(parts),
             scheduler_config=parts["scheduler"],
             model_key=parts.model_key,
-            # With CPU offload, encode and decode swap modules on the device: between steps.
-            serial_phases=any(p.offload for p in parts.placements.values()),
+            serial_phases=parts.serial_phases,
         )
 
 

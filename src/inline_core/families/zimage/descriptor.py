@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER, VAE
+from inline_core.contract.common_params import (
+    LORAS,
+    MODEL,
+    NEGATIVE_PROMPT,
+    SEED,
+    TEXT_ENCODER,
+    VAE,
+)
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "alibaba/z-image-turbo"
-MAX_PROMPT_CHARS = 20_000
 
 ZIMAGE_DESCRIPTOR = NodeDescriptor(
     type=NODE_TYPE,
@@ -22,12 +28,11 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
         # A control image as the user made it (canny edges, depth, pose), for `controlnet`.
         PortSpec("control_image", PortKind.IMAGE, optional=True, label="Control image"),
         PortSpec("mask", PortKind.MASK, optional=True, label="Mask (inpaint: white repaints)"),
-        # One edge per LoRA of the stack, from `input/lora` nodes, applied in edge order.
-        PortSpec("loras", PortKind.LORA, optional=True, multiple=True, label="LoRAs"),
+        LORAS,
     ),
     outputs=(PortSpec("image", PortKind.IMAGE),),
     params=(
-        ParamSpec("negative_prompt", ParamWidget.TEXTAREA, default="", max_length=MAX_PROMPT_CHARS),
+        NEGATIVE_PROMPT,
         ParamSpec(
             "width",
             ParamWidget.NUMBER,

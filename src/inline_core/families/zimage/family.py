@@ -150,6 +150,7 @@ class ZImageFamily(Family):
         params: Mapping[str, Any],
         split: ParallelSpec,
         sources: Sources | None,
+        images: Mapping[str, tuple[int, int] | None] | None = None,
     ) -> str | None:
         key = "controlnet" if node_type == NODE_TYPE else "name"  # the node's, load/controlnet's
         name = params.get(key) if node_type in (NODE_TYPE, LOAD_CONTROLNET.type) else None
@@ -189,7 +190,7 @@ class ZImageFamily(Family):
     def flow_shift(self, scheduler: Source | None) -> float | None:
         return flow_shift(scheduler)
 
-    def guidance_for_cfg(self, cfg: float) -> float:
+    def guidance_for_cfg(self, cfg: float, transformer: Source | None = None) -> float:
         """ComfyUI guides with `uncond + cfg * (cond - uncond)`, Z-Image with `cond + g * (cond -
         uncond)`: both are `uncond + (1 + g) * (cond - uncond)`, so `g = cfg - 1`. cfg 1 is no
         guidance in both counts, and cfg below 1 is not offered (Z-Image's guidance is >= 0)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from inline_core.contract.encoder_width import EncoderWidth
 from inline_core.contract.files import (
     ModelRule,
     PartRule,
@@ -56,25 +57,21 @@ def vae_score(entry: CatalogEntry, _transformer: Source | None) -> int | None:
     return named if ldm_vae.latent_channels(shapes) == ldm_vae.FLUX_LATENT_CHANNELS else None
 
 
-def encoder_score(entry: CatalogEntry, transformer: Source | None) -> int | None:
-    """A Qwen3 whose width matches the transformer's captions; a Qwen or Z-Image name first."""
-    named = 1 if QWEN_NAME.search(entry.name) or ZIMAGE_NAME.search(entry.name) else 0
-    if entry.is_folder:
-        config = read_json(entry.path / "config.json")
-        if config is None or config.get("model_type") != qwen3.MODEL_TYPE:
-            return None
-        hidden = config.get("hidden_size")
-    else:
-        shapes = read_shapes(entry.path)
-        if shapes is None:
-            return named if named else None
-        if not qwen3.is_qwen3(shapes):
-            return None
-        hidden = qwen3.hidden_size(shapes)
-    caption_width = caption_width_of(transformer)
-    if caption_width is not None and hidden != caption_width:
-        return None
-    return named
+ENCODER = EncoderWidth(
+    model_type=qwen3.MODEL_TYPE,
+    folder_width=lambda config: config.get("hidden_size"),
+    recognize=qwen3.is_qwen3,
+    file_width=qwen3.hidden_size,
+    transformer_config=config_of,
+    width_key="cap_feat_dim",  # the width of the captions the transformer takes
+    names=(QWEN_NAME, ZIMAGE_NAME),
+    keeps_unreadable=True,
+)
+
+
+# A Qwen3 whose width matches the transformer's captions; a Qwen or Z-Image name first (a file
+# so named whose header cannot be read too).
+encoder_score = ENCODER.score
 
 
 def flow_shift(scheduler: Source | None) -> float | None:
@@ -84,13 +81,6 @@ def flow_shift(scheduler: Source | None) -> float | None:
         config = read_json(scheduler.location / "scheduler_config.json") or {}
     shift = config.get("shift")
     return float(shift) if isinstance(shift, int | float) else None
-
-
-def caption_width_of(transformer: Source | None) -> int | None:
-    """The width of the captions the transformer takes (its text encoder's hidden size)."""
-    config = None if transformer is None else config_of(transformer)
-    value = None if config is None else config.get("cap_feat_dim")
-    return value if isinstance(value, int) else None
 
 
 RULES = StackRules(

@@ -21,7 +21,6 @@ kit is for testing the machinery end to end without a download, not for pictures
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ import torch
 from inline_core.diffusion.formats import ldm_vae, qwen3
 from inline_core.diffusion.kit import (
     TINY_FLUX_VAE_CONFIG,
+    kit_parser,
     report,
     save_weights,
     seeded,
@@ -185,15 +185,12 @@ def build_kit(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="inline-core kit",
+    parser = kit_parser(
+        "inline-core kit",
+        "Write tiny random-weight Z-Image models (they draw noise) into a folder.",
+        sizes=SIZES,
+        layouts=LAYOUTS,
         epilog="Z-Image is the built-in family; --family NAME picks another installed one's kit.",
-        description="Write tiny random-weight Z-Image models (they draw noise) into a folder.",
-    )
-    parser.add_argument("--out", type=Path, default=Path("models"), help="models folder")
-    parser.add_argument("--size", choices=SIZES, default="tiny")
-    parser.add_argument(
-        "--layout", choices=LAYOUTS, action="append", help="write only this layout (repeatable)"
     )
     parser.add_argument(
         "--qwen-single-file",

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from torch import nn
 
-from inline_core.diffusion.adapters.kit import KitLora, random_lora, write_lora
+from inline_core.diffusion.adapters.kit import (
+    KitLora,
+    Naming,
+    random_lora,
+    write_lora,
+    write_namings,
+)
 
 RANK = 4
 # A adapts the attention of every block; B the feed-forward and modulation of the main layers.
@@ -42,37 +48,22 @@ def _kohya(module: str) -> str:
     return "lora_unet_" + module.replace(".", "_")
 
 
+_PEFT_DOWN, _PEFT_UP = ".lora_A.weight", ".lora_B.weight"
+# A's namings: the same weights in every naming Z-Image takes.
+_NAMINGS = (
+    Naming("a", "", "transformer.".__add__, _PEFT_DOWN, _PEFT_UP, peft_alpha=8.0),
+    Naming("a-ai-toolkit", "_aitoolkit", "diffusion_model.".__add__, _PEFT_DOWN, _PEFT_UP),
+    Naming("a-kohya", "_kohya", _kohya, ".lora_down.weight", ".lora_up.weight", alpha=2.0),
+)
+
+
 def write_kit_loras(out: Path, name: str, model: nn.Module) -> dict[str, Path]:
     """`loras/<name>_lora_a*.safetensors` (one per naming) and `<name>_lora_b.safetensors`."""
     a: KitLora = random_lora(model, lora_a_modules(model), RANK, seed=11)
     b: KitLora = random_lora(model, lora_b_modules(model), RANK, seed=12)
     folder = out / "loras"
-    pa, pb = ".lora_A.weight", ".lora_B.weight"
+    b_file = folder / f"{name}_lora_b.safetensors"
     return {
-        "a": write_lora(
-            a,
-            folder / f"{name}_lora_a.safetensors",
-            "transformer.".__add__,
-            down=pa,
-            up=pb,
-            peft_alpha=8.0,
-        ),
-        "a-ai-toolkit": write_lora(
-            a,
-            folder / f"{name}_lora_a_aitoolkit.safetensors",
-            "diffusion_model.".__add__,
-            down=pa,
-            up=pb,
-        ),
-        "a-kohya": write_lora(
-            a,
-            folder / f"{name}_lora_a_kohya.safetensors",
-            _kohya,
-            down=".lora_down.weight",
-            up=".lora_up.weight",
-            alpha=2.0,
-        ),
-        "b": write_lora(
-            b, folder / f"{name}_lora_b.safetensors", "transformer.".__add__, down=pa, up=pb
-        ),
+        **write_namings(a, folder, f"{name}_lora_a", _NAMINGS),
+        "b": write_lora(b, b_file, "transformer.".__add__, down=_PEFT_DOWN, up=_PEFT_UP),
     }

@@ -24,6 +24,7 @@ from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.diffusion.encoders.chat_prompt import ChatPromptEncoder
 from inline_core.diffusion.flow.noise_mask import NoiseMask
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
+from inline_core.diffusion.flow.start import starting_latents
 from inline_core.diffusion.libs import vector_norm
 from inline_core.diffusion.stepcache import rows as step_rows
 from inline_core.diffusion.stepcache.backend import StepCacheBackend
@@ -178,12 +179,9 @@ class ZImageDenoisePipeline:
             start = None
             if state.start is not None:
                 start = cast(torch.Tensor, state.start.value).to(device, torch.float32)
-            if not state.add_noise:  # KSamplerAdvanced's add_noise disable: the latent as it is
-                noised = schedule.unnoised(torch.zeros_like(noise) if start is None else start)
-            elif start is None and state.start_step == 0:
-                noised = noise
-            else:
-                noised = schedule.noised(torch.zeros_like(noise) if start is None else start, noise)
+            noised = starting_latents(
+                schedule, noise, start, add_noise=state.add_noise, start_step=state.start_step
+            )
             state.latents = Latents(noised, shape)
             if state.noise_mask is not None:
                 kept = torch.zeros_like(noise) if start is None else start

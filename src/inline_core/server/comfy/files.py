@@ -26,7 +26,7 @@ from inline_core.media import mime_for_suffix
 from inline_core.server.assets import ASSET_ID, TAKE_ID, asset_row
 from inline_core.server.bootstrap import Services
 from inline_core.server.comfy.errors import BadPath
-from inline_core.server.http_io import declared_length, read_body
+from inline_core.server.http_io import declared_length, read_body, whole_number
 from inline_core.server.stores.records import Asset
 from inline_core.sizes import human_size
 
@@ -125,7 +125,8 @@ def reencode(path: Path, preview: str | None, channel: str) -> tuple[bytes, str]
     if name not in PREVIEW_FORMATS:
         raise InvalidRequest("'preview' is webp;QUALITY or jpeg;QUALITY")
     pil_format, media = PREVIEW_FORMATS[name]
-    level = int(quality) if quality.isdigit() and 1 <= int(quality) <= 100 else 90
+    level = whole_number(quality)
+    level = level if level is not None and 1 <= level <= 100 else 90
     if pil_format == "JPEG":
         image = image.convert("RGB")
     image.save(buf, format=pil_format, quality=level)

@@ -31,7 +31,7 @@ from inline_core.server.comfy.object_info import Choices, object_info
 from inline_core.server.comfy.recipe_defs import served_defs
 from inline_core.server.comfy.submit import Numbers, accept_prompt
 from inline_core.server.comfy.userdata import UserFiles
-from inline_core.server.http_io import MB, read_body, read_json_object
+from inline_core.server.http_io import MB, read_body, read_json_object, whole_number
 from inline_core.server.run_state import RunStatus
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -564,7 +564,8 @@ def api_features(websocket: WebSocket) -> dict[str, Any]:
 
 
 def _whole(raw: str | None, default: int) -> int:
-    return int(raw) if raw is not None and raw.isdigit() else default
+    number = None if raw is None else whole_number(raw)
+    return default if number is None else number
 
 
 # ---- the table -----------------------------------------------------------------------------------

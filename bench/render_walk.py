@@ -1,0 +1,167 @@
+"""The walk from `POST /v1/runs` to a take: which of the project's modules a render runs through.
+
+    .venv/bin/python bench/render_walk.py [--renders 2]
+
+One server in process (the ASGI app through `TestClient`, CPU, float32) over the Z-Image kit's
+tiny files (ComfyUI's layout). Each render is a prompt graph onto `alibaba/z-image` with a new seed:
+it is posted, its state polled until done, and its take's bytes read. A profile hook on every
+thread (`sys.setprofile` and `threading.setprofile`) records each `inline_core` module whose code
+ran between the POST and the take's bytes. The first render loads the models; later ones are the
+warm walk a user pays on every render. Prints the counts per package and writes
+bench/results/render_walk.json with the module lists, so two checkouts can be compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = str(ROOT / "src" / "inline_core")
+RESULTS = ROOT / "bench" / "results" / "render_walk.json"
+
+
+def module_of(filename: str) -> str | None:
+    """`inline_core.a.b` for a file under the package's source, else None."""
+    if not filename.startswith(SOURCE):
+        return None
+    relative = Path(filename).relative_to(SOURCE).with_suffix("")
+    parts = [p for p in relative.parts if p != "__init__"]
+    return ".".join(("inline_core", *parts))
+
+
+class Recorder:
+    """Every project module whose functions are called on any thread while `active`. The hook is
+    installed before the server starts, so every thread it starts carries it (Python 3.11 cannot
+    reach threads that already run)."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.seen: set[str] = set()
+        self._names: dict[str, str | None] = {}
+
+    def hook(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event != "call" or not self.active:
+            return
+        filename = frame.f_code.co_filename
+        if filename not in self._names:
+            self._names[filename] = module_of(filename)
+        name = self._names[filename]
+        if name is not None:
+            self.seen.add(name)
+
+    @contextmanager
+    def installed(self) -> Generator[None]:
+        profile: Callable[..., Any] = self.hook
+        threading.setprofile(profile)
+        sys.setprofile(profile)
+        try:
+            yield
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]  # None removes the hook
+
+    @contextmanager
+    def recording(self) -> Generator[set[str]]:
+        self.seen = set()
+        self.active = True
+        try:
+            yield self.seen
+        finally:
+            self.active = False
+
+
+def prompt_graph(node_type: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A prompt -> the family node (the kit's one model of each part is picked by default).
+    Written out here, not imported from the tests, so the bench runs on older checkouts too."""
+    prompt = {"id": "p", "type": "input/text", "params": {"text": "a fox"}}
+    node = {
+        "id": "z",
+        "type": node_type,
+        "params": params,
+        "inputs": {"prompt": {"from": "p", "output": "text"}},
+    }
+    return {"schemaVersion": 1, "nodes": [prompt, node]}
+
+
+def by_package(modules: set[str]) -> dict[str, int]:
+    """Module counts per first-level package (`inline_core.<package>`)."""
+    counts: dict[str, int] = {}
+    for name in modules:
+        parts = name.split(".")
+        package = parts[1] if len(parts) > 2 else "(top)"
+        counts[package] = counts.get(package, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="The walk from POST /v1/runs to a take.")
+    parser.add_argument("--renders", type=int, default=3, help="renders in all (first included)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from fastapi.testclient import TestClient
+
+    from inline_core.config import Config
+    from inline_core.families.zimage.descriptor import NODE_TYPE
+    from inline_core.families.zimage.kit import build_kit
+    from inline_core.server.app import create_app
+
+    scratch = Path(tempfile.mkdtemp(prefix="render-walk-"))
+    build_kit(scratch / "models", layouts=("comfy",))
+    config = Config(
+        models_dir=scratch / "models", data_dir=scratch / "data", profile="cpu", dtype="float32"
+    )
+    walks: list[dict[str, Any]] = []
+    recorder = Recorder()
+    with recorder.installed(), TestClient(create_app(config)) as client:
+        for index in range(int(args.renders)):
+            params = {"width": 64, "height": 64, "steps": 2, "seed": 100 + index}
+            graph = prompt_graph(NODE_TYPE, params)
+            started = time.perf_counter()
+            with recorder.recording() as seen:
+                response = client.post("/v1/runs", json={"graph": graph, "target": "z"})
+                assert response.status_code == 201, response.text
+                run_id = response.json()["runId"]
+                while (state := client.get(f"/v1/runs/{run_id}").json())["status"] not in (
+                    "done",
+                    "error",
+                    "cancelled",
+                ):
+                    time.sleep(0.01)
+                assert state["status"] == "done", state
+                take = state["takes"][0]["id"]
+                assert client.get(f"/v1/takes/{take}/bytes").status_code == 200
+            seconds = time.perf_counter() - started
+            packages = by_package(seen)
+            walks.append(
+                {
+                    "render": index + 1,
+                    "seconds": round(seconds, 3),
+                    "modules": len(seen),
+                    "packages": len(packages),
+                    "perPackage": packages,
+                    "moduleList": sorted(seen),
+                }
+            )
+    print(f"{'render':>6} {'modules':>8} {'packages':>9}")
+    for walk in walks:
+        print(f"{walk['render']:>6} {walk['modules']:>8} {walk['packages']:>9}")
+    last = walks[-1]
+    print("warm walk per package:", ", ".join(f"{k} {v}" for k, v in last["perPackage"].items()))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"walks": walks}, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

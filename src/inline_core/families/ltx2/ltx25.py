@@ -1,0 +1,102 @@
+"""LTX-2.5: what it is made of, how it is told from 2.0/2.3, and what it cannot render here
+(torch-free; runs at submit).
+
+What diffusers 0.42 makes of LTX-2.5 (`pipelines/ltx2`, `modular_pipelines/ltx2`):
+- The denoiser is LTX-2's `LTX2VideoTransformer3DModel` (video and audio streams, cross
+  timestep as 2.3's), with the same connectors (`LTX2TextConnectors`), video VAE
+  (`AutoencoderKLLTX2Video`: its latent space and its encoder, for an image's first frame),
+  audio VAE (`AutoencoderKLLTX2Audio`) and vocoder (`LTX2Vocoder` / `LTX2VocoderWithBWE`).
+- Its text encoder is Gemma 4 (`Gemma4UnifiedForConditionalGeneration`, model_type
+  `gemma4_unified`), read as Gemma 3 is: every layer's hidden states, stacked, left-padded.
+  `LTX2Pipeline` takes it as its `text_encoder` unchanged.
+- Its video decoder is a diffusion model of its own (`LTX2VideoDiffusionDecoderModel`, the
+  folder's `diffusion_decoder/`): deterministic neighbourhood-attention stages build a context
+  volume from the denormalized latents, then a last stage denoises pixels drawn as noise from
+  the render's generator (after the video and audio noise), conditioned on it. Its scheduler is
+  inside the model (a linear 1 -> 0 Euler loop; LTX-2.5 ships one x0 step), so the folder's
+  `scheduler/` stays the transformer's. diffusers runs it as `LTX25AutoBlocks`' decode step
+  (`LTX2DiffusionVaeDecoderStep`), or as `LTX2Pipeline(output_type="latent")` followed by
+  `LTX2VideoDiffusionDecodePipeline(denormalize=False)` with the same generator: the plain
+  text-to-video render this node matches.
+- `LTX2DFRPipeline` / `LTX2DFRTemporalRefinePipeline` are 2.5's multi-stage "fidelity"
+  recipes (keyframe slots, IC-LoRA references); not run here.
+
+A folder is LTX-2.5 when its text encoder is Gemma 4 (`config.json`'s model_type), whatever its
+name; it then needs its `diffusion_decoder/`. Text and image to video render as 2.0's do (the
+image re-compressed at 2.5's conditioning CRF, 18, as diffusers resolves it from Gemma 4), the
+decode aside; the two-stage `upscale` is refused on 2.5 (its 2.5 recipe is the DFR pipelines').
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from inline_core.contract.files import read_json
+from inline_core.errors import InvalidRequest, ModelMissing
+from inline_core.models.source import Source
+
+ENCODER_PREFIX = "gemma4"  # Gemma 4's model_types: gemma4, gemma4_unified
+ENCODER_TYPE = "gemma4_unified"  # the one LTX2Pipeline takes as its text encoder
+DECODER_SUBFOLDER = "diffusion_decoder"
+DECODER_CLASS = "LTX2VideoDiffusionDecoderModel"
+# What 2.5 cannot honour here: param -> why.
+UNSUPPORTED = {
+    "upscale": "LTX-2.5's two-stage path is diffusers' DFR recipe, not run here",
+}
+
+
+def encoder_kind(encoder: Source | None) -> str:
+    """The text encoder folder's model_type ("" for a file or none)."""
+    if encoder is None or encoder.is_file:
+        return ""
+    config = read_json(encoder.location / "config.json")
+    return "" if config is None else str(config.get("model_type") or "")
+
+
+def is_ltx25(encoder: Source | None) -> bool:
+    return encoder_kind(encoder).startswith(ENCODER_PREFIX)
+
+
+def decoder_folder(transformer: Source | None) -> Path | None:
+    """The model folder's diffusion decoder (None: there is none)."""
+    if transformer is None or transformer.subfolder is None:
+        return None
+    folder = transformer.path / DECODER_SUBFOLDER
+    config = read_json(folder / "config.json")
+    return folder if config is not None and config.get("_class_name") == DECODER_CLASS else None
+
+
+def check_ltx25(
+    params: Mapping[str, Any],
+    transformer: Source | None,
+    encoder: Source | None,
+    node_id: str,
+) -> Path | None:
+    """On an LTX-2.5 stack, its diffusion decoder's folder, after refusing what 2.5 cannot
+    render here (422s naming the param); None on 2.0/2.3."""
+    if not is_ltx25(encoder):
+        return None
+    for name, why in UNSUPPORTED.items():
+        if params.get(name):
+            raise InvalidRequest(f"param '{name}': {why}", node_id=node_id)
+    kind = encoder_kind(encoder)
+    if kind != ENCODER_TYPE:
+        raise ModelMissing(
+            f"this model's text encoder {encoder.location if encoder else ''} is Gemma 4 of "
+            f"model_type {kind!r}: LTX-2.5's is {ENCODER_TYPE!r} "
+            "(Gemma4UnifiedForConditionalGeneration, as diffusers' LTX-2.5 folder holds it)",
+            node_id=node_id,
+        )
+    folder = decoder_folder(transformer)
+    if folder is None:
+        where = transformer.path if transformer is not None else "the model"
+        raise ModelMissing(
+            f"this model is LTX-2.5 (its text encoder is {encoder_kind(encoder)}), which decodes "
+            f"its video with a diffusion decoder: {where} has no {DECODER_SUBFOLDER}/ "
+            f"({DECODER_CLASS}); put LTX-2.5's diffusers folder, its {DECODER_SUBFOLDER}/ "
+            "included, in diffusion_models",
+            node_id=node_id,
+        )
+    return folder
