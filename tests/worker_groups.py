@@ -4,9 +4,10 @@ Starting a group (torchrun, two gloo ranks importing torch and loading the pipel
 than most of the renders the tests send it, so the modules marked with the same key get one group
 per test run: `tests/conftest.py` runs those modules one after another and closes the group after
 the last of their tests, so no other test (one that counts the processes below it, or kills
-ranks) ever sees it. The group relaunches its ranks when the stack it renders changes (another
-family's or model's files): modules on one key that render one stack say so
-(`worker_group(shared=KEY, stack=NAME)`) and run next to each other, so it loads once for them.
+ranks) ever sees it. The group's ranks load another stack in place of theirs when the stack it
+renders changes (another family's or model's files; no relaunch): modules on one key that render
+one stack say so (`worker_group(shared=KEY, stack=NAME)`) and run next to each other, so it loads
+once for them.
 A test that kills ranks or tests a group's start keeps a group of its own (`worker_group`
 without a key).
 
@@ -94,7 +95,7 @@ def shared_stack(item: pytest.Item) -> str | None:
 def run_beside_each_other(items: list[pytest.Item]) -> None:
     """Reorder `items` in place so the modules on one shared group run one after another, at the
     place of the first of them, those that name one `stack` next to each other (the group's ranks
-    are relaunched each time the stack they hold changes); every other module keeps its place,
+    load it again each time the stack they hold changes); every other module keeps its place,
     every test its module's order."""
     first_of_key: dict[str, int] = {}
     first_of_stack: dict[tuple[str, str], int] = {}

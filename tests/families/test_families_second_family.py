@@ -48,7 +48,6 @@ from inline_core.server.app import create_app
 from inline_core.takes import MediaRef
 from tests.families.cfg_pp_reference import cfg_pp_scheduler
 from tests.parallel.live_server import LiveServer, started_split_server
-from tests.parallel.parallel_support import wait_gone
 
 Pixels = npt.NDArray[np.int16]
 NODE = "test/chroma"
@@ -343,11 +342,11 @@ def test_the_worker_group_splits_the_second_family_on_two_cpu_ranks(
     assert tokens == [(512 + 20) // 2] * 2
     expected = diffusers_render(two_families, "a harbour", **RENDER)
     assert int(np.abs(got - expected).max()) <= 1  # a split sums attention in another order
-    # The one group then serves Z-Image too: it is relaunched with that family's stack (its
-    # ranks hold the devices, so one family's ranks make way for the other's).
+    # The one group then serves Z-Image too: its ranks drop Chroma's stack and load that
+    # family's, in the same processes (the ranks hold the devices: one family's stack makes way
+    # for the other's).
     zimage = node_graph("a fox", "alibaba/z-image-turbo", width=64, height=64, steps=2, seed=1)
     assert render_live(split_server, zimage).std() > 1.0
     zimage_group = split_server.group_pids()
-    assert len(zimage_group) == 3 and not set(zimage_group) & set(chroma_group)
-    assert wait_gone(chroma_group) == []
+    assert sorted(zimage_group) == sorted(chroma_group)  # no relaunch
     assert [j.group(1) for j in group_jobs(split_server)] == ["cache-dit", "cache-dit"]

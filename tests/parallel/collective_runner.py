@@ -21,11 +21,12 @@ from inline_core.parallel.runner import JobControl, JobOutput, WorkerContext
 
 
 class CollectiveRunner:
-    def __init__(self, context: WorkerContext) -> None:
+    def __init__(self, context: WorkerContext, name: Json = None) -> None:
         self.context = context
+        self.name = name  # the `name` of the args it was loaded with (a stand-in for a model)
 
     def describe(self) -> dict[str, Json]:
-        return {"runner": "collective", "pid": os.getpid()}
+        return {"runner": "collective", "pid": os.getpid(), "loaded": self.name}
 
     def run(
         self, params: Mapping[str, Json], blobs: Mapping[str, bytes], control: JobControl
@@ -53,7 +54,12 @@ class CollectiveRunner:
             control.step(step, steps)
         payload = np.frombuffer(blobs.get("payload", b""), dtype=np.uint8)
         return JobOutput(
-            meta={"rank": self.context.rank, "total": total, "pid": os.getpid()},
+            meta={
+                "rank": self.context.rank,
+                "total": total,
+                "pid": os.getpid(),
+                "loaded": self.name,
+            },
             arrays={"echo": payload[::-1].copy(), "ranks": np.arange(self.context.world_size)},
         )
 
@@ -82,4 +88,4 @@ class CollectiveRunner:
 def load(context: WorkerContext, args: Mapping[str, Json]) -> CollectiveRunner:
     if args.get("failToLoad"):
         raise FileNotFoundError(f"no model at {args['failToLoad']}")
-    return CollectiveRunner(context)
+    return CollectiveRunner(context, args.get("name"))

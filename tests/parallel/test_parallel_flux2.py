@@ -122,8 +122,8 @@ def test_split_take_equals_in_process_take(
 
 
 # FLUX.2 dev: the same transformer class with a guidance embedder, read by a Mistral. Its stack
-# differs from klein's, so the shared group relaunches its ranks once for it (the group holds one
-# pipeline): the dev case runs after klein's, at the module's end.
+# differs from klein's, so the shared group's ranks load it once in place of klein's (the group
+# holds one pipeline): the dev case runs after klein's, at the module's end.
 DEV_MODEL = "flux2_dev_tiny.safetensors"  # ComfyUI's layout: BFL naming, the pruned Mistral
 DEV_RENDERS: list[dict[str, Any]] = [
     {"prompt": "a lighthouse at dusk", "seed": 3, "guidance": 1.5},

@@ -19,7 +19,7 @@ import pytest
 from parallel_support import alive, group_children, group_config, group_pids, wait_gone
 
 from inline_core.errors import Cancelled
-from inline_core.parallel.errors import RemoteJobError, WorkerGroupError
+from inline_core.parallel.errors import RemoteJobError, WorkerGroupError, WorkerStartError
 from inline_core.parallel.group import WorkerGroup
 from inline_core.runtime.cancel import CancelToken
 
@@ -199,6 +199,33 @@ def test_a_hung_rank_is_found_and_its_job_retried_on_a_fresh_group(group: Worker
     assert f"rank 1 (pid {stopped[0]}) sent no heartbeat" in failure
     assert "hung or stopped" in failure
     assert alive(stopped) == []  # the stopped rank too
+
+
+def test_another_pipeline_loads_into_the_running_ranks(group: WorkerGroup) -> None:
+    group.start()
+    ranks, launches = dict(group.pids()["ranks"]), group.launches
+    group.load({"name": "second"})
+    assert group.pids()["ranks"] == ranks and group.launches == launches  # the same processes
+    assert group.loads == 1 and group.stats()["loads"] == 1
+    assert group.start()["loaded"] == "second"  # rank 0's description of what it holds now
+    reply = group.submit({"steps": 2}, {"payload": b"ab"})
+    assert reply.meta[0]["loaded"] == reply.meta[1]["loaded"] == "second"
+    assert reply.meta[0]["total"] == 6.0 and bytes(reply.arrays["echo"]) == b"ba"
+    assert sorted(int(str(reply.meta[rank]["pid"])) for rank in (0, 1)) == sorted(ranks.values())
+
+
+def test_a_pipeline_the_ranks_cannot_load_ends_the_group_as_a_failed_start(
+    group: WorkerGroup,
+) -> None:
+    group.start()
+    pids, launches = group_pids(group), group.launches
+    with pytest.raises(WorkerStartError, match="FileNotFoundError: no model at /nowhere"):
+        group.load({"failToLoad": "/nowhere"})
+    assert alive(pids) == []  # torn down before the error reached us
+    assert "no model at /nowhere" in str(group.stats()["lastFailure"])
+    group.load({"name": "third"})  # no group running: the next job starts one with it
+    reply = group.submit({"steps": 1})
+    assert reply.meta[0]["loaded"] == "third" and group.launches == launches + 1
 
 
 def test_close_stops_the_group_cleanly(group: WorkerGroup) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from inline_core.parallel import torchdist
 from inline_core.parallel.ipc import Channel
-from inline_core.parallel.protocol import Job, Json, Phase, Progress
+from inline_core.parallel.protocol import Job, Json, Load, Phase, Progress
 from inline_core.parallel.runner import JobCancelled
 
 TICK = "tick"  # an idle no-op, keeps waiting ranks inside the group timeout
@@ -39,7 +39,7 @@ class Forward:
     live: tuple[int, ...]
 
 
-Command = Job | Admit | Forward | str
+Command = Job | Admit | Forward | Load | str
 
 
 class CancelFlags:
@@ -101,7 +101,7 @@ def share_command(command: Command | None, group: Any) -> Command:
     if kind != _PICKLED:
         raise RuntimeError(f"unexpected command kind {kind} from rank 0")
     shared = pickle.loads(torchdist.broadcast_bytes(data, rest[0], group))
-    if not isinstance(shared, Job | Admit | Forward | str):
+    if not isinstance(shared, Job | Admit | Forward | Load | str):
         raise RuntimeError(f"unexpected command {type(shared).__name__} from rank 0")
     return shared
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from inline_core.errors import Cancelled, Unavailable
@@ -43,6 +44,7 @@ class WorkerGroup:
         self._job_ids = itertools.count(1)
         self._closed = False
         self.launches = 0
+        self.loads = 0  # pipelines loaded into running ranks (`load`), in place of a launch
         self.retried = 0  # jobs run again after their group failed under them
         self.last_start_s: float | None = None
         # Of the last start: launch to every rank connected (interpreter, torch), then to ready
@@ -59,6 +61,29 @@ class WorkerGroup:
 
         Returns rank 0's description (model, split, engine). Raises `WorkerStartError`."""
         return self._ensure().info
+
+    def load(self, runner_args: Mapping[str, Json]) -> None:
+        """Hold another pipeline (the runner factory's args): a running, idle group's ranks
+        drop theirs and load it in place, without a relaunch; a group not running starts with
+        it on its next job, as does a fresh group after a fault. Raises `WorkerStartError`
+        when the ranks cannot load it (the group is torn down, as after a failed start)."""
+        with self._lock:
+            if self._closed:
+                raise Unavailable("the worker group is closed")
+            ranks = replace(self.config.ranks, runner_args=dict(runner_args))
+            self.config = replace(self.config, ranks=ranks)
+            session = self._session
+        if session is None or not session.alive:
+            return
+        try:
+            session.load(dict(runner_args))
+        except BaseException:
+            with self._lock:
+                if self._session is session:
+                    self._session, self._previous = None, session
+                    self.last_failure = session.failure
+            raise
+        self.loads += 1
 
     def close(self) -> None:
         with self._lock:
@@ -93,6 +118,7 @@ class WorkerGroup:
             "worldSize": self.config.nproc,
             "split": str(self.config.ranks.split),
             "launches": self.launches,
+            "loads": self.loads,
             "retriedJobs": self.retried,
             "lastStartS": None if self.last_start_s is None else round(self.last_start_s, 3),
             "lastConnectS": None if self.last_connect_s is None else round(self.last_connect_s, 3),

@@ -121,15 +121,25 @@ class Shutdown:
     pass
 
 
+@dataclass(frozen=True)
+class Load:
+    """To rank 0 while the group is idle: every rank drops its pipeline and loads the one these
+    runner args name, in the processes it has (no relaunch: torch, the libraries and the process
+    group stay); rank 0 answers `Ready` once every rank holds it, a rank that cannot load sends
+    `StartFailed` and the group exits, as at start."""
+
+    runner_args: dict[str, Json]
+
+
 Message: TypeAlias = (
     Hello | Ready | StartFailed | Job | Phase | Progress | PreviewFrame | Cancel | Result
-    | Failure | Heartbeat | Shutdown
+    | Failure | Heartbeat | Shutdown | Load
 )
 _TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
     for cls in (
         Hello, Ready, StartFailed, Job, Phase, Progress, PreviewFrame, Cancel, Result, Failure,
-        Heartbeat, Shutdown,
+        Heartbeat, Shutdown, Load,
     )
 }
 

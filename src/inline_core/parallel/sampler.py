@@ -2,7 +2,8 @@
 
 A model runner submits the same `SampleJob` it would give the in-process sampler; its pipeline must
 implement `RemotePipeline`. The group is started on the first job and holds that pipeline; a job
-for a different pipeline (other model files) restarts it with the new one. The job's phases, steps
+for a different pipeline (other model files) has the ranks load the new one in place of it (no
+relaunch). The job's phases, steps
 and cancel token cross the boundary, and the output comes back as the same type, pixel for pixel.
 A job that loses its group to a fault (a rank killed or hung) is retried once on a fresh group.
 Every finished job is logged with what each rank's attention saw: under a real split, a shard.
@@ -129,7 +130,12 @@ class ParallelSampler:
             )
         request = pipeline.remote_request(job.state)
         preview = job.preview
-        group = self._acquire(pipeline.remote_spec())
+        try:
+            group = self._hold(pipeline.remote_spec())
+        except BaseException:
+            with self._lock:
+                self._failed += 1
+            raise
         try:
             reply = group.submit(
                 request.params,
@@ -158,10 +164,12 @@ class ParallelSampler:
         log.info("worker group job done (%s): %s", self.config.ranks.split, summarize(reply.meta))
         return decode_output(reply.meta[0].get("output"), reply.arrays)
 
-    def _acquire(self, spec: PipelineSpec) -> WorkerGroup:
-        """The group holding `spec`, counted as in use. Jobs for the pipeline the group holds run
-        at once (its ranks batch them); a job for another one waits until the group is idle,
-        then replaces it: one group holds the devices, so jobs in flight are never cut short."""
+    def _hold(self, spec: PipelineSpec) -> WorkerGroup:
+        """The group holding `spec`, counted as in use (`_release` when done). Jobs for the
+        pipeline the group holds run at once (its ranks batch them); a job for another one
+        waits until the group is idle, then has its ranks load that one in place of theirs
+        (`WorkerGroup.load`: no relaunch): one group holds the devices, so jobs in flight are
+        never cut short."""
         with self._turn:
             while True:
                 if self._closed:
@@ -177,12 +185,16 @@ class ParallelSampler:
                     self._turn.wait()
                 finally:
                     self._waiting -= 1
-            old = self._group
-            group = self._new_group(spec)
-            self._group, self._spec = group, spec
+            self._spec = spec
             self._in_flight += 1
-        if old is not None:
-            old.close()
+            if group is None:
+                self._group = WorkerGroup(self._config_for(spec))
+                return self._group
+        try:  # jobs for `spec` arriving meanwhile wait in the group for the ranks to be ready
+            group.load(_runner_args(spec))
+        except BaseException:
+            self._release()
+            raise
         return group
 
     def _release(self) -> None:
@@ -190,23 +202,21 @@ class ParallelSampler:
             self._in_flight -= 1
             self._turn.notify_all()
 
-    def _new_group(self, spec: PipelineSpec) -> WorkerGroup:
+    def _config_for(self, spec: PipelineSpec) -> GroupConfig:
         # The configured runner factory (the step runner unless a caller chose another) builds
         # this spec's pipeline in every rank.
-        ranks = replace(
-            self.config.ranks, runner_args={"loader": spec.loader, "loaderArgs": spec.args}
-        )
-        return WorkerGroup(replace(self.config, ranks=ranks))
+        ranks = replace(self.config.ranks, runner_args=_runner_args(spec))
+        return replace(self.config, ranks=ranks)
 
     def _group_for(self, spec: PipelineSpec) -> WorkerGroup:
-        """The group for `spec`, replacing an idle one that holds another pipeline."""
-        group = self._acquire(spec)
+        """The group for `spec`, loading it into an idle one that holds another pipeline."""
+        group = self._hold(spec)
         self._release()
         return group
 
     def start(self, spec: PipelineSpec) -> dict[str, Json]:
         """Launch the group for `spec` ahead of the first job (e.g. at server start-up)."""
-        group = self._acquire(spec)
+        group = self._hold(spec)
         try:
             return group.start()
         finally:
@@ -248,6 +258,10 @@ class ParallelSampler:
             self._turn.notify_all()
         if group is not None:
             group.close()
+
+
+def _runner_args(spec: PipelineSpec) -> dict[str, Json]:
+    return {"loader": spec.loader, "loaderArgs": spec.args}
 
 
 def summarize(meta: Mapping[int, Mapping[str, Json]]) -> str:

@@ -44,6 +44,7 @@ from inline_core.parallel.protocol import (
     Hello,
     Job,
     Json,
+    Load,
     Message,
     Phase,
     PreviewFrame,
@@ -157,6 +158,27 @@ class Session:
             if self.failed.is_set():
                 self.torn_down.wait(30.0)
                 raise WorkerStartError(f"the worker group could not start: {self.failure}")
+
+    def load(self, runner_args: dict[str, Json]) -> None:
+        """Have the idle group's ranks drop their pipeline and load the one `runner_args` name,
+        in the processes they have; until rank 0 says ready again the start's rules apply (its
+        deadline, no heartbeat deadline while a rank loads, a rank that cannot load ends the
+        group). Raises `WorkerStartError` as `wait_ready` does."""
+        with self._lock:
+            if self.failure is not None or self._closing or self._pending:
+                raise WorkerGroupError(
+                    f"the worker group cannot load now: {self.failure or 'it is busy'}"
+                )
+            self.ready.clear()
+            self._ready_said = False
+            self.started_at, self.ready_at = time.monotonic(), None
+            self.faults.clear()  # what a failed load left is its own
+            self.logs.mark()
+        try:
+            self.channels[0].send(Load(runner_args))
+        except (OSError, ValueError) as exc:
+            self.fail(f"could not send the pipeline to load to rank 0: {exc}")
+        self.wait_ready()
 
     @property
     def alive(self) -> bool:

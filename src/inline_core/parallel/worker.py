@@ -1,13 +1,16 @@
 """The torchrun entry of every rank: `python -m inline_core.parallel.worker`.
 
 Each rank connects to the server (its own authenticated socket: hello, heartbeats, its job
-outcomes), joins the process group, loads the runner once and keeps it resident. Rank 0 also
-receives the jobs. A `LoopRunner` then serves the rank itself (rank 0 decides and shares, the
-others follow); a `JobRunner`'s jobs are shared one at a time and run by all ranks together.
+outcomes), joins the process group, loads the runner and keeps it resident until the server
+sends another pipeline to load (`Load`: the runner is dropped and the new one loaded in the same
+processes). Rank 0 also receives the jobs. A `LoopRunner` then serves the rank itself (rank 0
+decides and shares, the others follow); a `JobRunner`'s jobs are shared one at a time and run by
+all ranks together.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import queue
 import sys
@@ -39,6 +42,7 @@ from inline_core.parallel.protocol import (
     Hello,
     Job,
     Json,
+    Load,
     Message,
     Ready,
     Result,
@@ -83,37 +87,78 @@ def main() -> int:
         split=settings.split,
         engine=settings.engine,
     )
-    runner, error = _load(context, settings)
-    started: list[tuple[int, str | None]] = torchdist.all_gather_object(
-        (os.getpid(), error), world_size, control
-    )
-    if any(failed for _, failed in started):
-        if error is not None:
-            channel.send(StartFailed(rank=rank, message=error))
-        _leave(lifeline, channel)
-        return 1
-    assert runner is not None
-    peers = Peers(rank, [pid for pid, _ in started])
+    inbox: queue.Queue[Message] = queue.Queue()  # rank 0's: the server's messages, in order
+    loads: queue.Queue[Load] = queue.Queue()  # rank 0's: a `Load` that ended the serving
+    flags = CancelFlags()
     if rank == 0:
-        info: dict[str, Json] = {"worldSize": world_size, "backend": settings.backend}
-        info.update(runner.describe())
-        channel.send(Ready(info=info))
-    if isinstance(runner, LoopRunner):
-        _serve_loop(runner, rank, channel, control, settings.idle_tick_s)
-    elif rank == 0:
-        _serve_leader(runner, context, channel, control, settings.idle_tick_s, peers)
-    else:
-        _serve_follower(runner, context, channel, control, peers)
+        reader = threading.Thread(
+            target=_read_all,
+            args=(channel, inbox, loads, flags),
+            name="inline-leader-inbox",
+            daemon=True,
+        )
+        reader.start()
+    args = settings.runner_args
+    while True:
+        runner, error = _load(context, settings.runner, args)
+        started: list[tuple[int, str | None]] = torchdist.all_gather_object(
+            (os.getpid(), error), world_size, control
+        )
+        if any(failed for _, failed in started):
+            if error is not None:
+                channel.send(StartFailed(rank=rank, message=error))
+            _leave(lifeline, channel)
+            return 1
+        assert runner is not None
+        peers = Peers(rank, [pid for pid, _ in started])
+        if rank == 0:
+            info: dict[str, Json] = {"worldSize": world_size, "backend": settings.backend}
+            info.update(runner.describe())
+            channel.send(Ready(info=info))
+        if isinstance(runner, LoopRunner):
+            _serve_loop(runner, rank, channel, control, inbox, settings.idle_tick_s)
+        elif rank == 0:
+            _serve_leader(
+                runner, context, channel, control, settings.idle_tick_s, peers, inbox, flags
+            )
+        else:
+            _serve_follower(runner, context, channel, control, peers)
+        # Serving ended: at `Shutdown`, or at a `Load` (rank 0 tells the others which).
+        load = _next_load(rank, loads, control)
+        if load is None:
+            break
+        args = load.runner_args
+        del runner  # the old pipeline goes before the new one loads
+        _release_memory(context)
     _leave(lifeline, channel)
     return 0
 
 
+def _next_load(rank: int, loads: queue.Queue[Load], control: Any) -> Load | None:
+    """The `Load` that ended the serving, shared from rank 0 (None: it was `Shutdown`)."""
+    if rank == 0:
+        try:
+            load: Load | None = loads.get_nowait()
+        except queue.Empty:
+            load = None
+        share_command(STOP if load is None else load, control)
+        return load
+    command = share_command(None, control)
+    return command if isinstance(command, Load) else None
+
+
+def _release_memory(context: WorkerContext) -> None:
+    gc.collect()
+    if context.device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
 def _load(
-    context: WorkerContext, settings: RankSettings
+    context: WorkerContext, dotted: str, args: dict[str, Json]
 ) -> tuple[JobRunner | LoopRunner | None, str | None]:
     try:
-        factory = resolve(settings.runner)
-        runner: JobRunner | LoopRunner = factory(context, settings.runner_args)
+        factory = resolve(dotted)
+        runner: JobRunner | LoopRunner = factory(context, args)
         return runner, None
     except Exception as exc:  # reported to the server as the reason the group cannot start
         traceback.print_exc()
@@ -147,7 +192,12 @@ def _leave(lifeline: Lifeline, channel: Channel) -> None:
 
 
 def _serve_loop(
-    runner: LoopRunner, rank: int, channel: Channel, control: Any, idle_tick_s: float
+    runner: LoopRunner,
+    rank: int,
+    channel: Channel,
+    control: Any,
+    inbox: queue.Queue[Message],
+    idle_tick_s: float,
 ) -> None:
     def share(command: Command) -> Command:
         return share_command(command, control)
@@ -155,23 +205,26 @@ def _serve_loop(
     if rank != 0:
         runner.serve_follower(lambda: share_command(None, control), channel.send)
         return
-    inbox: queue.Queue[Message] = queue.Queue()
-    reader = threading.Thread(
-        target=_read_all, args=(channel, inbox), name="inline-leader-inbox", daemon=True
-    )
-    reader.start()
     runner.serve_leader(inbox, channel.send, share, idle_tick_s)
 
 
-def _read_all(channel: Channel, inbox: queue.Queue[Message]) -> None:
-    """Every message from the server into `inbox`, in order, until `Shutdown`."""
+def _read_all(
+    channel: Channel, inbox: queue.Queue[Message], loads: queue.Queue[Load], flags: CancelFlags
+) -> None:
+    """Every message from the server into `inbox`, in order, until `Shutdown`. A `Load` ends
+    the serving as `Shutdown` does (the runner sees one) and waits in `loads` for the rank."""
     while True:
         try:
             message = channel.recv()
         except (EOFError, OSError):
             orphaned_exit("the server closed the connection")
             return
-        if message is not None:
+        if isinstance(message, Cancel):
+            flags.add(message.job_id)
+        if isinstance(message, Load):
+            loads.put(message)
+            inbox.put(Shutdown())
+        elif message is not None:
             inbox.put(message)
         if isinstance(message, Shutdown):
             return
@@ -184,13 +237,9 @@ def _serve_leader(
     control: Any,
     idle_tick_s: float,
     peers: Peers,
+    inbox: queue.Queue[Message],
+    flags: CancelFlags,
 ) -> None:
-    inbox: queue.Queue[Job | Shutdown] = queue.Queue()
-    flags = CancelFlags()
-    reader = threading.Thread(
-        target=_read_server, args=(channel, inbox, flags), name="inline-leader-inbox", daemon=True
-    )
-    reader.start()
     while True:
         try:
             message = inbox.get(timeout=idle_tick_s)
@@ -200,9 +249,10 @@ def _serve_leader(
         if isinstance(message, Shutdown):
             share_command(STOP, control)
             return
-        share_command(message, control)
-        _execute(message, runner, context, channel, control, flags, peers)
-        flags.discard(message.job_id)
+        if isinstance(message, Job):  # a `Cancel` is in `flags` already
+            share_command(message, control)
+            _execute(message, runner, context, channel, control, flags, peers)
+            flags.discard(message.job_id)
 
 
 def _serve_follower(
@@ -214,21 +264,6 @@ def _serve_follower(
             return
         if isinstance(command, Job):
             _execute(command, runner, context, channel, control, None, peers)
-
-
-def _read_server(channel: Channel, inbox: queue.Queue[Job | Shutdown], flags: CancelFlags) -> None:
-    while True:
-        try:
-            message = channel.recv()
-        except (EOFError, OSError):
-            orphaned_exit("the server closed the connection")
-            return
-        if isinstance(message, Cancel):
-            flags.add(message.job_id)
-        elif isinstance(message, Job | Shutdown):
-            inbox.put(message)
-            if isinstance(message, Shutdown):
-                return
 
 
 def _execute(
