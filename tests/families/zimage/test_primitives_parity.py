@@ -32,6 +32,24 @@ NODE_CASES = [
         id="cfg-negative",
     ),
     pytest.param({"width": 64, "height": 80, "steps": 3, "guidance": 2.5}, id="cfg-empty-negative"),
+    # The node's own sampler and schedule, as `sample`'s (whose parity with diffusers' schedulers
+    # the tests below pin): a multistep sampler on Karras sigmas, an SDE one drawing seeded noise,
+    # and CFG++ where the node guides.
+    pytest.param(
+        {"width": 64, "height": 64, "steps": 4, "guidance": 0.0}
+        | {"sampler": "dpmpp_2m", "schedule": "karras"},
+        id="dpmpp_2m-karras",
+    ),
+    pytest.param(
+        {"width": 64, "height": 64, "steps": 4, "guidance": 0.0}
+        | {"sampler": "euler_ancestral", "schedule": "beta"},
+        id="euler_ancestral-beta",
+    ),
+    pytest.param(
+        {"width": 64, "height": 64, "steps": 3, "guidance": 2.0}
+        | {"sampler": "euler_cfg_pp", "schedule": "simple"},
+        id="euler_cfg_pp",
+    ),
 ]
 
 
@@ -50,9 +68,15 @@ def test_the_equivalent_graph_renders_the_nodes_pixels(rig: Rig, params: dict[st
         seed=5,
         cfg=params["guidance"] + 1.0,  # Z-Image's guidance g is ComfyUI's cfg g + 1
         negative=params.get("negative_prompt", "") if guided else None,
+        sampler=params.get("sampler", "euler"),
+        scheduler=params.get("schedule", "simple"),
     )
     [take] = rig.run(graph)[0].takes
     assert max_diff(take_pixels(take), node) == 0
+    if "sampler" in params:  # the choice reached the render: euler/simple draws another picture
+        plain = {k: v for k, v in params.items() if k not in ("sampler", "schedule")}
+        euler = render(rig.runner, rig.takes_dir, prompt, model=MODEL, seed=5, **plain)
+        assert max_diff(node_take_pixels(euler), node) > 0
 
 
 def reference(pipe: Any, scheduler: Any, prompt: str, **kwargs: Any) -> list[Any]:

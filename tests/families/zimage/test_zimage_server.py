@@ -184,6 +184,20 @@ def test_a_strength_that_leaves_no_step_is_refused_at_submit(client: TestClient)
     assert state["status"] == "done", state
 
 
+def test_a_sampler_the_node_cannot_run_is_refused_at_submit(client: TestClient) -> None:
+    """CFG++ needs the unconditional prediction that only guidance above 0 makes; a name outside
+    the list is refused by the param's own check. Neither stores a run."""
+    unguided = zimage_graph("a cat", steps=2, sampler="euler_cfg_pp", guidance=0.0)
+    response = client.post("/v1/runs", json={"graph": unguided, "target": "z"})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["nodeId"] == "z" and "euler_cfg_pp" in error["message"], error
+    unknown = zimage_graph("a cat", steps=2, sampler="euler_a")
+    response = client.post("/v1/runs", json={"graph": unknown, "target": "z"})
+    assert response.status_code == 422 and "euler_a" in response.text, response.text
+    assert client.get("/v1/runs").json()["runs"] == []
+
+
 def node_step(state: dict[str, Any]) -> int:
     node = cast(dict[str, Any], state["nodes"].get("z") or {})
     return int(node.get("step") or 0)

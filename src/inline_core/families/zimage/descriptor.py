@@ -10,6 +10,7 @@ from inline_core.contract.common_params import (
     TEXT_ENCODER,
     VAE,
 )
+from inline_core.families.nodes.sampling import sampler_param, schedule_param
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 
@@ -53,6 +54,8 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
         ),
         ParamSpec("steps", ParamWidget.NUMBER, default=8, minimum=1, maximum=100, integer=True),
         ParamSpec("guidance", ParamWidget.NUMBER, default=0.0, minimum=0.0, maximum=20.0, step=0.1),
+        sampler_param(),  # euler on the simple schedule: the Turbo scheduler's own steps
+        schedule_param(),
         ParamSpec(
             "strength",
             ParamWidget.NUMBER,
@@ -87,10 +90,11 @@ ZIMAGE_DESCRIPTOR = NodeDescriptor(
     description=(
         "Text to image, or image to image when an image is wired in (strength sets how much "
         "changes; the image is resized to width x height). Guidance above 0 turns on "
-        "classifier-free guidance with the negative prompt. LoRAs wired in "
-        "(input/lora) apply to this render alone. A control model (the Z-Image Fun ControlNet "
-        "Union) follows the control image at the control strength. A mask repaints the image's "
-        "white part; with a 2.x control model the mask and image feed the control instead."
+        "classifier-free guidance with the negative prompt (a CFG++ sampler needs it). LoRAs "
+        "wired in (input/lora) apply to this render alone. A control model (the Z-Image Fun "
+        "ControlNet Union) follows the control image at the control strength. A mask repaints "
+        "the image's white part; with a 2.x control model the mask and image feed the control "
+        "instead."
     ),
 )
 

@@ -24,6 +24,7 @@ from inline_core.diffusion.formats import ldm_vae
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InlineError, InvalidRequest
 from inline_core.families.nodes.inputs import prompt_text
+from inline_core.families.nodes.sampling import refuse_cfg_pp
 from inline_core.families.zimage import control_inputs, controlnet
 from inline_core.families.zimage.comfy import RECIPE
 from inline_core.families.zimage.control_files import (
@@ -103,6 +104,8 @@ class ZImageFamily(Family):
             "steps": int(params["steps"]),
             "guidance": float(params["guidance"]),
             "seed": int(params["seed"]),
+            "sampler": str(params["sampler"]),
+            "sigma_schedule": str(params["schedule"]),
         }
         if image is not None:
             request["image"] = image
@@ -127,6 +130,8 @@ class ZImageFamily(Family):
         if submit.node_type != NODE_TYPE:
             return
         params, wired, node_id = submit.params, submit.wired, submit.node_id
+        guides = float(params["guidance"]) > 0
+        refuse_cfg_pp(params.get("sampler"), guides, "Z-Image", node_id, guided_from="above 0")
         transformer = _transformer_config(submit.sources) if params.get("controlnet") else None
         control_inputs.check_wired(self.catalog, params, wired, transformer, node_id)
         if "mask" in submit.sizes and "image" in submit.sizes:
