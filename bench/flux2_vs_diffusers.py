@@ -2,26 +2,25 @@
 `Flux2Pipeline`), on the same files.
 
     python bench/flux2_vs_diffusers.py --preset tiny [--renders 5] [--size 64]
-    GOMP_SPINCOUNT=0 python bench/flux2_vs_diffusers.py --preset dev-tiny,dev-mid [--renders 3]
+    GOMP_SPINCOUNT=0 python bench/flux2_vs_diffusers.py --preset mid,dev-tiny,dev-mid [--renders 3]
     python bench/flux2_vs_diffusers.py --preset 4b --device cuda --size 1024   # GPU, random weights
 
-`tiny` is the kit's model on the CPU in float32; `dev-tiny` the dev kit's (its Mistral, guidance
-embedded at 4, 4 steps); `dev-mid` a mid-size dev (random weights, float32, 256 px by default:
-768 wide, 6 heads of 128, 2 double and 8 single blocks, about 100M parameters; its Mistral 256
-wide with the 32 layers FLUX.2 reads from; the kit's VAE). `4b` has klein 4B's real transformer
-shape (5
-double and 20 single blocks, 24 heads of 128, 7680-wide text input; about 3.9B parameters) and
-FLUX.2's real VAE, in bf16 with weights drawn N(0, 0.02); its Qwen3 has the real width (2560) but
-4 layers and the kit's byte-level tokenizer (it runs once per prompt; a full encoder adds load
-time, not step time). Both sides load one diffusers folder written once; renders alternate
-between the bare pipeline and the family's node runner (its resident pipeline, the step loop,
-the take written), same prompt and seed, 4 steps (klein distilled: no guidance). Several
-presets (comma-separated) run one after another in one process, a row each. It prints a table
-and writes bench/results/flux2_vs_diffusers.json (copied to $OUT when set). The node runner is
-what a server runs per render; HTTP is left out (bench/zimage_server_vs_pipeline.py measures
-it). On a CPU, run it with GOMP_SPINCOUNT=0 (bench/openmp_spin.py: spinning OpenMP threads
-starve the other side's on a shared machine).
-"""
+`tiny` is the kit's model on the CPU in float32; `mid` a distilled klein of dev-mid's transformer
+size (random weights, float32, 256 px; its Qwen3 256 wide with 4 layers); `dev-tiny` the dev kit's
+(its Mistral, guidance embedded at 4, 4 steps); `dev-mid` a mid-size dev (random weights, float32,
+256 px by default: 768 wide, 6 heads of 128, 2 double and 8 single blocks, about 100M parameters;
+its Mistral 256 wide with the 32 layers FLUX.2 reads from; the kit's VAE). `4b` has klein 4B's real
+transformer shape (5 double and 20 single blocks, 24 heads of 128, 7680-wide text input; about 3.9B
+parameters) and FLUX.2's real VAE, in bf16 with weights drawn N(0, 0.02); its Qwen3 has the real
+width (2560) but 4 layers and the kit's byte-level tokenizer (it runs once per prompt; a full
+encoder adds load time, not step time). Both sides load one diffusers folder written once; renders
+alternate between the bare pipeline and the family's node runner (its resident pipeline, the step
+loop, the take written), same prompt and seed, 4 steps (klein distilled: no guidance). Several
+presets (comma-separated) run one after another in one process, a row each. It prints a table and
+writes bench/results/flux2_vs_diffusers.json (copied to $OUT when set). The node runner is what a
+server runs per render; HTTP is left out (bench/zimage_server_vs_pipeline.py measures it). On a
+CPU, run it with GOMP_SPINCOUNT=0 (bench/openmp_spin.py: spinning OpenMP threads starve the other
+side's on a shared machine)."""
 
 from __future__ import annotations
 
@@ -88,6 +87,14 @@ DEV_MID: dict[str, Any] = {  # dev's layout at about 100M parameters
     "axes_dims_rope": (32, 32, 32, 32),
 }
 MID_MISTRAL_WIDTH = 256
+MID_QWEN3_WIDTH = 256
+KLEIN_MID: dict[str, Any] = {  # klein's layout (no guidance embedder) at dev-mid's size
+    **KLEIN_4B,
+    "num_layers": 2,
+    "num_single_layers": 8,
+    "num_attention_heads": 6,
+    "joint_attention_dim": 3 * MID_QWEN3_WIDTH,  # three layers of a 256-wide Qwen3
+}
 FLUX2_VAE: dict[str, Any] = {
     "block_out_channels": [128, 256, 512, 512],
     "layers_per_block": 2,
@@ -132,8 +139,25 @@ def write_dev_mid(folder: Path) -> Path:
     return folder
 
 
-PRESETS = ("tiny", "dev-tiny", "dev-mid", "4b")
-DEFAULT_SIZE = {"tiny": 64, "dev-tiny": 64, "dev-mid": 256, "4b": 1024}
+def write_klein_mid(folder: Path) -> Path:
+    """A mid-size distilled klein `Flux2KleinPipeline` folder (random weights, float32), the
+    kit's VAE."""
+    manual_seed(0)
+    tokenizer = qwen3_tokenizer()
+    config = tiny_qwen3_config(len(tokenizer), MID_QWEN3_WIDTH, 4)
+    diffusers().Flux2KleinPipeline(
+        scheduler=build_scheduler(),
+        vae=build_vae(),
+        text_encoder=transformers().Qwen3ForCausalLM(config),
+        tokenizer=tokenizer,
+        transformer=diffusers().Flux2Transformer2DModel(**KLEIN_MID),
+        is_distilled=True,
+    ).save_pretrained(str(folder))
+    return folder
+
+
+PRESETS = ("tiny", "mid", "dev-tiny", "dev-mid", "4b")
+DEFAULT_SIZE = {"tiny": 64, "mid": 256, "dev-tiny": 64, "dev-mid": 256, "4b": 1024}
 
 
 def write_folder(preset: str, models: Path, device: str) -> tuple[Path, tuple[int, ...]]:
@@ -150,6 +174,8 @@ def write_folder(preset: str, models: Path, device: str) -> tuple[Path, tuple[in
         (models / category).mkdir(parents=True, exist_ok=True)
     if preset == "dev-mid":
         return write_dev_mid(models / "diffusion_models" / "flux2_dev_mid"), DEV_TEXT_LAYERS
+    if preset == "mid":
+        return write_klein_mid(models / "diffusion_models" / "flux2_klein_mid"), text_layers(4)
     return write_4b(models / "diffusion_models" / "flux2_klein_4b_random", device), text_layers(4)
 
 
