@@ -78,12 +78,17 @@ class WorkerGroup:
         try:
             session.load(dict(runner_args))
         except BaseException:
-            with self._lock:
-                if self._session is session:
-                    self._session, self._previous = None, session
-                    self.last_failure = session.failure
+            self._drop(session)
             raise
         self.loads += 1
+
+    def _drop(self, session: Session) -> None:
+        """Forget a session that failed to start or load (the next job launches a fresh one),
+        keeping it as the previous one and its failure for health."""
+        with self._lock:
+            if self._session is session:
+                self._session, self._previous = None, session
+                self.last_failure = session.failure
 
     def close(self) -> None:
         with self._lock:
@@ -147,10 +152,7 @@ class WorkerGroup:
         try:
             session.wait_ready()
         except BaseException:
-            with self._lock:
-                if self._session is session:
-                    self._session, self._previous = None, session
-                    self.last_failure = session.failure
+            self._drop(session)
             raise
         if launched and session.ready_at is not None:
             self.last_start_s = session.ready_at - session.started_at
