@@ -131,11 +131,13 @@ def main() -> int:
                 response = client.post("/v1/runs", json={"graph": graph, "target": "z"})
                 assert response.status_code == 201, response.text
                 run_id = response.json()["runId"]
+                deadline = time.monotonic() + 600  # a liveness bound: a stuck run fails the bench
                 while (state := client.get(f"/v1/runs/{run_id}").json())["status"] not in (
                     "done",
                     "error",
                     "cancelled",
                 ):
+                    assert time.monotonic() < deadline, f"run {run_id} did not end: {state}"
                     time.sleep(0.01)
                 assert state["status"] == "done", state
                 take = state["takes"][0]["id"]

@@ -26,3 +26,21 @@ def solo_and_together(
     stats = dict(sampler.stats())
     stats["batchedForwards"] -= before
     return solo, together, stats
+
+
+def assert_batched_equals_alone(
+    solo: Sequence[Any],
+    together: Sequence[Any],
+    stats: dict[str, Any],
+    tolerance: int,
+    max_differing: float,
+) -> None:
+    """The requests shared forwards, and each together is its alone within `tolerance` levels on
+    at most `max_differing` of its values (a row batched with others differs by a few ulps)."""
+    import numpy as np
+
+    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
+    for alone, batched in zip(solo, together, strict=True):
+        difference = np.abs(alone - batched)
+        assert int(difference.max()) <= tolerance
+        assert float((difference > 0).mean()) <= max_differing

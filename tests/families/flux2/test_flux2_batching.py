@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from flux2_harness import make_rig, picture, pixels
 
 from inline_core.diffusion.adapters.stack import LoraUse
@@ -16,7 +15,7 @@ from inline_core.families.flux2.kit import Flux2Kit
 from inline_core.families.flux2.kit_dev import Flux2DevKit
 from inline_core.families.standalone import FamilyRig
 from inline_core.sampling.loop import StepLoopSampler
-from tests.families.batching_harness import solo_and_together
+from tests.families.batching_harness import assert_batched_equals_alone, solo_and_together
 from tests.families.zimage.lora_harness import Stack, picks
 
 TOLERANCE = 2
@@ -59,11 +58,7 @@ def test_same_shapes_share_forwards_and_equal_their_solo_renders(flux2_kit: Flux
         solo, together, stats = solo_and_together(sampler, pipeline, requests, pixels)
     finally:
         sampler.close()
-    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
-    for alone, batched in zip(solo, together, strict=True):
-        difference = np.abs(alone - batched)
-        assert int(difference.max()) <= TOLERANCE
-        assert float((difference > 0).mean()) <= MAX_DIFFERING
+    assert_batched_equals_alone(solo, together, stats, TOLERANCE, MAX_DIFFERING)
 
 
 def test_the_batch_key_holds_the_shapes(flux2_kit: Flux2Kit) -> None:
@@ -101,11 +96,7 @@ def test_dev_requests_at_different_guidance_share_forwards(flux2_dev_kit: Flux2D
         solo, together, stats = solo_and_together(sampler, pipeline, requests, pixels)
     finally:
         sampler.close()
-    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
-    for alone, batched in zip(solo, together, strict=True):
-        difference = np.abs(alone - batched)
-        assert int(difference.max()) <= TOLERANCE
-        assert float((difference > 0).mean()) <= MAX_DIFFERING
+    assert_batched_equals_alone(solo, together, stats, TOLERANCE, MAX_DIFFERING)
 
 
 def test_the_sample_primitives_requests_share_forwards_and_equal_their_solo_renders(
@@ -134,8 +125,4 @@ def test_the_sample_primitives_requests_share_forwards_and_equal_their_solo_rend
         solo, together, stats = solo_and_together(sampler, pipeline, requests, pixels)
     finally:
         sampler.close()
-    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
-    for alone, batched in zip(solo, together, strict=True):
-        difference = np.abs(alone - batched)
-        assert int(difference.max()) <= TOLERANCE
-        assert float((difference > 0).mean()) <= MAX_DIFFERING
+    assert_batched_equals_alone(solo, together, stats, TOLERANCE, MAX_DIFFERING)

@@ -29,6 +29,7 @@ from PIL import Image, ImageDraw
 
 from inline_core.contract.handles import LatentHandle
 from inline_core.diffusion.flow.steps import denoise_window
+from inline_core.diffusion.libs import diffusers
 from inline_core.errors import InvalidRequest
 from inline_core.families.flux2.kit import Flux2Kit
 from inline_core.families.flux2.kit_dev import Flux2DevKit
@@ -81,14 +82,10 @@ def test_img2img_with_denoise_renders_diffusers_loop_over_the_schedules_tail(
     # By hand: the image encoded as the pipeline encodes (the posterior's mode, patchified,
     # normalised by the batch norm), noised to the first sigma of the tail of a steps / denoise
     # schedule, then the pipeline's own loop over that tail at the whole schedule's shift.
-    from diffusers.schedulers.scheduling_flow_match_euler_discrete import (
-        FlowMatchEulerDiscreteScheduler,
-    )
-
     pipe = klein_pipe
     total, first = denoise_window(STEPS, denoise)
     tail = np.linspace(1.0, 1 / total, total)[first:]
-    scheduler: Any = FlowMatchEulerDiscreteScheduler.from_config(pipe.scheduler.config)  # pyright: ignore[reportUnknownMemberType]
+    scheduler: Any = diffusers().FlowMatchEulerDiscreteScheduler.from_config(pipe.scheduler.config)
     scheduler.set_timesteps(sigmas=tail, mu=empirical_mu(16, total))
     sigma = float(scheduler.sigmas[0])
     pixels_in = pipe.image_processor.preprocess(image, height=64, width=64)

@@ -15,7 +15,7 @@ from krea2_harness import rig
 from inline_core.contract.lora_stacks import lora_stack
 from inline_core.families.krea2.kit import TEXT_LAYERS, Krea2Kit
 from inline_core.sampling.loop import StepLoopSampler
-from tests.families.batching_harness import solo_and_together
+from tests.families.batching_harness import assert_batched_equals_alone, solo_and_together
 from tests.families.zimage.lora_harness import picks
 
 TOLERANCE = 2
@@ -50,8 +50,4 @@ def test_same_shapes_share_forwards_and_equal_their_solo_renders(krea2_kit: Krea
         solo, together, stats = solo_and_together(sampler, pipeline, requests, pixels)
     finally:
         sampler.close()
-    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
-    for alone, batched in zip(solo, together, strict=True):
-        difference = np.abs(alone - batched)
-        assert int(difference.max()) <= TOLERANCE
-        assert float((difference > 0).mean()) <= MAX_DIFFERING
+    assert_batched_equals_alone(solo, together, stats, TOLERANCE, MAX_DIFFERING)

@@ -22,6 +22,7 @@ from inline_core.families.sdxl.kit import SDXLKit
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
 from tests.batching_helpers import all_in_loop
+from tests.families.batching_harness import assert_batched_equals_alone
 from tests.server.server_support import wait_until
 
 LONG = " ".join(["a lighthouse on a cliff at dusk"] * 4)  # two windows of 77
@@ -79,11 +80,7 @@ def assert_shared_and_each_alone(
     together: Sequence[np.ndarray[Any, Any]],
     stats: dict[str, Any],
 ) -> None:
-    assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
-    for alone, batched in zip(solo, together, strict=True):
-        difference = np.abs(alone - batched)
-        assert int(difference.max()) <= TOLERANCE
-        assert float((difference > 0).mean()) <= MAX_DIFFERING
+    assert_batched_equals_alone(solo, together, stats, TOLERANCE, MAX_DIFFERING)
 
 
 def test_one_size_shares_forwards_and_each_render_equals_its_solo_render(
