@@ -124,9 +124,9 @@ def test_an_untyped_encoder_runs_once_per_new_prompt_and_renders_as_before(
     counted: Counted, files: tuple[str, str] | None, family: str, typed: str
 ) -> None:
     fitted = counted.validate(one_sample(files, "", "a red fox"))
-    assert encoder_handle(fitted).readers == (family,)
     forwards, untyped = counted.counted(fitted)
     assert forwards == 1
+    assert encoder_handle(fitted).readers == (family,)
     # A prompt change: one forward again, where reading it every way took two.
     forwards, _ = counted.counted(counted.validate(one_sample(files, "", "a blue bird")))
     assert forwards == 1
