@@ -37,14 +37,7 @@ class Variants(NodeRunner):
 class Pass(NodeRunner):
     """test/pass: its text as it came; it needs of it what its consumers need."""
 
-    def input_needs(
-        self,
-        node_id: str,
-        params: Mapping[str, Any],
-        facts: SubmitFacts,
-        needs: Mapping[str, Needs],
-    ) -> Mapping[str, Needs]:
-        return {"text": needs["text"]}
+    needs_follow = {"text": "text"}
 
     def run(self, call: NodeCall) -> NodeResult:
         return NodeResult(outputs={"text": call.inputs["text"]})
@@ -54,11 +47,7 @@ class Want(NodeRunner):
     """test/want: reads its `variant` of the text."""
 
     def input_needs(
-        self,
-        node_id: str,
-        params: Mapping[str, Any],
-        facts: SubmitFacts,
-        needs: Mapping[str, Needs],
+        self, params: Mapping[str, Any], facts: SubmitFacts, needs: Mapping[str, Needs]
     ) -> Mapping[str, Needs]:
         return {"text": frozenset({str(params["variant"])})}
 

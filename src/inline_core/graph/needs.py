@@ -44,7 +44,7 @@ def fit_to_consumers(
             port.name: None if node_id == target else seen.get(port.name, frozenset())
             for port in descriptors[node_id].outputs
         }
-        wanted = runner.input_needs(node_id, node.params, facts[node_id], needs)
+        wanted = runner.input_needs(node.params, facts[node_id], needs)
         for port, edges in node.inputs.items():
             need = wanted.get(port)
             for edge in edges:

@@ -101,18 +101,18 @@ class NodeRunner(ABC):
     def run(self, call: NodeCall) -> NodeResult:
         """Execute the node. Raise `Cancelled` (via `ctx.cancel`) to stop at a step boundary."""
 
+    # Inputs whose value this node makes its output from in the variants its consumers read
+    # (input name -> that output): what they need of the output, it needs of the input.
+    needs_follow: Mapping[str, str] = {}
+
     def input_needs(
-        self,
-        node_id: str,
-        params: Mapping[str, Any],
-        facts: SubmitFacts,
-        needs: Mapping[str, Needs],
+        self, params: Mapping[str, Any], facts: SubmitFacts, needs: Mapping[str, Needs]
     ) -> Mapping[str, Needs]:
         """What this node needs of the value on each input (input name -> `Needs`), given what
         the nodes it feeds need of each of its outputs (`needs`: output name -> `Needs`). An
-        input left out needs every variant: the default, so a node that does not say keeps what
-        feeds it whole."""
-        return {}
+        input left out needs every variant, so a node that does not say keeps what feeds it
+        whole. By default, `needs_follow`'s."""
+        return {port: needs.get(output) for port, output in self.needs_follow.items()}
 
     def fitted(self, prepared: object | None, needs: Mapping[str, Needs]) -> object | None:
         """What `check` prepared, cut to what the nodes it feeds need of its outputs (`needs`:

@@ -13,7 +13,7 @@ from typing import Any
 from inline_core.contract.handles import ConditioningHandle
 from inline_core.families.nodes.inputs import handle_input
 from inline_core.graph.primitives import CONDITIONING_GUIDANCE
-from inline_core.graph.runner import Needs, NodeCall, NodeResult, NodeRunner, SubmitFacts
+from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
 
 DEFAULT = float(CONDITIONING_GUIDANCE.params[0].default or 0.0)
 
@@ -51,21 +51,14 @@ def with_guidance(handle: ConditioningHandle, guidance: float) -> ConditioningHa
 
 
 class ConditioningGuidance(NodeRunner):
+    needs_follow = {"conditioning": "conditioning"}  # it passes on the readings it is given
+
     def check_node(
         self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts
     ) -> object | None:
         super().check_node(node_id, params, facts)
         guidance = float(params.get("guidance", DEFAULT))
         return Guided(guidance, tuple(facts.upstream.get("conditioning", ())))
-
-    def input_needs(
-        self,
-        node_id: str,
-        params: Mapping[str, Any],
-        facts: SubmitFacts,
-        needs: Mapping[str, Needs],
-    ) -> Mapping[str, Needs]:
-        return {"conditioning": needs.get("conditioning")}  # the readings it passes on
 
     def run(self, call: NodeCall) -> NodeResult:
         handle = handle_input(call, "conditioning", ConditioningHandle)

@@ -48,6 +48,9 @@ class _FamilyRunner(NodeRunner):
 
 
 class EncodeText(_FamilyRunner):
+    # The encoder reads the prompt the ways the conditioning's consumers take it.
+    needs_follow = {"text_encoder": "conditioning"}
+
     def check_node(
         self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts
     ) -> object | None:
@@ -57,16 +60,6 @@ class EncodeText(_FamilyRunner):
         ]
         super().check_node(node_id, params, facts)
         return handles[0] if handles else None
-
-    def input_needs(
-        self,
-        node_id: str,
-        params: Mapping[str, Any],
-        facts: SubmitFacts,
-        needs: Mapping[str, Needs],
-    ) -> Mapping[str, Needs]:
-        # The encoder reads the prompt the ways the conditioning's consumers take it.
-        return {"text_encoder": needs.get("conditioning")}
 
     def run(self, call: NodeCall) -> NodeResult:
         from inline_core.families.nodes import ops
@@ -144,11 +137,7 @@ class Sample(_FamilyRunner):
         return super().check_node(node_id, params, facts)
 
     def input_needs(
-        self,
-        node_id: str,
-        params: Mapping[str, Any],
-        facts: SubmitFacts,
-        needs: Mapping[str, Needs],
+        self, params: Mapping[str, Any], facts: SubmitFacts, needs: Mapping[str, Needs]
     ) -> Mapping[str, Needs]:
         # Its conditionings as its model's family reads them. A model whose family no check
         # said at submit needs every reading, as an untyped encoder gives: `run` picks its own.
