@@ -4,7 +4,8 @@
 picked file (from its header or folder config), so a checkpoint no family runs is refused in
 milliseconds with `model_missing`; the handle it finds comes back to the run. A text encoder
 file several families read (Qwen3-4B: Z-Image's and FLUX.2 klein's) is read as its `type` says
-(ComfyUI's CLIPLoader type); without one, each such family's way, `sample` taking its own. `run`
+(ComfyUI's CLIPLoader type); without one, the ways the run's `sample`s take it (`fitted`, once
+every node is checked), each such family's way where those are not known at submit. `run`
 loads the weights into the server's resident cache (a later run, or the family's own node, finds
 them there), or, where the model is split across ranks, starts the worker group holding the
 transformer, and outputs the handle.
