@@ -1,0 +1,44 @@
+"""Whether a denoiser's linear layers compute from weights oneDNN packed once at load
+(`diffusion/packed_linear.py`), per device class and compute dtype: a pure function, as every
+choice here. The numbers are the same as `F.linear`'s (the same oneDNN kernel); what differs is
+the time and the memory (a packed copy beside each weight).
+
+Measured (`bench/cpu_matmul.py`, the real-size Z-Image transformer's seven matmuls of a layer,
+dim 3840, MLP 10240, bfloat16, on a 2-core AVX512-BF16 CPU without AMX at load 9-10; two runs):
+packed against `F.linear` 1.14-1.21x at 32 tokens (a 64 px render's refiners), 1.085-1.09x at 64
+(its main layer), 1.06-1.07x at 256-288 (a 256 px render's), bitwise the same numbers. One compute
+thread instead of two was faster still on that loaded machine (packed 1.2-2.0x), an effect of the
+load, not kept. Float32 compute on a float32 copy of the weights: 0.17-0.21x. Inductor's freezing
+on the MLP: 1.03-1.28x, within 1.5 bf16 levels (it fuses the gate too).
+`--no-compile` (`INLINE_NO_COMPILE=1`) turns it off with compiled blocks.
+"""
+
+from __future__ import annotations
+
+from inline_core.device.hardware import HardwareDescription
+from inline_core.device.kernels import KernelChoice
+
+__all__ = ["packed_linear_choice"]
+
+# Device classes and compute dtypes where packing was measured to pay. A CPU's bfloat16 matmul
+# is oneDNN's either way; float32's is MKL's sgemm (oneDNN's packed float32 was not measured).
+_PAYS: dict[tuple[str, str], bool] = {("cpu", "bfloat16"): True, ("cpu", "float32"): False}
+
+
+def packed_linear_choice(
+    hardware: HardwareDescription, kind: str, dtype: str, *, stated: bool | None = None
+) -> KernelChoice:
+    """Packed linear weights for a denoiser computing in `dtype` on device class `kind`
+    ("cuda", "mps", "cpu"); `stated` False (`--no-compile`) turns them off."""
+    if kind != "cpu":
+        return KernelChoice(False, False, f"oneDNN's packed weights are a CPU kernel, not {kind}'s")
+    if dtype == "bfloat16" and not hardware.cpu_bf16:
+        return KernelChoice(False, False, "this CPU has no native bfloat16 (AVX512-BF16, AMX)")
+    if stated is False:
+        return KernelChoice(True, False, "turned off (--no-compile / INLINE_NO_COMPILE)")
+    pays = _PAYS.get((kind, dtype))
+    if pays is None:
+        return KernelChoice(True, False, f"not measured on {kind} in {dtype}")
+    if not pays:
+        return KernelChoice(True, False, f"measured not to pay on {kind} in {dtype}")
+    return KernelChoice(True, True, f"measured to pay on {kind} in {dtype}")
