@@ -7,7 +7,7 @@ from __future__ import annotations
 from device_machines import BF16_CPU_BOX, CPU_BOX, MAC_16, RTX_4090
 
 from inline_core.device import DevicePolicy
-from inline_core.device.matmul import packed_linear_choice
+from inline_core.device.matmul import pack_fits, packed_linear_choice
 from inline_core.device.policy import DeviceSettings
 from inline_core.device.profile import Profile
 
@@ -43,3 +43,10 @@ def test_no_compile_turns_it_off_and_health_says_so() -> None:
     assert stated_off.packed_linear_for("bfloat16") == off
     gpu_cpu_profile = DevicePolicy(RTX_4090, DeviceSettings(profile=Profile.CPU))
     assert not gpu_cpu_profile.packed_linear_for("bfloat16").available  # no native bf16 there
+
+
+def test_a_packed_copy_is_made_only_within_half_the_memory_budget() -> None:
+    gib = 1024**3
+    assert pack_fits(2 * gib, None)  # no budget set
+    assert pack_fits(2 * gib, 4 * gib)
+    assert not pack_fits(2 * gib + 1, 4 * gib)  # a real-size Wan 14B's 28 GB under 24 GB: no

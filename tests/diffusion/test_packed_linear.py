@@ -16,7 +16,13 @@ from torch import nn
 
 from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.libs import manual_seed
-from inline_core.diffusion.packed_linear import PackedLinear, pack_linears, packed_bytes
+from inline_core.diffusion.packed_linear import (
+    PackedLinear,
+    pack_linears,
+    pack_part,
+    packable_bytes,
+    packed_bytes,
+)
 from inline_core.families.zimage.kit import build_transformer
 
 pytestmark = pytest.mark.skipif(
@@ -117,3 +123,13 @@ def test_the_packed_copies_count_in_the_footprint() -> None:
     added = pack_linears(model, BF16)
     assert added == (64 * 32 + 32 * 8) * 2
     assert footprint(model).own_bytes == before.own_bytes + added
+
+
+def test_a_part_whose_copy_would_take_over_half_the_budget_is_not_packed() -> None:
+    model = nn.Sequential(nn.Linear(64, 32, dtype=BF16), nn.Linear(32, 8, dtype=BF16))
+    wanted = packable_bytes(model, BF16)
+    assert wanted == (64 * 32 + 32 * 8) * 2
+    assert pack_part(model, "bfloat16", 2 * wanted - 1, "tiny") is model
+    assert packed_bytes(model) == 0 and type(model[0]) is nn.Linear
+    pack_part(model, "bfloat16", 2 * wanted, "tiny")
+    assert packed_bytes(model) == wanted and type(model[0]) is PackedLinear

@@ -23,7 +23,7 @@ from __future__ import annotations
 from inline_core.device.hardware import HardwareDescription
 from inline_core.device.kernels import KernelChoice
 
-__all__ = ["packed_linear_choice"]
+__all__ = ["pack_fits", "packed_linear_choice"]
 
 # Device classes and compute dtypes where packing was measured to pay. A CPU's bfloat16 matmul
 # is oneDNN's either way; float32's is MKL's sgemm (oneDNN's packed float32 was not measured).
@@ -47,3 +47,10 @@ def packed_linear_choice(
     if not pays:
         return KernelChoice(True, False, f"measured not to pay on {kind} in {dtype}")
     return KernelChoice(True, True, f"measured to pay on {kind} in {dtype}")
+
+
+def pack_fits(packed_bytes: int, budget_bytes: int | None) -> bool:
+    """Whether a part's packed copy (`packed_bytes`, new memory of its own beside its mapped
+    weights) is made under the memory budget: not where it would take more than half of it, as
+    `storage.kept_dtype` declines a converted copy (a real-size Wan 14B in bfloat16 maps 28 GB)."""
+    return budget_bytes is None or packed_bytes * 2 <= budget_bytes

@@ -12,22 +12,27 @@ Per-row LoRA deltas are a forward hook on the output, the same either way. Under
 (dynamo cannot trace an opaque oneDNN tensor) and where autograd records, it is `F.linear` too.
 
 The packed copy is new memory beside the weight (a mapped bfloat16 file's pages stay mapped):
-`pack_linears` returns its bytes, which the caller counts. The layers change class, as
+it counts in the part's footprint (`packed_bytes`), and a part whose copy would take more than
+half the memory budget is not packed (`device/matmul.pack_fits`). The layers change class, as
 `layer_cast`'s do, so code that looks for `nn.Linear` still finds them.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inline_core.device.matmul import pack_fits
 from inline_core.diffusion.layer_cast import named_layers
 from inline_core.diffusion.placement import torch_dtype
 
-__all__ = ["PackedLinear", "pack_linears", "pack_part", "packed_bytes"]
+__all__ = ["PackedLinear", "pack_linears", "pack_part", "packable_bytes", "packed_bytes"]
+
+log = logging.getLogger(__name__)
 
 _REORDER: Any = torch.ops.mkldnn._reorder_linear_weight  # pyright: ignore[reportUnknownMemberType]
 _LINEAR: Any = torch.ops.mkldnn._linear_pointwise  # pyright: ignore[reportUnknownMemberType]
@@ -90,6 +95,16 @@ def packable(layer: nn.Module, dtype: torch.dtype) -> bool:
     return weight.dtype == dtype and weight.device.type == "cpu" and weight.dim() == 2 and same
 
 
+def packable_bytes(model: nn.Module, dtype: torch.dtype) -> int:
+    """What packing `model`'s linear layers for `dtype` would take."""
+    weights = [
+        cast(torch.Tensor, layer.weight)
+        for _name, layer in named_layers(model)
+        if packable(layer, dtype)
+    ]
+    return sum(weight.numel() * weight.element_size() for weight in weights)
+
+
 def pack_linears(model: nn.Module, dtype: torch.dtype) -> int:
     """Pack every plain linear layer of `model` computing in `dtype` on the CPU; the bytes the
     packed copies take (0: none packed, or done before)."""
@@ -116,9 +131,20 @@ def packed_bytes(model: nn.Module) -> int:
     return total
 
 
-def pack_part(value: object, dtype: str) -> object:
-    """`value` (a loaded part computing in the dtype named `dtype`), its linear layers packed
-    where it is a module; anything else as it is."""
-    if isinstance(value, nn.Module):
-        pack_linears(value, torch_dtype(dtype))
+def pack_part(value: object, dtype: str, budget_bytes: int | None, name: str) -> object:
+    """`value` (the loaded part `name` computing in the dtype named `dtype`), its linear layers
+    packed where it is a module and the packed copy fits the memory budget (`pack_fits`);
+    anything else as it is."""
+    if not isinstance(value, nn.Module):
+        return value
+    wanted = packable_bytes(value, torch_dtype(dtype))
+    if not pack_fits(wanted, budget_bytes):
+        log.info(
+            "%s: linear weights not packed for oneDNN: the copy (%.1f GiB) would take more than"
+            " half the memory budget",
+            name,
+            wanted / 1024**3,
+        )
+        return value
+    pack_linears(value, torch_dtype(dtype))
     return value

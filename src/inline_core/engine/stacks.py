@@ -128,8 +128,11 @@ class Stacks:
         load = _sized(lambda: builder.load(name, source, placement))
         if role == DENOISER and placement is not None and placement.storage is None:
             if self.runtime.packed_linear_choice(family).enabled:  # packed at load: counted
-                dtype = placement.dtype
-                load = _sized(lambda: pack_part(builder.load(name, source, placement), dtype))
+                dtype, budget = placement.dtype, self.runtime.residency.budget_bytes
+                title = f"{family.title} {name}"
+                load = _sized(
+                    lambda: pack_part(builder.load(name, source, placement), dtype, budget, title)
+                )
         value = self.runtime.residency.get(key, load, keep=self._kept(held))
         held.add(key)
         return key, value
