@@ -20,6 +20,7 @@ import pytest
 import torch
 from PIL import Image
 
+from inline_core.diffusion.adapters.stack import LoraUse
 from inline_core.engine.group import GroupPipeline, rank_spec
 from inline_core.errors import InvalidRequest
 from inline_core.families.krea2 import Krea2Family
@@ -137,11 +138,22 @@ def test_a_split_take_equals_the_in_process_take(
 
 
 def test_renders_sent_at_once_share_the_split_and_each_equals_its_render_alone(
-    local: Krea2StepPipeline, handle: GroupPipeline, group: ParallelSampler
+    local: Krea2StepPipeline, handle: GroupPipeline, group: ParallelSampler, krea2_kit: Krea2Kit
 ) -> None:
+    """Two renders at once share the split's forwards (the second with a LoRA on the blocks'
+    feed-forwards, run on the ranks' halves, and the text fusion's, run whole), and each take
+    equals its render alone in process."""
+    path = krea2_kit.loras["b-krea"]  # Krea's naming, as ComfyUI's files
+    lora = LoraUse(path.name, str(path), f"{path.name}:{path.stat().st_mtime_ns}", 1.0)
     renders: list[dict[str, Any]] = [
         {"prompt": "a lighthouse at dusk", "seed": 1, "guidance": 3.0},
-        {"prompt": "a boat", "negative_prompt": "fog", "seed": 2, "guidance": 5.0},
+        {
+            "prompt": "a boat",
+            "negative_prompt": "fog",
+            "seed": 2,
+            "guidance": 5.0,
+            "loras": (lora,),
+        },
     ]
     jobs = [SampleJob(handle, handle.request(**{**KW, **r})) for r in renders]
     outputs = at_once(group, jobs)
