@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 import torch
 
+from inline_core.diffusion.flow.samplers import unipc_timesteps
 from inline_core.diffusion.libs import diffusers
+from inline_core.diffusion.sigma.algorithms.unipc import UniPC
 from inline_core.diffusion.sigma.noise import RowNoise
 from inline_core.diffusion.sigma.sampling import FlowSampling
 from inline_core.diffusion.sigma.schedules import schedule_sigmas
@@ -126,3 +128,33 @@ def test_a_span_outside_the_forwards_window_is_refused() -> None:
     x = start()
     with pytest.raises(RuntimeError, match="outside the forward's window"):
         spans.advance(x, x[:, :, 3:], [True] * SHAPE[2], offset=3)
+
+
+def test_first_correction_in_place_is_diffusers_unipc_stepping_a_view_of_its_latents() -> None:
+    """diffusers' diffusion-forcing pipelines write each frame's step into the view they stepped,
+    which its UniPC scheduler remembers as its last sample: its first correction starts from the
+    point it predicted. `first_correction_in_place` is that render, bit for bit; without it, the
+    library's UniPC is the scheduler's over a tensor of its own (another answer)."""
+    config = {"prediction_type": "flow_prediction", "use_flow_sigmas": True, "flow_shift": 3.0}
+    scheduler: Any = diffusers().UniPCMultistepScheduler(**config)
+    scheduler.set_timesteps(4)
+    sigmas = [float(s) for s in scheduler.sigmas]
+    x = start()
+    theirs = x.clone()
+    for t in scheduler.timesteps:
+        sigma = torch.tensor(float(t) / 1000)
+        frame = theirs[:, :, :1]  # a view, stepped and written back as the pipeline does
+        frame[:] = scheduler.step(toy_velocity(frame, sigma), t, frame, return_dict=False)[0]
+
+    def ours(in_place: bool) -> torch.Tensor:
+        algorithm = UniPC("bh2", 2, first_correction_in_place=in_place).algorithm
+        stepper = SigmaStepper(algorithm, FlowSampling(3.0), sigmas, None, RowNoise([generator()]))
+        timesteps = unipc_timesteps(stepper.call_sigmas, torch.device("cpu"))
+        point = x[:, :, :1].clone()
+        for t in timesteps:
+            seen = None if stepper.started else point
+            point = stepper.advance(toy_velocity(point, torch.tensor(float(t) / 1000)), seen)
+        return point
+
+    assert torch.equal(ours(True), theirs[:, :, :1])
+    assert not torch.allclose(ours(False), theirs[:, :, 0], atol=1e-4)

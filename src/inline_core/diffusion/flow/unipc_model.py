@@ -12,7 +12,7 @@ other sampler its sigmas x 1000.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import torch
@@ -27,7 +27,7 @@ from inline_core.diffusion.flow.samplers import (
 from inline_core.diffusion.libs import diffusers, to_floats
 from inline_core.diffusion.sigma.noise import NoiseSource
 from inline_core.diffusion.sigma.sampling import FlowSampling
-from inline_core.diffusion.sigma.stepper import Sampler, SigmaStepper
+from inline_core.diffusion.sigma.stepper import Sampler, SigmaStepper, call_sigmas
 from inline_core.graph.sampler_names import UNIPC_SAMPLERS
 
 
@@ -38,6 +38,10 @@ class UniPCModelWalk:
     sigmas: list[float]
     unipc: bool  # fed as diffusers feeds its UniPC: integer timesteps
     own_timesteps: torch.Tensor | None  # the model's own table's, where it walks that table
+
+    def call_sigmas(self) -> list[float]:
+        """The sigma of each model call the sampler makes over the sigmas."""
+        return call_sigmas(self.algorithm, self.sampling, self.sigmas)
 
     def stepper(self, noise: NoiseSource) -> SigmaStepper:
         """A sampler over the sigmas, starting at its first call's point."""
@@ -58,19 +62,27 @@ def unipc_model_walk(
     device: torch.device,
     sampler: str | None = None,
     schedule: str | None = None,
+    *,
+    in_place: bool = False,
 ) -> UniPCModelWalk:
     """`config`: the model's diffusers UniPC config, its `flow_shift` the request's own;
-    `sampler`, `schedule`: ComfyUI's names, None the model's own."""
+    `sampler`, `schedule`: ComfyUI's names, None the model's own. `in_place`: the model's own
+    UniPC as a pipeline that writes each step into the latents it stepped runs it (diffusers'
+    diffusion-forcing ones: `UniPC.first_correction_in_place`)."""
     shift = float(config["flow_shift"])
-    algorithm: Sampler = unipc_of_config(config).algorithm if sampler is None else sampler
-    own: torch.Tensor | None = None
+    if sampler is None:
+        own = replace(unipc_of_config(config), first_correction_in_place=in_place)
+        algorithm: Sampler = own.algorithm
+    else:
+        algorithm = sampler
+    own_timesteps: torch.Tensor | None = None
     if schedule is None:
         table: Any = diffusers().UniPCMultistepScheduler.from_config(dict(config))
         table.set_timesteps(steps, device=device)
         sigmas = to_floats(cast(torch.Tensor, table.sigmas))
-        own = cast(torch.Tensor, table.timesteps)
+        own_timesteps = cast(torch.Tensor, table.timesteps)
     else:
         flow = {"shift": shift, "num_train_timesteps": TRAIN_TIMESTEPS}
         sigmas = model_sigmas(flow, steps, 0.0, schedule, numpy_flow_spacing)
     unipc = sampler is None or sampler in UNIPC_SAMPLERS
-    return UniPCModelWalk(algorithm, FlowSampling(shift), sigmas, unipc, own)
+    return UniPCModelWalk(algorithm, FlowSampling(shift), sigmas, unipc, own_timesteps)

@@ -36,6 +36,10 @@ class SkyReelsRequest:
     seed: int
     negative_prompt: str = ""
     shift: float | None = None  # the scheduler's flow shift (None: the model's own)
+    # ComfyUI's sampler and schedule names, each frame's own (empty: the model's own UniPC on
+    # its own table, as diffusers renders).
+    sampler: str = ""
+    sigma_schedule: str = ""
     fps: int = 24
     format: str = "mp4"
     # Long video: chunks of `base_frames` frames, each after the first starting from the last
@@ -66,9 +70,11 @@ class SkyReelsRequest:
     boundary: bool = field(default=False, metadata=LOCAL)  # a chunk ended, the next not set up
     latents: Any = field(default=None, metadata=LOCAL)  # the chunk's (1, C, F, H, W)
     video_latents: Any = field(default=None, metadata=LOCAL)  # the video's so far
-    scheduler: Any = field(default=None, metadata=LOCAL)  # set to the steps; copied per frame
-    frame_schedulers: list[Any] = field(default_factory=list[Any], metadata=LOCAL)
+    walk: Any = field(default=None, metadata=LOCAL)  # what every frame's sampler walks
+    steppers: Any = field(default=None, metadata=LOCAL)  # the chunk's, one per span of frames
+    uncond: Any = field(default=None, metadata=LOCAL)  # a CFG++ step's unconditional output
     generator: Any = field(default=None, metadata=LOCAL)  # the noise of every chunk, in turn
+    sampler_noise: Any = field(default=None, metadata=LOCAL)  # an ancestral sampler's, apart
     inbox: InteractionInbox | None = field(default=None, metadata=LOCAL)
     # Called with each decoded chunk's first frame index and frames (the run streams them):
     # then each chunk is decoded as it finishes, the last one in `post_decode`.
