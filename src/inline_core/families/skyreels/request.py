@@ -17,6 +17,7 @@ from inline_core.components.interfaces import Conditioning
 from inline_core.errors import InvalidRequest
 from inline_core.families.skyreels import chunks
 from inline_core.families.skyreels.chunks import Chunk
+from inline_core.families.wan.request import cfg_pp_refusal, sampling_refusal
 from inline_core.parallel.wire import LOCAL
 from inline_core.runtime.interactions import InteractionInbox
 
@@ -147,6 +148,9 @@ def new_request(model_key: Hashable, **kwargs: Any) -> SkyReelsRequest:
         raise InvalidRequest("steps must be at least 1")
     if state.ar_step < 0 or state.causal_block_size < 1:
         raise InvalidRequest("ar_step must be 0 or more, causal_block_size 1 or more")
+    why = sampler_refusal(state.sampler, state.sigma_schedule, state.guidance)
+    if why is not None:
+        raise InvalidRequest(why)
     why = chunks.refusal(state.frames, state.base_frames, state.overlap, state.causal_block_size)
     if why is not None:
         raise InvalidRequest(why)
@@ -158,6 +162,12 @@ def new_request(model_key: Hashable, **kwargs: Any) -> SkyReelsRequest:
         first_prefix=_first_prefix(state),
     )
     return state
+
+
+def sampler_refusal(sampler: str, schedule: str, guidance: float) -> str | None:
+    """Why a sampler or schedule does not run (Wan's names: ComfyUI's, or empty for the model's
+    own); every one of them runs per frame, a CFG++ one only where every step is guided."""
+    return sampling_refusal(sampler, schedule) or cfg_pp_refusal(sampler, guidance, None)
 
 
 def _first_prefix(state: SkyReelsRequest) -> int:
