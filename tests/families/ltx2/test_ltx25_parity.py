@@ -172,7 +172,7 @@ def test_ltx25_refuses_what_it_cannot_render_naming_it(ltx25_client: Any, param:
     response = ltx25_client.post("/v1/runs", json={"graph": graph, "target": "l"})
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
-    assert f"'{param}'" in message and "LTX-2.5" in message
+    assert f"'{param}'" in message and "LTX-2.5" in message and "LTX2DFRPipeline" in message
 
 
 def test_ltx25_folder_of_diffusers_dfr_class_is_served(ltx25_kit: LTX2Kit, tmp_path: Path) -> None:

@@ -18,13 +18,20 @@ What diffusers 0.42 makes of LTX-2.5 (`pipelines/ltx2`, `modular_pipelines/ltx2`
   (`LTX2DiffusionVaeDecoderStep`), or as `LTX2Pipeline(output_type="latent")` followed by
   `LTX2VideoDiffusionDecodePipeline(denormalize=False)` with the same generator: the plain
   text-to-video render this node matches.
-- `LTX2DFRPipeline` / `LTX2DFRTemporalRefinePipeline` are 2.5's multi-stage "fidelity"
-  recipes (keyframe slots, IC-LoRA references); not run here.
+- Its two-stage recipe is the DFR ("diffusion fidelity rendering") composition, not 2.0's
+  `LTX2Pipeline` + upsampler + refining pass: `LTX2DFRPipeline` at half resolution appending
+  generated keyframe-slot tokens (placed by `dfr_layout.resolve_canvas` on a canvas padded to
+  whole segments, positioned by the transformer's `use_keyframes_abs_pos_embedding`),
+  `LTX2LatentUpsamplePipeline` on the video and its slots, `LTX2DFRPipeline` again at full
+  resolution with the upsampled slots and the first pass's latent appended as a clean IC-LoRA
+  reference, then `LTX2DFRTemporalRefinePipeline` rounds (a temporal upsampler, keyframe-seam
+  tiles, an ancestral scheduler). This server's step loop runs none of those tokens, so
+  `upscale` on 2.5 is refused rather than run as 2.0's recipe (a different render).
 
 A folder is LTX-2.5 when its text encoder is Gemma 4 (`config.json`'s model_type), whatever its
 name; it then needs its `diffusion_decoder/`. Text and image to video render as 2.0's do (the
 image re-compressed at 2.5's conditioning CRF, 18, as diffusers resolves it from Gemma 4), the
-decode aside; the two-stage `upscale` is refused on 2.5 (its 2.5 recipe is the DFR pipelines').
+decode aside; the two-stage `upscale` is refused on 2.5 (its 2.5 recipe is DFR's, above).
 """
 
 from __future__ import annotations
@@ -43,7 +50,11 @@ DECODER_SUBFOLDER = "diffusion_decoder"
 DECODER_CLASS = "LTX2VideoDiffusionDecoderModel"
 # What 2.5 cannot honour here: param -> why.
 UNSUPPORTED = {
-    "upscale": "LTX-2.5's two-stage path is diffusers' DFR recipe, not run here",
+    "upscale": (
+        "LTX-2.5's two-stage recipe is diffusers' DFR composition (LTX2DFRPipeline passes with "
+        "generated keyframe slots and an IC-LoRA reference, LTX2DFRTemporalRefinePipeline "
+        "rounds), which this server does not run; render 2.5 without 'upscale'"
+    ),
 }
 
 
