@@ -22,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 import pytest
 import torch
-from skyreels_harness import PROMPT, SMALL, skyreels_rig, take_frames
+from skyreels_harness import PROMPT, SMALL, skyreels_rig, take_frames, video_frames
 from skyreels_harness import render as render_node
 
 from inline_core.diffusion.flow.samplers import model_sigmas, numpy_flow_spacing, unipc_timesteps
@@ -34,7 +34,6 @@ from inline_core.families.skyreels.files import DEFAULT_SHIFT
 from inline_core.families.skyreels.kit import FOLDER, SkyReelsKit
 from inline_core.families.skyreels.pipeline import fps_class
 from inline_core.graph.sampler_names import UNIPC_SAMPLERS
-from inline_core.runtime.video import Video
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.batching_harness import assert_batched_equals_alone, solo_and_together
 
@@ -132,11 +131,6 @@ def test_cfg_pp_steps_along_the_unconditional_prediction(pipeline: Any) -> None:
         pipeline.request(**{**REQUEST, "sampler": "euler_cfg_pp"})
 
 
-def frames_of(output: object) -> np.ndarray[Any, np.dtype[np.int16]]:
-    assert isinstance(output, Video)
-    return output.frames.astype(np.int16)
-
-
 def test_staggered_blocks_with_their_own_samplers_equal_batched_and_alone(
     skyreels_kit: SkyReelsKit,
 ) -> None:
@@ -150,7 +144,7 @@ def test_staggered_blocks_with_their_own_samplers_equal_batched_and_alone(
     sampler = StepLoopSampler()
     try:
         pipeline: Any = skyreels_rig(skyreels_kit.root, sampler).pipeline(FOLDER)
-        solo, together, stats = solo_and_together(sampler, pipeline, requests, frames_of)
+        solo, together, stats = solo_and_together(sampler, pipeline, requests, video_frames)
     finally:
         sampler.close()
     assert_batched_equals_alone(solo, together, stats, tolerance=2, max_differing=0.01)
