@@ -7,11 +7,13 @@ walks its own sampler from the sigma library (`diffusion/sigma/staggered.py`).
   protocol and the reference run in this thread. Ancestral noise included: it is drawn from the
   request's own seeded generator, the ordinary path's.
 - Samplers render different videos from each other and from the model's own UniPC (the default,
-  whose parity with diffusers is `test_skyreels_parity.py`); a staggered render (`ar_step` above
-  0) with an ancestral sampler is reproducible and equal batched and alone (the shared batching
-  harness: two requests with different samplers share forwards).
-- A CFG++ sampler steps along the unconditional prediction where guidance is above 1; at 1 it is
-  a 422 at submit naming it, as is a sampler or schedule the library does not have.
+  whose parity with diffusers is `test_skyreels_parity.py`); an ancestral render is its seed's,
+  the same again; a staggered render (`ar_step` above 0) equals batched and alone (the shared
+  batching harness: an ancestral and a multistep request share forwards).
+- Every sampler and schedule of the library runs per frame (a staggered render, finite).
+- A CFG++ sampler steps along the unconditional prediction where guidance is above 1; at 1 the
+  request is refused naming it (at submit, a 422: `test_skyreels_comfy_import.py`, with the names
+  the library does not have).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, cast
 import numpy as np
 import pytest
 import torch
-from skyreels_harness import PROMPT, SMALL, skyreels_rig, take_frames
+from skyreels_harness import PROMPT, SMALL, skyreels_rig, take_frames, video_frames
 from skyreels_harness import render as render_node
 
 from inline_core.diffusion.flow.samplers import model_sigmas, numpy_flow_spacing, unipc_timesteps
@@ -33,8 +35,7 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.skyreels.files import DEFAULT_SHIFT
 from inline_core.families.skyreels.kit import FOLDER, SkyReelsKit
 from inline_core.families.skyreels.pipeline import fps_class
-from inline_core.graph.sampler_names import UNIPC_SAMPLERS
-from inline_core.runtime.video import Video
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES, UNIPC_SAMPLERS
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.batching_harness import assert_batched_equals_alone, solo_and_together
 
@@ -132,11 +133,6 @@ def test_cfg_pp_steps_along_the_unconditional_prediction(pipeline: Any) -> None:
         pipeline.request(**{**REQUEST, "sampler": "euler_cfg_pp"})
 
 
-def frames_of(output: object) -> np.ndarray[Any, np.dtype[np.int16]]:
-    assert isinstance(output, Video)
-    return output.frames.astype(np.int16)
-
-
 def test_staggered_blocks_with_their_own_samplers_equal_batched_and_alone(
     skyreels_kit: SkyReelsKit,
 ) -> None:
@@ -150,7 +146,7 @@ def test_staggered_blocks_with_their_own_samplers_equal_batched_and_alone(
     sampler = StepLoopSampler()
     try:
         pipeline: Any = skyreels_rig(skyreels_kit.root, sampler).pipeline(FOLDER)
-        solo, together, stats = solo_and_together(sampler, pipeline, requests, frames_of)
+        solo, together, stats = solo_and_together(sampler, pipeline, requests, video_frames)
     finally:
         sampler.close()
     assert_batched_equals_alone(solo, together, stats, tolerance=2, max_differing=0.01)
@@ -167,3 +163,17 @@ def test_the_node_takes_sampler_and_schedule_and_refuses_what_does_not_run(
     )
     assert default.shape == named.shape
     assert int(np.abs(default - named).max()) > 10
+
+
+@pytest.mark.parametrize("sampler", GUIDED_SAMPLERS)
+def test_every_sampler_runs_per_frame_on_a_staggered_render(pipeline: Any, sampler: str) -> None:
+    """Each frame its own sampler (`ar_step` 1, blocks of one latent frame), guided so the CFG++
+    ones have their unconditional prediction: a finite video."""
+    params: dict[str, Any] = {"steps": 2, "ar_step": 1, "guidance": 2.0, "sampler": sampler}
+    assert torch.isfinite(render_latents(pipeline, **params)).all()
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_every_schedule_runs_per_frame_on_a_staggered_render(pipeline: Any, schedule: str) -> None:
+    params: dict[str, Any] = {"steps": 3, "ar_step": 1, "sigma_schedule": schedule}
+    assert torch.isfinite(render_latents(pipeline, sampler="dpmpp_2m", **params)).all()

@@ -9,7 +9,6 @@ from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "skywork/skyreels-v2"
 STEPS_DEFAULT = 30
-GUIDANCE_DEFAULT = 6.0
 # SkyReels-V2 DF 540P's published render: 960x544, 97 frames at 24 fps, guidance 6, shift 8.
 DEFAULTS = {"width": 960, "height": 544, "frames": 97, "fps": 24}
 
@@ -24,6 +23,9 @@ def _size(name: str) -> ParamSpec:
         step=16,
         integer=True,
     )
+
+
+GUIDANCE = ParamSpec("guidance", ParamWidget.NUMBER, 6.0, minimum=1.0, maximum=20.0, step=0.1)
 
 
 def _frames(name: str, default: int | None, label: str) -> ParamSpec:
@@ -63,14 +65,7 @@ SKYREELS_DESCRIPTOR = NodeDescriptor(
         ParamSpec(
             "steps", ParamWidget.NUMBER, default=STEPS_DEFAULT, minimum=1, maximum=200, integer=True
         ),
-        ParamSpec(
-            "guidance",
-            ParamWidget.NUMBER,
-            default=GUIDANCE_DEFAULT,
-            minimum=1.0,
-            maximum=20.0,
-            step=0.1,
-        ),
+        GUIDANCE,
         sampler_param("the model's own UniPC, as diffusers' diffusion-forcing pipeline steps it"),
         schedule_param("the model's own, diffusers' UniPC table"),
         ParamSpec(

@@ -26,7 +26,7 @@ from inline_core.families.skyreels import chunks
 from inline_core.families.skyreels.comfy import RECIPE
 from inline_core.families.skyreels.descriptor import (
     EXTRA_HINT,
-    GUIDANCE_DEFAULT,
+    GUIDANCE,
     NODE_TYPE,
     SKYREELS_DESCRIPTOR,
 )
@@ -150,7 +150,7 @@ class SkyReelsFamily(Family):
         why = sampler_refusal(
             str(params.get("sampler") or ""),
             str(params.get("schedule") or ""),
-            GUIDANCE_DEFAULT if guidance is None else float(guidance),
+            float(GUIDANCE.default if guidance is None else guidance),
         )
         if why is not None:
             raise InvalidRequest(why, node_id=submit.node_id)
