@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from inline_core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from inline_core.graph.registry import Registry
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS
 from inline_core.runtime.interactions import (
     Interaction,
     InteractionBoard,
@@ -35,7 +36,12 @@ class RunInteractions:
         self.registry = registry
         self.board = InteractionBoard()  # the renders on this server that take them now
 
-    def stored(self, run_id: str) -> tuple[Interaction, ...]:
+    def stored(self, run_id: str, graph: Mapping[str, Any]) -> tuple[Interaction, ...]:
+        """The run's interactions so far (a run resumed after a restart replays them); a run
+        of `graph` that renders no node taking any has none (`interact` refuses them), so its
+        store is not read."""
+        if not self._takes_interactions(graph):
+            return ()
         return tuple(Interaction.from_info(i) for i in self.store.interactions_for_run(run_id))
 
     def interact(self, run_id: str, body: object) -> dict[str, Any]:
@@ -59,6 +65,7 @@ class RunInteractions:
                 f"run {run_id} renders no node that takes interactions: only nodes that render "
                 f"a video chunk by chunk do ({', '.join(takers) or 'none served here'})"
             )
+        _refuse_unguided_cfg_pp(record.graph, change)
         inbox = self.board.get(run_id)
         if inbox is None:
             raise Conflict(
@@ -106,3 +113,23 @@ class RunInteractions:
                 if self.registry.descriptor(kind).extra.get(TAKES_INTERACTIONS):
                     return True
         return False
+
+
+def _refuse_unguided_cfg_pp(graph: Mapping[str, Any], change: Mapping[str, Any]) -> None:
+    """A guidance of 1 or less for a render whose sampler is a CFG++ one, as a 422: it steps along
+    the unconditional prediction, which only a guided step computes."""
+    guidance = change.get("guidance")
+    nodes = graph.get("nodes")
+    if guidance is None or guidance > 1 or not isinstance(nodes, list):
+        return
+    for node in cast(list[object], nodes):
+        params = cast(Mapping[str, Any], node).get("params") if isinstance(node, dict) else None
+        sampler = (
+            cast(Mapping[str, Any], params).get("sampler") if isinstance(params, dict) else None
+        )
+        if sampler in CFG_PP_SAMPLERS:
+            raise InvalidRequest(
+                f"interaction field 'guidance' {guidance:g} leaves steps unguided, and the "
+                f"render samples with the CFG++ sampler {sampler!r}, which steps along the "
+                "unconditional prediction only a guided step computes: keep guidance above 1"
+            )

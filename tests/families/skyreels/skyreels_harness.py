@@ -71,6 +71,12 @@ def take_frames(result: NodeResult) -> Pixels:
     return decode_apng(Path(take.path).read_bytes()).astype(np.int16)
 
 
+def video_frames(output: object) -> Pixels:
+    """A render's frames (the step loop's output), as int16 for differences."""
+    assert isinstance(output, Video)
+    return output.frames.astype(np.int16)
+
+
 def reference_pipe(folder: Path) -> Any:
     diffusers = load_diffusers()
     import torch

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 from skyreels_harness import LONG, skyreels_rig
+from skyreels_harness import video_frames as frames
 
 from inline_core.families.skyreels.kit import FOLDER, SkyReelsKit
-from inline_core.runtime.video import Video
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
 from tests.batching_helpers import run_together
@@ -26,11 +26,6 @@ REQUESTS: list[dict[str, Any]] = [
 ]
 TOLERANCE = 2  # levels of 255: a batch of two blocks its kernels differently (a few ulps)
 MAX_DIFFERING = 0.01
-
-
-def frames(output: object) -> np.ndarray[Any, np.dtype[np.int16]]:
-    assert isinstance(output, Video)
-    return output.frames.astype(np.int16)
 
 
 def test_long_renders_at_different_chunks_share_forwards_and_equal_their_solo_renders(

@@ -5,7 +5,8 @@ chunk, the first chunk's frames already play from the run's MP4 stream; the serv
 (`kill -9`) inside the second chunk, and at its next start the run replays the interaction at the
 same boundary: its take equals, byte for byte, a second run given the same interaction at the same
 boundary, and lists it. Frames before the boundary equal the run without it; frames after differ.
-Bad interactions are refused: a finished run 409, a node without the protocol 422."""
+Bad interactions are refused: a finished run 409, a node without the protocol 422, a guidance
+of 1 for a render whose sampler is a CFG++ one 422."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import numpy as np
 from skyreels_server import (
     CHANGE,
     FIRST_CHUNK_FRAMES,
+    RENDER,
     frames,
     graph,
     held_server,
@@ -32,7 +34,7 @@ from websockets.sync.client import connect
 
 from inline_core.families.skyreels.descriptor import NODE_TYPE
 from inline_core.families.skyreels.kit import SkyReelsKit
-from tests.server.server_support import LiveServer, post_run, wait_finished
+from tests.server.server_support import LiveServer, post_run, prompt_graph, wait_finished
 
 
 def interact_once_rendering(live: LiveServer, run_id: str) -> dict[str, Any]:
@@ -139,3 +141,13 @@ def test_an_interaction_applies_at_one_boundary_and_replays_after_a_crash(
         assert refused.status_code == 422, refused.text
         assert NODE_TYPE in refused.json()["error"]["message"]
         httpx.delete(f"{live.base}/v1/runs/{slow_id}", timeout=30)
+
+        # A CFG++ render keeps every step guided: a guidance of 1 is refused naming its sampler.
+        hold.write_text("0")
+        cfg_pp = {**RENDER, "guidance": 3.0, "sampler": "euler_cfg_pp"}
+        guided = submit(live, prompt_graph(NODE_TYPE, "s", cfg_pp, "a lighthouse in a storm"))
+        unguided = interact(live, guided, {"guidance": 1.0})
+        assert unguided.status_code == 422, unguided.text
+        assert "'euler_cfg_pp'" in unguided.json()["error"]["message"]
+        httpx.delete(f"{live.base}/v1/runs/{guided}", timeout=30)
+        hold.unlink()
