@@ -41,7 +41,7 @@ RECOMPILE_LIMIT = 8
 # render's matmuls (`aten::mm`) take 3.8 s of its 5.4 s eager and 4.0 s compiled; compile fuses
 # only what is around them, so 1.3x is out of its reach at this size. The matmuls themselves
 # are faster from weights oneDNN packed at load (`device/matmul.py`, on without compile): the
-# seed-only render 1.22-1.30x (`bench/packed_render.py`, 3 runs of 3-8 pairs, load 8-13; its
+# seed-only render 1.22-1.39x (`bench/packed_render.py`, 4 runs of 3-8 pairs, load 7-13; its
 # `aten::mm` 2.38 s eager, 1.69 s packed; at 256 px its steps 1.46x), bitwise the same pixels.
 # Wan 2.1 1.3B's step (`bench/compile_zimage.py`, bfloat16, 64 px, 5 frames) 1.73x; the tiny
 # Wan's 0.14x. Off until an end-to-end run shows it pays.

@@ -11,12 +11,12 @@ thread instead of two was faster still on that loaded machine (packed 1.2-2.0x),
 load, not kept. Float32 compute on a float32 copy of the weights: 0.17-0.21x. Inductor's freezing
 on the MLP: 1.03-1.28x, within 1.5 bf16 levels (it fuses the gate too). A whole real-size
 Z-Image render (`bench/packed_render.py`, 64 px, 4 steps, packed and unpacked runtimes
-alternating in one process; 3 runs of 3, 8 and 8 pairs at load 8-13): seed-only 1.22x, 1.28x,
-1.30x (medians; pairs 0.93-1.77x), a prompt change 1.05-1.18x, the takes bitwise equal; the
-profile's matmuls 2.38 s unpacked, 1.69 s packed. At 256 px (3 pairs, load 9-11) the steps run
-1.46x (seed-only) and 1.92x (prompt change) faster, the whole render 1.18x and 1.33x (the VAE
-decode, 5-6 s there, is not a matmul). A worker group's ranks load their own parts
-and do not pack.
+alternating in one process; 4 runs of 3, 8, 8 and 8 pairs at load 7-13): seed-only 1.22x,
+1.28x, 1.30x, 1.39x (medians; pairs 0.61-1.77x), a prompt change 1.05-1.22x, the takes bitwise
+equal; the profile's matmuls 2.38 s unpacked, 1.69 s packed. At 256 px (3 pairs, load 9-11) the
+steps run 1.46x (seed-only) and 1.92x (prompt change) faster, the whole render 1.18x and 1.33x
+(the VAE decode, 5-6 s there, is not a matmul). A worker group's ranks load their own parts and
+do not pack.
 `--no-compile` (`INLINE_NO_COMPILE=1`) turns it off with compiled blocks.
 """
 
