@@ -11,9 +11,10 @@ page cache; the packed runtime holds a packed copy of the transformer's linear w
 them). After a warm-up render each, `--renders` pairs each way, alternating so both see the same
 load: a prompt change (a new prompt: its encode, the steps, the decode) and a seed-only render
 (the prompt's encode cached: the steps and the decode). The takes of one seed and prompt are
-compared pixel by pixel. `--profile`: one seed-only render each way under torch.profiler (top
-operators by self CPU time, every thread). Prints medians, ratios and the load average; writes
-bench/results/packed_render.json.
+compared pixel by pixel. The compute threads wait at barriers as the server's would
+(`server/openmp.choose_wait`: passively on oversubscribed CPUs). `--profile`: one seed-only
+render each way under torch.profiler (top operators by self CPU time, every thread). Prints
+medians, ratios and the load average; writes bench/results/packed_render.json.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="profile a seed-only render")
     args = parser.parse_args()
 
+    from inline_core.server.openmp import choose_wait
+
+    choose_wait()  # before torch loads: the threads wait at barriers as the server's would
     from compile_render import medians, timed_render
     from compile_zimage import top_ops
     from real_size_cpu import build_set
@@ -152,6 +156,8 @@ def main() -> int:
         "steps": args.steps,
         "renders": args.renders,
         "loadAverage": {"start": load, "end": end},
+        "ompWaitPolicy": os.environ.get("OMP_WAIT_POLICY"),
+        "gompSpinCount": os.environ.get("GOMP_SPINCOUNT"),
         "choices": chosen,
         "firstRenderS": {w: round(f["wallS"], 2) for w, f in first.items()},
         "packedGiB": round(packed_gib, 3),

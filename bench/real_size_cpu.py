@@ -330,6 +330,12 @@ class BareCalls:
 
 
 def main() -> int:
+    from inline_core.server.openmp import choose_wait
+
+    # Before torch loads (libgomp reads it once): the bare calls in this process wait at
+    # barriers as the server chooses to; spinning at load 5-13 on 2 cores made them 7-10x slower
+    # (13-22 s against 1.7-2.0 s waiting passively for a seed-only sample and decode).
+    choose_wait()
     parser = argparse.ArgumentParser(description="real-size Z-Image on a CPU through the server")
     parser.add_argument("--renders", type=int, default=10)
     parser.add_argument("--models", type=Path, default=None, help="build into / reuse this folder")
