@@ -13,10 +13,14 @@ on the MLP: 1.03-1.28x, within 1.5 bf16 levels (it fuses the gate too). A whole 
 Z-Image render (`bench/packed_render.py`, 64 px, 4 steps, packed and unpacked runtimes
 alternating in one process; 4 runs of 3, 8, 8 and 8 pairs at load 7-13): seed-only 1.22x,
 1.28x, 1.30x, 1.39x (medians; pairs 0.61-1.77x), a prompt change 1.05-1.22x, the takes bitwise
-equal; the profile's matmuls 2.38 s unpacked, 1.69 s packed. At 256 px (3 pairs, load 9-11) the
-steps run 1.46x (seed-only) and 1.92x (prompt change) faster, the whole render 1.18x and 1.33x
-(the VAE decode, 5-6 s there, is not a matmul). A worker group's ranks load their own parts and
-do not pack.
+equal; the profile's matmuls 2.38 s unpacked, 1.69 s packed; with the threads waiting passively
+at barriers (as the server chooses on an oversubscribed CPU, 6 pairs, load 5-7) 1.32x. Against
+the bare calls (`bench/real_size_cpu.py`, which compute as diffusers does, paired; 2 runs of 6
+and 8, load 4-10) the server's seed-only render took 0.79x and 0.72x their time (1.26x, 1.40x
+faster), a prompt change 0.92x and 0.83x. At 256 px (3 pairs,
+load 9-11) the steps run 1.46x (seed-only) and 1.92x (prompt change) faster, the whole render
+1.18x and 1.33x (the VAE decode, 5-6 s there, is not a matmul). A worker group's ranks load
+their own parts and do not pack.
 `--no-compile` (`INLINE_NO_COMPILE=1`) turns it off with compiled blocks.
 """
 
