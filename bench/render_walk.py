@@ -1,20 +1,28 @@
 """The walk from `POST /v1/runs` to a take: which of the project's modules a render runs through.
 
-    .venv/bin/python bench/render_walk.py [--renders 2]
+    .venv/bin/python bench/render_walk.py [--renders 3] [--timed 20]
+    PYTHONPATH=/tmp/before/src .venv/bin/python bench/render_walk.py   # another checkout's code
 
 One server in process (the ASGI app through `TestClient`, CPU, float32) over the Z-Image kit's
 tiny files (ComfyUI's layout). Each render is a prompt graph onto `alibaba/z-image` with a new seed:
 it is posted, its state polled until done, and its take's bytes read. A profile hook on every
 thread (`sys.setprofile` and `threading.setprofile`) records each `inline_core` module whose code
 ran between the POST and the take's bytes. The first render loads the models; later ones are the
-warm walk a user pays on every render. Prints the counts per package and writes
-bench/results/render_walk.json with the module lists, so two checkouts can be compared.
+warm walk a user pays on every render. Then `--timed` more warm renders run without the hook,
+each timed: its wall time and the process's CPU time (every thread's, the client's polling
+included), whose medians are the render's cost on this machine (run two checkouts in turn to
+compare them; the CPU time is the steadier figure on a loaded machine). Prints the counts per
+package and the timings, and writes bench/results/render_walk.json with the module lists, so two
+checkouts can be compared. The modules are those of the `inline_core` actually imported (the
+first on `PYTHONPATH`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -23,18 +31,17 @@ from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = str(ROOT / "src" / "inline_core")
 RESULTS = ROOT / "bench" / "results" / "render_walk.json"
 
 
-def module_of(filename: str) -> str | None:
-    """`inline_core.a.b` for a file under the package's source, else None."""
-    if not filename.startswith(SOURCE):
+def module_of(filename: str, source: str) -> str | None:
+    """`inline_core.a.b` for a file under the package's source folder `source`, else None."""
+    if not filename.startswith(source):
         return None
-    relative = Path(filename).relative_to(SOURCE).with_suffix("")
+    relative = Path(filename).relative_to(source).with_suffix("")
     parts = [p for p in relative.parts if p != "__init__"]
     return ".".join(("inline_core", *parts))
 
@@ -44,7 +51,8 @@ class Recorder:
     installed before the server starts, so every thread it starts carries it (Python 3.11 cannot
     reach threads that already run)."""
 
-    def __init__(self) -> None:
+    def __init__(self, source: str) -> None:
+        self.source = source
         self.active = False
         self.seen: set[str] = set()
         self._names: dict[str, str | None] = {}
@@ -54,7 +62,7 @@ class Recorder:
             return
         filename = frame.f_code.co_filename
         if filename not in self._names:
-            self._names[filename] = module_of(filename)
+            self._names[filename] = module_of(filename, self.source)
         name = self._names[filename]
         if name is not None:
             self.seen.add(name)
@@ -93,6 +101,27 @@ def prompt_graph(node_type: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"schemaVersion": 1, "nodes": [prompt, node]}
 
 
+def render(client: Any, node_type: str, seed: int) -> None:
+    """One render: posted, polled until done, its take's bytes read."""
+    params = {"width": 64, "height": 64, "steps": 2, "seed": seed}
+    response = client.post(
+        "/v1/runs", json={"graph": prompt_graph(node_type, params), "target": "z"}
+    )
+    assert response.status_code == 201, response.text
+    run_id = response.json()["runId"]
+    deadline = time.monotonic() + 600  # a liveness bound: a stuck run fails the bench
+    while (state := client.get(f"/v1/runs/{run_id}").json())["status"] not in (
+        "done",
+        "error",
+        "cancelled",
+    ):
+        assert time.monotonic() < deadline, f"run {run_id} did not end: {state}"
+        time.sleep(0.01)
+    assert state["status"] == "done", state
+    take = state["takes"][0]["id"]
+    assert client.get(f"/v1/takes/{take}/bytes").status_code == 200
+
+
 def by_package(modules: set[str]) -> dict[str, int]:
     """Module counts per first-level package (`inline_core.<package>`)."""
     counts: dict[str, int] = {}
@@ -106,42 +135,36 @@ def by_package(modules: set[str]) -> dict[str, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description="The walk from POST /v1/runs to a take.")
     parser.add_argument("--renders", type=int, default=3, help="renders in all (first included)")
+    parser.add_argument("--timed", type=int, default=20, help="warm renders timed, unhooked")
+    parser.add_argument("--threads", type=int, default=1, help="torch's CPU threads")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
+    import torch
     from fastapi.testclient import TestClient
 
+    import inline_core
     from inline_core.config import Config
     from inline_core.families.zimage.descriptor import NODE_TYPE
     from inline_core.families.zimage.kit import build_kit
     from inline_core.server.app import create_app
 
+    source = str(Path(inline_core.__file__).resolve().parent)
+    # One intra-op thread by default: on a shared machine a descheduled OpenMP worker stalls
+    # every parallel region, and the timings measure the server's path, not torch's threads.
+    torch.set_num_threads(int(args.threads))
     scratch = Path(tempfile.mkdtemp(prefix="render-walk-"))
     build_kit(scratch / "models", layouts=("comfy",))
     config = Config(
         models_dir=scratch / "models", data_dir=scratch / "data", profile="cpu", dtype="float32"
     )
     walks: list[dict[str, Any]] = []
-    recorder = Recorder()
+    recorder = Recorder(source)
     with recorder.installed(), TestClient(create_app(config)) as client:
         for index in range(int(args.renders)):
-            params = {"width": 64, "height": 64, "steps": 2, "seed": 100 + index}
-            graph = prompt_graph(NODE_TYPE, params)
             started = time.perf_counter()
             with recorder.recording() as seen:
-                response = client.post("/v1/runs", json={"graph": graph, "target": "z"})
-                assert response.status_code == 201, response.text
-                run_id = response.json()["runId"]
-                deadline = time.monotonic() + 600  # a liveness bound: a stuck run fails the bench
-                while (state := client.get(f"/v1/runs/{run_id}").json())["status"] not in (
-                    "done",
-                    "error",
-                    "cancelled",
-                ):
-                    assert time.monotonic() < deadline, f"run {run_id} did not end: {state}"
-                    time.sleep(0.01)
-                assert state["status"] == "done", state
-                take = state["takes"][0]["id"]
-                assert client.get(f"/v1/takes/{take}/bytes").status_code == 200
+                render(client, NODE_TYPE, 100 + index)
             seconds = time.perf_counter() - started
             packages = by_package(seen)
             walks.append(
@@ -154,14 +177,38 @@ def main() -> int:
                     "moduleList": sorted(seen),
                 }
             )
+        sys.setprofile(None)  # the timed renders run unhooked (new threads too)
+        threading.setprofile(None)  # type: ignore[arg-type]  # None removes the hook
+        wall_ms: list[float] = []
+        cpu_ms: list[float] = []
+        for index in range(int(args.timed)):
+            wall, cpu = time.perf_counter(), time.process_time()
+            render(client, NODE_TYPE, 1000 + index)
+            cpu_ms.append((time.process_time() - cpu) * 1000)
+            wall_ms.append((time.perf_counter() - wall) * 1000)
+    timed = {
+        "renders": len(wall_ms),
+        "wallMedianMs": round(statistics.median(wall_ms), 2) if wall_ms else None,
+        "cpuMedianMs": round(statistics.median(cpu_ms), 2) if cpu_ms else None,
+        "wallMs": [round(v, 2) for v in wall_ms],
+        "cpuMs": [round(v, 2) for v in cpu_ms],
+        "loadAverage": list(os.getloadavg()),
+    }
     print(f"{'render':>6} {'modules':>8} {'packages':>9}")
     for walk in walks:
         print(f"{walk['render']:>6} {walk['modules']:>8} {walk['packages']:>9}")
     last = walks[-1]
     print("warm walk per package:", ", ".join(f"{k} {v}" for k, v in last["perPackage"].items()))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"walks": walks}, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    if wall_ms:
+        print(
+            f"{len(wall_ms)} warm renders unhooked: median {timed['wallMedianMs']} ms wall, "
+            f"{timed['cpuMedianMs']} ms CPU (load {os.getloadavg()[0]:.1f})"
+        )
+    out = cast(Path, args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    body = {"source": source, "walks": walks, "timed": timed}
+    out.write_text(json.dumps(body, indent=2) + "\n")
+    print(f"wrote {out}")
     return 0
 
 

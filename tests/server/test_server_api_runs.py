@@ -16,6 +16,7 @@ from store_support import query
 
 from inline_core.config import Config
 from inline_core.server.app import create_app
+from inline_core.server.stores.run_store import RunStore
 
 FINISHED = ("done", "error", "cancelled")
 
@@ -63,6 +64,24 @@ def test_an_import_result_posts_as_it_came_back(client: TestClient) -> None:
     )
     assert misspelt.status_code == 422
     assert misspelt.json()["error"]["code"] == "invalid_request"
+
+
+def test_a_run_of_nodes_that_take_no_interactions_reads_none(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a node that renders a video chunk by chunk takes interactions (any other run's are
+    refused), so no other run reads its stored ones from the store as it starts."""
+    reads: list[str] = []
+    real = RunStore.interactions_for_run
+
+    def counted(self: RunStore, run_id: str) -> list[dict[str, Any]]:
+        reads.append(run_id)
+        return real(self, run_id)
+
+    monkeypatch.setattr(RunStore, "interactions_for_run", counted)
+    run_id = submit(client, text_graph("hi"), "t")
+    assert wait_status(client, run_id, FINISHED)["status"] == "done"
+    assert reads == []
 
 
 def test_the_run_is_committed_before_post_answers(client: TestClient, config: Config) -> None:

@@ -23,7 +23,9 @@ import importlib
 import importlib.util
 import json
 import re
-from collections.abc import Callable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -147,11 +149,17 @@ def cached_snapshot(repo_id: str) -> Path | None:
         return None
 
 
+# Resolutions remembered per family: a few models, each with a few picks, per catalog state.
+RESOLUTIONS_KEPT = 32
+
+
 class StackResolver:
     def __init__(self, rules: StackRules, catalog: Catalog, env: Mapping[str, str]) -> None:
         self.rules = rules
         self.catalog = catalog
         self.env = env
+        self._lock = threading.Lock()
+        self._resolved: OrderedDict[Hashable, Resolution] = OrderedDict()
 
     @property
     def root(self) -> Path:
@@ -169,6 +177,30 @@ class StackResolver:
     def resolve(
         self, model: str | None = None, picks: Mapping[str, str] | None = None
     ) -> Resolution:
+        """The node's stack, resolved again only when the catalog's files change (its
+        fingerprint: every entry's name, size and mtime), so a warm render's submit reads no
+        header and scores no file. An override names a path outside the catalog: never kept."""
+        if any(self.override(name) is not None for name in self._override_names()):
+            return self._resolve(model, picks)
+        key = (model or None, tuple(sorted((picks or {}).items())), self.catalog.fingerprint())
+        with self._lock:
+            known = self._resolved.get(key)
+            if known is not None:
+                self._resolved.move_to_end(key)
+                return known
+        resolution = self._resolve(model, picks)
+        if self.catalog.fingerprint() != key[-1]:  # rescanned meanwhile: not the state keyed
+            return resolution
+        with self._lock:
+            self._resolved[key] = resolution
+            while len(self._resolved) > RESOLUTIONS_KEPT:
+                self._resolved.popitem(last=False)
+        return resolution
+
+    def _override_names(self) -> tuple[str | None, ...]:
+        return (self.rules.model.override, *(rule.override for rule in self.rules.parts))
+
+    def _resolve(self, model: str | None, picks: Mapping[str, str] | None) -> Resolution:
         found = self.found(model, picks)
         required = {k: v for k, v in found.parts.items() if k != SCHEDULER}
         if any(source is None for source in required.values()):

@@ -115,7 +115,8 @@ class ModelRuntime:
         nothing of it runs compiled."""
         with self._lock:
             stacks = self._stacks
-        return [] if stacks is None else BOARD.notes(stacks.compiled_classes(pipeline))
+        classes = () if stacks is None else stacks.compiled_classes(pipeline)
+        return BOARD.notes(classes) if classes else []
 
     def step_cache_for(
         self, family: Family, choice: StepCacheChoice, steps: int
@@ -144,7 +145,10 @@ class ModelRuntime:
     def stacks(self) -> Stacks:
         """The resident stacks (imports torch and diffusers on first use; torch's attention
         kernels are then tried in the device policy's order)."""
-        attention = self.policy().attention
+        with self._lock:
+            if self._stacks is not None:
+                return self._stacks
+        attention = self.policy().attention  # asked once, as the stacks are made
         with self._lock:
             if self._stacks is None:
                 from inline_core.diffusion.compile.attention import use_attention

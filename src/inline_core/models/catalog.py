@@ -83,6 +83,14 @@ def _folder_stats(folder: Path, root: Path) -> tuple[int, int] | None:
     return size, mtime
 
 
+def _fingerprint(entries: dict[str, list[CatalogEntry]]) -> str:
+    h = hashlib.sha256()
+    for category, listed in sorted(entries.items()):
+        for e in listed:
+            h.update(f"{category}\0{e.identity}\0".encode())
+    return h.hexdigest()[:16]
+
+
 def _scan_category(root: Path, category: str) -> list[CatalogEntry]:
     base = root / category
     if not base.is_dir():
@@ -134,6 +142,7 @@ class Catalog:
         self.contents = contents
         self._lock = threading.Lock()
         self._entries: dict[str, list[CatalogEntry]] = {}
+        self._fingerprint = ""
         self._scanned_at = -1.0
 
     def _fresh(self) -> dict[str, list[CatalogEntry]]:
@@ -141,6 +150,7 @@ class Catalog:
             now = time.monotonic()
             if now - self._scanned_at > self.ttl_s:
                 self._entries = {c: _scan_category(self.root, c) for c in CATEGORIES}
+                self._fingerprint = _fingerprint(self._entries)
                 self._scanned_at = now
             return self._entries
 
@@ -168,11 +178,10 @@ class Catalog:
         return self.entry(category, name).path
 
     def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        for category, entries in sorted(self._fresh().items()):
-            for e in entries:
-                h.update(f"{category}\0{e.identity}\0".encode())
-        return h.hexdigest()[:16]
+        """Changes when any entry does (its name, size or mtime): hashed once per scan."""
+        self._fresh()
+        with self._lock:
+            return self._fingerprint
 
     def to_json(self) -> dict[str, list[dict[str, object]]]:
         return {c: [self._entry_json(e) for e in es] for c, es in sorted(self._fresh().items())}

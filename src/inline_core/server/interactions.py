@@ -35,7 +35,12 @@ class RunInteractions:
         self.registry = registry
         self.board = InteractionBoard()  # the renders on this server that take them now
 
-    def stored(self, run_id: str) -> tuple[Interaction, ...]:
+    def stored(self, run_id: str, graph: Mapping[str, Any]) -> tuple[Interaction, ...]:
+        """The run's interactions so far (a run resumed after a restart replays them); a run
+        of `graph` that renders no node taking any has none (`interact` refuses them), so its
+        store is not read."""
+        if not self._takes_interactions(graph):
+            return ()
         return tuple(Interaction.from_info(i) for i in self.store.interactions_for_run(run_id))
 
     def interact(self, run_id: str, body: object) -> dict[str, Any]:

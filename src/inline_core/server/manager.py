@@ -645,7 +645,7 @@ class RunManager:
                 ),
                 step_cache=step_cache_choice(run.record.options),
                 videos=self.videos,
-                interactions=self.interactions.stored(run.id),
+                interactions=self.interactions.stored(run.id, run.record.graph),
                 interaction_board=self.interactions.board,
             )
             with self._run_scope(run.id):
