@@ -70,6 +70,7 @@ def test_a_split_server_runs_krea2_on_its_group_and_refuses_odd_sizes_at_submit(
     ("split", "why"),
     [
         ("ring=2", "krea-2 cannot be split with ring; supported methods: ulysses"),
+        ("ulysses=3", "krea-2 pads its token sequence to multiples of 512, so ulysses x ring must"),
         ("ulysses=4", "a ulysses degree must divide the 2 attention heads of krea-2"),
     ],
 )

@@ -1,7 +1,8 @@
 """LTX-2.5's diffusion decoder with its neighbourhood attention computed block by block
 (`neighborhood_attention.py`) equals diffusers' own flex path: one attention layer over uneven
 grids and kernels, and the tiny kit's whole decoder, within float32 rounding (1e-6 a layer,
-1e-5 a decoded frame in [-1, 1]: shorter sums than the whole score matrix's, nothing else).
+1e-5 a decoded frame in [-1, 1]: shorter sums than the whole score matrix's, nothing else); in
+bfloat16 within two of its steps.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from inline_core.families.ltx2.neighborhood_attention import (
 )
 
 LAYER_TOLERANCE = 1e-6
+BF16_TOLERANCE = 4e-3  # two bfloat16 steps at the layer's outputs (under 1)
 DECODE_TOLERANCE = 1e-5
 
 
@@ -56,6 +58,19 @@ def test_blocked_attention_equals_diffusers_flex(
     assert blocked.shape == flex.shape
     assert float((blocked - flex).abs().max()) <= LAYER_TOLERANCE
     assert float(flex.abs().max()) > 0.1  # an attention that attended, not zeros
+
+
+def test_blocked_attention_equals_diffusers_flex_in_bfloat16() -> None:
+    """The scores in float32, the weights cast to bfloat16 before the values, as flex's."""
+    layer = diffusers_layer(16, (3, 5, 3)).to(torch.bfloat16)
+    cells = torch.randn(1, 5, 7, 9, 16, generator=torch.Generator().manual_seed(4))
+    with torch.inference_mode():
+        flex = layer(cells.to(torch.bfloat16))
+        layer.set_processor(BlockedNeighborhoodAttnProcessor(300))
+        blocked = layer(cells.to(torch.bfloat16))
+    assert blocked.dtype == torch.bfloat16
+    assert float((blocked.float() - flex.float()).abs().max()) <= BF16_TOLERANCE
+    assert float(flex.float().abs().max()) < 1.0
 
 
 def test_a_block_holds_its_budget_of_scores() -> None:

@@ -24,9 +24,11 @@ What diffusers 0.42 makes of LTX-2.5 (`pipelines/ltx2`, `modular_pipelines/ltx2`
   templates run (Comfy-Org/workflow_templates `templates/video_ltx2_5_t2v.json`: a first
   SamplerCustomAdvanced on the distilled sigmas, LTXVLatentUpsampler, a refining one on
   ManualSigmas "0.85, 0.7250, 0.4219, 0.0" with euler_ancestral, both under LTXVDualCFGGuider
-  at 1). diffusers' own multi-stage 2.5 recipe, DFR (`LTX2DFRPipeline` passes appending
-  keyframe-slot tokens and the first pass as an IC-LoRA reference,
-  `LTX2DFRTemporalRefinePipeline` rounds), is another render, not run here.
+  at 1); the node's refining pass keeps its own sigmas (diffusers'
+  STAGE_2_DISTILLED_SIGMA_VALUES, 0.909375 first, as 2.0's) and `refine_sampler`. diffusers'
+  own multi-stage 2.5 recipe, DFR (`LTX2DFRPipeline` passes appending keyframe-slot tokens and
+  the first pass as an IC-LoRA reference, `LTX2DFRTemporalRefinePipeline` rounds), is another
+  render, not run here.
 
 A folder is LTX-2.5 when its text encoder is Gemma 4 (`config.json`'s model_type), whatever its
 name; it then needs its `diffusion_decoder/`. Text and image to video render as 2.0's do (the
