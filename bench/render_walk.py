@@ -9,12 +9,12 @@ it is posted, its state polled until done, and its take's bytes read. A profile 
 thread (`sys.setprofile` and `threading.setprofile`) records each `inline_core` module whose code
 ran between the POST and the take's bytes. The first render loads the models; later ones are the
 warm walk a user pays on every render. Then `--timed` more warm renders run without the hook,
-each timed: its wall time and the process's CPU time (every thread's, the client's polling
-included), whose medians are the render's cost on this machine (run two checkouts in turn to
-compare them; the CPU time is the steadier figure on a loaded machine). Prints the counts per
-package and the timings, and writes bench/results/render_walk.json with the module lists, so two
-checkouts can be compared. The modules are those of the `inline_core` actually imported (the
-first on `PYTHONPATH`).
+waited on through the run's events socket (no polls), each timed: its wall time and the
+process's CPU time (every thread's, the client's included), whose medians are the render's cost
+on this machine (run two checkouts in turn to compare them; the CPU time is the steadier figure
+on a loaded machine). Prints the counts per package and the timings, and writes
+bench/results/render_walk.json with the module lists, so two checkouts can be compared. The
+modules are those of the `inline_core` actually imported (the first on `PYTHONPATH`).
 """
 
 from __future__ import annotations
@@ -101,20 +101,27 @@ def prompt_graph(node_type: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"schemaVersion": 1, "nodes": [prompt, node]}
 
 
-def render(client: Any, node_type: str, seed: int) -> None:
-    """One render: posted, polled until done, its take's bytes read."""
+FINISHED = ("done", "error", "cancelled")
+
+
+def render(client: Any, node_type: str, seed: int, *, socket: bool = False) -> None:
+    """One render: posted, waited on until done (its state polled, or with `socket` its events
+    socket read until the run ends: no polls, so the same work whatever the render's length),
+    its take's bytes read."""
     params = {"width": 64, "height": 64, "steps": 2, "seed": seed}
     response = client.post(
         "/v1/runs", json={"graph": prompt_graph(node_type, params), "target": "z"}
     )
     assert response.status_code == 201, response.text
     run_id = response.json()["runId"]
+    if socket:
+        with client.websocket_connect(f"/v1/runs/{run_id}/events") as events:
+            first = events.receive_json()  # the snapshot: the run may have ended already
+            ended = first["state"]["status"] in FINISHED
+            while not ended:
+                ended = events.receive_json()["type"] in ("run_done", *FINISHED)
     deadline = time.monotonic() + 600  # a liveness bound: a stuck run fails the bench
-    while (state := client.get(f"/v1/runs/{run_id}").json())["status"] not in (
-        "done",
-        "error",
-        "cancelled",
-    ):
+    while (state := client.get(f"/v1/runs/{run_id}").json())["status"] not in FINISHED:
         assert time.monotonic() < deadline, f"run {run_id} did not end: {state}"
         time.sleep(0.01)
     assert state["status"] == "done", state
@@ -183,7 +190,7 @@ def main() -> int:
         cpu_ms: list[float] = []
         for index in range(int(args.timed)):
             wall, cpu = time.perf_counter(), time.process_time()
-            render(client, NODE_TYPE, 1000 + index)
+            render(client, NODE_TYPE, 1000 + index, socket=True)
             cpu_ms.append((time.process_time() - cpu) * 1000)
             wall_ms.append((time.perf_counter() - wall) * 1000)
     timed = {
