@@ -77,7 +77,8 @@ class TextEncoderHandle:
     encoder: Source
     tokenizer: Source
     # The other families that take the file, when the loader was not told whose reading it is
-    # (its `type`): a prompt is encoded their ways too, and `sample` takes its model's.
+    # (its `type`): a prompt is encoded their ways too, and `sample` takes its model's. At
+    # submit, cut to the families the run's samples read (`LoadTextEncoder.fitted`).
     also: tuple[TextEncoderHandle, ...] = ()
 
     @property

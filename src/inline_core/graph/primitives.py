@@ -86,8 +86,9 @@ LOAD_DIFFUSION_MODEL = _loader(
 LOAD_VAE = _loader("load/vae", "Load VAE", "vae", PortSpec("vae", PortKind.VAE))
 # One text encoder file may suit several families, each reading it its own way (Qwen3-4B: Z-Image
 # reads one hidden layer, FLUX.2 klein three): `type` says whose reading, as ComfyUI's CLIPLoader
-# type does (`lumina2`, `flux2`, ...); empty, every family that takes the file reads it, and
-# `sample` takes its model's reading (`families/nodes/loaders.py`).
+# type does (`lumina2`, `flux2`, ...); empty, it is read the ways the run's samples take it (every
+# family's that takes the file where those are not known at submit), and `sample` takes its
+# model's reading (`families/nodes/loaders.py`).
 LOAD_TEXT_ENCODER = _loader(
     "load/text-encoder",
     "Load text encoder",

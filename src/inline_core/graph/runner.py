@@ -17,6 +17,11 @@ from typing import Any, Protocol
 from inline_core.runtime.context import ExecutionContext
 from inline_core.takes import MediaRef, Take
 
+# What the nodes fed by one of a node's outputs need of it, found at submit: the named variants of
+# the value they read (e.g. the ways one file is read), or None: every variant (a consumer that
+# does not say, or the run's own output). `graph/needs.py` gathers them against the edges.
+Needs = frozenset[str] | None
+
 
 @dataclass(frozen=True)
 class NodeCall:
@@ -95,6 +100,25 @@ class NodeRunner(ABC):
     @abstractmethod
     def run(self, call: NodeCall) -> NodeResult:
         """Execute the node. Raise `Cancelled` (via `ctx.cancel`) to stop at a step boundary."""
+
+    # Inputs whose value this node makes its output from in the variants its consumers read
+    # (input name -> that output): what they need of the output, it needs of the input.
+    needs_follow: Mapping[str, str] = {}
+
+    def input_needs(
+        self, params: Mapping[str, Any], facts: SubmitFacts, needs: Mapping[str, Needs]
+    ) -> Mapping[str, Needs]:
+        """What this node needs of the value on each input (input name -> `Needs`), given what
+        the nodes it feeds need of each of its outputs (`needs`: output name -> `Needs`). An
+        input left out needs every variant, so a node that does not say keeps what feeds it
+        whole. By default, `needs_follow`'s."""
+        return {port: needs.get(output) for port, output in self.needs_follow.items()}
+
+    def fitted(self, prepared: object | None, needs: Mapping[str, Needs]) -> object | None:
+        """What `check` prepared, cut to what the nodes it feeds need of its outputs (`needs`:
+        output name -> `Needs`); it becomes the node's `NodeCall.prepared` and the input of
+        `cache_identity`. By default, as it was."""
+        return prepared
 
     def check_node(
         self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts

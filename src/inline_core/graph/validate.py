@@ -15,6 +15,7 @@ from typing import cast
 
 from inline_core.errors import InlineError, InvalidGraph, InvalidRequest, ModelMissing
 from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.graph.needs import fit_to_consumers
 from inline_core.graph.params import (
     PickerOrder,
     no_picker_order,
@@ -186,8 +187,10 @@ def validate_graph(
         normalised[node_id] = replace(node, params=resolve_seeds(descriptor, params, draw))
 
     prepared: dict[str, object] = {}
+    runners: dict[str, NodeRunner] = {}
+    all_facts: dict[str, SubmitFacts] = {}
     for node_id in order:
-        runner = runner_for(registry, descriptors[node_id], node_id)
+        runner = runners[node_id] = runner_for(registry, descriptors[node_id], node_id)
         node = normalised[node_id]
         upstream = {
             port: [prepared[e.source] for e in edges if e.source in prepared]
@@ -198,6 +201,7 @@ def validate_graph(
             lambda node=node: _known_sizes(node, normalised, descriptors, registry),
             upstream,
         )
+        all_facts[node_id] = facts
         try:
             found = runner.check_node(node_id, node.params, facts)
         except InlineError as exc:
@@ -206,6 +210,10 @@ def validate_graph(
             raise
         if found is not None:
             prepared[node_id] = found
+    # Every node checked: each prepared value cut to what its consumers in this run read.
+    prepared = fit_to_consumers(
+        order, target, normalised, descriptors, runners, all_facts, prepared
+    )
 
     nodes = tuple(normalised.get(n.id, n) for n in graph.nodes)
     return ValidatedGraph(

@@ -6,8 +6,6 @@ submit where their sizes are known, on the ranks where they are known only at ru
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -28,9 +26,10 @@ from inline_core.families.nodes.register import register_families
 from inline_core.families.standalone import family_rig
 from inline_core.families.wan import WanFamily
 from inline_core.graph.registry import Registry
-from inline_core.graph.runner import NodeRunner, SubmitFacts
+from inline_core.graph.runner import SubmitFacts
 from inline_core.models.catalog import Catalog
 from inline_core.sampling.loop import StepLoopSampler
+from tests.families.split_server import node_runner, split_server
 
 ULYSSES_2 = ParallelSpec.parse("ulysses=2")
 MODEL = "flux2_klein_base_tiny.safetensors"
@@ -62,29 +61,11 @@ def test_image_tokens_the_ranks_cannot_share_are_refused() -> None:
     assert "a side of a multiple of 32 px fits" in why
 
 
-@contextmanager
-def split_server(kit: Flux2Kit) -> Generator[tuple[ModelRuntime, Flux2Family, NodeRunner]]:
-    """A server's runtime given INLINE_PARALLEL=ulysses=2 (no group starts until a render), its
-    FLUX.2 family and its node's runner."""
-    config = Config(models_dir=kit.root, profile="cpu", dtype="float32", parallel="ulysses=2")
-    sampler = StepLoopSampler()
-    runtime = ModelRuntime(config, sampler)
-    try:
-        family = Flux2Family(Catalog(kit.root), {})
-        registry = Registry()
-        register_families(registry, Families([family]), family.catalog, runtime)
-        runner = registry.runner(NODE_TYPE)
-        assert runner is not None
-        yield runtime, family, runner
-    finally:
-        runtime.close()
-        sampler.close()
-
-
 def test_a_split_server_runs_flux2_on_its_group_and_refuses_odd_sizes_at_submit(
     flux2_kit: Flux2Kit,
 ) -> None:
-    with split_server(flux2_kit) as (runtime, family, runner):
+    with split_server(Flux2Family, flux2_kit.root) as (runtime, family, registry):
+        runner = node_runner(registry, NODE_TYPE)
         sources = family.resolve(NODE_TYPE, {"model": MODEL}).require()
         assert runtime.split_for(family, sources.get("transformer")) == ULYSSES_2
         runner.check_node("f", {"model": MODEL, "width": 64, "height": 48}, SubmitFacts.bare())
@@ -103,15 +84,8 @@ def test_a_split_server_runs_flux2_on_its_group_and_refuses_odd_sizes_at_submit(
 def test_a_split_the_model_cannot_run_is_refused_at_start(
     flux2_kit: Flux2Kit, split: str, why: str
 ) -> None:
-    config = Config(models_dir=flux2_kit.root, profile="cpu", dtype="float32", parallel=split)
-    catalog = Catalog(flux2_kit.root)
-    sampler = StepLoopSampler()
-    try:
-        with pytest.raises(InvalidRequest, match=why):
-            families = Families([Flux2Family(catalog, {})])
-            register_families(Registry(), families, catalog, ModelRuntime(config, sampler))
-    finally:
-        sampler.close()
+    with pytest.raises(InvalidRequest, match=why), split_server(Flux2Family, flux2_kit.root, split):
+        pass
 
 
 def test_a_ring_split_leaves_flux2_in_process_beside_a_family_that_rings(
@@ -161,7 +135,8 @@ def test_a_reference_is_encoded_at_the_size_the_submit_check_counts(size: tuple[
 def test_a_split_server_counts_uploaded_references_at_submit(flux2_kit: Flux2Kit) -> None:
     """Reference sizes known at submit join the count (a 422 naming them); a reference whose
     size is known only at run leaves the sum to the ranks' check."""
-    with split_server(flux2_kit) as (_runtime, _family, runner):
+    with split_server(Flux2Family, flux2_kit.root) as (_runtime, _family, registry):
+        runner = node_runner(registry, NODE_TYPE)
         square = {"model": MODEL, "width": 64, "height": 64}
 
         def facts(sizes: dict[str, tuple[int, int]]) -> SubmitFacts:

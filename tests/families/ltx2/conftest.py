@@ -56,3 +56,25 @@ def ltx25_kit(tmp_path_factory: pytest.TempPathFactory) -> LTX2Kit:
     from inline_core.families.ltx2.kit_ltx25 import write_ltx25_kit
 
     return write_ltx25_kit(tmp_path_factory.mktemp("ltx25") / "models")
+
+
+@pytest.fixture(scope="module")
+def ltx25_reference(ltx25_kit: LTX2Kit) -> tuple[Any, Any]:
+    """diffusers' LTX2Pipeline and its diffusion-decode pipeline over the kit's 2.5 folder."""
+    import torch
+
+    from inline_core.diffusion.libs import diffusers
+    from inline_core.families.ltx2.ltx25 import DECODER_SUBFOLDER
+
+    lib = diffusers()
+    folder = str(ltx25_kit.diffusers_dir)
+    pipe: Any = lib.LTX2Pipeline.from_pretrained(folder, dtype=torch.float32, local_files_only=True)
+    model: Any = lib.LTX2VideoDiffusionDecoderModel.from_pretrained(
+        folder, subfolder=DECODER_SUBFOLDER, dtype=torch.float32, local_files_only=True
+    )
+    decoder: Any = lib.LTX2VideoDiffusionDecodePipeline(
+        diffusion_decoder=model, scheduler=pipe.scheduler, vae=pipe.vae
+    )
+    pipe.set_progress_bar_config(disable=True)
+    decoder.set_progress_bar_config(disable=True)
+    return pipe, decoder

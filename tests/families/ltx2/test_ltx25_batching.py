@@ -1,6 +1,6 @@
 """LTX-2.5 requests of one video shape share forwards and each still renders what it renders
 alone: its diffusion decoder draws from its own request's generator, whoever shared its
-forwards. Tolerances as LTX-2.0's (`test_ltx2_batching.py`)."""
+forwards, with `upscale` too. Tolerances as LTX-2.0's (`test_ltx2_batching.py`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import numpy as np
 from ltx2_harness import ltx2_rig, solo_and_together
 from test_ltx2_batching import AUDIO_TOLERANCE, MAX_DIFFERING, SHAPE, SPECS, TOLERANCE
 
+from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
 from inline_core.families.ltx2.kit import LTX2Kit
+from inline_core.families.ltx2.kit_ltx25 import UPSAMPLER
 from inline_core.families.ltx2.ltx25 import DECODER_SUBFOLDER
 from inline_core.sampling.loop import StepLoopSampler
 
@@ -24,6 +26,30 @@ def test_ltx25_batched_renders_equal_their_solo_renders(ltx25_kit: LTX2Kit) -> N
     finally:
         sampler.close()
     assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
+    assert int(np.abs(solo[0].frames.astype(np.int16) - solo[1].frames).max()) > 10
+    for alone, batched in zip(solo, together, strict=True):
+        difference = np.abs(alone.frames.astype(np.int16) - batched.frames.astype(np.int16))
+        assert int(difference.max()) <= TOLERANCE
+        assert float((difference > 0).mean()) <= MAX_DIFFERING
+        assert alone.audio is not None and batched.audio is not None
+        assert float(np.abs(alone.audio.samples - batched.audio.samples).max()) <= AUDIO_TOLERANCE
+
+
+def test_ltx25_two_stage_renders_batched_equal_their_solo_renders(ltx25_kit: LTX2Kit) -> None:
+    """With `upscale`, each request's decoder draws from its own refining pass's generator."""
+    sampler = StepLoopSampler(token_budget=8192)  # two refining passes (64x64) a forward
+    decoder = str(ltx25_kit.diffusers_dir / DECODER_SUBFOLDER)
+    upsampler = str(ltx25_kit.root / UPSCALE_CATEGORY / UPSAMPLER)
+    two_stage = {"upscale": True, "upsampler": upsampler, "diffusion_decoder": decoder}
+    try:
+        pipeline = ltx2_rig(ltx25_kit.root, sampler).pipeline()
+        requests = [{**SHAPE, **spec, **two_stage, "width": 64, "height": 64} for spec in SPECS[:2]]
+        solo, together = solo_and_together(sampler, pipeline, requests)
+        stats = sampler.stats()
+    finally:
+        sampler.close()
+    assert stats["batchedForwards"] > 0
+    assert solo[0].frames.shape[1:3] == (64, 64)
     assert int(np.abs(solo[0].frames.astype(np.int16) - solo[1].frames).max()) > 10
     for alone, batched in zip(solo, together, strict=True):
         difference = np.abs(alone.frames.astype(np.int16) - batched.frames.astype(np.int16))

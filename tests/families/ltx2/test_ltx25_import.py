@@ -9,7 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 from test_ltx2_import import api_prompt
 
-GEMMA_4 = "gemma_4_12B_it_fp8_scaled.safetensors"
+# The Gemma 4 file ComfyUI's LTX-2.5 templates load (Comfy-Org/workflow_templates
+# templates/video_ltx2_5_t2v.json).
+GEMMA_4 = "gemma4-12b-with-proj-ltx-2.5-comfy-int8-convrot.safetensors"
 
 
 def with_clip_loader(clip_name: str) -> dict[str, Any]:
@@ -24,18 +26,22 @@ def with_clip_loader(clip_name: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("clip_name", "said"),
+    ("clip_name", "said", "also"),
     [
-        (GEMMA_4, f"{GEMMA_4!r} is Gemma 4, LTX-2.5's text encoder"),
-        ("text_encoder_ltx.safetensors", "a CLIPLoader of type 'ltxv'"),
+        (
+            GEMMA_4,
+            f"{GEMMA_4!r} is Gemma 4, LTX-2.5's text encoder",
+            "`inline-core download --family ltx2 ltx-2.5` fetches it",
+        ),
+        ("text_encoder_ltx.safetensors", "a CLIPLoader of type 'ltxv'", "diffusers folder"),
     ],
 )
 def test_ltx25_s_comfy_layout_is_refused_saying_what_it_needs(
-    client: TestClient, clip_name: str, said: str
+    client: TestClient, clip_name: str, said: str, also: str
 ) -> None:
     body = {"workflow": with_clip_loader(clip_name)}
     response = client.post("/v1/import/comfy", json=body)
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
     assert "CLIPLoader" in message and said in message, message
-    assert "diffusers folder" in message, message
+    assert "diffusers folder" in message and also in message, message

@@ -1,8 +1,7 @@
 """LTX-2.5 parity: a take from the tiny LTX-2.5 folder (Gemma 4, the diffusion video decoder)
 equals diffusers' own render of it: `LTX2Pipeline(output_type="latent")` then
 `LTX2VideoDiffusionDecodePipeline(denormalize=False)` drawing from the same generator, the
-soundtrack `LTX2Pipeline`'s own. Tolerances as for LTX-2.0 (`test_ltx2_parity.py`); what 2.5
-cannot render here is a 422 naming it.
+soundtrack `LTX2Pipeline`'s own. Tolerances as for LTX-2.0 (`test_ltx2_parity.py`).
 """
 
 from __future__ import annotations
@@ -33,10 +32,8 @@ from PIL import Image
 from test_ltx2_parity import AUDIO_TOLERANCE, MAX_DIFFERING, ONE_STEP, TOLERANCE
 from test_ltx2_server import ltx2_graph
 
-from inline_core.diffusion.libs import diffusers
 from inline_core.families.ltx2.kit import LTX2Kit
 from inline_core.families.ltx2.kit_ltx25 import FOLDER
-from inline_core.families.ltx2.ltx25 import DECODER_SUBFOLDER
 from inline_core.runtime.video import Audio
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.import_harness import finished
@@ -47,25 +44,6 @@ CASES = [
         {"guidance": 4.0, "audio_guidance": 7.0, "negative_prompt": "blurry, silent"}, id="cfg"
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def ltx25_reference(ltx25_kit: LTX2Kit) -> tuple[Any, Any]:
-    """diffusers' LTX2Pipeline and its diffusion-decode pipeline over the kit's 2.5 folder."""
-    import torch
-
-    lib = diffusers()
-    folder = str(ltx25_kit.diffusers_dir)
-    pipe: Any = lib.LTX2Pipeline.from_pretrained(folder, dtype=torch.float32, local_files_only=True)
-    model: Any = lib.LTX2VideoDiffusionDecoderModel.from_pretrained(
-        folder, subfolder=DECODER_SUBFOLDER, dtype=torch.float32, local_files_only=True
-    )
-    decoder: Any = lib.LTX2VideoDiffusionDecodePipeline(
-        diffusion_decoder=model, scheduler=pipe.scheduler, vae=pipe.vae
-    )
-    pipe.set_progress_bar_config(disable=True)
-    decoder.set_progress_bar_config(disable=True)
-    return pipe, decoder
 
 
 def reference_ltx25(
@@ -166,18 +144,10 @@ def test_ltx25_renders_an_mp4_with_its_soundtrack_over_http(ltx25_client: Any) -
         assert sum(1 for _ in container.decode(video=0)) == 9
 
 
-@pytest.mark.parametrize("param", ["upscale"])
-def test_ltx25_refuses_what_it_cannot_render_naming_it(ltx25_client: Any, param: str) -> None:
-    graph = ltx2_graph(model=FOLDER, **{param: True})
-    response = ltx25_client.post("/v1/runs", json={"graph": graph, "target": "l"})
-    assert response.status_code == 422, response.text
-    message = response.json()["error"]["message"]
-    assert f"'{param}'" in message and "LTX-2.5" in message
-
-
 def test_ltx25_folder_of_diffusers_dfr_class_is_served(ltx25_kit: LTX2Kit, tmp_path: Path) -> None:
     """A folder whose model_index names LTX2DFRPipeline (the class diffusers loads LTX-2.5's
-    with) is an LTX-2 model, told as 2.5 by its Gemma 4: refused only for what 2.5 lacks here."""
+    with) is an LTX-2 model, told as 2.5 by its Gemma 4: checked as one (here, `upscale`
+    without a latent upsampler beside it is model_missing naming what it needs)."""
     from tests.server.server_support import cpu_client
 
     root = tmp_path / "models"
@@ -191,7 +161,9 @@ def test_ltx25_folder_of_diffusers_dfr_class_is_served(ltx25_kit: LTX2Kit, tmp_p
         graph = ltx2_graph(model="dfr-folder", upscale=True)
         response = client.post("/v1/runs", json={"graph": graph, "target": "l"})
     assert response.status_code == 422, response.text
-    assert "'upscale'" in response.json()["error"]["message"]
+    error = response.json()["error"]
+    assert error["code"] == "model_missing"
+    assert "param 'upscale' needs LTX-2's latent upsampler" in error["message"]
 
 
 def test_ltx25_with_another_gemma_4_is_model_missing_naming_it(

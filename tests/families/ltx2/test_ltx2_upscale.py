@@ -92,9 +92,26 @@ def ours(
 
 
 def diffusers_chain(
-    pipe: Any, upsampler: Any, lora: Path, image: Any = None
+    pipe: Any, upsampler: Any, lora: Path | None, image: Any = None
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """diffusers' chain; with `image`, `LTX2ImageToVideoPipeline` for both passes."""
+    """diffusers' chain's frames and sound."""
+    frames, sound = chained(pipe, upsampler, lora, image)
+    pixels = (np.asarray(frames[0]) * 255).round().astype(np.int16)
+    samples: np.ndarray[Any, Any] = sound[0].float().cpu().numpy()
+    return pixels, samples
+
+
+def chained(
+    pipe: Any,
+    upsampler: Any,
+    lora: Path | None,
+    image: Any = None,
+    generator: torch.Generator | None = None,
+    output_type: str = "np",
+) -> tuple[Any, Any]:
+    """diffusers' chain, the refining pass's output as `output_type` (its `generator`: a fresh
+    one from the seed unless given); with `image`, `LTX2ImageToVideoPipeline` for both passes;
+    without `lora`, none on the refining pass."""
     lib: Any = diffusers()
     if image is not None:
         pipe = lib.LTX2ImageToVideoPipeline.from_pipe(pipe)
@@ -129,8 +146,9 @@ def diffusers_chain(
     upsample = lib.LTX2LatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=upsampler)
     larger: Any = upsample(latents=video, output_type="latent", return_dict=False)[0]
     scheduler = pipe.scheduler
-    pipe.load_lora_weights(str(lora), adapter_name="distilled")
-    pipe.set_adapters(["distilled"], adapter_weights=[1.0])
+    if lora is not None:
+        pipe.load_lora_weights(str(lora), adapter_name="distilled")
+        pipe.set_adapters(["distilled"], adapter_weights=[1.0])
     pipe.scheduler = lib.FlowMatchEulerDiscreteScheduler.from_config(
         scheduler.config, use_dynamic_shifting=False, shift_terminal=None
     )
@@ -146,15 +164,14 @@ def diffusers_chain(
             noise_scale=REFINE_SIGMAS[0],
             guidance_scale=1.0,
             audio_guidance_scale=1.0,
-            generator=torch.Generator("cpu").manual_seed(RENDER["seed"]),
-            output_type="np",
+            generator=generator or torch.Generator("cpu").manual_seed(RENDER["seed"]),
+            output_type=output_type,
         )
     finally:
         pipe.scheduler = scheduler
-        pipe.unload_lora_weights()
-    pixels = (np.asarray(frames[0]) * 255).round().astype(np.int16)
-    samples: np.ndarray[Any, Any] = sound[0].float().cpu().numpy()
-    return pixels, samples
+        if lora is not None:
+            pipe.unload_lora_weights()
+    return frames, sound
 
 
 @pytest.mark.parametrize("from_image", [False, True], ids=["text", "image"])

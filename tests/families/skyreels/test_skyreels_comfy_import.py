@@ -7,6 +7,9 @@ workflow's params, and renders the frames the graph written by hand renders; the
 encoder loads as "wan" too, and the file outweighs it. The same chain with a plain Wan file is
 Wan's (`tests/families/wan/test_wan_import.py`). Kijai's WanVideoWrapper diffusion-forcing
 workflow (`WanVideoDiffusionForcingSampler`) is refused naming the sampler and SkyReels-V2's node.
+The KSampler's sampler_name and scheduler are the node's `sampler` and `schedule`, one to one; a
+name the node does not run is refused naming it and the closest, and a guided one
+(`_cfg_pp`) at cfg 1 is a 422 at submit naming it.
 """
 
 from __future__ import annotations
@@ -85,8 +88,9 @@ def test_a_native_wan_chain_with_a_skyreels_file_imports_onto_the_skyreels_node(
     assert target["type"] == NODE_TYPE
     expected = {
         "model": model, "width": 48, "height": 32, "frames": 9, "fps": 24, "steps": 2,
-        "guidance": 3.0, "shift": 5.0, "seed": 7, "format": "png",
-        "negative_prompt": "blurry", "vae": mapped[VAE], "text_encoder": mapped[TEXT_ENCODER],
+        "guidance": 3.0, "shift": 5.0, "seed": 7, "format": "png", "sampler": "uni_pc",
+        "schedule": "simple", "negative_prompt": "blurry", "vae": mapped[VAE],
+        "text_encoder": mapped[TEXT_ENCODER],
     }  # fmt: skip
     assert {k: target["params"].get(k) for k in expected} == expected
     # One window, every frame at the sampler's step: the node's chunking params left alone.
@@ -102,6 +106,49 @@ def test_a_native_wan_chain_with_a_skyreels_file_imports_onto_the_skyreels_node(
     ours, theirs = (frames(client.get(t["uri"]).content) for t in (imported, written))
     assert ours.shape[0] == 9
     assert np.array_equal(ours, theirs)
+
+
+def test_the_samplers_names_reach_the_node_one_to_one(
+    served: tuple[TestClient, dict[str, str]],
+) -> None:
+    client, mapped = served
+    workflow = native_workflow(FOLDER)
+    workflow["3"]["inputs"].update(sampler_name="euler_ancestral", scheduler="karras")
+    response = import_comfy(client, workflow, mapped)
+    assert response.status_code == 200, response.text
+    target, _nodes = target_of(response.json())
+    assert target["params"]["sampler"] == "euler_ancestral"
+    assert target["params"]["schedule"] == "karras"
+    assert [c["nodeId"] for c in response.json()["changesPicture"]] == ["70"]  # the fps only
+
+    workflow["3"]["inputs"].update(sampler_name="dpm_fast", scheduler="simple")
+    refused = import_comfy(client, workflow, mapped)
+    assert refused.status_code == 422, refused.text
+    message = refused.json()["error"]["message"]
+    assert "'dpm_fast' is not offered" in message and "Nothing is swapped" in message, message
+
+
+@pytest.mark.parametrize(
+    ("params", "named"),
+    [
+        ({"sampler": "euler_cfg_pp", "guidance": 1.0}, "euler_cfg_pp"),
+        ({"sampler": "dpm_fast"}, "dpm_fast"),
+        ({"schedule": "align_your_steps"}, "align_your_steps"),
+    ],
+)
+def test_a_sampler_the_node_cannot_run_is_a_422_at_submit_naming_it(
+    served: tuple[TestClient, dict[str, str]], params: dict[str, Any], named: str
+) -> None:
+    client, mapped = served
+    render = {
+        "model": FOLDER, "width": 48, "height": 32, "frames": 9, "steps": 2, "format": "png",
+        "vae": mapped[VAE], "text_encoder": mapped[TEXT_ENCODER], **params,
+    }  # fmt: skip
+    response = client.post(
+        "/v1/runs", json={"graph": prompt_graph(NODE_TYPE, "s", render, PROMPT), "target": "s"}
+    )
+    assert response.status_code == 422, response.text
+    assert named in response.json()["error"]["message"]
 
 
 def test_the_single_file_renders_the_diffusers_folders_frames(

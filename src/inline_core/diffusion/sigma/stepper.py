@@ -76,6 +76,11 @@ class SigmaStepper:
             self.result = stop.value
 
     @property
+    def started(self) -> bool:
+        """Whether it holds its starting point (given at construction or at its first call)."""
+        return self._run is not None
+
+    @property
     def step_count(self) -> int:
         return len(self.call_sigmas)
 

@@ -30,6 +30,7 @@ from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
+from inline_core.families.flow_split import SPLIT_ENGINES, SPLIT_METHODS
 from inline_core.families.flux2.comfy import RECIPE
 from inline_core.families.flux2.descriptor import (
     EXTRA_HINT,
@@ -41,12 +42,7 @@ from inline_core.families.flux2.download import DOWNLOADS
 from inline_core.families.flux2.files import RULES
 from inline_core.families.flux2.lora_naming import FLUX2_LORAS
 from inline_core.families.flux2.request import Flux2Request, new_request, reference_refusal
-from inline_core.families.flux2.split import (
-    SPLIT_ENGINES,
-    SPLIT_METHODS,
-    sequence_refusal,
-    support_for,
-)
+from inline_core.families.flux2.split import sequence_refusal, support_for
 from inline_core.families.flux2.transformer import config_of
 from inline_core.families.flux2.variants import EMBEDDED_DEFAULT, Flux2Variant, variant_of
 from inline_core.families.nodes.inputs import image_input, prompt_text

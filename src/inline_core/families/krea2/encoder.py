@@ -14,6 +14,7 @@ from torch import nn
 from inline_core.components.interfaces import Conditioning
 from inline_core.diffusion.encoders.memo import PromptMemo
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike
+from inline_core.families.krea2.request import TEXT_TOKENS
 from inline_core.families.krea2.variants import DEFAULT_TEXT_LAYERS
 
 PREFIX = (
@@ -24,7 +25,6 @@ PREFIX = (
 SUFFIX = "<|im_end|>\n<|im_start|>assistant\n"
 PREFIX_TOKENS = 34  # the prefix's length in Qwen's tokens, cut from the output
 SUFFIX_TOKENS = 5
-TEXT_TOKENS = 512
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 `krea/krea-2` renders text to image with Krea 2 (base or Turbo, told from the files,
 `variants.py`) from a diffusers `Krea2Pipeline` folder; its VAE is the Qwen-Image VAE, loaded once
 for every family that decodes with it (`build.py`). Its transformer takes one batched tensor and
-one set of positions, so requests of one size share a forward. Its torch side is `build.py`.
+one set of positions, so requests of one size share a forward. A worker group's split runs it
+on cache-dit's Ulysses (`split.py`). Its torch side is `build.py`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from inline_core.contract.files import StackRules
 from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
+from inline_core.families.flow_split import SPLIT_ENGINES, SPLIT_METHODS
 from inline_core.families.krea2.comfy import RECIPE
 from inline_core.families.krea2.descriptor import EXTRA_HINT, KREA2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.krea2.download import DOWNLOADS
@@ -28,6 +31,7 @@ from inline_core.families.krea2.files import RULES
 from inline_core.families.krea2.formats import config_of
 from inline_core.families.krea2.lora_naming import KREA2_LORAS
 from inline_core.families.krea2.request import Krea2Request, new_request
+from inline_core.families.krea2.split import sequence_refusal, support_for
 from inline_core.families.krea2.variants import Krea2Variant, variant_of
 from inline_core.families.nodes.inputs import prompt_text
 from inline_core.families.nodes.sampling import (
@@ -36,6 +40,7 @@ from inline_core.families.nodes.sampling import (
     sampling_request,
 )
 from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.models.source import Source
 
 
 class Krea2Family(Family):
@@ -52,6 +57,8 @@ class Krea2Family(Family):
         batching="shapes",  # one batched tensor and one set of positions per forward
         fp16_overflow=frozenset({"text_encoder", "denoiser"}),
         step_cache=frozenset({"dbcache"}),  # per request, on its blocks (step_cache.py)
+        split_methods=SPLIT_METHODS,  # cache-dit's Krea 2 planner (split.py)
+        split_engines=SPLIT_ENGINES,
     )
 
     def comfy_recipe(self) -> ComfyRecipe:
@@ -106,6 +113,20 @@ class Krea2Family(Family):
         self, stack: Stack, sources: Sources, model_key: Hashable, **kwargs: Any
     ) -> Krea2Request:
         return new_request(model_key, **kwargs)
+
+    def split_support(self, transformer: Source | None) -> ModelParallelSupport:
+        return support_for(transformer)
+
+    def unsplittable(
+        self,
+        node_type: str,
+        params: Mapping[str, Any],
+        split: ParallelSpec,
+        sources: Sources | None,
+        images: Mapping[str, tuple[int, int] | None] | None = None,
+    ) -> str | None:
+        """A render whose image tokens the split's ranks cannot share evenly."""
+        return sequence_refusal(params, split) if node_type == NODE_TYPE else None
 
 
 def _variant(sources: Sources, node_id: str) -> Krea2Variant:

@@ -13,10 +13,12 @@ from torch import nn
 
 from inline_core.components.interfaces import Conditioning
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule, calculate_shift
+from inline_core.errors import InvalidRequest
 from inline_core.families.flow_pipeline import FlowImagePipeline
 from inline_core.families.krea2.encoder import Krea2PromptEncoder, MaskedConditioning
 from inline_core.families.krea2.lora import read_lora
 from inline_core.families.krea2.request import Krea2Request, new_request
+from inline_core.families.krea2.split import tokens_refusal
 from inline_core.families.krea2.vae import QwenImageVAE
 
 PATCH = 2
@@ -66,6 +68,7 @@ class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
         return new_request(self.model_key, **kwargs)
 
     def prepare_encode(self, state: Krea2Request, /) -> Krea2Request:
+        refuse_unshared(state)
         with torch.inference_mode():
             encoder, layers = self.text_encoder, state.text_layers or self.text_encoder.layers
             if state.positive is None:
@@ -125,3 +128,14 @@ class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
                     return_dict=False,
                 )[0],
             )
+
+
+def refuse_unshared(state: Krea2Request) -> None:
+    """A rank's guard behind the check at submit (`Krea2Family.unsplittable`): image tokens the
+    ranks cannot share are an `InvalidRequest` saying why and what to change, before cache-dit's
+    planner shards them unevenly (its Ulysses exchange takes equal shards)."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if why := tokens_refusal(state.latent_size, dist.get_world_size()):  # Ulysses alone
+        raise InvalidRequest(why)

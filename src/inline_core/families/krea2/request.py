@@ -10,6 +10,8 @@ from typing import Any
 
 from inline_core.families.flow_request import FlowImageRequest
 
+TEXT_TOKENS = 512  # every prompt is padded to this many tokens (its mask marks the real ones)
+
 
 @dataclass(eq=False)
 class Krea2Request(FlowImageRequest):

@@ -233,8 +233,10 @@ class LTX2Collapse(CustomCollapse):
                 f"{describe(loader)}: {wanted!r} is Gemma 4, LTX-2.5's text encoder: "
                 f"{self.descriptor.type} renders LTX-2.0 and 2.3 from ComfyUI's files (Gemma 3), "
                 "and LTX-2.5 only from its diffusers folder in diffusion_models (text_encoder/ "
-                "Gemma 4, diffusion_decoder/ its diffusion video decoder): ComfyUI's Gemma 4 "
-                "file and LTX-2.5 checkpoint are not read; map the workflow's model to that folder"
+                "Gemma 4, diffusion_decoder/ its diffusion video decoder): ComfyUI's LTX-2.5 "
+                "files (its templates' int8 'convrot' transformer and Gemma 4 with projection, "
+                "its diffusion video VAE file) are not read; map the workflow's model to that "
+                "folder (`inline-core download --family ltx2 ltx-2.5` fetches it)"
             )
 
     def _same_file(self, loader: ComfyNode, widget: str) -> None:

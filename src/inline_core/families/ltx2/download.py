@@ -10,7 +10,16 @@ its tokenizer inside; `text_encoder_fp8` its fp8 scaled one, `text_encoder_fp4` 
 `_fp4_mixed` one, the templates' own),
 `upscaler` (the x2 latent upsampler, `latent_upscale_models/`), `distilled_lora` (the refining
 pass's LoRA, `loras/`), and LTX-2.3's `checkpoint_2_3`, `upscaler_2_3`, `distilled_lora_2_3`.
-Presets: `comfy` (LTX-2 19B dev's files) and `comfy-2.3` (LTX-2.3 22B dev's).
+LTX-2.5 (`ltx25.py`): `diffusers_2_5`, Lightricks' gated diffusers repo of it (the repo and its
+`diffusion_decoder/` subfolder as diffusers' docs load them: `LTX2Pipeline.from_pretrained(
+"Lightricks/LTX-2.5-Diffusers")`, `LTX2VideoDiffusionDecoderModel.from_pretrained(...,
+subfolder="diffusion_decoder")`, huggingface.co/docs/diffusers/main/api/models/
+ltx2_diffusion_decoder), and `upscaler_2_5`, the x2 latent upsampler file ComfyUI's LTX-2.5
+templates load (Comfy-Org/workflow_templates `templates/video_ltx2_5_t2v.json`, its "Model
+Links" note: Lightricks/LTX-2.5 `latent_upscale_models/ltx-2.5-latent-spatial-upscaler-x2-bf16-
+1.0.safetensors`). That note's other files (an int8 "convrot" transformer and Gemma 4, the
+diffusion and audio VAE files) are not listed: this server does not read ComfyUI's 2.5 layout.
+Presets: `comfy` (LTX-2 19B dev's files), `comfy-2.3` (LTX-2.3 22B dev's) and `ltx-2.5`.
 """
 
 from __future__ import annotations
@@ -19,9 +28,12 @@ import sys
 
 from inline_core.downloads.cli import download_command
 from inline_core.downloads.targets import DIFFUSERS_PIPELINE, Downloads, Target
+from inline_core.families.ltx2.ltx25 import DECODER_SUBFOLDER
 
 REPO = "Lightricks/LTX-2"
 REPO_2_3 = "Lightricks/LTX-2.3"
+REPO_2_5 = "Lightricks/LTX-2.5"  # Lightricks' own files (ComfyUI's templates link them)
+REPO_2_5_DIFFUSERS = "Lightricks/LTX-2.5-Diffusers"
 COMFY_REPO = "Comfy-Org/ltx-2"  # ComfyUI's Gemma 3 files
 ALL_IN_ONE = ("diffusion_model", "vae", "audio_vae", "vocoder", "connectors")
 ENCODER = ("text_encoder", "tokenizer")  # the tokenizer is inside the file
@@ -96,11 +108,27 @@ DOWNLOADS = Downloads(
         "distilled_lora_2_3": file(
             REPO_2_3, "loras", "ltx-2.3-22b-distilled-lora-384.safetensors", ("lora",), None
         ),
+        "diffusers_2_5": Target(
+            REPO_2_5_DIFFUSERS,
+            "diffusion_models",
+            (*DIFFUSERS_PIPELINE, *PARTS, f"{DECODER_SUBFOLDER}/*"),
+            folder="LTX-2.5-Diffusers",
+            roles=STACK,
+            layout="diffusers",
+        ),
+        "upscaler_2_5": file(
+            REPO_2_5,
+            "latent_upscale_models",
+            "latent_upscale_models/ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors",
+            (),
+            None,
+        ),
     },
     presets={
         "ltx-2": ("diffusers",),
         "comfy": ("checkpoint", "text_encoder", "upscaler", "distilled_lora"),
         "comfy-2.3": ("checkpoint_2_3", "text_encoder", "upscaler_2_3", "distilled_lora_2_3"),
+        "ltx-2.5": ("diffusers_2_5", "upscaler_2_5"),
     },
     default="ltx-2",
 )

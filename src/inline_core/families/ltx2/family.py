@@ -137,9 +137,7 @@ class LTX2Family(Family):
         if params.get("sigmas"):
             request["first_sigmas"] = parse_sigmas(str(params["sigmas"]), node_id)
             request["steps"] = len(request["first_sigmas"])
-        decoder = check_ltx25(
-            params, sources.get("transformer"), sources.get("text_encoder"), node_id
-        )
+        decoder = check_ltx25(sources.get("transformer"), sources.get("text_encoder"), node_id)
         take_params = dict(request)
         if decoder is not None:  # LTX-2.5: its video decoder is a diffusion model (ltx25.py)
             request["diffusion_decoder"] = str(decoder)
@@ -206,7 +204,7 @@ class LTX2Family(Family):
         check_single_file(transformer, node_id)
         encoder = None if sources is None else sources.get("text_encoder")
         check_encoder_file(encoder, node_id)
-        check_ltx25(params, transformer, encoder, node_id)
+        check_ltx25(transformer, encoder, node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         if params.get("upscale"):

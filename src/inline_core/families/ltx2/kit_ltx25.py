@@ -5,8 +5,9 @@ encoder (`Gemma4UnifiedForConditionalGeneration`, text tower only, the kit's byt
 tokenizer) and a tiny diffusion video decoder (`LTX2VideoDiffusionDecoderModel`: one
 deterministic stage, one 2x upsample in time and space, as the tiny VAE compresses; one x0
 denoising step, as 2.5 ships), written as `diffusion_models/ltx-2.5_tiny_diffusers/`:
-`LTX2Pipeline.save_pretrained` and the decoder in its `diffusion_decoder/`. The name says
-nothing to the server: the folder's Gemma 4 does.
+`LTX2Pipeline.save_pretrained` and the decoder in its `diffusion_decoder/`, with the tiny
+latent upsampler in `latent_upscale_models/` (where ComfyUI's LTX-2.5 templates put theirs) for
+`upscale`. The name says nothing to the server: the folder's Gemma 4 does.
 """
 
 from __future__ import annotations
@@ -16,11 +17,19 @@ from typing import Any
 
 from inline_core.diffusion.kit import seeded
 from inline_core.diffusion.libs import diffusers, transformers
-from inline_core.families.ltx2.kit import LATENT_CHANNELS, TEXT_LAYERS, TEXT_WIDTH, LTX2Kit
+from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
+from inline_core.families.ltx2.kit import (
+    LATENT_CHANNELS,
+    TEXT_LAYERS,
+    TEXT_WIDTH,
+    LTX2Kit,
+    build_upsampler,
+)
 from inline_core.families.ltx2.kit import build_parts as build_ltx2_parts
 from inline_core.families.ltx2.ltx25 import DECODER_SUBFOLDER
 
 FOLDER = "ltx-2.5_tiny_diffusers"
+UPSAMPLER = "ltx-2.5_tiny_upsampler"  # in latent_upscale_models/
 ENCODER_SEED, DECODER_SEED = 141, 148
 GEMMA4_TEXT: dict[str, Any] = {
     "hidden_size": TEXT_WIDTH,
@@ -73,4 +82,5 @@ def write_ltx25_kit(out: Path) -> LTX2Kit:
     folder = out / "diffusion_models" / FOLDER
     diffusers().LTX2Pipeline(**build_parts()).save_pretrained(str(folder))
     build_decoder().save_pretrained(str(folder / DECODER_SUBFOLDER))
+    build_upsampler().save_pretrained(str(out / UPSCALE_CATEGORY / UPSAMPLER))
     return LTX2Kit(out, folder)

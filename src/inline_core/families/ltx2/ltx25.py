@@ -1,4 +1,4 @@
-"""LTX-2.5: what it is made of, how it is told from 2.0/2.3, and what it cannot render here
+"""LTX-2.5: what it is made of, how it is told from 2.0/2.3, and what it needs to render here
 (torch-free; runs at submit).
 
 What diffusers 0.42 makes of LTX-2.5 (`pipelines/ltx2`, `modular_pipelines/ltx2`):
@@ -18,33 +18,36 @@ What diffusers 0.42 makes of LTX-2.5 (`pipelines/ltx2`, `modular_pipelines/ltx2`
   (`LTX2DiffusionVaeDecoderStep`), or as `LTX2Pipeline(output_type="latent")` followed by
   `LTX2VideoDiffusionDecodePipeline(denormalize=False)` with the same generator: the plain
   text-to-video render this node matches.
-- `LTX2DFRPipeline` / `LTX2DFRTemporalRefinePipeline` are 2.5's multi-stage "fidelity"
-  recipes (keyframe slots, IC-LoRA references); not run here.
+- Its two-stage `upscale` runs as diffusers' classes chain it for 2.0 (`LTX2Pipeline` at half
+  the size, `LTX2LatentUpsamplePipeline`, `LTX2Pipeline` again as the refining pass), then the
+  diffusion decoder with the refining pass's generator: the shape ComfyUI's official LTX-2.5
+  templates run (Comfy-Org/workflow_templates `templates/video_ltx2_5_t2v.json`: a first
+  SamplerCustomAdvanced on the distilled sigmas, LTXVLatentUpsampler, a refining one on
+  ManualSigmas "0.85, 0.7250, 0.4219, 0.0" with euler_ancestral, both under LTXVDualCFGGuider
+  at 1); the node's refining pass keeps its own sigmas (diffusers'
+  STAGE_2_DISTILLED_SIGMA_VALUES, 0.909375 first, as 2.0's) and `refine_sampler`. diffusers'
+  own multi-stage 2.5 recipe, DFR (`LTX2DFRPipeline` passes appending keyframe-slot tokens and
+  the first pass as an IC-LoRA reference, `LTX2DFRTemporalRefinePipeline` rounds), is another
+  render, not run here.
 
 A folder is LTX-2.5 when its text encoder is Gemma 4 (`config.json`'s model_type), whatever its
 name; it then needs its `diffusion_decoder/`. Text and image to video render as 2.0's do (the
 image re-compressed at 2.5's conditioning CRF, 18, as diffusers resolves it from Gemma 4), the
-decode aside; the two-stage `upscale` is refused on 2.5 (its 2.5 recipe is the DFR pipelines').
+decode aside, and so does `upscale` (above).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from inline_core.contract.files import read_json
-from inline_core.errors import InvalidRequest, ModelMissing
+from inline_core.errors import ModelMissing
 from inline_core.models.source import Source
 
 ENCODER_PREFIX = "gemma4"  # Gemma 4's model_types: gemma4, gemma4_unified
 ENCODER_TYPE = "gemma4_unified"  # the one LTX2Pipeline takes as its text encoder
 DECODER_SUBFOLDER = "diffusion_decoder"
 DECODER_CLASS = "LTX2VideoDiffusionDecoderModel"
-# What 2.5 cannot honour here: param -> why.
-UNSUPPORTED = {
-    "upscale": "LTX-2.5's two-stage path is diffusers' DFR recipe, not run here",
-}
 
 
 def encoder_kind(encoder: Source | None) -> str:
@@ -68,19 +71,11 @@ def decoder_folder(transformer: Source | None) -> Path | None:
     return folder if config is not None and config.get("_class_name") == DECODER_CLASS else None
 
 
-def check_ltx25(
-    params: Mapping[str, Any],
-    transformer: Source | None,
-    encoder: Source | None,
-    node_id: str,
-) -> Path | None:
-    """On an LTX-2.5 stack, its diffusion decoder's folder, after refusing what 2.5 cannot
-    render here (422s naming the param); None on 2.0/2.3."""
+def check_ltx25(transformer: Source | None, encoder: Source | None, node_id: str) -> Path | None:
+    """On an LTX-2.5 stack, its diffusion decoder's folder (a 422 naming what is missing);
+    None on 2.0/2.3."""
     if not is_ltx25(encoder):
         return None
-    for name, why in UNSUPPORTED.items():
-        if params.get(name):
-            raise InvalidRequest(f"param '{name}': {why}", node_id=node_id)
     kind = encoder_kind(encoder)
     if kind != ENCODER_TYPE:
         raise ModelMissing(

@@ -2,8 +2,10 @@
 
 diffusers' `LTX2VideoDiffusionDecoderModel.decode` runs as is, on denormalized latents, with the
 render's generator (it draws the pixel noise it denoises from it, after the latents' noise, as
-diffusers' decode step does). Its noise spans the whole video, so it decodes in one chunk: a
-stream gets the video's frames when it is decoded, the soundtrack before them.
+diffusers' decode step does), its neighbourhood attention computed block by block
+(`neighborhood_attention.py`: diffusers' own flex path holds the whole score matrix). Its noise
+spans the whole video, so it decodes in one chunk: a stream gets the video's frames when it is
+decoded, the soundtrack before them.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ import torch
 from torch import nn
 
 from inline_core.diffusion.libs import module, quiet
+from inline_core.families.ltx2.neighborhood_attention import use_blocked_attention
 
 VALUE_RANGE = (-1.0, 1.0)  # its decoded floats, as the VAE's
 
 
 def load_decoder(folder: Path, dtype: torch.dtype) -> nn.Module:
-    """The `LTX2VideoDiffusionDecoderModel` in `folder`, on the CPU, in `dtype`."""
+    """The `LTX2VideoDiffusionDecoderModel` in `folder`, on the CPU, in `dtype`, its
+    attention blocked."""
     quiet()
     cls: Any = module("diffusers").LTX2VideoDiffusionDecoderModel
     model = cls.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
+    use_blocked_attention(model)
     return cast(nn.Module, model).eval()
 
 

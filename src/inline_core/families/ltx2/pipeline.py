@@ -377,7 +377,8 @@ class LTX2StepPipeline:
         (twice the width and height) and normalized again; both streams then noised back to the
         refining pass's first sigma with fresh noise from the request's seed (the video's drawn
         first, each in its packed shape) and stepped through its sigmas, unshifted, with its
-        guidance and its LoRAs (the distilled LoRA) on the request's rows."""
+        guidance and its LoRAs (the distilled LoRA) on the request's rows. LTX-2.5's diffusion
+        decoder draws its noise next from that generator."""
         upsampler_module = self.upsampler_at(state.upsampler)
         vae = cast(Any, self.vae)
         f, h, w = state.latent_shape
@@ -399,6 +400,8 @@ class LTX2StepPipeline:
             audio = cast(torch.Tensor, state.audio_latents)
             audio_noise = torch.randn(tuple(audio.shape), generator=generator, dtype=torch.float32)
             state.audio_latents = sigma * audio_noise.to(audio.device) + (1 - sigma) * audio
+            if state.diffusion_decoder:  # LTX-2.5's decoder draws next, from this generator
+                state.decode_noise = generator.get_state()
             tokens = int(state.latents.shape[1])
             state.schedule = self.refine_schedule(state, tokens, 0)
             state.audio_schedule = self.refine_schedule(state, tokens, 1)

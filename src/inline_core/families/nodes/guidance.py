@@ -51,6 +51,8 @@ def with_guidance(handle: ConditioningHandle, guidance: float) -> ConditioningHa
 
 
 class ConditioningGuidance(NodeRunner):
+    needs_follow = {"conditioning": "conditioning"}  # it passes on the readings it is given
+
     def check_node(
         self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts
     ) -> object | None:

@@ -4,7 +4,8 @@
 picked file (from its header or folder config), so a checkpoint no family runs is refused in
 milliseconds with `model_missing`; the handle it finds comes back to the run. A text encoder
 file several families read (Qwen3-4B: Z-Image's and FLUX.2 klein's) is read as its `type` says
-(ComfyUI's CLIPLoader type); without one, each such family's way, `sample` taking its own. `run`
+(ComfyUI's CLIPLoader type); without one, the ways the run's `sample`s take it (`fitted`, once
+every node is checked), each such family's way where those are not known at submit. `run`
 loads the weights into the server's resident cache (a later run, or the family's own node, finds
 them there), or, where the model is split across ranks, starts the worker group holding the
 transformer, and outputs the handle.
@@ -22,7 +23,7 @@ from inline_core.contract.handles import ModelHandle, TextEncoderHandle, VAEHand
 from inline_core.contract.registry import Families
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InvalidRequest, ModelMissing, NotFound
-from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner
+from inline_core.graph.runner import Needs, NodeCall, NodeResult, NodeRunner
 from inline_core.models.catalog import Catalog, CatalogEntry
 
 H = TypeVar("H")
@@ -226,6 +227,18 @@ class LoadTextEncoder(HandleLoader[TextEncoderHandle]):
                 f"primitives (the types: {listed})"
             )
         return found
+
+    def fitted(self, prepared: object | None, needs: Mapping[str, Needs]) -> object | None:
+        """An untyped encoder read only the ways the run's consumers take its prompts (each
+        `sample`'s model's family): one reading per model family, not one per family that reads
+        the file. Where a consumer's family is not known at submit, every way, as before."""
+        wanted = needs.get(self.output)
+        if wanted is None or not isinstance(prepared, TextEncoderHandle) or not prepared.also:
+            return prepared
+        kept = [h for h in (prepared, *prepared.also) if h.family in wanted]
+        if not kept:  # a reading no family here makes: `sample`'s 422 at submit says so
+            return prepared
+        return dataclasses.replace(kept[0], also=tuple(kept[1:]))
 
     def identity(self, handle: TextEncoderHandle) -> str:
         # The tokenizer may live outside the models folder (a single-file encoder's).

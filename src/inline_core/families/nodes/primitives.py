@@ -36,7 +36,7 @@ from inline_core.families.nodes.controls import Picked
 from inline_core.families.nodes.guidance import unwrapped
 from inline_core.families.nodes.inputs import handle_input, optional_handle
 from inline_core.graph.mask_nodes import mask_value
-from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
+from inline_core.graph.runner import Needs, NodeCall, NodeResult, NodeRunner, SubmitFacts
 from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, cfg_pp_unguided
 from inline_core.models.source import Source
 
@@ -48,6 +48,9 @@ class _FamilyRunner(NodeRunner):
 
 
 class EncodeText(_FamilyRunner):
+    # The encoder reads the prompt the ways the conditioning's consumers take it.
+    needs_follow = {"text_encoder": "conditioning"}
+
     def check_node(
         self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts
     ) -> object | None:
@@ -132,6 +135,20 @@ class Sample(_FamilyRunner):
                 for port in ("positive", "negative"):
                     self.check_conditioning(family, transformer, port, facts, node_id)
         return super().check_node(node_id, params, facts)
+
+    def input_needs(
+        self, params: Mapping[str, Any], facts: SubmitFacts, needs: Mapping[str, Needs]
+    ) -> Mapping[str, Needs]:
+        # Its conditionings as its model's family reads them. A model whose family no check
+        # said at submit needs every reading, as an untyped encoder gives: `run` picks its own.
+        families = frozenset(
+            handle.family
+            for handle in facts.upstream.get("model", ())
+            if isinstance(handle, ModelHandle | LoraHandle | Picked)
+        )
+        if not families:
+            return {}
+        return {"positive": families, "negative": families}
 
     def check_conditioning(
         self,

@@ -3,7 +3,8 @@ imports onto `skywork/skyreels-v2`.
 
 ComfyUI runs SkyReels-V2 checkpoints through its native Wan nodes: Wan 2.1's text-to-video chain
 (UNETLoader, CLIPLoader `wan`, two CLIPTextEncode, EmptyHunyuanLatentVideo, ModelSamplingSD3,
-KSampler, VAEDecode, CreateVideo/SaveVideo or SaveAnimatedWEBP). Which node it imports onto is
+KSampler, VAEDecode, CreateVideo/SaveVideo or SaveAnimatedWEBP); the KSampler's sampler_name and
+scheduler are the node's `sampler` and `schedule` (`comfy_reader.py`). Which node it imports onto is
 told by the model file: a file the SkyReels-V2 family takes (`files.py`: a DF folder, the fps
 embedding in its header, or `skyreels` in its name) imports onto this node, a plain Wan file onto
 `alibaba/wan`. The chain renders one window with every frame at the sampler's step, which is

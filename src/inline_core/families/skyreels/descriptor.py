@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from inline_core.contract.common_params import MODEL, NEGATIVE_PROMPT, SEED, TEXT_ENCODER, VAE
+from inline_core.families.nodes.sampling import sampler_param, schedule_param
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "skywork/skyreels-v2"
 STEPS_DEFAULT = 30
+GUIDANCE_DEFAULT = 6.0
 # SkyReels-V2 DF 540P's published render: 960x544, 97 frames at 24 fps, guidance 6, shift 8.
 DEFAULTS = {"width": 960, "height": 544, "frames": 97, "fps": 24}
 
@@ -61,7 +63,16 @@ SKYREELS_DESCRIPTOR = NodeDescriptor(
         ParamSpec(
             "steps", ParamWidget.NUMBER, default=STEPS_DEFAULT, minimum=1, maximum=200, integer=True
         ),
-        ParamSpec("guidance", ParamWidget.NUMBER, default=6.0, minimum=1.0, maximum=20.0, step=0.1),
+        ParamSpec(
+            "guidance",
+            ParamWidget.NUMBER,
+            default=GUIDANCE_DEFAULT,
+            minimum=1.0,
+            maximum=20.0,
+            step=0.1,
+        ),
+        sampler_param("the model's own UniPC, as diffusers' diffusion-forcing pipeline steps it"),
+        schedule_param("the model's own, diffusers' UniPC table"),
         ParamSpec(
             "shift",
             ParamWidget.NUMBER,
@@ -107,7 +118,11 @@ SKYREELS_DESCRIPTOR = NodeDescriptor(
         "its own (resized), as diffusers' video-to-video pipeline does. A video longer "
         "than base_frames renders in chunks of base_frames, each starting from the last overlap "
         "frames of the video so far; ar_step above 0 renders each causal block of "
-        "causal_block_size latent frames that many steps behind the one before. While it "
+        "causal_block_size latent frames that many steps behind the one before. sampler and "
+        "schedule are ComfyUI's (CFG++ ones where guidance is above 1), each run of frames at "
+        "one level stepping with its own; a sampler that calls the model twice a step (heun) "
+        "counts ar_step in calls. Empty, the model's own UniPC on its own table, as diffusers' "
+        "pipeline. While it "
         "renders, POST /v1/runs/{id}/interactions (or an interaction message on the run's "
         "events socket) changes the prompt, negative prompt or "
         "guidance from the next chunk on. frames is 4k+1; format png is a lossless APNG."

@@ -26,12 +26,13 @@ from inline_core.families.skyreels import chunks
 from inline_core.families.skyreels.comfy import RECIPE
 from inline_core.families.skyreels.descriptor import (
     EXTRA_HINT,
+    GUIDANCE_DEFAULT,
     NODE_TYPE,
     SKYREELS_DESCRIPTOR,
 )
 from inline_core.families.skyreels.download import DOWNLOADS
 from inline_core.families.skyreels.files import RULES, flow_shift
-from inline_core.families.skyreels.request import SkyReelsRequest, new_request
+from inline_core.families.skyreels.request import SkyReelsRequest, new_request, sampler_refusal
 from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.models.source import Source
 from inline_core.runtime.video import Video
@@ -100,6 +101,8 @@ class SkyReelsFamily(Family):
             if request[name] is not None:
                 request[name] = int(request[name])
         request["guidance"] = float(request["guidance"])
+        request["sampler"] = str(params.get("sampler") or "")  # empty: the model's own
+        request["sigma_schedule"] = str(params.get("schedule") or "")
         shift = params.get("shift")
         request["shift"] = None if shift is None else float(shift)
         take_params = {**request, "image_to_video": False, "extends_frames": 0}
@@ -143,6 +146,14 @@ class SkyReelsFamily(Family):
                     f"patches), got {value}",
                     node_id=submit.node_id,
                 )
+        guidance = params.get("guidance")
+        why = sampler_refusal(
+            str(params.get("sampler") or ""),
+            str(params.get("schedule") or ""),
+            GUIDANCE_DEFAULT if guidance is None else float(guidance),
+        )
+        if why is not None:
+            raise InvalidRequest(why, node_id=submit.node_id)
         check_encoders(params, submit.node_id, "a lossless animated PNG")
 
     def new_request(

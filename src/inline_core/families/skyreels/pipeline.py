@@ -8,7 +8,10 @@ prefix) or the end of a video to extend (`extend.py`), plans the chunks and thei
 chunk draws its own from it, in turn, as diffusers does). `denoise_step` runs one transformer
 forward over the windows of a batch of requests of one window shape and causal block size, each
 frame at its own timestep (`enable_diffusion_forcing`); `step_scheduler` steps the frames the
-schedule updates, each with its own UniPC copy. When a chunk's last iteration is done the state
+schedule updates, each run of frames that steps together with its own sampler (its history and
+noise its own: `diffusion/sigma/staggered.py`), as diffusers steps one scheduler per frame. The
+sampler and schedule are the node's (`diffusion/flow/unipc_model.py`); empty, the model's own
+UniPC on its own table, diffusers' arithmetic. When a chunk's last iteration is done the state
 is at a boundary: the loop applies the interactions queued for it
 (`apply_interaction_at_chunk_boundary`: a new prompt, negative prompt or guidance), and
 `prepare_next_chunk` appends the finished chunk to the video's latents and starts the next from
@@ -18,7 +21,6 @@ chunk (`on_chunk`).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, cast
 
@@ -29,8 +31,10 @@ from torch import nn
 from inline_core.components.interfaces import Conditioning, Latents
 from inline_core.components.step import ChunkMediaSpec
 from inline_core.diffusion.encoders.padded_t5 import PaddedT5Encoder
-from inline_core.diffusion.libs import module
+from inline_core.diffusion.flow.unipc_model import UniPCModelWalk, unipc_model_walk
 from inline_core.diffusion.placement import OffloadSwap, PlacementLike, torch_dtype
+from inline_core.diffusion.sigma.noise import RowNoise, row_generator
+from inline_core.diffusion.sigma.staggered import StaggeredSteppers
 from inline_core.diffusion.vae.pixels import to_pixels
 from inline_core.diffusion.vae.wan_vae import DecodeSession, WanVAE
 from inline_core.families.skyreels.chunks import TEMPORAL_FACTOR, Chunk
@@ -38,6 +42,7 @@ from inline_core.families.skyreels.extend import video_pixels
 from inline_core.families.skyreels.request import SPATIAL_FACTOR, SkyReelsRequest, new_request
 from inline_core.families.skyreels.schedule import ChunkSchedule, chunk_schedule
 from inline_core.families.wan.first_frame import image_pixels
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS
 from inline_core.runtime.interactions import InteractionInbox
 from inline_core.runtime.video import Frames, Video
 
@@ -99,13 +104,15 @@ class SkyReelsStepPipeline:
     def request(self, **kwargs: Any) -> SkyReelsRequest:
         return new_request(self.model_key, **kwargs)
 
-    def new_scheduler(self, state: SkyReelsRequest) -> Any:
+    def walk(self, state: SkyReelsRequest) -> UniPCModelWalk:
+        """What each frame's sampler walks: the request's sampler and schedule (empty: the
+        model's own), on the scheduler config's table shifted by the request's shift."""
         config = dict(self.scheduler_config)
         if state.shift is not None:
             config["flow_shift"] = state.shift
-        scheduler = module("diffusers").UniPCMultistepScheduler.from_config(config)
-        scheduler.set_timesteps(state.steps, device=self.device)
-        return scheduler
+        sampler, schedule = state.sampler or None, state.sigma_schedule or None
+        # diffusers' pipeline writes each frame's step into the latents it stepped (in place).
+        return unipc_model_walk(config, state.steps, self.device, sampler, schedule, in_place=True)
 
     # -- step protocol ---------------------------------------------------------------------------
 
@@ -120,8 +127,8 @@ class SkyReelsStepPipeline:
                 state.condition = self.vae.encode(pixels).to(self.device)
             if state.extend is not None and state.condition is None:
                 self._encode_extended(state)
-            base = self.new_scheduler(state)
-            timesteps = cast(torch.Tensor, base.timesteps)
+            walk = state.walk = self.walk(state)
+            timesteps = walk.timesteps(walk.call_sigmas(), self.device)
             state.schedules = [
                 chunk_schedule(
                     c.frames, timesteps, state.ar_step, c.prefix, state.causal_block_size
@@ -130,9 +137,9 @@ class SkyReelsStepPipeline:
             ]
             state.iterations = [s.iterations for s in state.schedules]
             state.generator = torch.Generator("cpu").manual_seed(state.seed)
+            state.sampler_noise = RowNoise([row_generator(state.seed)])
             if state.inbox is None:
                 state.inbox = InteractionInbox(len(state.plan))
-            state.scheduler = base
             self._start_chunk(state, 0)
             state.prepared = True
         return state
@@ -147,7 +154,7 @@ class SkyReelsStepPipeline:
         state.condition = latents[:, :, : state.plan[0].prefix]
 
     def _start_chunk(self, state: SkyReelsRequest, index: int) -> None:
-        """The chunk's noise (its prefix frames the video's last ones), its frames' schedulers."""
+        """The chunk's noise (its prefix frames the video's last ones), its frames' samplers."""
         chunk = state.plan[index]
         h, w = state.latent_size
         shape = (1, self.latent_channels, chunk.frames, h, w)
@@ -160,12 +167,9 @@ class SkyReelsStepPipeline:
             prefix = video[:, :, -chunk.kept_from :][:, :, : chunk.prefix]
             latents[:, :, : chunk.prefix] = prefix.to(self.dtype)
         state.latents = latents
-        base = state.scheduler
-        state.frame_schedulers = []
-        for _ in range(chunk.frames):
-            scheduler = copy.deepcopy(base)
-            scheduler.set_timesteps(state.steps, device=self.device)
-            state.frame_schedulers.append(scheduler)
+        walk, noise = cast(UniPCModelWalk, state.walk), cast(RowNoise, state.sampler_noise)
+        spans = cast(ChunkSchedule, state.schedules[index]).spans
+        state.steppers = StaggeredSteppers(spans, lambda: walk.stepper(noise), axis=2)
         state.chunk = index
         state.iteration = 0
         state.boundary = False
@@ -218,22 +222,24 @@ class SkyReelsStepPipeline:
                 if s.cfg:
                     uncond = next(negatives).unsqueeze(0)
                     pred = uncond + s.guidance * (pred - uncond)
+                    # A CFG++ sampler steps along the unconditional prediction too.
+                    s.uncond = uncond if s.sampler in CFG_PP_SAMPLERS else None
                 preds.append(pred)
             return preds
 
     def step_scheduler(self, state: SkyReelsRequest, noise_pred: Any, /) -> None:
         schedule = self._schedule(state)
-        start, end = schedule.interval(state.iteration)
-        t = schedule.matrix[state.iteration]
-        update = schedule.update[state.iteration]
-        latents = cast(torch.Tensor, state.latents)
-        pred = cast(torch.Tensor, noise_pred)
+        start, _end = schedule.interval(state.iteration)
+        steppers = cast(StaggeredSteppers, state.steppers)
+        uncond, state.uncond = state.uncond, None
         with torch.inference_mode():
-            for idx in range(start, end):
-                if update[idx]:
-                    latents[:, :, idx] = state.frame_schedulers[idx].step(
-                        pred[:, :, idx - start], t[idx], latents[:, :, idx], return_dict=False
-                    )[0]
+            steppers.advance(
+                cast(torch.Tensor, state.latents),
+                cast(torch.Tensor, noise_pred),
+                schedule.update[state.iteration],
+                start,
+                uncond,
+            )
         state.iteration += 1
         state.step_index += 1
         if state.iteration == schedule.iterations:
@@ -248,8 +254,7 @@ class SkyReelsStepPipeline:
             state.video_latents = torch.cat(
                 [cast(torch.Tensor, state.video_latents), latents[:, :, chunk.kept_from :]], dim=2
             )
-        state.latents = None
-        state.frame_schedulers = []
+        state.latents = state.steppers = None
         state.boundary = state.chunk + 1 < len(state.plan)
         if state.boundary and state.on_chunk is not None:  # streamed: its frames now
             self._decode_kept(state, chunk)
@@ -300,7 +305,8 @@ class SkyReelsStepPipeline:
         value = state.video_latents
         if value is None or not state.done:
             raise RuntimeError("the render has not finished its chunks")
-        state.video_latents = state.latents = state.generator = None
+        state.video_latents = state.latents = state.generator = state.sampler_noise = None
+        state.walk = None
         state.positive = state.negative = state.condition = None
         return Latents(value, tuple(value.shape))
 

@@ -17,6 +17,7 @@ from inline_core.components.interfaces import Conditioning
 from inline_core.errors import InvalidRequest
 from inline_core.families.skyreels import chunks
 from inline_core.families.skyreels.chunks import Chunk
+from inline_core.families.wan.request import cfg_pp_refusal, sampling_refusal
 from inline_core.parallel.wire import LOCAL
 from inline_core.runtime.interactions import InteractionInbox
 
@@ -36,6 +37,10 @@ class SkyReelsRequest:
     seed: int
     negative_prompt: str = ""
     shift: float | None = None  # the scheduler's flow shift (None: the model's own)
+    # ComfyUI's sampler and schedule names, each frame's own (empty: the model's own UniPC on
+    # its own table, as diffusers renders).
+    sampler: str = ""
+    sigma_schedule: str = ""
     fps: int = 24
     format: str = "mp4"
     # Long video: chunks of `base_frames` frames, each after the first starting from the last
@@ -66,9 +71,11 @@ class SkyReelsRequest:
     boundary: bool = field(default=False, metadata=LOCAL)  # a chunk ended, the next not set up
     latents: Any = field(default=None, metadata=LOCAL)  # the chunk's (1, C, F, H, W)
     video_latents: Any = field(default=None, metadata=LOCAL)  # the video's so far
-    scheduler: Any = field(default=None, metadata=LOCAL)  # set to the steps; copied per frame
-    frame_schedulers: list[Any] = field(default_factory=list[Any], metadata=LOCAL)
+    walk: Any = field(default=None, metadata=LOCAL)  # what every frame's sampler walks
+    steppers: Any = field(default=None, metadata=LOCAL)  # the chunk's, one per span of frames
+    uncond: Any = field(default=None, metadata=LOCAL)  # a CFG++ step's unconditional output
     generator: Any = field(default=None, metadata=LOCAL)  # the noise of every chunk, in turn
+    sampler_noise: Any = field(default=None, metadata=LOCAL)  # an ancestral sampler's, apart
     inbox: InteractionInbox | None = field(default=None, metadata=LOCAL)
     # Called with each decoded chunk's first frame index and frames (the run streams them):
     # then each chunk is decoded as it finishes, the last one in `post_decode`.
@@ -141,6 +148,9 @@ def new_request(model_key: Hashable, **kwargs: Any) -> SkyReelsRequest:
         raise InvalidRequest("steps must be at least 1")
     if state.ar_step < 0 or state.causal_block_size < 1:
         raise InvalidRequest("ar_step must be 0 or more, causal_block_size 1 or more")
+    why = sampler_refusal(state.sampler, state.sigma_schedule, state.guidance)
+    if why is not None:
+        raise InvalidRequest(why)
     why = chunks.refusal(state.frames, state.base_frames, state.overlap, state.causal_block_size)
     if why is not None:
         raise InvalidRequest(why)
@@ -152,6 +162,12 @@ def new_request(model_key: Hashable, **kwargs: Any) -> SkyReelsRequest:
         first_prefix=_first_prefix(state),
     )
     return state
+
+
+def sampler_refusal(sampler: str, schedule: str, guidance: float) -> str | None:
+    """Why a sampler or schedule does not run (Wan's names: ComfyUI's, or empty for the model's
+    own); every one of them runs per frame, a CFG++ one only where every step is guided."""
+    return sampling_refusal(sampler, schedule) or cfg_pp_refusal(sampler, guidance, None)
 
 
 def _first_prefix(state: SkyReelsRequest) -> int:

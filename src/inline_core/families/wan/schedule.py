@@ -1,36 +1,27 @@
 """One Wan request's private schedule: its sampler walking its sigmas, on the shared sigma library.
 
 The model's own (the node's empty `sampler` and `schedule`) is diffusers' `WanPipeline`: the
-scheduler config's UniPC over the table `UniPCMultistepScheduler` makes, fed its integer
-timesteps, so a default render is diffusers' bit for bit. A named sampler or schedule is the
-library's under ComfyUI's name, on Wan's flow table shifted by the config's `flow_shift` (or the
-request's shift); `simple` is the flow pipelines' own spacing (`flow/samplers.py`). The transformer
-takes the timestep as it is (`sigma x 1000`; UniPC's truncated to an integer, as diffusers feeds
-it). A two-expert pair switches at a model call (`switch_call`), not a step: a sampler may call
-the model more than once a step.
+scheduler config's UniPC on its own table; a named one is the library's under ComfyUI's name, on
+Wan's flow table shifted by the config's `flow_shift` (or the request's shift), as
+`diffusion/flow/unipc_model.py` says. The transformer takes the timestep as it is
+(`sigma x 1000`; UniPC's truncated to an integer, as diffusers feeds it). A two-expert pair
+switches at a model call (`switch_call`), not a step: a sampler may call the model more than once
+a step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import torch
 
-from inline_core.diffusion.flow.samplers import (
-    TRAIN_TIMESTEPS,
-    model_sigmas,
-    numpy_flow_spacing,
-    unipc_of_config,
-    unipc_timesteps,
-)
+from inline_core.diffusion.flow.samplers import TRAIN_TIMESTEPS
 from inline_core.diffusion.flow.schedule import FlowMatchSchedule
-from inline_core.diffusion.libs import diffusers, to_floats
+from inline_core.diffusion.flow.unipc_model import unipc_model_walk
 from inline_core.diffusion.sigma.noise import RowNoise, row_generator
-from inline_core.diffusion.sigma.sampling import FlowSampling
-from inline_core.diffusion.sigma.stepper import Sampler, SigmaStepper, call_sigmas
+from inline_core.diffusion.sigma.stepper import call_sigmas
 from inline_core.families.wan.descriptor import MODEL_OWN
-from inline_core.graph.sampler_names import UNIPC_SAMPLERS
 
 
 def _as_is(timesteps: torch.Tensor) -> torch.Tensor:
@@ -48,27 +39,16 @@ def wan_schedule(
     seed: int = 0,
 ) -> FlowMatchSchedule:
     """`config`: the model's diffusers UniPC config, its `flow_shift` the request's own."""
-    shift = float(config["flow_shift"])
-    unipc = sampler == MODEL_OWN or sampler in UNIPC_SAMPLERS
-    algorithm: Sampler = unipc_of_config(config).algorithm if sampler == MODEL_OWN else sampler
-    own_table: Any = None
-    if schedule == MODEL_OWN:
-        own_table = diffusers().UniPCMultistepScheduler.from_config(dict(config))
-        own_table.set_timesteps(steps, device=device)
-        sigmas = to_floats(cast(torch.Tensor, own_table.sigmas))
-    else:
-        flow = {"shift": shift, "num_train_timesteps": TRAIN_TIMESTEPS}
-        sigmas = model_sigmas(flow, steps, 0.0, schedule, numpy_flow_spacing)
-    noise = RowNoise([row_generator(seed)])
-    stepper = SigmaStepper(algorithm, FlowSampling(shift), sigmas, None, noise)
+    walk = unipc_model_walk(
+        config,
+        steps,
+        device,
+        None if sampler == MODEL_OWN else sampler,
+        None if schedule == MODEL_OWN else schedule,
+    )
+    stepper = walk.stepper(RowNoise([row_generator(seed)]))
     levels = torch.tensor(stepper.call_sigmas, dtype=torch.float32)
-    if own_table is not None and unipc:  # diffusers' own integer timesteps
-        timesteps = cast(torch.Tensor, own_table.timesteps)
-    elif unipc:
-        timesteps = unipc_timesteps(stepper.call_sigmas, device)
-    else:
-        timesteps = (levels * TRAIN_TIMESTEPS).to(device)
-    return FlowMatchSchedule(stepper, levels, timesteps, _as_is)
+    return FlowMatchSchedule(stepper, levels, walk.timesteps(stepper.call_sigmas, device), _as_is)
 
 
 def boundary_call(timesteps: Sequence[float], boundary_ratio: float) -> int:

@@ -29,6 +29,10 @@ class UniPC:
     variant: Variant = "bh2"
     order: int = 2  # diffusers' `solver_order`
     corrector: bool = True
+    # diffusers' diffusion-forcing pipelines (SkyReels-V2) step a view of their latents and write
+    # the result into it, so the scheduler's remembered first point becomes the one it predicted:
+    # its first correction starts from there. True: that render, as those pipelines make it.
+    first_correction_in_place: bool = False
 
     def __post_init__(self) -> None:
         if self.variant not in ("bh1", "bh2"):
@@ -139,6 +143,8 @@ def unipc(walk: Walk, x: torch.Tensor, sigmas: list[float], config: UniPC = UniP
         new = p.denoised
         if config.corrector and c.alpha_b:
             correction = _weighted(c.corrector[:-1], diffs) + c.corrector[-1] * (new - m0)
+            if i == 0 and config.first_correction_in_place:
+                base = c.ratio * predicted - c.alpha_phi * m0
             x = base - c.alpha_b * correction
         else:
             x = p.x
