@@ -7,9 +7,9 @@ The samplers are the sigma library's under ComfyUI's names; each case pairs one 
 diffusers scheduler that walks the same sigmas: `euler` on `ddim_uniform` is
 `EulerDiscreteScheduler` with SDXL's "leading" spacing (timesteps 1 + k * 1000 // steps), as
 `heun`, `lms` and `dpm_2` on it are `HeunDiscreteScheduler`, `LMSDiscreteScheduler` and
-`KDPM2DiscreteScheduler`; `dpmpp_2m` on `karras` is `DPMSolverMultistepScheduler` with Karras
-sigmas. The first point is
-handed to diffusers (see `_latents_scale`).
+`KDPM2DiscreteScheduler`; `dpmpp_2m` and `uni_pc_bh2` on `karras` are
+`DPMSolverMultistepScheduler` and `UniPCMultistepScheduler` (bh2) with Karras sigmas. The first
+point is handed to diffusers (see `_latents_scale`).
 """
 
 from __future__ import annotations
@@ -39,6 +39,12 @@ def _scheduler(pipe: Any, kind: str, prediction: str = "epsilon") -> Any:
         return EulerDiscreteScheduler.from_config(config)  # pyright: ignore
     if kind in VE_SCHEDULERS:
         return getattr(diffusers, VE_SCHEDULERS[kind]).from_config(config)  # pyright: ignore
+    if kind == "bh2":  # UniPC (order 2) on Karras sigmas, from the largest; diffusers' bh1
+        # steps to a zero final sigma as NaN, so `uni_pc` (bh1) is checked on the toy model only
+        # (`tests/diffusion/test_sigma_unipc.py`)
+        return diffusers.UniPCMultistepScheduler.from_config(  # pyright: ignore
+            config, solver_type=kind, use_karras_sigmas=True, final_sigmas_type="zero"
+        )
     return DPMSolverMultistepScheduler.from_config(config, use_karras_sigmas=True)  # pyright: ignore
 
 
@@ -84,6 +90,7 @@ CASES = [
     pytest.param("heun", {"sampler": "heun", "schedule": "ddim_uniform"}, id="heun"),
     pytest.param("lms", {"sampler": "lms", "schedule": "ddim_uniform"}, id="lms"),
     pytest.param("dpm_2", {"sampler": "dpm_2", "schedule": "ddim_uniform"}, id="dpm-2"),
+    pytest.param("bh2", {"sampler": "uni_pc_bh2", "schedule": "karras"}, id="unipc-bh2-karras"),
     pytest.param(
         "euler",
         {"sampler": "euler", "schedule": "ddim_uniform", "clip_skip": -3},
