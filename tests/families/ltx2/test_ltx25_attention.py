@@ -105,3 +105,24 @@ def test_the_decoder_decodes_as_diffusers_flex_path(ltx25_kit: LTX2Kit) -> None:
     assert frames[0].shape == (1, 3, 5, 32, 32)
     assert float((frames[0] - frames[1]).abs().max()) <= DECODE_TOLERANCE
     assert float(frames[0].std()) > 0.01
+
+
+def test_a_batch_holds_the_budget_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block's scores are batch x heads x queries x keys: the budget counts the batch."""
+    from inline_core.families.ltx2 import neighborhood_attention as na
+
+    held: list[int] = []
+    real = na._attend  # pyright: ignore[reportPrivateUsage]
+
+    def counted(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        held.append(q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2])
+        return real(q, k, v, m)
+
+    monkeypatch.setattr(na, "_attend", counted)
+    shape = (3, 5, 7, 9, 2, 8)  # a batch of three, two heads
+    q, k, v = (torch.randn(shape, generator=torch.Generator().manual_seed(s)) for s in (1, 2, 3))
+    budget = 600
+    blocked = na.neighborhood_attention(q, k, v, (3, 5, 3), budget)
+    assert held and max(held) <= budget
+    whole = na.neighborhood_attention(q, k, v, (3, 5, 3), 1 << 24)
+    assert float((blocked - whole).abs().max()) <= LAYER_TOLERANCE

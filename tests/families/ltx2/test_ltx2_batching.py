@@ -6,12 +6,14 @@ two). Another frame rate (so another soundtrack length) runs in forwards of its 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from ltx2_harness import ltx2_rig, solo_and_together
 
 from inline_core.families.ltx2.kit import LTX2Kit
+from inline_core.runtime.video import Video
 from inline_core.sampling.loop import StepLoopSampler
 
 SHAPE = {"width": 32, "height": 32, "frames": 5, "fps": 25, "format": "png"}
@@ -45,6 +47,13 @@ def test_same_shape_renders_share_forwards_and_equal_their_solo_renders(ltx2_kit
     finally:
         sampler.close()
     assert stats["batchedForwards"] > 0 and stats["meanBatch"] > 1.0
+    assert_batched_equal_solo(solo, together)
+    assert solo[0].audio is not None and solo[2].audio is not None
+    assert solo[2].audio.samples.shape[1] != solo[0].audio.samples.shape[1]  # its own length
+
+
+def assert_batched_equal_solo(solo: Sequence[Video], together: Sequence[Video]) -> None:
+    """Each take rendered in a batch as it did alone: its frames and its sound."""
     for alone, batched in zip(solo, together, strict=True):
         difference = np.abs(alone.frames.astype(np.int16) - batched.frames.astype(np.int16))
         assert int(difference.max()) <= TOLERANCE
@@ -52,5 +61,3 @@ def test_same_shape_renders_share_forwards_and_equal_their_solo_renders(ltx2_kit
         assert alone.audio is not None and batched.audio is not None
         heard = np.abs(alone.audio.samples - batched.audio.samples)
         assert float(heard.max()) <= AUDIO_TOLERANCE
-    assert solo[0].audio is not None and solo[2].audio is not None
-    assert solo[2].audio.samples.shape[1] != solo[0].audio.samples.shape[1]  # its own length

@@ -12,7 +12,8 @@ key cells its windows can reach, with the same window as a boolean mask: scores 
 `math_attention` computes them, masked to -inf, softmaxed in float32, cast to the query's dtype
 and applied to the values. A key outside every window of a block is one `math_attention` gives
 a zero weight, so the result is the same to the float rounding of shorter sums; memory is one
-block's scores (`SCORES_PER_BLOCK`), whatever the video's size. It is installed through
+block's scores (`SCORES_PER_BLOCK`, the batch's rows and heads counted), whatever the video's
+size. It is installed through
 diffusers' attention-processor seam (`set_attn_processor`); the decoder then builds no
 `BlockMask` (it builds one only for its flex processor).
 """
@@ -25,7 +26,7 @@ from typing import Any, cast
 
 import torch
 
-SCORES_PER_BLOCK = 1 << 24  # float32 scores per block (64 MiB), heads included
+SCORES_PER_BLOCK = 1 << 24  # float32 scores per block (64 MiB), batch and heads included
 
 Box = tuple[int, int, int]
 
@@ -38,7 +39,8 @@ def window_starts(length: int, kernel: int) -> torch.Tensor:
 
 def block_shape(grid: Box, kernel: Box, heads: int, budget: int = SCORES_PER_BLOCK) -> Box:
     """Query cells per block along (t, h, w): the kernel's box, narrowed (t, then h, then w)
-    while one block's scores pass `budget`, then widened (w, then h, then t) while they fit."""
+    while one block's scores pass `budget`, then widened (w, then h, then t) while they fit.
+    `heads`: the score rows per query and key, every batch row's heads."""
 
     def scores(block: list[int]) -> int:
         reach = [min(b + k - 1, n) for b, k, n in zip(block, kernel, grid, strict=True)]
@@ -75,7 +77,7 @@ def neighborhood_attention(
         min(kernel_size[2], grid[2]),
     )
     starts = [window_starts(n, k) for n, k in zip(grid, kernel, strict=True)]
-    block = block_shape(grid, kernel, heads, budget)
+    block = block_shape(grid, kernel, batch * heads, budget)  # each batch row scores its own
     result = torch.empty_like(query)
     for origin in itertools.product(*(range(0, n, b) for n, b in zip(grid, block, strict=True))):
         cells = [range(a, min(a + b, n)) for a, b, n in zip(origin, block, grid, strict=True)]
