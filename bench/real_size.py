@@ -43,6 +43,8 @@ RESULTS = ROOT / "bench" / "results"
 
 from server_process import start_server  # noqa: E402
 
+from tests.page_cache import drop_from_page_cache  # noqa: E402
+
 GIB = 1024**3
 # One client for the whole run, as Inline Studio keeps one: making an httpx client builds an SSL
 # context (30-160 ms here), which a per-render `httpx.post` would add to every server time.
@@ -266,12 +268,7 @@ class MemoryCage:
 
 def drop_cached(models: Path) -> None:
     """Evict the model files from the page cache, so a confined server reads them itself."""
-    for path in models.rglob("*.safetensors"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+    drop_from_page_cache(models)
 
 
 @contextmanager

@@ -9,12 +9,14 @@ it is posted, its state polled until done, and its take's bytes read. A profile 
 thread (`sys.setprofile` and `threading.setprofile`) records each `inline_core` module whose code
 ran between the POST and the take's bytes. The first render loads the models; later ones are the
 warm walk a user pays on every render. Then `--timed` more warm renders run without the hook,
-each timed: its wall time and the process's CPU time (every thread's, the client's polling
+waited on through the run's events socket (no polls), on a second server started after the hook
+is gone, each timed: its wall time and the process's CPU time (every thread's, the client's
 included), whose medians are the render's cost on this machine (run two checkouts in turn to
-compare them; the CPU time is the steadier figure on a loaded machine). Prints the counts per
-package and the timings, and writes bench/results/render_walk.json with the module lists, so two
-checkouts can be compared. The modules are those of the `inline_core` actually imported (the
-first on `PYTHONPATH`).
+compare them). Five more on the hooked server count the Python function calls a warm render
+makes on every thread (a background thread's included): a figure the machine's load cannot move.
+Prints the counts per package and the timings, and writes bench/results/render_walk.json with the
+module lists, so two checkouts can be compared. The modules are those of the `inline_core`
+actually imported (the first on `PYTHONPATH`).
 """
 
 from __future__ import annotations
@@ -55,11 +57,13 @@ class Recorder:
         self.source = source
         self.active = False
         self.seen: set[str] = set()
+        self.calls = 0  # Python function calls (any code's) while active
         self._names: dict[str, str | None] = {}
 
     def hook(self, frame: FrameType, event: str, arg: Any) -> None:
         if event != "call" or not self.active:
             return
+        self.calls += 1
         filename = frame.f_code.co_filename
         if filename not in self._names:
             self._names[filename] = module_of(filename, self.source)
@@ -81,6 +85,7 @@ class Recorder:
     @contextmanager
     def recording(self) -> Generator[set[str]]:
         self.seen = set()
+        self.calls = 0
         self.active = True
         try:
             yield self.seen
@@ -101,20 +106,27 @@ def prompt_graph(node_type: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"schemaVersion": 1, "nodes": [prompt, node]}
 
 
-def render(client: Any, node_type: str, seed: int) -> None:
-    """One render: posted, polled until done, its take's bytes read."""
+FINISHED = ("done", "error", "cancelled")
+
+
+def render(client: Any, node_type: str, seed: int, *, socket: bool = False) -> None:
+    """One render: posted, waited on until done (its state polled, or with `socket` its events
+    socket read until the run ends: no polls, so the same work whatever the render's length),
+    its take's bytes read."""
     params = {"width": 64, "height": 64, "steps": 2, "seed": seed}
     response = client.post(
         "/v1/runs", json={"graph": prompt_graph(node_type, params), "target": "z"}
     )
     assert response.status_code == 201, response.text
     run_id = response.json()["runId"]
+    if socket:
+        with client.websocket_connect(f"/v1/runs/{run_id}/events") as events:
+            first = events.receive_json()  # the snapshot: the run may have ended already
+            ended = first["state"]["status"] in FINISHED
+            while not ended:
+                ended = events.receive_json()["type"] in ("run_done", *FINISHED)
     deadline = time.monotonic() + 600  # a liveness bound: a stuck run fails the bench
-    while (state := client.get(f"/v1/runs/{run_id}").json())["status"] not in (
-        "done",
-        "error",
-        "cancelled",
-    ):
+    while (state := client.get(f"/v1/runs/{run_id}").json())["status"] not in FINISHED:
         assert time.monotonic() < deadline, f"run {run_id} did not end: {state}"
         time.sleep(0.01)
     assert state["status"] == "done", state
@@ -177,17 +189,25 @@ def main() -> int:
                     "moduleList": sorted(seen),
                 }
             )
-        sys.setprofile(None)  # the timed renders run unhooked (new threads too)
-        threading.setprofile(None)  # type: ignore[arg-type]  # None removes the hook
-        wall_ms: list[float] = []
-        cpu_ms: list[float] = []
-        for index in range(int(args.timed)):
+        calls: list[int] = []
+        for index in range(int(args.timed) and 5):  # Python calls: a figure load cannot move
+            with recorder.recording():
+                render(client, NODE_TYPE, 500 + index, socket=True)
+            calls.append(recorder.calls)
+    wall_ms: list[float] = []
+    cpu_ms: list[float] = []
+    # A server of its own, started after the hook is gone: its threads carry none.
+    with TestClient(create_app(config)) as client:
+        for index in range(int(args.timed) + 2):  # the first two load and warm up
             wall, cpu = time.perf_counter(), time.process_time()
-            render(client, NODE_TYPE, 1000 + index)
-            cpu_ms.append((time.process_time() - cpu) * 1000)
-            wall_ms.append((time.perf_counter() - wall) * 1000)
+            render(client, NODE_TYPE, 1000 + index, socket=True)
+            if index >= 2:
+                cpu_ms.append((time.process_time() - cpu) * 1000)
+                wall_ms.append((time.perf_counter() - wall) * 1000)
     timed = {
         "renders": len(wall_ms),
+        "pythonCallsMedian": statistics.median(calls) if calls else None,
+        "pythonCalls": calls,
         "wallMedianMs": round(statistics.median(wall_ms), 2) if wall_ms else None,
         "cpuMedianMs": round(statistics.median(cpu_ms), 2) if cpu_ms else None,
         "wallMs": [round(v, 2) for v in wall_ms],
@@ -202,7 +222,8 @@ def main() -> int:
     if wall_ms:
         print(
             f"{len(wall_ms)} warm renders unhooked: median {timed['wallMedianMs']} ms wall, "
-            f"{timed['cpuMedianMs']} ms CPU (load {os.getloadavg()[0]:.1f})"
+            f"{timed['cpuMedianMs']} ms CPU (load {os.getloadavg()[0]:.1f}); "
+            f"{timed['pythonCallsMedian']} Python calls a render (median of {len(calls)})"
         )
     out = cast(Path, args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.run_once import built_once
+
 FAMILIES = Path(__file__).resolve().parent / "families"
 DISTRIBUTIONS = ("tiny_chroma", "broken_family")
 
@@ -21,9 +23,14 @@ DISTRIBUTIONS = ("tiny_chroma", "broken_family")
 @pytest.fixture(scope="session")
 def family_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The test family distributions, built and installed by pip into a folder of their own
-    (never the project's environment: a server started from it must not list them)."""
-    work = tmp_path_factory.mktemp("family-dists")
-    site = tmp_path_factory.mktemp("family-site")
+    (never the project's environment: a server started from it must not list them); once per
+    run (tests/run_once.py)."""
+    return built_once(tmp_path_factory, "family-site", _install_families)
+
+
+def _install_families(site: Path) -> None:
+    work = site.with_name(site.name + "-sources")
+    shutil.rmtree(work, ignore_errors=True)
     sources = [shutil.copytree(FAMILIES / name, work / name) for name in DISTRIBUTIONS]
     subprocess.run(
         [
@@ -42,7 +49,6 @@ def family_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         timeout=300,
     )
-    return site
 
 
 @pytest.fixture(scope="module")
@@ -65,12 +71,15 @@ def installed(family_site: Path) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def two_families(family_site: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A models folder with Z-Image's tiny kit (ComfyUI files) and Chroma's (diffusers folders),
-    each written by its own `inline-core kit --family`."""
-    from inline_core.families.zimage.kit import build_kit
+    each written by its own `inline-core kit --family`; once per run (tests/run_once.py)."""
 
-    root = tmp_path_factory.mktemp("two-families") / "models"
-    build_kit(root, "tiny", layouts=("comfy",))
-    env = {**os.environ, "PYTHONPATH": str(family_site)}
-    command = [sys.executable, "-m", "inline_core.cli", "kit", "--family", "chroma"]
-    subprocess.run([*command, "--out", str(root)], check=True, env=env, timeout=300)
-    return root
+    def write(folder: Path) -> None:
+        from inline_core.families.zimage.kit import build_kit
+
+        root = folder / "models"
+        build_kit(root, "tiny", layouts=("comfy",))
+        env = {**os.environ, "PYTHONPATH": str(family_site)}
+        command = [sys.executable, "-m", "inline_core.cli", "kit", "--family", "chroma"]
+        subprocess.run([*command, "--out", str(root)], check=True, env=env, timeout=300)
+
+    return built_once(tmp_path_factory, "two-families", write) / "models"

@@ -1,6 +1,7 @@
 """Each xdist worker's timeline in the run's summary: when it finished, how long it worked, the
 serial chains' spans (tests/worker_groups.py) and the idle tail, so CI's output says which chain
-bounds the run's wall time and what a worker waited at the end.
+bounds the run's wall time and what a worker waited at the end; then the modules that took the
+most worker time (setups, tests and teardowns together), where `--durations` names single tests.
 
 Read on the xdist controller from the reports its workers send (each phase's start and stop,
 the machine's clock), so it costs the run nothing; a run in one process prints nothing.
@@ -15,6 +16,8 @@ import pytest
 
 # What a worker did at the end that the other waited for: its last groups, this many.
 LAST_GROUPS = 3
+# The modules that took the most worker time, this many.
+SLOWEST_MODULES = 15
 
 
 @dataclass
@@ -58,6 +61,7 @@ class Timeline:
     def __init__(self, chains: Sequence[str]) -> None:
         self.chains = tuple(chains)
         self.workers: dict[str, WorkerLine] = {}
+        self.modules: dict[str, float] = {}  # worker seconds by test module
 
     def add(self, report: pytest.TestReport) -> None:
         node = getattr(report, "node", None)  # xdist's controller names the worker
@@ -68,6 +72,8 @@ class Timeline:
         name = group if at and "::" in head else report.nodeid.split("::", 1)[0]
         line = self.workers.setdefault(worker, WorkerLine())
         line.spans.append((name, Span(report.start, report.stop)))
+        module = report.nodeid.split("::", 1)[0]
+        self.modules[module] = self.modules.get(module, 0.0) + report.stop - report.start
 
     def lines(self) -> list[str]:
         if not self.workers:
@@ -88,6 +94,10 @@ class Timeline:
             )
         last = max(self.workers.items(), key=lambda item: item[1].stop)
         out.append(f"last to end: {last[0]}, its last groups: {', '.join(last[1].last_groups())}")
+        slowest = sorted(self.modules.items(), key=lambda item: -item[1])[:SLOWEST_MODULES]
+        total = sum(self.modules.values())
+        out.append(f"slowest modules, of {total:.0f} s of work in {len(self.modules)} modules:")
+        out.extend(f"{seconds:6.1f} s {module}" for module, seconds in slowest)
         return out
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -211,9 +211,16 @@ def ref_dpmpp_2s_ancestral_rf_cfg_pp(x: Tensor, sigmas: Tensor, noise: Noise) ->
 
 
 def ref_res_multistep(
-    x: Tensor, sigmas: Tensor, flow: bool, noise: Noise, eta: float = 0.0
+    x: Tensor,
+    sigmas: Tensor,
+    flow: bool,
+    noise: Noise,
+    eta: float = 0.0,
+    model: Reference | None = None,
 ) -> Tensor:
-    model = Reference()
+    """ComfyUI's res_multistep with cfg_pp; a `model` whose unconditional estimate is its guided
+    one makes it ComfyUI's plain res_multistep (each cfg_pp term then equals the plain one)."""
+    model = Reference() if model is None else model
 
     def sigma_fn(t: Tensor) -> Tensor:
         return t.neg().exp()

@@ -73,6 +73,29 @@ def test_beta_quantiles_invert_the_distribution() -> None:
     assert beta_ppf(0.3, 2.0, 1.0) == pytest.approx(math.sqrt(0.3), abs=1e-12)  # cdf x^2
 
 
+def test_beta_is_comfyuis_beta_scheduler() -> None:
+    """ComfyUI's `beta_scheduler` (alpha = beta = 0.6) with scipy's quantiles (the test env has
+    scipy; the server does not need it): the table's sigmas at the beta quantiles of the
+    timesteps, a repeated timestep once. Every even count meets the median's 499.5, which rounds
+    to 500 only from the exact quantile."""
+    from scipy import stats  # pyright: ignore[reportMissingTypeStubs]
+
+    sampling = DiscreteSampling()
+    table = to_floats(sampling.sigmas)
+    total = len(table) - 1
+    for steps in range(1, 61):
+        quantiles = 1 - np.linspace(0, 1, steps, endpoint=False)
+        ts = np.rint(stats.beta.ppf(quantiles, 0.6, 0.6) * total)  # pyright: ignore
+        expected: list[float] = []
+        last = -1.0
+        for t in [float(v) for v in ts]:  # pyright: ignore[reportUnknownVariableType]
+            if t != last:
+                expected.append(table[int(t)])
+            last = t
+        expected.append(0.0)
+        assert schedules.schedule_sigmas("beta", sampling, steps) == expected, steps
+
+
 @pytest.mark.parametrize("name", SCHEDULES)
 @pytest.mark.parametrize("sampling", SAMPLINGS, ids=["eps", "v", "flow"])
 def test_every_schedule_falls_to_zero(name: str, sampling: ModelSampling) -> None:

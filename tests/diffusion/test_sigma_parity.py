@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from inline_core.diffusion.libs import diffusers, to_floats
+from inline_core.diffusion.sigma import schedules
 from inline_core.diffusion.sigma.noise import RowNoise
 from inline_core.diffusion.sigma.prediction import model_input
 from inline_core.diffusion.sigma.sampling import DiscreteSampling, FlowSampling, ModelSampling
@@ -148,6 +149,34 @@ def test_dpmpp_2m_is_diffusers_dpm_solver_multistep(name: str, algorithm: str, s
     theirs, their_calls = vp_loop(s, x / (sigmas[0] ** 2 + 1) ** 0.5, seed=5)
     close(ours, theirs, 1e-4)
     assert calls == their_calls == 12
+
+
+@pytest.mark.parametrize("name", ["dpmpp_2m", "dpmpp_2m_sde"])
+@pytest.mark.parametrize(
+    ("schedule", "flag"),
+    [("karras", "use_karras_sigmas"), ("exponential", "use_exponential_sigmas")],
+)
+def test_dpmpp_2m_on_our_schedule_is_diffusers_with_its_sigmas_flag(
+    name: str, schedule: str, flag: str
+) -> None:
+    """The schedule from the library's own `schedules` (not diffusers' sigmas): the whole render
+    equals `DPMSolverMultistepScheduler` with the flag. diffusers' `use_beta_sigmas` spaces a beta
+    distribution over the sigma range, ComfyUI's `beta` over the timestep table (whose formula
+    `test_sigma_library.py` checks), so they are two schedules and have no parity."""
+    algorithm = "sde-dpmsolver++" if name.endswith("_sde") else "dpmsolver++"
+    s = scheduler(
+        "DPMSolverMultistepScheduler",
+        algorithm_type=algorithm,
+        solver_order=2,
+        final_sigmas_type="zero",
+        **{flag: True},
+    )
+    s.set_timesteps(12)
+    sigmas = schedules.schedule_sigmas(schedule, DiscreteSampling(), 12)
+    x = start() * (sigmas[0] ** 2 + 1) ** 0.5
+    ours, _ = library(name, DiscreteSampling(), sigmas, x, seed=5)
+    theirs, _ = vp_loop(s, x / (sigmas[0] ** 2 + 1) ** 0.5, seed=5)
+    close(ours, theirs, 1e-4)
 
 
 def test_flow_euler_is_diffusers_flow_match_euler_bit_for_bit() -> None:

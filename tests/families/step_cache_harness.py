@@ -33,12 +33,14 @@ def check_step_cache(
     pixels: Callable[[Any], np.ndarray[Any, Any]],
     rows: int,
     loose: StepCacheSettings = LOOSE,
+    calls: int | None = None,
 ) -> None:
     """`spec` (a request of `rows` rows a step) cached never, then loosely: the first equals no
     caching to the last level and counts every block computed; the second reuses, skips one
     block per reused row step, and renders alone what it renders batched with an uncached
-    request of its shape."""
-    steps = int(spec["steps"])
+    request of its shape. `calls`: the model calls the render makes, where its sampler calls
+    other than once a step (Heun's two)."""
+    steps = int(spec["steps"]) if calls is None else calls
 
     def run(state: Any) -> np.ndarray[Any, Any]:
         return pixels(sampler.run(SampleJob(pipeline, state)))

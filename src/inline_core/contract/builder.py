@@ -34,8 +34,7 @@ class Parts:
     """Loaded parts of one stack, by the family's part names, with where each role runs.
 
     `swap` is the stack's shared offload swap (one per process); `model_key` names the weights,
-    device and dtype of the forward (requests with equal keys may share one); `remote` is how a
-    worker group's ranks rebuild the same stack (None: not built from files). `extra` carries
+    device and dtype of the forward (requests with equal keys may share one). `extra` carries
     what the resident stacks add: under `ADAPTER_CACHE` the cache adapter weights load through
     (absent on a rank: the denoiser keeps its own), under `FUSED_COPIES` where fused LoRA copies
     are counted (absent on a rank: its forwards apply LoRAs per row)."""
@@ -44,7 +43,6 @@ class Parts:
     placements: Mapping[str, Placement]
     swap: Any
     model_key: Hashable = ""
-    remote: Any = None
     extra: dict[str, Any] = field(default_factory=dict[str, Any])
 
     def __getitem__(self, part: str) -> Any:

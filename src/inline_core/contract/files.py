@@ -179,16 +179,21 @@ class StackResolver:
     ) -> Resolution:
         """The node's stack, resolved again only when the catalog's files change (its
         fingerprint: every entry's name, size and mtime), so a warm render's submit reads no
-        header and scores no file. An override names a path outside the catalog: never kept."""
+        header and scores no file. An override names a path outside the catalog: never kept.
+        Only a complete stack is kept: what fixes a missing part may lie outside the catalog (a
+        tokenizer folder, an installed package), so an incomplete one is looked for again each
+        time. A kept stack's tokenizer (found outside the catalog) must still be there."""
         if any(self.override(name) is not None for name in self._override_names()):
             return self._resolve(model, picks)
         key = (model or None, tuple(sorted((picks or {}).items())), self.catalog.fingerprint())
         with self._lock:
             known = self._resolved.get(key)
-            if known is not None:
+            if known is not None and _tokenizer_present(known):
                 self._resolved.move_to_end(key)
                 return known
         resolution = self._resolve(model, picks)
+        if resolution.sources is None or resolution.missing:
+            return resolution
         if self.catalog.fingerprint() != key[-1]:  # rescanned meanwhile: not the state keyed
             return resolution
         with self._lock:
@@ -522,3 +527,11 @@ def _best(
         if value is not None and (best is None or value > best[0]):
             best = (value, entry)
     return None if best is None else best[1]
+
+
+def _tokenizer_present(resolution: Resolution) -> bool:
+    """Whether a kept stack's tokenizer is still on disk: it is the one part the catalog's
+    fingerprint does not cover (a folder beside the files, or an installed package)."""
+    sources = resolution.sources
+    tokenizer = None if sources is None else sources.get(TOKENIZER)
+    return tokenizer is None or tokenizer.path.exists()

@@ -55,7 +55,7 @@ def load_for_rank(
     if compile:
         args["compile"] = dict(compile)
     spec = PipelineSpec("inline_core.engine.remote:load_for_rank", args)
-    parts = Parts(values, placements, OffloadSwap(), model_key=spec.key, remote=spec)
+    parts = Parts(values, placements, OffloadSwap(), model_key=spec.key)
     made = assemble(builder, parts, "denoiser" if stack == "denoiser" else "node")
     choices = {
         role: CompileChoice.from_json(cast(Mapping[str, object], raw))

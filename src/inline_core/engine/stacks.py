@@ -42,9 +42,7 @@ from inline_core.diffusion.packed_linear import pack_part
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.residency import Footprint, ResidentCache
 from inline_core.engine.assemble import assemble
-from inline_core.engine.group import rank_spec
 from inline_core.models.source import Source
-from inline_core.parallel.remote import PipelineSpec
 
 T = TypeVar("T")
 
@@ -184,19 +182,12 @@ class Stacks:
     def pipeline(self, family: Family, sources: Sources, render: Hashable = None) -> StepPipeline:
         """A node's whole stack."""
         builder = self.builder(family)
-
-        def remote() -> PipelineSpec:  # as the ranks would build it: asked only as it is assembled
-            dtypes = {role: p.dtype for role, p in self._placements(family, builder).items()}
-            compiled = {role: self.runtime.compile_choice(family, role) for role in (DENOISER, VAE)}
-            return rank_spec(family, "node", sources, dtypes, compiled)
-
         return self._assemble(
             "node",
             family,
             dict(sources.parts),
             lambda parts: assemble(builder, parts, "node"),
             render,
-            remote,
         )
 
     def denoiser(
@@ -242,7 +233,6 @@ class Stacks:
         named: Mapping[str, Source | None],
         make: Callable[[Parts], T],
         render: Hashable = None,
-        remote: Callable[[], Any] | None = None,
     ) -> T:
         builder = self.builder(family)
         # A render without a name still keeps this object's own parts together.
@@ -263,7 +253,6 @@ class Stacks:
             self._placements(family, builder),
             self.swap,
             model_key=transformer_key,  # the weights, device and dtype of the forward
-            remote=None if remote is None else remote(),
             extra={
                 ADAPTER_CACHE: self._adapter_cache(frozenset(keys)),
                 FUSED_COPIES: ResidentCopies(self.runtime.residency, self.runtime.adapter_totals),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from inline_core.diffusion.libs import diffusers
 from inline_core.families.ltx2 import LTX2Family
 from inline_core.families.ltx2.descriptor import LTX2_DESCRIPTOR
 from inline_core.families.ltx2.kit import FOLDER
+from inline_core.families.ltx2.versions import LTX2, ONE_PASS, first_pass
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.runtime.audio import decode_wav
@@ -129,7 +130,9 @@ def reference_output(
     denormalized latents), drawing from `generator` (None: one seeded with the render's)."""
     import torch
 
-    p: Mapping[str, Any] = node_params(**params)
+    p: dict[str, Any] = node_params(**params)
+    resolved = first_pass(p, LTX2)  # one pass: LTX2Pipeline's defaults where params leave them
+    p.update({name: resolved[name] for name in ONE_PASS})
     extra: dict[str, Any] = {}
     if image is not None:
         pipe = diffusers().LTX2ImageToVideoPipeline.from_pipe(pipe)

@@ -1,6 +1,7 @@
 """LTX-2.5 requests of one video shape share forwards and each still renders what it renders
 alone: its diffusion decoder draws from its own request's generator, whoever shared its
-forwards, with `upscale` too. Compared as LTX-2.0's (`test_ltx2_batching.py`)."""
+forwards, with `upscale` too (on its template's recipe). Compared as LTX-2.0's
+(`test_ltx2_batching.py`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
 from inline_core.families.ltx2.kit import LTX2Kit
 from inline_core.families.ltx2.kit_ltx25 import UPSAMPLER
 from inline_core.families.ltx2.ltx25 import DECODER_SUBFOLDER
+from inline_core.families.ltx2.manual_sigmas import parse_sigmas
+from inline_core.families.ltx2.versions import LTX25, VERSIONS
 from inline_core.sampling.loop import StepLoopSampler
 
 
@@ -31,11 +34,25 @@ def test_ltx25_batched_renders_equal_their_solo_renders(ltx25_kit: LTX2Kit) -> N
 
 
 def test_ltx25_two_stage_renders_batched_equal_their_solo_renders(ltx25_kit: LTX2Kit) -> None:
-    """With `upscale`, each request's decoder draws from its own refining pass's generator."""
+    """With `upscale` on the 2.5 template's recipe (versions.py: both passes euler_ancestral,
+    unguided), each request's sampler noise and decoder draw from its own generators."""
     sampler = StepLoopSampler(token_budget=8192)  # two refining passes (64x64) a forward
     decoder = str(ltx25_kit.diffusers_dir / DECODER_SUBFOLDER)
     upsampler = str(ltx25_kit.root / UPSCALE_CATEGORY / UPSAMPLER)
-    two_stage = {"upscale": True, "upsampler": upsampler, "diffusion_decoder": decoder}
+    recipe = VERSIONS[LTX25]
+    first_sigmas = parse_sigmas(recipe.first_sigmas, "test")
+    two_stage = {
+        "upscale": True,
+        "upsampler": upsampler,
+        "diffusion_decoder": decoder,
+        "sampler": recipe.sampler,
+        "first_sigmas": first_sigmas,
+        "steps": len(first_sigmas),
+        "guidance": recipe.guidance,
+        "audio_guidance": recipe.guidance,
+        "refine_sigmas": recipe.refine_sigmas,
+        "refine_sampler": recipe.refine_sampler,
+    }
     try:
         pipeline = ltx2_rig(ltx25_kit.root, sampler).pipeline()
         requests = [{**SHAPE, **spec, **two_stage, "width": 64, "height": 64} for spec in SPECS[:2]]

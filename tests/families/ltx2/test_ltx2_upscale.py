@@ -6,6 +6,7 @@ with the LoRA set, the distilled sigmas unshifted and the latents renoised."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -92,10 +93,10 @@ def ours(
 
 
 def diffusers_chain(
-    pipe: Any, upsampler: Any, lora: Path | None, image: Any = None
+    pipe: Any, upsampler: Any, lora: Path | None, image: Any = None, **recipe: Any
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """diffusers' chain's frames and sound."""
-    frames, sound = chained(pipe, upsampler, lora, image)
+    """diffusers' chain's frames and sound (`recipe`: `chained`'s keywords)."""
+    frames, sound = chained(pipe, upsampler, lora, image, **recipe)
     pixels = (np.asarray(frames[0]) * 255).round().astype(np.int16)
     samples: np.ndarray[Any, Any] = sound[0].float().cpu().numpy()
     return pixels, samples
@@ -108,11 +109,27 @@ def chained(
     image: Any = None,
     generator: torch.Generator | None = None,
     output_type: str = "np",
+    *,
+    first: Mapping[str, Any] | None = None,
+    refine_sigmas: Sequence[float] = REFINE_SIGMAS,
+    scheduler_for: Callable[[Any], Any] | None = None,
 ) -> tuple[Any, Any]:
     """diffusers' chain, the refining pass's output as `output_type` (its `generator`: a fresh
     one from the seed unless given); with `image`, `LTX2ImageToVideoPipeline` for both passes;
-    without `lora`, none on the refining pass."""
+    without `lora`, none on the refining pass. `first`: the first call's steps (or sigmas) and
+    guidance (None: RENDER's); `scheduler_for`: each pass's scheduler from the pipeline's config
+    (None: the first pass on the pipeline's own, the refining one on its Euler unshifted)."""
     lib: Any = diffusers()
+    scheduler = pipe.scheduler
+    if scheduler_for is None:
+        unshifted = {"use_dynamic_shifting": False, "shift_terminal": None}
+        euler = lib.FlowMatchEulerDiscreteScheduler
+        scheduler_for = lambda config: euler.from_config(config, **unshifted)  # noqa: E731
+    first = first or {
+        "num_inference_steps": RENDER["steps"],
+        "guidance_scale": RENDER["guidance"],
+        "audio_guidance_scale": RENDER["guidance"],
+    }
     if image is not None:
         pipe = lib.LTX2ImageToVideoPipeline.from_pipe(pipe)
     common: dict[str, Any] = {
@@ -133,25 +150,26 @@ def chained(
         "return_dict": False,
         **({} if image is None else {"image": image}),
     }
-    video, audio = pipe(
-        **common,
-        width=RENDER["width"] // 2,
-        height=RENDER["height"] // 2,
-        num_inference_steps=RENDER["steps"],
-        guidance_scale=RENDER["guidance"],
-        audio_guidance_scale=RENDER["guidance"],
-        generator=torch.Generator("cpu").manual_seed(RENDER["seed"]),
-        output_type="latent",
-    )
+    if "sigmas" in first:  # levels as given: the first pass on the pass's own scheduler
+        first = {**first, "num_inference_steps": len(first["sigmas"])}
+        pipe.scheduler = scheduler_for(scheduler.config)
+    try:
+        video, audio = pipe(
+            **common,
+            **first,
+            width=RENDER["width"] // 2,
+            height=RENDER["height"] // 2,
+            generator=torch.Generator("cpu").manual_seed(RENDER["seed"]),
+            output_type="latent",
+        )
+    finally:
+        pipe.scheduler = scheduler
     upsample = lib.LTX2LatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=upsampler)
     larger: Any = upsample(latents=video, output_type="latent", return_dict=False)[0]
-    scheduler = pipe.scheduler
     if lora is not None:
         pipe.load_lora_weights(str(lora), adapter_name="distilled")
         pipe.set_adapters(["distilled"], adapter_weights=[1.0])
-    pipe.scheduler = lib.FlowMatchEulerDiscreteScheduler.from_config(
-        scheduler.config, use_dynamic_shifting=False, shift_terminal=None
-    )
+    pipe.scheduler = scheduler_for(scheduler.config)
     try:
         frames, sound = pipe(
             **common,
@@ -159,9 +177,9 @@ def chained(
             audio_latents=audio,
             width=RENDER["width"],
             height=RENDER["height"],
-            num_inference_steps=len(REFINE_SIGMAS),
-            sigmas=list(REFINE_SIGMAS),
-            noise_scale=REFINE_SIGMAS[0],
+            num_inference_steps=len(refine_sigmas),
+            sigmas=list(refine_sigmas),
+            noise_scale=refine_sigmas[0],
             guidance_scale=1.0,
             audio_guidance_scale=1.0,
             generator=generator or torch.Generator("cpu").manual_seed(RENDER["seed"]),

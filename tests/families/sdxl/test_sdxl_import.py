@@ -91,6 +91,24 @@ def test_the_default_graph_renders_what_the_graph_by_hand_renders(
     assert np.array_equal(imported, hand)
 
 
+@pytest.mark.parametrize(
+    ("widget", "name", "closest"),
+    [("sampler_name", "dpm_fast", "dpm_2"), ("scheduler", "align_your_steps", "linear_quadratic")],
+)
+def test_a_sampler_or_scheduler_sdxl_does_not_run_is_refused_naming_the_closest(
+    client: TestClient, sdxl_kit: SDXLKit, widget: str, name: str, closest: str
+) -> None:
+    """One to one: a KSampler name the node does not offer is a 422 naming it and the closest,
+    never euler or `normal` in its place."""
+    workflow = default_graph(BASE)
+    workflow["3"]["inputs"][widget] = name
+    response = import_comfy(client, workflow, {BASE: sdxl_kit.checkpoint_name})
+    assert response.status_code == 422, response.text
+    message = response.json()["error"]["message"]
+    assert repr(name) in message and "KSampler 3" in message
+    assert f"the closest offered is {closest!r}" in message and "Nothing is swapped" in message
+
+
 def test_lora_loaders_and_clip_set_last_layer_import_with_both_strengths(
     client: TestClient, sdxl_kit: SDXLKit
 ) -> None:

@@ -5,9 +5,11 @@ diffusers' `StableDiffusionXLPipeline` renders from the same all-in-one checkpoi
 
 The samplers are the sigma library's under ComfyUI's names; each case pairs one with the
 diffusers scheduler that walks the same sigmas: `euler` on `ddim_uniform` is
-`EulerDiscreteScheduler` with SDXL's "leading" spacing (timesteps 1 + k * 1000 // steps), and
-`dpmpp_2m` on `karras` is `DPMSolverMultistepScheduler` with Karras sigmas. The first point is
-handed to diffusers (see `_latents_scale`).
+`EulerDiscreteScheduler` with SDXL's "leading" spacing (timesteps 1 + k * 1000 // steps), as
+`heun`, `lms` and `dpm_2` on it are `HeunDiscreteScheduler`, `LMSDiscreteScheduler` and
+`KDPM2DiscreteScheduler`; `dpmpp_2m` and `uni_pc_bh2` on `karras` are
+`DPMSolverMultistepScheduler` and `UniPCMultistepScheduler` (bh2) with Karras sigmas. The first
+point is handed to diffusers (see `_latents_scale`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ TOLERANCE = 2  # levels of 255: the CFG rows batched as two where diffusers runs
 
 
 def _scheduler(pipe: Any, kind: str, prediction: str = "epsilon") -> Any:
+    import diffusers
     from diffusers import (
         DPMSolverMultistepScheduler,  # pyright: ignore[reportPrivateImportUsage]
         EulerDiscreteScheduler,  # pyright: ignore[reportPrivateImportUsage]
@@ -34,7 +37,24 @@ def _scheduler(pipe: Any, kind: str, prediction: str = "epsilon") -> Any:
     config = {**pipe.scheduler.config, "prediction_type": prediction}
     if kind == "euler":
         return EulerDiscreteScheduler.from_config(config)  # pyright: ignore
+    if kind in VE_SCHEDULERS:
+        return getattr(diffusers, VE_SCHEDULERS[kind]).from_config(config)  # pyright: ignore
+    if kind == "bh2":  # UniPC (order 2) on Karras sigmas, from the largest; diffusers' bh1
+        # steps to a zero final sigma as NaN, so `uni_pc` (bh1) is checked on the toy model only
+        # (`tests/diffusion/test_sigma_unipc.py`)
+        return diffusers.UniPCMultistepScheduler.from_config(  # pyright: ignore
+            config, solver_type=kind, use_karras_sigmas=True, final_sigmas_type="zero"
+        )
     return DPMSolverMultistepScheduler.from_config(config, use_karras_sigmas=True)  # pyright: ignore
+
+
+# diffusers' variance-exploding schedulers besides Euler, by case kind: they start from the
+# latents times sqrt(1 + sigma^2), as Euler does (`_latents_scale`).
+VE_SCHEDULERS = {
+    "heun": "HeunDiscreteScheduler",
+    "lms": "LMSDiscreteScheduler",
+    "dpm_2": "KDPM2DiscreteScheduler",
+}
 
 
 def _latents_scale(scheduler: Any, params: dict[str, Any]) -> float:
@@ -43,7 +63,10 @@ def _latents_scale(scheduler: Any, params: dict[str, Any]) -> float:
     where diffusers' is `latents * sqrt(1 + sigma^2)`. DPM-Solver walks the variance-preserving
     `x / sqrt(1 + sigma^2)` from `latents` themselves: KSampler's `noise * sqrt(1 + sigma^2)` at
     the largest sigma is its plain noise."""
-    if not isinstance(scheduler, _euler()):
+    if (
+        not isinstance(scheduler, _euler())
+        and type(scheduler).__name__ not in VE_SCHEDULERS.values()
+    ):
         return 1.0
     scheduler.set_timesteps(params.get("steps", 4))
     first = float(scheduler.sigmas[0])
@@ -64,6 +87,10 @@ CASES = [
         id="euler-wide",
     ),
     pytest.param("dpm", {"sampler": "dpmpp_2m", "schedule": "karras"}, id="dpmpp2m-karras"),
+    pytest.param("heun", {"sampler": "heun", "schedule": "ddim_uniform"}, id="heun"),
+    pytest.param("lms", {"sampler": "lms", "schedule": "ddim_uniform"}, id="lms"),
+    pytest.param("dpm_2", {"sampler": "dpm_2", "schedule": "ddim_uniform"}, id="dpm-2"),
+    pytest.param("bh2", {"sampler": "uni_pc_bh2", "schedule": "karras"}, id="unipc-bh2-karras"),
     pytest.param(
         "euler",
         {"sampler": "euler", "schedule": "ddim_uniform", "clip_skip": -3},

@@ -1,6 +1,6 @@
 """Step previews of the tiny SDXL model: each step's x0 estimate is in SDXL's latent format, the
 last one is the finished latents, both preview methods render it at the picture's size (the
-kit's tiny decoder for `taesd`)."""
+kit's tiny decoder for `taesd`), whichever kind of sampler steps."""
 
 from __future__ import annotations
 
@@ -24,7 +24,11 @@ SPEC: dict[str, Any] = {
 }
 
 
-@pytest.mark.parametrize("sampler", ["euler", "dpmpp_2m"])
+@pytest.mark.parametrize(
+    "sampler",
+    # one of each kind: multistep, two calls a step, ancestral noise, SDE, CFG++
+    ["euler", "dpmpp_2m", "heun", "euler_ancestral", "dpmpp_2m_sde", "euler_cfg_pp"],
+)
 def test_each_estimate_is_sdxls_format_and_the_last_is_the_finished_latents(
     sdxl_kit: SDXLKit, sdxl_sampler: StepLoopSampler, sampler: str
 ) -> None:

@@ -1,10 +1,10 @@
 """Loads a Z-Image transformer file through the family's part loader, in a fresh process.
 
-    python mapped_probe.py write FILE         # random float32 weights, small but for width
     python mapped_probe.py load FILE DTYPE    # prints JSON: the growth of anonymous RSS, footprint
 
-A fresh process for the load, because RSS belongs to the whole process: a test session's heap
-(or this script's own writing) would move it."""
+The file is written by `write` (random float32 weights, small but for width) in the test's own
+process. A fresh process for the load, because RSS belongs to the whole process: a test
+session's heap (or the writing) would move it."""
 
 from __future__ import annotations
 
@@ -83,7 +83,4 @@ def load(path: Path, dtype: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "write":
-        write(Path(sys.argv[2]))
-    else:
-        load(Path(sys.argv[2]), sys.argv[3])
+    load(Path(sys.argv[2]), sys.argv[3])

@@ -25,6 +25,7 @@ from inline_core.families.zimage.build import ZImageBuilder
 from inline_core.families.zimage.kit import KitPaths
 from inline_core.models.source import Source
 from inline_core.sampling.loop import StepLoopSampler
+from tests.page_cache import drop_from_page_cache
 
 PARTS = ("diffusion_models/zimage_tiny.safetensors", "vae", "text_encoders/zimage_tiny_qwen3")
 COPIED = Placement(device="cpu", dtype="float32")
@@ -63,16 +64,6 @@ def test_a_kept_text_encoder_is_mapped_and_encodes_exactly_what_its_float32_copy
         want = copied(input_ids=ids, output_hidden_states=True).hidden_states[-2]
         got = kept(input_ids=ids, output_hidden_states=True).hidden_states[-2]
     assert got.dtype == torch.float32 and torch.equal(got, want)
-
-
-def drop_from_page_cache(root: Path) -> None:
-    """Evict the files' pages from the page cache, as after a reboot (no root needed)."""
-    for file in root.rglob("*.safetensors"):
-        fd = os.open(file, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 Layout = list[tuple[str, torch.dtype, tuple[int, ...], int]]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mapped_probe import write
 
 import inline_core
 
@@ -38,8 +39,9 @@ def probe(*args: str) -> str:
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The probe's file, written here: only its load needs a process of its own."""
     path = tmp_path_factory.mktemp("mapped") / "transformer.safetensors"
-    probe("write", str(path))
+    write(path)
     return path
 
 

@@ -52,6 +52,11 @@ def beta_ppf(q: float, a: float, b: float) -> float:
         return 0.0
     if q >= 1.0:
         return 1.0
+    if a == b and q == 0.5:
+        # The median of a symmetric beta is 0.5 exactly; bisection lands an ulp below it, and
+        # the `beta` schedule rounds 0.5 * 999 = 499.5 to timestep 500 (as scipy's gives) only
+        # from the exact value.
+        return 0.5
     low, high = 0.0, 1.0
     for _ in range(200):
         mid = (low + high) / 2

@@ -5,7 +5,8 @@ the first frame (LTXVImgToVideoInplace), the loaders that all read the one all-i
 the frame rates the chain states three times, the Gemma 3 file (LTXAVTextEncoderLoader's,
 the node's `text_encoder`, checked to be one this server reads), and the official two-stage upscale
 (LTXVLatentUpsampler and a refining sampler, its LoRAs on the refining pass, its sampler the
-node's `refine_sampler`) as the node's `upscale`, from text or from a first frame; a first
+node's `refine_sampler`, its ManualSigmas the node's `refine_sigmas`) as the node's `upscale`,
+from text or from a first frame; a first
 sampler on ManualSigmas (the distilled template's) as the node's `sigmas`. What
 renders otherwise than in ComfyUI is listed as changing the picture; what the node cannot render
 is refused naming it."""
@@ -35,7 +36,6 @@ from inline_core.families.ltx2.comfy import (
 from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
 from inline_core.families.ltx2.files import encoder_problem
 from inline_core.families.ltx2.manual_sigmas import parse_sigmas
-from inline_core.families.ltx2.request import REFINE_SIGMAS
 from inline_core.graph.sampler_names import SAMPLERS as NODE_SAMPLERS
 from inline_core.importer.custom_collapse import ADVANCED, CustomCollapse
 from inline_core.importer.dropped import UnsupportedNode
@@ -117,30 +117,27 @@ class LTX2Collapse(CustomCollapse):
         return m.model_file(f"c{upsampler.id}", UPSCALE_CATEGORY, wanted, describe(loader))
 
     def as_refining(self, advanced: ComfyNode, first: Sampling) -> ComfyNode:
-        """The refining sampler, checked to be the node's refining pass: ManualSigmas of the
-        distilled sigmas, cfg 1; a sampler other than the first's is the node's
-        `refine_sampler`; its seed is the node's."""
+        """The refining sampler, checked to be the node's refining pass: ManualSigmas (the
+        node's `refine_sigmas`), cfg 1; its sampler the node's `refine_sampler`; its seed is
+        the node's."""
         m = self.mapper
         self.refining_id = advanced.id
         stage = self.as_ksampler(advanced)
         sigmas = self.required(advanced, "sigmas")
         self.expect(sigmas, MANUAL)
-        given = [float(v) for v in m.text(sigmas, "sigmas").replace(" ", "").split(",") if v]
-        if given != [*REFINE_SIGMAS, 0.0]:
-            raise UnsupportedNode(
-                f"{describe(sigmas)}: sigmas {given} are not the refining pass's; "
-                f"{self.descriptor.type} refines on {[*REFINE_SIGMAS, 0.0]}"
-            )
+        # Written out, whatever the version's own are (versions.py): the template's, kept.
+        first.extra["refine_sigmas"] = m.text(sigmas, "sigmas")
+        parse_sigmas(first.extra["refine_sigmas"], describe(sigmas), "refine_sigmas")
         if m.number(stage, "cfg", 1.0) != 1.0:
             raise UnsupportedNode(
                 f"{describe(advanced)}: its cfg {m.number(stage, 'cfg', 1.0):g} is not offered; "
                 f"{self.descriptor.type}'s refining pass is unguided (cfg 1)"
             )
         wanted = m.text(stage, "sampler_name", "euler")
-        if wanted != first.extra.get("sampler"):  # the refining pass's own (i2v's second)
-            first.extra["refine_sampler"] = exact_name(
-                "sampler", wanted, NODE_SAMPLERS, describe(advanced)
-            )
+        # Written out too: an empty one is the version's, not necessarily the first's.
+        first.extra["refine_sampler"] = exact_name(
+            "sampler", wanted, NODE_SAMPLERS, describe(advanced)
+        )
         if m.whole(stage, "seed", first.seed) != first.seed:
             m.substituted(
                 advanced,
@@ -171,7 +168,8 @@ class LTX2Collapse(CustomCollapse):
                 self.first_sigmas = m.text(sigmas, "sigmas")
                 levels = parse_sigmas(self.first_sigmas, describe(sigmas))
                 return {"steps": len(levels), "scheduler": "simple", "denoise": 1.0}
-            return {"steps": len(REFINE_SIGMAS), "scheduler": "simple", "denoise": 1.0}
+            levels = parse_sigmas(m.text(sigmas, "sigmas"), describe(sigmas), "refine_sigmas")
+            return {"steps": len(levels), "scheduler": "simple", "denoise": 1.0}
         self.source(sigmas, "latent", optional=True)  # the latent it is sized by: the sampler's
         for widget, value in PUBLISHED.items():
             got = m.literal(sigmas, widget)

@@ -62,21 +62,43 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         ParamSpec(
             "fps", ParamWidget.NUMBER, default=DEFAULTS["fps"], minimum=1, maximum=120, integer=True
         ),
+        # Empty steps, guidance, audio_guidance, sampler: the model version's (versions.py:
+        # LTX2Pipeline's 40, 4, 7, euler; with `upscale` on LTX-2.5, its template's).
         ParamSpec(
-            "steps", ParamWidget.NUMBER, default=STEPS_DEFAULT, minimum=1, maximum=200, integer=True
-        ),
-        ParamSpec("guidance", ParamWidget.NUMBER, default=4.0, minimum=1.0, maximum=20.0, step=0.1),
-        ParamSpec(
-            "audio_guidance",
+            "steps",
             ParamWidget.NUMBER,
-            default=7.0,
+            default=None,
+            minimum=1,
+            maximum=200,
+            integer=True,
+            label=f"Steps (empty: the model's, {STEPS_DEFAULT})",
+        ),
+        ParamSpec(
+            "guidance",
+            ParamWidget.NUMBER,
+            default=None,
             minimum=1.0,
             maximum=20.0,
             step=0.1,
-            label="Soundtrack's guidance",
+            label="Guidance (empty: the model's, 4)",
+        ),
+        ParamSpec(
+            "audio_guidance",
+            ParamWidget.NUMBER,
+            default=None,
+            minimum=1.0,
+            maximum=20.0,
+            step=0.1,
+            label="Soundtrack's guidance (empty: the model's, 7)",
         ),
         # The sigma library's samplers and schedules; euler on "simple" is LTX2Pipeline's own.
-        ParamSpec("sampler", ParamWidget.SELECT, "euler", options=SAMPLERS),
+        ParamSpec(
+            "sampler",
+            ParamWidget.SELECT,
+            "",
+            options=("", *SAMPLERS),
+            label="Sampler (empty: the model's, euler)",
+        ),
         ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
         # ComfyUI's ManualSigmas: the first pass on these levels (steps and schedule unused).
         ParamSpec("sigmas", ParamWidget.TEXT, "", label="Sigmas (empty: the schedule's)"),
@@ -86,15 +108,17 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         # Gemma 3: a folder, or ComfyUI's gemma_3_12B_it file (empty: the one found).
         TEXT_ENCODER,
         # The two-stage path (the official workflows'): a first pass at half the size, the
-        # latent upsampler, a refining pass of 3 distilled steps at width x height.
+        # latent upsampler, a refining pass of 3 steps at width x height (versions.py).
         ParamSpec("upscale", ParamWidget.BOOLEAN, default=False, label="Two-stage upscale"),
         ParamSpec(
             "refine_sampler",
             ParamWidget.SELECT,
             "",
             options=("", *SAMPLERS),
-            label="Refining pass's sampler (empty: sampler's)",
+            label="Refining pass's sampler (empty: the model's; LTX-2.0/2.3 sampler's)",
         ),
+        # ManualSigmas' text (empty: the model's; LTX-2.0/2.3 0.909375, 0.725, 0.421875, 0).
+        ParamSpec("refine_sigmas", ParamWidget.TEXT, "", label="Refining pass's sigmas"),
         ParamSpec(
             "upscale_model",
             ParamWidget.SELECT,

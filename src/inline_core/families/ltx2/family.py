@@ -51,6 +51,7 @@ from inline_core.families.ltx2.upscale import (
     refuse_idle_upsampler,
     upsampler_path,
 )
+from inline_core.families.ltx2.versions import ONE_PASS, first_pass, refining_pass, version_name
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.nodes.video_params import check_encoders, whole_numbers
 from inline_core.graph.descriptor import NodeDescriptor
@@ -63,12 +64,8 @@ REQUEST_PARAMS = (
     "height",
     "frames",
     "fps",
-    "steps",
-    "guidance",
-    "audio_guidance",
     "seed",
     "format",
-    "sampler",
 )
 
 
@@ -122,10 +119,15 @@ class LTX2Family(Family):
     ) -> Lowered:
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"LTX-2 has no node {node_type!r}", node_id=node_id)
+        decoder = check_ltx25(sources.get("transformer"), sources.get("text_encoder"), node_id)
+        version = version_name(decoder is not None)
+        # The params left to the model: its version's (versions.py).
+        sampling = first_pass(params, version)
         request: dict[str, Any] = {
             "prompt": prompt_text(inputs.get("prompt"), node_id),
             "negative_prompt": str(params.get("negative_prompt") or ""),
             **{name: params.get(name) for name in REQUEST_PARAMS},
+            **{name: sampling[name] for name in ONE_PASS},
             "sigma_schedule": str(params.get("schedule") or "simple"),
         }
         for name, spec in ((p.name, p) for p in LTX2_DESCRIPTOR.params):
@@ -134,10 +136,9 @@ class LTX2Family(Family):
         whole_numbers(request)
         request["guidance"] = float(request["guidance"])
         request["audio_guidance"] = float(request["audio_guidance"])
-        if params.get("sigmas"):
-            request["first_sigmas"] = parse_sigmas(str(params["sigmas"]), node_id)
+        if sampling["sigmas"]:
+            request["first_sigmas"] = parse_sigmas(str(sampling["sigmas"]), node_id)
             request["steps"] = len(request["first_sigmas"])
-        decoder = check_ltx25(sources.get("transformer"), sources.get("text_encoder"), node_id)
         take_params = dict(request)
         if decoder is not None:  # LTX-2.5: its video decoder is a diffusion model (ltx25.py)
             request["diffusion_decoder"] = str(decoder)
@@ -156,15 +157,19 @@ class LTX2Family(Family):
             upsampler = upsampler_path(
                 params, sources.get("transformer"), self.files.catalog, node_id
             )
-            refine_sampler = str(params.get("refine_sampler") or "")
+            refine_sigmas, refine_sampler = refining_pass(params, version)
             request.update(
                 upscale=True,
                 upsampler=str(upsampler),
+                refine_sigmas=parse_sigmas(refine_sigmas, node_id, "refine_sigmas"),
                 refine_loras=refine,
                 refine_sampler=refine_sampler,
             )
             take_params.update(
-                upscale=True, refine_loras=stack_info(refine), refine_sampler=refine_sampler
+                upscale=True,
+                refine_sigmas=refine_sigmas,
+                refine_loras=stack_info(refine),
+                refine_sampler=refine_sampler,
             )
         return Lowered(request, take_params)
 
@@ -185,11 +190,14 @@ class LTX2Family(Family):
                 "schedule or give 'sigmas' for a single step",
                 node_id=node_id,
             )
-        if params.get("refine_sampler") and not params.get("upscale"):
-            raise InvalidRequest(
-                "param 'refine_sampler' picks the refining pass's sampler: set 'upscale' too",
-                node_id=node_id,
-            )
+        for name in ("refine_sampler", "refine_sigmas"):
+            if params.get(name) and not params.get("upscale"):
+                raise InvalidRequest(
+                    f"param {name!r} sets the two-stage upscale's refining pass: set 'upscale' too",
+                    node_id=node_id,
+                )
+        if params.get("refine_sigmas"):
+            parse_sigmas(str(params["refine_sigmas"]), node_id, "refine_sigmas")
         if submit.node_type != NODE_TYPE:
             return
         silent = "a lossless animated PNG, its sound a take of its own"

@@ -20,15 +20,17 @@ What diffusers 0.42 makes of LTX-2.5 (`pipelines/ltx2`, `modular_pipelines/ltx2`
   text-to-video render this node matches.
 - Its two-stage `upscale` runs as diffusers' classes chain it for 2.0 (`LTX2Pipeline` at half
   the size, `LTX2LatentUpsamplePipeline`, `LTX2Pipeline` again as the refining pass), then the
-  diffusion decoder with the refining pass's generator: the shape ComfyUI's official LTX-2.5
-  templates run (Comfy-Org/workflow_templates `templates/video_ltx2_5_t2v.json`: a first
-  SamplerCustomAdvanced on the distilled sigmas, LTXVLatentUpsampler, a refining one on
-  ManualSigmas "0.85, 0.7250, 0.4219, 0.0" with euler_ancestral, both under LTXVDualCFGGuider
-  at 1); the node's refining pass keeps its own sigmas (diffusers'
-  STAGE_2_DISTILLED_SIGMA_VALUES, 0.909375 first, as 2.0's) and `refine_sampler`. diffusers'
-  own multi-stage 2.5 recipe, DFR (`LTX2DFRPipeline` passes appending keyframe-slot tokens and
-  the first pass as an IC-LoRA reference, `LTX2DFRTemporalRefinePipeline` rounds), is another
-  render, not run here.
+  diffusion decoder with the refining pass's generator, on the recipe of ComfyUI's official
+  LTX-2.5 templates (Comfy-Org/workflow_templates `templates/video_ltx2_5_t2v.json`,
+  `video_ltx2_5_i2v.json`) where the params leave it (`versions.py`). What the node still
+  renders otherwise than those templates: the refining pass's noise comes from the request's
+  seed (the template's second RandomNoise is a fixed 42); sizes are multiples of 64 (the
+  template halves 1280x720 and ComfyUI floors the latent); the template's i2v first pass holds
+  its frame at strength 0.7 (LTXVImgToVideoInplace), the node keeps it clean; its prompt
+  enhancer (TextGenerateLTX2Prompt) is not run; its negative prompt is unused at cfg 1 either
+  way. diffusers' own multi-stage 2.5 recipe, DFR (`LTX2DFRPipeline` passes appending
+  keyframe-slot tokens and the first pass as an IC-LoRA reference,
+  `LTX2DFRTemporalRefinePipeline` rounds), is another render, not run here.
 
 A folder is LTX-2.5 when its text encoder is Gemma 4 (`config.json`'s model_type), whatever its
 name; it then needs its `diffusion_decoder/`. Text and image to video render as 2.0's do (the

@@ -8,7 +8,8 @@
   where it is not, as ComfyUI then encodes without it).
 - CLIPSetLastLayer on the prompts' way is the node's `clip_skip`.
 - KSampler's sampler_name and scheduler are the node's `sampler` and `schedule` (ComfyUI's
-  names); one the node does not offer is listed as changing the picture, as is a denoise below 1.
+  names); one the node does not offer is refused naming the closest. A denoise below 1 is listed
+  as changing the picture.
 - SDXL Turbo's SamplerCustom (KSamplerSelect, SDTurboScheduler or BasicScheduler) maps exactly
   or is refused naming the node (`comfy_custom.py`).
 - VAEEncodeForInpaint and SetLatentNoiseMask are the node's image and mask, their differences
@@ -39,6 +40,7 @@ from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.importer.dropped import UnsupportedNode
 from inline_core.importer.own_node import LORA_LOADERS, Collapse, Sampling
 from inline_core.importer.recognise import MODEL_LOADERS
+from inline_core.importer.samplers import exact_name
 from inline_core.importer.stages import ADVANCED
 from inline_core.importer.values import Port, describe
 from inline_core.importer.workflow import ComfyNode
@@ -77,23 +79,18 @@ class SDXLCollapse(Collapse):
             found = staged_sampling(self, sampler)
         else:
             found = super().sampling(sampler)
-        m = self.mapper
+        m, where = self.mapper, describe(found.first)
         name = m.text(found.first, "sampler_name", DEFAULT_SAMPLER)
         schedule = m.text(found.first, "scheduler", DEFAULT_SCHEDULE)
-        found.extra["sampler"] = name if name in GUIDED_SAMPLERS else DEFAULT_SAMPLER
-        found.extra["schedule"] = schedule if schedule in SCHEDULES else DEFAULT_SCHEDULE
+        # One to one: a name the node does not run is a 422 naming it, never another sampler.
+        found.extra["sampler"] = exact_name("sampler", name, GUIDED_SAMPLERS, where)
+        found.extra["schedule"] = exact_name("scheduler", schedule, SCHEDULES, where)
         return found
 
     def sampling_notes(self, sampler: ComfyNode) -> None:
         if sampler.class_type == CUSTOM:
             return  # mapped exactly, or refused (`comfy_custom.py`)
-        m, where = self.mapper, self.descriptor.type
-        name = m.text(sampler, "sampler_name", DEFAULT_SAMPLER)
-        if name not in GUIDED_SAMPLERS:
-            m.substituted(sampler, f"sampler {name!r} is not offered; {where} samples with euler")
-        schedule = m.text(sampler, "scheduler", DEFAULT_SCHEDULE)
-        if schedule not in SCHEDULES:
-            m.substituted(sampler, f"scheduler {schedule!r} is not offered; {where} uses 'normal'")
+        m = self.mapper  # its sampler and scheduler: the node's own, or refused (`sampling`)
         denoise = m.number(sampler, "denoise", 1.0)
         inpaints = linked_node(self, sampler, "latent_image")
         if denoise < 1.0 and (inpaints is None or inpaints.class_type not in INPAINT_LATENTS):
@@ -234,4 +231,3 @@ class SDXLCollapse(Collapse):
             param="name",
             params={"strength": m.number(node, "strength_model", 1.0), "strength_clip": clip},
         )
-

@@ -1,0 +1,86 @@
+"""What each LTX-2 version renders where a request leaves it to the model (torch-free; read at
+submit): one table, a row per version, each row's two-stage recipe its official ComfyUI
+template's (Comfy-Org/workflow_templates).
+
+One pass, every version: diffusers' `LTX2Pipeline` defaults (40 steps on its own schedule, euler,
+guidance 4 for the video and 7 for the soundtrack).
+
+Two stages (`upscale`):
+- LTX-2.0 and 2.3 (told apart by nothing here): the first pass as one pass; the refining pass on
+  diffusers' `STAGE_2_DISTILLED_SIGMA_VALUES` (0.909375, 0.725, 0.421875), unguided, with the
+  first pass's sampler (`video_ltx2_t2v.json`'s second stage).
+- LTX-2.5, `video_ltx2_5_t2v.json` and `video_ltx2_5_i2v.json`: the first pass on ManualSigmas
+  "1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0" (diffusers'
+  `DISTILLED_SIGMA_VALUES`) with euler_ancestral under LTXVDualCFGGuider at 1 and 1 (unguided,
+  both streams); LTXVLatentUpsampler; the refining pass on ManualSigmas "0.85, 0.7250, 0.4219,
+  0.0" with euler_ancestral, unguided, renoised from the first pass's latents to 0.85.
+
+A param the request gives overrides its row: `sigmas` (or `steps`) the first pass's levels,
+`sampler`, `guidance`, `audio_guidance`, `refine_sigmas`, `refine_sampler`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from inline_core.families.ltx2.request import REFINE_SIGMAS
+
+# diffusers' LTX2Pipeline's own: the one-pass defaults of every version.
+ONE_PASS: dict[str, Any] = {"steps": 40, "sampler": "euler", "guidance": 4.0, "audio_guidance": 7.0}
+# diffusers' DISTILLED_SIGMA_VALUES, as ComfyUI's distilled templates write them.
+DISTILLED_SIGMAS = "1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0"
+LTX2, LTX25 = "ltx-2", "ltx-2.5"
+
+
+@dataclass(frozen=True)
+class TwoStage:
+    """A version's two-stage recipe: what `upscale` renders where the request names none of it."""
+
+    first_sigmas: str  # the first pass's levels, as ManualSigmas writes them ("": `steps`)
+    sampler: str  # the first pass's ("": the one-pass default)
+    guidance: float | None  # both streams' on the first pass (None: the one-pass defaults)
+    refine_sigmas: tuple[float, ...]  # the refining pass's levels before the final 0
+    refine_sampler: str  # the refining pass's ("": the first pass's sampler)
+
+
+VERSIONS: dict[str, TwoStage] = {
+    LTX2: TwoStage("", "", None, REFINE_SIGMAS, ""),
+    LTX25: TwoStage(
+        DISTILLED_SIGMAS, "euler_ancestral", 1.0, (0.85, 0.725, 0.4219), "euler_ancestral"
+    ),
+}
+
+
+def version_name(is_ltx25: bool) -> str:
+    return LTX25 if is_ltx25 else LTX2
+
+
+def first_pass(params: Mapping[str, Any], version: str) -> dict[str, Any]:
+    """`steps`, `sampler`, `guidance`, `audio_guidance` and `sigmas` as the render runs them:
+    the request's where it gives them, else its version's two-stage recipe with `upscale`, else
+    the one-pass defaults."""
+    recipe = VERSIONS[version] if params.get("upscale") else None
+    own: dict[str, Any] = {}
+    if recipe is not None:
+        own = {"sampler": recipe.sampler or None, "sigmas": recipe.first_sigmas or None}
+        own["guidance"] = own["audio_guidance"] = recipe.guidance
+    given_levels = params.get("sigmas") or params.get("steps") is not None
+    resolved = {
+        name: next(v for v in (params.get(name), own.get(name), default) if v not in (None, ""))
+        for name, default in ONE_PASS.items()
+    }
+    resolved["sigmas"] = params.get("sigmas") or ("" if given_levels else own.get("sigmas") or "")
+    return resolved
+
+
+def refining_pass(params: Mapping[str, Any], version: str) -> tuple[str, str]:
+    """The refining pass's sigmas (ManualSigmas' text) and sampler ("": the first pass's)."""
+    recipe = VERSIONS[version]
+    sigmas = str(params.get("refine_sigmas") or sigmas_text(recipe.refine_sigmas))
+    return sigmas, str(params.get("refine_sampler") or recipe.refine_sampler)
+
+
+def sigmas_text(levels: tuple[float, ...]) -> str:
+    return ", ".join(f"{v:g}" for v in (*levels, 0.0))
