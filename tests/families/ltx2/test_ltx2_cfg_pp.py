@@ -1,7 +1,8 @@
 """CFG++ on LTX-2: each stream (the video and the soundtrack) steps along its own unconditional
 output (the negative prompt's row of the forward), at its own guidance.
 
-- A CFG++ sampler renders through the node and is not its plain sampler.
+- A CFG++ sampler renders through the node and is not its plain sampler, on one pass and on
+  the first of two (the refining pass, unguided, on a plain sampler).
 - Its latents are the CFG++ step (`tests/families/cfg_pp_reference.py`, written out apart from
   the sigma library) run by hand on the transformer's own outputs of the same forwards: the
   guided clean estimate LTX2Pipeline makes (on x0, `guidance` / `audio_guidance`) and the
@@ -58,6 +59,23 @@ def test_a_cfg_pp_sampler_renders_and_is_not_its_plain_sampler(
     # The tiny model's prompts barely differ, so the decoders shrink the change (the latents
     # show it, below); a render from the same path is equal bit for bit.
     assert moved > 0 and heard > 0
+
+
+def test_a_cfg_pp_first_pass_runs_before_a_plain_refining_pass(
+    ltx2_kit: LTX2Kit, ltx2_sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    """With `upscale`, the guided first pass steps CFG++ and the unguided refining pass its own
+    plain sampler (were it to run CFG++ there, it would find no unconditional output and fail)."""
+    rig = ltx2_rig(ltx2_kit.root, ltx2_sampler)
+    two_stage: dict[str, Any] = {**GUIDED, "upscale": True, "width": 64, "height": 64}
+    two_stage.update(steps=STEPS, refine_sampler="euler")
+    ours = render(rig, tmp_path / "a", sampler="euler_cfg_pp", **two_stage)
+    plain = render(rig, tmp_path / "b", sampler="euler", **two_stage)
+    frames = take_frames(ours)
+    assert frames.shape == (5, 64, 64, 3) and frames.std() > 1.0
+    assert ours.takes[0].params["refine_sampler"] == "euler"
+    heard = float(np.abs(take_audio(ours).samples - take_audio(plain).samples).max())
+    assert max_diff(frames, take_frames(plain)) > 0 or heard > 0
 
 
 def final_latents(pipeline: Any, **request: Any) -> tuple[torch.Tensor, torch.Tensor]:
