@@ -68,8 +68,7 @@ def _level(levels: Levels, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
     if levels == "comfyui":
         log_alpha = 0.5 * torch.log(1 / (s * s + 1))
         return _f32(1.0), log_alpha - 0.5 * torch.log(1.0 - torch.exp(2.0 * log_alpha))
-    flow = levels == "flow"
-    if flow:
+    if levels == "flow":
         alpha = 1 - s
         return alpha, torch.log(alpha) - torch.log(s)
     alpha_vp = 1 / ((s**2 + 1) ** 0.5)
