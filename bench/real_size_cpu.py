@@ -12,8 +12,9 @@ through `POST /v1/import/comfy` at 64x64, 4 steps, euler:
 - seed-only changes, prompt changes and identical resubmissions, `--renders` each, timed from
   the POST to the websocket's `run_done` (the PNG take written and committed);
 - each of those paired with the same work called bare in this process right after it (our
-  loaders, same files and dtype, mapping the same pages): a prompt encode, the 4-step sample, the
-  VAE decode, so both see the same machine load;
+  loaders, same files and dtype, mapping the same pages, computing as diffusers does: nothing
+  compiled, no packed weights): a prompt encode, the 4-step sample, the VAE decode, so both see
+  the same machine load;
 - the server's peak anonymous and file-backed RSS (polled from /proc), the pages it read from
   disk (major faults), and its residency counters (reloads must stay 0 in steady state: the bench
   fails loudly otherwise);
@@ -270,7 +271,8 @@ class BareCalls:
         from inline_core.families.zimage import ZImageFamily
         from inline_core.sampling import StepLoopSampler
 
-        config = Config(models_dir=models, profile="cpu", dtype=dtype)
+        # As a bare diffusers call computes: no compiled blocks, no packed linear weights.
+        config = Config(models_dir=models, profile="cpu", dtype=dtype, no_compile=True)
         self.rig = family_rig(ZImageFamily, models, StepLoopSampler(), config=config)
         self.pipe: Any = self.rig.pipeline(MODEL)
         self.encoded: dict[str, Any] = {}
@@ -328,6 +330,12 @@ class BareCalls:
 
 
 def main() -> int:
+    from inline_core.server.openmp import choose_wait
+
+    # Before torch loads (libgomp reads it once): the bare calls in this process wait at
+    # barriers as the server chooses to; spinning at load 5-13 on 2 cores made them 7-10x slower
+    # (13-22 s against 1.7-2.0 s waiting passively for a seed-only sample and decode).
+    choose_wait()
     parser = argparse.ArgumentParser(description="real-size Z-Image on a CPU through the server")
     parser.add_argument("--renders", type=int, default=10)
     parser.add_argument("--models", type=Path, default=None, help="build into / reuse this folder")

@@ -39,9 +39,13 @@ RECOMPILE_LIMIT = 8
 # load 10-30 on 2 cores) is 0.96-1.12x seed-only and 0.85-1.23x with a prompt change, its steps
 # 0.71-1.14x, the decode 0.41-1.45x. Where the time goes (`--profile`, every thread): a seed-only
 # render's matmuls (`aten::mm`) take 3.8 s of its 5.4 s eager and 4.0 s compiled; compile fuses
-# only what is around them, so 1.3x is out of its reach at this size. Wan 2.1 1.3B's step
-# (`bench/compile_zimage.py`, bfloat16, 64 px, 5 frames) 1.73x; the tiny Wan's 0.14x. Off until
-# an end-to-end run shows it pays.
+# only what is around them, so 1.3x is out of its reach at this size. The matmuls themselves
+# are faster from weights oneDNN packed at load (`device/matmul.py`, on without compile): the
+# seed-only render 1.22-1.39x (`bench/packed_render.py`, 4 runs of 3-8 pairs, load 7-13; its
+# `aten::mm` 2.38 s eager, 1.69 s packed; at 256 px its steps 1.46x), bitwise the same pixels;
+# the server's seed-only render against the bare calls 1.26x and 1.40x (`bench/real_size_cpu.py`).
+# Wan 2.1 1.3B's step (`bench/compile_zimage.py`, bfloat16, 64 px, 5 frames) 1.73x; the tiny
+# Wan's 0.14x. Off until an end-to-end run shows it pays.
 _PAYS: dict[tuple[str, str], bool] = {
     ("cuda", "bfloat16"): True,
     ("cuda", "float16"): True,

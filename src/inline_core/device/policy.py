@@ -18,6 +18,7 @@ from inline_core.device.attention import AttentionChoice, attention_choice
 from inline_core.device.compile import CompileChoice, compile_choice
 from inline_core.device.hardware import HardwareDescription
 from inline_core.device.kernels import FA3_MODULE, KernelChoice, fa3_choice, fp8_choice, installed
+from inline_core.device.matmul import packed_linear_choice
 from inline_core.device.profile import Profile, choose_profile, resolve_profile
 from inline_core.device.split import (
     ModelParallelSupport,
@@ -356,6 +357,10 @@ class DevicePolicy:
             self._hardware, self.kind, family, dtype, stated=self._settings.compile
         )
 
+    def packed_linear_for(self, dtype: str) -> KernelChoice:
+        """Whether a denoiser computing in `dtype` packs its linear weights at load."""
+        return packed_linear_choice(self._hardware, self.kind, dtype, stated=self._settings.compile)
+
     @property
     def attention(self) -> AttentionChoice:
         """The order torch's exact attention kernels are tried in on this device class."""
@@ -397,6 +402,8 @@ class DevicePolicy:
             "stepCache": {"fromSteps": STEP_CACHE_FROM_STEPS, **StepCacheSettings().to_json()},
             # Compiled blocks for a denoiser in the default dtype (each family's in `models`).
             "compile": self.compile_for("", denoiser.dtype).to_json(),
+            # Linear weights packed at load for a denoiser in the default dtype (oneDNN, CPU).
+            "packedLinear": self.packed_linear_for(denoiser.dtype).to_json(),
             "attention": self.attention.to_json(),  # torch SDPA's order on this device
             "fp8": self.fp8.to_json(),  # GPU-only kernels: off, and why
             "fa3": self.fa3.to_json(),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from torch import nn
 
+from inline_core.diffusion.packed_linear import packed_bytes
 from inline_core.diffusion.residency import Footprint
 
 MAPS = Path("/proc/self/maps")
@@ -44,7 +45,7 @@ def footprint(value: object) -> Footprint:
             mapped += size
         else:
             own += size
-    return Footprint(own, mapped)
+    return Footprint(own + packed_bytes(value), mapped)  # packed weights: copies of their own
 
 
 def _file_mappings() -> tuple[list[int], list[int]]:

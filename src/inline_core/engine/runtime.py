@@ -24,6 +24,7 @@ from inline_core.config import Config
 from inline_core.contract.family import Family
 from inline_core.contract.sources import Sources
 from inline_core.device.compile import CompileChoice
+from inline_core.device.kernels import KernelChoice
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapter_counts import AdapterTotals
 from inline_core.diffusion.compile.cache import keep_cache_in
@@ -108,6 +109,11 @@ class ModelRuntime:
         if choice.enabled:
             keep_cache_in(self.config.data_dir)
         return choice
+
+    def packed_linear_choice(self, family: Family) -> KernelChoice:
+        """Whether `family`'s denoiser computes its linear layers from weights packed at load
+        (the device policy's choice for its device class and dtype)."""
+        return self.policy().packed_linear_for(self.placement(family, "denoiser").dtype)
 
     def compile_notes(self, pipeline: object) -> list[dict[str, object]]:
         """What a render through `pipeline` (one the stacks assembled) says of its compiled

@@ -31,12 +31,14 @@ from inline_core.contract.discovery import load_builder
 from inline_core.contract.family import Family
 from inline_core.contract.sources import DEFAULT, Sources
 from inline_core.device.compile import CompileChoice
+from inline_core.device.kernels import KernelChoice
 from inline_core.device.policy import Placement
 from inline_core.diffusion.adapter_counts import AdapterTotals
 from inline_core.diffusion.cancel_blocks import watch_denoisers
 from inline_core.diffusion.compile.regional import compile_decoders, compile_denoisers
 from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.kept_weights import KeptWeights
+from inline_core.diffusion.packed_linear import pack_part
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.residency import Footprint, ResidentCache
 from inline_core.engine.assemble import assemble
@@ -55,6 +57,8 @@ class StackHost(Protocol):
     def placement(self, family: Family, role: str) -> Placement: ...
 
     def compile_choice(self, family: Family, role: str = ...) -> CompileChoice: ...
+
+    def packed_linear_choice(self, family: Family) -> KernelChoice: ...
 
     def renders_in_progress(self) -> frozenset[Hashable]: ...
 
@@ -121,6 +125,13 @@ class Stacks:
             with self._lock:
                 self._sharers.setdefault(key, set()).add(family.name)
         load = _sized(lambda: builder.load(name, source, placement))
+        if role == DENOISER and placement is not None and placement.storage is None:
+            if self.runtime.packed_linear_choice(family).enabled:  # packed at load: counted
+                dtype, budget = placement.dtype, self.runtime.residency.budget_bytes
+                title = f"{family.title} {name}"
+                load = _sized(
+                    lambda: pack_part(builder.load(name, source, placement), dtype, budget, title)
+                )
         value = self.runtime.residency.get(key, load, keep=self._kept(held))
         held.add(key)
         return key, value

@@ -112,6 +112,16 @@ def test_a_refining_sampler_of_its_own_is_the_node_s_refine_sampler(client: Test
     assert params["upscale"] is True
 
 
+def test_a_cfg_pp_first_sampler_imports_onto_the_node(client: TestClient) -> None:
+    """The first pass runs CFG (CFGGuider's cfg 4), so its CFG++ sampler is the node's; the
+    refining pass stays on its own plain sampler."""
+    workflow = api_prompt("video_ltx2_t2v.json", {("8", "sampler_name"): "euler_cfg_pp"}, cut=False)
+    response = client.post("/v1/import/comfy", json={"workflow": workflow})
+    assert response.status_code == 200, response.text
+    params = target_of(response.json())[0]["params"]
+    assert (params["sampler"], params["refine_sampler"]) == ("euler_cfg_pp", "euler_ancestral")
+
+
 def api_prompt(
     name: str, changes: dict[tuple[str, str], Any] | None = None, *, cut: bool = True
 ) -> Json:

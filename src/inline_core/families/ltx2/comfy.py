@@ -24,7 +24,7 @@ from inline_core.contract.comfy_recipe import (
     PartLoader,
 )
 from inline_core.families.ltx2.descriptor import NODE_TYPE
-from inline_core.graph.sampler_names import SAMPLERS
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS
 
 SCHEDULER = "LTXVScheduler"
 CONDITIONING = "LTXVConditioning"
@@ -41,7 +41,7 @@ RECIPE = ComfyRecipe(
         sinks={"SaveVideo": SAVE_VIDEO},
         # Read by the reader (the audio latent beside the video's): none by data.
         latents={},
-        samplers=SAMPLERS,
+        samplers=GUIDED_SAMPLERS,
         sampler_defaults={"seed": 0, "steps": 20, "cfg": 4.0},
         model_nodes={},
         conditioning_through=(CONDITIONING, CROP_GUIDES),

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from inline_core.contract.common_params import MODEL, SEED, TEXT_ENCODER
+from inline_core.families.nodes.sampling import sampler_param, schedule_param
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
-from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
 from inline_core.graph.schema import PortKind
 
 NODE_TYPE = "lightricks/ltx-2"
@@ -92,14 +92,9 @@ LTX2_DESCRIPTOR = NodeDescriptor(
             label="Soundtrack's guidance (empty: the model's, 7)",
         ),
         # The sigma library's samplers and schedules; euler on "simple" is LTX2Pipeline's own.
-        ParamSpec(
-            "sampler",
-            ParamWidget.SELECT,
-            "",
-            options=("", *SAMPLERS),
-            label="Sampler (empty: the model's, euler)",
-        ),
-        ParamSpec("schedule", ParamWidget.SELECT, "simple", options=SCHEDULES),
+        # CFG++ too: each stream steps along its own unconditional output (cfg_pp.py).
+        sampler_param("the model's, euler"),
+        schedule_param(),
         # ComfyUI's ManualSigmas: the first pass on these levels (steps and schedule unused).
         ParamSpec("sigmas", ParamWidget.TEXT, "", label="Sigmas (empty: the schedule's)"),
         SEED,
@@ -110,11 +105,9 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         # The two-stage path (the official workflows'): a first pass at half the size, the
         # latent upsampler, a refining pass of 3 steps at width x height (versions.py).
         ParamSpec("upscale", ParamWidget.BOOLEAN, default=False, label="Two-stage upscale"),
-        ParamSpec(
-            "refine_sampler",
-            ParamWidget.SELECT,
-            "",
-            options=("", *SAMPLERS),
+        replace(
+            sampler_param("the model's"),
+            name="refine_sampler",
             label="Refining pass's sampler (empty: the model's; LTX-2.0/2.3 sampler's)",
         ),
         # ManualSigmas' text (empty: the model's; LTX-2.0/2.3 0.909375, 0.725, 0.421875, 0).

@@ -24,6 +24,7 @@ from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest, ModelMissing
 from inline_core.families.ltx2 import gemma_file
+from inline_core.families.ltx2.cfg_pp import cfg_pp_refusal
 from inline_core.families.ltx2.comfy import RECIPE
 from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.ltx2.download import DOWNLOADS
@@ -212,7 +213,8 @@ class LTX2Family(Family):
         check_single_file(transformer, node_id)
         encoder = None if sources is None else sources.get("text_encoder")
         check_encoder_file(encoder, node_id)
-        check_ltx25(transformer, encoder, node_id)
+        decoder = check_ltx25(transformer, encoder, node_id)
+        refuse_cfg_pp(params, version_name(decoder is not None), node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         if params.get("upscale"):
@@ -259,6 +261,21 @@ class LTX2Family(Family):
             return None
         defaults = {p.name: p.default for p in LTX2_DESCRIPTOR.params}
         return sequence_refusal(params, defaults, sources, split)
+
+
+def refuse_cfg_pp(params: Mapping[str, Any], version: str, node_id: str) -> None:
+    """A CFG++ sampler on a pass or stream that runs unguided, as the render resolves its
+    sampler and guidances (the version's where the params leave them): a 422 naming it."""
+    sampling = first_pass(params, version)
+    refine = refining_pass(params, version)[1] if params.get("upscale") else None
+    refusal = cfg_pp_refusal(
+        str(sampling["sampler"]),
+        float(sampling["guidance"]),
+        float(sampling["audio_guidance"]),
+        refine,
+    )
+    if refusal is not None:
+        raise InvalidRequest(refusal.message, node_id=node_id)
 
 
 def check_single_file(transformer: Source | None, node_id: str) -> None:

@@ -297,6 +297,10 @@ class LTX2StepPipeline:
                 v = guided(video, i, j, s.video_scale, s.latents, sigma)
                 a = guided(audio, i, j, s.audio_scale, s.audio_latents, sigma)
                 preds.append((v, a))
+                # A CFG++ sampler steps each stream along its own unconditional output too.
+                s.uncond = None
+                if s.cfg_pp and j is not None:
+                    s.uncond = (video[j : j + 1].float(), audio[j : j + 1].float())
             return preds
 
     def _forward(
@@ -356,15 +360,19 @@ class LTX2StepPipeline:
     def step_scheduler(self, state: LTX2Request, noise_pred: Any, /) -> None:
         video, audio = cast(tuple[torch.Tensor, torch.Tensor], noise_pred)
         index = state.schedule_index
+        uncond = cast(tuple[Any, Any], state.uncond or (None, None))
+        state.uncond = None
         with torch.inference_mode():
             latents = cast(torch.Tensor, state.latents)
-            stepped = _advance(_schedule(state), index, video, latents)
+            stepped = _advance(_schedule(state), index, video, latents, uncond[0])
             if state.condition is not None:  # the image's frame stays as it was
                 _f, h, w = state.latent_shape
                 stepped[:, : h * w] = latents[:, : h * w]
             state.latents = stepped
             audio_latents = cast(torch.Tensor, state.audio_latents)
-            state.audio_latents = _advance(state.audio_schedule, index, audio, audio_latents)
+            state.audio_latents = _advance(
+                state.audio_schedule, index, audio, audio_latents, uncond[1]
+            )
         state.step_index += 1
         if state.upscale and not state.refining and state.step_index == state.first_pass_steps:
             self.refine(state)
@@ -514,7 +522,7 @@ class LTX2StepPipeline:
         audio = unpack_audio(audio, self.factors.mel_bins)
         state.latents = state.audio_latents = state.positive = state.negative = None
         state.condition = state.image = None
-        state.schedule = state.audio_schedule = None
+        state.schedule = state.audio_schedule = state.uncond = None
         step_rows.release(state.cache)
         return video, audio
 
@@ -630,7 +638,13 @@ def _timestep(state: LTX2Request) -> torch.Tensor:
 
 
 def _advance(
-    schedule: FlowMatchSchedule, index: int, velocity: torch.Tensor, latents: torch.Tensor
+    schedule: FlowMatchSchedule,
+    index: int,
+    velocity: torch.Tensor,
+    latents: torch.Tensor,
+    uncond: torch.Tensor | None = None,
 ) -> torch.Tensor:
+    """`uncond`: the stream's unconditional output, which a CFG++ sampler steps along."""
     shape = tuple(latents.shape)
-    return cast(torch.Tensor, schedule.step(index, velocity, Latents(latents, shape)).value)
+    stepped = schedule.step(index, velocity, Latents(latents, shape), uncond)
+    return cast(torch.Tensor, stepped.value)

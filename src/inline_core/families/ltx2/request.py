@@ -13,7 +13,8 @@ from typing import Any
 
 from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.errors import InvalidRequest
-from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
+from inline_core.families.ltx2.cfg_pp import cfg_pp_refusal
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, GUIDED_SAMPLERS, SCHEDULES
 from inline_core.parallel.wire import LOCAL
 from inline_core.runtime.step_cache import StepCacheSettings
 
@@ -66,6 +67,8 @@ class LTX2Request:
     refining: bool = field(default=False, metadata=LOCAL)  # the upsampled latents' pass
     refine_start: int = field(default=0, metadata=LOCAL)  # its first model call's index
     step_index: int = field(default=0, metadata=LOCAL)
+    # This step's unconditional outputs (video, audio), for a CFG++ sampler (None: not one).
+    uncond: Any = field(default=None, metadata=LOCAL)
     prepared: bool = field(default=False, metadata=LOCAL)  # prepare_encode has run
     schedule: Any = field(default=None, metadata=LOCAL)  # the video's `FlowMatchSchedule`
     audio_schedule: Any = field(default=None, metadata=LOCAL)  # the soundtrack's (own history)
@@ -92,6 +95,16 @@ class LTX2Request:
         if self.refining:
             return self.refine_guidance
         return self.guidance if self.audio_guidance is None else self.audio_guidance
+
+    @property
+    def pass_sampler(self) -> str:
+        """The sampler of the pass running (the refining pass's its own, or the first's)."""
+        return (self.refine_sampler or self.sampler) if self.refining else self.sampler
+
+    @property
+    def cfg_pp(self) -> bool:
+        """The pass's sampler steps along the unconditional prediction (CFG++)."""
+        return self.pass_sampler in CFG_PP_SAMPLERS
 
     @property
     def cfg(self) -> bool:
@@ -167,8 +180,18 @@ def new_request(model_key: Hashable, **kwargs: Any) -> LTX2Request:
         raise InvalidRequest(refusal)
     if state.format not in FORMATS:
         raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, not {state.format!r}")
-    if state.sampler not in SAMPLERS:
-        raise InvalidRequest(f"sampler must be one of {', '.join(SAMPLERS)}, not {state.sampler!r}")
+    for name in ("sampler", "refine_sampler"):
+        value = getattr(state, name)
+        if value not in GUIDED_SAMPLERS and (value or name == "sampler"):
+            choices = ", ".join(GUIDED_SAMPLERS)
+            raise InvalidRequest(f"{name} must be one of {choices}, not {value!r}")
+    audio_guidance = state.guidance if state.audio_guidance is None else state.audio_guidance
+    refine_sampler = state.refine_sampler if state.upscale else None
+    refusal = cfg_pp_refusal(
+        state.sampler, state.guidance, audio_guidance, refine_sampler, state.refine_guidance
+    )
+    if refusal is not None:
+        raise InvalidRequest(refusal.message)
     if state.sigma_schedule not in SCHEDULES:
         raise InvalidRequest(
             f"schedule must be one of {', '.join(SCHEDULES)}, not {state.sigma_schedule!r}"

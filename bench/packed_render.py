@@ -1,0 +1,174 @@
+"""A whole Z-Image render with the denoiser's linear weights packed for oneDNN at load
+(`diffusion/packed_linear.py`, the CPU policy's choice in bfloat16) against the same render
+unpacked (a runtime with `no_compile`, as `--no-compile` sets it), side by side in one process,
+through the Z-Image node's own runner on the real-size random set of `bench/real_size_cpu.py`.
+
+    .venv/bin/python bench/packed_render.py [--models DIR] [--renders 3] [--px 64] [--steps 4]
+        [--profile]
+
+Two runtimes over the same files (the text encoder's and transformer's pages mapped once in the
+page cache; the packed runtime holds a packed copy of the transformer's linear weights beside
+them). After a warm-up render each, `--renders` pairs each way, alternating so both see the same
+load: a prompt change (a new prompt: its encode, the steps, the decode) and a seed-only render
+(the prompt's encode cached: the steps and the decode). The takes of one seed and prompt are
+compared pixel by pixel. The compute threads wait at barriers as the server's would
+(`server/openmp.choose_wait`: passively on oversubscribed CPUs). `--profile`: one seed-only
+render each way under torch.profiler (top operators by self CPU time, every thread). Prints
+medians, ratios and the load average; writes bench/results/packed_render.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "bench")]
+OUT = ROOT / "bench" / "results" / "packed_render.json"
+WAYS = ("eager", "packed")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--models", type=Path, default=Path(tempfile.gettempdir()) / "inline-real-size-set"
+    )
+    parser.add_argument("--renders", type=int, default=3)
+    parser.add_argument("--px", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--profile", action="store_true", help="profile a seed-only render")
+    args = parser.parse_args()
+
+    from inline_core.server.openmp import choose_wait
+
+    choose_wait()  # before torch loads: the threads wait at barriers as the server's would
+    from compile_render import medians, timed_render
+    from compile_zimage import top_ops
+    from real_size_cpu import build_set
+
+    from inline_core.config import Config
+    from inline_core.diffusion.packed_linear import packed_bytes
+    from inline_core.families.standalone import family_rig
+    from inline_core.families.zimage import ZImageFamily
+    from inline_core.sampling.loop import StepLoopSampler
+
+    built = build_set(args.models)
+    load = os.getloadavg()
+    print(f"cpu bfloat16, {os.cpu_count()} CPUs, load {load}; set built {built or 'kept'}")
+    sampler = StepLoopSampler()
+    with tempfile.TemporaryDirectory(prefix="packed-render-") as data:
+        rigs = {
+            way: family_rig(
+                ZImageFamily,
+                args.models,
+                sampler,
+                config=Config(
+                    models_dir=args.models,
+                    data_dir=Path(data) / way,
+                    profile="cpu",
+                    dtype="bfloat16",
+                    no_compile=way == "eager",
+                ),
+            )
+            for way in WAYS
+        }
+        takes = Path(data) / "takes"
+        try:
+            chosen = {
+                w: r.runtime.packed_linear_choice(r.family).to_json() for w, r in rigs.items()
+            }
+            assert chosen["packed"]["enabled"] and not chosen["eager"]["enabled"], chosen
+            first = {
+                w: timed_render(r, takes, "a lighthouse", 1, args, True) for w, r in rigs.items()
+            }
+            transformer = rigs["packed"].pipeline().denoiser.transformer
+            packed_gib = packed_bytes(transformer) / 1024**3
+            prompt_change: dict[str, list[dict[str, Any]]] = {w: [] for w in WAYS}
+            seed_only: dict[str, list[dict[str, Any]]] = {w: [] for w in WAYS}
+            diffs: list[int] = []
+            for i in range(args.renders):
+                for way in WAYS:  # the same prompt and seed each way
+                    prompt = f"a lighthouse on a cliff at dusk, study {i}"
+                    prompt_change[way].append(
+                        timed_render(rigs[way], takes, prompt, 100 + i, args, True)
+                    )
+                pair = {
+                    w: timed_render(rigs[w], takes, "a lighthouse", 200 + i, args, True)
+                    for w in WAYS
+                }
+                for way in WAYS:
+                    seed_only[way].append(pair[way])
+                diffs.append(int(abs(pair["eager"]["pixels"] - pair["packed"]["pixels"]).max()))
+                changed = [prompt_change[w][-1]["pixels"] for w in WAYS]
+                diffs.append(int(abs(changed[0] - changed[1]).max()))
+            profiles = {
+                way: top_ops(
+                    lambda r=rigs[way]: timed_render(r, takes, "a lighthouse", 300, args, True),
+                    all_threads=True,
+                )
+                for way in (WAYS if args.profile else ())
+            }
+        finally:
+            for rig in rigs.values():
+                rig.close()
+            sampler.close()
+    rows: list[dict[str, Any]] = []
+    print(
+        f"{'render':14s} {'way':7s} {'whole s':>8s} {'encode s':>9s} {'steps s':>8s}"
+        f" {'decode s':>9s}"
+    )
+    for name, runs in (("prompt change", prompt_change), ("seed only", seed_only)):
+        row: dict[str, Any] = {"render": name}
+        for way in WAYS:
+            m = row[way] = medians(runs[way])
+            row[f"{way}WallsS"] = [round(r["wallS"], 2) for r in runs[way]]
+            print(
+                f"{name:14s} {way:7s} {m['wallS']:8.2f} {m['encodeS']:9.2f} {m['stepsS']:8.2f}"
+                f" {m['decodeS']:9.2f}"
+            )
+        row["speedup"] = {
+            key: round(row["eager"][key] / row["packed"][key], 2) for key in ("wallS", "stepsS")
+        }
+        row["pairRatios"] = [
+            round(e["wallS"] / p["wallS"], 2)
+            for e, p in zip(runs["eager"], runs["packed"], strict=True)
+        ]
+        print(
+            f"{'':14s} {'ratio':7s} {row['speedup']['wallS']:7.2f}x {'':9s}"
+            f" {row['speedup']['stepsS']:7.2f}x   pairs {row['pairRatios']}"
+        )
+        rows.append(row)
+    end = os.getloadavg()
+    print(f"packed copy {packed_gib:.2f} GiB; max pixel diff eager vs packed: {max(diffs)}")
+    print(f"load {load} at the start, {end} at the end")
+    for way, ops in profiles.items():
+        print(f"{way}: " + ", ".join(f"{op['op']} {op['selfMs']:.0f} ms" for op in ops[:8]))
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    body = {
+        "command": " ".join(sys.argv),
+        "cpus": os.cpu_count(),
+        "px": args.px,
+        "steps": args.steps,
+        "renders": args.renders,
+        "loadAverage": {"start": load, "end": end},
+        "ompWaitPolicy": os.environ.get("OMP_WAIT_POLICY"),
+        "gompSpinCount": os.environ.get("GOMP_SPINCOUNT"),
+        "choices": chosen,
+        "firstRenderS": {w: round(f["wallS"], 2) for w, f in first.items()},
+        "packedGiB": round(packed_gib, 3),
+        "rows": rows,
+        "maxPixelDiff": max(diffs),
+        "profile": profiles,
+    }
+    OUT.write_text(json.dumps(body, indent=2) + "\n")
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
