@@ -162,6 +162,8 @@ def test_an_oracle_denoiser_lands_every_sampler_on_its_clean_latent(
         else target + noise * sigmas[0]
     )
     out = run(name, sampling, sigmas, x, [1, 2], target)
+    if name.startswith("uni_pc"):  # ComfyUI's walk to 0 ends at sigma 0.001, in sigma's x
+        target = target + 0.001 * (noise - target if sampling.flow else noise)
     torch.testing.assert_close(out, target, atol=2e-4, rtol=0)
 
 

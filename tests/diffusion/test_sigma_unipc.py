@@ -122,7 +122,7 @@ def test_flow_unipc_is_diffusers_flow_unipc(variant: Any, order: int) -> None:
 def test_the_last_step_to_zero_lands_on_the_clean_estimate() -> None:
     sampling = FlowSampling(3.0)
     sigmas = [0.9, 0.6, 0.3, 0.0]
-    points, result = ours("uni_pc", sampling, sigmas, start())
+    points, result = ours(UniPC("bh1"), sampling, sigmas, start())  # named uni_pc ends at 0.001
     last = points[-1]
     torch.testing.assert_close(result, last - sigmas[-2] * toy(last), atol=1e-6, rtol=0)
 
@@ -136,8 +136,9 @@ def test_a_flow_schedule_from_sigma_one_starts_where_diffusers_does() -> None:
     table = to_floats(s.sigmas.to(torch.float64))
     shifted = FlowSampling(3.0)
     given = [1.0, *table[1:]]
-    assert call_sigmas("uni_pc_bh2", shifted, given)[0] == pytest.approx(table[0], abs=0)
-    _, result = ours("uni_pc_bh2", shifted, given, start())
+    unipc = UniPC("bh2")  # diffusers' order 2 (the named uni_pc_bh2 is ComfyUI's order 3)
+    assert call_sigmas(unipc.algorithm, shifted, given)[0] == pytest.approx(table[0], abs=0)
+    _, result = ours(unipc, shifted, given, start())
     close(result, theirs(s, start())[1])
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from inline_core.contract.comfy_recipe import Encoder, Latent, NodeNames, OwnNode, Sink
+from inline_core.errors import InvalidRequest
 from inline_core.graph.descriptor import NodeDescriptor, ParamSpec, ParamWidget, PortSpec
 from inline_core.graph.schema import Graph, PortKind
 from inline_core.importer.comfy import vocabulary
@@ -68,7 +69,7 @@ RECIPE = OwnNode(
 )
 
 
-def edit_workflow(negative_image: str | None = "20") -> Json:
+def edit_workflow(negative_image: str | None = "20", sampler: str = "euler") -> Json:
     def encode(text: str, image: str | None) -> Json:
         inputs: Json = {"clip": ["2", 0], "vae": ["6", 0], "prompt": text}
         if image is not None:
@@ -96,7 +97,7 @@ def edit_workflow(negative_image: str | None = "20") -> Json:
                 "seed": 7,
                 "steps": 12,
                 "cfg": 2.5,
-                "sampler_name": "euler",
+                "sampler_name": sampler,
                 "scheduler": "simple",
             },
         },
@@ -154,3 +155,14 @@ def test_the_recipes_data_collapses_the_chain_onto_the_node(catalog: Catalog) ->
 def test_a_negative_prompt_on_another_image_is_refused(catalog: Catalog) -> None:
     with pytest.raises(UnsupportedNode, match="another image than the positive prompt's"):
         collapsed(edit_workflow(negative_image="21"), catalog)
+
+
+def test_a_sampler_the_node_does_not_offer_is_refused_naming_the_closest(
+    catalog: Catalog,
+) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        collapsed(edit_workflow(sampler="euler_ancestral"), catalog)
+    assert refused.value.status == 422
+    assert "'euler_ancestral' is not offered here; the closest offered is 'euler'" in str(
+        refused.value
+    )

@@ -154,9 +154,8 @@ class OwnNode:
     node: str
     sinks: Mapping[str, Sink]
     latents: Mapping[str, Latent]
-    # The sampler names the node samples with: another is listed as changing the picture.
+    # The sampler names the node samples with: another is refused, naming the closest.
     samplers: tuple[str, ...] = ()
-    sampler_title: str = ""  # how a message names what it samples with (e.g. "UniPC")
     # The sampler's defaults where the workflow leaves a widget out (seed, steps, cfg).
     sampler_defaults: Mapping[str, float] = field(default_factory=dict[str, float])
     # Classes on the model's way whose widgets become params (widget -> param).

@@ -30,8 +30,8 @@ SIGMA_SAMPLERS: tuple[str, ...] = (
     "dpmpp_2m_sde_gpu",
     "dpmpp_2m_sde_heun_gpu",
     "dpmpp_3m_sde_gpu",
-    # UniPC as diffusers' `UniPCMultistepScheduler` runs it (order 2, its B(h) by name);
-    # ComfyUI's runs order 3 and, on a flow model, the log-SNR of an epsilon model.
+    # ComfyUI's UniPC (`sample_unipc`): order 3, B(h) by name, every model's sigma read as an
+    # epsilon model's, a walk to 0 ending at 0.001 (`sigma/algorithms/unipc.py`).
     "uni_pc",
     "uni_pc_bh2",
     "deis",
@@ -89,7 +89,6 @@ MULTISTEP_SAMPLERS: tuple[str, ...] = (
     "res_multistep_cfg_pp",
     "res_multistep_ancestral_cfg_pp",
 )
-UNIPC_SAMPLERS: tuple[str, ...] = ("uni_pc", "uni_pc_bh2")
 SAMPLERS: tuple[str, ...] = SIGMA_SAMPLERS
 # What a node whose family runs CFG and hands on its unconditional prediction offers.
 GUIDED_SAMPLERS: tuple[str, ...] = SAMPLERS + CFG_PP_SAMPLERS

@@ -29,6 +29,7 @@ from inline_core.importer.images import load_image
 from inline_core.importer.loaders import lora_clip_half
 from inline_core.importer.mapper import Mapper
 from inline_core.importer.recognise import UnsupportedFamily
+from inline_core.importer.samplers import exact_name
 from inline_core.importer.values import Port, describe
 from inline_core.importer.workflow import ComfyNode, Link, node_sort_key
 
@@ -252,15 +253,10 @@ class Collapse:
         )
 
     def sampling_notes(self, sampler: ComfyNode) -> None:
-        """What the node samples otherwise than `sampler`: each listed as changing the picture."""
+        """What the node samples otherwise than `sampler`: each listed as changing the picture.
+        A sampler the node does not offer is refused, naming the closest: none is swapped in."""
         m, offered = self.mapper, self.recipe.samplers
-        name = m.text(sampler, "sampler_name", offered[0] if offered else "euler")
-        if offered and name not in offered:
-            m.substituted(
-                sampler,
-                f"sampler {name!r} is not offered; {self.descriptor.type} samples with "
-                f"{self.recipe.sampler_title or offered[0]}",
-            )
+        exact_name("sampler", m.text(sampler, "sampler_name", "euler"), offered, describe(sampler))
         schedule = m.text(sampler, "scheduler", "simple")
         if schedule != "simple":
             m.substituted(

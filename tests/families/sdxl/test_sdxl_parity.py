@@ -39,11 +39,16 @@ def _scheduler(pipe: Any, kind: str, prediction: str = "epsilon") -> Any:
         return EulerDiscreteScheduler.from_config(config)  # pyright: ignore
     if kind in VE_SCHEDULERS:
         return getattr(diffusers, VE_SCHEDULERS[kind]).from_config(config)  # pyright: ignore
-    if kind == "bh2":  # UniPC (order 2) on Karras sigmas, from the largest; diffusers' bh1
+    if kind == "bh2":  # UniPC at ComfyUI's order 3 on Karras sigmas, from the largest (its
+        # last step ends at sigma 0.001, diffusers' at 0: well under a level); diffusers' bh1
         # steps to a zero final sigma as NaN, so `uni_pc` (bh1) is checked on the toy model only
-        # (`tests/diffusion/test_sigma_unipc.py`)
+        # (`tests/diffusion/test_sigma_unipc_comfy.py`)
         return diffusers.UniPCMultistepScheduler.from_config(  # pyright: ignore
-            config, solver_type=kind, use_karras_sigmas=True, final_sigmas_type="zero"
+            config,
+            solver_type=kind,
+            solver_order=3,
+            use_karras_sigmas=True,
+            final_sigmas_type="zero",
         )
     return DPMSolverMultistepScheduler.from_config(config, use_karras_sigmas=True)  # pyright: ignore
 

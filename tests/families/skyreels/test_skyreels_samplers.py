@@ -27,7 +27,7 @@ import torch
 from skyreels_harness import PROMPT, SMALL, skyreels_rig, take_frames, video_frames
 from skyreels_harness import render as render_node
 
-from inline_core.diffusion.flow.samplers import model_sigmas, numpy_flow_spacing, unipc_timesteps
+from inline_core.diffusion.flow.samplers import model_sigmas, numpy_flow_spacing
 from inline_core.diffusion.sigma.noise import RowNoise, row_generator
 from inline_core.diffusion.sigma.sampling import FlowSampling
 from inline_core.diffusion.sigma.stepper import SigmaStepper
@@ -35,7 +35,7 @@ from inline_core.errors import InvalidRequest
 from inline_core.families.skyreels.files import DEFAULT_SHIFT
 from inline_core.families.skyreels.kit import FOLDER, SkyReelsKit
 from inline_core.families.skyreels.pipeline import fps_class
-from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES, UNIPC_SAMPLERS
+from inline_core.graph.sampler_names import GUIDED_SAMPLERS, SCHEDULES
 from inline_core.sampling.loop import StepLoopSampler
 from tests.families.batching_harness import assert_batched_equals_alone, solo_and_together
 
@@ -62,10 +62,7 @@ def by_hand(pipeline: Any, sampler: str, schedule: str) -> torch.Tensor:
     noise = RowNoise([row_generator(REQUEST["seed"])])
     stepper = SigmaStepper(sampler, FlowSampling(DEFAULT_SHIFT), sigmas, None, noise)
     levels = stepper.call_sigmas
-    if sampler in UNIPC_SAMPLERS:  # fed as diffusers feeds a UniPC: integer timesteps
-        timesteps = unipc_timesteps(levels, torch.device("cpu"))
-    else:
-        timesteps = torch.tensor(levels, dtype=torch.float32) * 1000
+    timesteps = torch.tensor(levels, dtype=torch.float32) * 1000  # uni_pc too, as ComfyUI feeds it
     frames = x.shape[2]
     with torch.inference_mode():
         for t in timesteps:

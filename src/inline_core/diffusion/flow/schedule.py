@@ -24,7 +24,6 @@ from inline_core.diffusion.flow.samplers import (
     flow_sampling,
     flow_spacing,
     model_sigmas,
-    unipc_timesteps,
 )
 from inline_core.diffusion.flow.steps import denoise_window, img2img_start
 from inline_core.diffusion.libs import to_floats
@@ -32,7 +31,7 @@ from inline_core.diffusion.sigma.noise import RowNoise, row_generator
 from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.diffusion.sigma.stepper import SigmaStepper
 from inline_core.diffusion.sigma.window import StepWindow
-from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, SAMPLERS, UNIPC_SAMPLERS
+from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, SAMPLERS
 
 ModelTime = Callable[[torch.Tensor], torch.Tensor]
 
@@ -132,10 +131,7 @@ class FlowMatchSchedule:
         noise = RowNoise([row_generator(seed, row)])
         stepper = SigmaStepper(sampler, flow_sampling(config, mu), sigmas, None, noise)
         levels = torch.tensor(stepper.call_sigmas, dtype=torch.float32)
-        if sampler in UNIPC_SAMPLERS:
-            timesteps = unipc_timesteps(stepper.call_sigmas, device)
-        else:
-            timesteps = (levels * TRAIN_TIMESTEPS).to(device)
+        timesteps = (levels * TRAIN_TIMESTEPS).to(device)
         return cls(stepper, levels, timesteps, model_time)
 
     @property

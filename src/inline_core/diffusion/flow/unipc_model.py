@@ -5,8 +5,8 @@ Empty (None), each is the model's own: the scheduler config's UniPC over the tab
 `UniPCMultistepScheduler` makes, fed its integer timesteps, so a default render is diffusers' bit
 for bit. A named sampler or schedule is the library's under ComfyUI's name, on the flow table
 shifted by the config's `flow_shift`; `simple` is the flow pipelines' own spacing (`samplers.py`).
-A UniPC sampler is fed its sigmas x 1000 truncated to integers, as diffusers feeds them; any
-other sampler its sigmas x 1000.
+The model's own UniPC is fed its sigmas x 1000 truncated to integers, as diffusers feeds them; a
+named sampler (ComfyUI's `uni_pc` too) its sigmas x 1000, as ComfyUI feeds them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from inline_core.diffusion.libs import diffusers, to_floats
 from inline_core.diffusion.sigma.noise import NoiseSource
 from inline_core.diffusion.sigma.sampling import FlowSampling
 from inline_core.diffusion.sigma.stepper import Sampler, SigmaStepper, call_sigmas
-from inline_core.graph.sampler_names import UNIPC_SAMPLERS
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class UniPCModelWalk:
     algorithm: Sampler
     sampling: FlowSampling
     sigmas: list[float]
-    unipc: bool  # fed as diffusers feeds its UniPC: integer timesteps
+    unipc: bool  # the model's own UniPC, fed as diffusers feeds it: integer timesteps
     own_timesteps: torch.Tensor | None  # the model's own table's, where it walks that table
 
     def call_sigmas(self) -> list[float]:
@@ -84,5 +83,4 @@ def unipc_model_walk(
     else:
         flow = {"shift": shift, "num_train_timesteps": TRAIN_TIMESTEPS}
         sigmas = model_sigmas(flow, steps, 0.0, schedule, numpy_flow_spacing)
-    unipc = sampler is None or sampler in UNIPC_SAMPLERS
-    return UniPCModelWalk(algorithm, FlowSampling(shift), sigmas, unipc, own_timesteps)
+    return UniPCModelWalk(algorithm, FlowSampling(shift), sigmas, sampler is None, own_timesteps)

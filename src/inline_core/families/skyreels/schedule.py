@@ -48,7 +48,8 @@ def chunk_schedule(
         cast(Any, None), frames, timesteps, frames, ar_step, prefix, causal_block_size
     )
     # diffusers' table over a frame's call index (0: not started; past the last call: done, at
-    # 0), in the calls' own dtype: a UniPC's integer timesteps, another sampler's sigma x 1000.
+    # 0), in the calls' own dtype: the model's own UniPC's integer timesteps, a named sampler's
+    # sigma x 1000.
     table = torch.cat([timesteps.new_tensor([NOT_STARTED]), timesteps, timesteps.new_tensor([0])])
     matrix = table[cast(torch.Tensor, index).to(table.device)]
     mask = cast(list[list[bool]], update.tolist())

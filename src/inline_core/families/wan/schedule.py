@@ -4,9 +4,9 @@ The model's own (the node's empty `sampler` and `schedule`) is diffusers' `WanPi
 scheduler config's UniPC on its own table; a named one is the library's under ComfyUI's name, on
 Wan's flow table shifted by the config's `flow_shift` (or the request's shift), as
 `diffusion/flow/unipc_model.py` says. The transformer takes the timestep as it is
-(`sigma x 1000`; UniPC's truncated to an integer, as diffusers feeds it). A two-expert pair
-switches at a model call (`switch_call`), not a step: a sampler may call the model more than once
-a step.
+(`sigma x 1000`; the model's own UniPC's truncated to an integer, as diffusers feeds it). A
+two-expert pair switches at a model call (`switch_call`), not a step: a sampler may call the
+model more than once a step.
 """
 
 from __future__ import annotations

@@ -6,7 +6,13 @@ epsilon or v model, `1 - sigma` for a flow model), which is the arithmetic of di
 lower the order over the last steps), its scalars in float32 as it computes them: a flow model's
 render at order 2 is diffusers' bit for bit. The last step to sigma 0 has order 1 and lands on the
 model's clean estimate: its residual term is absent, where diffusers multiplies bh1's infinite
-B(h) by zero and renders NaN."""
+B(h) by zero and renders NaN.
+
+ComfyUI's `uni_pc` and `uni_pc_bh2` (`comfy/extra_samplers/uni_pc.py`, `sample_unipc`) are the
+same updates at order 3 with three differences of its own (`UniPC.comfyui`): it reads every
+model's sigma as an epsilon model's (its `SigmaConvert`: log-SNR `-log sigma`, a flow model's too),
+a walk to sigma 0 ends at sigma 0.001 instead, and its order is capped at steps - 1, so a one-step
+walk calls the model once and only rescales its start."""
 
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from inline_core.diffusion.sigma.algorithms.walk import Algorithm, Run, Walk
 
 Variant = Literal["bh1", "bh2"]
 _FLOW_NUDGE = 1e-6
+_COMFY_LAST_SIGMA = 0.001  # where ComfyUI's `sample_unipc` ends a walk to sigma 0
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,8 @@ class UniPC:
     # the result into it, so the scheduler's remembered first point becomes the one it predicted:
     # its first correction starts from there. True: that render, as those pipelines make it.
     first_correction_in_place: bool = False
+    # ComfyUI's `sample_unipc` (module docstring): its log-SNR, last sigma and order cap.
+    comfyui: bool = False
 
     def __post_init__(self) -> None:
         if self.variant not in ("bh1", "bh2"):
@@ -49,10 +58,17 @@ def _f32(value: float) -> torch.Tensor:
     return torch.tensor(value, dtype=torch.float32)
 
 
-def _level(flow: bool, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(alpha in the sampler's x, log-SNR) at `sigma`, in float32 as diffusers computes them."""
+Levels = Literal["flow", "epsilon", "comfyui"]
+
+
+def _level(levels: Levels, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(alpha in the sampler's x, log-SNR) at `sigma`, in float32 as diffusers computes them, or
+    ComfyUI's epsilon log-SNR in its `SigmaConvert`'s order of operations."""
     s = _f32(sigma)
-    if flow:
+    if levels == "comfyui":
+        log_alpha = 0.5 * torch.log(1 / (s * s + 1))
+        return _f32(1.0), log_alpha - 0.5 * torch.log(1.0 - torch.exp(2.0 * log_alpha))
+    if levels == "flow":
         alpha = 1 - s
         return alpha, torch.log(alpha) - torch.log(s)
     alpha_vp = 1 / ((s**2 + 1) ** 0.5)
@@ -77,15 +93,15 @@ class _Coefficients:
     corrector: list[float]  # the same, then the weight of the new one
 
     @classmethod
-    def of(cls, flow: bool, variant: Variant, order: int, sigmas: list[float]) -> _Coefficients:
+    def of(cls, levels: Levels, variant: Variant, order: int, sigmas: list[float]) -> _Coefficients:
         """`sigmas`: the earlier levels, oldest first, then the current one, then the target."""
         sigma, sigma_next = sigmas[-2], sigmas[-1]
         if sigma_next == 0:  # h infinite: the update is the clean estimate
             return cls(0.0, -1.0, 0.0, [], [], [])
-        alpha_next, lam_next = _level(flow, sigma_next)
-        lam = _level(flow, sigma)[1]
+        alpha_next, lam_next = _level(levels, sigma_next)
+        lam = _level(levels, sigma)[1]
         h = lam_next - lam
-        rk_values = [(_level(flow, sigmas[-2 - i])[1] - lam) / h for i in range(1, order)]
+        rk_values = [(_level(levels, sigmas[-2 - i])[1] - lam) / h for i in range(1, order)]
         rks = torch.tensor([*rk_values, 1.0])
         hh = -h
         h_phi_1 = torch.expm1(hh)
@@ -107,8 +123,10 @@ class _Coefficients:
         else:
             predictor = _solved(matrix[:-1, :-1], rhs[:-1])
         corrector = [0.5] if order == 1 else _solved(matrix, rhs)
+        # ComfyUI's ratio of noise levels is its log-SNR's, exp(-h): the same, up to rounding
+        ratio = h_phi_1 + 1 if levels == "comfyui" else _f32(sigma_next) / _f32(sigma)
         return cls(
-            float(_f32(sigma_next) / _f32(sigma)),
+            float(ratio),
             float(alpha_next * h_phi_1),
             float(alpha_next * b_h),
             [float(rk) for rk in rk_values],
@@ -118,19 +136,24 @@ class _Coefficients:
 
 
 def unipc(walk: Walk, x: torch.Tensor, sigmas: list[float], config: UniPC = UniPC()) -> Run:
-    sampling = walk.sampling
-    if sampling.flow and sigmas and abs(sigmas[0] - 1.0) < _FLOW_NUDGE:
+    levels: Levels = "comfyui" if config.comfyui else "flow" if walk.sampling.flow else "epsilon"
+    if levels == "flow" and sigmas and abs(sigmas[0] - 1.0) < _FLOW_NUDGE:
         # Sigma 1 has no finite log-SNR: diffusers starts a hair below it.
         sigmas = [float(np.float32(sigmas[0] - _FLOW_NUDGE)), *sigmas[1:]]
     steps = len(sigmas) - 1
     if steps < 1:
         return x
+    targets = sigmas  # the levels the updates step to; the model is called at `sigmas`
+    if config.comfyui and sigmas[-1] == 0:
+        targets = [*sigmas[:-1], _COMFY_LAST_SIGMA]
     p = yield x, sigmas[0]
     outputs = [p.denoised]  # the model's clean estimates, oldest first
     x = p.x
+    if config.comfyui and steps == 1:  # its order min(3, steps - 1) is 0: no update is made
+        return x * float(((_f32(targets[1]) ** 2 + 1) / (_f32(targets[0]) ** 2 + 1)) ** 0.5)
     for i in range(steps):
         order = min(config.order, steps - i, i + 1)
-        c = _Coefficients.of(sampling.flow, config.variant, order, sigmas[: i + 2][-(order + 1) :])
+        c = _Coefficients.of(levels, config.variant, order, targets[: i + 2][-(order + 1) :])
         m0 = outputs[-1]
         diffs = [(outputs[-1 - k] - m0) / c.rks[k - 1] for k in range(1, order)]
         base = c.ratio * x - c.alpha_phi * m0
