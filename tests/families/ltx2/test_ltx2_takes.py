@@ -16,6 +16,7 @@ from ltx2_harness import ltx2_rig, render
 from inline_core.families.ltx2.kit import LTX2Kit
 from inline_core.media import MediaKind
 from inline_core.runtime.audio import decode_wav
+from inline_core.runtime.video import Video
 from inline_core.sampling.loop import StepLoopSampler
 
 FRAMES, FPS = 9, 24
@@ -71,6 +72,13 @@ def test_a_render_run_again_writes_the_same_bytes(
     rig = ltx2_rig(ltx2_kit.root, ltx2_sampler)
     first = render(rig, tmp_path / "a", format="mp4", audio_format="flac", frames=FRAMES, fps=FPS)
     again = render(rig, tmp_path / "b", format="mp4", audio_format="flac", frames=FRAMES, fps=FPS)
+    # The render first, then its encoding: a failure says which of the two differed.
+    video, video_again = first.outputs["video"], again.outputs["video"]
+    assert isinstance(video, Video) and isinstance(video_again, Video)
+    frame_diff = int(np.abs(video.frames.astype(np.int16) - video_again.frames).max())
+    assert frame_diff == 0, f"the re-run rendered other frames (up to {frame_diff} levels)"
+    assert video.audio is not None and video_again.audio is not None
+    assert np.array_equal(video.audio.samples, video_again.audio.samples), "other sound"
     for one, other in zip(first.takes, again.takes, strict=True):
-        assert Path(one.path).read_bytes() == Path(other.path).read_bytes()
+        assert Path(one.path).read_bytes() == Path(other.path).read_bytes(), "encoded otherwise"
         assert one.hash == other.hash
