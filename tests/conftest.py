@@ -41,6 +41,20 @@ os.environ.setdefault("INLINE_DTYPE", "float32")
 
 # The serial chains, handed out first (xdist_order.py) and timed in the summary (xdist_timeline.py).
 CHAINS = (XDIST_WORKER_GROUPS, XDIST_INDUCTOR)
+# Then the modules long in time but few in tests (the timeline's slowest modules): xdist hands
+# out the most tests first, so these came last and one of them ran alone on one worker while the
+# other idled (43 s of a fresh-clone run). Handed out early, quick modules fill the end instead.
+LONG_FIRST = (
+    "tests/families/ltx2/test_ltx25_upscale.py",
+    "tests/hardening/test_hardening_fleet_crash.py",
+    "tests/hardening/test_hardening_fleet_renders.py",
+    "tests/hardening/test_hardening_crash.py",
+    "tests/hardening/test_hardening_database_restart.py",
+    "tests/server/test_server_readme_demo.py",
+    "tests/server/test_server_fleet.py",
+    "tests/server/test_server_live.py",
+    "tests/downloads/test_downloads_api.py",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -68,7 +82,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Schedul
         return None
     from tests.xdist_order import ChainsFirst
 
-    return ChainsFirst(config, log, CHAINS)
+    return ChainsFirst(config, log, (*CHAINS, *LONG_FIRST))
 
 
 @pytest.hookimpl(wrapper=True)

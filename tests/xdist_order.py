@@ -1,4 +1,5 @@
-"""The order pytest-xdist hands out its groups under `--dist loadgroup`: the serial chains first.
+"""The order pytest-xdist hands out its groups under `--dist loadgroup`: the serial chains first,
+then the modules conftest names as long in time.
 
 xdist hands a free worker the group with the most tests next. The worker groups' chain
 (`XDIST_WORKER_GROUPS`, tests/worker_groups.py) and the inductor one are long in time, not in
