@@ -28,7 +28,7 @@ from ltx2_harness import (
     take_frames,
     uint8_frames,
 )
-from test_ltx2_upscale import AUDIO_TOLERANCE, RENDER, TOLERANCE, chained, diffusers_chain
+from test_ltx2_upscale import AUDIO_TOLERANCE, RENDER, TOLERANCE, chained
 
 from inline_core.diffusion.libs import module
 from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
@@ -71,13 +71,21 @@ def diffusers_ltx25_chain(
     pipes: tuple[Any, Any], upsampler: Any, image: Any, recipe: dict[str, Any]
 ) -> tuple[Pixels, np.ndarray[Any, Any], Pixels]:
     """diffusers' frames through the diffusion decoder, the refining pass's soundtrack, and the
-    frames its convolutional VAE would decode."""
+    frames its convolutional VAE would decode: one chain, its latents out, then diffusers'
+    own decodes as `LTX2Pipeline` makes them (the kit's VAE takes no decode timestep)."""
     pipe, decode = pipes
-    vae_frames, sound = diffusers_chain(pipe, upsampler, None, image, **recipe)
     generator = torch.Generator("cpu").manual_seed(RENDER["seed"])
-    latents, _ = chained(pipe, upsampler, None, image, generator, output_type="latent", **recipe)
+    latents, audio = chained(
+        pipe, upsampler, None, image, generator, output_type="latent", **recipe
+    )
     video = decode(latents, generator=generator, output_type="np", denormalize=False)
-    return uint8_frames(video.frames[0]), sound, vae_frames
+    assert not pipe.vae.config.timestep_conditioning
+    with torch.inference_mode():
+        vae_video = pipe.vae.decode(latents, None, return_dict=False)[0]
+        vae_frames = pipe.video_processor.postprocess_video(vae_video, output_type="np")
+        sound = pipe.vocoder(pipe.audio_vae.decode(audio, return_dict=False)[0])
+    samples: np.ndarray[Any, Any] = sound[0].float().cpu().numpy()
+    return uint8_frames(video.frames[0]), samples, uint8_frames(vae_frames[0])
 
 
 # Two cases cover both axes (text and image; the template's recipe and params given), each a
