@@ -23,6 +23,7 @@ from ltx2_harness import (
     first_frame_image,
     ltx2_rig,
     max_diff,
+    pipeline_decodes,
     render,
     take_audio,
     take_frames,
@@ -82,13 +83,8 @@ def diffusers_ltx25_chain(
         pipe, upsampler, None, image, generator, "latent", num_frames=FRAMES, **recipe
     )
     video = decode(latents, generator=generator, output_type="np", denormalize=False)
-    assert not pipe.vae.config.timestep_conditioning
-    with torch.inference_mode():
-        vae_video = pipe.vae.decode(latents, None, return_dict=False)[0]
-        vae_frames = pipe.video_processor.postprocess_video(vae_video, output_type="np")
-        sound = pipe.vocoder(pipe.audio_vae.decode(audio, return_dict=False)[0])
-    samples: np.ndarray[Any, Any] = sound[0].float().cpu().numpy()
-    return uint8_frames(video.frames[0]), samples, uint8_frames(vae_frames[0])
+    vae_frames, sound = pipeline_decodes(pipe, latents, audio)
+    return uint8_frames(video.frames[0]), sound.samples, vae_frames
 
 
 # Two cases cover both axes (text and image; the template's recipe and params given), each a
