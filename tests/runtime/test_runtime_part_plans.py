@@ -74,7 +74,7 @@ def test_a_replaced_file_is_placed_and_loaded_again(
     again = rig.pipeline()
     assert again is not first  # the VAE was loaded from the new file: a new assembly
     assert rig.stats()["loads"] == COMPONENTS + 1  # the VAE alone, under its new identity
-    planned = [name for _family, name, _identity in rig.runtime.stacks()._plans]  # pyright: ignore[reportPrivateUsage]
+    planned = [key[1] for key in rig.runtime.stacks()._plans]  # pyright: ignore[reportPrivateUsage]
     assert sorted(planned) == sorted([*PARTS, "vae"])
 
 
@@ -101,7 +101,7 @@ def test_placements_match_the_policys(rig: FamilyRig) -> None:
     """The kept plan's placement is the policy's for the part's role (kept storage aside)."""
     rig.pipeline()
     stacks = rig.runtime.stacks()
-    for (_family, name, _identity), (key, _load) in stacks._plans.items():  # pyright: ignore[reportPrivateUsage]
+    for (_family, name, _identity, _budget), (key, _load) in stacks._plans.items():  # pyright: ignore[reportPrivateUsage]
         placement = cast(tuple[object, ...], key)[3]  # (owner, part, identity, placement)
         role = stacks.builder(rig.family).roles.get(name)
         if role is None:
@@ -110,3 +110,15 @@ def test_placements_match_the_policys(rig: FamilyRig) -> None:
         assert isinstance(placement, Placement)
         expected = rig.runtime.placement(rig.family, role)
         assert placement.device == expected.device and placement.dtype == expected.dtype
+
+
+def test_another_budget_is_planned_again(rig: FamilyRig) -> None:
+    """The kept storage depends on the budget: a part is planned again under another one (its
+    resident value is found again where the plan comes out the same)."""
+    first = rig.pipeline()
+    stacks = rig.runtime.stacks()
+    assert len(stacks._plans) == COMPONENTS  # pyright: ignore[reportPrivateUsage]
+    rig.runtime.residency.budget_bytes = 1 << 40
+    assert rig.pipeline() is first  # float32 files computing in float32: the same placement
+    assert len(stacks._plans) == 2 * COMPONENTS  # pyright: ignore[reportPrivateUsage]
+    assert rig.stats()["loads"] == COMPONENTS

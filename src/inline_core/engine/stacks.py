@@ -93,8 +93,8 @@ class Stacks:
         # render (a run id) -> the resident keys it has used
         self._renders: OrderedDict[Hashable, set[Hashable]] = OrderedDict()
         self._storage = KeptWeights(lambda: runtime.residency.budget_bytes)
-        # (family, part, its files' identity) -> its resident key and how it loads (`_plan`)
-        self._plans: dict[tuple[str, str, str], PartPlan] = {}
+        # (family, part, its files' identity, the budget) -> its resident key and how it loads
+        self._plans: dict[tuple[str, str, str, int | None], PartPlan] = {}
         self._sharers: dict[Hashable, set[str]] = {}  # a shared part's key -> its families
 
     def builder(self, family: Family) -> FamilyBuilder:
@@ -117,7 +117,7 @@ class Stacks:
         self, family: Family, name: str, source: Source | None, held: set[Hashable]
     ) -> tuple[Hashable, Any]:
         identity = DEFAULT if source is None else source.identity()
-        plan_key = (family.name, name, identity)
+        plan_key = (family.name, name, identity, self.runtime.residency.budget_bytes)
         with self._lock:
             plan = self._plans.get(plan_key)
         if plan is None:
@@ -132,8 +132,9 @@ class Stacks:
     def _plan(self, family: Family, name: str, source: Source | None, identity: str) -> PartPlan:
         """How one part loads, decided once per file identity: its placement (the device
         policy's for its role, with the storage its file's dtype keeps under the budget) and
-        whether its linear layers are packed depend only on the files, the policy and the
-        budget, all fixed once the runtime has its policy; a replaced file is a new identity."""
+        whether its linear layers are packed depend only on the files, the device policy (fixed
+        once made) and the budget: a replaced file (a new identity) or another budget is planned
+        again."""
         builder = self.builder(family)
         role = builder.roles.get(name)
         placement = None if role is None else self.runtime.placement(family, role)
