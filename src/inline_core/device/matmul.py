@@ -20,7 +20,11 @@ and 8, load 4-10) the server's seed-only render took 0.79x and 0.72x their time 
 faster), a prompt change 0.92x and 0.83x. At 256 px (3 pairs,
 load 9-11) the steps run 1.46x (seed-only) and 1.92x (prompt change) faster, the whole render
 1.18x and 1.33x (the VAE decode, 5-6 s there, is not a matmul). A worker group's CPU ranks
-each load their own denoiser and pack it by the same choice (`rank_packing`).
+each load their own denoiser and pack it by the same choice (`rank_packing`): a split render on
+2 ranks of one thread each (`bench/packed_split.py`, two groups alternating in one run, load
+14-17, the takes bitwise equal) 1.10x and 1.32x seed-only, 1.15x and 1.23x a prompt change at
+64 px (3 and 6 pairs), 1.28x and 1.19x at 256 px (3 pairs); each rank's group start 13-20 s
+longer for the packing.
 `--no-compile` (`INLINE_NO_COMPILE=1`) turns it off with compiled blocks.
 """
 
