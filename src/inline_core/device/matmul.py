@@ -23,8 +23,8 @@ load 9-11) the steps run 1.46x (seed-only) and 1.92x (prompt change) faster, the
 each load their own denoiser and pack it by the same choice (`rank_packing`): a split render on
 2 ranks of one thread each (`bench/packed_split.py`, two groups alternating in one run, load
 14-17, the takes bitwise equal) 1.10x and 1.32x seed-only, 1.15x and 1.23x a prompt change at
-64 px (3 and 6 pairs), 1.28x and 1.19x at 256 px (3 pairs); the group's start 13-21 s
-longer for the packing.
+64 px (3 and 6 pairs); at 256 px (3 pairs) 1.28x seed-only, 1.19x a prompt change; the
+group's start 13-21 s longer for the packing.
 `--no-compile` (`INLINE_NO_COMPILE=1`) turns it off with compiled blocks.
 """
 
