@@ -25,10 +25,8 @@ thread each, so a split is not faster than one process here), nor ranks on cores
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,7 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "bench")]
 OUT = ROOT / "bench" / "results" / "packed_split.json"
-WAYS = ("eager", "packed")
+
+from packed_render import WAYS, print_head, render_parser, table_row  # noqa: E402 (the path)
 
 
 def uptime() -> str:
@@ -47,13 +46,7 @@ def uptime() -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--models", type=Path, default=Path(tempfile.gettempdir()) / "inline-real-size-set"
-    )
-    parser.add_argument("--renders", type=int, default=3)
-    parser.add_argument("--px", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=4)
+    parser = render_parser(__doc__)
     parser.add_argument("--ranks", type=int, default=2)
     args = parser.parse_args()
 
@@ -137,29 +130,12 @@ def main() -> int:
                 runtime.close()
             loop.close()
     end_uptime = uptime()
-    rows: list[dict[str, Any]] = []
-    print(f"{'render':14s} {'way':7s} {'wall s':>8s} {'rank 0 s':>9s}")
-    for name, runs in (("prompt change", prompt_change), ("seed only", seed_only)):
-        row: dict[str, Any] = {"render": name}
-        for way in WAYS:
-            m = row[way] = {
-                key: round(statistics.median(r[key] for r in runs[way]), 3)
-                for key in ("wallS", "computeS")
-            }
-            row[f"{way}WallsS"] = [round(r["wallS"], 2) for r in runs[way]]
-            print(f"{name:14s} {way:7s} {m['wallS']:8.2f} {m['computeS']:9.2f}")
-        row["speedup"] = {
-            key: round(row["eager"][key] / row["packed"][key], 2) for key in ("wallS", "computeS")
-        }
-        row["pairRatios"] = [
-            round(e["wallS"] / p["wallS"], 2)
-            for e, p in zip(runs["eager"], runs["packed"], strict=True)
-        ]
-        print(
-            f"{'':14s} {'ratio':7s} {row['speedup']['wallS']:7.2f}x"
-            f" {row['speedup']['computeS']:8.2f}x   pairs {row['pairRatios']}"
-        )
-        rows.append(row)
+    keys = ("wallS", "computeS")
+    print_head(keys)
+    rows = [
+        table_row(name, runs, keys)
+        for name, runs in (("prompt change", prompt_change), ("seed only", seed_only))
+    ]
     packed = {w: first[w]["packedBytes"] for w in WAYS}
     print(f"group start and load s: {start_s}")
     print(f"packed bytes per rank: {packed}; max pixel diff eager vs packed: {max(diffs)}")
