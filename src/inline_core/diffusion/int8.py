@@ -3,7 +3,7 @@ where it has no int8 matrix multiply (comfy-kitchen's eager `dequantize_int8_sim
 `dequantize_int8_convrot_weight`).
 
 The keys, scales and group sizes are `files/int8.py`'s, with its sources. The arithmetic is
-comfy-kitchen's, rounded once to float32 (`dequantize` says why) and cast to the compute dtype:
+comfy-kitchen's, rounded once to float32 (`dequantize` says how) and cast to the compute dtype:
 - w' = int8 x scale (one scale, or one a row);
 - a rotated layer is rotated back: each run of G columns of w' times Hᵀ, where H is the
   normalized regular Hadamard matrix of comfy-kitchen's `_build_hadamard`
@@ -28,43 +28,49 @@ from inline_core.diffusion.files.header import TensorInfo
 from inline_core.errors import RunFailed
 
 H4 = ((1, 1, 1, -1), (1, 1, -1, 1), (1, -1, 1, 1), (-1, 1, 1, 1))
-ROWS_AT_ONCE = 1 << 24  # float64 numbers dequantized at once: 128 MiB however large the layer
+ROWS_AT_ONCE = 1 << 24  # numbers rotated back at once: 64 MiB of float32 however large the layer
 
 
 @functools.lru_cache(maxsize=8)
-def hadamard(size: int) -> torch.Tensor:
-    """comfy-kitchen's normalized regular Hadamard matrix of `size` (a power of 4), float32."""
+def hadamard_signs(size: int) -> torch.Tensor:
+    """The +-1 entries of comfy-kitchen's regular Hadamard matrix of `size` (a power of 4), as
+    float32: the Kronecker power of the 4 x 4 seed."""
     if not layout.is_power_of_four(size):
         raise ValueError(f"a regular Hadamard matrix has a power-of-4 size, not {size}")
     base = torch.tensor(H4, dtype=torch.float32)
     h = base
     while h.shape[0] < size:
         h = torch.kron(h, base)
-    return h / (size**0.5)
+    return h
+
+
+def hadamard(size: int) -> torch.Tensor:
+    """comfy-kitchen's normalized regular Hadamard matrix (`_build_hadamard`), float32."""
+    return hadamard_signs(size) / (size**0.5)
 
 
 def dequantize(
     stored: torch.Tensor, scale: torch.Tensor, group: int | None, dtype: torch.dtype
 ) -> torch.Tensor:
     """One int8 weight as `dtype` numbers; `group`: the rotation's group size (None: not
-    rotated). Computed exactly, then rounded once to float32: in float64 every product and every
-    partial sum of a row's run is exact (an int8 number times a float32 scale needs 32 bits, a run
-    of at most 4^k of them times H's +-1/2^k adds at most 8 + 2k bits), so the result does not
-    depend on the order of the sums; comfy-kitchen's float32 matmul rounds along the way, within a
-    few float32 units of it."""
+    rotated). Exact before one rounding to float32: a row's scale is common to its run, so
+    (q x s) Hᵀ = (q Hᵀ±) x s / sqrt(G), where Hᵀ± holds H's signs; every partial sum of q Hᵀ±
+    is a whole number of at most 128 x G (under 2^24 for G up to 4^8), exact in float32
+    whatever the order of the sums, and sqrt(G) is a power of 2. comfy-kitchen's float32 matmul
+    of (q x s) by H rounds along the way, within a few float32 units of this (as fast here)."""
     rows, columns = stored.shape
-    scales = scale.to(stored.device, torch.float64).reshape(-1, 1)  # one a row, or one
+    scales = scale.to(stored.device, torch.float32).reshape(-1, 1)  # one a row, or one
+    if group is None:
+        return (stored.to(torch.float32) * scales).to(dtype)
+    signs = hadamard_signs(group).to(stored.device)
     out = torch.empty(rows, columns, dtype=dtype, device=stored.device)
-    h = hadamard(group).to(stored.device, torch.float64) if group is not None else None
     step = max(1, ROWS_AT_ONCE // columns)
     for start in range(0, rows, step):
         part = slice(start, start + step)
-        weight = stored[part].to(torch.float64) * (scales[part] if len(scales) > 1 else scales)
-        if h is not None and group is not None:
-            n = weight.shape[0]
-            weight = torch.matmul(weight.reshape(n, columns // group, group), h.T)
-            weight = weight.reshape(n, columns)
-        out[part] = weight.to(torch.float32).to(dtype)
+        runs = stored[part].to(torch.float32).reshape(-1, columns // group, group)
+        sums = torch.matmul(runs, signs.T).reshape(-1, columns)
+        factor = (scales[part] if len(scales) > 1 else scales) / (group**0.5)
+        out[part] = (sums * factor).to(dtype)
     return out
 
 
