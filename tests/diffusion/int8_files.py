@@ -31,22 +31,22 @@ def regular_hadamard(size: int) -> torch.Tensor:
 
 def dequantize_by_hand(stored: torch.Tensor, scale: torch.Tensor, marker: bytes) -> torch.Tensor:
     """Each number times its row's scale (or the one scale); then, for a layer marked `convrot`,
-    each run of G columns of a row times the transposed Hadamard matrix (output c of a run: the
-    sum over i of run[i] x H[c, i]); in float64, where all of it is exact, rounded to float32 at
-    the end."""
+    each run of G columns times the transposed Hadamard matrix (output c of a row's run: the sum
+    over i of run[i] x H[c, i]); in float64, where all of it is exact, rounded to float32 at the
+    end. A few thousand rows at a time (an embedding table has many)."""
     conf = json.loads(marker)
     rows, columns = stored.shape
     scales = scale.to(torch.float64).reshape(-1)
-    out = torch.empty(rows, columns, dtype=torch.float64)
-    for r in range(rows):
-        out[r] = stored[r].to(torch.float64) * scales[r if scales.numel() > 1 else 0]
+    per_row = scales.reshape(-1, 1) if scales.numel() > 1 else scales.reshape(1, 1)
+    out = stored.to(torch.float64) * per_row
     if conf.get("convrot"):
         group = int(conf.get("convrot_groupsize", 256))
         ht = regular_hadamard(group).to(torch.float64).T
-        for r in range(rows):
+        for first in range(0, rows, 4096):
             for start in range(0, columns, group):
-                run = out[r, start : start + group].clone()
-                out[r, start : start + group] = (run.unsqueeze(1) * ht).sum(dim=0)
+                run = out[first : first + 4096, start : start + group].clone()
+                rotated = (run.unsqueeze(2) * ht.unsqueeze(0)).sum(dim=1)
+                out[first : first + 4096, start : start + group] = rotated
     return out.to(torch.float32)
 
 

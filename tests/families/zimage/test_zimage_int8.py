@@ -1,10 +1,12 @@
 """Z-Image from an int8 transformer file (ComfyUI's `*_int8_convrot` layout: per-row int8 layers,
 rotated in Hadamard groups where the group divides a layer's columns, plain int8 elsewhere):
 a render has the pixels of the same weights dequantized and rotated back by hand, in float32
-and in bfloat16, and through the HTTP API from a models folder."""
+and in bfloat16, and through the HTTP API from a models folder; and so does one from an int8
+convrot Qwen3 text encoder file (its embedding table int8 too), read by transformers' loader."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +20,7 @@ from zimage_harness import make_runner, pixels, render, take_pixels
 from inline_core.config import Config
 from inline_core.diffusion.kit_int8 import int8_layers
 from inline_core.diffusion.libs import load_safetensors, save_safetensors
-from inline_core.families.zimage.kit import KitPaths
+from inline_core.families.zimage.kit import KitPaths, write_qwen3_single_file
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.server.app import create_app
 from tests.diffusion.int8_files import write_dequantized
@@ -67,4 +69,25 @@ def test_a_server_renders_from_an_int8_transformer_in_its_models_folder(
             assert state["status"] == "done", state
             [take] = state["takes"]
             renders.append(pixels(take_image(client, take)))
+    assert np.array_equal(renders[0], renders[1])
+
+
+def test_an_int8_convrot_qwen3_text_encoder_renders_like_its_weights_dequantized_by_hand(
+    kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path
+) -> None:
+    assert kit.diffusion_file is not None and kit.vae_file is not None
+    plain = write_qwen3_single_file(tmp_path / "qwen3.safetensors")
+    int8, by_hand = tmp_path / "qwen3_int8.safetensors", tmp_path / "qwen3_by_hand.safetensors"
+    save_safetensors(int8_layers(load_safetensors(plain), group=GROUP), int8)
+    assert load_safetensors(int8)["model.embed_tokens.weight"].dtype == torch.int8
+    write_dequantized(int8, by_hand, torch.float32)
+    renders: list[np.ndarray] = []
+    for name, encoder in (("int8", int8), ("by_hand", by_hand)):
+        root = tmp_path / name
+        for part, target in ((kit.diffusion_file, "diffusion_models"), (kit.vae_file, "vae")):
+            (root / target).mkdir(parents=True)
+            shutil.copy(part, root / target / part.name)
+        (root / "text_encoders").mkdir()
+        shutil.copy(encoder, root / "text_encoders" / "qwen_3_4b.safetensors")
+        renders.append(take_pixels(render(make_runner(root, sampler), tmp_path / name, seed=3)))
     assert np.array_equal(renders[0], renders[1])
