@@ -2,8 +2,8 @@
 rotation; the layout taken from ComfyUI's and comfy-kitchen's code, not from a real file): the
 loader's dequantization equals the numbers decoded by hand, line by line, and gives back the
 weight that was quantized; the header reads the weight's shape, and the memory policy counts its
-numbers; a layer marked as another format, unmarked, or with scales or groups of another layout
-is refused naming it."""
+numbers; markers listed in the file's header read as per-layer ones; a layer marked as another
+format, unmarked, or with scales or groups of another layout is refused naming it."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ import torch
 
 from inline_core.diffusion import int8
 from inline_core.diffusion.comfy_layers import dequantize_comfy_layers
+from inline_core.diffusion.comfy_quant import with_file_markers
 from inline_core.diffusion.files.header import read_header
 from inline_core.diffusion.files.shapes import weight_shapes
 from inline_core.diffusion.files.weights import StoredWeights, stored_weights
 from inline_core.diffusion.int8 import dequantize, hadamard
 from inline_core.diffusion.kit_int8 import int8_layers, marker, quantize_int8
-from inline_core.diffusion.libs import save_safetensors
+from inline_core.diffusion.libs import load_safetensors, load_safetensors_view, save_safetensors
 from inline_core.errors import RunFailed
 from inline_core.models.source import Source
 from tests.diffusion.int8_files import dequantize_by_hand, regular_hadamard
@@ -175,3 +176,47 @@ def test_an_fp8_layer_marked_as_a_format_not_read_here_is_refused_naming_it() ->
     with pytest.raises(RunFailed) as caught:
         dequantize_comfy_layers(raw, torch.float32)
     assert "l is quantized as 'mxfp8'" in caught.value.message
+
+
+def _listed_in_metadata(raw: dict[str, torch.Tensor], prefix: str = "") -> dict[str, str]:
+    """The file-level form of `raw`'s markers: `_quantization_metadata`, as ComfyUI reads it."""
+    layers = {
+        prefix + k.removesuffix(".comfy_quant"): json.loads(v.numpy().tobytes())
+        for k, v in raw.items()
+        if k.endswith(".comfy_quant")
+    }
+    return {"_quantization_metadata": json.dumps({"layers": layers})}
+
+
+def test_markers_listed_in_the_file_s_metadata_read_as_per_layer_ones(tmp_path: Path) -> None:
+    """ComfyUI's `_quantization_metadata` header entry (its `convert_old_quants` turns it into
+    the per-layer markers), for a whole file and for a checkpoint's view of one part."""
+    marked = int8_layers({"l.weight": weight(11), "m.weight": weight(12, 8, 20)}, group=16)
+    bare = {k: v for k, v in marked.items() if not k.endswith(".comfy_quant")}
+    want = dequantize_comfy_layers(marked, torch.float32)
+    path = tmp_path / "listed.safetensors"
+    save_safetensors(bare, path, metadata=_listed_in_metadata(marked))
+    got = dequantize_comfy_layers(with_file_markers(load_safetensors(path), path), torch.float32)
+    assert set(got) == set(want) and all(torch.equal(got[k], want[k]) for k in want)
+    whole = tmp_path / "checkpoint.safetensors"
+    other = {"vae.w": torch.ones(2)}
+    save_safetensors(
+        {**{f"model.{k}": v for k, v in bare.items()}, **other},
+        whole,
+        metadata=_listed_in_metadata(marked, "model."),
+    )
+    view = with_file_markers(load_safetensors_view(whole, "model."), whole, "model.")
+    got = dequantize_comfy_layers(view, torch.float32)
+    assert all(torch.equal(got[k], want[k]) for k in want)
+
+
+def test_a_malformed_metadata_list_is_refused_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.safetensors"
+    save_safetensors(
+        int8_layers({"l.weight": weight(13)}, group=16),
+        path,
+        metadata={"_quantization_metadata": json.dumps({"layers": ["l"]})},
+    )
+    with pytest.raises(RunFailed) as caught:
+        with_file_markers(load_safetensors(path), path)
+    assert f"{path}: its header's _quantization_metadata has no" in caught.value.message

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from inline_core.diffusion.comfy_layers import dequantize_comfy_layers
+from inline_core.diffusion.comfy_quant import with_file_markers
 from inline_core.diffusion.files.header import read_view
 from inline_core.diffusion.files.shapes import ConfigInferenceError, weight_shapes
 from inline_core.diffusion.formats.format import ModelFormat
@@ -106,10 +107,12 @@ def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn
         raise RunFailed(f"{source.path} is not a {fmt.title}")
     config = fmt.infer_config(shapes)
     device = str(home_device(placement))
-    raw = (
+    raw = with_file_markers(
         load_safetensors_view(source.path, source.view, device)
         if source.view
-        else load_safetensors(source.path, device)
+        else load_safetensors(source.path, device),
+        source.path,
+        source.view,
     )
     compute = torch_dtype(placement.dtype)
     weights, file_scales = split_scales(dequantize_comfy_layers(raw, _dequantized_dtype(placement)))

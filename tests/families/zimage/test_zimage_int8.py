@@ -1,11 +1,13 @@
 """Z-Image from an int8 transformer file (ComfyUI's `*_int8_convrot` layout: per-row int8 layers,
 rotated in Hadamard groups where the group divides a layer's columns, plain int8 elsewhere):
 a render has the pixels of the same weights dequantized and rotated back by hand, in float32
-and in bfloat16, and through the HTTP API from a models folder; and so does one from an int8
+and in bfloat16, and through the HTTP API from a models folder (its layers marked one by one or
+listed in its header); and so does one from an int8
 convrot Qwen3 text encoder file (its embedding table int8 too), read by transformers' loader."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -52,12 +54,26 @@ def test_an_int8_convrot_transformer_renders_the_pixels_of_its_weights_dequantiz
     assert want.std() > 0  # a picture, not a flat field
 
 
+@pytest.mark.parametrize("listed", [False, True], ids=["per-layer-markers", "file-metadata"])
 def test_a_server_renders_from_an_int8_transformer_in_its_models_folder(
-    kit: KitPaths, tmp_path: Path
+    kit: KitPaths, tmp_path: Path, listed: bool
 ) -> None:
     """ComfyUI's `z_image_turbo_int8_convrot`-style file dropped into `diffusion_models/`:
-    picked, and rendered through the HTTP API with the pixels of the hand-dequantized file."""
+    picked, and rendered through the HTTP API with the pixels of the hand-dequantized file;
+    its layers marked one by one, or listed once in its header (`_quantization_metadata`)."""
     int8, by_hand = write_int8(kit, tmp_path, torch.float32)
+    if listed:
+        stored = load_safetensors(int8)
+        layers = {
+            k.removesuffix(".comfy_quant"): json.loads(v.numpy().tobytes())
+            for k, v in stored.items()
+            if k.endswith(".comfy_quant")
+        }
+        save_safetensors(
+            {k: v for k, v in stored.items() if not k.endswith(".comfy_quant")},
+            int8,
+            metadata={"_quantization_metadata": json.dumps({"layers": layers})},
+        )
     renders: list[np.ndarray] = []
     for name, weights in (("int8", int8), ("by_hand", by_hand)):
         root = models_with(kit, tmp_path / name, weights)

@@ -5,11 +5,17 @@ ComfyUI writes it in `comfy/ops.py` (`_quantized_weight_state_dict`): `{"format"
 `"convrot": true, "convrot_groupsize": G` for an `int8_tensorwise` layer whose weight is rotated
 (`files/int8.py`), and reads the rotation from the top level or from a `"params"` object, 256 by
 default (`_load_quantized_module`). Formats are `QUANT_ALGOS`' names in `comfy/quant_ops.py`.
+
+A file may instead list its layers once, in its header's metadata: `_quantization_metadata`, a
+JSON `{"layers": {layer: {"format": ...}, ...}}` keyed by the file's own layer names, which
+ComfyUI turns into the same per-layer markers before loading (`comfy/utils.py`,
+`convert_old_quants`; the metadata's entry wins over a marker tensor of the same layer).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -21,6 +27,7 @@ FP8_FORMATS = ("float8_e4m3fn", "float8_e5m2")
 # and int8 (`int8.py`). ComfyUI knows more (mxfp8, convrot_w4a4, asym_w4a8_int8, awq_w4a16).
 READ = (*FP8_FORMATS, "nvfp4", "int8_tensorwise")
 DEFAULT_GROUP = 256  # ComfyUI's default convrot_groupsize
+FILE_METADATA = "_quantization_metadata"  # the header metadata's key listing every layer
 
 
 @dataclass(frozen=True)
@@ -61,3 +68,27 @@ def unread_format(marker: QuantMarker, layer: str) -> str | None:
         f"{layer} is quantized as {marker.format!r} (its {MARKER[1:]}): a format this server "
         f"does not read (it reads {', '.join(READ)})"
     )
+
+
+def file_markers(metadata: Mapping[str, str], view: str | None = None) -> dict[str, bytes]:
+    """Each layer's marker bytes from a header's `_quantization_metadata`, keyed as the loaded
+    tensors are (a view's prefix cut, other layers left out); `RunFailed` when it is not
+    `{"layers": {name: object}}`."""
+    raw = metadata.get(FILE_METADATA)
+    if raw is None:
+        return {}
+    try:
+        found: object = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise RunFailed(f"its header's {FILE_METADATA} is not JSON") from exc
+    layers = cast(dict[str, object], found).get("layers") if isinstance(found, dict) else None
+    if not isinstance(layers, dict):
+        raise RunFailed(f'its header\'s {FILE_METADATA} has no "layers" object')
+    out: dict[str, bytes] = {}
+    for name, conf in cast(dict[str, object], layers).items():
+        if not isinstance(conf, dict):
+            raise RunFailed(f"its header's {FILE_METADATA} describes {name} with {conf!r}")
+        if view and not name.startswith(view):
+            continue
+        out[name[len(view or "") :] + MARKER] = json.dumps(conf).encode()
+    return out
