@@ -15,6 +15,7 @@ from inline_core.device.policy import Placement
 from inline_core.diffusion.libs import assign_state, module, quiet
 from inline_core.diffusion.loading import guarded, load_dtype, place
 from inline_core.errors import RunFailed
+from inline_core.families.ltx2.quantized_part import dequantized_part
 from inline_core.families.ltx2.single_file_config import SingleFileError, layout
 from inline_core.models.source import Source
 
@@ -41,9 +42,8 @@ def load_part(
         names = found.names[part]
         st = cast(Any, importlib.import_module("safetensors"))
         with st.safe_open(str(source.path), framework="pt", device="cpu") as f:
-            state = {
-                name: cast(torch.Tensor, f.get_tensor(key)).to(dtype) for key, name in names.items()
-            }
+            raw = {key: cast(torch.Tensor, f.get_tensor(key)) for key in names}
+        state = dequantized_part(raw, names, source.path, dtype)  # quantized layers: ComfyUI's
         expected = model.state_dict()
         wrong = [k for k, v in state.items() if k in expected and v.shape != expected[k].shape]
         if wrong:
