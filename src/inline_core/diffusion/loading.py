@@ -115,7 +115,7 @@ def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn
         source.view,
     )
     compute = torch_dtype(placement.dtype)
-    weights, file_scales = split_scales(dequantize_comfy_layers(raw, _dequantized_dtype(placement)))
+    weights, file_scales = split_scales(dequantize_comfy_layers(raw, dequantized_dtype(placement)))
     converted = convert_scaled(
         weights,
         file_scales,
@@ -173,7 +173,7 @@ def _layer_scales(
     return scales
 
 
-def _dequantized_dtype(placement: PlacementLike) -> torch.dtype:
+def dequantized_dtype(placement: PlacementLike) -> torch.dtype:
     """The dtype NVFP4 and int8 layers dequantize to: the one a part is kept in where its layers
     cast from it (a compute-dtype copy is what the policy declined), else the compute dtype (fp8
     is only stored; a mixed file's fp8 layers keep a part so)."""

@@ -1,8 +1,9 @@
-"""ComfyUI's all-in-one LTX-2 file with its transformer's layers in int8, rotated in convrot
-groups where the group divides a layer's columns (the layout of ComfyUI's `*_int8_convrot` files,
-`diffusion/files/int8.py`): a render equals the render of the same file with those layers
-dequantized and rotated back by hand, frames and sound; a layer marked as a format not read here
-fails the run naming it."""
+"""ComfyUI's all-in-one LTX-2 file with its transformer's layers quantized as ComfyUI writes
+them: in int8, rotated in convrot groups where the group divides a layer's columns (its
+`*_int8_convrot` files, `diffusion/files/int8.py`), or in NVFP4 where both sides are multiples of
+16 and fp8 with a per-tensor scale elsewhere (its `*_fp4_mixed` ones). A render equals the render
+of the same file with those layers dequantized by hand, frames and sound; a layer marked as a
+format not read here fails the run naming it."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from ltx2_harness import ltx2_rig, render, take_audio, take_frames
 
 from inline_core.diffusion.files.header import read_metadata
 from inline_core.diffusion.kit_int8 import int8_layers
+from inline_core.diffusion.kit_nvfp4 import E4M3_MAX, marker, quantize_nvfp4
 from inline_core.diffusion.libs import load_safetensors, save_safetensors
 from inline_core.errors import RunFailed
 from inline_core.families.ltx2.kit_single_file import FILE, SingleFileKit, write_single_file_kit
 from inline_core.graph.runner import NodeResult
 from inline_core.sampling.loop import StepLoopSampler
 from tests.diffusion.int8_files import write_dequantized
+from tests.diffusion.nvfp4_files import by_hand as nvfp4_by_hand
 
 GROUP = 16
 TRANSFORMER = "model.diffusion_model."
@@ -55,19 +58,51 @@ def write_int8(kit: SingleFileKit, tmp_path: Path) -> tuple[Path, Path]:
     return int8, by_hand
 
 
-def test_an_int8_convrot_all_in_one_file_renders_like_its_weights_dequantized_by_hand(
-    single_file_kit: SingleFileKit, ltx2_sampler: StepLoopSampler, tmp_path: Path
+def write_mixed(kit: SingleFileKit, tmp_path: Path) -> tuple[Path, Path]:
+    """(the kit's file with its transformer's layers in NVFP4 or scaled fp8, the same numbers
+    decoded by hand), both with the file's header config."""
+    state = load_safetensors(kit.file)
+    metadata = read_metadata(kit.file)
+    stored, upcast = dict(state), dict(state)
+    for key, value in state.items():
+        if not key.startswith(TRANSFORMER) or not key.endswith(".weight") or value.ndim != 2:
+            continue
+        layer = key.removesuffix(".weight")
+        if value.shape[0] % 16 == 0 and value.shape[1] % 16 == 0:
+            packed, blocks, second = quantize_nvfp4(value)
+            stored.update({key: packed, f"{layer}.weight_scale": blocks})
+            stored.update(
+                {f"{layer}.weight_scale_2": second, f"{layer}.comfy_quant": marker("nvfp4")}
+            )
+            upcast[key] = nvfp4_by_hand(packed, blocks, second)
+        else:
+            scale = value.abs().amax().to(torch.float32) / E4M3_MAX
+            low = (value / scale).to(torch.float8_e4m3fn)
+            stored.update({key: low, f"{layer}.weight_scale": scale.reshape(())})
+            stored[f"{layer}.comfy_quant"] = marker("float8_e4m3fn")
+            upcast[key] = low.to(torch.float32) * scale
+    mixed, by_hand = tmp_path / "mixed.safetensors", tmp_path / "by_hand.safetensors"
+    save_safetensors(stored, mixed, metadata)
+    save_safetensors(upcast, by_hand, metadata)
+    return mixed, by_hand
+
+
+@pytest.mark.parametrize("layout", ["int8_convrot", "fp4_mixed"])
+def test_a_quantized_all_in_one_file_renders_like_its_weights_dequantized_by_hand(
+    single_file_kit: SingleFileKit, ltx2_sampler: StepLoopSampler, tmp_path: Path, layout: str
 ) -> None:
-    int8, by_hand = write_int8(single_file_kit, tmp_path)
-    stored = load_safetensors(int8)
-    rotated = [
-        k
-        for k, v in stored.items()
-        if k.endswith(".comfy_quant") and json.loads(v.numpy().tobytes()).get("convrot")
+    write = write_int8 if layout == "int8_convrot" else write_mixed
+    quantized, by_hand = write(single_file_kit, tmp_path)
+    markers = [
+        json.loads(v.numpy().tobytes())
+        for k, v in load_safetensors(quantized).items()
+        if k.endswith(".comfy_quant")
     ]
-    assert len(rotated) > 10
+    wanted = ("convrot",) if layout == "int8_convrot" else ("nvfp4", "float8_e4m3fn")
+    for name in wanted:  # each kind of layer is there
+        assert any(m.get(name) or m["format"] == name for m in markers), name
     takes: list[NodeResult] = []
-    for name, checkpoint in (("int8", int8), ("by_hand", by_hand)):
+    for name, checkpoint in (("quantized", quantized), ("by_hand", by_hand)):
         rig = ltx2_rig(models_with(single_file_kit, tmp_path / name, checkpoint), ltx2_sampler)
         takes.append(render(rig, tmp_path / f"takes-{name}", model=FILE, guidance=3.0))
     frames, want = take_frames(takes[0]), take_frames(takes[1])
