@@ -87,10 +87,12 @@ def test_per_row_scales_stored_flat_read_as_int8_linear_reads_them() -> None:
 def test_a_large_layer_dequantized_a_few_rows_at_a_time_is_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    stored, scale = quantize_int8(weight(10), group=16, per_row=True)
-    whole = dequantize(stored, scale, 16, torch.float32)
-    monkeypatch.setattr(int8, "ROWS_AT_ONCE", 5 * COLUMNS)  # 5, 5 and 2 rows
-    assert torch.equal(dequantize(stored, scale, 16, torch.float32), whole)
+    for group, per_row in ((16, True), (None, True), (None, False)):
+        stored, scale = quantize_int8(weight(10), group=group, per_row=per_row)
+        whole = dequantize(stored, scale, group, torch.float32)
+        with monkeypatch.context() as patch:
+            patch.setattr(int8, "ROWS_AT_ONCE", 5 * COLUMNS)  # 5, 5 and 2 rows
+            assert torch.equal(dequantize(stored, scale, group, torch.float32), whole)
 
 
 def test_the_header_reads_the_weight_s_shape_and_the_policy_counts_its_numbers(

@@ -60,17 +60,18 @@ def dequantize(
     of (q x s) by H rounds along the way, within a few float32 units of this (as fast here)."""
     rows, columns = stored.shape
     scales = scale.to(stored.device, torch.float32).reshape(-1, 1)  # one a row, or one
-    if group is None:
-        return (stored.to(torch.float32) * scales).to(dtype)
-    signs = hadamard_signs(group).to(stored.device)
+    signs = hadamard_signs(group).to(stored.device) if group is not None else None
     out = torch.empty(rows, columns, dtype=dtype, device=stored.device)
-    step = max(1, ROWS_AT_ONCE // columns)
+    step = max(1, ROWS_AT_ONCE // columns)  # a large table (an embedding) a few rows at a time
     for start in range(0, rows, step):
         part = slice(start, start + step)
-        runs = stored[part].to(torch.float32).reshape(-1, columns // group, group)
-        sums = torch.matmul(runs, signs.T).reshape(-1, columns)
-        factor = (scales[part] if len(scales) > 1 else scales) / (group**0.5)
-        out[part] = (sums * factor).to(dtype)
+        numbers = stored[part].to(torch.float32)
+        factor = scales[part] if len(scales) > 1 else scales
+        if signs is not None and group is not None:
+            runs = numbers.reshape(-1, columns // group, group)
+            numbers = torch.matmul(runs, signs.T).reshape(-1, columns)
+            factor = factor / (group**0.5)
+        out[part] = (numbers * factor).to(dtype)
     return out
 
 
