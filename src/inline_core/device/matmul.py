@@ -23,8 +23,8 @@ load 9-11) the steps run 1.46x (seed-only) and 1.92x (prompt change) faster, the
 each load their own denoiser and pack it by the same choice (`rank_packing`): a split render on
 2 ranks of one thread each (`bench/packed_split.py`, two groups alternating in one run, load
 14-18, the takes bitwise equal) 1.10x, 1.32x and 1.24x seed-only, 1.15x, 1.23x and 1.14x a
-prompt change at 64 px (3, 6 and 4 pairs; medians); at 256 px (3 pairs) 1.28x seed-only, 1.19x a prompt change; the
-group's start 13-21 s longer for the packing.
+prompt change at 64 px (3, 6 and 4 pairs; medians); at 256 px (3 pairs) 1.28x seed-only,
+1.19x a prompt change; the group's start 13-21 s longer for the packing.
 `--no-compile` (`INLINE_NO_COMPILE=1`) turns it off with compiled blocks.
 """
 
