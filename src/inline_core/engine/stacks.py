@@ -38,10 +38,10 @@ from inline_core.diffusion.cancel_blocks import watch_denoisers
 from inline_core.diffusion.compile.regional import compile_decoders, compile_denoisers
 from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.kept_weights import KeptWeights
-from inline_core.diffusion.packed_linear import pack_part
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.residency import Footprint, ResidentCache
 from inline_core.engine.assemble import assemble
+from inline_core.engine.packing import packing_load
 from inline_core.models.source import Source
 
 T = TypeVar("T")
@@ -147,14 +147,17 @@ class Stacks:
         if owner != family.name:
             with self._lock:
                 self._sharers.setdefault(key, set()).add(family.name)
-        load = _sized(lambda: builder.load(name, source, placement))
-        if role == DENOISER and placement is not None and placement.storage is None:
-            if self.runtime.packed_linear_choice(family).enabled:  # packed at load: counted
-                dtype, budget = placement.dtype, self.runtime.residency.budget_bytes
-                title = f"{family.title} {name}"
-                load = _sized(
-                    lambda: pack_part(builder.load(name, source, placement), dtype, budget, title)
-                )
+        packs = self.runtime.packed_linear_choice(family).enabled
+        load = _sized(  # a packed copy is made at load, so the footprint counts it
+            packing_load(
+                lambda: builder.load(name, source, placement),
+                role,
+                placement,
+                packs=packs,
+                budget_bytes=self.runtime.residency.budget_bytes,
+                name=f"{family.title} {name}",
+            )
+        )
         return key, load
 
     def _kept(self, held: set[Hashable]) -> frozenset[Hashable]:
