@@ -1,12 +1,13 @@
-"""Krea 2 split across CPU ranks (cache-dit's Krea 2 planner, Ulysses over gloo) against the same
-render in process.
+"""Krea 2 split across CPU ranks (cache-dit's Krea 2 planner over gloo: Ulysses, and Ring with the
+masked ring attention) against the same render in process.
 
 Run by hand: `GOMP_SPINCOUNT=0 python bench/krea2_split.py [--renders 3] [--sizes tiny,mid]
-[--ranks 2] [--steps 4]`.
+[--ranks 2] [--steps 4] [--methods ulysses,ring]`.
 
 The kit's random-weight base models (tiny: 64x64; mid: an 8-layer, 768-wide transformer at
 256x256, `build_kit(size="mid")`) at guidance 4.5 with a negative prompt (two rows a forward),
-CPU float32. The split side is what a server with INLINE_PARALLEL=ulysses=N sends: the weightless
+CPU float32. Each method is a row of its own, on a group of its own, in one run (side by side). The
+split side is what a server with INLINE_PARALLEL=ulysses=N (or ring=N) sends: the weightless
 handle (`engine/group.py`) to a worker group whose ranks rebuild the stack with the shared rank
 loader; the in-process side is that loader's pipeline in this process, on the step loop, at this
 process's threads and again at one rank's. The sides alternate seed by seed (`paired_renders.py`;
@@ -14,8 +15,9 @@ the first render of each, which loads, left out). Prints a table and writes
 bench/results/krea2_split.json.
 
 On CPU the ranks share the machine's cores (each gets cores / ranks threads), so a split is no
-speed-up here: the figures are the split's cost (the exchange of every block's attention, the text
-fusion run whole on every rank) against the work it divides. GPU figures need a GPU.
+speed-up here: the figures are the split's cost (the exchange of every block's attention: Ulysses'
+all-to-alls, or Ring's passes of keys and values, its attention in float32 a step at a time; the
+text fusion run whole on every rank) against the work it divides. GPU figures need a GPU.
 """
 
 from __future__ import annotations
@@ -48,13 +50,14 @@ def main() -> int:
     parser.add_argument("--sizes", default="tiny,mid")
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--methods", default="ulysses,ring")
     args = parser.parse_args()
     os.environ.setdefault("INLINE_PROFILE", "cpu")
     load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.sizes.split(","):
-            rows.append(side_by_side(Path(tmp) / name, name, args))
+            rows.extend(side_by_side(Path(tmp) / name, name, args))
     result = {
         "machine": {
             "platform": platform.platform(),
@@ -72,13 +75,13 @@ def main() -> int:
     threads = f"{rows[0]['threads']} / {rows[0]['rank_threads']}" if rows else ""
     print(f"ms (median); in process at this process's threads / one rank's: {threads}")
     print(
-        f"{'case':6} {'px':>4} {'split':>9} {'in process':>11} {'ratio':>7} "
+        f"{'case':6} {'method':8} {'px':>4} {'split':>9} {'in process':>11} {'ratio':>7} "
         f"{'split':>9} {'in process, rank threads':>25} {'ratio':>7}"
     )
     for row in rows:
         print(
-            f"{row['case']:6} {row['size']:>4} {row['split_ms']:>9} {row['in_process_ms']:>11} "
-            f"{row['ratio']:>7} {row['split_again_ms']:>9} "
+            f"{row['case']:6} {row['method']:8} {row['size']:>4} {row['split_ms']:>9} "
+            f"{row['in_process_ms']:>11} {row['ratio']:>7} {row['split_again_ms']:>9} "
             f"{row['in_process_rank_threads_ms']:>25} {row['ratio_rank_threads']:>7}"
         )
     print(f"load average before/after: {load_before} / {os.getloadavg()}")
@@ -87,7 +90,8 @@ def main() -> int:
     return 0
 
 
-def side_by_side(work: Path, name: str, args: argparse.Namespace) -> dict[str, Any]:
+def side_by_side(work: Path, name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One row per split method for the kit of size `name`, each on a group of its own."""
     import torch
 
     from inline_core.device.split import ParallelSpec
@@ -108,10 +112,6 @@ def side_by_side(work: Path, name: str, args: argparse.Namespace) -> dict[str, A
     handle = GroupPipeline(family, rank_spec(family, "node", sources, DTYPES), "node", sources)
     spec = handle.remote_spec()
     local: Any = resolve(spec.loader)(device="cpu", **spec.args)
-    split = ParallelSpec.of(ulysses=args.ranks)
-    config = GroupConfig(
-        RankSettings(split=split, runner=DEFAULT_RUNNER), env={"INLINE_PROFILE": "cpu"}
-    )
     size = SIZES[name]
     request = {
         "prompt": PROMPT,
@@ -122,50 +122,60 @@ def side_by_side(work: Path, name: str, args: argparse.Namespace) -> dict[str, A
         "guidance": 4.5,
         "text_layers": TEXT_LAYERS,  # the kit's taps, as the node lowers them
     }
-    group = ParallelSampler(config)
     threads = torch.get_num_threads()
+    rows: list[dict[str, Any]] = []
+    for method in args.methods.split(","):
+        split = ParallelSpec.of(**{method: args.ranks})
+        config = GroupConfig(
+            RankSettings(split=split, runner=DEFAULT_RUNNER), env={"INLINE_PROFILE": "cpu"}
+        )
+        group = ParallelSampler(config)
 
-    def split_ms(seed: int) -> float:
-        began = time.perf_counter()
-        group.run(SampleJob(handle, handle.request(**request, seed=seed)))
-        return (time.perf_counter() - began) * 1000
-
-    def against(loop_threads: int) -> dict[str, Any]:
-        """The split against the render in process, on a step loop started at `loop_threads`
-        (its thread keeps the count set when it starts)."""
-        torch.set_num_threads(loop_threads)
-        loop = StepLoopSampler()
-
-        def in_process_ms(seed: int) -> float:
+        def split_ms(seed: int, group: ParallelSampler = group) -> float:
             began = time.perf_counter()
-            loop.run(SampleJob(local, local.request(**request, seed=seed)))
+            group.run(SampleJob(handle, handle.request(**request, seed=seed)))
             return (time.perf_counter() - began) * 1000
 
-        try:
-            return paired(split_ms, in_process_ms, args.renders)
-        finally:
-            loop.close()
-            torch.set_num_threads(threads)
+        def against(loop_threads: int, split_ms: Any = split_ms) -> dict[str, Any]:
+            """The split against the render in process, on a step loop started at
+            `loop_threads` (its thread keeps the count set when it starts)."""
+            torch.set_num_threads(loop_threads)
+            loop = StepLoopSampler()
 
-    try:
-        whole = against(threads)
-        ranked = against(config.rank_threads())
-        tokens = {rank: meta.get("attentionTokens") for rank, meta in group.last_meta.items()}
-    finally:
-        group.close()
-    return {
-        "case": name,
-        "size": size,
-        "split_ms": whole["server_ms"],
-        "in_process_ms": whole["pipeline_ms"],
-        "ratio": whole["ratio"],
-        "split_again_ms": ranked["server_ms"],
-        "in_process_rank_threads_ms": ranked["pipeline_ms"],
-        "ratio_rank_threads": ranked["ratio"],
-        "threads": threads,
-        "rank_threads": config.rank_threads(),
-        "attention_tokens_per_rank": tokens,
-    }
+            def in_process_ms(seed: int) -> float:
+                began = time.perf_counter()
+                loop.run(SampleJob(local, local.request(**request, seed=seed)))
+                return (time.perf_counter() - began) * 1000
+
+            try:
+                return paired(split_ms, in_process_ms, args.renders)
+            finally:
+                loop.close()
+                torch.set_num_threads(threads)
+
+        try:
+            whole = against(threads)
+            ranked = against(config.rank_threads())
+            tokens = {rank: meta.get("attentionTokens") for rank, meta in group.last_meta.items()}
+        finally:
+            group.close()
+        rows.append(
+            {
+                "case": name,
+                "method": str(split),
+                "size": size,
+                "split_ms": whole["server_ms"],
+                "in_process_ms": whole["pipeline_ms"],
+                "ratio": whole["ratio"],
+                "split_again_ms": ranked["server_ms"],
+                "in_process_rank_threads_ms": ranked["pipeline_ms"],
+                "ratio_rank_threads": ranked["ratio"],
+                "threads": threads,
+                "rank_threads": config.rank_threads(),
+                "attention_tokens_per_rank": tokens,
+            }
+        )
+    return rows
 
 
 if __name__ == "__main__":

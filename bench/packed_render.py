@@ -22,8 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +35,51 @@ OUT = ROOT / "bench" / "results" / "packed_render.json"
 WAYS = ("eager", "packed")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def print_head(keys: Sequence[str]) -> None:
+    print(f"{'render':14s} {'way':7s} " + " ".join(f"{key:>9s}" for key in keys))
+
+
+def table_row(
+    name: str, runs: Mapping[str, list[dict[str, Any]]], keys: Sequence[str]
+) -> dict[str, Any]:
+    """One render kind's row, printed: each way's medians of `keys` (seconds), its walls, and
+    eager's time over packed's, of each median and of each pair's wall."""
+    row: dict[str, Any] = {"render": name}
+    for way in WAYS:
+        m = row[way] = {key: round(statistics.median(r[key] for r in runs[way]), 3) for key in keys}
+        row[f"{way}WallsS"] = [round(r["wallS"], 2) for r in runs[way]]
+        print(f"{name:14s} {way:7s} " + " ".join(f"{m[key]:9.2f}" for key in keys))
+    row["speedup"] = {key: round(row["eager"][key] / row["packed"][key], 2) for key in keys}
+    row["pairRatios"] = [
+        round(e["wallS"] / p["wallS"], 2)
+        for e, p in zip(runs["eager"], runs["packed"], strict=True)
+    ]
+    ratios = " ".join(f"{row['speedup'][key]:8.2f}x" for key in keys)
+    print(f"{'':14s} {'ratio':7s} {ratios}   pairs {row['pairRatios']}")
+    return row
+
+
+def render_parser(description: str | None) -> argparse.ArgumentParser:
+    """The options of a packed-against-unpacked render bench: the set, the pairs, the size."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--models", type=Path, default=Path(tempfile.gettempdir()) / "inline-real-size-set"
     )
     parser.add_argument("--renders", type=int, default=3)
     parser.add_argument("--px", type=int, default=64)
     parser.add_argument("--steps", type=int, default=4)
+    return parser
+
+
+def main() -> int:
+    parser = render_parser(__doc__)
     parser.add_argument("--profile", action="store_true", help="profile a seed-only render")
     args = parser.parse_args()
 
     from inline_core.server.openmp import choose_wait
 
     choose_wait()  # before torch loads: the threads wait at barriers as the server's would
-    from compile_render import medians, timed_render
+    from compile_render import timed_render
     from compile_zimage import top_ops
     from real_size_cpu import build_set
 
@@ -117,32 +149,12 @@ def main() -> int:
             for rig in rigs.values():
                 rig.close()
             sampler.close()
-    rows: list[dict[str, Any]] = []
-    print(
-        f"{'render':14s} {'way':7s} {'whole s':>8s} {'encode s':>9s} {'steps s':>8s}"
-        f" {'decode s':>9s}"
-    )
-    for name, runs in (("prompt change", prompt_change), ("seed only", seed_only)):
-        row: dict[str, Any] = {"render": name}
-        for way in WAYS:
-            m = row[way] = medians(runs[way])
-            row[f"{way}WallsS"] = [round(r["wallS"], 2) for r in runs[way]]
-            print(
-                f"{name:14s} {way:7s} {m['wallS']:8.2f} {m['encodeS']:9.2f} {m['stepsS']:8.2f}"
-                f" {m['decodeS']:9.2f}"
-            )
-        row["speedup"] = {
-            key: round(row["eager"][key] / row["packed"][key], 2) for key in ("wallS", "stepsS")
-        }
-        row["pairRatios"] = [
-            round(e["wallS"] / p["wallS"], 2)
-            for e, p in zip(runs["eager"], runs["packed"], strict=True)
-        ]
-        print(
-            f"{'':14s} {'ratio':7s} {row['speedup']['wallS']:7.2f}x {'':9s}"
-            f" {row['speedup']['stepsS']:7.2f}x   pairs {row['pairRatios']}"
-        )
-        rows.append(row)
+    keys = ("wallS", "encodeS", "stepsS", "decodeS")
+    print_head(keys)
+    rows = [
+        table_row(name, runs, keys)
+        for name, runs in (("prompt change", prompt_change), ("seed only", seed_only))
+    ]
     end = os.getloadavg()
     print(f"packed copy {packed_gib:.2f} GiB; max pixel diff eager vs packed: {max(diffs)}")
     print(f"load {load} at the start, {end} at the end")

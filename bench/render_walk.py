@@ -4,10 +4,11 @@
     PYTHONPATH=/tmp/before/src .venv/bin/python bench/render_walk.py   # another checkout's code
 
 One server in process (the ASGI app through `TestClient`, CPU, float32) over the Z-Image kit's
-tiny files (ComfyUI's layout). Each render is a prompt graph onto `alibaba/z-image` with a new seed:
-it is posted, its state polled until done, and its take's bytes read. A profile hook on every
-thread (`sys.setprofile` and `threading.setprofile`) records each `inline_core` module whose code
-ran between the POST and the take's bytes. The first render loads the models; later ones are the
+tiny files (ComfyUI's layout). Each render is a prompt graph onto `alibaba/z-image` with a new
+seed, and one more after them a new prompt too (`change`: first, seed, prompt): it is posted, its
+state polled until done, and its take's bytes read. A profile hook on every thread
+(`sys.setprofile` and `threading.setprofile`) records each `inline_core` module whose code ran
+between the POST and the take's bytes. The first render loads the models; later ones are the
 warm walk a user pays on every render. Then `--timed` more warm renders run without the hook,
 waited on through the run's events socket (no polls), on a second server started after the hook
 is gone, each timed: its wall time and the process's CPU time (every thread's, the client's
@@ -93,10 +94,10 @@ class Recorder:
             self.active = False
 
 
-def prompt_graph(node_type: str, params: dict[str, Any]) -> dict[str, Any]:
+def prompt_graph(node_type: str, params: dict[str, Any], text: str = "a fox") -> dict[str, Any]:
     """A prompt -> the family node (the kit's one model of each part is picked by default).
     Written out here, not imported from the tests, so the bench runs on older checkouts too."""
-    prompt = {"id": "p", "type": "input/text", "params": {"text": "a fox"}}
+    prompt = {"id": "p", "type": "input/text", "params": {"text": text}}
     node = {
         "id": "z",
         "type": node_type,
@@ -109,13 +110,15 @@ def prompt_graph(node_type: str, params: dict[str, Any]) -> dict[str, Any]:
 FINISHED = ("done", "error", "cancelled")
 
 
-def render(client: Any, node_type: str, seed: int, *, socket: bool = False) -> None:
+def render(
+    client: Any, node_type: str, seed: int, *, socket: bool = False, prompt: str = "a fox"
+) -> None:
     """One render: posted, waited on until done (its state polled, or with `socket` its events
     socket read until the run ends: no polls, so the same work whatever the render's length),
     its take's bytes read."""
     params = {"width": 64, "height": 64, "steps": 2, "seed": seed}
     response = client.post(
-        "/v1/runs", json={"graph": prompt_graph(node_type, params), "target": "z"}
+        "/v1/runs", json={"graph": prompt_graph(node_type, params, prompt), "target": "z"}
     )
     assert response.status_code == 201, response.text
     run_id = response.json()["runId"]
@@ -146,7 +149,12 @@ def by_package(modules: set[str]) -> dict[str, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="The walk from POST /v1/runs to a take.")
-    parser.add_argument("--renders", type=int, default=3, help="renders in all (first included)")
+    parser.add_argument(
+        "--renders",
+        type=int,
+        default=3,
+        help="new-seed renders, the first included (a new prompt follows)",
+    )
     parser.add_argument("--timed", type=int, default=20, help="warm renders timed, unhooked")
     parser.add_argument("--threads", type=int, default=1, help="torch's CPU threads")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -173,15 +181,21 @@ def main() -> int:
     walks: list[dict[str, Any]] = []
     recorder = Recorder(source)
     with recorder.installed(), TestClient(create_app(config)) as client:
-        for index in range(int(args.renders)):
+        # A new seed each render; the last warm one changes the prompt too (a new encode).
+        for index in range(int(args.renders) + 1):
+            change = "first" if index == 0 else "seed"
+            prompt = "a fox"
+            if index == int(args.renders):
+                change, prompt = "prompt", "a fox in the snow"
             started = time.perf_counter()
             with recorder.recording() as seen:
-                render(client, NODE_TYPE, 100 + index)
+                render(client, NODE_TYPE, 100 + index, prompt=prompt)
             seconds = time.perf_counter() - started
             packages = by_package(seen)
             walks.append(
                 {
                     "render": index + 1,
+                    "change": change,
                     "seconds": round(seconds, 3),
                     "modules": len(seen),
                     "packages": len(packages),
@@ -214,10 +228,10 @@ def main() -> int:
         "cpuMs": [round(v, 2) for v in cpu_ms],
         "loadAverage": list(os.getloadavg()),
     }
-    print(f"{'render':>6} {'modules':>8} {'packages':>9}")
+    print(f"{'render':>6} {'change':>7} {'modules':>8} {'packages':>9}")
     for walk in walks:
-        print(f"{walk['render']:>6} {walk['modules']:>8} {walk['packages']:>9}")
-    last = walks[-1]
+        print(f"{walk['render']:>6} {walk['change']:>7} {walk['modules']:>8} {walk['packages']:>9}")
+    last = walks[-2]  # the last seed change
     print("warm walk per package:", ", ".join(f"{k} {v}" for k, v in last["perPackage"].items()))
     if wall_ms:
         print(

@@ -1,13 +1,15 @@
 """The device policy's packed linear weights (oneDNN, `diffusion/packed_linear.py`): on a CPU with
 native bfloat16 in bfloat16, where `bench/cpu_matmul.py` measured them to pay; off elsewhere with
-the reason; off with `--no-compile`; stated in health."""
+the reason; off with `--no-compile`; stated in health. A split's ranks pack by the same choice,
+sharing the memory budget."""
 
 from __future__ import annotations
 
+import pytest
 from device_machines import BF16_CPU_BOX, CPU_BOX, MAC_16, RTX_4090
 
 from inline_core.device import DevicePolicy
-from inline_core.device.matmul import pack_fits, packed_linear_choice
+from inline_core.device.matmul import RankPacking, pack_fits, packed_linear_choice, rank_packing
 from inline_core.device.policy import DeviceSettings
 from inline_core.device.profile import Profile
 
@@ -50,3 +52,15 @@ def test_a_packed_copy_is_made_only_within_half_the_memory_budget() -> None:
     assert pack_fits(2 * gib, None)  # no budget set
     assert pack_fits(2 * gib, 4 * gib)
     assert not pack_fits(2 * gib + 1, 4 * gib)  # a real-size Wan 14B's 28 GB under 24 GB: no
+
+
+def test_a_splits_ranks_pack_by_the_choice_each_in_its_share_of_the_budget() -> None:
+    on = packed_linear_choice(BF16_CPU_BOX, "cpu", "bfloat16")
+    off = packed_linear_choice(BF16_CPU_BOX, "cpu", "bfloat16", stated=False)
+    assert rank_packing(on, 8 * 1024**3, 2) == RankPacking(4 * 1024**3)
+    assert rank_packing(on, None, 2) == RankPacking(None)  # no budget set
+    assert rank_packing(off, 8 * 1024**3, 2) is None
+    sent = RankPacking(123).to_json()
+    assert sent == {"budgetBytes": 123} and RankPacking.from_json(sent) == RankPacking(123)
+    with pytest.raises(ValueError, match="number of bytes"):
+        RankPacking.from_json({"budgetBytes": "lots"})

@@ -15,6 +15,7 @@ import random
 import re
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager, nullcontext
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -120,20 +121,45 @@ def pixels(image: Image.Image) -> Pixels:
     return np.asarray(image.convert("RGB"), dtype=np.int16)
 
 
+# diffusers' Chroma pipeline loaded once per models folder, and each reference render made once:
+# the shift and CFG++ cases all compare against one plain render (inference only: no state kept).
+_references: dict[tuple[object, ...], Pixels] = {}
+
+
+@cache
+def chroma_parts(models: Path) -> dict[str, Any]:
+    """The modules of diffusers' own `ChromaPipeline` over the kit's Chroma folder."""
+    pipe: Any = diffusers().ChromaPipeline.from_pretrained(
+        str(models / "diffusion_models" / "chroma_tiny"), local_files_only=True
+    )
+    return dict(pipe.components)
+
+
 def diffusers_render(
     models: Path, prompt: str, *, shift: float | None = None, sampler: str = "euler", **params: Any
 ) -> Pixels:
     """What diffusers' own `ChromaPipeline` renders from the kit's folder with these settings:
     at a static `shift` in place of its dynamic one (its scheduler so configured), and with a
     CFG++ `sampler`'s step written out by hand (`tests/families/cfg_pp_reference.py`)."""
+    key = (models, prompt, shift, sampler, tuple(sorted(params.items())))
+    if key not in _references:
+        _references[key] = _render_with_diffusers(models, prompt, shift, sampler, params)
+    return _references[key]
+
+
+def _render_with_diffusers(
+    models: Path, prompt: str, shift: float | None, sampler: str, params: dict[str, Any]
+) -> Pixels:
     d = diffusers()
-    pipe: Any = d.ChromaPipeline.from_pretrained(
-        str(models / "diffusion_models" / "chroma_tiny"), local_files_only=True
-    )
-    pipe.set_progress_bar_config(disable=True)
+    parts = chroma_parts(models)
+    # A fresh pipeline and scheduler over the shared modules (CFG++ patches its scheduler's step).
+    loaded: Any = parts["scheduler"]
+    scheduler: Any = loaded.from_config(loaded.config)  # its own class, a fresh instance
     if shift is not None:
-        static = {**pipe.scheduler.config, "use_dynamic_shifting": False, "shift": shift}
-        pipe.scheduler = d.FlowMatchEulerDiscreteScheduler.from_config(static)
+        static = {**loaded.config, "use_dynamic_shifting": False, "shift": shift}
+        scheduler = d.FlowMatchEulerDiscreteScheduler.from_config(static)
+    pipe: Any = d.ChromaPipeline(**{**parts, "scheduler": scheduler})
+    pipe.set_progress_bar_config(disable=True)
     stepping = cfg_pp_scheduler(pipe, sampler) if sampler != "euler" else nullcontext()
     with stepping:
         image = pipe(

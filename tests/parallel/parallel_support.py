@@ -34,6 +34,15 @@ def group_config(runner: str = COLLECTIVE, **overrides: object) -> GroupConfig:
     return replace(base, **overrides)  # pyright: ignore[reportArgumentType]
 
 
+def split_group_config(split: ParallelSpec, runner: str = COLLECTIVE) -> GroupConfig:
+    """`group_config` on `split`'s ranks; four share two cores, so a loaded machine may starve a
+    rank's heartbeat longer. The modules on one shared Ring group make it with this, so whichever
+    starts it, it is the same group."""
+    config = group_config(runner)
+    timeout = 10.0 if split.world_size > 2 else config.heartbeat_timeout_s
+    return replace(config, heartbeat_timeout_s=timeout, ranks=replace(config.ranks, split=split))
+
+
 def xfuser_config(runner: str) -> GroupConfig:
     """`group_config` with xDiT as the ranks' engine."""
     config = group_config(runner)

@@ -19,17 +19,24 @@ the bare calls (`bench/real_size_cpu.py`, which compute as diffusers does, paire
 and 8, load 4-10) the server's seed-only render took 0.79x and 0.72x their time (1.26x, 1.40x
 faster), a prompt change 0.92x and 0.83x. At 256 px (3 pairs,
 load 9-11) the steps run 1.46x (seed-only) and 1.92x (prompt change) faster, the whole render
-1.18x and 1.33x (the VAE decode, 5-6 s there, is not a matmul). A worker group's ranks load
-their own parts and do not pack.
+1.18x and 1.33x (the VAE decode, 5-6 s there, is not a matmul). A worker group's CPU ranks
+each load their own denoiser and pack it by the same choice (`rank_packing`): a split render on
+2 ranks of one thread each (`bench/packed_split.py`, two groups alternating in one run, load
+14-18, the takes bitwise equal) 1.10x, 1.32x and 1.24x seed-only, 1.15x, 1.23x and 1.14x a
+prompt change at 64 px (3, 6 and 4 pairs; medians); at 256 px (3 pairs) 1.28x seed-only,
+1.19x a prompt change; the group's start 13-21 s longer for the packing.
 `--no-compile` (`INLINE_NO_COMPILE=1`) turns it off with compiled blocks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from inline_core.device.hardware import HardwareDescription
 from inline_core.device.kernels import KernelChoice
 
-__all__ = ["pack_fits", "packed_linear_choice"]
+__all__ = ["RankPacking", "pack_fits", "packed_linear_choice", "rank_packing"]
 
 # Device classes and compute dtypes where packing was measured to pay. A CPU's bfloat16 matmul
 # is oneDNN's either way; float32's is MKL's sgemm (oneDNN's packed float32 was not measured).
@@ -60,3 +67,31 @@ def pack_fits(packed_bytes: int, budget_bytes: int | None) -> bool:
     weights) is made under the memory budget: not where it would take more than half of it, as
     `storage.kept_dtype` declines a converted copy (a real-size Wan 14B in bfloat16 maps 28 GB)."""
     return budget_bytes is None or packed_bytes * 2 <= budget_bytes
+
+
+@dataclass(frozen=True)
+class RankPacking:
+    """What a worker group's ranks are told where the policy packs: each packs its own
+    denoiser's linear weights at load, its copy within `budget_bytes` (`pack_fits`; None: no
+    budget)."""
+
+    budget_bytes: int | None
+
+    def to_json(self) -> dict[str, int | None]:
+        return {"budgetBytes": self.budget_bytes}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, object]) -> RankPacking:
+        budget = raw.get("budgetBytes")
+        if budget is not None and not isinstance(budget, int):
+            raise ValueError(f"a rank's packing budget must be a number of bytes, not {budget!r}")
+        return cls(budget)
+
+
+def rank_packing(choice: KernelChoice, budget_bytes: int | None, ranks: int) -> RankPacking | None:
+    """A split's packing under the policy's `choice` (None: the ranks do not pack). Each of the
+    `ranks` processes packs a copy of its own (new memory, where the weights' mapped pages are
+    shared), and the server loads none under a split: the ranks share the memory budget."""
+    if not choice.enabled:
+        return None
+    return RankPacking(None if budget_bytes is None else budget_bytes // max(1, ranks))

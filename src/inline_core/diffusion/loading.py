@@ -2,12 +2,12 @@
 
 One loader for every `ModelFormat`: a single file (or a checkpoint's view of one part, read as if
 it were that part's file) is recognised from its header, configured from its shapes, its NVFP4
-layers dequantized in the compute dtype (`nvfp4.py`), renamed to the library's keys and read
-straight onto the component's device into a model built on the meta device (no random
-initialisation, no copy through CPU memory when the component lives on a GPU); a folder loads
-with the library's own `from_pretrained`, local files only. A file or folder that is present but
-unreadable, truncated, or of the wrong architecture raises `RunFailed` naming it; one that
-vanished since submit raises `ModelMissing`.
+and int8 layers dequantized in the compute dtype (`comfy_layers.py`), renamed to the library's
+keys and read straight onto the component's device into a model built on the meta device (no
+random initialisation, no copy through CPU memory when the component lives on a GPU); a folder
+loads with the library's own `from_pretrained`, local files only. A file or folder that is
+present but unreadable, truncated, or of the wrong architecture raises `RunFailed` naming it; one
+that vanished since submit raises `ModelMissing`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Any, TypeVar, cast
 import torch
 from torch import nn
 
+from inline_core.diffusion.comfy_layers import dequantize_comfy_layers
+from inline_core.diffusion.comfy_quant import with_file_markers
 from inline_core.diffusion.files.header import read_view
 from inline_core.diffusion.files.shapes import ConfigInferenceError, weight_shapes
 from inline_core.diffusion.formats.format import ModelFormat
@@ -37,7 +39,6 @@ from inline_core.diffusion.libs import (
     module,
     quiet,
 )
-from inline_core.diffusion.nvfp4 import dequantize_layers
 from inline_core.diffusion.placement import PlacementLike, home_device, quantize, torch_dtype
 from inline_core.errors import InlineError, ModelMissing, RunFailed
 from inline_core.models.source import Source
@@ -106,13 +107,15 @@ def _from_file(fmt: ModelFormat, source: Source, placement: PlacementLike) -> nn
         raise RunFailed(f"{source.path} is not a {fmt.title}")
     config = fmt.infer_config(shapes)
     device = str(home_device(placement))
-    raw = (
+    raw = with_file_markers(
         load_safetensors_view(source.path, source.view, device)
         if source.view
-        else load_safetensors(source.path, device)
+        else load_safetensors(source.path, device),
+        source.path,
+        source.view,
     )
     compute = torch_dtype(placement.dtype)
-    weights, file_scales = split_scales(dequantize_layers(raw, _dequantized_dtype(placement)))
+    weights, file_scales = split_scales(dequantize_comfy_layers(raw, dequantized_dtype(placement)))
     converted = convert_scaled(
         weights,
         file_scales,
@@ -170,10 +173,10 @@ def _layer_scales(
     return scales
 
 
-def _dequantized_dtype(placement: PlacementLike) -> torch.dtype:
-    """The dtype NVFP4 layers dequantize to: the one a part is kept in where its layers cast from
-    it (a compute-dtype copy is what the policy declined), else the compute dtype (fp8 is only
-    stored; a mixed file's fp8 layers keep a part so)."""
+def dequantized_dtype(placement: PlacementLike) -> torch.dtype:
+    """The dtype NVFP4 and int8 layers dequantize to: the one a part is kept in where its layers
+    cast from it (a compute-dtype copy is what the policy declined), else the compute dtype (fp8
+    is only stored; a mixed file's fp8 layers keep a part so)."""
     kept = placement.storage
     if kept is not None and torch_dtype(kept) not in FP8:
         return torch_dtype(kept)

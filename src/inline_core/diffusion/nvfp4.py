@@ -9,12 +9,11 @@ the compute dtype, as comfy-kitchen computes it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import cast
 
 import torch
 
+from inline_core.diffusion.comfy_quant import read_marker
 from inline_core.diffusion.files import nvfp4 as layout
 from inline_core.diffusion.files.header import TensorInfo
 from inline_core.diffusion.files.scales import INPUT_SCALES, NVFP4_TENSOR_SCALE
@@ -83,11 +82,7 @@ def dequantize_layers(
 
 
 def _check_marker(marker: torch.Tensor, layer: str) -> None:
-    try:
-        found: object = json.loads(marker.to(torch.uint8).cpu().numpy().tobytes())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RunFailed(f"{layer}{MARKER} is not JSON") from exc
-    name = cast(dict[str, object], found).get("format") if isinstance(found, dict) else None
+    name = read_marker(marker, layer).format
     if name != layout.FORMAT:
         raise RunFailed(
             f"{layer} is stored as NVFP4 but its {MARKER} names format {name!r}, not "

@@ -20,6 +20,7 @@ from typing import Any, Literal, cast
 from inline_core.contract.family import Family, Stack
 from inline_core.contract.sources import Sources
 from inline_core.device.compile import CompileChoice
+from inline_core.device.matmul import RankPacking
 from inline_core.device.split import ParallelSpec
 from inline_core.errors import Unavailable
 from inline_core.models.source import Source
@@ -39,10 +40,11 @@ def rank_spec(
     sources: Sources,
     dtypes: Mapping[str, str],
     compiled: Mapping[str, CompileChoice] | None = None,
+    packed: RankPacking | None = None,
 ) -> PipelineSpec:
     """How every rank rebuilds `stack` of `family` from `sources`, each role in its dtype (the
     device is the rank's own), the blocks of the roles `compiled` turns on compiled as in
-    process."""
+    process, the denoiser's linear weights packed where `packed` says so."""
     args: dict[str, Json] = {
         "family": family.name,
         "stack": stack,
@@ -52,6 +54,8 @@ def rank_spec(
     chosen = {role: choice for role, choice in (compiled or {}).items() if choice.enabled}
     if chosen:  # absent where nothing compiles: the spec (and the group's key) as before
         args["compile"] = _json({role: choice.to_json() for role, choice in chosen.items()})
+    if packed is not None:  # absent where the ranks do not pack, as `compile`
+        args["packed"] = _json(packed.to_json())
     return PipelineSpec(LOADER, args)
 
 
@@ -110,9 +114,11 @@ class ModelGroup:
         sources: Sources,
         dtypes: Mapping[str, str],
         compiled: Mapping[str, CompileChoice] | None = None,
+        packed: RankPacking | None = None,
     ) -> GroupPipeline:
-        """A node's whole stack in the ranks (the roles `compiled` turns on, compiled)."""
-        spec = rank_spec(family, "node", sources, dtypes, compiled)
+        """A node's whole stack in the ranks (the roles `compiled` turns on, compiled; the
+        denoiser packed where `packed` says so)."""
+        spec = rank_spec(family, "node", sources, dtypes, compiled, packed)
         return GroupPipeline(family, spec, "node", sources)
 
     def denoiser_for(
@@ -122,6 +128,7 @@ class ModelGroup:
         scheduler: Source | None,
         dtype: str,
         compiled: CompileChoice | None = None,
+        packed: RankPacking | None = None,
     ) -> GroupPipeline:
         """The `sample` primitive's handle: the stack the group holds when it samples with this
         transformer already (a node's: no restart), else the transformer alone."""
@@ -131,7 +138,7 @@ class ModelGroup:
                 family.name, "", {"transformer": transformer, "scheduler": scheduler}
             )
             chosen = None if compiled is None else {"denoiser": compiled}
-            spec = rank_spec(family, "denoiser", sources, {"denoiser": dtype}, chosen)
+            spec = rank_spec(family, "denoiser", sources, {"denoiser": dtype}, chosen, packed)
         held = Sources.from_json(_args(spec).get("sources") or {})
         return GroupPipeline(family, spec, "denoiser", held, output="latents")
 

@@ -62,6 +62,8 @@ class ModelRuntime:
         self._stacks: Stacks | None = None
         self._rendering: Counter[Hashable] = Counter()
         self._splits: dict[tuple[str, str], ParallelSpec | None] = {}
+        # (step-cache methods, steps) -> the device policy's default step caching (frozen)
+        self._step_cache_defaults: dict[tuple[frozenset[str], int], StepCacheSettings | None] = {}
         self._group: ModelGroup | None = None
         self._closed = False
         self.previews = PreviewWorker()
@@ -135,7 +137,14 @@ class ModelRuntime:
         if choice.given:
             settings = choice.settings
             return settings if settings is not None and settings.method in methods else None
-        return self.policy().step_cache(methods, steps)
+        key = (methods, steps)  # the policy's default depends on these alone: asked once
+        with self._lock:
+            if key in self._step_cache_defaults:
+                return self._step_cache_defaults[key]
+        settings = self.policy().step_cache(methods, steps)
+        with self._lock:
+            self._step_cache_defaults[key] = settings
+        return settings
 
     # -- loaded stacks -------------------------------------------------------------------------
 

@@ -38,13 +38,16 @@ from inline_core.diffusion.cancel_blocks import watch_denoisers
 from inline_core.diffusion.compile.regional import compile_decoders, compile_denoisers
 from inline_core.diffusion.footprint import footprint
 from inline_core.diffusion.kept_weights import KeptWeights
-from inline_core.diffusion.packed_linear import pack_part
 from inline_core.diffusion.placement import OffloadSwap
 from inline_core.diffusion.residency import Footprint, ResidentCache
 from inline_core.engine.assemble import assemble
+from inline_core.engine.packing import packing_load
 from inline_core.models.source import Source
 
 T = TypeVar("T")
+
+# A part's resident key and its load (the value and its footprint), decided once (`Stacks._plan`).
+PartPlan = tuple[Hashable, Callable[[], tuple[Any, Footprint]]]
 
 
 class StackHost(Protocol):
@@ -90,6 +93,8 @@ class Stacks:
         # render (a run id) -> the resident keys it has used
         self._renders: OrderedDict[Hashable, set[Hashable]] = OrderedDict()
         self._storage = KeptWeights(lambda: runtime.residency.budget_bytes)
+        # (family, part, its files' identity, the budget) -> its resident key and how it loads
+        self._plans: dict[tuple[str, str, str, int | None], PartPlan] = {}
         self._sharers: dict[Hashable, set[str]] = {}  # a shared part's key -> its families
 
     def builder(self, family: Family) -> FamilyBuilder:
@@ -111,12 +116,30 @@ class Stacks:
     def _part(
         self, family: Family, name: str, source: Source | None, held: set[Hashable]
     ) -> tuple[Hashable, Any]:
+        identity = DEFAULT if source is None else source.identity()
+        plan_key = (family.name, name, identity, self.runtime.residency.budget_bytes)
+        with self._lock:
+            plan = self._plans.get(plan_key)
+        if plan is None:
+            plan = self._plan(family, name, source, identity)
+            with self._lock:
+                self._plans[plan_key] = plan
+        key, load = plan
+        value = self.runtime.residency.get(key, load, keep=self._kept(held))
+        held.add(key)
+        return key, value
+
+    def _plan(self, family: Family, name: str, source: Source | None, identity: str) -> PartPlan:
+        """How one part loads, decided once per file identity: its placement (the device
+        policy's for its role, with the storage its file's dtype keeps under the budget) and
+        whether its linear layers are packed depend only on the files, the device policy (fixed
+        once made) and the budget: a replaced file (a new identity) or another budget is planned
+        again."""
         builder = self.builder(family)
         role = builder.roles.get(name)
         placement = None if role is None else self.runtime.placement(family, role)
         if placement is not None and source is not None:
             placement = self._storage.placement(f"{family.title} {name}", source, placement)
-        identity = DEFAULT if source is None else source.identity()
         # A part whose format families share (`FamilyBuilder.shared_parts`: a text encoder file
         # two families read) is keyed by that format, not the family: loaded once for both.
         owner = shared_owner(builder, name) or family.name
@@ -124,17 +147,18 @@ class Stacks:
         if owner != family.name:
             with self._lock:
                 self._sharers.setdefault(key, set()).add(family.name)
-        load = _sized(lambda: builder.load(name, source, placement))
-        if role == DENOISER and placement is not None and placement.storage is None:
-            if self.runtime.packed_linear_choice(family).enabled:  # packed at load: counted
-                dtype, budget = placement.dtype, self.runtime.residency.budget_bytes
-                title = f"{family.title} {name}"
-                load = _sized(
-                    lambda: pack_part(builder.load(name, source, placement), dtype, budget, title)
-                )
-        value = self.runtime.residency.get(key, load, keep=self._kept(held))
-        held.add(key)
-        return key, value
+        packs = self.runtime.packed_linear_choice(family).enabled
+        load = _sized(  # a packed copy is made at load, so the footprint counts it
+            packing_load(
+                lambda: builder.load(name, source, placement),
+                role,
+                placement,
+                packs=packs,
+                budget_bytes=self.runtime.residency.budget_bytes,
+                name=f"{family.title} {name}",
+            )
+        )
+        return key, load
 
     def _kept(self, held: set[Hashable]) -> frozenset[Hashable]:
         """What a load must not evict: the parts its render holds and those of every render in

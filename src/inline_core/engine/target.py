@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from inline_core.contract.family import Family
 from inline_core.contract.sources import Sources
+from inline_core.device.matmul import RankPacking, rank_packing
 from inline_core.engine.group import GroupPipeline, ModelGroup
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.models.source import Source
@@ -68,7 +69,9 @@ def node_target(
         roles = ("text_encoder", "denoiser", "vae")
         dtypes = {role: runtime.placement(family, role).dtype for role in roles}
         compiled = {role: runtime.compile_choice(family, role) for role in ("denoiser", "vae")}
-        return group.pipeline_for(family, sources, dtypes, compiled)
+        return group.pipeline_for(
+            family, sources, dtypes, compiled, _packing(runtime, family, group)
+        )
 
     return _target(
         runtime,
@@ -93,7 +96,8 @@ def denoiser_target(
     def in_group(group: ModelGroup) -> GroupPipeline:
         dtype = runtime.placement(family, "denoiser").dtype
         compiled = runtime.compile_choice(family)
-        return group.denoiser_for(family, transformer, scheduler, dtype, compiled)
+        packed = _packing(runtime, family, group)
+        return group.denoiser_for(family, transformer, scheduler, dtype, compiled, packed)
 
     return _target(
         runtime,
@@ -119,6 +123,13 @@ def _target(
         return RenderTarget(pipeline, runtime.sampler, runtime.compute)
     group = runtime.group(split)
     return RenderTarget(in_group(group), group, _here, group)
+
+
+def _packing(runtime: ModelRuntime, family: Family, group: ModelGroup) -> RankPacking | None:
+    """The ranks' packed linear weights: the policy's choice for the family's denoiser, as in
+    process, each rank's copy within its share of the memory budget."""
+    choice = runtime.packed_linear_choice(family)
+    return rank_packing(choice, runtime.residency.budget_bytes, group.split.world_size)
 
 
 def _here(fn: Callable[[], T]) -> T:

@@ -20,7 +20,7 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.registry import Registry
 from inline_core.graph.runner import CatalogView, NodeCall, NodeResult, NodeRunner
 from inline_core.graph.schema import Edge, Node, PortKind
-from inline_core.graph.validate import ValidatedGraph, runner_for
+from inline_core.graph.validate import ValidatedGraph
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.preview import NONE
 from inline_core.runtime.progress import (
@@ -62,6 +62,8 @@ class Executor:
     def __init__(
         self, registry: Registry, catalog: CatalogView, cache: NodeCache | None = None
     ) -> None:
+        # The node types its graphs are validated against: each run's descriptors and runners
+        # come looked up with its `ValidatedGraph` (once per graph shape), not from here.
         self.registry = registry
         self.catalog = catalog
         self.cache = cache
@@ -69,15 +71,18 @@ class Executor:
     def execute(self, validated: ValidatedGraph, ctx: ExecutionContext) -> ExecutionResult:
         """Run the target's closure in order. Raises `Cancelled`, or an `InlineError` naming the
         node that failed (any other exception from a runner is wrapped in `RunFailed`)."""
-        by_id = validated.graph.by_id
-        work = {node_id: self._work(by_id[node_id]) for node_id in validated.order}
+        by_id, descriptors = validated.graph.by_id, validated.descriptors
+        work = {node_id: _work(by_id[node_id], descriptors[node_id]) for node_id in validated.order}
         ctx.events(RunPlanned(ctx.run_id, work))
         done: dict[str, _Executed] = {}
         takes: list[Take] = []
         for node_id in validated.order:
             ctx.cancel.raise_if_cancelled()
             prepared = validated.prepared.get(node_id)
-            executed, node_takes = self._run_node(by_id[node_id], done, ctx, prepared)
+            node = by_id[node_id]
+            executed, node_takes = self._run_node(
+                node, descriptors[node_id], validated.runners[node_id], done, ctx, prepared
+            )
             done[node_id] = executed
             takes.extend(node_takes)
         return ExecutionResult(takes=tuple(takes), outputs=done[validated.target].outputs)
@@ -85,14 +90,14 @@ class Executor:
     def _run_node(
         self,
         node: Node,
+        descriptor: NodeDescriptor,
+        runner: NodeRunner,
         done: Mapping[str, _Executed],
         ctx: ExecutionContext,
         prepared: object | None,
     ) -> tuple[_Executed, tuple[Take, ...]]:
         ctx.events(NodeStarted(ctx.run_id, node.id))
         try:
-            descriptor = self.registry.descriptor(node.type)
-            runner = runner_for(self.registry, descriptor, node.id)
             key = self._key(node, descriptor, runner, done, prepared, ctx)
             previews = _previews(runner, ctx)
             cached = (
@@ -127,15 +132,6 @@ class Executor:
         ctx.events(NodeDone(ctx.run_id, node.id, cached=False, takes=result.takes))
         return _Executed(descriptor, result.outputs, key), result.takes
 
-    def _work(self, node: Node) -> float:
-        """The node's share of the run's work: its steps if it samples; about one step if it
-        runs a model (its ports carry one) or a pack's code; next to nothing otherwise."""
-        descriptor = self.registry.descriptor(node.type)
-        steps = node.params.get("steps") if descriptor.param("steps") is not None else None
-        ports = (*descriptor.inputs, *descriptor.outputs)
-        runs_model = descriptor.source != "core" or any(p.kind in MODEL_PORTS for p in ports)
-        return node_work(steps if isinstance(steps, int) else None, runs_model)
-
     def _key(
         self,
         node: Node,
@@ -160,6 +156,15 @@ class Executor:
         if runner.caches_steps:  # cached steps are an approximation: not the same output
             identity = f"{identity}|{ctx.step_cache.identity()}"
         return key_for(descriptor, node.params, upstream, self.catalog, identity)
+
+
+def _work(node: Node, descriptor: NodeDescriptor) -> float:
+    """The node's share of the run's work: its steps if it samples; about one step if it runs a
+    model (its ports carry one) or a pack's code; next to nothing otherwise."""
+    steps = node.params.get("steps") if descriptor.param("steps") is not None else None
+    ports = (*descriptor.inputs, *descriptor.outputs)
+    runs_model = descriptor.source != "core" or any(p.kind in MODEL_PORTS for p in ports)
+    return node_work(steps if isinstance(steps, int) else None, runs_model)
 
 
 def _previews(runner: NodeRunner, ctx: ExecutionContext) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import replace
 
 from inline_core.errors import InvalidGraph
@@ -15,8 +17,12 @@ class Registry:
     def __init__(self) -> None:
         self._descriptors: dict[str, NodeDescriptor] = {}
         self._runners: dict[str, NodeRunner] = {}
+        # What validation derives from these node types alone, per graph shape (`validate.py`
+        # keeps it, bounded): forgotten whenever a node type is registered or changed.
+        self.derived: OrderedDict[Hashable, object] = OrderedDict()
 
     def register(self, descriptor: NodeDescriptor, runner: NodeRunner | None = None) -> None:
+        self.derived.clear()
         self._descriptors[descriptor.type] = descriptor
         if runner is not None:
             self._runners[descriptor.type] = runner
@@ -26,6 +32,7 @@ class Registry:
     def mark_unavailable(self, node_type: str, reason: str) -> None:
         """Keep serving the descriptor but refuse to run it, saying why."""
         descriptor = self._descriptors[node_type]
+        self.derived.clear()
         self._descriptors[node_type] = replace(descriptor, unavailable_reason=reason)
         self._runners.pop(node_type, None)
 

@@ -9,7 +9,8 @@ the node it is about.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+import threading
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import cast
 
@@ -43,14 +44,95 @@ class ValidatedGraph:
     target: str
     # The target's upstream closure in a stable topological order.
     order: tuple[str, ...]
+    # Every node's descriptor, and each closure node's runner: the registry's, looked up once
+    # per graph shape (`_shape_facts`), so the run reads them here.
+    descriptors: Mapping[str, NodeDescriptor]
+    runners: Mapping[str, NodeRunner]
     # What each runner's submit-time check found (e.g. the files a model node resolved), handed
     # back to that runner when the node runs, so a run resolves its files once.
     prepared: Mapping[str, object] = field(default_factory=dict[str, object])
 
 
-def runner_for(registry: Registry, descriptor: NodeDescriptor, node_id: str) -> NodeRunner:
-    """The node's runner, or the error that says why this server cannot run it."""
-    runner = registry.runner(descriptor.type)
+@dataclass(frozen=True)
+class ShapeFacts:
+    """What a graph's shape (its node ids, types and edges, in order, and the target) decides
+    against the registry, whatever its params: every node's descriptor, the structure checked
+    (ports, kinds, fan-in, no cycle), the target's closure in order and its runners (None: the
+    type has none here, refused where `runner_for` refuses it)."""
+
+    descriptors: Mapping[str, NodeDescriptor]
+    order: tuple[str, ...]
+    runners: Mapping[str, NodeRunner | None]
+    # Whether some runner of the closure says what it needs of its inputs or cuts what it
+    # prepared to its consumers' needs (`graph/needs.py`); where none does, fitting keeps every
+    # prepared value as it is, so it is skipped.
+    fits: bool
+
+
+# Graph shapes (and node type sets) whose facts are kept in `Registry.derived`, most recently
+# used last: a client posting new shapes without end pushes the oldest out.
+SHAPES_KEPT = 256
+_derived_lock = threading.Lock()
+
+
+def _derived(registry: Registry, key: Hashable) -> object | None:
+    with _derived_lock:
+        value = registry.derived.get(key)
+        if value is not None:
+            registry.derived.move_to_end(key)
+        return value
+
+
+def _keep(registry: Registry, key: Hashable, value: object) -> None:
+    with _derived_lock:
+        registry.derived[key] = value
+        while len(registry.derived) > SHAPES_KEPT:
+            registry.derived.popitem(last=False)
+
+
+def _shape_facts(graph: Graph, target: str, registry: Registry) -> ShapeFacts:
+    """`ShapeFacts` of `graph`, checked once per shape and registry state: a graph posted again
+    with other params (a new seed, a new prompt) reads them back; only a shape that passed is
+    kept, so a bad one is refused every time."""
+    key = (
+        "shape",
+        target,
+        tuple(
+            (
+                n.id,
+                n.type,
+                tuple((p, tuple((e.source, e.output) for e in es)) for p, es in n.inputs.items()),
+            )
+            for n in graph.nodes
+        ),
+    )
+    kept = _derived(registry, key)
+    if isinstance(kept, ShapeFacts):
+        return kept
+    by_id = graph.by_id
+    if target not in by_id:
+        raise InvalidRequest(f"target {target!r} is not a node of the graph")
+    descriptors = _descriptors(graph, registry)
+    for node in graph.nodes:
+        _check_inputs(node, descriptors)
+    topological_order(graph, by_id)  # a cycle anywhere makes the graph invalid
+    order = topological_order(graph, upstream_closure(graph, target))
+    runners = {node_id: registry.runner(descriptors[node_id].type) for node_id in order}
+    facts = ShapeFacts(descriptors, order, runners, any(map(_fits, runners.values())))
+    _keep(registry, key, facts)
+    return facts
+
+
+def _fits(runner: NodeRunner | None) -> bool:
+    if runner is None:
+        return False
+    kind = type(runner)
+    return kind.input_needs is not NodeRunner.input_needs or kind.fitted is not NodeRunner.fitted
+
+
+def runner_for(runner: NodeRunner | None, descriptor: NodeDescriptor, node_id: str) -> NodeRunner:
+    """The node's runner (the registry's, None where it has none), or the error that says why
+    this server cannot run it."""
     if runner is not None:
         return runner
     if descriptor.unavailable_reason is not None:
@@ -74,9 +156,24 @@ def may_wait_on_disk(graph_json: object, registry: Registry) -> bool:
     nodes = cast(dict[str, object], graph_json).get("nodes")
     if not isinstance(nodes, list):
         return False
-    for node in cast(list[object], nodes):
-        node_type = cast(dict[str, object], node).get("type") if isinstance(node, dict) else None
-        if not isinstance(node_type, str) or node_type not in registry:
+    types = frozenset(
+        node_type
+        for node in cast(list[object], nodes)
+        if isinstance(node, dict)
+        and isinstance(node_type := cast(dict[str, object], node).get("type"), str)
+    )
+    key = ("may wait on disk", types)  # judged once per set of node types
+    kept = _derived(registry, key)
+    if isinstance(kept, bool):
+        return kept
+    waits = _may_wait(types, registry)
+    _keep(registry, key, waits)
+    return waits
+
+
+def _may_wait(types: frozenset[str], registry: Registry) -> bool:
+    for node_type in types:
+        if node_type not in registry:
             continue  # refused before any check
         runner = registry.runner(node_type)
         if runner is not None and type(runner).check is not NodeRunner.check:
@@ -132,18 +229,16 @@ def _check_inputs(node: Node, descriptors: dict[str, NodeDescriptor]) -> None:
 
 
 def _known_sizes(
-    node: Node,
-    nodes: Mapping[str, Node],
-    descriptors: Mapping[str, NodeDescriptor],
-    registry: Registry,
+    node: Node, nodes: Mapping[str, Node], runners: Mapping[str, NodeRunner]
 ) -> dict[str, tuple[int, int]]:
-    """The sizes of the images wired into `node` that are known at submit, by input name."""
+    """The sizes of the images wired into `node` that are known at submit, by input name (its
+    sources come before it in the closure's order: their runners are found already)."""
     sizes: dict[str, tuple[int, int]] = {}
     for port, edges in node.inputs.items():
         if len(edges) != 1 or edges[0].source not in nodes:
             continue
         source = nodes[edges[0].source]
-        size = runner_for(registry, descriptors[source.id], source.id).image_size(source.params)
+        size = runners[source.id].image_size(source.params)
         if size is not None:
             sizes[port] = size
     return sizes
@@ -169,14 +264,8 @@ def validate_graph(
     Raises `InvalidRequest` for a target that is not a node, `InvalidGraph` for anything wrong
     with the graph, and whatever a runner's `check` raises (e.g. `ModelMissing`).
     """
-    by_id = graph.by_id
-    if target not in by_id:
-        raise InvalidRequest(f"target {target!r} is not a node of the graph")
-    descriptors = _descriptors(graph, registry)
-    for node in graph.nodes:
-        _check_inputs(node, descriptors)
-    topological_order(graph, by_id)  # a cycle anywhere makes the graph invalid
-    order = topological_order(graph, upstream_closure(graph, target))
+    shape = _shape_facts(graph, target, registry)
+    by_id, descriptors, order = graph.by_id, shape.descriptors, shape.order
 
     draw = rng if rng is not None else random.SystemRandom()
     normalised: dict[str, Node] = {}
@@ -190,7 +279,8 @@ def validate_graph(
     runners: dict[str, NodeRunner] = {}
     all_facts: dict[str, SubmitFacts] = {}
     for node_id in order:
-        runner = runners[node_id] = runner_for(registry, descriptors[node_id], node_id)
+        runner = runner_for(shape.runners[node_id], descriptors[node_id], node_id)
+        runners[node_id] = runner
         node = normalised[node_id]
         upstream = {
             port: [prepared[e.source] for e in edges if e.source in prepared]
@@ -198,7 +288,7 @@ def validate_graph(
         }
         facts = SubmitFacts(
             frozenset(node.inputs),
-            lambda node=node: _known_sizes(node, normalised, descriptors, registry),
+            lambda node=node: _known_sizes(node, normalised, runners),
             upstream,
         )
         all_facts[node_id] = facts
@@ -211,11 +301,17 @@ def validate_graph(
         if found is not None:
             prepared[node_id] = found
     # Every node checked: each prepared value cut to what its consumers in this run read.
-    prepared = fit_to_consumers(
-        order, target, normalised, descriptors, runners, all_facts, prepared
-    )
+    if shape.fits:
+        prepared = fit_to_consumers(
+            order, target, normalised, descriptors, runners, all_facts, prepared
+        )
 
     nodes = tuple(normalised.get(n.id, n) for n in graph.nodes)
     return ValidatedGraph(
-        graph=replace(graph, nodes=nodes), target=target, order=order, prepared=prepared
+        graph=replace(graph, nodes=nodes),
+        target=target,
+        order=order,
+        descriptors=descriptors,
+        runners=runners,
+        prepared=prepared,
     )

@@ -78,6 +78,15 @@ def ranks_compiled(meta: Mapping[int, Mapping[str, Json]]) -> list[dict[str, obj
     return merged
 
 
+def ranks_packed(meta: Mapping[int, Mapping[str, Json]]) -> list[dict[str, int]]:
+    """Each rank's packed linear weights in a job's metadata (`packedBytes`), by rank."""
+    return [
+        {"rank": rank, "bytes": packed}
+        for rank, rank_meta in sorted(meta.items())
+        if isinstance(packed := rank_meta.get("packedBytes"), int)
+    ]
+
+
 def _show_on(preview: Any) -> Callable[[PreviewFrame], None]:
     """Rank 0's rendered previews, shown through the job's preview sink as it shows its own."""
 
@@ -249,6 +258,9 @@ class ParallelSampler:
                 # How the ranks' compiled blocks ran in the last job: a rank whose compile failed
                 # ran that block class eager, named with its error (`failedRanks`).
                 "compile": [dict(note) for note in self.last_compiled],
+                # Each rank's linear weights packed for oneDNN at load (bytes; 0: none), as of
+                # the last job.
+                "packedLinear": ranks_packed(self.last_meta),
             }
 
     def close(self) -> None:

@@ -35,6 +35,7 @@ from inline_core.components.step import (
 from inline_core.config import Config
 from inline_core.diffusion.compile.progress import BOARD
 from inline_core.diffusion.compile.regional import compiled_classes
+from inline_core.diffusion.packed_linear import packed_bytes
 from inline_core.errors import Cancelled, InlineError
 from inline_core.parallel.collective import STOP, TICK, Admit, Command, Forward
 from inline_core.parallel.engines import SplitEngine, apply_split, resolve_module
@@ -96,10 +97,12 @@ def rebuild(pipeline: RankPipeline, params: Mapping[str, Json], blobs: Mapping[s
 class Meter:
     """Each job's debug counters on this rank: forwards taken part in, the tokens its first and
     last forwards' attention layers saw (a shard of the sequence under a split; a pair of experts
-    runs its last forwards on the second), control time."""
+    runs its last forwards on the second), control time, and the bytes of the rank's packed
+    linear weights (`diffusion/packed_linear.py`)."""
 
-    def __init__(self, probe: AttentionProbe | None) -> None:
+    def __init__(self, probe: AttentionProbe | None, packed_bytes: int = 0) -> None:
         self.probe = probe
+        self.packed_bytes = packed_bytes  # this rank's packed linear weights (0: none)
         self.forwards: dict[int, int] = {}
         self.tokens: dict[int, list[int]] = {}
         self.last_tokens: dict[int, list[int]] = {}
@@ -116,7 +119,10 @@ class Meter:
             self.control_s[job_id] = self.control_s.get(job_id, 0.0) + control_s
 
     def meta(self, job_id: int) -> dict[str, Json]:
-        meta: dict[str, Json] = {"controlS": self.control_s.pop(job_id, 0.0)}
+        meta: dict[str, Json] = {
+            "controlS": self.control_s.pop(job_id, 0.0),
+            "packedBytes": self.packed_bytes,
+        }
         if self.probe is not None:
             meta["attentionTokens"] = cast(list[Json], self.tokens.pop(job_id, []))
             meta["lastAttentionTokens"] = cast(list[Json], self.last_tokens.pop(job_id, []))
@@ -232,11 +238,12 @@ class StepLoopRunner:
         engine: SplitEngine,
         probe: AttentionProbe | None,
         loader: str,
+        packed_bytes: int = 0,
     ) -> None:
         self.pipeline = pipeline
         self.context = context
         self.engine = engine
-        self.meter = Meter(probe)
+        self.meter = Meter(probe, packed_bytes)
         self.loader = loader
         self.sampler: StepLoopSampler | None = None  # rank 0's step loop, once serving
         self.previews = RankPreviews()  # rank 0's step previews
@@ -455,4 +462,5 @@ def load_step_runner(context: WorkerContext, args: Mapping[str, Json]) -> StepLo
     # The probe's hooks inside the blocks would run compiled blocks eager: none where they compile.
     compiled = any(compiled_classes(dit) for dit in dits)
     probe = AttentionProbe(*dits) if dits and not compiled else None
-    return StepLoopRunner(pipeline, context, engine, probe, loader)
+    packed = sum(packed_bytes(dit) for dit in dits)  # the loader packed them (`engine/remote.py`)
+    return StepLoopRunner(pipeline, context, engine, probe, loader, packed)

@@ -7,10 +7,11 @@ stored with the run (durably, before the answer), then queued for the loop
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from inline_core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
+from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.registry import Registry
 from inline_core.graph.sampler_names import CFG_PP_SAMPLERS
 from inline_core.runtime.interactions import (
@@ -36,11 +37,11 @@ class RunInteractions:
         self.registry = registry
         self.board = InteractionBoard()  # the renders on this server that take them now
 
-    def stored(self, run_id: str, graph: Mapping[str, Any]) -> tuple[Interaction, ...]:
+    def stored(self, run_id: str, descriptors: Iterable[NodeDescriptor]) -> tuple[Interaction, ...]:
         """The run's interactions so far (a run resumed after a restart replays them); a run
-        of `graph` that renders no node taking any has none (`interact` refuses them), so its
-        store is not read."""
-        if not self._takes_interactions(graph):
+        whose graph (its nodes' `descriptors`, as validated) has no node taking any has none
+        (`interact` refuses them), so its store is not read."""
+        if not any(d.extra.get(TAKES_INTERACTIONS) for d in descriptors):
             return ()
         return tuple(Interaction.from_info(i) for i in self.store.interactions_for_run(run_id))
 

@@ -293,7 +293,7 @@ class RunManager:
             rng=self._rng,
             picker_order=self._picker_order,
         )
-        refuse_uncached_steps(run_options, validated, self.registry)
+        refuse_uncached_steps(run_options, validated)
         with self._lock:
             if self._queued + self._reserved >= self.config.max_queue:
                 raise Busy(
@@ -308,7 +308,7 @@ class RunManager:
             client_run_id=client_run_id,
             node_ids=validated.order,
             created_at=time.time(),
-            needs=run_needs(validated, self.registry, self.catalog),
+            needs=run_needs(validated, self.catalog),
             options=run_options,
         )
         if not self._capabilities.issuperset(new.needs):
@@ -645,7 +645,7 @@ class RunManager:
                 ),
                 step_cache=step_cache_choice(run.record.options),
                 videos=self.videos,
-                interactions=self.interactions.stored(run.id, run.record.graph),
+                interactions=self.interactions.stored(run.id, validated.descriptors.values()),
                 interaction_board=self.interactions.board,
             )
             with self._run_scope(run.id):

@@ -16,16 +16,14 @@ from inline_core.graph.validate import ValidatedGraph
 from inline_core.models.catalog import CATEGORIES
 
 
-def run_needs(
-    validated: ValidatedGraph, registry: Registry, catalog: CatalogView | None = None
-) -> tuple[str, ...]:
+def run_needs(validated: ValidatedGraph, catalog: CatalogView | None = None) -> tuple[str, ...]:
     """The needs of the target's closure (the nodes that will run), sorted; a picker of
     several categories needs the one `catalog` lists its name in."""
     needs: set[str] = set()
     by_id = validated.graph.by_id
     for node_id in validated.order:
         node = by_id[node_id]
-        descriptor = registry.descriptor(node.type)
+        descriptor = validated.descriptors[node_id]
         needs.add(f"node:{node.type}")
         if descriptor.requires_device is not None:
             needs.add(f"device:{descriptor.requires_device}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 from inline_core.errors import InvalidRequest
-from inline_core.graph.registry import Registry
 from inline_core.graph.validate import ValidatedGraph
 from inline_core.runtime.preview import PREVIEW_METHODS
 from inline_core.runtime.step_cache import StepCacheChoice, parse_cache_option
@@ -60,9 +59,7 @@ def step_cache_choice(options: dict[str, Any]) -> StepCacheChoice:
     return StepCacheChoice.from_option(options.get("cache"))
 
 
-def refuse_uncached_steps(
-    options: dict[str, Any], validated: ValidatedGraph, registry: Registry
-) -> None:
+def refuse_uncached_steps(options: dict[str, Any], validated: ValidatedGraph) -> None:
     """A run that asks for step caching with a node that denoises without it (a UNet family:
     no DiT step cache) is a 422 naming the node, rather than a render that ignores the ask."""
     cache = options.get("cache")
@@ -70,8 +67,8 @@ def refuse_uncached_steps(
         return
     for node_id in validated.order:
         node = validated.graph.by_id[node_id]
-        runner = registry.runner(node.type)
-        if runner is not None and runner.samples_steps and not runner.caches_steps:
+        runner = validated.runners[node_id]
+        if runner.samples_steps and not runner.caches_steps:
             raise InvalidRequest(
                 f"option 'cache' asks for step caching, which node {node_id!r} ({node.type}) "
                 "does not do (its model has no DiT step cache): drop the option, or give "

@@ -10,7 +10,6 @@ group cannot serve a ring=2 job without relaunching its ranks."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 from qwen_harness import PROMPT
@@ -22,7 +21,7 @@ from inline_core.families.qwen_image.kit import KitPaths
 from inline_core.models.catalog import Catalog
 from inline_core.parallel.runner import DEFAULT_RUNNER
 from inline_core.parallel.sampler import ParallelSampler
-from tests.parallel.parallel_support import group_config
+from tests.parallel.parallel_support import split_group_config
 from tests.worker_groups import shared_sampler
 
 pytestmark = pytest.mark.worker_group(shared="qwen-ring-alone")
@@ -38,8 +37,7 @@ def family(qwen_kit: KitPaths) -> QwenImageFamily:
 @pytest.fixture(scope="module")
 def group(request: pytest.FixtureRequest) -> ParallelSampler:
     def make() -> ParallelSampler:
-        config = group_config(DEFAULT_RUNNER)
-        return ParallelSampler(replace(config, ranks=replace(config.ranks, split=RING)), retries=1)
+        return ParallelSampler(split_group_config(RING, DEFAULT_RUNNER), retries=1)
 
     return shared_sampler(request, "qwen-ring-alone", make)
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from inline_core.families.qwen_image.ring_attention import MaskedRing, route
+from inline_core.families.masked_ring import MaskedRing
+from inline_core.families.qwen_image.ring_attention import route
 
 MODULE = "diffusers.models.transformers.transformer_qwenimage"
 
@@ -42,7 +43,7 @@ def test_a_call_that_is_not_the_rings_reaches_diffusers_own_function() -> None:
     before = module.dispatch_attention_fn(q, k, v, attn_mask=mask[:, None, None, :])
     _routed(MaskedRing(rank=0, ranks=1))
     wrapped = module.dispatch_attention_fn
-    assert wrapped is not None and type(wrapped).__name__ == "_RingDispatch"
+    assert wrapped is not None and type(wrapped).__name__ == "RingDispatch"
     after = module.dispatch_attention_fn(q, k, v, attn_mask=mask[:, None, None, :])
     assert torch.equal(before, after)
     _routed(MaskedRing(rank=0, ranks=1))  # routed again: wrapped once

@@ -1,18 +1,18 @@
 """Qwen-Image split with Ring, over Ulysses groups (USP: ulysses=2, ring=2, four gloo ranks): its
-own ring attention (`ring_attention.py`) masks each ring step's keys with their slice of the whole
-sequence's mask, and each Ulysses group trades heads for tokens around it (`ulysses_ring.py`), so
-the take equals the in-process take with pads in the image and the prompt, and a prompt and its
-negative of other lengths in one forward. Ring alone is that ring with no Ulysses group around
-it: its merge is checked on its own against one masked attention, a step whose keys are all
-masked included (`test_qwen_image_ring_alone_split.py` renders it on two ranks). One group serves
-the module (`qwen-ring`): a group holds one split, and the four-rank one exercises the ring and
-the Ulysses trades together. The edits' hooks (references, 2511's modulation index) are the
-Ulysses split's, which `test_qwen_image_split.py` renders."""
+own ring attention (`families/masked_ring.py`) masks each ring step's keys with their slice of
+the whole sequence's mask, and each Ulysses group trades heads for tokens around it
+(`families/ulysses_ring.py`), so the take equals the in-process take with pads in the image and
+the prompt, and a prompt and its negative of other lengths in one forward. Ring alone is that
+ring with no Ulysses group around it: its merge is checked on its own against one masked
+attention, a step whose keys are all masked included (`test_qwen_image_ring_alone_split.py`
+renders it on two ranks). One group serves the module (`qwen-ring`): a group holds one split, and
+the four-rank one exercises the ring and the Ulysses trades together. The edits' hooks
+(references, 2511's modulation index) are the Ulysses split's, which `test_qwen_image_split.py`
+renders."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,14 +21,14 @@ from qwen_harness import PROMPT
 from split_harness import Stacks, assert_split_equals_alone, stacks_beside
 
 from inline_core.device.split import ParallelSpec
+from inline_core.families.masked_ring import Arrival, MaskedRing
 from inline_core.families.qwen_image import QwenImageFamily
 from inline_core.families.qwen_image.descriptor import NODE_TYPE
 from inline_core.families.qwen_image.kit import KitPaths
-from inline_core.families.qwen_image.ring_attention import Arrival, MaskedRing
 from inline_core.models.catalog import Catalog
 from inline_core.parallel.runner import DEFAULT_RUNNER
 from inline_core.parallel.sampler import ParallelSampler
-from tests.parallel.parallel_support import group_config
+from tests.parallel.parallel_support import split_group_config
 from tests.worker_groups import shared_sampler
 
 pytestmark = pytest.mark.worker_group(shared="qwen-ring")
@@ -44,10 +44,7 @@ def family(qwen_kit: KitPaths) -> QwenImageFamily:
 @pytest.fixture(scope="module")
 def group(request: pytest.FixtureRequest) -> ParallelSampler:
     def make() -> ParallelSampler:
-        config = group_config(DEFAULT_RUNNER)
-        # Four ranks share two cores: a loaded machine may starve a rank's heartbeat longer.
-        four = replace(config, heartbeat_timeout_s=10.0, ranks=replace(config.ranks, split=USP))
-        return ParallelSampler(four, retries=1)
+        return ParallelSampler(split_group_config(USP, DEFAULT_RUNNER), retries=1)
 
     return shared_sampler(request, "qwen-ring", make)
 

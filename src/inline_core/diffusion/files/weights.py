@@ -1,7 +1,7 @@
 """What a part's weight files hold, read from their headers (torch-free): how many numbers, and
-in which floating dtype most of them are stored (scales left out; NVFP4 layers, dequantized at
-load, count as numbers but not as a dtype). The device policy reads it to tell whether a float32
-copy of the part would fit its memory budget (`device/storage.py`)."""
+in which floating dtype most of them are stored (scales left out; NVFP4 and int8 layers,
+dequantized at load, count as numbers but not as a dtype). The device policy reads it to tell
+whether a float32 copy of the part would fit its memory budget (`device/storage.py`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inline_core.diffusion.files.header import HeaderError, read_view
+from inline_core.diffusion.files.int8 import STORED as INT8
 from inline_core.diffusion.files.nvfp4 import FORMAT as NVFP4
 from inline_core.diffusion.files.nvfp4 import unpacked
 from inline_core.diffusion.files.scales import FP8_DTYPES, weights_only
@@ -30,7 +31,7 @@ def stored_weights(source: Source) -> StoredWeights | None:
     stores them in no float (an integer-quantized checkpoint)."""
     files = _weight_files(source)
     counts: Counter[str] = Counter()
-    dequantized = 0  # NVFP4 numbers: floats of the compute dtype once loaded (`nvfp4.py`)
+    dequantized = 0  # NVFP4 and int8 numbers: floats of the compute dtype once loaded
     for path in files:
         try:
             header = read_view(path, source.view)
@@ -43,7 +44,7 @@ def stored_weights(source: Source) -> StoredWeights | None:
                 numbers *= side
             if dtype is not None:
                 counts[dtype] += numbers
-            elif info.dtype == NVFP4:
+            elif info.dtype in (NVFP4, INT8):
                 dequantized += numbers
     if not counts:
         return None

@@ -6,6 +6,7 @@ flow image pipeline does is `FlowImagePipeline`'s."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 
 import torch
@@ -18,6 +19,7 @@ from inline_core.families.flow_pipeline import FlowImagePipeline
 from inline_core.families.krea2.encoder import Krea2PromptEncoder, MaskedConditioning
 from inline_core.families.krea2.lora import read_lora
 from inline_core.families.krea2.request import Krea2Request, new_request
+from inline_core.families.krea2.ring import route_ring
 from inline_core.families.krea2.split import tokens_refusal
 from inline_core.families.krea2.vae import QwenImageVAE
 
@@ -66,6 +68,14 @@ class Krea2StepPipeline(FlowImagePipeline[Krea2Request]):
 
     def request(self, **kwargs: Any) -> Krea2Request:
         return new_request(self.model_key, **kwargs)
+
+    # -- worker-group split (components.step.SupportsSplitNotice) ------------------------------
+
+    def split_by(self, engine: str, degrees: Mapping[str, int], /) -> None:
+        """Under Ring, the blocks' attention runs over the masked ring (`ring.py`)."""
+        if engine != "cache-dit":
+            raise ValueError(f"Krea 2 splits with cache-dit, not {engine}")
+        route_ring(self.transformer, degrees)
 
     def prepare_encode(self, state: Krea2Request, /) -> Krea2Request:
         refuse_unshared(state)
@@ -137,5 +147,5 @@ def refuse_unshared(state: Krea2Request) -> None:
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()):
         return
-    if why := tokens_refusal(state.latent_size, dist.get_world_size()):  # Ulysses alone
+    if why := tokens_refusal(state.latent_size, dist.get_world_size()):  # ulysses x ring
         raise InvalidRequest(why)

@@ -232,9 +232,10 @@ class LTX2Collapse(CustomCollapse):
                 f"{self.descriptor.type} renders LTX-2.0 and 2.3 from ComfyUI's files (Gemma 3), "
                 "and LTX-2.5 only from its diffusers folder in diffusion_models (text_encoder/ "
                 "Gemma 4, diffusion_decoder/ its diffusion video decoder): ComfyUI's LTX-2.5 "
-                "files (its templates' int8 'convrot' transformer and Gemma 4 with projection, "
-                "its diffusion video VAE file) are not read; map the workflow's model to that "
-                "folder (`inline-core download --family ltx2 ltx-2.5` fetches it)"
+                "files (its templates' transformer and Gemma 4 with projection, its diffusion "
+                "video VAE file) are not read: their int8 'convrot' layers are, their layout "
+                "is not; map the workflow's model to that folder "
+                "(`inline-core download --family ltx2 ltx-2.5` fetches it)"
             )
 
     def _same_file(self, loader: ComfyNode, widget: str) -> None:

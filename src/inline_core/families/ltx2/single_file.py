@@ -13,8 +13,9 @@ from torch import nn
 
 from inline_core.device.policy import Placement
 from inline_core.diffusion.libs import assign_state, module, quiet
-from inline_core.diffusion.loading import guarded, load_dtype, place
+from inline_core.diffusion.loading import guarded, place
 from inline_core.errors import RunFailed
+from inline_core.families.ltx2.quantized_part import dequantized_part
 from inline_core.families.ltx2.single_file_config import SingleFileError, layout
 from inline_core.models.source import Source
 
@@ -37,13 +38,11 @@ def load_part(
         cls: Any = getattr(module(library), str(config.pop("_class_name", class_name)))
         with module("accelerate").init_empty_weights(include_buffers=False):
             model = cast(nn.Module, cls.from_config(config))
-        dtype = load_dtype(placement)
         names = found.names[part]
         st = cast(Any, importlib.import_module("safetensors"))
         with st.safe_open(str(source.path), framework="pt", device="cpu") as f:
-            state = {
-                name: cast(torch.Tensor, f.get_tensor(key)).to(dtype) for key, name in names.items()
-            }
+            raw = {key: cast(torch.Tensor, f.get_tensor(key)) for key in names}
+        state = dequantized_part(raw, names, source.path, placement)  # ComfyUI's quantized layers
         expected = model.state_dict()
         wrong = [k for k, v in state.items() if k in expected and v.shape != expected[k].shape]
         if wrong:

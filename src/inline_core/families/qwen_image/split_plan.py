@@ -18,9 +18,9 @@ attention sees every rank's keys. This plan:
 
 Ring shards and pads alike, and hands each attention the same mask: there each rank's queries
 meet every rank's keys one ring step at a time, the keys of rank j masked by rank j's slice of
-it (`ring_attention.py`; cache-dit's own ring attention takes no mask). Ulysses with Ring (USP)
-pads and masks the same way over all the ranks and runs that ring over Ulysses groups
-(`ulysses_ring.py`): a group's gathered keys are a contiguous run of the same mask.
+it (`families/masked_ring.py`; cache-dit's own ring attention takes no mask). Ulysses with Ring
+(USP) pads and masks the same way over all the ranks and runs that ring over Ulysses groups
+(`families/ulysses_ring.py`): a group's gathered keys are a contiguous run of the same mask.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from inline_core.families.qwen_image.ring_attention import MaskedRing, route
+from inline_core.families.qwen_image.ring_attention import route
 from inline_core.families.qwen_image.step_cache import LAYOUT
-from inline_core.families.qwen_image.ulysses_ring import MaskedUlyssesRing
+from inline_core.families.ulysses_ring import masked_ring_for
 
 
 def context_plan() -> dict[str, Any]:
@@ -187,8 +187,7 @@ def pad_for_split(transformer: nn.Module, degrees: Mapping[str, int]) -> PaddedS
     if dist.get_world_size() != ranks:
         raise ValueError(f"{dict(degrees)} needs {ranks} ranks, got {dist.get_world_size()}")
     hooks = PaddedSplit(transformer, ranks, dist.get_rank())
-    if ring > 1 and ulysses > 1:
-        route(transformer, MaskedUlyssesRing(dist.get_rank(), ulysses, ring))
-    elif ring > 1:
-        route(transformer, MaskedRing(dist.get_rank(), ranks))
+    masked = masked_ring_for(ulysses, ring)
+    if masked is not None:
+        route(transformer, masked)
     return hooks

@@ -1,12 +1,13 @@
-"""Ulysses and Ring together (USP) for Qwen-Image's masked attention (imports torch).
+"""Ulysses and Ring together (USP) for a masked attention (imports torch; Qwen-Image's and
+Krea 2's), and the ring a split's degrees ask for (`masked_ring_for`).
 
 The ranks form a grid as cache-dit's mesh lays them out, Ring outer and Ulysses inner: rank
 `ring_index * ulysses + ulysses_index`, so the shards cache-dit hands out in rank order are, for
 each ring position, its Ulysses members' in turn. Each attention first trades heads for tokens
 inside the Ulysses group (an all-to-all: every member then holds its share of the heads over the
 group's tokens, in rank order), then runs `MaskedRing` over the ring position's peers: the keys a
-ring step brings are one Ulysses group's, which the whole sequence's mask (`split_plan`, rank
-order) covers with one contiguous slice, so the mask still travels without being sent. The
+ring step brings are one Ulysses group's, which the whole sequence's mask (in rank order)
+covers with one contiguous slice, so the mask still travels without being sent. The
 output trades its tokens back for heads.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from inline_core.families.qwen_image.ring_attention import MaskedRing
+from inline_core.families.masked_ring import MaskedRing
 
 _dist: Any = dist  # `new_group` and `all_to_all_single` are partly untyped in torch
 
@@ -70,3 +71,13 @@ class MaskedUlyssesRing(MaskedRing):
         got = torch.empty_like(sent)
         _dist.all_to_all_single(got, sent, group=self.heads_group)  # got[j]: member j's heads
         return got.permute(1, 2, 0, 3, 4).reshape(batch, mine, self.ulysses * heads, width)
+
+
+def masked_ring_for(ulysses: int, ring: int) -> MaskedRing | None:
+    """This rank's ring for a split of `ulysses` x `ring` ranks (None: no Ring, Ulysses alone or
+    no split): over Ulysses groups where both are above 1."""
+    if ring < 2:
+        return None
+    if ulysses > 1:
+        return MaskedUlyssesRing(dist.get_rank(), ulysses, ring)
+    return MaskedRing(dist.get_rank(), ring)
