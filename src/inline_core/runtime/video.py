@@ -22,6 +22,7 @@ import numpy.typing as npt
 from PIL import Image, PngImagePlugin
 
 from inline_core.errors import RunFailed
+from inline_core.runtime.x264_asm import take_x264_asm
 
 Frames = npt.NDArray[np.uint8]  # (frames, height, width, 3)
 SUFFIXES = {"mp4": ".mp4", "png": ".apng"}  # the take file; its content type follows (media.py)
@@ -208,7 +209,11 @@ def open_h264(
         movflags += "+use_metadata_tags"  # names beyond the few MP4 knows (`inline:params`)
     out = av.open(file, "w", format="mp4", options={"movflags": movflags, **options})
     out.metadata.update(metadata or {})
-    stream = out.add_stream("libx264", rate=fps, options={"tune": "zerolatency"} if live else {})
+    codec: dict[str, str] = {"tune": "zerolatency"} if live else {}
+    asm = take_x264_asm()
+    if asm is not None:  # without AVX-512: the same frames, the same bytes (x264_asm.py)
+        codec["x264-params"] = f"asm={asm}"
+    stream = out.add_stream("libx264", rate=fps, options=codec)
     stream.width, stream.height = width + width % 2, height + height % 2
     stream.pix_fmt = "yuv420p"
     return out, stream, av

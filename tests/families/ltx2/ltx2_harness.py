@@ -116,6 +116,22 @@ def uint8_frames(frames: Any) -> Pixels:
     return (np.asarray(frames) * 255).round().astype(np.uint8).astype(np.int16)
 
 
+def pipeline_decodes(pipe: Any, latents: Any, audio_latents: Any) -> tuple[Pixels, Audio]:
+    """What `LTX2Pipeline`'s own decode makes of its `output_type="latent"` output (the
+    denormalized video and soundtrack latents): the VAE's frames, as `reference` rounds them
+    (the kit's VAE takes no decode timestep), and the vocoder's soundtrack. One denoising run
+    then serves both a diffusion decoder and these (LTX-2.5's parity)."""
+    import torch
+
+    assert not pipe.vae.config.timestep_conditioning
+    with torch.inference_mode():
+        video = pipe.vae.decode(latents, None, return_dict=False)[0]
+        frames = pipe.video_processor.postprocess_video(video, output_type="np")
+        sound = pipe.vocoder(pipe.audio_vae.decode(audio_latents, return_dict=False)[0])
+    rate = int(pipe.vocoder.config.output_sampling_rate)
+    return uint8_frames(frames[0]), Audio(sound[0].float().cpu().numpy(), rate)
+
+
 def reference_output(
     pipe: Any,
     prompt: str = PROMPT,

@@ -21,7 +21,7 @@ from ltx2_harness import (
     first_frame_image,
     ltx2_rig,
     max_diff,
-    reference,
+    pipeline_decodes,
     reference_output,
     render,
     take_audio,
@@ -51,12 +51,12 @@ def reference_ltx25(
     import torch
 
     pipe, decode = pipes
-    vae_frames, sound = reference(pipe, image=image, **params)  # the soundtrack: its own
     generator = torch.Generator("cpu").manual_seed(int(params.get("seed", 7)))
     latents = reference_output(
         pipe, image=image, output_type="latent", generator=generator, **params
     )
     video = decode(latents.frames, generator=generator, output_type="np", denormalize=False)
+    vae_frames, sound = pipeline_decodes(pipe, latents.frames, latents.audio)
     return uint8_frames(video.frames[0]), sound, vae_frames
 
 

@@ -111,14 +111,16 @@ def chained(
     output_type: str = "np",
     *,
     first: Mapping[str, Any] | None = None,
+    num_frames: int = RENDER["frames"],
     refine_sigmas: Sequence[float] = REFINE_SIGMAS,
     scheduler_for: Callable[[Any], Any] | None = None,
 ) -> tuple[Any, Any]:
     """diffusers' chain, the refining pass's output as `output_type` (its `generator`: a fresh
     one from the seed unless given); with `image`, `LTX2ImageToVideoPipeline` for both passes;
     without `lora`, none on the refining pass. `first`: the first call's steps (or sigmas) and
-    guidance (None: RENDER's); `scheduler_for`: each pass's scheduler from the pipeline's config
-    (None: the first pass on the pipeline's own, the refining one on its Euler unshifted)."""
+    guidance (None: RENDER's); `num_frames`: the video's; `scheduler_for`: each pass's
+    scheduler from the pipeline's config (None: the first pass on the pipeline's own, the
+    refining one on its Euler unshifted)."""
     lib: Any = diffusers()
     scheduler = pipe.scheduler
     if scheduler_for is None:
@@ -135,7 +137,7 @@ def chained(
     common: dict[str, Any] = {
         "prompt": PROMPT,
         "negative_prompt": RENDER["negative_prompt"],
-        "num_frames": RENDER["frames"],
+        "num_frames": num_frames,
         "frame_rate": float(RENDER["fps"]),
         # diffusers' further guidance terms off, as the node runs without them.
         "stg_scale": 0.0,

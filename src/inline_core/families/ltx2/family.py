@@ -47,12 +47,13 @@ from inline_core.families.ltx2.split import (
     sequence_refusal,
     support_for,
 )
+from inline_core.families.ltx2.stack_version import stack_version
 from inline_core.families.ltx2.upscale import (
     pass_stacks,
     refuse_idle_upsampler,
     upsampler_path,
 )
-from inline_core.families.ltx2.versions import ONE_PASS, first_pass, refining_pass, version_name
+from inline_core.families.ltx2.versions import ONE_PASS, first_pass, refining_pass
 from inline_core.families.nodes.inputs import image_input, prompt_text
 from inline_core.families.nodes.video_params import check_encoders, whole_numbers
 from inline_core.graph.descriptor import NodeDescriptor
@@ -121,7 +122,7 @@ class LTX2Family(Family):
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"LTX-2 has no node {node_type!r}", node_id=node_id)
         decoder = check_ltx25(sources.get("transformer"), sources.get("text_encoder"), node_id)
-        version = version_name(decoder is not None)
+        version = stack_version(sources.get("transformer"), decoder)
         # The params left to the model: its version's (versions.py).
         sampling = first_pass(params, version)
         request: dict[str, Any] = {
@@ -141,6 +142,7 @@ class LTX2Family(Family):
             request["first_sigmas"] = parse_sigmas(str(sampling["sigmas"]), node_id)
             request["steps"] = len(request["first_sigmas"])
         take_params = dict(request)
+        take_params["model_version"] = version  # whose recipe filled what params left
         if decoder is not None:  # LTX-2.5: its video decoder is a diffusion model (ltx25.py)
             request["diffusion_decoder"] = str(decoder)
         image = image_input(inputs, "image", node_id)
@@ -214,7 +216,7 @@ class LTX2Family(Family):
         encoder = None if sources is None else sources.get("text_encoder")
         check_encoder_file(encoder, node_id)
         decoder = check_ltx25(transformer, encoder, node_id)
-        refuse_cfg_pp(params, version_name(decoder is not None), node_id)
+        refuse_cfg_pp(params, stack_version(transformer, decoder), node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         if params.get("upscale"):

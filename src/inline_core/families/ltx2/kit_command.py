@@ -10,6 +10,7 @@ from pathlib import Path
 from inline_core.diffusion.kit import report
 from inline_core.families.ltx2.kit import SIZES, write_kit
 from inline_core.families.ltx2.kit_gemma import write_gemma_kit
+from inline_core.families.ltx2.kit_ltx23 import write_ltx23_kit
 from inline_core.families.ltx2.kit_ltx25 import write_ltx25_kit
 
 
@@ -26,17 +27,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--version",
-        choices=("2.0", "2.5"),
+        choices=("2.0", "2.3", "2.5"),
         default="2.0",
-        help="2.5: the tiny LTX-2.5 stack (Gemma 4, the diffusion video decoder), diffusers "
-        "layout, tiny size",
+        help="2.3: the tiny LTX-2.3 stack (timestep-modulated cross-attention); 2.5: the tiny "
+        "LTX-2.5 stack (Gemma 4, the diffusion video decoder); both diffusers layout, tiny size",
     )
     args = parser.parse_args(argv)
-    if args.version == "2.5":
+    if args.version in ("2.3", "2.5"):
         if args.layout != "diffusers" or args.size != "tiny":
-            parser.error("--version 2.5 writes the tiny diffusers folder alone")
-        ltx25 = write_ltx25_kit(args.out)
-        print(report(args.out, [ltx25.diffusers_dir]))
+            parser.error(f"--version {args.version} writes the tiny diffusers folder alone")
+        writer = write_ltx23_kit if args.version == "2.3" else write_ltx25_kit
+        print(report(args.out, [writer(args.out).diffusers_dir]))
         return 0
     if args.layout == "comfy":
         comfy = write_gemma_kit(args.out)

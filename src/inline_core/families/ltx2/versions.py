@@ -6,9 +6,15 @@ One pass, every version: diffusers' `LTX2Pipeline` defaults (40 steps on its own
 guidance 4 for the video and 7 for the soundtrack).
 
 Two stages (`upscale`):
-- LTX-2.0 and 2.3 (told apart by nothing here): the first pass as one pass; the refining pass on
-  diffusers' `STAGE_2_DISTILLED_SIGMA_VALUES` (0.909375, 0.725, 0.421875), unguided, with the
-  first pass's sampler (`video_ltx2_t2v.json`'s second stage).
+- LTX-2.0: the first pass as one pass; the refining pass on diffusers'
+  `STAGE_2_DISTILLED_SIGMA_VALUES` (0.909375, 0.725, 0.421875), unguided, with the first pass's
+  sampler (`video_ltx2_t2v.json`'s second stage).
+- LTX-2.3 (told from 2.0 by its transformer's files, `stack_version.py`),
+  `video_ltx2_3_t2v.json` and `video_ltx2_3_i2v.json` (comfyui-workflow-templates 0.1.123): the
+  first pass on ManualSigmas of diffusers' `DISTILLED_SIGMA_VALUES` with euler under CFGGuider at
+  1 (unguided); LTXVLatentUpsampler; the refining pass on ManualSigmas "0.85, 0.7250, 0.4219,
+  0.0" with euler, unguided. Its distilled LoRA at 0.5 on both passes is the request's to give
+  (`loras`), as every LoRA.
 - LTX-2.5, `video_ltx2_5_t2v.json` and `video_ltx2_5_i2v.json`: the first pass on ManualSigmas
   "1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0" (diffusers'
   `DISTILLED_SIGMA_VALUES`) with euler_ancestral under LTXVDualCFGGuider at 1 and 1 (unguided,
@@ -31,7 +37,7 @@ from inline_core.families.ltx2.request import REFINE_SIGMAS
 ONE_PASS: dict[str, Any] = {"steps": 40, "sampler": "euler", "guidance": 4.0, "audio_guidance": 7.0}
 # diffusers' DISTILLED_SIGMA_VALUES, as ComfyUI's distilled templates write them.
 DISTILLED_SIGMAS = "1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0"
-LTX2, LTX25 = "ltx-2", "ltx-2.5"
+LTX2, LTX23, LTX25 = "ltx-2", "ltx-2.3", "ltx-2.5"
 
 
 @dataclass(frozen=True)
@@ -47,14 +53,11 @@ class TwoStage:
 
 VERSIONS: dict[str, TwoStage] = {
     LTX2: TwoStage("", "", None, REFINE_SIGMAS, ""),
+    LTX23: TwoStage(DISTILLED_SIGMAS, "euler", 1.0, (0.85, 0.725, 0.4219), "euler"),
     LTX25: TwoStage(
         DISTILLED_SIGMAS, "euler_ancestral", 1.0, (0.85, 0.725, 0.4219), "euler_ancestral"
     ),
 }
-
-
-def version_name(is_ltx25: bool) -> str:
-    return LTX25 if is_ltx25 else LTX2
 
 
 def first_pass(params: Mapping[str, Any], version: str) -> dict[str, Any]:
