@@ -34,3 +34,17 @@ def skyreels_reference(skyreels_kit: SkyReelsKit) -> Any:
     from skyreels_harness import reference_pipe
 
     return reference_pipe(skyreels_kit.diffusers_dir)
+
+
+@pytest.fixture(scope="session")
+def socket_server(
+    skyreels_kit: SkyReelsKit, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Any, Path]]:
+    """One held server (`skyreels_server.held_server`) for the socket tests, nothing held until
+    a test's `held_run_socket` holds its own run: one start and one model load for them all.
+    Each test renders its own seed, so no run of one is answered from another's node cache."""
+    from skyreels_server import held_server
+
+    with held_server(skyreels_kit, tmp_path_factory.mktemp("skyreels_sockets")) as (live, hold):
+        hold.unlink()
+        yield live, hold

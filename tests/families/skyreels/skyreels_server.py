@@ -48,8 +48,10 @@ def held_server(kit: SkyReelsKit, tmp_path: Path) -> Generator[tuple[LiveServer,
         yield live, hold
 
 
-def graph() -> dict[str, Any]:
-    return prompt_graph(NODE_TYPE, "s", RENDER, "a lighthouse in a storm")
+def graph(seed: int = RENDER["seed"]) -> dict[str, Any]:
+    """The long render's graph (another seed: another render, not answered from the node cache
+    of a server that rendered the first)."""
+    return prompt_graph(NODE_TYPE, "s", {**RENDER, "seed": seed}, "a lighthouse in a storm")
 
 
 def submit(live: LiveServer, g: dict[str, Any]) -> str:
@@ -87,13 +89,16 @@ def until_chunk(ws: ClientConnection, chunk: int) -> dict[str, Any]:
 
 @contextmanager
 def held_run_socket(
-    kit: SkyReelsKit, tmp_path: Path
-) -> Generator[tuple[LiveServer, Path, str, ClientConnection]]:
-    """`held_server` with the long render submitted and its events socket open, past the
-    snapshot, the render held inside chunk 0: the server, the hold file, the run and the socket."""
-    with held_server(kit, tmp_path) as (live, hold):
-        run_id = submit(live, graph())
+    live: LiveServer, hold: Path, seed: int = RENDER["seed"]
+) -> Generator[tuple[str, ClientConnection]]:
+    """On a `held_server`, the long render of `seed` submitted and held inside chunk 0, its
+    events socket open past the snapshot: the run and the socket. The hold is lifted after."""
+    hold.write_text("0")
+    try:
+        run_id = submit(live, graph(seed))
         with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
             assert next_event(ws)["type"] == "snapshot"
             until_chunk(ws, 0)
-            yield live, hold, run_id, ws
+            yield run_id, ws
+    finally:
+        hold.unlink(missing_ok=True)

@@ -29,10 +29,9 @@ from skyreels_server import (
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 
-from inline_core.families.skyreels.kit import SkyReelsKit
 from inline_core.runtime.interactions import MAX_PER_BOUNDARY
 from inline_core.server.socket_steering import MAX_WAITING
-from tests.server.server_support import wait_finished
+from tests.server.server_support import LiveServer, wait_finished
 
 ANSWERS = ("interaction_queued", "interaction_refused")
 FLOOD = json.dumps({"type": "interaction", "guidance": 2.5})
@@ -58,9 +57,10 @@ class Flood(threading.Thread):
 
 
 def test_a_flooded_socket_still_carries_its_runs_events(
-    skyreels_kit: SkyReelsKit, tmp_path: Path
+    socket_server: tuple[LiveServer, Path],
 ) -> None:
-    with held_run_socket(skyreels_kit, tmp_path) as (live, hold, run_id, ws):
+    live, hold = socket_server  # shared with the other socket test (conftest.py)
+    with held_run_socket(live, hold, seed=4) as (run_id, ws):
         for _ in range(MAX_PER_BOUNDARY):
             assert interact(live, run_id, {"guidance": 2.0}).status_code == 201
         over = interact(live, run_id, {"guidance": 2.0})

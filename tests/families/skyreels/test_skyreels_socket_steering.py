@@ -30,8 +30,7 @@ from skyreels_server import (
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
 from websockets.sync.client import ClientConnection
 
-from inline_core.families.skyreels.kit import SkyReelsKit
-from tests.server.server_support import wait_finished
+from tests.server.server_support import LiveServer, wait_finished
 
 LAST_CHUNK = len(CHUNK_FIRST_FRAMES) - 1
 
@@ -54,9 +53,10 @@ def refused(ws: ClientConnection, message: str | bytes, status: int, says: str) 
 
 
 def test_a_client_steers_the_chunks_after_a_boundary_over_the_socket(
-    skyreels_kit: SkyReelsKit, tmp_path: Path
+    socket_server: tuple[LiveServer, Path],
 ) -> None:
-    with held_run_socket(skyreels_kit, tmp_path) as (live, hold, run_id, ws):
+    live, hold = socket_server  # shared with the other socket test (conftest.py)
+    with held_run_socket(live, hold) as (run_id, ws):
         refused(ws, b"\x00", 422, "JSON text")
         refused(ws, "{not json", 422, "not valid JSON")
         refused(ws, "[1]", 422, "must be a JSON object")

@@ -83,6 +83,24 @@ def i2v_reference(ti2v_reference: Any) -> Any:
     return pipe
 
 
+@pytest.fixture(scope="session")
+def wan_live(wan_kit: WanKit, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real uvicorn over the kit's models, float32, for the tests that only need a live
+    server to render on (one start and one set of model loads for all of them, not one each).
+    Each of those tests reads only its own runs and leaves none running; none changes the
+    models folder. One run worker: the streaming test queues its render behind a slow node."""
+    from tests.server.server_support import LiveServer
+
+    root = tmp_path_factory.mktemp("wan_live")
+    env = {"INLINE_DTYPE": "float32", "INLINE_RUN_WORKERS": "1"}
+    live = LiveServer(data_dir=root / "data", models_dir=wan_kit.root, env=env)
+    live.start(timeout=240.0)  # a liveness bound (a start on a loaded machine)
+    try:
+        yield live
+    finally:
+        live.close()
+
+
 @pytest.fixture
 def client(wan_kit: WanKit, tmp_path: Path) -> Iterator[Any]:
     """The app over the kit's models, in process (ASGI), CPU float32."""

@@ -21,7 +21,7 @@ from inline_core.config import Config
 from inline_core.families.wan.kit import WanKit
 from inline_core.runtime.video import decode_apng
 from inline_core.server.app import create_app
-from tests.server.server_support import post_run, running_server, wait_finished
+from tests.server.server_support import LiveServer, post_run, wait_finished
 
 TI2V = "wan2.2_ti2v_tiny_diffusers"
 RENDER: dict[str, Any] = {"width": 64, "height": 32, "model": TI2V}
@@ -81,24 +81,23 @@ def test_bad_wirings_and_sizes_are_refused_at_submit(
     assert client.get("/v1/runs").json()["runs"] == []  # nothing was stored
 
 
-def test_live_server_renders_image_to_video(wan_kit: WanKit, tmp_path: Path) -> None:
-    shutil.copytree(wan_kit.root, tmp_path / "models")
-    with running_server(tmp_path, env={"INLINE_DTYPE": "float32"}) as live:
-        uploaded = httpx.post(
-            f"{live.base}/v1/assets",
-            content=png_bytes(),
-            headers={"content-type": "image/png"},
-            timeout=30,
-        )
-        assert uploaded.status_code == 201, uploaded.text
-        image = str(uploaded.json()["id"])
-        response = post_run(live, wan_graph(image=image, frames=5, **RENDER), "w")
-        assert response.status_code == 201, response.text
-        state = wait_finished(live, str(response.json()["runId"]), timeout=120)
-        assert state["status"] == "done", live.log()
-        (take,) = state["takes"]
-        video = httpx.get(live.base + take["uri"], timeout=30)
-        refused = post_run(live, wan_graph(image=image, model="wan2.1_t2v_tiny_diffusers"), "w")
+def test_live_server_renders_image_to_video(wan_live: LiveServer) -> None:
+    live = wan_live  # the shared server (conftest.py)
+    uploaded = httpx.post(
+        f"{live.base}/v1/assets",
+        content=png_bytes(),
+        headers={"content-type": "image/png"},
+        timeout=30,
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    image = str(uploaded.json()["id"])
+    response = post_run(live, wan_graph(image=image, frames=5, **RENDER), "w")
+    assert response.status_code == 201, response.text
+    state = wait_finished(live, str(response.json()["runId"]), timeout=120)
+    assert state["status"] == "done", live.log()
+    (take,) = state["takes"]
+    video = httpx.get(live.base + take["uri"], timeout=30)
+    refused = post_run(live, wan_graph(image=image, model="wan2.1_t2v_tiny_diffusers"), "w")
     assert video.headers["content-type"] == "video/mp4"
     assert mp4_frames(video.content) == ("h264", "yuv420p", 5)
     assert refused.status_code == 422 and "text-to-video only" in refused.text

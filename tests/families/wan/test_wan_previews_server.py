@@ -70,56 +70,56 @@ def test_previews_arrive_as_comfyui_frames_and_leave_the_take_alone(
     assert np.array_equal(take_frames(client, state), take_frames(client, plain))
 
 
-def test_a_real_server_sends_the_frames(wan_kit: WanKit, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def live(wan_kit: WanKit, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One real server for the module's two tests (a start and its model loads, not two): its
+    default preview is taesd at 16 px; the cached-rerun test names its method on every run."""
     env = {
         "INLINE_PREVIEW_METHOD": "taesd",
         "INLINE_PREVIEW_SIZE": "16",
         "INLINE_DTYPE": "float32",
         "INLINE_MIN_FREE_DISK_MB": "0",
     }
-    live = LiveServer(data_dir=tmp_path / "data", models_dir=wan_kit.root, env=env)
+    root = tmp_path_factory.mktemp("wan_previews_live")
+    server = LiveServer(data_dir=root / "data", models_dir=wan_kit.root, env=env)
     # Liveness bounds: at a load of 11-12 on 2 cores, starting took over 60 s, and so did the
     # render between two of its events (loading the models).
-    live.start(timeout=240.0)
+    server.start(timeout=240.0)
     try:
-        model = "wan2.2_ti2v_tiny_fp32.safetensors"  # Wan 2.2's latents: 64 x 32, 16x down
-        response = post_run(live, wan_graph(model=model, width=64), "w")
-        assert response.status_code == 201, response.text
-        run_id = str(response.json()["runId"])
-        messages = live_socket_messages(live, run_id, timeout=240.0)
-        check_previews(messages, (16, 8), "taesd", "w", STEPS)
-        assert wait_finished(live, run_id, timeout=240)["status"] == "done", live.log()
+        yield server
     finally:
-        live.close()
+        server.close()
 
 
-def test_a_cached_rerun_that_asks_for_previews_renders_again_with_them(
-    wan_kit: WanKit, tmp_path: Path
-) -> None:
+def test_a_real_server_sends_the_frames(live: LiveServer) -> None:
+    model = "wan2.2_ti2v_tiny_fp32.safetensors"  # Wan 2.2's latents: 64 x 32, 16x down
+    response = post_run(live, wan_graph(model=model, width=64), "w")  # the server's default
+    assert response.status_code == 201, response.text
+    run_id = str(response.json()["runId"])
+    messages = live_socket_messages(live, run_id, timeout=240.0)
+    check_previews(messages, (16, 8), "taesd", "w", STEPS)
+    assert wait_finished(live, run_id, timeout=240)["status"] == "done", live.log()
+
+
+def test_a_cached_rerun_that_asks_for_previews_renders_again_with_them(live: LiveServer) -> None:
     """The same graph rendered without previews, then asking for them: the second run renders
     the node again (it is not answered from the cache) and has its previews; a third asking for
     the same previews reuses the second's render, and its preview 404 says it came from the
     cache."""
-    env = {"INLINE_PREVIEW_SIZE": "16", "INLINE_DTYPE": "float32", "INLINE_MIN_FREE_DISK_MB": "0"}
-    live = LiveServer(data_dir=tmp_path / "data", models_dir=wan_kit.root, env=env)
-    live.start(timeout=240.0)  # a liveness bound (model loads on a loaded machine)
-    try:
-        graph = wan_graph(format="png")
-        states: list[dict[str, Any]] = []
-        for preview in ("none", "latent2rgb", "latent2rgb"):
-            response = post_run(live, graph, "w", options={"preview": preview})
-            assert response.status_code == 201, response.text
-            states.append(wait_finished(live, str(response.json()["runId"]), timeout=240))
-        assert [s["status"] for s in states] == ["done"] * 3, live.log()
-        assert [s["nodes"]["w"]["state"] for s in states] == ["done", "done", "cached"]
-        shown = httpx.get(f"{live.base}/v1/runs/{states[1]['runId']}/preview", timeout=30)
-        assert shown.status_code == 200 and shown.headers["x-preview-node"] == "w"
-        missing = httpx.get(f"{live.base}/v1/runs/{states[2]['runId']}/preview", timeout=30)
-        assert missing.status_code == 404
-        error = missing.json()["error"]
-        assert error["code"] == "no_preview" and "node cache" in error["message"]
-        assert "w" in error["message"]
-        hashes = {s["takes"][0]["hash"] for s in states}
-        assert len(hashes) == 1  # previews never change the pixels
-    finally:
-        live.close()
+    graph = wan_graph(format="png")
+    states: list[dict[str, Any]] = []
+    for preview in ("none", "latent2rgb", "latent2rgb"):
+        response = post_run(live, graph, "w", options={"preview": preview})
+        assert response.status_code == 201, response.text
+        states.append(wait_finished(live, str(response.json()["runId"]), timeout=240))
+    assert [s["status"] for s in states] == ["done"] * 3, live.log()
+    assert [s["nodes"]["w"]["state"] for s in states] == ["done", "done", "cached"]
+    shown = httpx.get(f"{live.base}/v1/runs/{states[1]['runId']}/preview", timeout=30)
+    assert shown.status_code == 200 and shown.headers["x-preview-node"] == "w"
+    missing = httpx.get(f"{live.base}/v1/runs/{states[2]['runId']}/preview", timeout=30)
+    assert missing.status_code == 404
+    error = missing.json()["error"]
+    assert error["code"] == "no_preview" and "node cache" in error["message"]
+    assert "w" in error["message"]
+    hashes = {s["takes"][0]["hash"] for s in states}
+    assert len(hashes) == 1  # previews never change the pixels

@@ -28,7 +28,12 @@ from inline_core.families.wan.kit import WanKit
 from inline_core.runtime.video import decode_apng
 from inline_core.server.app import create_app
 from tests.families.import_harness import finished as finished_state
-from tests.server.server_support import post_run, running_server, slow_graph, wait_finished
+from tests.server.server_support import (
+    LiveServer,
+    post_run,
+    slow_graph,
+    wait_finished,
+)
 
 RENDER: dict[str, Any] = {"width": 48, "height": 32, "frames": 9, "steps": 3, "seed": 11}
 
@@ -158,32 +163,30 @@ def test_a_missing_vae_is_model_missing_naming_it_and_where_it_goes(
     assert "umt5-xxl-tokenizer" in error["message"]
 
 
-def test_live_server_streams_chunks_then_the_take(wan_kit: WanKit, tmp_path: Path) -> None:
-    """The socket is open before the render starts: one run worker, held by a slow test node
-    until the Wan run's socket is connected, then cancelled."""
-    shutil.copytree(wan_kit.root, tmp_path / "models")
-    env = {"INLINE_DTYPE": "float32", "INLINE_RUN_WORKERS": "1"}
-    with running_server(tmp_path, env=env) as live:
-        blocker = post_run(live, slow_graph(steps=100_000, delay=0.01), "s")
-        assert blocker.status_code == 201, blocker.text
-        blocker_id = str(blocker.json()["runId"])
-        response = post_run(live, wan_graph(frames=13), "w")
-        assert response.status_code == 201, response.text
-        run_id = str(response.json()["runId"])
-        events: list[dict[str, Any]] = []
-        with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
-            events.append(json.loads(ws.recv(timeout=30)))  # the snapshot: subscribed
-            assert events[0]["state"]["status"] == "queued"
-            httpx.delete(f"{live.base}/v1/runs/{blocker_id}", timeout=30)
-            try:
-                while True:
-                    events.append(json.loads(ws.recv(timeout=120)))
-            except ConnectionClosedOK:
-                pass
-        state = wait_finished(live, run_id, timeout=120)
-        assert state["status"] == "done", live.log()
-        (take,) = state["takes"]
-        video = httpx.get(live.base + take["uri"], timeout=30)
+def test_live_server_streams_chunks_then_the_take(wan_live: LiveServer) -> None:
+    """The socket is open before the render starts: the server's one run worker, held by a slow
+    test node until the Wan run's socket is connected, then cancelled."""
+    live = wan_live  # the shared server (conftest.py)
+    blocker = post_run(live, slow_graph(steps=100_000, delay=0.01), "s")
+    assert blocker.status_code == 201, blocker.text
+    blocker_id = str(blocker.json()["runId"])
+    response = post_run(live, wan_graph(frames=13), "w")
+    assert response.status_code == 201, response.text
+    run_id = str(response.json()["runId"])
+    events: list[dict[str, Any]] = []
+    with connect(f"{live.ws_base}/v1/runs/{run_id}/events", open_timeout=30) as ws:
+        events.append(json.loads(ws.recv(timeout=30)))  # the snapshot: subscribed
+        assert events[0]["state"]["status"] == "queued"
+        httpx.delete(f"{live.base}/v1/runs/{blocker_id}", timeout=30)
+        try:
+            while True:
+                events.append(json.loads(ws.recv(timeout=120)))
+        except ConnectionClosedOK:
+            pass
+    state = wait_finished(live, run_id, timeout=120)
+    assert state["status"] == "done", live.log()
+    (take,) = state["takes"]
+    video = httpx.get(live.base + take["uri"], timeout=30)
     assert video.headers["content-type"] == "video/mp4"
     assert mp4_frames(video.content)[2] == 13
     kinds = [(e["type"], e.get("nodeId")) for e in events]
@@ -194,25 +197,22 @@ def test_live_server_streams_chunks_then_the_take(wan_kit: WanKit, tmp_path: Pat
     assert kinds.index(("chunk", "w")) < kinds.index(("node_done", "w"))
 
 
-def test_video_takes_report_their_facts_and_the_node_its_defaults(
-    wan_kit: WanKit, tmp_path: Path
-) -> None:
+def test_video_takes_report_their_facts_and_the_node_its_defaults(wan_live: LiveServer) -> None:
     """A video take says its content type, size, frame count, fps and duration (MP4 and APNG
     alike, read from its file), and the node's descriptor gives its size, frames and fps."""
-    shutil.copytree(wan_kit.root, tmp_path / "models")
-    with running_server(tmp_path, env={"INLINE_DTYPE": "float32"}) as live:
-        described = httpx.get(f"{live.base}/v1/models/{NODE_TYPE}", timeout=30).json()
-        defaults = {p["name"]: p["default"] for p in described["params"]}
-        assert [defaults[k] for k in ("width", "height", "frames", "fps")] == [832, 480, 81, 16]
-        takes: dict[str, dict[str, Any]] = {}
-        for video_format in ("mp4", "png"):
-            graph = wan_graph(frames=9, fps=12, format=video_format)
-            response = post_run(live, graph, "w")
-            assert response.status_code == 201, response.text
-            state = wait_finished(live, str(response.json()["runId"]), timeout=120)
-            assert state["status"] == "done", live.log()
-            (takes[video_format],) = state["takes"]
-        stored = httpx.get(f"{live.base}/v1/takes/{takes['mp4']['id']}", timeout=30).json()
+    live = wan_live  # the shared server (conftest.py)
+    described = httpx.get(f"{live.base}/v1/models/{NODE_TYPE}", timeout=30).json()
+    defaults = {p["name"]: p["default"] for p in described["params"]}
+    assert [defaults[k] for k in ("width", "height", "frames", "fps")] == [832, 480, 81, 16]
+    takes: dict[str, dict[str, Any]] = {}
+    for video_format in ("mp4", "png"):
+        graph = wan_graph(frames=9, fps=12, format=video_format)
+        response = post_run(live, graph, "w")
+        assert response.status_code == 201, response.text
+        state = wait_finished(live, str(response.json()["runId"]), timeout=120)
+        assert state["status"] == "done", live.log()
+        (takes[video_format],) = state["takes"]
+    stored = httpx.get(f"{live.base}/v1/takes/{takes['mp4']['id']}", timeout=30).json()
     assert stored == takes["mp4"]
     for video_format, content_type in (("mp4", "video/mp4"), ("png", "image/apng")):
         take = takes[video_format]

@@ -6,16 +6,13 @@ reuses."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 from typing import Any
 
 import httpx
 from fastapi.testclient import TestClient
 from test_wan_server import finished_state, wan_graph
 
-from inline_core.families.wan.kit import WanKit
-from tests.server.server_support import post_run, running_server, wait_finished
+from tests.server.server_support import LiveServer, post_run, wait_finished
 
 CACHE = {"method": "dbcache", "threshold": 0.5, "warmup": 2, "frontBlocks": 1}
 CACHE["maxConsecutive"] = 2
@@ -48,14 +45,18 @@ def test_a_cached_run_reports_what_it_skipped_in_its_take_and_in_health(
     assert client.get("/v1/health").json()["stepCache"] == {"renders": 1, **COUNTS}
 
 
-def test_a_live_server_reports_the_counts_over_http(wan_kit: WanKit, tmp_path: Path) -> None:
-    shutil.copytree(wan_kit.root, tmp_path / "models")
-    with running_server(tmp_path, env={"INLINE_DTYPE": "float32"}) as live:
-        graph = wan_graph(steps=6, format="png")
-        response = post_run(live, graph, "w", options={"cache": CACHE})
-        assert response.status_code == 201, response.text
-        state = wait_finished(live, str(response.json()["runId"]), timeout=120)
-        assert state["status"] == "done", live.log()
-        assert state["takes"][0]["params"]["cacheCounts"] == COUNTS
-        health = httpx.get(f"{live.base}/v1/health", timeout=30).json()
-    assert health["stepCache"] == {"renders": 1, **COUNTS}
+def test_a_live_server_reports_the_counts_over_http(wan_live: LiveServer) -> None:
+    live = wan_live  # the shared server (conftest.py): its totals so far, then this run's
+    before: dict[str, int] = (
+        httpx.get(f"{live.base}/v1/health", timeout=30).json().get("stepCache") or {}
+    )
+    graph = wan_graph(steps=6, format="png")
+    response = post_run(live, graph, "w", options={"cache": CACHE})
+    assert response.status_code == 201, response.text
+    state = wait_finished(live, str(response.json()["runId"]), timeout=120)
+    assert state["status"] == "done", live.log()
+    assert state["takes"][0]["params"]["cacheCounts"] == COUNTS
+    health = httpx.get(f"{live.base}/v1/health", timeout=30).json()
+    totals: dict[str, int] = health["stepCache"]
+    added = {k: v - before.get(k, 0) for k, v in totals.items()}
+    assert added == {"renders": 1, **COUNTS}

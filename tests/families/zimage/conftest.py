@@ -29,6 +29,28 @@ def sampler() -> Iterator[StepLoopSampler]:
 
 
 @pytest.fixture(scope="session")
+def zimage_live(kit: KitPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real uvicorn over the kit's models for the live tests (one start and one set of model
+    loads, not one per test): float32, taesd previews at 16 px by default (the previews test reads
+    them; the others' takes do not depend on previews). Each test reads only its own runs."""
+    from tests.server.server_support import LiveServer
+
+    env = {
+        "INLINE_PREVIEW_METHOD": "taesd",
+        "INLINE_PREVIEW_SIZE": "16",
+        "INLINE_DTYPE": "float32",
+        "INLINE_MIN_FREE_DISK_MB": "0",
+    }
+    root = tmp_path_factory.mktemp("zimage_live")
+    live = LiveServer(data_dir=root / "data", models_dir=kit.root, env=env)
+    live.start(timeout=240.0)  # a liveness bound (a start on a loaded machine)
+    try:
+        yield live
+    finally:
+        live.close()
+
+
+@pytest.fixture(scope="session")
 def reference_pipe(kit: KitPaths) -> Any:
     """diffusers' own ZImagePipeline over the kit's diffusers folder: the pixel reference."""
     import torch

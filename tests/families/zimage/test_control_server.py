@@ -117,23 +117,15 @@ def test_a_mask_of_another_size_is_refused_naming_both_sizes(client: TestClient)
 
 
 def test_a_real_server_renders_a_control_request_and_refuses_a_bad_one(
-    kit: KitPaths, tmp_path: Path
+    zimage_live: LiveServer,
 ) -> None:
-    live = LiveServer(
-        data_dir=tmp_path / "data",
-        models_dir=kit.root,
-        env={"INLINE_DTYPE": "float32", "INLINE_MIN_FREE_DISK_MB": "0"},
-    )
-    live.start()
-    try:
-        with httpx.Client(base_url=live.base, timeout=30) as http:
-            refused(http, graph(http, {}, controlnet=UNION), "needs a control image")
-            body = graph(http, {"control_image": edges()}, controlnet=UNION_21)
-            response = http.post("/v1/runs", json={"graph": body, "target": "z"})
-            assert response.status_code == 201, response.text
-            state = wait_finished(live, response.json()["runId"])
-        assert state["status"] == "done", state
-        [take] = state["takes"]
-        assert take["params"]["controlnet"] == UNION_21
-    finally:
-        live.close()
+    live = zimage_live  # the shared server (conftest.py)
+    with httpx.Client(base_url=live.base, timeout=30) as http:
+        refused(http, graph(http, {}, controlnet=UNION), "needs a control image")
+        body = graph(http, {"control_image": edges()}, controlnet=UNION_21)
+        response = http.post("/v1/runs", json={"graph": body, "target": "z"})
+        assert response.status_code == 201, response.text
+        state = wait_finished(live, response.json()["runId"])
+    assert state["status"] == "done", state
+    [take] = state["takes"]
+    assert take["params"]["controlnet"] == UNION_21

@@ -102,24 +102,11 @@ def test_the_sample_primitive_previews_its_latent_batch(client: TestClient) -> N
     assert wait(client, run_id)["status"] == "done"
 
 
-def test_a_real_server_sends_the_frames(kit: KitPaths, tmp_path: Path) -> None:
-    live = LiveServer(
-        data_dir=tmp_path / "data",
-        models_dir=kit.root,
-        env={
-            "INLINE_PREVIEW_METHOD": "taesd",
-            "INLINE_PREVIEW_SIZE": "16",
-            "INLINE_DTYPE": "float32",
-            "INLINE_MIN_FREE_DISK_MB": "0",
-        },
-    )
-    live.start()
-    try:
-        graph = zimage_graph("a lantern", steps=STEPS, seed=2)
-        response = httpx.post(f"{live.base}/v1/runs", json={"graph": graph, "target": "z"})
-        assert response.status_code == 201, response.text
-        run_id = response.json()["runId"]
-        check_previews(live_socket_messages(live, run_id), (16, 16), "taesd")
-        assert wait_finished(live, run_id)["status"] == "done"
-    finally:
-        live.close()
+def test_a_real_server_sends_the_frames(zimage_live: LiveServer) -> None:
+    live = zimage_live  # the shared server (conftest.py): taesd at 16 px by default
+    graph = zimage_graph("a lantern", steps=STEPS, seed=2)
+    response = httpx.post(f"{live.base}/v1/runs", json={"graph": graph, "target": "z"})
+    assert response.status_code == 201, response.text
+    run_id = response.json()["runId"]
+    check_previews(live_socket_messages(live, run_id), (16, 16), "taesd")
+    assert wait_finished(live, run_id)["status"] == "done"
