@@ -98,6 +98,27 @@ def test_a_type_marked_unavailable_is_refused_though_its_shape_was_kept(h: Harne
         h.validate(chain(), "e")
 
 
+def test_a_change_while_a_shape_is_checked_leaves_nothing_stale_kept(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack reloaded (on its own thread) while a graph is checked: what that check read of
+    the registry before the change is not kept for the next graph."""
+    real = h.registry.runner
+    changed: list[str] = []
+
+    def reloading(node_type: str) -> object:
+        found = real(node_type)  # read before the change...
+        if node_type == "test/echo" and not changed:
+            changed.append(node_type)
+            h.registry.mark_unavailable("test/echo", "its pack was removed")  # ...made here
+        return found
+
+    monkeypatch.setattr(h.registry, "runner", reloading)
+    h.validate(chain(), "e")  # checked against the registry as it was
+    with pytest.raises(ModelMissing, match="its pack was removed"):
+        h.validate(chain(), "e")
+
+
 def test_the_kept_shapes_are_bounded(h: Harness) -> None:
     for index in range(SHAPES_KEPT + 20):
         h.validate(graph(node(f"t{index}", "input/text", {"text": "x"})), f"t{index}")
