@@ -4,7 +4,7 @@ params, required inputs and checks run every time; a change to the registry forg
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -13,22 +13,9 @@ from graph_harness import ECHO, Echo, Harness, graph, node
 
 from inline_core.errors import InlineError, InvalidGraph, ModelMissing
 from inline_core.graph import validate
-from inline_core.graph.registry import Registry
 from inline_core.graph.runner import Needs, SubmitFacts
 from inline_core.graph.validate import SHAPES_KEPT, may_wait_on_disk
-
-
-def count_calls(monkeypatch: pytest.MonkeyPatch, registry: Registry, name: str) -> list[object]:
-    """Records each call of the registry's `name`, which still runs as before."""
-    calls: list[object] = []
-    real: Callable[..., Any] = getattr(registry, name)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(registry, name, counted)
-    return calls
+from tests.call_counts import count_calls
 
 
 def chain(suffix: str = "!") -> dict[str, Any]:
