@@ -4,7 +4,7 @@ params, required inputs and checks run every time; a change to the registry forg
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -13,22 +13,9 @@ from graph_harness import ECHO, Echo, Harness, graph, node
 
 from inline_core.errors import InlineError, InvalidGraph, ModelMissing
 from inline_core.graph import validate
-from inline_core.graph.registry import Registry
 from inline_core.graph.runner import Needs, SubmitFacts
 from inline_core.graph.validate import SHAPES_KEPT, may_wait_on_disk
-
-
-def count_calls(monkeypatch: pytest.MonkeyPatch, registry: Registry, name: str) -> list[object]:
-    """Records each call of the registry's `name`, which still runs as before."""
-    calls: list[object] = []
-    real: Callable[..., Any] = getattr(registry, name)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(registry, name, counted)
-    return calls
+from tests.call_counts import count_calls
 
 
 def chain(suffix: str = "!") -> dict[str, Any]:
@@ -95,6 +82,27 @@ def test_a_type_marked_unavailable_is_refused_though_its_shape_was_kept(h: Harne
     h.validate(chain(), "e")
     h.registry.mark_unavailable("test/echo", "needs torch")
     with pytest.raises(ModelMissing, match="needs torch"):
+        h.validate(chain(), "e")
+
+
+def test_a_change_while_a_shape_is_checked_leaves_nothing_stale_kept(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack reloaded (on its own thread) while a graph is checked: what that check read of
+    the registry before the change is not kept for the next graph."""
+    real = h.registry.runner
+    changed: list[str] = []
+
+    def reloading(node_type: str) -> object:
+        found = real(node_type)  # read before the change...
+        if node_type == "test/echo" and not changed:
+            changed.append(node_type)
+            h.registry.mark_unavailable("test/echo", "its pack was removed")  # ...made here
+        return found
+
+    monkeypatch.setattr(h.registry, "runner", reloading)
+    h.validate(chain(), "e")  # checked against the registry as it was
+    with pytest.raises(ModelMissing, match="its pack was removed"):
         h.validate(chain(), "e")
 
 

@@ -5,7 +5,6 @@ again."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -19,6 +18,7 @@ from inline_core.families.zimage.kit import build_kit
 from inline_core.models import source as source_module
 from inline_core.runtime.step_cache import StepCacheChoice
 from inline_core.sampling.loop import StepLoopSampler
+from tests.call_counts import count_calls
 from tests.families.zimage.zimage_harness import cpu_config
 
 PARTS = ("transformer", "text_encoder", "vae", "tokenizer", "scheduler")
@@ -34,19 +34,6 @@ def rig(tmp_path: Path) -> Any:
     yield made
     made.close()
     sampler.close()
-
-
-def count_calls(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[object]:
-    """Records each call of `owner.name`, which still runs as before."""
-    calls: list[object] = []
-    real: Callable[..., Any] = getattr(owner, name)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, counted)
-    return calls
 
 
 def test_a_warm_assembly_places_no_part_again(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import replace
@@ -20,21 +21,48 @@ class Registry:
         # What validation derives from these node types alone, per graph shape (`validate.py`
         # keeps it, bounded): forgotten whenever a node type is registered or changed.
         self.derived: OrderedDict[Hashable, object] = OrderedDict()
+        # Counts the changes, so a value derived from the registry as it was before one (a pack
+        # reloaded on its thread while a graph was checked) is never kept (`keep_derived`).
+        self.generation = 0
+        self._derived_lock = threading.Lock()
 
     def register(self, descriptor: NodeDescriptor, runner: NodeRunner | None = None) -> None:
-        self.derived.clear()
         self._descriptors[descriptor.type] = descriptor
         if runner is not None:
             self._runners[descriptor.type] = runner
         else:
             self._runners.pop(descriptor.type, None)
+        self._changed()
 
     def mark_unavailable(self, node_type: str, reason: str) -> None:
         """Keep serving the descriptor but refuse to run it, saying why."""
         descriptor = self._descriptors[node_type]
-        self.derived.clear()
         self._descriptors[node_type] = replace(descriptor, unavailable_reason=reason)
         self._runners.pop(node_type, None)
+        self._changed()
+
+    def _changed(self) -> None:
+        with self._derived_lock:
+            self.generation += 1
+            self.derived.clear()
+
+    def kept_derived(self, key: Hashable) -> object | None:
+        """What `keep_derived` kept under `key` (now the most recently used), or None."""
+        with self._derived_lock:
+            value = self.derived.get(key)
+            if value is not None:
+                self.derived.move_to_end(key)
+            return value
+
+    def keep_derived(self, key: Hashable, value: object, generation: int, most: int) -> None:
+        """Keep `value`, derived from the registry at `generation`, unless it changed since;
+        at most `most` values, the least recently used forgotten first."""
+        with self._derived_lock:
+            if generation != self.generation:
+                return
+            self.derived[key] = value
+            while len(self.derived) > most:
+                self.derived.popitem(last=False)
 
     def __contains__(self, node_type: object) -> bool:
         return node_type in self._descriptors

@@ -9,8 +9,7 @@ the node it is about.
 from __future__ import annotations
 
 import random
-import threading
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import cast
 
@@ -72,22 +71,6 @@ class ShapeFacts:
 # Graph shapes (and node type sets) whose facts are kept in `Registry.derived`, most recently
 # used last: a client posting new shapes without end pushes the oldest out.
 SHAPES_KEPT = 256
-_derived_lock = threading.Lock()
-
-
-def _derived(registry: Registry, key: Hashable) -> object | None:
-    with _derived_lock:
-        value = registry.derived.get(key)
-        if value is not None:
-            registry.derived.move_to_end(key)
-        return value
-
-
-def _keep(registry: Registry, key: Hashable, value: object) -> None:
-    with _derived_lock:
-        registry.derived[key] = value
-        while len(registry.derived) > SHAPES_KEPT:
-            registry.derived.popitem(last=False)
 
 
 def _shape_facts(graph: Graph, target: str, registry: Registry) -> ShapeFacts:
@@ -106,7 +89,8 @@ def _shape_facts(graph: Graph, target: str, registry: Registry) -> ShapeFacts:
             for n in graph.nodes
         ),
     )
-    kept = _derived(registry, key)
+    generation = registry.generation  # read before the registry is
+    kept = registry.kept_derived(key)
     if isinstance(kept, ShapeFacts):
         return kept
     by_id = graph.by_id
@@ -119,7 +103,7 @@ def _shape_facts(graph: Graph, target: str, registry: Registry) -> ShapeFacts:
     order = topological_order(graph, upstream_closure(graph, target))
     runners = {node_id: registry.runner(descriptors[node_id].type) for node_id in order}
     facts = ShapeFacts(descriptors, order, runners, any(map(_fits, runners.values())))
-    _keep(registry, key, facts)
+    registry.keep_derived(key, facts, generation, SHAPES_KEPT)
     return facts
 
 
@@ -163,11 +147,12 @@ def may_wait_on_disk(graph_json: object, registry: Registry) -> bool:
         and isinstance(node_type := cast(dict[str, object], node).get("type"), str)
     )
     key = ("may wait on disk", types)  # judged once per set of node types
-    kept = _derived(registry, key)
+    generation = registry.generation
+    kept = registry.kept_derived(key)
     if isinstance(kept, bool):
         return kept
     waits = _may_wait(types, registry)
-    _keep(registry, key, waits)
+    registry.keep_derived(key, waits, generation, SHAPES_KEPT)
     return waits
 
 

@@ -12,7 +12,7 @@ mode).
 A `DecodeSession` decodes one video in pieces, its latent frames in order, keeping the decoder's
 causal cache between pieces (a chunked render decodes each chunk as it is done): the pieces'
 frames are the whole decode's. The decoder's cache lives on the module, so every decode of one
-module holds its lock (`decoding`), whichever wrapper and thread runs it.
+module holds its lock (`decoding`) for each piece, whichever wrapper and thread runs it.
 """
 
 from __future__ import annotations
@@ -110,30 +110,37 @@ class DecodeSession:
         vae = cast(Any, owner.autoencoder)
         z = owner.denormalised(latents)
         with decoding(owner.autoencoder), owner.swap.use(owner.autoencoder, owner.placement):
-            # Inference mode is entered per piece, never held across a `yield`: it is a thread's
-            # state, and a generator suspended (or abandoned by a cancelled run) inside it would
-            # leave its consumer's thread in inference mode, and its exit, run by whichever
-            # thread collects the generator, would set that thread's mode instead.
             with torch.inference_mode():
-                vae.clear_cache()
-                if self._cache is not None:
-                    vae._feat_map = list(self._cache)
                 x = vae.post_quant_conv(z)
+        for i in range(x.shape[2]):
+            yield self._piece(x[:, :, i : i + 1])
+
+    def _piece(self, x: torch.Tensor) -> torch.Tensor:
+        """The next latent frame's video frames. The decoder's lock (and the swap's) is taken per
+        piece, never held across a `yield`: a thread's lock cannot be released by the thread that
+        closes an abandoned generator, and a suspended session would block every other decode.
+        The session's causal cache is put back in the decoder for each piece and taken out after
+        it, so another video may decode between two pieces. Inference mode, a thread's state,
+        is likewise entered per piece."""
+        owner = self.vae
+        vae = cast(Any, owner.autoencoder)
+        with decoding(owner.autoencoder), owner.swap.use(owner.autoencoder, owner.placement):
             try:
-                for i in range(x.shape[2]):
-                    with torch.inference_mode():
-                        vae._conv_idx = [0]
-                        out = vae.decoder(
-                            x[:, :, i : i + 1],
-                            feat_cache=vae._feat_map,
-                            feat_idx=vae._conv_idx,
-                            first_chunk=self.decoded == 0,
-                        )
-                        self.decoded += 1
-                        if owner.patch_size is not None:
-                            out = unpatchify(out, patch_size=owner.patch_size)
-                        piece = torch.clamp(out, min=-1.0, max=1.0)
-                    yield piece
+                with torch.inference_mode():
+                    vae.clear_cache()
+                    if self._cache is not None:
+                        vae._feat_map = list(self._cache)
+                    vae._conv_idx = [0]
+                    out = vae.decoder(
+                        x,
+                        feat_cache=vae._feat_map,
+                        feat_idx=vae._conv_idx,
+                        first_chunk=self.decoded == 0,
+                    )
+                    self.decoded += 1
+                    self._cache = list(vae._feat_map)
+                    if owner.patch_size is not None:
+                        out = unpatchify(out, patch_size=owner.patch_size)
+                    return torch.clamp(out, min=-1.0, max=1.0)
             finally:
-                self._cache = list(vae._feat_map)
                 vae.clear_cache()
