@@ -4,7 +4,7 @@ unpacked (a runtime with `no_compile`, as `--no-compile` sets it), side by side 
 through the Z-Image node's own runner on the real-size random set of `bench/real_size_cpu.py`.
 
     .venv/bin/python bench/packed_render.py [--models DIR] [--renders 3] [--px 64] [--steps 4]
-        [--profile]
+        [--profile] [--roofline]
 
 Two runtimes over the same files (the text encoder's and transformer's pages mapped once in the
 page cache; the packed runtime holds a packed copy of the transformer's linear weights beside
@@ -13,7 +13,9 @@ load: a prompt change (a new prompt: its encode, the steps, the decode) and a se
 (the prompt's encode cached: the steps and the decode). The takes of one seed and prompt are
 compared pixel by pixel. The compute threads wait at barriers as the server's would
 (`server/openmp.choose_wait`: passively on oversubscribed CPUs). `--profile`: one seed-only
-render each way under torch.profiler (top operators by self CPU time, every thread). Prints
+render each way under torch.profiler (top operators by self CPU time, every thread).
+`--roofline`: the seed-only steps against this machine's floors for a step: reading the
+denoiser's weights once, and computing its linear layers' flops at a large matmul's rate. Prints
 medians, ratios and the load average; writes bench/results/packed_render.json.
 """
 
@@ -71,9 +73,77 @@ def render_parser(description: str | None) -> argparse.ArgumentParser:
     return parser
 
 
+def linear_flops(rig: Any, transformer: Any, takes: Path, args: Any) -> float:
+    """The denoiser's linear layers' multiply-adds x 2 in one seed-only render's step, counted
+    from the inputs they are called with (tokens x in x out a call)."""
+    from compile_render import timed_render
+    from torch import nn
+
+    total = [0.0]
+
+    def count(module: nn.Linear, inputs: tuple[Any, ...]) -> None:
+        rows = inputs[0].numel() // module.in_features
+        total[0] += 2.0 * rows * module.in_features * module.out_features
+
+    linears = [m for m in transformer.modules() if isinstance(m, nn.Linear)]
+    hooks = [m.register_forward_pre_hook(count) for m in linears]
+    try:
+        timed_render(rig, takes, "a lighthouse", 400, args, True)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return total[0] / args.steps
+
+
+def roofline(
+    weight_bytes: int, flops: float, seed_only: Mapping[str, list[dict[str, Any]]], steps: int
+) -> dict[str, Any]:
+    """How close a seed-only render's steps come to this machine's two floors for one forward a
+    step (Z-Image unguided): reading the denoiser's weights once (the read rate of a bf16 sum
+    over as many bytes) and computing its linear layers' flops (the rate of a large bf16 matmul,
+    compute-bound), both in the compute threads."""
+    import time
+
+    import torch
+    from torch.nn import functional
+
+    def median_s(work: Any) -> float:
+        work()
+        times: list[float] = []
+        for _ in range(7):
+            start = time.perf_counter()
+            work()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    block = torch.ones(weight_bytes // 2, dtype=torch.bfloat16)
+    read_s = median_s(block.sum)
+    del block
+    side = 4096
+    weight = torch.randn(side, side, dtype=torch.bfloat16)
+    rows = torch.randn(512, side, dtype=torch.bfloat16)
+    peak = 2.0 * 512 * side * side / median_s(lambda: functional.linear(rows, weight))
+    result: dict[str, Any] = {
+        "weightGiB": round(weight_bytes / 1024**3, 3),
+        "readGBs": round(weight_bytes / read_s / 1e9, 1),
+        "readFloorMs": round(read_s * 1000, 1),
+        "linearGflopsAStep": round(flops / 1e9, 1),
+        "peakGflops": round(peak / 1e9, 1),
+        "computeFloorMs": round(flops / peak * 1000, 1),
+    }
+    floor_s = max(read_s, flops / peak)
+    for way in WAYS:
+        step_s = statistics.median(r["stepsS"] for r in seed_only[way]) / steps
+        result[way] = {"stepMs": round(step_s * 1000, 1), "overFloor": round(step_s / floor_s, 2)}
+    return result
+
+
 def main() -> int:
     parser = render_parser(__doc__)
     parser.add_argument("--profile", action="store_true", help="profile a seed-only render")
+    parser.add_argument(
+        "--roofline", action="store_true", help="the steps against the weights' read floor"
+    )
     args = parser.parse_args()
 
     from inline_core.server.openmp import choose_wait
@@ -120,6 +190,7 @@ def main() -> int:
             }
             transformer = rigs["packed"].pipeline().denoiser.transformer
             packed_gib = packed_bytes(transformer) / 1024**3
+            weight_bytes = sum(p.numel() * p.element_size() for p in transformer.parameters())
             prompt_change: dict[str, list[dict[str, Any]]] = {w: [] for w in WAYS}
             seed_only: dict[str, list[dict[str, Any]]] = {w: [] for w in WAYS}
             diffs: list[int] = []
@@ -145,6 +216,10 @@ def main() -> int:
                 )
                 for way in (WAYS if args.profile else ())
             }
+            floor = None
+            if args.roofline:
+                flops = linear_flops(rigs["packed"], transformer, takes, args)
+                floor = roofline(weight_bytes, flops, seed_only, args.steps)
         finally:
             for rig in rigs.values():
                 rig.close()
@@ -160,6 +235,13 @@ def main() -> int:
     print(f"load {load} at the start, {end} at the end")
     for way, ops in profiles.items():
         print(f"{way}: " + ", ".join(f"{op['op']} {op['selfMs']:.0f} ms" for op in ops[:8]))
+    if floor is not None:
+        print(
+            f"a step reads {floor['weightGiB']} GiB of weights ({floor['readGBs']} GB/s: "
+            f"{floor['readFloorMs']} ms) and computes {floor['linearGflopsAStep']} GFLOP in "
+            f"linear layers ({floor['peakGflops']} GFLOP/s: {floor['computeFloorMs']} ms); "
+            + ", ".join(f"{w} {floor[w]['stepMs']} ms ({floor[w]['overFloor']}x)" for w in WAYS)
+        )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     body = {
         "command": " ".join(sys.argv),
@@ -176,6 +258,7 @@ def main() -> int:
         "rows": rows,
         "maxPixelDiff": max(diffs),
         "profile": profiles,
+        "roofline": floor,
     }
     OUT.write_text(json.dumps(body, indent=2) + "\n")
     print(f"wrote {OUT}")
