@@ -37,6 +37,13 @@ BACKENDS = ("sqlite", "postgresql")
 # on one with native bf16): servers and ranks the tests start inherit this, and tests of bf16
 # ask for it themselves.
 os.environ.setdefault("INLINE_DTYPE", "float32")
+# Before anything loads torch (libgomp reads it once, at load; nothing above loads it): the
+# compute threads of the xdist workers and of the servers and ranks they start (which inherit
+# it) sleep at a barrier instead of spinning out libgomp's 300,000 rounds there. The suite keeps
+# 2 cores busier than they have threads for, so a spinning thread mostly burns the core another
+# process waits for: tests/families/zimage, sdxl and sampling on 2 workers took 102-113 s with
+# the spin against 92-97 s passive, two rounds each way (`server/openmp.py`: servers alike).
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
 # The serial chains, handed out first (xdist_order.py) and timed in the summary (xdist_timeline.py).

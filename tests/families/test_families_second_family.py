@@ -203,7 +203,7 @@ def run_graph(
 ) -> list[Pixels]:
     validated = validate_graph(parse_graph(graph), target, registry, catalog, rng=random.Random(0))
     ctx = ExecutionContext(run_id=f"r{random.random()}", takes=FileTakeStore(takes))
-    result = Executor(registry, catalog, NodeCache()).execute(validated, ctx)
+    result = Executor(catalog, NodeCache()).execute(validated, ctx)
     return [pixels(Image.open(take.path)) for take in result.takes]
 
 

@@ -200,7 +200,7 @@ class Harness:
         cache: NodeCache | None = None,
         ctx: ExecutionContext | None = None,
     ) -> ExecutionResult:
-        executor = Executor(self.registry, self.catalog, cache)
+        executor = Executor(self.catalog, cache)
         return executor.execute(self.validate(raw, target), ctx or self.ctx())
 
 

@@ -50,7 +50,7 @@ def test_an_inline_error_from_a_runner_keeps_its_code_and_gains_the_node(h: Harn
     validated = h.validate(raw, "img")
     del h.media.paths[("asset", "a1")]  # the asset vanished after submit
     with pytest.raises(NotFound) as info:
-        Executor(h.registry, h.catalog).execute(validated, h.ctx())
+        Executor(h.catalog).execute(validated, h.ctx())
     assert info.value.node_id == "img"
     assert isinstance(h.events[-1], NodeFailed)
 

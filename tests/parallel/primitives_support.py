@@ -144,7 +144,7 @@ def render_in_process(
                 parse_graph(graph), "decode", registry, catalog, rng=random.Random(0)
             )
             ctx = ExecutionContext(run_id="in-process", takes=FileTakeStore(work))
-            result = Executor(registry, catalog, NodeCache()).execute(validated, ctx)
+            result = Executor(catalog, NodeCache()).execute(validated, ctx)
             whole = list(probe.first_forward)
     finally:
         sampler.close()

@@ -17,7 +17,6 @@ from PIL import Image
 from inline_core.errors import Cancelled, InlineError, RunFailed
 from inline_core.graph.cache import NodeCache, key_for
 from inline_core.graph.descriptor import NodeDescriptor
-from inline_core.graph.registry import Registry
 from inline_core.graph.runner import CatalogView, NodeCall, NodeResult, NodeRunner
 from inline_core.graph.schema import Edge, Node, PortKind
 from inline_core.graph.validate import ValidatedGraph
@@ -59,12 +58,9 @@ class _Executed:
 
 
 class Executor:
-    def __init__(
-        self, registry: Registry, catalog: CatalogView, cache: NodeCache | None = None
-    ) -> None:
-        # The node types its graphs are validated against: each run's descriptors and runners
-        # come looked up with its `ValidatedGraph` (once per graph shape), not from here.
-        self.registry = registry
+    def __init__(self, catalog: CatalogView, cache: NodeCache | None = None) -> None:
+        # No registry: each run's descriptors and runners come looked up with its
+        # `ValidatedGraph` (once per graph shape).
         self.catalog = catalog
         self.cache = cache
 

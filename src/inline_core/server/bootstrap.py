@@ -275,7 +275,7 @@ def _build(config: Config, lock: DataLock | None) -> Services:
     load_plugins(registry, config.plugins)
     packs = PackHost(config.packs_dir, registry, scratch_dir=config.pack_scratch_dir)
     packs.refresh()  # their nodes are served from the first request
-    executor = Executor(registry, catalog, NodeCache())
+    executor = Executor(catalog, NodeCache())
     device = DeviceInfo(config)
     downloads = DownloadManager(
         config.models_dir,

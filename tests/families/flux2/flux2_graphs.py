@@ -133,5 +133,5 @@ def graph_rig(rig: FamilyRig, work: Path, *others: Family) -> GraphRig:
     register_builtin_nodes(registry, media)
     families = Families([rig.family, *others])
     register_families(registry, families, rig.catalog, rig.runtime)
-    executor = Executor(registry, rig.catalog, NodeCache())
+    executor = Executor(rig.catalog, NodeCache())
     return GraphRig(registry, rig, executor, media, work / "takes")

@@ -160,7 +160,7 @@ def make_rig(models_dir: Path, sampler: BatchedSampler, work: Path) -> Rig:
     register_builtin_nodes(registry, media)
     runner = family_rig(ZImageFamily, models_dir, sampler, config=config)
     register_families(registry, Families([runner.family]), catalog, runner.runtime)
-    executor = Executor(registry, catalog, NodeCache())
+    executor = Executor(catalog, NodeCache())
     return Rig(registry, catalog, runner, executor, work / "takes", media)
 
 
