@@ -51,12 +51,18 @@ def table_row(
         m = row[way] = {key: round(statistics.median(r[key] for r in runs[way]), 3) for key in keys}
         row[f"{way}WallsS"] = [round(r["wallS"], 2) for r in runs[way]]
         print(f"{name:14s} {way:7s} " + " ".join(f"{m[key]:9.2f}" for key in keys))
-    row["speedup"] = {key: round(row["eager"][key] / row["packed"][key], 2) for key in keys}
+    # A phase a render skips (a seed-only render's cached encode) has no ratio.
+    row["speedup"] = {
+        key: round(row["eager"][key] / row["packed"][key], 2) if row["packed"][key] else None
+        for key in keys
+    }
     row["pairRatios"] = [
         round(e["wallS"] / p["wallS"], 2)
         for e, p in zip(runs["eager"], runs["packed"], strict=True)
     ]
-    ratios = " ".join(f"{row['speedup'][key]:8.2f}x" for key in keys)
+    ratios = " ".join(
+        f"{row['speedup'][key]:8.2f}x" if row["speedup"][key] else f"{'-':>9s}" for key in keys
+    )
     print(f"{'':14s} {'ratio':7s} {ratios}   pairs {row['pairRatios']}")
     return row
 
