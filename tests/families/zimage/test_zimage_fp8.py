@@ -44,6 +44,23 @@ def models_with(kit: KitPaths, root: Path, diffusion: Path) -> Path:
     return root
 
 
+def served_render(
+    kit: KitPaths, tmp_path: Path, name: str, diffusion: Path
+) -> tuple[Pixels, dict[str, Any]]:
+    """One render through the HTTP API of a server whose models folder is the kit's stack with
+    `diffusion` as its transformer: the take's pixels, and health's residency after it."""
+    root = models_with(kit, tmp_path / name, diffusion)
+    config = Config(
+        models_dir=root, data_dir=tmp_path / f"data-{name}", profile="cpu", dtype="float32"
+    )
+    with TestClient(create_app(config)) as client:
+        state = wait(client, submit(client, zimage_graph("a lighthouse", steps=2, seed=9)))
+        assert state["status"] == "done", state
+        [take] = state["takes"]
+        residency = client.get("/v1/health").json()["models"]["residency"]
+        return pixels(take_image(client, take)), residency
+
+
 @pytest.mark.parametrize("scaled", [False, True], ids=["fp8_e4m3fn", "fp8_scaled"])
 def test_an_fp8_transformer_renders_the_pixels_of_its_weights_upcast_by_hand(
     kit: KitPaths, sampler: StepLoopSampler, tmp_path: Path, scaled: bool
@@ -96,18 +113,10 @@ def test_a_server_renders_from_an_fp8_transformer_in_its_models_folder(
     write_fp8(kit.diffusion_file, fp8, by_hand, scaled=True, dtype=torch.float8_e4m3fn)
     renders: list[Pixels] = []
     for name, weights in (("fp8", fp8), ("by_hand", by_hand)):
-        root = models_with(kit, tmp_path / name, weights)
-        config = Config(
-            models_dir=root, data_dir=tmp_path / f"data-{name}", profile="cpu", dtype="float32"
-        )
-        with TestClient(create_app(config)) as client:
-            state = wait(client, submit(client, zimage_graph("a lighthouse", steps=2, seed=9)))
-            assert state["status"] == "done", state
-            [take] = state["takes"]
-            renders.append(pixels(take_image(client, take)))
-            residency = client.get("/v1/health").json()["models"]["residency"]
-            kept = {row["part"]: row["kept"] for row in residency.get("keptWeights", [])}
-            assert kept == ({"Z-Image transformer": "float8_e4m3fn"} if name == "fp8" else {})
+        image, residency = served_render(kit, tmp_path, name, weights)
+        renders.append(image)
+        kept = {row["part"]: row["kept"] for row in residency.get("keptWeights", [])}
+        assert kept == ({"Z-Image transformer": "float8_e4m3fn"} if name == "fp8" else {})
     assert np.array_equal(renders[0], renders[1])
 
 

@@ -14,17 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fastapi.testclient import TestClient
-from test_zimage_fp8 import models_with
-from test_zimage_server import submit, take_image, wait, zimage_graph
-from zimage_harness import make_runner, pixels, render, take_pixels
+from test_zimage_fp8 import models_with, served_render
+from zimage_harness import make_runner, render, take_pixels
 
-from inline_core.config import Config
 from inline_core.diffusion.kit_int8 import int8_layers
 from inline_core.diffusion.libs import load_safetensors, save_safetensors
 from inline_core.families.zimage.kit import KitPaths, write_qwen3_single_file
 from inline_core.sampling.loop import StepLoopSampler
-from inline_core.server.app import create_app
 from tests.diffusion.int8_files import write_dequantized
 
 GROUP = 16  # divides the tiny model's 32, 64, 256 and 1024 columns, not its 170
@@ -74,17 +70,10 @@ def test_a_server_renders_from_an_int8_transformer_in_its_models_folder(
             int8,
             metadata={"_quantization_metadata": json.dumps({"layers": layers})},
         )
-    renders: list[np.ndarray] = []
-    for name, weights in (("int8", int8), ("by_hand", by_hand)):
-        root = models_with(kit, tmp_path / name, weights)
-        config = Config(
-            models_dir=root, data_dir=tmp_path / f"data-{name}", profile="cpu", dtype="float32"
-        )
-        with TestClient(create_app(config)) as client:
-            state = wait(client, submit(client, zimage_graph("a lighthouse", steps=2, seed=9)))
-            assert state["status"] == "done", state
-            [take] = state["takes"]
-            renders.append(pixels(take_image(client, take)))
+    renders = [
+        served_render(kit, tmp_path, name, weights)[0]
+        for name, weights in (("int8", int8), ("by_hand", by_hand))
+    ]
     assert np.array_equal(renders[0], renders[1])
 
 
