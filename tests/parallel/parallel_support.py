@@ -14,6 +14,7 @@ from inline_core.device.split import ParallelSpec
 from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.group import WorkerGroup
 from inline_core.parallel.launch import is_running
+from inline_core.parallel.remote import RemotePipeline
 from inline_core.parallel.sampler import ParallelSampler
 from inline_core.parallel.settings import RankSettings
 from inline_core.sampling import SampleJob
@@ -93,8 +94,13 @@ def wait_gone(pids: Iterable[int], timeout: float = 20.0, poll_s: float = 0.05) 
 
 
 def at_once(sampler: ParallelSampler, jobs: list[SampleJob]) -> list[object]:
-    """Run the jobs from one thread each, started together; each one's output or its error."""
+    """Run the jobs from one thread each, started together; each one's output or its error.
+    Rank 0 holds its loop until all of them wait in it (`gather`), so they share forwards
+    however this machine schedules the threads sending them."""
     out: list[object] = [None] * len(jobs)
+    pipeline = jobs[0].pipeline
+    assert isinstance(pipeline, RemotePipeline), pipeline
+    sampler.gather(pipeline.remote_spec(), len(jobs))
 
     def run(index: int) -> None:
         try:

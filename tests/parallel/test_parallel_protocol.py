@@ -19,6 +19,7 @@ from inline_core.parallel.launch import LaunchPlan, summarize_failure
 from inline_core.parallel.protocol import (
     Failure,
     Heartbeat,
+    Hold,
     Job,
     Json,
     ProtocolError,
@@ -62,6 +63,7 @@ def test_every_message_round_trips() -> None:
         Failure(2, 1, "run_failed", 500, "ValueError: boom"),
         Failure(2, 0, "run_failed", 500, "RuntimeError: reset", at=12.5, peers_down=[1]),
         Heartbeat(1),
+        Hold(4, 30.0),
         Shutdown(),
     ):
         assert decode(encode(message)) == message

@@ -112,6 +112,13 @@ class WorkerGroup:
             return {"launcher": None, "ranks": {}}
         return {"launcher": session.proc.pid, "ranks": dict(session.pids)}
 
+    def gather(self, count: int, timeout_s: float = 30.0) -> None:
+        """Have rank 0 admit the next `count` jobs together: its step loop holds at its next
+        boundary until they all wait in it (or `timeout_s` passes), so jobs sent at once meet in
+        the split's forwards however the threads sending them are scheduled. Starts the group
+        if it is not running; a runner without a step loop ignores it."""
+        self._ensure().hold(count, timeout_s)
+
     def stats(self) -> dict[str, Json]:
         session = self._session
         state = "stopped"

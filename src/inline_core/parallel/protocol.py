@@ -88,6 +88,16 @@ class Cancel:
 
 
 @dataclass(frozen=True)
+class Hold:
+    """To rank 0: hold its step loop at the next boundary until `count` jobs wait in it (or
+    `timeout_s` passes), so jobs sent together are admitted together instead of as each happens
+    to arrive (`WorkerGroup.gather`). A runner without a step loop ignores it."""
+
+    count: int
+    timeout_s: float
+
+
+@dataclass(frozen=True)
 class Result:
     """Every rank ends a job with a `Result` or a `Failure`; rank 0's carries the output."""
 
@@ -132,14 +142,14 @@ class Load:
 
 
 Message: TypeAlias = (
-    Hello | Ready | StartFailed | Job | Phase | Progress | PreviewFrame | Cancel | Result
-    | Failure | Heartbeat | Shutdown | Load
+    Hello | Ready | StartFailed | Job | Phase | Progress | PreviewFrame | Cancel | Hold
+    | Result | Failure | Heartbeat | Shutdown | Load
 )
 _TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
     for cls in (
-        Hello, Ready, StartFailed, Job, Phase, Progress, PreviewFrame, Cancel, Result, Failure,
-        Heartbeat, Shutdown, Load,
+        Hello, Ready, StartFailed, Job, Phase, Progress, PreviewFrame, Cancel, Hold, Result,
+        Failure, Heartbeat, Shutdown, Load,
     )
 }
 

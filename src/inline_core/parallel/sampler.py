@@ -231,6 +231,15 @@ class ParallelSampler:
         finally:
             self._release()
 
+    def gather(self, spec: PipelineSpec, count: int, timeout_s: float = 30.0) -> None:
+        """Have the group's rank 0 admit the next `count` jobs for `spec` together
+        (`WorkerGroup.gather`), loading `spec` first if the group holds another pipeline."""
+        group = self._hold(spec)
+        try:
+            group.gather(count, timeout_s)
+        finally:
+            self._release()
+
     @property
     def spec(self) -> PipelineSpec | None:
         """The pipeline the group holds (or is starting with); None before the first job and

@@ -42,6 +42,7 @@ from inline_core.parallel.protocol import (
     Cancel,
     Failure,
     Hello,
+    Hold,
     Job,
     Json,
     Load,
@@ -292,6 +293,12 @@ class Session:
             self.channels[0].send(Cancel(job_id, reason))
         except (OSError, ValueError):
             pass  # the group is going down; the fault path fails the job
+
+    def hold(self, count: int, timeout_s: float) -> None:
+        try:
+            self.channels[0].send(Hold(count, timeout_s))
+        except (OSError, ValueError) as exc:
+            self.fail(f"could not send the hold to rank 0: {exc}")
 
     def release(self, pending: PendingJob) -> None:
         with self._lock:

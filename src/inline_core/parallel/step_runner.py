@@ -18,6 +18,7 @@ report each job they finished with their own counters (what their attention saw)
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -25,6 +26,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol, cast, runtime_checkable
 
 from inline_core.components.step import (
@@ -43,6 +45,7 @@ from inline_core.parallel.probe import AttentionProbe
 from inline_core.parallel.protocol import (
     Cancel,
     Failure,
+    Hold,
     Job,
     Json,
     Message,
@@ -59,6 +62,8 @@ from inline_core.runtime.cancel import CancelToken
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.sampling.previews import PreviewChannel
+
+log = logging.getLogger(__name__)
 
 Share = Callable[[Command], Command]  # rank 0: share a command with every rank
 Receive = Callable[[], Command]  # the other ranks: the next command rank 0 shared
@@ -283,6 +288,8 @@ class StepLoopRunner:
                     return
                 if isinstance(message, Cancel):
                     shared.cancel(message.job_id, message.reason)
+                elif isinstance(message, Hold):
+                    sampler.call_soon(partial(_gather, sampler, message))
                 elif isinstance(message, Job):
                     self._start(message, sampler, shared, send)
         finally:
@@ -426,6 +433,18 @@ class StepLoopRunner:
                     **self.meter.meta(job_id),
                 }
                 send(Result(job_id, self.context.rank, meta=meta))
+
+
+def _gather(sampler: StepLoopSampler, hold: Hold, poll_s: float = 0.005) -> None:
+    """On the loop thread, at a boundary before it admits: wait until `hold.count` jobs are in
+    the loop (those the server sent after the hold arrive meanwhile) or its time is up."""
+    deadline = time.monotonic() + hold.timeout_s
+    while time.monotonic() < deadline:
+        stats = sampler.stats()
+        if stats["activeJobs"] + stats["queuedJobs"] >= hold.count:
+            return
+        time.sleep(poll_s)
+    log.warning("rank 0 held its loop %.0f s for %d jobs; going on", hold.timeout_s, hold.count)
 
 
 def _tick(
