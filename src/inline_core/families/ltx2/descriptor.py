@@ -117,7 +117,7 @@ LTX2_DESCRIPTOR = NodeDescriptor(
             ParamWidget.SELECT,
             default=None,
             options_from=UPSCALE_CATEGORY,
-            label="Latent upsampler (empty: the model folder's, or the only one)",
+            label="Latent upsampler (empty: the model folder's, or the one for its version)",
             empty_found_anywhere=True,
         ),
         ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),

@@ -51,6 +51,7 @@ from inline_core.families.ltx2.stack_version import stack_version
 from inline_core.families.ltx2.upscale import (
     pass_stacks,
     refuse_idle_upsampler,
+    upsampler_name,
     upsampler_path,
 )
 from inline_core.families.ltx2.versions import ONE_PASS, first_pass, refining_pass
@@ -157,8 +158,9 @@ class LTX2Family(Family):
             request["loras"] = loras
             take_params["loras"] = stack_info(loras)
         if upscale:
+            catalog = self.files.catalog
             upsampler = upsampler_path(
-                params, sources.get("transformer"), self.files.catalog, node_id
+                params, sources.get("transformer"), catalog, node_id, version
             )
             refine_sigmas, refine_sampler = refining_pass(params, version)
             request.update(
@@ -170,6 +172,7 @@ class LTX2Family(Family):
             )
             take_params.update(
                 upscale=True,
+                upscale_model=upsampler_name(upsampler, catalog),  # which upsampler ran
                 refine_sigmas=refine_sigmas,
                 refine_loras=stack_info(refine),
                 refine_sampler=refine_sampler,
@@ -216,11 +219,12 @@ class LTX2Family(Family):
         encoder = None if sources is None else sources.get("text_encoder")
         check_encoder_file(encoder, node_id)
         decoder = check_ltx25(transformer, encoder, node_id)
-        refuse_cfg_pp(params, stack_version(transformer, decoder), node_id)
+        version = stack_version(transformer, decoder)
+        refuse_cfg_pp(params, version, node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         if params.get("upscale"):
-            upsampler_path(params, transformer, self.files.catalog, node_id)
+            upsampler_path(params, transformer, self.files.catalog, node_id, version)
             spatial *= UPSCALE  # the first pass renders at half the size
         frames = params.get("frames")
         if frames is not None:
