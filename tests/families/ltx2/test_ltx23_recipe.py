@@ -65,8 +65,8 @@ def test_each_version_fills_what_the_params_leave_with_its_own_template(
     ltx20 = took(ltx2_kit, ltx2_sampler, FOLDER)
     ltx23 = took(ltx23_kit, ltx2_sampler, FOLDER_23)
     assert (ltx20["model_version"], ltx23["model_version"]) == (LTX2, LTX23)
-    assert (ltx20["steps"], ltx20["guidance"], ltx20["audio_guidance"]) == (40, 4.0, 7.0)
-    assert ltx20["refine_sigmas"] == "0.909375, 0.725, 0.421875, 0"
+    assert (ltx20["steps"], ltx20["guidance"], ltx20["audio_guidance"]) == (20, 4.0, 4.0)
+    assert ltx20["refine_sigmas"] == "0.909375, 0.725, 0.421875, 0"  # test_ltx20_recipe.py
     assert (ltx23["sampler"], ltx23["refine_sampler"]) == ("euler", "euler")
     assert (ltx23["steps"], ltx23["guidance"], ltx23["audio_guidance"]) == (8, 1.0, 1.0)
     assert ltx23["refine_sigmas"] == "0.85, 0.725, 0.4219, 0"
