@@ -233,8 +233,8 @@ class LTX2Collapse(CustomCollapse):
                 "and LTX-2.5 only from its diffusers folder in diffusion_models (text_encoder/ "
                 "Gemma 4, diffusion_decoder/ its diffusion video decoder): ComfyUI's LTX-2.5 "
                 "files (its templates' transformer and Gemma 4 with projection, its diffusion "
-                "video VAE file) are not read: their int8 'convrot' layers are, their layout "
-                "is not; map the workflow's model to that folder "
+                "video VAE and audio VAE files) are not read: their int8 'convrot' layers are, "
+                "their layout is not (comfy_ltx25.py); map the workflow's model to that folder "
                 "(`inline-core download --family ltx2 ltx-2.5` fetches it)"
             )
 

@@ -35,7 +35,8 @@ What diffusers 0.42 makes of LTX-2.5 (`pipelines/ltx2`, `modular_pipelines/ltx2`
 A folder is LTX-2.5 when its text encoder is Gemma 4 (`config.json`'s model_type), whatever its
 name; it then needs its `diffusion_decoder/`. Text and image to video render as 2.0's do (the
 image re-compressed at 2.5's conditioning CRF, 18, as diffusers resolves it from Gemma 4), the
-decode aside, and so does `upscale` (above).
+decode aside, and so does `upscale` (above). ComfyUI's LTX-2.5 files are not read
+(`comfy_ltx25.py` says what is pinned of them).
 """
 
 from __future__ import annotations
