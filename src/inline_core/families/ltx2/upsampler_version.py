@@ -9,7 +9,9 @@ layer that doubles the width and height:
   the header, `upsampler_file.py`) or `"use_rational_resampler": true` (a diffusers folder).
 - LTX-2.3's (`ltx-2.3-spatial-upscaler-x2-1.0/-1.1`) is a plain conv and pixel shuffle, its
   weights `upsampler.0.*`; `rational_resampler` false (Lightricks' default when left out).
-  LTX-2.5's x2 upsampler is built the same way, so a plain one is "LTX-2.3 or later".
+  LTX-2.5's (`ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0`) is built the same way: third-party
+  ports that transcribe its header (in the stored code index) read `rational_resampler: false`
+  and `upsampler.0.weight` of 4x1024 by 1024 by 3x3; so a plain one is "LTX-2.3 or later".
 
 Sources: diffusers `scripts/convert_ltx2_to_diffusers.py` (`get_ltx2_spatial_latent_upsampler_
 config`: "2.0" -> `use_rational_resampler: True`, "2.3" -> `False`, each loaded with
