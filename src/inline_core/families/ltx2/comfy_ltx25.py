@@ -29,11 +29,11 @@ fetch here):
 
 Not pinned: where the Gemma 4 file keeps its tokenizer (a third-party loader of it pops a
 `tokenizer_json` tensor, ComfyUI's own code for that was not found), the Gemma 4 12B key names
-against transformers' `Gemma4UnifiedForConditionalGeneration`, the transformer file's config
-and whether it carries the text connectors, and the mapping of the diffusion VAE's `"vae"`
-config onto diffusers' `LTX2VideoDiffusionDecoderModel` (diffusers' converter hard-codes that
-config instead of reading it). So none of the four is read here; a file recognised below is
-refused naming what it is.
+against transformers' `Gemma4UnifiedForConditionalGeneration`, and the transformer file's
+config and whether it carries the text connectors. So of the four only the video VAE file is
+read, as a 2.5 diffusers folder's decoder (`diffusion_vae_file.py`: ComfyUI's
+`na_diffusion_decoder.py` pins its config, `ltx25.py`); a file recognised below where a text
+encoder is named is refused naming what it is.
 """
 
 from __future__ import annotations
@@ -82,4 +82,4 @@ def refusal(path: Path) -> str | None:
     piece = ltx25_piece(path)
     if piece is None:
         return None
-    return f"it is {piece}, which this server does not read (comfy_ltx25.py); {WHERE}"
+    return f"it is {piece}, not a text encoder this server reads (comfy_ltx25.py); {WHERE}"

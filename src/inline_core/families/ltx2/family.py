@@ -122,7 +122,8 @@ class LTX2Family(Family):
     ) -> Lowered:
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"LTX-2 has no node {node_type!r}", node_id=node_id)
-        decoder = check_ltx25(sources.get("transformer"), sources.get("text_encoder"), node_id)
+        transformer, encoder = sources.get("transformer"), sources.get("text_encoder")
+        decoder = check_ltx25(transformer, encoder, node_id, self.files.catalog)
         version = stack_version(sources.get("transformer"), decoder)
         image = image_input(inputs, "image", node_id)
         # The params left to the model: its version's template's (versions.py).
@@ -218,7 +219,7 @@ class LTX2Family(Family):
         check_single_file(transformer, node_id)
         encoder = None if sources is None else sources.get("text_encoder")
         check_encoder_file(encoder, node_id)
-        decoder = check_ltx25(transformer, encoder, node_id)
+        decoder = check_ltx25(transformer, encoder, node_id, self.files.catalog)
         version = stack_version(transformer, decoder)
         refuse_cfg_pp(params, version, "image" in submit.wired, node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
