@@ -281,9 +281,17 @@ class CheckParams(Mapping[str, Any]):
         return len(self._params)
 
     def key(self) -> Hashable:
-        """Every param but the seeds, frozen (with each value's type: `1` is not `True`)."""
+        """Every param but the seeds, in their order, with each value's type (`1` is not
+        `True`), made hashable: a normalised node's params come in its descriptor's order, so
+        the same params make the same key."""
         if self._key is None:
-            self._key = _frozen(self._params)
+            values = self._params.values()
+            flat = tuple(self._params.items()), tuple(map(type, values))
+            try:
+                hash(flat)
+                self._key = flat
+            except TypeError:  # a media reference (a dict) or a list among them
+                self._key = tuple((name, _frozen(v)) for name, v in self._params.items())
         return self._key
 
 

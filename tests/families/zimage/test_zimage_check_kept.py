@@ -177,11 +177,17 @@ def test_a_lora_file_replaced_is_checked_again(
     assert len(checks) == 3
 
 
-def test_a_file_outside_the_catalog_changed_is_checked_again(
-    root: Path, sampler: StepLoopSampler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("where", ["outside the models folder", "in no category of it"])
+def test_a_file_the_catalog_does_not_list_changed_is_checked_again(
+    root: Path,
+    sampler: StepLoopSampler,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
 ) -> None:
     monkeypatch.setattr(source_module, "IDENTITY_TTL_S", 0.0)  # a replaced file is seen at once
-    outside = tmp_path / "elsewhere" / "vae.safetensors"
+    folder = tmp_path / "elsewhere" if where.startswith("outside") else root / "elsewhere"
+    outside = folder / "vae.safetensors"
     outside.parent.mkdir()
     shutil.move(next((root / "vae").iterdir()), outside)
     for rig in rig_on(root, sampler, env={"INLINE_ZIMAGE_VAE": str(outside)}):
@@ -191,7 +197,7 @@ def test_a_file_outside_the_catalog_changed_is_checked_again(
         assert first.get("vae") is not None and first.require("vae").path == outside
         runner.check_node("z", node_params(seed=2), facts())
         assert len(checks) == 1
-        bump(outside)  # the catalog does not list it: its identity says so
+        bump(outside)  # not in the catalog's fingerprint: its identity says so
         runner.check_node("z", node_params(seed=3), facts())
         assert len(checks) == 2
 

@@ -15,8 +15,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from PIL import Image
 
@@ -39,7 +39,8 @@ from inline_core.graph.descriptor import NodeDescriptor
 from inline_core.graph.params import CheckParams, seed_params
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
 from inline_core.graph.schema import PortKind
-from inline_core.models.catalog import Catalog
+from inline_core.models.catalog import CATEGORIES, Catalog
+from inline_core.models.source import Source
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.interactions import InteractionInbox
@@ -54,8 +55,7 @@ from inline_core.takes import Take
 CHECKS_KEPT = 64
 
 
-@dataclass(frozen=True)
-class CheckKey:
+class CheckKey(NamedTuple):
     """What a family node's check read: its inputs (`read`), the registry's state and the
     catalog's."""
 
@@ -68,14 +68,16 @@ class KeptChecks:
     """The files a family node's check found, kept per everything the check reads: the node's
     id, its params but the seeds, the inputs wired, the sizes known, what the nodes wired in
     prepared (no text), the registry's state and the catalog's files (`Catalog.fingerprint`:
-    every entry's name, size and mtime). One found again is reused only while its files are
-    still the ones it found (`Sources.identity`: a tokenizer or an override outside the
-    catalog replaced or gone is checked again). Only a check that passed is kept."""
+    every entry's name, size and mtime). The files the catalog does not list (a tokenizer
+    folder, a file an override names, a package's) are not in that fingerprint: one found again
+    is reused only while their identity (`Source.identity`) is the one they had. Only a check
+    that passed is kept."""
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self._lock = threading.Lock()
-        self._kept: OrderedDict[CheckKey, tuple[Sources, str]] = OrderedDict()
+        # key -> (the files found, those the catalog does not list, and their identity)
+        self._kept: OrderedDict[CheckKey, tuple[Sources, tuple[Source, ...], str]] = OrderedDict()
 
     def __len__(self) -> int:
         with self._lock:
@@ -107,8 +109,8 @@ class KeptChecks:
                 self._kept.move_to_end(key)
         if kept is None:
             return None
-        sources, identity = kept
-        if sources.identity() != identity:  # its files changed where the catalog does not see
+        sources, unlisted, identity = kept
+        if unlisted and _identity(unlisted) != identity:  # changed where the catalog cannot see
             with self._lock:
                 self._kept.pop(key, None)
             return None
@@ -116,13 +118,38 @@ class KeptChecks:
 
     def keep(self, key: CheckKey, sources: Sources) -> None:
         """Keep what a check found, unless the catalog changed since its key was made."""
+        listed = _listed(self.catalog)
         if self.catalog.fingerprint() != key.fingerprint:
             return
-        identity = sources.identity()
+        unlisted = tuple(s for _part, s in sources.parts if s is not None and not listed(s))
+        identity = _identity(unlisted)
         with self._lock:
-            self._kept[key] = (sources, identity)
+            self._kept[key] = (sources, unlisted, identity)
             while len(self._kept) > CHECKS_KEPT:
                 self._kept.popitem(last=False)
+
+
+def _identity(sources: tuple[Source, ...]) -> str:
+    return "|".join(source.identity() for source in sources)
+
+
+def _listed(catalog: Catalog) -> Callable[[Source], bool]:
+    """Whether a source's files are in the catalog's fingerprint: a file it lists (a view of
+    one included), or inside a model folder it lists (whose every file it stats)."""
+    files: set[Path] = set()
+    folders: list[Path] = []
+    for category in CATEGORIES:
+        for entry in catalog.entries(category):
+            if entry.is_folder:
+                folders.append(entry.path)
+            else:
+                files.add(entry.path)
+
+    def listed(source: Source) -> bool:
+        where = source.location
+        return where in files or any(where.is_relative_to(folder) for folder in folders)
+
+    return listed
 
 
 class FamilyNodeRunner(NodeRunner):
