@@ -15,18 +15,39 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from inline_core.device.split import ParallelSpec
 from inline_core.engine.group import GroupPipeline
 from inline_core.errors import InvalidRequest
 from inline_core.parallel.errors import RemoteJobError
 from inline_core.parallel.probe import AttentionProbe
+from inline_core.parallel.runner import DEFAULT_RUNNER
 from inline_core.parallel.sampler import ParallelSampler
 from inline_core.sampling import SampleJob, StepLoopSampler
+from tests.parallel.parallel_support import split_group_config
+from tests.worker_groups import shared_sampler
 
 TOLERANCE = 1  # levels of 255
 MAX_DIFFERING = 0.001  # of the values
+# Qwen-Image's shared Ring groups (`tests/worker_groups.py`), by key: a group's split is its ranks'
+# launch setting, and its ranks load another family's stack in place of the last one, so the
+# other families' Ring tests render on them and start no group of their own.
+RING_ALONE, USP = "qwen-ring-alone", "qwen-ring"
+RING_SPLITS = {
+    RING_ALONE: ParallelSpec.parse("ring=2"),
+    USP: ParallelSpec.parse("ulysses=2,ring=2"),
+}
 # Each rank's attention tokens in a layer, from the whole layer's (as one process saw them in its
 # first forward) and the split's ranks.
 Shares = Callable[[list[int], int], list[int]]
+
+
+def ring_group(request: pytest.FixtureRequest, key: str) -> ParallelSampler:
+    """The shared Ring group `key` (a module on it is marked `worker_group(shared=key)`)."""
+
+    def make() -> ParallelSampler:
+        return ParallelSampler(split_group_config(RING_SPLITS[key], DEFAULT_RUNNER), retries=1)
+
+    return shared_sampler(request, key, make)
 
 
 def alone(pipeline: Any, request: dict[str, Any]) -> tuple[Image.Image, list[int], Any]:
@@ -91,16 +112,17 @@ def assert_split_shares(group: ParallelSampler, whole: list[int], shares: Shares
 def assert_ranks_refuse(
     handle: GroupPipeline,
     group: ParallelSampler,
-    odd: dict[str, Any],
     fine: dict[str, Any],
+    size: tuple[int, int],
     *words: str,
 ) -> None:
-    """A render `odd` whose image tokens the ranks cannot share, sent to the ranks directly (the
-    submit check would have refused it): each refuses it before the transformer, a 422 whose
-    message starts with `words[0]` and holds the rest (the cause and the fix, not cache-dit's
-    exchange of unequal shards), and the group renders the next one, `fine`."""
+    """`fine` at `size` (width, height), whose image tokens the ranks cannot share, sent to the
+    ranks directly (the submit check would have refused it): each refuses it before the
+    transformer, a 422 whose message starts with `words[0]` and holds the rest (the cause and
+    the fix, not cache-dit's exchange of unequal shards), and the group renders `fine` next."""
+    width, height = size
     with pytest.raises(RemoteJobError) as refused:
-        group.run(SampleJob(handle, handle.request(**odd)))
+        group.run(SampleJob(handle, handle.request(**{**fine, "width": width, "height": height})))
     assert (refused.value.status, refused.value.code) == (422, InvalidRequest.code)
     why = refused.value.message
     assert why.startswith(words[0]), why

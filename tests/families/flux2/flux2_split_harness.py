@@ -18,6 +18,7 @@ from inline_core.engine.group import GroupPipeline, rank_spec
 from inline_core.families.flux2 import Flux2Family
 from inline_core.families.flux2.descriptor import NODE_TYPE
 from inline_core.families.flux2.kit import Flux2Kit
+from inline_core.families.flux2.kit_dev import Flux2DevKit
 from inline_core.families.flux2.pipeline import Flux2StepPipeline
 from inline_core.models.catalog import Catalog
 from inline_core.parallel.runner import resolve
@@ -26,6 +27,7 @@ from tests.families import split_take_harness as harness
 from tests.parallel.zimage_support import CPU_DTYPES, rank_threads
 
 MODEL = "flux2_klein_base_tiny.safetensors"  # guided: its guidance above 1 runs the empty prompt
+DEV_MODEL = "flux2_dev_tiny.safetensors"  # ComfyUI's layout: guidance embedded, one row
 # 64x48: 12 image tokens, which 2 and 4 ranks share
 KW: dict[str, Any] = {"width": 64, "height": 48, "steps": 2}
 GUIDED: dict[str, Any] = {"prompt": "a red fox", "seed": 7, "guidance": 3.0}
@@ -35,9 +37,9 @@ REFERENCE = Image.fromarray(np.random.default_rng(5).integers(0, 255, (80, 64, 3
 WITH_REFERENCE: dict[str, Any] = {**GUIDED, "image": REFERENCE}
 
 
-def split_handle(kit: Flux2Kit) -> GroupPipeline:
+def split_handle(kit: Flux2Kit | Flux2DevKit, model: str = MODEL) -> GroupPipeline:
     family = Flux2Family(Catalog(kit.root), {})
-    sources = family.resolve(NODE_TYPE, {"model": MODEL}).require()
+    sources = family.resolve(NODE_TYPE, {"model": model}).require()
     return GroupPipeline(family, rank_spec(family, "node", sources, CPU_DTYPES), "node", sources)
 
 
@@ -63,15 +65,14 @@ def assert_split_equals_alone(
 ) -> None:
     request = {**KW, **render}
     state = local.request(**request)
-    assert state.cfg == (render["guidance"] > 1)  # the base model guides above 1
+    # klein base guides above 1 (two rows); dev embeds its guidance (one row)
+    assert state.cfg == (render["guidance"] > 1 and not state.embedded_guidance)
     harness.assert_split_equals_alone(local, handle, group, request)
 
 
 def assert_ranks_refuse(
     handle: GroupPipeline, group: ParallelSampler, size: tuple[int, int], *words: str
 ) -> None:
-    """A render of `size` (width, height) whose image tokens the ranks cannot share is refused
-    on each rank in `words`, and the group renders the next one."""
-    width, height = size
-    odd = {**KW, **UNGUIDED, "width": width, "height": height}
-    harness.assert_ranks_refuse(handle, group, odd, {**KW, **UNGUIDED}, *words)
+    """An unguided render of `size` (width, height) whose image tokens the ranks cannot share
+    is refused on each rank in `words`, and the group renders the next one."""
+    harness.assert_ranks_refuse(handle, group, {**KW, **UNGUIDED}, size, *words)

@@ -66,8 +66,6 @@ def assert_split_equals_alone(
 def assert_ranks_refuse(
     handle: GroupPipeline, group: ParallelSampler, size: tuple[int, int], *words: str
 ) -> None:
-    """A render of `size` (width, height) whose image tokens the ranks cannot share is refused
-    on each rank in `words`, and the group renders the next one."""
-    width, height = size
-    odd = {**KW, **UNGUIDED, "width": width, "height": height}
-    harness.assert_ranks_refuse(handle, group, odd, {**KW, **UNGUIDED}, *words)
+    """An unguided render of `size` (width, height) whose image tokens the ranks cannot share
+    is refused on each rank in `words`, and the group renders the next one."""
+    harness.assert_ranks_refuse(handle, group, {**KW, **UNGUIDED}, size, *words)
