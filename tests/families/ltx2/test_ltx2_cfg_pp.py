@@ -163,7 +163,6 @@ def test_a_cfg_pp_request_beside_a_plain_one_renders_as_alone(ltx2_kit: LTX2Kit)
         ({"guidance": 1.0}, "sampler", "set guidance above 1"),
         ({"guidance": 4.0, "audio_guidance": 1.0}, "sampler", "set audio_guidance above 1"),
         ({"upscale": True, "refine_sampler": "euler_ancestral_cfg_pp"}, "refine_sampler", "pick"),
-        ({"upscale": True}, "sampler", "set 'refine_sampler'"),
     ],
 )
 def test_cfg_pp_where_it_runs_unguided_is_refused_at_submit(
@@ -184,9 +183,11 @@ def test_cfg_pp_where_it_runs_unguided_is_refused_at_submit(
 def test_cfg_pp_on_a_guided_first_pass_before_a_plain_refining_pass_passes_the_check(
     ltx2_kit: LTX2Kit, ltx2_sampler: StepLoopSampler
 ) -> None:
+    """Named, or left to LTX-2.0's template (euler_ancestral refining)."""
     rig = ltx2_rig(ltx2_kit.root, ltx2_sampler)
-    params = node_params(sampler="euler_cfg_pp", upscale=True, refine_sampler="euler")
-    rig.check("l", params, SubmitFacts.bare([]))
+    for refine in ("euler", ""):
+        params = node_params(sampler="euler_cfg_pp", upscale=True, refine_sampler=refine)
+        rig.check("l", params, SubmitFacts.bare([]))
 
 
 @pytest.mark.parametrize(

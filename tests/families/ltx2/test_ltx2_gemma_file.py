@@ -27,6 +27,7 @@ from inline_core.families.ltx2.kit_fp4 import fp4_mixed_state
 from inline_core.families.ltx2.kit_gemma import GEMMA_FILE, GemmaKit, write_gemma_kit
 from inline_core.families.ltx2.kit_single_file import FILE, FOLDER
 from inline_core.families.ltx2.upscale import upsampler_path
+from inline_core.families.ltx2.versions import LTX2
 from inline_core.graph.runner import NodeResult
 from inline_core.models.catalog import Catalog
 from inline_core.sampling.loop import StepLoopSampler
@@ -247,7 +248,7 @@ def test_the_comfy_download_preset_lands_the_files_the_resolver_reads(
         landed.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, landed)
     catalog = Catalog(tmp_path)
-    upsampler = upsampler_path({"upscale": True}, None, catalog, "l")
+    upsampler = upsampler_path({"upscale": True}, None, catalog, "l", LTX2)
     assert upsampler == targets["upscaler"].destination(tmp_path)
     found = StackResolver(RULES, catalog, {}).resolve()
     assert found.sources is not None, found.missing

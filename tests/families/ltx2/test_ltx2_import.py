@@ -46,6 +46,7 @@ CHECKPOINT = "ltx-2-19b-dev-fp8.safetensors"
 GEMMA = "gemma_3_12B_it_fp4_mixed.safetensors"  # every official template's LTXAVTextEncoderLoader
 NOT_GEMMA = "umt5_xxl_fp8.safetensors"  # a file in text_encoders/ that is no Gemma 3
 FP4_GEMMA = "gemma_3_12B_it_fp4_mixed_tiny.safetensors"  # the kit's Gemma, NVFP4 layers
+LTX25_GEMMA = "text_encoder_ltx.safetensors"  # keys of ComfyUI's LTX-2.5 Gemma 4 file, no "gemma4"
 # The second stage: its sampler, guider, sigmas, noise, LoRA, upsampler and their latents.
 SECOND_STAGE = ("70", "82", "83", "84", "76", "81", "98", "73", "66", "67", "68")
 
@@ -58,6 +59,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     encoder = transformers().Gemma3ForConditionalGeneration.from_pretrained(str(kit.encoder))
     fp4 = fp4_mixed_state(comfy_gemma_state(encoder, None))
     save_safetensors(fp4, kit.root / "text_encoders" / FP4_GEMMA)
+    save_safetensors(ltx25_gemma_keys(), kit.root / "text_encoders" / LTX25_GEMMA)
     config = Config(models_dir=kit.root, data_dir=root / "data", profile="cpu", dtype="float32")
     with TestClient(create_app(config)) as c:
         yield c
@@ -190,6 +192,12 @@ def test_the_gemma_mapped_is_the_node_s_text_encoder(client: TestClient, mapped:
             "Gemma 3 file",
         ),
         (
+            {},
+            {GEMMA: LTX25_GEMMA},
+            f"the text encoder text_encoders/{LTX25_GEMMA} cannot be read: it is ComfyUI's "
+            "LTX-2.5 Gemma 4 file",
+        ),
+        (
             {("60", "text_encoder"): "gemma4-12b-with-proj-ltx-2.5-comfy-int8-convrot.safetensors"},
             {},
             "'gemma4-12b-with-proj-ltx-2.5-comfy-int8-convrot.safetensors' is Gemma 4, "
@@ -205,6 +213,18 @@ def test_a_gemma_it_cannot_serve_is_refused_naming_it(
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
     assert "LTXAVTextEncoderLoader" in message and said in message, message
+
+
+def ltx25_gemma_keys() -> dict[str, Any]:
+    """Tiny tensors under the keys ComfyUI's LTX-2.5 Gemma 4 file holds (`comfy_ltx25.py`)."""
+    import torch
+
+    names = ["model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight"]
+    for stream in ("video", "audio"):
+        names += [
+            f"text_embedding_projection.{stream}_aggregate_embed.{p}" for p in ("weight", "bias")
+        ]
+    return {name: torch.zeros(2, 2) for name in names}
 
 
 def decoded(client: TestClient, state: Json) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:

@@ -87,8 +87,16 @@ def ours(
     params = {k: v for k, v in RENDER.items() if k != "prompt"}
     if image is not None:
         params["image"] = image
+    # Euler on both passes, as diffusers' chain steps them (LTX-2.0's templates name others).
+    euler = {"sampler": "euler", "refine_sampler": "euler"}
     return render(
-        rig, takes, loras=[handle], upscale=True, audio_guidance=RENDER["guidance"], **params
+        rig,
+        takes,
+        loras=[handle],
+        upscale=True,
+        audio_guidance=RENDER["guidance"],
+        **euler,
+        **params,
     )
 
 
@@ -221,20 +229,21 @@ def test_the_two_stage_render_equals_diffusers_chained_pipelines(
 def test_the_refining_pass_runs_its_own_sampler(
     ltx2_kit: LTX2Kit, ltx2_sampler: StepLoopSampler, tmp_path: Path
 ) -> None:
-    """`refine_sampler` steps the refining pass alone: the first pass's sampler named again
-    renders what the default does; gradient_estimation renders otherwise; neither without
-    `upscale`."""
+    """`refine_sampler` steps the refining pass alone: the template's (LTX-2.0's text to video:
+    euler_ancestral) named renders what leaving it empty does; gradient_estimation renders
+    otherwise; neither without `upscale`."""
     rig = ltx2_rig(ltx2_kit.root, ltx2_sampler)
     params = {k: v for k, v in RENDER.items() if k != "prompt"}
 
     def frames(refine_sampler: str) -> np.ndarray[Any, Any]:
         result = render(rig, tmp_path, upscale=True, refine_sampler=refine_sampler, **params)
-        assert result.takes[0].params["refine_sampler"] == refine_sampler
+        ran = result.takes[0].params["refine_sampler"]
+        assert ran == (refine_sampler or "euler_ancestral")
         return take_frames(result)
 
-    same = frames("euler")
-    assert np.array_equal(same, frames(""))
-    assert max_diff(frames("gradient_estimation"), same) > 0
+    template = frames("")
+    assert np.array_equal(template, frames("euler_ancestral"))
+    assert max_diff(frames("gradient_estimation"), template) > 0
     with pytest.raises(InvalidRequest, match="refine_sampler"):
         rig.check("l", node_params(refine_sampler="gradient_estimation"), SubmitFacts.bare([]))
 

@@ -232,9 +232,10 @@ class LTX2Collapse(CustomCollapse):
                 f"{self.descriptor.type} renders LTX-2.0 and 2.3 from ComfyUI's files (Gemma 3), "
                 "and LTX-2.5 only from its diffusers folder in diffusion_models (text_encoder/ "
                 "Gemma 4, diffusion_decoder/ its diffusion video decoder): ComfyUI's LTX-2.5 "
-                "files (its templates' transformer and Gemma 4 with projection, its diffusion "
-                "video VAE file) are not read: their int8 'convrot' layers are, their layout "
-                "is not; map the workflow's model to that folder "
+                "files (its templates' transformer, Gemma 4 with projection and audio VAE) are "
+                "not read: their int8 'convrot' layers are, their layout is not (comfy_ltx25.py; "
+                "its video VAE file is, in vae/, beside that folder); map the workflow's model "
+                "to that folder "
                 "(`inline-core download --family ltx2 ltx-2.5` fetches it)"
             )
 

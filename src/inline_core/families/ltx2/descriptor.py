@@ -63,7 +63,7 @@ LTX2_DESCRIPTOR = NodeDescriptor(
             "fps", ParamWidget.NUMBER, default=DEFAULTS["fps"], minimum=1, maximum=120, integer=True
         ),
         # Empty steps, guidance, audio_guidance, sampler: the model version's (versions.py:
-        # LTX2Pipeline's 40, 4, 7, euler; with `upscale` on LTX-2.5, its template's).
+        # LTX2Pipeline's 40, 4, 7, euler; with `upscale`, the version's template's).
         ParamSpec(
             "steps",
             ParamWidget.NUMBER,
@@ -108,7 +108,7 @@ LTX2_DESCRIPTOR = NodeDescriptor(
         replace(
             sampler_param("the model's"),
             name="refine_sampler",
-            label="Refining pass's sampler (empty: the model's; LTX-2.0/2.3 sampler's)",
+            label="Refining pass's sampler (empty: the model's template's)",
         ),
         # ManualSigmas' text (empty: the model's; LTX-2.0/2.3 0.909375, 0.725, 0.421875, 0).
         ParamSpec("refine_sigmas", ParamWidget.TEXT, "", label="Refining pass's sigmas"),
@@ -117,7 +117,7 @@ LTX2_DESCRIPTOR = NodeDescriptor(
             ParamWidget.SELECT,
             default=None,
             options_from=UPSCALE_CATEGORY,
-            label="Latent upsampler (empty: the model folder's, or the only one)",
+            label="Latent upsampler (empty: the model folder's, or the one for its version)",
             empty_found_anywhere=True,
         ),
         ParamSpec("format", ParamWidget.SELECT, default="mp4", options=("mp4", "png")),

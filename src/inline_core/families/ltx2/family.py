@@ -51,6 +51,7 @@ from inline_core.families.ltx2.stack_version import stack_version
 from inline_core.families.ltx2.upscale import (
     pass_stacks,
     refuse_idle_upsampler,
+    upsampler_name,
     upsampler_path,
 )
 from inline_core.families.ltx2.versions import ONE_PASS, first_pass, refining_pass
@@ -121,10 +122,12 @@ class LTX2Family(Family):
     ) -> Lowered:
         if node_type != NODE_TYPE:
             raise InvalidRequest(f"LTX-2 has no node {node_type!r}", node_id=node_id)
-        decoder = check_ltx25(sources.get("transformer"), sources.get("text_encoder"), node_id)
+        transformer, encoder = sources.get("transformer"), sources.get("text_encoder")
+        decoder = check_ltx25(transformer, encoder, node_id, self.files.catalog)
         version = stack_version(sources.get("transformer"), decoder)
-        # The params left to the model: its version's (versions.py).
-        sampling = first_pass(params, version)
+        image = image_input(inputs, "image", node_id)
+        # The params left to the model: its version's template's (versions.py).
+        sampling = first_pass(params, version, image is not None)
         request: dict[str, Any] = {
             "prompt": prompt_text(inputs.get("prompt"), node_id),
             "negative_prompt": str(params.get("negative_prompt") or ""),
@@ -145,7 +148,6 @@ class LTX2Family(Family):
         take_params["model_version"] = version  # whose recipe filled what params left
         if decoder is not None:  # LTX-2.5: its video decoder is a diffusion model (ltx25.py)
             request["diffusion_decoder"] = str(decoder)
-        image = image_input(inputs, "image", node_id)
         take_params["image_to_video"] = image is not None
         if image is not None:
             request["image"] = image
@@ -157,10 +159,11 @@ class LTX2Family(Family):
             request["loras"] = loras
             take_params["loras"] = stack_info(loras)
         if upscale:
+            catalog = self.files.catalog
             upsampler = upsampler_path(
-                params, sources.get("transformer"), self.files.catalog, node_id
+                params, sources.get("transformer"), catalog, node_id, version
             )
-            refine_sigmas, refine_sampler = refining_pass(params, version)
+            refine_sigmas, refine_sampler = refining_pass(params, version, image is not None)
             request.update(
                 upscale=True,
                 upsampler=str(upsampler),
@@ -170,6 +173,7 @@ class LTX2Family(Family):
             )
             take_params.update(
                 upscale=True,
+                upscale_model=upsampler_name(upsampler, catalog),  # which upsampler ran
                 refine_sigmas=refine_sigmas,
                 refine_loras=stack_info(refine),
                 refine_sampler=refine_sampler,
@@ -215,12 +219,13 @@ class LTX2Family(Family):
         check_single_file(transformer, node_id)
         encoder = None if sources is None else sources.get("text_encoder")
         check_encoder_file(encoder, node_id)
-        decoder = check_ltx25(transformer, encoder, node_id)
-        refuse_cfg_pp(params, stack_version(transformer, decoder), node_id)
+        decoder = check_ltx25(transformer, encoder, node_id, self.files.catalog)
+        version = stack_version(transformer, decoder)
+        refuse_cfg_pp(params, version, "image" in submit.wired, node_id)
         factors = None if sources is None else vae_factors(sources.get("vae"))
         spatial, temporal = factors or (SPATIAL_FACTOR, TEMPORAL_FACTOR)
         if params.get("upscale"):
-            upsampler_path(params, transformer, self.files.catalog, node_id)
+            upsampler_path(params, transformer, self.files.catalog, node_id, version)
             spatial *= UPSCALE  # the first pass renders at half the size
         frames = params.get("frames")
         if frames is not None:
@@ -265,11 +270,11 @@ class LTX2Family(Family):
         return sequence_refusal(params, defaults, sources, split)
 
 
-def refuse_cfg_pp(params: Mapping[str, Any], version: str, node_id: str) -> None:
+def refuse_cfg_pp(params: Mapping[str, Any], version: str, image: bool, node_id: str) -> None:
     """A CFG++ sampler on a pass or stream that runs unguided, as the render resolves its
     sampler and guidances (the version's where the params leave them): a 422 naming it."""
-    sampling = first_pass(params, version)
-    refine = refining_pass(params, version)[1] if params.get("upscale") else None
+    sampling = first_pass(params, version, image)
+    refine = refining_pass(params, version, image)[1] if params.get("upscale") else None
     refusal = cfg_pp_refusal(
         str(sampling["sampler"]),
         float(sampling["guidance"]),

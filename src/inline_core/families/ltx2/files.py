@@ -31,7 +31,13 @@ from inline_core.contract.files import (
     read_json,
 )
 from inline_core.diffusion.files.shapes import Shapes
-from inline_core.families.ltx2 import checkpoint_keys, connector_keys, gemma_file, vocoder_keys
+from inline_core.families.ltx2 import (
+    checkpoint_keys,
+    comfy_ltx25,
+    connector_keys,
+    gemma_file,
+    vocoder_keys,
+)
 from inline_core.families.ltx2.request import MAX_PROMPT_TOKENS
 from inline_core.families.ltx2.single_file_config import SingleFileError, layout
 from inline_core.families.ltx2.single_file_vae_config import (
@@ -111,7 +117,9 @@ def encoder_problem(path: Path) -> str | None:
         kind = None if config is None else config.get("model_type")
         return None if kind in TEXT_ENCODER_TYPES else f"it is not a Gemma folder ({kind!r})"
     if not gemma_file.is_gemma_file(path):
-        return "it is not ComfyUI's Gemma 3 file (no Gemma 3 language model in it)"
+        # ComfyUI's LTX-2.5 Gemma 4 file is said to be that, not merely "not Gemma 3".
+        ltx25 = comfy_ltx25.refusal(path)
+        return ltx25 or "it is not ComfyUI's Gemma 3 file (no Gemma 3 language model in it)"
     return gemma_file.problem(path)
 
 

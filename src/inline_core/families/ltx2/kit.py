@@ -141,7 +141,8 @@ SCHEDULER_CONFIG: dict[str, Any] = {
     "shift_terminal": 0.1,
     "time_shift_type": "exponential",
 }
-# The spatial latent upsampler (2x in width and height) of the two-stage path.
+# The spatial latent upsampler (2x in width and height) of the two-stage path: LTX-2.0's x2
+# layer is the rational resampler, 2.3's and 2.5's a plain pixel shuffle (upsampler_version.py).
 UPSAMPLER_CONFIG: dict[str, Any] = {
     "in_channels": LATENT_CHANNELS,
     "mid_channels": 32,
@@ -150,7 +151,6 @@ UPSAMPLER_CONFIG: dict[str, Any] = {
     "spatial_upsample": True,
     "temporal_upsample": False,
     "rational_spatial_scale": 2.0,
-    "use_rational_resampler": False,
 }
 SEEDS = {
     "text_encoder": 41,
@@ -258,7 +258,9 @@ def write_kit(out: Path, size: str = "tiny") -> LTX2Kit:
     return LTX2Kit(out, folder)
 
 
-def build_upsampler() -> Any:
+def build_upsampler(ltx20: bool = True) -> Any:
+    """The tiny upsampler as LTX-2.0's (`ltx20`) or 2.3's and later are built."""
     seeded(SEEDS["latent_upsampler"])
     ltx2 = module("diffusers.pipelines.ltx2.latent_upsampler")
-    return ltx2.LTX2LatentUpsamplerModel(**UPSAMPLER_CONFIG).eval()
+    config = {**UPSAMPLER_CONFIG, "use_rational_resampler": ltx20}
+    return ltx2.LTX2LatentUpsamplerModel(**config).eval()

@@ -36,5 +36,5 @@ def write_ltx23_kit(out: Path) -> LTX2Kit:
     """Write the tiny LTX-2.3 stack into the models folder `out`."""
     folder = out / "diffusion_models" / FOLDER
     diffusers().LTX2Pipeline(**build_parts()).save_pretrained(str(folder))
-    build_upsampler().save_pretrained(str(folder / "latent_upsampler"))
+    build_upsampler(ltx20=False).save_pretrained(str(folder / "latent_upsampler"))
     return LTX2Kit(out, folder)

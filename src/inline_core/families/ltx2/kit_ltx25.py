@@ -82,5 +82,5 @@ def write_ltx25_kit(out: Path) -> LTX2Kit:
     folder = out / "diffusion_models" / FOLDER
     diffusers().LTX2Pipeline(**build_parts()).save_pretrained(str(folder))
     build_decoder().save_pretrained(str(folder / DECODER_SUBFOLDER))
-    build_upsampler().save_pretrained(str(out / UPSCALE_CATEGORY / UPSAMPLER))
+    build_upsampler(ltx20=False).save_pretrained(str(out / UPSCALE_CATEGORY / UPSAMPLER))
     return LTX2Kit(out, folder)

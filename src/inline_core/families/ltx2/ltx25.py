@@ -35,7 +35,9 @@ What diffusers 0.42 makes of LTX-2.5 (`pipelines/ltx2`, `modular_pipelines/ltx2`
 A folder is LTX-2.5 when its text encoder is Gemma 4 (`config.json`'s model_type), whatever its
 name; it then needs its `diffusion_decoder/`. Text and image to video render as 2.0's do (the
 image re-compressed at 2.5's conditioning CRF, 18, as diffusers resolves it from Gemma 4), the
-decode aside, and so does `upscale` (above).
+decode aside, and so does `upscale` (above). Its decoder may also be ComfyUI's LTX-2.5
+video VAE file in `vae/` (`diffusion_vae_file.py`), where the folder has no
+`diffusion_decoder/`. ComfyUI's other LTX-2.5 files are not read (`comfy_ltx25.py`).
 """
 
 from __future__ import annotations
@@ -44,12 +46,16 @@ from pathlib import Path
 
 from inline_core.contract.files import read_json
 from inline_core.errors import ModelMissing
+from inline_core.families.ltx2.diffusion_vae_file import is_diffusion_vae_file
+from inline_core.families.ltx2.diffusion_vae_file import problem as diffusion_vae_problem
+from inline_core.models.catalog import Catalog
 from inline_core.models.source import Source
 
 ENCODER_PREFIX = "gemma4"  # Gemma 4's model_types: gemma4, gemma4_unified
 ENCODER_TYPE = "gemma4_unified"  # the one LTX2Pipeline takes as its text encoder
 DECODER_SUBFOLDER = "diffusion_decoder"
 DECODER_CLASS = "LTX2VideoDiffusionDecoderModel"
+VAE_CATEGORY = "vae"  # where ComfyUI's LTX-2.5 templates keep its video VAE file
 
 
 def encoder_kind(encoder: Source | None) -> str:
@@ -73,9 +79,37 @@ def decoder_folder(transformer: Source | None) -> Path | None:
     return folder if config is not None and config.get("_class_name") == DECODER_CLASS else None
 
 
-def check_ltx25(transformer: Source | None, encoder: Source | None, node_id: str) -> Path | None:
-    """On an LTX-2.5 stack, its diffusion decoder's folder (a 422 naming what is missing);
-    None on 2.0/2.3."""
+def decoder_file(catalog: Catalog | None, node_id: str) -> Path | None:
+    """ComfyUI's LTX-2.5 video VAE file in `vae/` (`diffusion_vae_file.py`), the only one; a
+    422 where it cannot be read or there are several."""
+    if catalog is None:
+        return None
+    entries = catalog.entries(VAE_CATEGORY)
+    found = [e.path for e in entries if not e.is_folder and is_diffusion_vae_file(e.path)]
+    if len(found) > 1:
+        raise ModelMissing(
+            f"{len(found)} LTX-2.5 diffusion video VAE files are in {catalog.root / VAE_CATEGORY} "
+            f"({', '.join(p.name for p in found[:3])}): keep one, or put the model folder's "
+            f"{DECODER_SUBFOLDER}/",
+            node_id=node_id,
+        )
+    if found:
+        wrong = diffusion_vae_problem(found[0])
+        if wrong is not None:
+            raise ModelMissing(
+                f"the diffusion video VAE {found[0]} cannot be read: {wrong}", node_id=node_id
+            )
+    return found[0] if found else None
+
+
+def check_ltx25(
+    transformer: Source | None,
+    encoder: Source | None,
+    node_id: str,
+    catalog: Catalog | None = None,
+) -> Path | None:
+    """On an LTX-2.5 stack, its diffusion decoder: the model folder's `diffusion_decoder/`,
+    else ComfyUI's video VAE file in `vae/` (a 422 naming what is missing); None on 2.0/2.3."""
     if not is_ltx25(encoder):
         return None
     kind = encoder_kind(encoder)
@@ -86,14 +120,15 @@ def check_ltx25(transformer: Source | None, encoder: Source | None, node_id: str
             "(Gemma4UnifiedForConditionalGeneration, as diffusers' LTX-2.5 folder holds it)",
             node_id=node_id,
         )
-    folder = decoder_folder(transformer)
+    folder = decoder_folder(transformer) or decoder_file(catalog, node_id)
     if folder is None:
         where = transformer.path if transformer is not None else "the model"
         raise ModelMissing(
             f"this model is LTX-2.5 (its text encoder is {encoder_kind(encoder)}), which decodes "
             f"its video with a diffusion decoder: {where} has no {DECODER_SUBFOLDER}/ "
-            f"({DECODER_CLASS}); put LTX-2.5's diffusers folder, its {DECODER_SUBFOLDER}/ "
-            "included, in diffusion_models",
+            f"({DECODER_CLASS}) and {VAE_CATEGORY}/ holds no ComfyUI LTX-2.5 video VAE file; put "
+            f"LTX-2.5's diffusers folder, its {DECODER_SUBFOLDER}/ included, in "
+            f"diffusion_models, or ComfyUI's ltx-2.5-video-vae file in {VAE_CATEGORY}/",
             node_id=node_id,
         )
     return folder

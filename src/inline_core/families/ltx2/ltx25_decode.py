@@ -18,17 +18,21 @@ import torch
 from torch import nn
 
 from inline_core.diffusion.libs import module, quiet
+from inline_core.families.ltx2.diffusion_vae_load import load_decoder_file
 from inline_core.families.ltx2.neighborhood_attention import use_blocked_attention
 
 VALUE_RANGE = (-1.0, 1.0)  # its decoded floats, as the VAE's
 
 
-def load_decoder(folder: Path, dtype: torch.dtype) -> nn.Module:
-    """The `LTX2VideoDiffusionDecoderModel` in `folder`, on the CPU, in `dtype`, its
-    attention blocked."""
+def load_decoder(where: Path, dtype: torch.dtype) -> nn.Module:
+    """The `LTX2VideoDiffusionDecoderModel` in the folder or ComfyUI's VAE file `where`
+    (`diffusion_vae_load.py`), on the CPU, in `dtype`, its attention blocked."""
     quiet()
-    cls: Any = module("diffusers").LTX2VideoDiffusionDecoderModel
-    model = cls.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
+    if where.is_file():
+        model: Any = load_decoder_file(where, dtype)
+    else:
+        cls: Any = module("diffusers").LTX2VideoDiffusionDecoderModel
+        model = cls.from_pretrained(str(where), local_files_only=True, dtype=dtype)
     use_blocked_attention(model)
     return cast(nn.Module, model).eval()
 

@@ -6,7 +6,8 @@ keep Lightricks' module names), and its config as Lightricks' JSON in the header
 `__metadata__["config"]`, which ComfyUI reads too: `FIELDS` maps it onto diffusers' config,
 with Lightricks' defaults for a field it leaves out (a plain pixel shuffle, not the rational
 resampler diffusers defaults to). The two-stage path reads a spatial x2 upsampler; a temporal
-one, or a file without its config or with keys missing, is a 422 naming it at submit.
+one, or a file without its config or with keys missing, is a 422 naming it at submit. Which
+LTX-2 version it was made for: `upsampler_version.py`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ BLOCK_KEYS = tuple(
     f"{layer}{i}.{p}" for i in (1, 2) for layer in ("conv", "norm") for p in ("weight", "bias")
 )
 TOP_KEYS = ("initial_conv.weight", "initial_norm.weight", "final_conv.weight")
+# The x2 layer's weights: the rational resampler's (LTX-2.0's) or a plain conv's (2.3's).
+LAYER_KEYS = {True: ("upsampler.conv.weight",), False: ("upsampler.0.weight",)}
 SHOWN = 4
 
 
@@ -85,6 +88,7 @@ def problem(path: Path) -> str | None:
     blocks = int(config["num_blocks_per_stage"])
     wanted = [
         *TOP_KEYS,
+        *LAYER_KEYS[bool(config["use_rational_resampler"])],
         *(
             f"{stage}.{i}.{key}"
             for stage in ("res_blocks", "post_upsample_res_blocks")

@@ -4,10 +4,12 @@ upsampler's folder, and which LoRAs adapt which pass.
 The upsampler is a diffusers `LTX2LatentUpsamplerModel` folder or Lightricks' single file
 (`upsampler_file.py`): the node's `upscale_model` in `latent_upscale_models/`, else the model
 folder's own `latent_upsampler/` (Lightricks/LTX-2's diffusers repo has one), else the only one
-in `latent_upscale_models/`. The LoRAs on the node's
-`loras` input say which pass they adapt by `input/lora`'s `expert`, as a two-model stack's do:
-`high` the first pass (from noise), `low` the refining pass (ComfyUI's templates put the
-distilled LoRA there), `both` both.
+in `latent_upscale_models/` made for the stack's version. One made for another version is
+refused, naming both (`upsampler_version.py`), and the take names the one that ran.
+
+The LoRAs on the node's `loras` input say which pass they adapt by `input/lora`'s `expert`, as a
+two-model stack's do: `high` the first pass (from noise), `low` the refining pass (ComfyUI's
+templates put the distilled LoRA there), `both` both.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from inline_core.errors import InvalidRequest, ModelMissing, NotFound
 from inline_core.families.ltx2.descriptor import UPSCALE_CATEGORY
 from inline_core.families.ltx2.upsampler_file import is_upsampler_file
 from inline_core.families.ltx2.upsampler_file import problem as upsampler_problem
+from inline_core.families.ltx2.upsampler_version import NAMES, fits, mismatch
 from inline_core.models.catalog import Catalog
 from inline_core.models.source import Source
 
@@ -52,10 +55,15 @@ def is_upsampler_entry(path: Path, is_folder: bool) -> bool:
 
 
 def upsampler_path(
-    params: Mapping[str, Any], transformer: Source | None, catalog: Catalog, node_id: str
+    params: Mapping[str, Any],
+    transformer: Source | None,
+    catalog: Catalog,
+    node_id: str,
+    version: str,
 ) -> Path:
-    """The latent upsampler the render uses (a folder or a file); `model_missing` saying where
-    to put one, or what the named file lacks."""
+    """The latent upsampler the render uses (a folder or a file), made for the stack's `version`
+    (`upsampler_version.py`); `model_missing` saying where to put one, or what the named file
+    lacks, and a 422 naming both versions where it was made for another."""
     root = catalog.root / UPSCALE_CATEGORY
     named = params.get("upscale_model")
     if named:
@@ -72,23 +80,49 @@ def upsampler_path(
             )
         if not entry.is_folder:
             refuse_bad_file(entry.path, node_id)
+        if not fits(entry.path, entry.is_folder, version):
+            message = mismatch(entry.path, entry.is_folder, version)
+            raise InvalidRequest(f"param 'upscale_model': {message}", node_id=node_id)
         return entry.path
     if transformer is not None and transformer.subfolder is not None:
         own = transformer.path / SUBFOLDER
         if is_upsampler(own):
+            if not fits(own, True, version):
+                raise ModelMissing(mismatch(own, True, version), node_id=node_id)
             return own
-    entries = catalog.entries(UPSCALE_CATEGORY)
-    found = [e.path for e in entries if is_upsampler_entry(e.path, e.is_folder)]
-    if len(found) == 1:
-        if found[0].is_file():
-            refuse_bad_file(found[0], node_id)
-        return found[0]
+    # An upsampler named by no param: the one made for this version (any other is not taken).
+    found = [
+        e for e in catalog.entries(UPSCALE_CATEGORY) if is_upsampler_entry(e.path, e.is_folder)
+    ]
+    fitting = [e.path for e in found if fits(e.path, e.is_folder, version)]
+    if len(fitting) == 1:
+        return fitting[0]
+    if len(found) == 1:  # the only one, unreadable or another version's: say which
+        only = found[0]
+        if not only.is_folder:
+            refuse_bad_file(only.path, node_id)
+        raise ModelMissing(mismatch(only.path, only.is_folder, version), node_id=node_id)
+    if fitting:
+        raise ModelMissing(
+            f"param 'upscale' found {len(fitting)} latent upsamplers made for this model's "
+            f"version in {root}: name one in 'upscale_model'",
+            node_id=node_id,
+        )
     raise ModelMissing(
-        f"param 'upscale' needs LTX-2's latent upsampler: a diffusers {UPSAMPLER_CLASS} folder "
-        f"or Lightricks' ltx-2-spatial-upscaler-x2 file in {root} (name it in 'upscale_model' "
-        f"when there are several), or the model folder's {SUBFOLDER}/",
+        f"param 'upscale' needs LTX-2's latent upsampler made for {NAMES[version]}: a diffusers "
+        f"{UPSAMPLER_CLASS} folder or Lightricks' ltx-2-spatial-upscaler-x2 file in {root} "
+        f"(name it in 'upscale_model' when there are several), or the model folder's "
+        f"{SUBFOLDER}/",
         node_id=node_id,
     )
+
+
+def upsampler_name(path: Path, catalog: Catalog) -> str:
+    """The upsampler as the take names it: its path under the models folder."""
+    try:
+        return path.relative_to(catalog.root).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def refuse_bad_file(path: Path, node_id: str) -> None:
