@@ -26,7 +26,6 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Protocol, cast, runtime_checkable
 
 from inline_core.components.step import (
@@ -281,6 +280,7 @@ class StepLoopRunner:
             target=_tick, args=(sampler, shared, idle_tick_s, ticking), daemon=True
         )
         ticker.start()
+        gate: Gate | None = None
         try:
             while True:
                 message = inbox.get()
@@ -289,10 +289,17 @@ class StepLoopRunner:
                 if isinstance(message, Cancel):
                     shared.cancel(message.job_id, message.reason)
                 elif isinstance(message, Hold):
-                    sampler.call_soon(partial(_gather, sampler, message))
+                    if gate is not None:
+                        gate.open()
+                    gate = Gate(message.count, message.timeout_s)
+                    gate.close_on(sampler)
                 elif isinstance(message, Job):
                     self._start(message, sampler, shared, send)
+                    if gate is not None and gate.arrived():
+                        gate = None
         finally:
+            if gate is not None:  # a `Shutdown` (or a `Load`) ends a hold: the stop goes next
+                gate.open()
             ticking.set()
             stopped = threading.Event()
 
@@ -435,16 +442,41 @@ class StepLoopRunner:
                 send(Result(job_id, self.context.rank, meta=meta))
 
 
-def _gather(sampler: StepLoopSampler, hold: Hold, poll_s: float = 0.005) -> None:
-    """On the loop thread, at a boundary before it admits: wait until `hold.count` jobs are in
-    the loop (those the server sent after the hold arrive meanwhile) or its time is up."""
-    deadline = time.monotonic() + hold.timeout_s
-    while time.monotonic() < deadline:
-        stats = sampler.stats()
-        if stats["activeJobs"] + stats["queuedJobs"] >= hold.count:
-            return
-        time.sleep(poll_s)
-    log.warning("rank 0 held its loop %.0f s for %d jobs; going on", hold.timeout_s, hold.count)
+class Gate:
+    """A `Hold` on rank 0: its loop paused at a step boundary until the next `count` jobs the
+    server sends have reached it, refused ones included (or `timeout_s` passes). The jobs are
+    counted as they arrive, not as the loop sees them: the loop admits what waited when it
+    paused only after the pause, so those are not in its queue, and a refused job never is."""
+
+    def __init__(self, count: int, timeout_s: float) -> None:
+        self.left = count
+        self.timeout_s = timeout_s
+        self._paused = threading.Event()
+        self._open = threading.Event()
+
+    def close_on(self, sampler: StepLoopSampler) -> None:
+        """Pause the loop, returning once it is paused: the jobs that follow wait in its queue
+        and are admitted together when it resumes."""
+        sampler.call_soon(self._pause)
+        self._paused.wait(self.timeout_s)
+
+    def arrived(self) -> bool:
+        """One of the held-for jobs reached rank 0; True when that was the last (it opens)."""
+        self.left -= 1
+        if self.left > 0:
+            return False
+        self.open()
+        return True
+
+    def open(self) -> None:
+        self._open.set()
+
+    def _pause(self) -> None:  # on the loop thread
+        self._paused.set()
+        if not self._open.wait(self.timeout_s):
+            log.warning(
+                "rank 0 held its loop %.0f s for %d more jobs; going on", self.timeout_s, self.left
+            )
 
 
 def _tick(
