@@ -18,7 +18,6 @@ report each job they finished with their own counters (what their attention saw)
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
@@ -40,6 +39,7 @@ from inline_core.diffusion.packed_linear import packed_bytes
 from inline_core.errors import Cancelled, InlineError
 from inline_core.parallel.collective import STOP, TICK, Admit, Command, Forward
 from inline_core.parallel.engines import SplitEngine, apply_split, resolve_module
+from inline_core.parallel.hold_gate import Gate
 from inline_core.parallel.probe import AttentionProbe
 from inline_core.parallel.protocol import (
     Cancel,
@@ -61,8 +61,6 @@ from inline_core.runtime.cancel import CancelToken
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.sampling.previews import PreviewChannel
-
-log = logging.getLogger(__name__)
 
 Share = Callable[[Command], Command]  # rank 0: share a command with every rank
 Receive = Callable[[], Command]  # the other ranks: the next command rank 0 shared
@@ -440,43 +438,6 @@ class StepLoopRunner:
                     **self.meter.meta(job_id),
                 }
                 send(Result(job_id, self.context.rank, meta=meta))
-
-
-class Gate:
-    """A `Hold` on rank 0: its loop paused at a step boundary until the next `count` jobs the
-    server sends have reached it, refused ones included (or `timeout_s` passes). The jobs are
-    counted as they arrive, not as the loop sees them: the loop admits what waited when it
-    paused only after the pause, so those are not in its queue, and a refused job never is."""
-
-    def __init__(self, count: int, timeout_s: float) -> None:
-        self.left = count
-        self.timeout_s = timeout_s
-        self._paused = threading.Event()
-        self._open = threading.Event()
-
-    def close_on(self, sampler: StepLoopSampler) -> None:
-        """Pause the loop, returning once it is paused: the jobs that follow wait in its queue
-        and are admitted together when it resumes."""
-        sampler.call_soon(self._pause)
-        self._paused.wait(self.timeout_s)
-
-    def arrived(self) -> bool:
-        """One of the held-for jobs reached rank 0; True when that was the last (it opens)."""
-        self.left -= 1
-        if self.left > 0:
-            return False
-        self.open()
-        return True
-
-    def open(self) -> None:
-        self._open.set()
-
-    def _pause(self) -> None:  # on the loop thread
-        self._paused.set()
-        if not self._open.wait(self.timeout_s):
-            log.warning(
-                "rank 0 held its loop %.0f s for %d more jobs; going on", self.timeout_s, self.left
-            )
 
 
 def _tick(
