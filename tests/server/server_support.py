@@ -185,17 +185,18 @@ class LiveServer:
         """Wait for the launched server to answer /v1/health. `free_port` only finds a port
         that was free: another process on the machine may take it before the server binds it,
         and then the server is launched again on another one (a few times at most)."""
-        for _attempt in range(PORT_RACE_RETRIES):
+        for attempt in range(PORT_RACE_RETRIES):
+            if attempt:
+                self.launch()
             outcome = wait_until(
                 self._settled, "the server to answer /v1/health", timeout=timeout, interval=0.05
             )
             if outcome == "ready":
                 return
-            self.launch()
         raise AssertionError(f"no free port held for the server: {self.log()}")
 
     def _settled(self) -> str | None:
-        """"ready" once it answers /v1/health, "port taken" once it exited for want of its
+        """ "ready" once it answers /v1/health, "port taken" once it exited for want of its
         port, None while neither; any other exit fails the test with its log."""
         proc = self.proc
         assert proc is not None

@@ -32,3 +32,22 @@ def test_a_server_whose_port_was_taken_meanwhile_starts_on_another(
             assert PORT_TAKEN in (tmp_path / "server-1.log").read_text()
         finally:
             server.close()
+
+
+def test_a_server_whose_port_is_taken_every_time_fails_after_its_last_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every launch's port taken: the start gives up with the last launch's log, launching no
+    # server beyond its tries that nobody waits for.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = int(taken.getsockname()[1])
+        monkeypatch.setattr(server_support, "free_port", lambda: busy)
+        server = LiveServer(tmp_path / "data", tmp_path / "models")
+        try:
+            with pytest.raises(AssertionError, match=PORT_TAKEN):
+                server.start()
+            assert server.starts == server_support.PORT_RACE_RETRIES
+        finally:
+            server.close()
