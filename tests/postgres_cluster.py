@@ -40,6 +40,9 @@ def postgres_bin() -> Path | None:
     return None
 
 
+PORT_RACE_RETRIES = 3
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -84,8 +87,23 @@ class PostgresCluster:
         return cluster
 
     def start(self) -> None:
-        if not self.port:
+        """Start it; its first start picks a free port, and picks another if a process on the
+        machine took that one before PostgreSQL bound it (a restart keeps its port: the stores
+        reconnect to the same URL)."""
+        if self.port:
+            self._start_on_port()
+            return
+        for attempt in range(PORT_RACE_RETRIES):
             self.port = _free_port()
+            try:
+                self._start_on_port()
+                return
+            except RuntimeError:
+                taken = "Address already in use" in self.log.read_text(errors="replace")
+                if not taken or attempt == PORT_RACE_RETRIES - 1:
+                    raise
+
+    def _start_on_port(self) -> None:
         options = " ".join(
             [
                 "-c listen_addresses=127.0.0.1",

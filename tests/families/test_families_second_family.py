@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import random
 import re
 from collections.abc import Generator, Iterator
@@ -32,6 +33,7 @@ from websockets.sync.client import connect
 from inline_core.config import Config
 from inline_core.contract.registry import Families
 from inline_core.device import policy_from_config
+from inline_core.device.split import ParallelSpec
 from inline_core.diffusion.libs import diffusers
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.families.nodes.register import register_families
@@ -316,6 +318,28 @@ def test_two_families_under_a_budget_for_one_evict_each_other(
         assert loads[0] < loads[1] < loads[2] < loads[3]
         assert runtime.stats()["evictions"] > 0
     finally:
+        sampler.close()
+
+
+def test_a_ring_split_leaves_chroma_in_process_beside_a_family_that_rings(
+    families: Families, two_families: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Chroma splits with Ulysses alone (its mask is laid out for it): a server given
+    INLINE_PARALLEL=ring=2 starts, splits Z-Image, which rings, and renders Chroma in process,
+    saying so."""
+    caplog.set_level(logging.WARNING)
+    config = Config(models_dir=two_families, profile="cpu", dtype="float32", parallel="ring=2")
+    sampler = StepLoopSampler()
+    runtime = ModelRuntime(config, sampler)
+    try:
+        chroma, zimage = families.named("chroma"), families.named("z-image")
+        catalog = Catalog(two_families, ttl_s=0.0)
+        register_families(Registry(), Families([chroma, zimage]), catalog, runtime)
+        assert runtime.split_for(chroma, None) is None
+        assert runtime.split_for(zimage, None) == ParallelSpec.parse("ring=2")
+        assert "Chroma cannot be split with ring (it splits with ulysses)" in caplog.text
+    finally:
+        runtime.close()
         sampler.close()
 
 

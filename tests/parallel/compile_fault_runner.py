@@ -5,8 +5,10 @@ Loaded inside the ranks by dotted path (the tests put this folder on the ranks' 
 the file named by `BREAK_FLAG` exists it is the step runner itself; once it does, rank 1 points
 inductor at a C++ compiler that does not exist before its next command (inductor checks the
 compiler before any cache lookup, so the next graph it compiles fails for real, whatever inductor's
-caches on disk hold). Rank 0 keeps its compiler. The flag is checked between rank 0's commands,
-never inside a forward.
+caches on disk hold) and drops dynamo's compiled code once, so its next forward of the blocks
+compiles again: the same shape class as before fails on rank 1 while rank 0 keeps its compiler
+and its graphs (it compiles nothing new, which keeps a second cold compile out of the test). The
+flag is checked between rank 0's commands, never inside a forward.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def _break_compiler(flag: Path) -> None:
     inductor.cpp.cxx = (missing_compiler(flag),)
     inductor.fx_graph_cache = False
     cast(Any, torch)._functorch.config.enable_autograd_cache = False
+    cast(Any, torch)._dynamo.reset()  # the graphs compiled so far: gone, the next call compiles
 
 
 class CompilerBreakingRunner:
@@ -52,6 +55,7 @@ class CompilerBreakingRunner:
     def __init__(self, runner: StepLoopRunner, flag: Path) -> None:
         self._runner = runner
         self._flag = flag
+        self._broken = False
 
     def describe(self) -> dict[str, Json]:
         return self._runner.describe()
@@ -64,8 +68,9 @@ class CompilerBreakingRunner:
     def serve_follower(self, receive: Receive, send: Send) -> None:
         def receive_then_check() -> Command:
             command = receive()
-            if self._flag.exists():
+            if not self._broken and self._flag.exists():
                 _break_compiler(self._flag)
+                self._broken = True
             return command
 
         self._runner.serve_follower(receive_then_check, send)

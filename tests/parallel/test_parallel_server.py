@@ -134,7 +134,7 @@ def test_a_split_the_model_cannot_run_stops_the_server_from_starting(
     assert proc.wait(timeout=60) == 2
     lines = [line for line in server.log().splitlines() if line.startswith("inline-core:")]
     # No family installed splits with pipefusion: the first that splits at all names itself and
-    # its methods (ulysses and ring, or FLUX.2's ulysses alone).
+    # its methods (ulysses, and ring where it rings).
     assert len(lines) == 1 and re.fullmatch(
         r"inline-core: INLINE_PARALLEL=pipefusion=2: [\w.-]+ cannot be split with "
         r"pipefusion; supported methods: ulysses(, ring)?",

@@ -109,6 +109,10 @@ def wait_until(
         time.sleep(interval)
 
 
+PORT_TAKEN = "the port is in use"  # the server's words when its port was taken meanwhile
+PORT_RACE_RETRIES = 3
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -178,19 +182,33 @@ class LiveServer:
         self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Wait for the launched server to answer /v1/health."""
+        """Wait for the launched server to answer /v1/health. `free_port` only finds a port
+        that was free: another process on the machine may take it before the server binds it,
+        and then the server is launched again on another one (a few times at most)."""
+        for attempt in range(PORT_RACE_RETRIES):
+            if attempt:
+                self.launch()
+            outcome = wait_until(
+                self._settled, "the server to answer /v1/health", timeout=timeout, interval=0.05
+            )
+            if outcome == "ready":
+                return
+        raise AssertionError(f"no free port held for the server: {self.log()}")
+
+    def _settled(self) -> str | None:
+        """ "ready" once it answers /v1/health, "port taken" once it exited for want of its
+        port, None while neither; any other exit fails the test with its log."""
         proc = self.proc
         assert proc is not None
-
-        def ready() -> bool | None:
-            if proc.poll() is not None:
-                raise AssertionError(f"server exited with {proc.returncode}: {self.log()}")
-            try:
-                return httpx.get(self.base + "/v1/health", timeout=1.0).status_code == 200 or None
-            except httpx.HTTPError:
-                return None
-
-        wait_until(ready, "the server to answer /v1/health", timeout=timeout, interval=0.05)
+        if proc.poll() is not None:
+            if proc.returncode == 2 and PORT_TAKEN in self.log():
+                return "port taken"
+            raise AssertionError(f"server exited with {proc.returncode}: {self.log()}")
+        try:
+            answered = httpx.get(self.base + "/v1/health", timeout=1.0).status_code
+        except httpx.HTTPError:
+            return None
+        return "ready" if answered == 200 else None
 
     @property
     def log_path(self) -> Path:

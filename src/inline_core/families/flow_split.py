@@ -1,6 +1,7 @@
 """A flow image family split by cache-dit's Ulysses over its transformer's heads, and the image
-tokens its ranks must share (torch-free). FLUX.2 and Krea 2 split this way; Krea 2 also with
-Ring, alone or over Ulysses groups (`RING_METHODS`, its masked ring: `krea2/ring.py`).
+tokens its ranks must share (torch-free). FLUX.2 and Krea 2 split this way, and with Ring, alone or
+over Ulysses groups: their blocks' attention runs the shared masked ring (`masked_ring.py`,
+`ulysses_ring.py`), routed by each family's `ring.py`.
 
 Ulysses shards heads, so its degree must divide the transformer's (read from the model's files).
 The prompt is padded to a fixed count of tokens, so only rank counts dividing it shard it
@@ -17,8 +18,7 @@ from typing import Any
 from inline_core.device.split import ModelParallelSupport
 from inline_core.families.flow_request import PIXELS_PER_TOKEN
 
-SPLIT_METHODS = frozenset({"ulysses"})  # FLUX.2's: its Ring is untested here
-RING_METHODS = frozenset({"ulysses", "ring"})
+SPLIT_METHODS = frozenset({"ulysses", "ring"})
 SPLIT_ENGINES = frozenset({"cache-dit"})
 WAY_OUT = "or render it on a server without INLINE_PARALLEL"
 
@@ -27,17 +27,16 @@ def ulysses_support(
     family: str,
     config: Mapping[str, Any] | None,
     text_tokens: int,
-    methods: frozenset[str] = SPLIT_METHODS,
 ) -> ModelParallelSupport:
-    """Ulysses (and Ring, where `methods` has it) over the heads of a transformer's `config`
-    (None: not read yet, so unknown), for prompts padded to `text_tokens`."""
+    """Ulysses over the heads of a transformer's `config` (None: not read yet, so unknown), Ring,
+    or both, for prompts padded to `text_tokens`."""
     heads: object = None if config is None else config.get("num_attention_heads")
     return ModelParallelSupport(
         family=family,
-        methods=methods,
+        methods=SPLIT_METHODS,
         heads=heads if isinstance(heads, int) and heads > 0 else None,
         sequence_multiple=text_tokens,
-        ulysses_with_ring="ring" in methods,
+        ulysses_with_ring=True,  # the masked ring runs over Ulysses groups
     )
 
 

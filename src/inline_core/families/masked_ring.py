@@ -6,7 +6,7 @@ cache-dit's ring attention passes one mask, the one of the keys a rank starts wi
 step, and its CPU kernel refuses a mask outright. Here every rank knows the whole sequence's key
 mask, laid out in rank order (the order the split shards the sequence in), so at each ring step
 the rank masks the keys it holds with their owner's slice of it: the mask travels with the keys
-without being sent. A family routes its attention here (its processor's dispatch).
+without being sent. A family routes its attention here (its processors' dispatch: `RingRoute`).
 
 Each step attends the rank's queries to one rank's keys, exactly (float32 scores, a block of
 queries at a time to bound the scores' memory), and the steps are merged by their log-sum-exps,
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -48,6 +49,27 @@ class MaskedRing:
         """`query`, `key`, `value` (batch, local tokens, heads, head width), this rank's;
         `mask` (batch, 1, 1, every rank's tokens) or (batch, every rank's tokens), True on a key
         to attend, in rank order. Returns this rank's output, shaped as `query`."""
+        q, k, v = (self._into_ring(x) for x in (query, key, value))
+        return self._out_of_ring(self._ring(q, k, v, mask, scale))
+
+    def _into_ring(self, x: torch.Tensor) -> torch.Tensor:
+        """What this rank's queries, keys or values are over the ring: themselves (a ring over
+        groups of ranks first gathers its group's, `ulysses_ring.py`)."""
+        return x
+
+    def _out_of_ring(self, x: torch.Tensor) -> torch.Tensor:
+        """The ring's output as this rank's (the inverse of `_into_ring`)."""
+        return x
+
+    def _ring(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor | None,
+        scale: float | None,
+    ) -> torch.Tensor:
+        """The ring steps over the peers' keys, as `attend` says."""
         tokens = int(key.shape[1])
         if mask is not None:
             mask = mask.reshape(mask.shape[0], 1, 1, -1).to(torch.bool)
@@ -179,17 +201,26 @@ class RingDispatch:
         return ring.attend(query, key, value, attn_mask, options.get("scale"))
 
 
-def route(
-    module_name: str, function: str, config: str, processors: Iterable[Any], ring: MaskedRing
-) -> None:
-    """Run the attention of `processors` over `ring`: each carries it as its `_<config>` (where
-    cache-dit put its own), and the module-level `function` they call with `config=` it, wrapped
-    once per process, hands such calls to it."""
-    module = importlib.import_module(module_name)
-    dispatch = getattr(module, function, None)
-    if dispatch is None:
-        raise RuntimeError(f"{module_name} has no {function} to route the ring through")
-    if not isinstance(dispatch, RingDispatch):
-        setattr(module, function, RingDispatch(dispatch, config))
-    for processor in processors:
-        setattr(processor, f"_{config}", ring)
+@dataclass(frozen=True)
+class RingRoute:
+    """Where a family's split transformer attends: the processors of its `blocks` (each block's
+    `attn.processor`) call `module`'s `function` with their parallel config by the keyword
+    `config`, kept on them as `_<config>` (where cache-dit put its own)."""
+
+    module: str
+    function: str
+    config: str
+    blocks: tuple[str, ...] = ("transformer_blocks",)
+
+    def route(self, transformer: Any, ring: MaskedRing) -> None:
+        """Run the attention of `transformer`'s blocks over `ring`: each processor carries it,
+        and `function`, wrapped once per process, hands the calls that pass it to the ring."""
+        module = importlib.import_module(self.module)
+        dispatch = getattr(module, self.function, None)
+        if dispatch is None:
+            raise RuntimeError(f"{self.module} has no {self.function} to route the ring through")
+        if not isinstance(dispatch, RingDispatch):
+            setattr(module, self.function, RingDispatch(dispatch, self.config))
+        for name in self.blocks:
+            for block in getattr(transformer, name):
+                setattr(block.attn.processor, f"_{self.config}", ring)

@@ -1,5 +1,5 @@
-"""Ulysses and Ring together (USP) for a masked attention (imports torch; Qwen-Image's and
-Krea 2's), and the ring a split's degrees ask for (`masked_ring_for`).
+"""Ulysses and Ring together (USP) for a masked attention (imports torch; Qwen-Image's, Krea 2's
+and FLUX.2's), and the ring a split's degrees ask for (`masked_ring_for`, `route_split`).
 
 The ranks form a grid as cache-dit's mesh lays them out, Ring outer and Ulysses inner: rank
 `ring_index * ulysses + ulysses_index`, so the shards cache-dit hands out in rank order are, for
@@ -13,12 +13,13 @@ output trades its tokens back for heads.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from inline_core.families.masked_ring import MaskedRing
+from inline_core.families.masked_ring import MaskedRing, RingRoute
 
 _dist: Any = dist  # `new_group` and `all_to_all_single` are partly untyped in torch
 
@@ -36,32 +37,18 @@ class MaskedUlyssesRing(MaskedRing):
         super().__init__(ring_index, ring, rings[self.ulysses_index])
         self.heads_group: Any = groups[ring_index]
 
-    def attend(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        mask: torch.Tensor | None,
-        scale: float | None = None,
-    ) -> torch.Tensor:
-        """As `MaskedRing.attend`, `query`, `key`, `value` this rank's (batch, tokens, heads,
-        width) and `mask` every rank's keys in rank order."""
-        heads = int(query.shape[2])
-        if heads % self.ulysses:
-            raise ValueError(f"{heads} attention heads do not split over ulysses={self.ulysses}")
-        q, k, v = (self._gather_tokens(x) for x in (query, key, value))
-        return self._gather_heads(super().attend(q, k, v, mask, scale))
-
-    def _gather_tokens(self, x: torch.Tensor) -> torch.Tensor:
+    def _into_ring(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, tokens, heads, width) -> (batch, group's tokens, heads / ulysses, width)."""
         batch, tokens, heads, width = x.shape
+        if heads % self.ulysses:
+            raise ValueError(f"{heads} attention heads do not split over ulysses={self.ulysses}")
         parts = x.reshape(batch, tokens, self.ulysses, heads // self.ulysses, width)
         sent = parts.permute(2, 0, 1, 3, 4).contiguous()  # member j gets its heads' share
         got = torch.empty_like(sent)
         _dist.all_to_all_single(got, sent, group=self.heads_group)  # got[j]: member j's tokens
         return got.permute(1, 0, 2, 3, 4).reshape(batch, self.ulysses * tokens, -1, width)
 
-    def _gather_heads(self, x: torch.Tensor) -> torch.Tensor:
+    def _out_of_ring(self, x: torch.Tensor) -> torch.Tensor:
         """The inverse: (batch, group's tokens, heads / ulysses, width) -> this rank's tokens
         with every head."""
         batch, tokens, heads, width = x.shape
@@ -81,3 +68,15 @@ def masked_ring_for(ulysses: int, ring: int) -> MaskedRing | None:
     if ulysses > 1:
         return MaskedUlyssesRing(dist.get_rank(), ulysses, ring)
     return MaskedRing(dist.get_rank(), ring)
+
+
+def route_split(
+    route: RingRoute, transformer: Any, degrees: Mapping[str, int]
+) -> MaskedRing | None:
+    """Run the attention of a split `transformer` over this rank's masked ring, as its family's
+    `route` says, where `degrees` has Ring (None, nothing changed: Ulysses alone stays
+    cache-dit's)."""
+    ring = masked_ring_for(int(degrees.get("ulysses", 1)), int(degrees.get("ring", 1)))
+    if ring is not None:
+        route.route(transformer, ring)
+    return ring

@@ -89,9 +89,10 @@ class Cancel:
 
 @dataclass(frozen=True)
 class Hold:
-    """To rank 0: hold its step loop at the next boundary until `count` jobs wait in it (or
-    `timeout_s` passes), so jobs sent together are admitted together instead of as each happens
-    to arrive (`WorkerGroup.gather`). A runner without a step loop ignores it."""
+    """To rank 0: hold its step loop at the next boundary until the next `count` jobs reach it
+    (refused ones too; a `Shutdown` or `Load` ends it; or `timeout_s` passes), so jobs sent
+    together are admitted together instead of as each happens to arrive (`WorkerGroup.gather`).
+    A runner without a step loop ignores it."""
 
     count: int
     timeout_s: float

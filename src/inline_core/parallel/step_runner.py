@@ -18,7 +18,6 @@ report each job they finished with their own counters (what their attention saw)
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
@@ -26,7 +25,6 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Protocol, cast, runtime_checkable
 
 from inline_core.components.step import (
@@ -41,6 +39,7 @@ from inline_core.diffusion.packed_linear import packed_bytes
 from inline_core.errors import Cancelled, InlineError
 from inline_core.parallel.collective import STOP, TICK, Admit, Command, Forward
 from inline_core.parallel.engines import SplitEngine, apply_split, resolve_module
+from inline_core.parallel.hold_gate import Gate
 from inline_core.parallel.probe import AttentionProbe
 from inline_core.parallel.protocol import (
     Cancel,
@@ -62,8 +61,6 @@ from inline_core.runtime.cancel import CancelToken
 from inline_core.sampling.job import SampleJob
 from inline_core.sampling.loop import StepLoopSampler
 from inline_core.sampling.previews import PreviewChannel
-
-log = logging.getLogger(__name__)
 
 Share = Callable[[Command], Command]  # rank 0: share a command with every rank
 Receive = Callable[[], Command]  # the other ranks: the next command rank 0 shared
@@ -281,6 +278,7 @@ class StepLoopRunner:
             target=_tick, args=(sampler, shared, idle_tick_s, ticking), daemon=True
         )
         ticker.start()
+        gate: Gate | None = None
         try:
             while True:
                 message = inbox.get()
@@ -289,10 +287,17 @@ class StepLoopRunner:
                 if isinstance(message, Cancel):
                     shared.cancel(message.job_id, message.reason)
                 elif isinstance(message, Hold):
-                    sampler.call_soon(partial(_gather, sampler, message))
+                    if gate is not None:
+                        gate.open()
+                    gate = Gate(message.count, message.timeout_s)
+                    gate.close_on(sampler)
                 elif isinstance(message, Job):
                     self._start(message, sampler, shared, send)
+                    if gate is not None and gate.arrived():
+                        gate = None
         finally:
+            if gate is not None:  # a `Shutdown` (or a `Load`) ends a hold: the stop goes next
+                gate.open()
             ticking.set()
             stopped = threading.Event()
 
@@ -433,18 +438,6 @@ class StepLoopRunner:
                     **self.meter.meta(job_id),
                 }
                 send(Result(job_id, self.context.rank, meta=meta))
-
-
-def _gather(sampler: StepLoopSampler, hold: Hold, poll_s: float = 0.005) -> None:
-    """On the loop thread, at a boundary before it admits: wait until `hold.count` jobs are in
-    the loop (those the server sent after the hold arrive meanwhile) or its time is up."""
-    deadline = time.monotonic() + hold.timeout_s
-    while time.monotonic() < deadline:
-        stats = sampler.stats()
-        if stats["activeJobs"] + stats["queuedJobs"] >= hold.count:
-            return
-        time.sleep(poll_s)
-    log.warning("rank 0 held its loop %.0f s for %d jobs; going on", hold.timeout_s, hold.count)
 
 
 def _tick(

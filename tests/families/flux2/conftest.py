@@ -73,3 +73,22 @@ def client(flux2_kit: Flux2Kit, tmp_path_factory: pytest.TempPathFactory) -> Ite
     config = Config(models_dir=flux2_kit.root, data_dir=data, profile="cpu", dtype="float32")
     with TestClient(create_app(config)) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def handle(flux2_kit: Flux2Kit) -> Any:
+    """The server's handle on the kit's klein base model in a worker group's ranks, on CPU (the
+    split tests: `flux2_split_harness.py`, imported here only where a test asks for it)."""
+    from flux2_split_harness import split_handle
+
+    return split_handle(flux2_kit)
+
+
+@pytest.fixture(scope="module")
+def local(handle: Any, group: Any) -> Iterator[Any]:
+    """The pipeline in this process, built by the loader (and spec) the ranks of the module's
+    `group` use, stepped at a rank's thread count (oneDNN's float reductions depend on it)."""
+    from flux2_split_harness import in_process_at_rank_threads
+
+    with in_process_at_rank_threads(handle, group) as pipeline:
+        yield pipeline

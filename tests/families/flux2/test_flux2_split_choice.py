@@ -1,20 +1,20 @@
-"""What FLUX.2 splits with, read from its files, and what a split refuses: a render whose image
-tokens the ranks cannot share evenly is a 422 at submit, a split the model cannot run stops the
-server, and a server given a split runs FLUX.2 on it. No worker group starts here (the split
-render itself: tests/parallel/test_parallel_flux2.py). Reference images' tokens count too: at
+"""What FLUX.2 splits with (Ulysses, Ring, both), read from its files, and what a split refuses:
+a render whose image tokens the ranks cannot share evenly is a 422 at submit, a split the model
+cannot run stops the server, and a server given a split runs FLUX.2 on it, Ring too (no longer
+in process). No worker group starts here (the split renders: tests/parallel/test_parallel_flux2.py,
+`test_flux2_ring_split.py`, `test_flux2_usp_split.py`). Reference images' tokens count too: at
 submit where their sizes are known, on the ranks where they are known only at run."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 from PIL import Image
 
 from inline_core.config import Config
-from inline_core.contract.registry import Families
 from inline_core.device.split import ParallelSpec
-from inline_core.engine.runtime import ModelRuntime
 from inline_core.errors import InvalidRequest
 from inline_core.families.flux2 import Flux2Family
 from inline_core.families.flux2.descriptor import NODE_TYPE
@@ -22,10 +22,7 @@ from inline_core.families.flux2.kit import Flux2Kit
 from inline_core.families.flux2.pipeline import reference_pixels
 from inline_core.families.flux2.request import reference_size
 from inline_core.families.flux2.split import sequence_refusal, support_for
-from inline_core.families.nodes.register import register_families
 from inline_core.families.standalone import family_rig
-from inline_core.families.wan import WanFamily
-from inline_core.graph.registry import Registry
 from inline_core.graph.runner import SubmitFacts
 from inline_core.models.catalog import Catalog
 from inline_core.sampling.loop import StepLoopSampler
@@ -36,17 +33,17 @@ MODEL = "flux2_klein_base_tiny.safetensors"
 ODD = {"width": 48, "height": 48}  # 3x3 patches: 9 image tokens, which 2 ranks cannot share
 
 
-def test_the_family_declares_cache_dit_ulysses_over_its_heads(flux2_kit: Flux2Kit) -> None:
+def test_the_family_declares_cache_dit_ulysses_and_ring_over_its_heads(flux2_kit: Flux2Kit) -> None:
     family = Flux2Family(Catalog(flux2_kit.root), {})
     caps = family.describe()
-    assert (caps["splitMethods"], caps["splitEngines"]) == (["ulysses"], ["cache-dit"])
+    assert (caps["splitMethods"], caps["splitEngines"]) == (["ring", "ulysses"], ["cache-dit"])
     sources = family.resolve(NODE_TYPE, {"model": MODEL}).require()
     support = family.split_support(sources.get("transformer"))
     heads = support.heads
     assert heads is not None and heads >= 2  # the tiny model's own heads, from its file
     assert support.ulysses_degrees == tuple(d for d in range(2, heads + 1) if heads % d == 0)
     assert support.allows_sequence_ranks(2) and not support.allows_sequence_ranks(3)  # 512 text
-    assert not support.ulysses_with_ring
+    assert support.ulysses_with_ring  # the masked ring runs over Ulysses groups
     assert support_for(None).heads is None  # unknown until a model is read
 
 
@@ -61,23 +58,42 @@ def test_image_tokens_the_ranks_cannot_share_are_refused() -> None:
     assert "a side of a multiple of 32 px fits" in why
 
 
+@pytest.mark.parametrize(
+    ("split", "odd", "words"),
+    [
+        ("ulysses=2", ODD, "48x48 is 9 image tokens"),
+        ("ring=2", ODD, "48x48 is 9 image tokens"),
+        # 18 tokens: two ranks could share them, four cannot
+        ("ulysses=2,ring=2", {"width": 96, "height": 48}, "96x48 is 18 image tokens"),
+    ],
+)
 def test_a_split_server_runs_flux2_on_its_group_and_refuses_odd_sizes_at_submit(
     flux2_kit: Flux2Kit,
+    caplog: pytest.LogCaptureFixture,
+    split: str,
+    odd: dict[str, int],
+    words: str,
 ) -> None:
-    with split_server(Flux2Family, flux2_kit.root) as (runtime, family, registry):
+    caplog.set_level(logging.WARNING)
+    with split_server(Flux2Family, flux2_kit.root, split) as (runtime, family, registry):
         runner = node_runner(registry, NODE_TYPE)
         sources = family.resolve(NODE_TYPE, {"model": MODEL}).require()
-        assert runtime.split_for(family, sources.get("transformer")) == ULYSSES_2
+        spec = ParallelSpec.parse(split)
+        assert runtime.split_for(family, sources.get("transformer")) == spec
         runner.check_node("f", {"model": MODEL, "width": 64, "height": 48}, SubmitFacts.bare())
-        with pytest.raises(InvalidRequest, match="cannot share evenly") as refused:
-            runner.check_node("f", {"model": MODEL, **ODD}, SubmitFacts.bare())
+        with pytest.raises(InvalidRequest, match=words) as refused:
+            runner.check_node("f", {"model": MODEL, **odd}, SubmitFacts.bare())
         assert refused.value.status == 422 and refused.value.node_id == "f"
+        why = refused.value.message
+        assert f"the {spec.world_size} ranks of this server's split (INLINE_PARALLEL={spec})" in why
+        assert f"a side of a multiple of {16 * spec.world_size} px fits" in why
+    assert "run in process" not in caplog.text  # no fallback: FLUX.2 renders on the split
 
 
 @pytest.mark.parametrize(
     ("split", "why"),
     [
-        ("ring=2", "flux-2 cannot be split with ring; supported methods: ulysses"),
+        ("ring=3", "flux-2 pads its token sequence to multiples of 512, so ulysses x ring must"),
         ("ulysses=3", "ulysses x ring must divide 512"),
     ],
 )
@@ -86,27 +102,6 @@ def test_a_split_the_model_cannot_run_is_refused_at_start(
 ) -> None:
     with pytest.raises(InvalidRequest, match=why), split_server(Flux2Family, flux2_kit.root, split):
         pass
-
-
-def test_a_ring_split_leaves_flux2_in_process_beside_a_family_that_rings(
-    flux2_kit: Flux2Kit, caplog: pytest.LogCaptureFixture
-) -> None:
-    """cache-dit's ring does not run FLUX.2 here: a server given INLINE_PARALLEL=ring=2 for
-    another family starts, splits that family, and renders FLUX.2 in process, saying so."""
-    config = Config(models_dir=flux2_kit.root, profile="cpu", dtype="float32", parallel="ring=2")
-    catalog = Catalog(flux2_kit.root)
-    sampler = StepLoopSampler()
-    runtime = ModelRuntime(config, sampler)
-    try:
-        flux2, wan = Flux2Family(catalog, {}), WanFamily(catalog, {})
-        register_families(Registry(), Families([flux2, wan]), catalog, runtime)
-        sources = flux2.resolve(NODE_TYPE, {"model": MODEL}).require()
-        assert runtime.split_for(flux2, sources.get("transformer")) is None
-        assert runtime.split_for(wan, None) == ParallelSpec.parse("ring=2")
-        assert "FLUX.2 cannot be split with ring (it splits with ulysses)" in caplog.text
-    finally:
-        runtime.close()
-        sampler.close()
 
 
 def test_reference_images_tokens_count_toward_what_the_ranks_share() -> None:

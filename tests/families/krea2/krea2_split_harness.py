@@ -1,32 +1,23 @@
-"""Helpers of the Krea 2 split tests (Ulysses, Ring, both; two or four gloo ranks): the in-process
-render a split's take is held to, FLUX.2's tolerance, and each rank's share of the sequence.
-
-Tolerance, as FLUX.2's and Qwen-Image's split tests: at most one level (of 255), on at most 0.1%
-of the values (each rank's matmuls run over its share of the tokens; oneDNN's blocking, hence the
-order of its float sums, follows the shapes)."""
+"""Krea 2's renders for the split tests (Ulysses, Ring, both; two or four gloo ranks) and how its
+attention layers shard, over the shared split-take harness (`tests/families/split_take_harness.py`:
+the in-process take a split's take is held to, FLUX.2's tolerance, a rank's refusal)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import pytest
 from PIL import Image
 
 from inline_core.engine.group import GroupPipeline
-from inline_core.errors import InvalidRequest
 from inline_core.families.krea2.kit import TEXT_LAYERS, TRANSFORMER_CONFIG
 from inline_core.families.krea2.pipeline import Krea2StepPipeline
 from inline_core.families.krea2.request import TEXT_TOKENS, Krea2Request
-from inline_core.parallel.errors import RemoteJobError
-from inline_core.parallel.probe import AttentionProbe
 from inline_core.parallel.sampler import ParallelSampler
-from inline_core.sampling import SampleJob, StepLoopSampler
+from tests.families import split_take_harness as harness
 from tests.families.step_cache_harness import LOOSE
 
 MODEL = "krea2_tiny.safetensors"
-TOLERANCE = 1  # levels of 255
-MAX_DIFFERING = 0.001  # of the values
+TOLERANCE = harness.TOLERANCE
 # 64x48: 12 image tokens, which 2 and 4 ranks share
 KW: dict[str, Any] = {"width": 64, "height": 48, "steps": 2, "text_layers": TEXT_LAYERS}
 GUIDED: dict[str, Any] = {"prompt": "a red fox", "seed": 7, "guidance": 4.0}
@@ -46,68 +37,35 @@ def alone(
 ) -> tuple[Image.Image, list[int], Krea2Request]:
     """The in-process take of `render`, the tokens each attention layer saw in its first
     forward, and the request's state."""
-    probe = AttentionProbe(pipeline.transformer)
-    loop = StepLoopSampler()
-    state = pipeline.request(**{**KW, **render})
-    try:
-        image = loop.run(SampleJob(pipeline, state))
-    finally:
-        loop.close()
-        probe.remove()
-    assert isinstance(image, Image.Image)
-    return image, list(probe.first_forward), state
+    return harness.alone(pipeline, {**KW, **render})
 
 
 def assert_close(got: object, expected: Image.Image) -> None:
-    assert isinstance(got, Image.Image), got
-    assert got.size == expected.size == (KW["width"], KW["height"])
-    difference = np.abs(np.asarray(got, np.int16) - np.asarray(expected, np.int16))
-    assert int(difference.max()) <= TOLERANCE
-    assert float((difference > 0).mean()) <= MAX_DIFFERING
+    harness.assert_close(got, expected, (KW["width"], KW["height"]))
+
+
+def shares(whole: list[int], ranks: int) -> list[int]:
+    """Its blocks' attention sees each rank's share of the joint sequence (the prompt's 512
+    tokens and the image's) where one process saw it whole; the text fusion runs whole on every
+    rank."""
+    joint = TEXT_TOKENS + (KW["width"] // 16) * (KW["height"] // 16)
+    assert whole.count(joint) == TRANSFORMER_CONFIG["num_layers"]  # each block, whole here
+    return [n // ranks if n == joint else n for n in whole]
 
 
 def assert_split_shares(group: ParallelSampler, whole: list[int]) -> None:
-    """Each rank ran on cache-dit, and its blocks' attention saw its share of the joint sequence
-    (the prompt's 512 tokens and the image's) where one process saw it whole; the text fusion
-    runs whole on every rank."""
-    ranks = group.config.ranks.split.world_size
-    joint = TEXT_TOKENS + (KW["width"] // 16) * (KW["height"] // 16)
-    assert whole.count(joint) == TRANSFORMER_CONFIG["num_layers"]  # each block, whole here
-    shares = [n // ranks if n == joint else n for n in whole]
-    for rank in range(ranks):
-        assert group.last_meta[rank]["engine"] == "cache-dit"
-        assert group.last_meta[rank]["attentionTokens"] == shares
+    harness.assert_split_shares(group, whole, shares)
 
 
 def assert_split_equals_alone(
     local: Krea2StepPipeline, handle: GroupPipeline, group: ParallelSampler, render: dict[str, Any]
 ) -> None:
-    """The split's take of `render` equals the in-process take; under the step cache, every rank
-    decided as the one process did."""
-    expected, whole, state = alone(local, render)
-    remote = handle.request(**{**KW, **render})
-    got = group.run(SampleJob(handle, remote))
-    assert_close(got, expected)
-    assert_split_shares(group, whole)
-    if "step_cache" in render:
-        assert state.cache.stats()["reusedSteps"] > 0
-        assert remote.cache.stats() == state.cache.stats()
+    harness.assert_split_equals_alone(local, handle, group, {**KW, **render}, shares)
 
 
 def assert_ranks_refuse(
     handle: GroupPipeline, group: ParallelSampler, size: tuple[int, int], *words: str
 ) -> None:
-    """A render of `size` (width, height) whose image tokens the ranks cannot share, sent to the
-    ranks directly (the submit check would have refused it): each refuses it before the
-    transformer, a 422 whose message starts with `words[0]` and holds the rest (the cause and
-    the fix, not cache-dit's exchange of unequal shards), and the group renders the next one."""
-    width, height = size
-    odd = {**KW, **UNGUIDED, "width": width, "height": height}
-    with pytest.raises(RemoteJobError) as refused:
-        group.run(SampleJob(handle, handle.request(**odd)))
-    assert (refused.value.status, refused.value.code) == (422, InvalidRequest.code)
-    why = refused.value.message
-    assert why.startswith(words[0]), why
-    assert all(phrase in why for phrase in words[1:]), why
-    fine = {**KW, **UNGUIDED}
-    assert isinstance(group.run(SampleJob(handle, handle.request(**fine))), Image.Image)
+    """An unguided render of `size` (width, height) whose image tokens the ranks cannot share
+    is refused on each rank in `words`, and the group renders the next one."""
+    harness.assert_ranks_refuse(handle, group, {**KW, **UNGUIDED}, size, *words)

@@ -15,25 +15,17 @@ from typing import Any
 import pytest
 from krea2_split_harness import GUIDED, STEP_CACHE, UNGUIDED, assert_split_equals_alone
 
-from inline_core.device.split import ParallelSpec
 from inline_core.engine.group import GroupPipeline
 from inline_core.families.krea2.pipeline import Krea2StepPipeline
-from inline_core.parallel.runner import DEFAULT_RUNNER
 from inline_core.parallel.sampler import ParallelSampler
-from tests.parallel.parallel_support import split_group_config
-from tests.worker_groups import shared_sampler
+from tests.families.split_take_harness import RING_ALONE, ring_group
 
-pytestmark = pytest.mark.worker_group(shared="qwen-ring-alone")
-
-RING = ParallelSpec.parse("ring=2")
+pytestmark = pytest.mark.worker_group(shared=RING_ALONE)
 
 
 @pytest.fixture(scope="module")
 def group(request: pytest.FixtureRequest) -> ParallelSampler:
-    def make() -> ParallelSampler:
-        return ParallelSampler(split_group_config(RING, DEFAULT_RUNNER), retries=1)
-
-    return shared_sampler(request, "qwen-ring-alone", make)
+    return ring_group(request, RING_ALONE)
 
 
 @pytest.mark.parametrize(

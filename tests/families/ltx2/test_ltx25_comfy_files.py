@@ -11,8 +11,12 @@ import pytest
 import torch
 
 from inline_core.diffusion.libs import save_safetensors
+from inline_core.errors import ModelMissing
+from inline_core.families.ltx2 import gemma_keys
 from inline_core.families.ltx2.comfy_ltx25 import ltx25_piece, refusal
+from inline_core.families.ltx2.family import check_encoder_file
 from inline_core.families.ltx2.files import encoder_problem
+from inline_core.models.source import Source
 
 PROJECTIONS = [
     f"text_embedding_projection.{stream}_aggregate_embed.{p}"
@@ -61,3 +65,31 @@ def test_a_text_encoder_that_is_ltx25_s_gemma_4_file_is_refused_saying_so(tmp_pa
         encoder_problem(other)
         == "it is not ComfyUI's Gemma 3 file (no Gemma 3 language model in it)"
     )
+
+
+def test_ltx25_s_gemma_4_file_with_a_gemma_3_s_layer_keys_is_refused_as_itself(
+    tmp_path: Path,
+) -> None:
+    # Gemma 4 has Gemma 3's embedding and q-normed layers (what tells a Gemma 3 file), so
+    # the file ComfyUI ships is not told from Gemma 3 by those: its projections say what it is.
+    path = tiny(
+        tmp_path / "gemma.safetensors",
+        "model.embed_tokens.weight",
+        "model.norm.weight",
+        "model.layers.0.self_attn.q_norm.weight",
+        "model.layers.0.self_attn.q_proj.weight",
+        *PROJECTIONS,
+    )
+    problem = encoder_problem(path)
+    assert problem is not None and problem == refusal(path)
+
+
+def test_ltx25_s_gemma_4_file_named_on_the_node_is_refused_not_read_as_gemma_3(
+    tmp_path: Path,
+) -> None:
+    # Every key of a one-layer Gemma 3 under `model.`, and LTX-2.5's projections beside it.
+    names = [f"model.{key}" for key in gemma_keys.text_model_keys(1)]
+    path = tiny(tmp_path / "gemma.safetensors", *names, *PROJECTIONS)
+    with pytest.raises(ModelMissing) as refused:
+        check_encoder_file(Source(path=path), "7")
+    assert refused.value.message.endswith(str(refusal(path))), refused.value.message

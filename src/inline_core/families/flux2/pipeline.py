@@ -12,6 +12,7 @@ its reference images' latents, with one set of positions (text, latents at time 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 
 import torch
@@ -31,10 +32,12 @@ from inline_core.families.flux2.request import (
     new_request,
     reference_size,
 )
+from inline_core.families.flux2.ring import ROUTE
 from inline_core.families.flux2.shift import empirical_mu
 from inline_core.families.flux2.split import tokens_refusal
 from inline_core.families.flux2.vae import Flux2VAE, unpatchify
 from inline_core.families.flux2.variants import loaded_variant
+from inline_core.families.ulysses_ring import route_split
 
 REFERENCE_TIME = 10  # reference image i sits at time 10 + 10 i of the positions
 
@@ -84,6 +87,14 @@ class Flux2DenoisePipeline(FlowImagePipeline[Flux2Request]):
 
     def request(self, **kwargs: Any) -> Flux2Request:
         return new_request(self.model_key, self.variant, **kwargs)
+
+    # -- worker-group split (components.step.SupportsSplitNotice) ------------------------------
+
+    def split_by(self, engine: str, degrees: Mapping[str, int], /) -> None:
+        """Under Ring, the blocks' attention runs over the shared masked ring (`ring.py`)."""
+        if engine != "cache-dit":
+            raise ValueError(f"FLUX.2 splits with cache-dit, not {engine}")
+        route_split(ROUTE, self.transformer, degrees)
 
     # -- what the full pipeline adds ---------------------------------------------------------------
 
@@ -209,7 +220,7 @@ def refuse_unshared(state: Flux2Request) -> None:
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()):
         return
-    ranks = dist.get_world_size()  # FLUX.2 splits with Ulysses alone: every rank shards tokens
+    ranks = dist.get_world_size()  # ulysses x ring: every rank shards tokens
     if why := tokens_refusal(state.latent_size, state.reference_shapes, ranks):
         raise InvalidRequest(why)
 

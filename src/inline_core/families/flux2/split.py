@@ -3,8 +3,9 @@
 cache-dit's context parallelism shards FLUX.2 by diffusers' `Flux2Transformer2DModel._cp_plan`:
 the image tokens (the render's latents with its reference images' after them) and the prompt's
 tokens are each sharded evenly over the ranks, with their positions, and attention runs with
-Ulysses over the transformer's heads (24 for klein 4B, read from the model's files): the shared
-flow split (`families/flow_split.py`). The prompt is padded to 512 tokens, so only rank counts
+Ulysses over the transformer's heads (24 for klein 4B, read from the model's files), Ring (the
+shared masked ring, `ring.py`), or Ring over Ulysses groups: the shared flow split
+(`families/flow_split.py`). The prompt is padded to 512 tokens, so only rank counts
 dividing 512 shard it; the image tokens are not padded, so a render whose tokens the ranks cannot
 share is refused at submit (`sequence_refusal`), its reference images' tokens counted where their
 sizes are known then (an uploaded image); a reference whose size is known only at run (an image

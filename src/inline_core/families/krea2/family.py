@@ -23,7 +23,7 @@ from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
-from inline_core.families.flow_split import SPLIT_ENGINES
+from inline_core.families.flow_split import SPLIT_ENGINES, SPLIT_METHODS
 from inline_core.families.krea2.comfy import RECIPE
 from inline_core.families.krea2.descriptor import EXTRA_HINT, KREA2_DESCRIPTOR, NODE_TYPE
 from inline_core.families.krea2.download import DOWNLOADS
@@ -31,7 +31,7 @@ from inline_core.families.krea2.files import RULES
 from inline_core.families.krea2.formats import config_of
 from inline_core.families.krea2.lora_naming import KREA2_LORAS
 from inline_core.families.krea2.request import Krea2Request, new_request
-from inline_core.families.krea2.split import SPLIT_METHODS, sequence_refusal, support_for
+from inline_core.families.krea2.split import sequence_refusal, support_for
 from inline_core.families.krea2.variants import Krea2Variant, variant_of
 from inline_core.families.nodes.inputs import prompt_text
 from inline_core.families.nodes.sampling import (

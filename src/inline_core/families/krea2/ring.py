@@ -15,24 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from inline_core.families import masked_ring
-from inline_core.families.masked_ring import MaskedRing
-from inline_core.families.ulysses_ring import masked_ring_for
+from inline_core.families.masked_ring import MaskedRing, RingRoute
+from inline_core.families.ulysses_ring import route_split
 
 PLANNER = "cache_dit.distributed.transformers.krea2"  # its processor's module
+ROUTE = RingRoute(PLANNER, "_dispatch_attention_fn", "cp_config")
 
 
 def route_ring(transformer: Any, degrees: Mapping[str, int]) -> MaskedRing | None:
     """Run the attention of a split `transformer`'s blocks over this rank's masked ring where
     `degrees` has Ring (None, nothing changed: Ulysses alone stays cache-dit's)."""
-    ring = masked_ring_for(int(degrees.get("ulysses", 1)), int(degrees.get("ring", 1)))
-    if ring is not None:
-        route(transformer, ring)
-    return ring
-
-
-def route(transformer: Any, ring: MaskedRing) -> None:
-    """The blocks' processors carry `ring` as their context-parallel config (where cache-dit put
-    its own), and the planner's `_dispatch_attention_fn` hands such calls to it."""
-    processors = [block.attn.processor for block in transformer.transformer_blocks]
-    masked_ring.route(PLANNER, "_dispatch_attention_fn", "cp_config", processors, ring)
+    return route_split(ROUTE, transformer, degrees)

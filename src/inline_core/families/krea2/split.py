@@ -18,24 +18,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
-from inline_core.families.flow_split import (
-    RING_METHODS,
-    grid_of,
-    image_tokens_refusal,
-    ulysses_support,
-)
+from inline_core.families.flow_split import grid_of, image_tokens_refusal, ulysses_support
 from inline_core.families.krea2.formats import config_of
 from inline_core.families.krea2.request import TEXT_TOKENS
 from inline_core.models.source import Source
 
 TITLE = "Krea 2"
-SPLIT_METHODS = RING_METHODS
 
 
 def support_for(transformer: Source | None) -> ModelParallelSupport:
     """The support of this transformer: its heads, from its folder's config or its file's shapes."""
     config = None if transformer is None else config_of(transformer)
-    return ulysses_support("krea-2", config, TEXT_TOKENS, SPLIT_METHODS)
+    return ulysses_support("krea-2", config, TEXT_TOKENS)
 
 
 def sequence_refusal(params: Mapping[str, Any], split: ParallelSpec) -> str | None:

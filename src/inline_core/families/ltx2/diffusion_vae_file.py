@@ -77,8 +77,25 @@ def diffusers_config(path: Path) -> dict[str, Any]:
     if not isinstance(vae, dict):
         raise DiffusionVaeFileError("its __metadata__['config'] has no 'vae' object")
     vae = cast(dict[str, Any], vae)
-    given = cast(dict[str, Any], vae.get("decoder") or {})
-    dec = {name: given.get(name, default) for name, default in DEFAULTS.items()}
+    given: object = vae.get("decoder") or {}
+    if not isinstance(given, dict):
+        raise DiffusionVaeFileError(
+            "its __metadata__['config'] 'vae' has a 'decoder' not an object"
+        )
+    dec = {
+        name: cast(dict[str, Any], given).get(name, default) for name, default in DEFAULTS.items()
+    }
+    try:
+        return _mapped(dec, str(vae.get("model_output_type", "x0")))
+    except (TypeError, ValueError, IndexError) as exc:  # a field of another shape than ComfyUI's
+        raise DiffusionVaeFileError(
+            f"its __metadata__['config'] 'vae' has a 'decoder' that is not ComfyUI's "
+            f"NADiffusionDecoder's ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def _mapped(dec: dict[str, Any], output_type: str) -> dict[str, Any]:
+    """ComfyUI's decoder arguments `dec` as diffusers' config."""
     det = len(dec["stage_channels"]) - 1  # the deterministic stages before the diffusion one
     strides = [tuple(stride) for stride, _ in dec["upsamples"]]
     temporal = spatial = 1
@@ -97,7 +114,7 @@ def diffusers_config(path: Path) -> dict[str, Any]:
         "decoder_stage5_kernel": tuple(dec["stage5_kernel"]),
         "decoder_t_emb_dim": dec["t_emb_dim"],
         "decoder_timestep_scale_multiplier": float(dec["timestep_scale_multiplier"]),
-        "decoder_model_output_type": str(vae.get("model_output_type", "x0")),
+        "decoder_model_output_type": output_type,
         "decoder_num_inference_steps": dec["default_num_inference_steps"],
         "spatial_compression_ratio": spatial * int(dec["patch_size"]),
         "temporal_compression_ratio": temporal,

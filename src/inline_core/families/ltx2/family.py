@@ -23,7 +23,7 @@ from inline_core.device.split import ModelParallelSupport, ParallelSpec
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest, ModelMissing
-from inline_core.families.ltx2 import gemma_file
+from inline_core.families.ltx2 import comfy_ltx25, gemma_file
 from inline_core.families.ltx2.cfg_pp import cfg_pp_refusal
 from inline_core.families.ltx2.comfy import RECIPE
 from inline_core.families.ltx2.descriptor import EXTRA_HINT, LTX2_DESCRIPTOR, NODE_TYPE
@@ -308,7 +308,13 @@ def check_single_file(transformer: Source | None, node_id: str) -> None:
 def check_encoder_file(encoder: Source | None, node_id: str) -> None:
     """ComfyUI's Gemma file must be whole and of a precision this server reads: a 422 naming
     the file and what it lacks, before the run."""
-    if encoder is None or not encoder.is_file or not gemma_file.is_gemma_file(encoder.path):
+    if encoder is None or not encoder.is_file:
+        return
+    # ComfyUI's LTX-2.5 Gemma 4 file has what tells a Gemma 3 file (`comfy_ltx25.py`).
+    ltx25 = comfy_ltx25.refusal(encoder.path)
+    if ltx25 is not None:
+        raise ModelMissing(f"the text encoder {encoder.path} is not read: {ltx25}", node_id=node_id)
+    if not gemma_file.is_gemma_file(encoder.path):
         return
     problem = gemma_file.problem(encoder.path)
     if problem is not None:

@@ -116,10 +116,13 @@ def encoder_problem(path: Path) -> str | None:
         config = read_json(path / "config.json")
         kind = None if config is None else config.get("model_type")
         return None if kind in TEXT_ENCODER_TYPES else f"it is not a Gemma folder ({kind!r})"
+    # ComfyUI's LTX-2.5 Gemma 4 file is said to be that: its embedding and q-normed layers
+    # are what tell a Gemma 3 file too, so it is told by its projections first.
+    ltx25 = comfy_ltx25.refusal(path)
+    if ltx25 is not None:
+        return ltx25
     if not gemma_file.is_gemma_file(path):
-        # ComfyUI's LTX-2.5 Gemma 4 file is said to be that, not merely "not Gemma 3".
-        ltx25 = comfy_ltx25.refusal(path)
-        return ltx25 or "it is not ComfyUI's Gemma 3 file (no Gemma 3 language model in it)"
+        return "it is not ComfyUI's Gemma 3 file (no Gemma 3 language model in it)"
     return gemma_file.problem(path)
 
 

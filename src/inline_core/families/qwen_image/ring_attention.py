@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from inline_core.families import masked_ring
-from inline_core.families.masked_ring import MaskedRing
+from inline_core.families.masked_ring import MaskedRing, RingRoute
 
 PROCESSORS = "diffusers.models.transformers.transformer_qwenimage"
+ROUTE = RingRoute(PROCESSORS, "dispatch_attention_fn", "parallel_config")
 
 
 def route(transformer: Any, ring: MaskedRing) -> None:
     """Run the attention of `transformer`'s blocks over `ring`."""
-    processors = [block.attn.processor for block in transformer.transformer_blocks]
-    masked_ring.route(PROCESSORS, "dispatch_attention_fn", "parallel_config", processors, ring)
+    ROUTE.route(transformer, ring)

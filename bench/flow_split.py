@@ -1,23 +1,24 @@
-"""Krea 2 split across CPU ranks (cache-dit's Krea 2 planner over gloo: Ulysses, and Ring with the
-masked ring attention) against the same render in process.
+"""A flow image family (Krea 2 or FLUX.2 klein) split across CPU ranks (cache-dit over gloo:
+Ulysses, and Ring with the shared masked ring attention) against the same render in process.
 
-Run by hand: `GOMP_SPINCOUNT=0 python bench/krea2_split.py [--renders 3] [--sizes tiny,mid]
-[--ranks 2] [--steps 4] [--methods ulysses,ring]`.
+Run by hand: `GOMP_SPINCOUNT=0 python bench/flow_split.py [--family krea-2|flux-2]
+[--renders 3] [--sizes tiny,mid] [--ranks 2] [--steps 4] [--methods ulysses,ring]`.
 
-The kit's random-weight base models (tiny: 64x64; mid: an 8-layer, 768-wide transformer at
-256x256, `build_kit(size="mid")`) at guidance 4.5 with a negative prompt (two rows a forward),
-CPU float32. Each method is a row of its own, on a group of its own, in one run (side by side). The
-split side is what a server with INLINE_PARALLEL=ulysses=N (or ring=N) sends: the weightless
-handle (`engine/group.py`) to a worker group whose ranks rebuild the stack with the shared rank
-loader; the in-process side is that loader's pipeline in this process, on the step loop, at this
+The kit's random-weight base models at guidance 4.5 (two rows a forward: Krea 2 with a negative
+prompt, FLUX.2 klein base with its empty one), CPU float32: tiny at 64x64; Krea 2's mid, an
+8-layer, 768-wide transformer at 256x256 (`build_kit(size="mid")`; FLUX.2's kit has tiny only).
+Each method is a row of its own, on a group of its own, in one run (side by side). The split side
+is what a server with INLINE_PARALLEL=ulysses=N (or ring=N) sends: the weightless handle
+(`engine/group.py`) to a worker group whose ranks rebuild the stack with the shared rank loader;
+the in-process side is that loader's pipeline in this process, on the step loop, at this
 process's threads and again at one rank's. The sides alternate seed by seed (`paired_renders.py`;
 the first render of each, which loads, left out). Prints a table and writes
-bench/results/krea2_split.json.
+bench/results/<family>_split.json (krea2_split.json, flux2_split.json).
 
 On CPU the ranks share the machine's cores (each gets cores / ranks threads), so a split is no
 speed-up here: the figures are the split's cost (the exchange of every block's attention: Ulysses'
-all-to-alls, or Ring's passes of keys and values, its attention in float32 a step at a time; the
-text fusion run whole on every rank) against the work it divides. GPU figures need a GPU.
+all-to-alls, or Ring's passes of keys and values, its attention in float32 a step at a time;
+Krea 2's text fusion run whole on every rank) against the work it divides. GPU figures need a GPU.
 """
 
 from __future__ import annotations
@@ -38,14 +39,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paired_renders import paired  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results" / "krea2_split.json"
+RESULTS = ROOT / "bench" / "results"
 PROMPT = "a paper boat on a puddle after the rain"
 SIZES = {"tiny": 64, "mid": 256}
 DTYPES = {"text_encoder": "float32", "denoiser": "float32", "vae": "float32"}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="Krea 2 split across CPU ranks vs in process")
+    parser = argparse.ArgumentParser(
+        description="A flow family split across CPU ranks vs in process"
+    )
+    parser.add_argument("--family", choices=sorted(SETUPS), default="krea-2")
     parser.add_argument("--renders", type=int, default=3)
     parser.add_argument("--sizes", default="tiny,mid")
     parser.add_argument("--ranks", type=int, default=2)
@@ -65,6 +69,7 @@ def main() -> int:
             "loadAverageBefore": [round(x, 2) for x in load_before],
             "loadAverageAfter": [round(x, 2) for x in os.getloadavg()],
         },
+        "family": args.family,
         "ranks": args.ranks,
         "backend": "gloo",
         "engine": "cache-dit",
@@ -85,8 +90,9 @@ def main() -> int:
             f"{row['in_process_rank_threads_ms']:>25} {row['ratio_rank_threads']:>7}"
         )
     print(f"load average before/after: {load_before} / {os.getloadavg()}")
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"{args.family.replace('-', '')}_split.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 
@@ -96,31 +102,25 @@ def side_by_side(work: Path, name: str, args: argparse.Namespace) -> list[dict[s
 
     from inline_core.device.split import ParallelSpec
     from inline_core.engine.group import GroupPipeline, rank_spec
-    from inline_core.families.krea2 import Krea2Family
-    from inline_core.families.krea2.descriptor import NODE_TYPE
-    from inline_core.families.krea2.kit import TEXT_LAYERS, build_kit
-    from inline_core.models.catalog import Catalog
     from inline_core.parallel.config import GroupConfig
     from inline_core.parallel.runner import DEFAULT_RUNNER, resolve
     from inline_core.parallel.sampler import ParallelSampler
     from inline_core.parallel.settings import RankSettings
     from inline_core.sampling import SampleJob, StepLoopSampler
 
-    kit = build_kit(work / "models", name)
-    family = Krea2Family(Catalog(kit.root), {})
-    sources = family.resolve(NODE_TYPE, {"model": kit.diffusers_dir.name}).require()
+    family, node_type, model, extra = SETUPS[args.family](work / "models", name)
+    sources = family.resolve(node_type, {"model": model}).require()
     handle = GroupPipeline(family, rank_spec(family, "node", sources, DTYPES), "node", sources)
     spec = handle.remote_spec()
     local: Any = resolve(spec.loader)(device="cpu", **spec.args)
     size = SIZES[name]
     request = {
         "prompt": PROMPT,
-        "negative_prompt": "blurry",
         "width": size,
         "height": size,
         "steps": args.steps,
         "guidance": 4.5,
-        "text_layers": TEXT_LAYERS,  # the kit's taps, as the node lowers them
+        **extra,
     }
     threads = torch.get_num_threads()
     rows: list[dict[str, Any]] = []
@@ -176,6 +176,37 @@ def side_by_side(work: Path, name: str, args: argparse.Namespace) -> list[dict[s
             }
         )
     return rows
+
+
+Setup = tuple[Any, str, str, dict[str, Any]]  # family, node type, model, the request's own fields
+
+
+def krea2_setup(models: Path, name: str) -> Setup:
+    from inline_core.families.krea2 import Krea2Family
+    from inline_core.families.krea2.descriptor import NODE_TYPE
+    from inline_core.families.krea2.kit import TEXT_LAYERS, build_kit
+    from inline_core.models.catalog import Catalog
+
+    kit = build_kit(models, name)
+    family = Krea2Family(Catalog(kit.root), {})
+    own = {"negative_prompt": "blurry", "text_layers": TEXT_LAYERS}  # the node's kit taps
+    return family, NODE_TYPE, kit.diffusers_dir.name, own
+
+
+def flux2_setup(models: Path, name: str) -> Setup:
+    from inline_core.families.flux2 import Flux2Family
+    from inline_core.families.flux2.descriptor import NODE_TYPE
+    from inline_core.families.flux2.kit import build_kit
+    from inline_core.models.catalog import Catalog
+
+    if name != "tiny":
+        raise SystemExit(f"FLUX.2's kit has no {name} size: --sizes tiny")
+    kit = build_kit(models)
+    family = Flux2Family(Catalog(kit.root), {})
+    return family, NODE_TYPE, "flux2_klein_base_tiny.safetensors", {}  # guided above 1
+
+
+SETUPS = {"krea-2": krea2_setup, "flux-2": flux2_setup}
 
 
 if __name__ == "__main__":
