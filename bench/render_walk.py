@@ -16,8 +16,9 @@ included), whose medians are the render's cost on this machine (run two checkout
 compare them). Five more on the hooked server count the Python function calls a warm render
 makes on every thread (a background thread's included): a figure the machine's load cannot move.
 Prints the counts per package and the timings, and writes bench/results/render_walk.json with the
-module lists, so two checkouts can be compared. The modules are those of the `inline_core`
-actually imported (the first on `PYTHONPATH`).
+module lists, so two checkouts can be compared: `--against` another run's JSON prints, for each
+warm change, the modules gone from its walk and those new to it. The modules are those of the
+`inline_core` actually imported (the first on `PYTHONPATH`).
 """
 
 from __future__ import annotations
@@ -147,6 +148,17 @@ def by_package(modules: set[str]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def compare(walks: list[dict[str, Any]], earlier: list[dict[str, Any]]) -> None:
+    """Each warm walk's modules against the same render's in another run: gone and new."""
+    for walk, other in zip(walks[1:], earlier[1:], strict=False):
+        mine, theirs = set(walk["moduleList"]), set(other["moduleList"])
+        print(
+            f"render {walk['render']} ({walk['change']}): {len(theirs)} -> {len(mine)}; "
+            f"gone: {', '.join(sorted(theirs - mine)) or 'none'}; "
+            f"new: {', '.join(sorted(mine - theirs)) or 'none'}"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="The walk from POST /v1/runs to a take.")
     parser.add_argument(
@@ -158,6 +170,7 @@ def main() -> int:
     parser.add_argument("--timed", type=int, default=20, help="warm renders timed, unhooked")
     parser.add_argument("--threads", type=int, default=1, help="torch's CPU threads")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--against", type=Path, default=None, help="another run's JSON")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import torch
@@ -239,6 +252,8 @@ def main() -> int:
             f"{timed['cpuMedianMs']} ms CPU (load {os.getloadavg()[0]:.1f}); "
             f"{timed['pythonCallsMedian']} Python calls a render (median of {len(calls)})"
         )
+    if args.against is not None:
+        compare(walks, json.loads(Path(args.against).read_text())["walks"])
     out = cast(Path, args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     body = {"source": source, "walks": walks, "timed": timed}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from graph_harness import ECHO, Echo, Harness, graph, node
@@ -155,3 +155,16 @@ def test_fitting_is_skipped_only_where_no_runner_of_the_closure_fits(
     h.registry.register(ECHO, Cutting())
     h.validate(chain(), "e")
     assert len(fitted) == 1
+
+
+def test_each_check_is_told_the_registrys_state(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`SubmitFacts.generation`: what a runner keeping its checks' results keys them on, so a
+    registration between two submits checks the node again."""
+    checks = count_calls(monkeypatch, h.echo, "check_node")
+    h.validate(chain(), "e")
+    h.registry.register(replace(ECHO, type="test/other"), h.echo)
+    h.validate(chain(), "e")
+    before, after = (cast(tuple[Any, ...], call)[2].generation for call in checks)
+    assert after == h.registry.generation and before < after

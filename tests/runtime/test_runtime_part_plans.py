@@ -12,6 +12,7 @@ import pytest
 
 from inline_core.contract.family import Family
 from inline_core.device.policy import DevicePolicy, Placement
+from inline_core.engine import stacks as stacks_module
 from inline_core.families.standalone import FamilyRig, family_rig
 from inline_core.families.zimage import ZImageFamily
 from inline_core.families.zimage.kit import build_kit
@@ -61,7 +62,7 @@ def test_a_replaced_file_is_placed_and_loaded_again(
     again = rig.pipeline()
     assert again is not first  # the VAE was loaded from the new file: a new assembly
     assert rig.stats()["loads"] == COMPONENTS + 1  # the VAE alone, under its new identity
-    planned = [key[1] for key in rig.runtime.stacks()._plans]  # pyright: ignore[reportPrivateUsage]
+    planned = [key[1] for key, _resident in rig.runtime.stacks().plans()]
     assert sorted(planned) == sorted([*PARTS, "vae"])
 
 
@@ -88,7 +89,7 @@ def test_placements_match_the_policys(rig: FamilyRig) -> None:
     """The kept plan's placement is the policy's for the part's role (kept storage aside)."""
     rig.pipeline()
     stacks = rig.runtime.stacks()
-    for (_family, name, _identity, _budget), (key, _load) in stacks._plans.items():  # pyright: ignore[reportPrivateUsage]
+    for (_family, name, _identity, _budget), key in stacks.plans():
         placement = cast(tuple[object, ...], key)[3]  # (owner, part, identity, placement)
         role = stacks.builder(rig.family).roles.get(name)
         if role is None:
@@ -104,8 +105,23 @@ def test_another_budget_is_planned_again(rig: FamilyRig) -> None:
     resident value is found again where the plan comes out the same)."""
     first = rig.pipeline()
     stacks = rig.runtime.stacks()
-    assert len(stacks._plans) == COMPONENTS  # pyright: ignore[reportPrivateUsage]
+    assert len(stacks.plans()) == COMPONENTS
     rig.runtime.residency.budget_bytes = 1 << 40
     assert rig.pipeline() is first  # float32 files computing in float32: the same placement
-    assert len(stacks._plans) == 2 * COMPONENTS  # pyright: ignore[reportPrivateUsage]
+    assert len(stacks.plans()) == 2 * COMPONENTS
     assert rig.stats()["loads"] == COMPONENTS
+
+
+def test_plans_are_bounded(rig: FamilyRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plans for budgets (or files) no longer used are forgotten, the least recently used first;
+    one forgotten is only planned again, its resident value found again where it is the same."""
+    monkeypatch.setattr(stacks_module, "PLANS_KEPT", COMPONENTS + 2)
+    first = rig.pipeline()
+    stacks = rig.runtime.stacks()
+    for budget in (1 << 40, 1 << 41):  # each another budget: every part planned again
+        rig.runtime.residency.budget_bytes = budget
+        assert rig.pipeline() is first
+        assert len(stacks.plans()) <= COMPONENTS + 2
+    budgets = {key[3] for key, _resident in stacks.plans()}
+    assert 1 << 41 in budgets and len(stacks.plans()) == COMPONENTS + 2
+    assert rig.stats()["loads"] == COMPONENTS  # nothing loaded again for a plan made again

@@ -8,6 +8,7 @@ checks a pipeline's optional capabilities. A family without one is never asked.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Protocol, TypeGuard, runtime_checkable
 
 from inline_core.contract.comfy_recipe import ComfyRecipe
@@ -48,6 +49,23 @@ class ImportsComfy(Protocol):
     (`contract/comfy_recipe.py`): its own node's chain, its ComfyUI classes' handlers."""
 
     def comfy_recipe(self) -> ComfyRecipe | None: ...
+
+
+@runtime_checkable
+class ChecksTexts(Protocol):
+    """A family that refuses something in the texts wired into its node at submit (an
+    `input/text`'s prompt). `Family.check` never sees them, so its result is kept across
+    renders that change only a text or the seed; this is asked on every submit, kept nowhere."""
+
+    def check_texts(self, node_type: str, texts: Mapping[str, Sequence[str]], node_id: str) -> None:
+        """Refuse (raise an `InlineError`) a text the node cannot render; `texts`: input name ->
+        the texts wired into it, in edge order."""
+        ...
+
+
+def checks_texts(family: object) -> ChecksTexts | None:
+    """`family` as a family that checks the texts wired in (None: it checks none)."""
+    return family if isinstance(family, ChecksTexts) else None
 
 
 def supports_control(family: object) -> TypeGuard[SupportsControl]:

@@ -46,8 +46,13 @@ from inline_core.models.source import Source
 
 T = TypeVar("T")
 
-# A part's resident key and its load (the value and its footprint), decided once (`Stacks._plan`).
+# A part's resident key and its load (the value and its footprint), decided once (`Stacks._plan`)
+# per (family, part, its files' identity, the memory budget).
 PartPlan = tuple[Hashable, Callable[[], tuple[Any, Footprint]]]
+PlanKey = tuple[str, str, str, int | None]
+# Plans kept, the least recently used forgotten first: every part of a few families' models, with
+# room for files replaced and budgets changed (a plan forgotten is only planned again).
+PLANS_KEPT = 128
 
 
 class StackHost(Protocol):
@@ -93,8 +98,9 @@ class Stacks:
         # render (a run id) -> the resident keys it has used
         self._renders: OrderedDict[Hashable, set[Hashable]] = OrderedDict()
         self._storage = KeptWeights(lambda: runtime.residency.budget_bytes)
-        # (family, part, its files' identity, the budget) -> its resident key and how it loads
-        self._plans: dict[tuple[str, str, str, int | None], PartPlan] = {}
+        # (family, part, its files' identity, the budget) -> its resident key and how it loads,
+        # most recently used last (at most `PLANS_KEPT`)
+        self._plans: OrderedDict[PlanKey, PartPlan] = OrderedDict()
         self._sharers: dict[Hashable, set[str]] = {}  # a shared part's key -> its families
 
     def builder(self, family: Family) -> FamilyBuilder:
@@ -120,10 +126,14 @@ class Stacks:
         plan_key = (family.name, name, identity, self.runtime.residency.budget_bytes)
         with self._lock:
             plan = self._plans.get(plan_key)
+            if plan is not None:
+                self._plans.move_to_end(plan_key)
         if plan is None:
             plan = self._plan(family, name, source, identity)
             with self._lock:
                 self._plans[plan_key] = plan
+                while len(self._plans) > PLANS_KEPT:  # replaced files, other budgets: forgotten
+                    self._plans.popitem(last=False)
         key, load = plan
         value = self.runtime.residency.get(key, load, keep=self._kept(held))
         held.add(key)
@@ -180,6 +190,12 @@ class Stacks:
             owner, part, identity, _placement = cast(tuple[str, str, str, object], key)
             out.append({"format": owner, "part": part, "files": identity, "families": names})
         return out
+
+    def plans(self) -> list[tuple[PlanKey, Hashable]]:
+        """The parts planned now: each plan's key and the resident key it loads under, least
+        recently used first."""
+        with self._lock:
+            return [(key, plan[0]) for key, plan in self._plans.items()]
 
     def kept_weights(self) -> list[dict[str, str]]:
         """The parts computing from weights kept in their file's dtype."""

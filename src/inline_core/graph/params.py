@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from inline_core.errors import InvalidGraph
@@ -249,3 +249,56 @@ def resolve_seeds(
 def media_ref(value: Mapping[str, Any]) -> MediaRef:
     """The `MediaRef` behind a normalised media param."""
     return MediaRef(ref="take" if value["ref"] == "take" else "asset", id=str(value["id"]))
+
+
+def seed_params(descriptor: NodeDescriptor) -> frozenset[str]:
+    """The names of a node's seed params (widget `SEED`): what changes render to render."""
+    return frozenset(spec.name for spec in descriptor.params if spec.widget == ParamWidget.SEED)
+
+
+class CheckParams(Mapping[str, Any]):
+    """A node's params as a submit check sees them: without its seeds. A seed is neither listed
+    nor readable (`view["seed"]` raises `KeyError`, `view.get("seed")` is None), so what a check
+    finds from this view holds for every seed, and may be kept across renders that change only
+    the seed (`key()`: every other param, frozen)."""
+
+    __slots__ = ("_params", "_seeds", "_key")
+
+    def __init__(self, params: Mapping[str, Any], seeds: frozenset[str]) -> None:
+        self._params = {name: v for name, v in params.items() if name not in seeds}
+        self._seeds = seeds
+        self._key: Hashable | None = None
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._seeds:
+            raise KeyError(f"{name!r} is a seed, which a submit check never reads")
+        return self._params[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._params)
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+    def key(self) -> Hashable:
+        """Every param but the seeds, in their order, with each value's type (`1` is not
+        `True`), made hashable: a normalised node's params come in its descriptor's order, so
+        the same params make the same key."""
+        if self._key is None:
+            values = self._params.values()
+            flat = tuple(self._params.items()), tuple(map(type, values))
+            try:
+                hash(flat)
+                self._key = flat
+            except TypeError:  # a media reference (a dict) or a list among them
+                self._key = tuple((name, _frozen(v)) for name, v in self._params.items())
+        return self._key
+
+
+def _frozen(value: object) -> Hashable:
+    if isinstance(value, Mapping):
+        items = cast(Mapping[object, object], value).items()
+        return ("map", tuple(sorted(((str(k), _frozen(v)) for k, v in items), key=lambda i: i[0])))
+    if isinstance(value, list | tuple):
+        return ("seq", tuple(_frozen(v) for v in cast(Sequence[object], value)))
+    return (type(value).__name__, cast(Hashable, value))

@@ -38,12 +38,15 @@ class NodeCall:
 @dataclass(frozen=True)
 class SubmitFacts:
     """What validation knows of a node at submit beyond its params: the inputs wired, the images
-    wired in whose sizes are known (`sizes()`: read from their headers when asked), and what the
-    nodes wired into each input prepared (input name -> their `check` results, in edge order)."""
+    wired in whose sizes are known (`sizes()`: read from their headers when asked), what the
+    nodes wired into each input prepared (input name -> their `check` results, in edge order),
+    and the registry's state the graph is checked under (`Registry.generation`: a runner that
+    keeps what a check found keys it on this, so a registration checks again)."""
 
     wired: frozenset[str]
     sizes: Callable[[], Mapping[str, tuple[int, int]]]
     upstream: Mapping[str, Sequence[object]]
+    generation: int = 0
 
     @classmethod
     def bare(cls, wired: Iterable[str] = ()) -> SubmitFacts:

@@ -249,6 +249,7 @@ def validate_graph(
     Raises `InvalidRequest` for a target that is not a node, `InvalidGraph` for anything wrong
     with the graph, and whatever a runner's `check` raises (e.g. `ModelMissing`).
     """
+    generation = registry.generation  # read before the registry is
     shape = _shape_facts(graph, target, registry)
     by_id, descriptors, order = graph.by_id, shape.descriptors, shape.order
 
@@ -275,6 +276,7 @@ def validate_graph(
             frozenset(node.inputs),
             lambda node=node: _known_sizes(node, normalised, runners),
             upstream,
+            generation,
         )
         all_facts[node_id] = facts
         try:

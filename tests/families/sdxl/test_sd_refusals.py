@@ -75,6 +75,9 @@ def test_an_embedding_on_sd15_is_refused(
     else:
         graph = prompt_graph(SD15, "x", {**RENDER, "negative_prompt": words}, "a boat")
     with cpu_client(models, tmp_path / "data") as client:
+        # The same node without the embedding first: its check, kept, never hides a new text.
+        clean = prompt_graph(SD15, "x", {**RENDER}, "a boat")
+        assert client.post("/v1/runs", json={"graph": clean, "target": "x"}).status_code == 201
         message = _refused(client, graph)
     assert "textual-inversion embeddings" in message and name in message
 

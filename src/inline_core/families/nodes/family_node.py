@@ -2,6 +2,7 @@
 
 Torch-free at import. `check` resolves the node's files at submit (headers only, so a missing or
 wrong model is refused in milliseconds with `model_missing`), and the run reuses that resolution.
+The check sees no seed and no text, so a render that changes only those is not checked again.
 The family lowers the node's params and inputs into its pipeline's request. The job then reaches
 the accelerator through one seam, a `BatchedSampler`: the in-process step loop, or, where the
 device policy splits this model across ranks, the worker group (the server then loads no weights of
@@ -10,9 +11,12 @@ its own). The output becomes a take of the node's output kind.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import ExitStack
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from PIL import Image
 
@@ -26,13 +30,17 @@ from inline_core.components.step import (
 from inline_core.contract.family import Family
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
+from inline_core.contract.supports import checks_texts
 from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.engine.runtime import ModelRuntime
 from inline_core.engine.target import node_target
 from inline_core.errors import InvalidRequest, RunFailed
 from inline_core.graph.descriptor import NodeDescriptor
+from inline_core.graph.params import CheckParams, seed_params
 from inline_core.graph.runner import NodeCall, NodeResult, NodeRunner, SubmitFacts
 from inline_core.graph.schema import PortKind
+from inline_core.models.catalog import CATEGORIES, Catalog
+from inline_core.models.source import Source
 from inline_core.runtime.cancel import CancelToken
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.interactions import InteractionInbox
@@ -41,6 +49,107 @@ from inline_core.runtime.video import Frames, Video
 from inline_core.runtime.video_stream import LiveVideo
 from inline_core.sampling.job import PREVIEW_FLUSH_S, SampleJob
 from inline_core.takes import Take
+
+# Checks kept per family node, most recently used last: a client posting new params without end
+# pushes the oldest out.
+CHECKS_KEPT = 64
+
+
+class CheckKey(NamedTuple):
+    """What a family node's check read: its inputs (`read`), the registry's state and the
+    catalog's."""
+
+    read: Hashable
+    generation: int
+    fingerprint: str
+
+
+class KeptChecks:
+    """The files a family node's check found, kept per everything the check reads: the node's
+    id, its params but the seeds, the inputs wired, the sizes known, what the nodes wired in
+    prepared (no text), the registry's state and the catalog's files (`Catalog.fingerprint`:
+    every entry's name, size and mtime). The files the catalog does not list (a tokenizer
+    folder, a file an override names, a package's) are not in that fingerprint: one found again
+    is reused only while their identity (`Source.identity`) is the one they had. Only a check
+    that passed is kept."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._lock = threading.Lock()
+        # key -> (the files found, those the catalog does not list, and their identity)
+        self._kept: OrderedDict[CheckKey, tuple[Sources, tuple[Source, ...], str]] = OrderedDict()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._kept)
+
+    def key(
+        self,
+        node_id: str,
+        params: CheckParams,
+        facts: SubmitFacts,
+        sizes: Mapping[str, tuple[int, int]],
+        upstream: Mapping[str, Sequence[object]],
+    ) -> CheckKey | None:
+        """The key of a check, the catalog's state read before the check reads any file (None:
+        something it reads cannot be keyed; it is not kept)."""
+        handles = tuple((port, tuple(values)) for port, values in sorted(upstream.items()))
+        read = (node_id, params.key(), facts.wired, tuple(sorted(sizes.items())), handles)
+        key = CheckKey(read, facts.generation, self.catalog.fingerprint())
+        try:
+            hash(key)
+        except TypeError:  # a prepared value that is not hashable
+            return None
+        return key
+
+    def find(self, key: CheckKey) -> Sources | None:
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._kept.move_to_end(key)
+        if kept is None:
+            return None
+        sources, unlisted, identity = kept
+        if unlisted and _identity(unlisted) != identity:  # changed where the catalog cannot see
+            with self._lock:
+                self._kept.pop(key, None)
+            return None
+        return sources
+
+    def keep(self, key: CheckKey, sources: Sources) -> None:
+        """Keep what a check found, unless the catalog changed since its key was made."""
+        listed = _listed(self.catalog)
+        if self.catalog.fingerprint() != key.fingerprint:
+            return
+        unlisted = tuple(s for _part, s in sources.parts if s is not None and not listed(s))
+        identity = _identity(unlisted)
+        with self._lock:
+            self._kept[key] = (sources, unlisted, identity)
+            while len(self._kept) > CHECKS_KEPT:
+                self._kept.popitem(last=False)
+
+
+def _identity(sources: tuple[Source, ...]) -> str:
+    return "|".join(source.identity() for source in sources)
+
+
+def _listed(catalog: Catalog) -> Callable[[Source], bool]:
+    """Whether a source's files are in the catalog's fingerprint: a file it lists (a view of
+    one included), or inside a model folder it lists (whose every file it stats)."""
+    files: set[Path] = set()
+    folders: list[Path] = []
+    for category in CATEGORIES:
+        for entry in catalog.entries(category):
+            if entry.is_folder:
+                folders.append(entry.path)
+            else:
+                files.add(entry.path)
+
+    def listed(source: Source) -> bool:
+        where = source.location
+        return where in files or any(where.is_relative_to(folder) for folder in folders)
+
+    return listed
 
 
 class FamilyNodeRunner(NodeRunner):
@@ -52,13 +161,41 @@ class FamilyNodeRunner(NodeRunner):
         self.runtime = runtime
         # Its renders follow the run's `options.cache` where its family caches steps at all.
         self.caches_steps = bool(family.capabilities.step_cache)
+        self._seeds = seed_params(descriptor)
+        self._checks_texts = checks_texts(family)
+        self._kept = KeptChecks(family.catalog)
 
     # -- submit ----------------------------------------------------------------------------------
 
     def check_node(self, node_id: str, params: Mapping[str, Any], facts: SubmitFacts) -> Sources:
-        """One check at submit: the node's files resolved once, the family's one check with
-        everything it needs, then the files required and the split asked; the files found are
-        the run's (`NodeCall.prepared`), for `lower` and the render."""
+        """One check at submit: the texts wired in checked (where the family checks them), then
+        the node's files resolved once, the family's one check with everything it needs, the
+        files required and the split asked; the files found are the run's (`NodeCall.prepared`),
+        for `lower` and the render. None of the latter sees a seed or a text (`CheckParams`,
+        `Submit.upstream`), so its result is kept (`KeptChecks`) and a render that changes only
+        those finds it again."""
+        texts, handles = _split_upstream(facts.upstream)
+        if self._checks_texts is not None:
+            self._checks_texts.check_texts(self.descriptor.type, texts, node_id)
+        view = CheckParams(params, self._seeds)
+        sizes = facts.sizes()
+        key = self._kept.key(node_id, view, facts, sizes, handles)  # the catalog read first
+        kept = None if key is None else self._kept.find(key)
+        if kept is not None:
+            return kept
+        sources = self._check(node_id, view, facts.wired, sizes, handles)
+        if key is not None:
+            self._kept.keep(key, sources)
+        return sources
+
+    def _check(
+        self,
+        node_id: str,
+        params: CheckParams,
+        wired: frozenset[str],
+        sizes: Mapping[str, tuple[int, int]],
+        upstream: Mapping[str, Sequence[object]],
+    ) -> Sources:
         node_type = self.descriptor.type
         if self.descriptor.param("mu") is not None:  # a node with `SHIFT_PARAMS`: one of the two
             try:
@@ -66,13 +203,16 @@ class FamilyNodeRunner(NodeRunner):
             except ValueError as exc:
                 raise InvalidRequest(str(exc), node_id=node_id) from None
         resolution = self.family.resolve(node_type, params)
-        sizes = facts.sizes()
-        submit = Submit(node_type, params, node_id, resolution, facts.wired, sizes, facts.upstream)
+        submit = Submit(node_type, params, node_id, resolution, wired, sizes, upstream)
         self.family.check(submit)
         sources = resolution.require(node_id)
-        images = {port: sizes.get(port) for port in facts.wired}
+        images = {port: sizes.get(port) for port in wired}
         self.runtime.refuse_if_split(self.family, node_type, params, sources, node_id, images)
         return sources
+
+    def kept_checks(self) -> int:
+        """How many checks it keeps now (at most `CHECKS_KEPT`)."""
+        return len(self._kept)
 
     def cache_identity(self, params: Mapping[str, Any], prepared: object | None = None) -> str:
         sources = prepared if isinstance(prepared, Sources) else self._sources(params, None)
@@ -178,6 +318,22 @@ class FamilyNodeRunner(NodeRunner):
             f"{self.descriptor.type} produced a {type(output).__name__}, not its "
             f"{self.descriptor.output_kind}"
         )
+
+
+def _split_upstream(
+    upstream: Mapping[str, Sequence[object]],
+) -> tuple[dict[str, list[str]], dict[str, list[object]]]:
+    """What the nodes wired in prepared, as (the texts, the rest), each by input name: a text
+    (an `input/text`'s) changes render to render, so the check that is kept never sees one."""
+    texts: dict[str, list[str]] = {}
+    handles: dict[str, list[object]] = {}
+    for port, values in upstream.items():
+        for value in values:
+            if isinstance(value, str):
+                texts.setdefault(port, []).append(value)
+            else:
+                handles.setdefault(port, []).append(value)
+    return texts, handles
 
 
 def chunk_announcer(

@@ -10,7 +10,7 @@ samplers, img2img and inpaint included. Its all-in-one checkpoints are told by t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -107,14 +107,18 @@ class SD15Family(SDXLFamily):
         return lowered
 
     def check(self, submit: Submit) -> None:
-        """A prompt known at submit (an `input/text`'s, the negative prompt) that names
-        embeddings is refused before the run starts."""
-        texts = [t for t in submit.upstream.get("prompt", ()) if isinstance(t, str)]
-        texts.append(str(submit.params.get("negative_prompt") or ""))
-        names = named_embeddings(texts)
+        """A negative prompt that names embeddings is refused before the run starts."""
+        names = named_embeddings([str(submit.params.get("negative_prompt") or "")])
         if names:
             raise InvalidRequest(_no_embeddings(names), node_id=submit.node_id)
         super().check(submit)
+
+    def check_texts(self, node_type: str, texts: Mapping[str, Sequence[str]], node_id: str) -> None:
+        """A prompt wired in (an `input/text`'s) that names embeddings, likewise: on every
+        submit, for a text is never part of the check that is kept."""
+        names = named_embeddings(list(texts.get("prompt", ())))
+        if names:
+            raise InvalidRequest(_no_embeddings(names), node_id=node_id)
 
 
 def _no_embeddings(names: list[str]) -> str:
