@@ -19,7 +19,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
@@ -106,8 +106,18 @@ class SchedulePlan:
         if self.spacing not in PURE_SPACINGS:
             sigmas, sampling = self._worked_out()
             return list(sigmas), sampling
-        config = json.dumps(self.config, sort_keys=True, default=repr)
-        key = (config, *(getattr(self, f.name) for f in fields(self)[1:]))
+        key = (
+            json.dumps(self.config, sort_keys=True, default=repr),
+            self.steps,
+            self.image_seq_len,
+            self.strength,
+            self.schedule,
+            self.denoise,
+            self.spacing,
+            self.mu,
+            self.window,
+            self.shift,
+        )
         with _plans_lock:
             kept = _plans.get(key)
         if kept is None:
