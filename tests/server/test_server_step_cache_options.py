@@ -3,6 +3,7 @@ kept in its checked form (the stored options travel as the previews' do)."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -10,7 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from server_support import slow_graph, text_graph
 
-from inline_core.runtime.step_cache import StepCacheSettings
+from inline_core.runtime.context import ExecutionContext
+from inline_core.runtime.step_cache import POLICY_CHOICE, StepCacheSettings
 from inline_core.server.run_options import parse_options, step_cache_choice
 
 
@@ -67,3 +69,15 @@ def test_parsed_options_hold_every_setting_and_give_the_runs_choice() -> None:
     assert not step_cache_choice({}).given
     zero = parse_options({"cache": {"method": "dbcache", "threshold": 0}})
     assert zero["cache"]["threshold"] == 0
+
+
+def test_a_run_asking_for_nothing_shares_the_policy_choice_and_each_keys_as_before() -> None:
+    """The common run's choice is one shared value (nothing worked out per render); the cache
+    key part of each choice is what it was."""
+    assert step_cache_choice({}) is POLICY_CHOICE
+    assert ExecutionContext.__dataclass_fields__["step_cache"].default is POLICY_CHOICE
+    assert POLICY_CHOICE.identity == "cache:policy"
+    assert step_cache_choice({"cache": {"method": "none"}}).identity == "cache:none"
+    settings = StepCacheSettings(threshold=0.12, warmup=4)
+    chosen = step_cache_choice(parse_options({"cache": settings.to_json()}))
+    assert chosen.identity == "cache:" + json.dumps(settings.to_json(), sort_keys=True)

@@ -150,7 +150,7 @@ class Executor:
             upstream[port] = keys
         identity = runner.cache_identity(node.params, prepared)
         if runner.caches_steps:  # cached steps are an approximation: not the same output
-            identity = f"{identity}|{ctx.step_cache.identity()}"
+            identity = f"{identity}|{ctx.step_cache.identity}"
         return key_for(descriptor, node.params, upstream, self.catalog, identity)
 
 

@@ -17,7 +17,7 @@ from inline_core.runtime.interactions import Interaction, InteractionBoard, Inte
 from inline_core.runtime.png import encode_png
 from inline_core.runtime.preview import PreviewTarget
 from inline_core.runtime.progress import EventSink, NodeReporter, RunEvent
-from inline_core.runtime.step_cache import StepCacheChoice
+from inline_core.runtime.step_cache import POLICY_CHOICE, StepCacheChoice
 from inline_core.runtime.store import TakeStore
 from inline_core.runtime.video import SUFFIXES, Audio, Video, encode
 from inline_core.runtime.video_stream import LiveVideo, LiveVideos
@@ -40,7 +40,7 @@ class ExecutionContext:
     # The run's step previews (None: off), delivered by the server that runs it.
     preview: PreviewTarget | None = None
     # The run's step caching, as it asked (nothing: the device policy chooses per render).
-    step_cache: StepCacheChoice = field(default_factory=StepCacheChoice)
+    step_cache: StepCacheChoice = POLICY_CHOICE
     # The server's videos decoding now, streamed to clients as they decode (None: not streamed).
     videos: LiveVideos | None = None
     # The run's stored interactions (replayed at their boundaries after a restart), and where

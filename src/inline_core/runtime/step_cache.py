@@ -18,6 +18,7 @@ import json
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, cast
 
 from inline_core.errors import InvalidRequest
@@ -124,20 +125,18 @@ class StepCacheChoice:
     given: bool = False
     settings: StepCacheSettings | None = None
 
-    @classmethod
-    def from_option(cls, stored: object) -> StepCacheChoice:
-        """From a run's stored `options.cache` (absent: None)."""
-        if stored is None:
-            return cls()
-        return cls(True, parse_cache_option(stored))
-
+    @cached_property
     def identity(self) -> str:
-        """Its part of a node cache key."""
+        """Its part of a node cache key (worked out once per choice)."""
         if not self.given:
             return "cache:policy"
         if self.settings is None:
             return "cache:none"
         return "cache:" + json.dumps(self.settings.to_json(), sort_keys=True)
+
+
+# A run that asks for nothing: one shared value, so the common render works out no choice.
+POLICY_CHOICE = StepCacheChoice()
 
 
 # What a render's step cache did, summed over its rows (its prompt's and its negative's): the

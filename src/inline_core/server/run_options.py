@@ -17,7 +17,7 @@ from typing import Any, cast
 from inline_core.errors import InvalidRequest
 from inline_core.graph.validate import ValidatedGraph
 from inline_core.runtime.preview import PREVIEW_METHODS
-from inline_core.runtime.step_cache import StepCacheChoice, parse_cache_option
+from inline_core.runtime.step_cache import POLICY_CHOICE, StepCacheChoice, parse_cache_option
 
 OPTIONS = ("preview", "cache")
 
@@ -56,7 +56,8 @@ def preview_method(options: dict[str, Any], default: str) -> str:
 
 def step_cache_choice(options: dict[str, Any]) -> StepCacheChoice:
     """The run's step caching as it asked for it (nothing: the device policy chooses)."""
-    return StepCacheChoice.from_option(options.get("cache"))
+    stored = options.get("cache")
+    return POLICY_CHOICE if stored is None else StepCacheChoice(True, parse_cache_option(stored))
 
 
 def refuse_uncached_steps(options: dict[str, Any], validated: ValidatedGraph) -> None:

@@ -88,7 +88,7 @@ def _pipeline_sigmas(
     """The sigmas diffusers' `FlowMatchEulerDiscreteScheduler` sets for `config` (its final 0
     left off), remembered per settings where the spacing is one of this module's (pure functions
     of the step count; a caller's own, e.g. a closure over given sigmas, is run each time)."""
-    if spacing not in _PURE_SPACINGS:
+    if spacing not in PURE_SPACINGS:
         return _scheduler_sigmas(config, steps, mu, spacing)
     key = (json.dumps(config, sort_keys=True, default=repr), steps, mu, spacing)
     with _sigmas_lock:
@@ -110,7 +110,7 @@ def _scheduler_sigmas(
     return tuple(to_floats(cast(torch.Tensor, scheduler.sigmas)[:-1]))
 
 
-_PURE_SPACINGS: tuple[Spacing, ...] = (flow_spacing, numpy_flow_spacing)
+PURE_SPACINGS: tuple[Spacing, ...] = (flow_spacing, numpy_flow_spacing)
 
 
 def unipc_timesteps(levels: list[float], device: torch.device) -> torch.Tensor:

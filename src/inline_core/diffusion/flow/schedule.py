@@ -7,18 +7,26 @@ from the image token count for a dynamically shifted model; img2img starts at
 `N - int(N * strength)`. The samplers are the sigma library's (`diffusion/sigma/`). The
 timestep a transformer is fed is its family's (`model_time`), computed once from
 every model call's sigma. The low-level `sample` node may pick another sampler and schedule and
-ComfyUI's `denoise`; the defaults are the pipelines' own.
+ComfyUI's `denoise`; the defaults are the pipelines' own. The sigmas and the model sampling
+depend on the settings alone (`SchedulePlan`), so they are worked out once per settings and each
+request's schedule gets its own copies of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import copy
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
 
 from inline_core.components.interfaces import Latents
 from inline_core.diffusion.flow.samplers import (
+    PURE_SPACINGS,
     TRAIN_TIMESTEPS,
     Spacing,
     flow_sampling,
@@ -28,6 +36,7 @@ from inline_core.diffusion.flow.samplers import (
 from inline_core.diffusion.flow.steps import denoise_window, img2img_start
 from inline_core.diffusion.libs import to_floats
 from inline_core.diffusion.sigma.noise import RowNoise, row_generator
+from inline_core.diffusion.sigma.sampling import FlowSampling
 from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.diffusion.sigma.stepper import SigmaStepper
 from inline_core.diffusion.sigma.window import StepWindow
@@ -64,6 +73,92 @@ def calculate_shift(
     m = (max_shift - base_shift) / (max_seq_len - base_seq_len)
     b = base_shift - m * base_seq_len
     return image_seq_len * m + b
+
+
+# A schedule's sigmas and model sampling depend on its settings alone (not on the seed, the
+# sampler or the prompt): a render at settings seen before reads them back instead of working
+# them out again. Kept ones are never handed out: each schedule gets its own copies.
+_PLANS_KEPT = 64
+_plans_lock = threading.Lock()
+_plans: OrderedDict[Hashable, tuple[tuple[float, ...], FlowSampling]] = OrderedDict()
+
+
+@dataclass(frozen=True)
+class SchedulePlan:
+    """What a schedule's sigmas and model sampling depend on (`FlowMatchSchedule.create` says
+    what each is): its settings alone, not the seed, the sampler or the prompt."""
+
+    config: Mapping[str, Any]
+    steps: int
+    image_seq_len: int
+    strength: float | None
+    schedule: str
+    denoise: float
+    spacing: Spacing
+    mu: float | None
+    window: StepWindow | None
+    shift: ModelShift | None
+
+    def made(self) -> tuple[list[float], FlowSampling]:
+        """The sigmas the sampler walks and the model's sampling, the request's own copies;
+        worked out once per settings where the spacing is a pure one (a caller's own, e.g. a
+        closure over given sigmas, is run each time)."""
+        if self.spacing not in PURE_SPACINGS:
+            sigmas, sampling = self._worked_out()
+            return list(sigmas), sampling
+        key = (
+            json.dumps(self.config, sort_keys=True, default=repr),
+            self.steps,
+            self.image_seq_len,
+            self.strength,
+            self.schedule,
+            self.denoise,
+            self.spacing,
+            self.mu,
+            self.window,
+            self.shift,
+        )
+        with _plans_lock:
+            kept = _plans.get(key)
+        if kept is None:
+            kept = self._worked_out()
+            with _plans_lock:
+                _plans[key] = kept
+                while len(_plans) > _PLANS_KEPT:
+                    _plans.popitem(last=False)
+        sigmas, sampling = kept
+        return list(sigmas), _own_sampling(sampling)
+
+    def _worked_out(self) -> tuple[tuple[float, ...], FlowSampling]:
+        config, mu = self.config, self.mu
+        if self.shift is not None:
+            config = self.shift.flow_config(config)
+            mu = self.shift.mu if self.shift.mu is not None else mu
+        mu = (
+            mu
+            if mu is not None
+            else calculate_shift(
+                self.image_seq_len,
+                config.get("base_image_seq_len", 256),
+                config.get("max_image_seq_len", 4096),
+                config.get("base_shift", 0.5),
+                config.get("max_shift", 1.15),
+            )
+        )
+        total, first = denoise_window(self.steps, self.denoise)
+        sigmas = model_sigmas(config, total, mu, self.schedule, self.spacing)[first:]
+        if self.strength is not None:
+            sigmas = sigmas[img2img_start(self.steps, self.strength) :]
+        if self.window is not None:  # ComfyUI's KSamplerAdvanced: steps start..end of the schedule
+            sigmas = self.window.cut(sigmas)
+        return tuple(sigmas), flow_sampling(config, mu)
+
+
+def _own_sampling(kept: FlowSampling) -> FlowSampling:
+    """A copy of a kept model sampling that shares nothing a render could change in place."""
+    own = copy.copy(kept)
+    own.sigmas = kept.sigmas.clone()
+    return own
 
 
 class FlowMatchSchedule:
@@ -108,28 +203,12 @@ class FlowMatchSchedule:
         `shift`: the request's own (ComfyUI's ModelSampling* nodes), in place of the model's."""
         if sampler not in SAMPLERS + CFG_PP_SAMPLERS:
             raise ValueError(f"unknown sampler {sampler!r}; choose one of {SAMPLERS}")
-        if shift is not None:
-            config = shift.flow_config(config)
-            mu = shift.mu if shift.mu is not None else mu
-        mu = (
-            mu
-            if mu is not None
-            else calculate_shift(
-                image_seq_len,
-                config.get("base_image_seq_len", 256),
-                config.get("max_image_seq_len", 4096),
-                config.get("base_shift", 0.5),
-                config.get("max_shift", 1.15),
-            )
+        plan = SchedulePlan(
+            config, steps, image_seq_len, strength, schedule, denoise, spacing, mu, window, shift
         )
-        total, first = denoise_window(steps, denoise)
-        sigmas = model_sigmas(config, total, mu, schedule, spacing)[first:]
-        if strength is not None:
-            sigmas = sigmas[img2img_start(steps, strength) :]
-        if window is not None:  # ComfyUI's KSamplerAdvanced: steps start..end of the schedule
-            sigmas = window.cut(sigmas)
+        sigmas, sampling = plan.made()
         noise = RowNoise([row_generator(seed, row)])
-        stepper = SigmaStepper(sampler, flow_sampling(config, mu), sigmas, None, noise)
+        stepper = SigmaStepper(sampler, sampling, sigmas, None, noise)
         levels = torch.tensor(stepper.call_sigmas, dtype=torch.float32)
         timesteps = (levels * TRAIN_TIMESTEPS).to(device)
         return cls(stepper, levels, timesteps, model_time)

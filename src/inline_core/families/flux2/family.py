@@ -23,7 +23,6 @@ from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
-from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
@@ -45,7 +44,7 @@ from inline_core.families.flux2.request import Flux2Request, new_request, refere
 from inline_core.families.flux2.split import sequence_refusal, support_for
 from inline_core.families.flux2.transformer import config_of
 from inline_core.families.flux2.variants import EMBEDDED_DEFAULT, Flux2Variant, variant_of
-from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.nodes.inputs import image_input, prompt_text, wired_loras
 from inline_core.families.nodes.sampling import (
     guidance_param,
     refuse_cfg_pp,
@@ -114,7 +113,7 @@ class Flux2Family(Family):
             if image is not None:
                 request[port] = image
         take_params["references"] = sum(image is not None for image in references)
-        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        loras = wired_loras(inputs, self.name, self.title, node_id)
         if loras:
             request["loras"] = loras
             take_params["loras"] = stack_info(loras)

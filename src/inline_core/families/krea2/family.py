@@ -16,7 +16,6 @@ from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
-from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
@@ -33,7 +32,7 @@ from inline_core.families.krea2.lora_naming import KREA2_LORAS
 from inline_core.families.krea2.request import Krea2Request, new_request
 from inline_core.families.krea2.split import sequence_refusal, support_for
 from inline_core.families.krea2.variants import Krea2Variant, variant_of
-from inline_core.families.nodes.inputs import prompt_text
+from inline_core.families.nodes.inputs import prompt_text, wired_loras
 from inline_core.families.nodes.sampling import (
     guidance_param,
     refuse_cfg_pp,
@@ -94,7 +93,7 @@ class Krea2Family(Family):
             "distilled": kind.distilled,
             "text_layers": kind.text_layers,
         }
-        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        loras = wired_loras(inputs, self.name, self.title, node_id)
         if loras:
             request["loras"] = loras
             take_params["loras"] = stack_info(loras)

@@ -7,6 +7,8 @@ from typing import Any, TypeVar, cast
 
 from PIL import Image
 
+from inline_core.contract.lora_stacks import lora_stack
+from inline_core.diffusion.adapters.stack import LoraStack
 from inline_core.errors import InvalidRequest
 from inline_core.graph.runner import NodeCall
 
@@ -51,3 +53,10 @@ def image_input(inputs: Mapping[str, Any], port: str, node_id: str) -> Image.Ima
     if not isinstance(value, Image.Image):
         raise InvalidRequest(f"the {port} input must be an image", node_id=node_id)
     return value
+
+
+def wired_loras(inputs: Mapping[str, Any], family: str, title: str, node_id: str) -> LoraStack:
+    """The LoRA stack on a one-model node's `loras` input (`contract/lora_stacks.py`). With none
+    wired it is empty, without that machinery: the common render's walk stays short."""
+    value = inputs.get("loras")
+    return () if value is None else lora_stack(value, family, title, node_id)

@@ -16,14 +16,13 @@ from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules
-from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest
-from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.nodes.inputs import image_input, prompt_text, wired_loras
 from inline_core.families.nodes.sampling import guidance_param, refuse_cfg_pp
 from inline_core.families.qwen_image.comfy import RECIPE
 from inline_core.families.qwen_image.descriptor import (
@@ -127,7 +126,7 @@ class QwenImageFamily(Family):
         take_params["references"] = len(images)
         if images:
             request["images"] = tuple(images)
-        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        loras = wired_loras(inputs, self.name, self.title, node_id)
         if loras:
             request["loras"] = loras
             take_params["loras"] = stack_info(loras)

@@ -18,13 +18,12 @@ from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import SCHEDULER, StackRules
-from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Missing, Resolution, Sources
 from inline_core.contract.submit import Submit
 from inline_core.diffusion.adapters.stack import stack_info
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InvalidRequest, NotFound
-from inline_core.families.nodes.inputs import image_input, prompt_text
+from inline_core.families.nodes.inputs import image_input, prompt_text, wired_loras
 from inline_core.families.sdxl.comfy import RECIPE
 from inline_core.families.sdxl.descriptor import (
     CHECKPOINT_PREDICTION,
@@ -134,7 +133,7 @@ class SDXLFamily(Family):
         if embeddings:
             request["embeddings"] = embeddings
             take_params["embeddings"] = [e.name for e in embeddings]
-        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        loras = wired_loras(inputs, self.name, self.title, node_id)
         if loras:
             request["loras"] = loras
             take_params["loras"] = stack_info(loras)

@@ -14,7 +14,6 @@ from inline_core.contract.capabilities import Capabilities
 from inline_core.contract.comfy_recipe import ComfyRecipe
 from inline_core.contract.family import Family, Lowered, Stack
 from inline_core.contract.files import StackRules, read_json
-from inline_core.contract.lora_stacks import lora_stack
 from inline_core.contract.sources import Sources
 from inline_core.contract.submit import Submit
 from inline_core.device.split import ModelParallelSupport, ParallelSpec
@@ -23,7 +22,7 @@ from inline_core.diffusion.flow.steps import img2img_start
 from inline_core.diffusion.formats import ldm_vae
 from inline_core.downloads.targets import Downloads
 from inline_core.errors import InlineError, InvalidRequest
-from inline_core.families.nodes.inputs import prompt_text
+from inline_core.families.nodes.inputs import prompt_text, wired_loras
 from inline_core.families.nodes.sampling import refuse_cfg_pp
 from inline_core.families.zimage import control_inputs, controlnet
 from inline_core.families.zimage.comfy import RECIPE
@@ -110,7 +109,7 @@ class ZImageFamily(Family):
         if image is not None:
             request["image"] = image
             request["strength"] = float(params["strength"])
-        loras = lora_stack(inputs.get("loras"), self.name, self.title, node_id)
+        loras = wired_loras(inputs, self.name, self.title, node_id)
         if loras:
             request["loras"] = loras
         control = control_inputs.lower(self.catalog, params, inputs, node_id)
