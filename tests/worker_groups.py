@@ -8,8 +8,10 @@ ranks) ever sees it. The group's ranks load another stack in place of theirs whe
 renders changes (another family's or model's files; no relaunch): modules on one key that render
 one stack say so (`worker_group(shared=KEY, stack=NAME)`) and run next to each other, so it loads
 once for them.
-A test that kills ranks or tests a group's start keeps a group of its own (`worker_group`
-without a key).
+A module that renders through a runtime (a family node's split) hands the runtime the shared
+sampler as the group of the split it chooses (`tests/parallel/test_parallel_wan.py`). A test that
+kills ranks, tests a group's start, or counts or stops a server's processes keeps a group of its
+own (`worker_group` without a key).
 
 Under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`) every module is one
 `xdist_group` (or in the one it names, `XDIST_INDUCTOR`), so its module-scoped fixtures (servers,

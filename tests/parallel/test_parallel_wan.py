@@ -8,6 +8,9 @@ Tolerance: at most one level (of 255), on at most 0.1% of the values. Each rank'
 its half of the tokens (and TI2V embeds its half of the per-token timesteps), and oneDNN picks its
 blocking, hence the order it sums a dot product's floats in, by the matrix's shape: a value that
 lies on a rounding boundary may move by one level. Most renders here come out exact.
+
+The runtime's group is the run's shared cache-dit one (`tests/worker_groups.py`): the split,
+runner and engine the runtime launches itself, its ranks loading Wan's stacks in place.
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from parallel_support import group_children
 from PIL import Image
 
 from inline_core.contract.registry import Families
 from inline_core.device.split import ParallelSpec
+from inline_core.engine.group import ModelGroup
 from inline_core.families.nodes.loras import LoraPicker
 from inline_core.families.standalone import FamilyRig
 from inline_core.families.wan.kit import WanKit, build_kit
@@ -32,6 +35,7 @@ from inline_core.graph.runner import NodeCall, NodeResult
 from inline_core.parallel.config import GroupConfig
 from inline_core.parallel.probe import AttentionProbe
 from inline_core.parallel.protocol import Json
+from inline_core.parallel.sampler import ParallelSampler
 from inline_core.parallel.settings import RankSettings
 from inline_core.runtime.context import ExecutionContext
 from inline_core.runtime.file_store import FileTakeStore
@@ -47,7 +51,7 @@ LOOSE = StepCacheSettings(threshold=0.5, warmup=2, front_blocks=1, max_consecuti
 _runs = itertools.count()
 
 
-pytestmark = pytest.mark.worker_group  # starts groups of its own
+pytestmark = pytest.mark.worker_group(shared="cache-dit", stack="wan kit")
 
 
 @pytest.fixture(scope="module")
@@ -70,15 +74,30 @@ def local(wan_models: WanKit) -> Iterator[FamilyRig]:
     torch.set_num_threads(threads)
 
 
+class _SharedModelGroup(ModelGroup):
+    """The runtime's group on the run's shared sampler: the run closes it after its last module
+    (and checks that nothing of it is left), not the runtime that renders on it here."""
+
+    def close(self) -> None:
+        pass
+
+
 @pytest.fixture(scope="module")
-def split(wan_models: WanKit) -> Iterator[FamilyRig]:
-    """The same family on a runtime whose policy splits Wan over 2 CPU ranks."""
+def split(wan_models: WanKit, cache_dit_group: ParallelSampler) -> Iterator[FamilyRig]:
+    """The same family on a runtime whose policy splits Wan over 2 CPU ranks, on the run's
+    shared group of that split in place of one the runtime would launch for this module."""
+
+    def shared_group(chosen: ParallelSpec, *, cuda: bool) -> ModelGroup:
+        assert chosen == cache_dit_group.config.ranks.split and not cuda
+        return _SharedModelGroup(chosen, cache_dit_group)
+
     sampler = StepLoopSampler()  # never used: every render goes to the worker group
-    rig = wan_rig(wan_models.root, sampler, parallel=str(SPLIT))
-    yield rig
-    rig.close()  # stops the worker group
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ModelGroup, "for_split", shared_group)
+        rig = wan_rig(wan_models.root, sampler, parallel=str(SPLIT))
+        yield rig
+        rig.close()
     sampler.close()
-    assert group_children() == []
 
 
 def render(

@@ -2,7 +2,8 @@
 and its soundtrack equal the in-process render (at the ranks' thread count: oneDNN's float
 reductions depend on it), with guidance, from an image, and with the step cache deciding on
 all-reduced sums; what the split refuses (a sequence its ranks cannot share) is a 422 reason at
-submit. The module's tests share one group (`tests/worker_groups.py`)."""
+submit. The module renders on the run's shared cache-dit group (`tests/worker_groups.py`; the same
+split, runner and heartbeat), its ranks loading LTX-2's stack in place of the one they hold."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from inline_core.sampling import SampleJob, StepLoopSampler
 from tests.parallel.parallel_support import group_config
 from tests.worker_groups import shared_sampler
 
-pytestmark = pytest.mark.worker_group(shared="ltx2")
+pytestmark = pytest.mark.worker_group(shared="cache-dit", stack="ltx2 kit")
 
 SPLIT = ParallelSpec.parse("ulysses=2")
 CPU_DTYPES = {"text_encoder": "float32", "denoiser": "float32", "vae": "float32"}
@@ -62,7 +63,7 @@ def handle(family: LTX2Family, sources: Sources) -> GroupPipeline:
 @pytest.fixture(scope="module")
 def group(request: pytest.FixtureRequest) -> ParallelSampler:
     return shared_sampler(
-        request, "ltx2", lambda: ParallelSampler(group_config(DEFAULT_RUNNER), retries=1)
+        request, "cache-dit", lambda: ParallelSampler(group_config(DEFAULT_RUNNER), retries=1)
     )
 
 
