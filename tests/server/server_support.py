@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +117,24 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def run_until_it_exits(
+    command: Sequence[str], env: Mapping[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run a server command that must exit by itself (a refusal), its output captured, on a
+    free port unless `env` names one (`INLINE_PORT`); run again on another port when a process
+    took the free one before the server bound it, as `LiveServer.wait_ready` does."""
+    said = ""
+    for _attempt in range(PORT_RACE_RETRIES):
+        port = {} if "INLINE_PORT" in env else {"INLINE_PORT": str(free_port())}
+        done = subprocess.run(
+            list(command), env={**env, **port}, capture_output=True, text=True, timeout=timeout
+        )
+        if not port or not (done.returncode == 2 and PORT_TAKEN in done.stderr):
+            return done
+        said = done.stderr
+    raise AssertionError(f"no free port held for {' '.join(command)}: {said}")
 
 
 @dataclass

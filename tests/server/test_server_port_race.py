@@ -1,9 +1,12 @@
 """A test server whose free port another process takes before it binds it is launched again on
-another port: the suite does not depend on what else listens on the machine."""
+another port, and one that must refuse is run again until it refuses for its own reason: the
+suite does not depend on what else listens on the machine."""
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,32 @@ def test_a_server_whose_port_is_taken_every_time_fails_after_its_last_launch(
             assert server.starts == server_support.PORT_RACE_RETRIES
         finally:
             server.close()
+
+
+def test_a_refusing_server_whose_port_was_taken_meanwhile_refuses_for_its_own_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It binds before it opens its store: on the taken port it would say only that.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = int(taken.getsockname()[1])
+        ports = iter([busy])
+        real_free_port = server_support.free_port
+        monkeypatch.setattr(
+            server_support, "free_port", lambda: next(ports, None) or real_free_port()
+        )
+        nowhere = f"postgresql://inline@127.0.0.1:{real_free_port()}/inline"
+        env = {
+            **os.environ,
+            "INLINE_DATA_DIR": str(tmp_path / "data"),
+            "INLINE_MODELS_DIR": str(tmp_path / "models"),
+            "INLINE_DATABASE_URL": nowhere,
+            "INLINE_DATABASE_RETRY_S": "1",
+            "PYTHONPATH": str(server_support.SRC),
+        }
+        done = server_support.run_until_it_exits(
+            [sys.executable, "-m", "inline_core.server"], env, timeout=120
+        )
+    assert done.returncode == 2, done.stderr
+    assert "cannot reach the run database" in done.stderr and PORT_TAKEN not in done.stderr

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from server_support import HERE, PLUGIN, SRC, LiveServer, free_port
+from server_support import HERE, PLUGIN, SRC, LiveServer, run_until_it_exits
 
 from inline_core.config import Config
 from inline_core.device.detect import gpu_device_nodes_present
@@ -29,18 +29,11 @@ def inline_core(
         **os.environ,
         "INLINE_DATA_DIR": str(tmp_path / "data"),
         "INLINE_MODELS_DIR": str(tmp_path / "models"),
-        "INLINE_PORT": str(free_port()),
         "PYTHONPATH": os.pathsep.join(str(p) for p in (HIDDEN_MODULES, SRC, HERE)),
         "INLINE_TEST_HIDE_MODULES": hide,
         **(env or {}),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "inline_core.cli", *flags],
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_until_it_exits([sys.executable, "-m", "inline_core.cli", *flags], full, 120)
 
 
 def refusal(done: subprocess.CompletedProcess[str]) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from server_support import HERE, PLUGIN, SRC, free_port
+from server_support import HERE, PLUGIN, SRC, free_port, run_until_it_exits
 
 from inline_core.cli import apply_serve_args, build_serve_parser
 from inline_core.config import Config
@@ -29,17 +29,10 @@ def serve(
         "INLINE_MODELS_DIR": str(tmp_path / "models"),
         "INLINE_PROFILE": "cpu",
         "INLINE_PLUGINS": PLUGIN,
-        "INLINE_PORT": str(free_port()),
         "PYTHONPATH": os.pathsep.join(str(p) for p in paths),
         **env,
     }
-    return subprocess.run(
-        [sys.executable, "-m", "inline_core.server"],
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_until_it_exits([sys.executable, "-m", "inline_core.server"], full, 120)
 
 
 def test_the_flags_set_the_store_variables() -> None:

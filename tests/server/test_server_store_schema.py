@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from server_support import HERE, PLUGIN, SRC, free_port
+from server_support import HERE, PLUGIN, SRC, run_until_it_exits
 from store_support import claim, open_store
 
 from inline_core.config import Config
@@ -74,19 +73,13 @@ def test_a_server_started_on_a_newer_schema_exits_saying_why(
         **os.environ,
         "INLINE_DATA_DIR": str(config.data_dir),
         "INLINE_MODELS_DIR": str(tmp_path / "models"),
-        "INLINE_PORT": str(free_port()),  # it binds before it reads the store: never 8848
         "INLINE_PROFILE": "cpu",
         "INLINE_PLUGINS": PLUGIN,
         "PYTHONPATH": f"{SRC}:{HERE}",
         **({"INLINE_DATABASE_URL": database_url} if database_url else {}),
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "inline_core.server"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    # It binds before it reads the store: on a free port, never 8848.
+    done = run_until_it_exits([sys.executable, "-m", "inline_core.server"], env, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "newer than this Inline Core knows" in done.stderr
     assert "Traceback" not in done.stderr
