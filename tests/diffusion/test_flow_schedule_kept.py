@@ -4,7 +4,6 @@ changed in place, cannot reach the next (`diffusion/flow/schedule.py`)."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, cast
 
 import pytest
@@ -16,6 +15,7 @@ from inline_core.diffusion.libs import to_floats
 from inline_core.diffusion.sigma.sampling import FlowSampling
 from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.diffusion.sigma.window import StepWindow
+from inline_core.kept import Kept
 
 CPU = torch.device("cpu")
 CONFIG: dict[str, Any] = {"num_train_timesteps": 1000, "shift": 3.0, "use_dynamic_shifting": False}
@@ -34,15 +34,15 @@ SETTINGS: list[dict[str, Any]] = [
 def worked_out(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """An empty store of kept plans, and the step counts each plan was worked out for (by the
     real code)."""
-    monkeypatch.setattr(flow_schedule, "_plans", OrderedDict[Any, Any]())
+    monkeypatch.setattr(flow_schedule, "PLANS", Kept[Any, Any](64))
     steps: list[int] = []
-    real = SchedulePlan._worked_out  # pyright: ignore[reportPrivateUsage]
+    real = SchedulePlan.worked_out_afresh
 
     def counted(plan: SchedulePlan) -> Any:
         steps.append(plan.steps)
         return real(plan)
 
-    monkeypatch.setattr(SchedulePlan, "_worked_out", counted)
+    monkeypatch.setattr(SchedulePlan, "worked_out_afresh", counted)
     return steps
 
 
@@ -74,7 +74,7 @@ def test_a_kept_plan_reads_back_what_working_it_out_gives(
     first = made(**dict(settings))
     again = made(seed=9, sampler="dpmpp_2m", **dict(settings))  # not keyed by seed or sampler
     assert len(worked_out) == 1
-    flow_schedule._plans.clear()  # pyright: ignore[reportPrivateUsage]
+    flow_schedule.PLANS.clear()
     fresh = made(seed=9, sampler="dpmpp_2m", **dict(settings))
     assert len(worked_out) == 2
     assert parts(again) == parts(fresh)
@@ -115,4 +115,4 @@ def test_a_callers_own_spacing_is_run_each_time(worked_out: list[int]) -> None:
     made(spacing=spacing)
     made(spacing=spacing)
     assert len(worked_out) == 2
-    assert len(flow_schedule._plans) == 0  # pyright: ignore[reportPrivateUsage]
+    assert len(flow_schedule.PLANS) == 0

@@ -25,13 +25,13 @@ def fresh(config: dict[str, Any], steps: int, mu: float, spacing: samplers.Spaci
 def built(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The step counts a scheduler was built for (the real one is)."""
     steps: list[int] = []
-    real = samplers._scheduler_sigmas  # pyright: ignore[reportPrivateUsage]
+    real = samplers.scheduler_sigmas
 
     def counted(config: Any, n: int, mu: float, spacing: samplers.Spacing) -> tuple[float, ...]:
         steps.append(n)
         return real(config, n, mu, spacing)
 
-    monkeypatch.setattr(samplers, "_scheduler_sigmas", counted)
+    monkeypatch.setattr(samplers, "scheduler_sigmas", counted)
     return steps
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,62 +15,59 @@ import server_support
 from server_support import PORT_TAKEN, LiveServer
 
 
-def test_a_server_whose_port_was_taken_meanwhile_starts_on_another(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def busy() -> Iterator[int]:
+    """A port this test holds (listening), as another process on the machine would."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        busy = int(taken.getsockname()[1])
-        ports = iter([busy])
-        real_free_port = server_support.free_port
-        # The first port handed out is the one this test holds, as if another process had
-        # bound it between `free_port` and the server's bind.
-        monkeypatch.setattr(
-            server_support, "free_port", lambda: next(ports, None) or real_free_port()
-        )
-        server = LiveServer(tmp_path / "data", tmp_path / "models")
-        try:
-            server.start()
-            assert server.starts == 2 and server.port != busy
-            assert PORT_TAKEN in (tmp_path / "server-1.log").read_text()
-        finally:
-            server.close()
+        yield int(taken.getsockname()[1])
+
+
+@pytest.fixture
+def taken_once(busy: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """`free_port` hands out `busy` first, as if another process had bound it between
+    `free_port` and the server's bind, then free ports."""
+    ports = iter([busy])
+    real_free_port = server_support.free_port
+    monkeypatch.setattr(server_support, "free_port", lambda: next(ports, None) or real_free_port())
+    return busy
+
+
+def test_a_server_whose_port_was_taken_meanwhile_starts_on_another(
+    tmp_path: Path, taken_once: int
+) -> None:
+    server = LiveServer(tmp_path / "data", tmp_path / "models")
+    try:
+        server.start()
+        assert server.starts == 2 and server.port != taken_once
+        assert PORT_TAKEN in (tmp_path / "server-1.log").read_text()
+    finally:
+        server.close()
 
 
 def test_a_server_whose_port_is_taken_every_time_fails_after_its_last_launch(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, busy: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every launch's port taken: the start gives up with the last launch's log, launching no
     # server beyond its tries that nobody waits for.
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        busy = int(taken.getsockname()[1])
-        monkeypatch.setattr(server_support, "free_port", lambda: busy)
-        server = LiveServer(tmp_path / "data", tmp_path / "models")
-        try:
-            with pytest.raises(AssertionError, match=PORT_TAKEN):
-                server.start()
-            assert server.starts == server_support.PORT_RACE_RETRIES
-        finally:
-            server.close()
+    monkeypatch.setattr(server_support, "free_port", lambda: busy)
+    server = LiveServer(tmp_path / "data", tmp_path / "models")
+    try:
+        with pytest.raises(AssertionError, match=PORT_TAKEN):
+            server.start()
+        assert server.starts == server_support.PORT_RACE_RETRIES
+    finally:
+        server.close()
 
 
 def test_a_refusing_server_whose_port_was_taken_meanwhile_refuses_for_its_own_reason(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, taken_once: int
 ) -> None:
     # It binds before it opens its store: on the taken port it would say only that.
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        busy = int(taken.getsockname()[1])
-        ports = iter([busy])
-        real_free_port = server_support.free_port
-        monkeypatch.setattr(
-            server_support, "free_port", lambda: next(ports, None) or real_free_port()
-        )
-        nowhere = f"postgresql://inline@127.0.0.1:{real_free_port()}/inline"
+    with socket.socket() as unused:  # a port nothing listens on: the database is out of reach
+        unused.bind(("127.0.0.1", 0))
+        nowhere = f"postgresql://inline@127.0.0.1:{unused.getsockname()[1]}/inline"
         env = {
             **os.environ,
             "INLINE_DATA_DIR": str(tmp_path / "data"),

@@ -11,8 +11,6 @@ shifted table (`diffusion/sigma/schedules.py`).
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -25,6 +23,7 @@ from inline_core.diffusion.sigma.sampling import FlowSampling
 from inline_core.diffusion.sigma.schedules import schedule_sigmas
 from inline_core.errors import InvalidRequest
 from inline_core.graph.sampler_names import SAMPLERS, SCHEDULES
+from inline_core.kept import Kept
 
 __all__ = ["SAMPLERS", "SCHEDULES"]
 
@@ -77,9 +76,7 @@ def model_sigmas(
 
 # (config, steps, mu, spacing) -> the pipeline's sigmas: a render at settings seen before reads
 # them back instead of building diffusers' scheduler again (about 2 ms of a tiny render).
-_SIGMAS_KEPT = 64
-_sigmas_lock = threading.Lock()
-_sigmas: OrderedDict[tuple[str, int, float, Spacing], tuple[float, ...]] = OrderedDict()
+SIGMAS: Kept[tuple[str, int, float, Spacing], tuple[float, ...]] = Kept(64)
 
 
 def _pipeline_sigmas(
@@ -89,20 +86,12 @@ def _pipeline_sigmas(
     left off), remembered per settings where the spacing is one of this module's (pure functions
     of the step count; a caller's own, e.g. a closure over given sigmas, is run each time)."""
     if spacing not in PURE_SPACINGS:
-        return _scheduler_sigmas(config, steps, mu, spacing)
+        return scheduler_sigmas(config, steps, mu, spacing)
     key = (json.dumps(config, sort_keys=True, default=repr), steps, mu, spacing)
-    with _sigmas_lock:
-        known = _sigmas.get(key)
-    if known is None:
-        known = _scheduler_sigmas(config, steps, mu, spacing)
-        with _sigmas_lock:
-            _sigmas[key] = known
-            while len(_sigmas) > _SIGMAS_KEPT:
-                _sigmas.popitem(last=False)
-    return known
+    return SIGMAS.get(key, lambda: scheduler_sigmas(config, steps, mu, spacing))
 
 
-def _scheduler_sigmas(
+def scheduler_sigmas(
     config: Mapping[str, Any], steps: int, mu: float, spacing: Spacing
 ) -> tuple[float, ...]:
     scheduler = diffusers().FlowMatchEulerDiscreteScheduler.from_config(dict(config))

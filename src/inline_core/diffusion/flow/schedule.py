@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -41,6 +39,7 @@ from inline_core.diffusion.sigma.shift import ModelShift
 from inline_core.diffusion.sigma.stepper import SigmaStepper
 from inline_core.diffusion.sigma.window import StepWindow
 from inline_core.graph.sampler_names import CFG_PP_SAMPLERS, SAMPLERS
+from inline_core.kept import Kept
 
 ModelTime = Callable[[torch.Tensor], torch.Tensor]
 
@@ -78,9 +77,7 @@ def calculate_shift(
 # A schedule's sigmas and model sampling depend on its settings alone (not on the seed, the
 # sampler or the prompt): a render at settings seen before reads them back instead of working
 # them out again. Kept ones are never handed out: each schedule gets its own copies.
-_PLANS_KEPT = 64
-_plans_lock = threading.Lock()
-_plans: OrderedDict[Hashable, tuple[tuple[float, ...], FlowSampling]] = OrderedDict()
+PLANS: Kept[Hashable, tuple[tuple[float, ...], FlowSampling]] = Kept(64)
 
 
 @dataclass(frozen=True)
@@ -104,7 +101,7 @@ class SchedulePlan:
         worked out once per settings where the spacing is a pure one (a caller's own, e.g. a
         closure over given sigmas, is run each time)."""
         if self.spacing not in PURE_SPACINGS:
-            sigmas, sampling = self._worked_out()
+            sigmas, sampling = self.worked_out_afresh()
             return list(sigmas), sampling
         key = (
             json.dumps(self.config, sort_keys=True, default=repr),
@@ -118,18 +115,10 @@ class SchedulePlan:
             self.window,
             self.shift,
         )
-        with _plans_lock:
-            kept = _plans.get(key)
-        if kept is None:
-            kept = self._worked_out()
-            with _plans_lock:
-                _plans[key] = kept
-                while len(_plans) > _PLANS_KEPT:
-                    _plans.popitem(last=False)
-        sigmas, sampling = kept
+        sigmas, sampling = PLANS.get(key, self.worked_out_afresh)
         return list(sigmas), _own_sampling(sampling)
 
-    def _worked_out(self) -> tuple[tuple[float, ...], FlowSampling]:
+    def worked_out_afresh(self) -> tuple[tuple[float, ...], FlowSampling]:
         config, mu = self.config, self.mu
         if self.shift is not None:
             config = self.shift.flow_config(config)

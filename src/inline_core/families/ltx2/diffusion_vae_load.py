@@ -6,18 +6,19 @@ wrong is an error naming the keys, never a blurred video."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch import nn
 
-from inline_core.diffusion.libs import assign_state, load_safetensors, module
+from inline_core.diffusion.libs import load_safetensors, module
 from inline_core.errors import RunFailed
 from inline_core.families.ltx2.diffusion_vae_file import (
     STATISTICS,
     diffusers_config,
     problem,
 )
+from inline_core.families.ltx2.strict_load import built_strictly
 
 # diffusers' `LTX_2_5_DIFFUSION_DECODER_RENAME_DICT` (scripts/convert_ltx2_to_diffusers.py).
 RENAMES = {
@@ -28,7 +29,6 @@ RENAMES = {
     ".attn.k_norm.": ".attn.norm_k.",
 }
 FUSED = ".attn.qkv."
-SHOWN = 4
 
 
 def diffusers_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -58,15 +58,6 @@ def load_decoder_file(path: Path, dtype: torch.dtype) -> nn.Module:
         raise RunFailed(f"the diffusion video VAE {path} cannot be read: {wrong}")
     config = diffusers_config(path)  # readable: `problem` said so
     cls: Any = module("diffusers").LTX2VideoDiffusionDecoderModel
-    with module("accelerate").init_empty_weights(include_buffers=False):
-        model = cast(nn.Module, cls.from_config(config))
     state = {k: v.to(dtype) for k, v in diffusers_state(load_safetensors(path)).items()}
-    expected = model.state_dict()
-    shapes = [k for k, v in state.items() if k in expected and v.shape != expected[k].shape]
-    missing, unexpected = assign_state(model, {k: v for k, v in state.items() if k not in shapes})
-    if shapes or missing or unexpected:
-        raise RunFailed(
-            f"the diffusion video VAE {path} does not match its own config: shapes of "
-            f"{shapes[:SHOWN]}, missing {missing[:SHOWN]}, unexpected {unexpected[:SHOWN]}"
-        )
+    model = built_strictly(cls, config, state, f"the diffusion video VAE {path}")
     return model.to(dtype)

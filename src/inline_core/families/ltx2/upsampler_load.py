@@ -10,11 +10,10 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from inline_core.diffusion.libs import assign_state, load_safetensors, module
+from inline_core.diffusion.libs import load_safetensors, module
 from inline_core.errors import RunFailed
+from inline_core.families.ltx2.strict_load import built_strictly
 from inline_core.families.ltx2.upsampler_file import UpsamplerFileError, diffusers_config
-
-SHOWN = 4  # keys named in an error
 
 
 def load_upsampler(path: Path, dtype: torch.dtype) -> nn.Module:
@@ -26,15 +25,6 @@ def load_upsampler(path: Path, dtype: torch.dtype) -> nn.Module:
         config = diffusers_config(path)
     except UpsamplerFileError as exc:
         raise RunFailed(f"the latent upsampler {path} cannot be read: {exc}") from exc
-    with module("accelerate").init_empty_weights(include_buffers=False):
-        model = cast(nn.Module, cls.from_config(config))
     state = {k: v.to(dtype) for k, v in load_safetensors(path).items()}
-    expected = model.state_dict()
-    wrong = [k for k, v in state.items() if k in expected and v.shape != expected[k].shape]
-    missing, unexpected = assign_state(model, {k: v for k, v in state.items() if k not in wrong})
-    if wrong or missing or unexpected:
-        raise RunFailed(
-            f"the latent upsampler {path} does not match its own config: shapes of "
-            f"{wrong[:SHOWN]}, missing {missing[:SHOWN]}, unexpected {unexpected[:SHOWN]}"
-        )
+    model = built_strictly(cls, config, state, f"the latent upsampler {path}")
     return model.to(dtype)
